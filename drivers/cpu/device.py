@@ -1,0 +1,182 @@
+"""The CPU device (DEV=CPU): a real queue-API backend and the numerical reference for every other one.
+
+Memory is anonymous host memory (va = host address). Each queue kind has a worker thread that runs
+submitted command lists in order, so signal/wait have the same asynchronous semantics as a GPU's
+command processor: a wait blocks that queue (not the host) until the signal is written.
+"""
+from __future__ import annotations
+import ctypes, mmap, os, queue, tempfile, threading, time
+from functools import cache
+
+import cffi
+import numpy as np
+
+from drivers.hcq import Device, Program, Queue, Signal, register_backend
+from drivers.hcq.devspec import DeviceSpec
+from drivers.hcq.program import KernArgs
+from drivers.cpu.compiler import ClangCompiler
+
+_LAUNCH_SRC = r"""
+#include <stdint.h>
+#include <pthread.h>
+typedef void (*hcq_kernel)(const uint8_t *, const uint32_t *, const uint32_t *);
+struct job { hcq_kernel fn; const uint8_t *args; const uint32_t *grid, *lsize; uint64_t first, last; };
+static void *run(void *p) {
+  struct job *j = p;
+  for (uint64_t g = j->first; g < j->last; g++) {
+    uint32_t gid[3] = { g % j->grid[0], (g / j->grid[0]) % j->grid[1], g / ((uint64_t)j->grid[0] * j->grid[1]) };
+    j->fn(j->args, gid, j->lsize);
+  }
+  return 0;
+}
+/* Runs every workgroup of the grid, spread over up to `threads` threads (workgroups are independent). */
+void hcq_cpu_launch(void *fn, const uint8_t *args, const uint32_t *grid, const uint32_t *lsize, uint32_t threads) {
+  uint64_t n = (uint64_t)grid[0] * grid[1] * grid[2];
+  if (threads > n) threads = n;
+  if (threads > 64) threads = 64;
+  struct job jobs[64]; pthread_t tid[64];
+  for (uint32_t t = 0; t < threads; t++) {
+    jobs[t] = (struct job){ (hcq_kernel)fn, args, grid, lsize, n * t / threads, n * (t + 1) / threads };
+    if (t) pthread_create(&tid[t], 0, run, &jobs[t]);
+  }
+  if (threads) run(&jobs[0]);
+  for (uint32_t t = 1; t < threads; t++) pthread_join(tid[t], 0);
+}
+"""
+
+
+def _dlopen(ffi: cffi.FFI, lib: bytes, what: str):
+  """Load a shared object from bytes. The file gets a unique name (the dynamic loader reuses a handle
+  for a path it has seen) and is deleted once loaded."""
+  with tempfile.NamedTemporaryFile(prefix=f"hcq-{what}-", suffix=".so") as f:
+    f.write(lib)
+    f.flush()
+    return ffi.dlopen(f.name)
+
+
+@cache
+def _launcher():
+  ffi = cffi.FFI()
+  ffi.cdef("void hcq_cpu_launch(void *fn, const uint8_t *args, const uint32_t *grid, const uint32_t *lsize, uint32_t threads);")
+  return ffi, _dlopen(ffi, ClangCompiler().compile(_LAUNCH_SRC), "hcq_cpu_launch")
+
+
+class CPUProgram(Program):
+  def __init__(self, device: CPUDevice, name: str, lib: bytes):
+    super().__init__(device, name, lib)
+    self._ffi = cffi.FFI()
+    self._ffi.cdef(f"void {name}(const uint8_t *args, const uint32_t *gid, const uint32_t *lsize);")
+    try: self._lib = _dlopen(self._ffi, lib, name)
+    except OSError as e: raise ValueError(f"cannot load the CPU kernel library for {name}: {e}") from None
+    try: self.fn = self._ffi.cast("void *", getattr(self._lib, name))
+    except AttributeError: raise ValueError(f"the library has no kernel function named {name!r}") from None
+
+
+class CPUQueue(Queue):
+  def __init__(self, device: CPUDevice, kind: str):
+    super().__init__(device)
+    self.kind, self.cmds = kind, []
+
+  def _exec(self, prg, args: KernArgs, global_size, local_size):
+    self.cmds.append(("exec", prg, args, (ctypes.c_uint32 * 3)(*global_size), (ctypes.c_uint32 * 3)(*local_size)))
+  def _copy(self, dest_va, src_va, size): self.cmds.append(("copy", dest_va, src_va, size))
+  def _signal(self, sig, value): self.cmds.append(("signal", sig, value))
+  def _wait(self, sig, value): self.cmds.append(("wait", sig, value))
+  def _timestamp(self, sig): self.cmds.append(("timestamp", sig))
+  def _memory_barrier(self): pass   # one coherent memory: nothing to flush
+  def _submit(self): self.device._workers[self.kind].put(self.cmds)
+
+
+class _Worker(threading.Thread):
+  """The command processor of one queue."""
+  def __init__(self, device: CPUDevice, kind: str):
+    super().__init__(name=f"hcq-cpu-{kind}", daemon=True)
+    self.device, self.kind, self.inbox, self.stopping = device, kind, queue.SimpleQueue(), False
+
+  def put(self, cmds: list) -> None: self.inbox.put(cmds)
+
+  def run(self) -> None:
+    ffi, lib = _launcher()
+    while (cmds := self.inbox.get()) is not None:
+      for cmd in cmds:
+        try: self._run(ffi, lib, cmd)
+        except _Stopped: return
+        except Exception as e:   # a failing command poisons the device, like a GPU fault
+          self.device.report_fault(f"{self.kind} queue: {cmd[0]} failed: {e}")
+
+  def _run(self, ffi, lib, cmd) -> None:
+    op = cmd[0]
+    if op == "exec":
+      _, prg, args, grid, lsize = cmd
+      lib.hcq_cpu_launch(prg.fn, ffi.cast("uint8_t *", args.va), ffi.cast("uint32_t *", ctypes.addressof(grid)),
+                         ffi.cast("uint32_t *", ctypes.addressof(lsize)), self.device.threads)
+    elif op == "copy": ctypes.memmove(cmd[1], cmd[2], cmd[3])
+    elif op == "signal":
+      cmd[1]._mem[1] = time.monotonic_ns()
+      cmd[1].value = cmd[2]
+    elif op == "timestamp": cmd[1]._mem[1] = time.monotonic_ns()
+    elif op == "wait":
+      sig, value, sleep = cmd[1], cmd[2], 0.0
+      while sig.value < value:
+        if self.stopping: raise _Stopped
+        time.sleep(sleep)
+        sleep = min(sleep * 2 + 1e-6, 1e-3)
+    else: raise ValueError(f"unknown command {op!r}")
+
+
+class _Stopped(Exception): pass
+
+
+class CPUDevice(Device):
+  arch = "cpu"
+
+  def __init__(self):
+    self._maps: dict[int, mmap.mmap] = {}
+    super().__init__("CPU")
+    self.compiler = ClangCompiler()
+    self.threads = os.cpu_count() or 1
+    self._workers = {k: _Worker(self, k) for k in ("compute", "copy")}
+    for w in self._workers.values(): w.start()
+
+  def _alloc(self, size: int, host: bool):
+    m = mmap.mmap(-1, max(size, 1), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    va = ctypes.addressof(ctypes.c_char.from_buffer(m))
+    self._maps[va] = m
+    return va, memoryview(m)[:size], va
+
+  def _free(self, va) -> None:
+    self._maps.pop(va)   # the mapping is unmapped once the last view of it is gone
+
+  def _signal_chunk(self):
+    va, view, _ = self._alloc(4096, True)
+    return view, va
+
+  def _kernarg_memory(self, size: int):
+    buf = (ctypes.c_uint8 * size)()
+    return memoryview(buf).cast("B"), ctypes.addressof(buf)
+
+  def _copyin(self, buf, data): self._copy_host(buf.va, data)
+  def _copyout(self, dest, buf):
+    self.synchronize()
+    ctypes.memmove((ctypes.c_char * dest.nbytes).from_buffer(dest), buf.va, buf.size)
+
+  def _copy_host(self, va: int, data: memoryview) -> None:
+    self.synchronize()   # earlier kernels may still read the old contents
+    ctypes.memmove(va, np.frombuffer(data, np.uint8).ctypes.data, data.nbytes)
+
+  def compute_queue(self) -> CPUQueue: return CPUQueue(self, "compute")
+  def copy_queue(self) -> CPUQueue: return CPUQueue(self, "copy")
+  def program(self, name: str, lib: bytes) -> CPUProgram: return CPUProgram(self, name, lib)
+  def ticks_to_us(self, ticks: int) -> float: return ticks / 1000
+
+  def _shutdown(self) -> None:
+    for w in self._workers.values():
+      w.stopping = True
+      w.put(None)
+    for w in self._workers.values(): w.join(timeout=5)
+
+
+def _open(spec: DeviceSpec) -> CPUDevice: return CPUDevice()
+
+
+register_backend("CPU", _open)

@@ -1,0 +1,175 @@
+"""Device: one opened accelerator (or the CPU reference device), and opening devices from strings."""
+from __future__ import annotations
+import atexit, importlib, os, sys, threading, weakref
+from typing import Callable
+from drivers.hcq import profile
+from drivers.hcq.buffer import Buffer
+from drivers.hcq.compiler import Compiler
+from drivers.hcq.devspec import DeviceSpec, parse_device
+from drivers.hcq.pool import SlotPool
+from drivers.hcq.program import Program
+from drivers.hcq.queue import Queue
+from drivers.hcq.signal import Signal
+
+
+class DeviceFault(RuntimeError):
+  """The device reported an error (page fault, bad packet, failed kernel); raised on the next wait/submit."""
+
+
+class Device:
+  """Owns an allocator, a timeline signal, compute and copy queues, and the compiler for its target."""
+  compiler: Compiler
+  arch: str
+  spec: DeviceSpec | None = None
+
+  def __init__(self, name: str):
+    self.name = name
+    self._faults: list[str] = []
+    self._buffers: set[Buffer] = set()
+    self._lock = threading.Lock()
+    self.closed = False
+    self._signals = SlotPool(self._signal_chunk, 16)
+    self.timeline = self.new_signal(0, "timeline")
+    self.timeline_value = 1
+
+  # --- vendor hooks
+  def _alloc(self, size: int, host: bool) -> tuple[int, memoryview | None, object]:
+    """-> (va, host view or None, opaque handle for _free)."""
+    raise NotImplementedError
+  def _free(self, opaque: object) -> None: raise NotImplementedError
+  def _signal_chunk(self) -> tuple[memoryview, int]:
+    """A page of host-visible, device-writable memory (and its device address) to carve signals from."""
+    raise NotImplementedError
+  def _kernarg_memory(self, size: int) -> tuple[memoryview, int]: raise NotImplementedError
+  def _copyin(self, buf: Buffer, data: memoryview) -> None: raise NotImplementedError
+  def _copyout(self, dest: memoryview, buf: Buffer) -> None: raise NotImplementedError
+  def compute_queue(self) -> Queue: raise NotImplementedError
+  def copy_queue(self) -> Queue: raise NotImplementedError
+  def program(self, name: str, lib: bytes) -> Program: raise NotImplementedError
+  def ticks_to_us(self, ticks: int) -> float: raise NotImplementedError
+  def _shutdown(self) -> None: pass
+
+  # --- memory
+  def alloc(self, size: int, host: bool = False) -> Buffer:
+    """Device memory (host=True: host memory the device can access, e.g. for staging)."""
+    if size < 0: raise ValueError(f"cannot allocate {size} bytes")
+    self._check_open()
+    va, view, opaque = self._alloc(size, host)
+    buf = Buffer(self, size, va, view, opaque, host)
+    with self._lock: self._buffers.add(buf)
+    return buf
+
+  def _free_buffer(self, buf: Buffer) -> None:
+    with self._lock:
+      if buf not in self._buffers: return
+      self._buffers.discard(buf)
+    self._free(buf.opaque)
+
+  @property
+  def allocated_bytes(self) -> int: return sum(b.size for b in self._buffers)
+
+  def new_signal(self, value: int = 0, name: str = "signal") -> Signal:
+    mem, va = self._signals.get()
+    sig = Signal(self, mem, va, value, name)
+    weakref.finalize(sig, self._signals.put, mem, va)
+    return sig
+
+  def _copy_sync(self, dest: Buffer, src: Buffer) -> None:
+    """Device-to-device copy on the copy queue, ordered after all earlier work; blocks until done."""
+    self.copy_queue().wait(self.timeline, self.timeline_value - 1).copy(dest, src, src.size) \
+        .signal(self.timeline, v := self.next_timeline()).submit()
+    self.timeline.wait(v)
+
+  def _transfer(self, dest: Buffer, src: Buffer) -> None:
+    """Copy from another device's buffer into ours; through host memory unless a vendor does better."""
+    staging = src.copyout()
+    dest.copyin(staging[:src.size])
+
+  # --- ordering
+  def next_timeline(self) -> int:
+    with self._lock:
+      self.timeline_value += 1
+      return self.timeline_value - 1
+
+  def synchronize(self, timeout_ms: int | None = None) -> None:
+    """Wait for everything submitted so far."""
+    self.timeline.wait(self.timeline_value - 1, *(() if timeout_ms is None else (timeout_ms,)))
+
+  def report_fault(self, message: str) -> None:
+    """Called by engines/workers when the device reports an error."""
+    self._faults.append(message)
+
+  def check_faults(self) -> None:
+    if self._faults: raise DeviceFault(f"{self.name}: {self._faults[0]}")
+
+  def _check_open(self) -> None:
+    if self.closed: raise RuntimeError(f"{self.name} is closed")
+
+  def close(self) -> None:
+    """Wait for outstanding work (if the device is healthy), free every buffer, stop the queues."""
+    if self.closed: return
+    if not self._faults:
+      try: self.synchronize(timeout_ms=5000)
+      except Exception: pass   # a hung or faulted device is torn down anyway
+    profile.collect(self.name)
+    for b in list(self._buffers): b.free()
+    self._shutdown()
+    self.closed = True
+    _open.pop(self.name, None)
+
+  def __repr__(self) -> str: return f"<{type(self).__name__} {self.name} ({self.arch})>"
+
+
+# --- opening devices by string
+_VENDOR_MODULES = {"CPU": "drivers.cpu", "AMD": "drivers.amd", "NV": "drivers.nv", "QCOM": "drivers.qcom"}
+_backends: dict[str, Callable[[DeviceSpec], Device]] = {}
+_open: dict[str, Device] = {}
+
+
+def register_backend(vendor: str, opener: Callable[[DeviceSpec], Device]) -> None:
+  """Vendor packages call this at import; `opener` resolves the interface (spec.iface may be None)."""
+  _backends[vendor] = opener
+
+
+def _backend(vendor: str) -> Callable[[DeviceSpec], Device]:
+  if vendor not in _backends:
+    try: importlib.import_module(_VENDOR_MODULES[vendor])
+    except ModuleNotFoundError as e:
+      if e.name != _VENDOR_MODULES[vendor]: raise
+    if vendor not in _backends:
+      raise ValueError(f"the {vendor} driver is not part of this build yet; available: {', '.join(available_vendors())}")
+  return _backends[vendor]
+
+
+def available_vendors() -> list[str]:
+  out = []
+  for v, mod in _VENDOR_MODULES.items():
+    try: importlib.import_module(mod)
+    except ModuleNotFoundError: continue
+    if v in _backends: out.append(v)
+  return out
+
+
+def default_device_name() -> str:
+  """DEV from the environment, else real hardware, else the emulated AMD GPU (else the CPU device)."""
+  if dev := os.environ.get("DEV"): return dev
+  if os.path.exists("/dev/kfd") and "AMD" in available_vendors(): return "AMD"
+  fallback = "MOCKPCI+AMD" if "AMD" in available_vendors() else "CPU"
+  print(f"hcq: no DEV set and no GPU found; using {fallback}", file=sys.stderr)
+  return fallback
+
+
+def open_device(name: str | None = None) -> Device:
+  """Open (or return the already-open) device for a device string; None means the default device."""
+  spec = parse_device(name if name is not None else default_device_name())
+  for dev in _open.values():
+    if dev.spec == spec or (spec.iface is None and dev.spec.vendor == spec.vendor and dev.spec.index == spec.index): return dev
+  dev = _backend(spec.vendor)(spec)
+  dev.spec = spec
+  _open[dev.name] = dev
+  return dev
+
+
+@atexit.register
+def _close_all() -> None:
+  for dev in list(_open.values()): dev.close()

@@ -1,0 +1,111 @@
+"""Queue: the builder of one command stream. Vendors encode each command (PM4, SDMA, GPFIFO methods,
+CP packets, or a CPU worker's command list) in the underscore methods; this base adds argument checks
+and profiling, and keeps the public calls chainable."""
+from __future__ import annotations
+from typing import TYPE_CHECKING
+from drivers.hcq import profile
+if TYPE_CHECKING:
+  from drivers.hcq.device import Device
+  from drivers.hcq.buffer import Buffer
+  from drivers.hcq.program import Program, KernArgs
+  from drivers.hcq.signal import Signal
+
+
+def _dims(v: tuple[int, ...] | list[int] | int, what: str) -> tuple[int, int, int]:
+  t = (v,) if isinstance(v, int) else tuple(v)
+  if not 1 <= len(t) <= 3 or any(not isinstance(x, int) or x < 1 for x in t):
+    raise ValueError(f"{what} must be 1 to 3 positive ints, got {v!r}")
+  return t + (1,) * (3 - len(t))  # type: ignore[return-value]
+
+
+class Queue:
+  kind = "compute"   # or "copy"
+
+  def __init__(self, device: Device):
+    self.device = device
+    self.submitted = False
+
+  # --- vendor encoders
+  def _exec(self, prg: Program, args: KernArgs, global_size: tuple[int, int, int], local_size: tuple[int, int, int]) -> None:
+    raise NotImplementedError(f"{type(self).__name__} ({self.kind} queue) cannot run kernels")
+  def _copy(self, dest_va: int, src_va: int, size: int) -> None:
+    raise NotImplementedError(f"{type(self).__name__} ({self.kind} queue) cannot copy")
+  def _signal(self, sig: Signal, value: int) -> None: raise NotImplementedError
+  def _wait(self, sig: Signal, value: int) -> None: raise NotImplementedError
+  def _timestamp(self, sig: Signal) -> None: raise NotImplementedError
+  def _memory_barrier(self) -> None: pass   # queues with coherent memory need nothing
+  def _submit(self) -> None: raise NotImplementedError
+
+  # --- the contract
+  def exec(self, prg: Program, args: KernArgs, global_size=(1, 1, 1), local_size=(1, 1, 1)) -> Queue:
+    """Launch `prg`: `global_size` workgroups of `local_size` threads each."""
+    gs, ls = _dims(global_size, "global_size"), _dims(local_size, "local_size")
+    if prg.device is not self.device: raise ValueError(f"program {prg.name} belongs to {prg.device.name}, not {self.device.name}")
+    with self._profiled(prg.name): self._exec(prg, args, gs, ls)
+    return self
+
+  def copy(self, dest: Buffer, src: Buffer, size: int | None = None, dest_offset: int = 0, src_offset: int = 0) -> Queue:
+    """Copy `size` bytes (default: all of src) from src+src_offset to dest+dest_offset."""
+    size = src.size - src_offset if size is None else size
+    if size < 0 or src_offset < 0 or dest_offset < 0 or src_offset + size > src.size or dest_offset + size > dest.size:
+      raise ValueError(f"copy of {size} bytes (src offset {src_offset} of {src.size}, dest offset {dest_offset} of {dest.size}) "
+                       "is out of bounds")
+    for b in (dest, src):
+      if b.device is not self.device: raise ValueError(f"buffer on {b.device.name} copied by a {self.device.name} queue")
+    if size:
+      with self._profiled(f"copy {size} B"): self._copy(dest.va + dest_offset, src.va + src_offset, size)
+    return self
+
+  def signal(self, sig: Signal, value: int) -> Queue:
+    """Set `sig` to `value` (and its timestamp) once all earlier commands of this queue are done."""
+    sig.last_queue = f"{self.kind}"
+    self._signal(sig, value)
+    return self
+
+  def wait(self, sig: Signal, value: int) -> Queue:
+    """Stall this queue until sig >= value."""
+    self._wait(sig, value)
+    return self
+
+  def timestamp(self, sig: Signal) -> Queue:
+    """Write the device clock into sig's timestamp once earlier commands are done."""
+    self._timestamp(sig)
+    return self
+
+  def memory_barrier(self) -> Queue:
+    """Make earlier writes visible to later readers on this device and to the host (cache flush/invalidate)."""
+    self._memory_barrier()
+    return self
+
+  def submit(self, device: Device | None = None) -> Queue:
+    if device is not None and device is not self.device:
+      raise ValueError(f"queue built for {self.device.name} submitted to {device.name}")
+    self.device.check_faults()
+    self._submit()
+    self.submitted = True
+    return self
+
+  # --- profiling: begin/end timestamps around each command
+  def _profiled(self, name: str):
+    return _Profiled(self, name) if profile.enabled() else _NOOP
+
+
+class _Noop:
+  def __enter__(self): return self
+  def __exit__(self, *a): return False
+
+
+_NOOP = _Noop()
+
+
+class _Profiled:
+  def __init__(self, q: Queue, name: str): self.q, self.name = q, name
+  def __enter__(self):
+    self.begin = self.q.device.new_signal(name="profile")
+    self.q._timestamp(self.begin)
+  def __exit__(self, *exc):
+    if exc[0] is not None: return False
+    end = self.q.device.new_signal(name="profile")
+    self.q._timestamp(end)
+    profile.record(self.q.device.name, self.q.kind, self.name, self.begin, end)
+    return False

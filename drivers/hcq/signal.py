@@ -1,0 +1,49 @@
+"""Signal: a 64-bit value and a 64-bit timestamp in memory the device writes, the host polls."""
+from __future__ import annotations
+import time
+from typing import TYPE_CHECKING
+if TYPE_CHECKING: from drivers.hcq.device import Device
+
+DEFAULT_TIMEOUT_MS = 30_000
+
+
+class SignalTimeout(TimeoutError):
+  """A signal did not reach its value in time; the message names device, queue, expected and last value."""
+
+
+class Signal:
+  """`mem` is 16 bytes: value (u64) at 0, timestamp (u64, device ticks) at 8. `va` is its device address."""
+  def __init__(self, device: Device, mem: memoryview, va: int, value: int = 0, name: str = "signal"):
+    self.device, self.va, self.name = device, va, name
+    self._mem = mem.cast("B").cast("Q")
+    self.last_queue = "host"   # which queue was last asked to write it (for error messages)
+    self.value = value
+
+  @property
+  def value(self) -> int: return self._mem[0]
+
+  @value.setter
+  def value(self, v: int) -> None: self._mem[0] = v
+
+  @property
+  def timestamp_va(self) -> int: return self.va + 8
+
+  @property
+  def timestamp(self) -> float:
+    """Time of the last timestamp/signal write, in microseconds of the device clock."""
+    return self.device.ticks_to_us(self._mem[1])
+
+  def wait(self, value: int, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> None:
+    """Block until value >= `value`. Device faults found while waiting are raised."""
+    deadline, sleep = time.monotonic() + timeout_ms / 1000, 0.0
+    while self._mem[0] < value:
+      self.device.check_faults()
+      if time.monotonic() > deadline:
+        raise SignalTimeout(f"{self.device.name}: {self.name} written by the {self.last_queue} queue did not reach {value} "
+                            f"within {timeout_ms} ms (last seen {self._mem[0]}); a wait in that queue may never be satisfied, "
+                            "or the device hung")
+      time.sleep(sleep)
+      sleep = min(sleep * 2 + 1e-6, 1e-3)
+    self.device.check_faults()
+
+  def __repr__(self) -> str: return f"<Signal {self.name} on {self.device.name} value={self.value}>"

@@ -1,0 +1,83 @@
+"""DMA memory: host memory a device can read and write, with the bus address of each page.
+
+Real hardware (sysfs path): anonymous memory locked in RAM, bus addresses = physical addresses read
+from /proc/self/pagemap (bits 0-54 = PFN, bit 63 = present; Documentation/admin-guide/mm/pagemap.rst),
+or 2 MiB hugetlb pages when a physically contiguous buffer is needed.
+"""
+from __future__ import annotations
+import ctypes, mmap, os
+from dataclasses import dataclass, field
+from typing import Callable
+
+PAGE = 4096
+HUGE_PAGE = 2 << 20
+MAP_HUGETLB = 0x40000       # linux/mman.h (x86/arm64 value), absent from Python's mmap module
+MAP_LOCKED = 0x2000         # asm-generic/mman.h
+
+
+@dataclass
+class DMAMemory:
+  """A DMA buffer: `view` is what the host reads and writes, `bus_addrs[i]` is where page i sits on the bus."""
+  view: memoryview
+  bus_addrs: list[int]
+  page_size: int = PAGE
+  _free: Callable[[], None] | None = field(default=None, repr=False)
+
+  @property
+  def size(self) -> int: return self.view.nbytes
+
+  @property
+  def contiguous(self) -> bool:
+    return all(b - a == self.page_size for a, b in zip(self.bus_addrs, self.bus_addrs[1:]))
+
+  def bus_addr(self, offset: int = 0) -> int:
+    if not 0 <= offset < max(self.size, 1): raise IndexError(f"offset {offset:#x} is outside the {self.size:#x}-byte DMA buffer")
+    return self.bus_addrs[offset // self.page_size] + offset % self.page_size
+
+  def free(self) -> None:
+    if self._free is not None: self._free()
+    self._free = None
+
+
+def round_up(x: int, a: int) -> int: return (x + a - 1) // a * a
+
+
+def host_address(buf: mmap.mmap | bytearray | memoryview) -> int:
+  return ctypes.addressof(ctypes.c_char.from_buffer(buf))
+
+
+def alloc_pinned(size: int, contiguous: bool = False) -> DMAMemory:
+  """Locked host memory with physical page addresses (needs CAP_SYS_ADMIN to read PFNs)."""
+  page = HUGE_PAGE if contiguous else PAGE
+  size = round_up(max(size, 1), page)
+  if contiguous and size > HUGE_PAGE:
+    raise ValueError(f"a physically contiguous DMA buffer is at most one {HUGE_PAGE >> 20} MiB huge page; asked for {size:#x} bytes")
+  flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | mmap.MAP_POPULATE | MAP_LOCKED | (MAP_HUGETLB if contiguous else 0)
+  try: mem = mmap.mmap(-1, size, flags=flags)
+  except OSError as e:
+    if contiguous:
+      raise OSError(e.errno, "cannot allocate a 2 MiB huge page for contiguous DMA memory; reserve some with "
+                    "`echo 16 > /proc/sys/vm/nr_hugepages` (as root)") from None
+    raise OSError(e.errno, f"cannot lock {size} bytes of DMA memory ({e.strerror}); raise `ulimit -l` or run as root") from None
+  view = memoryview(mem)
+  base = host_address(mem)
+  for off in range(0, size, PAGE): view[off] = 0   # fault every page in before asking for its PFN
+  try:
+    with open("/proc/self/pagemap", "rb") as f:
+      f.seek(base // PAGE * 8)
+      raw = f.read(size // PAGE * 8)
+  except OSError as e:
+    view.release(); mem.close()
+    raise PermissionError(f"cannot read /proc/self/pagemap ({e.strerror}): physical addresses for DMA need root") from None
+  entries = memoryview(raw).cast("Q")
+  pfns = [e & ((1 << 55) - 1) if e >> 63 else 0 for e in entries]
+  if not all(pfns):
+    view.release(); mem.close()
+    raise PermissionError("/proc/self/pagemap returned no page frame numbers: physical addresses for DMA need root "
+                          "(CAP_SYS_ADMIN); run as root or use VFIO, which needs no physical addresses")
+  addrs = [pfns[i * (page // PAGE)] * PAGE for i in range(size // page)]
+
+  def free():
+    view.release()
+    mem.close()
+  return DMAMemory(view, addrs, page, free)

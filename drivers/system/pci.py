@@ -1,0 +1,157 @@
+"""PCIDevice: the hardware boundary every PCI driver (AMD AM, NV, bnxt, mlx5) is written against.
+
+Implementations: `SysfsPCIDevice` (a real function through /sys/bus/pci: config file, resourceN mmap,
+pagemap DMA) and `ModelPCIDevice` (an emu/ model). VFIO and the USB bridge implement the same methods.
+Opening a device takes its ownership lock; close() releases everything it handed out.
+"""
+from __future__ import annotations
+import mmap, os
+from typing import Any
+
+from drivers.system.dma import DMAMemory, alloc_pinned, round_up, PAGE
+from drivers.system.lock import DeviceLock
+from drivers.system.mmio import MMIO, MemMMIO, CallbackMMIO
+
+PCI_COMMAND = 0x04
+PCI_COMMAND_MEMORY, PCI_COMMAND_MASTER = 0x2, 0x4   # linux/pci_regs.h
+SYSFS_PCI = "/sys/bus/pci/devices"
+# drivers that hand the function to userspace; any other bound driver owns the hardware
+USERSPACE_DRIVERS = ("vfio-pci", "uio_pci_generic")
+
+
+class PCIDevice:
+  """A PCI function as a driver sees it."""
+  bus: str
+  vendor_id: int
+  device_id: int
+
+  def read_config(self, offset: int, size: int) -> int: raise NotImplementedError
+  def write_config(self, offset: int, size: int, value: int) -> None: raise NotImplementedError
+  def bar_size(self, n: int) -> int: raise NotImplementedError
+  def _map_bar(self, n: int) -> MMIO: raise NotImplementedError
+  def _alloc_dma(self, size: int, contiguous: bool) -> DMAMemory: raise NotImplementedError
+  def reset(self) -> None: raise NotImplementedError
+
+  def __init__(self, bus: str, lock_prefix: str):
+    self.bus, self._bars, self._dma = bus, {}, []
+    self._lock: DeviceLock | None = DeviceLock(lock_prefix, bus)
+
+  def map_bar(self, n: int) -> MMIO:
+    """Register/memory access to BAR n (mapped once, shared)."""
+    if n not in self._bars: self._bars[n] = self._map_bar(n)
+    return self._bars[n]
+
+  def alloc_dma(self, size: int, contiguous: bool = False) -> DMAMemory:
+    """Host memory the device can DMA to; `bus_addrs` lists the bus address of every page."""
+    mem = self._alloc_dma(size, contiguous)
+    self._dma.append(mem)
+    return mem
+
+  def free_dma(self, mem: DMAMemory) -> None:
+    self._dma.remove(mem)
+    mem.free()
+
+  def enable_bus_master(self) -> None:
+    cmd = self.read_config(PCI_COMMAND, 2)
+    self.write_config(PCI_COMMAND, 2, cmd | PCI_COMMAND_MEMORY | PCI_COMMAND_MASTER)
+
+  def close(self) -> None:
+    for mem in self._dma: mem.free()
+    self._dma.clear()
+    self._bars.clear()
+    if self._lock is not None: self._lock.release()
+    self._lock = None
+
+  def __enter__(self): return self
+  def __exit__(self, *exc): self.close()
+
+
+class ModelPCIDevice(PCIDevice):
+  """A device model from emu/ behind the PCIDevice interface (config callbacks, BAR regions, DMA space)."""
+  def __init__(self, model: Any, lock_prefix: str):
+    self.model = model
+    super().__init__(model.bus, lock_prefix)
+    self.vendor_id, self.device_id = model.vendor_id, model.device_id
+
+  def read_config(self, offset: int, size: int) -> int: return self.model.config_read(offset, size)
+  def write_config(self, offset: int, size: int, value: int) -> None: self.model.config_write(offset, size, value)
+
+  def bar_size(self, n: int) -> int:
+    if n not in self.model.bars: raise ValueError(f"{self.bus} has no BAR{n} (BARs: {sorted(self.model.bars)})")
+    return self.model.bar_size(n)
+
+  def _map_bar(self, n: int) -> MMIO:
+    self.bar_size(n)
+    bar = self.model.bars[n]
+    return MemMMIO(bar, f"{self.bus} BAR{n}") if isinstance(bar, memoryview) else CallbackMMIO(bar, f"{self.bus} BAR{n}")
+
+  def _alloc_dma(self, size: int, contiguous: bool) -> DMAMemory:
+    host = memoryview(bytearray(round_up(max(size, 1), PAGE)))
+    addrs = self.model.dma.map(host, contiguous=contiguous)
+    return DMAMemory(host, addrs, PAGE, lambda: self.model.dma.unmap(addrs))
+
+  def reset(self) -> None: self.model.reset()
+
+
+def _sysfs_error(path: str, e: OSError) -> OSError:
+  if isinstance(e, PermissionError):
+    return PermissionError(f"no permission to access {path}: run as root or add a udev rule granting your user access to it")
+  return e
+
+
+class SysfsPCIDevice(PCIDevice):
+  """A real PCI function through sysfs: needs root (or udev rules) and no kernel driver bound to it."""
+  def __init__(self, bus: str, lock_prefix: str, sysfs: str = SYSFS_PCI):
+    self.path = os.path.join(sysfs, bus)
+    if not os.path.isdir(self.path):
+      raise FileNotFoundError(f"no PCI device {bus} ({self.path} does not exist); `hcq_smi <vendor> list` shows the devices found")
+    if os.path.islink(drv := os.path.join(self.path, "driver")):
+      name = os.path.basename(os.readlink(drv))
+      if name not in USERSPACE_DRIVERS:
+        raise RuntimeError(f"PCI device {bus} is bound to kernel driver {name}; unbind it first: "
+                           f"`echo {bus} > {drv}/unbind` (as root), or `hcq_smi <vendor> rmmod`")
+    super().__init__(bus, lock_prefix)
+    try:
+      self._cfg = os.open(os.path.join(self.path, "config"), os.O_RDWR | os.O_CLOEXEC)
+    except OSError as e:
+      self.close()
+      raise _sysfs_error(os.path.join(self.path, "config"), e) from None
+    self.vendor_id, self.device_id = self.read_config(0, 2), self.read_config(2, 2)
+    self._maps: list[mmap.mmap] = []
+
+  def read_config(self, offset: int, size: int) -> int:
+    return int.from_bytes(os.pread(self._cfg, size, offset), "little")
+
+  def write_config(self, offset: int, size: int, value: int) -> None:
+    os.pwrite(self._cfg, value.to_bytes(size, "little"), offset)
+
+  def bar_size(self, n: int) -> int:
+    with open(os.path.join(self.path, "resource")) as f: lines = f.read().splitlines()
+    start, end, _flags = (int(x, 16) for x in lines[n].split())
+    return end - start + 1 if end else 0
+
+  def _map_bar(self, n: int) -> MMIO:
+    if not (size := self.bar_size(n)): raise ValueError(f"{self.bus} has no BAR{n}")
+    path = os.path.join(self.path, f"resource{n}")
+    try: fd = os.open(path, os.O_RDWR | os.O_SYNC | os.O_CLOEXEC)
+    except OSError as e: raise _sysfs_error(path, e) from None
+    try: m = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+    finally: os.close(fd)
+    self._maps.append(m)
+    return MemMMIO(memoryview(m), f"{self.bus} BAR{n}")
+
+  def _alloc_dma(self, size: int, contiguous: bool) -> DMAMemory: return alloc_pinned(size, contiguous)
+
+  def reset(self) -> None:
+    path = os.path.join(self.path, "reset")
+    try:
+      with open(path, "w") as f: f.write("1")
+    except OSError as e: raise _sysfs_error(path, e) from None
+
+  def close(self) -> None:
+    super().close()
+    for m in getattr(self, "_maps", []):
+      try: m.close()
+      except BufferError: pass   # a caller still holds a view of the BAR; the mapping goes with it
+    if getattr(self, "_cfg", None) is not None: os.close(self._cfg)
+    self._cfg = None

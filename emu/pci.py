@@ -1,0 +1,150 @@
+"""A PCI function as a device model: type-0 config space, BARs, and a DMA address space.
+
+Every emulated device (GPU, NIC) subclasses `PCIFunction`. It is plugged into the driver stack by
+drivers/system's ModelPCIDevice, which only uses what is defined here: `config_read/config_write`,
+`bars` (BAR index -> `memoryview` for RAM-like BARs or an object with `read/write` callbacks),
+`dma` (where the driver's DMA buffers live) and `reset()`.
+Config-space layout facts: PCI Local Bus Spec 3.0, section 6.1 (type-0 header); linux/pci_regs.h.
+"""
+from __future__ import annotations
+import bisect
+from typing import Protocol
+
+PCI_VENDOR_ID, PCI_DEVICE_ID, PCI_COMMAND, PCI_STATUS = 0x00, 0x02, 0x04, 0x06
+PCI_CLASS_REVISION, PCI_HEADER_TYPE, PCI_BASE_ADDRESS_0 = 0x08, 0x0E, 0x10
+PCI_SUBSYSTEM_VENDOR_ID, PCI_SUBSYSTEM_ID = 0x2C, 0x2E
+PCI_COMMAND_MEMORY, PCI_COMMAND_MASTER = 0x2, 0x4
+PCI_BASE_ADDRESS_MEM_TYPE_64, PCI_BASE_ADDRESS_MEM_PREFETCH = 0x4, 0x8
+CONFIG_SIZE = 4096   # PCIe extended config space
+PAGE = 4096
+
+
+class DMAFault(RuntimeError):
+  """A device accessed a bus address no DMA buffer is mapped at (an IOMMU fault on real hardware)."""
+
+
+class DMASpace:
+  """Bus address space the device sees: runs of bus addresses backed by host memory."""
+  def __init__(self, base: int = 0x1_0000_0000):
+    self._next = base
+    self._starts: list[int] = []
+    self._runs: dict[int, memoryview] = {}
+
+  def map(self, host: memoryview, contiguous: bool = False) -> list[int]:
+    """Give `host` (a whole number of pages) bus addresses; returns the bus address of each page.
+    Non-contiguous mappings leave a one-page hole between pages, so a driver that assumes a buffer is
+    bus-contiguous faults in the model the way it would on real hardware."""
+    host = host.cast("B")
+    if host.nbytes % PAGE: raise ValueError(f"DMA mapping of {host.nbytes} bytes is not a whole number of {PAGE}-byte pages")
+    pages = host.nbytes // PAGE
+    if contiguous: addrs = [self._next + i * PAGE for i in range(pages)]
+    else: addrs = [self._next + 2 * i * PAGE for i in range(pages)]
+    self._next = (addrs[-1] if addrs else self._next) + 2 * PAGE
+    if contiguous and pages: self._insert(addrs[0], host)
+    else:
+      for i, a in enumerate(addrs): self._insert(a, host[i * PAGE:(i + 1) * PAGE])
+    return addrs
+
+  def unmap(self, bus_addrs: list[int]) -> None:
+    for a in bus_addrs:
+      if a in self._runs:
+        del self._runs[a]
+        self._starts.remove(a)
+
+  def _insert(self, start: int, view: memoryview) -> None:
+    bisect.insort(self._starts, start)
+    self._runs[start] = view
+
+  def _locate(self, addr: int, n: int) -> tuple[memoryview, int, int]:
+    i = bisect.bisect_right(self._starts, addr) - 1
+    if i >= 0:
+      start = self._starts[i]
+      run = self._runs[start]
+      if addr - start < run.nbytes: return run, addr - start, min(n, run.nbytes - (addr - start))
+    raise DMAFault(f"DMA access to bus address {addr:#x} ({n} bytes): no host memory is mapped there")
+
+  def read(self, addr: int, n: int) -> bytes:
+    out = bytearray()
+    while n > 0:
+      run, off, k = self._locate(addr, n)
+      out += run[off:off + k]
+      addr, n = addr + k, n - k
+    return bytes(out)
+
+  def write(self, addr: int, data: bytes | memoryview) -> None:
+    data = memoryview(data).cast("B")
+    while data.nbytes:
+      run, off, k = self._locate(addr, data.nbytes)
+      run[off:off + k] = data[:k]
+      addr, data = addr + k, data[k:]
+
+  def view(self, addr: int, n: int) -> memoryview:
+    """Zero-copy view of `n` bytes at `addr`; they must lie in one bus-contiguous run."""
+    run, off, k = self._locate(addr, n)
+    if k < n: raise DMAFault(f"DMA range {addr:#x}+{n} crosses the end of a bus-contiguous run")
+    return run[off:off + n]
+
+
+class IORegion(Protocol):
+  size: int
+  def read(self, offset: int, size: int) -> int: ...
+  def write(self, offset: int, size: int, value: int) -> None: ...
+
+
+class PCIFunction:
+  """Type-0 PCI(e) function. Subclasses fill `bars` and may override config/BAR behaviour."""
+  def __init__(self, bus: str, vendor_id: int, device_id: int, class_code: int, revision: int = 0,
+               subsystem: tuple[int, int] = (0, 0)):
+    self.bus = bus
+    self.config = bytearray(CONFIG_SIZE)
+    self._cfg16(PCI_VENDOR_ID, vendor_id)
+    self._cfg16(PCI_DEVICE_ID, device_id)
+    self.config[PCI_CLASS_REVISION] = revision
+    self.config[PCI_CLASS_REVISION + 1:PCI_CLASS_REVISION + 4] = class_code.to_bytes(3, "little")
+    self._cfg16(PCI_SUBSYSTEM_VENDOR_ID, subsystem[0])
+    self._cfg16(PCI_SUBSYSTEM_ID, subsystem[1])
+    self.bars: dict[int, memoryview | IORegion] = {}
+    self.dma = DMASpace()
+
+  @property
+  def vendor_id(self) -> int: return int.from_bytes(self.config[0:2], "little")
+  @property
+  def device_id(self) -> int: return int.from_bytes(self.config[2:4], "little")
+  @property
+  def class_code(self) -> int: return int.from_bytes(self.config[9:12], "little")
+  @property
+  def bus_master(self) -> bool: return bool(self.config[PCI_COMMAND] & PCI_COMMAND_MASTER)
+
+  def _cfg16(self, off: int, v: int) -> None: self.config[off:off + 2] = v.to_bytes(2, "little")
+
+  def bar_size(self, n: int) -> int:
+    bar = self.bars[n]
+    return bar.nbytes if isinstance(bar, memoryview) else bar.size
+
+  def config_read(self, offset: int, size: int) -> int:
+    if offset < 0 or offset + size > CONFIG_SIZE or size not in (1, 2, 4) or offset % size:
+      raise ValueError(f"bad config-space access: offset {offset:#x}, size {size}")
+    return int.from_bytes(self.config[offset:offset + size], "little")
+
+  def config_write(self, offset: int, size: int, value: int) -> None:
+    if offset < 0 or offset + size > CONFIG_SIZE or size not in (1, 2, 4) or offset % size:
+      raise ValueError(f"bad config-space access: offset {offset:#x}, size {size}")
+    if offset < 0x40 and not (PCI_COMMAND <= offset < PCI_COMMAND + 2) and not (PCI_BASE_ADDRESS_0 <= offset < 0x28):
+      return   # header fields other than COMMAND and the BARs are read-only (PCI 3.0, 6.2)
+    if PCI_BASE_ADDRESS_0 <= offset < 0x28 and size == 4:
+      value = self._bar_write((offset - PCI_BASE_ADDRESS_0) // 4, value)
+    self.config[offset:offset + size] = value.to_bytes(size, "little")
+
+  def _bar_write(self, slot: int, value: int) -> int:
+    """BAR sizing: the size bits of a BAR read back as 0 (PCI 3.0, 6.2.5.1). 64-bit BARs use two slots."""
+    for n in self.bars:
+      if slot in (n, n + 1):
+        size = self.bar_size(n)
+        mask = ~(size - 1) & ((1 << 64) - 1)
+        flags = PCI_BASE_ADDRESS_MEM_TYPE_64 | (PCI_BASE_ADDRESS_MEM_PREFETCH if isinstance(self.bars[n], memoryview) else 0)
+        return ((value & mask & 0xFFFFFFF0) | flags) if slot == n else (value & (mask >> 32))
+    return 0   # unimplemented BAR: reads as zero
+
+  def reset(self) -> None:
+    """Function-level reset: bus mastering and memory decoding are switched off."""
+    self.config[PCI_COMMAND] &= ~(PCI_COMMAND_MASTER | PCI_COMMAND_MEMORY) & 0xFF

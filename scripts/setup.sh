@@ -1,0 +1,35 @@
+#!/bin/sh
+# Installs everything hcq needs on Debian 12 (bookworm): apt packages, a .venv, the project (editable).
+# Idempotent: with everything present it only checks and returns in about a second.
+set -eu
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+VENV="$ROOT/.venv"
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+
+# clang/lld/llvm 22 come from bookworm-security (in Debian's default sources); libusb for pyusb.
+APT_PKGS="clang-22 lld-22 llvm-22 libusb-1.0-0 libudev1 python3-venv"
+
+missing=""
+for p in $APT_PKGS; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  echo "setup: installing apt packages:$missing"
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $missing
+fi
+
+PY=${PYTHON:-python3}
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "setup: creating $VENV"
+  "$PY" -m venv "$VENV"
+fi
+# Reinstall only when the project metadata changed since the last install.
+STAMP="$VENV/.hcq-installed"
+if [ ! -f "$STAMP" ] || [ "$ROOT/pyproject.toml" -nt "$STAMP" ]; then
+  echo "setup: installing hcq into $VENV"
+  "$VENV/bin/python" -m pip install -q --upgrade pip
+  "$VENV/bin/python" -m pip install -q -e "$ROOT[test]"
+  touch "$STAMP"
+fi
