@@ -62,6 +62,7 @@ class Host:
 
   def call(self, argv: list[str], what: str) -> None:
     """Run argv (no shell); a failure raises SmiError naming the command."""
+    if not self.root: what += " needs root"
     try: r = self.run(argv)
     except FileNotFoundError:
       raise SmiError(f"{what}: `{argv[0]}` is not installed" + ("" if self.root else "; or run hcq_smi as root")) from None
@@ -155,7 +156,7 @@ def _unload(backend: Backend, host: Host) -> None:
   if not (loaded := _loaded(backend, host)):
     print("Kernel modules are not loaded")
     return
-  host.call(host.privileged(["modprobe", "-r", *loaded]), "unloading kernel modules needs root")
+  host.call(host.privileged(["modprobe", "-r", *loaded]), "unloading kernel modules")
   if still := _loaded(backend, host): raise SmiError(f"modprobe -r returned success but {', '.join(still)} is still loaded")
   print(f"Unloaded {', '.join(loaded)}")
 
@@ -197,7 +198,7 @@ def cmd_reset(backend: Backend, host: Host, args: argparse.Namespace) -> int:
 def cmd_insmod(backend: Backend, host: Host, args: argparse.Namespace) -> int:
   _unload(backend, host)
   if not _reset(backend, host, [d for d in find_devices(backend, host) if d.pci is not None]): return 1
-  host.call(host.privileged(["modprobe", "-a", *backend.load]), "loading kernel modules needs root")
+  host.call(host.privileged(["modprobe", "-a", *backend.load]), "loading kernel modules")
   if missing := [m for m in backend.load if m not in host.loaded_modules()]:
     raise SmiError(f"modprobe -a returned success but {', '.join(missing)} is not loaded; see `dmesg`")
   print(f"Loaded {', '.join(backend.load)}")
@@ -225,7 +226,7 @@ def _kill(host: Host, pid: int, sudoless: bool) -> None:
       raise SmiError(f"no permission to kill pid {pid} ({process_name(pid)}): it belongs to another user; "
                      "run without --sudoless to use `sudo kill`") from None
     return
-  try: host.call(host.privileged(["kill", "-KILL", str(pid)]), "killing another user's process needs root")
+  try: host.call(host.privileged(["kill", "-KILL", str(pid)]), "killing the lock holder")
   except SmiError:
     if _alive(pid): raise
 
