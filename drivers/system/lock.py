@@ -42,7 +42,6 @@ class DeviceLock:
   def __init__(self, prefix: str, bus: str):
     self.fd: int | None = None
     self.prefix, self.bus, self.path = prefix, bus, lock_path(prefix, bus)
-    self.fd: int | None = None
     try: fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
     except PermissionError as e:
       raise PermissionError(f"cannot open lock file {self.path}: {e.strerror}; another user created it — remove it as root "
