@@ -921,3 +921,5 @@ AMDGPU_FAMILY_GC_10_3_6 = 149
 AMDGPU_FAMILY_GC_10_3_7 = 151
 AMDGPU_FAMILY_GC_11_5_0 = 150
 AMDGPU_FAMILY_GC_12_0_0 = 152
+
+# function-like macros not translated (strings, casts, ?:, names from other headers): AMDGPU_TILING_GET AMDGPU_TILING_SET

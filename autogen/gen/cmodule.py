@@ -21,9 +21,8 @@ class LayoutMismatch(RuntimeError):
   """A generated ctypes record does not have clang's layout."""
 
 
-def _key(c: ci.Cursor) -> tuple:
-  loc = c.location
-  return (loc.file.name if loc.file else "", loc.line, loc.column)
+def _key(c: ci.Cursor) -> int:
+  return c.hash  # not the location: records made by one macro expansion share it (__DECLARE_FLEX_ARRAY)
 
 
 def _unnamed(c: ci.Cursor) -> bool: return c.is_anonymous() or "(" in c.spelling
@@ -32,16 +31,22 @@ def _unnamed(c: ci.Cursor) -> bool: return c.is_anonymous() or "(" in c.spelling
 class Records:
   """Names and ctypes field lists for the records of one parse (plus the records they use from other headers)."""
 
-  def __init__(self, hdr: cparse.Header):
-    self.names: dict[tuple, str] = {}
+  def __init__(self, hdr: cparse.Header, errors: list[tuple[str, int, str]] = ()):
+    self.names: dict[int, str] = {}
     self.order: list[ci.Cursor] = []
-    self.anon_fields: dict[tuple, dict[tuple, str]] = {}  # record -> {nested key: member name} for anonymous members
+    self.anon_fields: dict[int, dict[int, str]] = {}  # record -> {nested key: member name} for anonymous members
+    self.errors = errors
+    self.left_out: dict[int, str] = {}  # record -> why clang could not lay it out
     for rec in hdr.records:
       if not _unnamed(rec): self._add(rec)  # unnamed ones are reached (and named) through their parent
 
   def _add(self, rec: ci.Cursor) -> None:
     k = _key(rec)
-    if k in self.anon_fields: return
+    if k in self.anon_fields or k in self.left_out: return
+    ext = rec.extent
+    if why := [f"{pathlib.Path(f).name}:{ln}: {msg}" for f, ln, msg in self.errors
+               if f == ext.start.file.name and ext.start.line <= ln <= ext.end.line]:
+      self.left_out[k] = why[0]; return
     if not _unnamed(rec): self.names[k] = rec.spelling
     self.anon_fields[k] = {}
     nested = [(f, _record_of(f.type)) for f in rec.type.get_fields()]
@@ -54,7 +59,10 @@ class Records:
         self.names[_key(decl)] = f"{self.names[k]}{member}"
       else: self.names[_key(decl)] = f"{self.names[k]}_{f.spelling}"
     for f, decl in nested:  # records used by fields come first (they may live in other headers)
-      if decl is not None: self._add(decl)
+      if decl is None: continue
+      self._add(decl)
+      if _key(decl) in self.left_out:
+        self.left_out[k] = f"uses {decl.spelling}"; return
     self.order.append(rec)
 
   def ctype(self, t: ci.Type) -> str:
@@ -87,7 +95,11 @@ def _record_of(t: ci.Type) -> ci.Cursor | None:
 def _paren(t: str) -> str: return f"({t})" if "*" in t else t
 
 
-def _packed(rec: ci.Cursor) -> bool: return any(c.kind == ci.CursorKind.PACKED_ATTR for c in rec.get_children())
+def _pack(rec: ci.Cursor) -> int | None:
+  """ctypes `_pack_` for a record laid out tighter than its members' natural alignment (__packed, #pragma pack)."""
+  natural = max((f.type.get_align() for f in rec.type.get_fields()), default=1)
+  packed = any(c.kind == ci.CursorKind.PACKED_ATTR for c in rec.get_children())
+  return 1 if packed else rec.type.get_align() if rec.type.get_align() < natural else None
 
 
 @dataclass(frozen=True)
@@ -98,22 +110,27 @@ class CModule:
   headers: tuple[str, ...]
   include: tuple[str, ...] = ()     # extra include directories, relative to the package root
   kernel: bool = False              # kernel-internal header: needs cparse.KERNEL_PRELUDE
+  kernel_state: bool = False        # also declares driver-state records that need kernel headers: skip and list those
+  defines: tuple[str, ...] = ()     # -D options the header expects from the kernel build
   doc: str = ""
 
   def __call__(self, outdir: pathlib.Path) -> list[pathlib.Path]:
     libc, src = headers.packages()
     pkg = libc if self.package == "libc" else src
     incs = [pkg.path(d) for d in self.include] + [libc.root, libc.root / "x86_64-linux-gnu"]
-    hdr = cparse.parse([pkg.path(h) for h in self.headers], incs, cparse.KERNEL_PRELUDE if self.kernel else "")
+    hdr = cparse.parse([pkg.path(h) for h in self.headers], incs, cparse.KERNEL_PRELUDE if self.kernel else "",
+                       self.defines, tolerate_errors=self.kernel_state)
     mod = Module(f"autogen/{self.out}", pkg, list(self.headers), self.doc)
-    emit(hdr, mod)
+    errors = [(d.location.file.name, d.location.line, d.spelling) for d in hdr.tu.diagnostics
+              if d.severity >= ci.Diagnostic.Error and d.location.file and d.location.file.name in hdr.files]
+    emit(hdr, mod, errors)
     path = outdir / self.out
     mod.write(path)
     return [path]
 
 
-def emit(hdr: cparse.Header, mod: Module) -> None:
-  recs = Records(hdr)
+def emit(hdr: cparse.Header, mod: Module, errors: list[tuple[str, int, str]] = ()) -> None:
+  recs = Records(hdr, errors)
   ctypes_used: set[str] = set()
   # enums: constants in source order, then an alias naming each enum's integer type
   for e in hdr.enums:
@@ -130,7 +147,7 @@ def emit(hdr: cparse.Header, mod: Module) -> None:
     base = "Union" if rec.kind == ci.CursorKind.UNION_DECL else "Structure"
     ctypes_used.add(base)
     lines = [f"class {name}({base}):"]
-    if _packed(rec): lines.append("  _pack_ = 1")
+    if pack := _pack(rec): lines.append(f"  _pack_ = {pack}")
     anon = [f[0] for f in fields if f[0] in recs.anon_fields[_key(rec)].values()]
     if anon: lines.append(f"  _anonymous_ = {tuple(anon)!r}")
     if not fields: lines.append("  _fields_ = []")
@@ -141,6 +158,9 @@ def emit(hdr: cparse.Header, mod: Module) -> None:
         lines.append(f"    ({fname!r}, {ft}{'' if bits is None else f', {bits}'}),")
       lines.append("  ]")
     mod.block(name, "\n".join(lines), layout=(rec.type.get_size(), rec.type.get_align(), fields))
+  if recs.left_out:
+    mod.section("records left out: kernel driver state that clang cannot lay out without kernel-internal headers\n# "
+                + "\n# ".join(sorted(f"{c.spelling}: {why}" for c in hdr.records if (why := recs.left_out.get(_key(c))))))
   # typedefs that name something other than a same-named record
   for td in hdr.typedefs:
     t = td.underlying_typedef_type.get_canonical()
@@ -172,6 +192,9 @@ def emit_macros(hdr: cparse.Header, mod: Module) -> None:
       if (expr := pyexpr.translate(m.params, m.body, known, funcs & (known | {m.name}))) is not None:
         mod.function(m.name, [pyexpr.pyname(p) for p in m.params], expr, order=(m.file, m.line))
         known.add(m.name); todo.remove(m); done = False
+  if todo:
+    mod.section("function-like macros not translated (strings, casts, ?:, names from other headers): "
+                + " ".join(sorted(m.name for m in todo)))
 
 
 def check_layouts(mod: Module) -> None:

@@ -19,6 +19,7 @@ PROBE_NAME = "/hcq-autogen/probe.c"
 # Kernel-internal headers (amdgpu, bnxt, mlx5) use the kernel's own type names; this stands in for
 # <linux/types.h>-based kernel headers that no registry ships as userspace headers.
 KERNEL_PRELUDE = """#include <linux/types.h>
+#include <linux/stddef.h>
 typedef __u8 u8; typedef __u16 u16; typedef __u32 u32; typedef __u64 u64;
 typedef __s8 s8; typedef __s16 s16; typedef __s32 s32; typedef __s64 s64;
 typedef __u8 uint8_t; typedef __u16 uint16_t; typedef __u32 uint32_t; typedef __u64 uint64_t;
@@ -26,6 +27,8 @@ typedef __s8 int8_t; typedef __s16 int16_t; typedef __s32 int32_t; typedef __s64
 typedef _Bool bool;
 #define __packed __attribute__((packed))
 #define __aligned(x) __attribute__((aligned(x)))
+#define __printf(a, b) __attribute__((format(printf, a, b)))
+#define DECLARE_FLEX_ARRAY(TYPE, NAME) __DECLARE_FLEX_ARRAY(TYPE, NAME)
 """
 
 

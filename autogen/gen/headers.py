@@ -18,15 +18,18 @@ TARBALL = pathlib.Path("/usr/src/linux-source-6.12.tar.xz")
 SUITE = "bookworm-backports"
 
 # Paths inside linux-source-6.12/ that the generators read (whole headers, plus what they #include).
-_ASIC_REG = "drivers/gpu/drm/amd/include/asic_reg"
+ASIC_REG = "drivers/gpu/drm/amd/include/asic_reg"
 ASIC_REG_IPS = {  # gfx1100 (Navi31) IP set: generated module name -> header stem under asic_reg/
   "gc_11_0_0": "gc/gc_11_0_0", "mmhub_3_0_0": "mmhub/mmhub_3_0_0", "nbio_4_3_0": "nbio/nbio_4_3_0",
   "mp_13_0_0": "mp/mp_13_0_0", "osssys_6_0_0": "oss/osssys_6_0_0", "hdp_6_0_0": "hdp/hdp_6_0_0",
   "smuio_13_0_6": "smuio/smuio_13_0_6",
 }
 SOURCE_MEMBERS = sorted([
-  *(f"{_ASIC_REG}/{stem}_{kind}.h" for stem in ASIC_REG_IPS.values() for kind in ("offset", "sh_mask")),
+  *(f"{ASIC_REG}/{stem}_{kind}.h" for stem in ASIC_REG_IPS.values() for kind in ("offset", "sh_mask")),
   "drivers/gpu/drm/amd/include/discovery.h",
+  "drivers/gpu/drm/amd/include/soc15_hw_ip.h",
+  "drivers/gpu/drm/amd/include/soc15_ih_clientid.h",
+  "drivers/gpu/drm/amd/include/ivsrcid/gfx/irqsrcs_gfx_11_0_0.h",
   "drivers/gpu/drm/amd/include/v11_structs.h",
   "drivers/gpu/drm/amd/include/soc21_enum.h",
   "drivers/gpu/drm/amd/amdgpu/amdgpu_ucode.h",

@@ -1,13 +1,13 @@
 """Translate the simple function-like C macros that headers use for register/packet fields into Python.
 
 Only bodies made of the macro's parameters, integer literals, names this module already defines, calls of
-other translated macros, parentheses and the integer operators `<< >> & | ^ ~ + - * / %` are translated;
+other translated macros, parentheses, the integer operators `<< >> & | ^ ~ + - * / %` and comparisons are translated;
 anything else (casts, `?:`, `&&`, strings, statements, GCC builtins) is left out and listed by the caller.
 """
 from __future__ import annotations
 import keyword
 
-_OPS = {"<<", ">>", "&", "|", "^", "~", "+", "-", "*", "%", "(", ")", ","}
+_OPS = {"<<", ">>", "&", "|", "^", "~", "+", "-", "*", "%", "(", ")", ",", "==", "!=", "<", ">", "<=", ">="}
 
 
 def literal(tok: str) -> int | None:
@@ -34,7 +34,7 @@ def translate(params: list[str], body: list[str], known: set[str], functions: se
     nxt = body[i + 1] if i + 1 < len(body) else None
     if tok in params: out.append(pyname(tok))
     elif (v := literal(tok)) is not None: out.append(hex(v) if tok.lower().startswith("0x") else str(v))
-    elif tok in functions and nxt == "(": out.append(pyname(tok))
+    elif tok in functions and nxt == "(": out.append(pyname(tok) + "\0")  # \0: no space before its "("
     elif tok in known and tok not in functions: out.append(pyname(tok))
     elif tok == "/": out.append("//")
     elif tok in _OPS:
@@ -44,7 +44,7 @@ def translate(params: list[str], body: list[str], known: set[str], functions: se
       # `(type)x` casts cannot reach here: type names are neither params nor known names
       out.append(tok)
     else: return None
-  text = " ".join(out).replace("( ", "(").replace(" )", ")").replace(" ,", ",").replace("~ ", "~")
+  text = " ".join(out).replace("\0 ", "").replace("( ", "(").replace(" )", ")").replace(" ,", ",").replace("~ ", "~")
   try: compile(text, "<macro>", "eval")
   except SyntaxError: return None
   return text

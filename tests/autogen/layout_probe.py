@@ -18,16 +18,17 @@ def c_spelling(name: str, text: str) -> str | None:
 
 
 def run_probe(tmp: pathlib.Path, includes: list[pathlib.Path], include_dirs: list[pathlib.Path], kernel: bool,
-              lines: list[str]) -> list[list[str]]:
+              lines: list[str], defines: tuple[str, ...] = (), stubs: str = "") -> list[list[str]]:
   """Compile `lines` (printf statements) after including the headers, run it, return the split output lines."""
   gcc = shutil.which("gcc")
   if gcc is None: pytest.skip("gcc not installed: it is the layout reference")
   src = tmp / "probe.c"
   prelude = cparse.KERNEL_PRELUDE if kernel else ""
-  src.write_text("#include <stddef.h>\n#include <stdio.h>\n" + prelude + "".join(f'#include "{h}"\n' for h in includes)
+  src.write_text("#include <stddef.h>\n#include <stdio.h>\n" + prelude + stubs + "".join(f'#include "{h}"\n' for h in includes)
                  + "int main(void) {\n" + "\n".join(lines) + "\nreturn 0; }\n")
   exe = tmp / "probe"
-  r = subprocess.run([gcc, "-std=gnu11", "-w", "-o", str(exe), str(src), *(f"-I{d}" for d in include_dirs)],
+  r = subprocess.run([gcc, "-std=gnu11", "-w", "-o", str(exe), str(src), *(f"-I{d}" for d in include_dirs),
+                      *(f"-D{d}" for d in defines)],
                      capture_output=True, text=True)
   assert r.returncode == 0, f"gcc failed on the layout probe:\n{r.stderr[:4000]}"
   return [ln.split() for ln in subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.splitlines()]
