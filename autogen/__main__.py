@@ -43,6 +43,9 @@ GENERATORS = {
   "amd.smu13_driver_if_v13_0_0": CModule("amd/smu13_driver_if_v13_0_0.py", "source",
                                          (f"{_PMFW}/smu13_driver_if_v13_0_0.h",), kernel=True,
                                          doc="SMU 13.0.0 driver interface: PPTable, metrics, tables."),
+  "bnxt": CModule("bnxt.py", "source", ("drivers/net/ethernet/broadcom/bnxt/bnxt_hsi.h", "drivers/infiniband/hw/bnxt_re/roce_hsi.h"),
+                  include=("drivers/net/ethernet/broadcom/bnxt",), kernel=True,
+                  doc="Broadcom NetXtreme-C/E: HWRM firmware interface (bnxt_hsi.h) and RoCE CMDQ/CREQ/SQ/CQ (roce_hsi.h)."),
 }
 
 
