@@ -8,6 +8,7 @@ import argparse, pathlib, sys, time
 from autogen.gen.asic_reg import AsicRegModule
 from autogen.gen.cmodule import CModule
 from autogen.gen.headers import ASIC_REG_IPS
+from autogen.gen.mlx5_ifc import BitLayoutModule
 from autogen.gen.headers import HeadersMissing
 
 _AMD, _AMDGPU, _PMFW = "drivers/gpu/drm/amd/include", "drivers/gpu/drm/amd/amdgpu", "drivers/gpu/drm/amd/pm/swsmu/inc/pmfw_if"
@@ -46,6 +47,8 @@ GENERATORS = {
   "bnxt": CModule("bnxt.py", "source", ("drivers/net/ethernet/broadcom/bnxt/bnxt_hsi.h", "drivers/infiniband/hw/bnxt_re/roce_hsi.h"),
                   include=("drivers/net/ethernet/broadcom/bnxt",), kernel=True,
                   doc="Broadcom NetXtreme-C/E: HWRM firmware interface (bnxt_hsi.h) and RoCE CMDQ/CREQ/SQ/CQ (roce_hsi.h)."),
+  "mlx5": BitLayoutModule("mlx5.py", ("include/linux/mlx5/mlx5_ifc.h", "include/linux/mlx5/mlx5_ifc_fpga.h"),
+                          doc="NVIDIA/Mellanox mlx5 command interface: big-endian bit layouts (autogen.bitlayout), enums."),
 }
 
 

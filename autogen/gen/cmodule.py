@@ -129,18 +129,22 @@ class CModule:
     return [path]
 
 
-def emit(hdr: cparse.Header, mod: Module, errors: list[tuple[str, int, str]] = ()) -> None:
-  recs = Records(hdr, errors)
-  ctypes_used: set[str] = set()
-  # enums: constants in source order, then an alias naming each enum's integer type
+def emit_enums(hdr: cparse.Header, mod: Module, ctypes_used: set[str]) -> None:
+  """Enum constants in source order, each enum followed by an alias naming its integer ctypes type."""
   for e in hdr.enums:
-    t = recs.ctype(e.enum_type)
+    t = SCALARS[e.enum_type.get_canonical().kind]
     named = not _unnamed(e)
     mod.section(f"enum {e.spelling if named else '(anonymous)'} ({t})")
     for c in e.get_children():
       if c.kind == ci.CursorKind.ENUM_CONSTANT_DECL: mod.const(c.spelling, c.enum_value)
     if named:
       mod.define(e.spelling, t); ctypes_used.add(t)
+
+
+def emit(hdr: cparse.Header, mod: Module, errors: list[tuple[str, int, str]] = ()) -> None:
+  recs = Records(hdr, errors)
+  ctypes_used: set[str] = set()
+  emit_enums(hdr, mod, ctypes_used)
   # records
   for rec in recs.order:
     name, fields = recs.names[_key(rec)], recs.fields(rec)

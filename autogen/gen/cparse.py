@@ -29,6 +29,8 @@ typedef _Bool bool;
 #define __aligned(x) __attribute__((aligned(x)))
 #define __printf(a, b) __attribute__((format(printf, a, b)))
 #define DECLARE_FLEX_ARRAY(TYPE, NAME) __DECLARE_FLEX_ARRAY(TYPE, NAME)
+#define BIT(nr) (1UL << (nr))
+#define BIT_ULL(nr) (1ULL << (nr))
 """
 
 
