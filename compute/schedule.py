@@ -1,0 +1,146 @@
+"""The scheduler: decides which lazy nodes become kernels, and lowers each kernel to a small AST.
+
+Fusion rules:
+- elementwise ops and movement ops never make a kernel of their own: they are inlined (recomputed)
+  into every kernel that reads them, with movement ops folded into the loads' views;
+- a REDUCE takes its whole elementwise input in; its result continues into the elementwise ops that
+  consume it (the epilogue, e.g. `+ bias` and `relu` after a matmul) while there is a single consumer that
+  reads it element for element; where that stops (several consumers, a broadcast, another reduce), the
+  result is realized. One reduce per kernel: a second reduce meeting the same epilogue is realized alone;
+- targets, CONTIGUOUS and device copies are realization boundaries.
+"""
+from __future__ import annotations
+from dataclasses import dataclass, field
+from typing import Any
+from compute.dtypes import DType
+from compute.lazy import LazyBuffer, Ops, ELEMENTWISE
+from compute.shape import ShapeTracker
+
+
+@dataclass(eq=False)
+class KNode:
+  """Kernel AST node. LOAD arg=(buffer index, tracker); CONST arg=(value, tracker); ARANGE arg=(start, step,
+  tracker); REDUCE arg=(op, axes); elementwise ops as in the lazy graph (CAST arg = dtype)."""
+  op: Any
+  dtype: DType
+  srcs: tuple[KNode, ...] = ()
+  arg: Any = None
+
+
+@dataclass(eq=False)
+class Kernel:
+  device: str
+  root: KNode                      # the value stored to bufs[0]
+  out_shape: tuple[int, ...]       # the kernel's output index space (reduced axes are 1)
+  full_shape: tuple[int, ...]      # the index space inside the reduce (== out_shape without one)
+  reduce: KNode | None
+  bufs: list[LazyBuffer] = field(default_factory=list)   # [output, inputs...]
+
+
+@dataclass(eq=False)
+class Copy:
+  dest: LazyBuffer
+  src: LazyBuffer
+
+
+def _toposort(targets: list[LazyBuffer]) -> list[LazyBuffer]:
+  order, seen = [], set()
+  stack = [(t, False) for t in reversed(targets)]
+  while stack:
+    n, done = stack.pop()
+    if done: order.append(n); continue
+    if id(n) in seen or n.realized: continue
+    seen.add(id(n))
+    stack.append((n, True))
+    stack.extend((s, False) for s in reversed(n.srcs) if not s.realized)
+  return order
+
+
+def create_schedule(targets: list[LazyBuffer]) -> list[Kernel | Copy]:
+  """Kernels and copies (in dependency order) that realize `targets` (non-view nodes)."""
+  order = _toposort(targets)
+  children: dict[int, dict[int, LazyBuffer]] = {id(n): {} for n in order}
+  for n in order:
+    for s in n.srcs:
+      if not s.realized: children[id(s)][id(n)] = n
+  realize = {id(t) for t in targets}
+  for n in order:
+    if n.op is Ops.COPY: realize.update((id(n), id(n.srcs[0])))
+    elif n.op is Ops.CONTIGUOUS: realize.add(id(n))
+  claimed: set[int] = set()
+  for n in order:
+    if n.op is not Ops.REDUCE: continue
+    chain = [n]
+    while id(chain[-1]) not in realize and len(children[id(chain[-1])]) == 1:
+      c = next(iter(children[id(chain[-1])].values()))
+      if c.op in ELEMENTWISE or (c.op is Ops.VIEW and c.st.is_contiguous): chain.append(c)
+      else: break
+    while chain[-1].op is Ops.VIEW: chain.pop()
+    root = chain[-1] if id(chain[-1]) not in claimed else n
+    claimed.add(id(root))
+    realize.add(id(root))
+  items: list[Kernel | Copy] = []
+  for n in order:
+    if id(n) not in realize: continue
+    if n.op is Ops.COPY: items.append(Copy(n, n.srcs[0]))
+    else: items.append(_lower(n, realize))
+  return items
+
+
+def _lower(root: LazyBuffer, realize: set[int]) -> Kernel:
+  """The kernel AST for realizing `root`: loads of realized inputs, with every view folded into them."""
+  bufs: list[LazyBuffer] = [root]
+  buf_index: dict[int, int] = {id(root): 0}
+  cache: dict[tuple, KNode] = {}
+  red: list[tuple[LazyBuffer, KNode]] = []
+  out_shape = _find_reduce_shape(root, realize) or root.shape
+
+  def leaf(n: LazyBuffer) -> bool: return n is not root and (n.realized or id(n) in realize)
+
+  def tracker(shape, pending) -> ShapeTracker:
+    st = ShapeTracker.contiguous(shape)
+    for op, arg in pending: st = st.apply(op, arg)
+    return st
+
+  def walk(n: LazyBuffer, pending: tuple) -> KNode:
+    key = (id(n), pending)
+    if key in cache: return cache[key]
+    if leaf(n):
+      if id(n) not in buf_index:
+        buf_index[id(n)] = len(bufs)
+        bufs.append(n)
+      out = KNode("LOAD", n.dtype, (), (buf_index[id(n)], tracker(n.shape, pending)))
+    elif n.op is Ops.VIEW:
+      out = walk(n.srcs[0], n.arg + pending)
+    elif n.op is Ops.CONST: out = KNode(Ops.CONST, n.dtype, (), (n.arg, tracker(n.shape, pending)))
+    elif n.op is Ops.ARANGE: out = KNode(Ops.ARANGE, n.dtype, (), (*n.arg, tracker(n.shape, pending)))
+    elif n.op is Ops.CONTIGUOUS: out = walk(n.srcs[0], pending)
+    elif n.op is Ops.REDUCE:
+      st = tracker(n.shape, pending)
+      if not st.is_contiguous or red: raise RuntimeError(f"internal: reduce {n.shape} fused through a view {st}")
+      src = walk(n.srcs[0], ())
+      out = KNode(Ops.REDUCE, n.dtype, (src,), n.arg)
+      red.append((n, out))
+    else:
+      out = KNode(n.op, n.dtype, tuple(walk(s, pending) for s in n.srcs), n.arg)
+    cache[key] = out
+    return out
+
+  start = () if out_shape == root.shape else (("reshape", out_shape),)
+  top = walk(root.srcs[0] if root.op is Ops.CONTIGUOUS else root, start)
+  reduce = red[0][1] if red else None
+  full = red[0][0].srcs[0].shape if red else out_shape
+  return Kernel(root.device, top, tuple(out_shape), tuple(full), reduce, bufs)
+
+
+def _find_reduce_shape(root: LazyBuffer, realize: set[int]) -> tuple[int, ...] | None:
+  """If a reduce is fused into `root`'s kernel, its output shape (root's shape, possibly reshaped)."""
+  stack, seen = [root.srcs[0] if root.op is Ops.CONTIGUOUS else root], set()
+  while stack:
+    n = stack.pop()
+    if id(n) in seen or n.realized or (id(n) in realize and n is not root): continue
+    seen.add(id(n))
+    if n.op is Ops.REDUCE: return n.shape
+    if n.op is Ops.VIEW and not n.st.is_contiguous: continue   # a reduce behind a real view is realized
+    stack.extend(n.srcs)
+  return None
