@@ -32,6 +32,9 @@ BINARY = {Ops.ADD, Ops.SUB, Ops.MUL, Ops.DIV, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.MI
 COMPARE = {Ops.CMPLT, Ops.CMPLE, Ops.CMPEQ, Ops.CMPNE}
 ELEMENTWISE = UNARY | BINARY | {Ops.WHERE}
 FLOAT_ONLY = {Ops.EXP, Ops.LOG, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.COS, Ops.SQRT, Ops.RECIP, Ops.TRUNC, Ops.DIV}
+# f(0, 0, ...) == 0: padding may be pushed through these to their inputs' loads
+ZERO_PRESERVING = {Ops.NEG, Ops.ADD, Ops.SUB, Ops.MUL, Ops.AND, Ops.OR, Ops.XOR, Ops.MAX, Ops.MIN, Ops.SQRT, Ops.SIN, Ops.TRUNC,
+                   Ops.CAST, Ops.WHERE, Ops.IDIV, Ops.MOD, Ops.CMPLT, Ops.CMPNE}
 INT_ONLY = {Ops.IDIV, Ops.MOD, Ops.AND, Ops.OR, Ops.XOR}   # AND/OR/XOR also take bool
 
 

@@ -4,16 +4,16 @@ Fusion rules:
 - elementwise ops and movement ops never make a kernel of their own: they are inlined (recomputed)
   into every kernel that reads them, with movement ops folded into the loads' views;
 - a REDUCE takes its whole elementwise input in; its result continues into the elementwise ops that
-  consume it (the epilogue, e.g. `+ bias` and `relu` after a matmul) while there is a single consumer that
-  reads it element for element; where that stops (several consumers, a broadcast, another reduce), the
+  consume it (the epilogue, e.g. `+ bias` and `relu` after a matmul) up to the furthest node that all of
+  the epilogue feeds into; where that stops (results used twice, a broadcast, another reduce), the
   result is realized. One reduce per kernel: a second reduce meeting the same epilogue is realized alone;
 - targets, CONTIGUOUS and device copies are realization boundaries.
 """
 from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
-from compute.dtypes import DType
-from compute.lazy import LazyBuffer, Ops, ELEMENTWISE
+from compute.dtypes import DType, dtypes
+from compute.lazy import LazyBuffer, Ops, ELEMENTWISE, ZERO_PRESERVING
 from compute.shape import ShapeTracker
 
 
@@ -67,24 +67,69 @@ def create_schedule(targets: list[LazyBuffer]) -> list[Kernel | Copy]:
   for n in order:
     if n.op is Ops.COPY: realize.update((id(n), id(n.srcs[0])))
     elif n.op is Ops.CONTIGUOUS: realize.add(id(n))
-  claimed: set[int] = set()
+  topo = {id(n): i for i, n in enumerate(order)}
+  fused: set[int] = set()
   for n in order:
     if n.op is not Ops.REDUCE: continue
-    chain = [n]
-    while id(chain[-1]) not in realize and len(children[id(chain[-1])]) == 1:
-      c = next(iter(children[id(chain[-1])].values()))
-      if c.op in ELEMENTWISE or (c.op is Ops.VIEW and c.st.is_contiguous): chain.append(c)
-      else: break
-    while chain[-1].op is Ops.VIEW: chain.pop()
-    root = chain[-1] if id(chain[-1]) not in claimed else n
-    claimed.add(id(root))
+    root = _fusion_root(n, children, realize, topo)
+    if id(root) in fused: root = n
+    fused.add(id(root))
     realize.add(id(root))
+  while _split_extra_reduces(order, realize): pass
   items: list[Kernel | Copy] = []
   for n in order:
     if id(n) not in realize: continue
     if n.op is Ops.COPY: items.append(Copy(n, n.srcs[0]))
     else: items.append(_lower(n, realize))
   return items
+
+
+def _fusable(c: LazyBuffer) -> bool: return c.op in ELEMENTWISE or (c.op is Ops.VIEW and c.st.is_reshape_of(c.base.shape))
+
+
+def _fusion_root(r: LazyBuffer, children, realize: set[int], topo: dict[int, int], limit: int = 256) -> LazyBuffer:
+  """The furthest consumer T of reduce `r` such that everything between r and T is elementwise (or a plain
+  reshape) and feeds only into T: then r and that whole epilogue compute in T's kernel."""
+  if id(r) in realize: return r
+  cands, stack, seen = [], [r], {id(r)}
+  while stack and len(cands) < limit:
+    n = stack.pop()
+    if n is not r and id(n) in realize: continue   # a realized node ends the epilogue
+    for c in children[id(n)].values():
+      if id(c) not in seen and _fusable(c):
+        seen.add(id(c)); cands.append(c); stack.append(c)
+  best = r
+  for t in sorted(cands, key=lambda c: topo[id(c)]):
+    if t.op is Ops.VIEW: continue
+    between, todo = {id(t): t}, [t]
+    while todo:
+      for s in todo.pop().srcs:
+        if id(s) in seen and id(s) not in between: between[id(s)] = s; todo.append(s)
+    if id(r) not in between: continue
+    if all(id(n) not in realize and all(c in between for c in children[id(n)]) for n in between.values() if n is not t):
+      best = t
+  return best
+
+
+def _split_extra_reduces(order: list[LazyBuffer], realize: set[int]) -> bool:
+  """A kernel computes one reduce: realize every other reduce its inlined graph reaches (and any reached through
+  a real view or inside the reduce's input). Returns whether anything changed."""
+  changed = False
+  for root in order:
+    if id(root) not in realize or root.op is Ops.COPY: continue
+    stack, seen, kept = [(root, False)], set(), False
+    while stack:
+      n, inside = stack.pop()
+      if (id(n), inside) in seen or n.realized or (n is not root and id(n) in realize): continue
+      seen.add((id(n), inside))
+      if n.op is Ops.REDUCE:
+        if inside or kept:
+          realize.add(id(n)); changed = True
+          continue
+        kept, inside = True, True
+      elif n.op is Ops.VIEW and not n.st.is_reshape_of(n.base.shape): inside = True
+      stack.extend((s, inside) for s in n.srcs)
+  return changed
 
 
 def _lower(root: LazyBuffer, realize: set[int]) -> Kernel:
@@ -102,8 +147,10 @@ def _lower(root: LazyBuffer, realize: set[int]) -> Kernel:
     for op, arg in pending: st = st.apply(op, arg)
     return st
 
-  def walk(n: LazyBuffer, pending: tuple) -> KNode:
-    key = (id(n), pending)
+  def walk(n: LazyBuffer, pending: tuple, masked: bool = False) -> KNode:
+    """`pending`: movement ops to apply to n's output; `masked`: an ancestor already zeroes padded elements."""
+    if n.op is Ops.VIEW: masked = False
+    key = (id(n), pending, masked)
     if key in cache: return cache[key]
     if leaf(n):
       if id(n) not in buf_index:
@@ -117,12 +164,17 @@ def _lower(root: LazyBuffer, realize: set[int]) -> Kernel:
     elif n.op is Ops.CONTIGUOUS: out = walk(n.srcs[0], pending)
     elif n.op is Ops.REDUCE:
       st = tracker(n.shape, pending)
-      if not st.is_contiguous or red: raise RuntimeError(f"internal: reduce {n.shape} fused through a view {st}")
+      if not st.is_reshape_of(n.shape) or red: raise RuntimeError(f"internal: reduce {n.shape} fused through a view {st}")
       src = walk(n.srcs[0], ())
       out = KNode(Ops.REDUCE, n.dtype, (src,), n.arg)
       red.append((n, out))
     else:
-      out = KNode(n.op, n.dtype, tuple(walk(s, pending) for s in n.srcs), n.arg)
+      out = KNode(n.op, n.dtype, tuple(walk(s, pending, masked or n.op not in ZERO_PRESERVING) for s in n.srcs), n.arg)
+      if n.op not in ZERO_PRESERVING and not masked and pending:
+        st = tracker(n.shape, pending)
+        if any(v.valid or v.empty for v in st.views):   # padding must read 0 even though f(0) != 0 here
+          inside = KNode(Ops.CONST, dtypes.bool, (), (True, st))
+          out = KNode(Ops.WHERE, n.dtype, (inside, out, KNode(Ops.CONST, n.dtype, (), (0, ShapeTracker.contiguous(st.shape)))))
     cache[key] = out
     return out
 
@@ -141,6 +193,6 @@ def _find_reduce_shape(root: LazyBuffer, realize: set[int]) -> tuple[int, ...] |
     if id(n) in seen or n.realized or (id(n) in realize and n is not root): continue
     seen.add(id(n))
     if n.op is Ops.REDUCE: return n.shape
-    if n.op is Ops.VIEW and not n.st.is_contiguous: continue   # a reduce behind a real view is realized
+    if n.op is Ops.VIEW and not n.st.is_reshape_of(n.base.shape): continue   # a reduce behind a real view is realized
     stack.extend(n.srcs)
   return None

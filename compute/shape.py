@@ -139,6 +139,10 @@ class ShapeTracker:
   @property
   def is_contiguous(self) -> bool: return len(self.views) == 1 and self.views[0].is_contiguous
 
+  def is_reshape_of(self, shape: tuple[int, ...]) -> bool:
+    """Reads every element of a row-major `shape` in order (a plain reshape of it)."""
+    return self.is_contiguous and self.size == prod(shape)
+
   def _with(self, v: View) -> ShapeTracker:
     views = self.views[:-1] + (v,)
     if len(views) > 1 and views[0].is_contiguous: views = views[1:]   # a plain row-major base adds nothing

@@ -86,11 +86,9 @@ class Tensor(NNOps):
 
   def numpy(self) -> np.ndarray:
     lb = self.lazydata
-    if lb.op is Ops.BUFFER: return buffer_to_numpy(lb.buffer, lb.shape, lb.dtype)
-    t = Tensor._from_lazy(lb.contiguous() if lb.op is Ops.VIEW or lb.base.op in (Ops.CONST, Ops.ARANGE) else lb)
-    t.realize()
-    if t.lazydata is not lb and lb.op is not Ops.VIEW: self.lazydata = t.lazydata
-    return buffer_to_numpy(t.lazydata.buffer, t.shape, t.dtype)
+    if (lb.op is Ops.VIEW and not lb.st.is_reshape_of(lb.base.shape)) or lb.base.op in (Ops.CONST, Ops.ARANGE): lb = lb.contiguous()
+    Tensor.realize_all(Tensor._from_lazy(lb))
+    return buffer_to_numpy(lb.base.buffer, self.shape, self.dtype)
 
   def tolist(self): return self.numpy().tolist()
   def item(self) -> Scalar:
