@@ -12,9 +12,13 @@ class Optimizer:
   def zero_grad(self) -> None:
     for p in self.params: p.grad = None
 
-  def step(self) -> None:
+  def schedule_step(self) -> list[Tensor]:
+    """Build the update lazily and return every tensor it changes: realize them together with anything else
+    (e.g. the loss) in one schedule, `Tensor.realize_all(loss, *opt.schedule_step())`."""
     with no_grad(): state = self._update()
-    Tensor.realize_all(*self.params, *state)
+    return [*self.params, *state]
+
+  def step(self) -> None: Tensor.realize_all(*self.schedule_step())
 
   def _grad(self, p: Tensor) -> Tensor:
     if p.grad is None: return p.zeros_like()

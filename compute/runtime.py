@@ -142,7 +142,8 @@ def run_schedule(items: list[Kernel | Copy]) -> None:
       prg, spec = get_program(it)
       dev = Device[it.device]
       if it.device not in queues: queues[it.device] = dev.compute_queue().wait(dev.timeline, dev.timeline_value - 1)
-      args = prg.fill_kernargs([buf.hcq] + [b.buffer.hcq for b in it.bufs[1:]], (), spec.global_size, spec.local_size)
+      ins = [b.buffer.hcq.view(o, b.buffer.hcq.size - o) if o else b.buffer.hcq for b, o in zip(it.bufs[1:], it.offsets[1:])]
+      args = prg.fill_kernargs([buf.hcq] + ins, (), spec.global_size, spec.local_size)
       queues[it.device].memory_barrier().exec(prg, args, spec.global_size, spec.local_size)
       stats["kernels_launched"] += 1
     _mark_realized(out, buf)

@@ -10,6 +10,7 @@ Fusion rules:
 - targets, CONTIGUOUS and device copies are realization boundaries.
 """
 from __future__ import annotations
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 from compute.dtypes import DType, dtypes
@@ -35,6 +36,7 @@ class Kernel:
   full_shape: tuple[int, ...]      # the index space inside the reduce (== out_shape without one)
   reduce: KNode | None
   bufs: list[LazyBuffer] = field(default_factory=list)   # [output, inputs...]
+  offsets: list[int] = field(default_factory=list)        # byte offset of each argument into its buffer
 
 
 @dataclass(eq=False)
@@ -135,7 +137,8 @@ def _split_extra_reduces(order: list[LazyBuffer], realize: set[int]) -> bool:
 def _lower(root: LazyBuffer, realize: set[int]) -> Kernel:
   """The kernel AST for realizing `root`: loads of realized inputs, with every view folded into them."""
   bufs: list[LazyBuffer] = [root]
-  buf_index: dict[int, int] = {id(root): 0}
+  offsets: list[int] = [0]
+  buf_index: dict[tuple[int, int], int] = {(id(root), 0): 0}
   cache: dict[tuple, KNode] = {}
   red: list[tuple[LazyBuffer, KNode]] = []
   out_shape = _find_reduce_shape(root, realize) or root.shape
@@ -153,10 +156,15 @@ def _lower(root: LazyBuffer, realize: set[int]) -> Kernel:
     key = (id(n), pending, masked)
     if key in cache: return cache[key]
     if leaf(n):
-      if id(n) not in buf_index:
-        buf_index[id(n)] = len(bufs)
+      st = tracker(n.shape, pending)
+      # a positive start offset goes into the buffer address, so e.g. every batch slice shares one kernel
+      off = st.views[0].offset if st.views[0].offset > 0 else 0
+      if off: st = ShapeTracker((dataclasses.replace(st.views[0], offset=0),) + st.views[1:])
+      if (id(n), off) not in buf_index:
+        buf_index[(id(n), off)] = len(bufs)
         bufs.append(n)
-      out = KNode("LOAD", n.dtype, (), (buf_index[id(n)], tracker(n.shape, pending)))
+        offsets.append(off * n.dtype.itemsize)
+      out = KNode("LOAD", n.dtype, (), (buf_index[(id(n), off)], st))
     elif n.op is Ops.VIEW:
       out = walk(n.srcs[0], n.arg + pending)
     elif n.op is Ops.CONST: out = KNode(Ops.CONST, n.dtype, (), (n.arg, tracker(n.shape, pending)))
@@ -182,7 +190,7 @@ def _lower(root: LazyBuffer, realize: set[int]) -> Kernel:
   top = walk(root.srcs[0] if root.op is Ops.CONTIGUOUS else root, start)
   reduce = red[0][1] if red else None
   full = red[0][0].srcs[0].shape if red else out_shape
-  return Kernel(root.device, top, tuple(out_shape), tuple(full), reduce, bufs)
+  return Kernel(root.device, top, tuple(out_shape), tuple(full), reduce, bufs, offsets)
 
 
 def _find_reduce_shape(root: LazyBuffer, realize: set[int]) -> tuple[int, ...] | None:
