@@ -171,7 +171,7 @@ class Renderer:
       params.append((f"{ct}{self.stype(b.dtype)}", f"d{i}"))
     if self.lang == "c":
       head = [f"void {name}(const uint8_t *restrict args, const uint32_t *restrict gid, const uint32_t *restrict lsize) {{"]
-      for i, (t, n) in enumerate(params): head.append(f"  {t} *restrict {n}; __builtin_memcpy(&{n}, args + {8 * i}, 8);")
+      for i, (t, n) in enumerate(params): head.append(f"  {t} *restrict {n}; __builtin_memcpy((void *)&{n}, args + {8 * i}, 8);")
     else:
       sig = ", ".join(f"__global {t} *restrict {n}" for t, n in params)
       head = [f"__kernel __attribute__((reqd_work_group_size({lsize[0]}, 1, 1))) void {name}({sig}) {{"]
