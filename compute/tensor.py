@@ -97,7 +97,9 @@ class Tensor(NNOps):
 
   def to(self, device: str) -> Tensor:
     device = Device.canonicalize(device)
-    return self if device == self.device else F.Copy.apply(self, device=device)
+    if device == self.device: return self
+    Device[device]   # open it now: an unavailable device is an error here, not at the next realize
+    return F.Copy.apply(self, device=device)
 
   def contiguous(self) -> Tensor: return F.Contiguous.apply(self)
   def detach(self) -> Tensor: return Tensor._from_lazy(self.lazydata)
