@@ -1,0 +1,1 @@
+"""Generated bindings and their generators (`python -m autogen`); never edited by hand."""
