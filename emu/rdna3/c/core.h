@@ -36,9 +36,14 @@ enum { SPACE_GLOBAL = 0, SPACE_SCRATCH = 1, SPACE_LDS = 2, SPACE_MISALIGNED = 3 
 #define FO32 (!(w->mode & 0x20))
 #define FI64 (!(w->mode & 0x40))
 #define FO64 (!(w->mode & 0x80))
+#define FI16 FI64
+#define FO16 FO64
 #define IEEE ((w->mode >> 9) & 1)
 /* stop the dispatch from inside a block: the wave's pc points at the offending instruction */
 #define STOP(code, pc_, arg) do { w->pc = (pc_); w->d->stop = (code); w->d->stop_arg = (arg); return; } while (0)
+/* a memory helper already recorded the fault: leave the block with the pc at the faulting instruction */
+#define FAIL(pc_) do { w->pc = (pc_); return; } while (0)
+#define BASE (w->d->code_base)
 
 /* ---- memory: a few cached host-backed runs, the Python callback on a miss ---- */
 static int fault(wave_t *w, u64 addr, u32 space) {
@@ -130,3 +135,12 @@ static inline u32 ld32(const u8 *p) { u32 x; memcpy(&x, p, 4); return x; }
 static inline u64 ld64(const u8 *p) { u64 x; memcpy(&x, p, 8); return x; }
 static inline void st32(u8 *p, u32 x) { memcpy(p, &x, 4); }
 static inline void st64(u8 *p, u64 x) { memcpy(p, &x, 8); }
+/* scratch and LDS through the same load/store shape as global memory */
+static inline int sld(wave_t *w, int lane, u64 off, void *dst, u32 n) { u8 *p = sptr(w, lane, off, n); if (!p) return 0; memcpy(dst, p, n); return 1; }
+static inline int sst(wave_t *w, int lane, u64 off, const void *src, u32 n) { u8 *p = sptr(w, lane, off, n); if (!p) return 0; memcpy(p, src, n); return 1; }
+static inline int lld(wave_t *w, u64 off, void *dst, u32 n) { u8 *p = lptr(w, off, n); if (!p) return 0; memcpy(dst, p, n); return 1; }
+static inline int lst(wave_t *w, u64 off, const void *src, u32 n) { u8 *p = lptr(w, off, n); if (!p) return 0; memcpy(p, src, n); return 1; }
+static inline u8 *latom(wave_t *w, u64 off, u32 n) {
+  if (off & (n - 1)) return fault(w, off, SPACE_MISALIGNED), (u8 *)0;
+  return lptr(w, off, n);
+}

@@ -328,3 +328,14 @@ static inline u32 dot2_f16_f16(u32 a, u32 b, u32 c, int fi, int fo) {
   return nan32(r) ? nan3_16(a, b, c) : ftz16(f2h(r, 0), fo);
 }
 static inline u32 dot2_bf16_bf16(u32 a, u32 b, u32 c) { return f2bf(dot2_f32_bf16(a, b, bf2f(c), 0)); }
+static inline u32 cvt_i16_f32(u32 a, int fi) { double x = F(ftz32(a, fi)); return x != x ? 0 : x >= 32767.0 ? 0x7fffu : x <= -32768.0 ? 0x8000u : (u32)(i32)x & 0xffffu; }
+static inline u32 cvt_u16_f32(u32 a, int fi) { double x = F(ftz32(a, fi)); return x != x || x <= 0 ? 0 : x >= 65535.0 ? 0xffffu : (u32)x; }
+/* V_QSAD_PK_U16_U8 / V_MQSAD_PK_U16_U8: four SADs of S1 against S0 shifted by 0-3 bytes, into 16-bit fields */
+static inline u64 qsad_pk(u64 a, u32 b, u64 c, int masked) {
+  u64 r = 0;
+  for (int i = 0; i < 4; i++) {
+    u32 win = (u32)(a >> (8 * i)), acc = (u32)(c >> (16 * i)) & 0xffffu;
+    r |= (u64)((masked ? msad_u8(win, b, acc) : sad_u8(win, b, acc)) & 0xffffu) << (16 * i);
+  }
+  return r;
+}
