@@ -13,7 +13,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 from emu.rdna3 import memory, operands as O
-from emu.rdna3.program import Program, ffi, ILLEGAL_UNSUPPORTED, ILLEGAL_DECODE
+from emu.rdna3.program import Program, ffi, runtime, ILLEGAL_UNSUPPORTED, ILLEGAL_DECODE
 from emu.rdna3.gen_scalar import ILLEGAL_ROUND_MODE, ILLEGAL_CODE_END, ILLEGAL_HWREG, ILLEGAL_MOVREL
 
 STOP_NONE, STOP_FAULT, STOP_NOBLOCK, STOP_TRAP, STOP_HALT, STOP_LIMIT, STOP_ILLEGAL = range(7)
@@ -104,11 +104,12 @@ def execute(mem: memory.GpuMemory, launch: Launch, grid: tuple[int, int, int], b
   nwaves = (nthreads + lanes - 1) // lanes
   f = ffi()
   p = program_for(mem, launch.pc, launch.wave64)
+  sched = runtime(launch.wave64)
   d = f.new("dispatch_t *")
   d.grid, d.block, d.wave64, d.nuser = list(grid), list(block), int(launch.wave64), len(launch.user_sgprs)
   d.user[0:len(launch.user_sgprs)] = [v & 0xFFFFFFFF for v in launch.user_sgprs]
   d.tgid_en, d.scratch_off_en = [int(x) for x in launch.tgid_enable], int(launch.scratch_offset_sgpr)
-  d.shared_hi, d.private_hi, d.mode = SHARED_HI, PRIVATE_HI, launch.mode
+  d.shared_hi, d.private_hi, d.mode, d.entry = SHARED_HI, PRIVATE_HI, launch.mode, launch.pc
   d.lds_bytes, d.scratch_per_lane, d.max_instructions = launch.lds_bytes, launch.scratch_bytes_per_lane, max_instructions
   keep = []
   if launch.lds_bytes: keep.append(lds := f.new("uint8_t[]", launch.lds_bytes)); d.lds = lds
@@ -127,8 +128,8 @@ def execute(mem: memory.GpuMemory, launch: Launch, grid: tuple[int, int, int], b
     return 0
   keep.append(cb := f.callback("int(dispatch_t *, uint64_t, uint32_t)", miss)); d.miss = cb
   while True:
-    d.code_base = p.base
-    rc = p.lib.dispatch_run(d)
+    d.code_base, d.blocks, d.nblocks = p.base, p.blocks, p.nblocks
+    rc = sched.dispatch_run(d)
     if error: raise error[0]
     if rc == STOP_NONE: break
     wg = tuple(d.wg)

@@ -25,6 +25,14 @@ def _src(name: str) -> str:
 
 
 @cache
+def runtime(wave64: bool):
+  """The scheduler (c/sched.c) for one wave size, compiled once."""
+  lanes = 64 if wave64 else 32
+  src = "\n".join([f"#define W {lanes}", "#include <stdint.h>", _src("state.h"), *map(_src, HEADERS), _src("sched.c")])
+  return ffi().dlopen(cc.build(src, f"sched{lanes}"))
+
+
+@cache
 def ffi() -> FFI:
   f = FFI()
   f.cdef(_src("state.h"))
@@ -95,9 +103,9 @@ class Program:
     for lead in sorted(self.leaders):
       out.append(self._block(lead))
       table.append(f"[{(lead - self.base) >> 2}] = b_{lead - self.base:x}")
-    out.append(f"#define CODE_WORDS {(end - self.base + 3) >> 2}")
-    out.append(f"static void (*const BLOCKS[CODE_WORDS])(wave_t *) = {{{', '.join(table)}}};")
-    out.append(_src("sched.c"))
+    words = (end - self.base + 3) >> 2
+    out.append(f"static void (*const BLOCKS[{words}])(wave_t *) = {{{', '.join(table)}}};")
+    out.append(f"void (*const *program_blocks(uint64_t *n))(wave_t *) {{ *n = {words}; return BLOCKS; }}")
     return "\n".join(out)
 
   def _block(self, lead: int) -> str:
@@ -126,6 +134,9 @@ class Program:
 
   def build(self) -> None:
     self.lib = ffi().dlopen(cc.build(self.source(), "wave64" if self.wave64 else "wave32"))
+    n = ffi().new("uint64_t *")
+    self.blocks = self.lib.program_blocks(n)
+    self.nblocks = n[0]
 
   def still_valid(self) -> bool:
     """True if the code in memory is still the code this program was built from."""

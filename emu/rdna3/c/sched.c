@@ -1,9 +1,7 @@
 /* Workgroup scheduler: runs the dispatch's workgroups one after another; inside a workgroup the waves
    run round-robin, each until s_barrier, s_endpgm or a time slice ends. A barrier releases when every
-   wave that has not ended waits at it (ended waves do not count). The generated file defines
-   BLOCKS[CODE_WORDS] (block entry points indexed by pc / 4) before including this. */
-
-int dispatch_has_block(uint64_t pc) { return pc < 4ull * CODE_WORDS && BLOCKS[pc >> 2] != 0; }
+   wave that has not ended waits at it (ended waves do not count). Compiled once per wave size; the
+   program's blocks come in through d->blocks. */
 
 /* wave setup per the AMDGPU HSA ABI: user SGPRs, then workgroup ids (enabled ones), then the private
    segment wave offset; v0 = workitem id x | y << 10 | z << 20; EXEC = the wave's valid lanes */
@@ -19,7 +17,7 @@ static void wave_init(dispatch_t *d, wave_t *w, u32 id, u32 first, u32 nthreads)
     V(0, l) = x | y << 10 | z << 20;
   }
   SETMASK(EXEC_LO, w->lanes == 64 ? ~0ull : (1ull << w->lanes) - 1);
-  w->pc = 0; w->scc = 0; w->status = WAVE_RUN; w->mode = d->mode; w->trapsts = 0; w->id = id; w->d = d;
+  w->pc = d->entry; w->scc = 0; w->status = WAVE_RUN; w->mode = d->mode; w->trapsts = 0; w->id = id; w->d = d;
   w->scratch = d->scratch ? d->scratch + (u64)id * W * d->scratch_per_lane : 0;
 }
 
@@ -34,8 +32,8 @@ static int next_wg(dispatch_t *d) {
 /* run one wave until it leaves the RUN state, its slice ends, or the dispatch must stop */
 static int run_wave(dispatch_t *d, wave_t *w) {
   for (u32 slice = 0; slice < 65536 && w->status == WAVE_RUN; slice++) {
-    u64 pc = w->pc;
-    void (*blk)(wave_t *) = pc < 4ull * CODE_WORDS ? BLOCKS[pc >> 2] : 0;
+    u64 pc = w->pc, off = pc - d->code_base;
+    void (*blk)(wave_t *) = off < 4 * d->nblocks && !(off & 3) ? d->blocks[off >> 2] : 0;
     if (!blk) { d->stop = STOP_NOBLOCK; d->stop_pc = pc; return 1; }
     blk(w);
     if (d->stop) { d->stop_pc = w->pc; return 1; }

@@ -4,7 +4,7 @@ typedef struct range { uint64_t va, len; uint8_t *host; uint64_t writable; } ran
 
 typedef struct wave {
   uint32_t s[128];       /* SGPRs: s0-s105, VCC 106-107, TTMP 108-123, NULL 124, M0 125, EXEC 126-127 */
-  uint64_t pc;           /* byte offset of the next instruction from the program's code base */
+  uint64_t pc;           /* address of the next instruction */
   uint32_t scc, status;  /* status: WAVE_* below */
   uint32_t mode;         /* HW_REG_MODE: round [3:0], denorm [7:4], dx10 clamp [8], ieee [9] */
   uint32_t trapsts;
@@ -24,7 +24,9 @@ typedef struct dispatch {
   uint32_t shared_hi, private_hi;        /* flat apertures: bits [63:32] of the LDS / scratch windows */
   uint32_t mode;              /* initial MODE register */
   uint32_t lds_bytes, scratch_per_lane;
-  uint64_t code_base, code_len;
+  uint64_t code_base, entry;  /* the compiled program's base address; the kernel's first instruction */
+  void (*const *blocks)(struct wave *);   /* the program's block entry points, indexed by (pc - code_base) / 4 */
+  uint64_t nblocks;
   uint64_t max_instructions;  /* 0: unlimited */
   uint8_t *lds;
   uint8_t *scratch;           /* nwaves * lanes * scratch_per_lane bytes */
@@ -43,4 +45,4 @@ typedef struct dispatch {
 } dispatch_t;
 
 int dispatch_run(dispatch_t *d);
-int dispatch_has_block(uint64_t pc);
+void (*const *program_blocks(uint64_t *n))(wave_t *);
