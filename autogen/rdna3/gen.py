@@ -205,6 +205,10 @@ def operand(p: Prober, fam: str, vals: dict, field: str, kind: str, pos: int) ->
     return classify_src(p, fam, vals, field, pos)
   if kind == "imm": return f"{field}:imm/{imm16_style(p, fam, vals, field, pos)}"
   shape = reg_shape(tok)
+  if shape and shape[0] == "s":   # special registers this operand's class excludes (m0, exec...)
+    notes = {c: m.group(1) for c in (E.VCC_LO, E.NULL, E.M0, E.EXEC_LO, E.EXEC_HI)
+             if (m := re.search(r"operand has '(\w+)'", p.token(fam, dict(vals, **{field: c}), pos) or ""))}
+    if notes: return f"{field}:s{shape[1]}/bad={next(iter(notes.values()))}@{'.'.join(map(str, notes))}"
   if shape is None and re.fullmatch(r"\d+", tok): return f"{field}:imm/{imm_style(tok)}"   # s_atc_probe's sdata
   if shape is None: raise ValueError(f"{fam} {vals}: {field} prints as {tok!r}")
   return f"{field}:{shape[0]}{shape[1]}" + (f"/note={shape[2]}" if shape[2] else "")
@@ -216,9 +220,9 @@ def sweep_op(p: Prober, fam: str, op: int) -> tuple | None:
   vals, t0 = got
   name, toks, _ = split_operands(t0)
   if fam == "SOPP":   # one immediate whose printing depends on the opcode (waitcnt fields, sendmsg, branch offset...)
-    return name, fam, (f"simm16:imm/{imm16_style(p, fam, vals, 'simm16', None)}",) if " " in (p.text(fam, dict(vals, simm16=1))[1] or "") else ()
+    return name, fam, (f"simm16:imm/{imm16_style(p, fam, vals, 'simm16', None)}",) if " " in (p.text(fam, dict(vals, simm16=1))[1] or "") else (), ""
   if fam == "EXP":   # 'exp <target> vsrc0, ..., vsrc3': the target name leads the first operand
-    return name, fam, ("target:imm/exp",) + tuple(f"vsrc{i}:{reg_shape(t.split()[-1])[0]}32" for i, t in enumerate(toks))
+    return name, fam, ("target:imm/exp",) + tuple(f"vsrc{i}:{reg_shape(t.split()[-1])[0]}32" for i, t in enumerate(toks)), ""
   ops: list = [None] * len(toks)
   enc = fam
   for field, kind in OPERAND_FIELDS.get(fam, {}).items():
@@ -230,7 +234,44 @@ def sweep_op(p: Prober, fam: str, op: int) -> tuple | None:
     ops[pos] = operand(p, fam, vals, field, kind, pos)
   for i, o in enumerate(ops):   # unmapped: a literal operand (changes with the literal dword) or fixed text
     if o is None: ops[i] = ":kimm32" if p.token(fam, vals, i, 0x11223344) == "0x11223344" else f":={toks[i]}"
-  return name, enc, tuple(ops)
+  return name, enc, tuple(ops), mod_effects(p, fam, enc, vals, t0)
+
+
+MOD_FIELDS = {  # modifier fields whose effect is probed bit by bit (VOP3P probes start from opsel_hi = all ones)
+  "VOP3": ("neg", "abs", "opsel", "clmp", "omod"), "VOP3SD": ("neg", "clmp", "omod"),
+  "VOP3P": ("neg", "neg_hi", "opsel", "opsel_hi", "opsel_hi2", "clmp"), "VINTERP": ("neg", "opsel", "clmp"),
+}
+DPP_PROBE = 0xFF00E400   # DPP16 dword: quad_perm identity, all rows and banks enabled
+
+
+def mod_effects(p: Prober, fam: str, enc: str, vals: dict, t0: str) -> str:
+  """Per modifier bit, what LLVM does when it is set: p = printed, - = ignored, x = rejected, f = the op falls back to
+  its 'fake16' form (16-bit registers printed as 32-bit ones). E.g. 'neg=pp- abs=pp- opsel=---- clmp=p omod=p'."""
+  out, lists, sel = [], {}, ""
+  for field in MOD_FIELDS.get(enc, ()):
+    width = (E.FIELDS[enc][field][2]) if field != "omod" else 1
+    chars = ""
+    for b in range(width):
+      v = (1 << b) if field != "omod" else 1
+      if field in ("opsel_hi", "opsel_hi2"): v = vals[field] ^ (1 << b)
+      n, t = p.text(fam, dict(vals, **{field: v}))
+      chars += "x" if not n else "-" if t == t0 else "f" if ".l" in t0 and ".l" not in t and ".h" not in t else "p"
+      for name, items in re.findall(r"(\w+):\[([\d,]+)\]", t or ""): lists[name] = items.count(",") + 1
+      if field == "opsel" and enc != "VOP3P":   # which op_sel:[...] entry this bit shows up as (VOP3 / VINTERP)
+        m = re.search(r"op_sel:\[([\d,]+)\]", t or "")
+        sel += str(m.group(1).split(",").index("1")) if m and m.group(1).count("1") == 1 else "-"
+    out.append(f"{field}={chars}")
+  if sel.strip("-"): out.append(f"sel={sel}")
+  if enc in ("VOP1", "VOP2", "VOPC"):   # DPP16 form: src0 = 250; the DPP dword's src0/src1 neg and abs bits 20..23
+    dv = dict(vals, src0=E.DPP16)
+    n, t1 = p.text(fam, dv, DPP_PROBE)
+    if n:
+      chars = ""
+      for b in range(4):
+        n, t = p.text(fam, dv, DPP_PROBE | 1 << (20 + b))
+        chars += "x" if not n else "-" if t == t1 else "p"
+      out.append(f"dpp={chars}")
+  return " ".join(out + [f"n_{k}={v}" for k, v in sorted(lists.items())])
 
 
 def sweep_family(p: Prober, fam: str) -> dict[int, tuple]:
@@ -241,6 +282,23 @@ def sweep_family(p: Prober, fam: str) -> dict[int, tuple]:
 
 FAMILIES = ("SOP2", "SOPK", "SOP1", "SOPC", "SOPP", "SMEM", "VOP1", "VOP2", "VOPC", "VOP3", "VOP3P", "VOPDX", "VOPDY",
             "VINTERP", "LDSDIR", "DS", "FLAT", "SCRATCH", "GLOBAL", "MUBUF", "MTBUF", "EXP")
+
+
+def sweep_symbols(p: Prober) -> dict[str, dict[int, str]]:
+  """Names LLVM prints for symbolic immediates: hwreg ids, sendmsg ids, s_version codes, export targets, MTBUF formats."""
+  def names(words, pick) -> dict[int, str]:
+    out = {}
+    for v, ws in words:
+      n, t = p.dis.words(*ws, 0)
+      if n and (name := pick(t)): out[v] = name
+    return out
+  return {
+    "HWREG": names(((i, [0xB8800000 | 31 << 11 | i]) for i in range(64)), lambda t: re.search(r"hwreg\((HW_REG_\w+)\)", t) and re.search(r"hwreg\((\w+)", t).group(1)),
+    "SENDMSG": names(((i, [0xBFB60000 | i]) for i in range(256)), lambda t: re.search(r"sendmsg\((MSG_\w+)\)", t) and re.search(r"sendmsg\((\w+)", t).group(1)),
+    "VERSION": names(((i, [0xB0800000 | i]) for i in range(256)), lambda t: re.fullmatch(r"s_version (UC_\w+)", t) and t.split()[1]),
+    "EXP_TARGET": names(((i, [0xF8000000 | i << 4, 0]) for i in range(64)), lambda t: None if "invalid_target" in t else t.split()[1]),
+    "BUF_FORMAT": names(((i, [0xE8000000 | i << 19, 0]) for i in range(128)), lambda t: (re.search(r"format:\[(\w+)\]", t) or [None, None])[1]),
+  }
 
 
 def generate() -> str:
@@ -254,9 +312,13 @@ def generate() -> str:
   sd = []
   for fam in FAMILIES:
     out.append(f'  "{fam}": {{')
-    for op, (name, enc, ops) in sweep_family(p, fam).items():
+    for op, (name, enc, ops, mods) in sweep_family(p, fam).items():
       if enc == "VOP3SD": sd.append(op)
-      out.append(f"    {op:#05x}: ({name!r}, {ops!r}),")
+      out.append(f"    {op:#05x}: ({name!r}, {ops!r}" + (f", {mods!r})," if mods else "),"))
     out.append("  },")
-  out += ["}", "", f"VOP3SD = frozenset({{{', '.join(f'{o:#05x}' for o in sd)}}})", ""]
+  out += ["}", "", f"VOP3SD = frozenset({{{', '.join(f'{o:#05x}' for o in sd)}}})", "",
+          "# names LLVM prints for symbolic immediate values", "SYMBOLS = {"]
+  for k, d in sweep_symbols(p).items():
+    out.append(f'  "{k}": {{' + ", ".join(f"{v}: {n!r}" for v, n in d.items()) + "},")
+  out += ["}", ""]
   return "\n".join(out)

@@ -78,10 +78,13 @@ def _build() -> dict[str, dict[int, _Op]]:
   out: dict[str, dict[int, _Op]] = {}
   for fam, ops in OPS.items():
     out[fam] = {}
-    for opc, (name, specs) in ops.items():
+    for opc, (name, specs, *_) in ops.items():
       operands = tuple(parse_spec(s) for s in specs)
       enc = "VOP3SD" if fam == "VOP3" and opc in VOP3SD else fam
-      srcs = tuple(o.field for o in operands if o.kind == "src")
+      # fields that read the literal dword when they hold 255; vraw: LLVM reads none; an 8-bit SGPR destination field
+      # (VOP3 compare sdst, v_readlane vdst) holding 255 is decoded as a (meaningless) literal operand too
+      srcs = tuple(o.field for o in operands if (o.kind == "src" and o.type != "vraw") or
+                   (o.kind == "sgpr" and o.field == "vdst"))
       out[fam][opc] = _Op(name, _base(name), enc, operands, srcs, any(o.kind == "kimm" for o in operands))
   return out
 
@@ -159,7 +162,7 @@ def decode(code: bytes | memoryview, offset: int = 0) -> Inst:
   layout = _FIELDS["VOP3SD" if info.enc == "VOP3SD" else fmt]
   fields = {n: (ws[w] >> lo) & m for n, w, lo, m in layout}
   size, literal, dpp = 4 * nwords, None, None
-  if info.enc in _DPP_FAMS and fields["src0"] in (DPP16, DPP8, DPP8FI):
+  if info.enc in _DPP_FAMS and fields.get("src0") in (DPP16, DPP8, DPP8FI) and "src0" in info.srcs:
     if len(code) < offset + size + 4: raise _err(code, offset, nwords, "DPP dword missing")
     dpp = _dpp(struct.unpack_from("<I", code, offset + size)[0], fields["src0"])
     size += 4
