@@ -8,6 +8,7 @@ disk); see program.py.
 from emu.rdna3.memory import Memory, MemoryFault, GpuMemory
 from emu.rdna3.dispatch import run, dispatch, Stats, WaveError, WaveFault, WaveTrap, InstructionLimit, KernelDescriptor
 from emu.rdna3.operands import Unsupported
+from emu.rdna3.disasm import disasm
 
 __all__ = ["Memory", "MemoryFault", "GpuMemory", "run", "dispatch", "Stats", "WaveError", "WaveFault", "WaveTrap",
-           "InstructionLimit", "KernelDescriptor", "Unsupported"]
+           "InstructionLimit", "KernelDescriptor", "Unsupported", "disasm"]

@@ -6,35 +6,18 @@ Codes: 0-105 SGPRs, 106/107 VCC, 108-123 TTMP, 124 NULL, 125 M0, 126/127 EXEC, 1
 251 VCCZ, 252 EXECZ, 253 SCC, 255 literal, 256-511 VGPRs.
 """
 from __future__ import annotations
-import struct
-
-NULL, M0, EXEC_LO, VCC_LO = 124, 125, 126, 106
-SHARED_BASE, SHARED_LIMIT, PRIVATE_BASE, PRIVATE_LIMIT = 235, 236, 237, 238
-DPP8, DPP8FI, DPP16, VCCZ, EXECZ, SCC, LITERAL = 233, 234, 250, 251, 252, 253, 255
-# 240-248: 0.5, -0.5, 1, -1, 2, -2, 4, -4, 1/(2*pi); 1/(2*pi) has its own bit pattern per width
-FLOATS = (0.5, -0.5, 1.0, -1.0, 2.0, -2.0, 4.0, -4.0)
-INV_2PI = {16: 0x3118, 32: 0x3E22F983, 64: 0x3FC45F306DC9C882}
+from emu.rdna3.decode import (NULL, M0, EXEC_LO, VCC_LO, SHARED_BASE, SHARED_LIMIT, PRIVATE_BASE, PRIVATE_LIMIT, VCCZ, EXECZ,
+                              SCC, LITERAL, inline_constant)
 
 
 class Unsupported(ValueError):
   """An encoding the emulator cannot execute (reported with the instruction and its PC)."""
 
 
-def float_bits(v: float, width: int) -> int:
-  if width == 16: return struct.unpack("<H", struct.pack("<e", v))[0]
-  if width == 32: return struct.unpack("<I", struct.pack("<f", v))[0]
-  return struct.unpack("<Q", struct.pack("<d", v))[0]
-
-
 def inline_const(code: int, width: int) -> int | None:
   """Value of an inline constant as a `width`-bit pattern (None if `code` is not one). Integers are
-  sign-extended; float constants use the operand width's format (f16 / f32 / f64)."""
-  mask = (1 << width) - 1
-  if 128 <= code <= 192: return code - 128
-  if 193 <= code <= 208: return (128 - code) & mask
-  if 240 <= code <= 247: return float_bits(FLOATS[code - 240], width)
-  if code == 248: return INV_2PI[width]
-  return None
+  sign-extended; float constants use the operand width's format (f16 / f32 / f64; facts 5 and 39)."""
+  return inline_constant(code, width, True)
 
 
 def c_int(v: int, width: int) -> str:
