@@ -168,7 +168,7 @@ def compare(v: Valu, wave64: bool) -> str:
   body = [f"{ctype(s)} {'ab'[i]} = {src_expr(v, i, s)};" for i, s in enumerate(src_t)]
   body += ["int cond;", stmt, "m_ |= (u64)(cond != 0) << l;"]
   if v.op.startswith("v_cmpx_"): post = [f"SETMASK(EXEC_LO, m_ & {wm});"]   # fact 31: only EXEC is written
-  else: post = write_mask(v.sdst if v.e64 else O.VCC_LO, f"m_ & {wm}")
+  else: post = write_mask(v.vdst if v.e64 else O.VCC_LO, f"m_ & {wm}")   # VOP3 compares name the SGPR in vdst
   return lane_loop(pre + ["u64 m_ = 0;"], body, post)
 
 

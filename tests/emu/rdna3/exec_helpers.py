@@ -135,6 +135,14 @@ def run_wave(body: str, v: dict | None = None, s: dict | None = None, vout=(), s
   return WaveResult(vres, sres, scc, vlo | vhi << 32 if wave64 else vlo, elo | ehi << 32 if wave64 else elo, stats)
 
 
+def raw(line: str, *or_words: int) -> str:
+  """`line` assembled, with extra bits ORed into its dwords (encodings llvm-mc refuses, e.g. neg on an integer
+  operand), as .long directives for a run_wave body."""
+  words = list(struct.unpack(f"<{len(assemble(line)) // 4}I", assemble(line)))
+  for i, w in enumerate(or_words): words[i] |= w
+  return "\n".join(f".long {w:#010x}" for w in words)
+
+
 def f32(x: float) -> int: return struct.unpack("<I", struct.pack("<f", x))[0]
 def f64(x: float) -> int: return struct.unpack("<Q", struct.pack("<d", x))[0]
 def f16(x: float) -> int: return struct.unpack("<H", struct.pack("<e", x))[0]
