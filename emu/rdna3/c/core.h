@@ -18,7 +18,7 @@ enum { SPACE_GLOBAL = 0, SPACE_SCRATCH = 1, SPACE_LDS = 2, SPACE_MISALIGNED = 3 
 #if W == 64
 #define EXEC ((u64)w->s[126] | (u64)w->s[127] << 32)
 #define VCC ((u64)w->s[106] | (u64)w->s[107] << 32)
-#define SETMASK(r, m) do { u64 m_ = (m); w->s[r] = (u32)m_; w->s[(r) + 1] = (u32)(m_ >> 32); } while (0)
+#define SETMASK(r, m) do { u64 mask__ = (m); w->s[r] = (u32)mask__; w->s[(r) + 1] = (u32)(mask__ >> 32); } while (0)
 #define LANEMASK(r) ((u64)w->s[r] | (u64)w->s[(r) + 1] << 32)
 #else
 #define EXEC ((u64)w->s[126])
@@ -28,9 +28,9 @@ enum { SPACE_GLOBAL = 0, SPACE_SCRATCH = 1, SPACE_LDS = 2, SPACE_MISALIGNED = 3 
 #endif
 #define LANES_ALL (W == 64 ? ~0ull : 0xffffffffull)
 #define S64(n) ((u64)w->s[n] | (u64)w->s[(n) + 1] << 32)
-#define SET64(n, x) do { u64 x_ = (x); w->s[n] = (u32)x_; w->s[(n) + 1] = (u32)(x_ >> 32); } while (0)
+#define SET64(n, x) do { u64 v64__ = (x); w->s[n] = (u32)v64__; w->s[(n) + 1] = (u32)(v64__ >> 32); } while (0)
 #define V64(r, l) ((u64)V(r, l) | (u64)V((r) + 1, l) << 32)
-#define SETV64(r, l, x) do { u64 x_ = (x); V(r, l) = (u32)x_; V((r) + 1, l) = (u32)(x_ >> 32); } while (0)
+#define SETV64(r, l, x) do { u64 v64__ = (x); V(r, l) = (u32)v64__; V((r) + 1, l) = (u32)(v64__ >> 32); } while (0)
 /* MODE.FP_DENORM: bit 0 of each 2-bit field allows denormal inputs, bit 1 denormal outputs */
 #define FI32 (!(w->mode & 0x10))
 #define FO32 (!(w->mode & 0x20))

@@ -29,17 +29,18 @@ def _cached(kind: str, src: str, build) -> bytes:
   return data
 
 
-def assemble(src: str) -> bytes:
+def assemble(src: str, wave64: bool = False) -> bytes:
   """gfx1100 machine code for assembly text (llvm-mc-22; cached on disk)."""
+  attr = "+wavefrontsize64" if wave64 else "+wavefrontsize32"
   def build() -> bytes:
     with tempfile.TemporaryDirectory() as d:
       obj, out = os.path.join(d, "a.o"), os.path.join(d, "a.bin")
-      p = subprocess.run([llvm_tool("llvm-mc"), "-triple=amdgcn-amd-amdhsa", "-mcpu=gfx1100", "-filetype=obj", "-o", obj],
+      p = subprocess.run([llvm_tool("llvm-mc"), "-triple=amdgcn-amd-amdhsa", "-mcpu=gfx1100", f"-mattr={attr}", "-filetype=obj", "-o", obj],
                          input=src.encode(), capture_output=True)
       if p.returncode: raise ValueError(f"llvm-mc rejected the test snippet:\n{p.stderr.decode()}")
       subprocess.run([llvm_tool("llvm-objcopy"), "-O", "binary", "--only-section=.text", obj, out], check=True)
       with open(out, "rb") as f: return f.read()
-  return _cached("asm", src, build)
+  return _cached("asm", attr + src, build)
 
 
 def compile_cl(src: str, extra: tuple[str, ...] = ()) -> bytes:
@@ -119,7 +120,7 @@ def run_wave(body: str, v: dict | None = None, s: dict | None = None, vout=(), s
   for r in vout: lines += store(f"v{r}")
   for r in [f"s{r}" for r in sout] + ["s104", "vcc_lo", "vcc_hi", "s98", "s99"]: lines += [f"v_mov_b32 v254, {r}", *store("v254")]
   lines.append("s_endpgm")
-  code = assemble("\n".join(lines) + "\n")
+  code = assemble("\n".join(lines) + "\n", wave64)
   mem = Memory()
   pc = mem.alloc(len(code))
   mem.write(pc, code)
