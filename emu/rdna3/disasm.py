@@ -88,6 +88,10 @@ def _inline32(v: int) -> bool:
   return v <= 64 or v >= 0xFFFFFFF0 or v in _F32_INLINE
 
 
+def _inline_int(v: int) -> bool:
+  return v <= 64 or v >= 0xFFFFFFF0
+
+
 def _inline16(v: int, bf: bool = False) -> bool:
   return v <= 64 or v >= 0xFFF0 or v in (_BF16_INLINE if bf else _F16_INLINE)
 
@@ -109,11 +113,14 @@ def literal(v: int, typ: str) -> str:
     return f"lit({v:#x})" if _inline16(v & 0xFFFF, bf=True) else f"{v:#x}"
   if typ == "f64":
     return _F64_INLINE.get(v << 32) or ("0" if v == 0 else f"{v:#x}")
-  if typ == "pk_f16":
-    return f"lit({v:#x})" if v <= 0xFFFF and _inline16(v) else f"{v:#x}"
+  if typ == "pk_f16":   # VOP3P: an inline constant fills the low half only
+    return f"lit({v:#x})" if _inline_int(v) or v in _F16_INLINE else f"{v:#x}"
+  if typ == "pk_bf16":
+    return f"lit({v:#x})" if _inline_int(v) or v in _BF16_INLINE else f"{v:#x}"
+  if typ == "pk_f16_rep":   # v_pk_fmac_f16 (VOP2): a float constant replicated into both halves
+    return f"lit({v:#x})" if _inline_int(v) or (v >> 16 == v & 0xFFFF and v & 0xFFFF in _F16_INLINE) else f"{v:#x}"
   if typ == "none": return inline_value(v) or f"{v:#x}"
   if typ == "b64": return f"lit({v:#x})" if v <= 64 else f"{v:#x}"
-  if typ == "pk_bf16": return f"{v:#x}"
   return f"lit({v:#x})" if _inline32(v) else f"{v:#x}"
 
 
