@@ -157,7 +157,7 @@ def default_device_name() -> str:
   """DEV from the environment, else real hardware, else the emulated AMD GPU (else the CPU device)."""
   if dev := os.environ.get("DEV"): return dev
   if os.path.exists("/dev/kfd") and "AMD" in available_vendors(): return "AMD"
-  fallback = "MOCKPCI+AMD" if "AMD" in available_vendors() else "CPU"
+  fallback = importlib.import_module("drivers.amd").EMULATED if "AMD" in available_vendors() else "CPU"
   print(f"hcq: no DEV set and no GPU found; using {fallback}", file=sys.stderr)
   return fallback
 
