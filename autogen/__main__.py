@@ -7,9 +7,8 @@ from __future__ import annotations
 import argparse, pathlib, sys, time
 from autogen.gen.asic_reg import AsicRegModule
 from autogen.gen.cmodule import CModule
-from autogen.gen.headers import ASIC_REG_IPS
+from autogen.gen.headers import ASIC_REG_IPS, HeadersMissing
 from autogen.gen.mlx5_ifc import BitLayoutModule
-from autogen.gen.headers import HeadersMissing
 
 _AMD, _AMDGPU, _PMFW = "drivers/gpu/drm/amd/include", "drivers/gpu/drm/amd/amdgpu", "drivers/gpu/drm/amd/pm/swsmu/inc/pmfw_if"
 

@@ -3,7 +3,7 @@ import ctypes, importlib, keyword, pathlib, re
 import pytest
 from autogen.__main__ import GENERATORS
 from autogen.gen.cmodule import CModule
-from layout_probe import c_spelling, packages, run_probe
+from autogen_probe import c_spelling, packages, run_probe
 
 PER_MODULE = 25  # records sampled per module (evenly over the sorted names); small modules are checked whole
 AUTOGEN = pathlib.Path(__file__).parents[2] / "autogen"

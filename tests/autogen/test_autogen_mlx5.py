@@ -2,7 +2,7 @@
 import pytest
 from autogen import mlx5
 from autogen.__main__ import GENERATORS
-from layout_probe import packages, run_probe
+from autogen_probe import packages, run_probe
 
 SAMPLE = 40
 
