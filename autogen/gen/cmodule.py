@@ -136,7 +136,7 @@ def emit_enums(hdr: cparse.Header, mod: Module, ctypes_used: set[str]) -> None:
     named = not _unnamed(e)
     mod.section(f"enum {e.spelling if named else '(anonymous)'} ({t})")
     for c in e.get_children():
-      if c.kind == ci.CursorKind.ENUM_CONSTANT_DECL: mod.const(c.spelling, c.enum_value)
+      if c.kind == ci.CursorKind.ENUM_CONSTANT_DECL: mod.const(c.spelling, c.enum_value, hexa=c.enum_value > 0xffff)
     if named:
       mod.define(e.spelling, t); ctypes_used.add(t)
 
