@@ -46,6 +46,13 @@ GENERATORS = {
   "bnxt": CModule("bnxt.py", "source", ("drivers/net/ethernet/broadcom/bnxt/bnxt_hsi.h", "drivers/infiniband/hw/bnxt_re/roce_hsi.h"),
                   include=("drivers/net/ethernet/broadcom/bnxt",), kernel=True,
                   doc="Broadcom NetXtreme-C/E: HWRM firmware interface (bnxt_hsi.h) and RoCE CMDQ/CREQ/SQ/CQ (roce_hsi.h)."),
+  "bnxt_re": CModule("bnxt_re.py", "source", ("drivers/net/ethernet/broadcom/bnxt/bnxt_hwrm.h",
+                     "drivers/infiniband/hw/bnxt_re/qplib_rcfw.h", "drivers/infiniband/hw/bnxt_re/qplib_res.h"),
+                     kernel=True, constants_only=True,
+                     doc="bnxt/bnxt_re driver constants: HWRM channel, RCFW command queue, doorbells (kernel-internal headers)."),
+  "mlx5_core": CModule("mlx5_core.py", "source", tuple(f"include/linux/mlx5/{h}.h" for h in ("device", "doorbell", "driver", "qp")),
+                       kernel=True, constants_only=True,
+                       doc="mlx5 core driver constants: command interface, init segment, WQE/CQE opcodes (kernel-internal headers)."),
   "mlx5": BitLayoutModule("mlx5.py", ("include/linux/mlx5/mlx5_ifc.h", "include/linux/mlx5/mlx5_ifc_fpga.h"),
                           doc="NVIDIA/Mellanox mlx5 command interface: big-endian bit layouts (autogen.bitlayout), enums."),
 }
