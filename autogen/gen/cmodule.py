@@ -43,10 +43,8 @@ class Records:
   def _add(self, rec: ci.Cursor) -> None:
     k = _key(rec)
     if k in self.anon_fields or k in self.left_out: return
-    ext = rec.extent
-    if why := [f"{pathlib.Path(f).name}:{ln}: {msg}" for f, ln, msg in self.errors
-               if f == ext.start.file.name and ext.start.line <= ln <= ext.end.line]:
-      self.left_out[k] = why[0]; return
+    if why := _first_error(rec, self.errors):
+      self.left_out[k] = why; return
     if not _unnamed(rec): self.names[k] = rec.spelling
     self.anon_fields[k] = {}
     nested = [(f, _record_of(f.type)) for f in rec.type.get_fields()]
@@ -132,15 +130,17 @@ class CModule:
     return [path]
 
 
-def _has_error(c: ci.Cursor, errors: list[tuple[str, int, str]]) -> bool:
+def _first_error(c: ci.Cursor, errors: list[tuple[str, int, str]]) -> str | None:
+  """`file:line: message` of the first clang error inside a declaration, if any."""
   ext = c.extent
-  return any(f == ext.start.file.name and ext.start.line <= ln <= ext.end.line for f, ln, _ in errors)
+  return next((f"{pathlib.Path(f).name}:{ln}: {msg}" for f, ln, msg in errors
+               if f == ext.start.file.name and ext.start.line <= ln <= ext.end.line), None)
 
 
 def emit_enums(hdr: cparse.Header, mod: Module, ctypes_used: set[str], errors: list[tuple[str, int, str]] = ()) -> None:
   """Enum constants in source order, each enum followed by an alias naming its integer ctypes type."""
   for e in hdr.enums:
-    if _has_error(e, errors): continue  # an enumerator clang could not evaluate (emit_constants lists it)
+    if _first_error(e, errors): continue  # an enumerator clang could not evaluate (emit_constants lists it)
     t = SCALARS[e.enum_type.get_canonical().kind]
     named = not _unnamed(e)
     mod.section(f"enum {e.spelling if named else '(anonymous)'} ({t})")
@@ -195,7 +195,7 @@ def emit_constants(hdr: cparse.Header, mod: Module, errors: list[tuple[str, int,
   emit_macros(hdr, mod)
   objs = [m.name for m in hdr.macros if m.params is None and m.body and m.name not in mod.names]
   skipped = [e.spelling if not _unnamed(e) else f"(enum at {pathlib.Path(e.location.file.name).name}:{e.location.line})"
-             for e in hdr.enums if _has_error(e, errors)]
+             for e in hdr.enums if _first_error(e, errors)]
   if objs or skipped:
     mod.section("left out: they need the kernel definitions the header #includes, or are not integers: "
                 + " ".join(skipped + objs))
