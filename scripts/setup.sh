@@ -39,12 +39,14 @@ if [ ! -x "$VENV/bin/python" ]; then
   echo "setup: creating $VENV"
   "$PY" -m venv "$VENV"
 fi
-# Reinstall only when the project metadata changed since the last install.
-STAMP="$VENV/.hcq-installed"
+# Reinstall only when the project metadata changed since the last install of these extras
+# (HCQ_EXTRAS, default "test"; `make demo` adds "examples").
+EXTRAS=${HCQ_EXTRAS:-test}
+STAMP="$VENV/.hcq-installed-$(echo "$EXTRAS" | tr ',' '-')"
 if [ ! -f "$STAMP" ] || [ "$ROOT/pyproject.toml" -nt "$STAMP" ]; then
-  echo "setup: installing hcq into $VENV"
+  echo "setup: installing hcq[$EXTRAS] into $VENV"
   "$VENV/bin/python" -m pip install -q --upgrade pip
-  "$VENV/bin/python" -m pip install -q -e "$ROOT[test]"
+  "$VENV/bin/python" -m pip install -q -e "$ROOT[$EXTRAS]"
   touch "$STAMP"
 fi
 # The headers autogen/ reads: linux-libc-dev of the same version as linux-source-6.12, and the needed
