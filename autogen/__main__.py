@@ -10,6 +10,17 @@ from autogen.gen.cmodule import CModule
 from autogen.gen.headers import ASIC_REG_IPS, HeadersMissing
 from autogen.gen.mlx5_ifc import BitLayoutModule
 
+
+
+def rdna3_tables(outdir: pathlib.Path) -> list[pathlib.Path]:
+  """autogen/rdna3/tables.py from LLVM 22's disassembler (autogen/rdna3/gen.py; needs libLLVM 22, not headers)."""
+  from autogen.rdna3.gen import generate
+  path = outdir / "rdna3" / "tables.py"
+  path.parent.mkdir(parents=True, exist_ok=True)
+  path.write_text(generate())
+  return [path]
+
+
 _AMD, _AMDGPU, _PMFW = "drivers/gpu/drm/amd/include", "drivers/gpu/drm/amd/amdgpu", "drivers/gpu/drm/amd/pm/swsmu/inc/pmfw_if"
 
 GENERATORS = {
@@ -55,6 +66,7 @@ GENERATORS = {
                        doc="mlx5 core driver constants: command interface, init segment, WQE/CQE opcodes (kernel-internal headers)."),
   "mlx5": BitLayoutModule("mlx5.py", ("include/linux/mlx5/mlx5_ifc.h", "include/linux/mlx5/mlx5_ifc_fpga.h"),
                           doc="NVIDIA/Mellanox mlx5 command interface: big-endian bit layouts (autogen.bitlayout), enums."),
+  "rdna3": rdna3_tables,
 }
 
 
