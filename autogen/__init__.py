@@ -1,4 +1,1 @@
-"""Bindings generated from real C headers (never edited by hand) and the generator that writes them.
-
-`python -m autogen [name ...]` regenerates the modules; see autogen/__main__.py for the registry.
-"""
+"""Generated bindings and their generators (`python -m autogen`); never edited by hand."""

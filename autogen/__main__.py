@@ -7,9 +7,19 @@ from __future__ import annotations
 import argparse, pathlib, sys, time
 from autogen.gen.asic_reg import AsicRegModule
 from autogen.gen.cmodule import CModule
-from autogen.gen.headers import ASIC_REG_IPS
+from autogen.gen.headers import ASIC_REG_IPS, HeadersMissing
 from autogen.gen.mlx5_ifc import BitLayoutModule
-from autogen.gen.headers import HeadersMissing
+
+
+
+def rdna3_tables(outdir: pathlib.Path) -> list[pathlib.Path]:
+  """autogen/rdna3/tables.py from LLVM 22's disassembler (autogen/rdna3/gen.py; needs libLLVM 22, not headers)."""
+  from autogen.rdna3.gen import generate
+  path = outdir / "rdna3" / "tables.py"
+  path.parent.mkdir(parents=True, exist_ok=True)
+  path.write_text(generate())
+  return [path]
+
 
 _AMD, _AMDGPU, _PMFW = "drivers/gpu/drm/amd/include", "drivers/gpu/drm/amd/amdgpu", "drivers/gpu/drm/amd/pm/swsmu/inc/pmfw_if"
 
@@ -47,8 +57,16 @@ GENERATORS = {
   "bnxt": CModule("bnxt.py", "source", ("drivers/net/ethernet/broadcom/bnxt/bnxt_hsi.h", "drivers/infiniband/hw/bnxt_re/roce_hsi.h"),
                   include=("drivers/net/ethernet/broadcom/bnxt",), kernel=True,
                   doc="Broadcom NetXtreme-C/E: HWRM firmware interface (bnxt_hsi.h) and RoCE CMDQ/CREQ/SQ/CQ (roce_hsi.h)."),
+  "bnxt_re": CModule("bnxt_re.py", "source", ("drivers/net/ethernet/broadcom/bnxt/bnxt_hwrm.h",
+                     "drivers/infiniband/hw/bnxt_re/qplib_rcfw.h", "drivers/infiniband/hw/bnxt_re/qplib_res.h"),
+                     kernel=True, constants_only=True,
+                     doc="bnxt/bnxt_re driver constants: HWRM channel, RCFW command queue, doorbells (kernel-internal headers)."),
+  "mlx5_core": CModule("mlx5_core.py", "source", tuple(f"include/linux/mlx5/{h}.h" for h in ("device", "doorbell", "driver", "qp")),
+                       kernel=True, constants_only=True,
+                       doc="mlx5 core driver constants: command interface, init segment, WQE/CQE opcodes (kernel-internal headers)."),
   "mlx5": BitLayoutModule("mlx5.py", ("include/linux/mlx5/mlx5_ifc.h", "include/linux/mlx5/mlx5_ifc_fpga.h"),
                           doc="NVIDIA/Mellanox mlx5 command interface: big-endian bit layouts (autogen.bitlayout), enums."),
+  "rdna3": rdna3_tables,
 }
 
 

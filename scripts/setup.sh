@@ -13,12 +13,14 @@ APT_PKGS="clang-22 lld-22 llvm-22 libusb-1.0-0 libudev1 python3-venv linux-sourc
 
 # bookworm-backports, written only if missing; packages are taken from it only when named "pkg/bookworm-backports".
 BACKPORTS=/etc/apt/sources.list.d/hcq-backports.sources
+updated=""
 if [ ! -f "$BACKPORTS" ]; then
   echo "setup: adding $BACKPORTS"
   printf '%s\n' "Types: deb" "URIs: http://deb.debian.org/debian" "Suites: bookworm-backports" \
     "Components: main contrib non-free-firmware" "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg" \
     | $SUDO tee "$BACKPORTS" >/dev/null
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q
+  updated=1
 fi
 
 missing=""
@@ -27,7 +29,7 @@ for p in $APT_PKGS; do
 done
 if [ -n "$missing" ]; then
   echo "setup: installing apt packages:$missing"
-  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q
+  [ -n "$updated" ] || $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
     $(echo $missing | sed 's,linux-source-6.12,linux-source-6.12/bookworm-backports,')
 fi

@@ -43,10 +43,8 @@ class Records:
   def _add(self, rec: ci.Cursor) -> None:
     k = _key(rec)
     if k in self.anon_fields or k in self.left_out: return
-    ext = rec.extent
-    if why := [f"{pathlib.Path(f).name}:{ln}: {msg}" for f, ln, msg in self.errors
-               if f == ext.start.file.name and ext.start.line <= ln <= ext.end.line]:
-      self.left_out[k] = why[0]; return
+    if why := _first_error(rec, self.errors):
+      self.left_out[k] = why; return
     if not _unnamed(rec): self.names[k] = rec.spelling
     self.anon_fields[k] = {}
     nested = [(f, _record_of(f.type)) for f in rec.type.get_fields()]
@@ -112,6 +110,7 @@ class CModule:
   kernel: bool = False              # kernel-internal header: needs cparse.KERNEL_PRELUDE
   kernel_state: bool = False        # also declares driver-state records that need kernel headers: skip and list those
   defines: tuple[str, ...] = ()     # -D options the header expects from the kernel build
+  constants_only: bool = False      # kernel-internal header: only its enums and macros (its #includes are not followed)
   doc: str = ""
 
   def __call__(self, outdir: pathlib.Path) -> list[pathlib.Path]:
@@ -119,24 +118,35 @@ class CModule:
     pkg = libc if self.package == "libc" else src
     incs = [pkg.path(d) for d in self.include] + [libc.root, libc.root / "x86_64-linux-gnu"]
     hdr = cparse.parse([pkg.path(h) for h in self.headers], incs, cparse.KERNEL_PRELUDE if self.kernel else "",
-                       self.defines, tolerate_errors=self.kernel_state)
+                       self.defines, tolerate_errors=self.kernel_state or self.constants_only,
+                       blank_includes=self.constants_only)
     mod = Module(f"autogen/{self.out}", pkg, list(self.headers), self.doc)
     errors = [(d.location.file.name, d.location.line, d.spelling) for d in hdr.tu.diagnostics
               if d.severity >= ci.Diagnostic.Error and d.location.file and d.location.file.name in hdr.files]
-    emit(hdr, mod, errors)
+    if self.constants_only: emit_constants(hdr, mod, errors)
+    else: emit(hdr, mod, errors)
     path = outdir / self.out
     mod.write(path)
     return [path]
 
 
-def emit_enums(hdr: cparse.Header, mod: Module, ctypes_used: set[str]) -> None:
+def _first_error(c: ci.Cursor, errors: list[tuple[str, int, str]]) -> str | None:
+  """`file:line: message` of the first clang error inside a declaration, if any."""
+  ext = c.extent
+  return next((f"{pathlib.Path(f).name}:{ln}: {msg}" for f, ln, msg in errors
+               if f == ext.start.file.name and ext.start.line <= ln <= ext.end.line), None)
+
+
+def emit_enums(hdr: cparse.Header, mod: Module, ctypes_used: set[str], errors: list[tuple[str, int, str]] = ()) -> None:
   """Enum constants in source order, each enum followed by an alias naming its integer ctypes type."""
   for e in hdr.enums:
+    if _first_error(e, errors): continue  # an enumerator clang could not evaluate (emit_constants lists it)
     t = SCALARS[e.enum_type.get_canonical().kind]
     named = not _unnamed(e)
     mod.section(f"enum {e.spelling if named else '(anonymous)'} ({t})")
     for c in e.get_children():
-      if c.kind == ci.CursorKind.ENUM_CONSTANT_DECL: mod.const(c.spelling, c.enum_value)
+      if c.kind == ci.CursorKind.ENUM_CONSTANT_DECL:
+        mod.const(c.spelling, c.enum_value, hexa=c.enum_value > 0xffff or any(t.spelling.startswith(("0x", "0X")) for t in c.get_tokens()))
     if named:
       mod.define(e.spelling, t); ctypes_used.add(t)
 
@@ -176,6 +186,20 @@ def emit(hdr: cparse.Header, mod: Module, errors: list[tuple[str, int, str]] = (
   emit_macros(hdr, mod)
   mod.imports("ctypes", sorted(ctypes_used))
   check_layouts(mod)
+
+
+def emit_constants(hdr: cparse.Header, mod: Module, errors: list[tuple[str, int, str]]) -> None:
+  """Enums and macros only, of a header parsed without its includes; what needed them is listed, not guessed."""
+  ctypes_used: set[str] = set()
+  emit_enums(hdr, mod, ctypes_used, errors)
+  emit_macros(hdr, mod)
+  objs = [m.name for m in hdr.macros if m.params is None and m.body and m.name not in mod.names]
+  skipped = [e.spelling if not _unnamed(e) else f"(enum at {pathlib.Path(e.location.file.name).name}:{e.location.line})"
+             for e in hdr.enums if _first_error(e, errors)]
+  if objs or skipped:
+    mod.section("left out: they need the kernel definitions the header #includes, or are not integers: "
+                + " ".join(skipped + objs))
+  mod.imports("ctypes", sorted(ctypes_used))
 
 
 def emit_macros(hdr: cparse.Header, mod: Module) -> None:

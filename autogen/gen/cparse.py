@@ -7,7 +7,7 @@ in a probe translation unit that includes the headers, so sizeof/_IOWR/casts are
 compiler would; a candidate that is not an integer constant expression is dropped (it is a type, a string, ...).
 """
 from __future__ import annotations
-import ctypes, pathlib
+import ctypes, pathlib, re
 from dataclasses import dataclass, field
 import clang.cindex as ci
 from autogen.gen.pyexpr import literal
@@ -31,6 +31,8 @@ typedef _Bool bool;
 #define DECLARE_FLEX_ARRAY(TYPE, NAME) __DECLARE_FLEX_ARRAY(TYPE, NAME)
 #define BIT(nr) (1UL << (nr))
 #define BIT_ULL(nr) (1ULL << (nr))
+#define GENMASK(h, l) ((~0UL << (l)) & (~0UL >> (63 - (h))))
+#define GENMASK_ULL(h, l) ((~0ULL << (l)) & (~0ULL >> (63 - (h))))
 """
 
 
@@ -94,14 +96,18 @@ def _errors(tu: ci.TranslationUnit, limit: int = 8) -> list[str]:
 
 
 def parse(headers: list[pathlib.Path], include_dirs: list[pathlib.Path], prelude: str = "",
-          defines: tuple[str, ...] = (), tolerate_errors: bool = False) -> Header:
-  """Parse `headers` (all included, in order, from one probe file) and collect the declarations they define."""
+          defines: tuple[str, ...] = (), tolerate_errors: bool = False, blank_includes: bool = False) -> Header:
+  """Parse `headers` (all included, in order, from one probe file) and collect the declarations they define.
+  `blank_includes`: the headers' own #include lines are blanked (kernel-internal headers whose includes no
+  registry ships); only what the headers define themselves is then meaningful."""
   args = ["-x", "c", "-std=gnu11", f"--target={TARGET}", "-nostdinc", "-ferror-limit=0",
           *(f"-I{d}" for d in include_dirs), *(f"-D{d}" for d in defines)]
   unsaved = []
   if prelude:
     args += ["-include", PRELUDE_NAME]
     unsaved.append((PRELUDE_NAME, prelude))
+  if blank_includes:
+    unsaved += [(str(h), re.sub(r"^[ \t]*#[ \t]*include\b.*$", "", h.read_text(), flags=re.M)) for h in headers]
   main = "".join(f'#include "{h}"\n' for h in headers)
   tu = ci.Index.create().parse(PROBE_NAME, args=args, unsaved_files=unsaved + [(PROBE_NAME, main)],
                                options=ci.TranslationUnit.PARSE_DETAILED_PROCESSING_RECORD)

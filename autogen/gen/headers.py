@@ -40,9 +40,16 @@ SOURCE_MEMBERS = sorted([
   "drivers/gpu/drm/amd/pm/swsmu/inc/pmfw_if/smu_v13_0_0_ppsmc.h",
   "drivers/gpu/drm/amd/pm/swsmu/inc/pmfw_if/smu13_driver_if_v13_0_0.h",
   "drivers/net/ethernet/broadcom/bnxt/bnxt_hsi.h",
+  "drivers/net/ethernet/broadcom/bnxt/bnxt_hwrm.h",
   "drivers/infiniband/hw/bnxt_re/roce_hsi.h",
+  "drivers/infiniband/hw/bnxt_re/qplib_rcfw.h",
+  "drivers/infiniband/hw/bnxt_re/qplib_res.h",
   "include/linux/mlx5/mlx5_ifc.h",
   "include/linux/mlx5/mlx5_ifc_fpga.h",
+  "include/linux/mlx5/device.h",
+  "include/linux/mlx5/doorbell.h",
+  "include/linux/mlx5/driver.h",
+  "include/linux/mlx5/qp.h",
 ])
 
 

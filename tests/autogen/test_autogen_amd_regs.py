@@ -3,7 +3,7 @@ import importlib, re
 import pytest
 from autogen.gen import headers
 from autogen.regfields import Reg
-from layout_probe import packages
+from autogen_probe import packages
 
 _DEF = re.compile(r"^#define\s+(\w+)\s+(0x[0-9a-fA-F]+|\d+)L?\s*$", re.M)
 

@@ -4,12 +4,18 @@ import pytest
 import autogen
 from autogen.__main__ import GENERATORS
 from autogen.gen import headers
+from autogen.gen.asic_reg import AsicRegModule
+from autogen.gen.cmodule import CModule
+from autogen.gen.mlx5_ifc import BitLayoutModule
+
+# the generators that read Debian header packages (others, e.g. LLVM-driven tables, test their own regeneration)
+HEADER_GENERATORS = sorted(n for n, g in GENERATORS.items() if isinstance(g, (CModule, AsicRegModule, BitLayoutModule)))
 
 AUTOGEN = pathlib.Path(autogen.__file__).parent
 _SRC_LINE = re.compile(r"^# source package: Debian (\S+) (\S+)$", re.M)
 
 
-@pytest.mark.parametrize("name", sorted(GENERATORS))
+@pytest.mark.parametrize("name", HEADER_GENERATORS)
 def test_regeneration_is_byte_identical(name, tmp_path):
   try: paths = GENERATORS[name](tmp_path)
   except headers.HeadersMissing as e: pytest.skip(f"header packages not available ({e})")

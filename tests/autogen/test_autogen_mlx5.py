@@ -2,7 +2,7 @@
 import pytest
 from autogen import mlx5
 from autogen.__main__ import GENERATORS
-from layout_probe import packages, run_probe
+from autogen_probe import packages, run_probe
 
 SAMPLE = 40
 
@@ -60,3 +60,10 @@ def test_bad_paths_and_values_are_clear_errors():
   with pytest.raises(KeyError, match="create_qp_in has no field 'opcod'"): mlx5.create_qp_in.locate("opcod")
   with pytest.raises(ValueError, match=r"create_qp_in.op_mod is 16 bit\(s\) wide"): mlx5.create_qp_in.build(op_mod=1 << 16)
   with pytest.raises(KeyError, match="not an array"): mlx5.create_qp_in.locate("opcode[1]")
+
+
+def test_core_driver_constants():
+  from autogen import mlx5_core  # kernel-internal headers, constants only (reference/rdma.md §3)
+  assert (mlx5_core.MLX5_BF_OFFSET, mlx5_core.CMD_OWNER_HW, mlx5_core.MLX5_REG_HOST_ENDIANNESS) == (0x800, 1, 0x7004)
+  assert mlx5_core.MLX5_CMD_DATA_BLOCK_SIZE == 512 and mlx5_core.MLX5_OPCODE_RDMA_WRITE == 0x08
+  assert mlx5_core.CQE_RSS_HTYPE_IP == 0b1100  # GENMASK(3, 2)

@@ -10,11 +10,12 @@ def packages():
   except headers.HeadersMissing as e: pytest.skip(f"header packages not available ({e})")
 
 
-def c_spelling(name: str, text: str) -> str | None:
-  """How C names the record a generated class stands for: `struct X`/`union X` for a tag, `X` for a typedef."""
-  if m := re.search(rf"\b(struct|union)\s+{re.escape(name)}\s*\{{", text): return f"{m.group(1)} {name}"
-  if re.search(rf"\}}\s*(__packed\s*|__attribute__\s*\(\(\s*\w+\s*\)\)\s*)?{re.escape(name)}\s*;", text): return name
-  return None  # an unnamed nested record: C has no name for it
+def c_names(text: str) -> dict[str, str]:
+  """How C names each record a header defines: `struct X`/`union X` for a tag, `X` for a typedef of an unnamed one.
+  Records with neither (unnamed nested ones) are absent: C has no name to probe them by."""
+  out = {name: name for name in re.findall(r"\}\s*(?:__packed\s*|__attribute__\s*\(\(\s*\w+\s*\)\)\s*)?(\w+)\s*;", text)}
+  out.update({name: f"{kind} {name}" for kind, name in re.findall(r"\b(struct|union)\s+(\w+)\s*\{", text)})
+  return out
 
 
 def run_probe(tmp: pathlib.Path, includes: list[pathlib.Path], include_dirs: list[pathlib.Path], kernel: bool,

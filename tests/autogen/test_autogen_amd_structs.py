@@ -2,7 +2,7 @@
 import ctypes, re
 from autogen.amd import (amdgpu_ucode, discovery, nvd, psp_gfx_if, sdma_v6_0_0_pkt_open as sdma, smu13_driver_if_v13_0_0 as smu_if,
                          smu_v13_0_0_ppsmc as ppsmc, soc15_hw_ip, soc15_ih_clientid, soc21_enum, v11_structs)
-from layout_probe import packages
+from autogen_probe import packages
 
 
 def test_mqd_field_offsets_match_header_offset_comments():

@@ -30,3 +30,11 @@ def test_roce_cmdq_layouts():
   assert (bnxt.CMDQ_BASE_OPCODE_CREATE_QP, bnxt.CMDQ_BASE_OPCODE_INITIALIZE_FW) == (0x01, 0x80)
   assert bnxt.cmdq_modify_qp.qp_type.offset == 7 and bnxt.CMDQ_MODIFY_QP_QP_TYPE_RC == 0x2
   assert bnxt.SQ_RDMA_HDR_WQE_TYPE_WRITE_WQE == 0x4 and ctypes.sizeof(bnxt.sq_msn_search) == 8
+
+
+def test_rcfw_and_doorbell_constants():
+  from autogen import bnxt_re  # kernel-internal headers, constants only (reference/rdma.md §5.2, §5.6)
+  assert (bnxt_re.RCFW_COMM_BASE_OFFSET, bnxt_re.RCFW_PF_VF_COMM_PROD_OFFSET, bnxt_re.RCFW_COMM_TRIG_OFFSET) == (0x600, 0xc, 0x100)
+  assert bnxt_re.RCFW_CMDQ_TRIG_VAL == 1 and bnxt_re.FIRMWARE_FIRST_FLAG == 31  # a bit number: the flag is 1 << 31
+  assert bnxt_re.BNXT_QPLIB_DBR_VALID == 1 << 26 and bnxt_re.BNXT_QPLIB_DBR_EPOCH_SHIFT == 24
+  assert (bnxt_re.BNXT_HWRM_TARGET, bnxt_re.BNXT_HWRM_NO_CMPL_RING) == (0xFFFF, -1)
