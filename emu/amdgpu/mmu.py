@@ -5,6 +5,8 @@ table of 512 u64 entries indexed by VA bits 39/30/21/12 of the VA relative to th
 Entry bits: 0 VALID, 1 SYSTEM (address is a host bus address, else VRAM), 2 SNOOPED, 4 EXECUTABLE,
 5 READABLE, 6 WRITEABLE, 7-11 FRAG, 12-47 address, 48-50 MTYPE, 54 PDE_PTE (a leaf above the PTB level).
 Translations are cached per 4 KiB page until the driver invalidates the TLB.
+MC addresses inside the hub's system aperture bypass the tables: those in the framebuffer are VRAM
+(offset = address - FB base), any other aperture address faults.
 """
 from __future__ import annotations
 from dataclasses import dataclass
@@ -20,6 +22,7 @@ PTE_EXECUTABLE, PTE_READABLE, PTE_WRITEABLE = 1 << 4, 1 << 5, 1 << 6
 PDE_PTE = 1 << 54
 ADDR_MASK = ((1 << 48) - 1) & ~0xFFF
 LEVEL_SHIFTS = (39, 30, 21, 12)
+APERTURE_LEAF_MASK = (2 << 20) - 1
 
 
 @dataclass(frozen=True)
@@ -44,12 +47,18 @@ class MMU:
     self.vram, self.dma = vram, dma
     self.root: int | None = None          # VRAM address of the PDB2, None while the context is disabled
     self.start = self.end = 0             # VA window of context 0 (inclusive end)
+    self.aperture: tuple[int, int, int, int] | None = None   # (low, high, fb first, fb last) MC addresses
     self._tlb: dict[int, tuple[int, int, int, int]] = {}   # va page -> (run start va, run length, host addr, flags)
     self.on_fault: Callable[[Fault], None] | None = None
     self.last_fault: Fault | None = None
 
   def set_context(self, root: int | None, start: int = 0, end: int = 0) -> None:
     self.root, self.start, self.end = root, start, end
+    self.invalidate()
+
+  def set_aperture(self, low: int | None, high: int = 0, fb_base: int = 0, fb_top: int = 0) -> None:
+    """System aperture [low, high] (None: disabled) and the framebuffer [fb_base, fb_top] in MC addresses."""
+    self.aperture = None if low is None else (low, high, fb_base, fb_top)
     self.invalidate()
 
   def invalidate(self) -> None:
@@ -63,6 +72,11 @@ class MMU:
 
   def _walk(self, va: int) -> tuple[int, int, int] | str:
     """-> (leaf va base, leaf size, leaf entry), or the reason the walk failed."""
+    if self.aperture is not None and self.aperture[0] <= va <= self.aperture[1]:
+      low, high, fb_base, fb_top = self.aperture
+      if not fb_base <= va <= fb_top: return f"system aperture address outside the framebuffer [{fb_base:#x}, {fb_top:#x}]"
+      base = va & ~APERTURE_LEAF_MASK   # the framebuffer is 16 MiB aligned: whole 2 MiB runs are VRAM
+      return base, APERTURE_LEAF_MASK + 1, (base - fb_base) | PTE_VALID | PTE_READABLE | PTE_WRITEABLE | PTE_EXECUTABLE
     if self.root is None: return "the VM context is not enabled"
     if not self.start <= va <= self.end: return f"outside the context's VA window [{self.start:#x}, {self.end:#x}]"
     rel, table, system = va - self.start, self.root, False
