@@ -7,7 +7,8 @@ of Debian firmware-amd-graphics 20230210 for Navi31 (psp_13_0_0_sos, smu_13_0_0,
   0x14 u32  size of the signed body
   0x30 u32  signature option (1 = signed)
   0x58 u16  image id (which firmware this is; table below)
-  0x60 u32  firmware version (the PMFW version GetSmuVersion reports, for the SMU image)
+  0x60 u32  firmware version; the PMFW (SMU) image keeps it as bytes (debug, major, minor, program): smu_13_0_0.bin
+            has 00 4e 4b 00 where its smc header says 0x004e4b00 (78.75.0), the value GetSmuVersion reports
   0x6C u32  total size = 256 (header) + body + 256 (signature)
 The PSP cannot be shown our keys, so the model checks what a signature check implies: the magic, that the
 sizes agree and fit the buffer the driver named, that a signature is present (not all zeros), and that the
@@ -62,7 +63,7 @@ def check(name: str, data: bytes, limit: int, accept_ids: tuple[str, ...] = ()) 
   u32 = lambda off: int.from_bytes(data[off:off + 4], "little")
   if len(data) < HEADER: raise Rejected(f"{name}: {len(data)} bytes is shorter than the {HEADER}-byte image header")
   magic, body, total = data[OFF_MAGIC:OFF_MAGIC + 4], u32(OFF_BODY), u32(OFF_TOTAL)
-  if magic != MAGIC and not (name == "KDB" and magic == bytes(4)):
+  if magic != MAGIC and not (magic == bytes(4) and "KDB" in (name, *accept_ids)):
     raise Rejected(f"{name}: no signed-image header (magic {bytes(magic)!r} at offset 0x10, expected {MAGIC!r})")
   if u32(OFF_SIGOPT) != 1: raise Rejected(f"{name}: image is not signed (signature option {u32(OFF_SIGOPT)} at 0x30, expected 1)")
   if total != HEADER + body + SIGNATURE:
@@ -76,6 +77,18 @@ def check(name: str, data: bytes, limit: int, accept_ids: tuple[str, ...] = ()) 
     what = next((k for k, v in IMAGE_IDS.items() if v == image_id), "an unknown image")
     raise Rejected(f"{name}: image id {image_id:#06x} is {what}, not {name} ({IMAGE_IDS.get(name, 0):#06x})")
   return Image(name, image_id, u32(OFF_VERSION), total)
+
+
+def pmfw_version(image_version: int) -> int:
+  """GetSmuVersion's program << 24 | major << 16 | minor << 8 | debug from the PMFW image header's version field."""
+  debug, major, minor, program = image_version.to_bytes(4, "little")
+  return program << 24 | major << 16 | minor << 8 | debug
+
+
+def pmfw_image_version(version: int) -> int:
+  """The inverse of pmfw_version: the header field that makes GetSmuVersion report `version`."""
+  program, major, minor, debug = version.to_bytes(4, "big")
+  return int.from_bytes(bytes((debug, major, minor, program)), "little")
 
 
 def make_image(name: str, body: bytes, version: int = 1, image_id: int | None = None) -> bytes:

@@ -79,7 +79,7 @@ def write_firmware(path: str, omit: tuple[str, ...] = (), damage: dict[str, str]
   files["psp_13_0_0_sos.bin"] = bytes(raw)
 
   # SMU: the PMFW image, then a soft PPTable entry table and one table
-  if smu := img("SMU", 0x400, SMU_VERSION):
+  if smu := img("SMU", 0x400, F.pmfw_image_version(SMU_VERSION)):
     ppt_entry_at = ARRAY + len(smu)
     ppt = bytes(64)
     hdr = U.smc_firmware_header_v2_1(pptable_count=1, pptable_entry_offset=ppt_entry_at)

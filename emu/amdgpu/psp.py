@@ -215,4 +215,4 @@ class PSP(Block):
     img = self._image(name, c.fw_phy_addr_hi << 32 | c.fw_phy_addr_lo, c.fw_size)
     self.s.fw_loaded[c.fw_type // 8] |= 1 << (c.fw_type % 8)
     self.s.last_fw = c.fw_type
-    if name == "SMU": self.dev.smu.start(img.version)
+    if name == "SMU": self.dev.smu.start(F.pmfw_version(img.version))
