@@ -53,11 +53,11 @@ class GFX(Block):
     self.first, self.last = self.addr(HQD_FIRST), self.addr(HQD_LAST)
 
   def handlers(self):
-    h = {a: (lambda a: self.regs[self._hqd_slot(a)], lambda a, v: self.regs.__setitem__(self._hqd_slot(a), v))
-         for a in range(self.first, self.last + 1)}
+    bank_write = lambda a, v: self.regs.__setitem__(self._hqd_slot(a), v)
+    h = {a: (lambda a: self.regs[self._hqd_slot(a)], bank_write) for a in range(self.first, self.last + 1)}
     h[self.addr(gc.regCP_HQD_ACTIVE)] = (self._active_read, self._active_write)
     h[self.addr(gc.regCP_HQD_DEQUEUE_REQUEST)] = (None, self._dequeue)
-    h[self.addr(gc.regCP_HQD_PQ_RPTR)] = (self._rptr_read, None)
+    h[self.addr(gc.regCP_HQD_PQ_RPTR)] = (self._rptr_read, bank_write)
     for reg in (gc.regSH_MEM_CONFIG, gc.regSH_MEM_BASES):
       h[self.addr(reg)] = (lambda a: self.regs[self._vmid_slot(a)], lambda a, v: self.regs.__setitem__(self._vmid_slot(a), v))
     for reg in (gc.regCP_MEC_RS64_PRGRM_CNTR_START, gc.regCP_MEC_RS64_PRGRM_CNTR_START_HI):

@@ -303,21 +303,29 @@ class Driver:
     self.w_fields(gc.regSDMA0_QUEUE0_IB_CNTL, "GC", IB_ENABLE=1)
     return q
 
-  # --- boot (2.4 full boot with the steps a test needs)
-  def boot(self, fw: dict[str, bytes]) -> None:
+  # --- boot (2.4 with the steps a test needs; boot allocations are deterministic, so a partial boot finds its
+  # structures at the same VRAM addresses the full boot of an earlier process used)
+  def boot(self, fw: dict[str, bytes], partial: bool = False) -> None:
     self.dev.enable_bus_master()
     self.root = self.alloc(4096)
     self.vram.write_bytes(self.root, bytes(4096))
-    self.soc_init()
-    self.hub_init("MM")
-    self.ih_init()
-    self.psp_bootloader(fw)
-    self.wait(lambda: self.r(mp.regMP0_SMN_C2PMSG_81), "sOS failed to start")
-    self.psp_ring_create()
-    self.psp_load_all(fw)
+    if partial:
+      self.ih_paddr, self.ih_size = self.alloc(1 << 16), 1 << 16
+      self.msg1 = self.alloc(1 << 20, 1 << 20)
+      self.ring, self.cmd, self.fence = self.alloc(0x10000), self.alloc(4096), self.alloc(4096)
+      self.tmr = self.alloc(0x1300000, 1 << 20)
+    else:
+      self.soc_init()
+      self.hub_init("MM")
+      self.ih_init()
+      self.psp_bootloader(fw)
+      self.wait(lambda: self.r(mp.regMP0_SMN_C2PMSG_81), "sOS failed to start")
+      self.psp_ring_create()
+      self.psp_load_all(fw)
     self.smu_table = self.alloc(16 << 10)
-    for msg, p in ((0xE, self.mc(self.smu_table) >> 32), (0xF, self.mc(self.smu_table) & 0xFFFFFFFF), (0x6, 0)):
-      assert self.smu_msg(msg, p)[0] == SMU_OK
+    if not partial:
+      for msg, p in ((0xE, self.mc(self.smu_table) >> 32), (0xF, self.mc(self.smu_table) & 0xFFFFFFFF), (0x6, 0)):
+        assert self.smu_msg(msg, p)[0] == SMU_OK
     self.gfx_init(fw["mec_start"])
     self.sdma_init()
 
