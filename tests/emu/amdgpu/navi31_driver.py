@@ -6,12 +6,12 @@ from __future__ import annotations
 import ctypes, os, struct, time
 
 from autogen.amd import (gc_11_0_0 as gc, mmhub_3_0_0 as mmhub, nbio_4_3_0 as nbio, mp_13_0_0 as mp, osssys_6_0_0 as oss,
-                         psp_gfx_if as G, amdgpu_ucode as U, discovery as D, soc15_hw_ip as H, nvd, soc21_enum)
+                         hdp_6_0_0 as hdp, psp_gfx_if as G, amdgpu_ucode as U, discovery as D, soc15_hw_ip as H, nvd, soc21_enum)
 from drivers.amd.sdma import pkt as sdma_pkt
 
 HW_IDS = {H.GC_HWID: "GC", H.SDMA0_HWID: "SDMA0", H.MMHUB_HWID: "MMHUB", H.NBIF_HWID: "NBIO", H.MP0_HWID: "MP0",
           H.MP1_HWID: "MP1", H.HDP_HWID: "HDP", H.OSSSYS_HWID: "OSSSYS"}
-MODULE_IP = {gc: "GC", mmhub: "MMHUB", nbio: "NBIO", mp: "MP0", oss: "OSSSYS"}
+MODULE_IP = {gc: "GC", mmhub: "MMHUB", nbio: "NBIO", mp: "MP0", oss: "OSSSYS", hdp: "HDP"}
 BL = {"KDB": 0x80000, "SPL": 0x10000000, "SYS_DRV": 0x10000, "SOS": 0x20000}   # PSP_BL__LOAD_* (psp_v13_0)
 GFX_ORDER = ("SDMA_UCODE_TH1", "SDMA_UCODE_TH0", "RS64_MEC", "RS64_MEC_P0_STACK", "IMU_I", "IMU_D", "RLC_IRAM",
              "RLC_DRAM_BOOT", "RLC_P", "RLC_V", "RLC_G")                     # amd_driver.md 2.9, observed Navi31 order

@@ -47,7 +47,11 @@ def test_full_firmware_load_autoloads_the_rlc(drv, synthetic_fw):
   pieces = firmware_pieces(synthetic_fw)
   sos_up(drv, pieces)
   assert drv.r(gc.regCP_STAT) >> 31 and not drv.r(gc.regRLC_RLCS_BOOTLOAD_STATUS) >> 31
+  drv.w_fields(gc.regRLC_SAFE_MODE, CMD=1, MESSAGE=1)
+  assert drv.r(gc.regRLC_SAFE_MODE) & 1                               # no RLC firmware yet: nobody acknowledges
   drv.psp_load_all(pieces)
+  drv.w_fields(gc.regRLC_SAFE_MODE, CMD=1, MESSAGE=1)
+  assert drv.r(gc.regRLC_SAFE_MODE) == gc.regRLC_SAFE_MODE.encode(MESSAGE=1)   # the RLC clears CMD
   assert drv.tmr_size == 0x1300000
   assert drv.r(gc.regRLC_RLCS_BOOTLOAD_STATUS) >> 31 and drv.r(gc.regCP_STAT) == 0
   assert drv.smu_msg(0x2)[1] == SMU_VERSION                           # GetSmuVersion: the PMFW the PSP loaded

@@ -134,3 +134,20 @@ def test_grbm_soft_reset_drops_every_queue(booted, sig):
   assert booted.r(gc.regCP_HQD_ACTIVE) == 0 and booted.r(gc.regSDMA0_QUEUE0_RB_CNTL, "GC") & 1 == 0
   for queue in (q, s):
     with pytest.raises(ModelError, match="no queue is bound"): queue.submit([0])
+
+
+def test_shader_trap_posts_an_sq_error_entry(booted, sig):
+  code = booted.alloc(4096)
+  booted.vram.write_bytes(code, (0xBF900002).to_bytes(4, "little") + (0xBFB00000).to_bytes(4, "little"))   # s_trap 2; s_endpgm
+  code_va = VA_BASE + (6 << 30)
+  booted.map(code_va, [code], system=False)
+  booted.flush_tlb("GC")
+  sh = lambda reg, *v: pm4(nvd.PACKET3_SET_SH_REG, booted.addr(reg) - nvd.PACKET3_SET_SH_REG_START, *v)
+  q = booted.compute_queue()
+  q.submit(sh(gc.regCOMPUTE_PGM_LO, code_va >> 8 & 0xFFFFFFFF, code_va >> 40) + sh(gc.regCOMPUTE_PGM_RSRC1, 0, 0) +
+           sh(gc.regCOMPUTE_NUM_THREAD_X, 32, 1, 1) +
+           pm4(nvd.PACKET3_DISPATCH_DIRECT, 1, 1, 1, gc.regCOMPUTE_DISPATCH_INITIATOR.encode(COMPUTE_SHADER_EN=1, CS_W32_EN=1)))
+  booted.wait(lambda: any("s_trap" in line for line in booted.dev.model.log_lines), "shader trap")
+  (e,) = booted.ih_entries()
+  assert (e[0] & 0xFF, e[0] >> 8 & 0xFF) == (CLIENT_GRBM_CP, 239)     # SQ_INTERRUPT_ID
+  assert (e[5] >> 6 & 3, e[4] >> 21 & 0xF) == (2, 1)                 # ENCODING = ERROR, TYPE = ILLEGAL_INST

@@ -92,11 +92,14 @@ def test_metrics_change_over_time_and_rise_with_load(booted):
   assert busy[-1].AvgTemperature[D.TEMP_EDGE] > idle2.AvgTemperature[D.TEMP_EDGE]
 
 
-def test_mode1_reset_through_the_debug_mailbox_returns_the_device_to_cold(booted):
+@pytest.mark.parametrize("mailbox", ["debug", "message"])
+def test_mode1_reset_returns_the_device_to_cold(booted, mailbox):
   booted.w(gc.regSCRATCH_REG7, 0xA0000008)
-  booted.w(mp.regMP1_SMN_C2PMSG_53, 0, "MP1")
-  booted.w(mp.regMP1_SMN_C2PMSG_75, 2, "MP1")                         # DEBUGSMC_MSG_Mode1Reset
-  booted.w(mp.regMP1_SMN_C2PMSG_54, 0, "MP1")
+  if mailbox == "debug":
+    booted.w(mp.regMP1_SMN_C2PMSG_53, 0, "MP1")
+    booted.w(mp.regMP1_SMN_C2PMSG_75, 2, "MP1")                       # DEBUGSMC_MSG_Mode1Reset
+    booted.w(mp.regMP1_SMN_C2PMSG_54, 0, "MP1")
+  else: assert booted.smu_msg(P.PPSMC_MSG_Mode1Reset)[0] == OK
   assert booted.r(mp.regMP0_SMN_C2PMSG_81) == 0 and booted.r(mp.regMP0_SMN_C2PMSG_35) == 0x80000000   # bootloader again
   assert booted.r(gc.regSCRATCH_REG7) == 0 and not booted.r(gc.regRLC_RLCS_BOOTLOAD_STATUS) >> 31
   assert not booted.dev.read_config(0x04, 2) & 0x4                   # bus mastering off after the reset
