@@ -39,15 +39,14 @@ SOFT_RESET_CP = gc.regGRBM_SOFT_RESET.encode(SOFT_RESET_CP=1, SOFT_RESET_CPF=1, 
 
 
 class GFX(Block):
-  name = "GC"
+  name = ip = "GC"
   STORAGE = storage(gc, "GRBM_GFX_CNTL", "GRBM_GFX_INDEX", "GRBM_CNTL", "CP_MEC_DOORBELL_RANGE_LOWER",
                     "CP_MEC_DOORBELL_RANGE_UPPER", "CP_INT_CNTL", "CP_RB_WPTR_POLL_CNTL", "TCP_CNTL", "RLC_CNTL",
                     "RLC_SRM_CNTL", "RLC_SPM_MC_CNTL", "RLC_CGCG_CGLS_CTRL", "RLC_CGTT_MGCG_OVERRIDE",
                     *(f"CP_ME1_PIPE{p}_INT_CNTL" for p in range(PIPES)), *(f"SCRATCH_REG{i}" for i in range(8)))
 
   def __init__(self, dev: Navi31):
-    super().__init__(dev.regs, dev.ip_bases["GC"])
-    self.dev = dev
+    super().__init__(dev)
     self.queues: dict[tuple[int, int], ComputeQueue] = {}
     self.stale: set[tuple[int, int]] = set()      # active HQDs a previous process left without an engine here
     self.first, self.last = self.addr(HQD_FIRST), self.addr(HQD_LAST)

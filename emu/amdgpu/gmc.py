@@ -43,9 +43,9 @@ ENGINES = 18
 class Hub(Block):
   """One memory hub (`prefix` GC or MM) and the MMU it programs."""
   def __init__(self, dev: Navi31, prefix: str, mmu: MMU):
-    self.prefix, self.module = prefix, (gc if prefix == "GC" else mmhub)
-    super().__init__(dev.regs, dev.ip_bases["GC" if prefix == "GC" else "MMHUB"])
-    self.dev, self.name, self.mmu = dev, f"{prefix} hub", mmu
+    self.prefix, self.module, self.ip = prefix, (gc if prefix == "GC" else mmhub), ("GC" if prefix == "GC" else "MMHUB")
+    super().__init__(dev)
+    self.name, self.mmu = f"{prefix} hub", mmu
     self.mmu.on_fault = self._on_fault
     self.STORAGE = tuple(r for n in STORAGE_NAMES if (r := self.reg(n, optional=True)) is not None) + \
       tuple(self.reg(f"VM_INVALIDATE_ENG{i}_ADDR_RANGE_{w}") for i in range(ENGINES) for w in ("LO32", "HI32"))
@@ -170,9 +170,8 @@ class Hub(Block):
       status = self.reg("VM_L2_PROTECTION_FAULT_STATUS")
       if self.get(status): self.set(status, self.get(status) | 1)   # MORE_FAULTS
       else:
-        permission = f.reason.startswith("page is not")
-        self.set(status, status.encode(PERMISSION_FAULTS=(4 if f.write else 2) if permission else 0,
-                                       MAPPING_ERROR=int(not permission), CID=self.client_id(f.client), RW=int(f.write)))
+        self.set(status, status.encode(PERMISSION_FAULTS=(4 if f.write else 2) if f.permission else 0,
+                                       MAPPING_ERROR=int(not f.permission), CID=self.client_id(f.client), RW=int(f.write)))
         self.set(self.reg("VM_L2_PROTECTION_FAULT_ADDR_LO32"), (f.va >> 12) & 0xFFFFFFFF)
         self.set(self.reg("VM_L2_PROTECTION_FAULT_ADDR_HI32"), (f.va >> 44) & 0xF)
       if self.r("VM_CONTEXT0_CNTL") & 0x2AAA00:   # any *_PROTECTION_FAULT_ENABLE_INTERRUPT bit

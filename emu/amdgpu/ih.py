@@ -33,15 +33,14 @@ SQ_ENCODING_ERROR, SQ_ERROR_ILLEGAL_INST = 2, 1   # SQ_INTERRUPT_WORD_ENCODING /
 
 
 class IH(Block):
-  name = "OSSSYS"
+  name = ip = "OSSSYS"
   STORAGE = storage(oss, "IH_RB_BASE", "IH_RB_BASE_HI", "IH_RB_RPTR", "IH_RB_WPTR_ADDR_LO", "IH_RB_WPTR_ADDR_HI",
                     "IH_DOORBELL_RPTR", "IH_RB_BASE_RING1", "IH_RB_BASE_HI_RING1", "IH_RB_CNTL_RING1", "IH_RB_WPTR_RING1",
                     "IH_RB_RPTR_RING1", "IH_DOORBELL_RPTR_RING1", "IH_STORM_CLIENT_LIST_CNTL", "IH_INT_FLOOD_CNTL",
                     "IH_MSI_STORM_CTRL")
 
   def __init__(self, dev: Navi31):
-    super().__init__(dev.regs, dev.ip_bases["OSSSYS"])
-    self.dev = dev
+    super().__init__(dev)
     self.dropped = 0      # entries lost to a disabled or full ring (hardware keeps no count; tests do)
 
   def handlers(self):

@@ -31,6 +31,7 @@ class Fault:
   write: bool
   client: str
   reason: str
+  permission: bool = False     # the page is mapped but not readable/writeable (else nothing valid is mapped)
 
   def __str__(self) -> str:
     return f"GPU page fault at {self.va:#x} ({'write' if self.write else 'read'} by {self.client}): {self.reason}"
@@ -109,11 +110,11 @@ class MMU:
       for p in range(hit[0] >> 12, (hit[0] + hit[1]) >> 12): self._tlb[p] = hit
     start, length, host, e = hit
     if not e & PTE_READABLE or (write and not e & PTE_WRITEABLE):
-      return self._fault(va, write, f"page is {'not writeable' if write else 'not readable'} (PTE {e:#x})", client)
+      return self._fault(va, write, f"page is {'not writeable' if write else 'not readable'} (PTE {e:#x})", client, True)
     return start, length, host
 
-  def _fault(self, va: int, write: bool, reason: str, client: str) -> None:
-    self.last_fault = Fault(va, write, client, reason)
+  def _fault(self, va: int, write: bool, reason: str, client: str, permission: bool = False) -> None:
+    self.last_fault = Fault(va, write, client, reason, permission)
     if self.on_fault is not None: self.on_fault(self.last_fault)
     return None
 

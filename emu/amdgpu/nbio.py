@@ -25,15 +25,14 @@ DOORBELL_INT_CLEAR_BITS = 0x70000
 
 
 class NBIO(Block):
-  name = "NBIO"
+  name = ip = "NBIO"
   STORAGE = storage(nbio, "BIF_BX_PF0_MM_INDEX", "BIF_BX_PF0_MM_INDEX_HI", "BIF_BX_PF0_RSMU_INDEX",
                     "BIF_BX0_REMAP_HDP_MEM_FLUSH_CNTL", "BIF_BX0_REMAP_HDP_REG_FLUSH_CNTL", "BIF_BX_PF0_GPU_HDP_FLUSH_DONE",
                     "RCC_DEV0_EPF0_RCC_DOORBELL_APER_EN", "RCC_DEV0_EPF2_STRAP2",
                     *(f"S2A_DOORBELL_ENTRY_{i}_CTRL" for i in range(4)))
 
   def __init__(self, dev: Navi31):
-    super().__init__(dev.regs, dev.ip_bases["NBIO"])
-    self.dev = dev
+    super().__init__(dev)
     self.hdp_flushes = 0
 
   def handlers(self):
@@ -84,8 +83,5 @@ class NBIO(Block):
 
 
 class HDP(Block):
-  name = "HDP"
+  name = ip = "HDP"
   STORAGE = storage(hdp, "HDP_MEM_POWER_CTRL")
-
-  def __init__(self, dev: Navi31):
-    super().__init__(dev.regs, dev.ip_bases["HDP"])

@@ -59,12 +59,12 @@ class Refused(Exception):
 
 
 class PSP(Block):
-  name = "MP0"
+  name = ip = "MP0"
   STORAGE = storage(mp, "MP0_SMN_C2PMSG_36", "MP0_SMN_C2PMSG_69", "MP0_SMN_C2PMSG_70", "MP0_SMN_C2PMSG_71")
 
   def __init__(self, dev: Navi31, state: PSPState):
-    super().__init__(dev.regs, dev.ip_bases["MP0"])
-    self.dev, self.s = dev, state
+    super().__init__(dev)
+    self.s = state
     self.failures: list[str] = []
 
   def handlers(self):
@@ -159,17 +159,18 @@ class PSP(Block):
       self.s.ring_rptr = (self.s.ring_rptr + FRAME_DW) % size_dw
 
   def _frame(self, frame: G.psp_gfx_rb_frame) -> None:
-    cmd_mc = frame.cmd_buf_addr_hi << 32 | frame.cmd_buf_addr_lo
-    try: cmd = G.psp_gfx_cmd_resp.from_buffer_copy(self.dev.gmc_mm.read_vram(cmd_mc, ctypes.sizeof(G.psp_gfx_cmd_resp), "PSP command buffer"))
-    except ValueError as e:
-      return self._fail(f"ring frame ignored: {e}")
-    resp = G.psp_gfx_resp()
-    try: self._command(cmd, resp)
-    except (Refused, F.Rejected, ValueError) as e:
-      resp.status = getattr(e, "status", G.TEE_ERROR_NOT_SUPPORTED)
-      self._fail(str(e))
-    self.dev.gmc_mm.write_vram(cmd_mc + RESP_OFFSET, bytes(resp), "PSP response")
-    self.dev.gmc_mm.write_vram(frame.fence_addr_hi << 32 | frame.fence_addr_lo, frame.fence_value.to_bytes(4, "little"), "PSP fence")
+    cmd_mc, mm = frame.cmd_buf_addr_hi << 32 | frame.cmd_buf_addr_lo, self.dev.gmc_mm
+    try:
+      cmd = G.psp_gfx_cmd_resp.from_buffer_copy(mm.read_vram(cmd_mc, ctypes.sizeof(G.psp_gfx_cmd_resp), "PSP command buffer"))
+      resp = G.psp_gfx_resp()
+      try: self._command(cmd, resp)
+      except (Refused, F.Rejected, ValueError) as e:
+        resp.status = getattr(e, "status", G.TEE_ERROR_NOT_SUPPORTED)
+        self._fail(str(e))
+      mm.write_vram(cmd_mc + RESP_OFFSET, bytes(resp), "PSP response")
+      mm.write_vram(frame.fence_addr_hi << 32 | frame.fence_addr_lo, frame.fence_value.to_bytes(4, "little"), "PSP fence")
+    except ValueError as e:   # the frame points outside VRAM: nothing can be answered
+      self._fail(f"ring frame dropped: {e}")
 
   def _command(self, cmd: G.psp_gfx_cmd_resp, resp: G.psp_gfx_resp) -> None:
     cid = cmd.cmd_id

@@ -62,13 +62,15 @@ class RegisterFile:
 
 
 class Block:
-  """One IP block's registers. Subclasses list STORAGE (registers that are plain configuration) and return
-  their active registers from `handlers()`; `bases` is the block's segment base table from IP discovery."""
+  """One IP block of a device `dev` (which has `regs` and `ip_bases`). Subclasses list STORAGE (registers that are
+  plain configuration) and return their active registers from `handlers()`; `ip` names the block's segment base
+  table from IP discovery."""
   name = "?"
+  ip = "?"
   STORAGE: tuple[Reg, ...] = ()
 
-  def __init__(self, regs: RegisterFile, bases: tuple[int, ...]):
-    self.regs, self.bases = regs, bases
+  def __init__(self, dev):
+    self.dev, self.regs, self.bases = dev, dev.regs, dev.ip_bases[self.ip]
 
   def addr(self, reg: Reg) -> int: return reg.addr(self.bases)
 

@@ -77,15 +77,14 @@ class SDMABlock(Block):
   BAR2 byte DOORBELL_OFFSET.OFFSET * 4 when DOORBELL.ENABLE. The queue runs while the F32 engine is unhalted
   (F32_CNTL.HALT = 0, which needs the SDMA firmware the PSP loaded); clearing RB_ENABLE stops it.
   RB_RPTR/_HI read the live read pointer. F32_CNTL.HALT is 1 out of reset."""
-  name = "SDMA0"
+  name = ip = "SDMA0"
   STORAGE = storage(gc, *(f"SDMA0_QUEUE0_{n}" for n in ("RB_BASE", "RB_BASE_HI", "RB_RPTR_ADDR_LO", "RB_RPTR_ADDR_HI",
                     "RB_WPTR_POLL_ADDR_LO", "RB_WPTR_POLL_ADDR_HI", "RB_WPTR", "RB_WPTR_HI", "DOORBELL", "DOORBELL_OFFSET",
                     "MINOR_PTR_UPDATE", "IB_CNTL")), "SDMA0_WATCHDOG_CNTL", "SDMA0_UTCL1_CNTL", "SDMA0_UTCL1_PAGE",
                     "SDMA0_CNTL", "SDMA0_RLC_CGCG_CTRL", "SDMA1_RLC_CGCG_CTRL")
 
   def __init__(self, dev):
-    super().__init__(dev.regs, dev.ip_bases["SDMA0"])
-    self.dev = dev
+    super().__init__(dev)
     self.queue: SDMAQueue | None = None
     self.stale = False
 

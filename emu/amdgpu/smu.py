@@ -51,12 +51,12 @@ class SMUState(Structure):
 
 
 class SMU(Block):
-  name = "MP1"
+  name = ip = "MP1"
   STORAGE = storage(mp, "MP1_SMN_C2PMSG_82", "MP1_SMN_C2PMSG_90", "MP1_SMN_C2PMSG_53", "MP1_SMN_C2PMSG_54")
 
   def __init__(self, dev: Navi31, state: SMUState):
-    super().__init__(dev.regs, dev.ip_bases["MP1"])
-    self.dev, self.s = dev, state
+    super().__init__(dev)
+    self.s = state
     self.messages: list[tuple[int, int, int]] = []    # (message, parameter, response) this process sent
     self._busy = {"gfx": 0, "sdma": 0}                  # engine busy ns at the last metrics update (per process)
     self._handlers = {P.PPSMC_MSG_GetSmuVersion: lambda p: (OK, self.s.version),

@@ -17,7 +17,7 @@ GFX_ORDER = ("SDMA_UCODE_TH1", "SDMA_UCODE_TH0", "RS64_MEC", "RS64_MEC_P0_STACK"
              "RLC_DRAM_BOOT", "RLC_P", "RLC_V", "RLC_G")                     # amd_driver.md 2.9, observed Navi31 order
 SMU_OK = 1
 VA_BASE = 0x2000_0000_0000
-PTE_VALID, PTE_SYSTEM, PTE_SNOOPED, PTE_RWX = 1, 2, 4, 0x70
+PTE_VALID, PTE_SYSTEM, PTE_SNOOPED, PTE_RWX, PTE_WRITEABLE = 1, 2, 4, 0x70, 0x40
 MEC_DOORBELL, SDMA_DOORBELL = 3 * 8, 0x100 * 8
 
 
@@ -247,7 +247,7 @@ class Driver:
     self.w_fields(gc.regSDMA0_CNTL, "GC", TRAP_ENABLE=1)
 
   # --- page tables (2.6): 4 levels of 512 u64 in VRAM, written through BAR0
-  def map(self, va: int, targets: list[int], system: bool) -> None:
+  def map(self, va: int, targets: list[int], system: bool, writeable: bool = True) -> None:
     """Map 4 KiB pages at `va` to VRAM addresses or host bus addresses."""
     for i, t in enumerate(targets):
       table, rel = self.root, va + i * 4096 - VA_BASE
@@ -258,7 +258,8 @@ class Driver:
           self.vram.write_bytes(e & ~0xFFF, bytes(4096))
           self.vram.write64(slot, e)
         table = e & 0xFFFFFFFFF000
-      self.vram.write64(table + ((rel >> 12) & 0x1FF) * 8, t | PTE_VALID | PTE_RWX | ((PTE_SYSTEM | PTE_SNOOPED) if system else 0))
+      perm = PTE_RWX if writeable else PTE_RWX & ~PTE_WRITEABLE
+      self.vram.write64(table + ((rel >> 12) & 0x1FF) * 8, t | PTE_VALID | perm | ((PTE_SYSTEM | PTE_SNOOPED) if system else 0))
 
   def map_dma(self, va: int, mem) -> int:
     self.map(va, mem.bus_addrs, system=True)

@@ -85,13 +85,18 @@ def test_sdma_ring_copies_vram_to_host_memory_and_fences(booted, sig):
   with pytest.raises(ModelError, match="no queue is bound"): q.submit(sdma_pkt("NOP", 1, HEADER_op=S.SDMA_OP_NOP))
 
 
-def test_gpu_page_fault_posts_a_utcl2_entry_and_latches_the_fault(booted, sig):
+@pytest.mark.parametrize("mapped", [False, True])
+def test_gpu_page_fault_posts_a_utcl2_entry_and_latches_the_fault(booted, sig, mapped):
   q = booted.compute_queue()
   bad = VA_BASE + (7 << 30) + 0x5000
+  if mapped:                                                          # a read-only page: a permission fault
+    booted.map(bad & ~0xFFF, [booted.alloc(4096)], system=False, writeable=False)
+    booted.flush_tlb("GC")
   q.submit(release_mem(bad, 1))
   booted.wait(lambda: booted.r(gc.regGCVM_L2_PROTECTION_FAULT_STATUS) != 0, "fault status")
   status = gc.regGCVM_L2_PROTECTION_FAULT_STATUS.decode(booted.r(gc.regGCVM_L2_PROTECTION_FAULT_STATUS))
-  assert (status["MAPPING_ERROR"], status["RW"], status["CID"]) == (1, 1, 5)          # a write by the CPC (compute CP)
+  assert (status["MAPPING_ERROR"], status["PERMISSION_FAULTS"]) == ((0, 4) if mapped else (1, 0))
+  assert (status["RW"], status["CID"]) == (1, 5)                     # a write by the CPC (compute CP)
   assert booted.r(gc.regGCVM_L2_PROTECTION_FAULT_ADDR_LO32) == (bad >> 12) & 0xFFFFFFFF
   assert booted.r(gc.regGCVM_L2_PROTECTION_FAULT_ADDR_HI32) == bad >> 44
   (e,) = booted.ih_entries()
