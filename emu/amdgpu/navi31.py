@@ -28,7 +28,7 @@ GRBM soft reset or a mode-1 reset (SMU Mode1Reset / debug mailbox message 2) cle
 time: drivers/system holds the device lock while a model is open.
 """
 from __future__ import annotations
-import ctypes, mmap, os, tempfile, threading
+import ctypes, os, tempfile, threading
 from ctypes import Structure, c_uint32, c_uint64
 
 from autogen.amd import gc_11_0_0, mmhub_3_0_0, nbio_4_3_0, mp_13_0_0, hdp_6_0_0, osssys_6_0_0, soc15_ih_clientid as C
@@ -37,6 +37,7 @@ from emu.pci import PCIFunction, DMASpace, DMAFault, PCI_COMMAND, PCI_COMMAND_ME
 from emu.amdgpu import discovery
 from emu.amdgpu.gpu import AMDGPU, IP_BASES, DeviceError
 from emu.amdgpu.mmu import MMU
+from emu.amdgpu.vram import map_file
 from emu.amdgpu.registers import RegisterFile, ModelError, FLAT_DWORDS, reg_name
 from emu.amdgpu.nbio import NBIO, HDP
 from emu.amdgpu.gmc import Hub
@@ -142,7 +143,7 @@ class Navi31(PCIFunction):
     self.gpu.on_error.append(self._device_error)
     self.gpu.on_interrupt.append(self._interrupt)
     self.regs = RegisterFile(None if path is None else os.path.join(path, "regs"))
-    self._state_map = self._map_state()
+    self._state_map = map_file(None if path is None else os.path.join(path, "state"), ctypes.sizeof(DeviceState))
     self.state = DeviceState.from_buffer(self._state_map)
     self.doorbell_queues: dict[int, object] = {}
     self.stale_doorbells: dict[int, tuple[tuple, str]] = {}
@@ -161,15 +162,6 @@ class Navi31(PCIFunction):
     self.resets = 0
     if (self.state.magic, self.state.version) != (STATE_MAGIC, STATE_VERSION): self.power_on()
     else: self._attach()
-
-  def _map_state(self) -> mmap.mmap:
-    size = ctypes.sizeof(DeviceState)
-    if self.path is None: return mmap.mmap(-1, size)
-    fd = os.open(os.path.join(self.path, "state"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-      if os.fstat(fd).st_size != size: os.ftruncate(fd, size)
-      return mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
-    finally: os.close(fd)
 
   # --- life cycle
   def power_on(self) -> None:
@@ -272,20 +264,22 @@ class Navi31(PCIFunction):
 
   # --- device errors and interrupts (engine threads)
   def _device_error(self, err: DeviceError) -> None:
-    self.log(str(err))
-    if err.kind == "shader" and err.va is None: self.ih.shader_error()
-    elif err.kind == "packet":
-      pipe = next((pq[0] for pq, q in self.gfx.queues.items() if q.qname == err.engine), None)
-      if pipe is not None and self._pipe_int(pipe, "OPCODE_ERROR_INT_ENABLE"):
-        self.ih.post(C.SOC21_IH_CLIENTID_GRBM_CP, S.GFX_11_0_0__SRCID__CP_BAD_OPCODE_ERROR)
+    with self.lock:
+      self.log(str(err))
+      if err.kind == "shader" and err.va is None: self.ih.shader_error()
+      elif err.kind == "packet":
+        pipe = next((pq[0] for pq, q in self.gfx.queues.items() if q.qname == err.engine), None)
+        if pipe is not None and self._pipe_int(pipe, "OPCODE_ERROR_INT_ENABLE"):
+          self.ih.post(C.SOC21_IH_CLIENTID_GRBM_CP, S.GFX_11_0_0__SRCID__CP_BAD_OPCODE_ERROR)
 
   def _pipe_int(self, pipe: int, field: str) -> bool:
     reg = getattr(gc_11_0_0, f"regCP_ME1_PIPE{pipe}_INT_CNTL")
     return bool(reg.decode(self.gfx.get(reg))[field])
 
   def _interrupt(self, source: str, ctx: int, engine: str) -> None:
-    if source == "CP_EOP":
-      pipe = next((pq[0] for pq, q in self.gfx.queues.items() if q.qname == engine), 0)
-      if self._pipe_int(pipe, "TIME_STAMP_INT_ENABLE"): self.ih.post(C.SOC21_IH_CLIENTID_GRBM_CP, S.GFX_11_0_0__SRCID__CP_EOP_INTERRUPT, (ctx,))
-    elif source == "SDMA_TRAP" and self.sdma.get(gc_11_0_0.regSDMA0_CNTL) & 1:
-      self.ih.post(C.SOC21_IH_CLIENTID_GFX, S.GFX_11_0_0__SRCID__SDMA_TRAP, (ctx,))
+    with self.lock:
+      if source == "CP_EOP":
+        pipe = next((pq[0] for pq, q in self.gfx.queues.items() if q.qname == engine), 0)
+        if self._pipe_int(pipe, "TIME_STAMP_INT_ENABLE"): self.ih.post(C.SOC21_IH_CLIENTID_GRBM_CP, S.GFX_11_0_0__SRCID__CP_EOP_INTERRUPT, (ctx,))
+      elif source == "SDMA_TRAP" and self.sdma.get(gc_11_0_0.regSDMA0_CNTL) & 1:
+        self.ih.post(C.SOC21_IH_CLIENTID_GFX, S.GFX_11_0_0__SRCID__SDMA_TRAP, (ctx,))

@@ -17,6 +17,7 @@ from typing import Callable, Iterable
 import numpy as np
 
 from autogen.regfields import Reg
+from emu.amdgpu.vram import map_file
 
 FLAT_DWORDS = 1 << 27        # every NBIO/MP/GC segment base of Navi31 (IP_BASES) + offset lies below 2^27
 BANK_DWORDS = 1 << 16        # banked register copies
@@ -34,14 +35,7 @@ class RegisterFile:
   """u32 storage by dword address; `bank(i)` is the i-th dword of the banked area."""
   def __init__(self, path: str | None = None):
     self.path = path
-    if path is None:
-      self._mm = mmap.mmap(-1, REG_FILE_BYTES, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(mmap, "MAP_NORESERVE", 0))
-    else:
-      fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-      try:
-        if os.fstat(fd).st_size != REG_FILE_BYTES: os.ftruncate(fd, REG_FILE_BYTES)
-        self._mm = mmap.mmap(fd, REG_FILE_BYTES, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
-      finally: os.close(fd)
+    self._mm = map_file(path, REG_FILE_BYTES)
     self.u32 = np.frombuffer(self._mm, np.uint32)
 
   def __getitem__(self, addr: int) -> int: return int(self.u32[addr])
