@@ -2,7 +2,7 @@
 device errors raise. Facts: reference/amd_driver.md 2.6-2.7, 2.11-2.12, gfx_v11_0/gmc_v11_0 ids, soc15 IV format."""
 import pytest
 
-from autogen.amd import gc_11_0_0 as gc, mmhub_3_0_0 as mmhub, nvd, sdma_v6_0_0_pkt_open as S
+from autogen.amd import gc_11_0_0 as gc, mmhub_3_0_0 as mmhub, nvd, osssys_6_0_0 as oss, sdma_v6_0_0_pkt_open as S
 from emu.amdgpu.registers import ModelError
 from tests.emu.amdgpu.navi31_driver import release_mem, pm4, sdma_pkt, VA_BASE
 
@@ -156,3 +156,15 @@ def test_shader_trap_posts_an_sq_error_entry(booted, sig):
   (e,) = booted.ih_entries()
   assert (e[0] & 0xFF, e[0] >> 8 & 0xFF) == (CLIENT_GRBM_CP, 239)     # SQ_INTERRUPT_ID
   assert (e[5] >> 6 & 3, e[4] >> 21 & 0xF) == (2, 1)                 # ENCODING = ERROR, TYPE = ILLEGAL_INST
+
+
+def test_a_full_ih_ring_drops_entries_and_flags_overflow(booted):
+  booted.w(oss.regIH_RB_CNTL, 0)
+  booted.ih_init(size=128)                                            # room for 3 entries: one slot stays free
+  s = booted.sdma_queue()
+  s.submit(sum((sdma_pkt("TRAP", 2, HEADER_op=S.SDMA_OP_TRAP, INT_CONTEXT_int_context=i) for i in range(5)), []))
+  s.wait_idle()
+  assert booted.r(oss.regIH_RB_WPTR) == 96 | 1                        # OFFSET 96, RB_OVERFLOW
+  assert [e[4] for e in booted.ih_entries()] == [0, 1, 2]
+  booted.w(oss.regIH_RB_CNTL, booted.r(oss.regIH_RB_CNTL) | oss.regIH_RB_CNTL.mask("WPTR_OVERFLOW_CLEAR"))
+  assert booted.r(oss.regIH_RB_WPTR) == 96
