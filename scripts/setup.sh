@@ -8,7 +8,18 @@ SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 
 # clang/lld/llvm 22 come from bookworm-security (in Debian's default sources); libusb for pyusb.
-APT_PKGS="clang-22 lld-22 llvm-22 libusb-1.0-0 libudev1 python3-venv"
+# linux-source-6.12 (bookworm-backports) carries the kernel headers autogen/ is generated from.
+APT_PKGS="clang-22 lld-22 llvm-22 libusb-1.0-0 libudev1 python3-venv linux-source-6.12"
+
+# bookworm-backports, written only if missing; packages are taken from it only when named "pkg/bookworm-backports".
+BACKPORTS=/etc/apt/sources.list.d/hcq-backports.sources
+if [ ! -f "$BACKPORTS" ]; then
+  echo "setup: adding $BACKPORTS"
+  printf '%s\n' "Types: deb" "URIs: http://deb.debian.org/debian" "Suites: bookworm-backports" \
+    "Components: main contrib non-free-firmware" "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg" \
+    | $SUDO tee "$BACKPORTS" >/dev/null
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q
+fi
 
 missing=""
 for p in $APT_PKGS; do
@@ -17,7 +28,8 @@ done
 if [ -n "$missing" ]; then
   echo "setup: installing apt packages:$missing"
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q
-  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $missing
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+    $(echo $missing | sed 's,linux-source-6.12,linux-source-6.12/bookworm-backports,')
 fi
 
 PY=${PYTHON:-python3}
@@ -35,3 +47,6 @@ if [ ! -f "$STAMP" ] || [ "$ROOT/pyproject.toml" -nt "$STAMP" ]; then
   "$VENV/bin/python" -m pip install -q -e "$ROOT[$EXTRAS]"
   touch "$STAMP"
 fi
+# The headers autogen/ reads: linux-libc-dev of the same version as linux-source-6.12, and the needed
+# members of the source tarball, unpacked into ~/.cache/hcq/headers (only once per version).
+"$VENV/bin/python" -m autogen.gen.headers

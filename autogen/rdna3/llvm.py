@@ -1,0 +1,122 @@
+"""LLVM 22's AMDGPU disassembler as an oracle: the source of the generated RDNA3 tables and the reference
+the disassembler tests compare against. Never imported by emu/ at run time.
+
+`Disassembler` calls libLLVM's C API in-process (LLVMDisasmInstruction returns the byte count, or 0 for an
+invalid encoding). `disasm_batch` runs it in a child process because LLVM can crash on odd encodings
+(reference/toolchain.md A.2); a crashed batch is bisected so one bad encoding costs only itself.
+"""
+from __future__ import annotations
+import ctypes, ctypes.util, glob, os, struct, subprocess, sys
+
+LLVM_MAJOR = 22
+TRIPLE, CPU = b"amdgcn-amd-amdhsa", b"gfx1100"
+PAD = b"\0" * 16   # trailing bytes so an instruction that needs a literal/DPP dword never reads past the buffer
+
+
+def libllvm_path() -> str:
+  """libLLVM 22 from Debian's libllvm22 (a dependency of the llvm-22 package scripts/setup.sh installs)."""
+  cands = glob.glob(f"/usr/lib/*/libLLVM.so.{LLVM_MAJOR}*") + glob.glob(f"/usr/lib/llvm-{LLVM_MAJOR}/lib/libLLVM*.so*")
+  if not cands and (p := ctypes.util.find_library(f"LLVM-{LLVM_MAJOR}")): cands = [p]
+  if not cands: raise FileNotFoundError(f"libLLVM {LLVM_MAJOR} not found; install it with `scripts/setup.sh` (Debian package llvm-{LLVM_MAJOR})")
+  return sorted(cands)[0]
+
+
+def available() -> bool:
+  try: libllvm_path()
+  except FileNotFoundError: return False
+  return True
+
+
+class Disassembler:
+  """In-process gfx1100 disassembler (one LLVM disassembler context)."""
+  def __init__(self):
+    lib = ctypes.CDLL(libllvm_path())
+    for f in ("LLVMInitializeAMDGPUTargetInfo", "LLVMInitializeAMDGPUTargetMC", "LLVMInitializeAMDGPUDisassembler"): getattr(lib, f)()
+    lib.LLVMCreateDisasmCPUFeatures.restype = ctypes.c_void_p
+    lib.LLVMCreateDisasmCPUFeatures.argtypes = [ctypes.c_char_p] * 3 + [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
+    lib.LLVMDisasmInstruction.restype = ctypes.c_size_t
+    lib.LLVMDisasmInstruction.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_char_p, ctypes.c_size_t]
+    self._lib, self._buf = lib, ctypes.create_string_buffer(1024)
+    self._ctx = lib.LLVMCreateDisasmCPUFeatures(TRIPLE, CPU, b"", None, 0, None, None)
+    if not self._ctx: raise RuntimeError("LLVMCreateDisasmCPUFeatures failed for gfx1100")
+
+  def version(self) -> str:
+    v = [ctypes.c_uint() for _ in range(3)]
+    self._lib.LLVMGetVersion(*map(ctypes.byref, v))
+    return ".".join(str(x.value) for x in v)
+
+  def __call__(self, code: bytes) -> tuple[int, str | None]:
+    """(size, text) of the instruction at the start of `code` (padded here), or (0, None) if LLVM rejects it."""
+    code = bytes(code) + PAD
+    n = self._lib.LLVMDisasmInstruction(self._ctx, code, len(code), 0, self._buf, len(self._buf))
+    return (n, self._buf.value.decode().strip()) if n else (0, None)
+
+  def words(self, *ws: int) -> tuple[int, str | None]:
+    return self(struct.pack(f"<{len(ws)}I", *ws))
+
+
+def _worker() -> None:
+  """Child process: reads records (u32 count, then count*16 bytes), writes 'size\\ttext' lines."""
+  dis, inp, out = Disassembler(), sys.stdin.buffer, sys.stdout
+  n = struct.unpack("<I", inp.read(4))[0]
+  for i in range(n):
+    size, text = dis(inp.read(16))
+    out.write(f"{size}\t{text or ''}\n")
+  out.flush()
+
+
+def _run(chunks: list[bytes]) -> list[tuple[int, str | None]] | None:
+  data = struct.pack("<I", len(chunks)) + b"".join(c.ljust(16, b"\0")[:16] for c in chunks)
+  p = subprocess.run([sys.executable, "-c", "from autogen.rdna3.llvm import _worker; _worker()"], input=data,
+                     capture_output=True, cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+  if p.returncode != 0: return None
+  res = []
+  for line in p.stdout.decode().splitlines():
+    size, text = line.split("\t", 1)
+    res.append((int(size), text or None))
+  if len(res) != len(chunks): return None
+  return res
+
+
+def disasm_batch(chunks: list[bytes]) -> list[tuple[int, str | None]]:
+  """LLVM's (size, text) for each chunk (up to 16 bytes: the instruction plus any trailing dwords), in a child
+  process. An encoding that crashes LLVM is isolated by bisection and reported as (-1, None)."""
+  if not chunks: return []
+  res = _run(chunks)
+  if res is not None: return res
+  if len(chunks) == 1: return [(-1, None)]
+  mid = len(chunks) // 2
+  return disasm_batch(chunks[:mid]) + disasm_batch(chunks[mid:])
+
+
+_SRC_PICKS = (0, 1, 105, 106, 107, 124, 125, 126, 127, 128, 129, 192, 193, 208, 230, 235, 240, 242, 248, 251, 253, 254, 255)
+
+
+def sample_words(rng, per_op: int) -> list[bytes]:
+  """Test instructions (16 bytes each: the words plus trailing literal/DPP dwords): `per_op` variants of every
+  opcode in the tables, the non-opcode fields random but biased toward values LLVM accepts and that exercise the
+  printer (VGPRs, inline constants, literals, zeroed unused fields)."""
+  from autogen.rdna3 import encodings as E
+  from autogen.rdna3.tables import OPS
+  fmt_of = {"SCRATCH": ("FLAT", 1), "GLOBAL": ("FLAT", 2), "FLAT": ("FLAT", 0)}
+  out = []
+  for fam, ops in OPS.items():
+    if fam == "VOPDY": continue
+    fmt, seg = fmt_of.get(fam, (fam, None))
+    fmt = "VOPD" if fam == "VOPDX" else fmt
+    fields = E.FIELDS[fmt]
+    for opc in ops:
+      for _ in range(per_op):
+        ws = [E.PREFIX[fmt], 0, rng.getrandbits(32), rng.getrandbits(32)]
+        for name, f in fields.items():
+          if name in ("op", "opx", "seg"): continue
+          r = rng.random()
+          v = 0 if r < 0.25 else rng.getrandbits(f[2])
+          if f[2] == 9 and r > 0.5: v = rng.choice(_SRC_PICKS) if r < 0.75 else 256 + rng.getrandbits(8)
+          E.put(ws, f, v)
+        if fam == "VOPDX": E.put(ws, fields["opx"], opc); E.put(ws, fields["opy"], rng.choice(list(OPS["VOPDY"])))
+        elif "op" in fields: E.put(ws, fields["op"], opc)
+        if seg is not None: E.put(ws, fields["seg"], seg)
+        if rng.random() < 0.3: ws[2] = rng.choice((0, 1, 64, 0x3F800000, 0x3C00, 0x3118, 0x3E22F983, 0xFFFFFFF0, 0x3FF00000, 0xBC00))
+        out.append(struct.pack("<4I", *ws))
+  return out
