@@ -9,7 +9,8 @@ tests/emu/rdna3/test_disasm_llvm.py.
 from __future__ import annotations
 from emu.rdna3.decode import Inst, Operand, decode, scalar_reg, FLOAT_CONSTS
 from emu.rdna3 import symbols as S
-from autogen.rdna3.tables import OPS
+from autogen.rdna3.tables import OPS, MIMG
+from autogen.rdna3.encodings import mimg_vdata
 
 
 def disasm(code: bytes | memoryview) -> list[str]:
@@ -144,7 +145,8 @@ def src(code: int, op: Operand, line: _Line, lit: int | None, hi: bool = False, 
   elif code <= 208 or 240 <= code <= 248: text = inline_text(code, typ, bits)
   elif code in _SRC_NAMES:
     if code == 254 and salu: return "src_lds_direct/*Invalid register, operand has 'SReg_32' register class*/"
-    return _SRC_NAMES[code] + (_snote(op) if code == 254 and "Lds" not in op.note else "")
+    lds_bad = code == 254 and op.note and "Lds" not in op.note   # classes that exclude src_lds_direct
+    return _SRC_NAMES[code] + (f"/*Invalid register, operand has '{op.note[6:]}' register class*/" if lds_bad else "")
   else: text = f"<bad src {code}>"
   return text + ("/*Invalid immediate*/" if typ == "none" else "")
 
@@ -447,8 +449,35 @@ def _fmt_ldsdir(inst: Inst) -> str:
   return _join(inst.name, ops, [f"wait_vdst:{f['waitvdst']}"])
 
 
+_DIMS = ("1D", "2D", "3D", "CUBE", "1D_ARRAY", "2D_ARRAY", "2D_MSAA", "2D_MSAA_ARRAY")
+
+
+def _fmt_mimg(inst: Inst) -> str:
+  """Image ops. VGPR counts follow dmask/d16/tfe and dim/a16; where LLVM has no variant with those counts it prints
+  the opcode's fallback variant instead (tables.MIMG)."""
+  line, f = _Line(), inst.fields
+  name, flags, vset, fall0, fall1, addr0, addr1 = MIMG[inst.opcode]
+  vd = mimg_vdata(f["dmask"], f["d16"], f["tfe"], "gather" in flags)
+  a = (addr1 if f["nsa"] else addr0)[f["a16"] * 8 + f["dim"]]
+  if a == "-" or str(vd) not in vset:
+    fall = fall1 if f["nsa"] else fall0
+    vd, a = int(fall[0]), fall[1]
+  na = int(a, 36)
+  if f["nsa"]:
+    regs = [f["vaddr"]] + [f[f"vaddr{i}"] for i in range(1, 5)]
+    items = [vgpr(r, 32) for r in regs[:min(na, 5)]]
+    if na > 5: items[4] = vgpr(regs[4], 32 * (na - 4))
+    vaddr = f"[{', '.join(items)}]"
+  else: vaddr = vgpr(f["vaddr"], 32 * na)
+  ops = [vgpr(f["vdata"], 32 * vd), vaddr, sgpr(f["srsrc"] * 4, 256, line) or "<bad srsrc>"]
+  if "ssamp" in flags: ops.append(sgpr(f["ssamp"] * 4, 128, line) or "<bad ssamp>")
+  tail = ([f"dmask:{f['dmask']:#x}"] if f["dmask"] else []) + [f"dim:SQ_RSRC_IMG_{_DIMS[f['dim']]}"]
+  tail += [m for m in ("unorm", "glc", "slc", "dlc", "r128", "a16", "tfe", "lwe", "d16") if f[m]]
+  return line.text(_join(name + (" " if f["nsa"] and "ssamp" in flags else ""), ops, tail))   # LLVM's NSA sampler syntax
+
+
 _FORMATTERS = {"SOP1": _fmt_sop, "SOP2": _fmt_sop, "SOPC": _fmt_sop, "SOPK": _fmt_sop, "SOPP": _fmt_sopp,
                "SMEM": _fmt_smem, "VOP1": _fmt_vop_e32, "VOP2": _fmt_vop_e32, "VOPC": _fmt_vop_e32,
                "VOP3": _fmt_vop3, "VOP3SD": _fmt_vop3, "VOP3P": _fmt_vop3p, "VOPD": _fmt_vopd, "DS": _fmt_ds,
                "FLAT": _fmt_flat, "GLOBAL": _fmt_flat, "SCRATCH": _fmt_flat, "MUBUF": _fmt_buf, "MTBUF": _fmt_buf,
-               "EXP": _fmt_exp, "VINTERP": _fmt_vinterp, "LDSDIR": _fmt_ldsdir}
+               "EXP": _fmt_exp, "VINTERP": _fmt_vinterp, "LDSDIR": _fmt_ldsdir, "MIMG": _fmt_mimg}
