@@ -24,7 +24,6 @@ OPERAND_FIELDS = {   # family -> {field: kind}; kinds: src9/ssrc8 (register or c
   "FLAT": {"addr": "vgpr8", "data": "vgpr8", "saddr": "sgpr7", "vdst": "vgpr8"},
   "MUBUF": {"vaddr": "vgpr8", "vdata": "vgpr8", "srsrc": "srsrc", "soffset": "ssrc8"},
   "MTBUF": {"vaddr": "vgpr8", "vdata": "vgpr8", "srsrc": "srsrc", "soffset": "ssrc8"},
-  "MIMG": {"vaddr": "vgpr8", "vdata": "vgpr8", "srsrc": "srsrc", "ssamp": "srsrc"},
   "EXP": {"vsrc0": "vgpr8", "vsrc1": "vgpr8", "vsrc2": "vgpr8", "vsrc3": "vgpr8"},
 }
 # probe values: distinct per field, aligned to 4 registers (so 64..512-bit register tuples stay aligned)
@@ -37,7 +36,7 @@ BASE = {
   "VOP3P": dict(vdst=40, src0=0x10a, src1=0x114, src2=0x11e, opsel_hi=3, opsel_hi2=1), "LDSDIR": dict(vdst=40),
   "DS": dict(addr=12, data0=20, data1=28, vdst=40), "FLAT": dict(addr=12, data=20, saddr=E.NULL, vdst=40),
   "MUBUF": dict(vaddr=12, vdata=20, srsrc=4, soffset=32), "MTBUF": dict(vaddr=12, vdata=20, srsrc=4, soffset=32, format=1),
-  "MIMG": dict(vaddr=12, vdata=20, srsrc=4, ssamp=3, dmask=1), "EXP": dict(vsrc0=12, vsrc1=20, vsrc2=28, vsrc3=36, en=15),
+  "EXP": dict(vsrc0=12, vsrc1=20, vsrc2=28, vsrc3=36, en=15),
 }
 # sub-families: FLAT's seg field selects FLAT/SCRATCH/GLOBAL; a VOPD half is probed with v_dual_mov_b32 as the other
 PSEUDO = {"SCRATCH": ("FLAT", {"seg": 1}), "GLOBAL": ("FLAT", {"seg": 2}),

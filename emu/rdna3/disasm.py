@@ -29,7 +29,6 @@ def _mods(spec: str) -> dict[str, str]:
 
 # (family, opcode) -> modifier behaviour per bit ('p' printed, '-' ignored, 'x' rejected by LLVM, 'f' fake16 fallback)
 _MODS = {(fam, opc): _mods(e[2]) for fam, ops in OPS.items() for opc, e in ops.items() if len(e) > 2}
-_PROMOTED = {"VOP1": 0x180, "VOP2": 0x100, "VOPC": 0}   # e32 opcode + this = its VOP3 opcode
 
 
 class _Line:
