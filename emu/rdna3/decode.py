@@ -67,7 +67,6 @@ class _Op(NamedTuple):
   srcs: tuple          # fields that read a literal when they hold 255
   kimm: bool           # the literal dword is an operand of its own (fmamk/fmaak, s_setreg_imm32_b32)
   checks: tuple        # (field, codes it may hold): reserved source encodings and non-registers are rejected
-  bad_bits: tuple      # (field, mask): modifier bits the op has no use for and LLVM rejects (e.g. neg on an integer op)
 
 
 _RESERVED_SRC = frozenset(range(209, 230)) | {232, DPP8, DPP8FI, 249, DPP16}   # guide 3.6: reserved / DPP markers
@@ -84,18 +83,6 @@ def _valid_codes(op: "Operand") -> frozenset | None:
   return None
 
 
-def _bad_bits(mods: str) -> tuple:
-  """From the table's modifier behaviour string ('neg=ppx abs=ppx ... omod=x'): the bits LLVM rejects when set."""
-  out = []
-  for item in mods.split():
-    field, chars = item.split("=")
-    if field in ("neg", "abs", "opsel", "neg_hi", "clmp"):
-      mask = sum(1 << i for i, c in enumerate(chars) if c == "x")
-      if mask: out.append((field, mask))
-    elif field == "omod" and chars == "x": out.append((field, 3))
-  return tuple(out)
-
-
 def _base(name: str) -> str:
   for suf in ("_e32", "_e64"):
     if name.endswith(suf): return name[:-len(suf)]
@@ -106,7 +93,7 @@ def _build() -> dict[str, dict[int, _Op]]:
   out: dict[str, dict[int, _Op]] = {}
   for fam, ops in OPS.items():
     out[fam] = {}
-    for opc, (name, specs, *rest) in ops.items():
+    for opc, (name, specs, *_) in ops.items():
       operands = tuple(parse_spec(s) for s in specs)
       enc = "VOP3SD" if fam == "VOP3" and opc in VOP3SD else fam
       # fields that read the literal dword when they hold 255; vraw: LLVM reads none; an 8-bit SGPR destination field
@@ -114,8 +101,7 @@ def _build() -> dict[str, dict[int, _Op]]:
       srcs = tuple(o.field for o in operands if (o.kind == "src" and o.type != "vraw") or
                    (o.kind == "sgpr" and o.field == "vdst"))
       checks = tuple((o.field, v) for o in operands if (v := _valid_codes(o)) is not None)
-      out[fam][opc] = _Op(name, _base(name), enc, operands, srcs, any(o.kind == "kimm" for o in operands), checks,
-                          _bad_bits(rest[0] if rest else ""))
+      out[fam][opc] = _Op(name, _base(name), enc, operands, srcs, any(o.kind == "kimm" for o in operands), checks)
   return out
 
 
@@ -219,8 +205,6 @@ def decode(code: bytes | memoryview, offset: int = 0) -> Inst:
   for name, ok in info.checks:
     if fields[name] not in ok and not (is_dpp and name == "src0"):
       raise _err(code, offset, nwords, f"{info.name}: {name} = {fields[name]} is a reserved operand encoding")
-  for name, mask in info.bad_bits:
-    if fields[name] & mask: raise _err(code, offset, nwords, f"{info.name} takes no {name} modifier (bits {fields[name] & mask:#x})")
   if is_dpp:
     if len(code) < offset + size + 4: raise _err(code, offset, nwords, "DPP dword missing")
     dpp = _dpp(struct.unpack_from("<I", code, offset + size)[0], fields["src0"])
