@@ -72,13 +72,14 @@ def vgpr(n: int, bits: int, hi: bool = False) -> str:
   return f"v{n}" if bits <= 32 else f"v[{n}:{n + bits // 32 - 1}]"
 
 
+def _inline_int(v: int) -> bool:
+  """A 32-bit value an integer inline constant (-16..64) encodes."""
+  return v <= 64 or v >= 0xFFFFFFF0
+
+
 def _inline32(v: int) -> bool:
   """LLVM isInlinableLiteral32: integers -16..64 and the f32 inline floats (incl. 1/(2*pi))."""
-  return v <= 64 or v >= 0xFFFFFFF0 or v in _F32_INLINE
-
-
-def _inline_int(v: int) -> bool:
-  return v <= 64 or v >= 0xFFFFFFF0
+  return _inline_int(v) or v in _F32_INLINE
 
 
 def _inline16(v: int, bf: bool = False) -> bool:
@@ -121,7 +122,8 @@ def inline_value(v: int) -> str | None:
   return next((_FLOATS.get(k, "0.15915494") for k, c in FLOAT_CONSTS.items() if c[1] == v), None)
 
 
-def inline_text(code: int, typ: str, bits: int) -> str:
+def inline_text(code: int, typ: str) -> str:
+  """An inline constant (128..208 integers, 240..248 floats) as LLVM prints it for an operand of type `typ`."""
   if code <= 208: return str(code - 128 if code <= 192 else 192 - code)
   if typ == "i16": return f"{FLOAT_CONSTS[code][0]:#x}"
   if code == 248: return "0.15915494309189532" if typ in ("f64", "b64") else "0.15915494"
@@ -141,7 +143,7 @@ def src(code: int, op: Operand, line: _Line, lit: int | None, hi: bool = False, 
     name = sgpr(code, 32 if bits == 16 else bits, line)
     return (name or f"<bad sgpr {code}>") + _snote(op, code)
   if code == 255: text = literal(lit or 0, typ)
-  elif code <= 208 or 240 <= code <= 248: text = inline_text(code, typ, bits)
+  elif code <= 208 or 240 <= code <= 248: text = inline_text(code, typ)
   elif code in _SRC_NAMES:
     if code == 254 and salu: return "src_lds_direct/*Invalid register, operand has 'SReg_32' register class*/"
     lds_bad = code == 254 and op.note and "Lds" not in op.note   # classes that exclude src_lds_direct
@@ -256,7 +258,6 @@ def _fmt_vop3(inst: Inst) -> str:
   neg, abs_, opsel = f["neg"], f.get("abs", 0), f.get("opsel", 0)
   nm, am, om = mods.get("neg", ""), mods.get("abs", ""), mods.get("opsel", "")
   fake16 = any(c == "f" and opsel >> i & 1 for i, c in enumerate(om))
-  srcs = [o.field for o in inst.operands if o.kind == "src"]
   def render(op: Operand):
     if op.kind == "src":
       i = int(op.field[-1])
@@ -325,20 +326,16 @@ def _fmt_vop3p(inst: Inst) -> str:
 
 
 def _fmt_vopd(inst: Inst) -> str:
-  line = _Line()
-  halves = []
-  (xo, xf), (yo, yf) = inst.vopd
-  names = inst.name.split(" :: ")
-  xops = OPS["VOPDX"][inst.fields["opx"]][1]
-  k = len(xops)
-  for name, fields, specs, suffix in ((names[0], xf, inst.operands[:k], "x"), (names[1], yf, inst.operands[k:], "y")):
+  """'x-half :: y-half'; inst.operands holds the X operands then the Y ones (fields vdstx/src0x/..., vdsty/...)."""
+  line, halves = _Line(), []
+  k = len(OPS["VOPDX"][inst.fields["opx"]][1])
+  for name, (_, fields), specs in zip(inst.name.split(" :: "), inst.vopd, (inst.operands[:k], inst.operands[k:])):
     ops = []
     for op in specs:
-      base = op.field[:-1] if op.field else ""
       if op.kind == "kimm": ops.append(f"{inst.literal:#x}")
       elif op.kind == "text": ops.append(op.type)
       elif op.kind == "src": ops.append(src(fields["src0"], op, line, inst.literal))
-      else: ops.append(vgpr(fields[base], op.bits))
+      else: ops.append(vgpr(fields[op.field[:-1]], op.bits))   # vdstx -> the half's vdst, vsrc1y -> vsrc1
     halves.append(_join(name, ops))
   return line.text(" :: ".join(halves))
 
