@@ -1,0 +1,48 @@
+/* Wave, workgroup and dispatch state shared by Python (cffi cdef) and the compiled blocks.
+   Plain declarations only: this text is also handed to cffi's cdef parser. */
+typedef struct range { uint64_t va, len; uint8_t *host; uint64_t writable; } range_t;
+
+typedef struct wave {
+  uint32_t s[128];       /* SGPRs: s0-s105, VCC 106-107, TTMP 108-123, NULL 124, M0 125, EXEC 126-127 */
+  uint64_t pc;           /* address of the next instruction */
+  uint32_t scc, status;  /* status: WAVE_* below */
+  uint32_t mode;         /* HW_REG_MODE: round [3:0], denorm [7:4], dx10 clamp [8], ieee [9] */
+  uint32_t trapsts;
+  uint32_t id, lanes;    /* wave index in its workgroup; number of valid lanes */
+  uint64_t icount;       /* wave-instructions executed */
+  uint8_t *scratch;      /* this wave's private memory, lane-major: scratch[lane * scratch_per_lane + off] */
+  struct dispatch *d;
+  uint32_t v[256 * 64];  /* VGPRs: v[reg * lanes_per_wave + lane] */
+} wave_t;
+
+typedef struct dispatch {
+  /* configuration, written by Python before dispatch_run */
+  uint32_t grid[3], block[3];
+  uint32_t wave64, nuser;
+  uint32_t user[32];          /* user SGPR values */
+  uint32_t tgid_en[3], scratch_off_en;   /* system SGPRs after the user SGPRs */
+  uint32_t shared_hi, private_hi;        /* flat apertures: bits [63:32] of the LDS / scratch windows */
+  uint32_t mode;              /* initial MODE register */
+  uint32_t lds_bytes, scratch_per_lane;
+  uint64_t code_base, entry;  /* the compiled program's base address; the kernel's first instruction */
+  void (*const *blocks)(struct wave *);   /* the program's block entry points, indexed by (pc - code_base) / 4 */
+  uint64_t nblocks;
+  uint64_t max_instructions;  /* 0: unlimited */
+  uint8_t *lds;
+  uint8_t *scratch;           /* nwaves * lanes * scratch_per_lane bytes */
+  wave_t *waves;
+  uint32_t nwaves;            /* waves per workgroup */
+  /* progress (the dispatch resumes from here after returning to Python) */
+  uint32_t wg[3], wg_started, cur;
+  uint64_t instructions;
+  /* memory: a small cache of host-backed runs; misses go to the Python callback */
+  range_t ranges[8];
+  range_t fill;               /* where the miss callback puts the run it found */
+  int (*miss)(struct dispatch *d, uint64_t addr, uint32_t write);   /* 0: filled, else unmapped */
+  /* why the dispatch stopped */
+  uint32_t stop, stop_wave;   /* STOP_* code, wave index */
+  uint64_t stop_pc, stop_addr, stop_arg;
+} dispatch_t;
+
+int dispatch_run(dispatch_t *d);
+void (*const *program_blocks(uint64_t *n))(wave_t *);

@@ -1,0 +1,64 @@
+"""Host C compiler for the block compiler: finds one, builds shared objects, caches them on disk.
+
+emu/ must not import drivers/, so the compiler lookup lives here: clang-22, then clang-19, then gcc.
+Compiled objects live under $XDG_CACHE_HOME/hcq/rdna3 (default ~/.cache/hcq/rdna3), keyed by the
+source, the flags, the compiler's version and the host CPU (the code is built with -march=native).
+Writes go to a temporary file renamed into place, so concurrent processes (pytest -n auto) never load
+a half-written object.
+"""
+from __future__ import annotations
+import hashlib, os, platform, shutil, subprocess, tempfile
+from functools import cache
+
+COMPILERS = ("clang-22", "clang-19", "gcc")
+# -ffp-contract=off: a*b+c is never fused behind our back (RDNA3 rounds v_mul and v_add separately).
+# -fno-math-errno lets sqrt/fma inline to single instructions; no -ffast-math (NaN/inf/-0 must be exact).
+CFLAGS = ("-O2", "-march=native", "-fPIC", "-shared", "-ffp-contract=off", "-fno-math-errno", "-fwrapv",
+          "-fno-strict-aliasing", "-w")
+
+
+class CompilerMissing(RuntimeError):
+  """No host C compiler: the emulator compiles RDNA3 code to C and needs clang-22, clang-19 or gcc."""
+
+
+@cache
+def compiler() -> tuple[str, str]:
+  """(path, version line) of the host C compiler."""
+  for name in COMPILERS:
+    if path := shutil.which(name):
+      ver = subprocess.run([path, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+      return path, ver
+  raise CompilerMissing("the RDNA3 emulator needs a C compiler: install clang-22 (scripts/setup.sh) or gcc")
+
+
+@cache
+def _host_id() -> str:
+  try:
+    with open("/proc/cpuinfo") as f:
+      info = [l for l in f if l.startswith(("model name", "flags"))][:2]
+  except OSError: info = []
+  return platform.machine() + "".join(info)
+
+
+def cache_dir() -> str:
+  return os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "hcq", "rdna3")
+
+
+def build(src: str, tag: str = "prog") -> str:
+  """Path of a shared object built from C `src` (from the disk cache when it was built before)."""
+  cc, ver = compiler()
+  key = hashlib.sha256("\0".join((ver, _host_id(), *CFLAGS, src)).encode()).hexdigest()[:32]
+  path = os.path.join(cache_dir(), key[:2], f"{tag}-{key}.so")
+  if os.path.exists(path): return path
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".so")
+  os.close(fd)
+  try:
+    p = subprocess.run([cc, *CFLAGS, "-x", "c", "-", "-o", tmp, "-lm"], input=src.encode(), capture_output=True)
+    if p.returncode != 0:
+      raise RuntimeError(f"compiling emulator C code failed ({os.path.basename(cc)} exit {p.returncode}); this is an "
+                         f"emulator bug, please report it:\n{p.stderr.decode(errors='replace')[:4000]}")
+    os.replace(tmp, path)
+  finally:
+    if os.path.exists(tmp): os.unlink(tmp)
+  return path

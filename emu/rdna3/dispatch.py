@@ -1,0 +1,215 @@
+"""Running a dispatch: wave setup from raw parameters or from a kernel descriptor, the loop around the
+compiled scheduler, and the errors a dispatch stops with.
+
+Kernel descriptor (AMDGPU HSA code object v5, 64 bytes): group_segment_fixed_size @0,
+private_segment_fixed_size @4, kernarg_size @8, kernel_code_entry_byte_offset (i64) @16, rsrc3 @44,
+rsrc1 @48, rsrc2 @52, kernel_code_properties (u16) @56. rsrc1: FLOAT_DENORM_MODE_32 [17:16],
+FLOAT_DENORM_MODE_16_64 [19:18], ENABLE_IEEE_MODE [23]. rsrc2: ENABLE_PRIVATE_SEGMENT [0], USER_SGPR_COUNT [5:1],
+ENABLE_SGPR_WORKGROUP_ID_X/Y/Z [9:7], ENABLE_SGPR_WORKGROUP_INFO [10]. kernel_code_properties: user SGPRs in
+this order when enabled: private segment buffer (4) [0], dispatch ptr (2) [1], queue ptr (2) [2], kernarg segment
+ptr (2) [3], dispatch id (2) [4], flat scratch init (2) [5], private segment size (1) [6]; wave32 [10].
+"""
+from __future__ import annotations
+import struct
+from dataclasses import dataclass
+from emu.rdna3 import memory, operands as O
+from emu.rdna3.program import Program, ffi, runtime, ILLEGAL_UNSUPPORTED, ILLEGAL_DECODE
+from emu.rdna3.gen_scalar import ILLEGAL_ROUND_MODE, ILLEGAL_CODE_END, ILLEGAL_HWREG, ILLEGAL_MOVREL
+
+STOP_NONE, STOP_FAULT, STOP_NOBLOCK, STOP_TRAP, STOP_HALT, STOP_LIMIT, STOP_ILLEGAL = range(7)
+SPACES = {0: "global", 1: "scratch (private)", 2: "LDS", 3: "misaligned atomic"}
+ILLEGAL = {1: "VGPR index (M0-relative) out of range", ILLEGAL_ROUND_MODE: "non-default rounding modes are not modelled",
+           ILLEGAL_CODE_END: "executed s_code_end padding (ran past the end of the program)",
+           ILLEGAL_HWREG: "hardware register not modelled", ILLEGAL_MOVREL: "SGPR index (M0-relative) out of range",
+           6: "swizzled buffer resources are not modelled"}
+SHARED_HI, PRIVATE_HI = 0x20000, 0x10000       # flat apertures (bits 63:32) as amdgpu/KFD set them
+DEFAULT_MODE = 0x2C0      # MODE: f32 denormals flushed, f16/f64 kept (FloatMode 192: denorm [7:4] = 0xC), IEEE [9] on
+MAX_LDS = 64 << 10
+
+
+class WaveError(RuntimeError):
+  """A dispatch stopped because of a wave: `workgroup`, `wave`, `pc`, `instruction` say which and where."""
+  def __init__(self, msg: str, workgroup: tuple, wave: int, pc: int, instruction: str, address: int | None = None):
+    super().__init__(msg)
+    self.workgroup, self.wave, self.pc, self.instruction, self.address = workgroup, wave, pc, instruction, address
+
+
+class WaveFault(WaveError, memory.MemoryFault):
+  """A wave accessed an unmapped / out-of-range address."""
+
+
+class WaveTrap(WaveError):
+  """s_trap, s_sethalt or an instruction the emulator cannot execute."""
+
+
+class InstructionLimit(WaveError):
+  """The dispatch ran more wave-instructions than `max_instructions`."""
+
+
+@dataclass
+class Stats:
+  wave_instructions: int
+  workgroups: int
+  waves: int
+
+
+@dataclass
+class Launch:
+  """Everything a dispatch needs besides memory and the grid."""
+  pc: int
+  user_sgprs: list[int]
+  wave64: bool = False
+  lds_bytes: int = 0
+  scratch_bytes_per_lane: int = 0
+  tgid_enable: tuple[bool, bool, bool] = (True, True, True)
+  scratch_offset_sgpr: bool = False
+  mode: int = DEFAULT_MODE
+
+
+_programs: dict[tuple[int, int, bool], Program] = {}
+
+
+def program_for(mem, pc: int, wave64: bool) -> Program:
+  key = (id(mem), pc, wave64)
+  p = _programs.get(key)
+  if p is None or p.mem is not mem or not p.still_valid():
+    p = Program(mem, pc, wave64)
+    p.build()
+    _programs[key] = p
+  return p
+
+
+def _describe(p: Program, pc: int) -> str:
+  inst = p.insts.get(pc)
+  if inst is None: return "<no instruction>"
+  try:
+    from emu.rdna3.disasm import disasm
+    return disasm(p.raw[pc])[0]
+  except (ImportError, Exception):   # the disassembler is a convenience here; never mask the real error
+    return f"{inst.name} {inst.fields}"
+
+
+def execute(mem: memory.GpuMemory, launch: Launch, grid: tuple[int, int, int], block: tuple[int, int, int],
+            max_instructions: int = 0) -> Stats:
+  grid, block = tuple(int(g) for g in grid), tuple(int(b) for b in block)
+  if len(grid) != 3 or len(block) != 3 or min(grid) < 1 or min(block) < 1:
+    raise ValueError(f"grid {grid} and block {block} must be three positive sizes")
+  nthreads = block[0] * block[1] * block[2]
+  if nthreads > 1024: raise ValueError(f"block {block} has {nthreads} work-items; a workgroup holds at most 1024")
+  if not 0 <= launch.lds_bytes <= MAX_LDS: raise ValueError(f"lds_bytes={launch.lds_bytes} is outside 0..{MAX_LDS}")
+  nsys = sum(launch.tgid_enable) + launch.scratch_offset_sgpr
+  if len(launch.user_sgprs) + nsys > 32 or len(launch.user_sgprs) > 32:
+    raise ValueError(f"{len(launch.user_sgprs)} user SGPRs (+{nsys} system SGPRs) is more than the 32 a wave can receive")
+  lanes = 64 if launch.wave64 else 32
+  nwaves = (nthreads + lanes - 1) // lanes
+  f = ffi()
+  p = program_for(mem, launch.pc, launch.wave64)
+  sched = runtime(launch.wave64)
+  d = f.new("dispatch_t *")
+  d.grid, d.block, d.wave64, d.nuser = list(grid), list(block), int(launch.wave64), len(launch.user_sgprs)
+  d.user[0:len(launch.user_sgprs)] = [v & 0xFFFFFFFF for v in launch.user_sgprs]
+  d.tgid_en, d.scratch_off_en = [int(x) for x in launch.tgid_enable], int(launch.scratch_offset_sgpr)
+  d.shared_hi, d.private_hi, d.mode, d.entry = SHARED_HI, PRIVATE_HI, launch.mode, launch.pc
+  d.lds_bytes, d.scratch_per_lane, d.max_instructions = launch.lds_bytes, launch.scratch_bytes_per_lane, max_instructions
+  keep = []
+  if launch.lds_bytes: keep.append(lds := f.new("uint8_t[]", launch.lds_bytes)); d.lds = lds
+  if launch.scratch_bytes_per_lane:
+    keep.append(scr := f.new("uint8_t[]", nwaves * lanes * launch.scratch_bytes_per_lane)); d.scratch = scr
+  keep.append(waves := f.new("wave_t[]", nwaves)); d.waves, d.nwaves = waves, nwaves
+  error: list[BaseException] = []
+
+  def miss(dp, addr, write):
+    try: run = mem.lookup(int(addr), bool(write))
+    except BaseException as e:   # a GPU model's own error: re-raised after the dispatch stops
+      error.append(e)
+      return 1
+    if run is None: return 1
+    dp.fill.va, dp.fill.len, dp.fill.host = run[0], run[1], f.cast("uint8_t *", run[2])
+    return 0
+  keep.append(cb := f.callback("int(dispatch_t *, uint64_t, uint32_t)", miss)); d.miss = cb
+  while True:
+    d.code_base, d.blocks, d.nblocks = p.base, p.blocks, p.nblocks
+    rc = sched.dispatch_run(d)
+    if error: raise error[0]
+    if rc == STOP_NONE: break
+    wg = tuple(d.wg)
+    pc = int(d.stop_pc)
+    where = f"workgroup {wg} wave {int(d.stop_wave)} at PC {pc:#x}"
+    if rc == STOP_NOBLOCK:
+      if pc in p.leaders or pc in p.problems:
+        raise WaveTrap(f"{where}: cannot run code there ({p.problems.get(pc, 'no block')})", wg, int(d.stop_wave), pc, "")
+      try: p.add(pc)
+      except memory.MemoryFault as e: raise WaveFault(f"{where}: jumped to unmapped code", wg, int(d.stop_wave), pc, "", pc) from e
+      p.build()
+      continue
+    text = _describe(p, pc)
+    if rc == STOP_FAULT:
+      space, addr = SPACES.get(int(d.stop_arg), "memory"), int(d.stop_addr)
+      limit = {1: f" (each lane has {launch.scratch_bytes_per_lane} bytes)", 2: f" (the workgroup has {launch.lds_bytes} bytes)"}.get(int(d.stop_arg), " (not mapped)")
+      raise WaveFault(f"{where}: `{text}` faulted on {space} address {addr:#x}{limit}", wg, int(d.stop_wave), pc, text, addr)
+    if rc == STOP_TRAP: raise WaveTrap(f"{where}: `{text}` trapped (s_trap {int(d.stop_arg)}; no trap handler is modelled)", wg, int(d.stop_wave), pc, text)
+    if rc == STOP_HALT: raise WaveTrap(f"{where}: `{text}` halted the wave (on hardware the dispatch would hang)", wg, int(d.stop_wave), pc, text)
+    if rc == STOP_LIMIT: raise InstructionLimit(f"{where}: more than {max_instructions} wave-instructions executed", wg, int(d.stop_wave), pc, text)
+    why = p.problems.get(pc) if int(d.stop_arg) in (ILLEGAL_UNSUPPORTED, ILLEGAL_DECODE) else ILLEGAL.get(int(d.stop_arg))
+    raise WaveTrap(f"{where}: `{text}` cannot be executed: {why}", wg, int(d.stop_wave), pc, text)
+  del keep
+  return Stats(int(d.instructions), grid[0] * grid[1] * grid[2], grid[0] * grid[1] * grid[2] * nwaves)
+
+
+def run(mem: memory.GpuMemory, pc: int, grid=(1, 1, 1), block=(32, 1, 1), user_sgprs=(), lds_bytes: int = 0,
+        scratch_bytes_per_lane: int = 0, wave64: bool = False, max_instructions: int = 0) -> Stats:
+  """Run raw machine code at `pc`: s0.. = user_sgprs, then the workgroup ids x, y, z; v0 = x | y << 10 | z << 20."""
+  return execute(mem, Launch(pc, list(user_sgprs), wave64, lds_bytes, scratch_bytes_per_lane), grid, block, max_instructions)
+
+
+@dataclass(frozen=True)
+class KernelDescriptor:
+  group_segment_size: int
+  private_segment_size: int
+  kernarg_size: int
+  entry_offset: int
+  rsrc1: int
+  rsrc2: int
+  rsrc3: int
+  properties: int
+
+  @classmethod
+  def parse(cls, raw: bytes) -> "KernelDescriptor":
+    if len(raw) < 64: raise ValueError(f"a kernel descriptor is 64 bytes, got {len(raw)}")
+    g, p, k, _, entry = struct.unpack_from("<IIIIq", raw, 0)
+    rsrc3, rsrc1, rsrc2, props = struct.unpack_from("<IIIH", raw, 44)
+    return cls(g, p, k, entry, rsrc1, rsrc2, rsrc3, props)
+
+  @property
+  def wave64(self) -> bool: return not self.properties >> 10 & 1
+
+  @property
+  def mode(self) -> int:
+    """Initial MODE: denorm fields from rsrc1 [19:16], IEEE from rsrc1 [23]; rounding from rsrc1 [15:12]."""
+    return ((self.rsrc1 >> 12) & 0xF) | ((self.rsrc1 >> 16) & 0xF) << 4 | ((self.rsrc1 >> 23) & 1) << 9
+
+
+def dispatch(mem: memory.GpuMemory, kd_addr: int, grid: tuple[int, int, int], block: tuple[int, int, int], *,
+             kernarg_ptr: int = 0, dispatch_ptr: int = 0, queue_ptr: int = 0, dispatch_id: int = 0,
+             lds_bytes: int | None = None, scratch_bytes_per_lane: int | None = None, max_instructions: int = 0) -> Stats:
+  """Dispatch the kernel whose 64-byte descriptor is at `kd_addr` (the AMD GPU model's entry point).
+  `grid` counts workgroups. LDS defaults to the descriptor's group segment (plus any dynamic size the caller
+  adds), scratch to its private segment size."""
+  kd = KernelDescriptor.parse(memory.read(mem, kd_addr, 64))
+  user: list[int] = []
+  props = kd.properties
+  if props & 1: raise O.Unsupported("kernels that use the private segment buffer (flat scratch via a V#) are not supported; "
+                                    "compile for gfx11 with architected scratch")
+  for bit, vals in ((1, (dispatch_ptr, dispatch_ptr >> 32)), (2, (queue_ptr, queue_ptr >> 32)),
+                    (3, (kernarg_ptr, kernarg_ptr >> 32)), (4, (dispatch_id, dispatch_id >> 32)), (5, (0, 0))):
+    if props >> bit & 1: user += [v & 0xFFFFFFFF for v in vals]
+  if props >> 6 & 1: user.append(kd.private_segment_size)
+  count = (kd.rsrc2 >> 1) & 0x1F
+  if len(user) > count: raise ValueError(f"kernel descriptor enables {len(user)} user SGPRs but USER_SGPR_COUNT is {count}")
+  user += [0] * (count - len(user))
+  if kd.rsrc2 >> 10 & 1: raise O.Unsupported("ENABLE_SGPR_WORKGROUP_INFO is not supported")
+  launch = Launch(kd_addr + kd.entry_offset, user, kd.wave64,
+                  kd.group_segment_size if lds_bytes is None else lds_bytes,
+                  kd.private_segment_size if scratch_bytes_per_lane is None else scratch_bytes_per_lane,
+                  tuple(bool(kd.rsrc2 >> b & 1) for b in (7, 8, 9)), bool(kd.rsrc2 & 1), kd.mode)
+  return execute(mem, launch, grid, block, max_instructions)

@@ -1,0 +1,144 @@
+"""A kernel's reachable code, decoded once and compiled to C: one function per basic block.
+
+Discovery follows control flow from the entry PC (branch targets, fall-through, call return points);
+indirect jumps (s_setpc / s_swappc) to a PC without a block stop the dispatch, which adds that PC and
+rebuilds. Blocks end at branches, s_endpgm, s_barrier, s_trap, calls and at the next block's start.
+The C is position independent (PCs are offsets from the code base) and cached on disk by content.
+"""
+from __future__ import annotations
+import os
+from functools import cache
+from cffi import FFI
+from emu.rdna3 import cc, memory, operands as O
+from emu.rdna3 import gen_scalar, gen_vector, gen_memory, gen_packed
+from emu.rdna3.decode import decode, DecodeError, Inst
+
+C_DIR = os.path.join(os.path.dirname(__file__), "c")
+HEADERS = ("core.h", "float.h", "valu.h", "wave.h")
+MAX_SPAN = 16 << 20      # largest code span (bytes) one program may cover
+ILLEGAL_UNSUPPORTED, ILLEGAL_DECODE = 7, 8
+
+
+@cache
+def _src(name: str) -> str:
+  with open(os.path.join(C_DIR, name)) as f: return f.read()
+
+
+@cache
+def runtime(wave64: bool):
+  """The scheduler (c/sched.c) for one wave size, compiled once."""
+  lanes = 64 if wave64 else 32
+  src = "\n".join([f"#define W {lanes}", "#include <stdint.h>", _src("state.h"), *map(_src, HEADERS), _src("sched.c")])
+  return ffi().dlopen(cc.build(src, f"sched{lanes}"))
+
+
+@cache
+def ffi() -> FFI:
+  f = FFI()
+  f.cdef(_src("state.h"))
+  return f
+
+
+def gen_inst(inst: Inst, pc: int, nxt: int, wave64: bool) -> str:
+  """C statements for one instruction at code offset `pc` (`nxt` = offset of the next one)."""
+  e = inst.enc
+  if e in ("SOP1", "SOP2", "SOPK", "SOPC", "SOPP", "SMEM"): return gen_scalar.gen(inst, pc, nxt)
+  if e in ("VOP1", "VOP2", "VOPC", "VOP3", "VOP3SD"): return gen_vector.gen(inst, wave64, pc)
+  if e == "VOPD": return gen_vector.gen_vopd(inst)
+  if e == "VOP3P": return gen_packed.gen(inst)
+  if e in ("DS", "FLAT", "GLOBAL", "SCRATCH", "MUBUF"): return gen_memory.gen(inst, pc, wave64)
+  raise O.Unsupported(f"{e} instructions ({inst.op}) are not supported by the emulator")
+
+
+class Program:
+  """Decoded code reachable from `entry` (absolute GPU addresses), compiled for one wave size."""
+
+  def __init__(self, mem: memory.GpuMemory, entry: int, wave64: bool):
+    self.mem, self.wave64, self.entry = mem, wave64, entry
+    self.insts: dict[int, Inst] = {}
+    self.raw: dict[int, bytes] = {}
+    self.leaders: set[int] = set()
+    self.problems: dict[int, str] = {}      # pc -> why the instruction there cannot run
+    self.lib = None
+    self.base = 0
+    self.add(entry)
+
+  # ---- discovery ----
+  def _fetch(self, pc: int) -> bytes:
+    """Up to 16 bytes of code at pc (fewer at the end of a mapped run)."""
+    run = self.mem.lookup(pc, False)
+    if run is None: raise memory.MemoryFault(f"instruction fetch at {pc:#x}: address not mapped")
+    start, length, host = run
+    return memory.read(self.mem, pc, min(16, start + length - pc))
+
+  def add(self, pc: int) -> None:
+    """Make `pc` a block start and decode everything newly reachable from it."""
+    self.leaders.add(pc)
+    work = [pc]
+    while work:
+      pc = work.pop()
+      while pc not in self.insts and pc not in self.problems:
+        try:
+          code = self._fetch(pc)
+          inst = decode(code)
+        except (DecodeError, memory.MemoryFault) as e:
+          self.problems[pc] = f"cannot decode the instruction: {e}"
+          break
+        self.insts[pc], self.raw[pc] = inst, code[:inst.size]
+        nxt = pc + inst.size
+        if gen_scalar.ends_block(inst):
+          for t in gen_scalar.successors(inst, pc, nxt):
+            if t not in self.leaders: self.leaders.add(t); work.append(t)
+          break
+        pc = nxt
+
+  # ---- code generation ----
+  def source(self) -> str:
+    pcs = sorted(self.insts)
+    self.base = min(pcs + sorted(self.problems)) & ~0xFF
+    end = max([p + self.insts[p].size for p in pcs] + [p + 4 for p in self.problems])
+    if end - self.base > MAX_SPAN: raise O.Unsupported(f"code spans {end - self.base:#x} bytes (more than {MAX_SPAN:#x})")
+    out = [f"#define W {64 if self.wave64 else 32}", "#include <stdint.h>", _src("state.h"), *map(_src, HEADERS)]
+    table = []
+    for lead in sorted(self.leaders):
+      out.append(self._block(lead))
+      table.append(f"[{(lead - self.base) >> 2}] = b_{lead - self.base:x}")
+    words = (end - self.base + 3) >> 2
+    out.append(f"static void (*const BLOCKS[{words}])(wave_t *) = {{{', '.join(table)}}};")
+    out.append(f"void (*const *program_blocks(uint64_t *n))(wave_t *) {{ *n = {words}; return BLOCKS; }}")
+    return "\n".join(out)
+
+  def _block(self, lead: int) -> str:
+    body, pc, n = [], lead, 0
+    while True:
+      off = pc - self.base
+      if pc in self.problems or pc not in self.insts:
+        if pc not in self.problems: self.problems[pc] = "no instruction was decoded here"
+        body.append(f"STOP(STOP_ILLEGAL, BASE + {off:#x}, {ILLEGAL_DECODE});")
+        break
+      inst = self.insts[pc]
+      nxt = pc + inst.size
+      try: code = gen_inst(inst, off, nxt - self.base, self.wave64)
+      except O.Unsupported as e:
+        self.problems[pc] = str(e)
+        code = f"STOP(STOP_ILLEGAL, BASE + {off:#x}, {ILLEGAL_UNSUPPORTED});"
+      body.append(f"/* {off:#x}: {inst.name} */ {code}")
+      n += 1
+      if gen_scalar.ends_block(inst) or pc in self.problems: break
+      pc = nxt
+      if pc in self.leaders:
+        body.append(f"w->pc = BASE + {pc - self.base:#x}; return;")
+        break
+    # count the block's instructions up front (a fault or stop inside it over-counts by the rest)
+    return f"static void b_{lead - self.base:x}(wave_t *w) {{\n  w->d->instructions += {n};\n  " + "\n  ".join(body) + "\n}"
+
+  def build(self) -> None:
+    self.lib = ffi().dlopen(cc.build(self.source(), "wave64" if self.wave64 else "wave32"))
+    n = ffi().new("uint64_t *")
+    self.blocks = self.lib.program_blocks(n)
+    self.nblocks = n[0]
+
+  def still_valid(self) -> bool:
+    """True if the code in memory is still the code this program was built from."""
+    try: return all(memory.read(self.mem, pc, len(raw)) == raw for pc, raw in self.raw.items())
+    except memory.MemoryFault: return False
