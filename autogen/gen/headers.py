@@ -33,6 +33,8 @@ SOURCE_MEMBERS = sorted([
   "drivers/gpu/drm/amd/include/v11_structs.h",
   "drivers/gpu/drm/amd/include/soc21_enum.h",
   "drivers/gpu/drm/amd/amdgpu/amdgpu_ucode.h",
+  "drivers/gpu/drm/amd/amdgpu/amdgpu_psp.h",
+  "drivers/gpu/drm/amd/amdgpu/amdgpu_vm.h",
   "drivers/gpu/drm/amd/amdgpu/amdgpu_socbb.h",
   "drivers/gpu/drm/amd/amdgpu/psp_gfx_if.h",
   "drivers/gpu/drm/amd/amdgpu/nvd.h",

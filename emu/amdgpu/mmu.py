@@ -12,12 +12,13 @@ from typing import Callable
 
 import numpy as np
 
+from autogen.amd import amdgpu_vm as vm
 from emu.amdgpu.vram import VRAM
 from emu.pci import DMASpace, DMAFault
 
-PTE_VALID, PTE_SYSTEM, PTE_SNOOPED = 1 << 0, 1 << 1, 1 << 2
-PTE_EXECUTABLE, PTE_READABLE, PTE_WRITEABLE = 1 << 4, 1 << 5, 1 << 6
-PDE_PTE = 1 << 54
+PTE_VALID, PTE_SYSTEM, PTE_SNOOPED = vm.AMDGPU_PTE_VALID, vm.AMDGPU_PTE_SYSTEM, vm.AMDGPU_PTE_SNOOPED
+PTE_EXECUTABLE, PTE_READABLE, PTE_WRITEABLE = vm.AMDGPU_PTE_EXECUTABLE, vm.AMDGPU_PTE_READABLE, vm.AMDGPU_PTE_WRITEABLE
+PDE_PTE = vm.AMDGPU_PDE_PTE
 ADDR_MASK = ((1 << 48) - 1) & ~0xFFF
 LEVEL_SHIFTS = (39, 30, 21, 12)
 
