@@ -94,6 +94,8 @@ class VFIOModel:
     the other functions of its IOMMU group -> their drivers (sysfs only, not served); `vfio_loaded=False`: no
     vfio modules (no /dev/vfio); `denied`: device files this user may not open; `memlock`: RLIMIT_MEMLOCK in
     bytes for pinned DMA memory (None: unlimited, as with CAP_IPC_LOCK)."""
+    if not isinstance(function, PCIFunction):
+      raise TypeError(f"the VFIO model serves an emu.pci.PCIFunction, not {type(function).__name__}")
     self.function, self.group, self.noiommu, self.driver = function, group, noiommu, driver
     self.iommu_type = {V.VFIO_NOIOMMU_IOMMU} if noiommu else {V.VFIO_TYPE1_IOMMU, V.VFIO_TYPE1v2_IOMMU}
     self.members = {function.bus: driver, **(peers or {})} if iommu else {}

@@ -285,3 +285,8 @@ def test_open_pci_without_vfio_loaded_uses_sysfs_and_says_modprobe(tmp_path):
   _, k = fake_vfio(vfio_loaded=False)
   with pytest.warns(RuntimeWarning, match=r"/dev/vfio/vfio is missing \(`modprobe vfio-pci` to use VFIO\)"):
     open_pci(BUS, "am", kernel=k, sysfs=str(tmp_path)).close()
+
+
+def test_the_model_serves_pci_functions_only():
+  with pytest.raises(TypeError, match="the VFIO model serves an emu.pci.PCIFunction, not object"):
+    kernel_interface("vfio", function=object())
