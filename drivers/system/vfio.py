@@ -13,7 +13,7 @@ from __future__ import annotations
 import ctypes, errno, warnings
 
 from autogen import vfio as V
-from drivers.hcq.alloc import RangeAllocator
+from drivers.system.alloc import RangeAllocator
 from drivers.system.dma import DMAMemory, alloc_pinned, round_up, PAGE
 from drivers.system.kernel import KernelInterface, OSKernel
 from drivers.system.mmio import MMIO, CallbackMMIO
