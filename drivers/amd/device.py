@@ -130,6 +130,8 @@ class AMDProgram(Program):
     self.code_va = self.image.va + k.code_offset
     if self.code_va % 256: raise CodeObjectError(f"kernel {name} code is not 256-byte aligned ({self.code_va:#x})")
     device.ensure_scratch(k.descriptor.private_segment_fixed_size)
+    self.pm4_templates: dict = {}
+    self.n_user_sgprs = 2 * bool(props & KCP_DISPATCH_PTR) + 2 * bool(props & KCP_KERNARG_SEGMENT_PTR) + bool(props & KCP_PRIVATE_SEGMENT_SIZE)
     weakref.finalize(self, device.free_owned, self.image)
 
   def args_size(self, n_bufs: int, n_vals: int) -> int: return self.kernel.kernarg_segment_size
