@@ -136,11 +136,12 @@ def execute(mem: memory.GpuMemory, launch: Launch, grid: tuple[int, int, int], b
     pc = int(d.stop_pc)
     where = f"workgroup {wg} wave {int(d.stop_wave)} at PC {pc:#x}"
     if rc == STOP_NOBLOCK:
-      if pc in p.leaders or pc in p.problems:
-        raise WaveTrap(f"{where}: cannot run code there ({p.problems.get(pc, 'no block')})", wg, int(d.stop_wave), pc, "")
-      try: p.add(pc)
-      except memory.MemoryFault as e: raise WaveFault(f"{where}: jumped to unmapped code", wg, int(d.stop_wave), pc, "", pc) from e
-      p.build()
+      if mem.lookup(pc, False) is None: raise WaveFault(f"{where}: jumped to unmapped address {pc:#x}", wg, int(d.stop_wave), pc, "", pc)
+      if pc in p.leaders or pc & 3:
+        raise WaveTrap(f"{where}: cannot run code at {pc:#x} ({p.problems.get(pc, 'not a valid instruction address')})", wg, int(d.stop_wave), pc, "")
+      p.add(pc)
+      try: p.build()
+      except O.Unsupported as e: raise WaveTrap(f"{where}: jumped to {pc:#x}: {e}", wg, int(d.stop_wave), pc, "") from e
       continue
     text = _describe(p, pc)
     if rc == STOP_FAULT:

@@ -164,7 +164,8 @@ def cross_lane(op: str, f: dict, off: int) -> str:
     return "{ const u64 ex = EXEC; u32 t_[W]; " \
            f"for (int l = 0; l < W; l++) {{ int s = ((V({addr}, l) + {off}) >> 2) & (W - 1); t_[l] = ((ex >> s) & 1) ? V({d0}, s) : 0; }} " \
            f"for (int l = 0; l < W; l++) if ((ex >> l) & 1) V({vdst}, l) = t_[l]; }}"
-  # ds_swizzle_b32: offset[15] = 1 -> quad permute (offset[7:0]); offset[15] = 0 -> and/or/xor masks within 32 lanes
+  # ds_swizzle_b32 (data in the ADDR field): offset[15] = 1 -> quad permute (offset[7:0]); offset[15] = 0 ->
+  # and/or/xor lane masks within each group of 32 lanes
   if off & 0x8000:
     if off & 0x6000: raise O.Unsupported(f"ds_swizzle_b32 rotate/FFT mode (offset {off:#x}) is not supported")
     src = f"((l & ~3) | (({off & 0xFF:#x} >> ((l & 3) * 2)) & 3))"
@@ -172,7 +173,7 @@ def cross_lane(op: str, f: dict, off: int) -> str:
     a, o, x = off & 0x1F, (off >> 5) & 0x1F, (off >> 10) & 0x1F
     src = f"((l & ~31) | ((((l & 31) & {a}) | {o}) ^ {x}))"
   return "{ const u64 ex = EXEC; u32 t_[W]; " \
-         f"for (int l = 0; l < W; l++) {{ int s = {src}; t_[l] = ((ex >> s) & 1) ? V({d0}, s) : 0; }} " \
+         f"for (int l = 0; l < W; l++) {{ int s = {src}; t_[l] = ((ex >> s) & 1) ? V({addr}, s) : 0; }} " \
          f"for (int l = 0; l < W; l++) if ((ex >> l) & 1) V({vdst}, l) = t_[l]; }}"
 
 
@@ -197,9 +198,9 @@ def mubuf(inst, pc: int) -> str:
   # stores and atomics are dropped; the swizzled layout is not modelled
   head = [f"u64 base = S64({r}) & 0xffffffffffffull; u32 stride = (S({r + 1}) >> 16) & 0x3fff, nr = S({r + 2}), oob = (S({r + 3}) >> 28) & 3;",
           f"if (S({r + 1}) >> 30) STOP(STOP_ILLEGAL, BASE + {pc:#x}, 6);",
-          f"u32 ix = {idx}; u64 o = (u64){voff} + {f['offset']};",
-          f"int out = oob == 3 ? o + (u64)ix * stride + {n} > nr : oob == 2 ? nr == 0 : oob == 1 ? ix >= nr : (ix >= nr || (stride && o >= stride));",
-          f"u64 a = base + {soff} + o + (u64)ix * stride;"]
+          f"u32 ix = {idx}; u64 bo = (u64){voff} + {f['offset']};",
+          f"int out = oob == 3 ? bo + (u64)ix * stride + {n} > nr : oob == 2 ? nr == 0 : oob == 1 ? ix >= nr : (ix >= nr || (stride && bo >= stride));",
+          f"u64 a = base + {soff} + bo + (u64)ix * stride;"]
   if "_load_" in op:
     zero = ["if (out) {", *(f"V({f['vdata'] + i}, l) = 0;" for i in range(max(1, n // 4)) if "_d16_" not in op), "continue; }"]
     return lane_mem_loop(head + zero + load_body(op, f["vdata"], "gld(w, a, P, N)", fail))
