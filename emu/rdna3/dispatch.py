@@ -10,9 +10,10 @@ this order when enabled: private segment buffer (4) [0], dispatch ptr (2) [1], q
 ptr (2) [3], dispatch id (2) [4], flat scratch init (2) [5], private segment size (1) [6]; wave32 [10].
 """
 from __future__ import annotations
-import struct
+import struct, weakref
 from dataclasses import dataclass
 from emu.rdna3 import memory, operands as O
+from emu.rdna3.disasm import disasm
 from emu.rdna3.program import Program, ffi, runtime, ILLEGAL_UNSUPPORTED, ILLEGAL_DECODE
 from emu.rdna3.gen_scalar import ILLEGAL_ROUND_MODE, ILLEGAL_CODE_END, ILLEGAL_HWREG, ILLEGAL_MOVREL
 
@@ -66,27 +67,22 @@ class Launch:
   mode: int = DEFAULT_MODE
 
 
-_programs: dict[tuple[int, int, bool], Program] = {}
+# compiled programs per memory object (dropped with it), by (entry pc, wave64)
+_programs: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def program_for(mem, pc: int, wave64: bool) -> Program:
-  key = (id(mem), pc, wave64)
-  p = _programs.get(key)
-  if p is None or p.mem is not mem or not p.still_valid():
+  progs = _programs.setdefault(mem, {})
+  p = progs.get((pc, wave64))
+  if p is None or not p.still_valid(mem):
     p = Program(mem, pc, wave64)
     p.build()
-    _programs[key] = p
+    progs[(pc, wave64)] = p
   return p
 
 
 def _describe(p: Program, pc: int) -> str:
-  inst = p.insts.get(pc)
-  if inst is None: return "<no instruction>"
-  try:
-    from emu.rdna3.disasm import disasm
-    return disasm(p.raw[pc])[0]
-  except (ImportError, Exception):   # the disassembler is a convenience here; never mask the real error
-    return f"{inst.name} {inst.fields}"
+  return disasm(p.raw[pc])[0] if pc in p.raw else "<no instruction decoded here>"
 
 
 def execute(mem: memory.GpuMemory, launch: Launch, grid: tuple[int, int, int], block: tuple[int, int, int],
@@ -139,7 +135,7 @@ def execute(mem: memory.GpuMemory, launch: Launch, grid: tuple[int, int, int], b
       if mem.lookup(pc, False) is None: raise WaveFault(f"{where}: jumped to unmapped address {pc:#x}", wg, int(d.stop_wave), pc, "", pc)
       if pc in p.leaders or pc & 3:
         raise WaveTrap(f"{where}: cannot run code at {pc:#x} ({p.problems.get(pc, 'not a valid instruction address')})", wg, int(d.stop_wave), pc, "")
-      p.add(pc)
+      p.add(mem, pc)
       try: p.build()
       except O.Unsupported as e: raise WaveTrap(f"{where}: jumped to {pc:#x}: {e}", wg, int(d.stop_wave), pc, "") from e
       continue

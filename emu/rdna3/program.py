@@ -6,7 +6,7 @@ rebuilds. Blocks end at branches, s_endpgm, s_barrier, s_trap, calls and at the 
 The C is position independent (PCs are offsets from the code base) and cached on disk by content.
 """
 from __future__ import annotations
-import os
+import os, re
 from functools import cache
 from cffi import FFI
 from emu.rdna3 import cc, memory, operands as O
@@ -39,8 +39,24 @@ def ffi() -> FFI:
   return f
 
 
+REG_REFS = re.compile(r"\b(V64|SETV64|V|S64|SET64|S|LANEMASK|SETMASK)\((\d+)")
+
+
+def check_registers(c: str) -> str:
+  """Reject an instruction whose register range runs past the VGPR (256) or SGPR (128) file."""
+  for kind, n in REG_REFS.findall(c):
+    last = int(n) + (1 if kind in ("V64", "SETV64", "S64", "SET64") else 0)
+    if last >= (256 if kind in ("V", "V64", "SETV64") else 128):
+      raise O.Unsupported(f"register {'v' if kind.startswith(('V', 'SETV')) else 's'}{last} is outside the register file")
+  return c
+
+
 def gen_inst(inst: Inst, pc: int, nxt: int, wave64: bool) -> str:
   """C statements for one instruction at code offset `pc` (`nxt` = offset of the next one)."""
+  return check_registers(_gen(inst, pc, nxt, wave64))
+
+
+def _gen(inst: Inst, pc: int, nxt: int, wave64: bool) -> str:
   e = inst.enc
   if e in ("SOP1", "SOP2", "SOPK", "SOPC", "SOPP", "SMEM"): return gen_scalar.gen(inst, pc, nxt)
   if e in ("VOP1", "VOP2", "VOPC", "VOP3", "VOP3SD"): return gen_vector.gen(inst, wave64, pc)
@@ -54,24 +70,25 @@ class Program:
   """Decoded code reachable from `entry` (absolute GPU addresses), compiled for one wave size."""
 
   def __init__(self, mem: memory.GpuMemory, entry: int, wave64: bool):
-    self.mem, self.wave64, self.entry = mem, wave64, entry
+    self.wave64, self.entry = wave64, entry
     self.insts: dict[int, Inst] = {}
     self.raw: dict[int, bytes] = {}
     self.leaders: set[int] = set()
     self.problems: dict[int, str] = {}      # pc -> why the instruction there cannot run
     self.lib = None
     self.base = 0
-    self.add(entry)
+    self.add(mem, entry)
 
   # ---- discovery ----
-  def _fetch(self, pc: int) -> bytes:
+  @staticmethod
+  def _fetch(mem: memory.GpuMemory, pc: int) -> bytes:
     """Up to 16 bytes of code at pc (fewer at the end of a mapped run)."""
-    run = self.mem.lookup(pc, False)
+    run = mem.lookup(pc, False)
     if run is None: raise memory.MemoryFault(f"instruction fetch at {pc:#x}: address not mapped")
-    start, length, host = run
-    return memory.read(self.mem, pc, min(16, start + length - pc))
+    start, length, _ = run
+    return memory.read(mem, pc, min(16, start + length - pc))
 
-  def add(self, pc: int) -> None:
+  def add(self, mem: memory.GpuMemory, pc: int) -> None:
     """Make `pc` a block start and decode everything newly reachable from it."""
     self.leaders.add(pc)
     work = [pc]
@@ -79,7 +96,7 @@ class Program:
       pc = work.pop()
       while pc not in self.insts and pc not in self.problems:
         try:
-          code = self._fetch(pc)
+          code = self._fetch(mem, pc)
           inst = decode(code)
         except (DecodeError, memory.MemoryFault) as e:
           self.problems[pc] = f"cannot decode the instruction: {e}"
@@ -134,11 +151,20 @@ class Program:
 
   def build(self) -> None:
     self.lib = ffi().dlopen(cc.build(self.source(), "wave64" if self.wave64 else "wave32"))
+    self._spans = self.spans()
     n = ffi().new("uint64_t *")
     self.blocks = self.lib.program_blocks(n)
     self.nblocks = n[0]
 
-  def still_valid(self) -> bool:
+  def spans(self) -> list[tuple[int, bytes]]:
+    """The decoded code as contiguous (address, bytes) runs."""
+    out: list[tuple[int, bytes]] = []
+    for pc in sorted(self.raw):
+      if out and out[-1][0] + len(out[-1][1]) == pc: out[-1] = (out[-1][0], out[-1][1] + self.raw[pc])
+      else: out.append((pc, self.raw[pc]))
+    return out
+
+  def still_valid(self, mem: memory.GpuMemory) -> bool:
     """True if the code in memory is still the code this program was built from."""
-    try: return all(memory.read(self.mem, pc, len(raw)) == raw for pc, raw in self.raw.items())
+    try: return all(memory.read(mem, pc, len(raw)) == raw for pc, raw in self._spans)
     except memory.MemoryFault: return False

@@ -289,3 +289,11 @@ def test_running_off_the_end_reports_the_pc():
   pc = mem.alloc(len(code)); mem.write(pc, code)
   with pytest.raises(WaveTrap, match="s_code_end") as e: run(mem, pc=pc)
   assert e.value.pc == pc + 4
+
+
+def test_register_range_past_the_file_is_reported():
+  from exec_helpers import raw
+  mem = Memory()
+  code = assemble(raw("global_load_b128 v[250:253], v0, s[0:1]", 0, 4 << 24) + "\ns_endpgm")   # vdst v254: v[254:257]
+  pc = mem.alloc(len(code)); mem.write(pc, code)
+  with pytest.raises(WaveTrap, match="v257 is outside the register file"): run(mem, pc=pc)
