@@ -296,4 +296,4 @@ def test_register_range_past_the_file_is_reported():
   mem = Memory()
   code = assemble(raw("global_load_b128 v[250:253], v0, s[0:1]", 0, 4 << 24) + "\ns_endpgm")   # vdst v254: v[254:257]
   pc = mem.alloc(len(code)); mem.write(pc, code)
-  with pytest.raises(WaveTrap, match="v257 is outside the register file"): run(mem, pc=pc)
+  with pytest.raises(WaveTrap, match="v256 is outside the register file"): run(mem, pc=pc)
