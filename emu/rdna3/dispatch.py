@@ -205,6 +205,7 @@ def dispatch(mem: memory.GpuMemory, kd_addr: int, grid: tuple[int, int, int], bl
   if len(user) > count: raise ValueError(f"kernel descriptor enables {len(user)} user SGPRs but USER_SGPR_COUNT is {count}")
   user += [0] * (count - len(user))
   if kd.rsrc2 >> 10 & 1: raise O.Unsupported("ENABLE_SGPR_WORKGROUP_INFO is not supported")
+  if kd.mode & 0xF: raise O.Unsupported(f"FLOAT_ROUND_MODE {kd.mode & 0xF:#x} in rsrc1: only round-to-nearest-even is modelled")
   launch = Launch(kd_addr + kd.entry_offset, user, kd.wave64,
                   kd.group_segment_size if lds_bytes is None else lds_bytes,
                   kd.private_segment_size if scratch_bytes_per_lane is None else scratch_bytes_per_lane,

@@ -127,6 +127,7 @@ def dpp_lane(ctrl: int) -> str | None:
 def dpp_prologue(v: Valu, t: str, wave64: bool) -> tuple[list[str], str]:
   """Lines that fill dp_[] with the permuted src0, and the write-mask expression."""
   d, lanes = v.dpp, 64 if wave64 else 32
+  if WIDTH[t] == 64: raise O.Unsupported(f"DPP on the 64-bit operand of {v.op} is not valid on gfx11")
   rd = O.vgpr(v.srcs[0], WIDTH[t], v.hi[0], lane="sl")
   if "sel" in d:   # DPP8
     sel = ", ".join(str(s) for s in d["sel"])
@@ -223,10 +224,13 @@ def lane_ops(v: Valu, wave64: bool, pc: int) -> str:
     return "{ " + f"const u64 ex = EXEC; int fl = ex ? __builtin_ctzll(ex) : 0; {_sdst(v.vdst, val)}" + " }"
   if op == "v_readlane_b32":
     sel = O.scalar(v.srcs[1], 32, v.literal)
-    return "{ " + f"int sl = ({sel}) & (W - 1); {_sdst(v.vdst, O.vgpr(v.srcs[0], 32, lane='sl'))}" + " }"
+    val = O.vgpr(v.srcs[0], 32, lane="sl") if v.srcs[0] >= 256 else O.scalar(v.srcs[0], 32, v.literal)
+    return "{ " + f"int sl = ({sel}) & (W - 1); {_sdst(v.vdst, val)}" + " }"
   if op == "v_writelane_b32":     # ignores EXEC
     sel, val = O.scalar(v.srcs[1], 32, v.literal), O.scalar(v.srcs[0], 32, v.literal)
     return "{ " + f"int sl = ({sel}) & (W - 1); V({v.vdst}, sl) = {val};" + " }"
+  if op in ("v_permlane16_b32", "v_permlanex16_b32", "v_permlane64_b32") and v.srcs[0] < 256:
+    raise O.Unsupported(f"{op} needs a VGPR source")
   if op in ("v_permlane16_b32", "v_permlanex16_b32"):
     fi, bc = int(v.hi[0]), int(v.hi[1])    # opsel[0] = fetch inactive, opsel[1] = bound control
     sel = f"({O.scalar(v.srcs[1], 32, v.literal)} | (u64){O.scalar(v.srcs[2], 32, v.literal)} << 32)"

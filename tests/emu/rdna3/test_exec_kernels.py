@@ -1,6 +1,7 @@
 """OpenCL C kernels compiled by clang-22 for gfx1100, dispatched through their kernel descriptors and checked
 against numpy (wave32 and wave64)."""
 import struct
+from fractions import Fraction
 import numpy as np
 import pytest
 from exec_helpers import compile_cl, CodeObject, buffer, read
@@ -173,3 +174,44 @@ def test_private_memory_array():
   pi, po = buffer(mem, idx), mem.alloc(256)
   co.kernel("priv", (1, 1, 1), (64, 1, 1), struct.pack("<QQ", pi, po))
   np.testing.assert_array_equal(read(mem, po, np.int32, 64), (idx & 15) * np.arange(64))
+
+
+INTMATH = f"""#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+{WG} kernel void intmath(global const int *a, global const long *b, global const double *c, global int *oi,
+                         global long *ol, global double *od, global float *of) {{
+  int i = {GID};
+  oi[i] = a[i] / (a[i + 64] | 1) + a[i] % 7 + (int)((uint)a[i] / ((uint)a[i + 64] | 1u));
+  ol[i] = b[i] / (b[i + 64] | 1) + b[i] * b[i + 64] + (b[i] >> 3) + (long)c[i];
+  od[i] = c[i] / c[i + 64] + __builtin_sqrt(__builtin_fabs(c[i])) + (double)a[i] + __builtin_fma(c[i], c[i + 64], 1.0)
+          + __builtin_floor(c[i]) + (double)b[i];
+  of[i] = (float)c[i] + (float)b[i] + __builtin_truncf((float)c[i + 64]);
+}}"""
+
+
+def _cdiv(p: int, q: int) -> int:
+  """C integer division (truncates toward zero)."""
+  r = abs(p) // abs(q)
+  return r if (p < 0) == (q < 0) else -r
+
+
+def test_integer_division_int64_and_f64_math():
+  mem, co = load(INTMATH)
+  rng = np.random.default_rng(6)
+  a = rng.integers(-2 ** 31, 2 ** 31, 128, dtype=np.int64).astype(np.int32)
+  b = rng.integers(-2 ** 62, 2 ** 62, 128, dtype=np.int64)
+  c = rng.standard_normal(128) * 1e3
+  pa, pb, pc = buffer(mem, a), buffer(mem, b), buffer(mem, c)
+  oi, ol, od, of = mem.alloc(256), mem.alloc(512), mem.alloc(512), mem.alloc(256)
+  co.kernel("intmath", (1, 1, 1), (64, 1, 1), struct.pack("<7Q", pa, pb, pc, oi, ol, od, of))
+  ai, bi = [int(v) for v in a], [int(v) for v in b]
+  want_i = [(_cdiv(ai[i], ai[64 + i] | 1) + (ai[i] - _cdiv(ai[i], 7) * 7) + (ai[i] & 0xFFFFFFFF) // ((ai[64 + i] & 0xFFFFFFFF) | 1))
+            for i in range(64)]
+  assert list(read(mem, oi, np.int32, 64)) == [(v + 2 ** 31) % 2 ** 32 - 2 ** 31 for v in want_i]
+  want_l = [_cdiv(bi[i], bi[64 + i] | 1) + bi[i] * bi[64 + i] + (bi[i] >> 3) + int(c[i]) for i in range(64)]
+  assert list(read(mem, ol, np.int64, 64)) == [(v + 2 ** 63) % 2 ** 64 - 2 ** 63 for v in want_l]
+  cx, cy = c[:64], c[64:]
+  fused = np.array([float(Fraction(p) * Fraction(q) + 1) for p, q in zip(cx, cy)])   # fma: the exact value, rounded once
+  want_d = ((((cx / cy + np.sqrt(np.abs(cx))) + a[:64]) + fused) + np.floor(cx)) + b[:64].astype(np.float64)
+  np.testing.assert_array_equal(read(mem, od, np.float64, 64), want_d)
+  np.testing.assert_array_equal(read(mem, of, np.float32, 64),
+                                (cx.astype(np.float32) + b[:64].astype(np.float32)) + np.trunc(cy.astype(np.float32)))
