@@ -6,8 +6,9 @@ PY := $(VENV)/bin/python
 setup:
 	@scripts/setup.sh
 
-demo: setup
-	$(PY) examples/queue_demo.py
+demo:
+	@HCQ_EXTRAS=test,examples scripts/setup.sh
+	$(PY) examples/digits.py
 
 test: setup
 	$(PY) -m pytest -n auto -q

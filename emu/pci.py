@@ -8,6 +8,7 @@ Config-space layout facts: PCI Local Bus Spec 3.0, section 6.1 (type-0 header); 
 """
 from __future__ import annotations
 import bisect
+import numpy as np
 from typing import Protocol
 
 PCI_VENDOR_ID, PCI_DEVICE_ID, PCI_COMMAND, PCI_STATUS = 0x00, 0x02, 0x04, 0x06
@@ -77,6 +78,12 @@ class DMASpace:
       run, off, k = self._locate(addr, data.nbytes)
       run[off:off + k] = data[:k]
       addr, data = addr + k, data[k:]
+
+  def host_run(self, addr: int) -> tuple[int, int, int]:
+    """(bus start, length, host address) of the bus-contiguous run holding `addr`, for engines that
+    access host memory directly (the shader core's compiled code)."""
+    run, off, _ = self._locate(addr, 1)
+    return addr - off, run.nbytes, np.frombuffer(run, np.uint8).ctypes.data
 
   def view(self, addr: int, n: int) -> memoryview:
     """Zero-copy view of `n` bytes at `addr`; they must lie in one bus-contiguous run."""

@@ -1,11 +1,11 @@
-"""Queue-API example: allocate, copy in, compile and run a kernel, copy out, check against numpy.
+"""Queue-API example: allocate, copy in, compile and run a kernel, copy out, check against numpy (CPU or AMD).
 
 Runs on DEV (default: the default device). Usage: python examples/queue_demo.py [N]"""
 import sys, time
 import numpy as np
 from drivers.hcq import open_device
 
-SRC = r"""
+SRC = {"c": r"""
 #include <stdint.h>
 /* out[i] = a[i] * b[i] + 1, one workgroup of lsize[0] elements per call (CPU kernel ABI) */
 void saxpy(const uint8_t *args, const uint32_t *gid, const uint32_t *lsize) {
@@ -16,7 +16,13 @@ void saxpy(const uint8_t *args, const uint32_t *gid, const uint32_t *lsize) {
     if (i < n) out[i] = a[i] * b[i] + 1.0f;
   }
 }
-"""
+""", "opencl": r"""
+/* the same kernel for a GPU: one work-item per element */
+__kernel void saxpy(__global float *out, __global const float *a, __global const float *b, int n) {
+  int i = __builtin_amdgcn_workgroup_id_x() * __builtin_amdgcn_workgroup_size_x() + __builtin_amdgcn_workitem_id_x();
+  if (i < n) out[i] = a[i] * b[i] + 1.0f;
+}
+"""}
 
 
 def main(n: int = 1 << 20) -> None:
@@ -27,7 +33,7 @@ def main(n: int = 1 << 20) -> None:
   bufs = [dev.alloc(n * 4) for _ in range(3)]
   bufs[1].copyin(a.data); bufs[2].copyin(b.data)
   t1 = time.perf_counter()
-  prg = dev.program("saxpy", dev.compiler.compile(SRC))
+  prg = dev.program("saxpy", dev.compiler.compile(SRC[dev.compiler.language]))
   t2 = time.perf_counter()
   local = 256
   kernel_s = prg(*bufs, global_size=((n + local - 1) // local,), local_size=(local,), vals=(n,), wait=True)

@@ -8,7 +8,20 @@ SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 
 # clang/lld/llvm 22 come from bookworm-security (in Debian's default sources); libusb for pyusb.
-APT_PKGS="clang-22 lld-22 llvm-22 libusb-1.0-0 libudev1 python3-venv"
+# linux-source-6.12 (bookworm-backports) carries the kernel headers autogen/ is generated from.
+APT_PKGS="clang-22 lld-22 llvm-22 libusb-1.0-0 libudev1 python3-venv linux-source-6.12"
+
+# bookworm-backports, written only if missing; packages are taken from it only when named "pkg/bookworm-backports".
+BACKPORTS=/etc/apt/sources.list.d/hcq-backports.sources
+updated=""
+if [ ! -f "$BACKPORTS" ]; then
+  echo "setup: adding $BACKPORTS"
+  printf '%s\n' "Types: deb" "URIs: http://deb.debian.org/debian" "Suites: bookworm-backports" \
+    "Components: main contrib non-free-firmware" "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg" \
+    | $SUDO tee "$BACKPORTS" >/dev/null
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q
+  updated=1
+fi
 
 missing=""
 for p in $APT_PKGS; do
@@ -16,8 +29,9 @@ for p in $APT_PKGS; do
 done
 if [ -n "$missing" ]; then
   echo "setup: installing apt packages:$missing"
-  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q
-  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $missing
+  [ -n "$updated" ] || $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+    $(echo $missing | sed 's,linux-source-6.12,linux-source-6.12/bookworm-backports,')
 fi
 
 PY=${PYTHON:-python3}
@@ -25,11 +39,16 @@ if [ ! -x "$VENV/bin/python" ]; then
   echo "setup: creating $VENV"
   "$PY" -m venv "$VENV"
 fi
-# Reinstall only when the project metadata changed since the last install.
-STAMP="$VENV/.hcq-installed"
+# Reinstall only when the project metadata changed since the last install of these extras
+# (HCQ_EXTRAS, default "test"; `make demo` adds "examples").
+EXTRAS=${HCQ_EXTRAS:-test}
+STAMP="$VENV/.hcq-installed-$(echo "$EXTRAS" | tr ',' '-')"
 if [ ! -f "$STAMP" ] || [ "$ROOT/pyproject.toml" -nt "$STAMP" ]; then
-  echo "setup: installing hcq into $VENV"
+  echo "setup: installing hcq[$EXTRAS] into $VENV"
   "$VENV/bin/python" -m pip install -q --upgrade pip
-  "$VENV/bin/python" -m pip install -q -e "$ROOT[test]"
+  "$VENV/bin/python" -m pip install -q -e "$ROOT[$EXTRAS]"
   touch "$STAMP"
 fi
+# The headers autogen/ reads: linux-libc-dev of the same version as linux-source-6.12, and the needed
+# members of the source tarball, unpacked into ~/.cache/hcq/headers (only once per version).
+"$VENV/bin/python" -m autogen.gen.headers

@@ -13,3 +13,15 @@ def _isolated_dirs(tmp_path, monkeypatch):
 
 def pytest_configure(config):
   os.environ.setdefault("XDG_CACHE_HOME", os.path.join(tempfile.gettempdir(), f"hcq-test-cache-{os.getuid()}"))
+
+
+HARDWARE = {"amd": "/dev/kfd", "nv": "/dev/nvidiactl"}
+
+
+def pytest_collection_modifyitems(config, items):
+  """@pytest.mark.hardware("amd") tests run only where that vendor's hardware (its kernel device) exists."""
+  for item in items:
+    for m in item.iter_markers("hardware"):
+      vendor = m.args[0]
+      if not os.path.exists(HARDWARE[vendor]):
+        item.add_marker(pytest.mark.skip(reason=f"needs real {vendor} hardware ({HARDWARE[vendor]} is absent)"))

@@ -368,7 +368,7 @@ OPS = {
     0x039: ('v_max_f16_e32', ('vdst:v16', 'src0:src16/f16', 'vsrc1:v16'), 'dpp=pppp'),
     0x03a: ('v_min_f16_e32', ('vdst:v16', 'src0:src16/f16', 'vsrc1:v16'), 'dpp=pppp'),
     0x03b: ('v_ldexp_f16_e32', ('vdst:v16', 'src0:src16/f16', 'vsrc1:v16'), 'dpp=pp--'),
-    0x03c: ('v_pk_fmac_f16', ('vdst:v32', 'src0:src32/pk_bf16', 'vsrc1:v32')),
+    0x03c: ('v_pk_fmac_f16', ('vdst:v32', 'src0:src32/pk_f16_rep', 'vsrc1:v32')),
   },
   "VOPC": {
     0x000: ('v_cmp_f_f16_e32', (':=vcc_lo', 'src0:src16/f16', 'vsrc1:v16'), 'dpp=pppp'),

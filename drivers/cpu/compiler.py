@@ -11,7 +11,10 @@ from drivers.hcq.compiler import Compiler, llvm_tool, run_tool
 
 # -ffp-contract=off: no fused multiply-add unless the kernel asks for it, so results match numpy's
 # separately rounded operations; the CPU device is the numerical reference for every other backend.
-CFLAGS = ["-O2", "-march=native", "-ffp-contract=off", "-fno-math-errno", "-fPIC", "-shared"]
+# -fwrapv: signed integer overflow wraps, like numpy's int32. -mprefer-vector-width=512: use all of
+# AVX-512 where the CPU has it (clang-22 -march=native on Emerald Rapids otherwise picks 256-bit vectors,
+# and crashed in x86 instruction selection on a vectorized expf kernel that way).
+CFLAGS = ["-O2", "-march=native", "-mprefer-vector-width=512", "-ffp-contract=off", "-fno-math-errno", "-fwrapv", "-fPIC", "-shared"]
 
 
 @cache

@@ -27,6 +27,8 @@ class Device:
     self._faults: list[str] = []
     self._buffers: set[Buffer] = set()
     self._lock = threading.Lock()
+    # held while a timeline value is reserved and its queue submitted, so the timeline only grows
+    self.submit_lock = threading.RLock()
     self.closed = False
     self._signals = SlotPool(self._signal_chunk, 16)
     self.timeline = self.new_signal(0, "timeline")
@@ -76,8 +78,9 @@ class Device:
 
   def _copy_sync(self, dest: Buffer, src: Buffer) -> None:
     """Device-to-device copy on the copy queue, ordered after all earlier work; blocks until done."""
-    self.copy_queue().wait(self.timeline, self.timeline_value - 1).copy(dest, src, src.size) \
-        .signal(self.timeline, v := self.next_timeline()).submit()
+    with self.submit_lock:
+      self.copy_queue().wait(self.timeline, self.timeline_value - 1).copy(dest, src, src.size) \
+          .signal(self.timeline, v := self.next_timeline()).submit()
     self.timeline.wait(v)
 
   def _transfer(self, dest: Buffer, src: Buffer) -> None:
@@ -154,7 +157,7 @@ def default_device_name() -> str:
   """DEV from the environment, else real hardware, else the emulated AMD GPU (else the CPU device)."""
   if dev := os.environ.get("DEV"): return dev
   if os.path.exists("/dev/kfd") and "AMD" in available_vendors(): return "AMD"
-  fallback = "MOCKPCI+AMD" if "AMD" in available_vendors() else "CPU"
+  fallback = importlib.import_module("drivers.amd").EMULATED if "AMD" in available_vendors() else "CPU"
   print(f"hcq: no DEV set and no GPU found; using {fallback}", file=sys.stderr)
   return fallback
 

@@ -55,14 +55,15 @@ class Graph:
           st.args.update(nb, nv)
           st.bufs, st.vals = nb, nv
       else: st.dest, st.src = replace.get(st.dest, st.dest), replace.get(st.src, st.src)
-    cq = dev.compute_queue().wait(dev.timeline, dev.timeline_value - 1)
-    for st in self.steps:
-      if isinstance(st, _Exec): cq.exec(st.prg, st.args, st.global_size, st.local_size)
-      else:
-        # copies run on the copy queue, ordered with the kernels around them through the timeline
-        cq.signal(dev.timeline, v := dev.next_timeline()).submit()
-        dev.copy_queue().wait(dev.timeline, v).copy(st.dest, st.src, st.size).signal(dev.timeline, v2 := dev.next_timeline()).submit()
-        cq = dev.compute_queue().wait(dev.timeline, v2)
-    cq.signal(dev.timeline, done := dev.next_timeline()).submit()
+    with dev.submit_lock:
+      cq = dev.compute_queue().wait(dev.timeline, dev.timeline_value - 1)
+      for st in self.steps:
+        if isinstance(st, _Exec): cq.exec(st.prg, st.args, st.global_size, st.local_size)
+        else:
+          # copies run on the copy queue, ordered with the kernels around them through the timeline
+          cq.signal(dev.timeline, v := dev.next_timeline()).submit()
+          dev.copy_queue().wait(dev.timeline, v).copy(st.dest, st.src, st.size).signal(dev.timeline, v2 := dev.next_timeline()).submit()
+          cq = dev.compute_queue().wait(dev.timeline, v2)
+      cq.signal(dev.timeline, done := dev.next_timeline()).submit()
     self._done = done
     if wait: dev.timeline.wait(done)

@@ -40,11 +40,12 @@ class Program:
     """Launch after all earlier work on the device; with wait=True block and return the kernel time in seconds."""
     dev = self.device
     args = self.fill_kernargs(bufs, vals, global_size, local_size)
-    q = dev.compute_queue().wait(dev.timeline, dev.timeline_value - 1)
-    if wait: q.timestamp(st := dev.new_signal(name="launch begin"))
-    q.exec(self, args, global_size, local_size)
-    if wait: q.timestamp(en := dev.new_signal(name="launch end"))
-    q.signal(dev.timeline, value := dev.next_timeline()).submit()
+    with dev.submit_lock:
+      q = dev.compute_queue().wait(dev.timeline, dev.timeline_value - 1)
+      if wait: q.timestamp(st := dev.new_signal(name="launch begin"))
+      q.exec(self, args, global_size, local_size)
+      if wait: q.timestamp(en := dev.new_signal(name="launch end"))
+      q.signal(dev.timeline, value := dev.next_timeline()).submit()
     if not wait: return None
     dev.timeline.wait(value)
     return (en.timestamp - st.timestamp) / 1e6

@@ -43,7 +43,7 @@ class Signal:
                             f"within {timeout_ms} ms (last seen {self._mem[0]}); a wait in that queue may never be satisfied, "
                             "or the device hung")
       time.sleep(sleep)
-      sleep = min(sleep * 2 + 1e-6, 1e-3)
+      sleep = min(sleep * 2 + 1e-6, 1e-4)   # at most 0.1 ms late: a kernel of a few ms is not padded by a long nap
     self.device.check_faults()
 
   def __repr__(self) -> str: return f"<Signal {self.name} on {self.device.name} value={self.value}>"

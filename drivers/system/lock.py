@@ -40,6 +40,7 @@ def _read_pid(fd: int) -> int | None:
 class DeviceLock:
   """Exclusive ownership of one device for the life of this object (or until release())."""
   def __init__(self, prefix: str, bus: str):
+    self.fd: int | None = None
     self.prefix, self.bus, self.path = prefix, bus, lock_path(prefix, bus)
     try: fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
     except PermissionError as e:
@@ -54,7 +55,7 @@ class DeviceLock:
                             f"`hcq_smi {SMI_BACKEND[prefix]} kill_pids --pci_bus {bus}`") from None
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-    self.fd: int | None = fd
+    self.fd = fd
 
   def release(self) -> None:
     if self.fd is None: return

@@ -66,6 +66,21 @@ class _Op(NamedTuple):
   operands: tuple
   srcs: tuple          # fields that read a literal when they hold 255
   kimm: bool           # the literal dword is an operand of its own (fmamk/fmaak, s_setreg_imm32_b32)
+  checks: tuple        # (field, codes it may hold): reserved source encodings and non-registers are rejected
+
+
+_RESERVED_SRC = frozenset(range(209, 230)) | {232, DPP8, DPP8FI, 249, DPP16}   # guide 3.6: reserved / DPP markers
+
+
+def _valid_codes(op: "Operand") -> frozenset | None:
+  """Codes a source or scalar-register operand field may hold (None: any)."""
+  if op.kind == "src" and op.type != "vraw":
+    bits = max(op.bits, 32)
+    return frozenset(c for c in range(512) if c >= VGPR0 or (c < 128 and scalar_reg(c, bits)) or
+                     (128 <= c < 256 and c not in _RESERVED_SRC and not (c == 231 and bits > 32)))
+  if op.kind == "sgpr" and op.field not in ("sbase", "srsrc", "ssamp"):
+    return frozenset(c for c in range(256) if c >= 128 or scalar_reg(c, op.bits))
+  return None
 
 
 def _base(name: str) -> str:
@@ -85,11 +100,11 @@ def _build() -> dict[str, dict[int, _Op]]:
       # (VOP3 compare sdst, v_readlane vdst) holding 255 is decoded as a (meaningless) literal operand too
       srcs = tuple(o.field for o in operands if (o.kind == "src" and o.type != "vraw") or
                    (o.kind == "sgpr" and o.field == "vdst"))
-      out[fam][opc] = _Op(name, _base(name), enc, operands, srcs, any(o.kind == "kimm" for o in operands))
+      checks = tuple((o.field, v) for o in operands if (v := _valid_codes(o)) is not None)
+      out[fam][opc] = _Op(name, _base(name), enc, operands, srcs, any(o.kind == "kimm" for o in operands), checks)
   return out
 
 
-_OPS = _build()
 _FIELDS = {fam: tuple((n, w, lo, (1 << bits) - 1) for n, (w, lo, bits) in fields.items() if n != "op")
            for fam, fields in E.FIELDS.items()}
 _OPF = {fam: f["op"] for fam, f in E.FIELDS.items() if "op" in f}
@@ -113,6 +128,30 @@ class Inst:
   vopd: tuple | None
   operands: tuple
   name: str              # LLVM's mnemonic for the plain encoding (e.g. 'v_add_f32_e64'); disasm adds _dpp etc.
+
+
+_SPECIAL32 = {VCC_LO: "vcc_lo", VCC_HI: "vcc_hi", NULL: "null", M0: "m0", EXEC_LO: "exec_lo", EXEC_HI: "exec_hi"}
+_SPECIAL64 = {VCC_LO: "vcc", NULL: "null", EXEC_LO: "exec"}
+
+
+def scalar_reg(code: int, bits: int) -> tuple[str, str | None] | None:
+  """(LLVM's name, misalignment warning or None) of scalar register `code` (0..127) read as `bits` wide; None if that
+  is no register (e.g. vcc_hi as a 64-bit pair, or a tuple running past s105 / ttmp15). Tuples of 64 bits align to 2
+  registers, wider ones to 4; hardware ignores the low bits, LLVM prints the aligned tuple and warns."""
+  n = max(bits, 32) // 32
+  if n == 1:
+    if code <= SGPR_MAX: return f"s{code}", None
+    if TTMP0 <= code <= TTMP0 + 15: return f"ttmp{code - TTMP0}", None
+    return (_SPECIAL32[code], None) if code in _SPECIAL32 else None
+  if code == NULL: return "null", None
+  if code in _SPECIAL64: return (_SPECIAL64[code], None) if n == 2 else None
+  if code <= SGPR_MAX: base, lim, cls, pre = code, SGPR_MAX, "SGPR", "s"
+  elif TTMP0 <= code <= TTMP0 + 15: base, lim, cls, pre = code - TTMP0, 15, "TTMP", "ttmp"
+  else: return None
+  first = base - base % (2 if n == 2 else 4)
+  if first + n - 1 > lim: return None
+  warn = f"Warning: {cls}_{bits}: scalar reg isn't aligned {base}" if first != base else None
+  return f"{pre}[{first}:{first + n - 1}]", warn
 
 
 def sext(v: int, bits: int) -> int:
@@ -162,7 +201,11 @@ def decode(code: bytes | memoryview, offset: int = 0) -> Inst:
   layout = _FIELDS["VOP3SD" if info.enc == "VOP3SD" else fmt]
   fields = {n: (ws[w] >> lo) & m for n, w, lo, m in layout}
   size, literal, dpp = 4 * nwords, None, None
-  if info.enc in _DPP_FAMS and fields.get("src0") in (DPP16, DPP8, DPP8FI) and "src0" in info.srcs:
+  is_dpp = info.enc in _DPP_FAMS and fields.get("src0") in (DPP16, DPP8, DPP8FI) and "src0" in info.srcs
+  for name, ok in info.checks:
+    if fields[name] not in ok and not (is_dpp and name == "src0"):
+      raise _err(code, offset, nwords, f"{info.name}: {name} = {fields[name]} is a reserved operand encoding")
+  if is_dpp:
     if len(code) < offset + size + 4: raise _err(code, offset, nwords, "DPP dword missing")
     dpp = _dpp(struct.unpack_from("<I", code, offset + size)[0], fields["src0"])
     size += 4
@@ -194,6 +237,9 @@ def _decode_vopd(code: bytes, offset: int, ws: tuple) -> Inst:
     literal, size = struct.unpack_from("<I", code, offset + 8)[0], 12
   return Inst("VOPD", "vopd", (f["opx"] << 5) | f["opy"], size, f, literal, None, ((x.op, xf), (y.op, yf)),
               x.operands + y.operands, f"{x.name} :: {y.name}")
+
+
+_OPS = _build()
 
 
 def decode_all(code: bytes | memoryview, offset: int = 0, end: int | None = None) -> list[Inst]:

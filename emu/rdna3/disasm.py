@@ -7,7 +7,7 @@ printing rules below are LLVM's AMDGPU instruction printer conventions, checked 
 tests/emu/rdna3/test_disasm_llvm.py.
 """
 from __future__ import annotations
-from emu.rdna3.decode import Inst, Operand, decode, FLOAT_CONSTS
+from emu.rdna3.decode import Inst, Operand, decode, scalar_reg, FLOAT_CONSTS
 from emu.rdna3 import symbols as S
 from autogen.rdna3.tables import OPS
 
@@ -40,8 +40,6 @@ class _Line:
 
 
 # ---- registers and constants -------------------------------------------------------------------------------
-_SPECIAL32 = {106: "vcc_lo", 107: "vcc_hi", 124: "null", 125: "m0", 126: "exec_lo", 127: "exec_hi"}
-_SPECIAL64 = {106: "vcc", 124: "null", 126: "exec"}
 _SRC_NAMES = {230: "src_flat_scratch_base_lo", 231: "src_flat_scratch_base_hi", 235: "src_shared_base",
               236: "src_shared_limit", 237: "src_private_base", 238: "src_private_limit", 239: "src_pops_exiting_wave_id",
               251: "src_vccz", 252: "src_execz", 253: "src_scc", 254: "src_lds_direct"}
@@ -49,32 +47,23 @@ _FLOATS = {240: "0.5", 241: "-0.5", 242: "1.0", 243: "-1.0", 244: "2.0", 245: "-
 
 
 def sgpr(code: int, bits: int, line: _Line) -> str | None:
-  """Name of scalar register (tuple) `code` (0..127) of `bits` width, as LLVM prints it."""
-  n = max(bits, 32) // 32
-  if n == 1:
-    if code <= 105: return f"s{code}"
-    if 108 <= code <= 123: return f"ttmp{code - 108}"
-    return _SPECIAL32.get(code)
-  if code == 124: return "null"
-  if code in _SPECIAL64: return _SPECIAL64[code] if n == 2 else None
-  align = 2 if n == 2 else 4
-  if code <= 105: base, lim, cls, pre = code, 105, "SGPR", "s"
-  elif 108 <= code <= 123: base, lim, cls, pre = code - 108, 15, "TTMP", "ttmp"
-  else: return None
-  first = base - base % align
-  if first + n - 1 > lim: return None
-  if first != base: line.warnings.append(f"Warning: {cls}_{bits}: scalar reg isn't aligned {base}")
-  return f"{pre}[{first}:{first + n - 1}]"
+  """Name of scalar register (tuple) `code` (0..127) of `bits` width, as LLVM prints it; a misaligned tuple prints
+  aligned down, with LLVM's warning note."""
+  got = scalar_reg(code, bits)
+  if got is None: return None
+  if got[1]: line.warnings.append(got[1])
+  return got[0]
 
 
 def sgpr_operand(v: int, op: Operand, line: _Line, lit: int | None) -> str:
   """A scalar register field; LLVM notes registers the operand's class excludes (e.g. m0 as an s_load destination)
   and prints a constant code in an SGPR-only field as an invalid immediate."""
-  if v >= 128: return src(v, Operand(op.field, "src", op.bits, "none", ""), line, lit)
+  cls, codes = op.note[4:].split("@") if op.note.startswith("bad=") else ("", "")
+  if v >= 128:
+    text = src(v, Operand(op.field, "src", op.bits, "none", ""), line, lit)
+    return text + (f"/*Invalid register, operand has '{cls}' register class*/" if cls and v == 254 else "")
   name = sgpr(v, op.bits, line) or f"<bad sgpr {v}>"
-  if op.note.startswith("bad="):
-    cls, codes = op.note[4:].split("@")
-    if str(v) in codes.split("."): name += f"/*Invalid register, operand has '{cls}' register class*/"
+  if str(v) in codes.split("."): name += f"/*Invalid register, operand has '{cls}' register class*/"
   return name
 
 
@@ -86,6 +75,10 @@ def vgpr(n: int, bits: int, hi: bool = False) -> str:
 def _inline32(v: int) -> bool:
   """LLVM isInlinableLiteral32: integers -16..64 and the f32 inline floats (incl. 1/(2*pi))."""
   return v <= 64 or v >= 0xFFFFFFF0 or v in _F32_INLINE
+
+
+def _inline_int(v: int) -> bool:
+  return v <= 64 or v >= 0xFFFFFFF0
 
 
 def _inline16(v: int, bf: bool = False) -> bool:
@@ -109,11 +102,14 @@ def literal(v: int, typ: str) -> str:
     return f"lit({v:#x})" if _inline16(v & 0xFFFF, bf=True) else f"{v:#x}"
   if typ == "f64":
     return _F64_INLINE.get(v << 32) or ("0" if v == 0 else f"{v:#x}")
-  if typ == "pk_f16":
-    return f"lit({v:#x})" if v <= 0xFFFF and _inline16(v) else f"{v:#x}"
+  if typ == "pk_f16":   # VOP3P: an inline constant fills the low half only
+    return f"lit({v:#x})" if _inline_int(v) or v in _F16_INLINE else f"{v:#x}"
+  if typ == "pk_bf16":
+    return f"lit({v:#x})" if _inline_int(v) or v in _BF16_INLINE else f"{v:#x}"
+  if typ == "pk_f16_rep":   # v_pk_fmac_f16 (VOP2): a float constant replicated into both halves
+    return f"lit({v:#x})" if _inline_int(v) or (v >> 16 == v & 0xFFFF and v & 0xFFFF in _F16_INLINE) else f"{v:#x}"
   if typ == "none": return inline_value(v) or f"{v:#x}"
   if typ == "b64": return f"lit({v:#x})" if v <= 64 else f"{v:#x}"
-  if typ == "pk_bf16": return f"{v:#x}"
   return f"lit({v:#x})" if _inline32(v) else f"{v:#x}"
 
 

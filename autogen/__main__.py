@@ -1,0 +1,92 @@
+"""`python -m autogen [name ...] [--out DIR]`: regenerate binding modules from real headers.
+
+GENERATORS maps a name to a callable `gen(outdir: pathlib.Path) -> list[pathlib.Path]` that writes its
+module(s) under `outdir` (the autogen/ package directory by default). Add a generator with one line.
+"""
+from __future__ import annotations
+import argparse, pathlib, sys, time
+from autogen.gen.asic_reg import AsicRegModule
+from autogen.gen.cmodule import CModule
+from autogen.gen.headers import ASIC_REG_IPS, HeadersMissing
+from autogen.gen.mlx5_ifc import BitLayoutModule
+
+
+
+def rdna3_tables(outdir: pathlib.Path) -> list[pathlib.Path]:
+  """autogen/rdna3/tables.py from LLVM 22's disassembler (autogen/rdna3/gen.py; needs libLLVM 22, not headers)."""
+  from autogen.rdna3.gen import generate
+  path = outdir / "rdna3" / "tables.py"
+  path.parent.mkdir(parents=True, exist_ok=True)
+  path.write_text(generate())
+  return [path]
+
+
+_AMD, _AMDGPU, _PMFW = "drivers/gpu/drm/amd/include", "drivers/gpu/drm/amd/amdgpu", "drivers/gpu/drm/amd/pm/swsmu/inc/pmfw_if"
+
+GENERATORS = {
+  "kfd": CModule("kfd.py", "libc", ("linux/kfd_ioctl.h",), doc="AMD KFD ioctl ABI (/dev/kfd)."),
+  "vfio": CModule("vfio.py", "libc", ("linux/vfio.h",), doc="VFIO ioctl ABI (/dev/vfio)."),
+  "pci": CModule("pci.py", "libc", ("linux/pci_regs.h",), doc="PCI configuration space registers."),
+  "amdgpu_drm": CModule("amdgpu_drm.py", "libc", ("drm/amdgpu_drm.h",), doc="amdgpu DRM ioctl ABI (/dev/dri/renderD*)."),
+  **{f"amd.{ip}": AsicRegModule(f"amd/{ip}.py", stem) for ip, stem in ASIC_REG_IPS.items()},
+  "amd.soc21_enum": CModule("amd/soc21_enum.py", "source", (f"{_AMD}/soc21_enum.h",), kernel=True,
+                            doc="gfx11 (SOC21) register field value enums."),
+  # ip_v4's sub_revision/variant bit order is chosen by LITTLEENDIAN_CPU (x86) or BIGENDIAN_CPU; without one it drops them
+  "amd.discovery": CModule("amd/discovery.py", "source", (f"{_AMD}/discovery.h",), kernel=True, defines=("LITTLEENDIAN_CPU",),
+                           doc="IP discovery binary table (signatures, IP/GC/HARVEST tables)."),
+  "amd.soc15_hw_ip": CModule("amd/soc15_hw_ip.py", "source", (f"{_AMD}/soc15_hw_ip.h",), kernel=True,
+                            doc="Hardware IP ids (HWID) used in the IP discovery table."),
+  "amd.soc15_ih_clientid": CModule("amd/soc15_ih_clientid.py", "source", (f"{_AMD}/soc15_ih_clientid.h",), kernel=True,
+                                   doc="Interrupt handler (IH) client ids."),
+  "amd.irqsrcs_gfx_11_0_0": CModule("amd/irqsrcs_gfx_11_0_0.py", "source", (f"{_AMD}/ivsrcid/gfx/irqsrcs_gfx_11_0_0.h",),
+                                    kernel=True, doc="GFX 11 interrupt source ids."),
+  "amd.v11_structs": CModule("amd/v11_structs.py", "source", (f"{_AMD}/v11_structs.h",), kernel=True,
+                             doc="gfx11 MQDs: v11_gfx_mqd, v11_compute_mqd, v11_sdma_mqd."),
+  "amd.amdgpu_ucode": CModule("amd/amdgpu_ucode.py", "source", (f"{_AMDGPU}/amdgpu_ucode.h",), kernel=True, kernel_state=True,
+                              doc="amdgpu firmware file headers (common, gfx, rlc, sdma, psp, smc, ...)."),
+  "amd.psp_gfx_if": CModule("amd/psp_gfx_if.py", "source", (f"{_AMDGPU}/psp_gfx_if.h",), kernel=True,
+                            doc="PSP GFX interface: ring/command buffers and command ids."),
+  "amd.nvd": CModule("amd/nvd.py", "source", (f"{_AMDGPU}/nvd.h",), kernel=True, doc="PM4 type-3 packets for gfx10/gfx11."),
+  "amd.sdma_v6_0_0_pkt_open": CModule("amd/sdma_v6_0_0_pkt_open.py", "source", (f"{_AMDGPU}/sdma_v6_0_0_pkt_open.h",),
+                                      kernel=True, doc="SDMA 6.0 packet opcodes and field helpers."),
+  "amd.smu_v13_0_0_ppsmc": CModule("amd/smu_v13_0_0_ppsmc.py", "source", (f"{_PMFW}/smu_v13_0_0_ppsmc.h",), kernel=True,
+                                   doc="SMU 13.0.0 PPSMC message ids and responses."),
+  "amd.smu13_driver_if_v13_0_0": CModule("amd/smu13_driver_if_v13_0_0.py", "source",
+                                         (f"{_PMFW}/smu13_driver_if_v13_0_0.h",), kernel=True,
+                                         doc="SMU 13.0.0 driver interface: PPTable, metrics, tables."),
+  "bnxt": CModule("bnxt.py", "source", ("drivers/net/ethernet/broadcom/bnxt/bnxt_hsi.h", "drivers/infiniband/hw/bnxt_re/roce_hsi.h"),
+                  include=("drivers/net/ethernet/broadcom/bnxt",), kernel=True,
+                  doc="Broadcom NetXtreme-C/E: HWRM firmware interface (bnxt_hsi.h) and RoCE CMDQ/CREQ/SQ/CQ (roce_hsi.h)."),
+  "bnxt_re": CModule("bnxt_re.py", "source", ("drivers/net/ethernet/broadcom/bnxt/bnxt_hwrm.h",
+                     "drivers/infiniband/hw/bnxt_re/qplib_rcfw.h", "drivers/infiniband/hw/bnxt_re/qplib_res.h"),
+                     kernel=True, constants_only=True,
+                     doc="bnxt/bnxt_re driver constants: HWRM channel, RCFW command queue, doorbells (kernel-internal headers)."),
+  "mlx5_core": CModule("mlx5_core.py", "source", tuple(f"include/linux/mlx5/{h}.h" for h in ("device", "doorbell", "driver", "qp")),
+                       kernel=True, constants_only=True,
+                       doc="mlx5 core driver constants: command interface, init segment, WQE/CQE opcodes (kernel-internal headers)."),
+  "mlx5": BitLayoutModule("mlx5.py", ("include/linux/mlx5/mlx5_ifc.h", "include/linux/mlx5/mlx5_ifc_fpga.h"),
+                          doc="NVIDIA/Mellanox mlx5 command interface: big-endian bit layouts (autogen.bitlayout), enums."),
+  "rdna3": rdna3_tables,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+  ap = argparse.ArgumentParser(prog="python -m autogen", description=__doc__.split("\n")[0])
+  ap.add_argument("names", nargs="*", help=f"generators to run (default: all): {', '.join(GENERATORS)}")
+  ap.add_argument("--out", type=pathlib.Path, default=pathlib.Path(__file__).parent, help="output directory")
+  args = ap.parse_args(argv)
+  unknown = [n for n in args.names if n not in GENERATORS]
+  if unknown: ap.error(f"unknown generator(s) {', '.join(unknown)}; known: {', '.join(GENERATORS)}")
+  for name in args.names or list(GENERATORS):
+    t = time.perf_counter()
+    try: paths = GENERATORS[name](args.out)
+    except HeadersMissing as e:
+      print(f"autogen: {name}: {e}", file=sys.stderr)
+      return 1
+    sizes = ", ".join(f"{p.relative_to(args.out)} ({p.stat().st_size // 1024} KiB)" for p in paths)
+    print(f"autogen: {name}: {sizes} in {time.perf_counter() - t:.1f} s")
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

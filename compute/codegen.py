@@ -1,0 +1,354 @@
+"""Codegen: a scheduled Kernel -> C (CPU device) or OpenCL C (AMDGPU) source, plus its launch size.
+
+First the kernel's index space is simplified (size-1 dims dropped, neighbouring dims merged wherever every
+view agrees), then loops are laid out:
+- GPU: one work-item per output element, looping over the reduce dims;
+- CPU: one workgroup per tile of outputs; a reduce kernel keeps a U0 x U1 block of accumulators in
+  registers (U1 along the dim most loads read contiguously, U0 along a dim that reuses a load), so the
+  inner loops have constant trip counts that clang unrolls and vectorizes; an elementwise kernel runs
+  a chunk of the innermost dim per workgroup.
+Expressions are rendered once per scope (CSE by AST node).
+"""
+from __future__ import annotations
+from dataclasses import dataclass
+from math import prod
+import numpy as np
+from compute.dtypes import DType, dtypes
+from compute.lazy import Ops
+from compute.schedule import Kernel, KNode
+from compute.shape import ShapeTracker, contiguous_strides, form_range
+
+CPU_CHUNK = 4096        # elements of the innermost dim per workgroup in CPU elementwise kernels
+GPU_LOCAL = 64          # work-items per workgroup on GPUs (two wave32s)
+
+# C names of the unary float functions, per language
+_FN = {"c": {Ops.EXP: "expf", Ops.LOG: "logf", Ops.EXP2: "exp2f", Ops.LOG2: "log2f", Ops.SIN: "sinf", Ops.COS: "cosf",
+             Ops.SQRT: "sqrtf", Ops.TRUNC: "truncf"},
+       "opencl": {Ops.EXP: "__builtin_expf", Ops.LOG: "__builtin_logf", Ops.EXP2: "__builtin_exp2f", Ops.LOG2: "__builtin_log2f",
+                  Ops.SIN: "__builtin_sinf", Ops.COS: "__builtin_cosf", Ops.SQRT: "__builtin_sqrtf", Ops.TRUNC: "__builtin_truncf"}}
+_BIN = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.DIV: "/", Ops.CMPLT: "<", Ops.CMPLE: "<=", Ops.CMPEQ: "==",
+        Ops.CMPNE: "!=", Ops.AND: "&", Ops.OR: "|", Ops.XOR: "^"}
+# value type (what expressions compute in) and storage type, per language
+_TYPES = {"c": {"bool": ("_Bool", "uint8_t"), "uint8": ("uint8_t",) * 2, "int8": ("int8_t",) * 2, "int32": ("int32_t",) * 2,
+                "float16": ("_Float16",) * 2, "bfloat16": ("float", "uint16_t"), "float32": ("float",) * 2},
+          "opencl": {"bool": ("bool", "uchar"), "uint8": ("uchar",) * 2, "int8": ("char",) * 2, "int32": ("int",) * 2,
+                     "float16": ("half",) * 2, "bfloat16": ("float", "ushort"), "float32": ("float",) * 2}}
+_PRELUDE = {
+  "c": "#include <stdint.h>\n#include <math.h>\n"
+       "static inline float hcq_bits2f(uint32_t u) { float f; __builtin_memcpy(&f, &u, 4); return f; }\n"
+       "static inline uint32_t hcq_f2bits(float f) { uint32_t u; __builtin_memcpy(&u, &f, 4); return u; }\n",
+  "opencl": "#pragma OPENCL EXTENSION cl_khr_fp16 : enable\n"
+            "static inline float hcq_bits2f(uint u) { return as_float(u); }\n"
+            "static inline uint hcq_f2bits(float f) { return as_uint(f); }\n"}
+# bfloat16: round a float to the nearest-even bfloat16, kept in a float; integer floor division/modulo like numpy
+# (x // 0 == 0 and x % 0 == 0 instead of a trap)
+_HELPERS = """static inline float hcq_bf16r(float x) {
+  uint32_t u = hcq_f2bits(x);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return x;
+  return hcq_bits2f((u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u);
+}
+static inline int32_t hcq_idiv(int32_t a, int32_t b) {
+  if (b == 0) return 0;
+  if (b == -1) return (int32_t)(0u - (uint32_t)a);
+  int32_t q = a / b; return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+static inline int32_t hcq_imod(int32_t a, int32_t b) {
+  if (b == 0 || b == -1) return 0;
+  int32_t r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+"""
+
+
+@dataclass
+class Program:
+  name: str
+  src: str
+  global_size: tuple[int, int, int]
+  local_size: tuple[int, int, int]
+  n_bufs: int
+
+
+def _largest_divisor(n: int, cap: int) -> int:
+  return next(d for d in range(min(n, cap), 0, -1) if n % d == 0) if n > 0 else 1
+
+
+def _fmt_const(v, dt: DType, lang: str) -> str:
+  if dt is dtypes.bool: return "1" if v else "0"
+  if dt.is_int:
+    v = int(np.array(v).astype(dt.np)) if dt.np else int(v)
+    return "(-2147483647-1)" if v == -2**31 else str(v)
+  f = float(np.float32(v))
+  if f != f: return "NAN"
+  if f in (float("inf"), float("-inf")): return "INFINITY" if f > 0 else "(-INFINITY)"
+  s = repr(f)
+  return (f"{s}f" if "e" in s or "." in s else f"{s}.0f") if dt is not dtypes.float16 else f"(({_TYPES[lang]['float16'][0]}){s}f)"
+
+
+def _lin(coefs, const: int, idx: list[str]) -> str:
+  terms = [idx[d] if c == 1 else f"{idx[d]}*{c}" for d, c in enumerate(coefs) if c != 0]
+  if const or not terms: terms.append(str(const))
+  return "(" + "+".join(terms).replace("+-", "-") + ")"
+
+
+def render_index(st: ShapeTracker, idx: list[str]) -> tuple[str, list[str]]:
+  """(memory index expression, validity conditions) for a view stack indexed by `idx`."""
+  conds: list[str] = []
+  cur = idx
+  for i in range(len(st.views) - 1, -1, -1):
+    v = st.views[i]
+    if v.empty: return "0", ["0"]
+    for c, k, lo, hi in v.valid:
+      e, (mn, mx) = _lin(c, k, cur), form_range(c, k, v.shape)
+      if mn < lo: conds.append(f"{e}>={lo}")
+      if mx >= hi: conds.append(f"{e}<{hi}")
+    flat = _lin(v.strides, v.offset, cur)
+    if i == 0: return flat, conds
+    inner = st.views[i - 1].shape
+    strides, first = contiguous_strides(inner), next((d for d, n in enumerate(inner) if n != 1), None)
+    cur = ["0" if n == 1 else (f"({flat}/{s})" if d == first else f"(({flat}/{s})%{n})" if s != 1 else f"({flat}%{n})")
+           for d, (n, s) in enumerate(zip(inner, strides))]
+  raise AssertionError("unreachable")
+
+
+class _Canon:
+  """The kernel's index space with size-1 dims dropped and mergeable neighbours merged; trackers remapped."""
+  def __init__(self, k: Kernel):
+    inner, outer = _nodes_with_trackers(k)
+    full, out = k.full_shape, k.out_shape
+    keep = [d for d, n in enumerate(full) if n != 1]
+    self.sizes = [full[d] for d in keep]
+    self.reduce = [full[d] != out[d] for d in keep]
+    osh = lambda sizes, red: tuple(1 if r else n for n, r in zip(sizes, red))
+    self.st = {id(n): n.arg[-1].reshape(tuple(self.sizes)) for n in inner}
+    self.st.update({id(n): n.arg[-1].reshape(osh(self.sizes, self.reduce)) for n in outer})
+    self.store = ShapeTracker.contiguous(osh(self.sizes, self.reduce))
+    inner_ids = {id(n) for n in inner}
+    for i in range(len(self.sizes) - 2, -1, -1):
+      if self.reduce[i] != self.reduce[i + 1]: continue
+      sizes = self.sizes[:i] + [self.sizes[i] * self.sizes[i + 1]] + self.sizes[i + 2:]
+      red = self.reduce[:i] + self.reduce[i + 1:]
+      new = {key: st.reshape(tuple(sizes) if key in inner_ids else osh(sizes, red), strict=True) for key, st in self.st.items()}
+      if all(v is not None for v in new.values()):
+        self.sizes, self.reduce, self.st = sizes, red, new
+        self.store = ShapeTracker.contiguous(osh(sizes, red))
+    self.out_dims = [d for d, r in enumerate(self.reduce) if not r]
+    self.red_dims = [d for d, r in enumerate(self.reduce) if r]
+    self.inner = inner
+
+
+def _nodes_with_trackers(k: Kernel) -> tuple[list[KNode], list[KNode]]:
+  """Leaves with a tracker, split into those inside the reduce (full shape) and outside (output shape)."""
+  inner, outer, seen = [], [], set()
+  def walk(n: KNode, inside: bool):
+    if id(n) in seen: return
+    seen.add(id(n))
+    if n.op in ("LOAD", Ops.CONST, Ops.ARANGE): (inner if inside else outer).append(n)
+    for s in n.srcs: walk(s, inside or n.op is Ops.REDUCE)
+  walk(k.root, False)
+  return inner, outer
+
+
+class Renderer:
+  def __init__(self, lang: str):
+    self.lang = lang
+    self.types = _TYPES[lang]
+
+  def vtype(self, dt: DType) -> str: return self.types[dt.name][0]
+  def stype(self, dt: DType) -> str: return self.types[dt.name][1]
+  def acc_type(self, dt: DType) -> str: return "float" if dt in (dtypes.float16, dtypes.bfloat16) else self.vtype(dt)
+
+  def render(self, k: Kernel) -> Program:
+    self.k, self.c = k, _Canon(k)
+    self.lines: list[str] = []
+    self.nvar = 0
+    c = self.c
+    name = f"{'r' if k.reduce is not None else 'e'}_{'_'.join(map(str, c.sizes)) or 'scalar'}"
+    if self.lang == "c": gsize, lsize, body = self._cpu_body()
+    else: gsize, lsize, body = self._gpu_body()
+    params = []
+    for i, b in enumerate(k.bufs):
+      ct = "" if i == 0 else "const "
+      params.append((f"{ct}{self.stype(b.dtype)}", f"d{i}"))
+    if self.lang == "c":
+      head = [f"void {name}(const uint8_t *restrict args, const uint32_t *restrict gid, const uint32_t *restrict lsize) {{"]
+      for i, (t, n) in enumerate(params): head.append(f"  {t} *restrict {n}; __builtin_memcpy((void *)&{n}, args + {8 * i}, 8);")
+    else:
+      sig = ", ".join(f"__global {t} *restrict {n}" for t, n in params)
+      head = [f"__kernel __attribute__((reqd_work_group_size({lsize[0]}, 1, 1))) void {name}({sig}) {{"]
+    src = _HELPERS + "\n".join(head + body + ["}"]) + "\n"
+    if self.lang == "opencl": src = src.replace("uint32_t", "uint").replace("int32_t", "int").replace("int64_t", "long")
+    src = _PRELUDE[self.lang] + src
+    return Program(name, src, gsize, lsize, len(k.bufs))
+
+  # --- loop layouts
+  def _decode(self, dims: list[tuple[int, int, str]], g: str) -> list[str]:
+    """Split flat index `g` into per-dim counters (innermost last): dims = [(dim, count, var)]."""
+    out = []
+    for i, (d, n, var) in enumerate(reversed(dims)):
+      last = i == len(dims) - 1
+      out.append(f"  const int64_t {var} = {g}" + ("" if last else f" % {n}") + ";")
+      if not last: out.append(f"  {g} /= {n};")
+    return out
+
+  def _cpu_body(self):
+    c, k = self.c, self.k
+    lines = ["  int64_t g = gid[0];"]
+    if k.reduce is None:
+      if not c.out_dims: idx, grid, inner = [], 1, None
+      else:
+        last = c.out_dims[-1]
+        n = c.sizes[last]
+        chunks = (n + CPU_CHUNK - 1) // CPU_CHUNK
+        outer = [(d, c.sizes[d], f"i{d}") for d in c.out_dims[:-1]] + [(last, chunks, "chunk")]
+        grid = prod(x[1] for x in outer)
+        lines += self._decode(outer, "g")
+        lines.append(f"  for (int64_t i{last} = chunk*{CPU_CHUNK}; i{last} < (chunk+1)*{CPU_CHUNK} && i{last} < {n}; i{last}++) {{")
+        idx = [f"i{d}" for d in range(len(c.sizes))]
+      self.lines, memo = [], {}
+      val = self.expr(k.root, idx, memo)
+      lines += ["  " + l for l in self.lines] + [self.store(idx, val)]
+      if c.out_dims: lines.append("  }")
+      return (grid, 1, 1), (1, 1, 1), lines
+    u1, u0 = self._choose_upcast()
+    U1 = _largest_divisor(c.sizes[u1], 32) if u1 is not None else 1
+    U0 = _largest_divisor(c.sizes[u0], max(1, min(8, 128 // U1))) if u0 is not None else 1
+    up = {u1: (U1, "u1"), u0: (U0, "u0")} if u0 is not None else {u1: (U1, "u1")}
+    tiles = [(d, c.sizes[d] // up[d][0] if d in up else c.sizes[d], f"o{d}") for d in c.out_dims]
+    grid = prod(t[1] for t in tiles)
+    lines += self._decode(tiles, "g")
+    idx = [f"o{d}" if d in c.out_dims else f"r{d}" for d in range(len(c.sizes))]
+    for d, (U, u) in up.items():
+      if U > 1: idx[d] = f"({idx[d]}*{U}+{u})"
+    red = k.reduce
+    acc_t, op = self.acc_type(red.dtype), red.arg[0]
+    lines.append(f"  {acc_t} acc[{U0 * U1}];")
+    lines.append(f"  for (int i = 0; i < {U0 * U1}; i++) acc[i] = {self.identity(op, red.dtype)};")
+    for d in c.red_dims:
+      n = c.sizes[d] // (U1 if d == u1 else 1)
+      lines.append(f"  for (int64_t r{d} = 0; r{d} < {n}; r{d}++) {{")
+    lines.append(f"  for (int u0 = 0; u0 < {U0}; u0++) for (int u1 = 0; u1 < {U1}; u1++) {{")
+    self.lines, memo = [], {}
+    upd = self.accumulate(red, idx, memo, "acc[u0*%d+u1]" % U1)
+    lines += ["    " + l for l in self.lines] + [f"    {upd}", "  }" + "}" * len(c.red_dims)]
+    if u1 in c.red_dims:   # partial sums along the vectorized reduce dim: combine them
+      lines.append(f"  for (int u0 = 0; u0 < {U0}; u0++) for (int u1 = 1; u1 < {U1}; u1++) "
+                   f"acc[u0*{U1}] = {self.combine(op, red.dtype, f'acc[u0*{U1}]', f'acc[u0*{U1}+u1]')};")
+      lines.append(f"  for (int u0 = 0; u0 < {U0}; u0++) {{ const int u1 = 0;")
+    else: lines.append(f"  for (int u0 = 0; u0 < {U0}; u0++) for (int u1 = 0; u1 < {U1}; u1++) {{")
+    self.reduce_value = f"(({self.vtype(red.dtype)})acc[u0*{U1}+u1])"
+    self.lines, memo = [], {}
+    val = self.expr(k.root, idx, memo)
+    lines += ["    " + l for l in self.lines] + ["  " + self.store(idx, val), "  }"]
+    return (grid, 1, 1), (1, 1, 1), lines
+
+  def _choose_upcast(self) -> tuple[int | None, int | None]:
+    """U1: the dim most loads in the reduce read with stride 1 (then the store's); U0: an output dim along
+    which some load is constant (so one vector load serves U0 accumulators)."""
+    c = self.c
+    loads = [c.st[id(n)] for n in c.inner if n.op == "LOAD"]
+    def unit(st: ShapeTracker, d: int) -> bool: return len(st.views) == 1 and st.views[0].strides[d] == 1
+    last_out = c.out_dims[-1] if c.out_dims else None
+    cands = c.out_dims + c.red_dims
+    u1 = max(cands, key=lambda d: (sum(unit(st, d) for st in loads), d == last_out, d in c.out_dims, d))
+    def reuse(d): return sum(st.views[-1].strides[d] == 0 for st in loads)
+    others = [d for d in c.out_dims if d != u1 and reuse(d) > 0]
+    u0 = max(others, key=lambda d: (reuse(d), d)) if others else None
+    return u1, u0
+
+  def _gpu_body(self):
+    c, k = self.c, self.k
+    n_out = prod(c.sizes[d] for d in c.out_dims)
+    ls = min(GPU_LOCAL, max(1, n_out))
+    lines = [f"  long g = (long)__builtin_amdgcn_workgroup_id_x() * {ls} + (long)__builtin_amdgcn_workitem_id_x();",
+             f"  if (g >= {n_out}) return;"]
+    lines += self._decode([(d, c.sizes[d], f"o{d}") for d in c.out_dims], "g")
+    idx = [f"o{d}" if d in c.out_dims else f"r{d}" for d in range(len(c.sizes))]
+    if k.reduce is not None:
+      red = k.reduce
+      lines.append(f"  {self.acc_type(red.dtype)} acc0 = {self.identity(red.arg[0], red.dtype)};")
+      lines += [f"  for (long r{d} = 0; r{d} < {c.sizes[d]}; r{d}++) {{" for d in c.red_dims]
+      self.lines, memo = [], {}
+      upd = self.accumulate(red, idx, memo, "acc0")
+      lines += ["    " + l for l in self.lines] + [f"    {upd}", "  " + "}" * len(c.red_dims)]
+      self.reduce_value = f"(({self.vtype(red.dtype)})acc0)"
+    self.lines, memo = [], {}
+    val = self.expr(k.root, idx, memo)
+    lines += ["  " + l for l in self.lines] + [self.store(idx, val)]
+    return ((n_out + ls - 1) // ls, 1, 1), (ls, 1, 1), lines
+
+  # --- expressions
+  def var(self, t: str, e: str) -> str:
+    self.nvar += 1
+    self.lines.append(f"const {t} v{self.nvar} = {e};")
+    return f"v{self.nvar}"
+
+  def store(self, idx: list[str], val: str) -> str:
+    i, _ = render_index(self.c.store, idx)
+    dt = self.k.bufs[0].dtype
+    if dt is dtypes.bfloat16: val = f"(hcq_f2bits(hcq_bf16r({val})) >> 16)"
+    return f"  d0[{i}] = ({self.stype(dt)})({val});"
+
+  def identity(self, op: Ops, dt: DType) -> str:
+    if op is Ops.ADD: return _fmt_const(0, dt, self.lang)
+    lo = op is Ops.MAX
+    if dt.is_float: return "(-INFINITY)" if lo else "INFINITY"
+    info = {dtypes.bool: (0, 1), dtypes.uint8: (0, 255), dtypes.int8: (-128, 127), dtypes.int32: (-2**31, 2**31 - 1)}[dt]
+    return _fmt_const(info[0] if lo else info[1], dt, self.lang)
+
+  def combine(self, op: Ops, dt: DType, a: str, b: str) -> str:
+    if op is Ops.ADD: return f"({a}+{b})"
+    return self.binary(Ops.MAX if op is Ops.MAX else Ops.MIN, dt, a, b)
+
+  def accumulate(self, red: KNode, idx, memo, acc: str) -> str:
+    src, op = red.srcs[0], red.arg[0]
+    if op is Ops.ADD and src.op is Ops.MUL and src.dtype is dtypes.float32:   # multiply-accumulate, fused like BLAS
+      a, b = (self.expr(s, idx, memo) for s in src.srcs)
+      fma = "fmaf" if self.lang == "c" else "__builtin_fmaf"
+      return f"{acc} = {fma}({a}, {b}, {acc});"
+    v = self.expr(src, idx, memo)
+    return f"{acc} = {self.combine(op, red.dtype, acc, v)};"
+
+  def binary(self, op: Ops, dt: DType, a: str, b: str) -> str:
+    if op in (Ops.MAX, Ops.MIN):
+      cmp = ">" if op is Ops.MAX else "<"
+      if dt.is_float: return f"(({a}){cmp}({b}) || ({a})!=({a}) ? ({a}) : ({b}))"   # NaN propagates, like numpy
+      return f"(({a}){cmp}({b}) ? ({a}) : ({b}))"
+    if op in (Ops.IDIV, Ops.MOD):
+      if dt.kind == "i": return f"hcq_{'idiv' if op is Ops.IDIV else 'imod'}({a}, {b})"
+      return f"(({b}) ? ({a}){'/' if op is Ops.IDIV else '%'}({b}) : 0)"
+    return f"({a}{_BIN[op]}{b})"
+
+  def expr(self, n: KNode, idx: list[str], memo: dict) -> str:
+    if id(n) in memo: return memo[id(n)]
+    vt = self.vtype(n.dtype)
+    if n.op is Ops.REDUCE: out = self.reduce_value
+    elif n.op in ("LOAD", Ops.CONST, Ops.ARANGE):
+      st = self.c.st[id(n)]
+      i, conds = render_index(st, idx)
+      if n.op == "LOAD":
+        v = f"d{n.arg[0]}[{i}]"
+        if n.dtype is dtypes.bool: v = f"({v}!=0)"
+        elif n.dtype is dtypes.bfloat16: v = f"hcq_bits2f((uint32_t){v} << 16)"
+      elif n.op is Ops.CONST: v = _fmt_const(n.arg[0], n.dtype, self.lang)
+      else:
+        start, step = n.arg[0], n.arg[1]
+        v = f"({_fmt_const(start, n.dtype, self.lang)}+({vt}){i}*{_fmt_const(step, n.dtype, self.lang)})"
+      out = self.var(vt, f"({'&&'.join(conds)} ? {v} : 0)" if conds else v)
+    else:
+      s = [self.expr(x, idx, memo) for x in n.srcs]
+      sdt = n.srcs[0].dtype
+      if n.op is Ops.CAST:
+        if n.dtype is dtypes.bool: e = f"({s[0]}!=0)"
+        elif n.dtype is dtypes.bfloat16: e = f"hcq_bf16r((float){s[0]})"
+        else: e = f"(({vt}){s[0]})"
+      elif n.op is Ops.NEG: e = f"(-{s[0]})"
+      elif n.op is Ops.NOT: e = f"(!{s[0]})"
+      elif n.op is Ops.RECIP: e = f"(({vt})1/{s[0]})"
+      elif n.op in _FN[self.lang]:
+        e = f"{_FN[self.lang][n.op]}({s[0]})" if vt == "float" else f"(({vt}){_FN[self.lang][n.op]}((float){s[0]}))"
+      elif n.op is Ops.WHERE: e = f"({s[0]} ? {s[1]} : {s[2]})"
+      else: e = self.binary(n.op, sdt, s[0], s[1])
+      if n.dtype is dtypes.bfloat16 and n.op is not Ops.CAST and n.op is not Ops.WHERE: e = f"hcq_bf16r({e})"
+      out = self.var(vt, e)
+    memo[id(n)] = out
+    return out

@@ -1,0 +1,180 @@
+"""Tensor reductions and neural-network ops: sum/max/mean/argmax, matmul, conv2d, pooling, softmax,
+cross-entropy (a mixin of Tensor; everything is composed from the differentiable primitives)."""
+from __future__ import annotations
+from math import prod
+from typing import TYPE_CHECKING
+from compute import function as F
+from compute.dtypes import dtypes
+from compute.lazy import Ops
+from compute.movement import MovementOps
+if TYPE_CHECKING: from compute.tensor import Tensor
+
+
+def _pair(v, what: str) -> tuple[int, int]:
+  t = (v, v) if isinstance(v, int) else tuple(v)
+  if len(t) != 2 or any(not isinstance(x, int) for x in t): raise ValueError(f"{what} must be an int or a pair of ints, got {v!r}")
+  return t  # type: ignore[return-value]
+
+
+class NNOps(MovementOps):
+  __slots__ = ()
+
+  # --- reductions
+  def _axes(self: Tensor, axis) -> tuple[int, ...]:
+    if axis is None: return tuple(range(self.ndim))
+    axes = tuple(self._axis(a) for a in (axis if isinstance(axis, (tuple, list)) else (axis,)))
+    if len(set(axes)) != len(axes): raise ValueError(f"repeated axis in {axis}")
+    return axes
+
+  def _reduce(self: Tensor, fn, axis, keepdim: bool, **kw) -> Tensor:
+    axes = self._axes(axis)
+    if self.ndim == 0: return self
+    out = fn.apply(self, axes=axes, **kw) if any(self.shape[a] != 1 for a in axes) else self
+    return out if keepdim else out.reshape(tuple(n for i, n in enumerate(self.shape) if i not in axes))
+
+  def sum(self: Tensor, axis=None, keepdim: bool = False, dtype=None) -> Tensor:
+    """Bool and 8-bit integers sum as int32."""
+    t = self.cast(dtype) if dtype is not None else self.cast(dtypes.int32) if self.dtype.itemsize < 4 and not self.dtype.is_float else self
+    return t._reduce(F.Sum, axis, keepdim)
+
+  def max(self: Tensor, axis=None, keepdim: bool = False) -> Tensor:
+    self._nonempty(axis, "max")
+    return self._reduce(F.Max, axis, keepdim)
+
+  def min(self: Tensor, axis=None, keepdim: bool = False) -> Tensor:
+    self._nonempty(axis, "min")
+    return self._reduce(F.Max, axis, keepdim, op=Ops.MIN)
+
+  def _nonempty(self: Tensor, axis, what: str) -> None:
+    if any(self.shape[a] == 0 for a in self._axes(axis)): raise ValueError(f"{what} of an empty axis (shape {self.shape})")
+
+  def mean(self: Tensor, axis=None, keepdim: bool = False) -> Tensor:
+    n = prod(self.shape[a] for a in self._axes(axis))
+    s = self._float().sum(axis, keepdim)
+    return s / n if n else s * float("nan")
+
+  def var(self: Tensor, axis=None, keepdim: bool = False, correction: int = 1) -> Tensor:
+    n = prod(self.shape[a] for a in self._axes(axis))
+    d = self._float() - self._float().mean(axis, keepdim=True)
+    return (d * d).sum(axis, keepdim) / max(n - correction, 0)
+
+  def std(self: Tensor, axis=None, keepdim: bool = False, correction: int = 1) -> Tensor:
+    return self.var(axis, keepdim, correction).sqrt()
+
+  def argmax(self: Tensor, axis=None, keepdim: bool = False) -> Tensor:
+    """Index (int32) of the first largest element along `axis` (of the flattened tensor if None)."""
+    if axis is None:
+      out = self.flatten().argmax(0)
+      return out.reshape((1,) * self.ndim) if keepdim else out
+    a = self._axis(axis)
+    n = self.shape[a]
+    self._nonempty(a, "argmax")
+    from compute.tensor import Tensor
+    rev = Tensor.arange(n, 0, -1, device=self.device).reshape(tuple(n if i == a else 1 for i in range(self.ndim)))
+    hit = (self == self.max(a, keepdim=True).detach()).where(rev, 0)
+    return (n - hit.max(a, keepdim=keepdim)).cast(dtypes.int32)
+
+  def argmin(self: Tensor, axis=None, keepdim: bool = False) -> Tensor: return (-self._float()).argmax(axis, keepdim)
+
+  def logsumexp(self: Tensor, axis=-1, keepdim: bool = False) -> Tensor:
+    m = self.max(axis, keepdim=True).detach()
+    out = (self - m).exp().sum(axis, keepdim=True).log() + m
+    return out if keepdim else out.squeeze(self._axis(axis)) if self.ndim else out
+
+  def softmax(self: Tensor, axis: int = -1) -> Tensor:
+    e = (self - self.max(axis, keepdim=True).detach()).exp()
+    return e / e.sum(axis, keepdim=True)
+
+  def log_softmax(self: Tensor, axis: int = -1) -> Tensor:
+    s = self - self.max(axis, keepdim=True).detach()
+    return s - s.exp().sum(axis, keepdim=True).log()
+
+  # --- linear algebra
+  def dot(self: Tensor, w: Tensor) -> Tensor:
+    """numpy matmul semantics: 1-D operands are vectors, leading dims broadcast."""
+    x, w = self, self._to_tensor(w)
+    if x.ndim == 0 or w.ndim == 0: raise ValueError(f"matmul needs at least 1-D operands, got shapes {x.shape} and {w.shape}")
+    if x.device != w.device: raise RuntimeError(f"matmul operands are on different devices ({x.device} and {w.device})")
+    k_x, k_w = x.shape[-1], w.shape[-2] if w.ndim > 1 else w.shape[0]
+    if k_x != k_w: raise ValueError(f"matmul shape mismatch: {x.shape} @ {w.shape} (inner dims {k_x} and {k_w} differ)")
+    dt = dtypes.int32 if x.dtype.itemsize < 4 and not x.dtype.is_float and not w.dtype.is_float else None
+    xs = x.reshape(x.shape[:-1] + (1, k_x)) if x.ndim > 1 else x.reshape(1, 1, k_x)
+    wt = w.transpose(-1, -2) if w.ndim > 1 else w.reshape(1, k_w)
+    wt = wt.reshape(wt.shape[:-2] + (1,) + wt.shape[-2:])
+    out = (xs * wt).sum(-1, dtype=dt)                               # (..., n, m)
+    if x.ndim == 1: out = out.squeeze(-2)
+    if w.ndim == 1: out = out.squeeze(-1)
+    return out
+  matmul = dot
+
+  def linear(self: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """x @ weight.T + bias, with weight of shape (out, in) like nn.Linear."""
+    out = self @ weight.T
+    return out if bias is None else out + bias
+
+  # --- convolution and pooling
+  def _pool(self: Tensor, k: tuple[int, ...], stride: tuple[int, ...], dilation: tuple[int, ...]) -> Tensor:
+    """(..., H, W) -> (..., OH, OW, KH, KW): windows over the last len(k) dims."""
+    nd = len(k)
+    t, base = self, self.ndim - nd
+    for i in range(nd): t = t._window(base + 2 * i, k[i], stride[i], dilation[i])
+    lead = tuple(range(base))
+    return t.permute(lead + tuple(base + 2 * i for i in range(nd)) + tuple(base + 2 * i + 1 for i in range(nd)))
+
+  def conv2d(self: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0, dilation=1, groups: int = 1) -> Tensor:
+    """x (N, Cin, H, W) with weight (Cout, Cin/groups, KH, KW) -> (N, Cout, OH, OW)."""
+    if self.ndim != 4 or weight.ndim != 4:
+      raise ValueError(f"conv2d needs a 4-D input (N, C, H, W) and 4-D weight (Cout, Cin, KH, KW), got {self.shape} and {weight.shape}")
+    n, cin, h, w = self.shape
+    cout, cg, kh, kw = weight.shape
+    if cin % groups or cout % groups or cg * groups != cin:
+      raise ValueError(f"conv2d input {self.shape} and weight {weight.shape} do not match with groups={groups}: "
+                       f"weight dim 1 must be {cin}/{groups}")
+    (sh, sw), (ph, pw), (dh, dw) = _pair(stride, "stride"), _pair(padding, "padding"), _pair(dilation, "dilation")
+    if bias is not None and bias.shape != (cout,): raise ValueError(f"conv2d bias must have shape ({cout},), got {bias.shape}")
+    x = self.pad(((0, 0), (0, 0), (ph, ph), (pw, pw)))
+    if dh * (kh - 1) + 1 > h + 2 * ph or dw * (kw - 1) + 1 > w + 2 * pw:
+      raise ValueError(f"conv2d kernel {(kh, kw)} (dilation {(dh, dw)}) is larger than the padded input {x.shape[2:]}")
+    win = x._pool((kh, kw), (sh, sw), (dh, dw))                         # (N, Cin, OH, OW, KH, KW)
+    oh, ow = win.shape[2], win.shape[3]
+    win = win.reshape(n, groups, 1, cg, oh, ow, kh, kw).permute(0, 1, 2, 4, 5, 3, 6, 7)     # (N, G, 1, OH, OW, Cg, KH, KW)
+    wt = weight.reshape(1, groups, cout // groups, 1, 1, cg, kh, kw)
+    out = (win * wt).sum((5, 6, 7)).reshape(n, cout, oh, ow)
+    return out if bias is None else out + bias.reshape(1, cout, 1, 1)
+
+  def max_pool2d(self: Tensor, kernel_size=2, stride=None, padding=0, dilation=1) -> Tensor:
+    k = _pair(kernel_size, "kernel_size")
+    pad = _pair(padding, "padding")
+    x = self.pad(((0, 0),) * (self.ndim - 2) + ((pad[0], pad[0]), (pad[1], pad[1])), value=float("-inf")) if any(pad) else self
+    win = x._pool(k, _pair(stride if stride is not None else k, "stride"), _pair(dilation, "dilation"))
+    return win.max((-2, -1))
+
+  def avg_pool2d(self: Tensor, kernel_size=2, stride=None, padding=0) -> Tensor:
+    """Average over each window, padding included in the count."""
+    k = _pair(kernel_size, "kernel_size")
+    pad = _pair(padding, "padding")
+    x = self.pad(((0, 0),) * (self.ndim - 2) + ((pad[0], pad[0]), (pad[1], pad[1])))
+    return x._pool(k, _pair(stride if stride is not None else k, "stride"), (1, 1)).mean((-2, -1))
+
+  # --- losses
+  def one_hot(self: Tensor, num_classes: int) -> Tensor:
+    from compute.tensor import Tensor
+    if self.dtype.is_float: raise TypeError(f"one_hot needs integer class indices, got {self.dtype.name}")
+    return (self.unsqueeze(-1) == Tensor.arange(num_classes, device=self.device)).cast(dtypes.int32)
+
+  def cross_entropy(self: Tensor, target: Tensor, reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:
+    """Logits (N, C) against class indices (N,) or class probabilities (N, C); like torch's cross_entropy."""
+    if reduction not in ("mean", "sum", "none"): raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+    c = self.shape[-1]
+    if target.shape == self.shape[:-1] and not target.dtype.is_float: probs = target.one_hot(c).cast(self.dtype)
+    elif target.shape == self.shape: probs = target
+    else:
+      raise ValueError(f"cross_entropy target must have shape {self.shape[:-1]} (class indices) or {self.shape} "
+                       f"(probabilities), got {target.shape}")
+    if label_smoothing: probs = probs * (1 - label_smoothing) + label_smoothing / c
+    loss = -(self.log_softmax(-1) * probs).sum(-1)
+    return loss.mean() if reduction == "mean" else loss.sum() if reduction == "sum" else loss
+
+  def binary_cross_entropy(self: Tensor, target: Tensor) -> Tensor:
+    """Mean BCE of probabilities `self` against `target`."""
+    return -(target * self.log() + (1 - target) * (1 - self).log()).mean()

@@ -1,0 +1,150 @@
+"""Running schedules through the queue API (drivers.hcq) only: devices, buffers, compiling, launching.
+
+Every kernel of a schedule that runs on one device goes into one compute-queue submission that waits
+for the device's timeline and signals it at the end; device copies use Buffer.transfer. Freed buffers
+return to a per-device pool and are reused once the timeline shows their last user has finished.
+"""
+from __future__ import annotations
+import weakref
+from collections import defaultdict
+import numpy as np
+from drivers.hcq import open_device, default_device_name, parse_device
+from drivers.hcq import Device as HCQDevice, Buffer as HCQBuffer, Program as HCQProgram
+from compute.codegen import Renderer
+from compute.dtypes import DType, dtypes
+from compute.schedule import Kernel, Copy, KNode
+
+
+class _Devices:
+  """Device names the compute layer uses: the queue API's device strings, canonicalized ('cpu' -> 'CPU')."""
+  def __init__(self): self._default: str | None = None
+
+  @property
+  def DEFAULT(self) -> str:
+    if self._default is None: self._default = self.canonicalize(default_device_name())
+    return self._default
+
+  @DEFAULT.setter
+  def DEFAULT(self, name: str) -> None: self._default = self.canonicalize(name)
+
+  def canonicalize(self, name: str | None) -> str:
+    if name is None: return self.DEFAULT
+    if not isinstance(name, str): raise TypeError(f"a device is a string like 'CPU' or 'MOCKPCI+AMD', not {name!r}")
+    return str(parse_device(name.upper()))
+
+  def __getitem__(self, name: str) -> HCQDevice: return open_device(self.canonicalize(name))
+
+
+Device = _Devices()
+
+# --- buffers
+_pool: dict[str, dict[int, list[tuple[HCQBuffer, int]]]] = defaultdict(lambda: defaultdict(list))
+
+
+def _release(device: str, buf: HCQBuffer) -> None:
+  dev = buf.device
+  if dev.closed: return
+  _pool[device][buf.size].append((buf, dev.timeline_value - 1))   # reusable once the timeline reaches this
+
+
+class Buffer:
+  """Device memory for one realized tensor, from the device's pool; back to the pool when collected."""
+  def __init__(self, device: str, nbytes: int):
+    self.device, self.nbytes = device, nbytes
+    dev = Device[device]
+    free = _pool[device][nbytes]
+    hit = next((i for i, (_, ready) in enumerate(free) if dev.timeline.value >= ready), None)
+    if hit is not None: self.hcq = free.pop(hit)[0]
+    else:
+      try: self.hcq = dev.alloc(nbytes)
+      except MemoryError:
+        for entries in _pool[device].values():
+          for b, _ in entries: b.free()
+          entries.clear()
+        self.hcq = dev.alloc(nbytes)
+    weakref.finalize(self, _release, device, self.hcq)
+
+  def __repr__(self) -> str: return f"<Buffer {self.nbytes} B on {self.device}>"
+
+
+def _storage(dtype: DType):
+  return np.uint8 if dtype is dtypes.bool else np.uint16 if dtype is dtypes.bfloat16 else dtype.np
+
+
+def buffer_from_numpy(arr: np.ndarray, dtype: DType, device: str) -> Buffer:
+  if dtype is dtypes.bfloat16:   # round to nearest even, keep the top 16 bits
+    u = np.ascontiguousarray(arr, dtype=np.float32).view(np.uint32)
+    data = ((u + 0x7fff + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+    data = np.where(np.isnan(arr), np.uint16(0x7fc0), data)
+  else: data = np.ascontiguousarray(arr, dtype=_storage(dtype))
+  buf = Buffer(device, data.nbytes)
+  if data.nbytes: buf.hcq.copyin(data.reshape(-1).view(np.uint8).data)
+  return buf
+
+
+def buffer_to_numpy(buf: Buffer, shape: tuple[int, ...], dtype: DType) -> np.ndarray:
+  raw = np.frombuffer(buf.hcq.copyout(), dtype=_storage(dtype)).reshape(shape)
+  if dtype is dtypes.bfloat16: return (raw.astype(np.uint32) << 16).view(np.float32)
+  return raw.astype(np.bool_) if dtype is dtypes.bool else raw.copy()
+
+
+# --- kernels
+_programs: dict[tuple, tuple[HCQProgram, object]] = {}
+stats = {"kernels_launched": 0, "programs_built": 0}
+
+
+def kernel_key(k: Kernel) -> tuple:
+  """Structural identity of a kernel (same key -> same source), so rendering happens once per shape of work."""
+  memo: dict[int, tuple] = {}
+  def key(n: KNode) -> tuple:
+    if id(n) not in memo: memo[id(n)] = (n.op, n.dtype.name, n.arg, tuple(key(s) for s in n.srcs))
+    return memo[id(n)]
+  return (k.device, k.out_shape, k.full_shape, tuple(b.dtype.name for b in k.bufs), key(k.root))
+
+
+def get_program(k: Kernel):
+  key = kernel_key(k)
+  if key not in _programs:
+    dev = Device[k.device]
+    lang = dev.compiler.language
+    if lang not in ("c", "opencl"):
+      raise NotImplementedError(f"{k.device}: the compute layer has no renderer for kernel language {lang!r}")
+    spec = Renderer(lang).render(k)
+    _programs[key] = (dev.program(spec.name, dev.compiler.compile(spec.src)), spec)
+    stats["programs_built"] += 1
+  return _programs[key]
+
+
+def _mark_realized(lb, buf: Buffer) -> None:
+  from compute.lazy import Ops
+  lb.buffer, lb.op, lb.srcs, lb.arg, lb.st = buf, Ops.BUFFER, (), None, None
+
+
+def run_schedule(items: list[Kernel | Copy]) -> None:
+  queues: dict[str, object] = {}
+
+  def flush(name: str | None = None) -> None:
+    for dn in ([name] if name is not None else list(queues)):
+      if (q := queues.pop(dn, None)) is not None:
+        dev = Device[dn]
+        q.signal(dev.timeline, dev.next_timeline()).submit()
+
+  for it in items:
+    if isinstance(it, Copy):
+      flush()
+      dest = Buffer(it.dest.device, it.src.buffer.nbytes)
+      if dest.nbytes: it.src.buffer.hcq.transfer(dest.hcq)
+      _mark_realized(it.dest, dest)
+      continue
+    out = it.bufs[0]
+    buf = Buffer(it.device, out.size * out.dtype.itemsize)
+    if out.size:
+      prg, spec = get_program(it)
+      dev = Device[it.device]
+      if it.device not in queues: queues[it.device] = dev.compute_queue().wait(dev.timeline, dev.timeline_value - 1)
+      ins = [b.buffer.hcq.view(o, b.buffer.hcq.size - o) if o else b.buffer.hcq for b, o in zip(it.bufs[1:], it.offsets[1:])]
+      args = prg.fill_kernargs([buf.hcq] + ins, (), spec.global_size, spec.local_size)
+      queues[it.device].memory_barrier().exec(prg, args, spec.global_size, spec.local_size)
+      stats["kernels_launched"] += 1
+    _mark_realized(out, buf)
+  flush()

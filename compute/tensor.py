@@ -1,0 +1,397 @@
+"""Tensor: the user-facing array. Operations build a lazy graph; realize()/numpy() schedule, compile and run it."""
+from __future__ import annotations
+import math
+from math import prod
+from typing import Any, Iterable, Sequence
+import numpy as np
+from compute import function as F
+from compute.dtypes import DType, dtypes, promote, promote_scalar
+from compute.lazy import LazyBuffer, Ops, FLOAT_ONLY
+from compute.runtime import Device, buffer_from_numpy, buffer_to_numpy, run_schedule
+from compute.schedule import create_schedule
+from compute.nnops import NNOps
+
+Scalar = bool | int | float
+
+
+def _shape_arg(shape) -> tuple[int, ...]:
+  return tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else tuple(shape)
+
+
+class Tensor(NNOps):
+  grad_enabled = True
+  _rng = np.random.default_rng(0)
+  __slots__ = ("lazydata", "requires_grad", "grad", "_ctx")
+
+  def __init__(self, data: Any, device: str | None = None, dtype: DType | str | None = None, requires_grad: bool = False):
+    dtype = dtypes.get(dtype)
+    self.grad: Tensor | None = None
+    self._ctx: F.Function | None = None
+    self.requires_grad = requires_grad
+    if isinstance(data, LazyBuffer):
+      self.lazydata = data
+      return
+    device = Device.canonicalize(device)
+    if isinstance(data, Tensor): data = data.numpy()
+    if isinstance(data, (bool, int, float, np.bool_, np.integer, np.floating)) and dtype is None:
+      dtype = dtypes.from_np(np.asarray(data).dtype) if isinstance(data, np.generic) else \
+        dtypes.bool if isinstance(data, bool) else dtypes.int32 if isinstance(data, int) else dtypes.float32
+    try: arr = np.asarray(data)
+    except Exception as e: raise TypeError(f"cannot make a Tensor from {type(data).__name__}: {e}") from None
+    if arr.dtype == object or arr.dtype.kind not in "biuf":
+      raise TypeError(f"cannot make a Tensor from {type(data).__name__} with numpy dtype {arr.dtype}: need numbers")
+    if dtype is None: dtype = dtypes.from_np(arr.dtype) if arr.size or arr.dtype.kind != "f" else dtypes.float32
+    if dtype.kind in "ui" and arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
+      raise ValueError(f"cannot convert non-finite floats to {dtype.name}")
+    self.lazydata = LazyBuffer.from_buffer(buffer_from_numpy(arr, dtype, device), arr.shape, dtype)
+
+  @staticmethod
+  def _from_lazy(lb: LazyBuffer, requires_grad: bool = False) -> Tensor:
+    t = Tensor(lb)
+    t.requires_grad = requires_grad
+    return t
+
+  # --- properties
+  @property
+  def shape(self) -> tuple[int, ...]: return self.lazydata.shape
+  @property
+  def dtype(self) -> DType: return self.lazydata.dtype
+  @property
+  def device(self) -> str: return self.lazydata.device
+  @property
+  def ndim(self) -> int: return len(self.shape)
+  def numel(self) -> int: return prod(self.shape)
+  def size(self, dim: int | None = None): return self.shape if dim is None else self.shape[self._axis(dim)]
+  def __len__(self) -> int:
+    if not self.shape: raise TypeError("len() of a 0-d tensor")
+    return self.shape[0]
+  def __repr__(self) -> str:
+    return f"<Tensor {self.shape} {self.dtype.name} on {self.device}{' with grad' if self.grad is not None else ''}>"
+  def __hash__(self) -> int: return id(self)
+  def __bool__(self): raise TypeError("the truth value of a Tensor is ambiguous; use .item() or .numpy()")
+
+  # --- realization and host transfer
+  @staticmethod
+  def realize_all(*tensors: Tensor) -> None:
+    """Realize several tensors with one schedule (shared work is computed once)."""
+    targets, seen = [], set()
+    for t in tensors:
+      b = t.lazydata.base
+      if not b.realized and id(b) not in seen: seen.add(id(b)); targets.append(b)
+    if targets: run_schedule(create_schedule(targets))
+
+  def realize(self, *others: Tensor) -> Tensor:
+    Tensor.realize_all(self, *others)
+    return self
+
+  def numpy(self) -> np.ndarray:
+    lb = self.lazydata
+    if (lb.op is Ops.VIEW and not lb.st.is_reshape_of(lb.base.shape)) or lb.base.op in (Ops.CONST, Ops.ARANGE): lb = lb.contiguous()
+    Tensor.realize_all(Tensor._from_lazy(lb))
+    return buffer_to_numpy(lb.base.buffer, self.shape, self.dtype)
+
+  def tolist(self): return self.numpy().tolist()
+  def item(self) -> Scalar:
+    if self.numel() != 1: raise ValueError(f"item() needs a tensor with one element, this one has shape {self.shape}")
+    return self.numpy().reshape(()).item()
+
+  def to(self, device: str) -> Tensor:
+    device = Device.canonicalize(device)
+    if device == self.device: return self
+    Device[device]   # open it now: an unavailable device is an error here, not at the next realize
+    return F.Copy.apply(self, device=device)
+
+  def contiguous(self) -> Tensor: return F.Contiguous.apply(self)
+  def detach(self) -> Tensor: return Tensor._from_lazy(self.lazydata)
+
+  def assign(self, x: Tensor | Any) -> Tensor:
+    """Replace this tensor's value (same shape and dtype), e.g. for optimizer updates."""
+    if not isinstance(x, Tensor): x = Tensor(x, device=self.device, dtype=self.dtype)
+    if x.shape != self.shape: raise ValueError(f"assign of shape {x.shape} to a tensor of shape {self.shape}")
+    if x.device != self.device: raise ValueError(f"assign from {x.device} to a tensor on {self.device}; use .to() first")
+    self.lazydata = x.lazydata.cast(self.dtype)
+    return self
+
+  # --- factories
+  @staticmethod
+  def full(shape, fill: Scalar, dtype: DType | str | None = None, device: str | None = None, requires_grad: bool = False) -> Tensor:
+    shape = _shape_arg(shape) if isinstance(shape, (tuple, list)) else (shape,)
+    if any(not isinstance(s, int) or s < 0 for s in shape): raise ValueError(f"bad shape {shape}: need non-negative ints")
+    dt = dtypes.get(dtype) or (dtypes.bool if isinstance(fill, bool) else dtypes.int32 if isinstance(fill, int) else dtypes.float32)
+    t = Tensor._from_lazy(LazyBuffer.const(fill, dt, shape, Device.canonicalize(device)))
+    if requires_grad: t = t.contiguous().realize(); t.requires_grad = True
+    return t
+
+  @staticmethod
+  def zeros(*shape, **kw) -> Tensor: return Tensor.full(_shape_arg(shape), 0.0 if "dtype" not in kw else 0, **kw)
+  @staticmethod
+  def ones(*shape, **kw) -> Tensor: return Tensor.full(_shape_arg(shape), 1.0 if "dtype" not in kw else 1, **kw)
+  def zeros_like(self, **kw) -> Tensor: return Tensor.full(self.shape, 0, **{"dtype": self.dtype, "device": self.device, **kw})
+  def ones_like(self, **kw) -> Tensor: return Tensor.full(self.shape, 1, **{"dtype": self.dtype, "device": self.device, **kw})
+  def full_like(self, fill: Scalar, **kw) -> Tensor: return Tensor.full(self.shape, fill, **{"dtype": self.dtype, "device": self.device, **kw})
+
+  @staticmethod
+  def arange(start: Scalar, stop: Scalar | None = None, step: Scalar = 1, dtype=None, device: str | None = None) -> Tensor:
+    if stop is None: start, stop = 0, start
+    if step == 0: raise ValueError("arange step must not be 0")
+    n = max(0, math.ceil((stop - start) / step))
+    dt = dtypes.get(dtype) or (dtypes.float32 if any(isinstance(v, float) for v in (start, stop, step)) else dtypes.int32)
+    return Tensor._from_lazy(LazyBuffer.arange(n, start, step, dt, Device.canonicalize(device)))
+
+  @staticmethod
+  def eye(n: int, m: int | None = None, dtype=None, device: str | None = None) -> Tensor:
+    m = n if m is None else m
+    i, j = Tensor.arange(n, device=device).reshape(n, 1), Tensor.arange(m, device=device).reshape(1, m)
+    return (i == j).cast(dtypes.get(dtype) or dtypes.float32)
+
+  @staticmethod
+  def manual_seed(seed: int) -> None: Tensor._rng = np.random.default_rng(seed)
+
+  @staticmethod
+  def _random(fn: str, shape, seed, dtype, device, requires_grad, *args) -> Tensor:
+    rng = Tensor._rng if seed is None else np.random.default_rng(seed)
+    arr = getattr(rng, fn)(*args, size=_shape_arg(shape)).astype(np.float32)
+    return Tensor(arr, device=device, dtype=dtype or dtypes.float32, requires_grad=requires_grad)
+
+  @staticmethod
+  def rand(*shape, seed: int | None = None, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """Uniform in [0, 1); `seed` makes it reproducible (else the generator set by manual_seed)."""
+    return Tensor._random("random", shape, seed, dtype, device, requires_grad)
+  @staticmethod
+  def randn(*shape, seed: int | None = None, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return Tensor._random("standard_normal", shape, seed, dtype, device, requires_grad)
+  @staticmethod
+  def uniform(*shape, low=0.0, high=1.0, seed=None, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return Tensor._random("uniform", shape, seed, dtype, device, requires_grad, low, high)
+
+  # --- autograd
+  def backward(self, gradient: Tensor | None = None) -> Tensor:
+    if gradient is None:
+      if self.numel() != 1: raise ValueError(f"backward() without a gradient needs a one-element tensor, not shape {self.shape}")
+      gradient = Tensor.full(self.shape, 1.0, dtype=self.dtype, device=self.device)
+    if gradient.shape != self.shape: raise ValueError(f"gradient shape {gradient.shape} does not match tensor shape {self.shape}")
+    order, seen = [], set()
+    def visit(t: Tensor):
+      stack = [(t, False)]
+      while stack:
+        n, done = stack.pop()
+        if done: order.append(n); continue
+        if id(n) in seen or n._ctx is None: continue
+        seen.add(id(n))
+        stack.append((n, True))
+        stack.extend((p, False) for p in n._ctx.parents if p._ctx is not None)
+    visit(self)
+    grads: dict[int, LazyBuffer] = {id(self): gradient.lazydata}
+    for t in reversed(order):
+      g = grads.pop(id(t), None)
+      ctx = t._ctx
+      if g is None: continue
+      out = ctx.backward(g)
+      out = out if isinstance(out, tuple) else (out,)
+      for p, pg, need in zip(ctx.parents, out, ctx.needs_grad):
+        if pg is None or not need: continue
+        if pg.shape != p.shape: raise RuntimeError(f"internal: gradient {pg.shape} for input {p.shape} of {type(ctx).__name__}")
+        if p._ctx is not None: grads[id(p)] = grads[id(p)].alu(Ops.ADD, pg) if id(p) in grads else pg
+        else:
+          gt = Tensor._from_lazy(pg)
+          p.grad = gt if p.grad is None else Tensor._from_lazy(p.grad.lazydata.alu(Ops.ADD, pg))
+      t._ctx = None
+    return self
+
+  # --- elementwise plumbing
+  def _axis(self, a: int, n: int | None = None) -> int:
+    n = self.ndim if n is None else n
+    if not -max(n, 1) <= a < max(n, 1): raise IndexError(f"axis {a} is out of range for a tensor of shape {self.shape}")
+    return a % max(n, 1)
+
+  def _to_tensor(self, x) -> Tensor:
+    if isinstance(x, Tensor): return x
+    if isinstance(x, (bool, int, float, np.bool_, np.integer, np.floating)):
+      dt = promote_scalar(self.dtype, x)
+      return Tensor._from_lazy(LazyBuffer.const(x, dt, (), self.device))
+    return Tensor(x, device=self.device)
+
+  def _broadcast(self, other, reverse: bool = False) -> tuple[Tensor, Tensor]:
+    y = self._to_tensor(other)
+    if y.device != self.device:
+      raise RuntimeError(f"operands are on different devices ({self.device} and {y.device}); move one with .to()")
+    dt = promote(self.dtype, y.dtype)
+    x, y = self.cast(dt), y.cast(dt)
+    shape = broadcast_shape(x.shape, y.shape)
+    x, y = x._expand_to(shape), y._expand_to(shape)
+    return (y, x) if reverse else (x, y)
+
+  def _expand_to(self, shape: tuple[int, ...]) -> Tensor:
+    if self.shape == shape: return self
+    t = self.reshape((1,) * (len(shape) - self.ndim) + self.shape)
+    return t.expand(shape)
+
+  def _float(self) -> Tensor: return self if self.dtype.is_float else self.cast(dtypes.float32)
+
+  def _unary(self, fn: type[F.Function]) -> Tensor: return fn.apply(self._float())
+
+  def _cmp(self, op: Ops, other, reverse: bool = False) -> Tensor:
+    x, y = self._broadcast(other, reverse)
+    return Tensor._from_lazy(x.lazydata.alu(op, y.lazydata))
+
+  def _check_ops(self, op: Ops) -> None:
+    if op in FLOAT_ONLY and not self.dtype.is_float: raise TypeError(f"{op.name.lower()} needs a float tensor, got {self.dtype.name}")
+
+  def cast(self, dtype: DType | str) -> Tensor:
+    dtype = dtypes.get(dtype)
+    if dtype is self.dtype: return self
+    if dtype.is_float and self.dtype.is_float: return F.Cast.apply(self, dtype=dtype)
+    return Tensor._from_lazy(self.lazydata.cast(dtype))
+  def float(self) -> Tensor: return self.cast(dtypes.float32)
+  def half(self) -> Tensor: return self.cast(dtypes.float16)
+  def int(self) -> Tensor: return self.cast(dtypes.int32)
+  def bool(self) -> Tensor: return self.cast(dtypes.bool)
+
+  # --- arithmetic
+  def add(self, x, reverse=False) -> Tensor: return F.Add.apply(*self._broadcast(x, reverse))
+  def sub(self, x, reverse=False) -> Tensor:
+    a, b = self._broadcast(x, reverse)
+    if a.dtype is dtypes.bool: raise TypeError("subtraction of bool tensors is not supported; use ^ (xor) or cast first")
+    return F.Sub.apply(a, b)
+  def mul(self, x, reverse=False) -> Tensor: return F.Mul.apply(*self._broadcast(x, reverse))
+  def div(self, x, reverse=False) -> Tensor:
+    a, b = self._broadcast(x, reverse)
+    return F.Div.apply(a._float(), b._float())
+  def floordiv(self, x, reverse=False) -> Tensor:
+    a, b = self._broadcast(x, reverse)
+    if a.dtype.is_float: return (a / b).floor()
+    return Tensor._from_lazy(a.lazydata.alu(Ops.IDIV, b.lazydata))
+  def mod(self, x, reverse=False) -> Tensor:
+    a, b = self._broadcast(x, reverse)
+    if a.dtype.is_float: return a - b * (a / b).floor()
+    return Tensor._from_lazy(a.lazydata.alu(Ops.MOD, b.lazydata))
+  def pow(self, x, reverse=False) -> Tensor:
+    if not reverse and isinstance(x, (int, float)) and not isinstance(x, bool):
+      if x == 0: return self.ones_like()
+      if x == 1: return self
+      if x == 2: return self * self
+      if x == 0.5: return self.sqrt()
+      if x == -1: return self.reciprocal()
+    base, e = self._broadcast(x, reverse)
+    base, e = base._float(), e._float()
+    mag = (e * base.abs().log()).exp()
+    odd = (e.abs() % 2) == 1
+    integral = e.trunc() == e
+    neg = base < 0
+    out = neg.where(integral.where(odd.where(-mag, mag), math.nan), mag)
+    return (e == 0).where(1.0, out)
+  def neg(self) -> Tensor:
+    if self.dtype is dtypes.bool: raise TypeError("negation of a bool tensor is not supported; use ~ (logical not)")
+    return F.Neg.apply(self)
+  def maximum(self, x) -> Tensor: return F.Maximum.apply(*self._broadcast(x))
+  def minimum(self, x) -> Tensor: return F.Maximum.apply(*self._broadcast(x), op=Ops.MIN)
+  def where(self, x, y) -> Tensor:
+    """self (a condition) chooses x where true, y where false; x and y broadcast together with it."""
+    cond = self if self.dtype is dtypes.bool else self != 0
+    if not isinstance(x, Tensor) and not isinstance(y, Tensor):
+      x = cond._to_tensor(x)
+      y = x._to_tensor(y)
+    elif not isinstance(x, Tensor): x = y._to_tensor(x)
+    else: y = x._to_tensor(y)
+    x, y = x._broadcast(y)
+    shape = broadcast_shape(cond.shape, x.shape)
+    return F.Where.apply(cond._expand_to(shape), x._expand_to(shape), y._expand_to(shape))
+  def logical_not(self) -> Tensor: return Tensor._from_lazy(self.bool().lazydata.alu(Ops.NOT))
+  def _bitwise(self, op: Ops, x, reverse=False) -> Tensor:
+    a, b = self._broadcast(x, reverse)
+    if a.dtype.is_float: raise TypeError(f"bitwise {op.name.lower()} needs bool or integer tensors, got {a.dtype.name}")
+    return Tensor._from_lazy(a.lazydata.alu(op, b.lazydata))
+
+  __add__ = lambda self, x: self.add(x)
+  __radd__ = lambda self, x: self.add(x, True)
+  __sub__ = lambda self, x: self.sub(x)
+  __rsub__ = lambda self, x: self.sub(x, True)
+  __mul__ = lambda self, x: self.mul(x)
+  __rmul__ = lambda self, x: self.mul(x, True)
+  __truediv__ = lambda self, x: self.div(x)
+  __rtruediv__ = lambda self, x: self.div(x, True)
+  __floordiv__ = lambda self, x: self.floordiv(x)
+  __rfloordiv__ = lambda self, x: self.floordiv(x, True)
+  __mod__ = lambda self, x: self.mod(x)
+  __rmod__ = lambda self, x: self.mod(x, True)
+  __pow__ = lambda self, x: self.pow(x)
+  __rpow__ = lambda self, x: self.pow(x, True)
+  __neg__ = lambda self: self.neg()
+  __matmul__ = lambda self, x: self.matmul(x)
+  __rmatmul__ = lambda self, x: self._to_tensor(x).matmul(self)
+  __lt__ = lambda self, x: self._cmp(Ops.CMPLT, x)
+  __le__ = lambda self, x: self._cmp(Ops.CMPLE, x)
+  __gt__ = lambda self, x: self._cmp(Ops.CMPLT, x, True)
+  __ge__ = lambda self, x: self._cmp(Ops.CMPLE, x, True)
+  __eq__ = lambda self, x: self._cmp(Ops.CMPEQ, x)     # type: ignore[assignment]
+  __ne__ = lambda self, x: self._cmp(Ops.CMPNE, x)     # type: ignore[assignment]
+  __and__ = lambda self, x: self._bitwise(Ops.AND, x)
+  __or__ = lambda self, x: self._bitwise(Ops.OR, x)
+  __xor__ = lambda self, x: self._bitwise(Ops.XOR, x)
+  __rand__ = lambda self, x: self._bitwise(Ops.AND, x, True)
+  __ror__ = lambda self, x: self._bitwise(Ops.OR, x, True)
+  __rxor__ = lambda self, x: self._bitwise(Ops.XOR, x, True)
+  def __invert__(self) -> Tensor:
+    if self.dtype is dtypes.bool: return self.logical_not()
+    if self.dtype.is_float: raise TypeError("~ needs a bool or integer tensor")
+    return self ^ -1 if self.dtype.kind == "i" else self ^ 255
+
+  # --- unary math
+  def exp(self) -> Tensor: return self._unary(F.Exp)
+  def exp2(self) -> Tensor: return self._unary(F.Exp2)
+  def log(self) -> Tensor: return self._unary(F.Log)
+  def log2(self) -> Tensor: return self._unary(F.Log2)
+  def sqrt(self) -> Tensor: return self._unary(F.Sqrt)
+  def rsqrt(self) -> Tensor: return self.sqrt().reciprocal()
+  def sin(self) -> Tensor: return self._unary(F.Sin)
+  def cos(self) -> Tensor: return self._unary(F.Cos)
+  def tan(self) -> Tensor: return self.sin() / self.cos()
+  def reciprocal(self) -> Tensor: return self._unary(F.Recip)
+  def relu(self) -> Tensor: return F.Relu.apply(self)
+  def sigmoid(self) -> Tensor: return self._unary(F.Sigmoid)
+  def tanh(self) -> Tensor: return 2.0 * (2.0 * self._float()).sigmoid() - 1.0
+  def gelu(self) -> Tensor:
+    """GELU, tanh approximation: 0.5*x*(1 + tanh(sqrt(2/pi)*(x + 0.044715*x^3)))."""
+    x = self._float()
+    return 0.5 * x * (1 + (math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)).tanh())
+  def silu(self) -> Tensor: return self * self.sigmoid()
+  def leaky_relu(self, neg_slope: float = 0.01) -> Tensor: return self.relu() - (-neg_slope * self).relu()
+  def softplus(self) -> Tensor: return self.maximum(0) + (-self.abs()).exp().add(1).log()
+  def abs(self) -> Tensor: return self.relu() + (-self).relu() if self.dtype.is_float else (self < 0).where(-self, self)
+  def sign(self) -> Tensor: return (self > 0).cast(self.dtype) - (self < 0).cast(self.dtype)
+  def square(self) -> Tensor: return self * self
+  def trunc(self) -> Tensor: return Tensor._from_lazy(self.lazydata.alu(Ops.TRUNC)) if self.dtype.is_float else self
+  def floor(self) -> Tensor:
+    t = self.trunc()
+    return (t > self).where(t - 1, t) if self.dtype.is_float else self
+  def ceil(self) -> Tensor:
+    t = self.trunc()
+    return (t < self).where(t + 1, t) if self.dtype.is_float else self
+  def clip(self, lo=None, hi=None) -> Tensor:
+    out = self if lo is None else self.maximum(lo)
+    return out if hi is None else out.minimum(hi)
+  clamp = clip
+
+
+def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+  n = max(len(s) for s in shapes)
+  padded = [(1,) * (n - len(s)) + tuple(s) for s in shapes]
+  out = []
+  for dims in zip(*padded):
+    m = max(dims) if 0 not in dims else 0
+    if any(d not in (1, m) for d in dims):
+      raise ValueError(f"shapes {' and '.join(str(tuple(s)) for s in shapes)} cannot be broadcast together")
+    out.append(m)
+  return tuple(out)
+
+
+class no_grad:
+  """Context manager (and decorator) that builds no autograd graph, e.g. for evaluation."""
+  def __enter__(self):
+    self.prev, Tensor.grad_enabled = Tensor.grad_enabled, False
+  def __exit__(self, *exc):
+    Tensor.grad_enabled = self.prev
+  def __call__(self, fn):
+    def wrapped(*a, **kw):
+      with no_grad(): return fn(*a, **kw)
+    return wrapped

@@ -1,0 +1,122 @@
+"""The emulated Navi31 (gfx1100): VRAM, the GPU MMU, the register file, the clock, the engines, and
+kernel dispatch into the RDNA3 shader core. Both kernel interfaces sit on top of this one object: the KFD
+model (as the kernel driver would) and the PCI function (as the AM userspace driver sees it).
+"""
+from __future__ import annotations
+import threading, time
+from dataclasses import dataclass
+from typing import Callable
+
+from autogen.amd import gc_11_0_0 as gc, nbio_4_3_0 as nbio
+from emu.pci import DMASpace
+from emu.amdgpu.vram import VRAM
+from emu.amdgpu.mmu import MMU
+from emu.amdgpu.engine import EngineError, KernelError
+from emu.rdna3.dispatch import Launch, execute, WaveError
+
+# Segment base addresses (dwords) of each IP block of a Navi31, as its IP discovery table lists them
+# (reference/amd_driver.md 2.2). Register dword address = base[reg.base_idx] + reg.offset.
+IP_BASES = {
+  "GC": (0x1260, 0xA000, 0x1C000, 0x2402C00),
+  "MMHUB": (0x1A000, 0x2408800),
+  "NBIO": (0x0, 0x14, 0xD20, 0x10400, 0x241B000, 0x4040000),
+  "MP0": (0x16000, 0xDC0000, 0xE00000, 0xE40000, 0x243FC00),
+  "MP1": (0x16000, 0xDC0000, 0xE00000, 0xE40000, 0x243FC00),
+  "HDP": (0xF20, 0x240A400),
+  "OSSSYS": (0x10A0, 0x240A000),
+  "SDMA0": (0x1260, 0xA000, 0x1C000, 0x2402C00),   # SDMA 6.0 registers sit in the GC register space
+}
+CLOCK_HZ = 100_000_000        # GPU timestamp counter (RELEASE_MEM data_sel 3, SDMA TIMESTAMP): 100 MHz
+LDS_GRANULE = 512             # COMPUTE_PGM_RSRC2.LDS_SIZE unit on gfx11, bytes
+SCRATCH_WAVESIZE_UNIT = 256   # COMPUTE_TMPRING_SIZE.WAVESIZE unit: bytes per wave64 => 4 bytes per lane
+
+
+def reg_addr(block: str, reg) -> int:
+  return reg.addr(IP_BASES[block])
+
+
+COMPUTE = {name: reg_addr("GC", getattr(gc, f"reg{name}")) for name in (
+  "COMPUTE_PGM_LO", "COMPUTE_PGM_HI", "COMPUTE_PGM_RSRC1", "COMPUTE_PGM_RSRC2", "COMPUTE_PGM_RSRC3", "COMPUTE_TMPRING_SIZE",
+  "COMPUTE_NUM_THREAD_X", "COMPUTE_NUM_THREAD_Y", "COMPUTE_NUM_THREAD_Z", "COMPUTE_USER_DATA_0",
+  "COMPUTE_START_X", "COMPUTE_START_Y", "COMPUTE_START_Z")}
+HDP_FLUSH_REQ = reg_addr("NBIO", nbio.regBIF_BX_PF0_GPU_HDP_FLUSH_REQ)
+HDP_FLUSH_DONE = reg_addr("NBIO", nbio.regBIF_BX_PF0_GPU_HDP_FLUSH_DONE)
+
+
+@dataclass(frozen=True)
+class DeviceError:
+  engine: str
+  message: str
+  va: int | None = None
+
+  def __str__(self) -> str: return f"{self.engine}: {self.message}"
+
+
+class AMDGPU:
+  def __init__(self, vram_size: int = 512 << 20, vram_path: str | None = None):
+    self.vram, self.dma = VRAM(vram_size, vram_path), DMASpace()
+    self.mmu = MMU(self.vram, self.dma)
+    self.regs: dict[int, int] = {}          # MMIO register file, by dword address
+    self.engines: list = []
+    self.errors: list[DeviceError] = []
+    self.on_error: list[Callable[[DeviceError], None]] = []
+    self.on_interrupt: list[Callable[[str, int], None]] = []    # (source, context id)
+    self.lock = threading.Lock()             # one dispatch at a time: the model has one shader array
+    self._t0 = time.perf_counter_ns()
+
+  def clock(self) -> int:
+    return (time.perf_counter_ns() - self._t0) // (1_000_000_000 // CLOCK_HZ)
+
+  # --- registers (the CP's SET_UCONFIG_REG / WAIT_REG_MEM register form, and BAR5 on the PCI function)
+  def mmio_read(self, addr: int) -> int:
+    return self.regs.get(addr, 0)
+
+  def mmio_write(self, addr: int, value: int) -> None:
+    self.regs[addr] = value
+    if addr == HDP_FLUSH_REQ: self.regs[HDP_FLUSH_DONE] = value   # the flush completes at once: memory is coherent
+
+  # --- faults and interrupts
+  def report_fault(self, engine: str, message: str, va: int | None = None) -> None:
+    err = DeviceError(engine, message, va)
+    self.errors.append(err)
+    for cb in self.on_error: cb(err)
+
+  def interrupt(self, source: str, ctx: int) -> None:
+    for cb in self.on_interrupt: cb(source, ctx)
+
+  def add_engine(self, engine) -> None:
+    self.engines.append(engine)
+    engine.start()
+
+  def remove_engine(self, engine) -> None:
+    engine.stop()
+    if engine in self.engines: self.engines.remove(engine)
+
+  def shutdown(self) -> None:
+    for e in list(self.engines): self.remove_engine(e)
+
+  # --- dispatch
+  def dispatch(self, sh: dict[int, int], grid: tuple[int, int, int], initiator: int, queue: str) -> int:
+    """DISPATCH_DIRECT with the queue's COMPUTE_* registers; returns wave-instructions executed."""
+    r = lambda name: sh.get(COMPUTE[name], 0)
+    ini = gc.regCOMPUTE_DISPATCH_INITIATOR.decode(initiator)
+    if not ini["COMPUTE_SHADER_EN"]: raise_engine(queue, "DISPATCH_DIRECT without COMPUTE_SHADER_EN in the initiator")
+    rsrc1, rsrc2 = gc.regCOMPUTE_PGM_RSRC1.decode(r("COMPUTE_PGM_RSRC1")), gc.regCOMPUTE_PGM_RSRC2.decode(r("COMPUTE_PGM_RSRC2"))
+    pc = ((r("COMPUTE_PGM_HI") << 32) | r("COMPUTE_PGM_LO")) << 8
+    block = tuple(gc.regCOMPUTE_NUM_THREAD_X.decode(r(f"COMPUTE_NUM_THREAD_{a}"))["NUM_THREAD_FULL"] for a in "XYZ")
+    if 0 in block: raise_engine(queue, f"DISPATCH_DIRECT with COMPUTE_NUM_THREAD = {block}: program the workgroup size first")
+    if any(r(f"COMPUTE_START_{a}") for a in "XYZ"): raise_engine(queue, "non-zero COMPUTE_START_X/Y/Z is not modelled")
+    user = [sh.get(COMPUTE["COMPUTE_USER_DATA_0"] + i, 0) for i in range(rsrc2["USER_SGPR"])]
+    scratch = gc.regCOMPUTE_TMPRING_SIZE.decode(r("COMPUTE_TMPRING_SIZE"))["WAVESIZE"] * SCRATCH_WAVESIZE_UNIT // 64
+    # MODE at wave start: FLOAT_MODE = round [3:0] | denorm [7:4], IEEE [9] (RDNA3 ISA, "MODE")
+    mode = rsrc1["FLOAT_MODE"] | rsrc1["IEEE_MODE"] << 9
+    launch = Launch(pc, user, not ini["CS_W32_EN"], rsrc2["LDS_SIZE"] * LDS_GRANULE, scratch,
+                    (bool(rsrc2["TGID_X_EN"]), bool(rsrc2["TGID_Y_EN"]), bool(rsrc2["TGID_Z_EN"])), bool(rsrc2["SCRATCH_EN"]), mode)
+    with self.lock:
+      try: return execute(self.mmu, launch, grid, block).wave_instructions
+      except WaveError as e: raise KernelError(f"{queue}: {e}", getattr(e, "address", None)) from None
+      except ValueError as e: raise_engine(queue, f"bad dispatch: {e}")
+
+
+def raise_engine(queue: str, msg: str):
+  raise EngineError(f"{queue}: {msg}")

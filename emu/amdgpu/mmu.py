@@ -1,0 +1,129 @@
+"""The GPU MMU (GCVM/MMVM, VMID 0): walks the real 4-level page tables for every GPU access.
+
+Format (gfx10/gfx11, amdgpu_vm.h; reference/amd_driver.md 2.6): PDB2 -> PDB1 -> PDB0 -> PTB, each a 4 KiB
+table of 512 u64 entries indexed by VA bits 39/30/21/12 of the VA relative to the context start.
+Entry bits: 0 VALID, 1 SYSTEM (address is a host bus address, else VRAM), 2 SNOOPED, 4 EXECUTABLE,
+5 READABLE, 6 WRITEABLE, 7-11 FRAG, 12-47 address, 48-50 MTYPE, 54 PDE_PTE (a leaf above the PTB level).
+Translations are cached per 4 KiB page until the driver invalidates the TLB.
+"""
+from __future__ import annotations
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from emu.amdgpu.vram import VRAM
+from emu.pci import DMASpace, DMAFault
+
+PTE_VALID, PTE_SYSTEM, PTE_SNOOPED = 1 << 0, 1 << 1, 1 << 2
+PTE_EXECUTABLE, PTE_READABLE, PTE_WRITEABLE = 1 << 4, 1 << 5, 1 << 6
+PDE_PTE = 1 << 54
+ADDR_MASK = ((1 << 48) - 1) & ~0xFFF
+LEVEL_SHIFTS = (39, 30, 21, 12)
+
+
+@dataclass(frozen=True)
+class Fault:
+  va: int
+  write: bool
+  client: str
+  reason: str
+
+  def __str__(self) -> str:
+    return f"GPU page fault at {self.va:#x} ({'write' if self.write else 'read'} by {self.client}): {self.reason}"
+
+
+class GPUPageFault(RuntimeError):
+  def __init__(self, fault: Fault):
+    super().__init__(str(fault))
+    self.fault = fault
+
+
+class MMU:
+  def __init__(self, vram: VRAM, dma: DMASpace):
+    self.vram, self.dma = vram, dma
+    self.root: int | None = None          # VRAM address of the PDB2, None while the context is disabled
+    self.start = self.end = 0             # VA window of context 0 (inclusive end)
+    self._tlb: dict[int, tuple[int, int, int, int]] = {}   # va page -> (run start va, run length, host addr, flags)
+    self.on_fault: Callable[[Fault], None] | None = None
+    self.last_fault: Fault | None = None
+
+  def set_context(self, root: int | None, start: int = 0, end: int = 0) -> None:
+    self.root, self.start, self.end = root, start, end
+    self.invalidate()
+
+  def invalidate(self) -> None:
+    self._tlb.clear()
+
+  # --- the walk
+  def _entry(self, table: int, system: bool, index: int) -> int:
+    if system:
+      return int.from_bytes(self.dma.read(table + index * 8, 8), "little")
+    return self.vram.read64(table + index * 8)
+
+  def _walk(self, va: int) -> tuple[int, int, int] | str:
+    """-> (leaf va base, leaf size, leaf entry), or the reason the walk failed."""
+    if self.root is None: return "the VM context is not enabled"
+    if not self.start <= va <= self.end: return f"outside the context's VA window [{self.start:#x}, {self.end:#x}]"
+    rel, table, system = va - self.start, self.root, False
+    for level, shift in enumerate(LEVEL_SHIFTS):
+      try: e = self._entry(table, system, (rel >> shift) & 0x1FF)
+      except (IndexError, DMAFault) as ex: return f"page table at {table:#x} is not readable ({ex})"
+      if not e & PTE_VALID: return f"no valid entry at level {level} (table {table:#x})"
+      if level == 3 or e & PDE_PTE:
+        size = 1 << shift
+        return va & ~(size - 1), size, e
+      table, system = e & ADDR_MASK, bool(e & PTE_SYSTEM)
+    raise AssertionError("unreachable")
+
+  def translate(self, va: int, write: bool, client: str = "shader") -> tuple[int, int, int] | None:
+    """(run start va, run length, host address of the run) holding `va`, or None after reporting a fault."""
+    hit = self._tlb.get(va >> 12)
+    if hit is None:
+      walked = self._walk(va)
+      if isinstance(walked, str): return self._fault(va, write, walked, client)
+      base, size, e = walked
+      phys = (e & ADDR_MASK) & ~(size - 1)
+      if e & PTE_SYSTEM:   # host memory: cached page by page, bus pages need not be contiguous on the host
+        page = va & ~0xFFF
+        try: bus_start, _, host = self.dma.host_run(phys + (page - base))
+        except DMAFault as ex: return self._fault(va, write, f"system page {phys:#x} is not mapped for DMA ({ex})", client)
+        hit = (page, 4096, host + (phys + (page - base) - bus_start), e)
+      else:
+        if phys + size > self.vram.size: return self._fault(va, write, f"VRAM page {phys:#x} is beyond the end of VRAM", client)
+        hit = (base, size, self.vram.host + phys, e)
+      for p in range(hit[0] >> 12, (hit[0] + hit[1]) >> 12): self._tlb[p] = hit
+    start, length, host, e = hit
+    if not e & PTE_READABLE or (write and not e & PTE_WRITEABLE):
+      return self._fault(va, write, f"page is {'not writeable' if write else 'not readable'} (PTE {e:#x})", client)
+    return start, length, host
+
+  def _fault(self, va: int, write: bool, reason: str, client: str) -> None:
+    self.last_fault = Fault(va, write, client, reason)
+    if self.on_fault is not None: self.on_fault(self.last_fault)
+    return None
+
+  def lookup(self, addr: int, write: bool) -> tuple[int, int, int] | None:
+    """The rdna3 shader core's memory interface (emu.rdna3.memory.GpuMemory)."""
+    return self.translate(addr, write, "shader")
+
+  # --- byte access for the command processors and copy engines
+  def _runs(self, va: int, n: int, write: bool, client: str):
+    while n > 0:
+      run = self.translate(va, write, client)
+      if run is None: raise GPUPageFault(self.last_fault)
+      start, length, host = run
+      k = min(n, start + length - va)
+      yield host + (va - start), k
+      va, n = va + k, n - k
+
+  def read(self, va: int, n: int, client: str = "CP") -> bytes:
+    return b"".join(np.ctypeslib.as_array((np.ctypeslib.ctypes.c_uint8 * k).from_address(h)).tobytes()
+                    for h, k in self._runs(va, n, False, client))
+
+  def write(self, va: int, data: bytes | memoryview, client: str = "CP") -> None:
+    src = np.frombuffer(memoryview(data).cast("B"), np.uint8)
+    off = 0
+    for h, k in self._runs(va, src.size, True, client):
+      np.ctypeslib.as_array((np.ctypeslib.ctypes.c_uint8 * k).from_address(h))[:] = src[off:off + k]
+      off += k

@@ -1,0 +1,23 @@
+"""autogen/rdna3/tables.py is exactly what `python -m autogen.rdna3` generates from the installed LLVM 22."""
+import os, subprocess, sys
+import pytest
+from autogen.rdna3 import llvm, tables
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.mark.skipif(not llvm.available(), reason="libLLVM 22 not installed (scripts/setup.sh)")
+def test_committed_tables_match_regeneration(tmp_path):
+  if llvm.Disassembler().version() != tables.LLVM_VERSION:
+    pytest.skip(f"tables were generated with LLVM {tables.LLVM_VERSION}, this machine has {llvm.Disassembler().version()}")
+  out = tmp_path / "tables.py"
+  subprocess.run([sys.executable, "-m", "autogen.rdna3", str(out)], cwd=ROOT, check=True, capture_output=True, timeout=300)
+  with open(os.path.join(ROOT, "autogen", "rdna3", "tables.py")) as f: committed = f.read()
+  assert out.read_text() == committed, "autogen/rdna3/tables.py is stale: run `python -m autogen.rdna3`"
+
+
+def test_tables_cover_every_family():
+  assert set(tables.OPS) >= {"SOP1", "SOP2", "SOPK", "SOPC", "SOPP", "SMEM", "VOP1", "VOP2", "VOPC", "VOP3", "VOP3P", "VOPDX",
+                             "VOPDY", "VINTERP", "LDSDIR", "DS", "FLAT", "GLOBAL", "SCRATCH", "MUBUF", "MTBUF", "EXP"}
+  assert tables.OPS["VOP2"][3][0] == "v_add_f32_e32" and tables.OPS["SOPP"][0x30][0] == "s_endpgm"
+  assert sum(len(v) for v in tables.OPS.values()) > 1300

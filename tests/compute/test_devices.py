@@ -1,0 +1,72 @@
+"""A representative subset on every device: the CPU device, and the emulated AMD GPU through both
+interfaces (these run once the AMD driver is part of the build, and skip with the reason until then)."""
+import numpy as np
+import pytest
+from compute import Tensor, Device
+from drivers.hcq import available_vendors
+
+DEVICES = ["CPU", "MOCKKFD+AMD", "MOCKPCI+AMD"]
+
+
+@pytest.fixture(params=DEVICES)
+def dev(request):
+  name = request.param
+  if name != "CPU":
+    if "AMD" not in available_vendors(): pytest.skip(f"{name}: the AMD driver is not part of this build yet")
+    try: Device[name]
+    except Exception as e: pytest.skip(f"{name} cannot be opened here: {e}")
+  return name
+
+
+def arr(*shape, seed=0): return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def test_matmul(dev):
+  a, b = arr(17, 33), arr(33, 9, seed=1)
+  np.testing.assert_allclose((Tensor(a, device=dev) @ Tensor(b, device=dev)).numpy(), a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_conv2d(dev):
+  x, w = arr(2, 3, 8, 8), arr(4, 3, 3, 3, seed=1)
+  out = Tensor(x, device=dev).conv2d(Tensor(w, device=dev), padding=1).numpy()
+  ref = Tensor(x, device="CPU").conv2d(Tensor(w, device="CPU"), padding=1).numpy()
+  np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_softmax(dev):
+  x = arr(6, 10)
+  e = np.exp(x - x.max(1, keepdims=True))
+  np.testing.assert_allclose(Tensor(x, device=dev).softmax().numpy(), e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2])
+def test_reductions_each_axis(dev, axis):
+  x = arr(3, 4, 5)
+  t = Tensor(x, device=dev)
+  np.testing.assert_allclose(t.sum(axis).numpy(), x.sum(axis), rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(t.max(axis).numpy(), x.max(axis))
+  np.testing.assert_array_equal(t.argmax(axis).numpy(), x.argmax(axis))
+
+
+def test_broadcasting_and_slicing(dev):
+  a, b = arr(4, 1, 6), arr(5, 1, seed=1)
+  np.testing.assert_allclose((Tensor(a, device=dev) * Tensor(b, device=dev) + 1).numpy(), a * b + 1, rtol=1e-6)
+  np.testing.assert_allclose(Tensor(a, device=dev)[1:, 0, ::-2].numpy(), a[1:, 0, ::-2])
+
+
+def test_backward(dev):
+  x, w = arr(4, 5), arr(3, 5, seed=1)
+  tx, tw = Tensor(x, device=dev, requires_grad=True), Tensor(w, device=dev, requires_grad=True)
+  tx.linear(tw).relu().sum().backward()
+  mask = (x @ w.T > 0).astype(np.float32)
+  np.testing.assert_allclose(tw.grad.numpy(), mask.T @ x, rtol=1e-4, atol=1e-5)
+  np.testing.assert_allclose(tx.grad.numpy(), mask @ w, rtol=1e-4, atol=1e-5)
+
+
+def test_to_moves_between_devices(dev):
+  x = arr(3, 4)
+  t = Tensor(x, device="CPU").to(dev) * 2
+  assert t.device == dev
+  back = t.to("CPU")
+  assert back.device == "CPU"
+  np.testing.assert_allclose(back.numpy(), x * 2)

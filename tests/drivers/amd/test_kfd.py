@@ -1,0 +1,158 @@
+"""The AMD driver on the KFD interface, end to end on MOCKKFD+AMD (the same driver code as KFD+AMD)."""
+import os, subprocess, sys
+import numpy as np
+import pytest
+from drivers.hcq import open_device, SignalTimeout, DeviceFault
+from drivers.amd.device import RING_SIZE, AMDDevice
+from drivers.amd.kfd import KFDIface
+from drivers.system.kernel import kernel_interface
+from tests.drivers.amd.kernels import SRC
+
+DEV = os.environ.get("HCQ_TEST_AMD", "MOCKKFD+AMD")
+
+
+@pytest.fixture(scope="module")
+def dev():
+  d = open_device(DEV)
+  yield d
+  d.close()
+
+
+@pytest.fixture(scope="module")
+def lib(dev): return dev.compiler.compile(SRC)
+
+
+def put(dev, arr):
+  b = dev.alloc(arr.nbytes)
+  b.copyin(arr.data)
+  return b
+
+
+def get(buf, dtype): return np.frombuffer(buf.copyout(), dtype)
+
+
+def test_device_identity(dev):
+  assert dev.arch == "gfx1100" and dev.iface.ip_versions["GC"] == (11, 0, 0)
+
+
+def test_vector_add_matches_numpy(dev, lib):
+  n = 10_000
+  a, b = np.random.default_rng(0).standard_normal((2, n), dtype=np.float32)
+  out = dev.alloc(n * 4)
+  dev.program("vadd", lib)(out, put(dev, a), put(dev, b), global_size=(-(-n // 64),), local_size=(64,), vals=(n,), wait=True)
+  np.testing.assert_array_equal(get(out, np.float32), a + b)
+
+
+def test_lds_reduction_with_barriers(dev, lib):
+  x = np.random.default_rng(1).integers(-1000, 1000, 256 * 40).astype(np.float32)
+  out = dev.alloc(40 * 4)
+  prg = dev.program("lds_sum", lib)
+  assert prg.kernel.descriptor.group_segment_fixed_size == 1024
+  prg(out, put(dev, x), global_size=(40,), local_size=(256,), wait=True)
+  np.testing.assert_array_equal(get(out, np.float32), x.reshape(40, 256).sum(1))
+
+
+def test_global_atomics(dev, lib):
+  x = np.random.default_rng(2).integers(0, 1 << 20, 50_000).astype(np.int32)
+  bins = put(dev, np.zeros(16, np.int32))
+  dev.program("histogram", lib)(bins, put(dev, x), global_size=(-(-len(x) // 128),), local_size=(128,), vals=(len(x),), wait=True)
+  np.testing.assert_array_equal(get(bins, np.int32), np.bincount(x & 15, minlength=16))
+
+
+def test_3d_grid_of_many_workgroups(dev, lib):
+  nx, ny, nz = 64, 24, 6
+  out = dev.alloc(nx * ny * nz * 4)
+  dev.program("grid3d", lib)(out, global_size=(nx // 16, ny // 4, nz // 2), local_size=(16, 4, 2), vals=(nx, ny), wait=True)
+  z, y, x = np.meshgrid(np.arange(nz), np.arange(ny), np.arange(nx), indexing="ij")
+  np.testing.assert_array_equal(get(out, np.int32).reshape(nz, ny, nx), x + 100 * y + 10000 * z)
+
+
+def test_kernel_using_scratch(dev, lib):
+  prg = dev.program("scratch", lib)
+  assert prg.kernel.descriptor.private_segment_fixed_size >= 256
+  n = 256
+  idx = np.random.default_rng(3).integers(0, 64, n).astype(np.int32)
+  out = dev.alloc(n * 4)
+  prg(out, put(dev, idx), global_size=(n // 64,), local_size=(64,), wait=True)
+  np.testing.assert_array_equal(get(out, np.int32), idx * np.arange(n))
+
+
+@pytest.mark.parametrize("size", [1, 7, 4099, 3 * RING_SIZE + 5])
+def test_copies_of_odd_sizes_and_larger_than_the_ring(dev, size):
+  data = np.random.default_rng(size).integers(0, 256, size, dtype=np.uint8)
+  a, b = dev.alloc(size), dev.alloc(size)
+  a.copyin(data.data)
+  a.transfer(b)                                       # device -> device on the SDMA queue
+  assert np.array_equal(get(b, np.uint8), data)       # device -> host through staging
+  host = dev.alloc(size, host=True)                   # pinned host memory the GPU reaches directly
+  dev.copy_queue().copy(host, b).signal(dev.timeline, v := dev.next_timeline()).submit()
+  dev.timeline.wait(v)
+  assert np.array_equal(np.frombuffer(host.host_view, np.uint8), data)
+  for x in (a, b, host): x.free()
+
+
+def test_thousand_launches_chained_across_queues(dev, lib):
+  x, y = put(dev, np.zeros(64, np.int32)), dev.alloc(256)
+  add1 = dev.program("add1", lib)
+  for _ in range(500):   # 1000 launches + copies: compute and SDMA hand the buffer back and forth through the timeline
+    add1(x, global_size=(1,), local_size=(64,))
+    add1(x, global_size=(1,), local_size=(64,))
+    with dev.submit_lock:
+      dev.copy_queue().wait(dev.timeline, dev.timeline_value - 1).copy(y, x).signal(dev.timeline, dev.next_timeline()).submit()
+  np.testing.assert_array_equal(get(y, np.int32), np.full(64, 1000))
+
+
+def test_signal_never_written_times_out_naming_the_queue(dev):
+  sig = dev.new_signal(0, name="never")
+  dev.copy_queue().wait(sig, 1).signal(sig, 7).submit()
+  with pytest.raises(SignalTimeout, match=r"MOCKKFD\+AMD: never written by the copy queue did not reach 7 .*last seen 0"):
+    sig.wait(7, timeout_ms=200)
+  sig.value = 1                 # the SDMA queue's POLL_REGMEM now passes and the queue drains
+  sig.wait(7, timeout_ms=5000)
+
+
+def test_unmapped_address_faults_naming_address_and_kernel(lib):
+  d = AMDDevice("MOCKKFD+AMD", KFDIface(kernel_interface("kfd")))   # a device of its own: the fault poisons it
+  try:
+    out = d.alloc(4)
+    bad = type("Unmapped", (), {"va": 0x1234_5678_0000, "device": d})()   # an address no buffer is mapped at
+    prg = d.program("read_ptr", lib)
+    args = prg.fill_kernargs([out, out])
+    args.update([out, bad], [])
+    d.compute_queue().exec(prg, args, (1,), (1,)).signal(d.timeline, v := d.next_timeline()).submit()
+    with pytest.raises(DeviceFault, match=r"MMU fault at 0x123456780000.*kernel read_ptr"): d.timeline.wait(v, timeout_ms=10_000)
+  finally: d.close()
+
+
+TWO = r"""
+import numpy as np, sys
+from drivers.hcq import open_device
+from tests.drivers.amd.kernels import SRC
+d = open_device("MOCKKFD+AMD")
+n = 4096
+a = d.alloc(n * 4); a.copyin(np.full(n, float(sys.argv[1]), np.float32).data)
+out = d.alloc(n * 4)
+d.program("vadd", d.compiler.compile(SRC))(out, a, a, global_size=(n // 64,), local_size=(64,), vals=(n,), wait=True)
+print(a.va, float(np.frombuffer(out.copyout(), np.float32).sum()))
+"""
+
+
+def test_two_processes_each_get_their_own_vm():
+  env = dict(os.environ, PYTHONPATH=os.getcwd())
+  procs = [subprocess.Popen([sys.executable, "-c", TWO, str(k)], stdout=subprocess.PIPE, text=True, env=env) for k in (1, 2)]
+  outs = [p.communicate(timeout=300)[0].split() for p in procs]
+  assert all(p.returncode == 0 for p in procs)
+  assert outs[0][0] == outs[1][0]                        # the same GPU VA in both processes ...
+  assert [float(o[1]) for o in outs] == [2 * 4096, 4 * 4096]   # ... holding each process's own data
+
+
+@pytest.mark.hardware("amd")
+def test_real_kfd_vector_add():
+  d = open_device("KFD+AMD")
+  try:
+    n = 4096
+    a = np.arange(n, dtype=np.float32)
+    out = d.alloc(n * 4)
+    d.program("vadd", d.compiler.compile(SRC))(out, put(d, a), put(d, a), global_size=(n // 64,), local_size=(64,), vals=(n,), wait=True)
+    np.testing.assert_array_equal(get(out, np.float32), 2 * a)
+  finally: d.close()

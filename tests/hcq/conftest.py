@@ -1,0 +1,34 @@
+import pytest
+from drivers.hcq import open_device
+
+# out[i] = a[i] + b[i] over n int32s (CPU kernel ABI: args = out, a, b pointers, then n)
+VADD_SRC = r"""
+#include <stdint.h>
+void vadd(const uint8_t *args, const uint32_t *gid, const uint32_t *lsize) {
+  int32_t *out = *(int32_t **)(args + 0), *a = *(int32_t **)(args + 8), *b = *(int32_t **)(args + 16);
+  int32_t n = *(int32_t *)(args + 24);
+  for (uint32_t l = 0; l < lsize[0]; l++) {
+    int64_t i = (int64_t)gid[0] * lsize[0] + l;
+    if (i < n) out[i] = a[i] + b[i];
+  }
+}
+/* spins until *flag != 0, then writes 1 to *out: lets tests hold a queue busy on purpose */
+void spin(const uint8_t *args, const uint32_t *gid, const uint32_t *lsize) {
+  volatile int32_t *flag = *(volatile int32_t **)(args + 0), *out = *(int32_t **)(args + 8);
+  while (!*flag) {}
+  *out = 1;
+}
+"""
+
+
+@pytest.fixture
+def cpu():
+  dev = open_device("CPU")
+  yield dev
+  dev.close()
+  assert dev.allocated_bytes == 0
+
+
+@pytest.fixture
+def vadd(cpu):
+  return cpu.program("vadd", cpu.compiler.compile(VADD_SRC))

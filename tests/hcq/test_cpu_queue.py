@@ -1,0 +1,156 @@
+"""Queue-API contract on the CPU device: ordering, signals, timeouts, copies, graphs."""
+import threading, time
+import numpy as np
+import pytest
+from drivers.hcq import Graph, SignalTimeout, CompileError
+from tests.hcq.conftest import VADD_SRC
+
+
+def _ints(dev, arr):
+  buf = dev.alloc(arr.nbytes)
+  buf.copyin(arr.data)
+  return buf
+
+
+def _read(buf, dtype=np.int32):
+  return np.frombuffer(buf.copyout(), dtype=dtype)
+
+
+def test_kernel_result_matches_numpy(cpu, vadd):
+  n = 1001   # odd: the last workgroup is partial
+  a, b = np.arange(n, dtype=np.int32), np.arange(n, dtype=np.int32) * 7 - 50
+  out, ba, bb = cpu.alloc(n * 4), _ints(cpu, a), _ints(cpu, b)
+  secs = vadd(out, ba, bb, global_size=((n + 63) // 64,), local_size=(64,), vals=(n,), wait=True)
+  assert secs is not None and secs >= 0
+  np.testing.assert_array_equal(_read(out), a + b)
+
+
+def test_wait_in_one_queue_orders_it_after_a_signal_from_another(cpu, vadd):
+  n = 256
+  a = np.arange(n, dtype=np.int32)
+  ba, bb, tmp, out = _ints(cpu, a), _ints(cpu, a), cpu.alloc(n * 4), cpu.alloc(n * 4)
+  go, copied = cpu.new_signal(0), cpu.new_signal(0)
+  # compute waits for `copied`, which the copy queue writes only after `go` is set by the host
+  cpu.compute_queue().wait(copied, 1).exec(vadd, vadd.fill_kernargs([out, tmp, bb], [n]), (4,), (64,)).signal(cpu.timeline, v := cpu.next_timeline()).submit()
+  cpu.copy_queue().wait(go, 1).copy(tmp, ba).signal(copied, 1).submit()
+  time.sleep(0.05)
+  assert copied.value == 0 and cpu.timeline.value < v    # both queues are blocked on the host
+  go.value = 1
+  cpu.timeline.wait(v, timeout_ms=5000)
+  assert copied.value == 1
+  np.testing.assert_array_equal(_read(out), a + a)
+
+
+def test_signal_timeout_names_device_queue_expected_and_last_value(cpu):
+  sig = cpu.new_signal(3, name="never")
+  cpu.compute_queue().wait(sig, 10).signal(sig, 4).submit()   # can never run: waits for itself
+  with pytest.raises(SignalTimeout) as e: sig.wait(5, timeout_ms=100)
+  msg = str(e.value)
+  assert "CPU" in msg and "compute queue" in msg and "did not reach 5" in msg and "last seen 3" in msg
+  sig.value = 10   # release the queue so the device can close
+  cpu.synchronize(timeout_ms=5000)
+
+
+def test_timestamps_are_ordered_and_bracket_the_kernel(cpu):
+  lib = cpu.compiler.compile(VADD_SRC)
+  spin = cpu.program("spin", lib)
+  flag, out = _ints(cpu, np.zeros(1, np.int32)), cpu.alloc(4)
+  t0, t1 = cpu.new_signal(), cpu.new_signal()
+  cpu.compute_queue().timestamp(t0).exec(spin, spin.fill_kernargs([flag, out]), (1,), (1,)).timestamp(t1) \
+     .signal(cpu.timeline, v := cpu.next_timeline()).submit()
+  time.sleep(0.03)
+  flag.host_view[:4] = np.int32(1).tobytes()
+  cpu.timeline.wait(v)
+  assert t1.timestamp - t0.timestamp >= 20_000   # µs: the kernel spun for at least 30 ms
+  assert _read(out)[0] == 1
+
+
+@pytest.mark.parametrize("size", [0, 1, 7, 4099, (64 << 20) + 3])
+def test_copies_of_any_size_are_exact(cpu, size):
+  rng = np.random.default_rng(size)
+  data = rng.integers(0, 256, size, dtype=np.uint8)
+  src, dst = cpu.alloc(size), cpu.alloc(size)
+  src.copyin(data.data)
+  src.transfer(dst)
+  assert np.array_equal(np.frombuffer(dst.copyout(), np.uint8), data)
+  # and through the copy queue with offsets
+  if size > 2:
+    dst2 = cpu.alloc(size)
+    cpu.copy_queue().copy(dst2, src, size - 2, dest_offset=1, src_offset=2).signal(cpu.timeline, v := cpu.next_timeline()).submit()
+    cpu.timeline.wait(v)
+    assert np.array_equal(np.frombuffer(dst2.copyout(), np.uint8)[1:size - 1], data[2:])
+  for b in (src, dst): b.free()
+
+
+def test_out_of_bounds_copy_is_rejected_before_submission(cpu):
+  a, b = cpu.alloc(16), cpu.alloc(8)
+  with pytest.raises(ValueError, match="out of bounds"): cpu.copy_queue().copy(b, a)
+  with pytest.raises(ValueError, match="16 bytes into a 8-byte"): a.transfer(b)
+  with pytest.raises(ValueError, match="copyin of 9 bytes"): b.copyin(bytes(9))
+
+
+def test_graph_replays_with_patched_buffers_and_values(cpu, vadd):
+  n = 128
+  a, b = np.arange(n, dtype=np.int32), np.full(n, 5, np.int32)
+  ba, bb, out, out2 = _ints(cpu, a), _ints(cpu, b), cpu.alloc(n * 4), cpu.alloc(n * 4)
+  g = Graph(cpu)
+  step = g.exec(vadd, out, ba, bb, global_size=(2,), local_size=(64,), vals=(n,))
+  g.copy(out2, out)
+  g(wait=True)
+  np.testing.assert_array_equal(_read(out2), a + b)
+  c = np.arange(n, dtype=np.int32) * -3
+  bc = _ints(cpu, c)
+  g(replace={bb: bc}, vals={step: (n // 2,)}, wait=True)     # new input, only the first half computed
+  got = _read(out2)
+  np.testing.assert_array_equal(got[:n // 2], (a + c)[:n // 2])
+  np.testing.assert_array_equal(got[n // 2:], (a + b)[n // 2:])
+
+
+def test_many_launches_chained_across_queues(cpu, vadd):
+  n = 64
+  acc, one = _ints(cpu, np.zeros(n, np.int32)), _ints(cpu, np.ones(n, np.int32))
+  tmp = cpu.alloc(n * 4)
+  for _ in range(200):   # acc = acc + 1 on compute, copied back by the copy queue, alternating
+    cpu.compute_queue().wait(cpu.timeline, cpu.timeline_value - 1).exec(vadd, vadd.fill_kernargs([tmp, acc, one], [n]), (1,), (64,)) \
+       .signal(cpu.timeline, v := cpu.next_timeline()).submit()
+    cpu.copy_queue().wait(cpu.timeline, v).copy(acc, tmp).signal(cpu.timeline, cpu.next_timeline()).submit()
+  cpu.synchronize()
+  np.testing.assert_array_equal(_read(acc), np.full(n, 200))
+
+
+def test_compile_errors_carry_diagnostics(cpu):
+  with pytest.raises(CompileError, match="undeclared"): cpu.compiler.compile("void k(void) { x = 1; }")
+
+
+def test_program_must_exist_in_the_library(cpu):
+  with pytest.raises(ValueError, match="no kernel function named 'nope'"): cpu.program("nope", cpu.compiler.compile(VADD_SRC))
+
+
+def test_compile_cache_hits_on_second_compile(cpu):
+  src = VADD_SRC + f"\n// {time.time_ns()}\n"
+  before = cpu.compiler.compiled
+  lib1 = cpu.compiler.compile(src)
+  hits = cpu.compiler.cache_hits
+  lib2 = cpu.compiler.compile(src)
+  assert lib1 == lib2 and cpu.compiler.compiled == before + 1 and cpu.compiler.cache_hits == hits + 1
+
+
+def test_freed_buffer_use_is_an_error_and_close_frees_everything(cpu):
+  a = cpu.alloc(4096)
+  a.free()
+  with pytest.raises(RuntimeError, match="freed"): a.copyout()
+  cpu.alloc(1 << 20)
+  assert cpu.allocated_bytes == 1 << 20   # the fixture checks close() returns this to 0
+
+
+def test_concurrent_host_threads_launching(cpu, vadd):
+  n = 64
+  ones = _ints(cpu, np.ones(n, np.int32))
+  outs = [cpu.alloc(n * 4) for _ in range(4)]
+  def work(o):
+    for _ in range(20): vadd(o, ones, ones, global_size=(1,), local_size=(64,), vals=(n,))
+  ts = [threading.Thread(target=work, args=(o,)) for o in outs]
+  for t in ts: t.start()
+  for t in ts: t.join()
+  cpu.synchronize()
+  for o in outs: np.testing.assert_array_equal(_read(o), np.full(n, 2))

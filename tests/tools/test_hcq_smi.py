@@ -1,0 +1,328 @@
+"""hcq_smi against fake sysfs/proc trees, a recording command runner, and real processes holding real locks."""
+import json, os, shutil, signal, subprocess, sys, tempfile
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from drivers.system.discovery import PCIInfo
+from drivers.system.lock import DeviceLock, holder, lock_path
+from tools.hcq_smi import Host, main, NOT_IN_USE
+
+REPO = Path(__file__).resolve().parents[2]
+# a process that owns one device: a real PCI address through DeviceLock, anything else as an emulated model
+HOLDER = """
+import os, sys, time
+from drivers.system.lock import DeviceLock
+from drivers.system.pci import ModelPCIDevice
+from emu.pci import PCIFunction
+prefix, bus = sys.argv[1], sys.argv[2]
+dev = DeviceLock(prefix, bus) if bus.startswith("0000:") else ModelPCIDevice(PCIFunction(bus, 0x1002, 0x744C, 0x030000), prefix)
+if len(sys.argv) > 3: os.setresuid(*[int(sys.argv[3])] * 3)   # keep the lock, become that user
+print("ready", flush=True)
+time.sleep(120)
+"""
+
+
+@pytest.fixture
+def hold():
+  """hold(prefix, bus) starts a process that owns the device; every one still running is killed at the end."""
+  procs = []
+  def start(prefix: str, bus: str, *uid: str, **kw) -> subprocess.Popen:
+    p = subprocess.Popen([sys.executable, "-c", HOLDER, prefix, bus, *uid], stdout=subprocess.PIPE, cwd=REPO, text=True, **kw)
+    procs.append(p)
+    assert p.stdout.readline().strip() == "ready", f"holder of {bus} did not start"
+    return p
+  yield start
+  for p in procs:
+    if p.poll() is None: p.kill()
+    p.wait(10)
+    p.stdout.close()
+
+
+def add_pci(sysfs: Path, bus: str, vendor: int, device: int, cls: int, driver: str | None = None,
+            group: int | None = None) -> Path:
+  """One PCI function the way sysfs exports it: id/class attributes, config space, reset, driver/iommu links."""
+  d = sysfs / "bus" / "pci" / "devices" / bus
+  d.mkdir(parents=True)
+  (d / "vendor").write_text(f"{vendor:#06x}\n")
+  (d / "device").write_text(f"{device:#06x}\n")
+  (d / "class").write_text(f"{cls:#08x}\n")
+  (d / "config").write_bytes(vendor.to_bytes(2, "little") + device.to_bytes(2, "little") + bytes(252))
+  (d / "reset").write_text("")
+  if driver:
+    (drv := sysfs / "bus" / "pci" / "drivers" / driver).mkdir(parents=True, exist_ok=True)
+    (d / "driver").symlink_to(drv)
+  if group is not None:
+    (g := sysfs / "kernel" / "iommu_groups" / str(group)).mkdir(parents=True, exist_ok=True)
+    (d / "iommu_group").symlink_to(g)
+  return d
+
+
+def modules_line(name: str) -> str:
+  return f"{name} 16384 0 - Live 0x0000000000000000\n"   # /proc/modules: name size refcount deps state address
+
+
+class FakeKernel:
+  """Runner standing in for modprobe/kill: records every argv; modprobe edits the fake /proc/modules (and
+  unbinds the devices of a removed driver, as the kernel does); kill signals the real process."""
+  def __init__(self, tmp: Path, loaded=(), rc: int = 0, stderr: str = ""):
+    self.proc, self.sysfs, self.calls, self.rc, self.stderr = tmp / "proc", tmp / "sys", [], rc, stderr
+    self.proc.mkdir(exist_ok=True)
+    (self.proc / "modules").write_text("".join(map(modules_line, ("snd_hda_intel", *loaded))))
+
+  def loaded(self) -> list[str]: return [ln.split()[0] for ln in (self.proc / "modules").read_text().splitlines()]
+
+  def __call__(self, argv):
+    self.calls.append(argv)
+    args = argv[1:] if argv[0] == "sudo" else argv
+    if self.rc == 0 and args[:2] == ["modprobe", "-r"]:
+      (self.proc / "modules").write_text("".join(modules_line(m) for m in self.loaded() if m not in args[2:]))
+      for link in self.sysfs.glob("bus/pci/devices/*/driver"):
+        if link.resolve().name in args[2:]: link.unlink()
+    elif self.rc == 0 and args[:2] == ["modprobe", "-a"]:
+      (self.proc / "modules").write_text("".join(map(modules_line, self.loaded() + args[2:])))
+    elif self.rc == 0 and args[:2] == ["kill", "-KILL"]:
+      os.kill(int(args[2]), signal.SIGKILL)
+    return subprocess.CompletedProcess(argv, self.rc, "", self.stderr)
+
+
+def host(tmp: Path, kernel: FakeKernel | None = None, **kw) -> Host:
+  kernel = kernel or FakeKernel(tmp)
+  return Host(sysfs=str(tmp / "sys"), proc=str(kernel.proc), run=kernel, **{"root": False, **kw})
+
+
+@pytest.fixture
+def amd_tree(tmp_path):
+  """A Navi31 (with its HDMI audio function), an MI300X (processing-accelerator class) and an NVIDIA GPU."""
+  sysfs = tmp_path / "sys"
+  add_pci(sysfs, "0000:03:00.0", 0x1002, 0x744C, 0x030000, driver="amdgpu", group=12)
+  add_pci(sysfs, "0000:03:00.1", 0x1002, 0xAB30, 0x040300, driver="snd_hda_intel", group=12)
+  add_pci(sysfs, "0000:05:00.0", 0x1002, 0x74A1, 0x120000)
+  add_pci(sysfs, "0000:01:00.0", 0x10DE, 0x2684, 0x030000, driver="nvidia", group=3)
+  return tmp_path
+
+
+# ---- list
+
+def test_list_json_merges_pci_functions_with_held_locks(amd_tree, hold, capsys):
+  gpu = hold("am", "0000:05:00.0")
+  model = hold("am", "mock-0")
+  DeviceLock("am", "mock-1").release()       # a lock file left by an earlier run: no device
+  hold("nv", "mock-0")                       # another backend's device
+  assert main(["amd", "list", "--json"], host(amd_tree)) == 0
+  rows = {r["bus"]: r for r in json.loads(capsys.readouterr().out)}
+  assert list(rows) == ["0000:03:00.0", "0000:05:00.0", "mock-0"]   # display + accelerator classes, no audio, no NV
+  assert rows["0000:03:00.0"] == {"bus": "0000:03:00.0", "kind": "pci", "vendor_id": "0x1002", "device_id": "0x744c",
+                                  "name": "Navi 31 [Radeon RX 7900 XT/XTX]", "driver": "amdgpu", "iommu_group": 12,
+                                  "in_use": False, "pid": None, "process": None, "lock": None}
+  mi = rows["0000:05:00.0"]
+  assert (mi["name"], mi["driver"], mi["iommu_group"]) == ("Aqua Vanjaram [Instinct MI300X]", None, None)
+  assert (mi["in_use"], mi["pid"], mi["lock"]) == (True, gpu.pid, lock_path("am", "0000:05:00.0"))
+  assert mi["process"] == Path(f"/proc/{gpu.pid}/comm").read_text().strip()
+  emu = rows["mock-0"]
+  assert (emu["kind"], emu["pid"], emu["vendor_id"], emu["driver"]) == ("emulated", model.pid, None, None)
+
+
+def test_list_table_marks_emulated_rows(amd_tree, hold, capsys):
+  model = hold("am", "mock-0")
+  assert main(["amd", "list"], host(amd_tree)) == 0
+  lines = capsys.readouterr().out.splitlines()
+  assert lines[0].split() == ["BUS", "KIND", "ID", "NAME", "DRIVER", "IOMMU", "IN", "USE"]
+  assert lines[1].split()[:3] == ["0000:03:00.0", "pci", "1002:744c"] and lines[1].split()[-3:] == ["amdgpu", "12", "no"]
+  assert lines[3].split()[:2] == ["mock-0", "emulated"] and f"pid {model.pid} (" in lines[3]
+
+
+def test_list_nic_backends_take_network_functions(tmp_path, capsys):
+  sysfs = tmp_path / "sys"
+  add_pci(sysfs, "0000:41:00.0", 0x15B3, 0x101B, 0x020700, driver="mlx5_core")   # InfiniBand subclass
+  add_pci(sysfs, "0000:42:00.0", 0x14E4, 0x1750, 0x020000, driver="bnxt_en")
+  assert main(["mlx5", "list", "--json"], host(tmp_path)) == 0
+  assert [(r["bus"], r["name"]) for r in json.loads(capsys.readouterr().out)] == [("0000:41:00.0", "MT28908 Family [ConnectX-6]")]
+  assert main(["bnxt", "list", "--json"], host(tmp_path)) == 0
+  assert [r["driver"] for r in json.loads(capsys.readouterr().out)] == ["bnxt_en"]
+
+
+def test_marketing_name_prefers_the_udev_database():
+  gpu = PCIInfo("0000:03:00.0", 0x1002, 0x744C, 0x030000, None, None)
+  assert gpu.name == "Navi 31 [Radeon RX 7900 XT/XTX]"
+  assert replace(gpu, db_name="Navi 31 [Radeon RX 7900 XT/7900 XTX/7900 GRE/7900M]").name.endswith("7900M]")
+  assert replace(gpu, device_id=0x1234).name == ""
+
+
+def test_list_without_devices_says_where_it_looked(tmp_path, capsys):
+  assert main(["nv", "list"], host(tmp_path)) == 0
+  assert "No nv devices found" in (out := capsys.readouterr().out) and str(tmp_path) in out
+
+
+def test_python_m_and_console_script(hold, tmp_path):
+  model = hold("am", "mock-7")
+  r = subprocess.run([sys.executable, "-m", "tools.hcq_smi", "amd", "list", "--json"], cwd=REPO, capture_output=True, text=True)
+  assert r.returncode == 0, r.stderr
+  assert {"bus": "mock-7", "pid": model.pid, "kind": "emulated"}.items() <= next(
+    row for row in json.loads(r.stdout) if row["bus"] == "mock-7").items()
+  script = Path(sys.executable).parent / "hcq_smi"
+  assert script.exists(), "console script missing: rerun scripts/setup.sh"
+  r = subprocess.run([script, "amd", "pids", "--pci_bus", "mock-7"], capture_output=True, text=True)
+  assert (r.returncode, r.stdout.split(": ", 1)[1].split()[:2]) == (0, ["pid", str(model.pid)])
+
+
+# ---- bad input
+
+@pytest.mark.parametrize("argv", [["intel", "list"], ["amd", "frobnicate"], ["amd"], [], ["amd", "list", "--pci_bus", "x"],
+                                  ["amd", "pids", "--sudoless"]])
+def test_bad_backend_or_command_prints_usage_and_exits_2(argv, tmp_path, capsys):
+  with pytest.raises(SystemExit) as e: main(argv, host(tmp_path))
+  assert e.value.code == 2 and "usage: hcq_smi" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["reset", "pids", "kill_pids"])
+def test_bus_matching_nothing_exits_1(amd_tree, command, capsys):
+  assert main(["amd", command, "--pci_bus", "0000:09"], host(amd_tree)) == 1
+  err = capsys.readouterr().err
+  assert "no amd device matches --pci_bus 0000:09" in err and "0000:03:00.0, 0000:05:00.0" in err
+
+
+# ---- rmmod / insmod
+
+def test_rmmod_expect_reports_loaded_modules(tmp_path, capsys):
+  k = FakeKernel(tmp_path, loaded=["nvidia_uvm", "nvidia", "bnxt_en"])
+  assert main(["nv", "rmmod", "--expect"], host(tmp_path, k)) == 1
+  assert capsys.readouterr().out.strip() == "Kernel modules are loaded: nvidia_uvm, nvidia"
+  assert main(["mlx5", "rmmod", "--expect"], host(tmp_path, k)) == 0
+  assert capsys.readouterr().out.strip() == "Kernel modules are not loaded"
+  assert k.calls == []
+
+
+@pytest.mark.parametrize("root,prefix", [(False, ["sudo"]), (True, [])])
+def test_rmmod_unloads_loaded_modules_dependents_first(tmp_path, root, prefix, capsys):
+  k = FakeKernel(tmp_path, loaded=["nvidia", "nvidia_modeset", "nvidia_drm", "nvidia_uvm", "amdgpu"])
+  assert main(["nv", "rmmod"], host(tmp_path, k, root=root)) == 0
+  assert k.calls == [prefix + ["modprobe", "-r", "nvidia_drm", "nvidia_modeset", "nvidia_uvm", "nvidia"]]
+  assert k.loaded() == ["snd_hda_intel", "amdgpu"]
+  assert main(["nv", "rmmod", "--expect"], host(tmp_path, k)) == 0
+  assert main(["bnxt", "rmmod"], host(tmp_path, k)) == 0 and len(k.calls) == 1   # nothing loaded: no modprobe
+
+
+def test_rmmod_failure_names_the_command(tmp_path, capsys):
+  k = FakeKernel(tmp_path, loaded=["amdgpu"], rc=1, stderr="modprobe: FATAL: Module amdgpu is in use.\n")
+  assert main(["amd", "rmmod"], host(tmp_path, k)) == 1
+  err = capsys.readouterr().err
+  assert "needs root" in err and "`sudo modprobe -r amdgpu` failed (exit 1)" in err and "is in use" in err
+
+
+def test_missing_modprobe_is_named(tmp_path, capsys):
+  k = FakeKernel(tmp_path, loaded=["mlx5_core"])
+  def absent(argv): raise FileNotFoundError(argv[0])
+  assert main(["mlx5", "rmmod"], Host(sysfs=str(tmp_path), proc=str(k.proc), run=absent, root=True)) == 1
+  assert "`modprobe` is not installed" in capsys.readouterr().err
+
+
+def test_insmod_unloads_resets_and_loads(amd_tree, capsys):
+  k = FakeKernel(amd_tree, loaded=["amdgpu"])
+  assert main(["amd", "insmod"], host(amd_tree, k)) == 0
+  assert k.calls == [["sudo", "modprobe", "-r", "amdgpu"], ["sudo", "modprobe", "-a", "amdgpu"]]
+  devs = amd_tree / "sys" / "bus" / "pci" / "devices"
+  assert [(devs / b / "reset").read_text() for b in ("0000:03:00.0", "0000:05:00.0", "0000:01:00.0")] == ["1", "1", ""]
+  assert "amdgpu" in k.loaded() and capsys.readouterr().out.splitlines()[-1] == "Loaded amdgpu"
+
+
+def test_insmod_stops_before_loading_when_a_device_is_in_use(amd_tree, hold, capsys):
+  gpu = hold("am", "0000:05:00.0")
+  k = FakeKernel(amd_tree, loaded=["amdgpu"])
+  assert main(["amd", "insmod"], host(amd_tree, k)) == 1
+  assert k.calls == [["sudo", "modprobe", "-r", "amdgpu"]]
+  assert f"0000:05:00.0: reset failed: device 0000:05:00.0 is in use by pid {gpu.pid}" in capsys.readouterr().err
+
+
+# ---- reset
+
+def test_reset_writes_sysfs_reset_of_matched_functions(amd_tree, capsys):
+  devs = amd_tree / "sys" / "bus" / "pci" / "devices"
+  (devs / "0000:03:00.0" / "driver").unlink()
+  assert main(["amd", "reset", "--pci_bus", "05:00"], host(amd_tree)) == 0
+  assert (devs / "0000:05:00.0" / "reset").read_text() == "1" and (devs / "0000:03:00.0" / "reset").read_text() == ""
+  assert main(["amd", "reset"], host(amd_tree)) == 0
+  assert (devs / "0000:03:00.0" / "reset").read_text() == "1" and (devs / "0000:01:00.0" / "reset").read_text() == ""
+  assert capsys.readouterr().out.splitlines() == ["0000:05:00.0: reset", "0000:03:00.0: reset", "0000:05:00.0: reset"]
+  assert holder(lock_path("am", "0000:03:00.0")) is None   # the lock taken for the reset is released
+
+
+@pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")   # a refused DeviceLock cleans up quietly
+def test_reset_refuses_bound_and_busy_devices(amd_tree, hold, capsys):
+  gpu = hold("am", "0000:05:00.0")
+  assert main(["amd", "reset"], host(amd_tree)) == 1
+  err = capsys.readouterr().err
+  assert "0000:03:00.0: reset failed: PCI device 0000:03:00.0 is bound to kernel driver amdgpu" in err
+  assert f"in use by pid {gpu.pid}" in err and "kill_pids --pci_bus 0000:05:00.0" in err
+  devs = amd_tree / "sys" / "bus" / "pci" / "devices"
+  assert (devs / "0000:03:00.0" / "reset").read_text() == (devs / "0000:05:00.0" / "reset").read_text() == ""
+
+
+def test_reset_of_only_emulated_devices_exits_1(amd_tree, hold, capsys):
+  hold("am", "mock-0")
+  assert main(["amd", "reset", "--pci_bus", "mock-0"], host(amd_tree)) == 1
+  assert "mock-0: emulated device" in capsys.readouterr().out
+
+
+# ---- pids / kill_pids
+
+def test_pids_names_real_holders(amd_tree, hold, capsys):
+  model = hold("am", "mock-0")
+  assert main(["amd", "pids"], host(amd_tree)) == 0
+  out = capsys.readouterr().out.splitlines()
+  comm = Path(f"/proc/{model.pid}/comm").read_text().strip()
+  assert out == [f"0000:03:00.0: {NOT_IN_USE}", f"0000:05:00.0: {NOT_IN_USE}", f"mock-0: pid {model.pid} ({comm})"]
+  assert main(["amd", "pids", "--pci_bus", "0000:03:00.0"], host(amd_tree)) == 0
+  assert capsys.readouterr().out == f"0000:03:00.0: {NOT_IN_USE}\n"
+
+
+def test_kill_pids_sudoless_kills_the_holder_and_frees_the_lock(amd_tree, hold, capsys):
+  model, gpu = hold("am", "mock-0"), hold("am", "0000:05:00.0")
+  k = FakeKernel(amd_tree)
+  assert main(["amd", "kill_pids", "--pci_bus", "mock", "--sudoless"], host(amd_tree, k)) == 0
+  assert model.wait(10) == -signal.SIGKILL and k.calls == []
+  with pytest.raises(ProcessLookupError): os.kill(model.pid, 0)
+  assert holder(lock_path("am", "mock-0")) is None and gpu.poll() is None   # the other device is left alone
+  assert capsys.readouterr().out.splitlines()[-1] == f"mock-0: killed pid {model.pid}; the device is free"
+  DeviceLock("am", "mock-0").release()   # the device can be opened again
+
+
+def test_kill_pids_uses_sudo_kill(amd_tree, hold, capsys):
+  gpu = hold("am", "0000:05:00.0")
+  k = FakeKernel(amd_tree)
+  assert main(["amd", "kill_pids"], host(amd_tree, k)) == 0
+  assert k.calls == [["sudo", "kill", "-KILL", str(gpu.pid)]]
+  assert gpu.wait(10) == -signal.SIGKILL and holder(lock_path("am", "0000:05:00.0")) is None
+  out = capsys.readouterr().out.splitlines()
+  assert f"0000:03:00.0: {NOT_IN_USE}" in out and f"0000:05:00.0: killed pid {gpu.pid}; the device is free" in out
+
+
+def test_kill_pids_gives_up_after_bounded_retries(amd_tree, hold, capsys):
+  gpu = hold("am", "0000:05:00.0")
+  def inert(argv): return subprocess.CompletedProcess(argv, 0, "", "")   # a kill that has no effect
+  h = Host(sysfs=str(amd_tree / "sys"), run=inert, root=True, tries=4, poll_s=0.01)
+  assert main(["amd", "kill_pids", "--pci_bus", "0000:05:00.0"], h) == 1
+  err = capsys.readouterr().err
+  assert f"lock {lock_path('am', '0000:05:00.0')} still held after 0.04 s: pid {gpu.pid}" in err and "has not exited" in err
+  assert gpu.poll() is None
+
+
+# hcq_smi as one unprivileged user, the holder as another: imports first, then drop root (and with it CAP_KILL)
+AS_USER = "import os, sys; from tools.hcq_smi import main; os.setgroups([]); os.setresgid(65534, 65534, 65534); " \
+          "os.setresuid(65533, 65533, 65533); sys.exit(main(sys.argv[1:]))"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run the holder and hcq_smi as two other users")
+def test_kill_pids_sudoless_without_permission_says_so(hold):
+  shared = Path(tempfile.mkdtemp(dir="/tmp"))   # searchable by other users, unlike pytest's tmp dirs
+  try:
+    shared.chmod(0o755)
+    env = {**os.environ, "TMPDIR": str(shared)}
+    gpu = hold("nv", "mock-3", "65534", env=env)
+    r = subprocess.run([sys.executable, "-c", AS_USER, "nv", "kill_pids", "--sudoless"], cwd=REPO, env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1, r.stderr
+    assert f"no permission to kill pid {gpu.pid}" in r.stderr and "sudo kill" in r.stderr
+    assert gpu.poll() is None and holder(str(shared / "nv_mock-3.lock")) == gpu.pid
+  finally: shutil.rmtree(shared)

@@ -1,0 +1,1 @@
+"""Command-line tools: hcq_smi (device listing, kernel modules, reset, lock holders)."""

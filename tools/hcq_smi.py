@@ -1,0 +1,297 @@
+"""hcq_smi: list, free and reset the devices hcq drives (GPUs: amd, nv; RDMA NICs: bnxt, mlx5).
+
+`hcq_smi {amd,nv,bnxt,mlx5} {list,rmmod,insmod,reset,pids,kill_pids}`. A backend's devices are its
+vendor's PCI functions (drivers/system/discovery) merged with the held ownership locks of its prefix
+(drivers/system/lock), so devices an emulated model opened show up too. Root-only commands (modprobe,
+kill) run through sudo unless hcq_smi already is root; sysfs writes name the file when permission is missing.
+"""
+from __future__ import annotations
+import argparse, json, os, re, shlex, signal, subprocess, sys, time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from drivers.system.discovery import VENDORS, CLASS_DISPLAY, CLASS_NETWORK, CLASS_ACCELERATOR, PCIInfo, list_pci
+from drivers.system.lock import SMI_BACKEND, LockInfo, holder, list_locks, lock_dir, process_name
+from drivers.system.pci import SysfsPCIDevice
+
+NOT_IN_USE = "No processes found using this device"
+# a PCI function address as sysfs names it: domain:bus:device.function
+PCI_ADDRESS = re.compile(r"[0-9a-f]{4,}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
+
+
+@dataclass(frozen=True)
+class Backend:
+  name: str
+  classes: tuple[int, ...]    # PCI base classes of the functions it drives
+  modules: tuple[str, ...]    # kernel modules, dependents first: the order `modprobe -r` takes them
+  load: tuple[str, ...]       # what insmod loads again (modprobe pulls in their dependencies)
+
+  @property
+  def vendor(self) -> int: return VENDORS[self.name]
+
+  @property
+  def lock_prefix(self) -> str: return next(p for p, b in SMI_BACKEND.items() if b == self.name)
+
+
+BACKENDS = {b.name: b for b in (
+  Backend("amd", (CLASS_DISPLAY, CLASS_ACCELERATOR), ("amdgpu",), ("amdgpu",)),
+  Backend("nv", (CLASS_DISPLAY,), ("nvidia_drm", "nvidia_modeset", "nvidia_uvm", "nvidia"), ("nvidia", "nvidia_uvm")),
+  Backend("bnxt", (CLASS_NETWORK,), ("bnxt_re", "bnxt_en"), ("bnxt_en", "bnxt_re")),
+  Backend("mlx5", (CLASS_NETWORK,), ("mlx5_ib", "mlx5_core"), ("mlx5_core", "mlx5_ib")))}
+
+
+class SmiError(Exception):
+  """A failure reported in one line; the command exits 1."""
+
+
+def _run(argv: list[str]) -> subprocess.CompletedProcess:
+  return subprocess.run(argv, capture_output=True, text=True, check=False)
+
+
+@dataclass
+class Host:
+  """Where hcq_smi looks and how it runs commands; tests point the roots at fake trees and swap the runner."""
+  sysfs: str = "/sys"
+  proc: str = "/proc"
+  run: Callable[[list[str]], subprocess.CompletedProcess] = _run
+  root: bool = field(default_factory=lambda: os.geteuid() == 0)
+  tries: int = 100            # kill_pids probes each lock this many times, poll_s apart, before giving up
+  poll_s: float = 0.05
+
+  def privileged(self, argv: list[str]) -> list[str]: return argv if self.root else ["sudo", *argv]
+
+  def call(self, argv: list[str], what: str) -> None:
+    """Run argv (no shell); a failure raises SmiError naming the command."""
+    if not self.root: what += " needs root"
+    try: r = self.run(argv)
+    except FileNotFoundError:
+      raise SmiError(f"{what}: `{argv[0]}` is not installed" + ("" if self.root else "; or run hcq_smi as root")) from None
+    if r.returncode != 0:
+      raise SmiError(f"{what}: `{shlex.join(argv)}` failed (exit {r.returncode}): {(r.stderr or r.stdout or '').strip()}")
+
+  def loaded_modules(self) -> set[str]:
+    """Names of the loaded kernel modules (/proc/modules: one line per module, the name first)."""
+    try:
+      with open(os.path.join(self.proc, "modules")) as f: return {line.split(" ", 1)[0] for line in f if line.strip()}
+    except FileNotFoundError: return set()   # a kernel built without module support
+
+
+@dataclass(frozen=True)
+class Device:
+  bus: str
+  pci: PCIInfo | None         # None: no PCI function of that address here (an emulated device, a USB bridge)
+  lock: LockInfo | None       # its ownership lock file, if there is one
+
+  @property
+  def kind(self) -> str:
+    if self.pci is not None or PCI_ADDRESS.fullmatch(self.bus): return "pci"
+    return "usb" if self.bus.startswith("usb") else "emulated"
+
+  @property
+  def pid(self) -> int | None:
+    """Holder pid; -1 when the lock is held but the holder wrote no pid; None when free."""
+    return self.lock.pid if self.lock is not None else None
+
+  def holder_text(self) -> str:
+    if self.pid is None: return NOT_IN_USE
+    if self.pid < 0: return f"held by a process that recorded no pid (find it with `lsof {self.lock.path}`)"
+    return f"pid {self.pid} ({process_name(self.pid)})"
+
+
+def find_devices(backend: Backend, host: Host, pci_bus: str | None = None) -> list[Device]:
+  """The backend's PCI functions plus every held lock of its prefix that is not one of them; with `pci_bus`,
+  those whose bus id starts with it (the PCI domain may be left out, as lspci does)."""
+  locks = {lk.bus: lk for lk in list_locks(backend.lock_prefix)}
+  devs = [Device(p.bus, p, locks.pop(p.bus, None)) for p in list_pci(backend.vendor, sysfs=host.sysfs)
+          if p.base_class in backend.classes]
+  devs += [Device(lk.bus, None, lk) for lk in locks.values() if lk.pid is not None]   # free leftovers are no device
+  if pci_bus is None: return devs
+  want = pci_bus.lower()
+  if not (found := [d for d in devs if d.bus.startswith(want) or d.bus.startswith(f"0000:{want}")]):
+    have = ", ".join(d.bus for d in devs) or "none"
+    raise SmiError(f"no {backend.name} device matches --pci_bus {pci_bus} (devices: {have}); "
+                   f"`hcq_smi {backend.name} list` shows them")
+  return found
+
+
+def _none_found(backend: Backend) -> str:
+  return (f"No {backend.name} devices found (no PCI function of vendor {backend.vendor:#06x} and no held "
+          f"{backend.lock_prefix}_*.lock in {lock_dir()})")
+
+
+def _json_row(d: Device) -> dict:
+  p = d.pci
+  return {"bus": d.bus, "kind": d.kind, "vendor_id": f"{p.vendor_id:#06x}" if p else None,
+          "device_id": f"{p.device_id:#06x}" if p else None, "name": p.name if p else None,
+          "driver": p.driver if p else None, "iommu_group": p.iommu_group if p else None,
+          "in_use": d.pid is not None, "pid": d.pid if d.pid is not None and d.pid > 0 else None,
+          "process": process_name(d.pid) if d.pid is not None and d.pid > 0 else None,
+          "lock": d.lock.path if d.lock else None}
+
+
+def cmd_list(backend: Backend, host: Host, args: argparse.Namespace) -> int:
+  devs = find_devices(backend, host)
+  if args.json:
+    print(json.dumps([_json_row(d) for d in devs], indent=2))
+    return 0
+  if not devs:
+    print(_none_found(backend))
+    return 0
+  rows = [("BUS", "KIND", "ID", "NAME", "DRIVER", "IOMMU", "IN USE")]
+  for d in devs:
+    p = d.pci
+    rows.append((d.bus, d.kind, f"{p.vendor_id:04x}:{p.device_id:04x}" if p else "-", (p.name or "?") if p else "-",
+                 (p.driver or "none") if p else "-", str(p.iommu_group) if p and p.iommu_group is not None else "-",
+                 "no" if d.pid is None else d.holder_text()))
+  widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+  for r in rows: print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+  return 0
+
+
+def _loaded(backend: Backend, host: Host) -> list[str]:
+  return [m for m in backend.modules if m in host.loaded_modules()]
+
+
+def _unload(backend: Backend, host: Host) -> None:
+  if not (loaded := _loaded(backend, host)):
+    print("Kernel modules are not loaded")
+    return
+  host.call(host.privileged(["modprobe", "-r", *loaded]), "unloading kernel modules")
+  if still := _loaded(backend, host): raise SmiError(f"modprobe -r returned success but {', '.join(still)} is still loaded")
+  print(f"Unloaded {', '.join(loaded)}")
+
+
+def cmd_rmmod(backend: Backend, host: Host, args: argparse.Namespace) -> int:
+  if not args.expect:
+    _unload(backend, host)
+    return 0
+  if loaded := _loaded(backend, host):
+    print(f"Kernel modules are loaded: {', '.join(loaded)}")
+    return 1
+  print("Kernel modules are not loaded")
+  return 0
+
+
+def _reset(backend: Backend, host: Host, devs: list[Device]) -> bool:
+  """Function reset through sysfs; the device lock is taken for it, so a device in use is refused."""
+  ok = True
+  for d in devs:
+    try:
+      with SysfsPCIDevice(d.bus, backend.lock_prefix, sysfs=os.path.join(host.sysfs, "bus", "pci", "devices")) as dev:
+        dev.reset()
+      print(f"{d.bus}: reset")
+    except (OSError, RuntimeError) as e:   # busy, bound to a kernel driver, no permission, gone
+      print(f"{d.bus}: reset failed: {e}", file=sys.stderr)
+      ok = False
+  return ok
+
+
+def cmd_reset(backend: Backend, host: Host, args: argparse.Namespace) -> int:
+  devs = find_devices(backend, host, args.pci_bus)
+  for d in devs:
+    if d.pci is None: print(f"{d.bus}: {d.kind} device, not a PCI function on this host: skipped")
+  if not (pci := [d for d in devs if d.pci is not None]):
+    raise SmiError(f"no {backend.name} PCI function to reset" + (f" matches --pci_bus {args.pci_bus}" if args.pci_bus else ""))
+  return 0 if _reset(backend, host, pci) else 1
+
+
+def cmd_insmod(backend: Backend, host: Host, args: argparse.Namespace) -> int:
+  _unload(backend, host)
+  if not _reset(backend, host, [d for d in find_devices(backend, host) if d.pci is not None]): return 1
+  host.call(host.privileged(["modprobe", "-a", *backend.load]), "loading kernel modules")
+  if missing := [m for m in backend.load if m not in host.loaded_modules()]:
+    raise SmiError(f"modprobe -a returned success but {', '.join(missing)} is not loaded; see `dmesg`")
+  print(f"Loaded {', '.join(backend.load)}")
+  return 0
+
+
+def cmd_pids(backend: Backend, host: Host, args: argparse.Namespace) -> int:
+  if not (devs := find_devices(backend, host, args.pci_bus)): print(_none_found(backend))
+  for d in devs: print(f"{d.bus}: {d.holder_text()}")
+  return 0
+
+
+def _alive(pid: int) -> bool:
+  try: os.kill(pid, 0)
+  except ProcessLookupError: return False
+  except PermissionError: return True
+  return True
+
+
+def _kill(host: Host, pid: int, sudoless: bool) -> None:
+  if sudoless:
+    try: os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError: pass   # exited on its own meanwhile
+    except PermissionError:
+      raise SmiError(f"no permission to kill pid {pid} ({process_name(pid)}): it belongs to another user; "
+                     "run without --sudoless to use `sudo kill`") from None
+    return
+  try: host.call(host.privileged(["kill", "-KILL", str(pid)]), "killing the lock holder")
+  except SmiError:
+    if _alive(pid): raise
+
+
+def _free(host: Host, d: Device, sudoless: bool) -> None:
+  """SIGKILL the holder of d's lock (and any next holder) until the lock is free, probing `host.tries` times."""
+  killed: list[int] = []
+  for _ in range(host.tries):
+    if (pid := holder(d.lock.path)) is None:
+      print(f"{d.bus}: " + (f"killed pid {', '.join(map(str, killed))}" if killed else "the holder exited") + "; the device is free")
+      return
+    if pid > 0 and pid not in killed:
+      print(f"{d.bus}: killing pid {pid} ({process_name(pid)})")
+      _kill(host, pid, sudoless)
+      killed.append(pid)
+    time.sleep(host.poll_s)
+  waited = f"after {host.tries * host.poll_s:g} s"
+  if pid < 0: why = f"its holder recorded no pid; find it with `lsof {d.lock.path}`"
+  elif _alive(pid): why = f"pid {pid} ({process_name(pid)}) has not exited (stuck in the kernel? see /proc/{pid}/stack)"
+  else: why = f"pid {pid} has exited but a process it forked keeps the lock open; find it with `lsof {d.lock.path}`"
+  raise SmiError(f"{d.bus}: lock {d.lock.path} still held {waited}: {why}")
+
+
+def cmd_kill_pids(backend: Backend, host: Host, args: argparse.Namespace) -> int:
+  if not (devs := find_devices(backend, host, args.pci_bus)): print(_none_found(backend))
+  failed = 0
+  for d in devs:
+    if d.pid is None:
+      print(f"{d.bus}: {NOT_IN_USE}")
+      continue
+    try: _free(host, d, args.sudoless)
+    except SmiError as e:
+      print(f"hcq_smi: {e}", file=sys.stderr)
+      failed += 1
+  return 1 if failed else 0
+
+
+COMMANDS = {"list": cmd_list, "rmmod": cmd_rmmod, "insmod": cmd_insmod, "reset": cmd_reset, "pids": cmd_pids,
+            "kill_pids": cmd_kill_pids}
+
+
+def parser() -> argparse.ArgumentParser:
+  p = argparse.ArgumentParser(prog="hcq_smi", description="List, free and reset the GPUs and NICs hcq drives.")
+  p.add_argument("backend", choices=BACKENDS, help="device family: amd, nv (GPUs), bnxt, mlx5 (RDMA NICs)")
+  sub = p.add_subparsers(dest="command", required=True, metavar="command")
+  sub.add_parser("list", help="every device: bus, ids, name, kernel driver, IOMMU group, lock holder").add_argument(
+    "--json", action="store_true", help="machine-readable output")
+  sub.add_parser("rmmod", help="unload the kernel modules (modprobe -r)").add_argument(
+    "--expect", action="store_true", help="only check they are unloaded (exit 1 if any is loaded)")
+  sub.add_parser("insmod", help="rmmod, reset the devices, load the kernel driver again")
+  for name, text in (("reset", "PCI function reset through sysfs"), ("pids", "pid holding each device's lock"),
+                     ("kill_pids", "kill the lock holders and wait until the locks are free")):
+    sp = sub.add_parser(name, help=text)
+    sp.add_argument("--pci_bus", metavar="BUS", help="only devices whose bus id starts with BUS (0000:03:00.0, 03:00, mock-0)")
+    if name == "kill_pids": sp.add_argument("--sudoless", action="store_true", help="signal directly, not through sudo kill")
+  return p
+
+
+def main(argv: list[str] | None = None, host: Host | None = None) -> int:
+  args = parser().parse_args(argv)
+  try: return COMMANDS[args.command](BACKENDS[args.backend], host or Host(), args)
+  except (SmiError, OSError) as e:
+    print(f"hcq_smi: {e}", file=sys.stderr)
+    return 1
+
+
+if __name__ == "__main__":
+  sys.exit(main())
