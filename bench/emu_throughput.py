@@ -10,7 +10,7 @@ import json, os, struct, sys, tempfile, time
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "emu", "rdna3"))
-from exec_helpers import assemble, compile_cl, CodeObject, buffer, read   # noqa: E402 (test helpers: llvm-mc / clang-22)
+from exec_helpers import assemble, compile_cl, CodeObject, buffer, read, VADD, MATMUL   # noqa: E402 (llvm-mc / clang-22)
 from emu.rdna3 import Memory, run                                        # noqa: E402
 
 ALU_LOOP = """
@@ -32,19 +32,6 @@ loop:
   global_store_b32 v0, v1, s[0:1]
   s_endpgm
 """
-VADD = """__attribute__((reqd_work_group_size(64, 1, 1)))
-kernel void vadd(global const float *a, global const float *b, global float *c, int n) {
-  int i = __builtin_amdgcn_workgroup_id_x() * 64 + __builtin_amdgcn_workitem_id_x(); if (i < n) c[i] = a[i] + b[i]; }"""
-MATMUL = """__attribute__((reqd_work_group_size(16, 16, 1)))
-kernel void matmul(global const float *a, global const float *b, global float *c, int n) {
-  int x = __builtin_amdgcn_workgroup_id_x() * 16 + __builtin_amdgcn_workitem_id_x();
-  int y = __builtin_amdgcn_workgroup_id_y() * 16 + __builtin_amdgcn_workitem_id_y();
-  float acc = 0.0f;
-  for (int k = 0; k < n; k++) acc = fma(a[y * n + k], b[k * n + x], acc);
-  c[y * n + x] = acc;
-}"""
-
-
 def emit(name: str, value: float, unit: str, **extra) -> None:
   print(json.dumps({"bench": f"emu_throughput/{name}", "value": round(value, 4), "unit": unit, **extra}), flush=True)
 

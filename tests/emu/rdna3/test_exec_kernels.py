@@ -4,7 +4,7 @@ import struct
 from fractions import Fraction
 import numpy as np
 import pytest
-from exec_helpers import compile_cl, CodeObject, buffer, read
+from exec_helpers import compile_cl, CodeObject, buffer, read, VADD, MATMUL
 from emu.rdna3 import Memory, KernelDescriptor
 
 WG = "__attribute__((reqd_work_group_size(64, 1, 1)))"
@@ -13,9 +13,6 @@ WAVE64 = ("-mwavefrontsize64",)
 # -nogpulib: no device library, so barriers, atomics and math come from clang builtins
 BARRIER = ('__builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup"); __builtin_amdgcn_s_barrier(); '
            '__builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");')
-
-VADD = f"""{WG} kernel void vadd(global const float *a, global const float *b, global float *c, int n) {{
-  int i = {GID}; if (i < n) c[i] = a[i] + b[i]; }}"""
 
 REDUCE = f"""__attribute__((reqd_work_group_size(256, 1, 1)))
 kernel void reduce(global const float *x, global float *out) {{
@@ -46,15 +43,6 @@ LOOP = f"""{WG} kernel void collatz(global const uint *x, global uint *steps) {{
   while (v != 1 && n < 1000) {{ if (v & 1) v = 3 * v + 1; else v >>= 1; n++; }}
   steps[i] = n;
 }}"""
-
-MATMUL = """__attribute__((reqd_work_group_size(16, 16, 1)))
-kernel void matmul(global const float *a, global const float *b, global float *c, int n) {
-  int x = __builtin_amdgcn_workgroup_id_x() * 16 + __builtin_amdgcn_workitem_id_x();
-  int y = __builtin_amdgcn_workgroup_id_y() * 16 + __builtin_amdgcn_workitem_id_y();
-  float acc = 0.0f;
-  for (int k = 0; k < n; k++) acc = fma(a[y * n + k], b[k * n + x], acc);
-  c[y * n + x] = acc;
-}"""
 
 DIVIDE = f"""{WG} kernel void fdiv(global const float *a, global const float *b, global float *c, global float *s) {{
   int i = {GID}; c[i] = a[i] / b[i]; s[i] = __builtin_sqrtf(a[i]) + __builtin_expf(b[i]) * __builtin_sinf(a[i]);
