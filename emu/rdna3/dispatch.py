@@ -14,7 +14,8 @@ import struct, weakref
 from dataclasses import dataclass
 from emu.rdna3 import memory, operands as O
 from emu.rdna3.disasm import disasm
-from emu.rdna3.program import Program, ffi, runtime, ILLEGAL_UNSUPPORTED, ILLEGAL_DECODE
+from emu.rdna3 import runtime
+from emu.rdna3.program import Program, ffi, ILLEGAL_UNSUPPORTED, ILLEGAL_DECODE
 from emu.rdna3.gen_scalar import ILLEGAL_ROUND_MODE, ILLEGAL_CODE_END, ILLEGAL_HWREG, ILLEGAL_MOVREL
 
 STOP_NONE, STOP_FAULT, STOP_NOBLOCK, STOP_TRAP, STOP_HALT, STOP_LIMIT, STOP_ILLEGAL = range(7)
@@ -100,7 +101,7 @@ def execute(mem: memory.GpuMemory, launch: Launch, grid: tuple[int, int, int], b
   nwaves = (nthreads + lanes - 1) // lanes
   f = ffi()
   p = program_for(mem, launch.pc, launch.wave64)
-  sched = runtime(launch.wave64)
+  sched = runtime.dispatch_run(launch.wave64)
   d = f.new("dispatch_t *")
   d.grid, d.block, d.wave64, d.nuser = list(grid), list(block), int(launch.wave64), len(launch.user_sgprs)
   d.user[0:len(launch.user_sgprs)] = [v & 0xFFFFFFFF for v in launch.user_sgprs]
@@ -125,7 +126,7 @@ def execute(mem: memory.GpuMemory, launch: Launch, grid: tuple[int, int, int], b
   keep.append(cb := f.callback("int(dispatch_t *, uint64_t, uint32_t)", miss)); d.miss = cb
   while True:
     d.code_base, d.blocks, d.nblocks = p.base, p.blocks, p.nblocks
-    rc = sched.dispatch_run(d)
+    rc = sched(d)
     if error: raise error[0]
     if rc == STOP_NONE: break
     wg = tuple(d.wg)
