@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from emu.rdna3 import operands as O
 from emu.rdna3.runtime import WIDTH, CARRY, uses, ctype
 from emu.rdna3.valu_table import OPS, CMP, cmp_srcs
+from emu.rdna3.decode import VCC_LO
 
 SIGN = {16: 0x8000, 32: 0x80000000, 64: 0x8000000000000000}
 
@@ -161,7 +162,7 @@ def compare(v: Valu, wave64: bool) -> str:
   a, b = (g.source(v, i, t, wm) for i, t in enumerate(cmp_srcs(name)))
   g.lines.append(f"u64 m = c_{name}(w, {a}, {b}) & {write_mask_expr(wm)};")
   if v.op.startswith("v_cmpx_"): g.lines.append("SETMASK(EXEC_LO, m);")    # fact 31: only EXEC is written
-  else: g.lines += write_mask(v.vdst if v.e64 else O.VCC_LO, "m")          # VOP3 compares name the SGPR in vdst
+  else: g.lines += write_mask(v.vdst if v.e64 else VCC_LO, "m")          # VOP3 compares name the SGPR in vdst
   return g.text()
 
 
@@ -175,7 +176,7 @@ def mask_op(v: Valu, wave64: bool) -> str:
   r = g.temp(rt)
   g.lines.append(f"u64 m = kc_{v.op}(w, {r}, {a}, {b}, {c}, {cin}, {v.clmp});")
   g.put(v, rt, r, write_mask_expr(wm))
-  g.lines += write_mask(v.sdst if v.e64 else O.VCC_LO, "m & ex")
+  g.lines += write_mask(v.sdst if v.e64 else VCC_LO, "m & ex")
   return g.text()
 
 

@@ -7,7 +7,6 @@ rebuilds. Blocks end at branches, s_endpgm, s_barrier, s_trap, calls and at the 
 The C is position independent (PCs are offsets from the code base) and cached on disk by content.
 """
 from __future__ import annotations
-import os
 from functools import cache
 from cffi import FFI
 from emu.rdna3 import cc, memory, runtime, operands as O

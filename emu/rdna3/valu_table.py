@@ -216,7 +216,7 @@ for t, ct in (("i32", "i32"), ("u32", "u32"), ("i16", "i16"), ("u16", "u16")):
   op(f"v_min3_{t}", t, f"{t} {t} {t}", mn(mn("a", "b"), "c"))
   op(f"v_max3_{t}", t, f"{t} {t} {t}", mx(mx("a", "b"), "c"))
   op(f"v_med3_{t}", t, f"{t} {t} {t}", f"(med3_i32((i32)({ct})a, (i32)({ct})b, (i32)({ct})c) & {'0xffffu' if '16' in t else '0xffffffffu'})"
-     if t[0] == "i" else f"med3_u32(a, b, c)")
+     if t[0] == "i" else "med3_u32(a, b, c)")
   if "32" in t:
     op(f"v_maxmin_{t}", t, f"{t} {t} {t}", mn(mx("a", "b"), "c"))
     op(f"v_minmax_{t}", t, f"{t} {t} {t}", mx(mn("a", "b"), "c"))

@@ -2,7 +2,7 @@
 Facts: reference/emulator.md section 3, items 43-46; RDNA3 ISA guide chapters 10-12."""
 import numpy as np
 import pytest
-from exec_helpers import run_wave, assemble, buffer, read
+from exec_helpers import run_wave, assemble, read
 from emu.rdna3 import Memory, run, WaveFault, WaveTrap, InstructionLimit
 
 M32 = 0xFFFFFFFF
