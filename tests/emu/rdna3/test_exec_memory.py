@@ -297,3 +297,27 @@ def test_register_range_past_the_file_is_reported():
   code = assemble(raw("global_load_b128 v[250:253], v0, s[0:1]", 0, 4 << 24) + "\ns_endpgm")   # vdst v254: v[254:257]
   pc = mem.alloc(len(code)); mem.write(pc, code)
   with pytest.raises(WaveTrap, match="v256 is outside the register file"): run(mem, pc=pc)
+
+
+def test_waves_are_time_sliced_so_a_spin_wait_on_lds_completes():
+  # wave 0 spins until wave 1 (scheduled after it) stores a flag in LDS: no barrier involved
+  mem = Memory()
+  code = assemble("""
+    v_mov_b32 v1, 0
+    v_readfirstlane_b32 s4, v0
+    s_cmp_eq_u32 s4, 0
+    s_cbranch_scc0 writer
+  spin:
+    ds_load_b32 v2, v1
+    s_waitcnt lgkmcnt(0)
+    v_readfirstlane_b32 s5, v2
+    s_cmp_eq_u32 s5, 0
+    s_cbranch_scc1 spin
+    s_endpgm
+  writer:
+    v_mov_b32 v2, 1
+    ds_store_b32 v1, v2
+    s_endpgm""")
+  pc = mem.alloc(len(code)); mem.write(pc, code)
+  st = run(mem, pc=pc, block=(64, 1, 1), lds_bytes=64)
+  assert st.wave_instructions > 65536
