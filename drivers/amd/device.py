@@ -12,7 +12,7 @@ import numpy as np
 
 from autogen.amd import gc_11_0_0 as gc
 from drivers.hcq import Device, Program, KernArgs, DeviceFault
-from drivers.hcq.alloc import RangeAllocator
+from drivers.system.alloc import RangeAllocator
 from drivers.amd.compiler import AMDGPUCompiler
 from drivers.amd.elf import load_code_object, CodeObjectError, KCP_DISPATCH_PTR, KCP_KERNARG_SEGMENT_PTR, \
   KCP_PRIVATE_SEGMENT_BUFFER, KCP_QUEUE_PTR, KCP_DISPATCH_ID, KCP_FLAT_SCRATCH_INIT, KCP_PRIVATE_SEGMENT_SIZE

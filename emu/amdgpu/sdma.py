@@ -11,7 +11,6 @@ from autogen.amd import sdma_v6_0_0_pkt_open as S
 from emu.amdgpu.engine import RingEngine, EngineError, Stalled
 from emu.amdgpu.pm4 import COMPARE
 
-COPY_CHUNK = 4 << 20     # bytes moved per step of a COPY_LINEAR (bounds the host memory a copy holds)
 OPNAMES = {v: k[8:] for k, v in vars(S).items() if k.startswith("SDMA_OP_") and isinstance(v, int)}
 
 
@@ -55,9 +54,7 @@ class SDMAQueue(RingEngine):
     return ndw * 4
 
   def _copy(self, src: int, dst: int, n: int) -> None:
-    for off in range(0, n, COPY_CHUNK):
-      k = min(COPY_CHUNK, n - off)
-      self.gpu.mmu.write(dst + off, self.gpu.mmu.read(src + off, k, self.qname), self.qname)
+    self.gpu.mmu.copy(dst, src, n, self.qname)
 
   def _poll(self, pkt: np.ndarray) -> None:
     func = field(pkt, "POLL_REGMEM_HEADER_func")
