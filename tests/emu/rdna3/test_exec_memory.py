@@ -321,3 +321,10 @@ def test_waves_are_time_sliced_so_a_spin_wait_on_lds_completes():
   pc = mem.alloc(len(code)); mem.write(pc, code)
   st = run(mem, pc=pc, block=(64, 1, 1), lds_bytes=64)
   assert st.wave_instructions > 65536
+
+
+def test_ds_append_returns_the_counter_before_the_wave_added_its_lanes():
+  r = run_wave("s_mov_b32 m0, 0\nv_mov_b32 v1, 0\nv_mov_b32 v2, 5\nds_store_b32 v1, v2 offset:8\ns_waitcnt lgkmcnt(0)\n"
+               "ds_append v3 offset:8\nds_consume v4 offset:8\ns_waitcnt lgkmcnt(0)\nds_load_b32 v5, v1 offset:8\ns_waitcnt lgkmcnt(0)",
+               vout=(3, 4, 5), lds=64, exec_mask=0xFF)
+  assert col(r, 3, 2) == [5, 5] and col(r, 4, 1) == [13] and col(r, 5, 1) == [5]
