@@ -2,27 +2,20 @@
 memcpy of the same size on the host as the reference measured in the same run.
 
 Usage: python bench/amd_copy.py [DEV ...]   (default: MOCKKFD+AMD MOCKPCI+AMD); one JSON line per figure."""
-import json, sys, time
+import sys
+from common import best, emit
 import numpy as np
 from drivers.hcq import open_device
 
 SIZE = 64 << 20
 
 
-def best(fn, rounds: int = 5) -> float:
-  out = []
-  for _ in range(rounds):
-    t0 = time.perf_counter()
-    fn()
-    out.append(time.perf_counter() - t0)
-  return min(out)
-
 
 def main() -> None:
   host = np.random.default_rng(0).integers(0, 255, SIZE, dtype=np.uint8)
   out = np.empty_like(host)
   t_memcpy = best(lambda: np.copyto(out, host))
-  print(json.dumps({"bench": "amd/host_memcpy_gbps", "value": round(SIZE / t_memcpy / 1e9, 2), "unit": "GB/s"}))
+  emit("amd/host_memcpy_gbps", SIZE / t_memcpy / 1e9, "GB/s")
   for name in sys.argv[1:] or ["MOCKKFD+AMD", "MOCKPCI+AMD"]:
     try: dev = open_device(name)
     except Exception as e:
@@ -32,8 +25,7 @@ def main() -> None:
     figs = {"h2d": best(lambda: a.copyin(host.data)), "d2d": best(lambda: a.transfer(b)), "d2h": best(lambda: b.copyout(out.data))}
     assert np.array_equal(out, host)
     for fig, t in figs.items():
-      print(json.dumps({"bench": f"amd/copy_{fig}_gbps", "device": name, "value": round(SIZE / t / 1e9, 3), "unit": "GB/s",
-                        "vs_memcpy": round(t_memcpy / t, 3)}))
+      emit(f"amd/copy_{fig}_gbps", SIZE / t / 1e9, "GB/s", device=name, vs_memcpy=round(t_memcpy / t, 3))
     dev.close()
 
 

@@ -5,7 +5,8 @@ Figures (best of 5 rounds of N launches; one JSON line each):
   driver_submit_us   host CPU time to encode and submit one launch (PM4 packets, kernargs, doorbell)
   end_to_end_us      submit + the emulated GPU running it + waiting for its signal, per launch (in a stream)
   emulator_us        the same empty kernel dispatched straight into emu.rdna3 (no driver, no queue)"""
-import json, sys, time
+import sys, time
+from common import best, emit
 from drivers.hcq import open_device
 from drivers.amd.elf import load_code_object
 import emu.rdna3 as rdna3
@@ -13,14 +14,6 @@ import emu.rdna3 as rdna3
 SRC = "__kernel void empty(__global int *x) { }"
 N = 200
 
-
-def best(fn, rounds: int = 5) -> float:
-  out = []
-  for _ in range(rounds):
-    t0 = time.perf_counter()
-    fn()
-    out.append(time.perf_counter() - t0)
-  return min(out)
 
 
 def emulator_only(lib: bytes) -> float:
@@ -49,7 +42,7 @@ def main() -> None:
     t_submit = best(lambda: (submit_only(), dev.synchronize())) / N
     t0 = time.perf_counter(); submit_only(); t_driver = (time.perf_counter() - t0) / N; dev.synchronize()
     for fig, value in [("driver_submit_us", t_driver * 1e6), ("end_to_end_us", t_submit * 1e6), ("emulator_us", emulator_only(lib) * 1e6)]:
-      print(json.dumps({"bench": f"amd/launch_{fig}", "device": name, "value": round(value, 1), "unit": "us"}))
+      emit(f"amd/launch_{fig}", value, "us", device=name)
     dev.close()
 
 
