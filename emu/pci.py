@@ -164,6 +164,9 @@ class PCIFunction:
         return ((value & mask & 0xFFFFFFF0) | flags) if slot == n else (value & (mask >> 32))
     return 0   # unimplemented BAR: reads as zero
 
+  def close(self) -> None:
+    """The driver is done with the function: stop whatever the model runs on its behalf."""
+
   def reset(self) -> None:
     """Function-level reset: bus mastering and memory decoding are switched off."""
     self.config[PCI_COMMAND] &= ~(PCI_COMMAND_MASTER | PCI_COMMAND_MEMORY) & 0xFF

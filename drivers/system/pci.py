@@ -9,6 +9,7 @@ from __future__ import annotations
 import mmap, os, warnings
 from typing import Any
 
+from drivers.system.discovery import PCIInfo
 from drivers.system.dma import DMAMemory, alloc_pinned, round_up, PAGE
 from drivers.system.kernel import KernelInterface, OSKernel
 from drivers.system.lock import DeviceLock
@@ -69,11 +70,15 @@ class PCIDevice:
 
 
 class ModelPCIDevice(PCIDevice):
-  """A device model from emu/ behind the PCIDevice interface (config callbacks, BAR regions, DMA space)."""
-  def __init__(self, model: Any, lock_prefix: str):
-    self.model = model
-    super().__init__(model.bus, lock_prefix)
-    self.vendor_id, self.device_id = model.vendor_id, model.device_id
+  """A device model from emu/ behind the PCIDevice interface (config callbacks, BAR regions, DMA space).
+  `model` is the model, or, with `bus`, a callable that builds it once the device lock is held."""
+  def __init__(self, model: Any, lock_prefix: str, bus: str | None = None):
+    super().__init__(model.bus if bus is None else bus, lock_prefix)
+    try: self.model = model if bus is None else model()
+    except BaseException:
+      self.close()
+      raise
+    self.vendor_id, self.device_id = self.model.vendor_id, self.model.device_id
 
   def read_config(self, offset: int, size: int) -> int: return self.model.config_read(offset, size)
   def write_config(self, offset: int, size: int, value: int) -> None: self.model.config_write(offset, size, value)
@@ -93,6 +98,25 @@ class ModelPCIDevice(PCIDevice):
     return DMAMemory(host, addrs, PAGE, lambda: self.model.dma.unmap(addrs))
 
   def reset(self) -> None: self.model.reset()
+
+  def close(self) -> None:
+    if getattr(self, "model", None) is not None: self.model.close()   # its engines stop before their DMA memory goes
+    super().close()
+
+
+def open_model(kind: str, index: int = 0, lock_prefix: str = "am", **options: Any) -> ModelPCIDevice:
+  """An emulated device as a PCI function: `kind` "navi31" (emu/amdgpu/navi31.py) on bus "mock-<index>", its state
+  kept across processes in $TMPDIR/hcq-emu/navi31-<index>; `options` go to the model (vram_size=...)."""
+  if kind != "navi31": raise ValueError(f"no device model {kind!r}; models: navi31")
+  from emu.amdgpu.navi31 import Navi31, state_dir
+  bus = f"mock-{index}"
+  return ModelPCIDevice(lambda: Navi31(bus, path=state_dir(index), **options), lock_prefix, bus=bus)
+
+
+def list_models() -> list[PCIInfo]:
+  """Emulated devices that have state in $TMPDIR/hcq-emu (powered on at least once), as discovery lists them."""
+  from emu.amdgpu.navi31 import list_states, VENDOR_ID, DEVICE_ID, CLASS_VGA
+  return [PCIInfo(f"mock-{i}", VENDOR_ID, DEVICE_ID, CLASS_VGA, None, None, "emulated Navi31 (hcq model)") for i in list_states()]
 
 
 def _sysfs_error(path: str, e: OSError) -> OSError:

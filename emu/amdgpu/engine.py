@@ -31,6 +31,7 @@ class Stalled(Exception):
 
 class RingEngine(threading.Thread):
   unit = 4
+  kind = "gfx"              # which activity counter of the GPU its busy time adds to (the SMU reports them)
   POLL_S = 0.001            # how often a stalled engine re-checks memory (the CP's poll interval)
 
   def __init__(self, gpu: AMDGPU, name: str, ring_va: int, ring_size: int, rptr_va: int, wptr_va: int):
@@ -47,9 +48,13 @@ class RingEngine(threading.Thread):
   def ring_doorbell(self, value: int) -> None:
     self.doorbell.set()
 
-  def stop(self) -> None:
+  def request_stop(self) -> None:
+    """Stop after the packet in flight (a dequeue request); does not wait."""
     self.stopping = True
     self.doorbell.set()
+
+  def stop(self) -> None:
+    self.request_stop()
     if self.is_alive() and threading.current_thread() is not self: self.join(timeout=10)
 
   # --- engine side
@@ -74,11 +79,12 @@ class RingEngine(threading.Thread):
       self.doorbell.clear()
       if self.hung: continue
       try: self._drain()
-      except GPUPageFault as e: self._hang(str(e), e.fault.va)
-      except EngineError as e: self._hang(str(e))
-      except KernelError as e: self._hang(str(e), e.va)
+      except GPUPageFault as e: self._hang(str(e), e.fault.va, "fault")
+      except EngineError as e: self._hang(str(e), None, "packet")
+      except KernelError as e: self._hang(str(e), e.va, "shader")
       except Exception as e:   # a model bug must still surface as a device error, not a silent dead thread
-        self._hang(f"internal model error: {type(e).__name__}: {e}")
+        self._hang(f"internal model error: {type(e).__name__}: {e}", None, "internal")
+      finally: self.gpu.busy_end(self)
 
   def _drain(self) -> None:
     backoff = 0.0
@@ -89,6 +95,7 @@ class RingEngine(threading.Thread):
         raise EngineError(f"{self.qname}: write pointer {wptr} is more than a ring ahead of the read pointer {self.rptr}")
       words, pos = self.fetch(self.rptr, (wptr - self.rptr) * self.unit // 4), 0   # all that is published, in one read
       self.busy = True
+      self.gpu.busy_begin(self)
       try:
         while pos < len(words):
           used = self.packet(words, pos)
@@ -97,16 +104,18 @@ class RingEngine(threading.Thread):
       except Stalled:   # re-check soon, then less often: waits usually end within microseconds
         self.write_rptr()
         self.busy = False
+        self.gpu.busy_end(self)
         time.sleep(backoff)
         backoff = min(backoff * 2 + 10e-6, self.POLL_S)
         continue
       self.write_rptr()   # the read pointer is reported once per batch, as the CP does (RPTR_BLOCK_SIZE)
       backoff = 0.0
       self.busy = False
+      self.gpu.busy_end(self)
 
-  def _hang(self, why: str, va: int | None = None) -> None:
+  def _hang(self, why: str, va: int | None = None, kind: str = "") -> None:
     self.hung, self.busy = why, False
-    self.gpu.report_fault(self.qname, why, va)
+    self.gpu.report_fault(self.qname, why, va, kind)
 
   def packet(self, words: np.ndarray, pos: int) -> int:
     """Execute the packet at words[pos] (the ring from the read pointer to the write pointer); return how many

@@ -48,6 +48,7 @@ class DeviceError:
   engine: str
   message: str
   va: int | None = None
+  kind: str = ""        # "fault" (the engine's own access faulted), "packet", "shader", "internal"
 
   def __str__(self) -> str: return f"{self.engine}: {self.message}"
 
@@ -56,40 +57,59 @@ class AMDGPU:
   def __init__(self, vram_size: int = 512 << 20, vram_path: str | None = None):
     self.vram, self.dma = VRAM(vram_size, vram_path), DMASpace()
     self.mmu = MMU(self.vram, self.dma)
-    self.regs: dict[int, int] = {}          # MMIO register file, by dword address
+    self.regs: dict[int, int] = {}          # MMIO register file, by dword address (without a PCI function)
+    self.mmio = None                         # the PCI function's register decoder (read(addr), write(addr, v)), if any
     self.engines: list = []
     self.errors: list[DeviceError] = []
     self.on_error: list[Callable[[DeviceError], None]] = []
-    self.on_interrupt: list[Callable[[str, int], None]] = []    # (source, context id)
+    self.on_interrupt: list[Callable[[str, int, str], None]] = []    # (source, context id, engine name)
     self.lock = threading.Lock()             # one dispatch at a time: the model has one shader array
     self._t0 = time.perf_counter_ns()
+    self.busy_ns = {"gfx": 0, "sdma": 0}     # engine busy time by kind (what the SMU's activity counters see)
+    self._busy_since: dict[object, int] = {}
 
   def clock(self) -> int:
     return (time.perf_counter_ns() - self._t0) // (1_000_000_000 // CLOCK_HZ)
 
   # --- registers (the CP's SET_UCONFIG_REG / WAIT_REG_MEM register form, and BAR5 on the PCI function)
   def mmio_read(self, addr: int) -> int:
+    if self.mmio is not None: return self.mmio.reg_read(addr)
     return self.regs.get(addr, 0)
 
   def mmio_write(self, addr: int, value: int) -> None:
+    if self.mmio is not None: return self.mmio.reg_write(addr, value)
     self.regs[addr] = value
     if addr == HDP_FLUSH_REQ: self.regs[HDP_FLUSH_DONE] = value   # the flush completes at once: memory is coherent
 
   # --- faults and interrupts
-  def report_fault(self, engine: str, message: str, va: int | None = None) -> None:
-    err = DeviceError(engine, message, va)
+  # --- activity (the SMU's GFX/memory activity counters)
+  def busy_begin(self, engine) -> None:
+    self._busy_since.setdefault(engine, time.perf_counter_ns())
+
+  def busy_end(self, engine) -> None:
+    if (t := self._busy_since.pop(engine, None)) is not None: self.busy_ns[engine.kind] += time.perf_counter_ns() - t
+
+  def busy_time(self, kind: str) -> int:
+    """Busy nanoseconds of all engines of `kind` so far, including packets still executing."""
+    now = time.perf_counter_ns()
+    return self.busy_ns[kind] + sum(now - t for e, t in list(self._busy_since.items()) if e.kind == kind)
+
+  def report_fault(self, engine: str, message: str, va: int | None = None, kind: str = "") -> None:
+    err = DeviceError(engine, message, va, kind)
     self.errors.append(err)
     for cb in self.on_error: cb(err)
 
-  def interrupt(self, source: str, ctx: int) -> None:
-    for cb in self.on_interrupt: cb(source, ctx)
+  def interrupt(self, source: str, ctx: int, engine: str = "") -> None:
+    for cb in self.on_interrupt: cb(source, ctx, engine)
 
   def add_engine(self, engine) -> None:
     self.engines.append(engine)
     engine.start()
 
-  def remove_engine(self, engine) -> None:
-    engine.stop()
+  def remove_engine(self, engine, wait: bool = True) -> None:
+    """Stop an engine; without `wait` it finishes the packet in flight on its own (callers holding a lock the
+    engine may need must not wait for it)."""
+    engine.stop() if wait else engine.request_stop()
     if engine in self.engines: self.engines.remove(engine)
 
   def shutdown(self) -> None:

@@ -305,7 +305,7 @@ class KFDModel:
           e.fault = fault or e.fault
       self.cond.notify_all()
 
-  def _on_interrupt(self, source: str, ctx: int) -> None:
+  def _on_interrupt(self, source: str, ctx: int, engine: str = "") -> None:
     self._signal(lambda e: e.type == kfd.KFD_IOC_EVENT_SIGNAL and e.id == ctx)
 
   def _on_error(self, err: DeviceError) -> None:

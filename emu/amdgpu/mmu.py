@@ -5,6 +5,8 @@ table of 512 u64 entries indexed by VA bits 39/30/21/12 of the VA relative to th
 Entry bits: 0 VALID, 1 SYSTEM (address is a host bus address, else VRAM), 2 SNOOPED, 4 EXECUTABLE,
 5 READABLE, 6 WRITEABLE, 7-11 FRAG, 12-47 address, 48-50 MTYPE, 54 PDE_PTE (a leaf above the PTB level).
 Translations are cached per 4 KiB page until the driver invalidates the TLB.
+MC addresses inside the hub's system aperture bypass the tables: those in the framebuffer are VRAM
+(offset = address - FB base), any other aperture address faults.
 """
 from __future__ import annotations
 from dataclasses import dataclass
@@ -22,6 +24,7 @@ PTE_EXECUTABLE, PTE_READABLE, PTE_WRITEABLE = vm.AMDGPU_PTE_EXECUTABLE, vm.AMDGP
 PDE_PTE = vm.AMDGPU_PDE_PTE
 ADDR_MASK = ((1 << 48) - 1) & ~0xFFF
 LEVEL_SHIFTS = (39, 30, 21, 12)
+APERTURE_LEAF_MASK = (2 << 20) - 1
 
 
 @dataclass(frozen=True)
@@ -30,6 +33,7 @@ class Fault:
   write: bool
   client: str
   reason: str
+  permission: bool = False     # the page is mapped but not readable/writeable (else nothing valid is mapped)
 
   def __str__(self) -> str:
     return f"GPU page fault at {self.va:#x} ({'write' if self.write else 'read'} by {self.client}): {self.reason}"
@@ -46,12 +50,18 @@ class MMU:
     self.vram, self.dma = vram, dma
     self.root: int | None = None          # VRAM address of the PDB2, None while the context is disabled
     self.start = self.end = 0             # VA window of context 0 (inclusive end)
+    self.aperture: tuple[int, int, int, int] | None = None   # (low, high, fb first, fb last) MC addresses
     self._tlb: dict[int, tuple[int, int, int, int]] = {}   # va page -> (run start va, run length, host addr, flags)
     self.on_fault: Callable[[Fault], None] | None = None
     self.last_fault: Fault | None = None
 
   def set_context(self, root: int | None, start: int = 0, end: int = 0) -> None:
     self.root, self.start, self.end = root, start, end
+    self.invalidate()
+
+  def set_aperture(self, low: int | None, high: int = 0, fb_base: int = 0, fb_top: int = 0) -> None:
+    """System aperture [low, high] (None: disabled) and the framebuffer [fb_base, fb_top] in MC addresses."""
+    self.aperture = None if low is None else (low, high, fb_base, fb_top)
     self.invalidate()
 
   def invalidate(self) -> None:
@@ -66,6 +76,11 @@ class MMU:
   def _walk(self, va: int) -> tuple[int, int, int] | str:
     """-> (leaf va base, leaf size, leaf entry), or the reason the walk failed. A 4 KiB leaf is widened to the run
     of following PTEs in its table that map contiguous addresses with the same flags (one TLB entry for them)."""
+    if self.aperture is not None and self.aperture[0] <= va <= self.aperture[1]:
+      low, high, fb_base, fb_top = self.aperture
+      if not fb_base <= va <= fb_top: return f"system aperture address outside the framebuffer [{fb_base:#x}, {fb_top:#x}]"
+      base = va & ~APERTURE_LEAF_MASK   # the framebuffer is 16 MiB aligned: whole 2 MiB runs are VRAM
+      return base, APERTURE_LEAF_MASK + 1, (base - fb_base) | PTE_VALID | PTE_READABLE | PTE_WRITEABLE | PTE_EXECUTABLE
     if self.root is None: return "the VM context is not enabled"
     if not self.start <= va <= self.end: return f"outside the context's VA window [{self.start:#x}, {self.end:#x}]"
     rel, table, system = va - self.start, self.root, False
@@ -105,11 +120,11 @@ class MMU:
       for p in range(hit[0] >> 12, (hit[0] + hit[1]) >> 12): self._tlb[p] = hit
     start, length, host, e = hit
     if not e & PTE_READABLE or (write and not e & PTE_WRITEABLE):
-      return self._fault(va, write, f"page is {'not writeable' if write else 'not readable'} (PTE {e:#x})", client)
+      return self._fault(va, write, f"page is {'not writeable' if write else 'not readable'} (PTE {e:#x})", client, True)
     return start, length, host
 
-  def _fault(self, va: int, write: bool, reason: str, client: str) -> None:
-    self.last_fault = Fault(va, write, client, reason)
+  def _fault(self, va: int, write: bool, reason: str, client: str, permission: bool = False) -> None:
+    self.last_fault = Fault(va, write, client, reason, permission)
     if self.on_fault is not None: self.on_fault(self.last_fault)
     return None
 

@@ -70,7 +70,7 @@ class ComputeQueue(RingEngine):
     elif data_sel == 2: self.gpu.mmu.write(addr, (p[4] | p[5] << 32).to_bytes(8, "little"), self.qname)
     elif data_sel in (3, 4): self.gpu.mmu.write(addr, self.gpu.clock().to_bytes(8, "little"), self.qname)
     elif data_sel != 0: raise EngineError(f"{self.qname}: RELEASE_MEM data_sel {data_sel} is reserved")
-    if int_sel in (1, 2): self.gpu.interrupt("CP_EOP", p[6])
+    if int_sel in (1, 2): self.gpu.interrupt("CP_EOP", p[6], self.qname)
     elif int_sel != 0: raise EngineError(f"{self.qname}: RELEASE_MEM int_sel {int_sel} is not modelled")
 
   def _wait_reg_mem(self, p: list[int]) -> None:

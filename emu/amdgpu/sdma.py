@@ -7,9 +7,10 @@ from __future__ import annotations
 import numpy as np
 
 from autogen import pktfields
-from autogen.amd import sdma_v6_0_0_pkt_open as S
+from autogen.amd import sdma_v6_0_0_pkt_open as S, gc_11_0_0 as gc
 from emu.amdgpu.engine import RingEngine, EngineError, Stalled
 from emu.amdgpu.pm4 import COMPARE
+from emu.amdgpu.registers import Block, ModelError, storage
 
 OPNAMES = {v: k[8:] for k, v in vars(S).items() if k.startswith("SDMA_OP_") and isinstance(v, int)}
 
@@ -21,6 +22,7 @@ def field(pkt: np.ndarray, name: str) -> int:
 
 class SDMAQueue(RingEngine):
   unit = 1
+  kind = "sdma"
   SIZES = {S.SDMA_OP_NOP: 1, S.SDMA_OP_COPY: 7, S.SDMA_OP_FENCE: 4, S.SDMA_OP_TRAP: 2, S.SDMA_OP_POLL_REGMEM: 6,
            S.SDMA_OP_TIMESTAMP: 3}
 
@@ -44,7 +46,7 @@ class SDMAQueue(RingEngine):
     elif op == S.SDMA_OP_FENCE:
       addr = field(pkt, "FENCE_ADDR_LO_addr_31_0") | field(pkt, "FENCE_ADDR_HI_addr_63_32") << 32
       self.gpu.mmu.write(addr, field(pkt, "FENCE_DATA_data").to_bytes(4, "little"), self.qname)
-    elif op == S.SDMA_OP_TRAP: self.gpu.interrupt("SDMA_TRAP", field(pkt, "TRAP_INT_CONTEXT_int_context"))
+    elif op == S.SDMA_OP_TRAP: self.gpu.interrupt("SDMA_TRAP", field(pkt, "TRAP_INT_CONTEXT_int_context"), self.qname)
     elif op == S.SDMA_OP_POLL_REGMEM: self._poll(pkt)
     elif op == S.SDMA_OP_TIMESTAMP:
       if sub != S.SDMA_SUBOP_TIMESTAMP_GET_GLOBAL: raise EngineError(f"{self.qname}: SDMA TIMESTAMP sub-op {sub} is not modelled")
@@ -63,3 +65,98 @@ class SDMAQueue(RingEngine):
     value = int.from_bytes(self.gpu.mmu.read(addr, 4, self.qname), "little")
     if func not in COMPARE: raise EngineError(f"{self.qname}: POLL_REGMEM function {func} is reserved")
     if not COMPARE[func](value & field(pkt, "POLL_REGMEM_MASK_mask"), field(pkt, "POLL_REGMEM_VALUE_value")): raise Stalled
+
+
+class SDMABlock(Block):
+  """SDMA0's registers on the PCI function (gc_11_0_0 SDMA0_*; amd_driver.md 2.10-2.11). Queue 0 only:
+  RB_CNTL.RB_ENABLE starts an SDMAQueue with ring = RB_BASE/_HI << 8 of 4 << RB_SIZE bytes, read pointer
+  (bytes, u64) written back to RB_RPTR_ADDR_LO/HI, write pointer polled at RB_WPTR_POLL_ADDR_LO/HI, doorbell at
+  BAR2 byte DOORBELL_OFFSET.OFFSET * 4 when DOORBELL.ENABLE. The queue runs while the F32 engine is unhalted
+  (F32_CNTL.HALT = 0, which needs the SDMA firmware the PSP loaded); clearing RB_ENABLE stops it.
+  RB_RPTR/_HI read the live read pointer. F32_CNTL.HALT is 1 out of reset."""
+  name = ip = "SDMA0"
+  STORAGE = storage(gc, *(f"SDMA0_QUEUE0_{n}" for n in ("RB_BASE", "RB_BASE_HI", "RB_RPTR_ADDR_LO", "RB_RPTR_ADDR_HI",
+                    "RB_WPTR_POLL_ADDR_LO", "RB_WPTR_POLL_ADDR_HI", "RB_WPTR", "RB_WPTR_HI", "DOORBELL", "DOORBELL_OFFSET",
+                    "MINOR_PTR_UPDATE", "IB_CNTL")), "SDMA0_WATCHDOG_CNTL", "SDMA0_UTCL1_CNTL", "SDMA0_UTCL1_PAGE",
+                    "SDMA0_CNTL", "SDMA0_RLC_CGCG_CTRL", "SDMA1_RLC_CGCG_CTRL")
+
+  def __init__(self, dev):
+    super().__init__(dev)
+    self.queue: SDMAQueue | None = None
+    self.stale = False
+
+  def handlers(self):
+    return {self.addr(gc.regSDMA0_QUEUE0_RB_CNTL): (None, self._rb_cntl),
+            self.addr(gc.regSDMA0_F32_CNTL): (None, self._f32_cntl),
+            self.addr(gc.regSDMA0_QUEUE0_RB_RPTR): (lambda a: self._rptr() & 0xFFFFFFFF, None),
+            self.addr(gc.regSDMA0_QUEUE0_RB_RPTR_HI): (lambda a: self._rptr() >> 32, None),
+            self.addr(gc.regSDMA0_STATUS_REG): (self._status, None)}
+
+  def power_on(self) -> None:
+    self.set(gc.regSDMA0_F32_CNTL, gc.regSDMA0_F32_CNTL.encode(HALT=1))
+
+  def _rptr(self) -> int:
+    if self.queue is not None: return self.queue.rptr
+    return self.get(gc.regSDMA0_QUEUE0_RB_RPTR_HI) << 32 | self.get(gc.regSDMA0_QUEUE0_RB_RPTR)
+
+  def _status(self, addr: int) -> int:
+    busy = self.queue is not None and self.queue.busy
+    return 0 if busy else gc.regSDMA0_STATUS_REG.encode(IDLE=1, RB_EMPTY=1, RB_CMD_IDLE=1, IB_CMD_IDLE=1, BLOCK_IDLE=1)
+
+  def _f32_cntl(self, addr: int, value: int) -> None:
+    if self.get(gc.regSDMA0_F32_CNTL) & 1 and not value & 1 and not self.dev.gfx.autoloaded:
+      raise ModelError("SDMA0_F32_CNTL.HALT cleared but the SDMA firmware is not loaded (PSP LOAD_IP_FW SDMA_UCODE_TH0/TH1, then AUTOLOAD_RLC)")
+    self.regs[addr] = value
+    self._evaluate()
+
+  def _rb_cntl(self, addr: int, value: int) -> None:
+    self.regs[addr] = value
+    if not value & 1: self.stale = False
+    self._evaluate()
+
+  def _evaluate(self) -> None:
+    """The queue runs iff RB_ENABLE and the F32 is unhalted."""
+    cntl = gc.regSDMA0_QUEUE0_RB_CNTL.decode(self.get(gc.regSDMA0_QUEUE0_RB_CNTL))
+    run = bool(cntl["RB_ENABLE"]) and not self.get(gc.regSDMA0_F32_CNTL) & 1
+    if run and self.queue is None and not self.stale: self.queue = self._start(cntl)
+    elif not run and self.queue is not None: self._stop()
+
+  def _start(self, cntl: dict[str, int]) -> SDMAQueue:
+    if cntl["RB_VMID"]: raise ModelError("SDMA0_QUEUE0_RB_CNTL.RB_VMID: only VMID 0 queues are modelled")
+    if not cntl["RPTR_WRITEBACK_ENABLE"]: raise ModelError("SDMA0_QUEUE0_RB_CNTL.RPTR_WRITEBACK_ENABLE is 0: the model always writes the read pointer back")
+    if not self.get(gc.regSDMA0_QUEUE0_DOORBELL) & gc.regSDMA0_QUEUE0_DOORBELL.mask("ENABLE"):
+      raise ModelError("SDMA0 queue 0 enabled without SDMA0_QUEUE0_DOORBELL.ENABLE (queues without a doorbell are not modelled)")
+    r = self.get
+    q = SDMAQueue(self.dev.gpu, "SDMA0 queue0", (r(gc.regSDMA0_QUEUE0_RB_BASE_HI) << 32 | r(gc.regSDMA0_QUEUE0_RB_BASE)) << 8,
+                  4 << cntl["RB_SIZE"], r(gc.regSDMA0_QUEUE0_RB_RPTR_ADDR_HI) << 32 | (r(gc.regSDMA0_QUEUE0_RB_RPTR_ADDR_LO) & ~3),
+                  r(gc.regSDMA0_QUEUE0_RB_WPTR_POLL_ADDR_HI) << 32 | (r(gc.regSDMA0_QUEUE0_RB_WPTR_POLL_ADDR_LO) & ~3))
+    q.rptr = r(gc.regSDMA0_QUEUE0_RB_RPTR_HI) << 32 | r(gc.regSDMA0_QUEUE0_RB_RPTR)
+    q.doorbell_offset = gc.regSDMA0_QUEUE0_DOORBELL_OFFSET.decode(r(gc.regSDMA0_QUEUE0_DOORBELL_OFFSET))["OFFSET"] * 4
+    self.dev.gpu.add_engine(q)
+    self.dev.bind_doorbell(q.doorbell_offset, q)
+    return q
+
+  def _stop(self) -> None:
+    q, self.queue = self.queue, None
+    self.dev.gpu.remove_engine(q, wait=False)
+    self.dev.unbind_doorbell(q.doorbell_offset, q)
+    self.set(gc.regSDMA0_QUEUE0_RB_RPTR, q.rptr & 0xFFFFFFFF)
+    self.set(gc.regSDMA0_QUEUE0_RB_RPTR_HI, q.rptr >> 32)
+
+  def reset(self) -> None:
+    """GRBM_SOFT_RESET.SOFT_RESET_SDMA0: the queue stops and its ring registers are disabled."""
+    if self.queue is not None: self._stop()
+    if self.stale: self.dev.unbind_stale(("SDMA", 0))
+    self.stale = False
+    self.set(gc.regSDMA0_QUEUE0_RB_CNTL, self.get(gc.regSDMA0_QUEUE0_RB_CNTL) & ~1)
+
+  def attach(self) -> None:
+    """A new process opened the device: a ring left enabled has no engine here; it is stale until reset."""
+    if self.get(gc.regSDMA0_QUEUE0_RB_CNTL) & 1 and not self.get(gc.regSDMA0_F32_CNTL) & 1:
+      self.stale = True
+      offset = gc.regSDMA0_QUEUE0_DOORBELL_OFFSET.decode(self.get(gc.regSDMA0_QUEUE0_DOORBELL_OFFSET))["OFFSET"] * 4
+      self.dev.mark_stale(offset, ("SDMA", 0), "SDMA0 queue 0")
+
+  def stop_all(self) -> None:
+    if self.queue is not None: self.dev.gpu.remove_engine(self.queue, wait=False)
+    self.queue, self.stale = None, False

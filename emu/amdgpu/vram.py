@@ -9,17 +9,21 @@ import ctypes, mmap, os
 import numpy as np
 
 
+def map_file(path: str | None, size: int) -> mmap.mmap:
+  """`size` bytes of device memory: a shared mapping of the (sparse) file at `path`, created or resized as needed,
+  or private zero-filled memory without a path. Either way pages cost host memory only once touched."""
+  if path is None: return mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(mmap, "MAP_NORESERVE", 0))
+  fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+  try:
+    if os.fstat(fd).st_size != size: os.ftruncate(fd, size)
+    return mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+  finally: os.close(fd)
+
+
 class VRAM:
   def __init__(self, size: int, path: str | None = None):
     self.size, self.path = size, path
-    if path is None:
-      self._mm = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(mmap, "MAP_NORESERVE", 0))
-    else:
-      fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-      try:
-        if os.fstat(fd).st_size != size: os.ftruncate(fd, size)
-        self._mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
-      finally: os.close(fd)
+    self._mm = map_file(path, size)
     self.view = memoryview(self._mm)
     self.u8 = np.frombuffer(self._mm, np.uint8)
     self.u64 = self.u8.view(np.uint64)

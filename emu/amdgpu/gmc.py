@@ -1,0 +1,178 @@
+"""GMC: the two memory hubs of a Navi31, GC (GCVM/GCMC, used by the CP, shaders and SDMA) and MM (MMVM/MMMC,
+used by the IH, PSP and SMU), each feeding its own MMU (emu/amdgpu/mmu.py).
+
+Per hub (register names gc_11_0_0 / mmhub_3_0_0; behaviour amd_driver.md 2.5-2.7):
+- MC_VM_FB_LOCATION_BASE/TOP: where VRAM sits in the MC address space, in 16 MiB units, TOP inclusive. Set
+  at power-on as the VBIOS leaves them: BASE 0x8000 (VRAM at MC 0x80_0000_0000), TOP = BASE + VRAM/16M - 1.
+- MC_VM_SYSTEM_APERTURE_LOW/HIGH_ADDR (256 KiB units): MC addresses in the aperture bypass the page tables;
+  inside the framebuffer they are VRAM, anywhere else in the aperture the access faults.
+- VM_CONTEXT0_PAGE_TABLE_START/END_ADDR (4 KiB pages), _BASE_ADDR (PDE: bit 0 valid, VRAM address) and
+  CONTEXT0_CNTL (ENABLE_CONTEXT, PAGE_TABLE_DEPTH must be 3 = four levels, BLOCK_SIZE 0) program the MMU.
+- VM_INVALIDATE_ENGn_REQ: drops the hub's TLB and sets the requested PER_VMID bits in ENGn_ACK.
+  ENGn_SEM: a read returns 1 and takes the semaphore when it is free, 0 while held; writing 0 releases it.
+- VM_L2_CNTL2 with INVALIDATE_ALL_L1_TLBS/INVALIDATE_L2_CACHE drops the TLB.
+- VM_L2_PROTECTION_FAULT_STATUS/ADDR_LO32/HI32 latch the first fault (read-only; MORE_FAULTS for the
+  next ones) until VM_L2_PROTECTION_FAULT_CNTL.CLEAR_PROTECTION_FAULT_STATUS_ADDR is written.
+"""
+from __future__ import annotations
+from typing import TYPE_CHECKING
+
+from autogen.amd import gc_11_0_0 as gc, mmhub_3_0_0 as mmhub
+from emu.amdgpu.mmu import MMU, Fault, ADDR_MASK
+from emu.amdgpu.registers import Block, ModelError
+if TYPE_CHECKING: from emu.amdgpu.navi31 import Navi31
+
+FB_BASE_UNITS = 0x8000           # VBIOS placement of VRAM in the MC space: 0x80_0000_0000 (16 MiB units)
+APERTURE_SHIFT, PAGE_SHIFT, FB_SHIFT = 18, 12, 24
+# UTCL2 client ids of the GC hub (gfxhub_v3_0 client table): CPC = compute CP, TCP = shader memory, SDMA0
+CID_CPC, CID_TCP, CID_SDMA0 = 5, 8, 13
+STORAGE_NAMES = ("MC_VM_AGP_BASE", "MC_VM_AGP_BOT", "MC_VM_AGP_TOP", "MC_VM_SYSTEM_APERTURE_DEFAULT_ADDR_LSB",
+                 "MC_VM_SYSTEM_APERTURE_DEFAULT_ADDR_MSB", "VM_L2_PROTECTION_FAULT_DEFAULT_ADDR_LO32",
+                 "VM_L2_PROTECTION_FAULT_DEFAULT_ADDR_HI32", "VM_L2_PROTECTION_FAULT_CNTL2", "MC_VM_MX_L1_TLB_CNTL",
+                 "VM_L2_CNTL", "VM_L2_CNTL3", "VM_L2_CNTL4", "VM_L2_CNTL5", "MC_VM_FB_OFFSET",
+                 "VM_L2_CONTEXT1_IDENTITY_APERTURE_LOW_ADDR_LO32", "VM_L2_CONTEXT1_IDENTITY_APERTURE_LOW_ADDR_HI32",
+                 "VM_L2_CONTEXT1_IDENTITY_APERTURE_HIGH_ADDR_LO32", "VM_L2_CONTEXT1_IDENTITY_APERTURE_HIGH_ADDR_HI32",
+                 "VM_L2_CONTEXT_IDENTITY_PHYSICAL_OFFSET_LO32", "VM_L2_CONTEXT_IDENTITY_PHYSICAL_OFFSET_HI32",
+                 "VM_L2_BANK_SELECT_RESERVED_CID", "VM_L2_BANK_SELECT_RESERVED_CID2", "_ATC_L2_MISC_CG")
+CONTEXT_NAMES = ("VM_CONTEXT0_PAGE_TABLE_START_ADDR_LO32", "VM_CONTEXT0_PAGE_TABLE_START_ADDR_HI32",
+                 "VM_CONTEXT0_PAGE_TABLE_END_ADDR_LO32", "VM_CONTEXT0_PAGE_TABLE_END_ADDR_HI32",
+                 "VM_CONTEXT0_PAGE_TABLE_BASE_ADDR_LO32", "VM_CONTEXT0_PAGE_TABLE_BASE_ADDR_HI32", "VM_CONTEXT0_CNTL")
+ENGINES = 18
+
+
+class Hub(Block):
+  """One memory hub (`prefix` GC or MM) and the MMU it programs."""
+  def __init__(self, dev: Navi31, prefix: str, mmu: MMU):
+    self.prefix, self.module, self.ip = prefix, (gc if prefix == "GC" else mmhub), ("GC" if prefix == "GC" else "MMHUB")
+    super().__init__(dev)
+    self.name, self.mmu = f"{prefix} hub", mmu
+    self.mmu.on_fault = self._on_fault
+    self.STORAGE = tuple(r for n in STORAGE_NAMES if (r := self.reg(n, optional=True)) is not None) + \
+      tuple(self.reg(f"VM_INVALIDATE_ENG{i}_ADDR_RANGE_{w}") for i in range(ENGINES) for w in ("LO32", "HI32"))
+    self.sem_taken = [False] * ENGINES
+
+  def reg(self, name: str, optional: bool = False):
+    """`MC_VM_x` -> GCMC_VM_x / MMMC_VM_x, `VM_x` -> GCVM_x / MMVM_x."""
+    r = getattr(self.module, f"reg{self.prefix}{name}", None)
+    if r is None and not optional: raise AttributeError(f"{self.prefix} hub has no register {self.prefix}{name}")
+    return r
+
+  def r(self, name: str) -> int: return self.get(self.reg(name))
+
+  def handlers(self):
+    h = {self.addr(self.reg(n)): (None, self._context) for n in CONTEXT_NAMES}
+    h.update({self.addr(self.reg(n)): (None, self._aperture) for n in
+              ("MC_VM_FB_LOCATION_BASE", "MC_VM_FB_LOCATION_TOP", "MC_VM_SYSTEM_APERTURE_LOW_ADDR", "MC_VM_SYSTEM_APERTURE_HIGH_ADDR")})
+    for i in range(ENGINES):
+      h[self.addr(self.reg(f"VM_INVALIDATE_ENG{i}_REQ"))] = (None, lambda a, v, i=i: self._invalidate(i, v))
+      h[self.addr(self.reg(f"VM_INVALIDATE_ENG{i}_ACK"))] = (None, self._read_only)
+      h[self.addr(self.reg(f"VM_INVALIDATE_ENG{i}_SEM"))] = (lambda a, i=i: self._sem_read(i), lambda a, v, i=i: self._sem_write(i, v))
+    h[self.addr(self.reg("VM_L2_CNTL2"))] = (None, self._l2_cntl2)
+    h[self.addr(self.reg("VM_L2_PROTECTION_FAULT_CNTL"))] = (None, self._fault_cntl)
+    for n in ("VM_L2_PROTECTION_FAULT_STATUS", "VM_L2_PROTECTION_FAULT_ADDR_LO32", "VM_L2_PROTECTION_FAULT_ADDR_HI32"):
+      h[self.addr(self.reg(n))] = (None, self._read_only)
+    return h
+
+  def power_on(self) -> None:
+    vram_units = self.dev.gpu.vram.size >> FB_SHIFT
+    self.set(self.reg("MC_VM_FB_LOCATION_BASE"), FB_BASE_UNITS)
+    self.set(self.reg("MC_VM_FB_LOCATION_TOP"), FB_BASE_UNITS + vram_units - 1)
+    self.set(self.reg("MC_VM_SYSTEM_APERTURE_LOW_ADDR"), 0x3FFFFFFF)   # LOW > HIGH: aperture disabled
+    self.sem_taken = [False] * ENGINES
+    self.sync()
+
+  def sync(self) -> None:
+    """Program the MMU from the registers (after power-on, or when a new process opens the device)."""
+    self._aperture(0, 0)
+    self._context(0, 0)
+
+  # --- address map
+  @property
+  def fb(self) -> tuple[int, int]:
+    """(first, last) MC address of VRAM."""
+    base = (self.r("MC_VM_FB_LOCATION_BASE") & 0xFFFFFF) << FB_SHIFT
+    return base, ((self.r("MC_VM_FB_LOCATION_TOP") & 0xFFFFFF) << FB_SHIFT) | ((1 << FB_SHIFT) - 1)
+
+  def vram_offset(self, mc: int, n: int, who: str) -> int:
+    """VRAM offset of the MC range [mc, mc+n) that firmware (PSP, SMU, IH) accesses; it must be VRAM."""
+    base, top = self.fb
+    if not (base <= mc and mc + n - 1 <= top and mc + n - base <= self.dev.gpu.vram.size):
+      raise ValueError(f"{who}: MC range [{mc:#x}, +{n:#x}) is not VRAM (the framebuffer is MC [{base:#x}, {top:#x}])")
+    return mc - base
+
+  def read_vram(self, mc: int, n: int, who: str) -> bytes:
+    return self.dev.gpu.vram.read(self.vram_offset(mc, n, who), n)
+
+  def write_vram(self, mc: int, data: bytes, who: str) -> None:
+    self.dev.gpu.vram.write(self.vram_offset(mc, len(data), who), data)
+
+  def _aperture(self, addr: int, value: int) -> None:
+    if addr: self.regs[addr] = value
+    low = self.r("MC_VM_SYSTEM_APERTURE_LOW_ADDR") << APERTURE_SHIFT
+    high = (self.r("MC_VM_SYSTEM_APERTURE_HIGH_ADDR") << APERTURE_SHIFT) | ((1 << APERTURE_SHIFT) - 1)
+    self.mmu.set_aperture(low, high, *self.fb) if low <= high else self.mmu.set_aperture(None)
+
+  def _context(self, addr: int, value: int) -> None:
+    if addr: self.regs[addr] = value
+    cntl = self.reg("VM_CONTEXT0_CNTL").decode(self.r("VM_CONTEXT0_CNTL"))
+    start = (self.r("VM_CONTEXT0_PAGE_TABLE_START_ADDR_HI32") << 32 | self.r("VM_CONTEXT0_PAGE_TABLE_START_ADDR_LO32")) << PAGE_SHIFT
+    end = (self.r("VM_CONTEXT0_PAGE_TABLE_END_ADDR_HI32") << 32 | self.r("VM_CONTEXT0_PAGE_TABLE_END_ADDR_LO32")) << PAGE_SHIFT | 0xFFF
+    pde = self.r("VM_CONTEXT0_PAGE_TABLE_BASE_ADDR_HI32") << 32 | self.r("VM_CONTEXT0_PAGE_TABLE_BASE_ADDR_LO32")
+    if not cntl["ENABLE_CONTEXT"]: return self.mmu.set_context(None)
+    if (cntl["PAGE_TABLE_DEPTH"], cntl["PAGE_TABLE_BLOCK_SIZE"]) != (3, 0):
+      raise ModelError(f"{self.prefix}VM_CONTEXT0_CNTL: PAGE_TABLE_DEPTH {cntl['PAGE_TABLE_DEPTH']} / BLOCK_SIZE "
+                       f"{cntl['PAGE_TABLE_BLOCK_SIZE']} is not modelled (only 4-level tables of 4 KiB pages: depth 3, block size 0)")
+    if not pde & 1: return self.mmu.set_context(None)
+    if (pde & ADDR_MASK) >= self.dev.gpu.vram.size:
+      raise ModelError(f"{self.prefix}VM_CONTEXT0_PAGE_TABLE_BASE_ADDR {pde:#x}: the root table is beyond the end of VRAM")
+    self.mmu.set_context(pde & ADDR_MASK, start, end)
+
+  # --- TLB
+  def _invalidate(self, eng: int, value: int) -> None:
+    req = self.reg(f"VM_INVALIDATE_ENG{eng}_REQ").decode(value)
+    self.regs[self.addr(self.reg(f"VM_INVALIDATE_ENG{eng}_REQ"))] = value
+    self.mmu.invalidate()
+    self.set(self.reg(f"VM_INVALIDATE_ENG{eng}_ACK"), req["PER_VMID_INVALIDATE_REQ"])
+    if req["CLEAR_PROTECTION_FAULT_STATUS_ADDR"]: self._clear_fault()
+
+  def _sem_read(self, eng: int) -> int:
+    if self.sem_taken[eng]: return 0
+    self.sem_taken[eng] = True
+    return 1
+
+  def _sem_write(self, eng: int, value: int) -> None:
+    if value & 1: raise ModelError(f"{self.prefix}VM_INVALIDATE_ENG{eng}_SEM: write 0 to release; it is acquired by reading it")
+    self.sem_taken[eng] = False
+
+  def _l2_cntl2(self, addr: int, value: int) -> None:
+    self.regs[addr] = value
+    if value & 0x3: self.mmu.invalidate()   # INVALIDATE_ALL_L1_TLBS | INVALIDATE_L2_CACHE
+
+  def _read_only(self, addr: int, value: int) -> None:
+    raise ModelError(f"{self.dev.name_of(addr)} is read-only" +
+                     (" (clear a fault with VM_L2_PROTECTION_FAULT_CNTL.CLEAR_PROTECTION_FAULT_STATUS_ADDR)" if "FAULT" in self.dev.name_of(addr) else ""))
+
+  # --- faults
+  def _fault_cntl(self, addr: int, value: int) -> None:
+    self.regs[addr] = value & ~1
+    if value & 1: self._clear_fault()
+
+  def _clear_fault(self) -> None:
+    for n in ("VM_L2_PROTECTION_FAULT_STATUS", "VM_L2_PROTECTION_FAULT_ADDR_LO32", "VM_L2_PROTECTION_FAULT_ADDR_HI32"):
+      self.set(self.reg(n), 0)
+
+  def client_id(self, client: str) -> int:
+    if client == "shader": return CID_TCP
+    return CID_SDMA0 if client.startswith("SDMA") else CID_CPC
+
+  def _on_fault(self, f: Fault) -> None:
+    with self.dev.lock:
+      status = self.reg("VM_L2_PROTECTION_FAULT_STATUS")
+      if self.get(status): self.set(status, self.get(status) | 1)   # MORE_FAULTS
+      else:
+        self.set(status, status.encode(PERMISSION_FAULTS=(4 if f.write else 2) if f.permission else 0,
+                                       MAPPING_ERROR=int(not f.permission), CID=self.client_id(f.client), RW=int(f.write)))
+        self.set(self.reg("VM_L2_PROTECTION_FAULT_ADDR_LO32"), (f.va >> 12) & 0xFFFFFFFF)
+        self.set(self.reg("VM_L2_PROTECTION_FAULT_ADDR_HI32"), (f.va >> 44) & 0xF)
+      if self.r("VM_CONTEXT0_CNTL") & 0x2AAA00:   # any *_PROTECTION_FAULT_ENABLE_INTERRUPT bit
+        self.dev.ih.vm_fault(self.prefix, f)

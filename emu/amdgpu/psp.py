@@ -1,0 +1,219 @@
+"""PSP (MP0 13.0.0): the bootloader, then the secure OS (sOS) with its KM command ring (amd_driver.md 2.9).
+
+Registers (MP0_SMN_C2PMSG_n, mp_13_0_0):
+- 35: bootloader command/status. Reads bit 31 set while the bootloader waits for a command. Writing a
+  PSP_BL__* command loads the component whose image sits at MC address C2PMSG_36 << 20 (its size comes
+  from the image header). Accepted in this order: KDB, SPL (the TOS SPL table; on MP0 13.x the KDB image is
+  also taken here, as drivers send it), SYS_DRV, then SOC/INTF/DBG/RAS drivers, then SOS. A refused
+  component halts the bootloader: bit 31 stays clear and `failures` says why. After SOS the sOS runs:
+  C2PMSG_81 reads its version (non-zero) and C2PMSG_64 reads 0x80000000.
+- 64: ring control (sOS). Write GFX_CTRL_CMD_ID_INIT_GPCOM_RING (ring MC = C2PMSG_70:69, size C2PMSG_71
+  bytes) or GFX_CTRL_CMD_ID_DESTROY_RINGS; reads back 0x80000000 | status (0 = done). No response before
+  the sOS runs.
+- 67: ring write pointer in dwords (modulo the ring size). Each write executes the 64-byte psp_gfx_rb_frame(s)
+  from the previous pointer: the 1 KiB psp_gfx_cmd_resp at cmd_buf_addr runs, its resp is written back
+  (status at +864, tmr_size at +880), then fence_value is written to fence_addr. All addresses are MC
+  addresses in VRAM.
+Commands: LOAD_TOC (resp.tmr_size = 0x1300000), SETUP_TMR, LOAD_IP_FW, AUTOLOAD_RLC. Order enforced:
+LOAD_TOC, then the SMU firmware (PMFW-centralized C-state management loads it before the TMR), then
+SETUP_TMR (buf_size >= tmr_size, 1 MiB aligned, system_phy_addr = the VRAM offset when virt_phy_addr), then the
+other firmware with RLC_G last, then AUTOLOAD_RLC, which needs SDMA TH0/TH1, RS64 MEC + P0 stack, IMU I/D
+and RLC IRAM/DRAM/P/V/G. A refused command gets resp.status TEE_ERROR_NOT_SUPPORTED (unknown command ids:
+PSP_ERR_UNKNOWN_COMMAND) and a line in `failures` naming the component and the reason.
+"""
+from __future__ import annotations
+import ctypes
+from ctypes import Structure, c_char, c_uint8, c_uint32, c_uint64
+from typing import TYPE_CHECKING
+
+from autogen.amd import mp_13_0_0 as mp, psp_gfx_if as G
+from emu.amdgpu import firmware as F
+from emu.amdgpu.registers import Block, ModelError, storage
+if TYPE_CHECKING: from emu.amdgpu.navi31 import Navi31
+
+READY = 0x80000000
+TMR_SIZE = 0x1300000                   # what LOAD_TOC reports for Navi31 (amd_driver.md 2.5: a 19 MiB TMR)
+TMR_ALIGN = 1 << 20
+STAGE_BOOTLOADER, STAGE_SOS, STAGE_HALTED = 0, 1, 2
+BL_ORDER = ("KDB", "SPL", "SYS_DRV", "SOC_DRV", "INTF_DRV", "DBG_DRV", "RAS_DRV", "SOS")
+GFX_FIRMWARE = ("SDMA_UCODE_TH0", "SDMA_UCODE_TH1", "RS64_MEC", "RS64_MEC_P0_STACK", "IMU_I", "IMU_D",
+                "RLC_IRAM", "RLC_DRAM_BOOT", "RLC_P", "RLC_V", "RLC_G")
+# accepted as well-formed signed images but not otherwise used by this model (their image ids are unknown)
+OTHER_FIRMWARE = ("RS64_PFP", "RS64_ME", "RS64_PFP_P0_STACK", "RS64_PFP_P1_STACK", "RS64_ME_P0_STACK", "RS64_ME_P1_STACK",
+                  "RS64_MES", "RS64_MES_STACK")
+RESP_OFFSET = G.psp_gfx_cmd_resp.resp.offset
+FRAME_DW = ctypes.sizeof(G.psp_gfx_rb_frame) // 4
+
+
+class PSPState(Structure):
+  """The PSP's part of the persistent device state (see navi31.py for the file)."""
+  _fields_ = [("stage", c_uint32), ("bl_loaded", c_uint32), ("ring_ok", c_uint32), ("ring_rptr", c_uint32),
+              ("toc", c_uint32), ("tmr_ok", c_uint32), ("tmr_mc", c_uint64), ("autoload", c_uint32),
+              ("last_fw", c_uint32), ("fw_loaded", c_uint8 * 32), ("error", c_char * 256)]
+
+
+class Refused(Exception):
+  def __init__(self, msg: str, status: int = G.TEE_ERROR_NOT_SUPPORTED):
+    super().__init__(msg)
+    self.status = status
+
+
+class PSP(Block):
+  name = ip = "MP0"
+  STORAGE = storage(mp, "MP0_SMN_C2PMSG_36", "MP0_SMN_C2PMSG_69", "MP0_SMN_C2PMSG_70", "MP0_SMN_C2PMSG_71")
+
+  def __init__(self, dev: Navi31, state: PSPState):
+    super().__init__(dev)
+    self.s = state
+    self.failures: list[str] = []
+
+  def handlers(self):
+    return {self.addr(mp.regMP0_SMN_C2PMSG_35): (None, self._bootloader),
+            self.addr(mp.regMP0_SMN_C2PMSG_64): (None, self._ring_control),
+            self.addr(mp.regMP0_SMN_C2PMSG_67): (None, self._ring_wptr),
+            self.addr(mp.regMP0_SMN_C2PMSG_81): (None, self._read_only)}
+
+  def power_on(self) -> None:
+    ctypes.memset(ctypes.addressof(self.s), 0, ctypes.sizeof(self.s))
+    self.set(mp.regMP0_SMN_C2PMSG_35, READY)
+
+  @property
+  def sos_alive(self) -> bool: return self.s.stage == STAGE_SOS
+
+  def loaded(self, name: str) -> bool:
+    t = getattr(G, f"GFX_FW_TYPE_{name}")
+    return bool(self.s.fw_loaded[t // 8] >> (t % 8) & 1)
+
+  def _fail(self, msg: str) -> None:
+    self.failures.append(msg)
+    self.s.error = msg.encode()[:255]
+    self.dev.log(f"PSP: {msg}")
+
+  def _read_only(self, addr: int, value: int) -> None:
+    raise ModelError("MP0_SMN_C2PMSG_81 is written by the sOS only (it reads non-zero once the sOS runs)")
+
+  # --- bootloader
+  def _bootloader(self, addr: int, cmd: int) -> None:
+    if self.s.stage == STAGE_SOS:
+      raise ModelError(f"PSP bootloader command {cmd:#x} written to C2PMSG_35 while the sOS runs (C2PMSG_81 != 0): skip the bootloader stage")
+    if not self.get(mp.regMP0_SMN_C2PMSG_35) & READY:
+      raise ModelError(f"PSP bootloader command {cmd:#x} written while the bootloader is not ready (wait for C2PMSG_35 bit 31)")
+    self.regs[addr] = cmd            # busy: bit 31 clear until the component is in
+    try: img = self._bl_load(cmd)
+    except (F.Rejected, ValueError) as e:
+      self.s.stage = STAGE_HALTED
+      return self._fail(f"bootloader halted: {e}")
+    self.s.bl_loaded |= 1 << BL_ORDER.index(img.name)
+    if img.name == "SOS":
+      self.s.stage = STAGE_SOS
+      self.regs[addr] = 0
+      self.set(mp.regMP0_SMN_C2PMSG_81, img.version or 1)
+      self.set(mp.regMP0_SMN_C2PMSG_64, READY)
+    else: self.regs[addr] = READY
+
+  def _bl_load(self, cmd: int) -> F.Image:
+    if (name := F.BL_COMMANDS.get(cmd)) is None: raise F.Rejected(f"unknown bootloader command {cmd:#x}")
+    idx, done = BL_ORDER.index(name), [n for i, n in enumerate(BL_ORDER) if self.s.bl_loaded >> i & 1]
+    if name in done: raise F.Rejected(f"{name} loaded twice")
+    if later := [n for n in done if BL_ORDER.index(n) > idx]: raise F.Rejected(f"{name} sent after {later[-1]}: order is {', '.join(BL_ORDER)}")
+    need = {"KDB": (), "SPL": ("KDB",), "SYS_DRV": ("KDB",)}.get(name, ("KDB", "SYS_DRV"))
+    if missing := [n for n in need if n not in done]: raise F.Rejected(f"{name} sent before {', '.join(missing)}")
+    mc = self.get(mp.regMP0_SMN_C2PMSG_36) << 20
+    limit = self.dev.gmc_mm.fb[1] + 1 - mc   # the image may extend to the end of VRAM
+    total = F.header_total(self.dev.gmc_mm.read_vram(mc, F.HEADER, f"{name} image (C2PMSG_36 = {mc >> 20:#x})"))
+    data = self.dev.gmc_mm.read_vram(mc, max(F.HEADER, min(total, limit)), f"{name} image")
+    return F.check(name, data, limit, ("KDB",) if name == "SPL" else ())
+
+  # --- KM ring
+  def _ring_control(self, addr: int, value: int) -> None:
+    self.regs[addr] = value
+    if self.s.stage != STAGE_SOS: return   # nobody answers
+    cmd, status = value & G.GFX_CMD_ID_MASK, 0
+    if cmd == G.GFX_CTRL_CMD_ID_INIT_GPCOM_RING:
+      mc, size = self.get(mp.regMP0_SMN_C2PMSG_70) << 32 | self.get(mp.regMP0_SMN_C2PMSG_69), self.get(mp.regMP0_SMN_C2PMSG_71)
+      try:
+        if self.s.ring_ok: raise ValueError("a KM ring already exists (DESTROY_RINGS first)")
+        if size < 4096 or size % (FRAME_DW * 4) or mc % 4096: raise ValueError(f"ring of {size:#x} bytes at {mc:#x}: need a 4 KiB-aligned ring of whole 64-byte frames, at least 4 KiB")
+        self.dev.gmc_mm.vram_offset(mc, size, "KM ring")
+        self.s.ring_ok, self.s.ring_rptr = 1, 0
+        self.set(mp.regMP0_SMN_C2PMSG_67, 0)
+      except ValueError as e:
+        self._fail(f"INIT_GPCOM_RING refused: {e}")
+        status = 1
+    elif cmd in (G.GFX_CTRL_CMD_ID_DESTROY_RINGS, G.GFX_CTRL_CMD_ID_DESTROY_GPCOM_RING): self.s.ring_ok = 0
+    else:
+      self._fail(f"ring control command {value:#x} is not modelled")
+      status = G.PSP_ERR_UNKNOWN_COMMAND & 0xFFFF
+    self.regs[addr] = READY | status
+
+  def _ring_wptr(self, addr: int, wptr: int) -> None:
+    if self.s.stage != STAGE_SOS or not self.s.ring_ok:
+      raise ModelError("C2PMSG_67 (KM ring write pointer) written but the sOS has no ring: INIT_GPCOM_RING first")
+    size_dw = self.get(mp.regMP0_SMN_C2PMSG_71) // 4
+    if wptr % FRAME_DW or wptr > size_dw: raise ModelError(f"KM ring write pointer {wptr:#x}: must be a multiple of {FRAME_DW} dwords within the {size_dw:#x}-dword ring")
+    self.regs[addr] = wptr
+    ring = self.get(mp.regMP0_SMN_C2PMSG_70) << 32 | self.get(mp.regMP0_SMN_C2PMSG_69)
+    while self.s.ring_rptr != wptr % size_dw:
+      frame = G.psp_gfx_rb_frame.from_buffer_copy(self.dev.gmc_mm.read_vram(ring + self.s.ring_rptr * 4, FRAME_DW * 4, "KM ring frame"))
+      self._frame(frame)
+      self.s.ring_rptr = (self.s.ring_rptr + FRAME_DW) % size_dw
+
+  def _frame(self, frame: G.psp_gfx_rb_frame) -> None:
+    cmd_mc, mm = frame.cmd_buf_addr_hi << 32 | frame.cmd_buf_addr_lo, self.dev.gmc_mm
+    try:
+      cmd = G.psp_gfx_cmd_resp.from_buffer_copy(mm.read_vram(cmd_mc, ctypes.sizeof(G.psp_gfx_cmd_resp), "PSP command buffer"))
+      resp = G.psp_gfx_resp()
+      try: self._command(cmd, resp)
+      except (Refused, F.Rejected, ValueError) as e:
+        resp.status = getattr(e, "status", G.TEE_ERROR_NOT_SUPPORTED)
+        self._fail(str(e))
+      mm.write_vram(cmd_mc + RESP_OFFSET, bytes(resp), "PSP response")
+      mm.write_vram(frame.fence_addr_hi << 32 | frame.fence_addr_lo, frame.fence_value.to_bytes(4, "little"), "PSP fence")
+    except ValueError as e:   # the frame points outside VRAM: nothing can be answered
+      self._fail(f"ring frame dropped: {e}")
+
+  def _command(self, cmd: G.psp_gfx_cmd_resp, resp: G.psp_gfx_resp) -> None:
+    cid = cmd.cmd_id
+    if cid == G.GFX_CMD_ID_LOAD_TOC:
+      c = cmd.cmd.cmd_load_toc
+      self._image("TOC", c.toc_phy_addr_hi << 32 | c.toc_phy_addr_lo, c.toc_size)
+      self.s.toc, resp.tmr_size = 1, TMR_SIZE
+    elif cid == G.GFX_CMD_ID_SETUP_TMR: self._setup_tmr(cmd.cmd.cmd_setup_tmr)
+    elif cid == G.GFX_CMD_ID_LOAD_IP_FW: self._load_ip_fw(cmd.cmd.cmd_load_ip_fw)
+    elif cid == G.GFX_CMD_ID_AUTOLOAD_RLC:
+      if missing := [n for n in GFX_FIRMWARE if not self.loaded(n)]: raise Refused(f"AUTOLOAD_RLC before {', '.join(missing)} was loaded")
+      self.s.autoload = 1
+      self.dev.gfx.rlc_autoload_done()
+    elif cid in {v for k, v in vars(G).items() if k.startswith("GFX_CMD_ID_")}:
+      raise Refused(f"PSP command {cid:#x} is not modelled (LOAD_TOC, SETUP_TMR, LOAD_IP_FW and AUTOLOAD_RLC are)")
+    else: raise Refused(f"unknown PSP command id {cid:#x}", G.PSP_ERR_UNKNOWN_COMMAND)
+
+  def _image(self, name: str, mc: int, size: int, accept: tuple[str, ...] = ()) -> F.Image:
+    if size == 0: raise Refused(f"{name}: zero-sized image")
+    return F.check(name, self.dev.gmc_mm.read_vram(mc, size, f"{name} image"), size, accept)
+
+  def _setup_tmr(self, c: G.psp_gfx_cmd_setup_tmr) -> None:
+    mc = c.buf_phy_addr_hi << 32 | c.buf_phy_addr_lo
+    if not self.s.toc: raise Refused("SETUP_TMR before LOAD_TOC (the TOC gives the TMR size)")
+    if not self.loaded("SMU"): raise Refused("SETUP_TMR before the SMU firmware: with PMFW-centralized C-state management the SMU loads first")
+    if c.buf_size < TMR_SIZE or mc % TMR_ALIGN:
+      raise Refused(f"SETUP_TMR with {c.buf_size:#x} bytes at MC {mc:#x}: need >= {TMR_SIZE:#x} bytes, 1 MiB aligned")
+    off = self.dev.gmc_mm.vram_offset(mc, c.buf_size, "TMR")
+    if c.bitfield.virt_phy_addr and (c.system_phy_addr_hi << 32 | c.system_phy_addr_lo) != off:
+      raise Refused(f"SETUP_TMR system_phy_addr {c.system_phy_addr_hi << 32 | c.system_phy_addr_lo:#x} is not the TMR's VRAM offset {off:#x}")
+    self.s.tmr_ok, self.s.tmr_mc = 1, mc
+
+  def _load_ip_fw(self, c: G.psp_gfx_cmd_load_ip_fw) -> None:
+    name = F.FW_TYPE_NAMES.get(c.fw_type, f"fw_type {c.fw_type}")
+    if name != "SMU" and name not in GFX_FIRMWARE and name not in OTHER_FIRMWARE:
+      raise Refused(f"LOAD_IP_FW {name}: not a firmware type of Navi31's PSP 13.0.0")
+    if not self.s.toc: raise Refused(f"LOAD_IP_FW {name} before LOAD_TOC")
+    if self.loaded(name): raise Refused(f"LOAD_IP_FW {name}: already loaded")
+    if name == "SMU" and self.s.tmr_ok: raise Refused("LOAD_IP_FW SMU after SETUP_TMR: the SMU firmware goes before the TMR")
+    if name != "SMU" and not self.s.tmr_ok: raise Refused(f"LOAD_IP_FW {name} before SETUP_TMR")
+    if name in GFX_FIRMWARE and self.loaded("RLC_G"): raise Refused(f"LOAD_IP_FW {name} after RLC_G: RLC_G is the last GFX firmware")
+    if self.s.autoload: raise Refused(f"LOAD_IP_FW {name} after AUTOLOAD_RLC")
+    img = self._image(name, c.fw_phy_addr_hi << 32 | c.fw_phy_addr_lo, c.fw_size)
+    self.s.fw_loaded[c.fw_type // 8] |= 1 << (c.fw_type % 8)
+    self.s.last_fw = c.fw_type
+    if name == "SMU": self.dev.smu.start(F.pmfw_version(img.version))

@@ -1,0 +1,158 @@
+"""GMC TLB invalidation, MEC HQD queues and SDMA0 rings driven through registers and doorbells, and the IH entries
+device errors raise. Facts: reference/amd_driver.md 2.6-2.7, 2.11-2.12, gfx_v11_0/gmc_v11_0 ids, soc15 IV format."""
+import pytest
+
+from autogen.amd import gc_11_0_0 as gc, mmhub_3_0_0 as mmhub, nvd, sdma_v6_0_0_pkt_open as S
+from emu.amdgpu.registers import ModelError
+from tests.emu.amdgpu.navi31_driver import release_mem, pm4, sdma_pkt, VA_BASE
+
+SIG_VA = VA_BASE + (3 << 30)
+CLIENT_GFX, CLIENT_GRBM_CP, SRC_UTCL2_FAULT, SRC_SDMA_TRAP, SRC_CP_EOP = 0xA, 0x14, 0, 49, 181
+
+
+@pytest.fixture
+def sig(booted):
+  mem = booted.dev.alloc_dma(4096)
+  booted.map_dma(SIG_VA, mem)
+  booted.flush_tlb("GC")
+  return mem
+
+
+def u32(mem, off=0) -> int: return int.from_bytes(mem.view[off:off + 4], "little")
+def u64(mem, off=0) -> int: return int.from_bytes(mem.view[off:off + 8], "little")
+
+
+def test_tlb_invalidation_is_acked_and_the_mm_semaphore_is_exclusive(booted):
+  assert booted.r(mmhub.regMMVM_INVALIDATE_ENG17_SEM) == 1            # acquired
+  assert booted.r(mmhub.regMMVM_INVALIDATE_ENG17_SEM) == 0            # held: a second reader does not get it
+  booted.w(mmhub.regMMVM_INVALIDATE_ENG17_REQ, 0xf80001)
+  assert booted.r(mmhub.regMMVM_INVALIDATE_ENG17_ACK) == 1
+  booted.w(mmhub.regMMVM_INVALIDATE_ENG17_SEM, 0)
+  assert booted.r(mmhub.regMMVM_INVALIDATE_ENG17_SEM) == 1
+  booted.w(gc.regGCVM_INVALIDATE_ENG17_REQ, gc.regGCVM_INVALIDATE_ENG17_REQ.encode(PER_VMID_INVALIDATE_REQ=0x5, INVALIDATE_L2_PTES=1))
+  assert booted.r(gc.regGCVM_INVALIDATE_ENG17_ACK) == 0x5
+  with pytest.raises(ModelError, match="read-only"): booted.w(gc.regGCVM_INVALIDATE_ENG17_ACK, 0)
+
+
+def test_pm4_release_mem_through_the_doorbell_writes_the_signal(booted, sig):
+  q = booted.compute_queue()
+  q.submit(release_mem(SIG_VA, 0x1234_5678) + release_mem(SIG_VA + 8, 0xAABB_CCDD_0011_2233, data_sel=2) +
+           release_mem(SIG_VA + 16, 0, data_sel=3))
+  q.wait_idle()
+  assert (u32(sig), u64(sig, 8)) == (0x1234_5678, 0xAABB_CCDD_0011_2233)
+  assert u64(sig, 16) > 0                                             # the 100 MHz GPU clock
+  booted.w_fields(gc.regGRBM_GFX_CNTL, MEID=1)
+  assert booted.r(gc.regCP_HQD_PQ_RPTR) == q.put and booted.r(gc.regCP_HQD_ACTIVE) == 1
+
+
+def test_hqd_dequeue_stops_the_queue_and_frees_its_doorbell(booted, sig):
+  q = booted.compute_queue()
+  booted.w_fields(gc.regGRBM_GFX_CNTL, MEID=1)
+  booted.w_fields(gc.regCP_HQD_DEQUEUE_REQUEST, DEQUEUE_REQ=2)
+  booted.wait(lambda: booted.r(gc.regCP_HQD_ACTIVE) == 0, "HQD dequeue timeout")
+  with pytest.raises(ModelError, match="no queue is bound"): q.submit(release_mem(SIG_VA, 1))
+  assert u32(sig) == 0
+
+
+def test_hqd_activation_needs_a_running_mec(booted):
+  booted.w_fields(gc.regGRBM_GFX_CNTL, MEID=1)
+  booted.w(gc.regCP_MEC_RS64_PRGRM_CNTR_START, 0)                     # not the MEC firmware's entry point
+  with pytest.raises(ModelError, match="entry point is 0x7000000003000"): booted.compute_queue()
+  booted.w_fields(gc.regCP_MEC_RS64_CNTL, MEC_HALT=1)
+  booted.w(gc.regGRBM_GFX_CNTL, 0)
+  with pytest.raises(ModelError, match="MEC_HALT"): booted.compute_queue()
+  booted.w(gc.regGRBM_GFX_CNTL, 0)
+  with pytest.raises(ModelError, match="MEID"): booted.r(gc.regCP_HQD_ACTIVE)
+
+
+def test_sdma_ring_copies_vram_to_host_memory_and_fences(booted, sig):
+  q = booted.sdma_queue()
+  data = bytes(range(256)) * 64
+  src = booted.alloc(len(data))
+  booted.vram.write_bytes(src, data)
+  booted.map(VA_BASE + (4 << 30), [src + i * 4096 for i in range(len(data) // 4096)], system=False)
+  dst = booted.dev.alloc_dma(len(data))
+  dst_va = booted.map_dma(VA_BASE + (5 << 30), dst)
+  booted.flush_tlb("GC")
+  s = VA_BASE + (4 << 30)
+  q.submit(sdma_pkt("COPY_LINEAR", 7, HEADER_op=S.SDMA_OP_COPY, COUNT_count=len(data) - 1, SRC_ADDR_LO_src_addr_31_0=s & 0xFFFFFFFF,
+                    SRC_ADDR_HI_src_addr_63_32=s >> 32, DST_ADDR_LO_dst_addr_31_0=dst_va & 0xFFFFFFFF, DST_ADDR_HI_dst_addr_63_32=dst_va >> 32) +
+           sdma_pkt("FENCE", 4, HEADER_op=S.SDMA_OP_FENCE, ADDR_LO_addr_31_0=SIG_VA & 0xFFFFFFFF, ADDR_HI_addr_63_32=SIG_VA >> 32, DATA_data=7))
+  q.wait_idle()
+  assert bytes(dst.view) == data and u32(sig) == 7
+  assert booted.r(gc.regSDMA0_QUEUE0_RB_RPTR, "GC") == q.put          # bytes
+  booted.w(gc.regSDMA0_QUEUE0_RB_CNTL, 0, "GC")
+  with pytest.raises(ModelError, match="no queue is bound"): q.submit(sdma_pkt("NOP", 1, HEADER_op=S.SDMA_OP_NOP))
+
+
+@pytest.mark.parametrize("mapped", [False, True])
+def test_gpu_page_fault_posts_a_utcl2_entry_and_latches_the_fault(booted, sig, mapped):
+  q = booted.compute_queue()
+  bad = VA_BASE + (7 << 30) + 0x5000
+  if mapped:                                                          # a read-only page: a permission fault
+    booted.map(bad & ~0xFFF, [booted.alloc(4096)], system=False, writeable=False)
+    booted.flush_tlb("GC")
+  q.submit(release_mem(bad, 1))
+  booted.wait(lambda: booted.r(gc.regGCVM_L2_PROTECTION_FAULT_STATUS) != 0, "fault status")
+  status = gc.regGCVM_L2_PROTECTION_FAULT_STATUS.decode(booted.r(gc.regGCVM_L2_PROTECTION_FAULT_STATUS))
+  assert (status["MAPPING_ERROR"], status["PERMISSION_FAULTS"]) == ((0, 4) if mapped else (1, 0))
+  assert (status["RW"], status["CID"]) == (1, 5)                     # a write by the CPC (compute CP)
+  assert booted.r(gc.regGCVM_L2_PROTECTION_FAULT_ADDR_LO32) == (bad >> 12) & 0xFFFFFFFF
+  assert booted.r(gc.regGCVM_L2_PROTECTION_FAULT_ADDR_HI32) == bad >> 44
+  (e,) = booted.ih_entries()
+  assert (e[0] & 0xFF, e[0] >> 8 & 0xFF) == (CLIENT_GFX, SRC_UTCL2_FAULT)
+  assert (e[4] << 12 | (e[5] & 0xF) << 44, e[5] & 0x20) == (bad, 0x20)  # VA[43:12], VA[47:44], write
+  booted.w_fields(gc.regGCVM_L2_PROTECTION_FAULT_CNTL, CLEAR_PROTECTION_FAULT_STATUS_ADDR=1)
+  assert booted.r(gc.regGCVM_L2_PROTECTION_FAULT_STATUS) == 0
+  q.submit(release_mem(SIG_VA, 5))                                   # the faulted queue is hung
+  assert u32(sig) == 0 and any("page fault" in line for line in booted.dev.model.log_lines)
+
+
+def test_device_dma_needs_bus_mastering(booted, sig):
+  q = booted.compute_queue()
+  booted.dev.write_config(0x04, 2, booted.dev.read_config(0x04, 2) & ~0x4)
+  q.submit(release_mem(SIG_VA, 1))
+  booted.wait(lambda: booted.r(gc.regGCVM_L2_PROTECTION_FAULT_STATUS) != 0, "fault status")
+  assert u32(sig) == 0 and any("bus mastering disabled" in line for line in booted.dev.model.log_lines)
+
+
+def test_interrupt_sources_post_ih_entries_when_enabled(booted, sig):
+  q, s = booted.compute_queue(), booted.sdma_queue()
+  q.submit(release_mem(SIG_VA, 1, int_sel=2, ctx=0x77))               # EOP interrupts are off: no entry
+  q.wait_idle()
+  booted.w_fields(gc.regCP_ME1_PIPE0_INT_CNTL, TIME_STAMP_INT_ENABLE=1, OPCODE_ERROR_INT_ENABLE=1)
+  q.submit(release_mem(SIG_VA, 2, int_sel=2, ctx=0x78))
+  q.wait_idle()
+  s.submit(sdma_pkt("TRAP", 2, HEADER_op=S.SDMA_OP_TRAP, INT_CONTEXT_int_context=0x99))   # SDMA0_CNTL.TRAP_ENABLE is on
+  s.wait_idle()
+  q.submit(pm4(0xEE, 0))                                              # no such PM4 opcode: the CP reports it
+  booted.wait(lambda: len(booted.dev.model.log_lines) > 0, "bad opcode")
+  got = [(e[0] & 0xFF, e[0] >> 8 & 0xFF, e[4]) for e in booted.ih_entries()]
+  assert got == [(CLIENT_GRBM_CP, SRC_CP_EOP, 0x78), (CLIENT_GFX, SRC_SDMA_TRAP, 0x99), (CLIENT_GRBM_CP, 183, 0)]
+
+
+def test_grbm_soft_reset_drops_every_queue(booted, sig):
+  q, s = booted.compute_queue(), booted.sdma_queue()
+  booted.w_fields(gc.regGRBM_SOFT_RESET, SOFT_RESET_CP=1, SOFT_RESET_CPC=1, SOFT_RESET_SDMA0=1)
+  booted.w(gc.regGRBM_SOFT_RESET, 0)
+  booted.w_fields(gc.regGRBM_GFX_CNTL, MEID=1)
+  assert booted.r(gc.regCP_HQD_ACTIVE) == 0 and booted.r(gc.regSDMA0_QUEUE0_RB_CNTL, "GC") & 1 == 0
+  for queue in (q, s):
+    with pytest.raises(ModelError, match="no queue is bound"): queue.submit([0])
+
+
+def test_shader_trap_posts_an_sq_error_entry(booted, sig):
+  code = booted.alloc(4096)
+  booted.vram.write_bytes(code, (0xBF900002).to_bytes(4, "little") + (0xBFB00000).to_bytes(4, "little"))   # s_trap 2; s_endpgm
+  code_va = VA_BASE + (6 << 30)
+  booted.map(code_va, [code], system=False)
+  booted.flush_tlb("GC")
+  sh = lambda reg, *v: pm4(nvd.PACKET3_SET_SH_REG, booted.addr(reg) - nvd.PACKET3_SET_SH_REG_START, *v)
+  q = booted.compute_queue()
+  q.submit(sh(gc.regCOMPUTE_PGM_LO, code_va >> 8 & 0xFFFFFFFF, code_va >> 40) + sh(gc.regCOMPUTE_PGM_RSRC1, 0, 0) +
+           sh(gc.regCOMPUTE_NUM_THREAD_X, 32, 1, 1) +
+           pm4(nvd.PACKET3_DISPATCH_DIRECT, 1, 1, 1, gc.regCOMPUTE_DISPATCH_INITIATOR.encode(COMPUTE_SHADER_EN=1, CS_W32_EN=1)))
+  booted.wait(lambda: any("s_trap" in line for line in booted.dev.model.log_lines), "shader trap")
+  (e,) = booted.ih_entries()
+  assert (e[0] & 0xFF, e[0] >> 8 & 0xFF) == (CLIENT_GRBM_CP, 239)     # SQ_INTERRUPT_ID
+  assert (e[5] >> 6 & 3, e[4] >> 21 & 0xF) == (2, 1)                 # ENCODING = ERROR, TYPE = ILLEGAL_INST
