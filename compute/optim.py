@@ -47,17 +47,21 @@ class SGD(Optimizer):
 class Adam(Optimizer):
   def __init__(self, params, lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8, weight_decay: float = 0.0):
     super().__init__(params, lr)
-    self.b1, self.b2, self.eps, self.wd, self.t = b1, b2, eps, weight_decay, 0
+    self.b1, self.b2, self.eps, self.wd = b1, b2, eps, weight_decay
+    dev = self.params[0].device
+    # b1^t and b2^t live on the device, so every step runs the same kernels (no step-dependent constants)
+    self.b1_t, self.b2_t = Tensor(1.0, device=dev), Tensor(1.0, device=dev)
     self.m = [p.zeros_like().contiguous().realize() for p in self.params]
     self.v = [p.zeros_like().contiguous().realize() for p in self.params]
 
   def _update(self) -> list[Tensor]:
-    self.t += 1
-    c1, c2 = 1 - self.b1 ** self.t, 1 - self.b2 ** self.t
+    self.b1_t.assign(self.b1_t * self.b1)
+    self.b2_t.assign(self.b2_t * self.b2)
+    c1, c2 = 1 - self.b1_t, 1 - self.b2_t
     for p, m, v in zip(self.params, self.m, self.v):
       g = self._grad(p)
       if self.wd: g = g + self.wd * p.detach()
       m.assign(self.b1 * m + (1 - self.b1) * g)
       v.assign(self.b2 * v + (1 - self.b2) * g * g)
-      p.assign(p.detach() - (self.lr / c1) * m / ((v / c2).sqrt() + self.eps))
-    return self.m + self.v
+      p.assign(p.detach() - self.lr * (m / c1) / ((v / c2).sqrt() + self.eps))
+    return self.m + self.v + [self.b1_t, self.b2_t]

@@ -46,6 +46,18 @@ class DMASpace:
       for i, a in enumerate(addrs): self._insert(a, host[i * PAGE:(i + 1) * PAGE])
     return addrs
 
+  def map_at(self, addr: int, host: memoryview) -> None:
+    """Map `host` (whole pages) at bus address `addr`, chosen by the driver: an IOMMU mapping
+    (VFIO_IOMMU_MAP_DMA) rather than an address handed out by `map`."""
+    host = host.cast("B")
+    if addr % PAGE or host.nbytes % PAGE or not host.nbytes:
+      raise ValueError(f"DMA mapping of {host.nbytes:#x} bytes at bus address {addr:#x} is not whole, aligned {PAGE}-byte pages")
+    i = bisect.bisect_left(self._starts, addr)
+    for start in self._starts[max(i - 1, 0):i + 1]:
+      if start < addr + host.nbytes and addr < start + self._runs[start].nbytes:
+        raise ValueError(f"DMA mapping [{addr:#x}, +{host.nbytes:#x}) overlaps the mapping at bus address {start:#x}")
+    self._insert(addr, host)
+
   def unmap(self, bus_addrs: list[int]) -> None:
     for a in bus_addrs:
       if a in self._runs:

@@ -9,7 +9,7 @@ Cache: ~/.cache/hcq/headers/<package>-<version>/ (override with HCQ_HEADERS_CACH
 `python -m autogen.gen.headers` fills it (idempotent; a second run only checks stamps).
 """
 from __future__ import annotations
-import os, pathlib, shutil, subprocess, sys, tempfile
+import hashlib, os, pathlib, shutil, subprocess, sys, tempfile
 from dataclasses import dataclass
 
 SOURCE_PKG = "linux-source-6.12"
@@ -33,6 +33,8 @@ SOURCE_MEMBERS = sorted([
   "drivers/gpu/drm/amd/include/v11_structs.h",
   "drivers/gpu/drm/amd/include/soc21_enum.h",
   "drivers/gpu/drm/amd/amdgpu/amdgpu_ucode.h",
+  "drivers/gpu/drm/amd/amdgpu/amdgpu_psp.h",
+  "drivers/gpu/drm/amd/amdgpu/amdgpu_vm.h",
   "drivers/gpu/drm/amd/amdgpu/amdgpu_socbb.h",
   "drivers/gpu/drm/amd/amdgpu/psp_gfx_if.h",
   "drivers/gpu/drm/amd/amdgpu/nvd.h",
@@ -79,7 +81,10 @@ class Package:
   def path(self, rel: str) -> pathlib.Path: return self.root / rel
 
 
-def _source_dir(version: str) -> pathlib.Path: return cache_root() / f"{SOURCE_PKG}-{version}"
+def _source_dir(version: str) -> pathlib.Path:
+  """One directory per version and header list, so checkouts that need different headers never share one."""
+  digest = hashlib.sha256("\n".join(SOURCE_MEMBERS).encode()).hexdigest()[:10]
+  return cache_root() / f"{SOURCE_PKG}-{version}-{digest}"
 def _libc_dir(version: str) -> pathlib.Path: return cache_root() / f"{LIBC_PKG}-{version}"
 _SETUP_HINT = "run scripts/setup.sh (it installs linux-source-6.12 from bookworm-backports and unpacks the headers)"
 

@@ -41,7 +41,7 @@ FIELDS: dict[str, dict[str, F]] = {
   "MTBUF": {"offset": (0, 0, 12), "slc": (0, 12, 1), "dlc": (0, 13, 1), "glc": (0, 14, 1), "op": (0, 15, 4), "format": (0, 19, 7),
             "vaddr": (1, 0, 8), "vdata": (1, 8, 8), "srsrc": (1, 16, 5), "tfe": (1, 21, 1), "offen": (1, 22, 1),
             "idxen": (1, 23, 1), "soffset": (1, 24, 8)},
-  "MIMG": {"nsa": (0, 0, 2), "dim": (0, 2, 3), "unrm": (0, 7, 1), "dmask": (0, 8, 4), "slc": (0, 12, 1), "dlc": (0, 13, 1),
+  "MIMG": {"nsa": (0, 0, 1), "dim": (0, 2, 3), "unorm": (0, 7, 1), "dmask": (0, 8, 4), "slc": (0, 12, 1), "dlc": (0, 13, 1),
            "glc": (0, 14, 1), "r128": (0, 15, 1), "a16": (0, 16, 1), "d16": (0, 17, 1), "op": (0, 18, 8),
            "vaddr": (1, 0, 8), "vdata": (1, 8, 8), "srsrc": (1, 16, 5), "tfe": (1, 21, 1), "lwe": (1, 22, 1), "ssamp": (1, 26, 5)},
   "EXP": {"en": (0, 0, 4), "target": (0, 4, 6), "done": (0, 11, 1), "row": (0, 13, 1),
@@ -59,6 +59,13 @@ FLOAT_CONST_LO, FLOAT_CONST_HI = 240, 248  # 0.5 -0.5 1.0 -1.0 2.0 -2.0 4.0 -4.0
 DPP16 = 250
 VCCZ, EXECZ, SCC, LDS_DIRECT, LITERAL = 251, 252, 253, 254, 255
 VGPR0 = 256
+
+
+def mimg_vdata(dmask: int, d16: int, tfe: int, gather: bool) -> int:
+  """VGPRs of an image result (guide: MIMG VDATA): one per dmask channel (gather4 and msaa_load: always 4), half
+  that packed with d16, plus one for the tfe status."""
+  n = 4 if gather else max(bin(dmask).count("1"), 1)
+  return ((n + 1) // 2 if d16 else n) + tfe
 
 
 def family(w0: int) -> str | None:

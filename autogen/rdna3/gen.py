@@ -24,7 +24,6 @@ OPERAND_FIELDS = {   # family -> {field: kind}; kinds: src9/ssrc8 (register or c
   "FLAT": {"addr": "vgpr8", "data": "vgpr8", "saddr": "sgpr7", "vdst": "vgpr8"},
   "MUBUF": {"vaddr": "vgpr8", "vdata": "vgpr8", "srsrc": "srsrc", "soffset": "ssrc8"},
   "MTBUF": {"vaddr": "vgpr8", "vdata": "vgpr8", "srsrc": "srsrc", "soffset": "ssrc8"},
-  "MIMG": {"vaddr": "vgpr8", "vdata": "vgpr8", "srsrc": "srsrc", "ssamp": "srsrc"},
   "EXP": {"vsrc0": "vgpr8", "vsrc1": "vgpr8", "vsrc2": "vgpr8", "vsrc3": "vgpr8"},
 }
 # probe values: distinct per field, aligned to 4 registers (so 64..512-bit register tuples stay aligned)
@@ -37,7 +36,7 @@ BASE = {
   "VOP3P": dict(vdst=40, src0=0x10a, src1=0x114, src2=0x11e, opsel_hi=3, opsel_hi2=1), "LDSDIR": dict(vdst=40),
   "DS": dict(addr=12, data0=20, data1=28, vdst=40), "FLAT": dict(addr=12, data=20, saddr=E.NULL, vdst=40),
   "MUBUF": dict(vaddr=12, vdata=20, srsrc=4, soffset=32), "MTBUF": dict(vaddr=12, vdata=20, srsrc=4, soffset=32, format=1),
-  "MIMG": dict(vaddr=12, vdata=20, srsrc=4, ssamp=3, dmask=1), "EXP": dict(vsrc0=12, vsrc1=20, vsrc2=28, vsrc3=36, en=15),
+  "EXP": dict(vsrc0=12, vsrc1=20, vsrc2=28, vsrc3=36, en=15),
 }
 # sub-families: FLAT's seg field selects FLAT/SCRATCH/GLOBAL; a VOPD half is probed with v_dual_mov_b32 as the other
 PSEUDO = {"SCRATCH": ("FLAT", {"seg": 1}), "GLOBAL": ("FLAT", {"seg": 2}),
@@ -302,6 +301,48 @@ def sweep_symbols(p: Prober) -> dict[str, dict[int, str]]:
   }
 
 
+_DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+
+def sweep_mimg(p: Prober) -> dict[int, tuple]:
+  """Image ops. LLVM prints the VGPR counts of vdata and the address from dmask/d16/tfe and from dim/a16 (the
+  address count is per opcode); when it has no instruction variant with those counts it falls back to one fixed
+  variant per opcode and NSA form. Recorded per opcode: name, flags, the vdata sizes it has, the fallback
+  (vdata, vaddr) pair per form, and the address VGPR count per (a16, dim) per form ('-': no variant, fallback)."""
+  def counts(t: str) -> tuple[int, int] | None:
+    if not t: return None
+    vd, rest = t.split(None, 1)[1].split(", ", 1)
+    va = split_operands("x " + rest)[1][0]
+    def regs(tok: str) -> int:
+      return sum(int(m.group(2)) - int(m.group(1)) + 1 if (m := re.match(r"v\[(\d+):(\d+)\]", e)) else 1
+                 for e in (tok[1:-1] if tok.startswith("[") else tok).split(", "))
+    return regs(vd), regs(va)
+  out = {}
+  for op in range(256):
+    base = dict(op=op, vaddr=10, vdata=20, srsrc=3, ssamp=0, dmask=1)
+    n, t = p.text("MIMG", base, 0x0D0C0B0A)
+    if not n: continue
+    name, ssamp = t.split()[0], t.split(", ")[3:4] != []
+    gather = counts(t)[0] == 4
+    obs = {}
+    for nsa, a16, dim, dmask, d16, tfe in itertools.product((0, 1), (0, 1), range(8), (1, 3, 7, 15), (0, 1), (0, 1)):
+      n, t = p.text("MIMG", dict(base, nsa=nsa, a16=a16, dim=dim, dmask=dmask, d16=d16, tfe=tfe), 0x0D0C0B0A)
+      if n: obs[nsa, a16, dim, E.mimg_vdata(dmask, d16, tfe, gather)] = counts(t)   # (d16 is invalid for some ops)
+    fall = [next((o for (ns, *_, v), o in obs.items() if ns == nsa and o and o[0] != v), (1, 1)) for nsa in (0, 1)]
+    addr = [["-"] * 16 for _ in (0, 1)]
+    vset = set()
+    for (nsa, a16, dim, v), o in obs.items():
+      if o and o[0] == v and o != fall[nsa]: addr[nsa][a16 * 8 + dim] = _DIGITS[o[1]]; vset.add(v)
+    for (nsa, a16, dim, v), o in obs.items():   # every observation must follow that model
+      a = addr[nsa][a16 * 8 + dim]
+      want = (v, _DIGITS.index(a)) if a != "-" and v in vset else fall[nsa]
+      if o is not None and o != want: raise ValueError(f"MIMG {name}: {nsa, a16, dim, v} prints {o}, model says {want}")
+    flags = ("ssamp " if ssamp else "") + ("gather " if gather else "")
+    out[op] = (name, flags.strip(), "".join(map(str, sorted(vset))), f"{fall[0][0]}{_DIGITS[fall[0][1]]}",
+               f"{fall[1][0]}{_DIGITS[fall[1][1]]}", "".join(addr[0]), "".join(addr[1]))
+  return out
+
+
 def generate() -> str:
   """Source text of autogen/rdna3/tables.py."""
   p = Prober()
@@ -318,7 +359,10 @@ def generate() -> str:
       out.append(f"    {op:#05x}: ({name!r}, {ops!r}" + (f", {mods!r})," if mods else "),"))
     out.append("  },")
   out += ["}", "", f"VOP3SD = frozenset({{{', '.join(f'{o:#05x}' for o in sd)}}})", "",
-          "# names LLVM prints for symbolic immediate values", "SYMBOLS = {"]
+          "# image ops: (name, flags, vdata VGPR counts with a variant, fallback (vdata, vaddr) non-NSA, same NSA,",
+          "#             vaddr VGPRs per a16*8+dim non-NSA ('-': fallback), same NSA); counts in base 36", "MIMG = {"]
+  out += [f"  {op:#04x}: {entry!r}," for op, entry in sweep_mimg(p).items()]
+  out += ["}", "", "# names LLVM prints for symbolic immediate values", "SYMBOLS = {"]
   for k, d in sweep_symbols(p).items():
     out.append(f'  "{k}": {{' + ", ".join(f"{v}: {n!r}" for v, n in d.items()) + "},")
   out += ["}", ""]

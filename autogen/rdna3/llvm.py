@@ -97,10 +97,10 @@ def sample_words(rng, per_op: int) -> list[bytes]:
   opcode in the tables, the non-opcode fields random but biased toward values LLVM accepts and that exercise the
   printer (VGPRs, inline constants, literals, zeroed unused fields)."""
   from autogen.rdna3 import encodings as E
-  from autogen.rdna3.tables import OPS
+  from autogen.rdna3.tables import OPS, MIMG
   fmt_of = {"SCRATCH": ("FLAT", 1), "GLOBAL": ("FLAT", 2), "FLAT": ("FLAT", 0)}
   out = []
-  for fam, ops in OPS.items():
+  for fam, ops in list(OPS.items()) + [("MIMG", MIMG)]:
     if fam == "VOPDY": continue
     fmt, seg = fmt_of.get(fam, (fam, None))
     fmt = "VOPD" if fam == "VOPDX" else fmt

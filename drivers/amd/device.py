@@ -12,7 +12,7 @@ import numpy as np
 
 from autogen.amd import gc_11_0_0 as gc
 from drivers.hcq import Device, Program, KernArgs, DeviceFault
-from drivers.hcq.alloc import RangeAllocator
+from drivers.system.alloc import RangeAllocator
 from drivers.amd.compiler import AMDGPUCompiler
 from drivers.amd.elf import load_code_object, CodeObjectError, KCP_DISPATCH_PTR, KCP_KERNARG_SEGMENT_PTR, \
   KCP_PRIVATE_SEGMENT_BUFFER, KCP_QUEUE_PTR, KCP_DISPATCH_ID, KCP_FLAT_SCRATCH_INIT, KCP_PRIVATE_SEGMENT_SIZE
@@ -130,6 +130,8 @@ class AMDProgram(Program):
     self.code_va = self.image.va + k.code_offset
     if self.code_va % 256: raise CodeObjectError(f"kernel {name} code is not 256-byte aligned ({self.code_va:#x})")
     device.ensure_scratch(k.descriptor.private_segment_fixed_size)
+    self.pm4_templates: dict = {}
+    self.n_user_sgprs = 2 * bool(props & KCP_DISPATCH_PTR) + 2 * bool(props & KCP_KERNARG_SEGMENT_PTR) + bool(props & KCP_PRIVATE_SEGMENT_SIZE)
     weakref.finalize(self, device.free_owned, self.image)
 
   def args_size(self, n_bufs: int, n_vals: int) -> int: return self.kernel.kernarg_segment_size

@@ -48,9 +48,21 @@ class PM4Queue(Queue):
 
   def _exec(self, prg: AMDProgram, args: AMDKernArgs, global_size, local_size) -> None:
     self.keep.append(args)
-    self._acquire_mem(GCR_INV)
-    kd, dev = prg.kernel.descriptor, self.device
+    # the packets depend on the program, workgroup size and scratch only: encode them once, then patch the
+    # user SGPRs (kernarg pointer, ...) and the grid into a copy for each launch
+    key = (local_size, self.device.scratch.va)
+    if (tmpl := prg.pm4_templates.get(key)) is None: tmpl = prg.pm4_templates[key] = self._exec_template(prg, local_size)
+    words, user_at, grid_at = tmpl
+    words = list(words)
     user = prg.user_sgprs(args)
+    words[user_at:user_at + len(user)] = user
+    words[grid_at:grid_at + 3] = global_size
+    self.words += words
+
+  def _exec_template(self, prg: AMDProgram, local_size) -> tuple[list[int], int, int]:
+    saved, self.words = self.words, []
+    kd, dev = prg.kernel.descriptor, self.device
+    self._acquire_mem(GCR_INV)
     rsrc2 = kd.compute_pgm_rsrc2 | gc.regCOMPUTE_PGM_RSRC2.encode(LDS_SIZE=(kd.group_segment_fixed_size + 511) // 512)
     self.sh_reg(gc.regCOMPUTE_PGM_LO, prg.code_va >> 8, prg.code_va >> 40)
     self.sh_reg(gc.regCOMPUTE_PGM_RSRC1, kd.compute_pgm_rsrc1, rsrc2)
@@ -58,12 +70,17 @@ class PM4Queue(Queue):
     self.sh_reg(gc.regCOMPUTE_TMPRING_SIZE, dev.tmpring_size(kd.private_segment_fixed_size))
     self.sh_reg(gc.regCOMPUTE_DISPATCH_SCRATCH_BASE_LO, dev.scratch.va >> 8, dev.scratch.va >> 40)
     self.sh_reg(gc.regCOMPUTE_RESTART_X, 0, 0, 0)
-    if user: self.sh_reg(gc.regCOMPUTE_USER_DATA_0, *user)
+    n_user = prg.n_user_sgprs
+    user_at = len(self.words) + 2
+    if n_user: self.sh_reg(gc.regCOMPUTE_USER_DATA_0, *([0] * n_user))
     self.sh_reg(gc.regCOMPUTE_RESOURCE_LIMITS, 0)
     self.sh_reg(gc.regCOMPUTE_START_X, 0, 0, 0, *local_size, 0, 0)
     initiator = gc.regCOMPUTE_DISPATCH_INITIATOR.encode(COMPUTE_SHADER_EN=1, FORCE_START_AT_000=1, CS_W32_EN=int(kd.wave32))
-    self.pkt3(nvd.PACKET3_DISPATCH_DIRECT, *global_size, initiator)
+    grid_at = len(self.words) + 1
+    self.pkt3(nvd.PACKET3_DISPATCH_DIRECT, 0, 0, 0, initiator)
     self.pkt3(nvd.PACKET3_EVENT_WRITE, nvd.EVENT_TYPE(CS_PARTIAL_FLUSH) | nvd.EVENT_INDEX(EVENT_INDEX_PARTIAL_FLUSH))
+    tmpl, self.words = self.words, saved
+    return tmpl, user_at, grid_at
 
   def _signal(self, sig: Signal, value: int) -> None:
     self.keep.append(sig)

@@ -1,13 +1,14 @@
-"""Kernel-driver interfaces (/dev/kfd, /dev/nvidiactl, /dev/kgsl-3d0) as one small boundary.
+"""Kernel-driver interfaces (/dev/kfd, /dev/vfio, /dev/nvidiactl, /dev/kgsl-3d0) as one small boundary.
 
-A driver written against `KernelInterface` opens device files, issues ioctls with ctypes structures,
-maps device memory and reads sysfs text; `OSKernel` does it with the real system calls and a model
-(from emu/, handed out by `kernel_interface`) implements the same methods, so the driver code path
-is identical with and without hardware. No monkeypatching of open/ioctl/mmap.
+A driver written against `KernelInterface` opens device files, issues ioctls with ctypes structures
+(or an integer argument), reads and writes device files at an offset (VFIO regions), maps device memory
+and reads sysfs; `OSKernel` does it with the real system calls and a model (from emu/, handed out by
+`kernel_interface`) implements the same methods, so the driver code path is identical with and without
+hardware. No monkeypatching of open/ioctl/mmap.
 """
 from __future__ import annotations
-import ctypes, fcntl, mmap, os
-from typing import Protocol
+import ctypes, errno, fcntl, mmap, os
+from typing import Any, Protocol
 
 from drivers.system.mmio import MMIO, MemMMIO, CallbackMMIO
 
@@ -24,7 +25,9 @@ MAP_FAILED = ctypes.c_void_p(-1).value
 class KernelInterface(Protocol):
   def open(self, path: str) -> int: ...
   def close(self, fd: int) -> None: ...
-  def ioctl(self, fd: int, request: int, arg: ctypes.Structure) -> None: ...
+  def ioctl(self, fd: int, request: int, arg: Any = None) -> int: ...
+  def pread(self, fd: int, n: int, offset: int) -> bytes: ...
+  def pwrite(self, fd: int, data: bytes, offset: int) -> int: ...
   def reserve(self, size: int, align: int) -> int: ...
   def anon(self, size: int) -> tuple[int, MMIO]: ...
   def mmap(self, fd: int, va: int | None, size: int, offset: int) -> tuple[int, MMIO]: ...
@@ -32,6 +35,7 @@ class KernelInterface(Protocol):
   def read_text(self, path: str) -> str: ...
   def listdir(self, path: str) -> list[str]: ...
   def exists(self, path: str) -> bool: ...
+  def readlink(self, path: str) -> str: ...
 
 
 def _check(ret: int | None, what: str) -> int:
@@ -51,8 +55,13 @@ class OSKernel:
 
   def close(self, fd: int) -> None: os.close(fd)
 
-  def ioctl(self, fd: int, request: int, arg: ctypes.Structure) -> None:
-    fcntl.ioctl(fd, request, arg)   # fills `arg` in place; raises OSError with the kernel's errno
+  def ioctl(self, fd: int, request: int, arg: Any = None) -> int:
+    """`arg`: a ctypes object (passed by pointer, filled in place), an int (passed by value) or None.
+    Returns the ioctl's return value; raises OSError with the kernel's errno."""
+    return fcntl.ioctl(fd, request, 0 if arg is None else arg)
+
+  def pread(self, fd: int, n: int, offset: int) -> bytes: return os.pread(fd, n, offset)
+  def pwrite(self, fd: int, data: bytes, offset: int) -> int: return os.pwrite(fd, data, offset)
 
   def reserve(self, size: int, align: int) -> int:
     """Reserve (not back) an address range: later maps land inside it with MAP_FIXED."""
@@ -83,6 +92,7 @@ class OSKernel:
 
   def listdir(self, path: str) -> list[str]: return sorted(os.listdir(path))
   def exists(self, path: str) -> bool: return os.path.exists(path)
+  def readlink(self, path: str) -> str: return os.readlink(path)
 
 
 class ModelKernel:
@@ -92,6 +102,13 @@ class ModelKernel:
     self.model = model
     for name in ("open", "close", "ioctl", "reserve", "release", "read_text", "listdir", "exists"):
       setattr(self, name, getattr(model, name))
+    for name in ("pread", "pwrite", "readlink"):   # only some kernel drivers have files read this way
+      setattr(self, name, getattr(model, name, None) or self._unsupported(name))
+
+  def _unsupported(self, name: str):
+    def fail(*args):
+      raise OSError(errno.EINVAL, f"{type(self.model).__name__}: {name} is not supported on the files it models")
+    return fail
 
   def anon(self, size: int) -> tuple[int, MMIO]:
     addr, view = self.model.anon(size)
@@ -102,10 +119,14 @@ class ModelKernel:
     return addr, (MemMMIO(region, f"fd {fd} @ {offset:#x}") if isinstance(region, memoryview) else CallbackMMIO(region, f"fd {fd} @ {offset:#x}"))
 
 
-def kernel_interface(mock: str | None = None) -> KernelInterface:
-  """The real kernel, or the model of one kernel driver: mock='kfd' (the amdgpu KFD over an emulated Navi31)."""
+def kernel_interface(mock: str | None = None, **model_args: Any) -> KernelInterface:
+  """The real kernel, or the model of one kernel driver: mock='kfd' (the amdgpu KFD over an emulated Navi31),
+  mock='vfio' (vfio-pci serving `function=`, an emu PCIFunction; see emu.vfio.VFIOModel for the options)."""
   if mock is None: return OSKernel()
   if mock == "kfd":
     from emu.amdgpu.kfd import KFDModel
-    return ModelKernel(KFDModel())
-  raise ValueError(f"no kernel-driver model named {mock!r} (available: kfd)")
+    return ModelKernel(KFDModel(**model_args))
+  if mock == "vfio":
+    from emu.vfio import VFIOModel
+    return ModelKernel(VFIOModel(**model_args))
+  raise ValueError(f"no kernel-driver model named {mock!r} (available: kfd, vfio)")

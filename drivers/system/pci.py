@@ -1,15 +1,17 @@
 """PCIDevice: the hardware boundary every PCI driver (AMD AM, NV, bnxt, mlx5) is written against.
 
 Implementations: `SysfsPCIDevice` (a real function through /sys/bus/pci: config file, resourceN mmap,
-pagemap DMA) and `ModelPCIDevice` (an emu/ model). VFIO and the USB bridge implement the same methods.
-Opening a device takes its ownership lock; close() releases everything it handed out.
+pagemap DMA), `VFIOPCIDevice` (drivers/system/vfio.py: a function bound to vfio-pci, DMA through the IOMMU)
+and `ModelPCIDevice` (an emu/ model); the USB bridge implements the same methods. `open_pci` picks VFIO or
+sysfs for a real function. Opening a device takes its ownership lock; close() releases everything it handed out.
 """
 from __future__ import annotations
-import mmap, os
+import mmap, os, warnings
 from typing import Any
 
 from drivers.system.discovery import PCIInfo
 from drivers.system.dma import DMAMemory, alloc_pinned, round_up, PAGE
+from drivers.system.kernel import KernelInterface, OSKernel
 from drivers.system.lock import DeviceLock
 from drivers.system.mmio import MMIO, MemMMIO, CallbackMMIO
 
@@ -179,3 +181,20 @@ class SysfsPCIDevice(PCIDevice):
       except BufferError: pass   # a caller still holds a view of the BAR; the mapping goes with it
     if getattr(self, "_cfg", None) is not None: os.close(self._cfg)
     self._cfg = None
+
+
+def open_pci(bus: str, lock_prefix: str, kernel: KernelInterface | None = None, sysfs: str = SYSFS_PCI) -> PCIDevice:
+  """A real PCI function, opened the safest way available: through VFIO when it has an IOMMU group and VFIO is
+  loaded (the device can DMA only to the buffers hcq maps), else through sysfs (DMA by physical address), which
+  warns once per function. `kernel` serves the VFIO path and the checks (a model in tests); `sysfs` is where
+  the sysfs path looks."""
+  from drivers.system.vfio import VFIOPCIDevice, CONTAINER   # vfio.py builds on this module
+  kernel = kernel or OSKernel()
+  if not kernel.exists(f"{SYSFS_PCI}/{bus}/iommu_group"):
+    why = "it has no IOMMU group: the device can DMA to any physical memory, not only hcq's buffers"
+  elif not kernel.exists(CONTAINER):
+    why = (f"{CONTAINER} is missing (`modprobe vfio-pci` to use VFIO): DMA by physical address works only with the IOMMU "
+           "in passthrough mode (iommu=pt), and is then unrestricted")
+  else: return VFIOPCIDevice(bus, lock_prefix, kernel)
+  warnings.warn(f"{bus}: opened through sysfs, not VFIO, because {why}", RuntimeWarning, stacklevel=2)
+  return SysfsPCIDevice(bus, lock_prefix, sysfs)

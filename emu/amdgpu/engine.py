@@ -91,19 +91,25 @@ class RingEngine(threading.Thread):
     while not self.stopping:
       wptr = self.read_wptr()
       if wptr == self.rptr: return
+      if (wptr - self.rptr) * self.unit > self.ring_size:
+        raise EngineError(f"{self.qname}: write pointer {wptr} is more than a ring ahead of the read pointer {self.rptr}")
+      words, pos = self.fetch(self.rptr, (wptr - self.rptr) * self.unit // 4), 0   # all that is published, in one read
       self.busy = True
       self.gpu.busy_begin(self)
       try:
-        used = self.packet(self.rptr, wptr)
+        while pos < len(words):
+          used = self.packet(words, pos)
+          pos += used
+          self.rptr += used * 4 // self.unit
       except Stalled:   # re-check soon, then less often: waits usually end within microseconds
+        self.write_rptr()
         self.busy = False
         self.gpu.busy_end(self)
         time.sleep(backoff)
         backoff = min(backoff * 2 + 10e-6, self.POLL_S)
         continue
+      self.write_rptr()   # the read pointer is reported once per batch, as the CP does (RPTR_BLOCK_SIZE)
       backoff = 0.0
-      self.rptr += used
-      self.write_rptr()
       self.busy = False
       self.gpu.busy_end(self)
 
@@ -111,6 +117,7 @@ class RingEngine(threading.Thread):
     self.hung, self.busy = why, False
     self.gpu.report_fault(self.qname, why, va, kind)
 
-  def packet(self, rptr: int, wptr: int) -> int:
-    """Execute the packet at `rptr`; return how many units it used. Raise Stalled to retry later."""
+  def packet(self, words: np.ndarray, pos: int) -> int:
+    """Execute the packet at words[pos] (the ring from the read pointer to the write pointer); return how many
+    dwords it used. Raise Stalled to retry it later."""
     raise NotImplementedError

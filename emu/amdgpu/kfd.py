@@ -222,7 +222,7 @@ class KFDModel:
       bo.kind, bo.host = "userptr", (ctypes.c_uint8 * size).from_address(a.mmap_offset)
       bo.view = memoryview(bo.host).cast("B")
     else: raise _ioc_fail(errno.EINVAL, f"ALLOC_MEMORY_OF_GPU flags {flags:#x} name no domain (VRAM, GTT or USERPTR)")
-    if bo.kind != "vram": bo.bus = self.gpu.dma.map(bo.view)
+    if bo.kind != "vram": bo.bus = self.gpu.dma.map(bo.view, contiguous=True)   # an IOMMU mapping: one IOVA range
     self.bos[bo.handle] = bo
     a.handle, a.mmap_offset = bo.handle, bo.mmap_offset
 

@@ -10,16 +10,18 @@ MC addresses inside the hub's system aperture bypass the tables: those in the fr
 """
 from __future__ import annotations
 from dataclasses import dataclass
+import ctypes
 from typing import Callable
 
 import numpy as np
 
+from autogen.amd import amdgpu_vm as vm
 from emu.amdgpu.vram import VRAM
 from emu.pci import DMASpace, DMAFault
 
-PTE_VALID, PTE_SYSTEM, PTE_SNOOPED = 1 << 0, 1 << 1, 1 << 2
-PTE_EXECUTABLE, PTE_READABLE, PTE_WRITEABLE = 1 << 4, 1 << 5, 1 << 6
-PDE_PTE = 1 << 54
+PTE_VALID, PTE_SYSTEM, PTE_SNOOPED = vm.AMDGPU_PTE_VALID, vm.AMDGPU_PTE_SYSTEM, vm.AMDGPU_PTE_SNOOPED
+PTE_EXECUTABLE, PTE_READABLE, PTE_WRITEABLE = vm.AMDGPU_PTE_EXECUTABLE, vm.AMDGPU_PTE_READABLE, vm.AMDGPU_PTE_WRITEABLE
+PDE_PTE = vm.AMDGPU_PDE_PTE
 ADDR_MASK = ((1 << 48) - 1) & ~0xFFF
 LEVEL_SHIFTS = (39, 30, 21, 12)
 APERTURE_LEAF_MASK = (2 << 20) - 1
@@ -72,7 +74,8 @@ class MMU:
     return self.vram.read64(table + index * 8)
 
   def _walk(self, va: int) -> tuple[int, int, int] | str:
-    """-> (leaf va base, leaf size, leaf entry), or the reason the walk failed."""
+    """-> (leaf va base, leaf size, leaf entry), or the reason the walk failed. A 4 KiB leaf is widened to the run
+    of following PTEs in its table that map contiguous addresses with the same flags (one TLB entry for them)."""
     if self.aperture is not None and self.aperture[0] <= va <= self.aperture[1]:
       low, high, fb_base, fb_top = self.aperture
       if not fb_base <= va <= fb_top: return f"system aperture address outside the framebuffer [{fb_base:#x}, {fb_top:#x}]"
@@ -85,6 +88,12 @@ class MMU:
       try: e = self._entry(table, system, (rel >> shift) & 0x1FF)
       except (IndexError, DMAFault) as ex: return f"page table at {table:#x} is not readable ({ex})"
       if not e & PTE_VALID: return f"no valid entry at level {level} (table {table:#x})"
+      if level == 3 and not system:
+        idx = (rel >> 12) & 0x1FF
+        following = self.vram.u64[(table >> 3) + idx:(table >> 3) + 512]
+        expect = np.uint64(e) + np.arange(len(following), dtype=np.uint64) * np.uint64(4096)
+        n = int(np.argmin(following == expect)) if not (following == expect).all() else len(following)
+        return va & ~0xFFF, n * 4096, e
       if level == 3 or e & PDE_PTE:
         size = 1 << shift
         return va & ~(size - 1), size, e
@@ -98,12 +107,13 @@ class MMU:
       walked = self._walk(va)
       if isinstance(walked, str): return self._fault(va, write, walked, client)
       base, size, e = walked
-      phys = (e & ADDR_MASK) & ~(size - 1)
-      if e & PTE_SYSTEM:   # host memory: cached page by page, bus pages need not be contiguous on the host
+      phys = (e & ADDR_MASK) & ~(min(size, 1 << 30) - 1) if size > 4096 and e & PDE_PTE else e & ADDR_MASK
+      if e & PTE_SYSTEM:   # host memory: contiguous only as far as the bus run the host buffer backs
         page = va & ~0xFFF
-        try: bus_start, _, host = self.dma.host_run(phys + (page - base))
-        except DMAFault as ex: return self._fault(va, write, f"system page {phys:#x} is not mapped for DMA ({ex})", client)
-        hit = (page, 4096, host + (phys + (page - base) - bus_start), e)
+        bus = phys + (page - base)
+        try: bus_start, bus_len, host = self.dma.host_run(bus)
+        except DMAFault as ex: return self._fault(va, write, f"system page {bus:#x} is not mapped for DMA ({ex})", client)
+        hit = (page, min(base + size - page, bus_start + bus_len - bus), host + (bus - bus_start), e)
       else:
         if phys + size > self.vram.size: return self._fault(va, write, f"VRAM page {phys:#x} is beyond the end of VRAM", client)
         hit = (base, size, self.vram.host + phys, e)
@@ -135,6 +145,16 @@ class MMU:
   def read(self, va: int, n: int, client: str = "CP") -> bytes:
     return b"".join(np.ctypeslib.as_array((np.ctypeslib.ctypes.c_uint8 * k).from_address(h)).tobytes()
                     for h, k in self._runs(va, n, False, client))
+
+  def copy(self, dst: int, src: int, n: int, client: str = "SDMA") -> None:
+    """GPU-to-GPU copy of `n` bytes, run by run, straight between the backing host memory."""
+    while n > 0:
+      s_run, d_run = self.translate(src, False, client), self.translate(dst, True, client)
+      if s_run is None or d_run is None: raise GPUPageFault(self.last_fault)
+      (s_start, s_len, s_host), (d_start, d_len, d_host) = s_run, d_run
+      k = min(n, s_start + s_len - src, d_start + d_len - dst)
+      ctypes.memmove(d_host + (dst - d_start), s_host + (src - s_start), k)
+      src, dst, n = src + k, dst + k, n - k
 
   def write(self, va: int, data: bytes | memoryview, client: str = "CP") -> None:
     src = np.frombuffer(memoryview(data).cast("B"), np.uint8)

@@ -28,12 +28,12 @@ class ComputeQueue(RingEngine):
     self.ib: tuple[int, int, int] | None = None   # active indirect buffer: (va, dwords, position)
     self.dispatches = 0
 
-  def packet(self, rptr: int, wptr: int) -> int:
-    hdr = int(self.fetch(rptr, 1)[0])
-    if hdr >> 30 != 3: raise EngineError(f"{self.qname}: PM4 packet of type {hdr >> 30} (header {hdr:#010x}) at ring dword {rptr}: only type-3 packets are valid")
+  def packet(self, words: np.ndarray, pos: int) -> int:
+    hdr = int(words[pos])
+    if hdr >> 30 != 3: raise EngineError(f"{self.qname}: PM4 packet of type {hdr >> 30} (header {hdr:#010x}) at ring dword {self.rptr}: only type-3 packets are valid")
     n = ((hdr >> 16) & 0x3FFF) + 1
-    if wptr - rptr < n + 1: raise EngineError(f"{self.qname}: PM4 packet at ring dword {rptr} needs {n + 1} dwords, only {wptr - rptr} written")
-    self.execute(hdr, self.fetch(rptr + 1, n), in_ib=False)
+    if len(words) - pos < n + 1: raise EngineError(f"{self.qname}: PM4 packet at ring dword {self.rptr} needs {n + 1} dwords, only {len(words) - pos} written")
+    self.execute(hdr, words[pos + 1:pos + 1 + n], in_ib=False)
     return n + 1
 
   def execute(self, hdr: int, body: np.ndarray, in_ib: bool) -> None:

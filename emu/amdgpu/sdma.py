@@ -12,7 +12,6 @@ from emu.amdgpu.engine import RingEngine, EngineError, Stalled
 from emu.amdgpu.pm4 import COMPARE
 from emu.amdgpu.registers import Block, ModelError, storage
 
-COPY_CHUNK = 4 << 20     # bytes moved per step of a COPY_LINEAR (bounds the host memory a copy holds)
 OPNAMES = {v: k[8:] for k, v in vars(S).items() if k.startswith("SDMA_OP_") and isinstance(v, int)}
 
 
@@ -27,15 +26,15 @@ class SDMAQueue(RingEngine):
   SIZES = {S.SDMA_OP_NOP: 1, S.SDMA_OP_COPY: 7, S.SDMA_OP_FENCE: 4, S.SDMA_OP_TRAP: 2, S.SDMA_OP_POLL_REGMEM: 6,
            S.SDMA_OP_TIMESTAMP: 3}
 
-  def packet(self, rptr: int, wptr: int) -> int:
-    hdr = self.fetch(rptr, 1)
+  def packet(self, words: np.ndarray, pos: int) -> int:
+    hdr = words[pos:]
     op, sub = int(hdr[0]) & 0xFF, (int(hdr[0]) >> 8) & 0xFF
-    if op == S.SDMA_OP_WRITE: ndw = 4 + field(self.fetch(rptr, 4), "WRITE_UNTILED_DW_3_count") + 1
+    if op == S.SDMA_OP_WRITE and len(hdr) >= 4: ndw = 4 + field(hdr, "WRITE_UNTILED_DW_3_count") + 1
     elif op == S.SDMA_OP_NOP: ndw = 1 + field(hdr, "NOP_HEADER_count")
     elif op in self.SIZES: ndw = self.SIZES[op]
-    else: raise EngineError(f"{self.qname}: unsupported SDMA opcode {op} ({OPNAMES.get(op, 'unknown')}) at ring byte {rptr}")
-    if wptr - rptr < ndw * 4: raise EngineError(f"{self.qname}: SDMA packet at ring byte {rptr} needs {ndw * 4} bytes, only {wptr - rptr} written")
-    pkt = self.fetch(rptr, ndw)
+    else: raise EngineError(f"{self.qname}: unsupported SDMA opcode {op} ({OPNAMES.get(op, 'unknown')}) at ring byte {self.rptr}")
+    if len(hdr) < ndw: raise EngineError(f"{self.qname}: SDMA packet at ring byte {self.rptr} needs {ndw * 4} bytes, only {len(hdr) * 4} written")
+    pkt = hdr[:ndw]
     if op == S.SDMA_OP_COPY:
       if sub != S.SDMA_SUBOP_COPY_LINEAR: raise EngineError(f"{self.qname}: SDMA COPY sub-op {sub} is not modelled (only COPY_LINEAR)")
       self._copy(field(pkt, "COPY_LINEAR_SRC_ADDR_LO_src_addr_31_0") | field(pkt, "COPY_LINEAR_SRC_ADDR_HI_src_addr_63_32") << 32,
@@ -54,12 +53,10 @@ class SDMAQueue(RingEngine):
       addr = field(pkt, "TIMESTAMP_GET_GLOBAL_WRITE_ADDR_LO_write_addr_31_3") << 3 | \
              field(pkt, "TIMESTAMP_GET_GLOBAL_WRITE_ADDR_HI_write_addr_63_32") << 32
       self.gpu.mmu.write(addr, self.gpu.clock().to_bytes(8, "little"), self.qname)
-    return ndw * 4
+    return ndw
 
   def _copy(self, src: int, dst: int, n: int) -> None:
-    for off in range(0, n, COPY_CHUNK):
-      k = min(COPY_CHUNK, n - off)
-      self.gpu.mmu.write(dst + off, self.gpu.mmu.read(src + off, k, self.qname), self.qname)
+    self.gpu.mmu.copy(dst, src, n, self.qname)
 
   def _poll(self, pkt: np.ndarray) -> None:
     func = field(pkt, "POLL_REGMEM_HEADER_func")

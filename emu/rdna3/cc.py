@@ -4,16 +4,16 @@ emu/ must not import drivers/, so the compiler lookup lives here: clang-22, then
 Compiled objects live under $XDG_CACHE_HOME/hcq/rdna3 (default ~/.cache/hcq/rdna3), keyed by the
 source, the flags, the compiler's version and the host CPU (the code is built with -march=native).
 Writes go to a temporary file renamed into place, so concurrent processes (pytest -n auto) never load
-a half-written object.
+a half-written object, and a lock file next to it makes a second process wait for the first one's build.
 """
 from __future__ import annotations
-import hashlib, os, platform, shutil, subprocess, tempfile
+import fcntl, hashlib, os, platform, shutil, subprocess, tempfile
 from functools import cache
 
 COMPILERS = ("clang-22", "clang-19", "gcc")
 # -ffp-contract=off: a*b+c is never fused behind our back (RDNA3 rounds v_mul and v_add separately).
 # -fno-math-errno lets sqrt/fma inline to single instructions; no -ffast-math (NaN/inf/-0 must be exact).
-CFLAGS = ("-O2", "-march=native", "-fPIC", "-shared", "-ffp-contract=off", "-fno-math-errno", "-fwrapv",
+CFLAGS = ("-march=native", "-fPIC", "-shared", "-ffp-contract=off", "-fno-math-errno", "-fwrapv",
           "-fno-strict-aliasing", "-w")
 
 
@@ -44,21 +44,31 @@ def cache_dir() -> str:
   return os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "hcq", "rdna3")
 
 
-def build(src: str, tag: str = "prog") -> str:
+def key(src: str, opt: str = "-O2") -> str:
+  """Cache key of a shared object built from `src` on this host with this compiler."""
+  return hashlib.sha256("\0".join((compiler()[1], _host_id(), opt, *CFLAGS, src)).encode()).hexdigest()[:32]
+
+
+def build(src: str, tag: str = "prog", opt: str = "-O2") -> str:
   """Path of a shared object built from C `src` (from the disk cache when it was built before)."""
-  cc, ver = compiler()
-  key = hashlib.sha256("\0".join((ver, _host_id(), *CFLAGS, src)).encode()).hexdigest()[:32]
-  path = os.path.join(cache_dir(), key[:2], f"{tag}-{key}.so")
+  cc, k = compiler()[0], key(src, opt)
+  path = os.path.join(cache_dir(), k[:2], f"{tag}-{k}.so")
   if os.path.exists(path): return path
   os.makedirs(os.path.dirname(path), exist_ok=True)
+  with open(path + ".lock", "w") as lock:     # one builder per object; the others wait for it
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    if not os.path.exists(path): _compile(cc, src, opt, path)
+  return path
+
+
+def _compile(cc: str, src: str, opt: str, path: str) -> None:
   fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".so")
   os.close(fd)
   try:
-    p = subprocess.run([cc, *CFLAGS, "-x", "c", "-", "-o", tmp, "-lm"], input=src.encode(), capture_output=True)
+    p = subprocess.run([cc, opt, *CFLAGS, "-x", "c", "-", "-o", tmp, "-lm"], input=src.encode(), capture_output=True)
     if p.returncode != 0:
       raise RuntimeError(f"compiling emulator C code failed ({os.path.basename(cc)} exit {p.returncode}); this is an "
                          f"emulator bug, please report it:\n{p.stderr.decode(errors='replace')[:4000]}")
     os.replace(tmp, path)
   finally:
     if os.path.exists(tmp): os.unlink(tmp)
-  return path

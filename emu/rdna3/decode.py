@@ -12,7 +12,7 @@ from autogen.rdna3 import encodings as E
 from autogen.rdna3.encodings import (SGPR_MAX, VCC_LO, VCC_HI, TTMP0, NULL, M0, EXEC_LO, EXEC_HI, INT_CONST_LO, INT_CONST_HI,
                                      DPP8, DPP8FI, SHARED_BASE, SHARED_LIMIT, PRIVATE_BASE, PRIVATE_LIMIT, POPS_EXITING_WAVE_ID,
                                      FLOAT_CONST_LO, FLOAT_CONST_HI, DPP16, VCCZ, EXECZ, SCC, LDS_DIRECT, LITERAL, VGPR0)
-from autogen.rdna3.tables import OPS, VOP3SD
+from autogen.rdna3.tables import OPS, VOP3SD, MIMG
 
 __all__ = ["DecodeError", "Inst", "Operand", "decode", "decode_all", "inline_constant", "FLOAT_CONSTS", "sext",
            "SGPR_MAX", "VCC_LO", "VCC_HI", "TTMP0", "NULL", "M0", "EXEC_LO", "EXEC_HI", "INT_CONST_LO", "INT_CONST_HI",
@@ -189,7 +189,7 @@ def decode(code: bytes | memoryview, offset: int = 0) -> Inst:
   if len(code) < offset + 4 * nwords: raise _err(code, offset, 1, f"{fmt} instruction cut short")
   ws = struct.unpack_from(f"<{nwords}I", code, offset)
   if fmt == "VOPD": return _decode_vopd(code, offset, ws)
-  if fmt == "MIMG": raise _err(code, offset, nwords, "MIMG (image) instructions are graphics-only and not modelled")
+  if fmt == "MIMG": return _decode_mimg(code, offset, ws)
   fam = fmt
   if fmt == "FLAT":
     seg = (w0 >> 16) & 3
@@ -240,6 +240,25 @@ def _decode_vopd(code: bytes, offset: int, ws: tuple) -> Inst:
 
 
 _OPS = _build()
+
+
+def _decode_mimg(code: bytes, offset: int, ws: tuple) -> Inst:
+  """Image instructions (graphics; decoded for listings). NSA forms carry their extra address VGPRs in a third
+  dword (vaddr1..vaddr4)."""
+  f = {n: (ws[w] >> lo) & m for n, w, lo, m in _FIELDS["MIMG"]}
+  opc = (ws[0] >> 18) & 0xFF
+  if opc not in MIMG: raise _err(code, offset, 2, f"MIMG opcode {opc:#x} is not a gfx11 instruction")
+  size = 8
+  if f["nsa"]:
+    if len(code) < offset + 12: raise _err(code, offset, 2, "NSA address dword missing")
+    w2 = struct.unpack_from("<I", code, offset + 8)[0]
+    f.update({f"vaddr{i}": (w2 >> 8 * (i - 1)) & 0xFF for i in range(1, 5)})
+    size = 12
+  name = MIMG[opc][0]
+  return Inst("MIMG", name, opc, size, f, None, None, None, _MIMG_OPERANDS, name)
+
+
+_MIMG_OPERANDS = tuple(parse_spec(s) for s in ("vdata:v32", "vaddr:v32", "srsrc:s256", "ssamp:s128"))
 
 
 def decode_all(code: bytes | memoryview, offset: int = 0, end: int | None = None) -> list[Inst]:

@@ -9,7 +9,8 @@ tests/emu/rdna3/test_disasm_llvm.py.
 from __future__ import annotations
 from emu.rdna3.decode import Inst, Operand, decode, scalar_reg, FLOAT_CONSTS
 from emu.rdna3 import symbols as S
-from autogen.rdna3.tables import OPS
+from autogen.rdna3.tables import OPS, MIMG
+from autogen.rdna3.encodings import mimg_vdata
 
 
 def disasm(code: bytes | memoryview) -> list[str]:
@@ -28,7 +29,6 @@ def _mods(spec: str) -> dict[str, str]:
 
 # (family, opcode) -> modifier behaviour per bit ('p' printed, '-' ignored, 'x' rejected by LLVM, 'f' fake16 fallback)
 _MODS = {(fam, opc): _mods(e[2]) for fam, ops in OPS.items() for opc, e in ops.items() if len(e) > 2}
-_PROMOTED = {"VOP1": 0x180, "VOP2": 0x100, "VOPC": 0}   # e32 opcode + this = its VOP3 opcode
 
 
 class _Line:
@@ -72,13 +72,14 @@ def vgpr(n: int, bits: int, hi: bool = False) -> str:
   return f"v{n}" if bits <= 32 else f"v[{n}:{n + bits // 32 - 1}]"
 
 
+def _inline_int(v: int) -> bool:
+  """A 32-bit value an integer inline constant (-16..64) encodes."""
+  return v <= 64 or v >= 0xFFFFFFF0
+
+
 def _inline32(v: int) -> bool:
   """LLVM isInlinableLiteral32: integers -16..64 and the f32 inline floats (incl. 1/(2*pi))."""
-  return v <= 64 or v >= 0xFFFFFFF0 or v in _F32_INLINE
-
-
-def _inline_int(v: int) -> bool:
-  return v <= 64 or v >= 0xFFFFFFF0
+  return _inline_int(v) or v in _F32_INLINE
 
 
 def _inline16(v: int, bf: bool = False) -> bool:
@@ -121,7 +122,8 @@ def inline_value(v: int) -> str | None:
   return next((_FLOATS.get(k, "0.15915494") for k, c in FLOAT_CONSTS.items() if c[1] == v), None)
 
 
-def inline_text(code: int, typ: str, bits: int) -> str:
+def inline_text(code: int, typ: str) -> str:
+  """An inline constant (128..208 integers, 240..248 floats) as LLVM prints it for an operand of type `typ`."""
   if code <= 208: return str(code - 128 if code <= 192 else 192 - code)
   if typ == "i16": return f"{FLOAT_CONSTS[code][0]:#x}"
   if code == 248: return "0.15915494309189532" if typ in ("f64", "b64") else "0.15915494"
@@ -141,10 +143,11 @@ def src(code: int, op: Operand, line: _Line, lit: int | None, hi: bool = False, 
     name = sgpr(code, 32 if bits == 16 else bits, line)
     return (name or f"<bad sgpr {code}>") + _snote(op, code)
   if code == 255: text = literal(lit or 0, typ)
-  elif code <= 208 or 240 <= code <= 248: text = inline_text(code, typ, bits)
+  elif code <= 208 or 240 <= code <= 248: text = inline_text(code, typ)
   elif code in _SRC_NAMES:
     if code == 254 and salu: return "src_lds_direct/*Invalid register, operand has 'SReg_32' register class*/"
-    return _SRC_NAMES[code] + (_snote(op) if code == 254 and "Lds" not in op.note else "")
+    lds_bad = code == 254 and op.note and "Lds" not in op.note   # classes that exclude src_lds_direct
+    return _SRC_NAMES[code] + (f"/*Invalid register, operand has '{op.note[6:]}' register class*/" if lds_bad else "")
   else: text = f"<bad src {code}>"
   return text + ("/*Invalid immediate*/" if typ == "none" else "")
 
@@ -255,7 +258,6 @@ def _fmt_vop3(inst: Inst) -> str:
   neg, abs_, opsel = f["neg"], f.get("abs", 0), f.get("opsel", 0)
   nm, am, om = mods.get("neg", ""), mods.get("abs", ""), mods.get("opsel", "")
   fake16 = any(c == "f" and opsel >> i & 1 for i, c in enumerate(om))
-  srcs = [o.field for o in inst.operands if o.kind == "src"]
   def render(op: Operand):
     if op.kind == "src":
       i = int(op.field[-1])
@@ -324,20 +326,16 @@ def _fmt_vop3p(inst: Inst) -> str:
 
 
 def _fmt_vopd(inst: Inst) -> str:
-  line = _Line()
-  halves = []
-  (xo, xf), (yo, yf) = inst.vopd
-  names = inst.name.split(" :: ")
-  xops = OPS["VOPDX"][inst.fields["opx"]][1]
-  k = len(xops)
-  for name, fields, specs, suffix in ((names[0], xf, inst.operands[:k], "x"), (names[1], yf, inst.operands[k:], "y")):
+  """'x-half :: y-half'; inst.operands holds the X operands then the Y ones (fields vdstx/src0x/..., vdsty/...)."""
+  line, halves = _Line(), []
+  k = len(OPS["VOPDX"][inst.fields["opx"]][1])
+  for name, (_, fields), specs in zip(inst.name.split(" :: "), inst.vopd, (inst.operands[:k], inst.operands[k:])):
     ops = []
     for op in specs:
-      base = op.field[:-1] if op.field else ""
       if op.kind == "kimm": ops.append(f"{inst.literal:#x}")
       elif op.kind == "text": ops.append(op.type)
       elif op.kind == "src": ops.append(src(fields["src0"], op, line, inst.literal))
-      else: ops.append(vgpr(fields[base], op.bits))
+      else: ops.append(vgpr(fields[op.field[:-1]], op.bits))   # vdstx -> the half's vdst, vsrc1y -> vsrc1
     halves.append(_join(name, ops))
   return line.text(" :: ".join(halves))
 
@@ -447,8 +445,35 @@ def _fmt_ldsdir(inst: Inst) -> str:
   return _join(inst.name, ops, [f"wait_vdst:{f['waitvdst']}"])
 
 
+_DIMS = ("1D", "2D", "3D", "CUBE", "1D_ARRAY", "2D_ARRAY", "2D_MSAA", "2D_MSAA_ARRAY")
+
+
+def _fmt_mimg(inst: Inst) -> str:
+  """Image ops. VGPR counts follow dmask/d16/tfe and dim/a16; where LLVM has no variant with those counts it prints
+  the opcode's fallback variant instead (tables.MIMG)."""
+  line, f = _Line(), inst.fields
+  name, flags, vset, fall0, fall1, addr0, addr1 = MIMG[inst.opcode]
+  vd = mimg_vdata(f["dmask"], f["d16"], f["tfe"], "gather" in flags)
+  a = (addr1 if f["nsa"] else addr0)[f["a16"] * 8 + f["dim"]]
+  if a == "-" or str(vd) not in vset:
+    fall = fall1 if f["nsa"] else fall0
+    vd, a = int(fall[0]), fall[1]
+  na = int(a, 36)
+  if f["nsa"]:
+    regs = [f["vaddr"]] + [f[f"vaddr{i}"] for i in range(1, 5)]
+    items = [vgpr(r, 32) for r in regs[:min(na, 5)]]
+    if na > 5: items[4] = vgpr(regs[4], 32 * (na - 4))
+    vaddr = f"[{', '.join(items)}]"
+  else: vaddr = vgpr(f["vaddr"], 32 * na)
+  ops = [vgpr(f["vdata"], 32 * vd), vaddr, sgpr(f["srsrc"] * 4, 256, line) or "<bad srsrc>"]
+  if "ssamp" in flags: ops.append(sgpr(f["ssamp"] * 4, 128, line) or "<bad ssamp>")
+  tail = ([f"dmask:{f['dmask']:#x}"] if f["dmask"] else []) + [f"dim:SQ_RSRC_IMG_{_DIMS[f['dim']]}"]
+  tail += [m for m in ("unorm", "glc", "slc", "dlc", "r128", "a16", "tfe", "lwe", "d16") if f[m]]
+  return line.text(_join(name + (" " if f["nsa"] and "ssamp" in flags else ""), ops, tail))   # LLVM's NSA sampler syntax
+
+
 _FORMATTERS = {"SOP1": _fmt_sop, "SOP2": _fmt_sop, "SOPC": _fmt_sop, "SOPK": _fmt_sop, "SOPP": _fmt_sopp,
                "SMEM": _fmt_smem, "VOP1": _fmt_vop_e32, "VOP2": _fmt_vop_e32, "VOPC": _fmt_vop_e32,
                "VOP3": _fmt_vop3, "VOP3SD": _fmt_vop3, "VOP3P": _fmt_vop3p, "VOPD": _fmt_vopd, "DS": _fmt_ds,
                "FLAT": _fmt_flat, "GLOBAL": _fmt_flat, "SCRATCH": _fmt_flat, "MUBUF": _fmt_buf, "MTBUF": _fmt_buf,
-               "EXP": _fmt_exp, "VINTERP": _fmt_vinterp, "LDSDIR": _fmt_ldsdir}
+               "EXP": _fmt_exp, "VINTERP": _fmt_vinterp, "LDSDIR": _fmt_ldsdir, "MIMG": _fmt_mimg}

@@ -10,10 +10,12 @@ this order when enabled: private segment buffer (4) [0], dispatch ptr (2) [1], q
 ptr (2) [3], dispatch id (2) [4], flat scratch init (2) [5], private segment size (1) [6]; wave32 [10].
 """
 from __future__ import annotations
-import struct
+import struct, weakref
 from dataclasses import dataclass
 from emu.rdna3 import memory, operands as O
-from emu.rdna3.program import Program, ffi, runtime, ILLEGAL_UNSUPPORTED, ILLEGAL_DECODE
+from emu.rdna3.disasm import disasm
+from emu.rdna3 import runtime
+from emu.rdna3.program import Program, ffi, ILLEGAL_UNSUPPORTED, ILLEGAL_DECODE
 from emu.rdna3.gen_scalar import ILLEGAL_ROUND_MODE, ILLEGAL_CODE_END, ILLEGAL_HWREG, ILLEGAL_MOVREL
 
 STOP_NONE, STOP_FAULT, STOP_NOBLOCK, STOP_TRAP, STOP_HALT, STOP_LIMIT, STOP_ILLEGAL = range(7)
@@ -66,27 +68,22 @@ class Launch:
   mode: int = DEFAULT_MODE
 
 
-_programs: dict[tuple[int, int, bool], Program] = {}
+# compiled programs per memory object (dropped with it), by (entry pc, wave64)
+_programs: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def program_for(mem, pc: int, wave64: bool) -> Program:
-  key = (id(mem), pc, wave64)
-  p = _programs.get(key)
-  if p is None or p.mem is not mem or not p.still_valid():
+  progs = _programs.setdefault(mem, {})
+  p = progs.get((pc, wave64))
+  if p is None or not p.still_valid(mem):
     p = Program(mem, pc, wave64)
     p.build()
-    _programs[key] = p
+    progs[(pc, wave64)] = p
   return p
 
 
 def _describe(p: Program, pc: int) -> str:
-  inst = p.insts.get(pc)
-  if inst is None: return "<no instruction>"
-  try:
-    from emu.rdna3.disasm import disasm
-    return disasm(p.raw[pc])[0]
-  except (ImportError, Exception):   # the disassembler is a convenience here; never mask the real error
-    return f"{inst.name} {inst.fields}"
+  return disasm(p.raw[pc])[0] if pc in p.raw else "<no instruction decoded here>"
 
 
 def execute(mem: memory.GpuMemory, launch: Launch, grid: tuple[int, int, int], block: tuple[int, int, int],
@@ -104,7 +101,7 @@ def execute(mem: memory.GpuMemory, launch: Launch, grid: tuple[int, int, int], b
   nwaves = (nthreads + lanes - 1) // lanes
   f = ffi()
   p = program_for(mem, launch.pc, launch.wave64)
-  sched = runtime(launch.wave64)
+  sched = runtime.dispatch_run(launch.wave64)
   d = f.new("dispatch_t *")
   d.grid, d.block, d.wave64, d.nuser = list(grid), list(block), int(launch.wave64), len(launch.user_sgprs)
   d.user[0:len(launch.user_sgprs)] = [v & 0xFFFFFFFF for v in launch.user_sgprs]
@@ -129,18 +126,19 @@ def execute(mem: memory.GpuMemory, launch: Launch, grid: tuple[int, int, int], b
   keep.append(cb := f.callback("int(dispatch_t *, uint64_t, uint32_t)", miss)); d.miss = cb
   while True:
     d.code_base, d.blocks, d.nblocks = p.base, p.blocks, p.nblocks
-    rc = sched.dispatch_run(d)
+    rc = sched(d)
     if error: raise error[0]
     if rc == STOP_NONE: break
     wg = tuple(d.wg)
     pc = int(d.stop_pc)
     where = f"workgroup {wg} wave {int(d.stop_wave)} at PC {pc:#x}"
     if rc == STOP_NOBLOCK:
-      if pc in p.leaders or pc in p.problems:
-        raise WaveTrap(f"{where}: cannot run code there ({p.problems.get(pc, 'no block')})", wg, int(d.stop_wave), pc, "")
-      try: p.add(pc)
-      except memory.MemoryFault as e: raise WaveFault(f"{where}: jumped to unmapped code", wg, int(d.stop_wave), pc, "", pc) from e
-      p.build()
+      if mem.lookup(pc, False) is None: raise WaveFault(f"{where}: jumped to unmapped address {pc:#x}", wg, int(d.stop_wave), pc, "", pc)
+      if pc in p.leaders or pc & 3:
+        raise WaveTrap(f"{where}: cannot run code at {pc:#x} ({p.problems.get(pc, 'not a valid instruction address')})", wg, int(d.stop_wave), pc, "")
+      p.add(mem, pc)
+      try: p.build()
+      except O.Unsupported as e: raise WaveTrap(f"{where}: jumped to {pc:#x}: {e}", wg, int(d.stop_wave), pc, "") from e
       continue
     text = _describe(p, pc)
     if rc == STOP_FAULT:
@@ -208,6 +206,7 @@ def dispatch(mem: memory.GpuMemory, kd_addr: int, grid: tuple[int, int, int], bl
   if len(user) > count: raise ValueError(f"kernel descriptor enables {len(user)} user SGPRs but USER_SGPR_COUNT is {count}")
   user += [0] * (count - len(user))
   if kd.rsrc2 >> 10 & 1: raise O.Unsupported("ENABLE_SGPR_WORKGROUP_INFO is not supported")
+  if kd.mode & 0xF: raise O.Unsupported(f"FLOAT_ROUND_MODE {kd.mode & 0xF:#x} in rsrc1: only round-to-nearest-even is modelled")
   launch = Launch(kd_addr + kd.entry_offset, user, kd.wave64,
                   kd.group_segment_size if lds_bytes is None else lds_bytes,
                   kd.private_segment_size if scratch_bytes_per_lane is None else scratch_bytes_per_lane,

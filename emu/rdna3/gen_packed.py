@@ -8,30 +8,9 @@ each source from its NEG bit; FMA_MIX reads a source as f16 when its OPSEL_HI bi
 """
 from __future__ import annotations
 from emu.rdna3 import operands as O
-from emu.rdna3.gen_vector import lane_loop, subst
+from emu.rdna3.gen_vector import Glue
+from emu.rdna3.valu_table import PK
 
-# per-half semantics of the packed ops (a, b, c: 16-bit values; CL: clamp bit)
-PK = {
-  "v_pk_mad_i16": "CL ? sat_i16((i64)(i16)a * (i16)b + (i16)c) : (a * b + c) & 0xffffu",
-  "v_pk_mul_lo_u16": "(a * b) & 0xffffu",
-  "v_pk_add_i16": "CL ? sat_i16((i64)(i16)a + (i16)b) : (a + b) & 0xffffu",
-  "v_pk_sub_i16": "CL ? sat_i16((i64)(i16)a - (i16)b) : (a - b) & 0xffffu",
-  "v_pk_lshlrev_b16": "(b << (a & 15)) & 0xffffu",
-  "v_pk_lshrrev_b16": "b >> (a & 15)",
-  "v_pk_ashrrev_i16": "(u32)((i16)b >> (a & 15)) & 0xffffu",
-  "v_pk_max_i16": "(i16)a > (i16)b ? a : b",
-  "v_pk_min_i16": "(i16)a < (i16)b ? a : b",
-  "v_pk_mad_u16": "CL ? sat_u16((i64)a * b + c) : (a * b + c) & 0xffffu",
-  "v_pk_add_u16": "CL ? sat_u16((i64)a + b) : (a + b) & 0xffffu",
-  "v_pk_sub_u16": "CL ? sat_u16((i64)a - b) : (a - b) & 0xffffu",
-  "v_pk_max_u16": "a > b ? a : b",
-  "v_pk_min_u16": "a < b ? a : b",
-  "v_pk_fma_f16": "fma16(a, b, c, FI16, FO16)",
-  "v_pk_add_f16": "add16(a, b, FI16, FO16)",
-  "v_pk_mul_f16": "mul16(a, b, FI16, FO16)",
-  "v_pk_min_f16": "minmax16(a, b, FI16, IEEE, 0)",
-  "v_pk_max_f16": "minmax16(a, b, FI16, IEEE, 1)",
-}
 NSRC = {"v_pk_mad_i16": 3, "v_pk_mad_u16": 3, "v_pk_fma_f16": 3}
 DOT = {  # name -> (element bits, signedness taken from NEG)
   "v_dot4_i32_iu8": (8, True), "v_dot4_u32_u8": (8, False), "v_dot8_i32_iu4": (4, True), "v_dot8_u32_u4": (4, False)}
@@ -39,86 +18,83 @@ WMMA = {"v_wmma_f32_16x16x16_f16": 0, "v_wmma_f32_16x16x16_bf16": 1, "v_wmma_f16
         "v_wmma_bf16_16x16x16_bf16": 3, "v_wmma_i32_16x16x16_iu8": 4, "v_wmma_i32_16x16x16_iu4": 5}
 
 
-def word(code: int, literal: int | None, f16: bool) -> str:
-  """32-bit value of a VOP3P source (lane expression)."""
-  if code >= 256: return f"V({code - 256}, l)"
-  if f16 and (v := O.inline_const(code, 16)) is not None: return f"{v:#x}u"
-  return O.scalar(code, 32, literal)
+def word(g: Glue, code: int, literal: int | None, f16: bool) -> str:
+  """W-lane array of a VOP3P source's 32-bit words (fact 39 for constants)."""
+  if code >= 256: return f"(&w->v[{code - 256} * W])"
+  t = g.temp("u32")
+  v = O.inline_const(code, 16) if f16 else None
+  g.lines.append(f"g_bcast32({t}, {f'{v:#x}u' if v is not None else O.scalar(code, 32, literal)});")
+  return t
 
 
-def packed(inst, f: dict) -> str:
-  op, cl = inst.op, f["clmp"]
+def half(g: Glue, src: str, hi: int, neg: int) -> str:
+  t = g.temp("u32")
+  g.lines.append(f"g_half({t}, {src}, {hi}, {0x8000 if neg else 0:#x}u);")
+  return t
+
+
+def packed(inst, f: dict, wave64: bool) -> str:
+  op, g = inst.op, Glue(wave64)
   is_f = op.endswith("_f16")
   n = NSRC.get(op, 2)
-  codes = [f["src0"], f["src1"], f["src2"]][:n]
+  words = [word(g, c, inst.literal, is_f) for c in (f["src0"], f["src1"], f["src2"])[:n]]
   opsel_hi = f["opsel_hi"] | f["opsel_hi2"] << 2
-  body = [f"u32 w{i} = {word(c, inst.literal, is_f)};" for i, c in enumerate(codes)]
-  halves = []
-  for h, sel in (("lo", f["opsel"]), ("hi", opsel_hi)):
-    names = {}
-    for i in range(n):
-      e = f"(w{i} >> 16)" if sel >> i & 1 else f"(w{i} & 0xffffu)"
-      neg = (f["neg"] if h == "lo" else f["neg_hi"]) >> i & 1
-      if neg and is_f: e = f"({e} ^ 0x8000u)"
-      names["abc"[i]] = e
-    r = subst(PK[op], CL=str(cl), **names)
-    if cl and is_f: r = f"clamp16({r})"
-    halves.append(f"(({r}) & 0xffffu)")
-  body.append(f"u32 r = {halves[0]} | {halves[1]} << 16;")
-  body.append(f"V({f['vdst']}, l) = ((ex >> l) & 1) ? r : V({f['vdst']}, l);")
-  return lane_loop([], body)
+  res = []
+  for sel, neg in ((f["opsel"], f["neg"]), (opsel_hi, f["neg_hi"])):
+    args = [half(g, wd, sel >> i & 1, is_f and neg >> i & 1) for i, wd in enumerate(words)] + ["0"] * (3 - n)
+    r = g.temp("u32")
+    g.lines.append(f"kh_{op}(w, {r}, {', '.join(args)}, {f['clmp']});")
+    res.append(r)
+  out = g.temp("u32")
+  g.lines += [f"g_pack({out}, {res[0]}, {res[1]});", f"p_32(w, {f['vdst']}, {out}, ex);"]
+  return g.text()
 
 
-def dot(inst, f: dict) -> str:
-  op, cl = inst.op, f["clmp"]
-  codes = [f["src0"], f["src1"], f["src2"]]
+def dot(inst, f: dict, wave64: bool) -> str:
+  op, g = inst.op, Glue(wave64)
+  r = g.temp("u32")
   if op in DOT:
     bits, iu = DOT[op]
+    a, b, c = (word(g, code, inst.literal, False) for code in (f["src0"], f["src1"], f["src2"]))
     sa, sb = (f["neg"] & 1, f["neg"] >> 1 & 1) if iu else (0, 0)
-    body = [f"u32 a = {word(codes[0], inst.literal, False)}, b = {word(codes[1], inst.literal, False)}, c = {word(codes[2], inst.literal, False)};",
-            f"i64 s = {'(i64)(i32)c' if iu else '(i64)c'};",
-            f"for (int k = 0; k < {32 // bits}; k++) {{ i64 x = (a >> ({bits} * k)) & {(1 << bits) - 1}, y = (b >> ({bits} * k)) & {(1 << bits) - 1};",
-            f"if ({sa} && x >> {bits - 1}) x -= {1 << bits}; if ({sb} && y >> {bits - 1}) y -= {1 << bits}; s += x * y; }}",
-            f"u32 r = {cl} ? {'sat_i32(s)' if iu else 'sat_u32((u64)s)'} : (u32)s;"]
-  else:   # v_dot2_f32_f16 / v_dot2_f32_bf16: halves of src0/src1 per OPSEL/OPSEL_HI, NEG/NEG_HI per half
+    g.lines.append(f"kd_idot(w, {r}, {a}, {b}, {c}, {bits}, {sa}, {sb}, {f['clmp']});")
+  else:   # v_dot2_f32_f16 / _bf16: halves of src0/src1 per OPSEL/OPSEL_HI with NEG/NEG_HI; src2 is f32 (NEG_HI = abs)
     bf = op.endswith("bf16")
     opsel_hi = f["opsel_hi"] | f["opsel_hi2"] << 2
-    body = [f"u32 w{i} = {word(c, inst.literal, not bf and i < 2)};" for i, c in enumerate(codes)]
-    for i in range(2):
-      lo = f"(w{i} >> 16)" if f["opsel"] >> i & 1 else f"(w{i} & 0xffffu)"
-      hi = f"(w{i} >> 16)" if opsel_hi >> i & 1 else f"(w{i} & 0xffffu)"
-      if f["neg"] >> i & 1: lo = f"({lo} ^ 0x8000u)"
-      if f["neg_hi"] >> i & 1: hi = f"({hi} ^ 0x8000u)"
-      body.append(f"u32 {'ab'[i]} = {lo} | {hi} << 16;")
-    c = "w2"
-    if f["neg_hi"] >> 2 & 1: c = f"({c} & 0x7fffffffu)"
-    if f["neg"] >> 2 & 1: c = f"({c} ^ 0x80000000u)"
-    fn = "dot2_f32_bf16(a, b, c, FO32)" if bf else "dot2_f32_f16(a, b, c, FI16, FO32)"
-    body += [f"u32 c = {c};", f"u32 r = {'clamp32(' + fn + ')' if cl else fn};"]
-  body.append(f"V({f['vdst']}, l) = ((ex >> l) & 1) ? r : V({f['vdst']}, l);")
-  return lane_loop([], body)
+    ab = []
+    for i, code in enumerate((f["src0"], f["src1"])):
+      wd = word(g, code, inst.literal, not bf)
+      lo, hi = half(g, wd, f["opsel"] >> i & 1, f["neg"] >> i & 1), half(g, wd, opsel_hi >> i & 1, f["neg_hi"] >> i & 1)
+      p = g.temp("u32")
+      g.lines.append(f"g_pack({p}, {lo}, {hi});")
+      ab.append(p)
+    c = word(g, f["src2"], inst.literal, False)
+    if f["neg"] >> 2 & 1 or f["neg_hi"] >> 2 & 1:
+      q = g.temp("u32")
+      g.lines.append(f"g_mod32({q}, {c}, {0x7FFFFFFF if f['neg_hi'] >> 2 & 1 else 0xFFFFFFFF:#x}u, {0x80000000 if f['neg'] >> 2 & 1 else 0:#x}u);")
+      c = q
+    g.lines.append(f"kd_fdot2(w, {r}, {ab[0]}, {ab[1]}, {c}, {int(bf)}, {f['clmp']});")
+  g.lines.append(f"p_32(w, {f['vdst']}, {r}, ex);")
+  return g.text()
 
 
-def mix(inst, f: dict) -> str:
-  op, cl = inst.op, f["clmp"]
+def mix(inst, f: dict, wave64: bool) -> str:
+  op, g = inst.op, Glue(wave64)
   opsel_hi = f["opsel_hi"] | f["opsel_hi2"] << 2
-  body = []
+  args = []
   for i, code in enumerate((f["src0"], f["src1"], f["src2"])):
     is16 = opsel_hi >> i & 1
-    v = word(code, inst.literal, bool(is16))
-    e = (f"h2f(ftz16(({v}) >> 16, FI16))" if f["opsel"] >> i & 1 else f"h2f(ftz16(({v}) & 0xffffu, FI16))") if is16 else f"ftz32({v}, FI32)"
-    if f["neg_hi"] >> i & 1: e = f"({e} & 0x7fffffffu)"
-    if f["neg"] >> i & 1: e = f"({e} ^ 0x80000000u)"
-    body.append(f"u32 {'abc'[i]} = {e};")
-  d = f["vdst"]
-  if op == "v_fma_mix_f32":
-    body += [f"u32 r = fma32(a, b, c, 0, FO32);{' r = clamp32(r);' if cl else ''}", f"V({d}, l) = ((ex >> l) & 1) ? r : V({d}, l);"]
-  else:   # one rounding to f16 from the exact-in-f64 product
-    body += ["double x = __builtin_fma((double)F(a), (double)F(b), (double)F(c));",
-             "u32 r = x != x ? nan3_16(f2h(a, 0), f2h(b, 0), f2h(c, 0)) : ftz16(d2h(UD(x)), FO16);" + (" r = clamp16(r);" if cl else "")]
-    merge = f"(V({d}, l) & 0xffffu) | r << 16" if op == "v_fma_mixhi_f16" else f"(V({d}, l) & 0xffff0000u) | r"
-    body.append(f"V({d}, l) = ((ex >> l) & 1) ? {merge} : V({d}, l);")
-  return lane_loop([], body)
+    wd, t = word(g, code, inst.literal, bool(is16)), g.temp("u32")
+    if is16: g.lines += [f"g_half({t}, {wd}, {f['opsel'] >> i & 1}, 0);", f"g_h2f({t}, {t}, FI16);"]
+    else: g.lines.append(f"g_ftz32({t}, {wd}, FI32);")
+    if f["neg_hi"] >> i & 1 or f["neg"] >> i & 1:
+      g.lines.append(f"g_mod32({t}, {t}, {0x7FFFFFFF if f['neg_hi'] >> i & 1 else 0xFFFFFFFF:#x}u, {0x80000000 if f['neg'] >> i & 1 else 0:#x}u);")
+    args.append(t)
+  r = g.temp("u32")
+  g.lines.append(f"kd_mix(w, {r}, {', '.join(args)}, {int(op != 'v_fma_mix_f32')}, {f['clmp']});")
+  if op == "v_fma_mix_f32": g.lines.append(f"p_32(w, {f['vdst']}, {r}, ex);")
+  else: g.lines.append(f"p_16(w, {f['vdst']}, {int(op == 'v_fma_mixhi_f16')}, {r}, ex);")
+  return g.text()
 
 
 def wmma(inst, f: dict) -> str:
@@ -133,11 +109,11 @@ def wmma(inst, f: dict) -> str:
   return f"wmma(w, {kind}, {f['vdst']}, {a - 256}, {b - 256}, {cexpr}, {cconst}, {f['opsel'] >> 2 & 1}, {f['neg'] & 3}, {f['clmp']});"
 
 
-def gen(inst) -> str:
+def gen(inst, wave64: bool) -> str:
   f = inst.fields
   if inst.dpp is not None: raise O.Unsupported(f"{inst.op} with DPP is not supported by the emulator")
-  if inst.op in PK: return packed(inst, f)
-  if inst.op in DOT or inst.op in ("v_dot2_f32_f16", "v_dot2_f32_bf16"): return dot(inst, f)
-  if inst.op.startswith("v_fma_mix"): return mix(inst, f)
+  if inst.op in PK: return packed(inst, f, wave64)
+  if inst.op in DOT or inst.op in ("v_dot2_f32_f16", "v_dot2_f32_bf16"): return dot(inst, f, wave64)
+  if inst.op.startswith("v_fma_mix"): return mix(inst, f, wave64)
   if inst.op in WMMA: return wmma(inst, f)
   raise O.Unsupported(f"{inst.op} is not supported by the emulator")

@@ -6,7 +6,7 @@ Codes: 0-105 SGPRs, 106/107 VCC, 108-123 TTMP, 124 NULL, 125 M0, 126/127 EXEC, 1
 251 VCCZ, 252 EXECZ, 253 SCC, 255 literal, 256-511 VGPRs.
 """
 from __future__ import annotations
-from emu.rdna3.decode import (NULL, M0, EXEC_LO, VCC_LO, SHARED_BASE, SHARED_LIMIT, PRIVATE_BASE, PRIVATE_LIMIT, VCCZ, EXECZ,
+from emu.rdna3.decode import (NULL, SHARED_BASE, SHARED_LIMIT, PRIVATE_BASE, PRIVATE_LIMIT, VCCZ, EXECZ,
                               SCC, LITERAL, inline_constant)
 
 

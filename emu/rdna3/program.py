@@ -1,4 +1,5 @@
-"""A kernel's reachable code, decoded once and compiled to C: one function per basic block.
+"""A kernel's reachable code, decoded once and compiled to C: one function per basic block, calling into the
+shared runtime (runtime.py) for vector work.
 
 Discovery follows control flow from the entry PC (branch targets, fall-through, call return points);
 indirect jumps (s_setpc / s_swappc) to a PC without a block stop the dispatch, which adds that PC and
@@ -6,46 +7,48 @@ rebuilds. Blocks end at branches, s_endpgm, s_barrier, s_trap, calls and at the 
 The C is position independent (PCs are offsets from the code base) and cached on disk by content.
 """
 from __future__ import annotations
-import os
 from functools import cache
 from cffi import FFI
-from emu.rdna3 import cc, memory, operands as O
+from emu.rdna3 import cc, memory, runtime, operands as O
 from emu.rdna3 import gen_scalar, gen_vector, gen_memory, gen_packed
 from emu.rdna3.decode import decode, DecodeError, Inst
 
-C_DIR = os.path.join(os.path.dirname(__file__), "c")
-HEADERS = ("core.h", "float.h", "valu.h", "wave.h")
 MAX_SPAN = 16 << 20      # largest code span (bytes) one program may cover
 ILLEGAL_UNSUPPORTED, ILLEGAL_DECODE = 7, 8
 
 
 @cache
-def _src(name: str) -> str:
-  with open(os.path.join(C_DIR, name)) as f: return f.read()
-
-
-@cache
-def runtime(wave64: bool):
-  """The scheduler (c/sched.c) for one wave size, compiled once."""
-  lanes = 64 if wave64 else 32
-  src = "\n".join([f"#define W {lanes}", "#include <stdint.h>", _src("state.h"), *map(_src, HEADERS), _src("sched.c")])
-  return ffi().dlopen(cc.build(src, f"sched{lanes}"))
-
-
-@cache
 def ffi() -> FFI:
   f = FFI()
-  f.cdef(_src("state.h"))
+  f.cdef(runtime.src("state.h") + "int dispatch_run_w32(dispatch_t *d); int dispatch_run_w64(dispatch_t *d);\n"
+         "void (*const *program_blocks(uint64_t *n))(wave_t *);")
   return f
+
+
+def check_registers(inst: Inst) -> None:
+  """Reject an instruction whose VGPR range runs past the register file (v255), using the operand widths of
+  the ISA tables (a 128-bit load into v254 would need v257)."""
+  for o in inst.operands:
+    val = inst.fields.get(o.field)
+    if val is None or not (o.kind == "vgpr" or (o.kind == "src" and val >= 256)): continue
+    reg = val - 256 if o.kind == "src" else val
+    if o.bits == 16 and inst.enc in ("VOP1", "VOP2", "VOPC"): reg &= 0x7F      # true16: bit 7 picks the half
+    if reg + max(1, o.bits // 32) > 256:
+      raise O.Unsupported(f"register v{256 if reg < 256 else reg} is outside the register file (v0-v255)")
 
 
 def gen_inst(inst: Inst, pc: int, nxt: int, wave64: bool) -> str:
   """C statements for one instruction at code offset `pc` (`nxt` = offset of the next one)."""
+  check_registers(inst)
+  return _gen(inst, pc, nxt, wave64)
+
+
+def _gen(inst: Inst, pc: int, nxt: int, wave64: bool) -> str:
   e = inst.enc
   if e in ("SOP1", "SOP2", "SOPK", "SOPC", "SOPP", "SMEM"): return gen_scalar.gen(inst, pc, nxt)
   if e in ("VOP1", "VOP2", "VOPC", "VOP3", "VOP3SD"): return gen_vector.gen(inst, wave64, pc)
-  if e == "VOPD": return gen_vector.gen_vopd(inst)
-  if e == "VOP3P": return gen_packed.gen(inst)
+  if e == "VOPD": return gen_vector.gen_vopd(inst, wave64)
+  if e == "VOP3P": return gen_packed.gen(inst, wave64)
   if e in ("DS", "FLAT", "GLOBAL", "SCRATCH", "MUBUF"): return gen_memory.gen(inst, pc, wave64)
   raise O.Unsupported(f"{e} instructions ({inst.op}) are not supported by the emulator")
 
@@ -54,24 +57,25 @@ class Program:
   """Decoded code reachable from `entry` (absolute GPU addresses), compiled for one wave size."""
 
   def __init__(self, mem: memory.GpuMemory, entry: int, wave64: bool):
-    self.mem, self.wave64, self.entry = mem, wave64, entry
+    self.wave64, self.entry = wave64, entry
     self.insts: dict[int, Inst] = {}
     self.raw: dict[int, bytes] = {}
     self.leaders: set[int] = set()
     self.problems: dict[int, str] = {}      # pc -> why the instruction there cannot run
     self.lib = None
     self.base = 0
-    self.add(entry)
+    self.add(mem, entry)
 
   # ---- discovery ----
-  def _fetch(self, pc: int) -> bytes:
+  @staticmethod
+  def _fetch(mem: memory.GpuMemory, pc: int) -> bytes:
     """Up to 16 bytes of code at pc (fewer at the end of a mapped run)."""
-    run = self.mem.lookup(pc, False)
+    run = mem.lookup(pc, False)
     if run is None: raise memory.MemoryFault(f"instruction fetch at {pc:#x}: address not mapped")
-    start, length, host = run
-    return memory.read(self.mem, pc, min(16, start + length - pc))
+    start, length, _ = run
+    return memory.read(mem, pc, min(16, start + length - pc))
 
-  def add(self, pc: int) -> None:
+  def add(self, mem: memory.GpuMemory, pc: int) -> None:
     """Make `pc` a block start and decode everything newly reachable from it."""
     self.leaders.add(pc)
     work = [pc]
@@ -79,7 +83,7 @@ class Program:
       pc = work.pop()
       while pc not in self.insts and pc not in self.problems:
         try:
-          code = self._fetch(pc)
+          code = self._fetch(mem, pc)
           inst = decode(code)
         except (DecodeError, memory.MemoryFault) as e:
           self.problems[pc] = f"cannot decode the instruction: {e}"
@@ -98,7 +102,8 @@ class Program:
     self.base = min(pcs + sorted(self.problems)) & ~0xFF
     end = max([p + self.insts[p].size for p in pcs] + [p + 4 for p in self.problems])
     if end - self.base > MAX_SPAN: raise O.Unsupported(f"code spans {end - self.base:#x} bytes (more than {MAX_SPAN:#x})")
-    out = [f"#define W {64 if self.wave64 else 32}", "#include <stdint.h>", _src("state.h"), *map(_src, HEADERS)]
+    out = [runtime.prelude(self.wave64), runtime.src("state.h"), *map(runtime.src, runtime.HEADERS),
+           runtime.declarations(), runtime.identity(self.wave64)]
     table = []
     for lead in sorted(self.leaders):
       out.append(self._block(lead))
@@ -133,12 +138,22 @@ class Program:
     return f"static void b_{lead - self.base:x}(wave_t *w) {{\n  w->d->instructions += {n};\n  " + "\n  ".join(body) + "\n}"
 
   def build(self) -> None:
+    runtime.load(self.wave64)     # loaded first: the program's calls resolve against it
     self.lib = ffi().dlopen(cc.build(self.source(), "wave64" if self.wave64 else "wave32"))
+    self._spans = self.spans()
     n = ffi().new("uint64_t *")
     self.blocks = self.lib.program_blocks(n)
     self.nblocks = n[0]
 
-  def still_valid(self) -> bool:
+  def spans(self) -> list[tuple[int, bytes]]:
+    """The decoded code as contiguous (address, bytes) runs."""
+    out: list[tuple[int, bytes]] = []
+    for pc in sorted(self.raw):
+      if out and out[-1][0] + len(out[-1][1]) == pc: out[-1] = (out[-1][0], out[-1][1] + self.raw[pc])
+      else: out.append((pc, self.raw[pc]))
+    return out
+
+  def still_valid(self, mem: memory.GpuMemory) -> bool:
     """True if the code in memory is still the code this program was built from."""
-    try: return all(memory.read(self.mem, pc, len(raw)) == raw for pc, raw in self.raw.items())
+    try: return all(memory.read(mem, pc, len(raw)) == raw for pc, raw in self._spans)
     except memory.MemoryFault: return False

@@ -216,7 +216,7 @@ for t, ct in (("i32", "i32"), ("u32", "u32"), ("i16", "i16"), ("u16", "u16")):
   op(f"v_min3_{t}", t, f"{t} {t} {t}", mn(mn("a", "b"), "c"))
   op(f"v_max3_{t}", t, f"{t} {t} {t}", mx(mx("a", "b"), "c"))
   op(f"v_med3_{t}", t, f"{t} {t} {t}", f"(med3_i32((i32)({ct})a, (i32)({ct})b, (i32)({ct})c) & {'0xffffu' if '16' in t else '0xffffffffu'})"
-     if t[0] == "i" else f"med3_u32(a, b, c)")
+     if t[0] == "i" else "med3_u32(a, b, c)")
   if "32" in t:
     op(f"v_maxmin_{t}", t, f"{t} {t} {t}", mn(mx("a", "b"), "c"))
     op(f"v_minmax_{t}", t, f"{t} {t} {t}", mx(mn("a", "b"), "c"))
@@ -241,3 +241,27 @@ def cmp_srcs(name: str) -> tuple[str, str]:
   """Source types of a compare: class compares take a u32 mask as the second operand."""
   t = CMP[name][0]
   return (t, "u32") if "_class_" in name else (t, t)
+
+
+# per-half semantics of the packed ops (a, b, c: 16-bit values; CL: clamp bit)
+PK = {
+  "v_pk_mad_i16": "CL ? sat_i16((i64)(i16)a * (i16)b + (i16)c) : (a * b + c) & 0xffffu",
+  "v_pk_mul_lo_u16": "(a * b) & 0xffffu",
+  "v_pk_add_i16": "CL ? sat_i16((i64)(i16)a + (i16)b) : (a + b) & 0xffffu",
+  "v_pk_sub_i16": "CL ? sat_i16((i64)(i16)a - (i16)b) : (a - b) & 0xffffu",
+  "v_pk_lshlrev_b16": "(b << (a & 15)) & 0xffffu",
+  "v_pk_lshrrev_b16": "b >> (a & 15)",
+  "v_pk_ashrrev_i16": "(u32)((i16)b >> (a & 15)) & 0xffffu",
+  "v_pk_max_i16": "(i16)a > (i16)b ? a : b",
+  "v_pk_min_i16": "(i16)a < (i16)b ? a : b",
+  "v_pk_mad_u16": "CL ? sat_u16((i64)a * b + c) : (a * b + c) & 0xffffu",
+  "v_pk_add_u16": "CL ? sat_u16((i64)a + b) : (a + b) & 0xffffu",
+  "v_pk_sub_u16": "CL ? sat_u16((i64)a - b) : (a - b) & 0xffffu",
+  "v_pk_max_u16": "a > b ? a : b",
+  "v_pk_min_u16": "a < b ? a : b",
+  "v_pk_fma_f16": "fma16(a, b, c, FI16, FO16)",
+  "v_pk_add_f16": "add16(a, b, FI16, FO16)",
+  "v_pk_mul_f16": "mul16(a, b, FI16, FO16)",
+  "v_pk_min_f16": "minmax16(a, b, FI16, IEEE, 0)",
+  "v_pk_max_f16": "minmax16(a, b, FI16, IEEE, 1)",
+}

@@ -86,3 +86,21 @@ def test_digits_mlp_reaches_90_percent():
   from digits import train
   acc, _ = train(epochs=3, device="CPU", quiet=True)
   assert acc >= 0.9
+
+
+def test_training_steps_reuse_their_kernels():
+  """After the first step, later steps (other batch slices, later Adam steps) build no new programs."""
+  from compute import runtime
+  Tensor.manual_seed(0)
+  rng = np.random.default_rng(0)
+  X, Y = Tensor(rng.standard_normal((96, 8)).astype(np.float32)), Tensor(rng.integers(0, 4, 96).astype(np.int32))
+  lin = nn.Linear(8, 4)
+  opt = optim.Adam(nn.parameters(lin), lr=0.01)
+  built = []
+  for i in range(3):
+    opt.zero_grad()
+    loss = lin(X[i * 32:(i + 1) * 32]).cross_entropy(Y[i * 32:(i + 1) * 32])
+    loss.backward()
+    Tensor.realize_all(loss, *opt.schedule_step())
+    built.append(runtime.stats["programs_built"])
+  assert built[1] == built[2]

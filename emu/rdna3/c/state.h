@@ -44,5 +44,3 @@ typedef struct dispatch {
   uint64_t stop_pc, stop_addr, stop_arg;
 } dispatch_t;
 
-int dispatch_run(dispatch_t *d);
-void (*const *program_blocks(uint64_t *n))(wave_t *);

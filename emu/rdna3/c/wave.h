@@ -1,4 +1,4 @@
-/* Scalar helpers (bit-field ops, WQM, hardware registers) and the WMMA matrix op. */
+/* Scalar helpers: bit-field ops, WQM, hardware registers (s_getreg / s_setreg). */
 static inline u32 sbfe_u32(u32 a, u32 b) { u32 off = b & 31, wd = (b >> 16) & 0x7f; if (!wd) return 0; a >>= off; return wd >= 32 ? a : a & ((1u << wd) - 1); }
 static inline u32 sbfe_i32(u32 a, u32 b) {
   u32 off = b & 31, wd = (b >> 16) & 0x7f; if (!wd) return 0;
@@ -36,49 +36,3 @@ static int setreg(wave_t *w, u32 spec, u32 val) {
   return 0;
 }
 
-/* WMMA 16x16x16 (RDNA3): lane m < 16 holds row m of A (column m of B) as 16 K-elements packed in VGPRs
-   (2 per VGPR for 16-bit types, 4 for iu8, 8 for iu4; lanes 16+ repeat lanes 0-15); C and D element
-   (row, col) is VGPR i, lane l with row = i * (W / 16) + l / 16, col = l % 16; 16-bit C/D use the low
-   (hi = 0) or high half. kind: 0 f32<-f16, 1 f32<-bf16, 2 f16<-f16, 3 bf16<-bf16, 4 i32<-iu8, 5 i32<-iu4.
-   neg: float kinds negate A (bit 0) / B (bit 1); integer kinds take them as signedness. */
-static double wmma_el(wave_t *w, int kind, int base, int lane, int k, int sgn) {
-  if (kind <= 3) {
-    u32 h = (V(base + k / 2, lane) >> (16 * (k & 1))) & 0xffffu;
-    double x = kind == 0 || kind == 2 ? (double)F(h2f(h)) : (double)F(bf2f(h));
-    return sgn ? -x : x;
-  }
-  int bits = kind == 4 ? 8 : 4, per = 32 / bits;
-  i32 x = (i32)((V(base + k / per, lane) >> (bits * (k % per))) & ((1u << bits) - 1));
-  if (sgn && (x >> (bits - 1))) x -= 1 << bits;
-  return (double)x;
-}
-static void wmma(wave_t *w, int kind, int d, int a, int b, int c, u32 cconst, int hi, int neg, int clamp) {
-  double A[16][16], B[16][16], C[16][16];
-  int fl = kind <= 3, r16 = kind == 2 || kind == 3, rows = W / 16;
-  for (int m = 0; m < 16; m++)
-    for (int k = 0; k < 16; k++) {
-      A[m][k] = wmma_el(w, kind, a, m, k, fl ? 0 : neg & 1) * (fl && (neg & 1) ? -1 : 1);
-      B[k][m] = wmma_el(w, kind, b, m, k, fl ? 0 : (neg >> 1) & 1) * (fl && (neg & 2) ? -1 : 1);
-    }
-  for (int i = 0; i < 16 / rows; i++)
-    for (int l = 0; l < W; l++) {
-      int row = i * rows + l / 16, col = l % 16;
-      u32 x = c < 0 ? cconst : V(c + i, l);
-      if (r16) x = c < 0 ? cconst : (x >> (16 * hi)) & 0xffffu;
-      C[row][col] = kind == 0 || kind == 1 ? (double)F(x) : kind == 2 ? (double)F(h2f(x)) : kind == 3 ? (double)F(bf2f(x)) : (double)(i32)x;
-    }
-  for (int i = 0; i < 16 / rows; i++)
-    for (int l = 0; l < W; l++) {
-      int row = i * rows + l / 16, col = l % 16;
-      double s = C[row][col];
-      for (int k = 0; k < 16; k++) s += A[row][k] * B[k][col];
-      u32 r;
-      if (kind <= 1) { r = U((float)s); if (clamp) r = clamp32(r); }
-      else if (kind == 2) { r = d2h(UD(s)); if (clamp) r = clamp16(r); }
-      else if (kind == 3) r = f2bf(U((float)s));
-      else r = clamp ? sat_i32((i64)s) : (u32)(i64)s;
-      if (!((EXEC >> l) & 1)) continue;
-      if (r16) V(d + i, l) = hi ? (V(d + i, l) & 0xffffu) | r << 16 : (V(d + i, l) & 0xffff0000u) | r;
-      else V(d + i, l) = r;
-    }
-}

@@ -13,6 +13,18 @@ from elftools.elf.elffile import ELFFile
 from drivers.hcq.compiler import llvm_tool
 from emu.rdna3 import Memory, run, dispatch
 
+# OpenCL kernels shared by the tests and bench/emu_throughput.py
+VADD = """__attribute__((reqd_work_group_size(64, 1, 1)))
+kernel void vadd(global const float *a, global const float *b, global float *c, int n) {
+  int i = __builtin_amdgcn_workgroup_id_x() * 64 + __builtin_amdgcn_workitem_id_x(); if (i < n) c[i] = a[i] + b[i]; }"""
+MATMUL = """__attribute__((reqd_work_group_size(16, 16, 1)))
+kernel void matmul(global const float *a, global const float *b, global float *c, int n) {
+  int x = __builtin_amdgcn_workgroup_id_x() * 16 + __builtin_amdgcn_workitem_id_x();
+  int y = __builtin_amdgcn_workgroup_id_y() * 16 + __builtin_amdgcn_workitem_id_y();
+  float acc = 0.0f;
+  for (int k = 0; k < n; k++) acc = fma(a[y * n + k], b[k * n + x], acc);
+  c[y * n + x] = acc;
+}"""
 CACHE = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "hcq", "rdna3-tests")
 
 

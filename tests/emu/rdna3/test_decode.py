@@ -127,3 +127,39 @@ def test_errors_name_offset_and_words():
 def test_decode_all_walks_sizes():
   prog = w(0x7E0202FF, 0x12345678, 0xD5038200, 0x20020501, 0xBFB00000)
   assert [(i.op, i.size) for i in decode_all(prog)] == [("v_mov_b32", 8), ("v_add_f32", 8), ("s_endpgm", 4)]
+
+
+def test_sopc_and_vopc():
+  i = decode(w(0xBF000000 | 0x10 << 16 | 0x80 << 8 | 2))   # s_cmp_eq_u64 s[2:3], 0: SOPC op[22:16]=0x10
+  assert (i.enc, i.op, i.fields) == ("SOPC", "s_cmp_eq_u64", {"ssrc0": 2, "ssrc1": 0x80})
+  assert [(o.kind, o.bits) for o in i.operands] == [("src", 64), ("src", 64)]
+  i = decode(w(0x7C000000 | 0x11 << 17 | 2 << 9 | 0x101))   # v_cmp_lt_f32_e32 vcc_lo, v1, v2 (VOPC op[24:17])
+  assert (i.enc, i.op, i.fields) == ("VOPC", "v_cmp_lt_f32", {"src0": 0x101, "vsrc1": 2})
+  assert i.operands[0] == ("", "text", 0, "vcc_lo", "")   # the implicit VCC destination
+
+
+def test_vinterp_ldsdir_exp():
+  # v_interp_p10_f32 v5, v1, v2, v3 wait_exp:2: VINTERP op[22:16]=0, waitexp[10:8]
+  i = decode(w(0xCD000000 | 2 << 8 | 5, 0x101 | 0x102 << 9 | 0x103 << 18))
+  assert (i.enc, i.op, i.fields["waitexp"], i.fields["src2"], i.size) == ("VINTERP", "v_interp_p10_f32", 2, 0x103, 8)
+  i = decode(w(0xCE000000 | 3 << 16 | 4 << 10 | 1 << 8 | 7))   # lds_param_load v7, attr4.y wait_vdst:3 (32-bit)
+  assert (i.enc, i.op, i.size, i.fields["attr"], i.fields["attrchan"], i.fields["waitvdst"]) == ("LDSDIR", "lds_param_load", 4, 4, 1, 3)
+  i = decode(w(0xF8000000 | 1 << 11 | 12 << 4 | 0xF, 0x04030201))   # exp pos0 v1, v2, v3, v4 done
+  assert (i.enc, i.fields["target"], i.fields["done"], i.fields["vsrc3"]) == ("EXP", 12, 1, 4)
+
+
+def test_mtbuf_format_and_mimg():
+  i = decode(w(0xE8000000 | 0x22 << 19 | 1 << 15 | 16, 0x80 << 24 | 2 << 16 | 5 << 8 | 1))   # tbuffer_load_format_xy
+  assert (i.enc, i.op, i.fields["format"], i.fields["offset"], i.fields["srsrc"]) == ("MTBUF", "tbuffer_load_format_xy", 0x22, 16, 2)
+  # image_sample v[0:3], v[4:5], s[8:15], s[4:7] dmask:0xf dim:2D: op[25:18]=0x1b, dim[4:2]=1; NSA bit 0 adds a dword
+  i = decode(w(0xF0000000 | 0x1B << 18 | 0xF << 8 | 1 << 2, 1 << 26 | 2 << 16 | 4))
+  assert (i.enc, i.op, i.size, i.fields["dmask"], i.fields["dim"], i.fields["ssamp"]) == ("MIMG", "image_sample", 8, 15, 1, 1)
+  i = decode(w(0xF0000000 | 0x1B << 18 | 0xF << 8 | 1 << 2 | 1, 1 << 26 | 2 << 16 | 4, 0x09))
+  assert (i.size, i.fields["vaddr"], i.fields["vaddr1"]) == (12, 4, 9)
+
+
+def test_reserved_source_encodings_rejected():
+  with pytest.raises(DecodeError, match="src0 = 209 is a reserved operand encoding"):
+    decode(w(0x7E000000 | 1 << 17 | 1 << 9 | 209))   # v_mov_b32 with source code 209 (guide: reserved)
+  with pytest.raises(DecodeError, match="sdst = 107"):
+    decode(w(0xBE800100 | 107 << 16))                 # s_mov_b64 into vcc_hi: not a register pair

@@ -184,3 +184,16 @@ def test_wave64_exec_vcc_and_compares():
   mask = sum(1 << l for l in range(41, 64))
   assert r.s[10] | r.s[11] << 32 == mask and col(r, 1, 64) == [1 if l > 40 and l else 0 for l in range(64)]
   assert r.s[12] | r.s[13] << 32 == (1 << 64) - 2   # lanes 1-63 carry; lane 0 is inactive (bit cleared)
+
+
+def test_wmma_f16_result_in_low_halves_keeps_high_halves():
+  A, B, _, v = _wmma_inputs(np.random.default_rng(7))
+  C = np.random.default_rng(8).standard_normal((16, 16)).astype(np.float16)
+  for i in range(8): v[16 + i] = [0xBEEF0000 | int(C[2 * i + l // 16, l % 16].view(np.uint16)) for l in range(32)]
+  r = run_wave("v_wmma_f16_16x16x16_f16 v[16:23], v[0:7], v[8:15], v[16:23]", v=v, vout=tuple(range(16, 24)))
+  D = np.zeros((16, 16), np.float16)
+  for i in range(8):
+    assert all(int(x) >> 16 == 0xBEEF for x in r.v[16 + i])
+    for l in range(32): D[2 * i + l // 16, l % 16] = np.uint16(int(r.v[16 + i][l]) & 0xFFFF).view(np.float16)
+  want = (A.astype(np.float64) @ B.astype(np.float64) + C.astype(np.float64)).astype(np.float16)
+  np.testing.assert_array_equal(D, want)

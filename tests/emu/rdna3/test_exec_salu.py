@@ -186,3 +186,11 @@ def test_instruction_count_matches_executed_instructions():
   r = run_wave("s_mov_b32 s0, 4\nl:\ns_sub_u32 s0, s0, 1\ns_cmp_lg_u32 s0, 0\ns_cbranch_scc1 l")
   body_only = run_wave("")
   assert r.stats.wave_instructions - body_only.stats.wave_instructions == 1 + 4 * 3
+
+
+def test_s_buffer_load_reads_zero_past_num_records():
+  data = [0x100 + i for i in range(32)]
+  r = run_wave("s_mov_b32 s4, s0\ns_and_b32 s5, s1, 0xffff\ns_mov_b32 s6, 12\ns_mov_b32 s7, 0\n"
+               "s_buffer_load_b128 s[8:11], s[4:7], 0x4\ns_buffer_load_b32 s12, s[4:7], 0x0\ns_waitcnt lgkmcnt(0)",
+               v={0: data}, sout=[8, 9, 10, 11, 12])
+  assert [r.s[i] for i in (8, 9, 10, 11)] == [0x101, 0x102, 0, 0] and r.s[12] == 0x100

@@ -2,7 +2,7 @@
 Facts: reference/emulator.md section 3, items 18-40 (default compute mode: f32 denormals flushed, f16/f64 kept)."""
 import math
 import numpy as np
-from exec_helpers import run_wave, raw, f32, f64, f16
+from exec_helpers import run_wave, f32, f64, f16
 
 M32 = 0xFFFFFFFF
 INF, NINF, QNAN, NZERO = 0x7F800000, 0xFF800000, 0x7FC00000, 0x80000000

@@ -1,6 +1,5 @@
 """Vector integer ALU (VOP1/VOP2/VOP3/VOP3SD/VOPC) against hand-computed bit patterns, one test case per lane.
 Facts: reference/emulator.md section 3, items 9-17 and 30-31; RDNA3 ISA guide chapter 6."""
-import pytest
 from exec_helpers import run_wave, raw
 
 M32 = 0xFFFFFFFF
@@ -161,3 +160,11 @@ def test_cndmask_uses_vcc_or_sgpr_mask():
   r = lanes("s_mov_b32 vcc_lo, 0x5\nv_cndmask_b32 v3, v0, v1, vcc_lo\ns_mov_b32 s20, 0x3\nv_cndmask_b32_e64 v4, v0, v1, s20",
             a=[1] * 4, b=[2] * 4, out=(3, 4))
   assert list(r.v[3][:4]) == [2, 1, 2, 1] and list(r.v[4][:4]) == [2, 2, 1, 1]
+
+
+def test_swap_and_m0_relative_moves():
+  r = run_wave("v_swap_b32 v1, v2\nv_swap_b16 v3.h, v4.l\ns_mov_b32 m0, 3\nv_movrels_b32 v5, v1\nv_movreld_b32 v10, v2",
+               v={1: [11], 2: [22], 3: [0x33334444], 4: [0x55556666]}, vout=(1, 2, 3, 4, 5, 13))
+  assert (int(r.v[1][0]), int(r.v[2][0])) == (22, 11)
+  assert (int(r.v[3][0]), int(r.v[4][0])) == (0x66664444, 0x55553333)
+  assert int(r.v[5][0]) == 0x55553333 and int(r.v[13][0]) == 11    # v5 = v[1 + m0] = v4; v[10 + m0] = v2

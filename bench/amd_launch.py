@@ -1,0 +1,50 @@
+"""Host cost of a kernel launch on the emulated AMD GPU, and how it splits between driver and emulator.
+
+Usage: python bench/amd_launch.py [DEV ...]   (default: MOCKKFD+AMD MOCKPCI+AMD)
+Figures (best of 5 rounds of N launches; one JSON line each):
+  driver_submit_us   host CPU time to encode and submit one launch (PM4 packets, kernargs, doorbell)
+  end_to_end_us      submit + the emulated GPU running it + waiting for its signal, per launch (in a stream)
+  emulator_us        the same empty kernel dispatched straight into emu.rdna3 (no driver, no queue)"""
+import sys, time
+from common import best, emit
+from drivers.hcq import open_device
+from drivers.amd.elf import load_code_object
+import emu.rdna3 as rdna3
+
+SRC = "__kernel void empty(__global int *x) { }"
+N = 200
+
+
+
+def emulator_only(lib: bytes) -> float:
+  co = load_code_object(lib)
+  k = co.kernels["empty"]
+  mem = rdna3.Memory()
+  base = mem.alloc(len(co.image) + 4096)
+  mem.write(base, co.relocated(base))
+  args = mem.alloc(4096)
+  def run():
+    for _ in range(N): rdna3.dispatch(mem, base + k.descriptor_offset, (1, 1, 1), (32, 1, 1), kernarg_ptr=args)
+  return best(run) / N
+
+
+def main() -> None:
+  for name in sys.argv[1:] or ["MOCKKFD+AMD", "MOCKPCI+AMD"]:
+    try: dev = open_device(name)
+    except Exception as e:
+      print(json.dumps({"bench": "amd/launch", "device": name, "skipped": str(e)}))
+      continue
+    lib = dev.compiler.compile(SRC)
+    prg, buf = dev.program("empty", lib), dev.alloc(64)
+    prg(buf, global_size=(1,), local_size=(32,), wait=True)   # warm: code compiled into the emulator's cache
+    def submit_only():
+      for _ in range(N): prg(buf, global_size=(1,), local_size=(32,))
+    t_submit = best(lambda: (submit_only(), dev.synchronize())) / N
+    t0 = time.perf_counter(); submit_only(); t_driver = (time.perf_counter() - t0) / N; dev.synchronize()
+    for fig, value in [("driver_submit_us", t_driver * 1e6), ("end_to_end_us", t_submit * 1e6), ("emulator_us", emulator_only(lib) * 1e6)]:
+      emit(f"amd/launch_{fig}", value, "us", device=name)
+    dev.close()
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,16 @@
+"""Shared by the bench scripts: best-of-N timing and the one-JSON-line-per-figure output."""
+import json, time
+
+
+def best(fn, rounds: int = 5) -> float:
+  """The fastest of `rounds` runs of fn(), in seconds (the least disturbed by other load on the machine)."""
+  out = []
+  for _ in range(rounds):
+    t0 = time.perf_counter()
+    fn()
+    out.append(time.perf_counter() - t0)
+  return min(out)
+
+
+def emit(bench: str, value: float, unit: str, **extra) -> None:
+  print(json.dumps({"bench": bench, **extra, "value": round(value, 3), "unit": unit}), flush=True)
