@@ -73,7 +73,7 @@ def test_metrics_change_over_time_and_rise_with_load(booted):
   assert idle2.AvgTemperature[D.TEMP_HOTSPOT] >= idle2.AvgTemperature[D.TEMP_EDGE] and idle2.AvgFanRpm == 0
   # keep SDMA busy with VRAM-to-VRAM copies, sampling as it works
   q = booted.sdma_queue()
-  n = 32 << 20
+  n = 8 << 20
   src, dst = booted.alloc(n, 2 << 20), booted.alloc(n, 2 << 20)
   booted.map(VA_BASE + (8 << 30), [src + i * 4096 for i in range(n // 4096)] + [dst + i * 4096 for i in range(n // 4096)], system=False)
   booted.flush_tlb("GC")
@@ -81,9 +81,9 @@ def test_metrics_change_over_time_and_rise_with_load(booted):
   copy = sdma_pkt("COPY_LINEAR", 7, HEADER_op=S.SDMA_OP_COPY, COUNT_count=n - 1, SRC_ADDR_LO_src_addr_31_0=s & 0xFFFFFFFF,
                   SRC_ADDR_HI_src_addr_63_32=s >> 32, DST_ADDR_LO_dst_addr_31_0=d & 0xFFFFFFFF, DST_ADDR_HI_dst_addr_63_32=d >> 32)
   end, busy = time.monotonic() + 0.8, []
-  while time.monotonic() < end:
-    if q.put - q.rptr < 4 * 7 * 4: q.submit(copy * 4)
-    time.sleep(0.05)
+  while time.monotonic() < end:                                      # never let the ring run dry
+    if q.put - q.rptr < 64 * 7 * 4: q.submit(copy * 96)
+    time.sleep(0.02)
     busy.append(metrics(booted))
   q.wait_idle(30)
   peak = max(busy, key=lambda m: m.AverageGfxActivity)
