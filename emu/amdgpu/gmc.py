@@ -1,5 +1,5 @@
 """GMC: the two memory hubs of a Navi31, GC (GCVM/GCMC, used by the CP, shaders and SDMA) and MM (MMVM/MMMC,
-used by the IH, PSP and SMU), each feeding its own MMU (emu/amdgpu/mmu.py).
+used by the IH and the SMU), each feeding its own MMU (emu/amdgpu/mmu.py). The PSP addresses VRAM directly.
 
 Per hub (register names gc_11_0_0 / mmhub_3_0_0; behaviour amd_driver.md 2.5-2.7):
 - MC_VM_FB_LOCATION_BASE/TOP: where VRAM sits in the MC address space, in 16 MiB units, TOP inclusive. Set
@@ -94,7 +94,8 @@ class Hub(Block):
     return base, ((self.r("MC_VM_FB_LOCATION_TOP") & 0xFFFFFF) << FB_SHIFT) | ((1 << FB_SHIFT) - 1)
 
   def vram_offset(self, mc: int, n: int, who: str) -> int:
-    """VRAM offset of the MC range [mc, mc+n) that firmware (PSP, SMU, IH) accesses; it must be VRAM."""
+    """VRAM offset of the MC range [mc, mc+n) the PSP accesses: it must be VRAM (the PSP reaches memory by MC
+    address without the hub's translation; it runs before any driver programs the hub)."""
     base, top = self.fb
     if not (base <= mc and mc + n - 1 <= top and mc + n - base <= self.dev.gpu.vram.size):
       raise ValueError(f"{who}: MC range [{mc:#x}, +{n:#x}) is not VRAM (the framebuffer is MC [{base:#x}, {top:#x}])")
@@ -174,5 +175,5 @@ class Hub(Block):
                                        MAPPING_ERROR=int(not f.permission), CID=self.client_id(f.client), RW=int(f.write)))
         self.set(self.reg("VM_L2_PROTECTION_FAULT_ADDR_LO32"), (f.va >> 12) & 0xFFFFFFFF)
         self.set(self.reg("VM_L2_PROTECTION_FAULT_ADDR_HI32"), (f.va >> 44) & 0xF)
-      if self.r("VM_CONTEXT0_CNTL") & 0x2AAA00:   # any *_PROTECTION_FAULT_ENABLE_INTERRUPT bit
+      if f.client != "IH" and self.r("VM_CONTEXT0_CNTL") & 0x2AAA00:   # any *_PROTECTION_FAULT_ENABLE_INTERRUPT bit
         self.dev.ih.vm_fault(self.prefix, f)

@@ -3,7 +3,8 @@
 Ring 0: IH_RB_BASE/_HI = MC address >> 8, IH_RB_CNTL (RB_ENABLE, RB_SIZE = log2(ring dwords),
 WPTR_OVERFLOW_ENABLE, WPTR_WRITEBACK_ENABLE, WPTR_OVERFLOW_CLEAR), IH_RB_WPTR (OFFSET = byte offset of the
 next entry, RB_OVERFLOW bit 0), IH_RB_RPTR (byte offset the driver has consumed up to), IH_RB_WPTR_ADDR_LO/HI
-(where WPTR is written back when enabled). Entries are written through the MM hub (VRAM at the MC address).
+(where WPTR is written back when enabled). Entries are written through the MM hub: its system aperture (VRAM at
+the MC address) or its VMID 0 page tables; an entry the hub cannot place is lost (the fault is latched).
 When the ring is full, the entry is dropped and RB_OVERFLOW is set (if WPTR_OVERFLOW_ENABLE).
 Ring 1, the storm/flood controls and the doorbell read pointers are configuration only.
 
@@ -24,7 +25,7 @@ import struct
 from typing import TYPE_CHECKING
 
 from autogen.amd import osssys_6_0_0 as oss, soc15_ih_clientid as C, irqsrcs_gfx_11_0_0 as S
-from emu.amdgpu.mmu import Fault
+from emu.amdgpu.mmu import Fault, GPUPageFault
 from emu.amdgpu.registers import Block, storage
 if TYPE_CHECKING: from emu.amdgpu.navi31 import Navi31
 
@@ -71,14 +72,15 @@ class IH(Block):
       ts = self.dev.gpu.clock()
       words = [client | src << 8 | vmid << 24, ts & 0xFFFFFFFF, (ts >> 32) & 0xFFFF, 0, *data, *[0] * (4 - len(data))]
       base = (self.get(oss.regIH_RB_BASE_HI) << 32 | self.get(oss.regIH_RB_BASE)) << 8
+      mmu = self.dev.gmc_mm.mmu
       try:
-        self.dev.gmc_mm.write_vram(base + wptr, struct.pack("<8I", *words), "IH ring")
+        mmu.write(base + wptr, struct.pack("<8I", *words), "IH")
         wptr = (wptr + ENTRY) % size
         self.set(oss.regIH_RB_WPTR, (wptr_reg & 1) | wptr)
         if cntl["WPTR_WRITEBACK_ENABLE"]:
           at = self.get(oss.regIH_RB_WPTR_ADDR_HI) << 32 | (self.get(oss.regIH_RB_WPTR_ADDR_LO) & ~3)
-          self.dev.gmc_mm.write_vram(at, struct.pack("<I", self.get(oss.regIH_RB_WPTR)), "IH wptr write-back")
-      except ValueError as e:   # the ring is not in VRAM: the write goes nowhere
+          mmu.write(at, struct.pack("<I", self.get(oss.regIH_RB_WPTR)), "IH")
+      except GPUPageFault as e:   # the MM hub cannot reach the ring: the entry is lost
         self.dev.log(f"IH: entry lost: {e}")
         self.dropped += 1
         return False

@@ -12,7 +12,7 @@ GetDpmFreqByIndex (param clk << 16 | index; index 0xFF returns the level count, 
 fine-grained clock), GetMinDpmFreq/GetMaxDpmFreq, SetSoftMinByFreq/SetSoftMaxByFreq (clk << 16 | MHz,
 clamped to the table; need the features enabled), SetPptLimit/GetPptLimit (watts, 100..402),
 TransferTableSmu2Dram (param & 0xFFFF = table id; TABLE_SMU_METRICS = 5 writes SmuMetricsExternal_t to the
-driver table), PrepareMp1ForUnload, Mode1Reset (resets the whole device). Clock ids: PPCLK_GFXCLK 0,
+driver table, an MC address reached through the MM hub), PrepareMp1ForUnload, Mode1Reset (resets the whole device). Clock ids: PPCLK_GFXCLK 0,
 SOCCLK 1, UCLK 2, FCLK 3.
 
 The metrics are computed when transferred, from what the engines did since the last transfer: activity
@@ -26,6 +26,7 @@ from ctypes import Structure, c_double, c_uint32, c_uint64
 from typing import TYPE_CHECKING
 
 from autogen.amd import mp_13_0_0 as mp, smu_v13_0_0_ppsmc as P, smu13_driver_if_v13_0_0 as D
+from emu.amdgpu.mmu import GPUPageFault
 from emu.amdgpu.registers import Block, storage
 if TYPE_CHECKING: from emu.amdgpu.navi31 import Navi31
 
@@ -162,8 +163,8 @@ class SMU(Block):
     table = p & 0xFFFF
     if not (self.s.table_hi or self.s.table_lo): return PREREQ, 0
     if table != D.TABLE_SMU_METRICS: return self._fail(f"TransferTableSmu2Dram: table {table} is not modelled (TABLE_SMU_METRICS = {D.TABLE_SMU_METRICS} is)")
-    try: self.dev.gmc_mm.write_vram(self.s.table_hi << 32 | self.s.table_lo, bytes(self.metrics()), "SMU driver table")
-    except ValueError as e: return self._fail(str(e))
+    try: self.dev.gmc_mm.mmu.write(self.s.table_hi << 32 | self.s.table_lo, bytes(self.metrics()), "SMU")
+    except GPUPageFault as e: return self._fail(f"TransferTableSmu2Dram: {e}")
     return OK, 0
 
   # --- the metrics model

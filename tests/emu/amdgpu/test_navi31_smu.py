@@ -3,7 +3,7 @@ Facts: reference/amd_driver.md 2.8 and 7.2, smu_v13_0_0_ppsmc.h, smu13_driver_if
 import time
 import pytest
 
-from autogen.amd import gc_11_0_0 as gc, mp_13_0_0 as mp, smu_v13_0_0_ppsmc as P, smu13_driver_if_v13_0_0 as D
+from autogen.amd import gc_11_0_0 as gc, mmhub_3_0_0 as mmhub, mp_13_0_0 as mp, smu_v13_0_0_ppsmc as P, smu13_driver_if_v13_0_0 as D
 from autogen.amd import sdma_v6_0_0_pkt_open as S
 from tests.emu.amdgpu.navi31_driver import sdma_pkt, VA_BASE
 
@@ -104,3 +104,15 @@ def test_mode1_reset_returns_the_device_to_cold(booted, mailbox):
   assert booted.r(gc.regSCRATCH_REG7) == 0 and not booted.r(gc.regRLC_RLCS_BOOTLOAD_STATUS) >> 31
   assert not booted.dev.read_config(0x04, 2) & 0x4                   # bus mastering off after the reset
   with pytest.raises(TimeoutError): booted.smu_msg(P.PPSMC_MSG_GetSmuVersion, timeout=0.05)
+
+
+def test_driver_table_outside_the_mm_hub_faults_instead_of_landing_anywhere(booted):
+  bad = 0x10_0000_0000                                                # not VRAM, not in the MM hub's VMID 0 window
+  booted.smu_msg(P.PPSMC_MSG_SetDriverDramAddrHigh, bad >> 32)
+  booted.smu_msg(P.PPSMC_MSG_SetDriverDramAddrLow, bad & 0xFFFFFFFF)
+  assert booted.smu_msg(P.PPSMC_MSG_TransferTableSmu2Dram, D.TABLE_SMU_METRICS)[0] == FAILED
+  status = mmhub.regMMVM_L2_PROTECTION_FAULT_STATUS.decode(booted.r(mmhub.regMMVM_L2_PROTECTION_FAULT_STATUS))
+  assert status["MAPPING_ERROR"] == 1 and status["RW"] == 1
+  assert booted.r(mmhub.regMMVM_L2_PROTECTION_FAULT_ADDR_LO32) == (bad >> 12) & 0xFFFFFFFF
+  (e,) = booted.ih_entries()
+  assert (e[0] & 0xFF, e[0] >> 8 & 0xFF) == (0x12, 0)                  # SOC21_IH_CLIENTID_VMC, VM fault
