@@ -1,5 +1,6 @@
-"""The AMD driver on the KFD interface, end to end on MOCKKFD+AMD (the same driver code as KFD+AMD)."""
-import os, subprocess, sys
+"""The AMD driver end to end on the emulated Navi31, through both interfaces: MOCKKFD+AMD (the KFD path, the
+same driver code as KFD+AMD) and MOCKPCI+AMD (the AM userspace driver booting the PCI function from cold)."""
+import os, re, subprocess, sys
 import numpy as np
 import pytest
 from drivers.hcq import open_device, SignalTimeout, DeviceFault
@@ -8,12 +9,12 @@ from drivers.amd.kfd import KFDIface
 from drivers.system.kernel import kernel_interface
 from tests.drivers.amd.kernels import SRC
 
-DEV = os.environ.get("HCQ_TEST_AMD", "MOCKKFD+AMD")
+DEVICES = ["MOCKKFD+AMD", "MOCKPCI+AMD"]
 
 
-@pytest.fixture(scope="module")
-def dev():
-  d = open_device(DEV)
+@pytest.fixture(scope="module", params=DEVICES)
+def dev(request):
+  d = open_device(request.param)
   yield d
   d.close()
 
@@ -105,22 +106,24 @@ def test_thousand_launches_chained_across_queues(dev, lib):
 def test_signal_never_written_times_out_naming_the_queue(dev):
   sig = dev.new_signal(0, name="never")
   dev.copy_queue().wait(sig, 1).signal(sig, 7).submit()
-  with pytest.raises(SignalTimeout, match=r"MOCKKFD\+AMD: never written by the copy queue did not reach 7 .*last seen 0"):
+  with pytest.raises(SignalTimeout, match=rf"{re.escape(dev.name)}: never written by the copy queue did not reach 7 .*last seen 0"):
     sig.wait(7, timeout_ms=200)
   sig.value = 1                 # the SDMA queue's POLL_REGMEM now passes and the queue drains
   sig.wait(7, timeout_ms=5000)
 
 
-def test_unmapped_address_faults_naming_address_and_kernel(lib):
-  d = AMDDevice("MOCKKFD+AMD", KFDIface(kernel_interface("kfd")))   # a device of its own: the fault poisons it
+@pytest.mark.parametrize("iface", ["MOCKKFD", "MOCKPCI"])
+def test_unmapped_address_faults_naming_address_and_kernel(iface):
+  # a device of its own (the fault poisons it): a fresh KFD model, or the second emulated PCI function
+  d = AMDDevice("MOCKKFD+AMD", KFDIface(kernel_interface("kfd"))) if iface == "MOCKKFD" else open_device("MOCKPCI+AMD:1")
   try:
     out = d.alloc(4)
-    bad = type("Unmapped", (), {"va": 0x1234_5678_0000, "device": d})()   # an address no buffer is mapped at
-    prg = d.program("read_ptr", lib)
+    bad = type("Unmapped", (), {"va": 0x2234_5678_0000, "device": d})()   # an address no buffer is mapped at
+    prg = d.program("read_ptr", d.compiler.compile(SRC))
     args = prg.fill_kernargs([out, out])
     args.update([out, bad], [])
     d.compute_queue().exec(prg, args, (1,), (1,)).signal(d.timeline, v := d.next_timeline()).submit()
-    with pytest.raises(DeviceFault, match=r"MMU fault at 0x123456780000.*kernel read_ptr"): d.timeline.wait(v, timeout_ms=10_000)
+    with pytest.raises(DeviceFault, match=r"fault at 0x223456780000.*kernel read_ptr"): d.timeline.wait(v, timeout_ms=10_000)
   finally: d.close()
 
 

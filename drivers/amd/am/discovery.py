@@ -1,0 +1,68 @@
+"""IP discovery: the table the GPU keeps at the end of VRAM, naming every IP block, its version and the
+register segment bases of each instance (discovery.h; reference/amd_driver.md 2.2)."""
+from __future__ import annotations
+import ctypes
+from dataclasses import dataclass, field
+
+from autogen.amd import discovery as d, soc15_hw_ip as hw
+
+DISCOVERY_TMR_SIZE = 64 << 10     # the table lives in the last 64 KiB of VRAM
+DISCOVERY_READ = 10 << 10         # of which the driver reads the first 10 KiB
+# hw ids (soc15_hw_ip.h) of the blocks the AM driver programs -> the names it uses for them
+BLOCKS = {hw.GC_HWID: "GC", hw.SDMA0_HWID: "SDMA0", hw.MMHUB_HWID: "MMHUB", hw.NBIF_HWID: "NBIO", hw.MP0_HWID: "MP0",
+          hw.MP1_HWID: "MP1", hw.HDP_HWID: "HDP", hw.OSSSYS_HWID: "OSSSYS", hw.SMUIO_HWID: "SMUIO", hw.ATHUB_HWID: "ATHUB",
+          hw.DF_HWID: "DF", hw.THM_HWID: "THM", hw.UMC_HWID: "UMC"}
+
+
+class DiscoveryError(RuntimeError):
+  """The IP discovery table is missing or corrupt."""
+
+
+@dataclass
+class Discovery:
+  versions: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+  bases: dict[str, tuple[int, ...]] = field(default_factory=dict)        # instance 0 segment bases (dwords)
+  gc_info: ctypes.Structure | None = None
+
+
+def checksum(data: bytes) -> int:
+  """discovery.h tables carry a 16-bit byte sum."""
+  return sum(data) & 0xFFFF
+
+
+def parse(blob: bytes) -> Discovery:
+  bh = d.binary_header.from_buffer_copy(blob)
+  if bh.binary_signature != d.BINARY_SIGNATURE:
+    raise DiscoveryError(f"IP discovery binary signature {bh.binary_signature:#x}, expected {d.BINARY_SIGNATURE:#x}: the GPU "
+                         "did not publish its discovery table (VRAM not initialised by the firmware?)")
+  start = d.binary_header.binary_checksum.offset + d.binary_header.binary_checksum.size   # the sum covers what follows it
+  if bh.binary_size > len(blob) or checksum(blob[start:bh.binary_size]) != bh.binary_checksum:
+    raise DiscoveryError("IP discovery binary checksum mismatch: the table is corrupt")
+  out = Discovery()
+  t = bh.table_list[d.IP_DISCOVERY]
+  if checksum(blob[t.offset:t.offset + t.size]) != t.checksum: raise DiscoveryError("IP discovery table checksum mismatch")
+  ihdr = d.ip_discovery_header.from_buffer_copy(blob, t.offset)
+  if ihdr.signature != d.DISCOVERY_TABLE_SIGNATURE: raise DiscoveryError(f"IP discovery table signature {ihdr.signature:#x} is not IPDS")
+  wide = bool(ihdr.base_addr_64_bit)
+  for die in ihdr.die_info[:ihdr.num_dies]:
+    dh = d.die_header.from_buffer_copy(blob, die.die_offset)
+    off = die.die_offset + ctypes.sizeof(d.die_header)
+    for _ in range(dh.num_ips):
+      ip = d.ip_v4.from_buffer_copy(blob, off)
+      off += 8
+      n, size = ip.num_base_address, 8 if wide else 4
+      bases = tuple(int.from_bytes(blob[off + i * size:off + (i + 1) * size], "little") for i in range(n))
+      off += n * size
+      name = BLOCKS.get(ip.hw_id)
+      if name is not None and ip.instance_number == 0:
+        out.versions[name], out.bases[name] = (ip.major, ip.minor, ip.revision), bases
+  g = bh.table_list[d.GC]
+  if g.offset:
+    if checksum(blob[g.offset:g.offset + g.size]) != g.checksum: raise DiscoveryError("GC info table checksum mismatch")
+    gh = d.gpu_info_header.from_buffer_copy(blob, g.offset)
+    cls = getattr(d, f"gc_info_v{gh.version_major}_{gh.version_minor}", None)
+    if gh.table_id != d.GC_TABLE_ID or cls is None: raise DiscoveryError(f"GC info table v{gh.version_major}.{gh.version_minor} is not supported")
+    out.gc_info = cls.from_buffer_copy(blob, g.offset)
+  for need in ("GC", "SDMA0", "MMHUB", "NBIO", "MP0", "MP1", "HDP", "OSSSYS"):
+    if need not in out.versions: raise DiscoveryError(f"IP discovery lists no {need} block")
+  return out

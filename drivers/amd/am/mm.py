@@ -1,0 +1,75 @@
+"""GPU memory management for the AM driver: VRAM partitioning, GPU virtual addresses, and the page tables
+(gfx11 4-level format, amdgpu_vm.h; reference/amd_driver.md 2.5-2.6). Everything runs in VMID 0.
+
+VRAM layout: [0, 32 MiB) boot allocations (made in the same order on every boot, so a partial boot finds
+firmware-owned structures where it left them), then general allocations up to the reserved top 64 MiB
+(which holds the IP discovery table)."""
+from __future__ import annotations
+import numpy as np
+
+from autogen.amd import amdgpu_vm as vm
+from drivers.system.alloc import RangeAllocator
+
+PAGE = 4096
+BOOT_SIZE = 32 << 20
+RESERVED_TOP = 64 << 20
+VA_BASE, VA_SIZE = 0x2000_0000_0000, 16 << 40       # the GPU VA window of context 0
+ADDR_MASK = ((1 << 48) - 1) & ~0xFFF
+SHIFTS = (39, 30, 21, 12)                           # PDB2, PDB1, PDB0, PTB
+MTYPE_UC = 3                                        # MTYPE (NV10 layout, bits 48-50): uncached
+LEAF = vm.AMDGPU_PTE_VALID | vm.AMDGPU_PTE_READABLE | vm.AMDGPU_PTE_WRITEABLE | vm.AMDGPU_PTE_EXECUTABLE
+
+
+class MemoryManager:
+  def __init__(self, vram: np.ndarray, vram_size: int):
+    self.vram, self.vram_size = vram, vram_size      # `vram`: the BAR0 mapping as bytes
+    self.u64 = vram.view(np.uint64)
+    self.boot = RangeAllocator(0, BOOT_SIZE, "boot VRAM")
+    self.heap = RangeAllocator(BOOT_SIZE, vram_size - BOOT_SIZE - RESERVED_TOP, "VRAM")
+    self.va = RangeAllocator(VA_BASE, VA_SIZE, "GPU virtual address space")
+    self.booting = True
+    self.root = self.palloc(PAGE, boot=True, zero=True)
+
+  def palloc(self, size: int, align: int = PAGE, boot: bool = False, zero: bool = False) -> int:
+    """Physical VRAM (an offset into VRAM)."""
+    if boot and not self.booting: raise RuntimeError("boot-region VRAM can only be allocated while the GPU boots")
+    size = -(-size // PAGE) * PAGE
+    paddr = (self.boot if boot else self.heap).alloc(size, align)
+    if zero: self.vram[paddr:paddr + size] = 0
+    return paddr
+
+  def pfree(self, paddr: int) -> None: (self.boot if paddr < BOOT_SIZE else self.heap).free(paddr)
+
+  # --- page tables
+  def _ptb(self, va: int) -> int:
+    rel, table = va - VA_BASE, self.root
+    for shift in SHIFTS[:3]:
+      slot = (table >> 3) + ((rel >> shift) & 0x1FF)
+      e = int(self.u64[slot])
+      if not e & vm.AMDGPU_PTE_VALID:
+        e = self.palloc(PAGE, zero=True) | vm.AMDGPU_PTE_VALID
+        self.u64[slot] = e
+      table = e & ADDR_MASK
+    return table
+
+  def map(self, va: int, pages: np.ndarray, system: bool, uncached: bool = False) -> None:
+    """Point the 4 KiB pages at `va` to `pages` (VRAM offsets, or bus addresses when `system`)."""
+    flags = LEAF | (vm.AMDGPU_PTE_SYSTEM | vm.AMDGPU_PTE_SNOOPED if system else 0) | ((MTYPE_UC << 48) if uncached else 0)
+    self._write(va, pages.astype(np.uint64) | np.uint64(flags))
+
+  def unmap(self, va: int, npages: int) -> None:
+    self._write(va, np.zeros(npages, np.uint64))
+
+  def _write(self, va: int, ptes: np.ndarray) -> None:
+    i = 0
+    while i < len(ptes):
+      page = va + i * PAGE
+      idx = ((page - VA_BASE) >> 12) & 0x1FF
+      n = min(512 - idx, len(ptes) - i)
+      ptb = self._ptb(page)
+      self.u64[(ptb >> 3) + idx:(ptb >> 3) + idx + n] = ptes[i:i + n]
+      i += n
+
+  def used_vram(self) -> int:
+    """Bytes of VRAM allocated (what am_smi reports as VRAM used)."""
+    return (self.boot.size - self.boot.free_bytes) + (self.heap.size - self.heap.free_bytes)
