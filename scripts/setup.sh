@@ -9,16 +9,23 @@ SUDO=""
 
 # clang/lld/llvm 22 come from bookworm-security (in Debian's default sources); libusb for pyusb.
 # linux-source-6.12 (bookworm-backports) carries the kernel headers autogen/ is generated from.
-APT_PKGS="clang-22 lld-22 llvm-22 libusb-1.0-0 libudev1 python3-venv linux-source-6.12"
+# firmware-amd-graphics (bookworm non-free-firmware) is what the AM driver loads into the GPU (and the emulated one).
+APT_PKGS="clang-22 lld-22 llvm-22 libusb-1.0-0 libudev1 python3-venv linux-source-6.12 firmware-amd-graphics"
 
-# bookworm-backports, written only if missing; packages are taken from it only when named "pkg/bookworm-backports".
-BACKPORTS=/etc/apt/sources.list.d/hcq-backports.sources
+# apt sources, each written only if missing: bookworm-backports (packages are taken from it only when named
+# "pkg/bookworm-backports") and the non-free-firmware component of bookworm itself.
 updated=""
-if [ ! -f "$BACKPORTS" ]; then
-  echo "setup: adding $BACKPORTS"
-  printf '%s\n' "Types: deb" "URIs: http://deb.debian.org/debian" "Suites: bookworm-backports" \
-    "Components: main contrib non-free-firmware" "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg" \
-    | $SUDO tee "$BACKPORTS" >/dev/null
+add_source() {   # file suites components
+  if [ ! -f "$1" ]; then
+    echo "setup: adding $1"
+    printf '%s\n' "Types: deb" "URIs: http://deb.debian.org/debian" "Suites: $2" "Components: $3" \
+      "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg" | $SUDO tee "$1" >/dev/null
+    updated=pending
+  fi
+}
+add_source /etc/apt/sources.list.d/hcq-backports.sources "bookworm-backports" "main contrib non-free-firmware"
+add_source /etc/apt/sources.list.d/hcq-nonfree-firmware.sources "bookworm bookworm-updates" "non-free-firmware"
+if [ -n "$updated" ]; then
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q
   updated=1
 fi

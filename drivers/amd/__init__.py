@@ -39,4 +39,4 @@ def _open(spec: DeviceSpec):
 
 register_backend("AMD", _open)
 # the default device when no GPU is present: the emulated Navi31 booted through the userspace PCI driver
-EMULATED = "MOCKKFD+AMD"
+EMULATED = "MOCKPCI+AMD"

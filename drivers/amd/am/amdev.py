@@ -95,11 +95,12 @@ class AMDev:
     partial = self.rreg("GC", gc.regSCRATCH_REG7) == AM_VERSION and not force_reset
     if partial and (self.rreg("GC", gc.regSCRATCH_REG6) != 0 or self.rreg("GC", gc.regGCVM_L2_PROTECTION_FAULT_STATUS) != 0):
       partial = False   # the last driver instance died or the device faulted: malformed state, boot from scratch
-    self.partial_boot = partial
+    self.partial_boot, self.mode1_reset_done = partial, False
     if not partial:
-      if self.psp.sos_alive() and self.smu.alive():
+      if self.psp.sos_alive() and self.smu.alive():   # firmware of an earlier instance still running: reset it all
         self.pci.write_config(4, 2, self.pci.read_config(4, 2) & ~0x4)   # no DMA while the GPU resets
         self.smu.mode1_reset()
+        self.mode1_reset_done = True
         time.sleep(0.05)
       self.pci.enable_bus_master()
       for block in (self.soc, self.gmc, self.ih, self.psp, self.smu): block.init_hw()

@@ -64,7 +64,8 @@ def _header(path: str, blob: bytes, expected: tuple[int, ...], struct_base: str)
 
 
 def _slice(path: str, blob: bytes, off: int, size: int, what: str) -> bytes:
-  if off + size > len(blob) or size == 0:
+  if size == 0: raise FirmwareError(f"{path}: the header lists no {what} (size 0): the file is incomplete")
+  if off + size > len(blob):
     raise FirmwareError(f"{path}: {what} at {off:#x}+{size:#x} lies outside the {len(blob):#x}-byte file")
   return blob[off:off + size]
 

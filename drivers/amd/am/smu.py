@@ -24,9 +24,9 @@ class SMU:
 
   def _reg(self, n: int): return getattr(mp, f"regMP1_SMN_C2PMSG_{n}")
 
-  def send(self, message: int, param: int = 0, timeout: float = 10.0, debug: bool = False) -> int:
+  def send(self, message: int, param: int = 0, timeout: float = 10.0) -> int:
     """One mailbox round trip: clear the response, write the parameter, write the message, wait, read the result."""
-    resp_r, param_r, msg_r = (54, 53, 75) if debug else (90, 82, 66)
+    resp_r, param_r, msg_r = 90, 82, 66
     a = self.adev
     a.wreg("MP1", self._reg(resp_r), 0)
     a.wreg("MP1", self._reg(param_r), param)
@@ -47,8 +47,12 @@ class SMU:
     return self.adev.rreg("MP1", self._reg(90)) != 0
 
   def mode1_reset(self) -> None:
-    """Reset the whole GPU (everything but the PCI config space) through the debug mailbox."""
-    self.send(DEBUGSMC_MSG_MODE1_RESET, debug=True)
+    """Reset the whole GPU (everything but the PCI config space) through the debug mailbox. Debug messages get no
+    response (smu_cmn.c): the SMU itself restarts, so the caller waits a fixed time instead."""
+    a = self.adev
+    a.wreg("MP1", self._reg(53), 0)
+    a.wreg("MP1", self._reg(75), DEBUGSMC_MSG_MODE1_RESET)
+    a.wreg("MP1", self._reg(54), 0)
 
   def init_hw(self) -> None:
     mc = self.adev.mc(self.table)

@@ -1,0 +1,121 @@
+"""The AM userspace PCI driver on the emulated Navi31: cold and warm boot, firmware errors, ownership,
+recovery after a killed process, and the VFIO path (each test gets a fresh device: TMPDIR is per test)."""
+import os, re, signal, subprocess, sys, time
+import numpy as np
+import pytest
+from drivers.amd.device import AMDDevice
+from drivers.amd.pci import PCIIface
+from drivers.amd.am.firmware import FirmwareError, DEFAULT_DIR
+from drivers.amd.am.psp import PSPError
+from drivers.system import DeviceBusyError, open_model
+from drivers.system.kernel import kernel_interface
+from drivers.system.vfio import VFIOPCIDevice
+from emu.amdgpu.fwbuild import write_firmware
+from emu.amdgpu.navi31 import Navi31
+from tests.drivers.amd.kernels import SRC
+
+REAL_FW = os.path.exists(os.path.join(DEFAULT_DIR, "psp_13_0_0_sos.bin"))
+
+
+def vadd_ok(dev) -> bool:
+  n = 777
+  a = np.arange(n, dtype=np.float32)
+  x, out = dev.alloc(n * 4), dev.alloc(n * 4)
+  x.copyin(a.data)
+  dev.program("vadd", dev.compiler.compile(SRC))(out, x, x, global_size=(-(-n // 64),), local_size=(64,), vals=(n,), wait=True)
+  return np.array_equal(np.frombuffer(out.copyout(), np.float32), 2 * a)
+
+
+def boot(index: int = 0) -> AMDDevice:
+  """A fresh driver instance on emulated device `index` (not open_device's per-process cache: each call boots)."""
+  return AMDDevice("MOCKPCI+AMD", PCIIface(open_model("navi31", index, "am")))
+
+
+@pytest.mark.skipif(not REAL_FW, reason=f"Debian firmware-amd-graphics is not installed in {DEFAULT_DIR} (scripts/setup.sh installs it)")
+def test_cold_boot_with_debian_firmware_then_partial_boot():
+  dev = boot()
+  assert not dev.iface.adev.partial_boot and vadd_ok(dev)
+  assert dev.iface.adev.fw.files["sos"] == os.path.join(DEFAULT_DIR, "psp_13_0_0_sos.bin")
+  dev.close()
+  dev = boot()                                  # the GPU still runs our firmware and was left clean: partial boot
+  assert dev.iface.adev.partial_boot and vadd_ok(dev)
+  dev.close()
+
+
+def test_cold_boot_with_synthetic_firmware(tmp_path, monkeypatch):
+  write_firmware(str(tmp_path))
+  monkeypatch.setenv("HCQ_FIRMWARE_DIR", str(tmp_path))
+  dev = boot()
+  assert not dev.iface.adev.partial_boot and vadd_ok(dev)
+  dev.close()
+
+
+def test_missing_firmware_names_the_file_and_the_package(tmp_path, monkeypatch):
+  monkeypatch.setenv("HCQ_FIRMWARE_DIR", str(tmp_path))
+  with pytest.raises(FirmwareError, match=r"firmware file .*/psp_13_0_0_sos.bin not found: install firmware-amd-graphics"):
+    boot()
+  files = write_firmware(str(tmp_path))
+  os.remove(files["sdma_6_0_0.bin"])
+  with pytest.raises(FirmwareError, match=r"firmware file .*/sdma_6_0_0.bin not found"): boot()
+  write_firmware(str(tmp_path), omit=("RLC_P",))                    # a piece the RLC v2.3 header must list
+  with pytest.raises(FirmwareError, match=r"gc_11_0_0_rlc.bin: the header lists no RLC P \(size 0\)"): boot()
+
+
+def test_corrupt_firmware_header_names_the_file(tmp_path, monkeypatch):
+  write_firmware(str(tmp_path), bad_header=("gc_11_0_0_mec.bin",))
+  monkeypatch.setenv("HCQ_FIRMWARE_DIR", str(tmp_path))
+  with pytest.raises(FirmwareError, match=r"gc_11_0_0_mec.bin: not a valid gfx_firmware_header \(header v9"): boot()
+
+
+def test_firmware_the_psp_rejects_fails_boot_naming_the_component(tmp_path, monkeypatch):
+  write_firmware(str(tmp_path), damage={"RLC_G": "unsigned"})
+  monkeypatch.setenv("HCQ_FIRMWARE_DIR", str(tmp_path))
+  with pytest.raises(PSPError, match=r"LOAD_IP_FW RLC_G failed with status"): boot()
+
+
+HOLD = "from drivers.hcq import open_device; d = open_device('MOCKPCI+AMD'); print('up', flush=True); import time; time.sleep(120)"
+RUN = r"""
+import numpy as np
+from drivers.hcq import open_device
+from tests.drivers.amd.kernels import SRC
+d = open_device('MOCKPCI+AMD')
+x = d.alloc(4096)
+add1 = d.program("add1", d.compiler.compile(SRC))
+print('up', flush=True)
+while True: add1(x, global_size=(16,), local_size=(64,))
+"""
+
+
+def _start(code: str) -> subprocess.Popen:
+  p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                       env=dict(os.environ, PYTHONPATH=os.getcwd()))
+  if p.stdout.readline().strip() != "up":
+    p.kill()
+    raise AssertionError(f"the child process did not start: {p.communicate()[1]}")
+  return p
+
+
+def test_device_locked_by_another_process_names_its_pid():
+  p = _start(HOLD)
+  try:
+    with pytest.raises(DeviceBusyError, match=rf"device mock-0 is in use by pid {p.pid} .*hcq_smi amd kill_pids --pci_bus mock-0"): boot()
+  finally: p.kill(); p.wait()
+
+
+def test_process_killed_mid_run_leaves_a_dirty_device_the_next_open_resets():
+  p = _start(RUN)
+  time.sleep(0.5)                 # launches in flight, the queues busy
+  p.send_signal(signal.SIGKILL); p.wait()
+  dev = boot()                    # SCRATCH_REG6 still says "running": a full boot, through the mode-1 reset
+  adev = dev.iface.adev
+  assert not adev.partial_boot and adev.mode1_reset_done and vadd_ok(dev)
+  dev.close()
+
+
+def test_boot_through_vfio():
+  """The same driver on VFIOPCIDevice, over the fake VFIO kernel interface serving the Navi31 model."""
+  fn = Navi31("0000:0c:00.0")
+  k = kernel_interface("vfio", function=fn)
+  dev = AMDDevice("PCI+AMD", PCIIface(VFIOPCIDevice("0000:0c:00.0", "am", kernel=k)))
+  assert vadd_ok(dev)
+  dev.close()
