@@ -231,23 +231,23 @@ def _kill(host: Host, pid: int, sudoless: bool) -> None:
     if _alive(pid): raise
 
 
-def _free(host: Host, d: Device, sudoless: bool) -> None:
-  """SIGKILL the holder of d's lock (and any next holder) until the lock is free, probing `host.tries` times."""
+def free_lock(host: Host, bus: str, path: str, sudoless: bool) -> None:
+  """SIGKILL the holder of a device lock (and any next holder) until it is free, probing `host.tries` times."""
   killed: list[int] = []
   for _ in range(host.tries):
-    if (pid := holder(d.lock.path)) is None:
-      print(f"{d.bus}: " + (f"killed pid {', '.join(map(str, killed))}" if killed else "the holder exited") + "; the device is free")
+    if (pid := holder(path)) is None:
+      print(f"{bus}: " + (f"killed pid {', '.join(map(str, killed))}" if killed else "the holder exited") + "; the device is free")
       return
     if pid > 0 and pid not in killed:
-      print(f"{d.bus}: killing pid {pid} ({process_name(pid)})")
+      print(f"{bus}: killing pid {pid} ({process_name(pid)})")
       _kill(host, pid, sudoless)
       killed.append(pid)
     time.sleep(host.poll_s)
   waited = f"after {host.tries * host.poll_s:g} s"
-  if pid < 0: why = f"its holder recorded no pid; find it with `lsof {d.lock.path}`"
+  if pid < 0: why = f"its holder recorded no pid; find it with `lsof {path}`"
   elif _alive(pid): why = f"pid {pid} ({process_name(pid)}) has not exited (stuck in the kernel? see /proc/{pid}/stack)"
-  else: why = f"pid {pid} has exited but a process it forked keeps the lock open; find it with `lsof {d.lock.path}`"
-  raise SmiError(f"{d.bus}: lock {d.lock.path} still held {waited}: {why}")
+  else: why = f"pid {pid} has exited but a process it forked keeps the lock open; find it with `lsof {path}`"
+  raise SmiError(f"{bus}: lock {path} still held {waited}: {why}")
 
 
 def cmd_kill_pids(backend: Backend, host: Host, args: argparse.Namespace) -> int:
@@ -257,7 +257,7 @@ def cmd_kill_pids(backend: Backend, host: Host, args: argparse.Namespace) -> int
     if d.pid is None:
       print(f"{d.bus}: {NOT_IN_USE}")
       continue
-    try: _free(host, d, args.sudoless)
+    try: free_lock(host, d.bus, d.lock.path, args.sudoless)
     except SmiError as e:
       print(f"hcq_smi: {e}", file=sys.stderr)
       failed += 1

@@ -35,9 +35,10 @@ class PCIDevice:
   def _alloc_dma(self, size: int, contiguous: bool) -> DMAMemory: raise NotImplementedError
   def reset(self) -> None: raise NotImplementedError
 
-  def __init__(self, bus: str, lock_prefix: str):
+  def __init__(self, bus: str, lock_prefix: str | None):
+    """lock_prefix None: open without taking ownership (monitors that only read, like am_smi)."""
     self.bus, self._bars, self._dma = bus, {}, []
-    self._lock: DeviceLock | None = DeviceLock(lock_prefix, bus)
+    self._lock: DeviceLock | None = DeviceLock(lock_prefix, bus) if lock_prefix is not None else None
 
   def map_bar(self, n: int) -> MMIO:
     """Register/memory access to BAR n (mapped once, shared)."""
@@ -72,7 +73,7 @@ class PCIDevice:
 class ModelPCIDevice(PCIDevice):
   """A device model from emu/ behind the PCIDevice interface (config callbacks, BAR regions, DMA space).
   `model` is the model, or, with `bus`, a callable that builds it once the device lock is held."""
-  def __init__(self, model: Any, lock_prefix: str, bus: str | None = None):
+  def __init__(self, model: Any, lock_prefix: str | None, bus: str | None = None):
     super().__init__(model.bus if bus is None else bus, lock_prefix)
     try: self.model = model if bus is None else model()
     except BaseException:
@@ -104,7 +105,7 @@ class ModelPCIDevice(PCIDevice):
     super().close()
 
 
-def open_model(kind: str, index: int = 0, lock_prefix: str = "am", **options: Any) -> ModelPCIDevice:
+def open_model(kind: str, index: int = 0, lock_prefix: str | None = "am", **options: Any) -> ModelPCIDevice:
   """An emulated device as a PCI function: `kind` "navi31" (emu/amdgpu/navi31.py) on bus "mock-<index>", its state
   kept across processes in $TMPDIR/hcq-emu/navi31-<index>; `options` go to the model (vram_size=...)."""
   if kind != "navi31": raise ValueError(f"no device model {kind!r}; models: navi31")

@@ -17,7 +17,8 @@ Persistent state (`path` given: $TMPDIR/hcq-emu/navi31-<index>/ from `state_dir`
          the banked copies at 4*(2^27 + i): HQD registers of MEC pipe p queue q at i = (8p + q) * 64 +
          (A - CP_MQD_BASE_ADDR), SH_MEM_CONFIG / SH_MEM_BASES of VMID v at i = 2048 + 2v / +1,
          CP_MEC_RS64_PRGRM_CNTR_START / _HI of pipe p at i = 2080 + 2p / +1.
-  state  one DeviceState (ctypes layout below): magic, layout version, VRAM size, PSPState (psp.py), SMUState (smu.py).
+  state  one DeviceState (ctypes layout below): magic, layout version, VRAM size, PSPState (psp.py), SMUState (smu.py),
+         the engines' busy nanoseconds (gfx, sdma) behind the SMU activity counters.
 All three are MAP_SHARED mappings, so every register store or state change is in the files as it happens and
 a driver killed with -9 leaves the device exactly as it was (PSP and SMU alive, HQDs active, SCRATCH_REG6
 as written). Opening a directory with no (or an older) state powers the device on: registers at their reset
@@ -49,13 +50,24 @@ from emu.amdgpu.sdma import SDMABlock
 
 VENDOR_ID, DEVICE_ID, REVISION, CLASS_VGA = 0x1002, 0x744C, 0xC8, 0x030000
 MMIO_BAR_SIZE, DOORBELL_BAR_SIZE = 1 << 20, 256 << 20
-STATE_MAGIC, STATE_VERSION = 0x5333314E, 1      # "N31S"
+STATE_MAGIC, STATE_VERSION = 0x5333314E, 2      # "N31S"
 NAME_TABLES = ((gc_11_0_0, IP_BASES["GC"]), (mmhub_3_0_0, IP_BASES["MMHUB"]), (nbio_4_3_0, IP_BASES["NBIO"]),
                (mp_13_0_0, IP_BASES["MP0"]), (hdp_6_0_0, IP_BASES["HDP"]), (osssys_6_0_0, IP_BASES["OSSSYS"]))
 
 
 class DeviceState(Structure):
-  _fields_ = [("magic", c_uint32), ("version", c_uint32), ("vram_size", c_uint64), ("psp", PSPState), ("smu", SMUState)]
+  _fields_ = [("magic", c_uint32), ("version", c_uint32), ("vram_size", c_uint64), ("psp", PSPState), ("smu", SMUState),
+              ("busy_ns", c_uint64 * 2)]
+
+
+class SharedBusy:
+  """The engines' busy time (gfx, sdma) kept in the state file: the SMU's activity counters then show the load of
+  the process running the engines to any process that asks (am_smi attaches from another process)."""
+  KINDS = ("gfx", "sdma")
+
+  def __init__(self, counters): self.counters = counters
+  def __getitem__(self, kind: str) -> int: return self.counters[self.KINDS.index(kind)]
+  def __setitem__(self, kind: str, ns: int) -> None: self.counters[self.KINDS.index(kind)] = ns
 
 
 def state_dir(index: int) -> str:
@@ -145,6 +157,7 @@ class Navi31(PCIFunction):
     self.regs = RegisterFile(None if path is None else os.path.join(path, "regs"))
     self._state_map = map_file(None if path is None else os.path.join(path, "state"), ctypes.sizeof(DeviceState))
     self.state = DeviceState.from_buffer(self._state_map)
+    self.gpu.busy_ns = SharedBusy(self.state.busy_ns)
     self.doorbell_queues: dict[int, object] = {}
     self.stale_doorbells: dict[int, tuple[tuple, str]] = {}
     self.nbio, self.hdp = NBIO(self), HDP(self)

@@ -48,7 +48,8 @@ class SMUState(Structure):
   _fields_ = [("alive", c_uint32), ("version", c_uint32), ("features", c_uint64), ("table_hi", c_uint32),
               ("table_lo", c_uint32), ("soft_min", c_uint32 * 4), ("soft_max", c_uint32 * 4), ("ppt_w", c_uint32),
               ("counter", c_uint32), ("gfx_act", c_double), ("mem_act", c_double), ("t_edge", c_double),
-              ("t_hotspot", c_double), ("t_mem", c_double), ("energy_j", c_double), ("last_wall", c_double)]
+              ("t_hotspot", c_double), ("t_mem", c_double), ("energy_j", c_double), ("last_wall", c_double),
+              ("seen_busy_ns", c_uint64 * 2)]   # engine busy time (gfx, sdma) at the last update, whichever process made it
 
 
 class SMU(Block):
@@ -59,7 +60,6 @@ class SMU(Block):
     super().__init__(dev)
     self.s = state
     self.messages: list[tuple[int, int, int]] = []    # (message, parameter, response) this process sent
-    self._busy = {"gfx": 0, "sdma": 0}                  # engine busy ns at the last metrics update (per process)
     self._handlers = {P.PPSMC_MSG_GetSmuVersion: lambda p: (OK, self.s.version),
                       P.PPSMC_MSG_GetDriverIfVersion: lambda p: (OK, D.SMU13_0_0_DRIVER_IF_VERSION),
                       P.PPSMC_MSG_SetDriverDramAddrHigh: self._dram_hi, P.PPSMC_MSG_SetDriverDramAddrLow: self._dram_lo,
@@ -181,9 +181,9 @@ class SMU(Block):
     """Advance activity, power, temperatures and energy to now."""
     now = time.time()
     dt = max(now - self.s.last_wall, 1e-6)
-    busy = {k: self.dev.gpu.busy_time(k) for k in self._busy}
-    inst = {k: min(1.0, (busy[k] - self._busy[k]) / 1e9 / dt) for k in busy}
-    self._busy = busy
+    busy = {k: self.dev.gpu.busy_time(k) for k in ("gfx", "sdma")}
+    inst = {k: min(1.0, max(0, busy[k] - self.s.seen_busy_ns[i]) / 1e9 / dt) for i, k in enumerate(busy)}
+    self.s.seen_busy_ns[0], self.s.seen_busy_ns[1] = busy["gfx"], busy["sdma"]
     a = 1 - math.exp(-dt / ACTIVITY_TAU)
     self.s.gfx_act += a * (max(inst["gfx"], inst["sdma"]) - self.s.gfx_act)
     self.s.mem_act += a * (min(1.0, inst["sdma"] + 0.3 * inst["gfx"]) - self.s.mem_act)

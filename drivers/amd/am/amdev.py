@@ -28,8 +28,14 @@ REG_MODULES = {"GC": gc, "NBIO": nbio, "MP0": mp, "MP1": mp}
 TIMEOUT_S = 10
 
 
+class NotBootedError(RuntimeError):
+  """A monitor attached to a GPU the AM driver has not booted."""
+
+
 class AMDev:
-  def __init__(self, pci: PCIDevice, reset: bool = False):
+  def __init__(self, pci: PCIDevice, reset: bool = False, monitor: bool = False):
+    """Boot the GPU behind `pci`; with monitor=True only attach to one an AM driver booted, writing nothing but
+    SMU mailbox messages (what am_smi does while another process owns the device)."""
     self.pci = pci
     self.mmio, self.doorbells, self.vram_bar = pci.map_bar(5), pci.map_bar(2), pci.map_bar(0)
     self.vram_size = self.mmio.read32(MEMSIZE_DWORD * 4) << 20
@@ -41,12 +47,16 @@ class AMDev:
     self.ip = discovery.parse(blob)
     self.bases, self.versions = self.ip.bases, self.ip.versions
     if self.versions["GC"][0] != 11: raise RuntimeError(f"{pci.bus}: GC {self.versions['GC']} is not supported (gfx11 only)")
-    self.fw = firmware.load(self.versions)
+    if monitor and self.rreg("GC", gc.regSCRATCH_REG7) != AM_VERSION:
+      raise NotBootedError(f"{pci.bus} has not been booted by the AM driver (open it with PCI+AMD first)")
+    self.fw = None if monitor else firmware.load(self.versions)
     self.is_err_state = False
-    self.mm = MemoryManager(self.vram, self.vram_size)
+    # the boot-time allocations come out in the same places every time: a monitor finds the SMU table where the
+    # owner put it (it must not clear anything, so nothing it allocates is zeroed)
+    self.mm = MemoryManager(self.vram, self.vram_size, clear=not monitor)
     self.soc, self.gmc, self.ih, self.psp = SOC(self), GMC(self), IH(self), PSP(self)
     self.smu, self.gfx, self.sdma = SMU(self), GFX(self), SDMA(self)
-    self.boot(reset)
+    if not monitor: self.boot(reset)
 
   # --- registers: dword address = IP segment base + offset; beyond BAR5 through the RSMU index/data pair
   def addr(self, ip: str, reg) -> int: return reg.addr(self.bases[ip])

@@ -21,8 +21,8 @@ LEAF = vm.AMDGPU_PTE_VALID | vm.AMDGPU_PTE_READABLE | vm.AMDGPU_PTE_WRITEABLE | 
 
 
 class MemoryManager:
-  def __init__(self, vram: np.ndarray, vram_size: int):
-    self.vram, self.vram_size = vram, vram_size      # `vram`: the BAR0 mapping as bytes
+  def __init__(self, vram: np.ndarray, vram_size: int, clear: bool = True):
+    self.vram, self.vram_size, self.clear = vram, vram_size, clear    # `vram`: the BAR0 mapping as bytes
     self.u64 = vram.view(np.uint64)
     self.boot = RangeAllocator(0, BOOT_SIZE, "boot VRAM")
     self.heap = RangeAllocator(BOOT_SIZE, vram_size - BOOT_SIZE - RESERVED_TOP, "VRAM")
@@ -35,7 +35,7 @@ class MemoryManager:
     if boot and not self.booting: raise RuntimeError("boot-region VRAM can only be allocated while the GPU boots")
     size = -(-size // PAGE) * PAGE
     paddr = (self.boot if boot else self.heap).alloc(size, align)
-    if zero: self.vram[paddr:paddr + size] = 0
+    if zero and self.clear: self.vram[paddr:paddr + size] = 0
     return paddr
 
   def pfree(self, paddr: int) -> None: (self.boot if paddr < BOOT_SIZE else self.heap).free(paddr)
@@ -70,6 +70,16 @@ class MemoryManager:
       self.u64[(ptb >> 3) + idx:(ptb >> 3) + idx + n] = ptes[i:i + n]
       i += n
 
-  def used_vram(self) -> int:
-    """Bytes of VRAM allocated (what am_smi reports as VRAM used)."""
-    return (self.boot.size - self.boot.free_bytes) + (self.heap.size - self.heap.free_bytes)
+  def mapped_vram(self) -> int:
+    """Bytes of VRAM the page tables map (valid leaves that are not system memory): what is in use on the GPU,
+    whichever process mapped it."""
+    def walk(table: int, level: int) -> int:
+      entries = self.u64[table >> 3:(table >> 3) + 512]
+      valid = entries[(entries & np.uint64(vm.AMDGPU_PTE_VALID)) != 0]
+      if level == 3: return int(((valid & np.uint64(vm.AMDGPU_PTE_SYSTEM)) == 0).sum()) * PAGE
+      total = 0
+      for e in (int(x) for x in valid):
+        if e & vm.AMDGPU_PDE_PTE: total += 0 if e & vm.AMDGPU_PTE_SYSTEM else 1 << SHIFTS[level]
+        elif (e & ADDR_MASK) + PAGE <= self.vram_size: total += walk(e & ADDR_MASK, level + 1)
+      return total
+    return walk(self.root, 0)

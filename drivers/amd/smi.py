@@ -1,0 +1,84 @@
+"""What am_smi shows about AM-driven GPUs, read through the driver: the SMU metrics table, DPM clocks, VRAM in
+use from the page tables. Attaching takes no ownership: the device stays with the process that opened it."""
+from __future__ import annotations
+from dataclasses import dataclass, field
+
+from autogen.amd import smu13_driver_if_v13_0_0 as drv
+from drivers.system import list_pci, open_model, list_models, SysfsPCIDevice, PCIDevice
+from drivers.system.discovery import VENDORS
+from drivers.system.lock import holder, lock_path
+from drivers.amd.am.amdev import AMDev, NotBootedError
+from drivers.amd import AM_DEVICE_IDS
+
+BUSY_THRESHOLD = 15          # % activity above which the pre-deep-sleep clock is the one to show (SMU 13.0.0)
+TEMPS = {"edge": drv.TEMP_EDGE, "hotspot": drv.TEMP_HOTSPOT, "mem": drv.TEMP_MEM}
+VOLTAGES = {"gfx": drv.SVI_PLANE_GFX, "soc": drv.SVI_PLANE_SOC, "mem": drv.SVI_PLANE_VMEMP}
+THROTTLERS = {v: k[len("THROTTLER_"):-len("_BIT")] for k, v in vars(drv).items() if k.startswith("THROTTLER_") and k.endswith("_BIT")}
+
+
+@dataclass
+class GPUStatus:
+  bus: str
+  name: str
+  pid: int | None                                   # the process that owns the device, if any
+  error: str | None = None                          # why nothing else could be read
+  gfx_activity: int = 0                             # %
+  mem_activity: int = 0                             # %
+  temps: dict[str, int] = field(default_factory=dict)     # degrees C
+  voltages: dict[str, int] = field(default_factory=dict)  # mV
+  clocks: dict[str, int] = field(default_factory=dict)    # MHz: gfx, mem, fclk
+  fan_rpm: int = 0
+  fan_pwm: int = 0                                  # %
+  power_w: int = 0
+  power_limit_w: int = 0
+  throttle: list[str] = field(default_factory=list)
+  vram_used: int = 0
+  vram_total: int = 0
+
+
+@dataclass(frozen=True)
+class AMDeviceRef:
+  bus: str
+  name: str
+  emulated_index: int | None      # the model's index for emulated devices
+
+  def open(self) -> PCIDevice:
+    """The PCI function without taking its lock (read-only monitoring)."""
+    return open_model("navi31", self.emulated_index, None) if self.emulated_index is not None else SysfsPCIDevice(self.bus, None)
+
+
+def devices(bus: str | None = None) -> list[AMDeviceRef]:
+  """GPUs the AM driver can drive: supported AMD functions on the PCI bus and the emulated ones with state."""
+  out = [AMDeviceRef(p.bus, p.name or "AMD GPU", None) for p in list_pci(VENDORS["amd"])
+         if p.device_id in AM_DEVICE_IDS and p.driver in (None, "vfio-pci")]
+  out += [AMDeviceRef(m.bus, m.name or "emulated Navi31", int(m.bus.split("-")[1])) for m in list_models()]
+  return [d for d in out if bus is None or d.bus.startswith(bus) or d.bus.startswith(f"0000:{bus}")]
+
+
+def _clock(pre: int, post: int, activity: int) -> int: return pre if activity > BUSY_THRESHOLD else post
+
+
+def status(ref: AMDeviceRef) -> GPUStatus:
+  st = GPUStatus(ref.bus, ref.name, holder(lock_path("am", ref.bus)))
+  try:
+    pci = ref.open()
+  except Exception as e:
+    st.error = f"cannot open: {e}"
+    return st
+  try:
+    adev = AMDev(pci, monitor=True)
+    m = adev.smu.metrics()
+    st.gfx_activity, st.mem_activity = m.AverageGfxActivity, m.AverageUclkActivity
+    st.temps = {k: m.AvgTemperature[i] for k, i in TEMPS.items()}
+    st.voltages = {k: m.AvgVoltage[i] for k, i in VOLTAGES.items()}
+    st.clocks = {"gfx": _clock(m.AverageGfxclkFrequencyPreDs, m.AverageGfxclkFrequencyPostDs, m.AverageGfxActivity),
+                 "mem": _clock(m.AverageMemclkFrequencyPreDs, m.AverageMemclkFrequencyPostDs, m.AverageUclkActivity),
+                 "fclk": _clock(m.AverageFclkFrequencyPreDs, m.AverageFclkFrequencyPostDs, m.AverageUclkActivity)}
+    st.fan_rpm, st.fan_pwm = m.AvgFanRpm, m.AvgFanPwm
+    st.power_w, st.power_limit_w = m.AverageSocketPower, m.dGPU_W_MAX
+    st.throttle = [THROTTLERS.get(i, f"#{i}") for i, pct in enumerate(m.ThrottlingPercentage) if pct > 0]
+    st.vram_used, st.vram_total = adev.mm.mapped_vram(), adev.vram_size
+  except NotBootedError as e: st.error = str(e)
+  except Exception as e: st.error = f"{type(e).__name__}: {e}"
+  finally: pci.close()
+  return st
