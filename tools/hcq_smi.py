@@ -12,7 +12,7 @@ from typing import Callable
 
 from drivers.system.discovery import VENDORS, CLASS_DISPLAY, CLASS_NETWORK, CLASS_ACCELERATOR, PCIInfo, list_pci
 from drivers.system.lock import SMI_BACKEND, LockInfo, holder, list_locks, lock_dir, process_name
-from drivers.system.pci import SysfsPCIDevice
+from drivers.system.pci import SysfsPCIDevice, list_models
 
 NOT_IN_USE = "No processes found using this device"
 # a PCI function address as sysfs names it: domain:bus:device.function
@@ -84,7 +84,7 @@ class Device:
 
   @property
   def kind(self) -> str:
-    if self.pci is not None or PCI_ADDRESS.fullmatch(self.bus): return "pci"
+    if PCI_ADDRESS.fullmatch(self.bus): return "pci"
     return "usb" if self.bus.startswith("usb") else "emulated"
 
   @property
@@ -104,6 +104,7 @@ def find_devices(backend: Backend, host: Host, pci_bus: str | None = None) -> li
   locks = {lk.bus: lk for lk in list_locks(backend.lock_prefix)}
   devs = [Device(p.bus, p, locks.pop(p.bus, None)) for p in list_pci(backend.vendor, sysfs=host.sysfs)
           if p.base_class in backend.classes]
+  if backend.name == "amd": devs += [Device(m.bus, m, locks.pop(m.bus, None)) for m in list_models()]   # the emulated Navi31s
   devs += [Device(lk.bus, None, lk) for lk in locks.values() if lk.pid is not None]   # free leftovers are no device
   if pci_bus is None: return devs
   want = pci_bus.lower()

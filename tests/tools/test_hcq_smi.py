@@ -124,6 +124,16 @@ def test_list_json_merges_pci_functions_with_held_locks(amd_tree, hold, capsys):
   assert (emu["kind"], emu["pid"], emu["vendor_id"], emu["driver"]) == ("emulated", model.pid, None, None)
 
 
+def test_list_shows_emulated_navi31_with_state_even_when_free(amd_tree, capsys):
+  from drivers.system import open_model
+  open_model("navi31", 2, "am").close()         # powered on once: its state directory exists, nobody holds it
+  assert main(["amd", "list", "--json"], host(amd_tree)) == 0
+  emu = {r["bus"]: r for r in json.loads(capsys.readouterr().out)}["mock-2"]
+  assert (emu["kind"], emu["vendor_id"], emu["device_id"], emu["in_use"]) == ("emulated", "0x1002", "0x744c", False)
+  assert main(["nv", "list", "--json"], host(amd_tree)) == 0
+  assert "mock-2" not in capsys.readouterr().out
+
+
 def test_list_table_marks_emulated_rows(amd_tree, hold, capsys):
   model = hold("am", "mock-0")
   assert main(["amd", "list"], host(amd_tree)) == 0
