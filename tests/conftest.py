@@ -1,4 +1,4 @@
-import os, tempfile
+import os, shutil, tempfile
 import pytest
 
 
@@ -13,15 +13,33 @@ def _isolated_dirs(tmp_path, monkeypatch):
 
 def pytest_configure(config):
   os.environ.setdefault("XDG_CACHE_HOME", os.path.join(tempfile.gettempdir(), f"hcq-test-cache-{os.getuid()}"))
+  # a lock and device-state directory per test process: fixtures wider than a test (module-scoped devices) must not
+  # meet another xdist worker's emulated devices
+  config._hcq_tmp = tempfile.mkdtemp(prefix=f"hcq-test-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}-")
+  os.environ["TMPDIR"] = config._hcq_tmp
+  tempfile.tempdir = None
 
 
-HARDWARE = {"amd": "/dev/kfd", "nv": "/dev/nvidiactl"}
+def pytest_unconfigure(config):
+  if tmp := getattr(config, "_hcq_tmp", None): shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _am_capable_gpu() -> bool:
+  from drivers.amd.smi import devices
+  return any(d.emulated_index is None for d in devices())
+
+
+# what each hardware marker needs, and how to tell it is there
+HARDWARE = {"amd": ("an AMD GPU under amdgpu (/dev/kfd)", lambda: os.path.exists("/dev/kfd")),
+            "amd-pci": ("a supported AMD GPU free of amdgpu (bound to vfio-pci or to nothing)", _am_capable_gpu),
+            "nv": ("an NVIDIA GPU (/dev/nvidiactl)", lambda: os.path.exists("/dev/nvidiactl"))}
 
 
 def pytest_collection_modifyitems(config, items):
-  """@pytest.mark.hardware("amd") tests run only where that vendor's hardware (its kernel device) exists."""
+  """@pytest.mark.hardware("amd") tests run only where that hardware exists; elsewhere they skip, saying what they need."""
+  present = {}
   for item in items:
     for m in item.iter_markers("hardware"):
-      vendor = m.args[0]
-      if not os.path.exists(HARDWARE[vendor]):
-        item.add_marker(pytest.mark.skip(reason=f"needs real {vendor} hardware ({HARDWARE[vendor]} is absent)"))
+      what, check = HARDWARE[m.args[0]]
+      if m.args[0] not in present: present[m.args[0]] = check()
+      if not present[m.args[0]]: item.add_marker(pytest.mark.skip(reason=f"needs real hardware: {what}"))
