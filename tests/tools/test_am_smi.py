@@ -1,9 +1,10 @@
 """am_smi against the emulated Navi31: fields, metrics that follow the load of the owning process, pids and kill."""
-import os, subprocess, sys, time
+import time
 import pytest
 from drivers.amd.smi import devices, status
 from drivers.system import open_model
 from tools.am_smi import main
+from tests.procs import start
 
 LOAD = r"""
 from drivers.hcq import open_device
@@ -19,11 +20,7 @@ while True: add1(x, global_size=(1024,), local_size=(64,), wait=True)
 @pytest.fixture
 def owner():
   """A process that booted mock-0 and keeps its compute queue busy."""
-  p = subprocess.Popen([sys.executable, "-c", LOAD], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                       env=dict(os.environ, PYTHONPATH=os.getcwd()))
-  if p.stdout.readline().strip() != "up":
-    p.kill()
-    raise AssertionError(f"the load process did not start: {p.communicate()[1]}")
+  p = start(LOAD)
   yield p
   p.kill(); p.wait()
 

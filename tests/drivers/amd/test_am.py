@@ -1,6 +1,6 @@
 """The AM userspace PCI driver on the emulated Navi31: cold and warm boot, firmware errors, ownership,
 recovery after a killed process, and the VFIO path (each test gets a fresh device: TMPDIR is per test)."""
-import os, re, signal, subprocess, sys, time
+import os, signal, time
 import numpy as np
 import pytest
 from drivers.amd.device import AMDDevice
@@ -13,6 +13,7 @@ from drivers.system.vfio import VFIOPCIDevice
 from emu.amdgpu.fwbuild import write_firmware
 from emu.amdgpu.navi31 import Navi31
 from tests.drivers.amd.kernels import SRC
+from tests.procs import start
 
 REAL_FW = os.path.exists(os.path.join(DEFAULT_DIR, "psp_13_0_0_sos.bin"))
 
@@ -86,24 +87,15 @@ while True: add1(x, global_size=(16,), local_size=(64,))
 """
 
 
-def _start(code: str) -> subprocess.Popen:
-  p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                       env=dict(os.environ, PYTHONPATH=os.getcwd()))
-  if p.stdout.readline().strip() != "up":
-    p.kill()
-    raise AssertionError(f"the child process did not start: {p.communicate()[1]}")
-  return p
-
-
 def test_device_locked_by_another_process_names_its_pid():
-  p = _start(HOLD)
+  p = start(HOLD)
   try:
     with pytest.raises(DeviceBusyError, match=rf"device mock-0 is in use by pid {p.pid} .*hcq_smi amd kill_pids --pci_bus mock-0"): boot()
   finally: p.kill(); p.wait()
 
 
 def test_process_killed_mid_run_leaves_a_dirty_device_the_next_open_resets():
-  p = _start(RUN)
+  p = start(RUN)
   time.sleep(0.5)                 # launches in flight, the queues busy
   p.send_signal(signal.SIGKILL); p.wait()
   dev = boot()                    # SCRATCH_REG6 still says "running": a full boot, through the mode-1 reset
