@@ -149,3 +149,28 @@ def test_two_processes_each_get_their_own_vm():
   assert all(p.returncode == 0 for p in procs)
   assert outs[0][0] == outs[1][0]                        # the same GPU VA in both processes ...
   assert [float(o[1]) for o in outs] == [2 * 4096, 4 * 4096]   # ... holding each process's own data
+
+
+def test_close_returns_every_allocation_to_the_kernel():
+  """Buffers, programs, kernel arguments, signals, rings: after close the KFD model holds no buffer object of ours."""
+  d = AMDDevice("MOCKKFD+AMD", KFDIface(kernel_interface("kfd")))
+  model = d.iface.k.model
+  free_at_open = model.vram_alloc.free_bytes
+  bufs = [d.alloc(1 << 20), d.alloc(4096, host=True)]
+  prg = d.program("add1", d.compiler.compile(SRC))
+  for _ in range(3): prg(bufs[0], global_size=(4,), local_size=(64,), wait=True)
+  bufs[1].free()
+  assert model.vram_alloc.free_bytes < free_at_open
+  d.close()
+  assert model.bos == {} and model.queues == {} and model.vram_alloc.used == {}
+
+
+def test_close_unmaps_every_host_page_from_the_device():
+  """On the AM path the GPU reaches host memory only through DMA mappings: after close none is left."""
+  d = open_device("MOCKPCI+AMD:2")
+  dma = d.iface.pci.model.dma
+  d.alloc(1 << 20, host=True)
+  d.program("add1", d.compiler.compile(SRC))(d.alloc(4096), global_size=(1,), local_size=(64,), wait=True)
+  assert dma._runs
+  d.close()
+  assert dma._runs == {}
