@@ -38,13 +38,18 @@ class _Devices:
 Device = _Devices()
 
 # --- buffers
-_pool: dict[str, dict[int, list[tuple[HCQBuffer, int]]]] = defaultdict(lambda: defaultdict(list))
+# free buffers by device object (a device closed and opened again under the same name starts with an empty pool)
+_pool: weakref.WeakKeyDictionary[HCQDevice, dict[int, list[tuple[HCQBuffer, int]]]] = weakref.WeakKeyDictionary()
 
 
-def _release(device: str, buf: HCQBuffer) -> None:
+def _free_list(dev: HCQDevice, nbytes: int) -> list[tuple[HCQBuffer, int]]:
+  return _pool.setdefault(dev, defaultdict(list))[nbytes]
+
+
+def _release(buf: HCQBuffer) -> None:
   dev = buf.device
   if dev.closed: return
-  _pool[device][buf.size].append((buf, dev.timeline_value - 1))   # reusable once the timeline reaches this
+  _free_list(dev, buf.size).append((buf, dev.timeline_value - 1))   # reusable once the timeline reaches this
 
 
 class Buffer:
@@ -52,17 +57,17 @@ class Buffer:
   def __init__(self, device: str, nbytes: int):
     self.device, self.nbytes = device, nbytes
     dev = Device[device]
-    free = _pool[device][nbytes]
+    free = _free_list(dev, nbytes)
     hit = next((i for i, (_, ready) in enumerate(free) if dev.timeline.value >= ready), None)
     if hit is not None: self.hcq = free.pop(hit)[0]
     else:
       try: self.hcq = dev.alloc(nbytes)
       except MemoryError:
-        for entries in _pool[device].values():
+        for entries in _pool.get(dev, {}).values():
           for b, _ in entries: b.free()
           entries.clear()
         self.hcq = dev.alloc(nbytes)
-    weakref.finalize(self, _release, device, self.hcq)
+    weakref.finalize(self, _release, self.hcq)
 
   def __repr__(self) -> str: return f"<Buffer {self.nbytes} B on {self.device}>"
 
@@ -103,9 +108,8 @@ def kernel_key(k: Kernel) -> tuple:
 
 
 def get_program(k: Kernel):
-  key = kernel_key(k)
-  if key not in _programs:
-    dev = Device[k.device]
+  key, dev = kernel_key(k), Device[k.device]
+  if key not in _programs or _programs[key][0].device is not dev:   # new, or built for a device since closed
     lang = dev.compiler.language
     if lang not in ("c", "opencl"):
       raise NotImplementedError(f"{k.device}: the compute layer has no renderer for kernel language {lang!r}")

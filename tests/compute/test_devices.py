@@ -70,3 +70,16 @@ def test_to_moves_between_devices(dev):
   back = t.to("CPU")
   assert back.device == "CPU"
   np.testing.assert_allclose(back.numpy(), x * 2)
+
+
+def test_device_closed_and_opened_again_starts_fresh(dev):
+  """Pooled buffers and built programs belong to the device object: after a close, the next computation on the same
+  device string uses the newly opened device, never memory or code of the closed one."""
+  from drivers.hcq import open_device
+  x = arr(64)
+  for _ in range(2):
+    t = Tensor(x, device=dev)
+    np.testing.assert_allclose((t * 2 + 1).numpy(), x * 2 + 1, rtol=1e-6)
+    del t
+    import gc; gc.collect()
+    open_device(dev).close()

@@ -1,5 +1,5 @@
 import pytest
-from drivers.hcq import open_device
+from drivers.cpu import CPUDevice
 
 # out[i] = a[i] + b[i] over n int32s (CPU kernel ABI: args = out, a, b pointers, then n)
 VADD_SRC = r"""
@@ -23,7 +23,7 @@ void spin(const uint8_t *args, const uint32_t *gid, const uint32_t *lsize) {
 
 @pytest.fixture
 def cpu():
-  dev = open_device("CPU")
+  dev = CPUDevice()   # an instance of its own: the process-wide one from open_device() may hold other tests' buffers
   yield dev
   dev.close()
   assert dev.allocated_bytes == 0
