@@ -5,7 +5,7 @@ submitted command lists in order, so signal/wait have the same asynchronous sema
 command processor: a wait blocks that queue (not the host) until the signal is written.
 """
 from __future__ import annotations
-import ctypes, mmap, os, queue, tempfile, threading, time
+import ctypes, mmap, os, queue, signal, tempfile, threading, time
 from functools import cache
 
 import cffi
@@ -19,28 +19,60 @@ from drivers.cpu.compiler import ClangCompiler
 _LAUNCH_SRC = r"""
 #include <stdint.h>
 #include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
 typedef void (*hcq_kernel)(const uint8_t *, const uint32_t *, const uint32_t *);
-struct job { hcq_kernel fn; const uint8_t *args; const uint32_t *grid, *lsize; uint64_t first, last; };
+struct job { hcq_kernel fn; const uint8_t *args; const uint32_t *grid, *lsize; uint64_t first, last;
+             int sig; uint64_t addr; uint32_t gid[3]; };
+/* A kernel that touches memory it must not (SIGSEGV/SIGBUS) ends its workgroup loop instead of the process: the
+   handler jumps back into run() on the faulting thread; faults outside kernels go to the previous handler. */
+static __thread sigjmp_buf *in_kernel;
+static __thread uint64_t fault_addr;
+static struct sigaction prev_segv, prev_bus;
+static void on_fault(int sig, siginfo_t *si, void *ctx) {
+  if (in_kernel) { fault_addr = (uint64_t)si->si_addr; siglongjmp(*in_kernel, sig); }
+  sigaction(sig, sig == SIGSEGV ? &prev_segv : &prev_bus, 0);
+  raise(sig);
+}
+__attribute__((constructor)) static void install(void) {
+  struct sigaction sa = {0};
+  sa.sa_sigaction = on_fault;
+  sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+  sigaction(SIGSEGV, &sa, &prev_segv);
+  sigaction(SIGBUS, &sa, &prev_bus);
+}
 static void *run(void *p) {
   struct job *j = p;
-  for (uint64_t g = j->first; g < j->last; g++) {
-    uint32_t gid[3] = { g % j->grid[0], (g / j->grid[0]) % j->grid[1], g / ((uint64_t)j->grid[0] * j->grid[1]) };
-    j->fn(j->args, gid, j->lsize);
+  sigjmp_buf env;
+  uint64_t g = j->first;
+  if ((j->sig = sigsetjmp(env, 1))) { in_kernel = 0; j->addr = fault_addr; return 0; }
+  in_kernel = &env;
+  for (; g < j->last; g++) {
+    j->gid[0] = g % j->grid[0]; j->gid[1] = (g / j->grid[0]) % j->grid[1]; j->gid[2] = g / ((uint64_t)j->grid[0] * j->grid[1]);
+    j->fn(j->args, j->gid, j->lsize);
   }
+  in_kernel = 0;
   return 0;
 }
-/* Runs every workgroup of the grid, spread over up to `threads` threads (workgroups are independent). */
-void hcq_cpu_launch(void *fn, const uint8_t *args, const uint32_t *grid, const uint32_t *lsize, uint32_t threads) {
+/* Runs every workgroup of the grid, spread over up to `threads` threads (workgroups are independent). Returns 0, or
+   the signal a kernel raised with its address and workgroup in fault[0..4] (address, x, y, z). */
+int hcq_cpu_launch(void *fn, const uint8_t *args, const uint32_t *grid, const uint32_t *lsize, uint32_t threads, uint64_t *fault) {
   uint64_t n = (uint64_t)grid[0] * grid[1] * grid[2];
   if (threads > n) threads = n;
   if (threads > 64) threads = 64;
   struct job jobs[64]; pthread_t tid[64];
   for (uint32_t t = 0; t < threads; t++) {
-    jobs[t] = (struct job){ (hcq_kernel)fn, args, grid, lsize, n * t / threads, n * (t + 1) / threads };
+    jobs[t] = (struct job){ (hcq_kernel)fn, args, grid, lsize, n * t / threads, n * (t + 1) / threads, 0, 0, {0, 0, 0} };
     if (t) pthread_create(&tid[t], 0, run, &jobs[t]);
   }
   if (threads) run(&jobs[0]);
   for (uint32_t t = 1; t < threads; t++) pthread_join(tid[t], 0);
+  for (uint32_t t = 0; t < threads; t++)
+    if (jobs[t].sig) {
+      fault[0] = jobs[t].addr; fault[1] = jobs[t].gid[0]; fault[2] = jobs[t].gid[1]; fault[3] = jobs[t].gid[2];
+      return jobs[t].sig;
+    }
+  return 0;
 }
 """
 
@@ -57,7 +89,8 @@ def _dlopen(ffi: cffi.FFI, lib: bytes, what: str):
 @cache
 def _launcher():
   ffi = cffi.FFI()
-  ffi.cdef("void hcq_cpu_launch(void *fn, const uint8_t *args, const uint32_t *grid, const uint32_t *lsize, uint32_t threads);")
+  ffi.cdef("int hcq_cpu_launch(void *fn, const uint8_t *args, const uint32_t *grid, const uint32_t *lsize, uint32_t threads, "
+           "uint64_t *fault);")
   return ffi, _dlopen(ffi, ClangCompiler().compile(_LAUNCH_SRC), "hcq_cpu_launch")
 
 
@@ -101,6 +134,7 @@ class _Worker(threading.Thread):
       for cmd in cmds:
         try: self._run(ffi, lib, cmd)
         except _Stopped: return
+        except KernelFault as e: self.device.report_fault(f"{self.kind} queue: {e}")
         except Exception as e:   # a failing command poisons the device, like a GPU fault
           self.device.report_fault(f"{self.kind} queue: {cmd[0]} failed: {e}")
 
@@ -108,8 +142,13 @@ class _Worker(threading.Thread):
     op = cmd[0]
     if op == "exec":
       _, prg, args, grid, lsize = cmd
-      lib.hcq_cpu_launch(prg.fn, ffi.cast("uint8_t *", args.va), ffi.cast("uint32_t *", ctypes.addressof(grid)),
-                         ffi.cast("uint32_t *", ctypes.addressof(lsize)), self.device.threads)
+      fault = ffi.new("uint64_t[4]")
+      sig = lib.hcq_cpu_launch(prg.fn, ffi.cast("uint8_t *", args.va), ffi.cast("uint32_t *", ctypes.addressof(grid)),
+                               ffi.cast("uint32_t *", ctypes.addressof(lsize)), self.device.threads, fault)
+      if sig:
+        what = {signal.SIGSEGV: "an unmapped or protected", signal.SIGBUS: "a misaligned or unbacked"}.get(sig, "a bad")
+        raise KernelFault(f"kernel {prg.name} touched {what} address {fault[0]:#x} in workgroup "
+                          f"({fault[1]}, {fault[2]}, {fault[3]})")
     elif op == "copy": ctypes.memmove(cmd[1], cmd[2], cmd[3])
     elif op == "signal":
       cmd[1]._mem[1] = time.monotonic_ns()
@@ -125,6 +164,10 @@ class _Worker(threading.Thread):
 
 
 class _Stopped(Exception): pass
+
+
+class KernelFault(RuntimeError):
+  """A CPU kernel accessed memory it must not: the CPU device's page fault."""
 
 
 class CPUDevice(Device):

@@ -154,3 +154,27 @@ def test_concurrent_host_threads_launching(cpu, vadd):
   for t in ts: t.join()
   cpu.synchronize()
   for o in outs: np.testing.assert_array_equal(_read(o), np.full(n, 2))
+
+
+BAD_SRC = r"""
+#include <stdint.h>
+void bad(const uint8_t *args, const uint32_t *gid, const uint32_t *lsize) {
+  if (gid[0] == 3) *(volatile int *)(uintptr_t)0xdead0000 = 1;   /* workgroup 3 writes where nothing is mapped */
+}
+"""
+
+
+def test_kernel_touching_unmapped_memory_is_a_device_fault_not_a_crash():
+  from drivers.cpu import CPUDevice
+  from drivers.hcq import DeviceFault
+  dev = CPUDevice()
+  bad = dev.program("bad", dev.compiler.compile(BAD_SRC))
+  bad(global_size=(8,), local_size=(1,))
+  with pytest.raises(DeviceFault, match=r"kernel bad touched an unmapped or protected address 0xdead0000 in workgroup \(3, 0, 0\)"):
+    dev.synchronize(timeout_ms=5000)
+  dev.close()
+  ok = CPUDevice()                     # the process lives on, and a fresh device computes
+  a, out = _ints(ok, np.arange(64, dtype=np.int32)), ok.alloc(256)
+  ok.program("vadd", ok.compiler.compile(VADD_SRC))(out, a, a, global_size=(1,), local_size=(64,), vals=(64,), wait=True)
+  np.testing.assert_array_equal(_read(out), 2 * np.arange(64))
+  ok.close()
