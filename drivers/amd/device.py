@@ -165,12 +165,19 @@ class AMDDevice(Device):
     self.scratch_per_lane = 0
     self._kernarg_lock = threading.Lock()
     self._kernarg_arenas: list[tuple[AMDMemory, RangeAllocator]] = []
-    super().__init__(name)
-    self.compute_ring = Ring(self, iface.create_queue("compute", RING_SIZE), "compute", 4)
-    self.sdma_ring = Ring(self, iface.create_queue("sdma", RING_SIZE), "SDMA", 1)
-    self.staging = [self.alloc(STAGING_SIZE, host=True) for _ in range(STAGING_COUNT)]
-    self._staging_done = [0] * STAGING_COUNT
-    self.ensure_scratch(0)
+    self.compute_ring: Ring | None = None
+    self.sdma_ring: Ring | None = None
+    try:
+      super().__init__(name)
+      self.compute_ring = Ring(self, iface.create_queue("compute", RING_SIZE), "compute", 4)
+      self.sdma_ring = Ring(self, iface.create_queue("sdma", RING_SIZE), "SDMA", 1)
+      self.staging = [self.alloc(STAGING_SIZE, host=True) for _ in range(STAGING_COUNT)]
+      self._staging_done = [0] * STAGING_COUNT
+      self.ensure_scratch(0)
+    except BaseException:   # leave nothing behind: queues, memory, the interface (and with it the device lock)
+      for b in list(getattr(self, "_buffers", ())): b.free()
+      self._shutdown()
+      raise
 
   # --- registers
   def gc_addr(self, reg) -> int: return reg.addr(self.iface.ip_bases["GC"])
@@ -287,6 +294,7 @@ class AMDDevice(Device):
     super().check_faults()
 
   def _shutdown(self) -> None:
-    for ring in (self.compute_ring, self.sdma_ring): self.iface.destroy_queue(ring.desc)
+    for ring in (self.compute_ring, self.sdma_ring):
+      if ring is not None: self.iface.destroy_queue(ring.desc)
     for mem in list(self._mems): self.free_owned(mem)
     self.iface.close()

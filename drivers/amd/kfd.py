@@ -68,12 +68,17 @@ class KFDIface:
     self.ip_versions = {ip: tuple(int(self.k.read_text(f"{ipd}/{hw}/0/{f}")) for f in ("major", "minor", "revision"))
                         for ip, hw in HWIDS.items()}
     self.kfd = self.k.open("/dev/kfd")
-    self.drm = self.k.open(f"/dev/dri/renderD{minor}")
-    ver = self._ioctl(kfd.AMDKFD_IOC_GET_VERSION, kfd.kfd_ioctl_get_version_args())
-    if ver.major_version != 1: raise RuntimeError(f"KFD ioctl version {ver.major_version}.{ver.minor_version} is not 1.x")
-    self._ioctl(kfd.AMDKFD_IOC_ACQUIRE_VM, kfd.kfd_ioctl_acquire_vm_args(drm_fd=self.drm, gpu_id=self.gpu_id))
-    self.doorbells: MMIO | None = None
-    self.fault_events = [self._event(kfd.KFD_IOC_EVENT_MEMORY), self._event(kfd.KFD_IOC_EVENT_HW_EXCEPTION)]
+    self.drm: int | None = None
+    try:
+      self.drm = self.k.open(f"/dev/dri/renderD{minor}")
+      ver = self._ioctl(kfd.AMDKFD_IOC_GET_VERSION, kfd.kfd_ioctl_get_version_args())
+      if ver.major_version != 1: raise RuntimeError(f"KFD ioctl version {ver.major_version}.{ver.minor_version} is not 1.x")
+      self._ioctl(kfd.AMDKFD_IOC_ACQUIRE_VM, kfd.kfd_ioctl_acquire_vm_args(drm_fd=self.drm, gpu_id=self.gpu_id))
+      self.doorbells: MMIO | None = None
+      self.fault_events = [self._event(kfd.KFD_IOC_EVENT_MEMORY), self._event(kfd.KFD_IOC_EVENT_HW_EXCEPTION)]
+    except BaseException:
+      self.close()
+      raise
     self._last_fault_poll = 0.0
 
   def _ioctl(self, request: int, arg):
@@ -162,5 +167,5 @@ class KFDIface:
     return None
 
   def close(self) -> None:
-    self.k.close(self.drm)
+    if self.drm is not None: self.k.close(self.drm)
     self.k.close(self.kfd)

@@ -1,6 +1,6 @@
 """The AM userspace PCI driver on the emulated Navi31: cold and warm boot, firmware errors, ownership,
 recovery after a killed process, and the VFIO path (each test gets a fresh device: TMPDIR is per test)."""
-import os, signal, time
+import os, signal, threading, time
 import numpy as np
 import pytest
 from drivers.amd.device import AMDDevice
@@ -109,5 +109,33 @@ def test_boot_through_vfio():
   fn = Navi31("0000:0c:00.0")
   k = kernel_interface("vfio", function=fn)
   dev = AMDDevice("PCI+AMD", PCIIface(VFIOPCIDevice("0000:0c:00.0", "am", kernel=k)))
+  assert vadd_ok(dev)
+  dev.close()
+
+
+def test_failed_open_leaves_the_device_free(tmp_path, monkeypatch):
+  """A driver that cannot finish opening (here: no firmware) releases the device: the next open succeeds."""
+  monkeypatch.setenv("HCQ_FIRMWARE_DIR", str(tmp_path))
+  with pytest.raises(FirmwareError): boot()
+  monkeypatch.delenv("HCQ_FIRMWARE_DIR")
+  if not REAL_FW: write_firmware(str(tmp_path)); monkeypatch.setenv("HCQ_FIRMWARE_DIR", str(tmp_path))
+  dev = boot()
+  assert vadd_ok(dev)
+  dev.close()
+
+
+def test_failure_after_boot_releases_queues_memory_and_lock(monkeypatch):
+  """A failure while the device sets up its queues (here: the SDMA queue, after the compute queue) unwinds everything."""
+  real = PCIIface.create_queue
+  def failing(self, kind, ring_size):
+    if kind == "sdma": raise OSError("injected: no SDMA queue")
+    return real(self, kind, ring_size)
+  monkeypatch.setattr(PCIIface, "create_queue", failing)
+  engines = lambda: [t for t in threading.enumerate() if t.name.startswith("emu-")]
+  before = engines()
+  with pytest.raises(OSError, match="injected"): boot()
+  monkeypatch.undo()
+  assert engines() == before                                  # the compute queue's engine was stopped, not orphaned
+  dev = boot()                                                # not DeviceBusyError: the lock was released
   assert vadd_ok(dev)
   dev.close()
