@@ -256,7 +256,7 @@ class AMDDevice(Device):
       self.staging[st].host_view[:k] = data[off:off + k]
       with self.submit_lock:
         q = self.copy_queue().wait(self.timeline, self.timeline_value - 1)
-        q._copy(va + off, self.staging[st].va, k)
+        with q._profiled(f"copyin {k} B"): q._copy(va + off, self.staging[st].va, k)
         q.signal(self.timeline, last := self.next_timeline()).submit()
       self._staging_done[st] = last
     self.timeline.wait(last)
@@ -276,7 +276,7 @@ class AMDDevice(Device):
       k = min(STAGING_SIZE, dest.nbytes - off)
       with self.submit_lock:
         q = self.copy_queue().wait(self.timeline, self.timeline_value - 1)
-        q._copy(self.staging[0].va, buf.va + off, k)
+        with q._profiled(f"copyout {k} B"): q._copy(self.staging[0].va, buf.va + off, k)
         q.signal(self.timeline, v := self.next_timeline()).submit()
       self.timeline.wait(v)
       dest[off:off + k] = self.staging[0].host_view[:k]
