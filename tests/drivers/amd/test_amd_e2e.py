@@ -174,3 +174,19 @@ def test_close_unmaps_every_host_page_from_the_device():
   assert dma._runs
   d.close()
   assert dma._runs == {}
+
+
+def test_graph_replays_with_new_buffers_and_values(dev, lib):
+  from drivers.hcq import Graph
+  n = 1000
+  a, b, c = (np.random.default_rng(i).standard_normal(n, dtype=np.float32) for i in range(3))
+  ba, bb, bc, out, out2 = put(dev, a), put(dev, b), put(dev, c), dev.alloc(n * 4), dev.alloc(n * 4)
+  g = Graph(dev)
+  step = g.exec(dev.program("vadd", lib), out, ba, bb, global_size=(-(-n // 64),), local_size=(64,), vals=(n,))
+  g.copy(out2, out)
+  g(wait=True)
+  np.testing.assert_array_equal(get(out2, np.float32), a + b)
+  g(replace={bb: bc}, vals={step: (n // 2,)}, wait=True)       # a new input, and only the first half computed
+  got = get(out2, np.float32)
+  np.testing.assert_array_equal(got[:n // 2], (a + c)[:n // 2])
+  np.testing.assert_array_equal(got[n // 2:], (a + b)[n // 2:])
