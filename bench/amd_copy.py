@@ -3,7 +3,7 @@ memcpy of the same size on the host as the reference measured in the same run.
 
 Usage: python bench/amd_copy.py [DEV ...]   (default: MOCKKFD+AMD MOCKPCI+AMD); one JSON line per figure."""
 import sys
-from common import best, emit
+from common import best, emit, skipped
 import numpy as np
 from drivers.hcq import open_device
 
@@ -19,7 +19,7 @@ def main() -> None:
   for name in sys.argv[1:] or ["MOCKKFD+AMD", "MOCKPCI+AMD"]:
     try: dev = open_device(name)
     except Exception as e:
-      print(json.dumps({"bench": "amd/copy", "device": name, "skipped": str(e)}))
+      skipped("amd/copy", str(e), device=name)
       continue
     a, b = dev.alloc(SIZE), dev.alloc(SIZE)
     figs = {"h2d": best(lambda: a.copyin(host.data)), "d2d": best(lambda: a.transfer(b)), "d2h": best(lambda: b.copyout(out.data))}

@@ -6,7 +6,7 @@ Figures (best of 5 rounds of N launches; one JSON line each):
   end_to_end_us      submit + the emulated GPU running it + waiting for its signal, per launch (in a stream)
   emulator_us        the same empty kernel dispatched straight into emu.rdna3 (no driver, no queue)"""
 import sys, time
-from common import best, emit
+from common import best, emit, skipped
 from drivers.hcq import open_device
 from drivers.amd.elf import load_code_object
 import emu.rdna3 as rdna3
@@ -32,7 +32,7 @@ def main() -> None:
   for name in sys.argv[1:] or ["MOCKKFD+AMD", "MOCKPCI+AMD"]:
     try: dev = open_device(name)
     except Exception as e:
-      print(json.dumps({"bench": "amd/launch", "device": name, "skipped": str(e)}))
+      skipped("amd/launch", str(e), device=name)
       continue
     lib = dev.compiler.compile(SRC)
     prg, buf = dev.program("empty", lib), dev.alloc(64)

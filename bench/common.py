@@ -14,3 +14,7 @@ def best(fn, rounds: int = 5) -> float:
 
 def emit(bench: str, value: float, unit: str, **extra) -> None:
   print(json.dumps({"bench": bench, **extra, "value": round(value, 3), "unit": unit}), flush=True)
+
+
+def skipped(bench: str, reason: str, **extra) -> None:
+  print(json.dumps({"bench": bench, **extra, "skipped": reason}), flush=True)

@@ -1,6 +1,6 @@
 """RDNA3 decoder / disassembler throughput, against LLVM 22's own disassembler (libLLVM in-process) on the same
 instructions. One JSON line per figure. Usage: python bench/rdna3_isa.py [repeats]"""
-import json, random, struct, sys, time
+import json, random, sys, time
 from autogen.rdna3 import llvm
 from emu.rdna3.decode import decode
 from emu.rdna3.disasm import format_inst

@@ -194,7 +194,7 @@ class Renderer:
     c, k = self.c, self.k
     lines = ["  int64_t g = gid[0];"]
     if k.reduce is None:
-      if not c.out_dims: idx, grid, inner = [], 1, None
+      if not c.out_dims: idx, grid = [], 1
       else:
         last = c.out_dims[-1]
         n = c.sizes[last]

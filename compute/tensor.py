@@ -2,7 +2,7 @@
 from __future__ import annotations
 import math
 from math import prod
-from typing import Any, Iterable, Sequence
+from typing import Any
 import numpy as np
 from compute import function as F
 from compute.dtypes import DType, dtypes, promote, promote_scalar

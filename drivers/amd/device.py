@@ -5,13 +5,13 @@ register base addresses, and fault polling; everything above it (PM4/SDMA encodi
 code objects, staging copies) is shared by both.
 """
 from __future__ import annotations
-import ctypes, struct, threading, time, weakref
+import struct, threading, time, weakref
 from collections import deque
 
 import numpy as np
 
 from autogen.amd import gc_11_0_0 as gc
-from drivers.hcq import Device, Program, KernArgs, DeviceFault
+from drivers.hcq import Device, Program, KernArgs
 from drivers.system.alloc import RangeAllocator
 from drivers.amd.compiler import AMDGPUCompiler
 from drivers.amd.elf import load_code_object, CodeObjectError, KCP_DISPATCH_PTR, KCP_KERNARG_SEGMENT_PTR, \

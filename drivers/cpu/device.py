@@ -11,7 +11,7 @@ from functools import cache
 import cffi
 import numpy as np
 
-from drivers.hcq import Device, Program, Queue, Signal, register_backend
+from drivers.hcq import Device, Program, Queue, register_backend
 from drivers.hcq.devspec import DeviceSpec
 from drivers.hcq.program import KernArgs
 from drivers.cpu.compiler import ClangCompiler

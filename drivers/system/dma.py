@@ -5,7 +5,7 @@ from /proc/self/pagemap (bits 0-54 = PFN, bit 63 = present; Documentation/admin-
 or 2 MiB hugetlb pages when a physically contiguous buffer is needed.
 """
 from __future__ import annotations
-import ctypes, mmap, os
+import ctypes, mmap
 from dataclasses import dataclass, field
 from typing import Callable
 

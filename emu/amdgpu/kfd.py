@@ -7,7 +7,7 @@ interrupts, memory faults). The ioctl structures are kfd_ioctl.h's (autogen.kfd)
 model fail with ENOTTY and a message naming them.
 """
 from __future__ import annotations
-import ctypes, errno, mmap, threading, time
+import ctypes, errno, mmap, threading
 from dataclasses import dataclass
 
 import numpy as np

@@ -1,5 +1,5 @@
 """Device ownership locks between real processes."""
-import os, subprocess, sys, time
+import os, subprocess, sys
 import pytest
 from drivers.system import DeviceLock, DeviceBusyError, list_locks
 from drivers.system.lock import lock_path, holder

@@ -6,7 +6,7 @@ then either a partial boot (the GPU is already running our firmware and was left
 clock gating. SCRATCH_REG7 marks "AM booted this GPU", SCRATCH_REG6 "a driver is running / ended dirty".
 """
 from __future__ import annotations
-import os, time
+import time
 
 import numpy as np
 

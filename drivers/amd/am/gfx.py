@@ -1,7 +1,7 @@
 """GFX (GC 11.0): the GC hub, the RS64 MEC (compute micro-engine) and its hardware queue (HQD), programmed
 directly from a v11 compute MQD (no KIQ/MES), plus GFX clock gating (reference/amd_driver.md 2.10-2.12)."""
 from __future__ import annotations
-import ctypes, time
+import ctypes
 from typing import TYPE_CHECKING
 import numpy as np
 from autogen.amd import gc_11_0_0 as gc, nbio_4_3_0 as nbio, mmhub_3_0_0 as mmhub, v11_structs as v11

@@ -7,7 +7,6 @@ import ctypes, os, struct, time
 
 from autogen.amd import (gc_11_0_0 as gc, mmhub_3_0_0 as mmhub, nbio_4_3_0 as nbio, mp_13_0_0 as mp, osssys_6_0_0 as oss,
                          hdp_6_0_0 as hdp, psp_gfx_if as G, amdgpu_ucode as U, discovery as D, soc15_hw_ip as H, nvd, soc21_enum)
-from drivers.amd.sdma import pkt as sdma_pkt
 
 HW_IDS = {H.GC_HWID: "GC", H.SDMA0_HWID: "SDMA0", H.MMHUB_HWID: "MMHUB", H.NBIF_HWID: "NBIO", H.MP0_HWID: "MP0",
           H.MP1_HWID: "MP1", H.HDP_HWID: "HDP", H.OSSSYS_HWID: "OSSSYS"}

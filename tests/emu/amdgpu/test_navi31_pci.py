@@ -96,7 +96,7 @@ def test_discovery_binary_parses_and_its_checksums_verify(dev):
   off += 4
   found = {}
   for _ in range(die.num_ips):
-    hw_id, inst, nbase, major, minor, rev = blob[off] | blob[off + 1] << 8, blob[off + 2], blob[off + 3], blob[off + 4], blob[off + 5], blob[off + 6]
+    hw_id, _instance, nbase, major, minor, rev = blob[off] | blob[off + 1] << 8, blob[off + 2], blob[off + 3], blob[off + 4], blob[off + 5], blob[off + 6]
     found[hw_id] = ((major, minor, rev), tuple(int.from_bytes(blob[off + 8 + 4 * i:off + 12 + 4 * i], "little") for i in range(nbase)))
     off += 8 + 4 * nbase
   for hw_id, (version, bases) in NAVI31.items():

@@ -4,7 +4,8 @@ import pytest
 
 from autogen.amd import gc_11_0_0 as gc, mmhub_3_0_0 as mmhub, nvd, osssys_6_0_0 as oss, sdma_v6_0_0_pkt_open as S
 from emu.amdgpu.registers import ModelError
-from tests.emu.amdgpu.navi31_driver import release_mem, pm4, sdma_pkt, VA_BASE
+from drivers.amd.sdma import pkt as sdma_pkt
+from tests.emu.amdgpu.navi31_driver import release_mem, pm4, VA_BASE
 
 SIG_VA = VA_BASE + (3 << 30)
 CLIENT_GFX, CLIENT_GRBM_CP, SRC_UTCL2_FAULT, SRC_SDMA_TRAP, SRC_CP_EOP = 0xA, 0x14, 0, 49, 181

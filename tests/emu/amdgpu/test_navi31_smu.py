@@ -5,7 +5,8 @@ import pytest
 
 from autogen.amd import gc_11_0_0 as gc, mmhub_3_0_0 as mmhub, mp_13_0_0 as mp, smu_v13_0_0_ppsmc as P, smu13_driver_if_v13_0_0 as D
 from autogen.amd import sdma_v6_0_0_pkt_open as S
-from tests.emu.amdgpu.navi31_driver import sdma_pkt, VA_BASE
+from drivers.amd.sdma import pkt as sdma_pkt
+from tests.emu.amdgpu.navi31_driver import VA_BASE
 
 OK, FAILED, UNKNOWN, PREREQ = 1, 0xFF, 0xFE, 0xFD
 CLOCKS = (D.PPCLK_GFXCLK, D.PPCLK_SOCCLK, D.PPCLK_UCLK, D.PPCLK_FCLK)
