@@ -1,11 +1,21 @@
-"""Every op, forward and backward, against numpy on the CPU device."""
+"""Every op, forward and backward, against numpy: on the CPU device and on the emulated AMD GPU (MOCKPCI+AMD: the
+same kernels rendered as OpenCL C, compiled by clang-22 for gfx1100, run by the RDNA3 emulator)."""
 import math
 import numpy as np
 import pytest
-from compute import Tensor, dtypes
+from compute import Tensor, dtypes, Device
 from tests.compute.conftest import check
 
 S = (3, 4)
+
+
+@pytest.fixture(autouse=True, params=["CPU", "MOCKPCI+AMD"])
+def _cpu_default(request):
+  """Overrides the conftest fixture of the same name: this module runs on both devices."""
+  prev = Device._default
+  Device.DEFAULT = request.param
+  yield
+  Device._default = prev
 
 
 @pytest.mark.parametrize("name,tfn,nfn,kw", [
