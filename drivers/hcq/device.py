@@ -65,6 +65,8 @@ class Device:
     with self._lock:
       if buf not in self._buffers: return
       self._buffers.discard(buf)
+    if not self._faults and self.timeline.value < self.timeline_value - 1:
+      self.synchronize()   # submitted work may still use it: unmapping it under a running kernel would fault that kernel
     self._free(buf.opaque)
 
   @property

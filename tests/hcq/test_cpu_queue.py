@@ -178,3 +178,17 @@ def test_kernel_touching_unmapped_memory_is_a_device_fault_not_a_crash():
   ok.program("vadd", ok.compiler.compile(VADD_SRC))(out, a, a, global_size=(1,), local_size=(64,), vals=(64,), wait=True)
   np.testing.assert_array_equal(_read(out), 2 * np.arange(64))
   ok.close()
+
+
+def test_free_waits_for_work_that_still_uses_the_buffer(cpu):
+  """Freeing a buffer a queued kernel still reads must not pull the memory from under it."""
+  spin = cpu.program("spin", cpu.compiler.compile(VADD_SRC))
+  flag, out = _ints(cpu, np.zeros(1, np.int32)), cpu.alloc(4)
+  spin(flag, out, global_size=(1,), local_size=(1,))
+  released = []
+  def release():
+    released.append(True)
+    flag.host_view[:4] = np.int32(1).tobytes()
+  threading.Timer(0.05, release).start()
+  out.free()                                 # blocks until the kernel that writes `out` has finished
+  assert released == [True] and cpu.timeline.value == cpu.timeline_value - 1
