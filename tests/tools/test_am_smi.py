@@ -1,5 +1,5 @@
 """am_smi against the emulated Navi31: fields, metrics that follow the load of the owning process, pids and kill."""
-import time
+import os, signal, subprocess, sys, time
 import pytest
 from drivers.amd.smi import devices, status
 from drivers.system import open_model
@@ -68,3 +68,13 @@ def test_bad_arguments():
   assert main(["--dev", "0000:99:00.0"]) == 1
   with pytest.raises(SystemExit) as e: main(["--kill"])
   assert e.value.code == 2
+
+
+def test_live_monitor_refreshes_until_interrupted(owner):
+  p = subprocess.Popen([sys.executable, "-m", "tools.am_smi"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                       env=dict(os.environ, PYTHONPATH=os.getcwd(), COLUMNS="120"))
+  time.sleep(3)
+  p.send_signal(signal.SIGINT)
+  out, err = p.communicate(timeout=30)
+  assert p.returncode == 0, err
+  assert "AM Monitor" in out and f"pid {owner.pid}" in out and "GFX" in out
