@@ -16,7 +16,7 @@ from drivers.system.alloc import RangeAllocator
 from drivers.amd.compiler import AMDGPUCompiler
 from drivers.amd.elf import load_code_object, CodeObjectError, KCP_DISPATCH_PTR, KCP_KERNARG_SEGMENT_PTR, \
   KCP_PRIVATE_SEGMENT_BUFFER, KCP_QUEUE_PTR, KCP_DISPATCH_ID, KCP_FLAT_SCRATCH_INIT, KCP_PRIVATE_SEGMENT_SIZE
-from drivers.amd.kfd import AMDMemory, QueueDesc, PAGE
+from drivers.amd.iface import AMDMemory, QueueDesc, PAGE
 from drivers.amd.pm4 import PM4Queue
 from drivers.amd.sdma import SDMAQueue
 
@@ -24,6 +24,7 @@ RING_SIZE = 1 << 20            # bytes per hardware ring
 STAGING_SIZE, STAGING_COUNT = 2 << 20, 4
 KERNARG_ARENA = 2 << 20
 RING_TIMEOUT_S = 30
+FAULT_POLL_S = 0.01            # how often waits ask the interface for fault reports
 SCRATCH_ALIGN = 256            # COMPUTE_TMPRING_SIZE.WAVESIZE unit (bytes per wave64)
 HIDDEN = {"hidden_block_count_x": lambda g, l: g[0], "hidden_block_count_y": lambda g, l: g[1],
           "hidden_block_count_z": lambda g, l: g[2], "hidden_group_size_x": lambda g, l: l[0],
@@ -165,6 +166,7 @@ class AMDDevice(Device):
     self.scratch_per_lane = 0
     self._kernarg_lock = threading.Lock()
     self._kernarg_arenas: list[tuple[AMDMemory, RangeAllocator]] = []
+    self._last_fault_poll = 0.0
     self.compute_ring: Ring | None = None
     self.sdma_ring: Ring | None = None
     try:
@@ -288,9 +290,12 @@ class AMDDevice(Device):
   def ticks_to_us(self, ticks: int) -> float: return ticks / 100   # the GPU timestamp counter runs at 100 MHz
 
   def check_faults(self) -> None:
-    if not self._faults and (fault := self.iface.poll_faults()) is not None:
-      kernels = self.compute_ring.kernels_in_flight()
-      self.report_fault(fault + (f" while running kernel {kernels[0]}" if kernels else ""))
+    """Device errors so far; the interface is asked at most every FAULT_POLL_S (waits call this in their loop)."""
+    if not self._faults and (now := time.monotonic()) - self._last_fault_poll >= FAULT_POLL_S:
+      self._last_fault_poll = now
+      if (fault := self.iface.poll_faults()) is not None:
+        kernels = self.compute_ring.kernels_in_flight() if self.compute_ring is not None else []
+        self.report_fault(fault + (f" while running kernel {kernels[0]}" if kernels else ""))
     super().check_faults()
 
   def _shutdown(self) -> None:

@@ -4,41 +4,15 @@ Written against drivers.system.kernel.KernelInterface, so the same code runs on 
 the KFD model (MOCKKFD+AMD). Sequence and structures: kfd_ioctl.h; reference/amd_driver.md section 4.
 """
 from __future__ import annotations
-import ctypes, errno, time
-from dataclasses import dataclass
+import ctypes, errno
 
 from autogen import kfd
 from drivers.system.kernel import KernelInterface
 from drivers.system.mmio import MMIO
+from drivers.amd.iface import AMDMemory, QueueDesc, PAGE
 
 TOPOLOGY = "/sys/devices/virtual/kfd/kfd/topology/nodes"
-PAGE = 4096
 HWIDS = {"GC": 11, "SDMA0": 42, "NBIO": 108}    # IP discovery hw ids (discovery.h) whose bases the driver needs
-FAULT_POLL_S = 0.01                              # how often waits ask the kernel for fault events
-
-
-@dataclass
-class AMDMemory:
-  """One allocation: GPU `va`, and `mmio` when the CPU can reach it (host, GTT or host-visible VRAM)."""
-  va: int
-  size: int
-  mmio: MMIO | None
-  handle: object
-  host: bool
-
-  @property
-  def view(self) -> memoryview | None: return self.mmio.view if self.mmio is not None else None
-
-
-@dataclass
-class QueueDesc:
-  """What the driver needs to feed a hardware queue."""
-  ring: AMDMemory
-  rptr: memoryview          # u64 the engine writes back (units: dwords for PM4, bytes for SDMA)
-  wptr: memoryview          # u64 the engine polls
-  doorbell: MMIO
-  doorbell_offset: int
-  handle: object
 
 
 def gfx_arch(target_version: int) -> str:
@@ -79,7 +53,6 @@ class KFDIface:
     except BaseException:
       self.close()
       raise
-    self._last_fault_poll = 0.0
 
   def _ioctl(self, request: int, arg):
     self.k.ioctl(self.kfd, request, arg)
@@ -148,11 +121,8 @@ class KFDIface:
     self.free(gart)
 
   # --- faults
-  def poll_faults(self, force: bool = False) -> str | None:
-    """Ask the kernel (rate-limited) whether the GPU reported a memory fault or hang; -> a description or None."""
-    now = time.monotonic()
-    if not force and now - self._last_fault_poll < FAULT_POLL_S: return None
-    self._last_fault_poll = now
+  def poll_faults(self) -> str | None:
+    """Ask the kernel whether the GPU reported a memory fault or hang; -> a description or None."""
     data = (kfd.kfd_event_data * len(self.fault_events))()
     for d, ev in zip(data, self.fault_events): d.event_id = ev
     args = kfd.kfd_ioctl_wait_events_args(events_ptr=ctypes.addressof(data), num_events=len(data), wait_for_all=0, timeout=0)

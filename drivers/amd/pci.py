@@ -4,13 +4,13 @@ Memory: VRAM from the AM memory manager, host memory from the PCIDevice's DMA al
 VMID 0 at a GPU VA. Queues: the MEC HQD and SDMA queue 0, rings in host memory. Faults: the IH ring.
 """
 from __future__ import annotations
-import os, time
+import os
 
 import numpy as np
 
 from drivers.system.pci import PCIDevice
 from drivers.system.mmio import MemMMIO
-from drivers.amd.kfd import AMDMemory, QueueDesc, FAULT_POLL_S
+from drivers.amd.iface import AMDMemory, QueueDesc
 from drivers.amd.am.amdev import AMDev
 from drivers.amd.am.mm import PAGE
 
@@ -32,7 +32,6 @@ class PCIIface:
     self.props = {"simd_count": 2 * cus, "simd_per_cu": 2, "max_waves_per_simd": gi.gc_max_waves_per_simd,
                   "max_slots_scratch_cu": gi.gc_max_scratch_slots_per_cu, "lds_size_in_kb": gi.gc_lds_size,
                   "array_count": gi.gc_num_se * gi.gc_num_sa_per_se, "simd_arrays_per_engine": gi.gc_num_sa_per_se}
-    self._last_fault_poll = 0.0
 
   # --- memory
   def alloc(self, size: int, host: bool = False, uncached: bool = False, cpu_access: bool = False) -> AMDMemory:
@@ -80,10 +79,8 @@ class PCIIface:
   def before_doorbell(self) -> None: self.adev.hdp_flush()
 
   # --- faults
-  def poll_faults(self, force: bool = False) -> str | None:
-    now = time.monotonic()
-    if not force and now - self._last_fault_poll < FAULT_POLL_S: return None
-    self._last_fault_poll = now
+  def poll_faults(self) -> str | None:
+    """Walk the IH ring for fault entries (completion interrupts are not faults); -> a description or None."""
     faults = list(dict.fromkeys(e.describe() for e in self.adev.ih.entries() if e.is_fault))   # in order, without repeats
     if not faults: return None
     self.adev.is_err_state = True
