@@ -11,6 +11,7 @@ from collections import deque
 import numpy as np
 
 from autogen.amd import gc_11_0_0 as gc
+from drivers.hcq.queue import dims3
 from drivers.hcq import Device, Program, KernArgs
 from drivers.system.alloc import RangeAllocator
 from drivers.amd.compiler import AMDGPUCompiler
@@ -138,9 +139,8 @@ class AMDProgram(Program):
   def args_size(self, n_bufs: int, n_vals: int) -> int: return self.kernel.kernarg_segment_size
 
   def fill_kernargs(self, bufs, vals=(), global_size=(1, 1, 1), local_size=(1, 1, 1)) -> AMDKernArgs:
-    for b in bufs:
-      if b.device is not self.device: raise ValueError(f"kernel {self.name} on {self.device.name} got a buffer on {b.device.name}")
-    gs, ls = (tuple(v) + (1,) * (3 - len(v)) if not isinstance(v, int) else (v, 1, 1) for v in (global_size, local_size))
+    self.check_buffers(bufs)
+    gs, ls = dims3(global_size, "global_size"), dims3(local_size, "local_size")
     size = max(self.kernel.kernarg_segment_size, 8) + (64 if self.kernel.descriptor.kernel_code_properties & KCP_DISPATCH_PTR else 0)
     view, va, release = self.device.kernarg_alloc(size)
     args = AMDKernArgs(view, va, self, len(bufs), len(vals), gs, ls, release)
@@ -224,10 +224,6 @@ class AMDDevice(Device):
         mem = self.alloc_owned(max(KERNARG_ARENA, size), cpu_access=True)
         self._kernarg_arenas.append((mem, RangeAllocator(0, mem.size, "kernel-argument memory")))
     raise AssertionError("unreachable")
-
-  def _kernarg_memory(self, size: int):
-    view, va, _ = self.kernarg_alloc(size)
-    return view, va
 
   def ensure_scratch(self, per_lane: int) -> None:
     """Scratch memory for `per_lane` private bytes per work-item on every wave the GPU can hold."""

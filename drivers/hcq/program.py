@@ -24,12 +24,15 @@ class Program:
   def __init__(self, device: Device, name: str, lib: bytes):
     self.device, self.name, self.lib = device, name, lib
 
+  def check_buffers(self, bufs: Sequence[Buffer]) -> None:
+    for b in bufs:
+      if b.device is not self.device: raise ValueError(f"kernel {self.name} on {self.device.name} got a buffer on {b.device.name}")
+
   def args_size(self, n_bufs: int, n_vals: int) -> int: return 8 * n_bufs + 4 * n_vals
 
   def fill_kernargs(self, bufs: Sequence[Buffer], vals: Sequence[int] = (), global_size=(1, 1, 1), local_size=(1, 1, 1)) -> KernArgs:
     """Allocate argument memory for one launch and fill it."""
-    for b in bufs:
-      if b.device is not self.device: raise ValueError(f"kernel {self.name} on {self.device.name} got a buffer on {b.device.name}")
+    self.check_buffers(bufs)
     view, va = self.device._kernarg_memory(max(self.args_size(len(bufs), len(vals)), 8))
     args = KernArgs(view, va, len(bufs), len(vals))
     args.update(bufs, vals)

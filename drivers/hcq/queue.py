@@ -11,7 +11,7 @@ if TYPE_CHECKING:
   from drivers.hcq.signal import Signal
 
 
-def _dims(v: tuple[int, ...] | list[int] | int, what: str) -> tuple[int, int, int]:
+def dims3(v: tuple[int, ...] | list[int] | int, what: str) -> tuple[int, int, int]:
   t = (v,) if isinstance(v, int) else tuple(v)
   if not 1 <= len(t) <= 3 or any(not isinstance(x, int) or x < 1 for x in t):
     raise ValueError(f"{what} must be 1 to 3 positive ints, got {v!r}")
@@ -39,7 +39,7 @@ class Queue:
   # --- the contract
   def exec(self, prg: Program, args: KernArgs, global_size=(1, 1, 1), local_size=(1, 1, 1)) -> Queue:
     """Launch `prg`: `global_size` workgroups of `local_size` threads each."""
-    gs, ls = _dims(global_size, "global_size"), _dims(local_size, "local_size")
+    gs, ls = dims3(global_size, "global_size"), dims3(local_size, "local_size")
     if prg.device is not self.device: raise ValueError(f"program {prg.name} belongs to {prg.device.name}, not {self.device.name}")
     with self._profiled(prg.name): self._exec(prg, args, gs, ls)
     return self

@@ -331,10 +331,6 @@ class KFDModel:
         if e.signaled and e.auto_reset and e.fault is None: e.signaled = False
       a.wait_result = kfd.KFD_IOC_WAIT_RESULT_COMPLETE if done else kfd.KFD_IOC_WAIT_RESULT_TIMEOUT
 
-  def fault_log(self) -> list[DeviceError]:
-    """Every error the GPU reported (what dmesg would show for amdgpu)."""
-    return list(self.gpu.errors)
-
   def shutdown(self) -> None:
     self.gpu.shutdown()
     self.queues.clear()

@@ -143,8 +143,7 @@ class MMU:
       va, n = va + k, n - k
 
   def read(self, va: int, n: int, client: str = "CP") -> bytes:
-    return b"".join(np.ctypeslib.as_array((np.ctypeslib.ctypes.c_uint8 * k).from_address(h)).tobytes()
-                    for h, k in self._runs(va, n, False, client))
+    return b"".join(ctypes.string_at(h, k) for h, k in self._runs(va, n, False, client))
 
   def copy(self, dst: int, src: int, n: int, client: str = "SDMA") -> None:
     """GPU-to-GPU copy of `n` bytes, run by run, straight between the backing host memory."""
@@ -160,5 +159,5 @@ class MMU:
     src = np.frombuffer(memoryview(data).cast("B"), np.uint8)
     off = 0
     for h, k in self._runs(va, src.size, True, client):
-      np.ctypeslib.as_array((np.ctypeslib.ctypes.c_uint8 * k).from_address(h))[:] = src[off:off + k]
+      ctypes.memmove(h, src.ctypes.data + off, k)
       off += k
