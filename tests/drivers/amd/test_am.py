@@ -7,6 +7,7 @@ from drivers.amd.device import AMDDevice
 from drivers.amd.pci import PCIIface
 from drivers.amd.am.firmware import FirmwareError, DEFAULT_DIR
 from drivers.amd.am.psp import PSPError
+from drivers.amd.am.smu import SMUError
 from drivers.system import DeviceBusyError, open_model
 from drivers.system.kernel import kernel_interface
 from drivers.system.vfio import VFIOPCIDevice
@@ -138,4 +139,16 @@ def test_failure_after_boot_releases_queues_memory_and_lock(monkeypatch):
   assert engines() == before                                  # the compute queue's engine was stopped, not orphaned
   dev = boot()                                                # not DeviceBusyError: the lock was released
   assert vadd_ok(dev)
+  dev.close()
+
+
+def test_smu_power_limit_and_dpm_levels():
+  dev = boot()
+  smu = dev.iface.adev.smu
+  assert smu.levels("mem") == sorted(smu.levels("mem")) and len(smu.levels("mem")) >= 2
+  default = smu.power_limit()
+  smu.set_power_limit(150)
+  assert smu.power_limit() == 150 and smu.metrics().dGPU_W_MAX == 150
+  with pytest.raises(SMUError, match=r"SMU message 0x32 \(param 0x3e8\) failed"): smu.set_power_limit(1000)
+  smu.set_power_limit(default)
   dev.close()
