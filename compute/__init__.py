@@ -4,6 +4,17 @@
   x = Tensor([[1.0, 2.0], [3.0, 4.0]], device="CPU", requires_grad=True)
   y = (x @ x.T).relu().sum()
   y.backward(); print(y.item(), x.grad.numpy())
+
+Modules import only modules of lower layers (tests/compute/test_imports.py checks that the imports form a DAG):
+  dtypes, shape      element types; views (index -> memory offset and validity)
+  lazy               the lazy graph of LazyBuffers and its Ops
+  schedule           lazy graph -> kernels (fusion) and copies
+  codegen            kernel -> C / OpenCL C source and launch size
+  runtime            devices, buffers, compiling and running a schedule through drivers.hcq
+  function           differentiable primitives on lazy buffers (apply() returns its first input's tensor class)
+  movement, nnops    Tensor's mixins: shapes and indexing; reductions, matmul, conv, losses (on function)
+  tensor             Tensor (on all of the above), no_grad
+  nn, optim          layers and optimizers (on tensor)
 """
 from compute.dtypes import dtypes, DType
 from compute.runtime import Device

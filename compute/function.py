@@ -17,10 +17,12 @@ class Function:
 
   @classmethod
   def apply(cls, *inputs: Tensor, **kwargs) -> Tensor:
-    from compute.tensor import Tensor
+    """Forward on the inputs' lazy buffers. The result has the first input's tensor class (this layer sits below
+    the tensor layer and names no Tensor), and records this function for backward while gradients are on."""
+    tensor_type = type(inputs[0])
     fn = cls(*inputs)
-    out = Tensor._from_lazy(fn.forward(*(t.lazydata for t in inputs), **kwargs))
-    if Tensor.grad_enabled and any(fn.needs_grad):
+    out = tensor_type._from_lazy(fn.forward(*(t.lazydata for t in inputs), **kwargs))
+    if tensor_type.grad_enabled and any(fn.needs_grad):
       out.requires_grad, out._ctx = True, fn
     return out
 

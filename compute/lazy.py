@@ -9,7 +9,6 @@ from __future__ import annotations
 from enum import Enum, auto
 from math import prod
 from typing import Any
-import numpy as np
 from compute.dtypes import DType, dtypes
 from compute.shape import ShapeTracker
 
@@ -31,11 +30,9 @@ BINARY = {Ops.ADD, Ops.SUB, Ops.MUL, Ops.DIV, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.MI
           Ops.AND, Ops.OR, Ops.XOR}
 COMPARE = {Ops.CMPLT, Ops.CMPLE, Ops.CMPEQ, Ops.CMPNE}
 ELEMENTWISE = UNARY | BINARY | {Ops.WHERE}
-FLOAT_ONLY = {Ops.EXP, Ops.LOG, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.COS, Ops.SQRT, Ops.RECIP, Ops.TRUNC, Ops.DIV}
 # f(0, 0, ...) == 0: padding may be pushed through these to their inputs' loads
 ZERO_PRESERVING = {Ops.NEG, Ops.ADD, Ops.SUB, Ops.MUL, Ops.AND, Ops.OR, Ops.XOR, Ops.MAX, Ops.MIN, Ops.SQRT, Ops.SIN, Ops.TRUNC,
                    Ops.CAST, Ops.WHERE, Ops.IDIV, Ops.MOD, Ops.CMPLT, Ops.CMPNE}
-INT_ONLY = {Ops.IDIV, Ops.MOD, Ops.AND, Ops.OR, Ops.XOR}   # AND/OR/XOR also take bool
 
 
 class LazyBuffer:
@@ -133,9 +130,3 @@ class LazyBuffer:
 
 
 def _has_pad(st: ShapeTracker) -> bool: return any(v.valid or v.empty for v in st.views)
-
-
-def numpy_of(lb: LazyBuffer) -> np.ndarray:
-  """The host copy of a realized contiguous buffer."""
-  from compute.runtime import buffer_to_numpy
-  return buffer_to_numpy(lb.buffer, lb.shape, lb.dtype)

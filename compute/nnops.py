@@ -69,8 +69,7 @@ class NNOps(MovementOps):
     a = self._axis(axis)
     n = self.shape[a]
     self._nonempty(a, "argmax")
-    from compute.tensor import Tensor
-    rev = Tensor.arange(n, 0, -1, device=self.device).reshape(tuple(n if i == a else 1 for i in range(self.ndim)))
+    rev = type(self).arange(n, 0, -1, device=self.device).reshape(tuple(n if i == a else 1 for i in range(self.ndim)))
     hit = (self == self.max(a, keepdim=True).detach()).where(rev, 0)
     return (n - hit.max(a, keepdim=keepdim)).cast(dtypes.int32)
 
@@ -158,9 +157,8 @@ class NNOps(MovementOps):
 
   # --- losses
   def one_hot(self: Tensor, num_classes: int) -> Tensor:
-    from compute.tensor import Tensor
     if self.dtype.is_float: raise TypeError(f"one_hot needs integer class indices, got {self.dtype.name}")
-    return (self.unsqueeze(-1) == Tensor.arange(num_classes, device=self.device)).cast(dtypes.int32)
+    return (self.unsqueeze(-1) == type(self).arange(num_classes, device=self.device)).cast(dtypes.int32)
 
   def cross_entropy(self: Tensor, target: Tensor, reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:
     """Logits (N, C) against class indices (N,) or class probabilities (N, C); like torch's cross_entropy."""

@@ -12,6 +12,7 @@ from drivers.hcq import open_device, default_device_name, parse_device
 from drivers.hcq import Device as HCQDevice, Buffer as HCQBuffer, Program as HCQProgram
 from compute.codegen import Renderer
 from compute.dtypes import DType, dtypes
+from compute.lazy import LazyBuffer, Ops
 from compute.schedule import Kernel, Copy, KNode
 
 
@@ -119,8 +120,7 @@ def get_program(k: Kernel):
   return _programs[key]
 
 
-def _mark_realized(lb, buf: Buffer) -> None:
-  from compute.lazy import Ops
+def _mark_realized(lb: LazyBuffer, buf: Buffer) -> None:
   lb.buffer, lb.op, lb.srcs, lb.arg, lb.st = buf, Ops.BUFFER, (), None, None
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import prod
 
-Form = tuple[tuple[int, ...], int]                   # (coefs, const)
 Constraint = tuple[tuple[int, ...], int, int, int]   # (coefs, const, lo, hi)
 
 

@@ -6,7 +6,7 @@ from typing import Any
 import numpy as np
 from compute import function as F
 from compute.dtypes import DType, dtypes, promote, promote_scalar
-from compute.lazy import LazyBuffer, Ops, FLOAT_ONLY
+from compute.lazy import LazyBuffer, Ops
 from compute.runtime import Device, buffer_from_numpy, buffer_to_numpy, run_schedule
 from compute.schedule import create_schedule
 from compute.nnops import NNOps
@@ -233,9 +233,6 @@ class Tensor(NNOps):
   def _cmp(self, op: Ops, other, reverse: bool = False) -> Tensor:
     x, y = self._broadcast(other, reverse)
     return Tensor._from_lazy(x.lazydata.alu(op, y.lazydata))
-
-  def _check_ops(self, op: Ops) -> None:
-    if op in FLOAT_ONLY and not self.dtype.is_float: raise TypeError(f"{op.name.lower()} needs a float tensor, got {self.dtype.name}")
 
   def cast(self, dtype: DType | str) -> Tensor:
     dtype = dtypes.get(dtype)
