@@ -25,14 +25,13 @@ MARK_BOOTED, MARK_RUNNING = gc.regSCRATCH_REG7, gc.regSCRATCH_REG6
 
 
 class GFXv11_0(IPBlock):
+  IP = "GC"
+
   def sw_init(self) -> None:
     mm = self.core.mm
     self.mqd = mm.palloc(ctypes.sizeof(v11.v11_compute_mqd), boot=True, zero=True)
     self.eop = mm.palloc(EOP_SIZE, boot=True, zero=True)
 
-  def w(self, reg, value=None, **fields) -> None: self.core.wreg("GC", reg, value, **fields)
-  def r(self, reg) -> int: return self.core.rreg("GC", reg)
-  def rmw(self, reg, **fields) -> None: self.core.rmw("GC", reg, **fields)
   def select(self, me: int = 0, pipe: int = 0, queue: int = 0, vmid: int = 0) -> None:
     """soc21_grbm_select: which ME/pipe/queue (or VMID) the banked registers that follow address."""
     self.w(gc.regGRBM_GFX_CNTL, MEID=me, PIPEID=pipe, QUEUEID=queue, VMID=vmid)
@@ -47,7 +46,7 @@ class GFXv11_0(IPBlock):
   def _wait_rlc_autoload(self) -> None:
     """The PSP's AUTOLOAD_RLC started the RLC, which brings the CP up: wait until CP_STAT is idle
     (gfx_v11_0_wait_for_rlc_autoload_complete)."""
-    self.core.wait("GC", gc.regCP_STAT, 0xFFFFFFFF, 0, "RLC autoload (CP still busy)")
+    self.wait(gc.regCP_STAT, 0xFFFFFFFF, 0, "RLC autoload (CP still busy)")
 
   def hw_init(self) -> None:
     self._wait_rlc_autoload()
@@ -88,7 +87,7 @@ class GFXv11_0(IPBlock):
     """Coarse-grain clock gating and light sleep, CP polling and interrupts, inside RLC safe mode
     (gfx_v11_0_update_gfx_clock_gating and the functions it calls)."""
     self.w(gc.regRLC_SAFE_MODE, CMD=1, MESSAGE=1)                                      # gfx_v11_0_set_safe_mode
-    self.core.wait("GC", gc.regRLC_SAFE_MODE, gc.regRLC_SAFE_MODE.mask("CMD"), 0, "RLC safe mode")
+    self.wait(gc.regRLC_SAFE_MODE, gc.regRLC_SAFE_MODE.mask("CMD"), 0, "RLC safe mode")
     self.rmw(gc.regRLC_CGCG_CGLS_CTRL, CGCG_EN=1, CGLS_EN=1, CGLS_REP_COMPANSAT_DELAY=0xF, CGCG_GFX_IDLE_THRESHOLD=0x36)
     self.rmw(gc.regCP_RB_WPTR_POLL_CNTL, POLL_FREQUENCY=0x100, IDLE_POLL_COUNT=0x90)   # "IDLE_POLL_COUNT(0x00900100)"
     self.rmw(gc.regCP_INT_CNTL, CMP_BUSY_INT_ENABLE=1, CNTX_BUSY_INT_ENABLE=1, CNTX_EMPTY_INT_ENABLE=1)
@@ -149,5 +148,5 @@ class GFXv11_0(IPBlock):
     if self.r(gc.regCP_HQD_ACTIVE) & 1:
       self.w(gc.regCP_HQD_DEQUEUE_REQUEST, DEQUEUE_REQ=DEQUEUE_RESET_WAVES)
       self.w(gc.regSPI_COMPUTE_QUEUE_RESET, RESET=1)
-      if not self.core.is_err_state: self.core.wait("GC", gc.regCP_HQD_ACTIVE, 1, 0, "HQD dequeue")
+      if not self.core.is_err_state: self.wait(gc.regCP_HQD_ACTIVE, 1, 0, "HQD dequeue")
     self.select()

@@ -3,12 +3,15 @@ its memory power gating. Not an IP block: the SOC block and the core call it, as
 from __future__ import annotations
 from typing import TYPE_CHECKING
 from autogen.amd import hdp_6_0_0 as hdp
+from drivers.amd.am.ip_block import IPRegisters
 if TYPE_CHECKING: from drivers.amd.am.core import AMCore
 
 
-class HDPv6_0:
+class HDPv6_0(IPRegisters):
+  IP = "HDP"
+
   def __init__(self, core: AMCore):
-    self.core = core
+    super().__init__(core)
     self._flush_dword: int | None = None
 
   def flush_hdp(self) -> None:
@@ -19,4 +22,4 @@ class HDPv6_0:
 
   def update_clock_gating(self) -> None:
     """Power down the HDP atomic memory when idle, with deep sleep (hdp_v6_0_update_clock_gating, AMD_CG_SUPPORT_HDP_DS)."""
-    self.core.rmw("HDP", hdp.regHDP_MEM_POWER_CTRL, ATOMIC_MEM_POWER_CTRL_EN=1, ATOMIC_MEM_POWER_DS_EN=1)
+    self.rmw(hdp.regHDP_MEM_POWER_CTRL, ATOMIC_MEM_POWER_CTRL_EN=1, ATOMIC_MEM_POWER_DS_EN=1)

@@ -42,6 +42,8 @@ class Entry:
 
 
 class IHv6_0(IPBlock):
+  IP = "OSSSYS"
+
   def sw_init(self) -> None:
     mm = self.core.mm
     self.rings = [mm.palloc(RING_SIZE, boot=True, zero=True) for _ in range(2)]
@@ -54,34 +56,34 @@ class IHv6_0(IPBlock):
     c = self.core
     for i, (ring, wp, (base, base_hi, cntl, wptr, rptr, doorbell_rptr)) in enumerate(zip(self.rings, self.wptr_pages, RING_REGS)):
       mc = c.mc(ring)
-      c.wreg("OSSSYS", base, (mc >> 8) & 0xFFFFFFFF)
-      c.wreg("OSSSYS", base_hi, mc >> 40)
+      self.w(base, (mc >> 8) & 0xFFFFFFFF)
+      self.w(base_hi, mc >> 40)
       ring_fields = dict(MC_SPACE=MC_SPACE_GPA, WPTR_OVERFLOW_CLEAR=1, RB_SIZE=(RING_SIZE // 4).bit_length() - 1, MC_SNOOP=1)
       if i == 0: ring_fields.update(WPTR_OVERFLOW_ENABLE=1, RPTR_REARM=1)
       else: ring_fields.update(RB_FULL_DRAIN_ENABLE=1)
-      c.wreg("OSSSYS", cntl, **ring_fields)
+      self.w(cntl, **ring_fields)
       if i == 0:
-        c.wreg("OSSSYS", oss.regIH_RB_WPTR_ADDR_LO, c.mc(wp) & 0xFFFFFFFF)
-        c.wreg("OSSSYS", oss.regIH_RB_WPTR_ADDR_HI, c.mc(wp) >> 32)
-      for reg in (wptr, rptr, doorbell_rptr): c.wreg("OSSSYS", reg, 0)
-    c.rmw("OSSSYS", oss.regIH_STORM_CLIENT_LIST_CNTL, CLIENT18_IS_STORM_CLIENT=1)
-    c.rmw("OSSSYS", oss.regIH_INT_FLOOD_CNTL, FLOOD_CNTL_ENABLE=1)
-    c.rmw("OSSSYS", oss.regIH_MSI_STORM_CTRL, DELAY=MSI_STORM_DELAY)
-    c.rmw("OSSSYS", oss.regIH_RB_CNTL, RB_ENABLE=1, ENABLE_INTR=1)
-    c.rmw("OSSSYS", oss.regIH_RB_CNTL_RING1, RB_ENABLE=1)
+        self.w(oss.regIH_RB_WPTR_ADDR_LO, c.mc(wp) & 0xFFFFFFFF)
+        self.w(oss.regIH_RB_WPTR_ADDR_HI, c.mc(wp) >> 32)
+      for reg in (wptr, rptr, doorbell_rptr): self.w(reg, 0)
+    self.rmw(oss.regIH_STORM_CLIENT_LIST_CNTL, CLIENT18_IS_STORM_CLIENT=1)
+    self.rmw(oss.regIH_INT_FLOOD_CNTL, FLOOD_CNTL_ENABLE=1)
+    self.rmw(oss.regIH_MSI_STORM_CTRL, DELAY=MSI_STORM_DELAY)
+    self.rmw(oss.regIH_RB_CNTL, RB_ENABLE=1, ENABLE_INTR=1)
+    self.rmw(oss.regIH_RB_CNTL_RING1, RB_ENABLE=1)
     self.rptr = 0
 
   def entries(self) -> list[Entry]:
     """New entries of ring 0 since the last call (the driver's read pointer then follows the write pointer)."""
     c = self.core
-    wptr = oss.regIH_RB_WPTR.decode(c.rreg("OSSSYS", oss.regIH_RB_WPTR))["OFFSET"] << 2
+    wptr = oss.regIH_RB_WPTR.decode(self.r(oss.regIH_RB_WPTR))["OFFSET"] << 2
     ring = c.vram[self.rings[0]:self.rings[0] + RING_SIZE].view(np.uint32)
     out = []
     while self.rptr != wptr:
       dw = [int(x) for x in ring[self.rptr // 4:self.rptr // 4 + ENTRY_DWORDS]]
       out.append(Entry(dw[0] & 0xFF, (dw[0] >> 8) & 0xFF, (dw[0] >> 16) & 0xFF, (dw[0] >> 24) & 0xF, dw[3] & 0xFFFF, tuple(dw[4:8])))
       self.rptr = (self.rptr + ENTRY_DWORDS * 4) % RING_SIZE
-    if out: c.wreg("OSSSYS", oss.regIH_RB_RPTR, OFFSET=self.rptr >> 2)
+    if out: self.w(oss.regIH_RB_RPTR, OFFSET=self.rptr >> 2)
     return out
 
   def hw_fini(self) -> None:

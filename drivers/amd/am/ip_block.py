@@ -19,6 +19,7 @@ A block implements the phases it has; the others do nothing.
 """
 from __future__ import annotations
 from typing import TYPE_CHECKING
+from autogen.regfields import Reg
 if TYPE_CHECKING: from drivers.amd.am.core import AMCore
 
 
@@ -26,9 +27,21 @@ class UnsupportedIPError(RuntimeError):
   """The IP discovery table reports an IP version for which this driver has no block."""
 
 
-class IPBlock:
+class IPRegisters:
+  """Access to the registers of one discovered IP (`IP`: whose segment bases their offsets use), for the blocks and
+  helpers that live in it."""
+  IP: str
+
   def __init__(self, core: AMCore):
     self.core = core
+
+  def r(self, reg: Reg) -> int: return self.core.rreg(self.IP, reg)
+  def w(self, reg: Reg, value: int | None = None, **fields: int) -> None: self.core.wreg(self.IP, reg, value, **fields)
+  def rmw(self, reg: Reg, **fields: int) -> None: self.core.rmw(self.IP, reg, **fields)
+  def wait(self, reg: Reg, mask: int, value: int, what: str) -> int: return self.core.wait(self.IP, reg, mask, value, what)
+
+
+class IPBlock(IPRegisters):
 
   def sw_init(self) -> None: pass
   def hw_init(self) -> None: pass

@@ -25,6 +25,8 @@ class PSPError(RuntimeError):
 
 
 class PSPv13_0(IPBlock):
+  IP = "MP0"
+
   def sw_init(self) -> None:
     mm = self.core.mm
     self.msg1 = mm.palloc(MSG1_SIZE, align=1 << 20, boot=True)
@@ -32,9 +34,6 @@ class PSPv13_0(IPBlock):
     self.ring = mm.palloc(RING_SIZE, boot=True, zero=True)
     self.tmr = mm.palloc(TMR_SIZE, align=1 << 20, boot=True)
     self.wptr = 0
-
-  def r(self, reg) -> int: return self.core.rreg("MP0", reg)
-  def w(self, reg, v: int) -> None: self.core.wreg("MP0", reg, v)
 
   def sos_alive(self) -> bool: return self.r(SOS_ALIVE) != 0
 
@@ -64,24 +63,24 @@ class PSPv13_0(IPBlock):
 
   def _bootloader_load(self, cmd: int, blob: bytes) -> None:
     c = self.core
-    c.wait("MP0", BL_CMD, BL_READY, BL_READY, "PSP bootloader not ready")
+    self.wait(BL_CMD, BL_READY, BL_READY, "PSP bootloader not ready")
     c.vram[self.msg1:self.msg1 + MSG1_SIZE] = 0
     c.vram[self.msg1:self.msg1 + len(blob)] = memoryview(blob)
     c.hdp_flush()
     self.w(BL_ADDR, c.mc(self.msg1) >> 20)
     self.w(BL_CMD, cmd)
-    if cmd != amdgpu_psp.PSP_BL__LOAD_SOSDRV: c.wait("MP0", BL_CMD, BL_READY, BL_READY, f"PSP bootloader (after command {cmd:#x})")
+    if cmd != amdgpu_psp.PSP_BL__LOAD_SOSDRV: self.wait(BL_CMD, BL_READY, BL_READY, f"PSP bootloader (after command {cmd:#x})")
 
   def _ring_create(self) -> None:
     c = self.core
     if self.r(RING_SIZE_REG) != 0:   # a ring from an earlier driver instance: destroy it first
       self.w(RING_CTL, g.GFX_CTRL_CMD_ID_DESTROY_RINGS)
       time.sleep(RING_STOP_WAIT_S)
-    c.wait("MP0", RING_CTL, g.GFX_FLAG_RESPONSE, g.GFX_FLAG_RESPONSE, "PSP sOS not ready")
+    self.wait(RING_CTL, g.GFX_FLAG_RESPONSE, g.GFX_FLAG_RESPONSE, "PSP sOS not ready")
     mc = c.mc(self.ring)
     self.w(RING_LO, mc & 0xFFFFFFFF); self.w(RING_HI, mc >> 32); self.w(RING_SIZE_REG, RING_SIZE)
     self.w(RING_CTL, amdgpu_psp.PSP_RING_TYPE__KM << 16)   # the ring type in bits 16+ (psp_v13_0_ring_create)
-    c.wait("MP0", RING_CTL, g.GFX_FLAG_RESPONSE | g.GFX_CMD_STATUS_MASK, g.GFX_FLAG_RESPONSE, "PSP sOS ring not created")
+    self.wait(RING_CTL, g.GFX_FLAG_RESPONSE | g.GFX_CMD_STATUS_MASK, g.GFX_FLAG_RESPONSE, "PSP sOS ring not created")
     self.wptr = 0
 
   def _stage(self, blob: bytes) -> int:

@@ -13,8 +13,7 @@ RPTR_WRITEBACK_TIMER = 4               # RB_CNTL.RPTR_WRITEBACK_TIMER, the value
 
 
 class SDMAv6_0(IPBlock):
-  def w(self, reg, value=None, **fields) -> None: self.core.wreg("GC", reg, value, **fields)
-  def rmw(self, reg, **fields) -> None: self.core.rmw("GC", reg, **fields)
+  IP = "GC"
 
   def hw_init(self) -> None:
     """sdma_v6_0_gfx_resume's engine part: watchdog, UTCL1, unhalt, traps, and the doorbell routing."""
@@ -25,9 +24,7 @@ class SDMAv6_0(IPBlock):
     self.rmw(gc.regSDMA0_CNTL, TRAP_ENABLE=1)
     self.core.nbio.sdma_doorbell_range(DOORBELL_SDMA_ENGINE0 * 2, DOORBELL_RANGE)   # in dwords
 
-  def resume(self) -> None:
-    """The last instance's hw_fini soft-reset the engine: set it up again."""
-    self.hw_init()
+  resume = hw_init   # partial boot: the last instance's hw_fini soft-reset the engine, so it starts as from cold
 
   def hw_fini(self) -> None: self.stop_queue()
 

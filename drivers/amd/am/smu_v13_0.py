@@ -22,6 +22,8 @@ class SMUError(RuntimeError):
 
 
 class SMUv13_0(IPBlock):
+  IP = "MP1"
+
   def sw_init(self) -> None:
     self.table = self.core.mm.palloc(TABLE_SIZE, boot=True, zero=True)
     self.dpm: dict[str, list[int]] = {}
@@ -29,31 +31,30 @@ class SMUv13_0(IPBlock):
   def send(self, message: int, param: int = 0, timeout: float = 10.0) -> int:
     """One mailbox round trip: clear the response, write the parameter, write the message, wait, read the result."""
     a = self.core
-    a.wreg("MP1", RESP, 0)
-    a.wreg("MP1", PARAM, param)
-    a.wreg("MP1", MSG, message)
+    self.w(RESP, 0)
+    self.w(PARAM, param)
+    self.w(MSG, message)
     deadline = time.monotonic() + timeout
-    while (resp := a.rreg("MP1", RESP)) == 0:
+    while (resp := self.r(RESP)) == 0:
       if time.monotonic() > deadline: raise TimeoutError(f"{a.pci.bus}: SMU message {message:#x} timeout")
       time.sleep(1e-5)
     if resp != msg.PPSMC_Result_OK:
       why = {msg.PPSMC_Result_UnknownCmd: "unknown command", msg.PPSMC_Result_CmdRejectedPrereq: "rejected (prerequisite)",
              msg.PPSMC_Result_CmdRejectedBusy: "rejected (busy)"}.get(resp, "failed")
       raise SMUError(f"{a.pci.bus}: SMU message {message:#x} (param {param:#x}) {why}: response {resp:#x}")
-    return a.rreg("MP1", PARAM)
+    return self.r(PARAM)
 
   def alive(self) -> bool:
     try: self.send(msg.PPSMC_MSG_GetSmuVersion, timeout=0.1)
     except (TimeoutError, SMUError): return False
-    return self.core.rreg("MP1", RESP) != 0
+    return self.r(RESP) != 0
 
   def mode1_reset(self) -> None:
     """Reset the whole GPU (everything but the PCI config space) through the debug mailbox. Debug messages get no
     response (smu_cmn.c): the SMU itself restarts, so the caller waits a fixed time instead."""
-    a = self.core
-    a.wreg("MP1", DEBUG_PARAM, 0)
-    a.wreg("MP1", DEBUG_MSG, DEBUGSMC_MSG_MODE1_RESET)
-    a.wreg("MP1", DEBUG_RESP, 0)
+    self.w(DEBUG_PARAM, 0)
+    self.w(DEBUG_MSG, DEBUGSMC_MSG_MODE1_RESET)
+    self.w(DEBUG_RESP, 0)
 
   def hw_init(self) -> None:
     """Tell the firmware where the driver table is, then enable every feature (smu_v13_0_set_driver_table_location,
