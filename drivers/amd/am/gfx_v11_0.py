@@ -76,7 +76,7 @@ class GFXv11_0(IPBlock):
   def hw_fini(self) -> None: self.dequeue()
 
   def soft_reset(self) -> None:
-    """Dequeue, soft-reset the CP (GRBM_SOFT_RESET), then configure and start the MEC again (partial boot and recovery)."""
+    """Dequeue, soft-reset the CP (GRBM_SOFT_RESET), then configure and start the MEC again (the partial boot)."""
     self.dequeue()
     self.rmw(gc.regGRBM_SOFT_RESET, SOFT_RESET_CP=1, SOFT_RESET_CPC=1)
     self.rmw(gc.regGRBM_SOFT_RESET, SOFT_RESET_CP=0, SOFT_RESET_CPC=0)

@@ -14,7 +14,7 @@ AMCore (core.py) calls each phase on every block, in the order of ip_table.BLOCK
                      the next open can resume, which makes this hw_fini what Linux calls suspend: there is no
                      separate suspend phase.
   soft_reset()       reset the block's engines alone (GRBM_SOFT_RESET); a block calls it from its own phases
-                     (resume, hw_fini) and recovery, AMCore never does. The whole-GPU reset is SMU mode 1.
+                     (resume, hw_fini); AMCore never does. The whole-GPU reset is SMU mode 1 (core.py).
 A block implements the phases it has; the others do nothing.
 """
 from __future__ import annotations
