@@ -11,7 +11,7 @@ import numpy as np
 from drivers.system.pci import PCIDevice
 from drivers.system.mmio import MemMMIO
 from drivers.amd.iface import AMDMemory, QueueDesc
-from drivers.amd.am.amdev import AMDev
+from drivers.amd.am.core import AMCore
 from drivers.amd.am.mm import PAGE
 
 HUGE = 2 << 20
@@ -20,14 +20,14 @@ HUGE = 2 << 20
 class PCIIface:
   def __init__(self, pci: PCIDevice):
     self.pci = pci
-    try: self.adev = AMDev(pci, reset=bool(os.environ.get("HCQ_AM_RESET")))
+    try: self.core = AMCore(pci, reset=bool(os.environ.get("HCQ_AM_RESET")))
     except BaseException:
       pci.close()
       raise
-    self.ip_bases, self.ip_versions = self.adev.bases, self.adev.versions
+    self.ip_bases, self.ip_versions = self.core.bases, self.core.versions
     major, minor, rev = self.ip_versions["GC"]
     self.arch = f"gfx{major}{minor:x}{rev:x}"
-    gi = self.adev.ip.gc_info
+    gi = self.core.ip.gc_info
     cus = gi.gc_num_se * gi.gc_num_sa_per_se * 2 * (gi.gc_num_wgp0_per_sa + gi.gc_num_wgp1_per_sa)
     self.props = {"simd_count": 2 * cus, "simd_per_cu": 2, "max_waves_per_simd": gi.gc_max_waves_per_simd,
                   "max_slots_scratch_cu": gi.gc_max_scratch_slots_per_cu, "lds_size_in_kb": gi.gc_lds_size,
@@ -35,58 +35,58 @@ class PCIIface:
 
   # --- memory
   def alloc(self, size: int, host: bool = False, uncached: bool = False, cpu_access: bool = False) -> AMDMemory:
-    a = self.adev
+    c = self.core
     size = -(-max(size, 1) // PAGE) * PAGE
     align = HUGE if size >= HUGE else PAGE
-    va = a.mm.va.alloc(size, align)
+    va = c.mm.va.alloc(size, align)
     try:
       if host or uncached:
         dma = self.pci.alloc_dma(size)
-        a.gmc.map(va, np.array(dma.bus_addrs, np.uint64), system=True, uncached=uncached)
+        c.gmc.map(va, np.array(dma.bus_addrs, np.uint64), system=True, uncached=uncached)
         return AMDMemory(va, size, MemMMIO(dma.view, "host memory"), ("host", dma), True)
-      paddr = a.mm.palloc(size, align)
-      a.gmc.map(va, paddr + np.arange(size // PAGE, dtype=np.uint64) * PAGE, system=False)
-      view = MemMMIO(a.vram_bar.view[paddr:paddr + size], "VRAM") if cpu_access else None
+      paddr = c.mm.palloc(size, align)
+      c.gmc.map(va, paddr + np.arange(size // PAGE, dtype=np.uint64) * PAGE, system=False)
+      view = MemMMIO(c.vram_bar.view[paddr:paddr + size], "VRAM") if cpu_access else None
       return AMDMemory(va, size, view, ("vram", paddr), False)
     except BaseException:
-      a.mm.va.free(va)
+      c.mm.va.free(va)
       raise
 
   def free(self, mem: AMDMemory) -> None:
-    a = self.adev
-    a.gmc.unmap(mem.va, mem.size // PAGE)
-    a.mm.va.free(mem.va)
+    c = self.core
+    c.gmc.unmap(mem.va, mem.size // PAGE)
+    c.mm.va.free(mem.va)
     kind, h = mem.handle
     if kind == "host": self.pci.free_dma(h)
-    else: a.mm.pfree(h)
+    else: c.mm.pfree(h)
 
   # --- queues
   def create_queue(self, kind: str, ring_size: int) -> QueueDesc:
     ring, ctl = self.alloc(ring_size, uncached=True), self.alloc(PAGE, uncached=True)
     rptr_va, wptr_va = ctl.va, ctl.va + 8
-    block = {"compute": self.adev.gfx, "sdma": self.adev.sdma}[kind]
+    block = {"compute": self.core.gfx, "sdma": self.core.sdma}[kind]
     doorbell = block.setup_ring(ring.va, ring_size, rptr_va, wptr_va)
     words = ctl.view.cast("Q")
-    return QueueDesc(ring, words[0:1], words[1:2], self.adev.doorbells, doorbell, (kind, ring, ctl))
+    return QueueDesc(ring, words[0:1], words[1:2], self.core.doorbells, doorbell, (kind, ring, ctl))
 
   def destroy_queue(self, q: QueueDesc) -> None:
     kind, ring, ctl = q.handle
-    if kind == "compute": self.adev.gfx.dequeue()
-    else: self.adev.sdma.fini_hw()
+    if kind == "compute": self.core.gfx.dequeue()
+    else: self.core.sdma.stop_queue()
     self.free(ring)
     self.free(ctl)
 
-  def before_doorbell(self) -> None: self.adev.hdp_flush()
+  def before_doorbell(self) -> None: self.core.hdp_flush()
 
   # --- faults
   def poll_faults(self) -> str | None:
     """Walk the IH ring for fault entries (completion interrupts are not faults); -> a description or None."""
-    faults = list(dict.fromkeys(e.describe() for e in self.adev.ih.entries() if e.is_fault))   # in order, without repeats
+    faults = list(dict.fromkeys(e.describe() for e in self.core.ih.entries() if e.is_fault))   # in order, without repeats
     if not faults: return None
-    self.adev.is_err_state = True
-    status = self.adev.gmc.fault("GC")
+    self.core.is_err_state = True
+    status = self.core.gfxhub.fault()
     return "; ".join(faults) + (f" (GCVM_L2_PROTECTION_FAULT_STATUS {status[0]:#x})" if status else "")
 
   def close(self) -> None:
-    try: self.adev.fini()
+    try: self.core.fini()
     finally: self.pci.close()

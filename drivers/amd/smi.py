@@ -7,7 +7,7 @@ from autogen.amd import smu13_driver_if_v13_0_0 as drv
 from drivers.system import list_pci, open_model, list_models, SysfsPCIDevice, PCIDevice
 from drivers.system.discovery import VENDORS
 from drivers.system.lock import holder, lock_path
-from drivers.amd.am.amdev import AMDev, NotBootedError
+from drivers.amd.am.core import AMCore, NotBootedError
 from drivers.amd import AM_DEVICE_IDS
 
 BUSY_THRESHOLD = 15          # % activity above which the pre-deep-sleep clock is the one to show (SMU 13.0.0)
@@ -37,7 +37,7 @@ class GPUStatus:
 
 
 @dataclass(frozen=True)
-class AMDeviceRef:
+class MonitoredGPU:
   bus: str
   name: str
   emulated_index: int | None      # the model's index for emulated devices
@@ -47,18 +47,18 @@ class AMDeviceRef:
     return open_model("navi31", self.emulated_index, None) if self.emulated_index is not None else SysfsPCIDevice(self.bus, None)
 
 
-def devices(bus: str | None = None) -> list[AMDeviceRef]:
+def devices(bus: str | None = None) -> list[MonitoredGPU]:
   """GPUs the AM driver can drive: supported AMD functions on the PCI bus and the emulated ones with state."""
-  out = [AMDeviceRef(p.bus, p.name or "AMD GPU", None) for p in list_pci(VENDORS["amd"])
+  out = [MonitoredGPU(p.bus, p.name or "AMD GPU", None) for p in list_pci(VENDORS["amd"])
          if p.device_id in AM_DEVICE_IDS and p.driver in (None, "vfio-pci")]
-  out += [AMDeviceRef(m.bus, m.name or "emulated Navi31", int(m.bus.split("-")[1])) for m in list_models()]
+  out += [MonitoredGPU(m.bus, m.name or "emulated Navi31", int(m.bus.split("-")[1])) for m in list_models()]
   return [d for d in out if bus is None or d.bus.startswith(bus) or d.bus.startswith(f"0000:{bus}")]
 
 
 def _clock(pre: int, post: int, activity: int) -> int: return pre if activity > BUSY_THRESHOLD else post
 
 
-def status(ref: AMDeviceRef) -> GPUStatus:
+def status(ref: MonitoredGPU) -> GPUStatus:
   st = GPUStatus(ref.bus, ref.name, holder(lock_path("am", ref.bus)))
   try:
     pci = ref.open()
@@ -66,8 +66,8 @@ def status(ref: AMDeviceRef) -> GPUStatus:
     st.error = f"cannot open: {e}"
     return st
   try:
-    adev = AMDev(pci, monitor=True)
-    m = adev.smu.metrics()
+    core = AMCore(pci, monitor=True)
+    m = core.smu.metrics()
     st.gfx_activity, st.mem_activity = m.AverageGfxActivity, m.AverageUclkActivity
     st.temps = {k: m.AvgTemperature[i] for k, i in TEMPS.items()}
     st.voltages = {k: m.AvgVoltage[i] for k, i in VOLTAGES.items()}
@@ -77,7 +77,7 @@ def status(ref: AMDeviceRef) -> GPUStatus:
     st.fan_rpm, st.fan_pwm = m.AvgFanRpm, m.AvgFanPwm
     st.power_w, st.power_limit_w = m.AverageSocketPower, m.dGPU_W_MAX
     st.throttle = [THROTTLERS.get(i, f"#{i}") for i, pct in enumerate(m.ThrottlingPercentage) if pct > 0]
-    st.vram_used, st.vram_total = adev.mm.mapped_vram(), adev.vram_size
+    st.vram_used, st.vram_total = core.mm.mapped_vram(), core.vram_size
   except NotBootedError as e: st.error = str(e)
   except Exception as e: st.error = f"{type(e).__name__}: {e}"
   finally: pci.close()

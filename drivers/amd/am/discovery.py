@@ -12,6 +12,9 @@ DISCOVERY_READ = 10 << 10         # of which the driver reads the first 10 KiB
 BLOCKS = {hw.GC_HWID: "GC", hw.SDMA0_HWID: "SDMA0", hw.MMHUB_HWID: "MMHUB", hw.NBIF_HWID: "NBIO", hw.MP0_HWID: "MP0",
           hw.MP1_HWID: "MP1", hw.HDP_HWID: "HDP", hw.OSSSYS_HWID: "OSSSYS", hw.SMUIO_HWID: "SMUIO", hw.ATHUB_HWID: "ATHUB",
           hw.DF_HWID: "DF", hw.THM_HWID: "THM", hw.UMC_HWID: "UMC"}
+# the GC info table versions discovery.h defines
+GC_INFO = {(1, 0): d.gc_info_v1_0, (1, 1): d.gc_info_v1_1, (1, 2): d.gc_info_v1_2, (1, 3): d.gc_info_v1_3,
+           (2, 0): d.gc_info_v2_0, (2, 1): d.gc_info_v2_1}
 
 
 class DiscoveryError(RuntimeError):
@@ -60,7 +63,7 @@ def parse(blob: bytes) -> Discovery:
   if g.offset:
     if checksum(blob[g.offset:g.offset + g.size]) != g.checksum: raise DiscoveryError("GC info table checksum mismatch")
     gh = d.gpu_info_header.from_buffer_copy(blob, g.offset)
-    cls = getattr(d, f"gc_info_v{gh.version_major}_{gh.version_minor}", None)
+    cls = GC_INFO.get((gh.version_major, gh.version_minor))
     if gh.table_id != d.GC_TABLE_ID or cls is None: raise DiscoveryError(f"GC info table v{gh.version_major}.{gh.version_minor} is not supported")
     out.gc_info = cls.from_buffer_copy(blob, g.offset)
   for need in ("GC", "SDMA0", "MMHUB", "NBIO", "MP0", "MP1", "HDP", "OSSSYS"):

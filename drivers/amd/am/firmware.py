@@ -49,14 +49,25 @@ def _read(name: str) -> tuple[str, bytes]:
                         "holding it") from None
 
 
-def _header(path: str, blob: bytes, expected: tuple[int, ...], struct_base: str):
-  """The versioned header struct `<struct_base>_v<major>_<minor>` after checking the common header."""
+# the header versions each file may carry (amdgpu_ucode.h structs; the GC 11 / MP0 13 / SDMA 6 family's majors)
+PSP_HEADERS = {(2, 0): uc.psp_firmware_header_v2_0, (2, 1): uc.psp_firmware_header_v2_1}
+SMC_HEADERS = {(2, 0): uc.smc_firmware_header_v2_0, (2, 1): uc.smc_firmware_header_v2_1}
+SDMA_HEADERS = {(2, 0): uc.sdma_firmware_header_v2_0}
+GFX_HEADERS = {(2, 0): uc.gfx_firmware_header_v2_0}
+IMU_HEADERS = {(1, 0): uc.imu_firmware_header_v1_0}
+RLC_HEADERS = {(2, 0): uc.rlc_firmware_header_v2_0, (2, 1): uc.rlc_firmware_header_v2_1, (2, 2): uc.rlc_firmware_header_v2_2,
+               (2, 3): uc.rlc_firmware_header_v2_3, (2, 4): uc.rlc_firmware_header_v2_4}
+
+
+def _header(path: str, blob: bytes, headers: dict[tuple[int, int], type], struct_base: str):
+  """The header struct of the file's version (one of `headers`) after checking the common header."""
   if len(blob) < ctypes.sizeof(uc.common_firmware_header):
     raise FirmwareError(f"{path}: {len(blob)} bytes is too short for a firmware header")
   common = uc.common_firmware_header.from_buffer_copy(blob)
   ver = (common.header_version_major, common.header_version_minor)
-  cls = getattr(uc, f"{struct_base}_v{ver[0]}_{ver[1]}", None)
-  if common.size_bytes != len(blob) or cls is None or ver[0] not in expected or common.header_size_bytes > len(blob):
+  cls = headers.get(ver)
+  if common.size_bytes != len(blob) or cls is None or common.header_size_bytes > len(blob):
+    expected = sorted({major for major, _ in headers})
     raise FirmwareError(f"{path}: not a valid {struct_base} (header v{ver[0]}.{ver[1]}, size field {common.size_bytes} for "
                         f"a {len(blob)}-byte file); expected header major version {' or '.join(map(str, expected))}")
   hdr = cls.from_buffer_copy(blob)
@@ -79,7 +90,7 @@ def load(ip_versions: dict[str, tuple[int, int, int]]) -> Firmware:
 
   # PSP sOS: a table of {fw_type, version, offset, size} bins after the header (v2.0 at 36, v2.1 at 40)
   path, blob = _read(names["sos"]); files["sos"] = path
-  hdr, common = _header(path, blob, (2,), "psp_firmware_header")
+  hdr, common = _header(path, blob, PSP_HEADERS, "psp_firmware_header")
   table = ctypes.addressof(hdr.psp_fw_bin) - ctypes.addressof(hdr)
   bins = {}
   for i in range(hdr.psp_fw_bin_count):
@@ -90,32 +101,32 @@ def load(ip_versions: dict[str, tuple[int, int, int]]) -> Firmware:
 
   # SMU: the whole ucode array
   path, blob = _read(names["smu"]); files["smu"] = path
-  _, common = _header(path, blob, (2,), "smc_firmware_header")
+  _, common = _header(path, blob, SMC_HEADERS, "smc_firmware_header")
   smu = _slice(path, blob, common.ucode_array_offset_bytes, common.ucode_size_bytes, "SMU ucode")
 
   # SDMA v2: TH1 (ctl, at its own file offset) then TH0 (ctx, at the ucode array)
   path, blob = _read(names["sdma"]); files["sdma"] = path
-  hdr, common = _header(path, blob, (2,), "sdma_firmware_header")
+  hdr, common = _header(path, blob, SDMA_HEADERS, "sdma_firmware_header")
   ip = [(psp.GFX_FW_TYPE_SDMA_UCODE_TH1, _slice(path, blob, hdr.ctl_ucode_offset, hdr.ctl_ucode_size_bytes, "SDMA ctl ucode")),
         (psp.GFX_FW_TYPE_SDMA_UCODE_TH0, _slice(path, blob, common.ucode_array_offset_bytes, hdr.ctx_ucode_size_bytes, "SDMA ctx ucode"))]
 
   # MEC (RS64): code at the ucode array, the P0 stack from the data section, and the program counter start
   path, blob = _read(names["mec"]); files["mec"] = path
-  hdr, common = _header(path, blob, (2,), "gfx_firmware_header")
+  hdr, common = _header(path, blob, GFX_HEADERS, "gfx_firmware_header")
   ip += [(psp.GFX_FW_TYPE_RS64_MEC, _slice(path, blob, common.ucode_array_offset_bytes, hdr.ucode_size_bytes, "MEC ucode")),
          (psp.GFX_FW_TYPE_RS64_MEC_P0_STACK, _slice(path, blob, hdr.data_offset_bytes, hdr.data_size_bytes, "MEC stack"))]
   mec_start = hdr.ucode_start_addr_hi << 32 | hdr.ucode_start_addr_lo
 
   # IMU: IRAM then DRAM, back to back from the ucode array
   path, blob = _read(names["imu"]); files["imu"] = path
-  hdr, common = _header(path, blob, (1,), "imu_firmware_header")
+  hdr, common = _header(path, blob, IMU_HEADERS, "imu_firmware_header")
   i0 = common.ucode_array_offset_bytes
   ip += [(psp.GFX_FW_TYPE_IMU_I, _slice(path, blob, i0, hdr.imu_iram_ucode_size_bytes, "IMU IRAM")),
          (psp.GFX_FW_TYPE_IMU_D, _slice(path, blob, i0 + hdr.imu_iram_ucode_size_bytes, hdr.imu_dram_ucode_size_bytes, "IMU DRAM"))]
 
   # RLC v2.2+: IRAM, DRAM boot, (v2.3) P and V, then the main ucode RLC_G
   path, blob = _read(names["rlc"]); files["rlc"] = path
-  hdr, common = _header(path, blob, (2,), "rlc_firmware_header")
+  hdr, common = _header(path, blob, RLC_HEADERS, "rlc_firmware_header")
   minor = common.header_version_minor
   if minor < 2: raise FirmwareError(f"{path}: RLC header v2.{minor} has no IRAM/DRAM ucode; gfx11 needs v2.2 or newer")
   v22 = hdr.v2_2 if minor >= 3 else hdr

@@ -7,7 +7,7 @@ firmware-owned structures where it left them), then general allocations up to th
 from __future__ import annotations
 import numpy as np
 
-from autogen.amd import amdgpu_vm as vm
+from autogen.amd import amdgpu_vm as vm, soc21_enum
 from drivers.system.alloc import RangeAllocator
 
 PAGE = 4096
@@ -16,7 +16,7 @@ RESERVED_TOP = 64 << 20
 VA_BASE, VA_SIZE = 0x2000_0000_0000, 16 << 40       # the GPU VA window of context 0
 ADDR_MASK = ((1 << 48) - 1) & ~0xFFF
 SHIFTS = (39, 30, 21, 12)                           # PDB2, PDB1, PDB0, PTB
-MTYPE_UC = 3                                        # MTYPE (NV10 layout, bits 48-50): uncached
+MTYPE_SHIFT = (vm.AMDGPU_PTE_MTYPE_NV10_MASK & -vm.AMDGPU_PTE_MTYPE_NV10_MASK).bit_length() - 1   # bits 48-50 (amdgpu_vm.h)
 LEAF = vm.AMDGPU_PTE_VALID | vm.AMDGPU_PTE_READABLE | vm.AMDGPU_PTE_WRITEABLE | vm.AMDGPU_PTE_EXECUTABLE
 
 
@@ -54,7 +54,7 @@ class MemoryManager:
 
   def map(self, va: int, pages: np.ndarray, system: bool, uncached: bool = False) -> None:
     """Point the 4 KiB pages at `va` to `pages` (VRAM offsets, or bus addresses when `system`)."""
-    flags = LEAF | (vm.AMDGPU_PTE_SYSTEM | vm.AMDGPU_PTE_SNOOPED if system else 0) | ((MTYPE_UC << 48) if uncached else 0)
+    flags = LEAF | (vm.AMDGPU_PTE_SYSTEM | vm.AMDGPU_PTE_SNOOPED if system else 0) | ((soc21_enum.MTYPE_UC << MTYPE_SHIFT) if uncached else 0)
     self._write(va, pages.astype(np.uint64) | np.uint64(flags))
 
   def unmap(self, va: int, npages: int) -> None:

@@ -6,8 +6,8 @@ import pytest
 from drivers.amd.device import AMDDevice
 from drivers.amd.pci import PCIIface
 from drivers.amd.am.firmware import FirmwareError, DEFAULT_DIR
-from drivers.amd.am.psp import PSPError
-from drivers.amd.am.smu import SMUError
+from drivers.amd.am.psp_v13_0 import PSPError
+from drivers.amd.am.smu_v13_0 import SMUError
 from drivers.system import DeviceBusyError, open_model
 from drivers.system.kernel import kernel_interface
 from drivers.system.vfio import VFIOPCIDevice
@@ -36,11 +36,11 @@ def boot(index: int = 0) -> AMDDevice:
 @pytest.mark.skipif(not REAL_FW, reason=f"Debian firmware-amd-graphics is not installed in {DEFAULT_DIR} (scripts/setup.sh installs it)")
 def test_cold_boot_with_debian_firmware_then_partial_boot():
   dev = boot()
-  assert not dev.iface.adev.partial_boot and vadd_ok(dev)
-  assert dev.iface.adev.fw.files["sos"] == os.path.join(DEFAULT_DIR, "psp_13_0_0_sos.bin")
+  assert not dev.iface.core.partial_boot and vadd_ok(dev)
+  assert dev.iface.core.fw.files["sos"] == os.path.join(DEFAULT_DIR, "psp_13_0_0_sos.bin")
   dev.close()
   dev = boot()                                  # the GPU still runs our firmware and was left clean: partial boot
-  assert dev.iface.adev.partial_boot and vadd_ok(dev)
+  assert dev.iface.core.partial_boot and vadd_ok(dev)
   dev.close()
 
 
@@ -48,7 +48,7 @@ def test_cold_boot_with_synthetic_firmware(tmp_path, monkeypatch):
   write_firmware(str(tmp_path))
   monkeypatch.setenv("HCQ_FIRMWARE_DIR", str(tmp_path))
   dev = boot()
-  assert not dev.iface.adev.partial_boot and vadd_ok(dev)
+  assert not dev.iface.core.partial_boot and vadd_ok(dev)
   dev.close()
 
 
@@ -100,8 +100,8 @@ def test_process_killed_mid_run_leaves_a_dirty_device_the_next_open_resets():
   time.sleep(0.5)                 # launches in flight, the queues busy
   p.send_signal(signal.SIGKILL); p.wait()
   dev = boot()                    # SCRATCH_REG6 still says "running": a full boot, through the mode-1 reset
-  adev = dev.iface.adev
-  assert not adev.partial_boot and adev.mode1_reset_done and vadd_ok(dev)
+  core = dev.iface.core
+  assert not core.partial_boot and core.mode1_reset_done and vadd_ok(dev)
   dev.close()
 
 
@@ -144,7 +144,7 @@ def test_failure_after_boot_releases_queues_memory_and_lock(monkeypatch):
 
 def test_smu_power_limit_and_dpm_levels():
   dev = boot()
-  smu = dev.iface.adev.smu
+  smu = dev.iface.core.smu
   assert smu.levels("mem") == sorted(smu.levels("mem")) and len(smu.levels("mem")) >= 2
   default = smu.power_limit()
   smu.set_power_limit(150)

@@ -1,0 +1,152 @@
+"""GFX 11.0 (GC 11.0), the graphics/compute IP block (Linux gfx_v11_0.c): the GC hub, the RS64 MEC (compute
+micro-engine) and its hardware queue (HQD), programmed directly from a v11 compute MQD (no KIQ/MES), GFX clock gating,
+and the AM driver's boot marks in two GC scratch registers (reference/amd_driver.md 2.4, 2.10-2.12)."""
+from __future__ import annotations
+import ctypes
+import numpy as np
+from autogen.amd import gc_11_0_0 as gc, soc21_enum, v11_structs as v11
+from drivers.amd.am.ip_block import IPBlock
+
+MEC_ME, MEC_PIPE, MEC_QUEUE = 1, 0, 0
+DOORBELL_MEC_RING0 = 3              # AMDGPU_NAVI10_DOORBELL_MEC_RING0 (amdgpu_doorbell.h): 64-bit doorbell slot 3 of BAR2
+MQD_HEADER = 0xC0310800             # v11 compute MQD header (gfx_v11_0_compute_mqd_init)
+EOP_SIZE = 4096
+# the MEC doorbell range, in BAR2 bytes: 0 up to 0xF8 holds slot 3 (reference/amd_driver.md 2.10; Linux ends it at
+# its KIQ/user-queue range instead, gfx_v11_0_cp_set_doorbell_range)
+DOORBELL_RANGE_UPPER = 0xF8
+N_VMIDS = 16
+PIPE_PRIORITY_HIGH, QUEUE_PRIORITY_MAXIMUM = 2, 15   # AMDGPU_GFX_PIPE_PRIO_HIGH, AMDGPU_GFX_QUEUE_PRIORITY_MAXIMUM (amdgpu_gfx.h)
+DEQUEUE_RESET_WAVES = 2             # CP_HQD_DEQUEUE_REQUEST: drain and reset the queue's waves (gfx_v11_0_soft_reset writes 0x2)
+# MQD dwords from cp_mqd_base_addr_lo to cp_hqd_pq_wptr_hi are the register image of CP_MQD_BASE_ADDR..CP_HQD_PQ_WPTR_HI
+HQD_FIRST = v11.v11_compute_mqd.cp_mqd_base_addr_lo.offset // 4
+HQD_LAST = v11.v11_compute_mqd.cp_hqd_pq_wptr_hi.offset // 4
+# the boot marks: SCRATCH_REG7 = the AM version that booted the GPU, SCRATCH_REG6 = 1 while a driver runs (or it ended dirty)
+MARK_BOOTED, MARK_RUNNING = gc.regSCRATCH_REG7, gc.regSCRATCH_REG6
+
+
+class GFXv11_0(IPBlock):
+  IP = "GC"
+
+  def sw_init(self) -> None:
+    mm = self.core.mm
+    self.mqd = mm.palloc(ctypes.sizeof(v11.v11_compute_mqd), boot=True, zero=True)
+    self.eop = mm.palloc(EOP_SIZE, boot=True, zero=True)
+
+  def select(self, me: int = 0, pipe: int = 0, queue: int = 0, vmid: int = 0) -> None:
+    """soc21_grbm_select: which ME/pipe/queue (or VMID) the banked registers that follow address."""
+    self.w(gc.regGRBM_GFX_CNTL, MEID=me, PIPEID=pipe, QUEUEID=queue, VMID=vmid)
+
+  # --- boot marks (the AM driver's convention; they survive across processes)
+  def marks(self) -> tuple[int, int]: return self.r(MARK_BOOTED), self.r(MARK_RUNNING)
+  def set_mark(self, running: int, booted: int | None = None) -> None:
+    if booted is not None: self.w(MARK_BOOTED, booted)
+    self.w(MARK_RUNNING, running)
+
+  # --- lifecycle
+  def _wait_rlc_autoload(self) -> None:
+    """The PSP's AUTOLOAD_RLC started the RLC, which brings the CP up: wait until CP_STAT is idle
+    (gfx_v11_0_wait_for_rlc_autoload_complete)."""
+    self.wait(gc.regCP_STAT, 0xFFFFFFFF, 0, "RLC autoload (CP still busy)")
+
+  def hw_init(self) -> None:
+    self._wait_rlc_autoload()
+    self.core.gfxhub.gart_enable()
+    self._config_mec()
+    self.w(gc.regRLC_CNTL, RLC_ENABLE_F32=1)
+    self.rmw(gc.regRLC_SRM_CNTL, SRM_ENABLE=1, AUTO_INCR_ADDR=1)        # gfx_v11_0_rlc_enable_srm
+    self.w(gc.regRLC_SPM_MC_CNTL, RLC_SPM_VMID=0xF)                    # "init spm vmid with 0xf" (gfx_v11_0_rlc_init)
+    self.core.nbio.gc_doorbell_init()
+    self.rmw(gc.regGRBM_CNTL, READ_TIMEOUT=0xFF)                       # gfx_v11_0_constants_init
+    for vmid in range(N_VMIDS):   # DEFAULT_SH_MEM_CONFIG of gfx_v11_0; LDS aperture 0x1000..., scratch 0x2000... (reference 2.10)
+      self.select(vmid=vmid)
+      self.w(gc.regSH_MEM_CONFIG, ADDRESS_MODE=soc21_enum.SH_MEM_ADDRESS_MODE_64,
+             ALIGNMENT_MODE=soc21_enum.SH_MEM_ALIGNMENT_MODE_UNALIGNED, INITIAL_INST_PREFETCH=3)
+      self.w(gc.regSH_MEM_BASES, SHARED_BASE=1, PRIVATE_BASE=2)
+    self.select()
+    self.w(gc.regCP_MEC_DOORBELL_RANGE_LOWER, 0)
+    self.w(gc.regCP_MEC_DOORBELL_RANGE_UPPER, DOORBELL_RANGE_UPPER)
+    self._enable_mec()
+
+  def resume(self) -> None:
+    """Partial boot: the MEC firmware is loaded; bring the GC hub up and restart the MEC clean."""
+    self._wait_rlc_autoload()
+    self.core.gfxhub.gart_enable()
+    self.soft_reset()
+
+  def hw_fini(self) -> None: self.dequeue()
+
+  def soft_reset(self) -> None:
+    """Dequeue, soft-reset the CP (GRBM_SOFT_RESET), then configure and start the MEC again (the partial boot)."""
+    self.dequeue()
+    self.rmw(gc.regGRBM_SOFT_RESET, SOFT_RESET_CP=1, SOFT_RESET_CPC=1)
+    self.rmw(gc.regGRBM_SOFT_RESET, SOFT_RESET_CP=0, SOFT_RESET_CPC=0)
+    self._config_mec()
+    self._enable_mec()
+
+  def set_clockgating(self) -> None:
+    """Coarse-grain clock gating and light sleep, CP polling and interrupts, inside RLC safe mode
+    (gfx_v11_0_update_gfx_clock_gating and the functions it calls)."""
+    self.w(gc.regRLC_SAFE_MODE, CMD=1, MESSAGE=1)                                      # gfx_v11_0_set_safe_mode
+    self.wait(gc.regRLC_SAFE_MODE, gc.regRLC_SAFE_MODE.mask("CMD"), 0, "RLC safe mode")
+    self.rmw(gc.regRLC_CGCG_CGLS_CTRL, CGCG_EN=1, CGLS_EN=1, CGLS_REP_COMPANSAT_DELAY=0xF, CGCG_GFX_IDLE_THRESHOLD=0x36)
+    self.rmw(gc.regCP_RB_WPTR_POLL_CNTL, POLL_FREQUENCY=0x100, IDLE_POLL_COUNT=0x90)   # "IDLE_POLL_COUNT(0x00900100)"
+    self.rmw(gc.regCP_INT_CNTL, CMP_BUSY_INT_ENABLE=1, CNTX_BUSY_INT_ENABLE=1, CNTX_EMPTY_INT_ENABLE=1)
+    for sdma in (gc.regSDMA0_RLC_CGCG_CTRL, gc.regSDMA1_RLC_CGCG_CTRL): self.rmw(sdma, CGCG_INT_ENABLE=1)
+    self.rmw(gc.regRLC_CGTT_MGCG_OVERRIDE, PERFMON_CLOCK_STATE=1)   # perfmon clock left running (gfx_v11_0_update_perf_clk off)
+    self.w(gc.regRLC_SAFE_MODE, CMD=1)                                                 # gfx_v11_0_unset_safe_mode
+
+  # --- the MEC and its queue
+  def _config_mec(self) -> None:
+    """The RS64 MEC's program counter start (in dwords) from the firmware header, then a pulse of the pipe reset
+    (as gfx_v11_0_config_gfx_rs64 does for the MEC)."""
+    self.select(me=MEC_ME, pipe=MEC_PIPE)
+    start = self.core.fw.mec_start >> 2
+    self.w(gc.regCP_MEC_RS64_PRGRM_CNTR_START, start & 0xFFFFFFFF)
+    self.w(gc.regCP_MEC_RS64_PRGRM_CNTR_START_HI, start >> 32)
+    self.select()
+    self.rmw(gc.regCP_MEC_RS64_CNTL, MEC_PIPE0_RESET=1)
+    self.rmw(gc.regCP_MEC_RS64_CNTL, MEC_PIPE0_RESET=0)
+
+  def _enable_mec(self) -> None:
+    self.w(gc.regCP_MEC_RS64_CNTL, MEC_PIPE0_ACTIVE=1)
+
+  def setup_ring(self, ring_va: int, ring_size: int, rptr_va: int, wptr_va: int) -> int:
+    """Program HQD (me 1, pipe 0, queue 0) for a PM4 ring; returns the doorbell's byte offset in BAR2. The MQD is
+    gfx_v11_0_compute_mqd_init's, with KFD's quantum and preload (kfd_mqd_manager_v11.c init_mqd)."""
+    c = self.core
+    mqd = v11.v11_compute_mqd(header=MQD_HEADER)
+    mc = c.mc(self.mqd)
+    mqd.cp_mqd_base_addr_lo, mqd.cp_mqd_base_addr_hi = mc & 0xFFFFFFFC, mc >> 32
+    mqd.cp_hqd_persistent_state = gc.regCP_HQD_PERSISTENT_STATE.encode(PRELOAD_REQ=1, PRELOAD_SIZE=0x55)
+    mqd.cp_hqd_pipe_priority, mqd.cp_hqd_queue_priority = PIPE_PRIORITY_HIGH, QUEUE_PRIORITY_MAXIMUM
+    mqd.cp_hqd_quantum = gc.regCP_HQD_QUANTUM.encode(QUANTUM_EN=1, QUANTUM_SCALE=1, QUANTUM_DURATION=1)
+    mqd.cp_hqd_pq_base_lo, mqd.cp_hqd_pq_base_hi = (ring_va >> 8) & 0xFFFFFFFF, ring_va >> 40
+    mqd.cp_hqd_pq_rptr_report_addr_lo, mqd.cp_hqd_pq_rptr_report_addr_hi = rptr_va & 0xFFFFFFFC, rptr_va >> 32
+    mqd.cp_hqd_pq_wptr_poll_addr_lo, mqd.cp_hqd_pq_wptr_poll_addr_hi = wptr_va & 0xFFFFFFF8, wptr_va >> 32
+    mqd.cp_hqd_pq_doorbell_control = gc.regCP_HQD_PQ_DOORBELL_CONTROL.encode(DOORBELL_OFFSET=DOORBELL_MEC_RING0 * 2, DOORBELL_EN=1)
+    # ring of 2^(QUEUE_SIZE+1) dwords; the rptr is reported every 2^(RPTR_BLOCK_SIZE+1) = 64 dwords (reference 2.11)
+    mqd.cp_hqd_pq_control = gc.regCP_HQD_PQ_CONTROL.encode(QUEUE_SIZE=(ring_size // 4).bit_length() - 2, RPTR_BLOCK_SIZE=5)
+    mqd.cp_hqd_ib_control = gc.regCP_HQD_IB_CONTROL.encode(MIN_IB_AVAIL_SIZE=3)
+    mqd.cp_mqd_control = gc.regCP_MQD_CONTROL.encode(PRIV_STATE=1)
+    eop = c.mc(self.eop)
+    mqd.cp_hqd_eop_base_addr_lo, mqd.cp_hqd_eop_base_addr_hi = (eop >> 8) & 0xFFFFFFFF, eop >> 40
+    mqd.cp_hqd_eop_control = gc.regCP_HQD_EOP_CONTROL.encode(EOP_SIZE=(EOP_SIZE // 4).bit_length() - 2)   # 2^(EOP_SIZE+1) dwords
+    mqd.compute_static_thread_mgmt_se0 = mqd.compute_static_thread_mgmt_se1 = 0xFFFFFFFF   # every CU of every SE
+    mqd.compute_static_thread_mgmt_se2 = mqd.compute_static_thread_mgmt_se3 = 0xFFFFFFFF
+    c.vram[self.mqd:self.mqd + ctypes.sizeof(mqd)] = np.frombuffer(bytes(mqd), np.uint8)
+    c.hdp_flush()
+    self.select(me=MEC_ME, pipe=MEC_PIPE, queue=MEC_QUEUE)
+    words = np.frombuffer(bytes(mqd), np.uint32)
+    first = c.addr("GC", gc.regCP_MQD_BASE_ADDR)
+    for i in range(HQD_FIRST, HQD_LAST + 1): c.wdword(first + i - HQD_FIRST, int(words[i]))
+    self.w(gc.regCP_HQD_ACTIVE, ACTIVE=1)
+    self.select()
+    return DOORBELL_MEC_RING0 * 8
+
+  def dequeue(self) -> None:
+    self.select(me=MEC_ME, pipe=MEC_PIPE, queue=MEC_QUEUE)
+    if self.r(gc.regCP_HQD_ACTIVE) & 1:
+      self.w(gc.regCP_HQD_DEQUEUE_REQUEST, DEQUEUE_REQ=DEQUEUE_RESET_WAVES)
+      self.w(gc.regSPI_COMPUTE_QUEUE_RESET, RESET=1)
+      if not self.core.is_err_state: self.wait(gc.regCP_HQD_ACTIVE, 1, 0, "HQD dequeue")
+    self.select()

@@ -1,0 +1,91 @@
+"""IH 6.0 (OSSSYS 6.0), the interrupt-handler IP block (Linux ih_v6_0.c): the two rings the GPU writes 32-byte entries
+into, and the driver's walk over ring 0 to find faults (reference/amd_driver.md 2.10, 2.12; entry layout:
+amdgpu_ih.c's decode)."""
+from __future__ import annotations
+from dataclasses import dataclass
+import numpy as np
+from autogen.amd import osssys_6_0_0 as oss, soc15_ih_clientid as cid, irqsrcs_gfx_11_0_0 as src
+from drivers.amd.am.ip_block import IPBlock
+
+RING_SIZE = 256 << 10
+ENTRY_DWORDS = 8
+MC_SPACE_GPA = 4          # IH_RB_CNTL.MC_SPACE: the ring is addressed by MC address (ih_v6_0_rb_cntl: 4 unless bus addresses)
+MSI_STORM_DELAY = 3       # IH_MSI_STORM_CTRL.DELAY: spacing of page-fault interrupts, against MSI storms (ih_v6_0_irq_init)
+# (base, base_hi, cntl, wptr, rptr, doorbell_rptr) of ring 0 and ring 1
+RING_REGS = ((oss.regIH_RB_BASE, oss.regIH_RB_BASE_HI, oss.regIH_RB_CNTL, oss.regIH_RB_WPTR, oss.regIH_RB_RPTR, oss.regIH_DOORBELL_RPTR),
+             (oss.regIH_RB_BASE_RING1, oss.regIH_RB_BASE_HI_RING1, oss.regIH_RB_CNTL_RING1, oss.regIH_RB_WPTR_RING1,
+              oss.regIH_RB_RPTR_RING1, oss.regIH_DOORBELL_RPTR_RING1))
+
+
+@dataclass
+class Entry:
+  client: int
+  source: int
+  ring: int
+  vmid: int
+  pasid: int
+  data: tuple[int, int, int, int]
+
+  @property
+  def is_fault(self) -> bool:
+    """Completion interrupts (end of pipe, SDMA trap) are not errors; everything else the driver raised is."""
+    return self.source not in (src.GFX_11_0_0__SRCID__CP_EOP_INTERRUPT, src.GFX_11_0_0__SRCID__SDMA_TRAP)
+
+  def describe(self) -> str:
+    if self.client in (cid.SOC21_IH_CLIENTID_GFX, cid.SOC21_IH_CLIENTID_VMC) and self.source == src.GFX_11_0_0__SRCID__UTCL2_FAULT:
+      va = self.data[0] << 12 | (self.data[1] & 0xF) << 44
+      hub = "GC" if self.client == cid.SOC21_IH_CLIENTID_GFX else "MM"
+      return f"GPU page fault at {va:#x} ({'write' if self.data[1] & 0x20 else 'read'}, {hub} hub, vmid {self.vmid})"
+    if self.source == src.GFX_11_0_0__SRCID__SQ_INTERRUPT_ID: return f"shader (SQ) error interrupt, data {self.data[0]:#x}"
+    if self.source == src.GFX_11_0_0__SRCID__CP_BAD_OPCODE_ERROR: return "the command processor met a bad PM4 opcode"
+    return f"interrupt from client {self.client:#x} source {self.source} (data {', '.join(hex(d) for d in self.data)})"
+
+
+class IHv6_0(IPBlock):
+  IP = "OSSSYS"
+
+  def sw_init(self) -> None:
+    mm = self.core.mm
+    self.rings = [mm.palloc(RING_SIZE, boot=True, zero=True) for _ in range(2)]
+    self.wptr_pages = [mm.palloc(4096, boot=True, zero=True) for _ in range(2)]
+    self.rptr = 0
+
+  def hw_init(self) -> None:
+    """ih_v6_0_irq_init: both rings (ring 0 with the write-pointer writeback and overflow handling, ring 1 draining when
+    full), then the storm controls, then the rings on."""
+    c = self.core
+    for i, (ring, wp, (base, base_hi, cntl, wptr, rptr, doorbell_rptr)) in enumerate(zip(self.rings, self.wptr_pages, RING_REGS)):
+      mc = c.mc(ring)
+      self.w(base, (mc >> 8) & 0xFFFFFFFF)
+      self.w(base_hi, mc >> 40)
+      ring_fields = dict(MC_SPACE=MC_SPACE_GPA, WPTR_OVERFLOW_CLEAR=1, RB_SIZE=(RING_SIZE // 4).bit_length() - 1, MC_SNOOP=1)
+      if i == 0: ring_fields.update(WPTR_OVERFLOW_ENABLE=1, RPTR_REARM=1)
+      else: ring_fields.update(RB_FULL_DRAIN_ENABLE=1)
+      self.w(cntl, **ring_fields)
+      if i == 0:
+        self.w(oss.regIH_RB_WPTR_ADDR_LO, c.mc(wp) & 0xFFFFFFFF)
+        self.w(oss.regIH_RB_WPTR_ADDR_HI, c.mc(wp) >> 32)
+      for reg in (wptr, rptr, doorbell_rptr): self.w(reg, 0)
+    self.rmw(oss.regIH_STORM_CLIENT_LIST_CNTL, CLIENT18_IS_STORM_CLIENT=1)
+    self.rmw(oss.regIH_INT_FLOOD_CNTL, FLOOD_CNTL_ENABLE=1)
+    self.rmw(oss.regIH_MSI_STORM_CTRL, DELAY=MSI_STORM_DELAY)
+    self.rmw(oss.regIH_RB_CNTL, RB_ENABLE=1, ENABLE_INTR=1)
+    self.rmw(oss.regIH_RB_CNTL_RING1, RB_ENABLE=1)
+    self.rptr = 0
+
+  def entries(self) -> list[Entry]:
+    """New entries of ring 0 since the last call (the driver's read pointer then follows the write pointer)."""
+    c = self.core
+    wptr = oss.regIH_RB_WPTR.decode(self.r(oss.regIH_RB_WPTR))["OFFSET"] << 2
+    ring = c.vram[self.rings[0]:self.rings[0] + RING_SIZE].view(np.uint32)
+    out = []
+    while self.rptr != wptr:
+      dw = [int(x) for x in ring[self.rptr // 4:self.rptr // 4 + ENTRY_DWORDS]]
+      out.append(Entry(dw[0] & 0xFF, (dw[0] >> 8) & 0xFF, (dw[0] >> 16) & 0xFF, (dw[0] >> 24) & 0xF, dw[3] & 0xFFFF, tuple(dw[4:8])))
+      self.rptr = (self.rptr + ENTRY_DWORDS * 4) % RING_SIZE
+    if out: self.w(oss.regIH_RB_RPTR, OFFSET=self.rptr >> 2)
+    return out
+
+  def hw_fini(self) -> None:
+    """Drain ring 0: the next instance starts with no stale entries."""
+    self.entries()

@@ -1,0 +1,66 @@
+"""Which class drives which discovered IP version: the AM driver's amdgpu_discovery_set_ip_blocks.
+
+BLOCKS lists the IP blocks in init order (Linux adds them in this order too: common, GMC, IH, PSP, SMU, GFX, SDMA);
+each row names the IP whose discovered version picks the class, as Linux picks the common and GMC blocks by the GC
+version. HELPERS are the register helpers the blocks share (Linux's nbio/hdp funcs and vmhubs), picked the same way.
+Another GPU is more rows: RDNA4 (GC 12.0, SDMA 7.0, MP 14.0, ...) or MI300 (GC 9.4.3) add their versions here.
+A discovered version with no class is an UnsupportedIPError naming the block, the version found and the supported ones.
+"""
+from __future__ import annotations
+from typing import TYPE_CHECKING
+
+from drivers.amd.am.ip_block import IPBlock, UnsupportedIPError
+from drivers.amd.am.soc21 import SOC21
+from drivers.amd.am.gmc_v11_0 import GMCv11_0
+from drivers.amd.am.ih_v6_0 import IHv6_0
+from drivers.amd.am.psp_v13_0 import PSPv13_0
+from drivers.amd.am.smu_v13_0 import SMUv13_0
+from drivers.amd.am.gfx_v11_0 import GFXv11_0
+from drivers.amd.am.sdma_v6_0 import SDMAv6_0
+from drivers.amd.am.nbio_v4_3 import NBIOv4_3
+from drivers.amd.am.hdp_v6_0 import HDPv6_0
+from drivers.amd.am.mmhub_v3_0 import MMHUBv3_0
+from drivers.amd.am.gfxhub_v3_0 import GFXHUBv3_0
+if TYPE_CHECKING: from drivers.amd.am.core import AMCore
+
+Version = tuple[int, int, int]
+Row = tuple[str, str, dict[Version, type]]    # (block, the discovered IP that picks its class, {version: class})
+
+BLOCKS: tuple[Row, ...] = (
+  ("SOC", "GC", {(11, 0, 0): SOC21}),
+  ("GMC", "GC", {(11, 0, 0): GMCv11_0}),
+  ("IH", "OSSSYS", {(6, 0, 0): IHv6_0}),
+  ("PSP", "MP0", {(13, 0, 0): PSPv13_0}),
+  ("SMU", "MP1", {(13, 0, 0): SMUv13_0}),
+  ("GFX", "GC", {(11, 0, 0): GFXv11_0}),
+  ("SDMA", "SDMA0", {(6, 0, 0): SDMAv6_0}),
+)
+HELPERS: tuple[Row, ...] = (
+  ("NBIO", "NBIO", {(4, 3, 0): NBIOv4_3}),
+  ("HDP", "HDP", {(6, 0, 0): HDPv6_0}),
+  ("MMHUB", "MMHUB", {(3, 0, 0): MMHUBv3_0}),
+  ("GFXHUB", "GC", {(11, 0, 0): GFXHUBv3_0}),
+)
+
+
+def _v(version: Version) -> str: return ".".join(map(str, version))
+
+
+def classes(rows: tuple[Row, ...], versions: dict[str, Version]) -> dict[str, type]:
+  """{block: class} for the discovered `versions`, in row order; every version without a class in one error."""
+  out, missing = {}, []
+  for block, ip, table in rows:
+    found = versions[ip]
+    if (cls := table.get(found)) is None:
+      missing.append(f"{block} block for {ip} {_v(found)} (supported: {', '.join(map(_v, table))})")
+    else: out[block] = cls
+  if missing: raise UnsupportedIPError("this driver has no " + "; no ".join(missing))
+  return out
+
+
+def instantiate(core: AMCore) -> tuple[dict[str, IPBlock], dict[str, object]]:
+  """({block: instance} in init order, {helper: instance}) for the core's discovered versions; the error names the device."""
+  try: found = classes(BLOCKS + HELPERS, core.versions)
+  except UnsupportedIPError as e: raise UnsupportedIPError(f"{core.pci.bus}: {e}") from None
+  make = lambda rows: {block: found[block](core) for block, _, _ in rows}
+  return make(BLOCKS), make(HELPERS)
