@@ -4,16 +4,20 @@ Usage: python bench/amd_launch.py [DEV ...]   (default: MOCKKFD+AMD MOCKPCI+AMD)
 Figures (best of 5 rounds of N launches; one JSON line each):
   driver_submit_us   host CPU time to encode and submit one launch (PM4 packets, kernargs, doorbell)
   end_to_end_us      submit + the emulated GPU running it + waiting for its signal, per launch (in a stream)
-  emulator_us        the same empty kernel dispatched straight into emu.rdna3 (no driver, no queue)"""
+  emulator_us        the same empty kernel dispatched straight into emu.rdna3 (no driver, no queue)
+  compute_kernel_us  one compute-layer kernel (Tensor add, realize) end to end, per kernel
+  compute_numpy_us   copying a realized 1 KiB tensor back to numpy (Tensor.numpy)"""
 import sys, time
 from common import best, emit, skipped
 from drivers.hcq import open_device
 from drivers.amd.elf import load_code_object
 import emu.rdna3 as rdna3
+import numpy as np
+from compute import Tensor
 
 SRC = "__kernel void empty(__global int *x) { }"
 N = 200
-
+N_COMPUTE = 50
 
 
 def emulator_only(lib: bytes) -> float:
@@ -26,6 +30,19 @@ def emulator_only(lib: bytes) -> float:
   def run():
     for _ in range(N): rdna3.dispatch(mem, base + k.descriptor_offset, (1, 1, 1), (32, 1, 1), kernarg_ptr=args)
   return best(run) / N
+
+
+def compute_layer(name: str) -> tuple[float, float]:
+  """(seconds per compute-layer kernel, seconds per copy-back of a 1 KiB tensor)."""
+  x = Tensor(np.zeros(256, np.float32), device=name).realize()
+  (x + 1).numpy()                                         # warm: the kernel compiled and loaded
+  def kernels():
+    y = x
+    for _ in range(N_COMPUTE): y = (y + 1).realize()
+    y.numpy()
+  def copyback():
+    for _ in range(N_COMPUTE): x.numpy()
+  return best(kernels) / N_COMPUTE, best(copyback) / N_COMPUTE
 
 
 def main() -> None:
@@ -41,7 +58,9 @@ def main() -> None:
       for _ in range(N): prg(buf, global_size=(1,), local_size=(32,))
     t_submit = best(lambda: (submit_only(), dev.synchronize())) / N
     t0 = time.perf_counter(); submit_only(); t_driver = (time.perf_counter() - t0) / N; dev.synchronize()
-    for fig, value in [("driver_submit_us", t_driver * 1e6), ("end_to_end_us", t_submit * 1e6), ("emulator_us", emulator_only(lib) * 1e6)]:
+    t_kernel, t_numpy = compute_layer(name)
+    for fig, value in [("driver_submit_us", t_driver * 1e6), ("end_to_end_us", t_submit * 1e6), ("emulator_us", emulator_only(lib) * 1e6),
+                       ("compute_kernel_us", t_kernel * 1e6), ("compute_numpy_us", t_numpy * 1e6)]:
       emit(f"amd/launch_{fig}", value, "us", device=name)
     dev.close()
 
