@@ -1,15 +1,16 @@
 """Running schedules through the queue API (drivers.hcq) only: devices, buffers, compiling, launching.
 
-Every kernel of a schedule that runs on one device goes into one compute-queue submission that waits
-for the device's timeline and signals it at the end; device copies use Buffer.transfer. Freed buffers
-return to a per-device pool and are reused once the timeline shows their last user has finished.
+Every run of kernels of a schedule on one device goes into one ordered compute-queue submission
+(Device.ordered_submit: after the device's timeline, signalling it at the end); device copies use
+Buffer.transfer. Freed buffers return to a per-device pool and are reused once the timeline shows
+their last user has finished.
 """
 from __future__ import annotations
 import weakref
 from collections import defaultdict
 import numpy as np
 from drivers.hcq import open_device, default_device_name, parse_device
-from drivers.hcq import Device as HCQDevice, Buffer as HCQBuffer, Program as HCQProgram
+from drivers.hcq import Device as HCQDevice, Buffer as HCQBuffer, Program as HCQProgram, Queue as HCQQueue
 from compute.codegen import Renderer
 from compute.dtypes import DType, dtypes
 from compute.lazy import LazyBuffer, Ops
@@ -89,9 +90,10 @@ def buffer_from_numpy(arr: np.ndarray, dtype: DType, device: str) -> Buffer:
 
 
 def buffer_to_numpy(buf: Buffer, shape: tuple[int, ...], dtype: DType) -> np.ndarray:
-  raw = np.frombuffer(buf.hcq.copyout(), dtype=_storage(dtype)).reshape(shape)
+  raw = np.empty(shape, _storage(dtype))
+  if raw.nbytes: buf.hcq.copyout(raw.reshape(-1).view(np.uint8).data)   # straight into the array numpy gets
   if dtype is dtypes.bfloat16: return (raw.astype(np.uint32) << 16).view(np.float32)
-  return raw.astype(np.bool_) if dtype is dtypes.bool else raw.copy()
+  return raw.astype(np.bool_) if dtype is dtypes.bool else raw
 
 
 # --- kernels
@@ -124,14 +126,18 @@ def _mark_realized(lb: LazyBuffer, buf: Buffer) -> None:
   lb.buffer, lb.op, lb.srcs, lb.arg, lb.st = buf, Ops.BUFFER, (), None, None
 
 
-def run_schedule(items: list[Kernel | Copy]) -> None:
-  queues: dict[str, object] = {}
+def _launch(q: HCQQueue, launches: list[tuple]) -> None:
+  for prg, args, global_size, local_size in launches: q.exec(prg, args, global_size, local_size)
 
-  def flush(name: str | None = None) -> None:
-    for dn in ([name] if name is not None else list(queues)):
-      if (q := queues.pop(dn, None)) is not None:
-        dev = Device[dn]
-        q.signal(dev.timeline, dev.next_timeline()).submit()
+
+def run_schedule(items: list[Kernel | Copy]) -> None:
+  pending: dict[str, list[tuple]] = {}   # per device: the launches of its next compute-queue submission
+
+  def flush() -> None:
+    for dn, launches in pending.items():
+      dev = Device[dn]
+      dev.ordered_submit(dev.compute_queue(), lambda q, launches=launches: _launch(q, launches))
+    pending.clear()
 
   for it in items:
     if isinstance(it, Copy):
@@ -144,11 +150,10 @@ def run_schedule(items: list[Kernel | Copy]) -> None:
     buf = Buffer(it.device, out.size * out.dtype.itemsize)
     if out.size:
       prg, spec = get_program(it)
-      dev = Device[it.device]
-      if it.device not in queues: queues[it.device] = dev.compute_queue().wait(dev.timeline, dev.timeline_value - 1)
       ins = [b.buffer.hcq.view(o, b.buffer.hcq.size - o) if o else b.buffer.hcq for b, o in zip(it.bufs[1:], it.offsets[1:])]
       args = prg.fill_kernargs([buf.hcq] + ins, (), spec.global_size, spec.local_size)
-      queues[it.device].memory_barrier().exec(prg, args, spec.global_size, spec.local_size)
+      # no memory_barrier between kernels: each launch's own commands make earlier results visible to it
+      pending.setdefault(it.device, []).append((prg, args, spec.global_size, spec.local_size))
       stats["kernels_launched"] += 1
     _mark_realized(out, buf)
   flush()

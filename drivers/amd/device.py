@@ -1,31 +1,25 @@
 """AMDDevice: the queue API on an AMD GPU, over either interface (KFD or the AM userspace PCI driver).
 
 The interface supplies memory (`alloc`/`free` -> AMDMemory), hardware queues (`create_queue` -> QueueDesc),
-register base addresses, and fault polling; everything above it (PM4/SDMA encoding, signals, kernargs,
-code objects, staging copies) is shared by both.
+register base addresses, and fault polling. This module adds what is AMD's own on top of drivers/hcq (which
+provides rings, ordered submission, staging copies, the kernel-argument arena and the fault-poll rate limit):
+code objects and their COV5 kernel arguments, scratch, and the PM4 (pm4.py) and SDMA (sdma.py) encoders.
 """
 from __future__ import annotations
-import struct, threading, time, weakref
-from collections import deque
-
-import numpy as np
+import struct, weakref
 
 from autogen.amd import gc_11_0_0 as gc
 from drivers.hcq.queue import dims3
+from drivers.hcq.ring import Ring
 from drivers.hcq import Device, Program, KernArgs
-from drivers.system.alloc import RangeAllocator
 from drivers.amd.compiler import AMDGPUCompiler
 from drivers.amd.elf import load_code_object, CodeObjectError, KCP_DISPATCH_PTR, KCP_KERNARG_SEGMENT_PTR, \
   KCP_PRIVATE_SEGMENT_BUFFER, KCP_QUEUE_PTR, KCP_DISPATCH_ID, KCP_FLAT_SCRATCH_INIT, KCP_PRIVATE_SEGMENT_SIZE
 from drivers.amd.iface import AMDMemory, QueueDesc, PAGE
 from drivers.amd.pm4 import PM4Queue
-from drivers.amd.sdma import SDMAQueue
+from drivers.amd.sdma import SDMAQueue, NOP as SDMA_NOP
 
 RING_SIZE = 1 << 20            # bytes per hardware ring
-STAGING_SIZE, STAGING_COUNT = 2 << 20, 4
-KERNARG_ARENA = 2 << 20
-RING_TIMEOUT_S = 30
-FAULT_POLL_S = 0.01            # how often waits ask the interface for fault reports
 SCRATCH_ALIGN = 256            # COMPUTE_TMPRING_SIZE.WAVESIZE unit (bytes per wave64)
 HIDDEN = {"hidden_block_count_x": lambda g, l: g[0], "hidden_block_count_y": lambda g, l: g[1],
           "hidden_block_count_z": lambda g, l: g[2], "hidden_group_size_x": lambda g, l: l[0],
@@ -36,74 +30,11 @@ HIDDEN = {"hidden_block_count_x": lambda g, l: g[0], "hidden_block_count_y": lam
 INT_FMT = {1: "<B", 2: "<H", 4: "<I", 8: "<Q"}
 
 
-class Ring:
-  """Host side of one hardware ring: copies commands in, publishes the write pointer, rings the doorbell.
-  PM4 rings count dwords and let packets wrap; SDMA rings count bytes and never split a packet (the tail is
-  NOP-padded with zeros). Commands' referenced objects stay alive until the engine has read past them."""
-  def __init__(self, dev: AMDDevice, desc: QueueDesc, name: str, unit: int):
-    self.dev, self.desc, self.name, self.unit = dev, desc, name, unit
-    self.size = desc.ring.size
-    self.words = np.frombuffer(desc.ring.view, np.uint32)
-    self.put = 0
-    self.inflight: deque[tuple[int, list]] = deque()
-    self.lock = threading.Lock()
-
-  @property
-  def rptr(self) -> int: return self.desc.rptr[0]
-
-  def _reserve(self, nbytes: int) -> None:
-    if nbytes > self.size: raise ValueError(f"{nbytes} bytes of commands do not fit the {self.size}-byte {self.name} ring")
-    deadline = time.monotonic() + RING_TIMEOUT_S
-    while (self.put - self.rptr) * self.unit + nbytes > self.size:
-      self.dev.check_faults()
-      if time.monotonic() > deadline:
-        raise TimeoutError(f"{self.dev.name}: the {self.name} ring stayed full for {RING_TIMEOUT_S} s (engine read pointer "
-                           f"{self.rptr}, write pointer {self.put}): the queue is stuck on a wait that is never satisfied")
-      time.sleep(50e-6)
-
-  def _write(self, words: list[int]) -> None:
-    at = (self.put * self.unit // 4) % len(self.words)
-    arr = np.asarray(words, np.uint32)
-    first = min(len(arr), len(self.words) - at)
-    self.words[at:at + first] = arr[:first]
-    self.words[:len(arr) - first] = arr[first:]
-    self.put += len(arr) * 4 // self.unit
-
-  def _publish(self, keep: list) -> None:
-    self.inflight.append((self.put, keep))
-    while self.inflight and self.inflight[0][0] <= self.rptr: self.inflight.popleft()
-    self.desc.wptr[0] = self.put
-    self.dev.before_doorbell()
-    self.desc.doorbell.write64(self.desc.doorbell_offset, self.put)
-
-  def submit(self, words: list[int], keep: list) -> None:
-    with self.lock:
-      self._reserve(len(words) * 4)
-      self._write(words)
-      self._publish(keep)
-
-  def submit_packets(self, packets: list[list[int]], keep: list) -> None:
-    with self.lock:
-      for p in packets:
-        tail = self.size - (self.put * self.unit) % self.size
-        if len(p) * 4 > tail:      # does not fit before the end: NOP (zero) padding, restart at 0
-          self._reserve(tail)
-          self._write([0] * (tail // 4))
-        self._reserve(len(p) * 4)
-        self._write(p)
-      self._publish(keep)
-
-  def kernels_in_flight(self) -> list[str]:
-    r = self.rptr
-    return [k.kernel.name for put, keep in self.inflight if put > r for k in keep if isinstance(k, AMDKernArgs)]
-
-
 class AMDKernArgs(KernArgs):
   """Explicit arguments at the offsets the code object's metadata gives, then the COV5 hidden arguments."""
   def __init__(self, view: memoryview, va: int, prg: AMDProgram, n_bufs: int, n_vals: int, global_size, local_size, release):
-    super().__init__(view, va, n_bufs, n_vals)
+    super().__init__(view, va, n_bufs, n_vals, release)
     self.kernel, self.global_size, self.local_size = prg.kernel, tuple(global_size), tuple(local_size)
-    weakref.finalize(self, release)
 
   def update(self, bufs, vals) -> None:
     explicit = [a for a in self.kernel.args if not a.kind.startswith("hidden_")]
@@ -132,7 +63,6 @@ class AMDProgram(Program):
     self.code_va = self.image.va + k.code_offset
     if self.code_va % 256: raise CodeObjectError(f"kernel {name} code is not 256-byte aligned ({self.code_va:#x})")
     device.ensure_scratch(k.descriptor.private_segment_fixed_size)
-    self.pm4_templates: dict = {}
     self.n_user_sgprs = 2 * bool(props & KCP_DISPATCH_PTR) + 2 * bool(props & KCP_KERNARG_SEGMENT_PTR) + bool(props & KCP_PRIVATE_SEGMENT_SIZE)
     weakref.finalize(self, device.free_owned, self.image)
 
@@ -142,7 +72,7 @@ class AMDProgram(Program):
     self.check_buffers(bufs)
     gs, ls = dims3(global_size, "global_size"), dims3(local_size, "local_size")
     size = max(self.kernel.kernarg_segment_size, 8) + (64 if self.kernel.descriptor.kernel_code_properties & KCP_DISPATCH_PTR else 0)
-    view, va, release = self.device.kernarg_alloc(size)
+    view, va, release = self.device.kernargs.alloc(size)
     args = AMDKernArgs(view, va, self, len(bufs), len(vals), gs, ls, release)
     args.update(bufs, vals)
     return args
@@ -164,17 +94,14 @@ class AMDDevice(Device):
     self.compiler = AMDGPUCompiler(self.arch)
     self.scratch: AMDMemory | None = None
     self.scratch_per_lane = 0
-    self._kernarg_lock = threading.Lock()
-    self._kernarg_arenas: list[tuple[AMDMemory, RangeAllocator]] = []
-    self._last_fault_poll = 0.0
+    self._queues: list[QueueDesc] = []
     self.compute_ring: Ring | None = None
-    self.sdma_ring: Ring | None = None
     try:
       super().__init__(name)
-      self.compute_ring = Ring(self, iface.create_queue("compute", RING_SIZE), "compute", 4)
-      self.sdma_ring = Ring(self, iface.create_queue("sdma", RING_SIZE), "SDMA", 1)
-      self.staging = [self.alloc(STAGING_SIZE, host=True) for _ in range(STAGING_COUNT)]
-      self._staging_done = [0] * STAGING_COUNT
+      # the MEC counts dwords and lets a packet wrap; SDMA counts bytes and the tail is NOP-padded instead of splitting a
+      # packet (reference/amd_driver.md 1.3, "SDMA submission")
+      self.compute_ring = self._ring("compute", unit=4, pad=None)
+      self.sdma_ring = self._ring("sdma", unit=1, pad=SDMA_NOP)
       self.ensure_scratch(0)
     except BaseException:   # leave nothing behind: queues, memory, the interface (and with it the device lock)
       for b in list(getattr(self, "_buffers", ())): b.free()
@@ -184,8 +111,16 @@ class AMDDevice(Device):
   # --- registers
   def gc_addr(self, reg) -> int: return reg.addr(self.iface.ip_bases["GC"])
   def nbio_addr(self, reg) -> int: return reg.addr(self.iface.ip_bases["NBIO"])
-  def before_doorbell(self) -> None:
-    if hasattr(self.iface, "before_doorbell"): self.iface.before_doorbell()
+
+  # --- hardware queues
+  def _ring(self, kind: str, unit: int, pad: int | None) -> Ring:
+    desc = self.iface.create_queue(kind, RING_SIZE)
+    self._queues.append(desc)
+    before = getattr(self.iface, "before_doorbell", None)
+    def doorbell(wptr: int) -> None:
+      if before is not None: before()
+      desc.doorbell.write64(desc.doorbell_offset, wptr)
+    return Ring(self, kind, desc.ring.view, desc.rptr, desc.wptr, doorbell, unit, pad)
 
   # --- memory
   def _alloc(self, size: int, host: bool):
@@ -209,21 +144,9 @@ class AMDDevice(Device):
     mem = self.alloc_owned(PAGE, uncached=True)
     return mem.view, mem.va
 
-  def kernarg_alloc(self, size: int) -> tuple[memoryview, int, object]:
-    """Kernel-argument memory (host-visible VRAM); freed when its KernArgs object is gone."""
-    size = (size + 63) & ~63
-    with self._kernarg_lock:
-      for _ in range(2):
-        for mem, ra in self._kernarg_arenas:
-          try: off = ra.alloc(size, 64)
-          except MemoryError: continue
-          lock = self._kernarg_lock
-          def release(ra=ra, off=off):
-            with lock: ra.free(off)
-          return mem.view[off:off + size], mem.va + off, release
-        mem = self.alloc_owned(max(KERNARG_ARENA, size), cpu_access=True)
-        self._kernarg_arenas.append((mem, RangeAllocator(0, mem.size, "kernel-argument memory")))
-    raise AssertionError("unreachable")
+  def _kernarg_chunk(self, size: int) -> tuple[memoryview, int]:
+    mem = self.alloc_owned(size, cpu_access=True)   # host-visible VRAM
+    return mem.view, mem.va
 
   def ensure_scratch(self, per_lane: int) -> None:
     """Scratch memory for `per_lane` private bytes per work-item on every wave the GPU can hold."""
@@ -244,40 +167,7 @@ class AMDDevice(Device):
 
   def upload(self, mem: AMDMemory, data: bytes) -> None:
     if mem.view is not None: mem.view[:len(data)] = data
-    else: self._stage_in(mem.va, memoryview(data))
-
-  def _stage_in(self, va: int, data: memoryview) -> None:
-    last = 0
-    for i, off in enumerate(range(0, data.nbytes, STAGING_SIZE)):
-      k, st = min(STAGING_SIZE, data.nbytes - off), i % STAGING_COUNT
-      self.timeline.wait(self._staging_done[st])
-      self.staging[st].host_view[:k] = data[off:off + k]
-      with self.submit_lock:
-        q = self.copy_queue().wait(self.timeline, self.timeline_value - 1)
-        with q._profiled(f"copyin {k} B"): q._copy(va + off, self.staging[st].va, k)
-        q.signal(self.timeline, last := self.next_timeline()).submit()
-      self._staging_done[st] = last
-    self.timeline.wait(last)
-
-  def _copyin(self, buf, data: memoryview) -> None:
-    if buf.host_view is not None:
-      self.synchronize()
-      buf.host_view[:data.nbytes] = data
-    else: self._stage_in(buf.va, data)
-
-  def _copyout(self, dest: memoryview, buf) -> None:
-    self.synchronize()
-    if buf.host_view is not None:
-      dest[:] = buf.host_view[:dest.nbytes]
-      return
-    for off in range(0, dest.nbytes, STAGING_SIZE):
-      k = min(STAGING_SIZE, dest.nbytes - off)
-      with self.submit_lock:
-        q = self.copy_queue().wait(self.timeline, self.timeline_value - 1)
-        with q._profiled(f"copyout {k} B"): q._copy(self.staging[0].va, buf.va + off, k)
-        q.signal(self.timeline, v := self.next_timeline()).submit()
-      self.timeline.wait(v)
-      dest[off:off + k] = self.staging[0].host_view[:k]
+    else: self.staging.copyin(mem.va, memoryview(data))
 
   # --- queues and programs
   def compute_queue(self) -> PM4Queue: return PM4Queue(self)
@@ -285,17 +175,12 @@ class AMDDevice(Device):
   def program(self, name: str, lib: bytes) -> AMDProgram: return AMDProgram(self, name, lib)
   def ticks_to_us(self, ticks: int) -> float: return ticks / 100   # the GPU timestamp counter runs at 100 MHz
 
-  def check_faults(self) -> None:
-    """Device errors so far; the interface is asked at most every FAULT_POLL_S (waits call this in their loop)."""
-    if not self._faults and (now := time.monotonic()) - self._last_fault_poll >= FAULT_POLL_S:
-      self._last_fault_poll = now
-      if (fault := self.iface.poll_faults()) is not None:
-        kernels = self.compute_ring.kernels_in_flight() if self.compute_ring is not None else []
-        self.report_fault(fault + (f" while running kernel {kernels[0]}" if kernels else ""))
-    super().check_faults()
+  def _poll_faults(self) -> str | None:
+    if (fault := self.iface.poll_faults()) is None: return None
+    kernels = [k.kernel.name for k in self.compute_ring.pending() if isinstance(k, AMDKernArgs)] if self.compute_ring else []
+    return fault + (f" while running kernel {kernels[0]}" if kernels else "")
 
   def _shutdown(self) -> None:
-    for ring in (self.compute_ring, self.sdma_ring):
-      if ring is not None: self.iface.destroy_queue(ring.desc)
+    for desc in self._queues: self.iface.destroy_queue(desc)
     for mem in list(self._mems): self.free_owned(mem)
     self.iface.close()

@@ -5,14 +5,22 @@ Packet formats: nvd.h (autogen.amd.nvd); launch sequence: reference/amd_driver.m
 from __future__ import annotations
 from typing import TYPE_CHECKING
 
-from autogen.amd import nvd, gc_11_0_0 as gc, nbio_4_3_0 as nbio
+from autogen.amd import nvd, gc_11_0_0 as gc, nbio_4_3_0 as nbio, soc21_enum as enum
 from drivers.hcq import Queue, Signal
 if TYPE_CHECKING: from drivers.amd.device import AMDDevice, AMDProgram, AMDKernArgs
 
-CACHE_FLUSH_AND_INV_TS_EVENT, CS_PARTIAL_FLUSH = 0x14, 0x7   # VGT_EVENT_TYPE (soc21_enum.h)
-EVENT_INDEX_EOP, EVENT_INDEX_PARTIAL_FLUSH = 5, 4            # nvd.h EVENT_INDEX
-WAIT_GE, WAIT_EQ = 5, 3                                      # WAIT_REG_MEM_FUNCTION (nvd.h)
-DATA_SEL_64, DATA_SEL_TIMESTAMP, INT_SEL_NONE = 2, 3, 0      # RELEASE_MEM (nvd.h)
+# field values nvd.h gives only in comments (no macro to take them from):
+EVENT_INDEX_EOP = 5              # RELEASE_MEM event_index for end-of-pipe (TS) events, as gfx_v11_0_ring_emit_fence uses
+EVENT_INDEX_PARTIAL_FLUSH = 4    # EVENT_WRITE EVENT_INDEX "4 - *S_PARTIAL_FLUSH"
+WAIT_EQ, WAIT_GE = 3, 5          # WAIT_REG_MEM_FUNCTION "3 - ==", "5 - >="
+MEM_SPACE_REG, MEM_SPACE_MEM = 0, 1   # WAIT_REG_MEM_MEM_SPACE "0 - reg", "1 - mem"
+OP_WRITE_WAIT = 1                # WAIT_REG_MEM_OPERATION "1 - wr_wait_wr_reg": write reg0, then wait on reg1
+ENGINE_ME = 0                    # WAIT_REG_MEM_ENGINE "0 - me"
+DATA_SEL_64, DATA_SEL_TIMESTAMP = 2, 3   # RELEASE_MEM_DATA_SEL "2 - send 64bit data", "3 - send 64bit GPU counter value"
+INT_SEL_NONE = 0                 # RELEASE_MEM_INT_SEL "0 - none"
+# poll intervals (in CP clocks) Linux uses: 4 for memory waits (gfx_v11_0_ring_emit_pipeline_sync), 0x20 for the HDP
+# flush (gfx_v11_0_ring_emit_hdp_flush), 0xA for ACQUIRE_MEM (gfx_v11_0_emit_mem_sync)
+POLL_MEM, POLL_HDP, POLL_ACQUIRE = 0x4, 0x20, 0xA
 # ACQUIRE_MEM GCR_CNTL: invalidate GLI/GLM/GLK/GLV/GL1 (not L2) before a dispatch
 GCR_INV = (nvd.PACKET3_ACQUIRE_MEM_GCR_CNTL_GLI_INV(1) | nvd.PACKET3_ACQUIRE_MEM_GCR_CNTL_GLM_INV(1) |
            nvd.PACKET3_ACQUIRE_MEM_GCR_CNTL_GLK_INV(1) | nvd.PACKET3_ACQUIRE_MEM_GCR_CNTL_GLV_INV(1) |
@@ -38,30 +46,36 @@ class PM4Queue(Queue):
     self.pkt3(nvd.PACKET3_SET_SH_REG, self.device.gc_addr(reg) - nvd.PACKET3_SET_SH_REG_START, *values)
 
   def _acquire_mem(self, gcr: int) -> None:
-    self.pkt3(nvd.PACKET3_ACQUIRE_MEM, 0, 0xFFFFFFFF, 0xFF, 0, 0, 0x0000000A, gcr)
+    # COHER_CNTL 0, then COHER_SIZE/_HI and COHER_BASE/_HI covering the whole address space (nvd.h ACQUIRE_MEM layout)
+    self.pkt3(nvd.PACKET3_ACQUIRE_MEM, 0, 0xFFFFFFFF, 0xFF, 0, 0, POLL_ACQUIRE, gcr)
 
   def _release_mem(self, addr: int, data_sel: int, value: int = 0) -> None:
     self.pkt3(nvd.PACKET3_RELEASE_MEM,
-              nvd.PACKET3_RELEASE_MEM_EVENT_TYPE(CACHE_FLUSH_AND_INV_TS_EVENT) | nvd.PACKET3_RELEASE_MEM_EVENT_INDEX(EVENT_INDEX_EOP) | RELEASE_GCR,
+              nvd.PACKET3_RELEASE_MEM_EVENT_TYPE(enum.CACHE_FLUSH_AND_INV_TS_EVENT) | nvd.PACKET3_RELEASE_MEM_EVENT_INDEX(EVENT_INDEX_EOP) | RELEASE_GCR,
               nvd.PACKET3_RELEASE_MEM_DATA_SEL(data_sel) | nvd.PACKET3_RELEASE_MEM_INT_SEL(INT_SEL_NONE),
               addr, addr >> 32, value, value >> 32, 0)
 
   def _exec(self, prg: AMDProgram, args: AMDKernArgs, global_size, local_size) -> None:
     self.keep.append(args)
-    # the packets depend on the program, workgroup size and scratch only: encode them once, then patch the
+    # the packets depend on the program, workgroup size and scratch only (encoded once by _encode_launch): patch the
     # user SGPRs (kernarg pointer, ...) and the grid into a copy for each launch
-    key = (local_size, self.device.scratch.va)
-    if (tmpl := prg.pm4_templates.get(key)) is None: tmpl = prg.pm4_templates[key] = self._exec_template(prg, local_size)
-    words, user_at, grid_at = tmpl
+    words, user_at, grid_at = self.encoded_launch(prg, local_size)
     words = list(words)
     user = prg.user_sgprs(args)
     words[user_at:user_at + len(user)] = user
     words[grid_at:grid_at + 3] = global_size
     self.words += words
 
-  def _exec_template(self, prg: AMDProgram, local_size) -> tuple[list[int], int, int]:
+  def _launch_state(self) -> int: return self.device.scratch.va   # a larger scratch moves COMPUTE_DISPATCH_SCRATCH_BASE
+
+  def _encode_launch(self, prg: AMDProgram, local_size) -> tuple[list[int], int, int]:
     saved, self.words = self.words, []
     kd, dev = prg.kernel.descriptor, self.device
+    # The one cache invalidation a launch needs: earlier kernels' results are in L2, which every CU shares, so
+    # invalidating the per-CU/SE caches (GL1, GLV, GLK, GLM, GLI) before the dispatch is enough (reference/amd_driver.md
+    # 1.7, exec step 1). Host visibility is the end-of-submission RELEASE_MEM's job (it writes L2 back), and host
+    # writes reach memory through the HDP flush before the doorbell (amd_driver.md 2.11), so a launch needs no
+    # memory_barrier; Linux likewise syncs caches once per job (gfx_v11_0_emit_mem_sync), not per dispatch.
     self._acquire_mem(GCR_INV)
     rsrc2 = kd.compute_pgm_rsrc2 | gc.regCOMPUTE_PGM_RSRC2.encode(LDS_SIZE=(kd.group_segment_fixed_size + 511) // 512)
     self.sh_reg(gc.regCOMPUTE_PGM_LO, prg.code_va >> 8, prg.code_va >> 40)
@@ -78,7 +92,7 @@ class PM4Queue(Queue):
     initiator = gc.regCOMPUTE_DISPATCH_INITIATOR.encode(COMPUTE_SHADER_EN=1, FORCE_START_AT_000=1, CS_W32_EN=int(kd.wave32))
     grid_at = len(self.words) + 1
     self.pkt3(nvd.PACKET3_DISPATCH_DIRECT, 0, 0, 0, initiator)
-    self.pkt3(nvd.PACKET3_EVENT_WRITE, nvd.EVENT_TYPE(CS_PARTIAL_FLUSH) | nvd.EVENT_INDEX(EVENT_INDEX_PARTIAL_FLUSH))
+    self.pkt3(nvd.PACKET3_EVENT_WRITE, nvd.EVENT_TYPE(enum.CS_PARTIAL_FLUSH) | nvd.EVENT_INDEX(EVENT_INDEX_PARTIAL_FLUSH))
     tmpl, self.words = self.words, saved
     return tmpl, user_at, grid_at
 
@@ -89,18 +103,19 @@ class PM4Queue(Queue):
   def _wait(self, sig: Signal, value: int) -> None:
     self.keep.append(sig)
     if value >= 1 << 32: raise ValueError(f"signal value {value:#x} does not fit the 32-bit compare of WAIT_REG_MEM")
-    self.pkt3(nvd.PACKET3_WAIT_REG_MEM, nvd.WAIT_REG_MEM_MEM_SPACE(1) | nvd.WAIT_REG_MEM_FUNCTION(WAIT_GE),
-              sig.va, sig.va >> 32, value, 0xFFFFFFFF, 0x4)
+    self.pkt3(nvd.PACKET3_WAIT_REG_MEM, nvd.WAIT_REG_MEM_MEM_SPACE(MEM_SPACE_MEM) | nvd.WAIT_REG_MEM_FUNCTION(WAIT_GE),
+              sig.va, sig.va >> 32, value, 0xFFFFFFFF, POLL_MEM)
 
   def _timestamp(self, sig: Signal) -> None:
     self.keep.append(sig)
     self._release_mem(sig.timestamp_va, DATA_SEL_TIMESTAMP)
 
   def _memory_barrier(self) -> None:
-    # HDP flush: write GPU_HDP_FLUSH_REQ, wait until GPU_HDP_FLUSH_DONE matches; then invalidate the caches
+    # HDP flush: write GPU_HDP_FLUSH_REQ, wait until GPU_HDP_FLUSH_DONE matches (all client bits as reference and mask,
+    # reference/amd_driver.md 5.1 WAIT_REG_MEM); then write back and invalidate every cache level
     req, done = (self.device.nbio_addr(r) for r in (nbio.regBIF_BX_PF0_GPU_HDP_FLUSH_REQ, nbio.regBIF_BX_PF0_GPU_HDP_FLUSH_DONE))
-    self.pkt3(nvd.PACKET3_WAIT_REG_MEM, nvd.WAIT_REG_MEM_MEM_SPACE(0) | nvd.WAIT_REG_MEM_OPERATION(1) |
-              nvd.WAIT_REG_MEM_FUNCTION(WAIT_EQ) | nvd.WAIT_REG_MEM_ENGINE(0), req, done, 0xFFFFFFFF, 0xFFFFFFFF, 0x20)
+    self.pkt3(nvd.PACKET3_WAIT_REG_MEM, nvd.WAIT_REG_MEM_MEM_SPACE(MEM_SPACE_REG) | nvd.WAIT_REG_MEM_OPERATION(OP_WRITE_WAIT) |
+              nvd.WAIT_REG_MEM_FUNCTION(WAIT_EQ) | nvd.WAIT_REG_MEM_ENGINE(ENGINE_ME), req, done, 0xFFFFFFFF, 0xFFFFFFFF, POLL_HDP)
     self._acquire_mem(GCR_ALL)
 
-  def _submit(self) -> None: self.device.compute_ring.submit(self.words, self.keep)
+  def _submit(self) -> None: self.device.compute_ring.submit([self.words], self.keep)   # one run: PM4 packets may wrap

@@ -7,13 +7,19 @@ from autogen.amd import sdma_v6_0_0_pkt_open as S
 from drivers.hcq import Queue, Signal
 if TYPE_CHECKING: from drivers.amd.device import AMDDevice
 
-MAX_COPY = 1 << 30          # COPY_LINEAR count is 30 bits (count - 1): at most 1 GiB per packet
-POLL_GE = 5                 # POLL_REGMEM func: >= (sdma_v6_0_0_pkt_open.h)
+MAX_COPY = S.SDMA_PKT_COPY_LINEAR_COUNT_count_mask + 1   # COPY_LINEAR count holds bytes - 1: at most 1 GiB per packet
+# POLL_REGMEM func 5 is ">=": the header names the field only; the functions are PM4 WAIT_REG_MEM's (nvd.h), as
+# sdma_v6_0_ring_emit_pipeline_sync's FUNC(3) "equal" shows
+POLL_GE = 5
+# retry count and poll interval of Linux's own memory polls (sdma_v6_0_ring_emit_pipeline_sync)
 POLL_INTERVAL, POLL_RETRY = 0x04, 0xFFF
 
 
 def pkt(name: str, ndw: int, **fields: int) -> list[int]:
   return pktfields.encode(S, f"SDMA_PKT_{name}", ndw, **fields)
+
+
+NOP = pkt("NOP", 1, HEADER_op=S.SDMA_OP_NOP)[0]   # a one-dword NOP: what the ring pads its tail with
 
 
 class SDMAQueue(Queue):
@@ -51,4 +57,4 @@ class SDMAQueue(Queue):
     self.packets.append(pkt("TIMESTAMP_GET_GLOBAL", 3, HEADER_op=S.SDMA_OP_TIMESTAMP, HEADER_sub_op=S.SDMA_SUBOP_TIMESTAMP_GET_GLOBAL,
                             WRITE_ADDR_LO_write_addr_31_3=(a & 0xFFFFFFFF) >> 3, WRITE_ADDR_HI_write_addr_63_32=a >> 32))
 
-  def _submit(self) -> None: self.device.sdma_ring.submit_packets(self.packets, self.keep)
+  def _submit(self) -> None: self.device.sdma_ring.submit(self.packets, self.keep)

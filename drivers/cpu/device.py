@@ -3,13 +3,17 @@
 Memory is anonymous host memory (va = host address). Each queue kind has a worker thread that runs
 submitted command lists in order, so signal/wait have the same asynchronous semantics as a GPU's
 command processor: a wait blocks that queue (not the host) until the signal is written.
+
+As the smallest complete backend it shows what a vendor supplies: memory (`_alloc`/`_free`, `_signal_chunk`,
+`_kernarg_chunk`), queues that record commands, programs, and the clock. Everything else (ordered submission,
+host copies through buffers' host views, the kernel-argument arena, fault checks) comes from drivers/hcq.
+It has no hardware ring: its queues hand command lists straight to the workers.
 """
 from __future__ import annotations
 import ctypes, mmap, os, queue, signal, tempfile, threading, time
 from functools import cache
 
 import cffi
-import numpy as np
 
 from drivers.hcq import Device, Program, Queue, register_backend
 from drivers.hcq.devspec import DeviceSpec
@@ -194,18 +198,9 @@ class CPUDevice(Device):
     va, view, _ = self._alloc(4096, True)
     return view, va
 
-  def _kernarg_memory(self, size: int):
-    buf = (ctypes.c_uint8 * size)()
-    return memoryview(buf).cast("B"), ctypes.addressof(buf)
-
-  def _copyin(self, buf, data): self._copy_host(buf.va, data)
-  def _copyout(self, dest, buf):
-    self.synchronize()
-    ctypes.memmove((ctypes.c_char * dest.nbytes).from_buffer(dest), buf.va, buf.size)
-
-  def _copy_host(self, va: int, data: memoryview) -> None:
-    self.synchronize()   # earlier kernels may still read the old contents
-    ctypes.memmove(va, np.frombuffer(data, np.uint8).ctypes.data, data.nbytes)
+  def _kernarg_chunk(self, size: int):
+    va, view, _ = self._alloc(size, True)
+    return view, va
 
   def compute_queue(self) -> CPUQueue: return CPUQueue(self, "compute")
   def copy_queue(self) -> CPUQueue: return CPUQueue(self, "copy")

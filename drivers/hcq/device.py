@@ -1,4 +1,17 @@
-"""Device: one opened accelerator (or the CPU reference device), and opening devices from strings."""
+"""Device: one opened accelerator (or the CPU reference device), and opening devices from strings.
+
+What every device gets from drivers/hcq, so a vendor writes only what is its own:
+- memory: `alloc` -> Buffer; signals carved from pages of `_signal_chunk`; kernel arguments from a
+  KernargArena over `_kernarg_chunk`; freeing a buffer waits for submitted work that may still use it.
+- ordering: one timeline signal. `ordered_submit(queue, work)` is how work joins it: wait for the last value,
+  the work's commands, signal the next value, submit, all under `submit_lock` (so values only grow).
+- host copies: `copyin`/`copyout` go through a buffer's host view when it has one, else through Staging on the
+  copy queue; device-to-device copies run on the copy queue.
+- faults: `check_faults` (called by every wait) asks the vendor's `_poll_faults` at most every FAULT_POLL_S.
+A vendor supplies: `_alloc`/`_free`, `_signal_chunk`, `_kernarg_chunk`, `compute_queue`/`copy_queue` (its packet
+encoders, see Queue; hardware rings use drivers.hcq.ring.Ring), `program`, `ticks_to_us`, and optionally
+`_poll_faults` and `_shutdown`. drivers/cpu/device.py is the smallest complete example.
+"""
 from __future__ import annotations
 import atexit, importlib, os, sys, threading, weakref
 from typing import Callable
@@ -6,14 +19,13 @@ from drivers.hcq import profile
 from drivers.hcq.buffer import Buffer
 from drivers.hcq.compiler import Compiler
 from drivers.hcq.devspec import DeviceSpec, parse_device
+from drivers.hcq.faults import DeviceFault, FaultPoll
+from drivers.hcq.kernargs import KernargArena
 from drivers.hcq.pool import SlotPool
 from drivers.hcq.program import Program
 from drivers.hcq.queue import Queue
 from drivers.hcq.signal import Signal
-
-
-class DeviceFault(RuntimeError):
-  """The device reported an error (page fault, bad packet, failed kernel); raised on the next wait/submit."""
+from drivers.hcq.staging import Staging
 
 
 class Device:
@@ -25,12 +37,16 @@ class Device:
   def __init__(self, name: str):
     self.name = name
     self._faults: list[str] = []
+    self._fault_poll = FaultPoll(self._poll_faults)
     self._buffers: set[Buffer] = set()
     self._lock = threading.Lock()
     # held while a timeline value is reserved and its queue submitted, so the timeline only grows
     self.submit_lock = threading.RLock()
     self.closed = False
     self._signals = SlotPool(self._signal_chunk, 16)
+    self.kernargs = KernargArena(self._kernarg_chunk)
+    self._staging: Staging | None = None
+    self._staging_lock = threading.Lock()
     self.timeline = self.new_signal(0, "timeline")
     self.timeline_value = 1
 
@@ -42,9 +58,12 @@ class Device:
   def _signal_chunk(self) -> tuple[memoryview, int]:
     """A page of host-visible, device-writable memory (and its device address) to carve signals from."""
     raise NotImplementedError
-  def _kernarg_memory(self, size: int) -> tuple[memoryview, int]: raise NotImplementedError
-  def _copyin(self, buf: Buffer, data: memoryview) -> None: raise NotImplementedError
-  def _copyout(self, dest: memoryview, buf: Buffer) -> None: raise NotImplementedError
+  def _kernarg_chunk(self, size: int) -> tuple[memoryview, int]:
+    """At least `size` bytes of host-writable memory kernels read their arguments from (and its device address)."""
+    raise NotImplementedError
+  def _poll_faults(self) -> str | None:
+    """One non-blocking look for an error the device reported -> its description, or None."""
+    return None
   def compute_queue(self) -> Queue: raise NotImplementedError
   def copy_queue(self) -> Queue: raise NotImplementedError
   def program(self, name: str, lib: bytes) -> Program: raise NotImplementedError
@@ -78,12 +97,27 @@ class Device:
     weakref.finalize(sig, self._signals.put, mem, va)
     return sig
 
+  # --- copies
+  @property
+  def staging(self) -> Staging:
+    """The staging buffers for host copies of memory the CPU cannot reach (made on first use)."""
+    with self._staging_lock:
+      if self._staging is None: self._staging = Staging(self)
+      return self._staging
+
+  def _copyin(self, buf: Buffer, data: memoryview) -> None:
+    if buf.host_view is None: return self.staging.copyin(buf.va, data)
+    self.synchronize()   # earlier work may still read the old contents
+    buf.host_view[:data.nbytes] = data
+
+  def _copyout(self, dest: memoryview, buf: Buffer) -> None:
+    if buf.host_view is None: return self.staging.copyout(dest, buf.va)   # ordered after earlier work by the copy queue
+    self.synchronize()
+    dest[:] = buf.host_view[:dest.nbytes]
+
   def _copy_sync(self, dest: Buffer, src: Buffer) -> None:
     """Device-to-device copy on the copy queue, ordered after all earlier work; blocks until done."""
-    with self.submit_lock:
-      self.copy_queue().wait(self.timeline, self.timeline_value - 1).copy(dest, src, src.size) \
-          .signal(self.timeline, v := self.next_timeline()).submit()
-    self.timeline.wait(v)
+    self.timeline.wait(self.ordered_submit(self.copy_queue(), lambda q: q.copy(dest, src, src.size)))
 
   def _transfer(self, dest: Buffer, src: Buffer) -> None:
     """Copy from another device's buffer into ours; through host memory unless a vendor does better."""
@@ -96,6 +130,15 @@ class Device:
       self.timeline_value += 1
       return self.timeline_value - 1
 
+  def ordered_submit(self, queue: Queue, work: Callable[[Queue], object] | None = None) -> int:
+    """Submit `queue` after everything submitted before it: wait for the timeline's last value, add work(queue)'s
+    commands, signal the next value; all under submit_lock. -> the value signalled when the work is done."""
+    with self.submit_lock:
+      queue.wait(self.timeline, self.timeline_value - 1)
+      if work is not None: work(queue)
+      queue.signal(self.timeline, value := self.next_timeline()).submit()
+    return value
+
   def synchronize(self, timeout_ms: int | None = None) -> None:
     """Wait for everything submitted so far."""
     self.timeline.wait(self.timeline_value - 1, *(() if timeout_ms is None else (timeout_ms,)))
@@ -105,6 +148,8 @@ class Device:
     self._faults.append(message)
 
   def check_faults(self) -> None:
+    """Raise DeviceFault for the first error the device reported (the vendor is asked at most every FAULT_POLL_S)."""
+    if not self._faults and (fault := self._fault_poll()) is not None: self.report_fault(fault)
     if self._faults: raise DeviceFault(f"{self.name}: {self._faults[0]}")
 
   def _check_open(self) -> None:

@@ -1,14 +1,17 @@
 """Graph: record a sequence of launches and copies once, replay it with other buffers and values.
 
 Kernel arguments are prepared once per step and patched in place on replay (only the steps whose
-buffers or values changed), so a replay costs one queue submission instead of per-launch setup."""
+buffers or values changed), so a replay costs one queue submission per run of launches (or of copies)
+instead of per-launch setup."""
 from __future__ import annotations
+import itertools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 if TYPE_CHECKING:
   from drivers.hcq.device import Device
   from drivers.hcq.buffer import Buffer
   from drivers.hcq.program import Program, KernArgs
+  from drivers.hcq.queue import Queue
 
 
 @dataclass
@@ -26,6 +29,12 @@ class _Copy:
   dest: Buffer
   src: Buffer
   size: int
+
+
+def _enqueue(q: Queue, steps: list[_Exec | _Copy]) -> None:
+  for st in steps:
+    if isinstance(st, _Copy): q.copy(st.dest, st.src, st.size)
+    else: q.exec(st.prg, st.args, st.global_size, st.local_size)
 
 
 class Graph:
@@ -55,15 +64,10 @@ class Graph:
           st.args.update(nb, nv)
           st.bufs, st.vals = nb, nv
       else: st.dest, st.src = replace.get(st.dest, st.dest), replace.get(st.src, st.src)
-    with dev.submit_lock:
-      cq = dev.compute_queue().wait(dev.timeline, dev.timeline_value - 1)
-      for st in self.steps:
-        if isinstance(st, _Exec): cq.exec(st.prg, st.args, st.global_size, st.local_size)
-        else:
-          # copies run on the copy queue, ordered with the kernels around them through the timeline
-          cq.signal(dev.timeline, v := dev.next_timeline()).submit()
-          dev.copy_queue().wait(dev.timeline, v).copy(st.dest, st.src, st.size).signal(dev.timeline, v2 := dev.next_timeline()).submit()
-          cq = dev.compute_queue().wait(dev.timeline, v2)
-      cq.signal(dev.timeline, done := dev.next_timeline()).submit()
+    # runs of launches go to the compute queue, runs of copies to the copy queue, one ordered submission each
+    runs = [(is_copy, list(sts)) for is_copy, sts in itertools.groupby(self.steps, lambda st: isinstance(st, _Copy))]
+    with dev.submit_lock:   # the whole replay takes consecutive timeline values
+      for is_copy, sts in runs or [(False, [])]:
+        done = dev.ordered_submit(dev.copy_queue() if is_copy else dev.compute_queue(), lambda q, sts=sts: _enqueue(q, sts))
     self._done = done
     if wait: dev.timeline.wait(done)

@@ -1,17 +1,20 @@
 """Program: a loaded kernel binary, its kernel-argument layout, and the one-call launch path."""
 from __future__ import annotations
-import struct
-from typing import TYPE_CHECKING, Sequence
+import struct, weakref
+from typing import TYPE_CHECKING, Callable, Sequence
 if TYPE_CHECKING:
   from drivers.hcq.device import Device
   from drivers.hcq.buffer import Buffer
+  from drivers.hcq.queue import Queue
 
 
 class KernArgs:
   """Kernel arguments in memory the device reads: buffer addresses (u64 each), then values (i32 each).
-  Vendors may place more after them (AMD's hidden arguments) by overriding Program.fill_kernargs."""
-  def __init__(self, view: memoryview, va: int, n_bufs: int, n_vals: int):
+  Vendors may place more after them (AMD's hidden arguments) by overriding Program.fill_kernargs.
+  `release` gives the memory back (to the device's KernargArena) once this object is gone."""
+  def __init__(self, view: memoryview, va: int, n_bufs: int, n_vals: int, release: Callable[[], None] | None = None):
     self.view, self.va, self.n_bufs, self.n_vals = view, va, n_bufs, n_vals
+    if release is not None: weakref.finalize(self, release)
 
   def update(self, bufs: Sequence[Buffer], vals: Sequence[int]) -> None:
     if len(bufs) != self.n_bufs or len(vals) != self.n_vals:
@@ -33,8 +36,8 @@ class Program:
   def fill_kernargs(self, bufs: Sequence[Buffer], vals: Sequence[int] = (), global_size=(1, 1, 1), local_size=(1, 1, 1)) -> KernArgs:
     """Allocate argument memory for one launch and fill it."""
     self.check_buffers(bufs)
-    view, va = self.device._kernarg_memory(max(self.args_size(len(bufs), len(vals)), 8))
-    args = KernArgs(view, va, len(bufs), len(vals))
+    view, va, release = self.device.kernargs.alloc(self.args_size(len(bufs), len(vals)))
+    args = KernArgs(view, va, len(bufs), len(vals), release)
     args.update(bufs, vals)
     return args
 
@@ -43,12 +46,12 @@ class Program:
     """Launch after all earlier work on the device; with wait=True block and return the kernel time in seconds."""
     dev = self.device
     args = self.fill_kernargs(bufs, vals, global_size, local_size)
-    with dev.submit_lock:
-      q = dev.compute_queue().wait(dev.timeline, dev.timeline_value - 1)
-      if wait: q.timestamp(st := dev.new_signal(name="launch begin"))
+    if wait: st, en = dev.new_signal(name="launch begin"), dev.new_signal(name="launch end")
+    def work(q: Queue) -> None:
+      if wait: q.timestamp(st)
       q.exec(self, args, global_size, local_size)
-      if wait: q.timestamp(en := dev.new_signal(name="launch end"))
-      q.signal(dev.timeline, value := dev.next_timeline()).submit()
+      if wait: q.timestamp(en)
+    value = dev.ordered_submit(dev.compute_queue(), work)
     if not wait: return None
     dev.timeline.wait(value)
     return (en.timestamp - st.timestamp) / 1e6

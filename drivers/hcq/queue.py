@@ -1,8 +1,13 @@
 """Queue: the builder of one command stream. Vendors encode each command (PM4, SDMA, GPFIFO methods,
 CP packets, or a CPU worker's command list) in the underscore methods; this base adds argument checks
-and profiling, and keeps the public calls chainable."""
+and profiling, and keeps the public calls chainable.
+
+Launch encodings are cached here, per program: what a launch's commands depend on besides its arguments and
+grid (the program, the workgroup size, what `_launch_state` names) is encoded once by `_encode_launch`, and
+`encoded_launch` hands the vendor that encoding to copy and patch for each launch."""
 from __future__ import annotations
-from typing import TYPE_CHECKING
+import weakref
+from typing import TYPE_CHECKING, Any, ClassVar, Hashable
 from drivers.hcq import profile
 if TYPE_CHECKING:
   from drivers.hcq.device import Device
@@ -20,6 +25,7 @@ def dims3(v: tuple[int, ...] | list[int] | int, what: str) -> tuple[int, int, in
 
 class Queue:
   kind = "compute"   # or "copy"
+  _launches: ClassVar[weakref.WeakKeyDictionary[Program, dict]] = weakref.WeakKeyDictionary()   # program -> key -> encoding
 
   def __init__(self, device: Device):
     self.device = device
@@ -35,6 +41,19 @@ class Queue:
   def _timestamp(self, sig: Signal) -> None: raise NotImplementedError
   def _memory_barrier(self) -> None: pass   # queues with coherent memory need nothing
   def _submit(self) -> None: raise NotImplementedError
+  def _encode_launch(self, prg: Program, local_size: tuple[int, int, int]) -> Any:
+    """The commands of a launch of `prg` with this workgroup size, with holes for arguments and grid (for encoded_launch)."""
+    raise NotImplementedError(f"{type(self).__name__} does not cache launch encodings")
+  def _launch_state(self) -> Hashable:
+    """What else a launch encoding depends on (e.g. a scratch address that moves when scratch grows)."""
+    return None
+
+  def encoded_launch(self, prg: Program, local_size: tuple[int, int, int]) -> Any:
+    """`_encode_launch(prg, local_size)`, made once per program, workgroup size and launch state."""
+    if (per_prg := Queue._launches.get(prg)) is None: per_prg = Queue._launches.setdefault(prg, {})
+    key = (type(self), local_size, self._launch_state())
+    if (enc := per_prg.get(key)) is None: enc = per_prg[key] = self._encode_launch(prg, local_size)
+    return enc
 
   # --- the contract
   def exec(self, prg: Program, args: KernArgs, global_size=(1, 1, 1), local_size=(1, 1, 1)) -> Queue:

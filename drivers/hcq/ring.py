@@ -1,0 +1,76 @@
+"""Ring: the host side of one hardware command ring, a circular buffer an engine fetches commands from.
+
+The host copies commands in at its write pointer, publishes the pointer and rings the doorbell; the engine
+consumes them and writes its read pointer back to memory. Both pointers only grow (the position in the ring
+is the pointer modulo its size). What differs per engine is given as parameters:
+  unit     bytes per pointer step (4 for rings that count dwords, 1 for rings that count bytes);
+  pad      the wrap policy: None when a packet may straddle the end of the ring, else the NOP dword the
+           tail is filled with so that a packet that does not fit before the end starts again at 0.
+Objects the commands point at (kernel arguments, signals) stay referenced until the engine has read past them.
+"""
+from __future__ import annotations
+import threading, time
+from collections import deque
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
+
+import numpy as np
+if TYPE_CHECKING: from drivers.hcq.device import Device
+
+FULL_TIMEOUT_S = 30      # how long a full ring may see its read pointer stand still before submission gives up
+FULL_POLL_S = 50e-6      # how often a full ring looks at the read pointer again
+
+
+class Ring:
+  def __init__(self, device: Device, name: str, mem: memoryview, rptr: memoryview, wptr: memoryview | None,
+               doorbell: Callable[[int], None], unit: int = 4, pad: int | None = None):
+    """`mem`: the ring (a multiple of 4 bytes); `rptr`: the u64 the engine writes back; `wptr`: the u64 the engine
+    polls (None if the doorbell alone carries it); `doorbell(wptr)`: tells the engine the new write pointer."""
+    self.device, self.name, self.unit, self.pad = device, name, unit, pad
+    self.words = np.frombuffer(mem, np.uint32)
+    self.size = self.words.nbytes
+    self._rptr, self._wptr, self._doorbell = rptr.cast("B").cast("Q"), wptr.cast("B").cast("Q") if wptr is not None else None, doorbell
+    self.put = 0                                            # the write pointer, in units
+    self.inflight: deque[tuple[int, list]] = deque()       # (write pointer after a submission, objects it keeps alive)
+    self.lock = threading.Lock()
+
+  @property
+  def rptr(self) -> int: return self._rptr[0]
+
+  def submit(self, packets: Iterable[Sequence[int]], keep: list) -> None:
+    """Write `packets` (each a sequence of dwords), publish the write pointer, ring the doorbell once."""
+    with self.lock:
+      for p in packets:
+        nbytes = len(p) * 4
+        if self.pad is not None and nbytes > (tail := self.size - self.put * self.unit % self.size):
+          self._reserve(tail)                               # it does not fit before the end: NOP-pad, restart at 0
+          self._write(np.full(tail // 4, self.pad, np.uint32))
+        self._reserve(nbytes)
+        self._write(np.asarray(p, np.uint32))
+      self.inflight.append((self.put, keep))
+      while self.inflight and self.inflight[0][0] <= self.rptr: self.inflight.popleft()
+      if self._wptr is not None: self._wptr[0] = self.put
+      self._doorbell(self.put)
+
+  def pending(self) -> list:
+    """Objects kept by commands the engine has not read past yet (e.g. to name the kernel running at a fault)."""
+    r = self.rptr
+    return [k for put, keep in self.inflight if put > r for k in keep]
+
+  def _reserve(self, nbytes: int) -> None:
+    """Wait until `nbytes` are free; give up when the engine's read pointer stops moving for FULL_TIMEOUT_S."""
+    if nbytes > self.size: raise ValueError(f"{nbytes} bytes of commands do not fit the {self.size}-byte {self.name} ring")
+    seen, deadline = self.rptr, time.monotonic() + FULL_TIMEOUT_S
+    while (self.put - (r := self.rptr)) * self.unit + nbytes > self.size:
+      self.device.check_faults()
+      if r != seen: seen, deadline = r, time.monotonic() + FULL_TIMEOUT_S
+      elif time.monotonic() > deadline:
+        raise TimeoutError(f"{self.device.name}: the {self.name} ring stayed full for {FULL_TIMEOUT_S} s (engine read pointer "
+                           f"{r}, write pointer {self.put}): the queue is stuck on a wait that is never satisfied")
+      time.sleep(FULL_POLL_S)
+
+  def _write(self, arr: np.ndarray) -> None:
+    at = self.put * self.unit // 4 % len(self.words)
+    first = min(len(arr), len(self.words) - at)
+    self.words[at:at + first] = arr[:first]
+    self.words[:len(arr) - first] = arr[first:]
+    self.put += len(arr) * 4 // self.unit
