@@ -5,8 +5,9 @@ Figures (best of 5 rounds of N launches; one JSON line each):
   driver_submit_us   host CPU time to encode and submit one launch (PM4 packets, kernargs, doorbell)
   end_to_end_us      submit + the emulated GPU running it + waiting for its signal, per launch (in a stream)
   emulator_us        the same empty kernel dispatched straight into emu.rdna3 (no driver, no queue)
-  compute_kernel_us  one compute-layer kernel (Tensor add, realize) end to end, per kernel
-  compute_numpy_us   copying a realized 1 KiB tensor back to numpy (Tensor.numpy)"""
+  compute_kernel_us  per kernel of one compute-layer schedule of 50 adds (Tensor.realize_all), end to end
+  compute_numpy_us   copying a realized 1 KiB tensor back to numpy (Tensor.numpy)
+  compute_ring_dwords  compute-ring dwords per kernel of that schedule (the commands the GPU front end processes)"""
 import sys, time
 from common import best, emit, skipped
 from drivers.hcq import open_device
@@ -32,17 +33,21 @@ def emulator_only(lib: bytes) -> float:
   return best(run) / N
 
 
-def compute_layer(name: str) -> tuple[float, float]:
-  """(seconds per compute-layer kernel, seconds per copy-back of a 1 KiB tensor)."""
-  x = Tensor(np.zeros(256, np.float32), device=name).realize()
-  (x + 1).numpy()                                         # warm: the kernel compiled and loaded
-  def kernels():
-    y = x
-    for _ in range(N_COMPUTE): y = (y + 1).realize()
-    y.numpy()
+def compute_layer(dev) -> tuple[float, float, float]:
+  """(seconds per kernel of a compute-layer schedule of N_COMPUTE kernels, compute-ring dwords per kernel of it,
+  seconds per copy-back of a 1 KiB tensor)."""
+  x = Tensor(np.zeros(256, np.float32), device=dev.name).realize()
+  ys = [Tensor(np.full(256, i, np.float32), device=dev.name).realize() for i in range(N_COMPUTE)]
+  (x + ys[0]).numpy()                                     # warm: the kernel compiled and loaded
+  def kernels():                                          # one schedule: N_COMPUTE launches in one submission
+    Tensor.realize_all(*(x + y for y in ys))
+    dev.synchronize()
   def copyback():
     for _ in range(N_COMPUTE): x.numpy()
-  return best(kernels) / N_COMPUTE, best(copyback) / N_COMPUTE
+  put = dev.compute_ring.put
+  kernels()
+  dwords = (dev.compute_ring.put - put) / N_COMPUTE
+  return best(kernels) / N_COMPUTE, dwords, best(copyback) / N_COMPUTE
 
 
 def main() -> None:
@@ -58,10 +63,11 @@ def main() -> None:
       for _ in range(N): prg(buf, global_size=(1,), local_size=(32,))
     t_submit = best(lambda: (submit_only(), dev.synchronize())) / N
     t0 = time.perf_counter(); submit_only(); t_driver = (time.perf_counter() - t0) / N; dev.synchronize()
-    t_kernel, t_numpy = compute_layer(name)
+    t_kernel, dwords, t_numpy = compute_layer(dev)
     for fig, value in [("driver_submit_us", t_driver * 1e6), ("end_to_end_us", t_submit * 1e6), ("emulator_us", emulator_only(lib) * 1e6),
                        ("compute_kernel_us", t_kernel * 1e6), ("compute_numpy_us", t_numpy * 1e6)]:
       emit(f"amd/launch_{fig}", value, "us", device=name)
+    emit("amd/launch_compute_ring_dwords", dwords, "dwords per kernel", device=name)
     dev.close()
 
 

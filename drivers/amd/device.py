@@ -96,6 +96,8 @@ class AMDDevice(Device):
     self.scratch_per_lane = 0
     self._queues: list[QueueDesc] = []
     self.compute_ring: Ring | None = None
+    # the interface flushes the HDP from the host before each doorbell (the AM path); else compute submissions do
+    self.host_flushes_hdp = hasattr(iface, "before_doorbell")
     try:
       super().__init__(name)
       # the MEC counts dwords and lets a packet wrap; SDMA counts bytes and the tail is NOP-padded instead of splitting a
@@ -116,9 +118,8 @@ class AMDDevice(Device):
   def _ring(self, kind: str, unit: int, pad: int | None) -> Ring:
     desc = self.iface.create_queue(kind, RING_SIZE)
     self._queues.append(desc)
-    before = getattr(self.iface, "before_doorbell", None)
     def doorbell(wptr: int) -> None:
-      if before is not None: before()
+      if self.host_flushes_hdp: self.iface.before_doorbell()
       desc.doorbell.write64(desc.doorbell_offset, wptr)
     return Ring(self, kind, desc.ring.view, desc.rptr, desc.wptr, doorbell, unit, pad)
 

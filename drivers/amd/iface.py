@@ -3,7 +3,9 @@
 An interface provides: `arch`, `props` (KFD-style topology numbers), `ip_bases`/`ip_versions`,
 `alloc(size, host=, uncached=, cpu_access=) -> AMDMemory`, `free(mem)`, `create_queue(kind, ring_size) -> QueueDesc`
 ("compute": the MEC PM4 queue, "sdma": SDMA queue 0), `destroy_queue(q)`, `poll_faults() -> str | None` (one
-non-blocking look for a page fault or hang the GPU reported), `close()`, and optionally `before_doorbell()`.
+non-blocking look for a page fault or hang the GPU reported), `close()`, and optionally `before_doorbell()` (a
+host-side HDP flush, so host writes to VRAM are visible to the work the doorbell starts; without it, AMDDevice has
+each compute submission flush the HDP from the GPU side).
 """
 from __future__ import annotations
 from dataclasses import dataclass

@@ -74,8 +74,8 @@ class PM4Queue(Queue):
     # The one cache invalidation a launch needs: earlier kernels' results are in L2, which every CU shares, so
     # invalidating the per-CU/SE caches (GL1, GLV, GLK, GLM, GLI) before the dispatch is enough (reference/amd_driver.md
     # 1.7, exec step 1). Host visibility is the end-of-submission RELEASE_MEM's job (it writes L2 back), and host
-    # writes reach memory through the HDP flush before the doorbell (amd_driver.md 2.11), so a launch needs no
-    # memory_barrier; Linux likewise syncs caches once per job (gfx_v11_0_emit_mem_sync), not per dispatch.
+    # writes reach VRAM through one HDP flush per submission (_submit), so a launch needs no memory_barrier; Linux
+    # likewise syncs caches once per job (gfx_v11_0_emit_mem_sync), not per dispatch.
     self._acquire_mem(GCR_INV)
     rsrc2 = kd.compute_pgm_rsrc2 | gc.regCOMPUTE_PGM_RSRC2.encode(LDS_SIZE=(kd.group_segment_fixed_size + 511) // 512)
     self.sh_reg(gc.regCOMPUTE_PGM_LO, prg.code_va >> 8, prg.code_va >> 40)
@@ -110,12 +110,23 @@ class PM4Queue(Queue):
     self.keep.append(sig)
     self._release_mem(sig.timestamp_va, DATA_SEL_TIMESTAMP)
 
-  def _memory_barrier(self) -> None:
-    # HDP flush: write GPU_HDP_FLUSH_REQ, wait until GPU_HDP_FLUSH_DONE matches (all client bits as reference and mask,
-    # reference/amd_driver.md 5.1 WAIT_REG_MEM); then write back and invalidate every cache level
+  def _hdp_flush(self) -> None:
+    # write GPU_HDP_FLUSH_REQ, wait until GPU_HDP_FLUSH_DONE matches (all client bits as reference and mask,
+    # reference/amd_driver.md 5.1 WAIT_REG_MEM)
     req, done = (self.device.nbio_addr(r) for r in (nbio.regBIF_BX_PF0_GPU_HDP_FLUSH_REQ, nbio.regBIF_BX_PF0_GPU_HDP_FLUSH_DONE))
     self.pkt3(nvd.PACKET3_WAIT_REG_MEM, nvd.WAIT_REG_MEM_MEM_SPACE(MEM_SPACE_REG) | nvd.WAIT_REG_MEM_OPERATION(OP_WRITE_WAIT) |
               nvd.WAIT_REG_MEM_FUNCTION(WAIT_EQ) | nvd.WAIT_REG_MEM_ENGINE(ENGINE_ME), req, done, 0xFFFFFFFF, 0xFFFFFFFF, POLL_HDP)
-    self._acquire_mem(GCR_ALL)
 
-  def _submit(self) -> None: self.device.compute_ring.submit([self.words], self.keep)   # one run: PM4 packets may wrap
+  def _memory_barrier(self) -> None:
+    self._hdp_flush()
+    self._acquire_mem(GCR_ALL)   # then write back and invalidate every cache level
+
+  def _submit(self) -> None:
+    if not self.device.host_flushes_hdp:
+      # host writes to VRAM (kernel arguments, code) pass through the HDP; with no host-side flush before the doorbell
+      # the submission starts with the GPU-side one: once per submission, as Linux flushes once per job
+      # (amdgpu_device_flush_hdp in amdgpu_ib_schedule)
+      body, self.words = self.words, []
+      self._hdp_flush()
+      self.words += body
+    self.device.compute_ring.submit([self.words], self.keep)   # one run: PM4 packets may wrap

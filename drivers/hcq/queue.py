@@ -42,7 +42,8 @@ class Queue:
   def _memory_barrier(self) -> None: pass   # queues with coherent memory need nothing
   def _submit(self) -> None: raise NotImplementedError
   def _encode_launch(self, prg: Program, local_size: tuple[int, int, int]) -> Any:
-    """The commands of a launch of `prg` with this workgroup size, with holes for arguments and grid (for encoded_launch)."""
+    """The commands of a launch of `prg` with this workgroup size, with holes for arguments and grid (for
+    encoded_launch). The encoding must not reference `prg` itself: the cache holds programs weakly."""
     raise NotImplementedError(f"{type(self).__name__} does not cache launch encodings")
   def _launch_state(self) -> Hashable:
     """What else a launch encoding depends on (e.g. a scratch address that moves when scratch grows)."""

@@ -54,7 +54,7 @@ class Ring:
   def pending(self) -> list:
     """Objects kept by commands the engine has not read past yet (e.g. to name the kernel running at a fault)."""
     r = self.rptr
-    return [k for put, keep in self.inflight if put > r for k in keep]
+    return [k for put, keep in tuple(self.inflight) if put > r for k in keep]   # a snapshot: submit may run meanwhile
 
   def _reserve(self, nbytes: int) -> None:
     """Wait until `nbytes` are free; give up when the engine's read pointer stops moving for FULL_TIMEOUT_S."""

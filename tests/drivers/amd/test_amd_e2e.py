@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from drivers.hcq import open_device, SignalTimeout, DeviceFault
 from drivers.amd.device import RING_SIZE, AMDDevice
+from drivers.hcq.staging import STAGING_SIZE, STAGING_COUNT
 from drivers.amd.kfd import KFDIface
 from drivers.system.kernel import kernel_interface
 from tests.drivers.amd.kernels import SRC
@@ -80,7 +81,7 @@ def test_kernel_using_scratch(dev, lib):
   np.testing.assert_array_equal(get(out, np.int32), idx * np.arange(n))
 
 
-@pytest.mark.parametrize("size", [1, 7, 4099, 3 * RING_SIZE + 5])
+@pytest.mark.parametrize("size", [1, 7, 4099, STAGING_SIZE, 3 * RING_SIZE + 5, STAGING_COUNT * STAGING_SIZE + 1])
 def test_copies_of_odd_sizes_and_larger_than_the_ring(dev, size):
   data = np.random.default_rng(size).integers(0, 256, size, dtype=np.uint8)
   a, b = dev.alloc(size), dev.alloc(size)
@@ -100,8 +101,7 @@ def test_thousand_launches_chained_across_queues(dev, lib):
   for _ in range(500):   # 1000 launches + copies: compute and SDMA hand the buffer back and forth through the timeline
     add1(x, global_size=(1,), local_size=(64,))
     add1(x, global_size=(1,), local_size=(64,))
-    with dev.submit_lock:
-      dev.copy_queue().wait(dev.timeline, dev.timeline_value - 1).copy(y, x).signal(dev.timeline, dev.next_timeline()).submit()
+    dev.ordered_submit(dev.copy_queue(), lambda q: q.copy(y, x))
   np.testing.assert_array_equal(get(y, np.int32), np.full(64, 1000))
 
 
@@ -190,3 +190,43 @@ def test_graph_replays_with_new_buffers_and_values(dev, lib):
   got = get(out2, np.float32)
   np.testing.assert_array_equal(got[:n // 2], (a + c)[:n // 2])
   np.testing.assert_array_equal(got[n // 2:], (a + b)[n // 2:])
+
+
+def pm4_packets(dev, start: int, end: int) -> list[tuple[int, list[int]]]:
+  """(opcode, payload) of each PM4 packet the compute ring got between two of its write pointers (dwords)."""
+  words, out = dev.compute_ring.words, []
+  while start < end:
+    hdr = int(words[start % len(words)])
+    n = ((hdr >> 16) & 0x3FFF) + 1
+    out.append(((hdr >> 8) & 0xFF, [int(words[(start + 1 + i) % len(words)]) for i in range(n)]))
+    start += n + 1
+  return out
+
+
+def test_each_launch_invalidates_caches_once_and_hdp_is_flushed_once_per_submission(dev, lib):
+  """Compute-layer schedules and Program calls: one ACQUIRE_MEM per dispatch (the launch's own) and no memory_barrier
+  between kernels; the HDP flush (register-form WAIT_REG_MEM) comes once per submission where the host does not flush
+  it before the doorbell (KFD), never on the AM path (PCIIface.before_doorbell)."""
+  from autogen.amd import nvd
+  from compute import Tensor
+  x = Tensor(np.arange(64, dtype=np.float32), device=dev.name).realize()
+  start = dev.compute_ring.put
+  Tensor.realize_all(*(x * k + 1 for k in range(3)), (x * 2).sum())
+  dev.program("add1", lib)(dev.alloc(256), global_size=(1,), local_size=(64,), wait=True)
+  pkts = pm4_packets(dev, start, dev.compute_ring.put)
+  ops = [op for op, _ in pkts]
+  assert ops.count(nvd.PACKET3_DISPATCH_DIRECT) >= 5
+  assert ops.count(nvd.PACKET3_ACQUIRE_MEM) == ops.count(nvd.PACKET3_DISPATCH_DIRECT)
+  submissions = sum(op == nvd.PACKET3_RELEASE_MEM and p[2] | p[3] << 32 == dev.timeline.va for op, p in pkts)
+  hdp_flushes = [p for op, p in pkts if op == nvd.PACKET3_WAIT_REG_MEM and not p[0] & nvd.WAIT_REG_MEM_MEM_SPACE(1)]
+  assert submissions == 2 and len(hdp_flushes) == (0 if dev.host_flushes_hdp else submissions)
+
+
+def test_launch_packets_are_encoded_once_per_program_and_workgroup_size(dev, lib, monkeypatch):
+  from drivers.amd.pm4 import PM4Queue
+  made, real = [], PM4Queue._encode_launch
+  monkeypatch.setattr(PM4Queue, "_encode_launch", lambda q, prg, ls: made.append(ls) or real(q, prg, ls))
+  prg, x = dev.program("add1", lib), put(dev, np.zeros(64, np.int32))
+  for ls in [(64,), (64,), (32,), (64,)]: prg(x, global_size=(1,), local_size=ls)
+  np.testing.assert_array_equal(get(x, np.int32), np.r_[np.full(32, 4), np.full(32, 3)])
+  assert made == [(64, 1, 1), (32, 1, 1)]
