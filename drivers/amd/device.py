@@ -96,10 +96,13 @@ class AMDDevice(Device):
     self.scratch_per_lane = 0
     self._queues: list[QueueDesc] = []
     self.compute_ring: Ring | None = None
-    # the interface flushes the HDP from the host before each doorbell (the AM path); else compute submissions do
+    # the interface flushes the HDP from the host before each doorbell (the AM path); else compute submissions start
+    # with the GPU-side flush, encoded once (pm4_hdp_flush)
     self.host_flushes_hdp = hasattr(iface, "before_doorbell")
+    self.pm4_hdp_flush: list[int] | None = None
     try:
       super().__init__(name)
+      if not self.host_flushes_hdp: self.pm4_hdp_flush = PM4Queue(self).hdp_flush_words()
       # the MEC counts dwords and lets a packet wrap; SDMA counts bytes and the tail is NOP-padded instead of splitting a
       # packet (reference/amd_driver.md 1.3, "SDMA submission")
       self.compute_ring = self._ring("compute", unit=4, pad=None)

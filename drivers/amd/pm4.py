@@ -121,12 +121,16 @@ class PM4Queue(Queue):
     self._hdp_flush()
     self._acquire_mem(GCR_ALL)   # then write back and invalidate every cache level
 
+  def hdp_flush_words(self) -> list[int]:
+    """The encoded HDP flush alone (AMDDevice keeps it for the submissions that start with it)."""
+    saved, self.words = self.words, []
+    self._hdp_flush()
+    words, self.words = self.words, saved
+    return words
+
   def _submit(self) -> None:
-    if not self.device.host_flushes_hdp:
-      # host writes to VRAM (kernel arguments, code) pass through the HDP; with no host-side flush before the doorbell
-      # the submission starts with the GPU-side one: once per submission, as Linux flushes once per job
-      # (amdgpu_device_flush_hdp in amdgpu_ib_schedule)
-      body, self.words = self.words, []
-      self._hdp_flush()
-      self.words += body
+    # host writes to VRAM (kernel arguments, code) pass through the HDP; with no host-side flush before the doorbell
+    # the submission starts with the GPU-side one: once per submission, as Linux flushes once per job
+    # (amdgpu_device_flush_hdp in amdgpu_ib_schedule)
+    if (flush := self.device.pm4_hdp_flush) is not None: self.words[:0] = flush
     self.device.compute_ring.submit([self.words], self.keep)   # one run: PM4 packets may wrap

@@ -59,7 +59,8 @@ class Ring:
   def _reserve(self, nbytes: int) -> None:
     """Wait until `nbytes` are free; give up when the engine's read pointer stops moving for FULL_TIMEOUT_S."""
     if nbytes > self.size: raise ValueError(f"{nbytes} bytes of commands do not fit the {self.size}-byte {self.name} ring")
-    seen, deadline = self.rptr, time.monotonic() + FULL_TIMEOUT_S
+    if (self.put - (seen := self.rptr)) * self.unit + nbytes <= self.size: return
+    deadline = time.monotonic() + FULL_TIMEOUT_S
     while (self.put - (r := self.rptr)) * self.unit + nbytes > self.size:
       self.device.check_faults()
       if r != seen: seen, deadline = r, time.monotonic() + FULL_TIMEOUT_S
