@@ -2,7 +2,7 @@
 
 Usage: python bench/amd_launch.py [DEV ...]   (default: MOCKKFD+AMD MOCKPCI+AMD)
 Figures (best of 5 rounds of N launches; one JSON line each):
-  driver_submit_us   host CPU time to encode and submit one launch (PM4 packets, kernargs, doorbell)
+  driver_submit_us   host CPU time (this thread's) to encode and submit one launch (PM4 packets, kernargs, doorbell)
   end_to_end_us      submit + the emulated GPU running it + waiting for its signal, per launch (in a stream)
   emulator_us        the same empty kernel dispatched straight into emu.rdna3 (no driver, no queue)
   compute_kernel_us  per kernel of one compute-layer schedule of 50 adds (Tensor.realize_all), end to end
@@ -31,6 +31,15 @@ def emulator_only(lib: bytes) -> float:
   def run():
     for _ in range(N): rdna3.dispatch(mem, base + k.descriptor_offset, (1, 1, 1), (32, 1, 1), kernarg_ptr=args)
   return best(run) / N
+
+
+def host_cpu(fn, dev) -> float:
+  """CPU seconds this thread spends in fn() (not time it waits for the emulator's threads or other processes)."""
+  t0 = time.thread_time()
+  fn()
+  t = time.thread_time() - t0
+  dev.synchronize()
+  return t
 
 
 def compute_layer(dev) -> tuple[float, float, float]:
@@ -62,7 +71,7 @@ def main() -> None:
     def submit_only():
       for _ in range(N): prg(buf, global_size=(1,), local_size=(32,))
     t_submit = best(lambda: (submit_only(), dev.synchronize())) / N
-    t0 = time.perf_counter(); submit_only(); t_driver = (time.perf_counter() - t0) / N; dev.synchronize()
+    t_driver = min(host_cpu(submit_only, dev) for _ in range(5)) / N
     t_kernel, dwords, t_numpy = compute_layer(dev)
     for fig, value in [("driver_submit_us", t_driver * 1e6), ("end_to_end_us", t_submit * 1e6), ("emulator_us", emulator_only(lib) * 1e6),
                        ("compute_kernel_us", t_kernel * 1e6), ("compute_numpy_us", t_numpy * 1e6)]:

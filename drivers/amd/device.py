@@ -34,17 +34,17 @@ class AMDKernArgs(KernArgs):
   """Explicit arguments at the offsets the code object's metadata gives, then the COV5 hidden arguments."""
   def __init__(self, view: memoryview, va: int, prg: AMDProgram, n_bufs: int, n_vals: int, global_size, local_size, release):
     super().__init__(view, va, n_bufs, n_vals, release)
-    self.kernel, self.global_size, self.local_size = prg.kernel, tuple(global_size), tuple(local_size)
+    self.kernel, self.explicit, self.global_size, self.local_size = prg.kernel, prg.explicit_args, tuple(global_size), tuple(local_size)
+    for a in self.kernel.args:   # the hidden arguments depend on the grid only: written once
+      if a.kind in HIDDEN: struct.pack_into(INT_FMT[a.size], self.view, a.offset, HIDDEN[a.kind](self.global_size, self.local_size))
 
   def update(self, bufs, vals) -> None:
-    explicit = [a for a in self.kernel.args if not a.kind.startswith("hidden_")]
+    explicit = self.explicit
     if len(bufs) + len(vals) != len(explicit):
       raise ValueError(f"kernel {self.kernel.name} takes {len(explicit)} arguments, got {len(bufs)} buffers and {len(vals)} values")
     for a, v in zip(explicit, [b.va for b in bufs] + [x & ((1 << (8 * min(a.size, 8))) - 1) for a, x in zip(explicit[len(bufs):], vals)]):
       if a.size not in INT_FMT: raise ValueError(f"kernel {self.kernel.name}: argument of {a.size} bytes at {a.offset} is not supported")
       struct.pack_into(INT_FMT[a.size], self.view, a.offset, v)
-    for a in self.kernel.args:
-      if a.kind in HIDDEN: struct.pack_into(INT_FMT[a.size], self.view, a.offset, HIDDEN[a.kind](self.global_size, self.local_size))
 
 
 class AMDProgram(Program):
@@ -54,6 +54,7 @@ class AMDProgram(Program):
     if co.arch != device.arch: raise CodeObjectError(f"code object is for {co.arch}, the device is {device.arch}: recompile with -mcpu={device.arch}")
     if name not in co.kernels: raise ValueError(f"the code object has no kernel named {name!r} (it has: {', '.join(sorted(co.kernels))})")
     self.kernel = k = co.kernels[name]
+    self.explicit_args = [a for a in k.args if not a.kind.startswith("hidden_")]
     props = k.descriptor.kernel_code_properties
     for bit, what in ((KCP_PRIVATE_SEGMENT_BUFFER, "a private segment buffer"), (KCP_QUEUE_PTR, "a queue pointer"),
                       (KCP_DISPATCH_ID, "a dispatch id"), (KCP_FLAT_SCRATCH_INIT, "flat scratch init")):

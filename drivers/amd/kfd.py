@@ -7,12 +7,14 @@ from __future__ import annotations
 import ctypes, errno
 
 from autogen import kfd
+from autogen.amd import soc15_hw_ip as hw
 from drivers.system.kernel import KernelInterface
 from drivers.system.mmio import MMIO
 from drivers.amd.iface import AMDMemory, QueueDesc, PAGE
 
 TOPOLOGY = "/sys/devices/virtual/kfd/kfd/topology/nodes"
-HWIDS = {"GC": 11, "SDMA0": 42, "NBIO": 108}    # IP discovery hw ids (discovery.h) whose bases the driver needs
+# the IP blocks whose register bases the driver needs, by their IP discovery hardware id (sysfs ip_discovery/die/0/<hw id>)
+HWIDS = {"GC": hw.GC_HWID, "SDMA0": hw.SDMA0_HWID, "NBIO": hw.NBIF_HWID}
 
 
 def gfx_arch(target_version: int) -> str:

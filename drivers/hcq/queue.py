@@ -6,7 +6,7 @@ Launch encodings are cached here, per program: what a launch's commands depend o
 grid (the program, the workgroup size, what `_launch_state` names) is encoded once by `_encode_launch`, and
 `encoded_launch` hands the vendor that encoding to copy and patch for each launch."""
 from __future__ import annotations
-import weakref
+import functools, weakref
 from typing import TYPE_CHECKING, Any, ClassVar, Hashable
 from drivers.hcq import profile
 if TYPE_CHECKING:
@@ -17,7 +17,15 @@ if TYPE_CHECKING:
 
 
 def dims3(v: tuple[int, ...] | list[int] | int, what: str) -> tuple[int, int, int]:
-  t = (v,) if isinstance(v, int) else tuple(v)
+  """A 1- to 3-dimensional size as 3 dims (checked once per distinct size: every launch normalizes two of them)."""
+  t = v if isinstance(v, (int, tuple)) else tuple(v)
+  try: return _dims3(t, what)
+  except TypeError: raise ValueError(f"{what} must be 1 to 3 positive ints, got {v!r}") from None   # unhashable parts
+
+
+@functools.lru_cache(maxsize=4096)
+def _dims3(v: tuple[int, ...] | int, what: str) -> tuple[int, int, int]:
+  t = (v,) if isinstance(v, int) else v
   if not 1 <= len(t) <= 3 or any(not isinstance(x, int) or x < 1 for x in t):
     raise ValueError(f"{what} must be 1 to 3 positive ints, got {v!r}")
   return t + (1,) * (3 - len(t))  # type: ignore[return-value]
