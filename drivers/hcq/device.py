@@ -106,14 +106,16 @@ class Device:
       return self._staging
 
   def _copyin(self, buf: Buffer, data: memoryview) -> None:
-    if buf.host_view is None: return self.staging.copyin(buf.va, data)
-    self.synchronize()   # earlier work may still read the old contents
-    buf.host_view[:data.nbytes] = data
+    if buf.host_view is None: self.staging.copyin(buf.va, data)
+    else:
+      self.synchronize()   # earlier work may still read the old contents
+      buf.host_view[:data.nbytes] = data
 
   def _copyout(self, dest: memoryview, buf: Buffer) -> None:
-    if buf.host_view is None: return self.staging.copyout(dest, buf.va)   # ordered after earlier work by the copy queue
-    self.synchronize()
-    dest[:] = buf.host_view[:dest.nbytes]
+    if buf.host_view is None: self.staging.copyout(dest, buf.va)   # ordered after earlier work by the copy queue itself
+    else:
+      self.synchronize()
+      dest[:] = buf.host_view[:dest.nbytes]
 
   def _copy_sync(self, dest: Buffer, src: Buffer) -> None:
     """Device-to-device copy on the copy queue, ordered after all earlier work; blocks until done."""
