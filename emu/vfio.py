@@ -16,6 +16,7 @@ import ctypes, errno, mmap
 from dataclasses import dataclass, field
 
 from autogen import vfio as V
+from emu.plugin import KernelModel
 from emu.pci import PCIFunction, IORegion, CONFIG_SIZE, PAGE, PCI_COMMAND, PCI_COMMAND_MEMORY, PCI_COMMAND_MASTER
 
 SYSFS_PCI = "/sys/bus/pci/devices"
@@ -372,3 +373,7 @@ class VFIOModel:
     (r.size, r.flags), r.offset, r.cap_offset = self._region(r.index), r.index << REGION_SHIFT, 0
 
   def _reset(self, device: str, arg) -> None: self.function.reset()
+
+
+# registered under hcq.models (pyproject.toml): kernel_interface(mock="vfio", function=...) is this model
+MODEL = KernelModel("vfio", VFIOModel)

@@ -1,43 +1,29 @@
-"""hcq_smi: list, free and reset the devices hcq drives (GPUs: amd, nv; RDMA NICs: bnxt, mlx5).
+"""hcq_smi: list, free and reset the devices hcq drives (GPUs and RDMA NICs).
 
-`hcq_smi {amd,nv,bnxt,mlx5} {list,rmmod,insmod,reset,pids,kill_pids}`. A backend's devices are its
-vendor's PCI functions (drivers/system/discovery) merged with the held ownership locks of its prefix
-(drivers/system/lock), so devices an emulated model opened show up too. Root-only commands (modprobe,
-kill) run through sudo unless hcq_smi already is root; sysfs writes name the file when permission is missing.
+`hcq_smi <backend> {list,rmmod,insmod,reset,pids,kill_pids}`. The backends are the registered vendors that have
+a lock prefix (drivers/system/registry.py), named in lower case (amd, nv, ...). A backend's devices are its vendor's
+PCI functions (drivers/system/discovery), its models' emulated devices that have state, and the held ownership
+locks of its prefix (drivers/system/lock), so devices an emulated model opened show up too. Root-only commands
+(modprobe, kill) run through sudo unless hcq_smi already is root; sysfs writes name the file when permission is missing.
 """
 from __future__ import annotations
 import argparse, json, os, re, shlex, signal, subprocess, sys, time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from drivers.system.discovery import VENDORS, CLASS_DISPLAY, CLASS_NETWORK, CLASS_ACCELERATOR, PCIInfo, list_pci
-from drivers.system.lock import SMI_BACKEND, LockInfo, holder, list_locks, lock_dir, process_name
+from drivers.system.discovery import PCIInfo, list_pci
+from drivers.system.lock import LockInfo, holder, list_locks, lock_dir, process_name
 from drivers.system.pci import SysfsPCIDevice, list_models
+from drivers.system.registry import Vendor, vendors
 
 NOT_IN_USE = "No processes found using this device"
 # a PCI function address as sysfs names it: domain:bus:device.function
 PCI_ADDRESS = re.compile(r"[0-9a-f]{4,}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
 
 
-@dataclass(frozen=True)
-class Backend:
-  name: str
-  classes: tuple[int, ...]    # PCI base classes of the functions it drives
-  modules: tuple[str, ...]    # kernel modules, dependents first: the order `modprobe -r` takes them
-  load: tuple[str, ...]       # what insmod loads again (modprobe pulls in their dependencies)
-
-  @property
-  def vendor(self) -> int: return VENDORS[self.name]
-
-  @property
-  def lock_prefix(self) -> str: return next(p for p, b in SMI_BACKEND.items() if b == self.name)
-
-
-BACKENDS = {b.name: b for b in (
-  Backend("amd", (CLASS_DISPLAY, CLASS_ACCELERATOR), ("amdgpu",), ("amdgpu",)),
-  Backend("nv", (CLASS_DISPLAY,), ("nvidia_drm", "nvidia_modeset", "nvidia_uvm", "nvidia"), ("nvidia", "nvidia_uvm")),
-  Backend("bnxt", (CLASS_NETWORK,), ("bnxt_re", "bnxt_en"), ("bnxt_en", "bnxt_re")),
-  Backend("mlx5", (CLASS_NETWORK,), ("mlx5_ib", "mlx5_core"), ("mlx5_core", "mlx5_ib")))}
+def backends() -> dict[str, Vendor]:
+  """hcq_smi's backends by name: every registered vendor with a lock prefix."""
+  return {v.smi_name: v for v in vendors() if v.lock_prefix}
 
 
 class SmiError(Exception):
@@ -98,25 +84,26 @@ class Device:
     return f"pid {self.pid} ({process_name(self.pid)})"
 
 
-def find_devices(backend: Backend, host: Host, pci_bus: str | None = None) -> list[Device]:
+def find_devices(backend: Vendor, host: Host, pci_bus: str | None = None) -> list[Device]:
   """The backend's PCI functions plus every held lock of its prefix that is not one of them; with `pci_bus`,
   those whose bus id starts with it (the PCI domain may be left out, as lspci does)."""
   locks = {lk.bus: lk for lk in list_locks(backend.lock_prefix)}
-  devs = [Device(p.bus, p, locks.pop(p.bus, None)) for p in list_pci(backend.vendor, sysfs=host.sysfs)
-          if p.base_class in backend.classes]
-  if backend.name == "amd": devs += [Device(m.bus, m, locks.pop(m.bus, None)) for m in list_models()]   # the emulated Navi31s
+  devs = [Device(p.bus, p, locks.pop(p.bus, None)) for p in list_pci(sysfs=host.sysfs)
+          if p.vendor_id in backend.pci_vendors and p.base_class in backend.pci_classes]
+  devs += [Device(m.bus, m, locks.pop(m.bus, None)) for kind in backend.models for m in list_models(kind)]
   devs += [Device(lk.bus, None, lk) for lk in locks.values() if lk.pid is not None]   # free leftovers are no device
   if pci_bus is None: return devs
   want = pci_bus.lower()
   if not (found := [d for d in devs if d.bus.startswith(want) or d.bus.startswith(f"0000:{want}")]):
     have = ", ".join(d.bus for d in devs) or "none"
-    raise SmiError(f"no {backend.name} device matches --pci_bus {pci_bus} (devices: {have}); "
-                   f"`hcq_smi {backend.name} list` shows them")
+    raise SmiError(f"no {backend.smi_name} device matches --pci_bus {pci_bus} (devices: {have}); "
+                   f"`hcq_smi {backend.smi_name} list` shows them")
   return found
 
 
-def _none_found(backend: Backend) -> str:
-  return (f"No {backend.name} devices found (no PCI function of vendor {backend.vendor:#06x} and no held "
+def _none_found(backend: Vendor) -> str:
+  ids = " or ".join(f"{v:#06x}" for v in backend.pci_vendors) or "(none)"
+  return (f"No {backend.smi_name} devices found (no PCI function of vendor {ids} and no held "
           f"{backend.lock_prefix}_*.lock in {lock_dir()})")
 
 
@@ -130,7 +117,7 @@ def _json_row(d: Device) -> dict:
           "lock": d.lock.path if d.lock else None}
 
 
-def cmd_list(backend: Backend, host: Host, args: argparse.Namespace) -> int:
+def cmd_list(backend: Vendor, host: Host, args: argparse.Namespace) -> int:
   devs = find_devices(backend, host)
   if args.json:
     print(json.dumps([_json_row(d) for d in devs], indent=2))
@@ -149,11 +136,11 @@ def cmd_list(backend: Backend, host: Host, args: argparse.Namespace) -> int:
   return 0
 
 
-def _loaded(backend: Backend, host: Host) -> list[str]:
+def _loaded(backend: Vendor, host: Host) -> list[str]:
   return [m for m in backend.modules if m in host.loaded_modules()]
 
 
-def _unload(backend: Backend, host: Host) -> None:
+def _unload(backend: Vendor, host: Host) -> None:
   if not (loaded := _loaded(backend, host)):
     print("Kernel modules are not loaded")
     return
@@ -162,7 +149,7 @@ def _unload(backend: Backend, host: Host) -> None:
   print(f"Unloaded {', '.join(loaded)}")
 
 
-def cmd_rmmod(backend: Backend, host: Host, args: argparse.Namespace) -> int:
+def cmd_rmmod(backend: Vendor, host: Host, args: argparse.Namespace) -> int:
   if not args.expect:
     _unload(backend, host)
     return 0
@@ -173,7 +160,7 @@ def cmd_rmmod(backend: Backend, host: Host, args: argparse.Namespace) -> int:
   return 0
 
 
-def _reset(backend: Backend, host: Host, devs: list[Device]) -> bool:
+def _reset(backend: Vendor, host: Host, devs: list[Device]) -> bool:
   """Function reset through sysfs; the device lock is taken for it, so a device in use is refused."""
   ok = True
   for d in devs:
@@ -187,16 +174,16 @@ def _reset(backend: Backend, host: Host, devs: list[Device]) -> bool:
   return ok
 
 
-def cmd_reset(backend: Backend, host: Host, args: argparse.Namespace) -> int:
+def cmd_reset(backend: Vendor, host: Host, args: argparse.Namespace) -> int:
   devs = find_devices(backend, host, args.pci_bus)
   for d in devs:
     if d.pci is None: print(f"{d.bus}: {d.kind} device, not a PCI function on this host: skipped")
   if not (pci := [d for d in devs if d.pci is not None]):
-    raise SmiError(f"no {backend.name} PCI function to reset" + (f" matches --pci_bus {args.pci_bus}" if args.pci_bus else ""))
+    raise SmiError(f"no {backend.smi_name} PCI function to reset" + (f" matches --pci_bus {args.pci_bus}" if args.pci_bus else ""))
   return 0 if _reset(backend, host, pci) else 1
 
 
-def cmd_insmod(backend: Backend, host: Host, args: argparse.Namespace) -> int:
+def cmd_insmod(backend: Vendor, host: Host, args: argparse.Namespace) -> int:
   _unload(backend, host)
   if not _reset(backend, host, [d for d in find_devices(backend, host) if d.pci is not None]): return 1
   host.call(host.privileged(["modprobe", "-a", *backend.load]), "loading kernel modules")
@@ -206,7 +193,7 @@ def cmd_insmod(backend: Backend, host: Host, args: argparse.Namespace) -> int:
   return 0
 
 
-def cmd_pids(backend: Backend, host: Host, args: argparse.Namespace) -> int:
+def cmd_pids(backend: Vendor, host: Host, args: argparse.Namespace) -> int:
   if not (devs := find_devices(backend, host, args.pci_bus)): print(_none_found(backend))
   for d in devs: print(f"{d.bus}: {d.holder_text()}")
   return 0
@@ -251,7 +238,7 @@ def free_lock(host: Host, bus: str, path: str, sudoless: bool) -> None:
   raise SmiError(f"{bus}: lock {path} still held {waited}: {why}")
 
 
-def cmd_kill_pids(backend: Backend, host: Host, args: argparse.Namespace) -> int:
+def cmd_kill_pids(backend: Vendor, host: Host, args: argparse.Namespace) -> int:
   if not (devs := find_devices(backend, host, args.pci_bus)): print(_none_found(backend))
   failed = 0
   for d in devs:
@@ -271,7 +258,7 @@ COMMANDS = {"list": cmd_list, "rmmod": cmd_rmmod, "insmod": cmd_insmod, "reset":
 
 def parser() -> argparse.ArgumentParser:
   p = argparse.ArgumentParser(prog="hcq_smi", description="List, free and reset the GPUs and NICs hcq drives.")
-  p.add_argument("backend", choices=BACKENDS, help="device family: amd, nv (GPUs), bnxt, mlx5 (RDMA NICs)")
+  p.add_argument("backend", choices=backends(), help=f"device family (a registered vendor): {', '.join(backends())}")
   sub = p.add_subparsers(dest="command", required=True, metavar="command")
   sub.add_parser("list", help="every device: bus, ids, name, kernel driver, IOMMU group, lock holder").add_argument(
     "--json", action="store_true", help="machine-readable output")
@@ -288,7 +275,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None, host: Host | None = None) -> int:
   args = parser().parse_args(argv)
-  try: return COMMANDS[args.command](BACKENDS[args.backend], host or Host(), args)
+  try: return COMMANDS[args.command](backends()[args.backend], host or Host(), args)
   except (SmiError, OSError) as e:
     print(f"hcq_smi: {e}", file=sys.stderr)
     return 1

@@ -2,41 +2,58 @@
 
 Device strings: KFD+AMD (through the kernel driver), PCI+AMD (the AM userspace driver on the bare PCI
 function), MOCKKFD+AMD / MOCKPCI+AMD (the same driver code against the emulated Navi31), and AMD (KFD
-when /dev/kfd exists, else PCI)."""
+when /dev/kfd exists, else PCI). `VENDOR` is what registers (entry point group hcq.vendors); the driver
+itself is imported when a device is opened."""
+from __future__ import annotations
 import os
-from drivers.hcq import register_backend
-from drivers.hcq.devspec import DeviceSpec
-from drivers.system.kernel import kernel_interface
-from drivers.system.discovery import list_pci, VENDORS, CLASS_DISPLAY, CLASS_ACCELERATOR
+from typing import TYPE_CHECKING
+from drivers.system.discovery import CLASS_DISPLAY, CLASS_ACCELERATOR
+from drivers.system.registry import Vendor
 
+if TYPE_CHECKING:
+  from drivers.amd.device import AMDDevice
+  from drivers.hcq.devspec import DeviceSpec
+  from drivers.system.pci import PCIDevice
+
+PCI_VENDOR = 0x1002     # pci.ids: Advanced Micro Devices, Inc. [AMD/ATI]
+LOCK_PREFIX = "am"      # $TMPDIR/am_<bus>.lock
 # PCI device ids of the GPUs the AM driver boots (gfx11: Navi31 RX 7900 XTX/XT/GRE)
 AM_DEVICE_IDS = (0x744C,)
+# marketing names (the PCI ID repository, pci.ids), for hosts without udev's hardware database
+DEVICE_NAMES = {
+  (PCI_VENDOR, 0x744C): "Navi 31 [Radeon RX 7900 XT/XTX]", (PCI_VENDOR, 0x747E): "Navi 32 [Radeon RX 7700 XT/7800 XT]",
+  (PCI_VENDOR, 0x7480): "Navi 33 [Radeon RX 7600]", (PCI_VENDOR, 0x7550): "Navi 48 [Radeon RX 9070/9070 XT]",
+  (PCI_VENDOR, 0x7590): "Navi 44 [Radeon RX 9060 XT]", (PCI_VENDOR, 0x74A1): "Aqua Vanjaram [Instinct MI300X]",
+}
+KFD = "/dev/kfd"        # the amdgpu kernel driver's compute interface
 
 
-def _pci_device(index: int):
-  from drivers.system import pci
-  found = [d for d in list_pci(VENDORS["amd"]) if d.base_class in (CLASS_DISPLAY, CLASS_ACCELERATOR) and d.device_id in AM_DEVICE_IDS]
+def _pci_device(index: int) -> PCIDevice:
+  from drivers.system.discovery import list_pci
+  from drivers.system.pci import open_pci
+  found = [d for d in list_pci(PCI_VENDOR) if d.base_class in VENDOR.pci_classes and d.device_id in AM_DEVICE_IDS]
   if index >= len(found):
     raise RuntimeError(f"PCI+AMD:{index} does not exist: {len(found)} supported AMD GPU(s) found on the PCI bus "
                        f"(device ids {', '.join(hex(i) for i in AM_DEVICE_IDS)}); `hcq_smi amd list` shows what is there")
-  return pci.open_pci(found[index].bus, "am")
+  return open_pci(found[index].bus, LOCK_PREFIX)
 
 
-def _open(spec: DeviceSpec):
+def _open(spec: DeviceSpec) -> AMDDevice:
   from drivers.amd.device import AMDDevice
-  iface = spec.iface or ("KFD" if os.path.exists("/dev/kfd") else "PCI")
+  iface = spec.iface or ("KFD" if os.path.exists(KFD) else "PCI")
   name = f"{iface}+AMD" + (f":{spec.index}" if spec.index else "")
   if iface in ("KFD", "MOCKKFD"):
     from drivers.amd.kfd import KFDIface
+    from drivers.system.kernel import kernel_interface
     return AMDDevice(name, KFDIface(kernel_interface("kfd" if iface == "MOCKKFD" else None), spec.index))
-  if iface in ("PCI", "MOCKPCI"):
-    from drivers.amd.pci import PCIIface
-    from drivers.system.pci import open_model
-    return AMDDevice(name, PCIIface(open_model("navi31", spec.index, "am") if iface == "MOCKPCI" else _pci_device(spec.index)))
-  raise ValueError(f"{iface}+AMD is not part of this build (the USB4 bridge interface is not implemented); "
-                   "use KFD+AMD, PCI+AMD, MOCKKFD+AMD or MOCKPCI+AMD")
+  from drivers.amd.pci import PCIIface
+  from drivers.system.pci import open_model
+  return AMDDevice(name, PCIIface(open_model("navi31", spec.index, LOCK_PREFIX) if iface == "MOCKPCI" else _pci_device(spec.index)))
 
 
-register_backend("AMD", _open)
-# the default device when no GPU is present: the emulated Navi31 booted through the userspace PCI driver
-EMULATED = "MOCKPCI+AMD"
+VENDOR = Vendor(
+  "AMD", interfaces=("KFD", "PCI", "MOCKKFD", "MOCKPCI"), open=_open, probe=lambda: os.path.exists(KFD),
+  # the default device when no GPU is present: the emulated Navi31 booted through the userspace PCI driver
+  emulated="MOCKPCI+AMD", priority=0,
+  lock_prefix=LOCK_PREFIX, modules=("amdgpu",), load=("amdgpu",), pci_vendors=(PCI_VENDOR,),
+  pci_classes=(CLASS_DISPLAY, CLASS_ACCELERATOR), device_names=DEVICE_NAMES, models=("navi31",))

@@ -5,10 +5,9 @@ from dataclasses import dataclass, field
 
 from autogen.amd import smu13_driver_if_v13_0_0 as drv
 from drivers.system import list_pci, open_model, list_models, SysfsPCIDevice, PCIDevice
-from drivers.system.discovery import VENDORS
 from drivers.system.lock import holder, lock_path
 from drivers.amd.am.core import AMCore, NotBootedError
-from drivers.amd import AM_DEVICE_IDS
+from drivers.amd import AM_DEVICE_IDS, PCI_VENDOR
 
 BUSY_THRESHOLD = 15          # % activity above which the pre-deep-sleep clock is the one to show (SMU 13.0.0)
 TEMPS = {"edge": drv.TEMP_EDGE, "hotspot": drv.TEMP_HOTSPOT, "mem": drv.TEMP_MEM}
@@ -49,7 +48,7 @@ class MonitoredGPU:
 
 def devices(bus: str | None = None) -> list[MonitoredGPU]:
   """GPUs the AM driver can drive: supported AMD functions on the PCI bus and the emulated ones with state."""
-  out = [MonitoredGPU(p.bus, p.name or "AMD GPU", None) for p in list_pci(VENDORS["amd"])
+  out = [MonitoredGPU(p.bus, p.name or "AMD GPU", None) for p in list_pci(PCI_VENDOR)
          if p.device_id in AM_DEVICE_IDS and p.driver in (None, "vfio-pci")]
   out += [MonitoredGPU(m.bus, m.name or "emulated Navi31", int(m.bus.split("-")[1])) for m in list_models()]
   return [d for d in out if bus is None or d.bus.startswith(bus) or d.bus.startswith(f"0000:{bus}")]

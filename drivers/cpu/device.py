@@ -15,8 +15,7 @@ from functools import cache
 
 import cffi
 
-from drivers.hcq import Device, Program, Queue, register_backend
-from drivers.hcq.devspec import DeviceSpec
+from drivers.hcq import Device, Program, Queue
 from drivers.hcq.program import KernArgs
 from drivers.cpu.compiler import ClangCompiler
 
@@ -213,8 +212,3 @@ class CPUDevice(Device):
       w.put(None)
     for w in self._workers.values(): w.join(timeout=5)
 
-
-def _open(spec: DeviceSpec) -> CPUDevice: return CPUDevice()
-
-
-register_backend("CPU", _open)

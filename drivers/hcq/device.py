@@ -13,12 +13,11 @@ encoders, see Queue; hardware rings use drivers.hcq.ring.Ring), `program`, `tick
 `_poll_faults` and `_shutdown`. drivers/cpu/device.py is the smallest complete example.
 """
 from __future__ import annotations
-import atexit, importlib, os, sys, threading, weakref
-from typing import Callable
+import atexit, os, sys, threading, weakref
 from drivers.hcq import profile
 from drivers.hcq.buffer import Buffer
 from drivers.hcq.compiler import Compiler
-from drivers.hcq.devspec import DeviceSpec, parse_device
+from drivers.hcq.devspec import DeviceSpec, device_forms, openable_vendors, parse_device, valid_forms
 from drivers.hcq.faults import DeviceFault, FaultPoll
 from drivers.hcq.kernargs import KernargArena
 from drivers.hcq.pool import SlotPool
@@ -26,6 +25,7 @@ from drivers.hcq.program import Program
 from drivers.hcq.queue import Queue
 from drivers.hcq.signal import Signal
 from drivers.hcq.staging import Staging
+from drivers.system.registry import vendor
 
 
 class Device:
@@ -172,42 +172,21 @@ class Device:
   def __repr__(self) -> str: return f"<{type(self).__name__} {self.name} ({self.arch})>"
 
 
-# --- opening devices by string
-_VENDOR_MODULES = {"CPU": "drivers.cpu", "AMD": "drivers.amd", "NV": "drivers.nv", "QCOM": "drivers.qcom"}
-_backends: dict[str, Callable[[DeviceSpec], Device]] = {}
+# --- opening devices by string (the vendors are the registered ones: drivers/system/registry.py)
 _open: dict[str, Device] = {}
 
 
-def register_backend(vendor: str, opener: Callable[[DeviceSpec], Device]) -> None:
-  """Vendor packages call this at import; `opener` resolves the interface (spec.iface may be None)."""
-  _backends[vendor] = opener
-
-
-def _backend(vendor: str) -> Callable[[DeviceSpec], Device]:
-  if vendor not in _backends:
-    try: importlib.import_module(_VENDOR_MODULES[vendor])
-    except ModuleNotFoundError as e:
-      if e.name != _VENDOR_MODULES[vendor]: raise
-    if vendor not in _backends:
-      raise ValueError(f"the {vendor} driver is not part of this build yet; available: {', '.join(available_vendors())}")
-  return _backends[vendor]
-
-
-def available_vendors() -> list[str]:
-  out = []
-  for v, mod in _VENDOR_MODULES.items():
-    try: importlib.import_module(mod)
-    except ModuleNotFoundError: continue
-    if v in _backends: out.append(v)
-  return out
-
-
 def default_device_name() -> str:
-  """DEV from the environment, else real hardware, else the emulated AMD GPU (else the CPU device)."""
+  """DEV from the environment, else the first vendor (by priority) whose probe finds its hardware, else the first
+  emulated default, announced in one line on stderr."""
   if dev := os.environ.get("DEV"): return dev
-  if os.path.exists("/dev/kfd") and "AMD" in available_vendors(): return "AMD"
-  fallback = importlib.import_module("drivers.amd").EMULATED if "AMD" in available_vendors() else "CPU"
-  print(f"hcq: no DEV set and no GPU found; using {fallback}", file=sys.stderr)
+  vendors = openable_vendors()
+  if real := next((v for v in vendors if v.probe()), None): return real.name
+  if (fallback := next((v.emulated for v in vendors if v.emulated), None)) is None:
+    raise RuntimeError(f"no DEV set, no hardware found and no emulated device registered; valid forms: {valid_forms()}")
+  others = ", ".join(f"DEV={f}" for f in device_forms() if f != fallback)
+  print(f"hcq: no DEV set and no hardware found; using {fallback}, which is emulated (choose another with {others})",
+        file=sys.stderr)
   return fallback
 
 
@@ -216,7 +195,7 @@ def open_device(name: str | None = None) -> Device:
   spec = parse_device(name if name is not None else default_device_name())
   for dev in _open.values():
     if dev.spec == spec or (spec.iface is None and dev.spec.vendor == spec.vendor and dev.spec.index == spec.index): return dev
-  dev = _backend(spec.vendor)(spec)
+  dev = vendor(spec.vendor).open(spec)
   dev.spec = spec
   _open[dev.name] = dev
   return dev

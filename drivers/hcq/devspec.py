@@ -1,27 +1,40 @@
-"""Device strings: `<iface>+<vendor>[:<index>]`, or a bare vendor that picks the interface itself."""
+"""Device strings: `<iface>+<vendor>[:<index>]`, or a bare vendor that picks the interface itself.
+
+The vendors and their interfaces are the registered ones (drivers/system/registry.py, entry point group hcq.vendors)
+that have a queue-API driver (`Vendor.open`)."""
 from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-# vendor -> interfaces it can be driven through (ARCHITECTURE.md, "Device strings")
-INTERFACES: dict[str, tuple[str, ...]] = {
-  "AMD": ("KFD", "PCI", "USB", "MOCKKFD", "MOCKPCI", "MOCKUSB"),
-  "NV": ("NVRM", "PCI", "MOCK"),
-  "QCOM": ("KGSL", "MOCK"),
-  "CPU": (),
-}
-_RE = re.compile(r"^(?:(?P<iface>[A-Z]+)\+)?(?P<vendor>[A-Z]+)(?::(?P<index>\d+))?$")
+from drivers.system.registry import Vendor, vendor, vendors
+
+_RE = re.compile(r"^(?:(?P<iface>[A-Z][A-Z0-9]*)\+)?(?P<vendor>[A-Z][A-Z0-9]*)(?::(?P<index>\d+))?$")
+
+
+def openable_vendors() -> list[Vendor]:
+  """The registered vendors with a queue-API driver, in priority order."""
+  return [v for v in vendors() if v.open is not None]
+
+
+def available_vendors() -> list[str]:
+  return [v.name for v in openable_vendors()]
+
+
+def device_forms() -> list[str]:
+  """Every valid device string without an index: each vendor bare, then with each of its interfaces."""
+  vs = openable_vendors()
+  return [v.name for v in vs] + [f"{i}+{v.name}" for v in vs for i in v.interfaces]
 
 
 def valid_forms() -> str:
-  forms = [v for v in INTERFACES] + [f"{i}+{v}" for v, ifs in INTERFACES.items() for i in ifs]
-  return ", ".join(forms) + " (each may end in :<index>, e.g. AMD:1)"
+  example = next((f", e.g. {v.name}:1" for v in openable_vendors() if not v.single), "")
+  return ", ".join(device_forms()) + f" (each may end in :<index>{example})"
 
 
 @dataclass(frozen=True)
 class DeviceSpec:
   vendor: str
-  iface: str | None   # None: the vendor picks (e.g. AMD -> KFD if /dev/kfd exists, else PCI)
+  iface: str | None   # None: the vendor picks (by what this machine has)
   index: int = 0
 
   def __str__(self) -> str:
@@ -31,9 +44,13 @@ class DeviceSpec:
 def parse_device(name: str) -> DeviceSpec:
   """Parse a device string; a bad one raises ValueError listing every valid form."""
   m = _RE.match(name.strip().upper())
-  if m is None or m["vendor"] not in INTERFACES or (m["iface"] and m["iface"] not in INTERFACES[m["vendor"]]):
-    why = "unknown vendor" if m is None or m["vendor"] not in INTERFACES else f"{m['vendor']} has no interface {m['iface']}"
-    raise ValueError(f"bad device string {name!r} ({why}); valid forms: {valid_forms()}")
-  if m["vendor"] == "CPU" and m["index"] not in (None, "0"):
-    raise ValueError(f"bad device string {name!r}: there is one CPU device (CPU or CPU:0)")
-  return DeviceSpec(m["vendor"], m["iface"], int(m["index"] or 0))
+  v = vendor(m["vendor"]) if m else None
+  if m is None: why = "unknown form"
+  elif v is None or v.open is None:
+    why = f"the {m['vendor']} driver is not part of this build; available: {', '.join(available_vendors())}"
+  elif m["iface"] and m["iface"] not in v.interfaces: why = f"{v.name} has no interface {m['iface']}"
+  else:
+    if v.single and m["index"] not in (None, "0"):
+      raise ValueError(f"bad device string {name!r}: there is one {v.name} device ({v.name} or {v.name}:0)")
+    return DeviceSpec(v.name, m["iface"], int(m["index"] or 0))
+  raise ValueError(f"bad device string {name!r} ({why}); valid forms: {valid_forms()}")

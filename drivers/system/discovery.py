@@ -3,30 +3,22 @@
 Both read the same attributes the kernel exports for each function under /sys/bus/pci/devices/<bus>:
 vendor, device, class (hex), the `driver` symlink (bound kernel driver), `iommu_group` symlink.
 Marketing names come from udev's hardware database (ID_MODEL_FROM_DATABASE, built from pci.ids) on a live
-system, else from the table below of the devices hcq drives.
+system, else from the tables of the devices they drive that the registered vendors declare.
 """
 from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-# PCI vendor ids (pci.ids)
-VENDORS = {"amd": 0x1002, "nv": 0x10DE, "bnxt": 0x14E4, "mlx5": 0x15B3, "qcom": 0x5143}
+from drivers.system.registry import vendors
+
 # PCI base classes (PCI Code and ID Assignment spec): display controller, network controller, processing
-# accelerator (Instinct MI300 parts report 0x12 instead of 0x03)
+# accelerator (compute-only GPUs report 0x12 instead of 0x03)
 CLASS_DISPLAY, CLASS_NETWORK, CLASS_ACCELERATOR = 0x03, 0x02, 0x12
 
-# (vendor id, device id) -> marketing name, for the devices hcq drives (facts from the PCI ID repository, pci.ids)
-DEVICE_NAMES = {
-  (0x1002, 0x744C): "Navi 31 [Radeon RX 7900 XT/XTX]", (0x1002, 0x747E): "Navi 32 [Radeon RX 7700 XT/7800 XT]",
-  (0x1002, 0x7480): "Navi 33 [Radeon RX 7600]", (0x1002, 0x7550): "Navi 48 [Radeon RX 9070/9070 XT]",
-  (0x1002, 0x7590): "Navi 44 [Radeon RX 9060 XT]", (0x1002, 0x74A1): "Aqua Vanjaram [Instinct MI300X]",
-  (0x10DE, 0x2684): "AD102 [GeForce RTX 4090]", (0x10DE, 0x2B85): "GB202 [GeForce RTX 5090]",
-  (0x10DE, 0x2330): "GH100 [H100 SXM5 80GB]", (0x10DE, 0x2331): "GH100 [H100 PCIe]",
-  (0x14E4, 0x1750): "BCM57508 NetXtreme-E 100/200G", (0x14E4, 0x16D7): "BCM57414 NetXtreme-E 10/25G",
-  (0x15B3, 0x1017): "MT27800 Family [ConnectX-5]", (0x15B3, 0x101B): "MT28908 Family [ConnectX-6]",
-  (0x15B3, 0x101D): "MT2892 Family [ConnectX-6 Dx]", (0x15B3, 0x101F): "MT2894 Family [ConnectX-6 Lx]",
-  (0x15B3, 0x1021): "MT2910 Family [ConnectX-7]",
-}
+
+def device_name(vendor_id: int, device_id: int) -> str:
+  """Marketing name from the registered vendors' tables, or empty."""
+  return next((v.device_names[vendor_id, device_id] for v in vendors() if (vendor_id, device_id) in v.device_names), "")
 
 
 @dataclass(frozen=True)
@@ -44,8 +36,8 @@ class PCIInfo:
 
   @property
   def name(self) -> str:
-    """Marketing name: udev's database, else hcq's table, else empty."""
-    return self.db_name or DEVICE_NAMES.get((self.vendor_id, self.device_id), "")
+    """Marketing name: udev's database, else the vendors' tables, else empty."""
+    return self.db_name or device_name(self.vendor_id, self.device_id)
 
 
 def _read_hex(path: str) -> int:

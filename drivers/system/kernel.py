@@ -1,9 +1,9 @@
-"""Kernel-driver interfaces (/dev/kfd, /dev/vfio, /dev/nvidiactl, /dev/kgsl-3d0) as one small boundary.
+"""Kernel-driver interfaces (a GPU's or NIC's kernel driver, /dev/vfio) as one small boundary.
 
 A driver written against `KernelInterface` opens device files, issues ioctls with ctypes structures
 (or an integer argument), reads and writes device files at an offset (VFIO regions), maps device memory
-and reads sysfs; `OSKernel` does it with the real system calls and a model (from emu/, handed out by
-`kernel_interface`) implements the same methods, so the driver code path is identical with and without
+and reads sysfs; `OSKernel` does it with the real system calls and a model (a registered emu/ KernelModel, handed
+out by `kernel_interface`) implements the same methods, so the driver code path is identical with and without
 hardware. No monkeypatching of open/ioctl/mmap.
 """
 from __future__ import annotations
@@ -11,6 +11,7 @@ import ctypes, errno, fcntl, mmap, os
 from typing import Any, Protocol
 
 from drivers.system.mmio import MMIO, MemMMIO, CallbackMMIO
+from drivers.system.registry import KernelModel, model, models
 
 PROT_NONE, PROT_RW = 0, mmap.PROT_READ | mmap.PROT_WRITE
 MAP_FIXED, MAP_NORESERVE = 0x10, 0x4000     # linux/mman.h (x86, arm64)
@@ -120,13 +121,10 @@ class ModelKernel:
 
 
 def kernel_interface(mock: str | None = None, **model_args: Any) -> KernelInterface:
-  """The real kernel, or the model of one kernel driver: mock='kfd' (the amdgpu KFD over an emulated Navi31),
-  mock='vfio' (vfio-pci serving `function=`, an emu PCIFunction; see emu.vfio.VFIOModel for the options)."""
+  """The real kernel, or the registered kernel-driver model named `mock` (entry point group hcq.models) built with
+  `model_args`: e.g. mock='vfio', vfio-pci serving `function=`, an emu PCIFunction (see emu.vfio.VFIOModel)."""
   if mock is None: return OSKernel()
-  if mock == "kfd":
-    from emu.amdgpu.kfd import KFDModel
-    return ModelKernel(KFDModel(**model_args))
-  if mock == "vfio":
-    from emu.vfio import VFIOModel
-    return ModelKernel(VFIOModel(**model_args))
-  raise ValueError(f"no kernel-driver model named {mock!r} (available: kfd, vfio)")
+  if not isinstance(m := model(mock), KernelModel):
+    names = ", ".join(k.name for k in models(KernelModel)) or "none registered"
+    raise ValueError(f"no kernel-driver model named {mock!r} (available: {names})")
+  return ModelKernel(m.create(**model_args))

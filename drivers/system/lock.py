@@ -8,9 +8,7 @@ from __future__ import annotations
 import fcntl, os, tempfile
 from dataclasses import dataclass
 
-PREFIXES = ("am", "nv", "bnxt", "mlx5")
-# which hcq_smi backend frees a device held under each lock prefix
-SMI_BACKEND = {"am": "amd", "nv": "nv", "bnxt": "bnxt", "mlx5": "mlx5"}
+from drivers.system.registry import Vendor, vendors
 
 
 class DeviceBusyError(RuntimeError):
@@ -21,8 +19,14 @@ def lock_dir() -> str:
   return os.environ.get("TMPDIR") or tempfile.gettempdir()
 
 
+def lock_owners() -> dict[str, Vendor]:
+  """Lock prefix -> the registered vendor whose devices take it (and whose hcq_smi backend frees them)."""
+  return {v.lock_prefix: v for v in vendors() if v.lock_prefix}
+
+
 def lock_path(prefix: str, bus: str) -> str:
-  if prefix not in PREFIXES: raise ValueError(f"unknown lock prefix {prefix!r}; expected one of {', '.join(PREFIXES)}")
+  if prefix not in (owners := lock_owners()):
+    raise ValueError(f"unknown lock prefix {prefix!r}; expected one of {', '.join(owners)}")
   return os.path.join(lock_dir(), f"{prefix}_{bus.replace('/', '_')}.lock")
 
 
@@ -52,7 +56,7 @@ class DeviceLock:
       os.close(fd)
       who = f"pid {pid} ({process_name(pid)})" if pid else "another process"
       raise DeviceBusyError(f"device {bus} is in use by {who} (lock {self.path}); stop that process or run "
-                            f"`hcq_smi {SMI_BACKEND[prefix]} kill_pids --pci_bus {bus}`") from None
+                            f"`hcq_smi {lock_owners()[prefix].smi_name} kill_pids --pci_bus {bus}`") from None
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     self.fd = fd
@@ -92,11 +96,11 @@ def holder(path: str) -> int | None:
 
 def list_locks(prefix: str | None = None) -> list[LockInfo]:
   """Every device lock file in the lock directory (held or not), optionally only one prefix."""
-  out = []
+  out, owners = [], lock_owners()
   for name in sorted(os.listdir(lock_dir())):
     if not name.endswith(".lock") or "_" not in name: continue
     pfx, bus = name[:-5].split("_", 1)
-    if pfx not in PREFIXES or (prefix is not None and pfx != prefix): continue
+    if pfx not in owners or (prefix is not None and pfx != prefix): continue
     path = os.path.join(lock_dir(), name)
     out.append(LockInfo(pfx, bus, path, holder(path)))
   return out

@@ -1,22 +1,22 @@
-"""PCIDevice: the hardware boundary every PCI driver (AMD AM, NV, bnxt, mlx5) is written against.
+"""PCIDevice: the hardware boundary every PCI driver (GPU or NIC) is written against.
 
 Implementations: `SysfsPCIDevice` (a real function through /sys/bus/pci: config file, resourceN mmap,
 pagemap DMA), `VFIOPCIDevice` (drivers/system/vfio.py: a function bound to vfio-pci, DMA through the IOMMU)
-and `ModelPCIDevice` (an emu/ model); the USB bridge implements the same methods. `open_pci` picks VFIO or
-sysfs for a real function. Opening a device takes its ownership lock; close() releases everything it handed out.
+and `ModelPCIDevice` (a registered emu/ model: `open_model`); the USB bridge implements the same methods. `open_pci`
+picks VFIO or sysfs for a real function. Opening a device takes its ownership lock; close() releases everything it handed out.
 """
 from __future__ import annotations
 import mmap, os, warnings
 from typing import Any
 
+from autogen.pci import PCI_COMMAND, PCI_COMMAND_MEMORY, PCI_COMMAND_MASTER
 from drivers.system.discovery import PCIInfo
 from drivers.system.dma import DMAMemory, alloc_pinned, round_up, PAGE
 from drivers.system.kernel import KernelInterface, OSKernel
 from drivers.system.lock import DeviceLock
 from drivers.system.mmio import MMIO, MemMMIO, CallbackMMIO
+from drivers.system.registry import PCIModel, model, models, vendors
 
-PCI_COMMAND = 0x04
-PCI_COMMAND_MEMORY, PCI_COMMAND_MASTER = 0x2, 0x4   # linux/pci_regs.h
 SYSFS_PCI = "/sys/bus/pci/devices"
 # drivers that hand the function to userspace; any other bound driver owns the hardware
 USERSPACE_DRIVERS = ("vfio-pci", "uio_pci_generic")
@@ -105,19 +105,34 @@ class ModelPCIDevice(PCIDevice):
     super().close()
 
 
-def open_model(kind: str, index: int = 0, lock_prefix: str | None = "am", **options: Any) -> ModelPCIDevice:
-  """An emulated device as a PCI function: `kind` "navi31" (emu/amdgpu/navi31.py) on bus "mock-<index>", its state
-  kept across processes in $TMPDIR/hcq-emu/navi31-<index>; `options` go to the model (vram_size=...)."""
-  if kind != "navi31": raise ValueError(f"no device model {kind!r}; models: navi31")
-  from emu.amdgpu.navi31 import Navi31, state_dir
+# open_model's default lock: that of the vendor whose `models` name the model
+OWNER = object()
+
+
+def _pci_model(kind: str) -> PCIModel:
+  if not isinstance(m := model(kind), PCIModel):
+    names = ", ".join(p.name for p in models(PCIModel)) or "none registered"
+    raise ValueError(f"no PCI device model {kind!r}; models: {names}")
+  return m
+
+
+def open_model(kind: str, index: int = 0, lock_prefix: str | None | object = OWNER, **options: Any) -> ModelPCIDevice:
+  """A registered PCI device model (entry point group hcq.models) as a PCI function on bus "mock-<index>", holding
+  the lock `lock_prefix` (by default its vendor's; None: no lock, for monitors); `options` go to the model."""
+  m = _pci_model(kind)
+  if lock_prefix is OWNER:
+    if (lock_prefix := next((v.lock_prefix for v in vendors() if kind in v.models), None)) is None:
+      raise ValueError(f"no registered vendor with a lock prefix lists model {kind!r}; pass lock_prefix")
   bus = f"mock-{index}"
-  return ModelPCIDevice(lambda: Navi31(bus, path=state_dir(index), **options), lock_prefix, bus=bus)
+  return ModelPCIDevice(lambda: m.create(bus, index, **options), lock_prefix, bus=bus)
 
 
-def list_models() -> list[PCIInfo]:
-  """Emulated devices that have state in $TMPDIR/hcq-emu (powered on at least once), as discovery lists them."""
-  from emu.amdgpu.navi31 import list_states, VENDOR_ID, DEVICE_ID, CLASS_VGA
-  return [PCIInfo(f"mock-{i}", VENDOR_ID, DEVICE_ID, CLASS_VGA, None, None, "emulated Navi31 (hcq model)") for i in list_states()]
+def list_models(kind: str | None = None) -> list[PCIInfo]:
+  """Emulated devices that have state (powered on at least once) as discovery lists them: of model `kind`, or of
+  every registered PCI model."""
+  found = [_pci_model(kind)] if kind is not None else models(PCIModel)
+  return [PCIInfo(f"mock-{i}", m.vendor_id, m.device_id, m.class_code, None, None, m.description)
+          for m in found for i in m.saved()]
 
 
 def _sysfs_error(path: str, e: OSError) -> OSError:

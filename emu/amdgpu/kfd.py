@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from autogen import kfd
+from emu.plugin import KernelModel
 from emu.amdgpu.gpu import AMDGPU, IP_BASES, DeviceError
 from emu.amdgpu.mmu import PTE_VALID, PTE_SYSTEM, PTE_SNOOPED, PTE_READABLE, PTE_WRITEABLE, PTE_EXECUTABLE
 from emu.amdgpu.pagetable import PageTables, VRAMAllocator, PAGE
@@ -334,3 +335,7 @@ class KFDModel:
   def shutdown(self) -> None:
     self.gpu.shutdown()
     self.queues.clear()
+
+
+# registered under hcq.models (pyproject.toml): kernel_interface(mock="kfd") is this model
+MODEL = KernelModel("kfd", KFDModel)

@@ -34,6 +34,7 @@ from ctypes import Structure, c_uint32, c_uint64
 
 from autogen.amd import gc_11_0_0, mmhub_3_0_0, nbio_4_3_0, mp_13_0_0, hdp_6_0_0, osssys_6_0_0, soc15_ih_clientid as C
 from autogen.amd import irqsrcs_gfx_11_0_0 as S
+from emu.plugin import PCIModel
 from emu.pci import PCIFunction, DMASpace, DMAFault, PCI_COMMAND, PCI_COMMAND_MEMORY, PCI_COMMAND_MASTER
 from emu.amdgpu import discovery
 from emu.amdgpu.gpu import AMDGPU, IP_BASES, DeviceError
@@ -296,3 +297,10 @@ class Navi31(PCIFunction):
         if self._pipe_int(pipe, "TIME_STAMP_INT_ENABLE"): self.ih.post(C.SOC21_IH_CLIENTID_GRBM_CP, S.GFX_11_0_0__SRCID__CP_EOP_INTERRUPT, (ctx,))
       elif source == "SDMA_TRAP" and self.sdma.get(gc_11_0_0.regSDMA0_CNTL) & 1:
         self.ih.post(C.SOC21_IH_CLIENTID_GFX, S.GFX_11_0_0__SRCID__SDMA_TRAP, (ctx,))
+
+
+def _create(bus: str, index: int, **options) -> Navi31: return Navi31(bus, path=state_dir(index), **options)
+
+
+# registered under hcq.models (pyproject.toml): open_model("navi31", index) is this device, its state in state_dir(index)
+MODEL = PCIModel("navi31", VENDOR_ID, DEVICE_ID, CLASS_VGA, "emulated Navi31 (hcq model)", _create, list_states)

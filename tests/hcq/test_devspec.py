@@ -1,15 +1,16 @@
 import pytest
-from drivers.hcq import parse_device, DeviceSpec, open_device
+from drivers.hcq import parse_device, DeviceSpec, open_device, default_device_name
+from drivers.hcq.devspec import openable_vendors
 
 
 @pytest.mark.parametrize("s,spec", [("CPU", DeviceSpec("CPU", None)), ("AMD", DeviceSpec("AMD", None)),
                                     ("MOCKPCI+AMD", DeviceSpec("AMD", "MOCKPCI")), ("kfd+amd:1", DeviceSpec("AMD", "KFD", 1)),
-                                    ("MOCK+NV", DeviceSpec("NV", "MOCK")), ("QCOM:2", DeviceSpec("QCOM", None, 2))])
+                                    ("MOCKKFD+AMD", DeviceSpec("AMD", "MOCKKFD")), ("AMD:2", DeviceSpec("AMD", None, 2))])
 def test_valid_device_strings_parse(s, spec):
   assert parse_device(s) == spec
 
 
-@pytest.mark.parametrize("s", ["", "GPU", "PCI+CPU", "MOCKPCI+NV", "AMD:x", "AMD+KFD", "CPU:1", "+AMD"])
+@pytest.mark.parametrize("s", ["", "GPU", "PCI+CPU", "MOCKUSB+AMD", "AMD:x", "AMD+KFD", "CPU:1", "+AMD"])
 def test_bad_device_string_lists_valid_forms(s):
   with pytest.raises(ValueError) as e: parse_device(s)
   assert "valid forms" in str(e.value) or "one CPU device" in str(e.value)
@@ -17,8 +18,24 @@ def test_bad_device_string_lists_valid_forms(s):
 
 
 def test_device_string_round_trips():
-  for s in ["CPU", "AMD", "MOCKKFD+AMD", "PCI+AMD:3", "MOCK+QCOM"]: assert str(parse_device(s)) == s
+  for s in ["CPU", "AMD", "MOCKKFD+AMD", "PCI+AMD:3", "MOCKPCI+AMD:2"]: assert str(parse_device(s)) == s
 
 
-def test_unbuilt_driver_is_a_clear_error():
-  with pytest.raises(ValueError, match="not part of this build"): open_device("MOCK+QCOM")
+@pytest.mark.parametrize("s", ["MOCK+QCOM", "NV", "MOCK+NV", "QCOM:2", "BNXT"])
+def test_unbuilt_driver_is_a_clear_error(s):
+  """NV, BNXT and MLX5 register for hcq_smi only (no queue-API driver); QCOM is not registered at all."""
+  with pytest.raises(ValueError, match=r"not part of this build; available: AMD, CPU\); valid forms: AMD, CPU, KFD\+AMD"): open_device(s)
+
+
+def test_interface_not_in_this_build_names_the_vendor_and_the_forms():
+  with pytest.raises(ValueError, match=r"AMD has no interface USB\); valid forms: .*MOCKPCI\+AMD"): parse_device("USB+AMD")
+
+
+def test_default_device_is_announced_as_emulated_in_one_line(monkeypatch, capsys):
+  if any(v.probe() for v in openable_vendors()): pytest.skip("this machine has real hardware: it is the default")
+  monkeypatch.delenv("DEV", raising=False)
+  assert default_device_name() == "MOCKPCI+AMD"
+  err = capsys.readouterr().err
+  assert err.count("\n") == 1 and "using MOCKPCI+AMD, which is emulated" in err and "DEV=CPU" in err
+  monkeypatch.setenv("DEV", "CPU")
+  assert default_device_name() == "CPU" and capsys.readouterr().err == ""

@@ -1,0 +1,95 @@
+"""What plugged in: vendor packages (entry point group `hcq.vendors`) and device models (`hcq.models`).
+
+A vendor declares itself once, as a `Vendor`, and names it in its distribution's metadata (pyproject.toml):
+
+  [project.entry-points."hcq.vendors"]
+  CPU = "drivers.cpu:VENDOR"             # the entry point's name is the vendor's name
+
+Models do the same with an emu.plugin.PCIModel or KernelModel. Discovery reads the installed distributions'
+metadata (importlib.metadata, so any package on sys.path can plug in) and imports a declaration only when its
+vendor or model is asked for, or when all of them are (listings); a declaration lives in a light module that
+imports its driver only inside `open`.
+"""
+from __future__ import annotations
+import sys
+from dataclasses import dataclass, field
+from importlib.metadata import EntryPoint, entry_points
+from typing import Any, Callable, Mapping
+
+from emu.plugin import PCIModel, KernelModel
+
+VENDOR_GROUP, MODEL_GROUP = "hcq.vendors", "hcq.models"
+
+
+@dataclass(frozen=True)
+class Vendor:
+  """One vendor package. All but the name is optional: a vendor without `open` has no queue-API driver in this build
+  (hcq_smi may still manage its devices); one without `lock_prefix` is no hcq_smi backend."""
+  name: str                                  # in device strings (upper case); hcq_smi's backend is its lower case
+  interfaces: tuple[str, ...] = ()           # the <iface> of its "<iface>+<name>" device strings
+  open: Callable[[Any], Any] | None = None   # drivers.hcq DeviceSpec -> Device; spec.iface None: the vendor picks
+  probe: Callable[[], bool] = lambda: False  # is one of its real devices present? (picks the default device)
+  emulated: str | None = None                # its device string for when no hardware is found
+  priority: int = 100                        # the default device is chosen among vendors in this order (lower first)
+  single: bool = False                       # it has one device only (index 0)
+  lock_prefix: str | None = None             # its devices' ownership locks: $TMPDIR/<prefix>_<bus>.lock (no '_' in it)
+  modules: tuple[str, ...] = ()              # its kernel modules, dependents first (the order `modprobe -r` takes)
+  load: tuple[str, ...] = ()                 # what `hcq_smi insmod` loads again (modprobe pulls in dependencies)
+  pci_vendors: tuple[int, ...] = ()          # PCI vendor ids of its functions
+  pci_classes: tuple[int, ...] = ()          # PCI base classes of the functions it drives
+  device_names: Mapping[tuple[int, int], str] = field(default_factory=dict)   # (vendor id, device id) -> marketing name
+  models: tuple[str, ...] = ()               # the PCI models (hcq.models) emulating its devices
+
+  @property
+  def smi_name(self) -> str: return self.name.lower()
+
+
+_found: dict[tuple[str, tuple[str, ...]], dict[str, EntryPoint]] = {}
+_loaded: dict[tuple[str, str, str], Any] = {}
+
+
+def _entry_points(group: str) -> dict[str, EntryPoint]:
+  """The group's entry points by name (the first distribution on sys.path wins), read again when sys.path changes."""
+  key = (group, tuple(sys.path))
+  if key not in _found:
+    found: dict[str, EntryPoint] = {}
+    for ep in entry_points(group=group): found.setdefault(ep.name, ep)
+    _found[key] = found
+  return _found[key]
+
+
+def _load(group: str, ep: EntryPoint, kinds: tuple[type, ...]) -> Any:
+  key = (group, ep.name, ep.value)
+  if key not in _loaded:
+    obj = ep.load()
+    if not isinstance(obj, kinds) or obj.name != ep.name:
+      raise TypeError(f"entry point {ep.name} = {ep.value!r} (group {group}) is {obj!r}, not a "
+                      f"{' or '.join(k.__name__ for k in kinds)} named {ep.name!r}")
+    _loaded[key] = obj
+  return _loaded[key]
+
+
+def vendor(name: str) -> Vendor | None:
+  """The registered vendor of that name (its declaration imported now), or None."""
+  ep = _entry_points(VENDOR_GROUP).get(name)
+  return _load(VENDOR_GROUP, ep, (Vendor,)) if ep is not None else None
+
+
+def vendors() -> list[Vendor]:
+  """Every registered vendor, in priority order."""
+  if not (eps := _entry_points(VENDOR_GROUP)):
+    raise RuntimeError(f"no vendor is registered (entry point group {VENDOR_GROUP}): hcq's package metadata is not "
+                       "installed in this Python; run scripts/setup.sh (or pip install -e .)")
+  return sorted((_load(VENDOR_GROUP, ep, (Vendor,)) for ep in eps.values()), key=lambda v: (v.priority, v.name))
+
+
+def model(name: str) -> PCIModel | KernelModel | None:
+  """The registered model of that name, or None."""
+  ep = _entry_points(MODEL_GROUP).get(name)
+  return _load(MODEL_GROUP, ep, (PCIModel, KernelModel)) if ep is not None else None
+
+
+def models(kind: type = object) -> list[Any]:
+  """Every registered model (of that declaration type: PCIModel, KernelModel), by name."""
+  found = [_load(MODEL_GROUP, ep, (PCIModel, KernelModel)) for _, ep in sorted(_entry_points(MODEL_GROUP).items())]
+  return [m for m in found if isinstance(m, kind)]

@@ -1,0 +1,21 @@
+"""A toy vendor that plugs in from outside drivers/, the way a third-party package would: this declaration, named by
+an entry point of group hcq.vendors, and a device model (toyvendor/model.py) named by one of group hcq.models.
+tests/test_plugins.py installs the entry points (a .dist-info on sys.path) and uses it; nothing in drivers/ knows it.
+
+Its device is the CPU device under the toy vendor's name (toyvendor/device.py), owning an emulated PCI function."""
+from __future__ import annotations
+from drivers.system.discovery import CLASS_ACCELERATOR
+from drivers.system.registry import Vendor
+
+PCI_VENDOR, PCI_DEVICE = 0x1234, 0x11E8     # the ids QEMU's educational "edu" device uses
+
+
+def _open(spec):
+  from drivers.system.pci import open_model
+  from toyvendor.device import ToyDevice
+  return ToyDevice(str(spec), open_model("toyfn", spec.index))   # open_model takes the toy vendor's lock
+
+
+VENDOR = Vendor("TOY", interfaces=("MOCK",), open=_open, emulated="MOCK+TOY", priority=500, lock_prefix="toy",
+                modules=("toy_accel",), load=("toy_accel",), pci_vendors=(PCI_VENDOR,), pci_classes=(CLASS_ACCELERATOR,),
+                device_names={(PCI_VENDOR, PCI_DEVICE): "Toy accelerator"}, models=("toyfn",))
