@@ -14,6 +14,7 @@ encoders, see Queue; hardware rings use drivers.hcq.ring.Ring), `program`, `tick
 """
 from __future__ import annotations
 import atexit, os, sys, threading, weakref
+from typing import Callable
 from drivers.hcq import profile
 from drivers.hcq.buffer import Buffer
 from drivers.hcq.compiler import Compiler
