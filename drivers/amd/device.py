@@ -64,7 +64,12 @@ class AMDProgram(Program):
     self.code_va = self.image.va + k.code_offset
     if self.code_va % 256: raise CodeObjectError(f"kernel {name} code is not 256-byte aligned ({self.code_va:#x})")
     device.ensure_scratch(k.descriptor.private_segment_fixed_size)
-    self.n_user_sgprs = 2 * bool(props & KCP_DISPATCH_PTR) + 2 * bool(props & KCP_KERNARG_SEGMENT_PTR) + bool(props & KCP_PRIVATE_SEGMENT_SIZE)
+    # the 64-bit addresses among the user SGPRs, as (SGPR index, offset from the kernel arguments' address): the
+    # dispatch packet after the arguments (64-byte aligned), then the arguments themselves
+    seg = k.kernarg_segment_size
+    self.user_args = [(0, seg + (-seg % 64))] if props & KCP_DISPATCH_PTR else []
+    if props & KCP_KERNARG_SEGMENT_PTR: self.user_args.append((2 * len(self.user_args), 0))
+    self.n_user_sgprs = 2 * len(self.user_args) + bool(props & KCP_PRIVATE_SEGMENT_SIZE)
     weakref.finalize(self, device.free_owned, self.image)
 
   def args_size(self, n_bufs: int, n_vals: int) -> int: return self.kernel.kernarg_segment_size
@@ -79,12 +84,9 @@ class AMDProgram(Program):
     return args
 
   def user_sgprs(self, args: AMDKernArgs) -> list[int]:
-    props, user = self.kernel.descriptor.kernel_code_properties, []
-    if props & KCP_DISPATCH_PTR:
-      dp = args.va + self.kernel.kernarg_segment_size + (-self.kernel.kernarg_segment_size % 64)
-      user += [dp & 0xFFFFFFFF, dp >> 32]
-    if props & KCP_KERNARG_SEGMENT_PTR: user += [args.va & 0xFFFFFFFF, args.va >> 32]
-    if props & KCP_PRIVATE_SEGMENT_SIZE: user.append(self.kernel.descriptor.private_segment_fixed_size)
+    user = []
+    for _, addend in self.user_args: user += [(args.va + addend) & 0xFFFFFFFF, (args.va + addend) >> 32]
+    if self.kernel.descriptor.kernel_code_properties & KCP_PRIVATE_SEGMENT_SIZE: user.append(self.kernel.descriptor.private_segment_fixed_size)
     return user
 
 

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from autogen.amd import nvd, gc_11_0_0 as gc, nbio_4_3_0 as nbio, soc21_enum as enum
 from drivers.hcq import Queue, Signal
+from drivers.hcq.ring import RingSealed
 if TYPE_CHECKING: from drivers.amd.device import AMDDevice, AMDProgram, AMDKernArgs
 
 # field values nvd.h gives only in comments (no macro to take them from):
@@ -36,7 +37,10 @@ class PM4Queue(Queue):
 
   def __init__(self, device: AMDDevice):
     super().__init__(device)
-    self.words: list[int] = []
+    # host writes to VRAM (kernel arguments, code) pass through the HDP; with no host-side flush before the doorbell
+    # every submission starts with the GPU-side one: once per submission, as Linux flushes once per job
+    # (amdgpu_device_flush_hdp in amdgpu_ib_schedule)
+    self.words: list[int] = list(device.pm4_hdp_flush or ())
     self.keep: list = []       # kernargs and signals the commands point at, alive until submission
 
   def pkt3(self, op: int, *payload: int) -> None:
@@ -64,6 +68,7 @@ class PM4Queue(Queue):
     user = prg.user_sgprs(args)
     words[user_at:user_at + len(user)] = user
     words[grid_at:grid_at + 3] = global_size
+    for i, addend in prg.user_args: self._patch_point("args", len(self.words) + user_at + i, 64, addend)
     self.words += words
 
   def _launch_state(self) -> int: return self.device.scratch.va   # a larger scratch moves COMPUTE_DISPATCH_SCRATCH_BASE
@@ -98,11 +103,13 @@ class PM4Queue(Queue):
 
   def _signal(self, sig: Signal, value: int) -> None:
     self.keep.append(sig)
+    self._patch_point("value", len(self.words) + 5, 64)   # RELEASE_MEM payload dwords 4-5 (after header, event, sel, addr)
     self._release_mem(sig.va, DATA_SEL_64, value)
 
   def _wait(self, sig: Signal, value: int) -> None:
     self.keep.append(sig)
     if value >= 1 << 32: raise ValueError(f"signal value {value:#x} does not fit the 32-bit compare of WAIT_REG_MEM")
+    self._patch_point("value", len(self.words) + 4, 32)   # WAIT_REG_MEM payload dword 3: the reference
     self.pkt3(nvd.PACKET3_WAIT_REG_MEM, nvd.WAIT_REG_MEM_MEM_SPACE(MEM_SPACE_MEM) | nvd.WAIT_REG_MEM_FUNCTION(WAIT_GE),
               sig.va, sig.va >> 32, value, 0xFFFFFFFF, POLL_MEM)
 
@@ -128,9 +135,5 @@ class PM4Queue(Queue):
     words, self.words = self.words, saved
     return words
 
-  def _submit(self) -> None:
-    # host writes to VRAM (kernel arguments, code) pass through the HDP; with no host-side flush before the doorbell
-    # the submission starts with the GPU-side one: once per submission, as Linux flushes once per job
-    # (amdgpu_device_flush_hdp in amdgpu_ib_schedule)
-    if (flush := self.device.pm4_hdp_flush) is not None: self.words[:0] = flush
-    self.device.compute_ring.submit([self.words], self.keep)   # one run: PM4 packets may wrap
+  def _submit(self) -> None: self.device.compute_ring.submit([self.words], self.keep)   # one run: PM4 packets may wrap
+  def _seal(self) -> RingSealed: return RingSealed(self.device.compute_ring, self.kind, self.words, self.patches, self.keep)

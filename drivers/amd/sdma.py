@@ -1,10 +1,12 @@
 """The copy queue: hcq Queue commands encoded as SDMA 6.0 packets (sdma_v6_0_0_pkt_open.h)."""
 from __future__ import annotations
+import itertools
 from typing import TYPE_CHECKING
 
 from autogen import pktfields
 from autogen.amd import sdma_v6_0_0_pkt_open as S
 from drivers.hcq import Queue, Signal
+from drivers.hcq.ring import RingSealed
 if TYPE_CHECKING: from drivers.amd.device import AMDDevice
 
 MAX_COPY = S.SDMA_PKT_COPY_LINEAR_COUNT_count_mask + 1   # COPY_LINEAR count holds bytes - 1: at most 1 GiB per packet
@@ -29,32 +31,45 @@ class SDMAQueue(Queue):
     super().__init__(device)
     self.packets: list[list[int]] = []    # SDMA packets never straddle the ring's end, so keep them apart
     self.keep: list = []
+    self.ndw = 0                          # dwords so far (where the next packet starts in a sealed stream)
+
+  def _add(self, packet: list[int]) -> None:
+    self.packets.append(packet)
+    self.ndw += len(packet)
 
   def _copy(self, dest_va: int, src_va: int, size: int) -> None:
     for off in range(0, size, MAX_COPY):
       n = min(MAX_COPY, size - off)
       s, d = src_va + off, dest_va + off
-      self.packets.append(pkt("COPY_LINEAR", 7, HEADER_op=S.SDMA_OP_COPY, HEADER_sub_op=S.SDMA_SUBOP_COPY_LINEAR,
+      self._patch_point("src", self.ndw + S.SDMA_PKT_COPY_LINEAR_SRC_ADDR_LO_src_addr_31_0_offset, 64, off)
+      self._patch_point("dest", self.ndw + S.SDMA_PKT_COPY_LINEAR_DST_ADDR_LO_dst_addr_31_0_offset, 64, off)
+      self._add(pkt("COPY_LINEAR", 7, HEADER_op=S.SDMA_OP_COPY, HEADER_sub_op=S.SDMA_SUBOP_COPY_LINEAR,
                               COUNT_count=n - 1, SRC_ADDR_LO_src_addr_31_0=s & 0xFFFFFFFF, SRC_ADDR_HI_src_addr_63_32=s >> 32,
                               DST_ADDR_LO_dst_addr_31_0=d & 0xFFFFFFFF, DST_ADDR_HI_dst_addr_63_32=d >> 32))
 
   def _signal(self, sig: Signal, value: int) -> None:
     # a 64-bit value in one linear WRITE packet (FENCE writes only 32 bits)
     self.keep.append(sig)
-    self.packets.append(pkt("WRITE_UNTILED", 4, HEADER_op=S.SDMA_OP_WRITE, DST_ADDR_LO_dst_addr_31_0=sig.va & 0xFFFFFFFF,
+    self._patch_point("value", self.ndw + 4, 64)   # the data dwords follow the 4-dword header
+    self._add(pkt("WRITE_UNTILED", 4, HEADER_op=S.SDMA_OP_WRITE, DST_ADDR_LO_dst_addr_31_0=sig.va & 0xFFFFFFFF,
                             DST_ADDR_HI_dst_addr_63_32=sig.va >> 32, DW_3_count=1) + [value & 0xFFFFFFFF, value >> 32])
 
   def _wait(self, sig: Signal, value: int) -> None:
     self.keep.append(sig)
     if value >= 1 << 32: raise ValueError(f"signal value {value:#x} does not fit the 32-bit compare of POLL_REGMEM")
-    self.packets.append(pkt("POLL_REGMEM", 6, HEADER_op=S.SDMA_OP_POLL_REGMEM, HEADER_func=POLL_GE, HEADER_mem_poll=1,
+    self._patch_point("value", self.ndw + S.SDMA_PKT_POLL_REGMEM_VALUE_value_offset, 32)
+    self._add(pkt("POLL_REGMEM", 6, HEADER_op=S.SDMA_OP_POLL_REGMEM, HEADER_func=POLL_GE, HEADER_mem_poll=1,
                             ADDR_LO_addr_31_0=sig.va & 0xFFFFFFFF, ADDR_HI_addr_63_32=sig.va >> 32, VALUE_value=value,
                             MASK_mask=0xFFFFFFFF, DW5_interval=POLL_INTERVAL, DW5_retry_count=POLL_RETRY))
 
   def _timestamp(self, sig: Signal) -> None:
     self.keep.append(sig)
     a = sig.timestamp_va
-    self.packets.append(pkt("TIMESTAMP_GET_GLOBAL", 3, HEADER_op=S.SDMA_OP_TIMESTAMP, HEADER_sub_op=S.SDMA_SUBOP_TIMESTAMP_GET_GLOBAL,
+    self._add(pkt("TIMESTAMP_GET_GLOBAL", 3, HEADER_op=S.SDMA_OP_TIMESTAMP, HEADER_sub_op=S.SDMA_SUBOP_TIMESTAMP_GET_GLOBAL,
                             WRITE_ADDR_LO_write_addr_31_3=(a & 0xFFFFFFFF) >> 3, WRITE_ADDR_HI_write_addr_63_32=a >> 32))
 
   def _submit(self) -> None: self.device.sdma_ring.submit(self.packets, self.keep)
+
+  def _seal(self) -> RingSealed:
+    splits = list(itertools.accumulate(len(p) for p in self.packets))[:-1]
+    return RingSealed(self.device.sdma_ring, self.kind, [w for p in self.packets for w in p], self.patches, self.keep, splits)

@@ -17,6 +17,7 @@ import cffi
 
 from drivers.hcq import Device, Program, Queue
 from drivers.hcq.program import KernArgs
+from drivers.hcq.queue import Sealed
 from drivers.cpu.compiler import ClangCompiler
 
 _LAUNCH_SRC = r"""
@@ -113,14 +114,42 @@ class CPUQueue(Queue):
     super().__init__(device)
     self.kind, self.cmds = kind, []
 
+  # a command is a tuple; a field a sealed list may patch is named by (command index, field index)
   def _exec(self, prg, args: KernArgs, global_size, local_size):
-    self.cmds.append(("exec", prg, args, (ctypes.c_uint32 * 3)(*global_size), (ctypes.c_uint32 * 3)(*local_size)))
-  def _copy(self, dest_va, src_va, size): self.cmds.append(("copy", dest_va, src_va, size))
-  def _signal(self, sig, value): self.cmds.append(("signal", sig, value))
-  def _wait(self, sig, value): self.cmds.append(("wait", sig, value))
+    self._patch_point("args", (len(self.cmds), 2))
+    self.cmds.append(("exec", prg, args.va, (ctypes.c_uint32 * 3)(*global_size), (ctypes.c_uint32 * 3)(*local_size), args))
+  def _copy(self, dest_va, src_va, size):
+    self._patch_point("dest", (len(self.cmds), 1))
+    self._patch_point("src", (len(self.cmds), 2))
+    self.cmds.append(("copy", dest_va, src_va, size))
+  def _signal(self, sig, value):
+    self._patch_point("value", (len(self.cmds), 2))
+    self.cmds.append(("signal", sig, value))
+  def _wait(self, sig, value):
+    self._patch_point("value", (len(self.cmds), 2))
+    self.cmds.append(("wait", sig, value))
   def _timestamp(self, sig): self.cmds.append(("timestamp", sig))
   def _memory_barrier(self): pass   # one coherent memory: nothing to flush
   def _submit(self): self.device._workers[self.kind].put(self.cmds)
+  def _seal(self) -> CPUSealed: return CPUSealed(self, self.cmds, self.patches)
+
+
+class CPUSealed(Sealed):
+  """The CPU's sealed stream: a pre-built command list. Patched commands are kept as lists; each submission hands the
+  worker a snapshot (those commands as tuples), so patching for the next replay never changes one already submitted."""
+  def __init__(self, q: CPUQueue, cmds: list, patches: list):
+    super().__init__(q.device, q.kind, patches, [])
+    self.cmds = list(cmds)
+    self.patched = sorted({where[0] for _, where, _, _ in patches})
+    for i in self.patched: self.cmds[i] = list(self.cmds[i])
+
+  def _put(self, where: tuple[int, int], bits: int, value: int) -> None: self.cmds[where[0]][where[1]] = value
+
+  def submit(self) -> None:
+    self.device.check_faults()
+    cmds = self.cmds.copy()
+    for i in self.patched: cmds[i] = tuple(cmds[i])
+    self.device._workers[self.kind].put(cmds)
 
 
 class _Worker(threading.Thread):
@@ -144,9 +173,9 @@ class _Worker(threading.Thread):
   def _run(self, ffi, lib, cmd) -> None:
     op = cmd[0]
     if op == "exec":
-      _, prg, args, grid, lsize = cmd
+      _, prg, args_va, grid, lsize, _ = cmd
       fault = ffi.new("uint64_t[4]")
-      sig = lib.hcq_cpu_launch(prg.fn, ffi.cast("uint8_t *", args.va), ffi.cast("uint32_t *", ctypes.addressof(grid)),
+      sig = lib.hcq_cpu_launch(prg.fn, ffi.cast("uint8_t *", args_va), ffi.cast("uint32_t *", ctypes.addressof(grid)),
                                ffi.cast("uint32_t *", ctypes.addressof(lsize)), self.device.threads, fault)
       if sig:
         what = {signal.SIGSEGV: "an unmapped or protected", signal.SIGBUS: "a misaligned or unbacked"}.get(sig, "a bad")
@@ -175,6 +204,7 @@ class KernelFault(RuntimeError):
 
 class CPUDevice(Device):
   arch = "cpu"
+  host_addressed = True
 
   def __init__(self):
     self._maps: dict[int, mmap.mmap] = {}

@@ -34,6 +34,7 @@ class Device:
   compiler: Compiler
   arch: str
   spec: DeviceSpec | None = None
+  host_addressed = False   # its queues address host memory by host address (so reach other devices' host-visible memory)
 
   def __init__(self, name: str):
     self.name = name

@@ -1,73 +1,187 @@
-"""Graph: record a sequence of launches and copies once, replay it with other buffers and values.
+"""Graph: record launches and copies once, on one device or several, and replay them with other buffers and values.
 
-Kernel arguments are prepared once per step and patched in place on replay (only the steps whose
-buffers or values changed), so a replay costs one queue submission per run of launches (or of copies)
-instead of per-launch setup."""
+The first replay seals the steps. Each run of consecutive steps on one device queue (kernels on the device's compute
+queue, copies on its copy queue) becomes one Sealed stream: wait for the device's timeline (and, when the run before
+it is on another device, for that run), the steps, signal the timeline (and the next device's run). A replay patches
+timeline values, copy addresses and kernel-argument addresses into those streams and submits each as it is: one copy
+into a ring and one doorbell per run, so a graph of one device's kernels is one submission per replay.
+
+Kernel arguments rotate through SETS copies: a replay that changes buffers or values rewrites one set while earlier
+replays may still read the others, and waits only for the replay that last used that set.
+
+Steps on several devices run in recording order; a run waits for the run before it on another device through a
+signal the graph owns, in memory both devices reach: one of them must address host memory directly
+(Device.host_addressed, the CPU device). A copy between two devices goes through a host-visible bounce buffer of
+the other one, copied by each device's own copy queue.
+"""
 from __future__ import annotations
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Sequence
+import numpy as np
+from drivers.hcq.buffer import Buffer
 if TYPE_CHECKING:
   from drivers.hcq.device import Device
-  from drivers.hcq.buffer import Buffer
   from drivers.hcq.program import Program, KernArgs
-  from drivers.hcq.queue import Queue
+  from drivers.hcq.queue import Queue, Sealed
+  from drivers.hcq.signal import Signal
+
+SETS = 4   # kernel-argument sets a graph rotates through
 
 
-@dataclass
+@dataclass(eq=False)
 class _Exec:
   prg: Program
-  bufs: tuple[Buffer, ...]
+  bufs: tuple[Buffer, ...]          # as recorded (the keys of `replace`)
   vals: tuple[int, ...]
   global_size: tuple[int, ...]
   local_size: tuple[int, ...]
-  args: KernArgs
+  cur: tuple[tuple[Buffer, ...], tuple[int, ...]]                # what the next replay uses
+  args: list[KernArgs | None] = field(default_factory=lambda: [None] * SETS)
+  held: list[tuple | None] = field(default_factory=lambda: [None] * SETS)  # what each set's arguments hold
+
+  @property
+  def device(self) -> Device: return self.prg.device
 
 
-@dataclass
+@dataclass(eq=False)
 class _Copy:
+  device: Device
   dest: Buffer
   src: Buffer
   size: int
+  cur: tuple[Buffer, Buffer]
 
 
-def _enqueue(q: Queue, steps: list[_Exec | _Copy]) -> None:
-  for st in steps:
-    if isinstance(st, _Copy): q.copy(st.dest, st.src, st.size)
-    else: q.exec(st.prg, st.args, st.global_size, st.local_size)
+@dataclass(eq=False)
+class _Run:
+  device: Device
+  kind: str                          # "compute" or "copy"
+  steps: list[int]
+  sealed: Sealed | None = None
+  after: Signal | None = None        # written by the run before, on another device
+  then: Signal | None = None         # written for the run after, on another device
+
+
+def _swap(orig: Buffer, cur: Buffer, replace: dict[Buffer, Buffer]) -> Buffer:
+  """What replaces a recorded buffer (or the one now in its place, or the base it is a view of)."""
+  if (new := replace.get(orig)) is not None or (new := replace.get(cur)) is not None: return new
+  if orig.base is not None and (new := replace.get(orig.base)) is not None: return new.view(orig.offset, orig.size)
+  return cur
+
+
+def _host_alias(dev: Device, buf: Buffer) -> Buffer:
+  """`buf` (another device's host-visible memory) as a buffer of `dev`, which addresses host memory directly."""
+  if buf.host_view is None: raise ValueError(f"{buf} has no host view for {dev.name} to reach")
+  return Buffer(dev, buf.size, np.frombuffer(buf.host_view, np.uint8).ctypes.data, buf.host_view, None, True)
 
 
 class Graph:
-  def __init__(self, device: Device):
-    self.device, self.steps, self._done = device, [], 0
+  def __init__(self, device: Device | None = None):
+    self.device, self.steps = device, []
+    self.runs: list[_Run] | None = None
+    self.replays = 0
+    self._set_done: list[list[tuple[Device, int]]] = [[] for _ in range(SETS)]   # what last read each argument set
+    self._owned: list[Buffer] = []   # bounce buffers of copies between devices
 
   def exec(self, prg: Program, *bufs: Buffer, global_size=(1, 1, 1), local_size=(1, 1, 1), vals: Sequence[int] = ()) -> int:
     """Record a launch; returns its step index (the key for replacing its values on replay)."""
-    self.steps.append(_Exec(prg, bufs, tuple(vals), global_size, local_size,
-                            prg.fill_kernargs(bufs, vals, global_size, local_size)))
-    return len(self.steps) - 1
+    st = _Exec(prg, bufs, tuple(vals), global_size, local_size, (bufs, tuple(vals)))
+    st.args[0], st.held[0] = prg.fill_kernargs(bufs, vals, global_size, local_size), st.cur
+    return self._add(st)
 
   def copy(self, dest: Buffer, src: Buffer, size: int | None = None) -> int:
-    self.steps.append(_Copy(dest, src, src.size if size is None else size))
+    """Record a copy (between two devices too); returns its step index."""
+    size = src.size if size is None else size
+    a, b = src.device, dest.device
+    if a is b: return self._add(_Copy(a, dest, src, size, (dest, src)))
+    if not (a.host_addressed or b.host_addressed):
+      raise ValueError(f"a graph cannot copy from {a.name} to {b.name}: neither addresses host memory directly (copy through the CPU device)")
+    bounce = (a if b.host_addressed else b).alloc(size, host=True)
+    self._owned.append(bounce)
+    near, far = (bounce, _host_alias(b, bounce)) if b.host_addressed else (_host_alias(a, bounce), bounce)
+    first = self._add(_Copy(a, near, src, size, (near, src)))
+    self._add(_Copy(b, dest, far, size, (dest, far)))
+    return first
+
+  def _add(self, st: _Exec | _Copy) -> int:
+    self.steps.append(st)
+    self.runs = None   # seal again
     return len(self.steps) - 1
 
+  @property
+  def devices(self) -> list[Device]: return list({st.device: None for st in self.steps})
+
+  # --- sealing
+  def _seal(self) -> None:
+    runs = [_Run(dev, kind, [i for i, _ in grp]) for (dev, kind), grp in
+            itertools.groupby(enumerate(self.steps), lambda e: (e[1].device, "copy" if isinstance(e[1], _Copy) else "compute"))]
+    for prev, run in zip(runs, runs[1:]):
+      if prev.device is not run.device:
+        if not (prev.device.host_addressed or run.device.host_addressed):
+          raise ValueError(f"a graph cannot order {run.device.name} after {prev.device.name}: neither addresses host memory directly")
+        # a signal in memory both reach: the waiter's own if the writer addresses host memory, else the writer's
+        owner = run.device if prev.device.host_addressed else prev.device
+        prev.then = run.after = owner.new_signal(0, "graph order")
+    for run in runs:
+      dev = run.device
+      q: Queue = dev.copy_queue() if run.kind == "copy" else dev.compute_queue()
+      q.wait(dev.timeline, 0, patch="timeline wait")
+      if run.after is not None: q.wait(run.after, 0, patch="after")
+      for i in run.steps:
+        st = self.steps[i]
+        if isinstance(st, _Exec): q.exec(st.prg, st.args[0], st.global_size, st.local_size, patch=i)
+        else: q.copy(st.dest, st.src, st.size, patch=i)
+      q.signal(dev.timeline, 0, patch="timeline signal")
+      if run.then is not None: q.signal(run.then, 0, patch="then")
+      run.sealed = q.seal()
+    self.runs = runs
+
+  # --- replay
   def __call__(self, replace: dict[Buffer, Buffer] | None = None, vals: dict[int, Sequence[int]] | None = None,
                wait: bool = False) -> None:
-    """Replay. `replace` maps recorded buffers to the ones to use now; `vals` maps a step index to new values.
-    Replacements last until the next replay changes them."""
-    dev, replace, vals = self.device, replace or {}, vals or {}
+    """Replay. `replace` maps recorded buffers (or the ones now in their place) to the ones to use now; `vals` maps a
+    step index to new values. Replacements last until a later replay changes them."""
+    replace, vals = replace or {}, vals or {}
+    if self.runs is None or any(r.sealed.stale for r in self.runs): self._seal()
+    n, s = self.replays + 1, self.replays % SETS
     for i, st in enumerate(self.steps):
       if isinstance(st, _Exec):
-        nb, nv = tuple(replace.get(b, b) for b in st.bufs), tuple(vals.get(i, st.vals))
-        if (nb, nv) != (st.bufs, st.vals):
-          dev.timeline.wait(self._done)      # the previous replay may still read these arguments
-          st.args.update(nb, nv)
-          st.bufs, st.vals = nb, nv
-      else: st.dest, st.src = replace.get(st.dest, st.dest), replace.get(st.src, st.src)
-    # runs of launches go to the compute queue, runs of copies to the copy queue, one ordered submission each
-    runs = [(is_copy, list(sts)) for is_copy, sts in itertools.groupby(self.steps, lambda st: isinstance(st, _Copy))]
-    with dev.submit_lock:   # the whole replay takes consecutive timeline values
-      for is_copy, sts in runs or [(False, [])]:
-        done = dev.ordered_submit(dev.copy_queue() if is_copy else dev.compute_queue(), lambda q, sts=sts: _enqueue(q, sts))
-    self._done = done
-    if wait: dev.timeline.wait(done)
+        if replace or i in vals:
+          st.cur = (tuple(_swap(o, c, replace) for o, c in zip(st.bufs, st.cur[0])), tuple(vals.get(i, st.cur[1])))
+        if st.held[s] != st.cur:
+          for dev, v in self._set_done[s]: dev.timeline.wait(v)   # the replay that last used this set may still read it
+          self._set_done[s] = []
+          if st.args[s] is None: st.args[s] = st.prg.fill_kernargs(*st.cur, st.global_size, st.local_size)
+          else: st.args[s].update(*st.cur)
+          st.held[s] = st.cur
+      elif replace: st.cur = (_swap(st.dest, st.cur[0], replace), _swap(st.src, st.cur[1], replace))
+    devs = sorted(self.devices, key=id)   # one lock order for every graph: no two replays deadlock
+    for dev in devs: dev.submit_lock.acquire()
+    try:
+      done = {}
+      for run in self.runs:
+        sealed, dev = run.sealed, run.device
+        sealed.patch("timeline wait", "value", dev.timeline_value - 1)
+        sealed.patch("timeline signal", "value", v := dev.next_timeline())
+        if run.after is not None: sealed.patch("after", "value", n)
+        if run.then is not None: sealed.patch("then", "value", n)
+        for i in run.steps:
+          st = self.steps[i]
+          if isinstance(st, _Exec): sealed.patch(i, "args", st.args[s].va)
+          elif st.size:
+            sealed.patch(i, "dest", st.cur[0].va)
+            sealed.patch(i, "src", st.cur[1].va)
+        sealed.submit()
+        done[dev] = v
+    finally:
+      for dev in devs: dev.submit_lock.release()
+    self.replays = n
+    self._set_done[s] = list(done.items())
+    if wait:
+      for dev, v in done.items(): dev.timeline.wait(v)
+
+  def free(self) -> None:
+    """Give back what the graph owns (bounce buffers); it cannot replay afterwards."""
+    for b in self._owned: b.free()
+    self._owned, self.steps, self.runs = [], [], None

@@ -4,7 +4,13 @@ and profiling, and keeps the public calls chainable.
 
 Launch encodings are cached here, per program: what a launch's commands depend on besides its arguments and
 grid (the program, the workgroup size, what `_launch_state` names) is encoded once by `_encode_launch`, and
-`encoded_launch` hands the vendor that encoding to copy and patch for each launch."""
+`encoded_launch` hands the vendor that encoding to copy and patch for each launch.
+
+Sealing (what Graph replays): a queue built with `patch=` keys on its commands can be `seal()`ed into a Sealed stream,
+its commands encoded once as constant words plus a table of patch points: where each key's signal/wait value, copy
+address or kernel-argument address lies. A vendor encoder reports each such field with `_patch_point`, and `_seal`
+hands the words to a Sealed of its own kind (drivers.hcq.ring.RingSealed for hardware rings); a replay patches the
+values and submits the stream as it is."""
 from __future__ import annotations
 import functools, weakref
 from typing import TYPE_CHECKING, Any, ClassVar, Hashable
@@ -38,6 +44,8 @@ class Queue:
   def __init__(self, device: Device):
     self.device = device
     self.submitted = False
+    self.patches: list[tuple[tuple[Hashable, str], Any, int, int]] = []   # ((key, role), where, bits, addend)
+    self._patch_key: Hashable | None = None
 
   # --- vendor encoders
   def _exec(self, prg: Program, args: KernArgs, global_size: tuple[int, int, int], local_size: tuple[int, int, int]) -> None:
@@ -56,6 +64,16 @@ class Queue:
   def _launch_state(self) -> Hashable:
     """What else a launch encoding depends on (e.g. a scratch address that moves when scratch grows)."""
     return None
+  def _seal(self) -> Sealed:
+    """The commands so far as a Sealed stream carrying self.patches (see seal)."""
+    raise NotImplementedError(f"{type(self).__name__} ({self.kind} queue) cannot seal its commands")
+
+  def _patch_point(self, role: str, where: Any, bits: int = 64, addend: int = 0) -> None:
+    """Called by vendor encoders for each field of the command being encoded that a replay may change: `role` is
+    "value" (a signal's or wait's value), "dest"/"src" (copy addresses) or "args" (the kernel-argument address);
+    `where` says where the field lies in the sealed stream (for words: the index of its low dword, the high one next),
+    `bits` its width, `addend` what the field holds beyond the patched value (e.g. the offset of one copy chunk)."""
+    if self._patch_key is not None: self.patches.append(((self._patch_key, role), where, bits, addend))
 
   def encoded_launch(self, prg: Program, local_size: tuple[int, int, int]) -> Any:
     """`_encode_launch(prg, local_size)`, made once per program, workgroup size and launch state."""
@@ -64,16 +82,20 @@ class Queue:
     if (enc := per_prg.get(key)) is None: enc = per_prg[key] = self._encode_launch(prg, local_size)
     return enc
 
-  # --- the contract
-  def exec(self, prg: Program, args: KernArgs, global_size=(1, 1, 1), local_size=(1, 1, 1)) -> Queue:
-    """Launch `prg`: `global_size` workgroups of `local_size` threads each."""
+  # --- the contract (`patch`: a key under which seal() keeps the command's patch points; see Sealed.patch)
+  def exec(self, prg: Program, args: KernArgs, global_size=(1, 1, 1), local_size=(1, 1, 1), patch: Hashable | None = None) -> Queue:
+    """Launch `prg`: `global_size` workgroups of `local_size` threads each (patch role "args": args.va)."""
     gs, ls = dims3(global_size, "global_size"), dims3(local_size, "local_size")
     if prg.device is not self.device: raise ValueError(f"program {prg.name} belongs to {prg.device.name}, not {self.device.name}")
+    self._patch_key = patch
     with self._profiled(prg.name): self._exec(prg, args, gs, ls)
+    self._patch_key = None
     return self
 
-  def copy(self, dest: Buffer, src: Buffer, size: int | None = None, dest_offset: int = 0, src_offset: int = 0) -> Queue:
-    """Copy `size` bytes (default: all of src) from src+src_offset to dest+dest_offset."""
+  def copy(self, dest: Buffer, src: Buffer, size: int | None = None, dest_offset: int = 0, src_offset: int = 0,
+           patch: Hashable | None = None) -> Queue:
+    """Copy `size` bytes (default: all of src) from src+src_offset to dest+dest_offset (patch roles "dest", "src": the
+    buffers' addresses; the offsets stay with the fields)."""
     size = src.size - src_offset if size is None else size
     if size < 0 or src_offset < 0 or dest_offset < 0 or src_offset + size > src.size or dest_offset + size > dest.size:
       raise ValueError(f"copy of {size} bytes (src offset {src_offset} of {src.size}, dest offset {dest_offset} of {dest.size}) "
@@ -81,18 +103,25 @@ class Queue:
     for b in (dest, src):
       if b.device is not self.device: raise ValueError(f"buffer on {b.device.name} copied by a {self.device.name} queue")
     if size:
+      self._patch_key, first = patch, len(self.patches)
       with self._profiled(f"copy {size} B"): self._copy(dest.va + dest_offset, src.va + src_offset, size)
+      self._patch_key = None
+      self.patches[first:] = [(k, w, b, a + (dest_offset if k[1] == "dest" else src_offset)) for k, w, b, a in self.patches[first:]]
     return self
 
-  def signal(self, sig: Signal, value: int) -> Queue:
-    """Set `sig` to `value` (and its timestamp) once all earlier commands of this queue are done."""
+  def signal(self, sig: Signal, value: int, patch: Hashable | None = None) -> Queue:
+    """Set `sig` to `value` (and its timestamp) once all earlier commands of this queue are done (patch role "value")."""
     sig.last_queue = f"{self.kind}"
+    self._patch_key = patch
     self._signal(sig, value)
+    self._patch_key = None
     return self
 
-  def wait(self, sig: Signal, value: int) -> Queue:
-    """Stall this queue until sig >= value."""
+  def wait(self, sig: Signal, value: int, patch: Hashable | None = None) -> Queue:
+    """Stall this queue until sig >= value (patch role "value")."""
+    self._patch_key = patch
     self._wait(sig, value)
+    self._patch_key = None
     return self
 
   def timestamp(self, sig: Signal) -> Queue:
@@ -113,9 +142,46 @@ class Queue:
     self.submitted = True
     return self
 
+  def seal(self) -> Sealed:
+    """This queue's commands, encoded once, for submitting many times (Graph replay): constant words and the patch
+    points of every command given a `patch` key. The queue itself is not submitted."""
+    sealed = self._seal()
+    sealed.launch_state, sealed._state_of = self._launch_state(), self
+    self.submitted = True
+    return sealed
+
   # --- profiling: begin/end timestamps around each command
   def _profiled(self, name: str):
     return _Profiled(self, name) if profile.enabled() else _NOOP
+
+
+class Sealed:
+  """A queue's command stream encoded once: constant words plus patch points, keyed by (patch key, role).
+  A vendor supplies `_put` (write one field) and `submit` (hand the whole stream to the device: for a hardware
+  ring one copy and one doorbell)."""
+  launch_state: Hashable = None
+
+  def __init__(self, device: Device, kind: str, patches: list[tuple[tuple[Hashable, str], Any, int, int]], keep: list):
+    self.device, self.kind, self.keep = device, kind, keep
+    self.points: dict[tuple[Hashable, str], list[tuple[Any, int, int]]] = {}
+    for key, where, bits, addend in patches: self.points.setdefault(key, []).append((where, bits, addend))
+
+  def patch(self, key: Hashable, role: str, value: int) -> None:
+    """Set every field recorded under (key, role) to value (+ its addend)."""
+    try: points = self.points[(key, role)]
+    except KeyError: raise KeyError(f"the sealed {self.kind} stream of {self.device.name} has no patch point {role!r} of {key!r}") from None
+    for where, bits, addend in points:
+      if not 0 <= (v := value + addend) < 1 << bits:
+        raise ValueError(f"{v:#x} does not fit the {bits}-bit {role} field of {key!r} in the sealed {self.kind} stream")
+      self._put(where, bits, v)
+
+  @property
+  def stale(self) -> bool:
+    """Whether what the encoding depends on changed since sealing (see Queue._launch_state): seal again."""
+    return self._state_of._launch_state() != self.launch_state
+
+  def _put(self, where: Any, bits: int, value: int) -> None: raise NotImplementedError
+  def submit(self) -> None: raise NotImplementedError
 
 
 class _Noop:

@@ -14,6 +14,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 import numpy as np
+from drivers.hcq.queue import Sealed
 if TYPE_CHECKING: from drivers.hcq.device import Device
 
 FULL_TIMEOUT_S = 30      # how long a full ring may see its read pointer stand still before submission gives up
@@ -75,3 +76,22 @@ class Ring:
     self.words[at:at + first] = arr[:first]
     self.words[:len(arr) - first] = arr[first:]
     self.put += len(arr) * 4 // self.unit
+
+
+class RingSealed(Sealed):
+  """A sealed stream for a hardware ring: one array of dwords (patched in place) and the packet boundaries the ring's
+  wrap policy needs. Submitting copies the array into the ring (one copy, or two at its end) and rings the doorbell once;
+  the ring copies the words, so a replay may be patched again as soon as it is submitted."""
+  def __init__(self, ring: Ring, kind: str, words: Sequence[int], patches: list, keep: list, splits: Sequence[int] = ()):
+    super().__init__(ring.device, kind, patches, keep)
+    self.ring, self.words = ring, np.asarray(words, np.uint32).copy()
+    bounds = [0, *splits, len(self.words)]
+    self.packets = [self.words[a:b] for a, b in zip(bounds, bounds[1:]) if b > a] if splits else [self.words]
+
+  def _put(self, at: int, bits: int, value: int) -> None:
+    self.words[at] = value & 0xFFFFFFFF
+    if bits == 64: self.words[at + 1] = value >> 32
+
+  def submit(self) -> None:
+    self.device.check_faults()
+    self.ring.submit(self.packets, self.keep)
