@@ -14,11 +14,13 @@ Modules import only modules of lower layers (tests/compute/test_imports.py check
   function           differentiable primitives on lazy buffers (apply() returns its first input's tensor class)
   movement, nnops    Tensor's mixins: shapes and indexing; reductions, matmul, conv, losses (on function)
   tensor             Tensor (on all of the above), no_grad
-  nn, optim          layers and optimizers (on tensor)
+  nn, optim, jit     layers and optimizers; capture and replay (on tensor and the queue API's Graph)
 """
 from compute.dtypes import dtypes, DType
 from compute.runtime import Device
 from compute.tensor import Tensor, no_grad
 from compute import nn, optim
+from compute.jit import jit, JitFunction
+from compute.runtime import CaptureError
 
-__all__ = ["Tensor", "dtypes", "DType", "Device", "no_grad", "nn", "optim"]
+__all__ = ["Tensor", "dtypes", "DType", "Device", "no_grad", "nn", "optim", "jit", "JitFunction", "CaptureError"]

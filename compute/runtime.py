@@ -4,9 +4,13 @@ Every run of kernels of a schedule on one device goes into one ordered compute-q
 (Device.ordered_submit: after the device's timeline, signalling it at the end); device copies use
 Buffer.transfer. Freed buffers return to a per-device pool and are reused once the timeline shows
 their last user has finished.
+
+A compile that takes longer than COMPILE_NOTICE_S prints one line on stderr (what was compiled; the result is on
+disk for the next run). Capture for compute.jit: while a Capture is active, run_schedule also hands it every launch
+and copy, and reading tensor data on the host is refused.
 """
 from __future__ import annotations
-import weakref
+import os, sys, time, weakref
 from collections import defaultdict
 import numpy as np
 from drivers.hcq import open_device, default_device_name, parse_device
@@ -19,7 +23,10 @@ from compute.schedule import Kernel, Copy, KNode
 
 class _Devices:
   """Device names the compute layer uses: the queue API's device strings, canonicalized ('cpu' -> 'CPU')."""
-  def __init__(self): self._default: str | None = None
+  def __init__(self):
+    self._default: str | None = None
+    self._names: dict[str, str] = {}          # string given -> canonical name
+    self._open: dict[str, HCQDevice] = {}     # canonical name -> the device opened for it
 
   @property
   def DEFAULT(self) -> str:
@@ -31,10 +38,15 @@ class _Devices:
 
   def canonicalize(self, name: str | None) -> str:
     if name is None: return self.DEFAULT
+    if (canon := self._names.get(name)) is not None: return canon
     if not isinstance(name, str): raise TypeError(f"a device is a string like 'CPU' or 'MOCKPCI+AMD', not {name!r}")
-    return str(parse_device(name.upper()))
+    canon = self._names[name] = str(parse_device(name.upper()))
+    return canon
 
-  def __getitem__(self, name: str) -> HCQDevice: return open_device(self.canonicalize(name))
+  def __getitem__(self, name: str) -> HCQDevice:
+    canon = self.canonicalize(name)
+    if (dev := self._open.get(canon)) is None or dev.closed: dev = self._open[canon] = open_device(canon)
+    return dev
 
 
 Device = _Devices()
@@ -90,6 +102,7 @@ def buffer_from_numpy(arr: np.ndarray, dtype: DType, device: str) -> Buffer:
 
 
 def buffer_to_numpy(buf: Buffer, shape: tuple[int, ...], dtype: DType) -> np.ndarray:
+  if Capture.active is not None: Capture.active.host_read(shape, dtype)
   raw = np.empty(shape, _storage(dtype))
   if raw.nbytes: buf.hcq.copyout(raw.reshape(-1).view(np.uint8).data)   # straight into the array numpy gets
   if dtype is dtypes.bfloat16: return (raw.astype(np.uint32) << 16).view(np.float32)
@@ -98,7 +111,8 @@ def buffer_to_numpy(buf: Buffer, shape: tuple[int, ...], dtype: DType) -> np.nda
 
 # --- kernels
 _programs: dict[tuple, tuple[HCQProgram, object]] = {}
-stats = {"kernels_launched": 0, "programs_built": 0}
+stats = {"kernels_launched": 0, "programs_built": 0, "programs_looked_up": 0}
+COMPILE_NOTICE_S = float(os.environ.get("HCQ_COMPILE_NOTICE_S", 1.0))   # compiles slower than this print a notice
 
 
 def kernel_key(k: Kernel) -> tuple:
@@ -111,14 +125,23 @@ def kernel_key(k: Kernel) -> tuple:
 
 
 def get_program(k: Kernel):
-  key, dev = kernel_key(k), Device[k.device]
+  """(program, rendered kernel) for `k`: from its cached schedule (k.cache), else by structure, else rendered and built."""
+  dev = Device[k.device]
+  if (hit := k.cache.get("program")) is not None and hit[0].device is dev: return hit
+  key = kernel_key(k)
+  stats["programs_looked_up"] += 1
   if key not in _programs or _programs[key][0].device is not dev:   # new, or built for a device since closed
     lang = dev.compiler.language
     if lang not in ("c", "opencl"):
       raise NotImplementedError(f"{k.device}: the compute layer has no renderer for kernel language {lang!r}")
     spec = Renderer(lang).render(k)
+    t0, built = time.perf_counter(), dev.compiler.compiled
     _programs[key] = (dev.program(spec.name, dev.compiler.compile(spec.src)), spec)
+    if (took := time.perf_counter() - t0) > COMPILE_NOTICE_S and dev.compiler.compiled > built:
+      print(f"compute: compiling kernel {spec.name} for {k.device} took {took:.1f} s; the result is cached on disk, so the "
+            "next run loads it", file=sys.stderr)
     stats["programs_built"] += 1
+  k.cache["program"] = _programs[key]
   return _programs[key]
 
 
@@ -130,8 +153,34 @@ def _launch(q: HCQQueue, launches: list[tuple]) -> None:
   for prg, args, global_size, local_size in launches: q.exec(prg, args, global_size, local_size)
 
 
+class Capture:
+  """Collects what run_schedule runs (for compute.jit): launches as (program, buffers, global size, local size), copies as
+  (dest, src); the runtime Buffers they use stay referenced by it. Reading tensor data on the host is an error."""
+  active: Capture | None = None
+
+  def __init__(self, what: str):
+    self.what, self.steps, self.buffers = what, [], []
+
+  def __enter__(self) -> Capture:
+    if Capture.active is not None: raise RuntimeError(f"cannot capture {self.what} while capturing {Capture.active.what}")
+    Capture.active = self
+    return self
+
+  def __exit__(self, *exc) -> None: Capture.active = None
+
+  def host_read(self, shape: tuple[int, ...], dtype: DType) -> None:
+    raise CaptureError(f"cannot capture {self.what}: it reads a {dtype.name} tensor of shape {shape} on the host "
+                       "(.numpy()/.item()/.tolist()/...) while being captured; what it does next may depend on the values "
+                       "read, which a replay would not read again. Read results outside the captured function, or return them")
+
+
+class CaptureError(RuntimeError):
+  """A function cannot be captured for replay; the message says why."""
+
+
 def run_schedule(items: list[Kernel | Copy]) -> None:
   pending: dict[str, list[tuple]] = {}   # per device: the launches of its next compute-queue submission
+  cap = Capture.active
 
   def flush() -> None:
     for dn, launches in pending.items():
@@ -144,6 +193,9 @@ def run_schedule(items: list[Kernel | Copy]) -> None:
       flush()
       dest = Buffer(it.dest.device, it.src.buffer.nbytes)
       if dest.nbytes: it.src.buffer.hcq.transfer(dest.hcq)
+      if cap is not None and dest.nbytes:
+        cap.steps.append(("copy", dest.hcq, it.src.buffer.hcq))
+        cap.buffers += [dest, it.src.buffer]
       _mark_realized(it.dest, dest)
       continue
     out = it.bufs[0]
@@ -155,5 +207,8 @@ def run_schedule(items: list[Kernel | Copy]) -> None:
       # no memory_barrier between kernels: each launch's own commands make earlier results visible to it
       pending.setdefault(it.device, []).append((prg, args, spec.global_size, spec.local_size))
       stats["kernels_launched"] += 1
+      if cap is not None:
+        cap.steps.append(("exec", prg, [buf.hcq] + ins, spec.global_size, spec.local_size))
+        cap.buffers += [buf] + [b.buffer for b in it.bufs[1:]]
     _mark_realized(out, buf)
   flush()

@@ -8,9 +8,14 @@ Fusion rules:
   the epilogue feeds into; where that stops (results used twice, a broadcast, another reduce), the
   result is realized. One reduce per kernel: a second reduce meeting the same epilogue is realized alone;
 - targets, CONTIGUOUS and device copies are realization boundaries.
+
+Schedules are cached by the structure of the graph they realize (ops, arguments, shapes, dtypes, devices, which nodes
+are realized inputs and which are targets): a structurally equal graph, e.g. the same op on new inputs, gets the cached
+schedule bound to its own nodes, and its kernels carry the runtime's compiled programs along (Kernel.cache).
 """
 from __future__ import annotations
 import dataclasses
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 from compute.dtypes import DType, dtypes
@@ -37,6 +42,7 @@ class Kernel:
   reduce: KNode | None
   bufs: list[LazyBuffer] = field(default_factory=list)   # [output, inputs...]
   offsets: list[int] = field(default_factory=list)        # byte offset of each argument into its buffer
+  cache: dict = field(default_factory=dict, repr=False)   # shared by every binding of a cached schedule (runtime's)
 
 
 @dataclass(eq=False)
@@ -58,8 +64,56 @@ def _toposort(targets: list[LazyBuffer]) -> list[LazyBuffer]:
   return order
 
 
+CACHE_SIZE = 1024                                   # schedules kept (least recently used dropped)
+_schedules: OrderedDict[tuple, list[tuple[Kernel | None, tuple[int, ...]]]] = OrderedDict()
+stats = {"scheduled": 0, "cache_hits": 0}
+
+
+def _arg_key(n: LazyBuffer) -> Any:
+  # constants by type and repr: 0.0 and -0.0, 1 and True, and every NaN make their own kernels
+  if n.op is Ops.CONST: return (type(n.arg), repr(n.arg))
+  if n.op is Ops.ARANGE: return tuple((type(v), repr(v)) for v in n.arg)
+  return n.arg
+
+
+def structure(targets: list[LazyBuffer]) -> tuple[list[LazyBuffer], tuple]:
+  """The nodes `targets` depend on (up to realized ones) in a canonical order, and the graph's structural key."""
+  nodes: list[LazyBuffer] = []
+  index: dict[int, int] = {}
+  parts = []
+  for t in targets:
+    stack = [(t, False)]
+    while stack:
+      n, done = stack.pop()
+      if done:
+        index[id(n)] = len(nodes)
+        nodes.append(n)
+        parts.append((n.shape, n.dtype, n.device) if n.realized else
+                     (n.op, _arg_key(n), n.shape, n.dtype, n.device, tuple(index[id(x)] for x in n.srcs)))
+        continue
+      if id(n) in index: continue
+      stack.append((n, True))
+      if not n.realized: stack.extend((x, False) for x in reversed(n.srcs) if id(x) not in index)
+  return nodes, (tuple(parts), tuple(index[id(t)] for t in targets))
+
+
 def create_schedule(targets: list[LazyBuffer]) -> list[Kernel | Copy]:
-  """Kernels and copies (in dependency order) that realize `targets` (non-view nodes)."""
+  """Kernels and copies (in dependency order) that realize `targets` (non-view nodes); cached by graph structure."""
+  nodes, key = structure(targets)
+  if (plan := _schedules.get(key)) is not None:
+    _schedules.move_to_end(key)
+    stats["cache_hits"] += 1
+  else:
+    index = {id(n): i for i, n in enumerate(nodes)}
+    plan = [(None, (index[id(it.dest)], index[id(it.src)])) if isinstance(it, Copy) else
+            (dataclasses.replace(it, bufs=[]), tuple(index[id(b)] for b in it.bufs)) for it in _schedule(targets)]
+    _schedules[key] = plan
+    if len(_schedules) > CACHE_SIZE: _schedules.popitem(last=False)
+    stats["scheduled"] += 1
+  return [Copy(nodes[ix[0]], nodes[ix[1]]) if k is None else dataclasses.replace(k, bufs=[nodes[i] for i in ix]) for k, ix in plan]
+
+
+def _schedule(targets: list[LazyBuffer]) -> list[Kernel | Copy]:
   order = _toposort(targets)
   children: dict[int, dict[int, LazyBuffer]] = {id(n): {} for n in order}
   for n in order:

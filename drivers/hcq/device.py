@@ -169,7 +169,7 @@ class Device:
     for b in list(self._buffers): b.free()
     self._shutdown()
     self.closed = True
-    _open.pop(self.name, None)
+    if _open.get(self.name) is self: del _open[self.name]   # a device opened privately (not by open_device) is not there
 
   def __repr__(self) -> str: return f"<{type(self).__name__} {self.name} ({self.arch})>"
 

@@ -6,8 +6,9 @@ it is on another device, for that run), the steps, signal the timeline (and the 
 timeline values, copy addresses and kernel-argument addresses into those streams and submits each as it is: one copy
 into a ring and one doorbell per run, so a graph of one device's kernels is one submission per replay.
 
-Kernel arguments rotate through SETS copies: a replay that changes buffers or values rewrites one set while earlier
-replays may still read the others, and waits only for the replay that last used that set.
+A replay that changes a launch's buffers or values points the stream at other kernel-argument memory: one an earlier
+replay used and the device is done with, else new memory from the device's arena. Replays still running keep reading
+their own arguments, and a replay never waits for one.
 
 Steps on several devices run in recording order; a run waits for the run before it on another device through a
 signal the graph owns, in memory both devices reach: one of them must address host memory directly
@@ -16,6 +17,7 @@ the other one, copied by each device's own copy queue.
 """
 from __future__ import annotations
 import itertools
+from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Sequence
 import numpy as np
@@ -26,8 +28,6 @@ if TYPE_CHECKING:
   from drivers.hcq.queue import Queue, Sealed
   from drivers.hcq.signal import Signal
 
-SETS = 4   # kernel-argument sets a graph rotates through
-
 
 @dataclass(eq=False)
 class _Exec:
@@ -36,9 +36,11 @@ class _Exec:
   vals: tuple[int, ...]
   global_size: tuple[int, ...]
   local_size: tuple[int, ...]
-  cur: tuple[tuple[Buffer, ...], tuple[int, ...]]                # what the next replay uses
-  args: list[KernArgs | None] = field(default_factory=lambda: [None] * SETS)
-  held: list[tuple | None] = field(default_factory=lambda: [None] * SETS)  # what each set's arguments hold
+  cur: tuple[tuple[Buffer, ...], tuple[int, ...]]   # what the next replay uses
+  args: KernArgs | None = None                       # the arguments the sealed stream points at
+  held: tuple | None = None                          # what they hold
+  used: int = 0                                      # the timeline value of the last replay that read them
+  spare: deque = field(default_factory=deque)        # (arguments, timeline value after which they are free)
 
   @property
   def device(self) -> Device: return self.prg.device
@@ -51,6 +53,7 @@ class _Copy:
   src: Buffer
   size: int
   cur: tuple[Buffer, Buffer]
+  held: tuple[Buffer, Buffer] | None = None          # what the sealed stream's addresses are
 
 
 @dataclass(eq=False)
@@ -64,8 +67,8 @@ class _Run:
 
 
 def _swap(orig: Buffer, cur: Buffer, replace: dict[Buffer, Buffer]) -> Buffer:
-  """What replaces a recorded buffer (or the one now in its place, or the base it is a view of)."""
-  if (new := replace.get(orig)) is not None or (new := replace.get(cur)) is not None: return new
+  """What replaces a recorded buffer (or the base it is a view of); `cur` if nothing does."""
+  if (new := replace.get(orig)) is not None: return new
   if orig.base is not None and (new := replace.get(orig.base)) is not None: return new.view(orig.offset, orig.size)
   return cur
 
@@ -81,13 +84,12 @@ class Graph:
     self.device, self.steps = device, []
     self.runs: list[_Run] | None = None
     self.replays = 0
-    self._set_done: list[list[tuple[Device, int]]] = [[] for _ in range(SETS)]   # what last read each argument set
     self._owned: list[Buffer] = []   # bounce buffers of copies between devices
 
   def exec(self, prg: Program, *bufs: Buffer, global_size=(1, 1, 1), local_size=(1, 1, 1), vals: Sequence[int] = ()) -> int:
     """Record a launch; returns its step index (the key for replacing its values on replay)."""
     st = _Exec(prg, bufs, tuple(vals), global_size, local_size, (bufs, tuple(vals)))
-    st.args[0], st.held[0] = prg.fill_kernargs(bufs, vals, global_size, local_size), st.cur
+    st.args, st.held = prg.fill_kernargs(bufs, vals, global_size, local_size), st.cur
     return self._add(st)
 
   def copy(self, dest: Buffer, src: Buffer, size: int | None = None) -> int:
@@ -130,34 +132,40 @@ class Graph:
       if run.after is not None: q.wait(run.after, 0, patch="after")
       for i in run.steps:
         st = self.steps[i]
-        if isinstance(st, _Exec): q.exec(st.prg, st.args[0], st.global_size, st.local_size, patch=i)
-        else: q.copy(st.dest, st.src, st.size, patch=i)
+        if isinstance(st, _Exec): q.exec(st.prg, st.args, st.global_size, st.local_size, patch=i)
+        else:
+          q.copy(*st.cur, st.size, patch=i)
+          st.held = st.cur
       q.signal(dev.timeline, 0, patch="timeline signal")
       if run.then is not None: q.signal(run.then, 0, patch="then")
       run.sealed = q.seal()
     self.runs = runs
+    self._locks = [dev.submit_lock for dev in sorted(self.devices, key=id)]   # one order for every graph: no deadlock
 
   # --- replay
   def __call__(self, replace: dict[Buffer, Buffer] | None = None, vals: dict[int, Sequence[int]] | None = None,
                wait: bool = False) -> None:
-    """Replay. `replace` maps recorded buffers (or the ones now in their place) to the ones to use now; `vals` maps a
+    """Replay. `replace` maps recorded buffers to the ones to use now (a recorded view follows its base); `vals` maps a
     step index to new values. Replacements last until a later replay changes them."""
     replace, vals = replace or {}, vals or {}
     if self.runs is None or any(r.sealed.stale for r in self.runs): self._seal()
-    n, s = self.replays + 1, self.replays % SETS
+    n, changed = self.replays + 1, []
     for i, st in enumerate(self.steps):
       if isinstance(st, _Exec):
         if replace or i in vals:
           st.cur = (tuple(_swap(o, c, replace) for o, c in zip(st.bufs, st.cur[0])), tuple(vals.get(i, st.cur[1])))
-        if st.held[s] != st.cur:
-          for dev, v in self._set_done[s]: dev.timeline.wait(v)   # the replay that last used this set may still read it
-          self._set_done[s] = []
-          if st.args[s] is None: st.args[s] = st.prg.fill_kernargs(*st.cur, st.global_size, st.local_size)
-          else: st.args[s].update(*st.cur)
-          st.held[s] = st.cur
-      elif replace: st.cur = (_swap(st.dest, st.cur[0], replace), _swap(st.src, st.cur[1], replace))
-    devs = sorted(self.devices, key=id)   # one lock order for every graph: no two replays deadlock
-    for dev in devs: dev.submit_lock.acquire()
+        if st.held != st.cur:   # other argument memory: replays still running read the old
+          st.spare.append((st.args, st.used))
+          if st.spare[0][1] <= st.device.timeline.value:
+            args = st.spare.popleft()[0]
+            args.update(*st.cur)
+          else: args = st.prg.fill_kernargs(*st.cur, st.global_size, st.local_size)
+          st.args, st.held = args, st.cur
+          changed.append(i)
+      else:
+        if replace: st.cur = (_swap(st.dest, st.cur[0], replace), _swap(st.src, st.cur[1], replace))
+        if st.held != st.cur and st.size: changed.append(i)
+    for lock in self._locks: lock.acquire()
     try:
       done = {}
       for run in self.runs:
@@ -166,18 +174,21 @@ class Graph:
         sealed.patch("timeline signal", "value", v := dev.next_timeline())
         if run.after is not None: sealed.patch("after", "value", n)
         if run.then is not None: sealed.patch("then", "value", n)
-        for i in run.steps:
+        for i in changed:
+          if i not in run.steps: continue
           st = self.steps[i]
-          if isinstance(st, _Exec): sealed.patch(i, "args", st.args[s].va)
-          elif st.size:
+          if isinstance(st, _Exec): sealed.patch(i, "args", st.args.va)
+          else:
             sealed.patch(i, "dest", st.cur[0].va)
             sealed.patch(i, "src", st.cur[1].va)
+            st.held = st.cur
         sealed.submit()
+        for i in run.steps:
+          if isinstance(st := self.steps[i], _Exec): st.used = v
         done[dev] = v
     finally:
-      for dev in devs: dev.submit_lock.release()
+      for lock in self._locks: lock.release()
     self.replays = n
-    self._set_done[s] = list(done.items())
     if wait:
       for dev, v in done.items(): dev.timeline.wait(v)
 

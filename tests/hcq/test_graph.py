@@ -90,8 +90,8 @@ def test_replay_is_one_submission_per_device_and_gives_the_new_results(dev, monk
 
 
 def test_replays_in_flight_each_read_their_own_arguments(dev):
-  """Kernel arguments rotate through sets: replays submitted back to back, each with other buffers, all compute
-  their own result (none reads arguments a later replay rewrote)."""
+  """Replays submitted back to back, each with other buffers and values, all compute their own result: a replay that
+  changes a launch's arguments points it at other argument memory (none reads arguments a later replay rewrote)."""
   n, prg = 64, fadd(dev)
   a = np.arange(n, dtype=np.float32)
   ba = put(dev, a)
