@@ -1,8 +1,9 @@
 """Running schedules through the queue API (drivers.hcq) only: devices, buffers, compiling, launching.
 
-Every run of kernels of a schedule on one device goes into one ordered compute-queue submission
-(Device.ordered_submit: after the device's timeline, signalling it at the end); device copies use
-Buffer.transfer. Freed buffers return to a per-device pool and are reused once the timeline shows
+Every run of kernels of a schedule on one device goes into one ordered compute-queue submission (after the device's
+timeline, signalling it at the end): the replay of a queue-API Graph made the first time that run of kernels ran,
+its sealed stream patched with this run's buffers, so a repeated op encodes no launch again (with profiling on, the
+launches are encoded each time instead, each with its timestamps). Device copies use Buffer.transfer. Freed buffers return to a per-device pool and are reused once the timeline shows
 their last user has finished.
 
 A compile that takes longer than COMPILE_NOTICE_S prints one line on stderr (what was compiled; the result is on
@@ -13,8 +14,8 @@ from __future__ import annotations
 import os, sys, time, weakref
 from collections import defaultdict
 import numpy as np
-from drivers.hcq import open_device, default_device_name, parse_device
-from drivers.hcq import Device as HCQDevice, Buffer as HCQBuffer, Program as HCQProgram, Queue as HCQQueue
+from drivers.hcq import open_device, default_device_name, parse_device, profile
+from drivers.hcq import Device as HCQDevice, Buffer as HCQBuffer, Program as HCQProgram, Queue as HCQQueue, Graph
 from compute.codegen import Renderer
 from compute.dtypes import DType, dtypes
 from compute.lazy import LazyBuffer, Ops
@@ -150,7 +151,30 @@ def _mark_realized(lb: LazyBuffer, buf: Buffer) -> None:
 
 
 def _launch(q: HCQQueue, launches: list[tuple]) -> None:
-  for prg, args, global_size, local_size in launches: q.exec(prg, args, global_size, local_size)
+  for _, prg, bufs, spec in launches: q.exec(prg, prg.fill_kernargs(bufs, (), spec.global_size, spec.local_size), spec.global_size, spec.local_size)
+
+
+def _submit(dev: HCQDevice, launches: list[tuple[Kernel, HCQProgram, list[HCQBuffer], object]]) -> None:
+  """One ordered submission of `launches` on `dev`: the replay of the Graph of this run of kernels (kept with the
+  cached schedule's first kernel), made on first use."""
+  if profile.enabled():
+    dev.ordered_submit(dev.compute_queue(), lambda q: _launch(q, launches))
+    return
+  graphs = launches[0][0].cache.setdefault("graphs", {})
+  key = tuple(id(k.cache) for k, *_ in launches)
+  if (g := graphs.get(key)) is not None and g.steps[0].prg.device is dev:
+    replace = {}
+    for st, (_, _, bufs, _) in zip(g.steps, launches):
+      for old, new in zip(st.bufs, bufs):
+        if replace.setdefault(old, new) is not new: break   # this binding aliases buffers otherwise: record anew
+      else: continue
+      break
+    else:
+      g(replace=replace)
+      return
+  g = graphs[key] = Graph(dev)
+  for _, prg, bufs, spec in launches: g.exec(prg, *bufs, global_size=spec.global_size, local_size=spec.local_size)
+  g()
 
 
 class Capture:
@@ -183,9 +207,7 @@ def run_schedule(items: list[Kernel | Copy]) -> None:
   cap = Capture.active
 
   def flush() -> None:
-    for dn, launches in pending.items():
-      dev = Device[dn]
-      dev.ordered_submit(dev.compute_queue(), lambda q, launches=launches: _launch(q, launches))
+    for dn, launches in pending.items(): _submit(Device[dn], launches)
     pending.clear()
 
   for it in items:
@@ -202,13 +224,12 @@ def run_schedule(items: list[Kernel | Copy]) -> None:
     buf = Buffer(it.device, out.size * out.dtype.itemsize)
     if out.size:
       prg, spec = get_program(it)
-      ins = [b.buffer.hcq.view(o, b.buffer.hcq.size - o) if o else b.buffer.hcq for b, o in zip(it.bufs[1:], it.offsets[1:])]
-      args = prg.fill_kernargs([buf.hcq] + ins, (), spec.global_size, spec.local_size)
+      bufs = [buf.hcq] + [b.buffer.hcq.view(o, b.buffer.hcq.size - o) if o else b.buffer.hcq for b, o in zip(it.bufs[1:], it.offsets[1:])]
       # no memory_barrier between kernels: each launch's own commands make earlier results visible to it
-      pending.setdefault(it.device, []).append((prg, args, spec.global_size, spec.local_size))
+      pending.setdefault(it.device, []).append((it, prg, bufs, spec))
       stats["kernels_launched"] += 1
       if cap is not None:
-        cap.steps.append(("exec", prg, [buf.hcq] + ins, spec.global_size, spec.local_size))
+        cap.steps.append(("exec", prg, bufs, spec.global_size, spec.local_size))
         cap.buffers += [buf] + [b.buffer for b in it.bufs[1:]]
     _mark_realized(out, buf)
   flush()

@@ -88,13 +88,16 @@ def structure(targets: list[LazyBuffer]) -> tuple[list[LazyBuffer], tuple]:
       if done:
         index[id(n)] = len(nodes)
         nodes.append(n)
-        parts.append((n.shape, n.dtype, n.device) if n.realized else
-                     (n.op, _arg_key(n), n.shape, n.dtype, n.device, tuple(index[id(x)] for x in n.srcs)))
-        continue
-      if id(n) in index: continue
-      stack.append((n, True))
-      if not n.realized: stack.extend((x, False) for x in reversed(n.srcs) if id(x) not in index)
-  return nodes, (tuple(parts), tuple(index[id(t)] for t in targets))
+        parts.append((n.op, _arg_key(n), n.shape, n.dtype, n.device, tuple([index[id(x)] for x in n.srcs])))
+      elif id(n) not in index:
+        if n.buffer is not None:   # realized: a leaf
+          index[id(n)] = len(nodes)
+          nodes.append(n)
+          parts.append((n.shape, n.dtype, n.device))
+        else:
+          stack.append((n, True))
+          stack += [(x, False) for x in reversed(n.srcs)]
+  return nodes, (tuple(parts), tuple([index[id(t)] for t in targets]))
 
 
 def create_schedule(targets: list[LazyBuffer]) -> list[Kernel | Copy]:
@@ -110,7 +113,8 @@ def create_schedule(targets: list[LazyBuffer]) -> list[Kernel | Copy]:
     _schedules[key] = plan
     if len(_schedules) > CACHE_SIZE: _schedules.popitem(last=False)
     stats["scheduled"] += 1
-  return [Copy(nodes[ix[0]], nodes[ix[1]]) if k is None else dataclasses.replace(k, bufs=[nodes[i] for i in ix]) for k, ix in plan]
+  return [Copy(nodes[ix[0]], nodes[ix[1]]) if k is None else
+          Kernel(k.device, k.root, k.out_shape, k.full_shape, k.reduce, [nodes[i] for i in ix], k.offsets, k.cache) for k, ix in plan]
 
 
 def _schedule(targets: list[LazyBuffer]) -> list[Kernel | Copy]:

@@ -3,7 +3,7 @@ kernel-argument arena. Every submission the queue API and the compute layer make
 import threading
 import numpy as np
 import pytest
-from drivers.cpu.device import CPUQueue
+from drivers.cpu.device import CPUQueue, CPUSealed
 from drivers.hcq.faults import FaultPoll
 from drivers.hcq.kernargs import KernargArena, ALIGN
 
@@ -37,12 +37,12 @@ def test_every_submission_of_the_queue_api_and_compute_layer_is_ordered_under_th
   from drivers.hcq import Graph
   from compute import Tensor
   subs = []
-  real = CPUQueue._submit
-  def spy(q):
+  real, real_sealed = CPUQueue._submit, CPUSealed.submit
+  def note(q):
     waits, sigs = [c for c in q.cmds if c[0] == "wait"], [c for c in q.cmds if c[0] == "signal"]
     subs.append((q.device.submit_lock._is_owned(), waits[0][2] if waits else None, sigs[-1][2] if sigs else None))
-    real(q)
-  monkeypatch.setattr(CPUQueue, "_submit", spy)
+  monkeypatch.setattr(CPUQueue, "_submit", lambda q: note(q) or real(q))
+  monkeypatch.setattr(CPUSealed, "submit", lambda q: note(q) or real_sealed(q))   # Graph replays (and so schedules)
   a, b = cpu.alloc(64), cpu.alloc(64)
   vadd(a, b, b, global_size=(1,), local_size=(16,), vals=(16,), wait=True)
   b.transfer(a)
