@@ -149,9 +149,12 @@ def _nodes_with_trackers(k: Kernel) -> tuple[list[KNode], list[KNode]]:
 
 
 class Renderer:
-  def __init__(self, lang: str):
+  def __init__(self, lang: str, vector_registers: tuple[int, int] | None = None):
+    """`vector_registers`: (count, bytes each) of the CPU's vector register file; half of it holds a CPU reduce
+    kernel's block of accumulators (AVX-512: 256 floats, e.g. an 8 x 32 block of a matmul)."""
     self.lang = lang
     self.types = _TYPES[lang]
+    self.acc_floats = vector_registers[0] * vector_registers[1] // 8 if vector_registers else 128
 
   def vtype(self, dt: DType) -> str: return self.types[dt.name][0]
   def stype(self, dt: DType) -> str: return self.types[dt.name][1]
@@ -211,7 +214,7 @@ class Renderer:
       return (grid, 1, 1), (1, 1, 1), lines
     u1, u0 = self._choose_upcast()
     U1 = _largest_divisor(c.sizes[u1], 32) if u1 is not None else 1
-    U0 = _largest_divisor(c.sizes[u0], max(1, min(8, 128 // U1))) if u0 is not None else 1
+    U0 = _largest_divisor(c.sizes[u0], max(1, min(8, self.acc_floats // U1))) if u0 is not None else 1
     up = {u1: (U1, "u1"), u0: (U0, "u0")} if u0 is not None else {u1: (U1, "u1")}
     tiles = [(d, c.sizes[d] // up[d][0] if d in up else c.sizes[d], f"o{d}") for d in c.out_dims]
     grid = prod(t[1] for t in tiles)

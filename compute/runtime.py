@@ -135,7 +135,7 @@ def get_program(k: Kernel):
     lang = dev.compiler.language
     if lang not in ("c", "opencl"):
       raise NotImplementedError(f"{k.device}: the compute layer has no renderer for kernel language {lang!r}")
-    spec = Renderer(lang).render(k)
+    spec = Renderer(lang, getattr(dev, "vector_registers", None)).render(k)
     t0, built = time.perf_counter(), dev.compiler.compiled
     _programs[key] = (dev.program(spec.name, dev.compiler.compile(spec.src)), spec)
     if (took := time.perf_counter() - t0) > COMPILE_NOTICE_S and dev.compiler.compiled > built:

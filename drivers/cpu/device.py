@@ -58,25 +58,61 @@ static void *run(void *p) {
   in_kernel = 0;
   return 0;
 }
+/* Helper threads, started once and kept: launch t of a grid runs on helper t (t >= 1), part 0 on the caller. A launch
+   publishes its jobs under `mu` with a new `generation`; each helper with a part runs it and counts `pending` down.
+   Launches take `launch_mu`, so the jobs of one launch are never overwritten by another's. */
+static pthread_mutex_t launch_mu = PTHREAD_MUTEX_INITIALIZER, mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t start_cv = PTHREAD_COND_INITIALIZER, done_cv = PTHREAD_COND_INITIALIZER;
+static struct job jobs[64];
+static uint32_t njobs, pending, helpers;
+static uint64_t generation;
+static void *helper(void *p) {
+  uint32_t t = (uint32_t)(uintptr_t)p;
+  uint64_t seen = 0;
+  for (;;) {
+    pthread_mutex_lock(&mu);
+    while (generation == seen) pthread_cond_wait(&start_cv, &mu);
+    seen = generation;
+    int mine = t < njobs;
+    pthread_mutex_unlock(&mu);
+    if (!mine) continue;
+    run(&jobs[t]);
+    pthread_mutex_lock(&mu);
+    if (--pending == 0) pthread_cond_signal(&done_cv);
+    pthread_mutex_unlock(&mu);
+  }
+  return 0;
+}
 /* Runs every workgroup of the grid, spread over up to `threads` threads (workgroups are independent). Returns 0, or
    the signal a kernel raised with its address and workgroup in fault[0..4] (address, x, y, z). */
 int hcq_cpu_launch(void *fn, const uint8_t *args, const uint32_t *grid, const uint32_t *lsize, uint32_t threads, uint64_t *fault) {
   uint64_t n = (uint64_t)grid[0] * grid[1] * grid[2];
   if (threads > n) threads = n;
   if (threads > 64) threads = 64;
-  struct job jobs[64]; pthread_t tid[64];
-  for (uint32_t t = 0; t < threads; t++) {
-    jobs[t] = (struct job){ (hcq_kernel)fn, args, grid, lsize, n * t / threads, n * (t + 1) / threads, 0, 0, {0, 0, 0} };
-    if (t) pthread_create(&tid[t], 0, run, &jobs[t]);
-  }
-  if (threads) run(&jobs[0]);
-  for (uint32_t t = 1; t < threads; t++) pthread_join(tid[t], 0);
+  if (!threads) return 0;
+  pthread_mutex_lock(&launch_mu);
   for (uint32_t t = 0; t < threads; t++)
-    if (jobs[t].sig) {
+    jobs[t] = (struct job){ (hcq_kernel)fn, args, grid, lsize, n * t / threads, n * (t + 1) / threads, 0, 0, {0, 0, 0} };
+  for (; helpers + 1 < threads; helpers++) {
+    pthread_t tid;
+    pthread_create(&tid, 0, helper, (void *)(uintptr_t)(helpers + 1));
+    pthread_detach(tid);
+  }
+  pthread_mutex_lock(&mu);
+  njobs = threads; pending = threads - 1; generation++;
+  pthread_cond_broadcast(&start_cv);
+  pthread_mutex_unlock(&mu);
+  run(&jobs[0]);
+  pthread_mutex_lock(&mu);
+  while (pending) pthread_cond_wait(&done_cv, &mu);
+  pthread_mutex_unlock(&mu);
+  int sig = 0;
+  for (uint32_t t = 0; t < threads && !sig; t++)
+    if ((sig = jobs[t].sig)) {
       fault[0] = jobs[t].addr; fault[1] = jobs[t].gid[0]; fault[2] = jobs[t].gid[1]; fault[3] = jobs[t].gid[2];
-      return jobs[t].sig;
     }
-  return 0;
+  pthread_mutex_unlock(&launch_mu);
+  return sig;
 }
 """
 
@@ -202,9 +238,21 @@ class KernelFault(RuntimeError):
   """A CPU kernel accessed memory it must not: the CPU device's page fault."""
 
 
+def _vector_registers() -> tuple[int, int]:
+  """(count, bytes) of the vector registers -march=native code has on this host: x86-64 with AVX-512 32 x 64 B, with
+  AVX 16 x 32 B, else 16 x 16 B (SSE); Arm's Advanced SIMD 32 x 16 B."""
+  try:
+    with open("/proc/cpuinfo") as f: flags = set(next((l for l in f if l.startswith(("flags", "Features"))), "").split())
+  except OSError: flags = set()
+  if "avx512f" in flags: return (32, 64)
+  if "avx" in flags: return (16, 32)
+  return (32, 16) if "asimd" in flags else (16, 16)
+
+
 class CPUDevice(Device):
   arch = "cpu"
   host_addressed = True
+  vector_registers = _vector_registers()   # what the compute layer tiles CPU kernels for
 
   def __init__(self):
     self._maps: dict[int, mmap.mmap] = {}

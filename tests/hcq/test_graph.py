@@ -197,3 +197,23 @@ def test_cpu_graph_of_integer_kernels_replays_with_new_values(cpu, vadd):
   out.copyin(bytes(4 * n))
   g(vals={step: (10,)}, wait=True)
   np.testing.assert_array_equal(get(out, np.int32)[:12], [0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 0, 0])
+
+
+def test_a_graph_is_sealed_again_when_what_its_launches_encode_moves():
+  """AMD launches encode the scratch address; a program that needs more scratch moves it, and the next replay seals the
+  graph anew instead of pointing kernels at freed memory."""
+  dev = open_device("MOCKPCI+AMD:1")   # a device of its own: its scratch starts small
+  try:
+    lib = dev.compiler.compile(AMD_SRC)
+    x = put(dev, np.zeros(64, np.int32))
+    g = Graph(dev)
+    g.exec(dev.program("add1", lib), x, global_size=(1,), local_size=(64,))
+    g(wait=True)
+    before = g.runs[0].sealed
+    assert before.launch_state == dev.scratch.va
+    dev.program("scratch", lib)                      # 256 private bytes per lane: scratch grows and moves
+    assert before.stale
+    g(wait=True)
+    assert g.runs[0].sealed is not before and not g.runs[0].sealed.stale
+    np.testing.assert_array_equal(get(x, np.int32), np.full(64, 2))
+  finally: dev.close()
