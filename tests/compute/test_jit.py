@@ -6,29 +6,13 @@ import pytest
 from compute import Tensor, jit, CaptureError
 from compute import runtime, schedule
 from compute.codegen import Renderer
-from drivers.hcq.ring import Ring
-from drivers.cpu.device import _Worker
+from tests.hcq.conftest import count_submissions
 
 DEVICES = ["CPU", "MOCKKFD+AMD"]
 
 
 def rand(*shape, seed=0):
   return np.random.default_rng(seed).standard_normal(shape, dtype=np.float32)
-
-
-def submissions(monkeypatch) -> list:
-  """Device names, one per hand-over of commands (a ring submission, or a CPU worker's command list)."""
-  subs = []
-  real_ring, real_put = Ring.submit, _Worker.put
-  def ring_submit(r, packets, keep):
-    subs.append(r.device.name)
-    real_ring(r, packets, keep)
-  def worker_put(w, cmds):
-    if cmds is not None: subs.append(w.device.name)
-    real_put(w, cmds)
-  monkeypatch.setattr(Ring, "submit", ring_submit)
-  monkeypatch.setattr(_Worker, "put", worker_put)
-  return subs
 
 
 def count_work(monkeypatch) -> dict:
@@ -74,7 +58,7 @@ def test_a_replay_is_one_submission_per_device(dev, monkeypatch):
   x0, x1 = Tensor(rand(16, 16), device=dev), Tensor(rand(16, 16, seed=3), device=dev)
   f(x0)
   f(x0)
-  subs = submissions(monkeypatch)
+  subs = count_submissions(monkeypatch)
   s, m = f(x1)
   assert subs == [runtime.Device.canonicalize(dev)]
   a = rand(16, 16, seed=3) @ rand(16, 16, seed=3)

@@ -1,5 +1,7 @@
 import pytest
 from drivers.cpu import CPUDevice
+from drivers.cpu.device import _Worker
+from drivers.hcq.ring import Ring
 
 # out[i] = a[i] + b[i] over n int32s (CPU kernel ABI: args = out, a, b pointers, then n)
 VADD_SRC = r"""
@@ -32,3 +34,18 @@ def cpu():
 @pytest.fixture
 def vadd(cpu):
   return cpu.program("vadd", cpu.compiler.compile(VADD_SRC))
+
+
+def count_submissions(monkeypatch) -> list:
+  """Every hand-over of commands to a device: a ring submission (copy + doorbell) or a CPU worker's command list."""
+  subs = []
+  real_ring, real_put = Ring.submit, _Worker.put
+  def ring_submit(r, packets, keep):
+    subs.append(r.device.name)
+    real_ring(r, packets, keep)
+  def worker_put(w, cmds):
+    if cmds is not None: subs.append(w.device.name)
+    real_put(w, cmds)
+  monkeypatch.setattr(Ring, "submit", ring_submit)
+  monkeypatch.setattr(_Worker, "put", worker_put)
+  return subs

@@ -5,9 +5,8 @@ import ctypes
 import numpy as np
 import pytest
 from drivers.hcq import Graph, KernArgs, open_device
-from drivers.hcq.ring import Ring
-from drivers.cpu.device import _Worker
 from tests.drivers.amd.kernels import SRC as AMD_SRC
+from tests.hcq.conftest import count_submissions
 
 # out[i] = a[i] + b[i] over n float32s (the CPU kernel ABI), the float twin of AMD's vadd
 FADD_SRC = r"""
@@ -42,21 +41,6 @@ def fadd(dev):
 @pytest.fixture(params=["CPU", "MOCKKFD+AMD"])
 def dev(request, amd):
   return open_device(request.param)
-
-
-def count_submissions(monkeypatch) -> list:
-  """Every hand-over of commands to a device: a ring submission (copy + doorbell) or a CPU worker's command list."""
-  subs = []
-  real_ring, real_put = Ring.submit, _Worker.put
-  def ring_submit(r, packets, keep):
-    subs.append(r.device.name)
-    real_ring(r, packets, keep)
-  def worker_put(w, cmds):
-    if cmds is not None: subs.append(w.device.name)
-    real_put(w, cmds)
-  monkeypatch.setattr(Ring, "submit", ring_submit)
-  monkeypatch.setattr(_Worker, "put", worker_put)
-  return subs
 
 
 def cpu_cmd(cmd) -> tuple:
