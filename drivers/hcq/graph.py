@@ -12,7 +12,8 @@ their own arguments, and a replay never waits for one.
 
 Steps on several devices run in recording order; a run waits for the run before it on another device through a
 signal the graph owns, in memory both devices reach: one of them must address host memory directly
-(Device.host_addressed, the CPU device). A copy between two devices goes through a host-visible bounce buffer of
+(Device.host_addressed, the CPU device). The first run of a replay waits in the same way for the last run of the
+replay before it, so replays in flight never overlap on memory the devices share (bounce buffers). A copy between two devices goes through a host-visible bounce buffer of
 the other one, copied by each device's own copy queue.
 """
 from __future__ import annotations
@@ -118,7 +119,7 @@ class Graph:
   def _seal(self) -> None:
     runs = [_Run(dev, kind, [i for i, _ in grp]) for (dev, kind), grp in
             itertools.groupby(enumerate(self.steps), lambda e: (e[1].device, "copy" if isinstance(e[1], _Copy) else "compute"))]
-    for prev, run in zip(runs, runs[1:]):
+    for prev, run in [*zip(runs, runs[1:]), *([(runs[-1], runs[0])] if len(runs) > 1 else [])]:
       if prev.device is not run.device:
         if not (prev.device.host_addressed or run.device.host_addressed):
           raise ValueError(f"a graph cannot order {run.device.name} after {prev.device.name}: neither addresses host memory directly")
@@ -149,7 +150,7 @@ class Graph:
     step index to new values. Replacements last until a later replay changes them."""
     replace, vals = replace or {}, vals or {}
     if self.runs is None or any(r.sealed.stale for r in self.runs): self._seal()
-    n, changed = self.replays + 1, []
+    n, changed = self.replays + 1, set()
     for i, st in enumerate(self.steps):
       if isinstance(st, _Exec):
         if replace or i in vals:
@@ -161,10 +162,10 @@ class Graph:
             args.update(*st.cur)
           else: args = st.prg.fill_kernargs(*st.cur, st.global_size, st.local_size)
           st.args, st.held = args, st.cur
-          changed.append(i)
+          changed.add(i)
       else:
         if replace: st.cur = (_swap(st.dest, st.cur[0], replace), _swap(st.src, st.cur[1], replace))
-        if st.held != st.cur and st.size: changed.append(i)
+        if st.held != st.cur and st.size: changed.add(i)
     for lock in self._locks: lock.acquire()
     try:
       done = {}
@@ -172,19 +173,18 @@ class Graph:
         sealed, dev = run.sealed, run.device
         sealed.patch("timeline wait", "value", dev.timeline_value - 1)
         sealed.patch("timeline signal", "value", v := dev.next_timeline())
-        if run.after is not None: sealed.patch("after", "value", n)
+        if run.after is not None: sealed.patch("after", "value", n - 1 if run is self.runs[0] else n)   # the first: replay n-1's last
         if run.then is not None: sealed.patch("then", "value", n)
-        for i in changed:
-          if i not in run.steps: continue
+        for i in run.steps:
           st = self.steps[i]
-          if isinstance(st, _Exec): sealed.patch(i, "args", st.args.va)
-          else:
+          if isinstance(st, _Exec):
+            if i in changed: sealed.patch(i, "args", st.args.va)
+            st.used = v
+          elif i in changed:
             sealed.patch(i, "dest", st.cur[0].va)
             sealed.patch(i, "src", st.cur[1].va)
             st.held = st.cur
         sealed.submit()
-        for i in run.steps:
-          if isinstance(st := self.steps[i], _Exec): st.used = v
         done[dev] = v
     finally:
       for lock in self._locks: lock.release()
