@@ -5,9 +5,10 @@ Compiled objects live under $XDG_CACHE_HOME/hcq/rdna3 (default ~/.cache/hcq/rdna
 source, the flags, the compiler's version and the host CPU (the code is built with -march=native).
 Writes go to a temporary file renamed into place, so concurrent processes (pytest -n auto) never load
 a half-written object, and a lock file next to it makes a second process wait for the first one's build.
+A build that takes longer than NOTICE_S says so in one line on stderr (`timed`).
 """
 from __future__ import annotations
-import fcntl, hashlib, os, platform, shutil, subprocess, tempfile
+import contextlib, fcntl, hashlib, os, platform, shutil, subprocess, sys, tempfile, time
 from functools import cache
 
 COMPILERS = ("clang-22", "clang-19", "gcc")
@@ -15,6 +16,19 @@ COMPILERS = ("clang-22", "clang-19", "gcc")
 # -fno-math-errno lets sqrt/fma inline to single instructions; no -ffast-math (NaN/inf/-0 must be exact).
 CFLAGS = ("-march=native", "-fPIC", "-shared", "-ffp-contract=off", "-fno-math-errno", "-fwrapv",
           "-fno-strict-aliasing", "-w")
+
+
+NOTICE_S = float(os.environ.get("HCQ_COMPILE_NOTICE_S", 1.0))
+built = 0   # shared objects compiled (not found in the cache) by this process
+
+
+@contextlib.contextmanager
+def timed(what: str):
+  """Print one line when the builds inside took longer than NOTICE_S: what was built, and that it is cached."""
+  start, before = time.monotonic(), built
+  yield
+  if built > before and (took := time.monotonic() - start) > NOTICE_S:
+    print(f"hcq: building {what} took {took:.1f} s; it is cached under {cache_dir()}, so the next run loads it", file=sys.stderr)
 
 
 class CompilerMissing(RuntimeError):
@@ -62,6 +76,7 @@ def build(src: str, tag: str = "prog", opt: str = "-O2") -> str:
 
 
 def _compile(cc: str, src: str, opt: str, path: str) -> None:
+  global built
   fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".so")
   os.close(fd)
   try:
@@ -70,5 +85,6 @@ def _compile(cc: str, src: str, opt: str, path: str) -> None:
       raise RuntimeError(f"compiling emulator C code failed ({os.path.basename(cc)} exit {p.returncode}); this is an "
                          f"emulator bug, please report it:\n{p.stderr.decode(errors='replace')[:4000]}")
     os.replace(tmp, path)
+    built += 1
   finally:
     if os.path.exists(tmp): os.unlink(tmp)

@@ -179,7 +179,7 @@ def load(wave64: bool):
   library holding the scheduler."""
   from emu.rdna3.program import ffi
   f, lanes = ffi(), 64 if wave64 else 32
-  with ThreadPoolExecutor(CHUNKS) as pool:   # each build is a compiler subprocess
+  with cc.timed(f"the RDNA3 emulator's wave{lanes} runtime"), ThreadPoolExecutor(CHUNKS) as pool:   # each build is a compiler subprocess
     paths = list(pool.map(lambda ip: cc.build(ip[1], f"rt{lanes}-{ip[0]}"), enumerate(sources(wave64))))
   return [f.dlopen(p, f.RTLD_NOW | f.RTLD_GLOBAL) for p in paths][0]
 

@@ -175,3 +175,16 @@ def test_a_slow_compile_prints_one_notice_saying_what_and_that_it_is_cached(dev,
   monkeypatch.setattr(runtime, "COMPILE_NOTICE_S", 1e9)
   (x + time.time_ns() % 1000033 + 0.5).realize()           # a fast compile: nothing
   assert capsys.readouterr().err == ""
+
+
+def test_a_slow_emulator_build_prints_one_notice(monkeypatch, capsys):
+  """The emulated GPU translates each new kernel's machine code to C and builds it (and its runtime, once per machine:
+  the long first compile on a fresh machine); a build over the threshold says so in one line."""
+  from emu.rdna3 import cc
+  monkeypatch.setattr(cc, "NOTICE_S", 0.0)
+  x = Tensor(rand(16), device="MOCKKFD+AMD").realize()
+  capsys.readouterr()
+  (x * (time.time_ns() % 1000037)).numpy()                 # new machine code for the emulator to translate
+  err = [line for line in capsys.readouterr().err.splitlines() if "RDNA3 emulator" in line]
+  assert len(err) == 1 and err[0].startswith("hcq: building the RDNA3 emulator's C translation of a kernel took ")
+  assert "cached under" in err[0]
