@@ -26,16 +26,30 @@ from compute.tensor import Tensor
 MAX_CAPTURES = 16
 
 
-def _flatten(x: Any, tensors: list[Tensor], what: str) -> Any:
-  """The structure of x with each Tensor replaced by its index in `tensors` (for a cache key and for rebuilding)."""
+def _flatten(x: Any, tensors: list[Tensor], leaf: Callable[[Any], Any]) -> Any:
+  """The structure of x (tuples, lists, dicts) with each Tensor appended to `tensors` and standing as ("T", shape,
+  dtype, device), and every other leaf as leaf(x): a cache key, and what _rebuild turns back into the value."""
   if isinstance(x, Tensor):
     tensors.append(x)
     return ("T", x.shape, x.dtype, x.device)
-  if isinstance(x, (tuple, list)): return (type(x).__name__, tuple(_flatten(v, tensors, what) for v in x))
-  if isinstance(x, dict): return ("dict", tuple((k, _flatten(v, tensors, what)) for k, v in x.items()))
-  try: hash(x)
-  except TypeError: raise CaptureError(f"cannot capture {what}: argument {x!r} is neither a tensor nor hashable") from None
-  return ("V", type(x), x)
+  if isinstance(x, (tuple, list)): return (type(x).__name__, tuple(_flatten(v, tensors, leaf) for v in x))
+  if isinstance(x, dict): return ("dict", tuple((k, _flatten(v, tensors, leaf)) for k, v in x.items()))
+  return leaf(x)
+
+
+def _argument(what: str) -> Callable[[Any], Any]:
+  def leaf(x: Any) -> Any:
+    try: hash(x)
+    except TypeError: raise CaptureError(f"cannot capture {what}: argument {x!r} is neither a tensor nor hashable") from None
+    return ("V", type(x), x)
+  return leaf
+
+
+def _result(what: str) -> Callable[[Any], Any]:
+  def leaf(x: Any) -> Any:
+    raise CaptureError(f"cannot capture {what}: it returns {type(x).__name__} {x!r:.60}; a captured function returns "
+                       "tensors (alone, or in tuples, lists and dicts), which a replay fills anew")
+  return leaf
 
 
 def _rebuild(spec: Any, tensors) -> Any:
@@ -60,19 +74,6 @@ def _plain(ts: list[Tensor]) -> list[Tensor]:
   ts = [t.contiguous() if (v := _buffer_view(t)) is None else v for t in ts]
   Tensor.realize_all(*ts)
   return ts
-
-
-def _outputs(out: Any, what: str) -> tuple[Any, list[Tensor]]:
-  tensors: list[Tensor] = []
-  def walk(x: Any) -> Any:
-    if isinstance(x, Tensor):
-      tensors.append(x)
-      return ("T",)
-    if isinstance(x, (tuple, list)): return (type(x).__name__, tuple(walk(v) for v in x))
-    if isinstance(x, dict): return ("dict", tuple((k, walk(v)) for k, v in x.items()))
-    raise CaptureError(f"cannot capture {what}: it returns {type(x).__name__} {x!r:.60}; a captured function returns "
-                       "tensors (alone, or in tuples, lists and dicts), which a replay fills anew")
-  return walk(out), tensors
 
 
 class _Captured:
@@ -111,12 +112,12 @@ class JitFunction:
     tensors: list[Tensor] = []
     if not kwargs and all(isinstance(a, Tensor) for a in args):   # the usual call: tensors only, the key made directly
       tensors, key = list(args), tuple((a.shape, a.dtype, a.device) for a in args)
-    else: key = _flatten((args, kwargs), tensors, self.what)
+    else: key = _flatten((args, kwargs), tensors, _argument(self.what))
     inputs = _plain(tensors)
     if (cap := self.captures.get(key)) is not None:
       self.captures.move_to_end(key)
       return cap(inputs)
-    out, cap = self._capture(_flatten((args, kwargs), [], self.what), inputs)
+    out, cap = self._capture(_flatten((args, kwargs), [], _argument(self.what)), inputs)
     self.captures[key] = cap
     if len(self.captures) > MAX_CAPTURES: self.captures.popitem(last=False)
     return out
@@ -125,7 +126,8 @@ class JitFunction:
     in_bufs = [t.lazydata.buffer for t in inputs]
     with Capture(self.what) as cap:
       args, kwargs = _rebuild(spec, iter(inputs))
-      out_spec, outs = _outputs(self.fn(*args, **kwargs), self.what)
+      outs: list[Tensor] = []
+      out_spec = _flatten(self.fn(*args, **kwargs), outs, _result(self.what))
       outs = _plain(outs)
     g = Graph()
     written = set()
