@@ -150,25 +150,24 @@ class Graph:
     step index to new values. Replacements last until a later replay changes them."""
     replace, vals = replace or {}, vals or {}
     if self.runs is None or any(r.sealed.stale for r in self.runs): self._seal()
-    n, changed = self.replays + 1, set()
-    for i, st in enumerate(self.steps):
-      if isinstance(st, _Exec):
-        if replace or i in vals:
-          st.cur = (tuple(_swap(o, c, replace) for o, c in zip(st.bufs, st.cur[0])), tuple(vals.get(i, st.cur[1])))
-        if st.held != st.cur:   # other argument memory: replays still running read the old
-          st.spare.append((st.args, st.used))
-          if st.spare[0][1] <= st.device.timeline.value:
-            args = st.spare.popleft()[0]
-            args.update(*st.cur)
-          else: args = st.prg.fill_kernargs(*st.cur, st.global_size, st.local_size)
-          st.args, st.held = args, st.cur
-          changed.add(i)
-      else:
-        if replace: st.cur = (_swap(st.dest, st.cur[0], replace), _swap(st.src, st.cur[1], replace))
-        if st.held != st.cur and st.size: changed.add(i)
-    for lock in self._locks: lock.acquire()
+    for lock in self._locks: lock.acquire()   # the devices' submit locks: also one replay of this graph at a time
     try:
-      done = {}
+      n, changed, done = self.replays + 1, set(), {}
+      for i, st in enumerate(self.steps):
+        if isinstance(st, _Exec):
+          if replace or i in vals:
+            st.cur = (tuple(_swap(o, c, replace) for o, c in zip(st.bufs, st.cur[0])), tuple(vals.get(i, st.cur[1])))
+          if st.held != st.cur:   # other argument memory: replays still running read the old
+            st.spare.append((st.args, st.used))
+            if st.spare[0][1] <= st.device.timeline.value:
+              args = st.spare.popleft()[0]
+              args.update(*st.cur)
+            else: args = st.prg.fill_kernargs(*st.cur, st.global_size, st.local_size)
+            st.args, st.held = args, st.cur
+            changed.add(i)
+        else:
+          if replace: st.cur = (_swap(st.dest, st.cur[0], replace), _swap(st.src, st.cur[1], replace))
+          if st.held != st.cur and st.size: changed.add(i)
       for run in self.runs:
         sealed, dev = run.sealed, run.device
         sealed.patch("timeline wait", "value", dev.timeline_value - 1)
@@ -186,9 +185,9 @@ class Graph:
             st.held = st.cur
         sealed.submit()
         done[dev] = v
+      self.replays = n
     finally:
       for lock in self._locks: lock.release()
-    self.replays = n
     if wait:
       for dev, v in done.items(): dev.timeline.wait(v)
 
