@@ -1,26 +1,43 @@
-"""Matmul GFLOP/s of the compute layer against numpy's matmul, measured in the same run (best of N).
+"""Matmul GFLOP/s of the compute layer against numpy's matmul, measured side by side in the same run.
 
-Usage: DEV=CPU python bench/compute_matmul.py [size ...]   (default 512; target: ratio <= 3 at 512 float32)
-Both are timed alternately (best of 30 each), end to end: for us graph building, scheduling, launch and
-synchronize included. Prints one JSON line per figure."""
-import json, os, sys, time
+Usage: DEV=CPU python bench/compute_matmul.py [size ...]   (default 512; target: time_vs_numpy <= 1.3 at 512 float32)
+Ours is timed end to end: graph building, scheduling, launch and synchronize. The two take turns in blocks of BLOCK
+calls (ROUNDS blocks each, best single call kept): alternating every call would start ours while OpenBLAS's threads
+still spin after numpy's call. Where OPENBLAS_CORETYPE (or OPENBLAS_L2_SIZE) is set, numpy's OpenBLAS runs a slower
+kernel than this CPU has: unset both for the run to compare against numpy at its best; the numpy line names the
+kernel it ran (threadpoolctl, when installed). Prints one JSON line per figure."""
+import os, sys, time
+sys.path.insert(0, os.path.dirname(__file__))
 import numpy as np
+from common import emit
 from compute import Tensor, Device
 
+ROUNDS, BLOCK = 6, 5
 
-def best_interleaved(fns, n: int = 30) -> list[float]:
-  """Best time of each function, run alternately so both see the same load on a shared machine."""
-  times = [[] for _ in fns]
-  for _ in range(n):
-    for t, fn in zip(times, fns):
-      t0 = time.perf_counter()
-      fn()
-      t.append(time.perf_counter() - t0)
-  return [min(t) for t in times]
+
+def blas() -> dict:
+  try:
+    from threadpoolctl import threadpool_info
+  except ImportError: return {}
+  info = next((i for i in threadpool_info() if i.get("user_api") == "blas"), {})
+  return {"blas": f"{info.get('internal_api')} {info.get('architecture')}, {info.get('num_threads')} threads"} if info else {}
+
+
+def best_in_blocks(fns) -> list[float]:
+  """Best time of one call of each function, the functions taking turns in blocks of BLOCK calls."""
+  best = [float("inf")] * len(fns)
+  for _ in range(ROUNDS):
+    for i, fn in enumerate(fns):
+      for _ in range(BLOCK):
+        t0 = time.perf_counter()
+        fn()
+        best[i] = min(best[i], time.perf_counter() - t0)
+  return best
 
 
 def main() -> None:
   dev = os.environ.get("DEV", "CPU")
+  env = {k: os.environ[k] for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE") if k in os.environ}
   for size in [int(s) for s in sys.argv[1:]] or [512]:
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((size, size), dtype=np.float32), rng.standard_normal((size, size), dtype=np.float32)
@@ -30,12 +47,11 @@ def main() -> None:
     def ours():
       (ta @ tb).realize()
       hcq.synchronize()
-    t_ours, t_np = best_interleaved([ours, lambda: a @ b])
+    t_ours, t_np = best_in_blocks([ours, lambda: a @ b])
     flop = 2 * size ** 3
-    for name, value, unit in [(f"matmul_{size}_f32_gflops", flop / t_ours / 1e9, "GFLOP/s"),
-                              (f"numpy_matmul_{size}_f32_gflops", flop / t_np / 1e9, "GFLOP/s"),
-                              (f"matmul_{size}_f32_time_vs_numpy", t_ours / t_np, "x")]:
-      print(json.dumps({"bench": f"compute/{name}", "device": dev, "value": round(value, 3), "unit": unit}))
+    emit(f"compute/matmul_{size}_f32_gflops", flop / t_ours / 1e9, "GFLOP/s", device=dev)
+    emit(f"compute/numpy_matmul_{size}_f32_gflops", flop / t_np / 1e9, "GFLOP/s", **blas(), **env)
+    emit(f"compute/matmul_{size}_f32_time_vs_numpy", t_ours / t_np, "x", device=dev)
 
 
 if __name__ == "__main__":
