@@ -58,7 +58,7 @@ class Refused(Exception):
     self.status = status
 
 
-class PSP(Block):
+class PSPModel(Block):
   name = ip = "MP0"
   STORAGE = storage(mp, "MP0_SMN_C2PMSG_36", "MP0_SMN_C2PMSG_69", "MP0_SMN_C2PMSG_70", "MP0_SMN_C2PMSG_71")
 

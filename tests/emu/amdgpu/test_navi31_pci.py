@@ -114,7 +114,7 @@ def test_every_register_the_am_boot_touches_is_modelled(dev, drv):
   missing = []
   for name in AM_REGISTERS:
     module = next(m for m in MODULE_IP if hasattr(m, f"reg{name}"))
-    if drv.addr(getattr(module, f"reg{name}"), MODULE_IP[module]) not in dev.model.decode: missing.append(name)
+    if drv.addr(getattr(module, f"reg{name}"), MODULE_IP[module]) not in dev.model.regs.decode: missing.append(name)
   assert missing == []
 
 
@@ -145,9 +145,9 @@ def test_mm_index_mm_data_reach_vram(drv):
 
 def test_hdp_flush_goes_through_the_remapped_register(dev, drv):
   assert drv.r(nbio.regBIF_BX0_REMAP_HDP_MEM_FLUSH_CNTL) == 0x7F000
-  before = dev.model.nbio.hdp_flushes
+  before = dev.model.gpu.hdp.flushes
   drv.hdp_flush()
-  assert dev.model.nbio.hdp_flushes == before + 1
+  assert dev.model.gpu.hdp.flushes == before + 1
   drv.w(nbio.regBIF_BX_PF0_GPU_HDP_FLUSH_REQ, 0xFFFFFFFF)
   assert drv.r(nbio.regBIF_BX_PF0_GPU_HDP_FLUSH_DONE) == 0xFFFFFFFF
 
