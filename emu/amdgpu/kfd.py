@@ -37,7 +37,6 @@ GPU_PROPERTIES = {"cpu_cores_count": 0, "simd_count": 192, "mem_banks_count": 1,
 VA_BASE, VA_END = 0x1000_0000_0000, 0x2000_0000_0000    # VA handed out by reserve(), clear of where host mmaps land
 DOORBELL_MMAP = 0x3 << 60                                # mmap offset of the doorbell page on /dev/kfd
 DOORBELL_PAGE = 0x2000
-EVENT_PAGE_SLOTS = 4096                                  # one u64 mailbox per signal event (KFD_SIGNAL_EVENT_LIMIT)
 
 
 def _ioc_fail(code: int, what: str) -> OSError:

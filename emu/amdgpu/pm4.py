@@ -27,7 +27,6 @@ class PM4Engine(GPUEngine):
     super().__init__(gpu, name, ring_va, ring_size, rptr_va, wptr_va)
     self.sh: dict[int, int] = {}                 # this pipe's SH (COMPUTE_*) registers
     self.ib: tuple[int, int, int] | None = None   # active indirect buffer: (va, dwords, position)
-    self.dispatches = 0
 
   def packet(self, words: np.ndarray, pos: int) -> int:
     hdr = int(words[pos])
@@ -61,7 +60,6 @@ class PM4Engine(GPUEngine):
     grid = tuple(p[:3])
     if 0 in grid: return   # an empty grid launches nothing
     self.gpu.dispatch(self.sh, grid, p[3], self.qname)
-    self.dispatches += 1
 
   def _release_mem(self, p: list[int]) -> None:
     if len(p) != 7: raise RingError(f"{self.qname}: RELEASE_MEM takes 7 payload dwords, got {len(p)}")
