@@ -9,7 +9,7 @@ import threading, time
 from dataclasses import dataclass
 from typing import Callable
 
-from autogen.amd import gc_11_0_0, mmhub_3_0_0, nbio_4_3_0, mp_13_0_0, hdp_6_0_0, osssys_6_0_0
+from autogen.amd import gc_11_0_0 as gc, mmhub_3_0_0, nbio_4_3_0, mp_13_0_0, hdp_6_0_0, osssys_6_0_0
 from emu.pci import DMASpace
 from emu.ring import RingError
 from emu.amdgpu.vram import VRAM
@@ -18,8 +18,6 @@ from emu.amdgpu.registers import RegisterFile
 from emu.amdgpu.hdp import HDPModel
 from emu.amdgpu.engine import GPUEngine, KernelError
 from emu.rdna3.dispatch import Launch, execute, WaveError
-
-gc = gc_11_0_0
 
 # Segment base addresses (dwords) of each IP block of a Navi31, as its IP discovery table lists them
 # (reference/amd_driver.md 2.2). Register dword address = base[reg.base_idx] + reg.offset.
@@ -43,7 +41,7 @@ def reg_addr(block: str, reg) -> int:
 
 
 # the generated register modules and the segment bases they are addressed with (register names in messages)
-NAME_TABLES = ((gc_11_0_0, IP_BASES["GC"]), (mmhub_3_0_0, IP_BASES["MMHUB"]), (nbio_4_3_0, IP_BASES["NBIO"]),
+NAME_TABLES = ((gc, IP_BASES["GC"]), (mmhub_3_0_0, IP_BASES["MMHUB"]), (nbio_4_3_0, IP_BASES["NBIO"]),
                (mp_13_0_0, IP_BASES["MP0"]), (hdp_6_0_0, IP_BASES["HDP"]), (osssys_6_0_0, IP_BASES["OSSSYS"]))
 COMPUTE = {name: reg_addr("GC", getattr(gc, f"reg{name}")) for name in (
   "COMPUTE_PGM_LO", "COMPUTE_PGM_HI", "COMPUTE_PGM_RSRC1", "COMPUTE_PGM_RSRC2", "COMPUTE_PGM_RSRC3", "COMPUTE_TMPRING_SIZE",
