@@ -101,7 +101,8 @@ def test_gpu_page_fault_posts_a_utcl2_entry_and_latches_the_fault(booted, sig, m
   booted.w(gc.regGCVM_L2_PROTECTION_FAULT_CNTL, CLEAR_PROTECTION_FAULT_STATUS_ADDR=1)
   assert booted.r(gc.regGCVM_L2_PROTECTION_FAULT_STATUS) == 0
   q.submit(release_mem(sig.va, 5))                                   # the faulted queue is hung
-  assert u32(sig) == 0 and any("page fault" in line for line in booted.model.log_lines)
+  booted.wait(lambda: any("page fault" in line for line in booted.model.log_lines), "the model's log line")
+  assert u32(sig) == 0
 
 
 def test_device_dma_needs_bus_mastering(booted, sig):
@@ -109,7 +110,8 @@ def test_device_dma_needs_bus_mastering(booted, sig):
   booted.pci.write_config(0x04, 2, booted.pci.read_config(0x04, 2) & ~0x4)
   q.submit(release_mem(sig.va, 1))
   booted.wait(lambda: booted.r(gc.regGCVM_L2_PROTECTION_FAULT_STATUS) != 0, "fault status")
-  assert u32(sig) == 0 and any("bus mastering disabled" in line for line in booted.model.log_lines)
+  booted.wait(lambda: any("bus mastering disabled" in line for line in booted.model.log_lines), "the model's log line")
+  assert u32(sig) == 0
 
 
 def test_interrupt_sources_post_ih_entries_when_enabled(booted, sig):
