@@ -5,13 +5,37 @@ from math import prod
 from typing import Any
 import numpy as np
 from compute import function as F
-from compute.dtypes import DType, dtypes, promote, promote_scalar
+from compute.dtypes import DType, dtypes, promote, promote_scalar, check_fits
 from compute.lazy import LazyBuffer, Ops
 from compute.runtime import Device, buffer_from_numpy, buffer_to_numpy, run_schedule
 from compute.schedule import create_schedule
 from compute.nnops import NNOps
 
 Scalar = bool | int | float
+
+
+def _host_array(data: Any, dtype: DType | None) -> tuple[np.ndarray, DType]:
+  """numpy data and the tensor dtype for it. numpy arrays and scalars keep their dtype; Python numbers and lists of
+  them get the defaults (bool, int32, float32), like PyTorch. Values that do not fit the dtype are an error."""
+  numpy_data = isinstance(data, (np.ndarray, np.generic))
+  try: arr = np.asarray(data)
+  except Exception as e: raise TypeError(f"cannot make a Tensor from {type(data).__name__}: {e}") from None
+  if arr.dtype == object and arr.size and all(isinstance(v, int) for v in arr.flat):
+    big = max(arr.flat, key=lambda v: abs(v))
+    raise OverflowError(f"value {big} does not fit int64 (range {dtypes.int64.min}..{dtypes.int64.max})")
+  if arr.dtype == object or arr.dtype.kind not in "biuf":
+    raise TypeError(f"cannot make a Tensor from {type(data).__name__} with numpy dtype {arr.dtype}: need numbers")
+  if dtype is None:
+    if numpy_data: dtype = dtypes.from_np(arr.dtype)
+    else: dtype = dtypes.bool if arr.dtype.kind == "b" else dtypes.default_int if arr.dtype.kind in "iu" else dtypes.default_float
+  if arr.size and dtype.np is not np.bool_ and not (dtype.np is not None and np.can_cast(arr.dtype, dtype.np, "safe")):
+    vals = arr
+    if arr.dtype.kind == "f":
+      finite = np.isfinite(arr)
+      if dtype.is_int and not finite.all(): raise ValueError(f"cannot convert non-finite floats to {dtype.name}")
+      vals = arr[finite]
+    if vals.size: check_fits(vals.min(), vals.max(), dtype, "value")
+  return arr, dtype
 
 
 def _shape_arg(shape) -> tuple[int, ...]:
@@ -32,17 +56,8 @@ class Tensor(NNOps):
       self.lazydata = data
       return
     device = Device.canonicalize(device)
-    if isinstance(data, Tensor): data = data.numpy()
-    if isinstance(data, (bool, int, float, np.bool_, np.integer, np.floating)) and dtype is None:
-      dtype = dtypes.from_np(np.asarray(data).dtype) if isinstance(data, np.generic) else \
-        dtypes.bool if isinstance(data, bool) else dtypes.int32 if isinstance(data, int) else dtypes.float32
-    try: arr = np.asarray(data)
-    except Exception as e: raise TypeError(f"cannot make a Tensor from {type(data).__name__}: {e}") from None
-    if arr.dtype == object or arr.dtype.kind not in "biuf":
-      raise TypeError(f"cannot make a Tensor from {type(data).__name__} with numpy dtype {arr.dtype}: need numbers")
-    if dtype is None: dtype = dtypes.from_np(arr.dtype) if arr.size or arr.dtype.kind != "f" else dtypes.float32
-    if dtype.kind in "ui" and arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
-      raise ValueError(f"cannot convert non-finite floats to {dtype.name}")
+    if isinstance(data, Tensor): data, dtype = data.numpy(), dtype or data.dtype
+    arr, dtype = _host_array(data, dtype)
     self.lazydata = LazyBuffer.from_buffer(buffer_from_numpy(arr, dtype, device), arr.shape, dtype)
 
   @staticmethod
@@ -118,6 +133,7 @@ class Tensor(NNOps):
     shape = _shape_arg(shape) if isinstance(shape, (tuple, list)) else (shape,)
     if any(not isinstance(s, int) or s < 0 for s in shape): raise ValueError(f"bad shape {shape}: need non-negative ints")
     dt = dtypes.get(dtype) or (dtypes.bool if isinstance(fill, bool) else dtypes.int32 if isinstance(fill, int) else dtypes.float32)
+    check_fits(fill, fill, dt, "fill value")
     t = Tensor._from_lazy(LazyBuffer.const(fill, dt, shape, Device.canonicalize(device)))
     if requires_grad: t = t.contiguous().realize(); t.requires_grad = True
     return t
@@ -136,6 +152,7 @@ class Tensor(NNOps):
     if step == 0: raise ValueError("arange step must not be 0")
     n = max(0, math.ceil((stop - start) / step))
     dt = dtypes.get(dtype) or (dtypes.float32 if any(isinstance(v, float) for v in (start, stop, step)) else dtypes.int32)
+    if n: check_fits(start, start + step * (n - 1), dt, "arange value")
     return Tensor._from_lazy(LazyBuffer.arange(n, start, step, dt, Device.canonicalize(device)))
 
   @staticmethod
@@ -208,6 +225,7 @@ class Tensor(NNOps):
     if isinstance(x, Tensor): return x
     if isinstance(x, (bool, int, float, np.bool_, np.integer, np.floating)):
       dt = promote_scalar(self.dtype, x)
+      if dt.is_int: check_fits(x, x, dt, "Python scalar")
       return Tensor._from_lazy(LazyBuffer.const(x, dt, (), self.device))
     return Tensor(x, device=self.device)
 
@@ -331,7 +349,7 @@ class Tensor(NNOps):
   def __invert__(self) -> Tensor:
     if self.dtype is dtypes.bool: return self.logical_not()
     if self.dtype.is_float: raise TypeError("~ needs a bool or integer tensor")
-    return self ^ -1 if self.dtype.kind == "i" else self ^ 255
+    return self ^ (-1 if self.dtype.kind == "i" else self.dtype.max)
 
   # --- unary math
   def exp(self) -> Tensor: return self._unary(F.Exp)
