@@ -56,25 +56,18 @@ _HELPERS = """static inline float hcq_bf16r(float x) {
   if ((u & 0x7fffffffu) > 0x7f800000u) return x;
   return hcq_bits2f((u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u);
 }
-static inline int32_t hcq_idiv(int32_t a, int32_t b) {
+""" + "".join(f"""static inline int{n}_t hcq_idiv{sfx}(int{n}_t a, int{n}_t b) {{
   if (b == 0) return 0;
-  if (b == -1) return (int32_t)(0u - (uint32_t)a);
-  int32_t q = a / b; return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-static inline int32_t hcq_imod(int32_t a, int32_t b) {
+  if (b == -1) return (int{n}_t)((uint{n}_t)0 - (uint{n}_t)a);
+  int{n}_t q = a / b; return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;
+}}
+static inline int{n}_t hcq_imod{sfx}(int{n}_t a, int{n}_t b) {{
   if (b == 0 || b == -1) return 0;
-  int32_t r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
-}
-static inline int64_t hcq_idiv64(int64_t a, int64_t b) {
-  if (b == 0) return 0;
-  if (b == -1) return (int64_t)(0ul - (uint64_t)a);
-  int64_t q = a / b; return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-static inline int64_t hcq_imod64(int64_t a, int64_t b) {
-  if (b == 0 || b == -1) return 0;
-  int64_t r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
-}
-"""
+  int{n}_t r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}}
+""" for n, sfx in ((32, ""), (64, "64")))
+
+
 def _poly(coefs: list[float], x: str) -> str:
   """Horner form of sum(coefs[i] * x^i) as C."""
   out = repr(coefs[-1])

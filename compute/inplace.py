@@ -48,7 +48,8 @@ class InPlaceOps(SortingOps):
       for step, parent in zip(reversed(self._view), reversed(chain)): new = parent._unstep(step, new)
     if tracked: root.lazydata, root._ctx, root.requires_grad = new.lazydata, new._ctx, new.requires_grad or root.requires_grad
     else: root.lazydata = new.lazydata
-    for v in list(root._views or ()): v._refresh()
+    if root._views is not None:
+      for v in list(root._views.values()): v._refresh()
     return self
 
   def _unstep(self: Tensor, step: tuple, value: Tensor) -> Tensor:

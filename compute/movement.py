@@ -41,8 +41,8 @@ class MovementOps:
     steps = self._view + (step,)
     if root.requires_grad and not out.requires_grad and step[0] != "detach": steps += (("detach",),)   # made without gradients
     out._base, out._view = root, steps
-    if root._views is None: root._views = weakref.WeakSet()
-    root._views.add(out)
+    if root._views is None: root._views = weakref.WeakValueDictionary()   # by id: a WeakSet would compare tensors with ==
+    root._views[id(out)] = out
     return out
 
   def _step(self: Tensor, step: tuple) -> Tensor:

@@ -3,20 +3,14 @@ does 64-bit integer ops as pairs of 32-bit ones and has an f64 ALU), range check
 and promotion."""
 import numpy as np
 import pytest
-from compute import Tensor, dtypes, Device
+from compute import Tensor, dtypes
 
 BIG = np.array([2**40, -3, 7, -2**62, 2**62 + 12345, 0], np.int64)
 U32 = np.array([4_000_000_000, 5, 2**31, 0, 2**32 - 1, 77], np.uint32)
 F64 = np.array([1.5, -2.25, 0.1, 700.0, 1e-300, -800.0, 30.3, 1e15 + 0.5], np.float64)
 
 
-@pytest.fixture(autouse=True, params=["CPU", "MOCKPCI+AMD"])
-def _cpu_default(request):
-  """Overrides the conftest fixture of the same name: this module runs on both devices."""
-  prev = Device._default
-  Device.DEFAULT = request.param
-  yield
-  Device._default = prev
+pytestmark = pytest.mark.usefixtures("cpu_and_amd")   # every test on CPU and MOCKPCI+AMD
 
 
 @pytest.mark.parametrize("arr,dt", [(BIG, dtypes.int64), (U32, dtypes.uint32), (F64, dtypes.float64)])

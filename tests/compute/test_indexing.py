@@ -3,19 +3,13 @@ the emulated AMD GPU: integer tensors and lists, several index tensors (numpy's 
 boolean masks, __setitem__, gather, scatter, index_select; and each rejected index."""
 import numpy as np
 import pytest
-from compute import Tensor, Device, dtypes
+from compute import Tensor, dtypes
 from tests.compute.conftest import check
 
 X = np.arange(60, dtype=np.float32).reshape(3, 4, 5) - 17.5
 
 
-@pytest.fixture(autouse=True, params=["CPU", "MOCKPCI+AMD"])
-def _cpu_default(request):
-  """Overrides the conftest fixture of the same name: this module runs on both devices."""
-  prev = Device._default
-  Device.DEFAULT = request.param
-  yield
-  Device._default = prev
+pytestmark = pytest.mark.usefixtures("cpu_and_amd")   # every test on CPU and MOCKPCI+AMD
 
 
 def test_an_index_tensor_gathers_rows():

@@ -10,13 +10,7 @@ from tests.compute.conftest import check
 RNG = np.random.default_rng(7)
 
 
-@pytest.fixture(autouse=True, params=["CPU", "MOCKPCI+AMD"])
-def _cpu_default(request):
-  """Overrides the conftest fixture of the same name: this module runs on both devices."""
-  prev = Device._default
-  Device.DEFAULT = request.param
-  yield
-  Device._default = prev
+pytestmark = pytest.mark.usefixtures("cpu_and_amd")   # every test on CPU and MOCKPCI+AMD
 
 
 # --- scans
