@@ -236,7 +236,8 @@ class IndexingOps(MovementOps):
   def index_select(self: Tensor, dim: int, index) -> Tensor:
     """The entries index[0], index[1], ... of dim `dim` (index 1-D), like torch.index_select."""
     d, index = self._axis(dim), self._as_index(index)
-    if index.ndim > 1 or index.dtype is dtypes.bool: raise ValueError(f"index_select needs a 1-D integer index, got shape {index.shape} {index.dtype.name}")
+    if index.ndim > 1 or index.dtype is dtypes.bool:
+      raise ValueError(f"index_select needs a 1-D integer index, got shape {index.shape} {index.dtype.name}")
     return self._take(d, self._checked(index.reshape(-1), d, negative=False))
 
   def masked_fill(self: Tensor, mask: Tensor, value) -> Tensor:

@@ -61,5 +61,6 @@ class SortingOps(NNOps):
     if self.ndim == 0: return self.sort()
     if k == 0:
       shape = self.shape[:d] + (0,) + self.shape[d + 1:]
-      return ValuesIndices(type(self).zeros(shape, dtype=self.dtype, device=self.device), type(self).zeros(shape, dtype=dtypes.int32, device=self.device))
+      empty = type(self).zeros(shape, dtype=self.dtype, device=self.device)
+      return ValuesIndices(empty, empty.cast(dtypes.int32))
     return self._by_rank(d, self._rank(d, largest), k)

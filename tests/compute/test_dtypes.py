@@ -67,6 +67,20 @@ def test_float64_arithmetic_keeps_double_precision():
   np.testing.assert_allclose(Tensor(m).softmax(1).numpy(), np.exp(m) / np.exp(m).sum(1, keepdims=True), rtol=1e-14)
 
 
+def test_64_bit_ops_with_constant_operands_and_casts():
+  """Constants reach the GPU code as literals and inline constants (an f64 literal is its high 32 bits), and division
+  by a constant compiles to other instruction sequences than division by a tensor."""
+  a, u, f = BIG, U32, F64
+  ta, tu, tf = Tensor(a), Tensor(u), Tensor(f)
+  with np.errstate(over="ignore", invalid="ignore"):
+    for t, n in [(ta // 7, a // 7), (ta % 7, a % 7), (ta // -3, a // -3), (ta * ta, a * a), (tu // 7, u // np.uint32(7)),
+                 (tu % 10, u % np.uint32(10)), (tf > 0.3, f > 0.3), (tf.maximum(2.5), np.maximum(f, 2.5)), (tf.trunc(), np.trunc(f)),
+                 (ta < tu[:6].cast(dtypes.int64), a < u[:6].astype(np.int64)), (tu.cast(dtypes.float32), u.astype(np.float32)),
+                 (tu.cast(dtypes.bool), u.astype(bool)), (ta.cast(dtypes.int8), a.astype(np.int8)), (tf.cast(dtypes.int64), f.astype(np.int64)),
+                 (tf.abs().minimum(4e9).cast(dtypes.uint32), np.minimum(np.abs(f), 4e9).astype(np.uint32)), (ta.argmin(), a.argmin())]:
+      np.testing.assert_array_equal(t.numpy(), n)
+
+
 @pytest.mark.parametrize("name", ["exp", "exp2", "log", "log2", "sin", "cos"])
 def test_float64_transcendentals_match_numpy(name):
   """On AMD these are the series in codegen's _F64_HELPERS (the backend has no f64 exp/log/sin/cos): within 4 ulp."""
