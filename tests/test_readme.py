@@ -1,7 +1,8 @@
 """README.md's code runs as written. Every ```python block runs in a fresh interpreter from the repository root with
 its own TMPDIR (so emulated devices boot fresh), on the default device or the one the block names. Every ```sh line
-runs too, except those in NOT_RUN, each with the reason. New blocks are picked up by themselves."""
-import os, re, subprocess, sys
+runs too, except those in NOT_RUN, each with the reason. A ```toml block is pyproject.toml's: it must say what
+pyproject.toml says. New blocks are picked up by themselves; a block in another language fails until it has a check."""
+import os, re, subprocess, sys, tomllib
 from pathlib import Path
 import pytest
 
@@ -32,9 +33,21 @@ SH_LINES = [(_command(l), start + k + 1) for lang, body, start in BLOCKS if lang
             for k, l in enumerate(body.splitlines()) if _command(l) and not l.lstrip().startswith("#")]
 
 
-def test_every_block_is_python_or_sh():
+def test_every_block_has_a_check():
   assert BLOCKS, "no code blocks found in README.md"
-  assert all(lang in ("python", "sh") for lang, _, _ in BLOCKS), [(lang, line) for lang, _, line in BLOCKS if lang not in ("python", "sh")]
+  checked = ("python", "sh", "toml")
+  assert all(lang in checked for lang, _, _ in BLOCKS), [(lang, line) for lang, _, line in BLOCKS if lang not in checked]
+
+
+def _contained(part, whole) -> bool:
+  if isinstance(part, dict): return isinstance(whole, dict) and all(k in whole and _contained(v, whole[k]) for k, v in part.items())
+  return part == whole
+
+
+@pytest.mark.parametrize("body,line", [pytest.param(b, n, id=f"line{n}") for lang, b, n in BLOCKS if lang == "toml"])
+def test_toml_block_is_what_pyproject_says(body, line):
+  project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+  assert _contained(tomllib.loads(body), project), f"README.md line {line}: the toml block is not in pyproject.toml:\n{body}"
 
 
 def test_every_line_not_run_is_still_in_the_readme():
