@@ -12,7 +12,7 @@ Modules import only modules of lower layers (tests/compute/test_imports.py check
   codegen            kernel -> C / OpenCL C source and launch size
   runtime            devices, buffers, compiling and running a schedule through drivers.hcq
   function           differentiable primitives on lazy buffers (apply() returns its first input's tensor class)
-  movement, nnops    Tensor's mixins: shapes and indexing; reductions, matmul, conv, losses (on function)
+  movement, indexing, nnops, sorting, inplace  Tensor's mixins, each on the one before: views, indexing, ops, sort, in-place
   tensor             Tensor (on all of the above), no_grad
   nn, optim          layers and optimizers (on tensor)
 """
@@ -21,4 +21,5 @@ from compute.runtime import Device
 from compute.tensor import Tensor, no_grad
 from compute import nn, optim
 
-__all__ = ["Tensor", "dtypes", "DType", "Device", "no_grad", "nn", "optim"]
+einsum = Tensor.einsum
+__all__ = ["Tensor", "dtypes", "DType", "Device", "no_grad", "nn", "optim", "einsum"]

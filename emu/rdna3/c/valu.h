@@ -182,7 +182,7 @@ static inline u32 div_scale32(u32 s0, u32 den, u32 num, int fi, int fo, int *vcc
   if (den32(den)) return ldexp32(s0, 64, 0, 0);
   /* the guide's "1.0 / 64'F(S1) == DENORM.f64" tests can never hold for an f32 denominator */
   if (den32(U(n / d))) { *vcc = 1; return s0 == num ? ldexp32(s0, 64, 0, 0) : s0; }
-  if (fexp32(num) <= 23) { *vcc = 1; return ldexp32(s0, 64, 0, 0); }
+  if (fexp32(num) <= 23) { *vcc = 1; return s0 == num ? ldexp32(s0, 64, 0, 0) : s0; }   /* tiny numerator: only it is scaled */
   return s0;
 }
 static inline u64 div_scale64(u64 s0, u64 den, u64 num, int fi, int fo, int *vcc) {
@@ -196,7 +196,7 @@ static inline u64 div_scale64(u64 s0, u64 den, u64 num, int fi, int fo, int *vcc
   if (inv_den && q_den) { *vcc = 1; return s0 == den ? ldexp64(s0, 128, 0, 0) : s0; }
   if (inv_den) return ldexp64(s0, -128, 0, 0);
   if (q_den) { *vcc = 1; return s0 == num ? ldexp64(s0, 128, 0, 0) : s0; }
-  if (fexp64(num) <= 53) { *vcc = 1; return ldexp64(s0, 128, 0, 0); }
+  if (fexp64(num) <= 53) { *vcc = 1; return s0 == num ? ldexp64(s0, 128, 0, 0) : s0; }
   return s0;
 }
 /* V_DIV_FMAS: fma, then with VCC set scale by 2^64 (exponent(S2) > 127) or 2^-64; f64 uses 2^+-128 and 1023 */

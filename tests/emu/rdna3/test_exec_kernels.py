@@ -156,6 +156,24 @@ def test_division_and_transcendentals(ftz):
   np.testing.assert_allclose(s[4:], np.sqrt(a[4:]) + np.exp(b[4:]) * np.sin(a[4:]), rtol=1e-5, atol=1e-4)
 
 
+DIVIDE64 = f"""#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+{WG} kernel void ddiv(global const double *a, global const double *b, global double *c) {{ int i = {GID}; c[i] = a[i] / b[i]; }}"""
+
+
+def test_division_of_tiny_numerators():
+  """exponent(numerator) <= 23 (f32) / 53 (f64): V_DIV_SCALE scales the numerator alone and sets VCC, V_DIV_FMAS
+  scales the quotient back (facts 32-33); scaling the denominator as well would give q * 2^-64 (0 here)."""
+  for src, kern, dt in ((DIVIDE, "fdiv", np.float32), (DIVIDE64, "ddiv", np.float64)):
+    mem, co = load(src, flags=("-cl-fp32-correctly-rounded-divide-sqrt",))
+    a = np.full(64, 3.0, dt)
+    a[:6] = [1e-32, 1e-36, 2.0 ** -100, 1e-300 if dt == np.float64 else 1e-37, 5e-324 if dt == np.float64 else 1.5e-38, -1e-33]
+    b = np.full(64, 3.0, dt)
+    b[5] = 7.0
+    args = [buffer(mem, a), buffer(mem, b), mem.alloc(a.nbytes)] + ([mem.alloc(256)] if kern == "fdiv" else [])
+    co.kernel(kern, (1, 1, 1), (64, 1, 1), struct.pack(f"<{len(args)}Q", *args))
+    np.testing.assert_array_equal(read(mem, args[2], dt, 64), a / b)
+
+
 def test_private_memory_array():
   mem, co = load(PRIVATE)
   idx = np.arange(64, dtype=np.int32) * 7

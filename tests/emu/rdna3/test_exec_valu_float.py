@@ -123,6 +123,15 @@ def test_div_scale():                                  # fact 32
   assert col(r, 3, 6)[5] == f32(6.0) and not r.s[10] >> 5 & 1
 
 
+def test_div_scale_f64_literal_is_the_high_half():    # reference/emulator.md 1.4: an F64 operand's literal is its high 32 bits
+  # clang emits these for x / 7.0: the denominator 7.0 (0x401C000000000000) as the literal 0x401c0000
+  r = run_wave("v_div_scale_f64 v[4:5], vcc_lo, v[0:1], 0x401c0000, v[0:1]\ns_mov_b32 s10, vcc_lo\n"
+               "v_div_scale_f64 v[6:7], vcc_lo, 0x401c0000, 0x401c0000, v[0:1]",
+               v={0: [0], 1: [f64(3.0) >> 32]}, vout=(4, 5, 6, 7), sout=[10], exec_mask=0x1)
+  assert (col(r, 4, 1), col(r, 5, 1), r.s[10] & 1) == ([0], [f64(3.0) >> 32], 0)   # 3 / 7: no scaling needed
+  assert (col(r, 6, 1), col(r, 7, 1)) == ([0], [f64(7.0) >> 32])
+
+
 def test_div_fmas_scales_by_vcc():                     # fact 33
   r = run_wave("s_mov_b32 vcc_lo, 0x3\nv_div_fmas_f32 v3, v0, v1, v2\nv_div_fmas_f64 v[4:5], v[6:7], v[8:9], v[10:11]",
                v={0: [f32(1.0)] * 3, 1: [f32(1.0)] * 3, 2: [f32(1.0), f32(2.0), f32(1.0)],
