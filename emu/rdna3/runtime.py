@@ -87,8 +87,8 @@ CARRY = {
   "v_mad_i64_i32": ("u64", "u32", "u64", "__int128 s = (__int128)(i64)(i32)a * (i32)b + (__int128)(i64)c; co = (int)((s >> 64) & 1); "
                     "v = CL && s > (__int128)0x7fffffffffffffffll ? 0x7fffffffffffffffull : CL && s < -(__int128)0x7fffffffffffffffll - 1 "
                     "? 0x8000000000000000ull : (u64)s;"),
-  "v_div_scale_f32": ("u32", "u32", "u32", "v = div_scale32(a, b, c, FI32, FO32, &co);"),
-  "v_div_scale_f64": ("u64", "u64", "u64", "v = div_scale64(a, b, c, FI64, FO64, &co);"),
+  "v_div_scale_f32": ("u32", "u32", "u32", "v = div_scale32(a, b, c, FI32, &co);"),
+  "v_div_scale_f64": ("u64", "u64", "u64", "v = div_scale64(a, b, c, FI64, &co);"),
 }
 
 

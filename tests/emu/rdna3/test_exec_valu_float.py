@@ -110,17 +110,53 @@ def test_ordered_and_unordered_compares():             # fact 29
   assert (r.s[20], r.s[21], r.s[22], r.s[23], r.s[24], r.s[25]) == (0b0010, 0b0011, 0b0011, 0b1110, 0b0001, 0b0010)
 
 
-def test_div_scale():                                  # fact 32
-  one, two = f32(1.0), f32(2.0)
-  num = [0, one, f32(2.0 ** 100), f32(2.0 ** -110), f32(2.0 ** -100), f32(6.0)]
-  den = [one, 0, two, f32(3.0), f32(2.0 ** 30), f32(3.0)]
+def test_div_scale_f32():                              # fact 32, read as in c/valu.h (div_scale32)
+  # per lane (numerator, denominator); v3 = div_scale(num, den, num) -> s10, v4 = div_scale(den, den, num) -> s11
+  # hw: measured on gfx1100 (tinygrad test/amd/hw/test_vop3.py TestDivScale); seq: what keeps LLVM's division
+  # sequence correctly rounded (test_exec_kernels.py::test_division_is_correctly_rounded)
+  one, mx = f32(1.0), 0x7F7FFFFF
+  cases = [(0, one, QNAN, QNAN, 1),                                     # hw zero_numer
+           (one, 0, QNAN, QNAN, 1),                                     # hw zero_denom
+           (one, DEN, QNAN, QNAN, 1),                                   # hw denorm_denom (flushed: a zero)
+           (mx, one, mx, f32(2.0 ** 64), 1),                            # hw large_exp_diff: only the denominator
+           (f32(2.0 ** -126), one, f32(2.0 ** -62), one, 1),            # hw tiny_numer: exponent test -126, numerator only
+           (one, f32(2.0 ** 127), one, f32(2.0 ** 63), 1),              # hw result_would_be_denorm; seq: 1/den denormal
+           (f32(2.0 ** -100), f32(2.0 ** 30), f32(2.0 ** -36), f32(2.0 ** 30), 1),   # denormal quotient
+           (f32(2.0 ** -110), f32(3.0), f32(2.0 ** -46), f32(3.0 * 2.0 ** 64), 0),   # seq: tiny numerator, both scaled
+           (f32(960.0), f32(2.0 ** 127), f32(960.0 * 2.0 ** -64), f32(2.0 ** 63), 0), # seq: 1/den denormal, both scaled
+           (f32(2.0), f32(4.0), f32(2.0), f32(4.0), 0)]                # hw vcc_zero / preserves_input
+  num, den, want_n, want_d, vcc = zip(*cases)
   r = run_wave("v_div_scale_f32 v3, vcc_lo, v0, v1, v0\ns_mov_b32 s10, vcc_lo\nv_div_scale_f32 v4, vcc_lo, v1, v1, v0\ns_mov_b32 s11, vcc_lo",
-               v={0: num, 1: den}, vout=(3, 4), sout=[10, 11], exec_mask=0x3F)
-  assert col(r, 3, 2) == [QNAN, QNAN] and r.s[10] & 3 == 3
-  assert col(r, 3, 3)[2] == f32(2.0 ** 100) and col(r, 4, 3)[2] == f32(2.0 ** 65) and r.s[11] >> 2 & 1
-  assert col(r, 3, 4)[3] == f32(2.0 ** -46) and r.s[10] >> 3 & 1
-  assert col(r, 4, 5)[4] == f32(2.0 ** 30) and r.s[11] >> 4 & 1      # denormal quotient: S0 (the denominator) unscaled
-  assert col(r, 3, 6)[5] == f32(6.0) and not r.s[10] >> 5 & 1
+               v={0: num, 1: den}, vout=(3, 4), sout=[10, 11], exec_mask=(1 << len(cases)) - 1)
+  assert col(r, 3, len(cases)) == list(want_n) and col(r, 4, len(cases)) == list(want_d)
+  assert r.s[10] == r.s[11] == sum(v << i for i, v in enumerate(vcc))
+
+
+def test_div_scale_f64():                              # fact 32 in f64: 2^128, exponent tests -1022 / 53
+  one, mx = f64(1.0), 0x7FEFFFFFFFFFFFFF
+  cases = [(0, one, 0x7FF8000000000000, 0x7FF8000000000000, 1), (mx, one, mx, f64(2.0 ** 128), 1),
+           (f64(2.0 ** -1022), one, f64(2.0 ** -894), one, 1), (one, f64(2.0 ** 1023), one, f64(2.0 ** 895), 1),
+           (f64(2.0 ** -1000), f64(3.0), f64(2.0 ** -872), f64(3.0 * 2.0 ** 128), 0),
+           (f64(2.0 ** 100), f64(2.0 ** 1023), f64(2.0 ** -28), f64(2.0 ** 895), 0), (f64(2.0), f64(4.0), f64(2.0), f64(4.0), 0)]
+  num, den, want_n, want_d, vcc = zip(*cases)
+  lo, hi = lambda xs: [x & M32 for x in xs], lambda xs: [x >> 32 for x in xs]
+  r = run_wave("v_div_scale_f64 v[4:5], vcc_lo, v[0:1], v[2:3], v[0:1]\ns_mov_b32 s10, vcc_lo\n"
+               "v_div_scale_f64 v[6:7], vcc_lo, v[2:3], v[2:3], v[0:1]\ns_mov_b32 s11, vcc_lo",
+               v={0: lo(num), 1: hi(num), 2: lo(den), 3: hi(den)}, vout=(4, 5, 6, 7), sout=[10, 11], exec_mask=(1 << len(cases)) - 1)
+  n = len(cases)
+  assert [int(x) for x in r.u64(4)[:n]] == list(want_n) and [int(x) for x in r.u64(6)[:n]] == list(want_d)
+  assert r.s[10] == r.s[11] == sum(v << i for i, v in enumerate(vcc))
+
+
+def test_div_fmas_rounds_a_denormal_result_once():
+  # the scaled fma is rounded once: (a*b + c) * 2^-64 lies just below the midpoint of two f32 denormals, while
+  # a*b + c rounded to f32 first would land on it (and round to even); f64 likewise with 2^-128
+  c32, c64 = f32(2.0 ** -70 + 3 * 2.0 ** -86), f64(2.0 ** -920 + 3 * 2.0 ** -947)
+  r = run_wave("s_denorm_mode 15\ns_mov_b32 vcc_lo, 1\nv_div_fmas_f32 v3, v0, v1, v2\nv_div_fmas_f64 v[4:5], v[6:7], v[8:9], v[10:11]",
+               v={0: [f32(-2.0 ** -50)], 1: [f32(2.0 ** -50)], 2: [c32], 6: [0], 7: [f64(-2.0 ** -490) >> 32], 8: [0],
+                  9: [f64(2.0 ** -490) >> 32], 10: [c64 & M32], 11: [c64 >> 32]}, vout=(3, 4, 5))
+  assert col(r, 3, 1) == [0x8001]                        # 2^-134 + 2^-149 (double rounding: + 2^-148)
+  assert int(r.u64(4)[0]) == 0x4000001                   # 2^-1048 + 2^-1074
 
 
 def test_div_fmas_scales_by_vcc():                     # fact 33
