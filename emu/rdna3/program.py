@@ -10,7 +10,7 @@ from __future__ import annotations
 from functools import cache
 from cffi import FFI
 from emu.rdna3 import cc, memory, runtime, operands as O
-from emu.rdna3 import gen_scalar, gen_vector, gen_memory, gen_packed
+from emu.rdna3 import gen_scalar, gen_vector, gen_memory, gen_packed, gen_interp
 from emu.rdna3.decode import decode, DecodeError, Inst
 
 MAX_SPAN = 16 << 20      # largest code span (bytes) one program may cover
@@ -50,6 +50,8 @@ def _gen(inst: Inst, pc: int, nxt: int, wave64: bool) -> str:
   if e == "VOPD": return gen_vector.gen_vopd(inst, wave64)
   if e == "VOP3P": return gen_packed.gen(inst, wave64)
   if e in ("DS", "FLAT", "GLOBAL", "SCRATCH", "MUBUF"): return gen_memory.gen(inst, pc, wave64)
+  if e == "LDSDIR": return gen_interp.ldsdir(inst, pc)
+  if e == "VINTERP": return gen_interp.vinterp(inst)
   raise O.Unsupported(f"{e} instructions ({inst.op}) are not supported by the emulator")
 
 

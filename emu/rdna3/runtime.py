@@ -22,7 +22,7 @@ WIDTH = {"f16": 16, "i16": 16, "u16": 16, "b16": 16, "f32": 32, "i32": 32, "u32"
          "f64": 64, "i64": 64, "u64": 64, "b64": 64}
 CLAMP = {"f16": "clamp16", "f32": "clamp32", "f64": "clamp64"}
 HEADERS = ("core.h", "float.h", "valu.h", "wave.h")
-RUNTIME_C = ("lanes.c", "mem.c", "wmma.c", "sched.c")
+RUNTIME_C = ("lanes.c", "mem.c", "interp.c", "wmma.c", "sched.c")
 CHUNKS = 4     # the runtime is compiled as this many shared objects, in parallel, the first time it is needed
 
 

@@ -31,6 +31,15 @@ static inline u32 fma32(u32 a, u32 b, u32 c, int fi, int fo) {
   u32 r = U(__builtin_fmaf(F(a), F(b), F(c)));
   return nan32(r) ? nan3_32(a, b, c) : ftz32(r, fo);
 }
+/* a * b + c of f32 values in a double rounded to odd: the product is exact in double, the sum's exact error comes from
+   TwoSum, and an inexact sum gets its last bit set. Rounding that once more to f32 or f16 (any direction) rounds the
+   exact value once, since double has more than 2 bits beyond either. */
+static inline double fma_odd(u32 a, u32 b, u32 c) {
+  double p = (double)F(a) * F(b), q = F(c), s = p + q, t = s - p, err = (p - (s - t)) + (q - t);
+  if (s - s != 0) return s;   /* inf or NaN: only from an inf or NaN input */
+  if (err != 0 && !(UD(s) & 1)) s = D(UD(s) + ((err > 0) == (s > 0) ? 1 : -1));
+  return s;
+}
 /* DX9 "legacy" multiply: +-0 times anything (inf and NaN included) is +0 */
 static inline u32 mul32_dx9(u32 a, u32 b, int fi, int fo) {
   a = ftz32(a, fi); b = ftz32(b, fi);

@@ -213,18 +213,13 @@ static inline u64 div_scale64(u64 s0, u64 den, u64 num, int fi, int *vcc) {
   return s0;
 }
 /* a * b + c scaled by 2^e with one rounding (V_DIV_FMAS scales inside the fma, so a quotient in the denormal range is
-   rounded once): the product is exact in the wider type, the sum there is rounded to odd (TwoSum gives its exact
-   error), which makes the final rounding to the narrow type correct (the wide type has >= 2 more bits) */
+   rounded once): fma_odd for f32, the same in binary128 for f64 */
 #if defined(__x86_64__)
 typedef __float128 f128;
 #else
 typedef long double f128;     /* IEEE binary128 on aarch64 Linux */
 #endif
-static inline u32 fma32_scaled(u32 a, u32 b, u32 c, int e) {
-  double p = (double)F(a) * F(b), q = F(c), s = p + q, t = s - p, err = (p - (s - t)) + (q - t);
-  if (err != 0 && !(UD(s) & 1)) s = D(UD(s) + ((err > 0) == (s > 0) ? 1 : -1));
-  return U((float)(s * (e > 0 ? 0x1p64 : 0x1p-64)));
-}
+static inline u32 fma32_scaled(u32 a, u32 b, u32 c, int e) { return U((float)(fma_odd(a, b, c) * (e > 0 ? 0x1p64 : 0x1p-64))); }
 static inline u64 fma64_scaled(u64 a, u64 b, u64 c, int e) {
   f128 p = (f128)D(a) * D(b), q = D(c), s = p + q, t = s - p, err = (p - (s - t)) + (q - t);
   unsigned __int128 bits; memcpy(&bits, &s, 16);
