@@ -75,7 +75,6 @@ CONST_TYPES = {
 
 def split_operands(text: str) -> tuple[str, list[str], str]:
   """'name op, op, op mods' -> (name, [op...], mods). Commas inside (), [] and /* */ don't split."""
-  text = text.split(" ; ")[0]
   name, _, rest = text.partition(" ")
   toks, cur, depth, i = [], "", 0, 0
   while i < len(rest):

@@ -46,10 +46,12 @@ class Disassembler:
     return ".".join(str(x.value) for x in v)
 
   def __call__(self, code: bytes) -> tuple[int, str | None]:
-    """(size, text) of the instruction at the start of `code` (padded here), or (0, None) if LLVM rejects it."""
+    """(size, text) of the instruction at the start of `code` (padded here), or (0, None) if LLVM rejects it. The text
+    is the instruction only, as llvm-mc and llvm-objdump print it: the C API appends its warnings (e.g. `; Warning:
+    SGPR_64: scalar reg isn't aligned 9`, several run together), which are cut off."""
     code = bytes(code) + PAD
     n = self._lib.LLVMDisasmInstruction(self._ctx, code, len(code), 0, self._buf, len(self._buf))
-    return (n, self._buf.value.decode().strip()) if n else (0, None)
+    return (n, self._buf.value.decode().split(" ; Warning:")[0].strip()) if n else (0, None)
 
   def words(self, *ws: int) -> tuple[int, str | None]:
     return self(struct.pack(f"<{len(ws)}I", *ws))

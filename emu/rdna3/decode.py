@@ -134,24 +134,23 @@ _SPECIAL32 = {VCC_LO: "vcc_lo", VCC_HI: "vcc_hi", NULL: "null", M0: "m0", EXEC_L
 _SPECIAL64 = {VCC_LO: "vcc", NULL: "null", EXEC_LO: "exec"}
 
 
-def scalar_reg(code: int, bits: int) -> tuple[str, str | None] | None:
-  """(LLVM's name, misalignment warning or None) of scalar register `code` (0..127) read as `bits` wide; None if that
-  is no register (e.g. vcc_hi as a 64-bit pair, or a tuple running past s105 / ttmp15). Tuples of 64 bits align to 2
-  registers, wider ones to 4; hardware ignores the low bits, LLVM prints the aligned tuple and warns."""
+def scalar_reg(code: int, bits: int) -> str | None:
+  """LLVM's name of scalar register `code` (0..127) read as `bits` wide; None if that is no register (e.g. vcc_hi as
+  a 64-bit pair, or a tuple running past s105 / ttmp15). Tuples of 64 bits align to 2 registers, wider ones to 4:
+  hardware ignores the low bits, and LLVM prints the aligned tuple."""
   n = max(bits, 32) // 32
   if n == 1:
-    if code <= SGPR_MAX: return f"s{code}", None
-    if TTMP0 <= code <= TTMP0 + 15: return f"ttmp{code - TTMP0}", None
-    return (_SPECIAL32[code], None) if code in _SPECIAL32 else None
-  if code == NULL: return "null", None
-  if code in _SPECIAL64: return (_SPECIAL64[code], None) if n == 2 else None
-  if code <= SGPR_MAX: base, lim, cls, pre = code, SGPR_MAX, "SGPR", "s"
-  elif TTMP0 <= code <= TTMP0 + 15: base, lim, cls, pre = code - TTMP0, 15, "TTMP", "ttmp"
+    if code <= SGPR_MAX: return f"s{code}"
+    if TTMP0 <= code <= TTMP0 + 15: return f"ttmp{code - TTMP0}"
+    return _SPECIAL32.get(code)
+  if code == NULL: return "null"
+  if code in _SPECIAL64: return _SPECIAL64[code] if n == 2 else None
+  if code <= SGPR_MAX: base, lim, pre = code, SGPR_MAX, "s"
+  elif TTMP0 <= code <= TTMP0 + 15: base, lim, pre = code - TTMP0, 15, "ttmp"
   else: return None
   first = base - base % (2 if n == 2 else 4)
   if first + n - 1 > lim: return None
-  warn = f"Warning: {cls}_{bits}: scalar reg isn't aligned {base}" if first != base else None
-  return f"{pre}[{first}:{first + n - 1}]", warn
+  return f"{pre}[{first}:{first + n - 1}]"
 
 
 def sext(v: int, bits: int) -> int:
