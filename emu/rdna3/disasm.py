@@ -7,28 +7,28 @@ printing rules below are LLVM's AMDGPU instruction printer conventions, checked 
 tests/emu/rdna3/test_disasm_llvm.py.
 """
 from __future__ import annotations
+from functools import cache
 from emu.rdna3.decode import Inst, Operand, decode, scalar_reg, FLOAT_CONSTS
 from emu.rdna3 import symbols as S
 from autogen.rdna3.tables import OPS, MIMG
 from autogen.rdna3.encodings import mimg_vdata
 
 
-def disasm(code: bytes | memoryview) -> list[str]:
-  """One line of LLVM-syntax text per instruction in `code` (decoded back to back)."""
+def disasm(code: bytes | memoryview, target: str = "gfx1100") -> list[str]:
+  """One line of LLVM-syntax text per instruction in `code` (decoded back to back for `target`: gfx1100, or RDNA3.5's
+  gfx1150 / gfx1151)."""
   code, out, off = bytes(code), [], 0
   while off < len(code):
-    inst = decode(code, off)
+    inst = decode(code, off, target)
     out.append(format_inst(inst))
     off += inst.size
   return out
 
 
+@cache
 def _mods(spec: str) -> dict[str, str]:
+  """An instruction's modifier behaviour per bit ('p' printed, '-' ignored, 'x' rejected by LLVM, 'f' fake16 fallback)."""
   return dict(kv.split("=") for kv in spec.split()) if spec else {}
-
-
-# (family, opcode) -> modifier behaviour per bit ('p' printed, '-' ignored, 'x' rejected by LLVM, 'f' fake16 fallback)
-_MODS = {(fam, opc): _mods(e[2]) for fam, ops in OPS.items() for opc, e in ops.items() if len(e) > 2}
 
 
 # ---- registers and constants -------------------------------------------------------------------------------
@@ -189,7 +189,8 @@ def _fmt_generic(inst: Inst) -> str:
 def _fmt_sop(inst: Inst) -> str:
   def render(op: Operand):
     if op.kind == "src": return src(inst.fields[op.field], op, inst.literal, salu=True)
-    if op.kind == "kimm": return inline_value(inst.literal) or f"{inst.literal:#x}"   # s_setreg_imm32_b32
+    if op.kind == "kimm":   # s_setreg_imm32_b32 prints an inline-constant value as such, s_fmaak/s_fmamk_f32 in hex
+      return (inline_value(inst.literal) if inst.op == "s_setreg_imm32_b32" else None) or f"{inst.literal:#x}"
     if op.kind != "imm": return None
     return S.imm16(inst.op, op.type, inst.fields[op.field])
   return _join(inst.name, _operands(inst, render))
@@ -205,7 +206,7 @@ def _fmt_sopp(inst: Inst) -> str:
 def _fmt_vop_e32(inst: Inst) -> str:
   """VOP1 / VOP2 / VOPC, incl. their DPP16 / DPP8 forms. 16-bit VGPR fields use bit 7 for the high half."""
   f, dpp = inst.fields, inst.dpp
-  dm = _MODS.get((inst.enc, inst.opcode), {}).get("dpp", "----")   # DPP16 src0_neg, src0_abs, src1_neg, src1_abs
+  dm = _mods(inst.mods).get("dpp", "----")   # DPP16 src0_neg, src0_abs, src1_neg, src1_abs
   def render(op: Operand):
     if op.kind == "vgpr" and op.bits == 16:
       v = f[op.field]
@@ -241,7 +242,7 @@ def _dpp_text(dpp: dict) -> list[str]:
 def _fmt_vop3(inst: Inst) -> str:
   """VOP3 / VOP3SD (incl. VOP1/2/C promoted to e64 and the e64 DPP forms)."""
   f, dpp = inst.fields, inst.dpp
-  mods = _MODS.get(("VOP3", inst.opcode), {})
+  mods = _mods(inst.mods)
   neg, abs_, opsel = f["neg"], f.get("abs", 0), f.get("opsel", 0)
   nm, am, om = mods.get("neg", ""), mods.get("abs", ""), mods.get("opsel", "")
   fake16 = any(c == "f" and opsel >> i & 1 for i, c in enumerate(om))
@@ -279,7 +280,7 @@ def _sel_list(mods: dict, opsel: int) -> str | None:
 
 def _fmt_vop3p(inst: Inst) -> str:
   f, dpp = inst.fields, inst.dpp
-  mods = _MODS.get(("VOP3P", inst.opcode), {})
+  mods = _mods(inst.mods)
   srcs = [o for o in inst.operands if o.kind == "src"]
   n = len(srcs)
   def render(op: Operand):
@@ -409,7 +410,7 @@ def _fmt_exp(inst: Inst) -> str:
 
 def _fmt_vinterp(inst: Inst) -> str:
   f = inst.fields
-  mods = _MODS.get(("VINTERP", inst.opcode), {})
+  mods = _mods(inst.mods)
   def render(op: Operand):
     if op.kind == "src":
       i = int(op.field[-1])

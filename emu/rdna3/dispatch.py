@@ -14,6 +14,7 @@ import struct, weakref
 from dataclasses import dataclass
 from emu.rdna3 import memory, operands as O
 from emu.rdna3.disasm import disasm
+from emu.rdna3.decode import TARGETS
 from emu.rdna3 import runtime
 from emu.rdna3.program import Program, ffi, ILLEGAL_UNSUPPORTED, ILLEGAL_DECODE
 from emu.rdna3.gen_scalar import ILLEGAL_ROUND_MODE, ILLEGAL_CODE_END, ILLEGAL_HWREG, ILLEGAL_MOVREL
@@ -70,24 +71,25 @@ class Launch:
   scratch_offset_sgpr: bool = False
   mode: int = DEFAULT_MODE
   wgp_mode: bool = False
+  target: str = "gfx1100"   # the ISA: gfx1100, or RDNA3.5's gfx1150 / gfx1151 (scalar float instructions)
 
 
-# compiled programs per memory object (dropped with it), by (entry pc, wave64)
+# compiled programs per memory object (dropped with it), by (entry pc, wave64, target)
 _programs: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def program_for(mem, pc: int, wave64: bool) -> Program:
+def program_for(mem, pc: int, wave64: bool, target: str = "gfx1100") -> Program:
   progs = _programs.setdefault(mem, {})
-  p = progs.get((pc, wave64))
+  p = progs.get((pc, wave64, target))
   if p is None or not p.still_valid(mem):
-    p = Program(mem, pc, wave64)
+    p = Program(mem, pc, wave64, target)
     p.build()
-    progs[(pc, wave64)] = p
+    progs[(pc, wave64, target)] = p
   return p
 
 
 def _describe(p: Program, pc: int) -> str:
-  return disasm(p.raw[pc])[0] if pc in p.raw else "<no instruction decoded here>"
+  return disasm(p.raw[pc], p.target)[0] if pc in p.raw else "<no instruction decoded here>"
 
 
 def execute(mem: memory.GpuMemory, launch: Launch, grid: tuple[int, int, int], block: tuple[int, int, int],
@@ -104,7 +106,8 @@ def execute(mem: memory.GpuMemory, launch: Launch, grid: tuple[int, int, int], b
   lanes = 64 if launch.wave64 else 32
   nwaves = (nthreads + lanes - 1) // lanes
   f = ffi()
-  p = program_for(mem, launch.pc, launch.wave64)
+  if launch.target not in TARGETS: raise ValueError(f"unknown target {launch.target!r}: one of {', '.join(TARGETS)}")
+  p = program_for(mem, launch.pc, launch.wave64, launch.target)
   sched = runtime.dispatch_run(launch.wave64)
   d = f.new("dispatch_t *")
   d.grid, d.block, d.wave64, d.nuser = list(grid), list(block), int(launch.wave64), len(launch.user_sgprs)
@@ -159,9 +162,11 @@ def execute(mem: memory.GpuMemory, launch: Launch, grid: tuple[int, int, int], b
 
 
 def run(mem: memory.GpuMemory, pc: int, grid=(1, 1, 1), block=(32, 1, 1), user_sgprs=(), lds_bytes: int = 0,
-        scratch_bytes_per_lane: int = 0, wave64: bool = False, max_instructions: int = 0) -> Stats:
-  """Run raw machine code at `pc`: s0.. = user_sgprs, then the workgroup ids x, y, z; v0 = x | y << 10 | z << 20."""
-  return execute(mem, Launch(pc, list(user_sgprs), wave64, lds_bytes, scratch_bytes_per_lane), grid, block, max_instructions)
+        scratch_bytes_per_lane: int = 0, wave64: bool = False, max_instructions: int = 0, target: str = "gfx1100") -> Stats:
+  """Run raw machine code at `pc` for `target` (gfx1100, gfx1150, gfx1151): s0.. = user_sgprs, then the workgroup
+  ids x, y, z; v0 = x | y << 10 | z << 20."""
+  launch = Launch(pc, list(user_sgprs), wave64, lds_bytes, scratch_bytes_per_lane, target=target)
+  return execute(mem, launch, grid, block, max_instructions)
 
 
 @dataclass(frozen=True)
@@ -193,8 +198,9 @@ class KernelDescriptor:
 
 def dispatch(mem: memory.GpuMemory, kd_addr: int, grid: tuple[int, int, int], block: tuple[int, int, int], *,
              kernarg_ptr: int = 0, dispatch_ptr: int = 0, queue_ptr: int = 0, dispatch_id: int = 0,
-             lds_bytes: int | None = None, scratch_bytes_per_lane: int | None = None, max_instructions: int = 0) -> Stats:
-  """Dispatch the kernel whose 64-byte descriptor is at `kd_addr` (the AMD GPU model's entry point).
+             lds_bytes: int | None = None, scratch_bytes_per_lane: int | None = None, max_instructions: int = 0,
+             target: str = "gfx1100") -> Stats:
+  """Dispatch the kernel whose 64-byte descriptor is at `kd_addr` (the AMD GPU model's entry point) for `target`.
   `grid` counts workgroups. LDS defaults to the descriptor's group segment (plus any dynamic size the caller
   adds), scratch to its private segment size."""
   kd = KernelDescriptor.parse(memory.read(mem, kd_addr, 64))
@@ -214,5 +220,5 @@ def dispatch(mem: memory.GpuMemory, kd_addr: int, grid: tuple[int, int, int], bl
   launch = Launch(kd_addr + kd.entry_offset, user, kd.wave64,
                   kd.group_segment_size if lds_bytes is None else lds_bytes,
                   kd.private_segment_size if scratch_bytes_per_lane is None else scratch_bytes_per_lane,
-                  tuple(bool(kd.rsrc2 >> b & 1) for b in (7, 8, 9)), bool(kd.rsrc2 & 1), kd.mode, bool(kd.rsrc1 >> 29 & 1))
+                  tuple(bool(kd.rsrc2 >> b & 1) for b in (7, 8, 9)), bool(kd.rsrc2 & 1), kd.mode, bool(kd.rsrc1 >> 29 & 1), target)
   return execute(mem, launch, grid, block, max_instructions)

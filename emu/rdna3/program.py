@@ -56,10 +56,10 @@ def _gen(inst: Inst, pc: int, nxt: int, wave64: bool) -> str:
 
 
 class Program:
-  """Decoded code reachable from `entry` (absolute GPU addresses), compiled for one wave size."""
+  """Decoded code reachable from `entry` (absolute GPU addresses) for one target, compiled for one wave size."""
 
-  def __init__(self, mem: memory.GpuMemory, entry: int, wave64: bool):
-    self.wave64, self.entry = wave64, entry
+  def __init__(self, mem: memory.GpuMemory, entry: int, wave64: bool, target: str = "gfx1100"):
+    self.wave64, self.entry, self.target = wave64, entry, target
     self.insts: dict[int, Inst] = {}
     self.raw: dict[int, bytes] = {}
     self.leaders: set[int] = set()
@@ -86,7 +86,7 @@ class Program:
       while pc not in self.insts and pc not in self.problems:
         try:
           code = self._fetch(mem, pc)
-          inst = decode(code)
+          inst = decode(code, 0, self.target)
         except (DecodeError, memory.MemoryFault) as e:
           self.problems[pc] = f"cannot decode the instruction: {e}"
           break
