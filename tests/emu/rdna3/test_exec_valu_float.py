@@ -2,6 +2,7 @@
 Facts: reference/emulator.md section 3, items 18-40 (default compute mode: f32 denormals flushed, f16/f64 kept)."""
 import math
 import numpy as np
+import pytest
 from exec_helpers import run_wave, f32, f64, f16
 
 M32 = 0xFFFFFFFF
@@ -50,6 +51,42 @@ def test_nan_result_is_first_nan_operand_quieted():    # fact 21
   r = vop("v_add_f32 v3, v0, v1", a=[INF], b=[NINF])
   assert col(r, 3, 1) == [QNAN]                          # invalid operation: canonical quiet NaN
 
+
+
+def test_f16_nan_result_is_first_nan_operand_quieted():   # fact 21 in f16: quiet bit 0x200, sign and payload kept
+  h = lambda reg, n: [x & 0xFFFF for x in col(r, reg, n)]
+  a = [0x7C01, f16(1.0), 0x7E10, 0x7C00, 0xFD55, f16(2.0)]
+  b = [f16(3.0), 0xFD55, 0x7C02, 0xFC00, 0x7E01, f16(-1.0)]
+  c = [0, 0, 0, 0, 0x7C03, 0xFC07]
+  r = vop("v_add_f16 v3, v0, v1\nv_mul_f16 v4, v1, v0\nv_fma_f16 v5, v0, v1, v2\nv_fma_f16 v6, v2, v1, v0", a=a, b=b, c=c, out=(3, 4, 5, 6))
+  assert h(3, 6) == [0x7E01, 0xFF55, 0x7E10, 0x7E00, 0xFF55, f16(1.0)]      # src0 before src1 even if src1 is the sNaN
+  assert h(4, 6)[:3] == [0x7E01, 0xFF55, 0x7E02]                            # operands swapped: the other NaN wins
+  assert h(5, 6)[4:] == [0xFF55, 0xFE07] and h(6, 6)[4:] == [0x7E03, 0xFE07]   # fma: src0, src1, src2 order
+  r = run_wave("v_pk_add_f16 v3, v0, v1\nv_pk_fma_f16 v4, v1, v0, v2", v={0: [0x3C007C01], 1: [0x7D003C00], 2: [0xFC05FC06]}, vout=(3, 4))
+  assert col(r, 3, 1) == [0x7F007E01] and col(r, 4, 1) == [0x7F007E01]     # per half: lo from v0, hi from v1
+
+
+@pytest.mark.parametrize("ieee", [1, 0])
+def test_min_max_signaling_nan_per_ieee_mode(ieee):      # RDNA3.5 ISA guide, V_MIN_F32 / V_MAX_F32 pseudocode (16.7)
+  # IEEE mode (the compute default): an sNaN operand gives that NaN quieted (src0 checked first), a qNaN the other
+  # operand; IEEE off: any NaN gives the other operand, two NaNs src0 as it is
+  a = [0x7F800001, f32(1.0), 0x7FC00002, 0x7F800003, 0xFF800004]
+  b = [f32(1.0), 0x7F800005, 0x7F800006, 0x7FC00007, 0xFFC00008]
+  setmode = "" if ieee else "s_setreg_imm32_b32 hwreg(HW_REG_MODE, 9, 1), 0\n"
+  r = vop(setmode + "v_min_f32 v3, v0, v1\nv_max_f32 v4, v0, v1", a=a, b=b, out=(3, 4))
+  if ieee: want = [0x7FC00001, 0x7FC00005, 0x7FC00006, 0x7FC00003, 0xFFC00004]
+  else: want = [f32(1.0), f32(1.0), 0x7FC00002, 0x7F800003, 0xFF800004]
+  assert col(r, 3, 5) == want and col(r, 4, 5) == want
+
+
+def test_min_max_signaling_nan_f64_f16():
+  snan64, qnan64, snan16 = 0x7FF0000000000001, 0x7FF8000000000002, 0x7C01
+  lo, hi = lambda xs: [x & M32 for x in xs], lambda xs: [x >> 32 for x in xs]
+  a, b = [snan64, f64(2.0), qnan64], [f64(1.0), snan64, f64(3.0)]
+  r = run_wave("v_min_f64 v[4:5], v[0:1], v[2:3]\nv_max_f16 v6, v7, v8\nv_min_f16 v9, v8, v7",
+               v={0: lo(a), 1: hi(a), 2: lo(b), 3: hi(b), 7: [snan16, f16(1.0), 0x7E04], 8: [f16(1.0), 0xFC02, f16(5.0)]}, vout=(4, 5, 6, 9))
+  assert [int(x) for x in r.u64(4)[:3]] == [0x7FF8000000000001, 0x7FF8000000000001, f64(3.0)]
+  assert [x & 0xFFFF for x in col(r, 6, 3)] == [0x7E01, 0xFE02, f16(5.0)] and [x & 0xFFFF for x in col(r, 9, 3)] == [0x7E01, 0xFE02, f16(5.0)]
 
 def test_abs_neg_are_sign_bit_operations_on_nans():    # fact 22
   r = vop("v_add_f32_e64 v3, -|v0|, 0\nv_mul_f32_e64 v4, -v0, 1.0\nv_max_f32_e64 v5, |v0|, |v0|", a=[QNAN, NZERO, f32(-2.0)], out=(3, 4, 5))
