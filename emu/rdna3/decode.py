@@ -268,6 +268,7 @@ def _decode_mimg(code: bytes, offset: int, ws: tuple) -> Inst:
 
 
 _MIMG_OPERANDS = tuple(parse_spec(s) for s in ("vdata:v32", "vaddr:v32", "srsrc:s256", "ssamp:s128"))
+_ops("gfx1100")   # the default target's table is built at import, not inside the first decode
 
 
 def decode_all(code: bytes | memoryview, offset: int = 0, end: int | None = None, target: str = "gfx1100") -> list[Inst]:
