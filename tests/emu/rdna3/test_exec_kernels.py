@@ -182,6 +182,45 @@ def test_private_memory_array():
   np.testing.assert_array_equal(read(mem, po, np.int32, 64), (idx & 15) * np.arange(64))
 
 
+QUOTIENTS = f"""#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+{WG} kernel void quot(global const float *a, global const float *b, global float *c, global const double *x,
+                      global const double *y, global double *z) {{ int i = {GID}; c[i] = a[i] / b[i]; z[i] = x[i] / y[i]; }}"""
+
+
+def _edge_floats(rng, n: int, dtype, exps) -> np.ndarray:
+  """Floats of either sign with exponent fields from `exps` (zero, denormal, tiny, huge, and near the thresholds
+  V_DIV_SCALE tests) and random mantissas (a fifth of them zero: exact powers of two)."""
+  bits, mbits = (32, 23) if dtype == np.float32 else (64, 52)
+  ut = np.uint32 if bits == 32 else np.uint64
+  e = rng.choice(exps, n).astype(np.uint64)
+  m = np.where(rng.random(n) < 0.2, 0, rng.integers(0, 2 ** mbits, n, dtype=np.uint64))
+  sign = rng.integers(0, 2, n).astype(np.uint64)
+  return (sign << np.uint64(bits - 1) | e << np.uint64(mbits) | m.astype(np.uint64)).astype(ut).view(dtype)
+
+
+@pytest.mark.parametrize("ftz", [False, True])
+def test_division_is_correctly_rounded(ftz):
+  """LLVM's division sequence (v_div_scale x2, v_rcp, fma refinement, v_div_fmas, v_div_fixup) gives the correctly rounded
+  quotient of every f32 and f64 pair, as it does on hardware: bit for bit numpy's, denormal results included (with
+  -cl-denorms-are-zero, f32 inputs and results flushed; the sequence then runs partly with f32 denormals flushed)."""
+  flags = ("-cl-fp32-correctly-rounded-divide-sqrt",) + (("-cl-denorms-are-zero",) if ftz else ())
+  mem, co = load(QUOTIENTS, flags=flags)
+  rng, n = np.random.default_rng(8), 8192
+  e32 = np.r_[0:3, 20:27, 60:68, 100:106, 122:133, 150:158, 190:198, 250:256]
+  e64 = np.r_[0:3, 50:56, 100:106, 960:1090, 1960:1970, 2040:2048]
+  a, b = _edge_floats(rng, n, np.float32, e32), _edge_floats(rng, n, np.float32, e32)
+  x, y = _edge_floats(rng, n, np.float64, e64), _edge_floats(rng, n, np.float64, e64)
+  pa, pb, px, py = buffer(mem, a), buffer(mem, b), buffer(mem, x), buffer(mem, y)
+  pc, pz = mem.alloc(4 * n), mem.alloc(8 * n)
+  co.kernel("quot", (n // 64, 1, 1), (64, 1, 1), struct.pack("<6Q", pa, pb, pc, px, py, pz))
+  flush = (lambda v: np.where(np.abs(v) < np.float32(2.0 ** -126), np.copysign(np.float32(0), v), v)) if ftz else (lambda v: v)
+  with np.errstate(all="ignore"): want32, want64 = flush(flush(a) / flush(b)), x / y
+  got32, got64 = read(mem, pc, np.float32, n), read(mem, pz, np.float64, n)
+  for (p, q), got, want, ut in (((a, b), got32, want32, np.uint32), ((x, y), got64, want64, np.uint64)):
+    bad = [i for i in np.nonzero(got.view(ut) != want.view(ut))[0] if not (np.isnan(got[i]) and np.isnan(want[i]))]
+    assert not bad, [f"{p[i]!r} / {q[i]!r}: {got[i]!r}, want {want[i]!r}" for i in bad[:5]]
+
+
 INTMATH = f"""#pragma OPENCL EXTENSION cl_khr_fp64 : enable
 {WG} kernel void intmath(global const int *a, global const long *b, global const double *c, global int *oi,
                          global long *ol, global double *od, global float *of) {{
