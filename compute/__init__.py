@@ -12,7 +12,7 @@ Modules import only modules of lower layers (tests/compute/test_imports.py check
   codegen            kernel -> C / OpenCL C source and launch size
   runtime            devices, buffers, compiling and running a schedule through drivers.hcq
   function           differentiable primitives on lazy buffers (apply() returns its first input's tensor class)
-  movement, nnops    Tensor's mixins: shapes and indexing; reductions, matmul, conv, losses (on function)
+  movement, indexing, nnops, sorting, inplace  Tensor's mixins, each on the one before: views, indexing, ops, sort, in-place
   tensor             Tensor (on all of the above), no_grad
   nn, optim, jit     layers and optimizers; capture and replay (on tensor and the queue API's Graph)
 """
@@ -23,4 +23,5 @@ from compute import nn, optim
 from compute.jit import jit, JitFunction
 from compute.runtime import CaptureError
 
-__all__ = ["Tensor", "dtypes", "DType", "Device", "no_grad", "nn", "optim", "jit", "JitFunction", "CaptureError"]
+einsum = Tensor.einsum
+__all__ = ["Tensor", "dtypes", "DType", "Device", "no_grad", "nn", "optim", "einsum", "jit", "JitFunction", "CaptureError"]

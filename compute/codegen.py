@@ -10,6 +10,7 @@ view agrees), then loops are laid out:
 Expressions are rendered once per scope (CSE by AST node).
 """
 from __future__ import annotations
+import math
 from dataclasses import dataclass
 from math import prod
 import numpy as np
@@ -29,15 +30,23 @@ _FN = {"c": {Ops.EXP: "expf", Ops.LOG: "logf", Ops.EXP2: "exp2f", Ops.LOG2: "log
 _BIN = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.DIV: "/", Ops.CMPLT: "<", Ops.CMPLE: "<=", Ops.CMPEQ: "==",
         Ops.CMPNE: "!=", Ops.AND: "&", Ops.OR: "|", Ops.XOR: "^"}
 # value type (what expressions compute in) and storage type, per language
-_TYPES = {"c": {"bool": ("_Bool", "uint8_t"), "uint8": ("uint8_t",) * 2, "int8": ("int8_t",) * 2, "int32": ("int32_t",) * 2,
-                "float16": ("_Float16",) * 2, "bfloat16": ("float", "uint16_t"), "float32": ("float",) * 2},
-          "opencl": {"bool": ("bool", "uchar"), "uint8": ("uchar",) * 2, "int8": ("char",) * 2, "int32": ("int",) * 2,
-                     "float16": ("half",) * 2, "bfloat16": ("float", "ushort"), "float32": ("float",) * 2}}
+_TYPES = {"c": {"bool": ("_Bool", "uint8_t"), "uint8": ("uint8_t",) * 2, "int8": ("int8_t",) * 2, "uint32": ("uint32_t",) * 2,
+                "int32": ("int32_t",) * 2, "int64": ("int64_t",) * 2, "float16": ("_Float16",) * 2, "bfloat16": ("float", "uint16_t"),
+                "float32": ("float",) * 2, "float64": ("double",) * 2},
+          "opencl": {"bool": ("bool", "uchar"), "uint8": ("uchar",) * 2, "int8": ("char",) * 2, "uint32": ("uint",) * 2,
+                     "int32": ("int",) * 2, "int64": ("long",) * 2, "float16": ("half",) * 2, "bfloat16": ("float", "ushort"),
+                     "float32": ("float",) * 2, "float64": ("double",) * 2}}
+# double versions of _FN: libm on the CPU; on AMDGPU the backend lowers only sqrt and trunc for f64 (exp, log, sin, cos have
+# no instruction and no device library is linked), so those are _F64_HELPERS below
+_FN64 = {"c": {Ops.EXP: "exp", Ops.LOG: "log", Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.COS: "cos", Ops.SQRT: "sqrt",
+               Ops.TRUNC: "trunc"},
+         "opencl": {Ops.EXP: "hcq_exp64", Ops.LOG: "hcq_log64", Ops.EXP2: "hcq_exp2_64", Ops.LOG2: "hcq_log2_64", Ops.SIN: "hcq_sin64",
+                    Ops.COS: "hcq_cos64", Ops.SQRT: "__builtin_sqrt", Ops.TRUNC: "__builtin_trunc"}}
 _PRELUDE = {
   "c": "#include <stdint.h>\n#include <math.h>\n"
        "static inline float hcq_bits2f(uint32_t u) { float f; __builtin_memcpy(&f, &u, 4); return f; }\n"
        "static inline uint32_t hcq_f2bits(float f) { uint32_t u; __builtin_memcpy(&u, &f, 4); return u; }\n",
-  "opencl": "#pragma OPENCL EXTENSION cl_khr_fp16 : enable\n"
+  "opencl": "#pragma OPENCL EXTENSION cl_khr_fp16 : enable\n#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n"
             "static inline float hcq_bits2f(uint u) { return as_float(u); }\n"
             "static inline uint hcq_f2bits(float f) { return as_uint(f); }\n"}
 # bfloat16: round a float to the nearest-even bfloat16, kept in a float; integer floor division/modulo like numpy
@@ -47,15 +56,78 @@ _HELPERS = """static inline float hcq_bf16r(float x) {
   if ((u & 0x7fffffffu) > 0x7f800000u) return x;
   return hcq_bits2f((u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u);
 }
-static inline int32_t hcq_idiv(int32_t a, int32_t b) {
+""" + "".join(f"""static inline int{n}_t hcq_idiv{sfx}(int{n}_t a, int{n}_t b) {{
   if (b == 0) return 0;
-  if (b == -1) return (int32_t)(0u - (uint32_t)a);
-  int32_t q = a / b; return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-static inline int32_t hcq_imod(int32_t a, int32_t b) {
+  if (b == -1) return (int{n}_t)((uint{n}_t)0 - (uint{n}_t)a);
+  int{n}_t q = a / b; return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;
+}}
+static inline int{n}_t hcq_imod{sfx}(int{n}_t a, int{n}_t b) {{
   if (b == 0 || b == -1) return 0;
-  int32_t r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
-}
+  int{n}_t r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}}
+""" for n, sfx in ((32, ""), (64, "64")))
+
+
+def _poly(coefs: list[float], x: str) -> str:
+  """Horner form of sum(coefs[i] * x^i) as C."""
+  out = repr(coefs[-1])
+  for c in reversed(coefs[:-1]): out = f"({out}*{x}+{c!r})"
+  return out
+
+
+# float64 exp/log/sin/cos for AMDGPU, from the textbook series and argument reductions:
+# exp: x = k*ln2 + r (ln2 split in two so k*ln2_hi is exact), exp(r) by Taylor to r^13 (|r| <= ln2/2: error < 1e-17);
+# log: x = m*2^e with m in [sqrt(1/2), sqrt(2)), log(m) = 2 atanh(s), s = (m-1)/(m+1), series to s^23 (|s| <= 0.172);
+# sin/cos: x = k*pi/2 + r (pi/2 in three 33-bit parts: exact products for |k| < 2^20, i.e. |x| < 1.6e6; beyond that the
+# error grows with |x|), then the Taylor series of sin or cos on |r| <= pi/4 (to r^19 / r^18), picked by k mod 4.
+_F64_HELPERS = f"""static inline double hcq_exp64r(double r) {{ return {_poly([1 / math.factorial(n) for n in range(14)], "r")}; }}
+static inline double hcq_exp64(double x) {{
+  if (x != x) return x;
+  if (x > 709.782712893384) return INFINITY;
+  if (x < -745.1332191019412) return 0.0;
+  double k = __builtin_rint(x * 1.4426950408889634);
+  double r = (x - k * 6.93147180369123816490e-01) - k * 1.90821492927058770002e-10;
+  return __builtin_ldexp(hcq_exp64r(r), (int)k);
+}}
+static inline double hcq_exp2_64(double x) {{
+  if (x != x) return x;
+  if (x >= 1024.0) return INFINITY;
+  if (x < -1075.0) return 0.0;
+  double k = __builtin_rint(x);
+  return __builtin_ldexp(hcq_exp64r((x - k) * 6.93147180559945309417e-01), (int)k);
+}}
+static inline double hcq_log64m(double x, int *e) {{
+  double m = __builtin_frexp(x, e);
+  if (m < 0.70710678118654752440) {{ m *= 2.0; *e -= 1; }}
+  double s = (m - 1.0) / (m + 1.0), s2 = s * s;
+  return 2.0 * s * {_poly([1 / (2 * n + 1) for n in range(12)], "s2")};
+}}
+static inline double hcq_log64(double x) {{
+  if (x != x || x == INFINITY) return x;
+  if (x < 0.0) return NAN;
+  if (x == 0.0) return -INFINITY;
+  int e; double l = hcq_log64m(x, &e);
+  return e * 6.93147180369123816490e-01 + (l + e * 1.90821492927058770002e-10);
+}}
+static inline double hcq_log2_64(double x) {{
+  if (x != x || x == INFINITY) return x;
+  if (x < 0.0) return NAN;
+  if (x == 0.0) return -INFINITY;
+  int e; double l = hcq_log64m(x, &e);
+  return e + l * 1.44269504088896340736;
+}}
+static inline double hcq_sincos64(double x, int quadrant) {{
+  if (x - x != 0.0) return NAN;
+  double k = __builtin_rint(x * 6.36619772367581382433e-01);
+  double r = ((x - k * 1.57079632673412561417e+00) - k * 6.07710050630396597660e-11) - k * 2.02226624871116645580e-21;
+  double r2 = r * r;
+  int q = (int)(((long)k + quadrant) & 3);
+  double v = (q & 1) ? {_poly([(-1) ** n / math.factorial(2 * n) for n in range(10)], "r2")}
+                     : r * {_poly([(-1) ** n / math.factorial(2 * n + 1) for n in range(10)], "r2")};
+  return (q & 2) ? -v : v;
+}}
+static inline double hcq_sin64(double x) {{ return hcq_sincos64(x, 0); }}
+static inline double hcq_cos64(double x) {{ return hcq_sincos64(x, 1); }}
 """
 
 
@@ -76,11 +148,14 @@ def _fmt_const(v, dt: DType, lang: str) -> str:
   if dt is dtypes.bool: return "1" if v else "0"
   if dt.is_int:
     v = int(np.array(v).astype(dt.np)) if dt.np else int(v)
+    if dt is dtypes.int64: return "(-9223372036854775807L-1)" if v == -2**63 else f"{v}L"
+    if dt.kind == "u": return f"{v}u"
     return "(-2147483647-1)" if v == -2**31 else str(v)
-  f = float(np.float32(v))
+  f = float(v) if dt is dtypes.float64 else float(np.float32(v))
   if f != f: return "NAN"
   if f in (float("inf"), float("-inf")): return "INFINITY" if f > 0 else "(-INFINITY)"
   s = repr(f)
+  if dt is dtypes.float64: return s if "e" in s or "." in s else f"{s}.0"
   return (f"{s}f" if "e" in s or "." in s else f"{s}.0f") if dt is not dtypes.float16 else f"(({_TYPES[lang]['float16'][0]}){s}f)"
 
 
@@ -151,10 +226,10 @@ def _nodes_with_trackers(k: Kernel) -> tuple[list[KNode], list[KNode]]:
 class Renderer:
   def __init__(self, lang: str, vector_registers: tuple[int, int] | None = None):
     """`vector_registers`: (count, bytes each) of the CPU's vector register file; half of it holds a CPU reduce
-    kernel's block of accumulators (AVX-512: 256 floats, e.g. an 8 x 32 block of a matmul)."""
+    kernel's block of accumulators (AVX-512: 1 KiB, e.g. an 8 x 32 block of float32 sums of a matmul)."""
     self.lang = lang
     self.types = _TYPES[lang]
-    self.acc_floats = vector_registers[0] * vector_registers[1] // 8 if vector_registers else 128
+    self.acc_bytes = vector_registers[0] * vector_registers[1] // 2 if vector_registers else 512
 
   def vtype(self, dt: DType) -> str: return self.types[dt.name][0]
   def stype(self, dt: DType) -> str: return self.types[dt.name][1]
@@ -179,6 +254,7 @@ class Renderer:
       sig = ", ".join(f"__global {t} *restrict {n}" for t, n in params)
       head = [f"__kernel __attribute__((reqd_work_group_size({lsize[0]}, 1, 1))) void {name}({sig}) {{"]
     src = _HELPERS + "\n".join(head + body + ["}"]) + "\n"
+    if self.lang == "opencl" and "double" in src: src = _F64_HELPERS + src
     if self.lang == "opencl": src = src.replace("uint32_t", "uint").replace("int32_t", "int").replace("int64_t", "long")
     src = _PRELUDE[self.lang] + src
     return Program(name, src, gsize, lsize, len(k.bufs))
@@ -214,7 +290,8 @@ class Renderer:
       return (grid, 1, 1), (1, 1, 1), lines
     u1, u0 = self._choose_upcast()
     U1 = _largest_divisor(c.sizes[u1], 32) if u1 is not None else 1
-    U0 = _largest_divisor(c.sizes[u0], max(1, min(8, self.acc_floats // U1))) if u0 is not None else 1
+    acc_size = max(4, k.reduce.dtype.itemsize)   # half floats accumulate in float
+    U0 = _largest_divisor(c.sizes[u0], max(1, min(8, self.acc_bytes // (acc_size * U1)))) if u0 is not None else 1
     up = {u1: (U1, "u1"), u0: (U0, "u0")} if u0 is not None else {u1: (U1, "u1")}
     tiles = [(d, c.sizes[d] // up[d][0] if d in up else c.sizes[d], f"o{d}") for d in c.out_dims]
     grid = prod(t[1] for t in tiles)
@@ -295,8 +372,7 @@ class Renderer:
     if op is Ops.ADD: return _fmt_const(0, dt, self.lang)
     lo = op is Ops.MAX
     if dt.is_float: return "(-INFINITY)" if lo else "INFINITY"
-    info = {dtypes.bool: (0, 1), dtypes.uint8: (0, 255), dtypes.int8: (-128, 127), dtypes.int32: (-2**31, 2**31 - 1)}[dt]
-    return _fmt_const(info[0] if lo else info[1], dt, self.lang)
+    return _fmt_const(dt.min if lo else dt.max, dt, self.lang)
 
   def combine(self, op: Ops, dt: DType, a: str, b: str) -> str:
     if op is Ops.ADD: return f"({a}+{b})"
@@ -304,9 +380,10 @@ class Renderer:
 
   def accumulate(self, red: KNode, idx, memo, acc: str) -> str:
     src, op = red.srcs[0], red.arg[0]
-    if op is Ops.ADD and src.op is Ops.MUL and src.dtype is dtypes.float32:   # multiply-accumulate, fused like BLAS
+    if op is Ops.ADD and src.op is Ops.MUL and src.dtype in (dtypes.float32, dtypes.float64):   # multiply-accumulate, fused like BLAS
       a, b = (self.expr(s, idx, memo) for s in src.srcs)
-      fma = "fmaf" if self.lang == "c" else "__builtin_fmaf"
+      fma = ("fmaf" if self.lang == "c" else "__builtin_fmaf") if src.dtype is dtypes.float32 else \
+        ("fma" if self.lang == "c" else "__builtin_fma")
       return f"{acc} = {fma}({a}, {b}, {acc});"
     v = self.expr(src, idx, memo)
     return f"{acc} = {self.combine(op, red.dtype, acc, v)};"
@@ -317,7 +394,7 @@ class Renderer:
       if dt.is_float: return f"(({a}){cmp}({b}) || ({a})!=({a}) ? ({a}) : ({b}))"   # NaN propagates, like numpy
       return f"(({a}){cmp}({b}) ? ({a}) : ({b}))"
     if op in (Ops.IDIV, Ops.MOD):
-      if dt.kind == "i": return f"hcq_{'idiv' if op is Ops.IDIV else 'imod'}({a}, {b})"
+      if dt.kind == "i": return f"hcq_{'idiv' if op is Ops.IDIV else 'imod'}{'64' if dt.itemsize == 8 else ''}({a}, {b})"
       return f"(({b}) ? ({a}){'/' if op is Ops.IDIV else '%'}({b}) : 0)"
     return f"({a}{_BIN[op]}{b})"
 
@@ -347,6 +424,7 @@ class Renderer:
       elif n.op is Ops.NEG: e = f"(-{s[0]})"
       elif n.op is Ops.NOT: e = f"(!{s[0]})"
       elif n.op is Ops.RECIP: e = f"(({vt})1/{s[0]})"
+      elif vt == "double" and n.op in _FN64[self.lang]: e = f"{_FN64[self.lang][n.op]}({s[0]})"
       elif n.op in _FN[self.lang]:
         e = f"{_FN[self.lang][n.op]}({s[0]})" if vt == "float" else f"(({vt}){_FN[self.lang][n.op]}((float){s[0]}))"
       elif n.op is Ops.WHERE: e = f"({s[0]} ? {s[1]} : {s[2]})"

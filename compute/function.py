@@ -8,9 +8,20 @@ if TYPE_CHECKING: from compute.tensor import Tensor
 
 
 class Function:
+  freed = False
+
   def __init__(self, *inputs: Tensor):
     self.needs_grad = [t.requires_grad for t in inputs]
     self.parents = inputs
+    # the inputs' own nodes now: an input updated in place later gets a new node, and this graph keeps the old one
+    self.parent_ctxs = tuple(t._ctx for t in inputs)
+
+  def free(self) -> None:
+    """After backward(), like PyTorch: a node that saved values drops them (and its inputs), and another backward()
+    through it is an error; one that saved none (movement ops, add, sum, ...) stays usable."""
+    if any(isinstance(v, LazyBuffer) for v in self.__dict__.values()):
+      self.__dict__.clear()
+      self.freed, self.parents, self.parent_ctxs, self.needs_grad = True, (), (), []
 
   def forward(self, *args, **kwargs) -> LazyBuffer: raise NotImplementedError
   def backward(self, g: LazyBuffer): raise NotImplementedError

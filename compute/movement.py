@@ -1,11 +1,30 @@
-"""Tensor movement ops: reshape, permute, expand, pad, shrink, flip, slicing, cat/stack (a mixin of Tensor).
-Shape errors raise here, at graph-build time, with the shapes in the message."""
+"""Tensor movement ops: reshape, permute, expand, pad, shrink, flip, basic slicing, cat/stack (a mixin of Tensor).
+Shape errors raise here, at graph-build time, with the shapes in the message.
+
+Views: what PyTorch returns as a view sharing its input's storage (reshape/view, permute, transpose, T, expand,
+flatten, squeeze, unsqueeze, basic indexing, detach) is registered here as a view of its root tensor, with the steps
+that make it from the root; an in-place change of the root or of any of its views is then seen by all of them
+(compute/inplace.py). pad, flip, cat, repeat and advanced indexing make new tensors, as in PyTorch."""
 from __future__ import annotations
+import weakref
 from math import prod
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 from compute import function as F
 from compute.dtypes import dtypes
 if TYPE_CHECKING: from compute.tensor import Tensor
+
+
+def _tensors_and_dim(first, others: tuple, dim: int, what: str) -> tuple[list, int]:
+  """cat/stack arguments: ([tensors], dim) or (tensor, *tensors, dim=)."""
+  if isinstance(first, (list, tuple)):
+    if len(others) > 1 or (others and not isinstance(others[0], int)):
+      raise TypeError(f"{what}(tensors, dim=0) takes a sequence of tensors and a dim, got extra arguments {others!r}")
+    ts, dim = list(first), others[0] if others else dim
+  else: ts = [first, *others]
+  if not ts: raise ValueError(f"{what} needs at least one tensor")
+  if not all(isinstance(t, MovementOps) for t in ts):
+    raise TypeError(f"{what} takes tensors, got {', '.join(type(t).__name__ for t in ts if not isinstance(t, MovementOps))}")
+  return ts, dim
 
 
 def _args(shape) -> tuple:
@@ -14,6 +33,22 @@ def _args(shape) -> tuple:
 
 class MovementOps:
   __slots__ = ()
+
+  def _viewed(self: Tensor, out: Tensor, step: tuple) -> Tensor:
+    """Register `out` (made from self by `step`, e.g. ("reshape", shape)) as a view of self's root tensor."""
+    if out is self: return out
+    root = self._base if self._base is not None else self
+    steps = self._view + (step,)
+    if root.requires_grad and not out.requires_grad and step[0] != "detach": steps += (("detach",),)   # made without gradients
+    out._base, out._view = root, steps
+    if root._views is None: root._views = weakref.WeakValueDictionary()   # by id: a WeakSet would compare tensors with ==
+    root._views[id(out)] = out
+    return out
+
+  def _step(self: Tensor, step: tuple) -> Tensor:
+    """Apply one recorded view step again (to the root's new value)."""
+    kind, *arg = step
+    return self.detach() if kind == "detach" else getattr(self, kind)(*arg) if kind != "getitem" else self[arg[0]]
 
   def reshape(self: Tensor, *shape) -> Tensor:
     shape = _args(shape)
@@ -25,13 +60,13 @@ class MovementOps:
       shape = tuple(self.numel() // rest if s == -1 else s for s in shape)
     if any(s < 0 for s in shape) or prod(shape) != self.numel():
       raise ValueError(f"cannot reshape tensor of shape {self.shape} ({self.numel()} elements) into {shape}")
-    return self if shape == self.shape else F.Reshape.apply(self, shape=shape)
+    return self if shape == self.shape else self._viewed(F.Reshape.apply(self, shape=shape), ("reshape", shape))
   view = reshape
 
   def permute(self: Tensor, *order) -> Tensor:
     order = tuple(self._axis(a) for a in _args(order))
     if sorted(order) != list(range(self.ndim)): raise ValueError(f"permute {order} is not a permutation of the {self.ndim} axes of {self.shape}")
-    return self if order == tuple(range(self.ndim)) else F.Permute.apply(self, order=order)
+    return self if order == tuple(range(self.ndim)) else self._viewed(F.Permute.apply(self, order=order), ("permute", order))
 
   def transpose(self: Tensor, dim0: int = 1, dim1: int = 0) -> Tensor:
     order = list(range(self.ndim))
@@ -49,7 +84,7 @@ class MovementOps:
     new = tuple(f if s == -1 else s for s, f in zip(shape, full))
     if any(f != n and f != 1 for f, n in zip(full, new)): raise ValueError(f"cannot expand shape {self.shape} to {shape}")
     t = self.reshape(full)
-    return t if new == t.shape else F.Expand.apply(t, shape=new)
+    return t if new == t.shape else self._viewed(F.Expand.apply(t, shape=new), ("expand", new))
 
   def pad(self: Tensor, padding, value: float = 0.0) -> Tensor:
     """padding: ((before, after), ...) per dim from the first, or None for a dim; negative values crop."""
@@ -115,49 +150,75 @@ class MovementOps:
     t = t.shrink(tuple((0, 1) if i == axis + 1 else None for i in range(t.ndim)))
     return t.reshape(t.shape[:axis + 1] + t.shape[axis + 2:])
 
-  def __getitem__(self: Tensor, idx) -> Tensor:
-    """Basic indexing: ints, slices (any step), None and Ellipsis."""
-    idx = idx if isinstance(idx, tuple) else (idx,)
-    if sum(i is Ellipsis for i in idx) > 1: raise IndexError("an index can only have a single ellipsis")
-    n_real = sum(1 for i in idx if i is not None and i is not Ellipsis)
-    if n_real > self.ndim: raise IndexError(f"too many indices ({n_real}) for a tensor of shape {self.shape}")
-    if Ellipsis in idx:
-      e = idx.index(Ellipsis)
-      idx = idx[:e] + (slice(None),) * (self.ndim - n_real) + idx[e + 1:]
-    idx = idx + (slice(None),) * (self.ndim - sum(1 for i in idx if i is not None))
-    t, axis, out_shape = self, 0, []
+  def _unslice(self: Tensor, axis: int, start: int, stop: int, step: int, n: int) -> Tensor:
+    """The inverse of _slice: this tensor's elements along `axis` placed at start, start+step, ... of a dim of
+    size n, zeros elsewhere."""
+    c = self.shape[axis]
+    t = self
+    if step < 0: t, start, step = t.flip(axis), start + (c - 1) * step, -step
+    span = (c - 1) * step + 1
+    if step > 1:
+      t = t.reshape(t.shape[:axis + 1] + (1,) + t.shape[axis + 1:])
+      t = t.pad(tuple((0, step - 1) if i == axis + 1 else None for i in range(t.ndim)))
+      t = t.reshape(t.shape[:axis] + (c * step,) + t.shape[axis + 2:])
+      t = t.shrink(tuple((0, span) if i == axis else None for i in range(t.ndim)))
+    return t.pad(tuple((start, n - start - span) if i == axis else None for i in range(t.ndim)))
+
+  def _basic_bounds(self: Tensor, idx: tuple) -> tuple[list[tuple[int, int, int]], tuple[int, ...]]:
+    """For a normalized basic index (ints, slices, None; one entry per dim plus the Nones): (start, stop, step) per
+    dim of self, and the result's shape."""
+    bounds, out_shape, axis = [], [], 0
     for i in idx:
       if i is None: out_shape.append(1); continue
       n = self.shape[axis]
-      if isinstance(i, bool) or not isinstance(i, (int, slice)):
-        raise TypeError(f"tensor index must be an int, slice, None or ..., got {type(i).__name__}")
       if isinstance(i, int):
         if not -n <= i < n: raise IndexError(f"index {i} is out of bounds for axis {axis} with size {n}")
-        t = t._slice(axis, i % n, i % n + 1, 1)
+        bounds.append((i % n, i % n + 1, 1))
       else:
-        t = t._slice(axis, *i.indices(n))
-        out_shape.append(t.shape[axis])
+        bounds.append(i.indices(n))
+        out_shape.append(len(range(*bounds[-1])))
       axis += 1
-    return t.reshape(tuple(out_shape))
+    return bounds, tuple(out_shape)
 
-  def cat(self: Tensor, *others: Tensor, dim: int = 0) -> Tensor:
-    ts = (self, *others)
-    d = self._axis(dim)
+  def _basic_get(self: Tensor, idx: tuple) -> Tensor:
+    """Basic indexing (ints, slices with any step, None) with a normalized index."""
+    bounds, out_shape = self._basic_bounds(idx)
+    t = self
+    for axis, b in enumerate(bounds): t = t._slice(axis, *b)
+    return t.reshape(out_shape)
+
+  def _basic_put(self: Tensor, idx: tuple, value: Tensor) -> Tensor:
+    """A copy of self with `value` (shaped like self[idx], basic idx) in the place self[idx] reads."""
+    bounds, _ = self._basic_bounds(idx)
+    kept = tuple(len(range(*b)) for b in bounds)
+    if 0 in kept: return self
+    v, inside, whole = value.reshape(kept), value.ones_like(dtype=dtypes.bool).reshape(kept), True
+    for axis, b in enumerate(bounds):
+      if b != (0, self.shape[axis], 1):
+        v, inside, whole = v._unslice(axis, *b, self.shape[axis]), inside._unslice(axis, *b, self.shape[axis]), False
+    return v if whole else inside.where(v, self)
+
+  def cat(self: Tensor | Sequence[Tensor], *others, dim: int = 0) -> Tensor:
+    """Concatenate along `dim`: Tensor.cat([a, b, c], dim) like torch.cat, or a.cat(b, c, dim=dim)."""
+    ts, d = _tensors_and_dim(self, others, dim, "cat")
+    first = ts[0]
+    d = first._axis(d)
     for t in ts:
-      if t.ndim != self.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, self.shape)) if i != d):
+      if t.ndim != first.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, first.shape)) if i != d):
         raise ValueError(f"cat along dim {d} needs matching shapes elsewhere, got {[t.shape for t in ts]}")
     total, out, off = sum(t.shape[d] for t in ts), None, 0
     for t in ts:
-      p = t.pad(tuple((off, total - off - t.shape[d]) if i == d else None for i in range(self.ndim)))
+      p = t.pad(tuple((off, total - off - t.shape[d]) if i == d else None for i in range(first.ndim)))
       out = p if out is None else out + p
       off += t.shape[d]
     return out
 
-  def stack(self: Tensor, *others: Tensor, dim: int = 0) -> Tensor:
-    ts = (self, *others)
-    if any(t.shape != self.shape for t in ts): raise ValueError(f"stack needs equal shapes, got {[t.shape for t in ts]}")
-    d = self._axis(dim, self.ndim + 1)
-    return ts[0].unsqueeze(d).cat(*(t.unsqueeze(d) for t in ts[1:]), dim=d)
+  def stack(self: Tensor | Sequence[Tensor], *others, dim: int = 0) -> Tensor:
+    """Stack equal-shaped tensors along a new dim: Tensor.stack([a, b], dim) like torch.stack, or a.stack(b, dim=dim)."""
+    ts, d = _tensors_and_dim(self, others, dim, "stack")
+    if any(t.shape != ts[0].shape for t in ts): raise ValueError(f"stack needs equal shapes, got {[t.shape for t in ts]}")
+    d = ts[0]._axis(d, ts[0].ndim + 1)
+    return MovementOps.cat([t.unsqueeze(d) for t in ts], dim=d)
 
   def repeat(self: Tensor, *repeats) -> Tensor:
     repeats = _args(repeats)

@@ -1,12 +1,12 @@
-"""Tensor reductions and neural-network ops: sum/max/mean/argmax, matmul, conv2d, pooling, softmax,
-cross-entropy (a mixin of Tensor; everything is composed from the differentiable primitives)."""
+"""Tensor reductions and neural-network ops: sum/max/mean/argmax, cumsum/cumprod, matmul, einsum, conv2d, pooling,
+softmax, cross-entropy (a mixin of Tensor; everything is composed from the differentiable primitives)."""
 from __future__ import annotations
 from math import prod
 from typing import TYPE_CHECKING
 from compute import function as F
 from compute.dtypes import dtypes
 from compute.lazy import Ops
-from compute.movement import MovementOps
+from compute.indexing import IndexingOps
 if TYPE_CHECKING: from compute.tensor import Tensor
 
 
@@ -16,7 +16,7 @@ def _pair(v, what: str) -> tuple[int, int]:
   return t  # type: ignore[return-value]
 
 
-class NNOps(MovementOps):
+class NNOps(IndexingOps):
   __slots__ = ()
 
   # --- reductions
@@ -75,6 +75,33 @@ class NNOps(MovementOps):
 
   def argmin(self: Tensor, axis=None, keepdim: bool = False) -> Tensor: return (-self._float()).argmax(axis, keepdim)
 
+  # --- scans
+  def cumsum(self: Tensor, dim: int = 0, dtype=None) -> Tensor:
+    """Running sum along dim (dtype rules of sum). Up to 256 long: one kernel summing a triangle (each output sums
+    its prefix in order); longer: a log2(n)-step scan."""
+    t = self.cast(dtype) if dtype is not None else self.cast(dtypes.int32) if self.dtype.itemsize < 4 and not self.dtype.is_float else self
+    if self.ndim == 0: return t
+    d, n = self._axis(dim), self.shape[self._axis(dim)]
+    if n > 256: return t._scan(d, False)
+    i = type(self).arange(n, device=self.device)
+    tri = (i.reshape(1, n) <= i.reshape(n, 1)).reshape((1,) * d + (n, n) + (1,) * (self.ndim - d - 1))   # [i, j]: j <= i
+    return tri.where(t.unsqueeze(d), 0).sum(d + 1)
+
+  def cumprod(self: Tensor, dim: int = 0, dtype=None) -> Tensor:
+    """Running product along dim: a log2(n)-step scan (products grouped pairwise, not left to right)."""
+    t = self.cast(dtype) if dtype is not None else self.cast(dtypes.int32) if self.dtype.itemsize < 4 and not self.dtype.is_float else self
+    return t if self.ndim == 0 else t._scan(self._axis(dim), True)
+
+  def _scan(self: Tensor, d: int, mul: bool) -> Tensor:
+    """Hillis-Steele inclusive scan: step s combines every element with the one s before it (s = 1, 2, 4, ...)."""
+    n, t, s = self.shape[d], self, 1
+    while s < n:
+      prev = t.shrink(tuple((0, n - s) if i == d else None for i in range(t.ndim)))
+      prev = prev.pad(tuple((s, 0) if i == d else None for i in range(t.ndim)), value=1 if mul else 0)
+      t = (t * prev if mul else t + prev).contiguous()
+      s *= 2
+    return t
+
   def logsumexp(self: Tensor, axis=-1, keepdim: bool = False) -> Tensor:
     m = self.max(axis, keepdim=True).detach()
     out = (self - m).exp().sum(axis, keepdim=True).log() + m
@@ -105,6 +132,60 @@ class NNOps(MovementOps):
     if w.ndim == 1: out = out.squeeze(-1)
     return out
   matmul = dot
+
+  @staticmethod
+  def einsum(equation: str, *operands) -> Tensor:
+    """Einstein summation like torch.einsum / numpy.einsum: "ij,jk->ik", "bij,bjk->bik", "ii->i" (diagonal), "ii"
+    (trace), "...ij->...ji", implicit outputs ("ij,jk": the labels used once, sorted). One fused product-sum."""
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)): operands = tuple(operands[0])
+    eq = equation.replace(" ", "")
+    lhs, arrow, rhs = eq.partition("->")
+    specs = lhs.split(",")
+    if len(specs) != len(operands) or not operands:
+      raise ValueError(f"einsum {equation!r} names {len(specs)} operands, got {len(operands)}")
+    if any(not (c.isalpha() or c in ".,->") for c in eq): raise ValueError(f"einsum {equation!r}: labels must be letters")
+    ell = max((t.ndim - len(sp.replace("...", "")) for sp, t in zip(specs, operands) if "..." in sp), default=0)
+    free = [chr(c) for c in range(0x3b1, 0x3b1 + 64) if chr(c) not in eq][:ell]   # labels for the ... dims
+    def expand(sp: str, nd: int) -> str:
+      if "..." not in sp: return sp
+      k = nd - len(sp.replace("...", ""))
+      return sp.replace("...", "".join(free[ell - k:]))
+    specs = [expand(sp, t.ndim) for sp, t in zip(specs, operands)]
+    for sp, t in zip(specs, operands):
+      if len(sp) != t.ndim or "." in sp:
+        raise ValueError(f"einsum {equation!r}: operand of shape {t.shape} does not match its labels {sp!r}")
+    if arrow: out = expand(rhs, ell + len(rhs.replace("...", ""))) if "..." in rhs else rhs
+    else: out = "".join(free) + "".join(sorted(c for c in set("".join(specs)) if "".join(specs).count(c) == 1 and c not in free))
+    if len(set(out)) != len(out) or any(c not in "".join(specs) for c in out):
+      raise ValueError(f"einsum {equation!r}: output labels {out!r} must be distinct and appear in an input")
+    sizes: dict[str, int] = {}
+    for sp, t in zip(specs, operands):
+      for c, n in zip(sp, t.shape):
+        if c in free and (n == 1 or sizes.get(c, 1) == 1): sizes[c] = max(n, sizes.get(c, 1))   # ... dims broadcast
+        elif sizes.setdefault(c, n) != n:
+          raise ValueError(f"einsum {equation!r}: label {c!r} has size {sizes[c]} and {n} in different operands")
+    labels = list(out) + [c for c in dict.fromkeys("".join(specs)) if c not in out]
+    terms = []
+    for sp, t in zip(specs, operands):
+      while (c := next((c for c in sp if sp.count(c) > 1), None)) is not None:   # a repeated label: the diagonal
+        a, b = sp.index(c), sp.index(c, sp.index(c) + 1)
+        t, sp = t._diagonal(a, b), "".join(x for k, x in enumerate(sp) if k not in (a, b)) + c
+      order = sorted(range(len(sp)), key=lambda k: labels.index(sp[k]))
+      t, sp = t.permute(order), "".join(sp[k] for k in order)
+      terms.append(t.reshape(tuple(t.shape[sp.index(c)] if c in sp else 1 for c in labels)))
+    prod_ = terms[0]
+    for t in terms[1:]: prod_ = prod_ * t
+    prod_ = prod_._expand_to(tuple(sizes[c] for c in labels))
+    return prod_.sum(tuple(range(len(out), len(labels)))) if len(labels) > len(out) else prod_
+
+  def _diagonal(self: Tensor, a: int, b: int) -> Tensor:
+    """Dims a and b (equal sizes n) replaced by one last dim of size n: element [..., i] = self[..., i, ..., i, ...]."""
+    n = self.shape[a]
+    if self.shape[b] != n: raise ValueError(f"a diagonal needs equal dims, got {self.shape[a]} and {self.shape[b]} in {self.shape}")
+    rest = [k for k in range(self.ndim) if k not in (a, b)]
+    t = self.permute(rest + [a, b]).reshape(tuple(self.shape[k] for k in rest) + (n * n,))
+    t = t.pad(((0, 0),) * len(rest) + ((0, n),)).reshape(tuple(self.shape[k] for k in rest) + (n, n + 1))
+    return t[(slice(None),) * len(rest) + (slice(None), 0)]
 
   def linear(self: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """x @ weight.T + bias, with weight of shape (out, in) like nn.Linear."""
@@ -157,20 +238,39 @@ class NNOps(MovementOps):
 
   # --- losses
   def one_hot(self: Tensor, num_classes: int) -> Tensor:
-    if self.dtype.is_float: raise TypeError(f"one_hot needs integer class indices, got {self.dtype.name}")
+    """int32 (..., num_classes) with a 1 at each index; an index outside 0..num_classes-1 is an error."""
+    if not self.dtype.is_int: raise TypeError(f"one_hot needs integer class indices, got {self.dtype.name}")
+    if self.numel() and ((r := self._int_range())[0] < 0 or r[1] >= num_classes):
+      raise IndexError(f"one_hot: class index {r[0] if r[0] < 0 else r[1]} is out of range for {num_classes} classes")
     return (self.unsqueeze(-1) == type(self).arange(num_classes, device=self.device)).cast(dtypes.int32)
 
-  def cross_entropy(self: Tensor, target: Tensor, reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:
-    """Logits (N, C) against class indices (N,) or class probabilities (N, C); like torch's cross_entropy."""
+  def cross_entropy(self: Tensor, target: Tensor, reduction: str = "mean", label_smoothing: float = 0.0,
+                    ignore_index: int = -100) -> Tensor:
+    """Logits (N, C) against class indices (N,) or class probabilities (N, C); like torch's cross_entropy (labels equal
+    to ignore_index count for nothing). Labels must be integers in 0..C-1 (checked: this reads labels back unless
+    they came from host data)."""
     if reduction not in ("mean", "sum", "none"): raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
-    c = self.shape[-1]
-    if target.shape == self.shape[:-1] and not target.dtype.is_float: probs = target.one_hot(c).cast(self.dtype)
+    c, keep = self.shape[-1], None
+    if target.shape == self.shape[:-1]:
+      if not target.dtype.is_int:
+        raise TypeError(f"cross_entropy labels must be integer class indices (shape {self.shape[:-1]}), got {target.dtype.name}; "
+                        f"class probabilities would have the logits' shape {self.shape}")
+      lo, hi = target._int_range() if target.numel() else (0, 0)
+      if lo <= ignore_index <= hi:   # some labels may be ignored: check the others
+        keep = target != ignore_index
+        lo, hi = keep.where(target, 0)._int_range()
+      if lo < 0 or hi >= c:
+        raise IndexError(f"cross_entropy label {lo if lo < 0 else hi} is out of range for {c} classes (labels are 0..{c - 1})")
+      probs = (target.unsqueeze(-1) == type(self).arange(c, device=self.device)).cast(self.dtype)
     elif target.shape == self.shape: probs = target
     else:
       raise ValueError(f"cross_entropy target must have shape {self.shape[:-1]} (class indices) or {self.shape} "
                        f"(probabilities), got {target.shape}")
     if label_smoothing: probs = probs * (1 - label_smoothing) + label_smoothing / c
     loss = -(self.log_softmax(-1) * probs).sum(-1)
+    if keep is not None:
+      loss = keep.where(loss, 0)
+      return loss.sum() / keep.sum() if reduction == "mean" else loss.sum() if reduction == "sum" else loss
     return loss.mean() if reduction == "mean" else loss.sum() if reduction == "sum" else loss
 
   def binary_cross_entropy(self: Tensor, target: Tensor) -> Tensor:

@@ -13,6 +13,18 @@ from math import prod
 Constraint = tuple[tuple[int, ...], int, int, int]   # (coefs, const, lo, hi)
 
 
+def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+  n = max(len(s) for s in shapes)
+  padded = [(1,) * (n - len(s)) + tuple(s) for s in shapes]
+  out = []
+  for dims in zip(*padded):
+    m = max(dims) if 0 not in dims else 0
+    if any(d not in (1, m) for d in dims):
+      raise ValueError(f"shapes {' and '.join(str(tuple(s)) for s in shapes)} cannot be broadcast together")
+    out.append(m)
+  return tuple(out)
+
+
 def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
   out, acc = [], 1
   for n in reversed(shape):

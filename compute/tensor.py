@@ -5,45 +5,66 @@ from math import prod
 from typing import Any
 import numpy as np
 from compute import function as F
-from compute.dtypes import DType, dtypes, promote, promote_scalar
+from compute.dtypes import DType, dtypes, promote, promote_scalar, check_fits
 from compute.lazy import LazyBuffer, Ops
 from compute.runtime import Device, buffer_from_numpy, buffer_to_numpy, run_schedule
 from compute.schedule import create_schedule
-from compute.nnops import NNOps
+from compute.shape import broadcast_shape
+from compute.indexing import note_range
+from compute.inplace import InPlaceOps
 
 Scalar = bool | int | float
+
+
+def _host_array(data: Any, dtype: DType | None) -> tuple[np.ndarray, DType]:
+  """numpy data and the tensor dtype for it. numpy arrays and scalars keep their dtype; Python numbers and lists of
+  them get the defaults (bool, int32, float32), like PyTorch. Values that do not fit the dtype are an error."""
+  numpy_data = isinstance(data, (np.ndarray, np.generic))
+  try: arr = np.asarray(data)
+  except Exception as e: raise TypeError(f"cannot make a Tensor from {type(data).__name__}: {e}") from None
+  if arr.dtype == object and arr.size and all(isinstance(v, int) for v in arr.flat):
+    big = max(arr.flat, key=lambda v: abs(v))
+    raise OverflowError(f"value {big} does not fit int64 (range {dtypes.int64.min}..{dtypes.int64.max})")
+  if arr.dtype == object or arr.dtype.kind not in "biuf":
+    raise TypeError(f"cannot make a Tensor from {type(data).__name__} with numpy dtype {arr.dtype}: need numbers")
+  if dtype is None:
+    if numpy_data: dtype = dtypes.from_np(arr.dtype)
+    else: dtype = dtypes.bool if arr.dtype.kind == "b" else dtypes.default_int if arr.dtype.kind in "iu" else dtypes.default_float
+  if arr.size and dtype.np is not np.bool_ and not (dtype.np is not None and np.can_cast(arr.dtype, dtype.np, "safe")):
+    vals = arr
+    if arr.dtype.kind == "f":
+      finite = np.isfinite(arr)
+      if dtype.is_int and not finite.all(): raise ValueError(f"cannot convert non-finite floats to {dtype.name}")
+      vals = arr[finite]
+    if vals.size: check_fits(vals.min(), vals.max(), dtype, "value")
+  return arr, dtype
 
 
 def _shape_arg(shape) -> tuple[int, ...]:
   return tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else tuple(shape)
 
 
-class Tensor(NNOps):
+class Tensor(InPlaceOps):
   grad_enabled = True
   _rng = np.random.default_rng(0)
-  __slots__ = ("lazydata", "requires_grad", "grad", "_ctx")
+  __array_priority__ = 1000   # ndarray <op> Tensor gives a Tensor (numpy defers to the reflected operator)
+  # _base/_view: the root tensor this one is a view of and the steps from it (movement.py); _views: a root's live views
+  __slots__ = ("lazydata", "requires_grad", "grad", "_ctx", "_base", "_view", "_views", "__weakref__")
 
   def __init__(self, data: Any, device: str | None = None, dtype: DType | str | None = None, requires_grad: bool = False):
     dtype = dtypes.get(dtype)
     self.grad: Tensor | None = None
     self._ctx: F.Function | None = None
     self.requires_grad = requires_grad
+    self._base, self._view, self._views = None, (), None
     if isinstance(data, LazyBuffer):
       self.lazydata = data
       return
     device = Device.canonicalize(device)
-    if isinstance(data, Tensor): data = data.numpy()
-    if isinstance(data, (bool, int, float, np.bool_, np.integer, np.floating)) and dtype is None:
-      dtype = dtypes.from_np(np.asarray(data).dtype) if isinstance(data, np.generic) else \
-        dtypes.bool if isinstance(data, bool) else dtypes.int32 if isinstance(data, int) else dtypes.float32
-    try: arr = np.asarray(data)
-    except Exception as e: raise TypeError(f"cannot make a Tensor from {type(data).__name__}: {e}") from None
-    if arr.dtype == object or arr.dtype.kind not in "biuf":
-      raise TypeError(f"cannot make a Tensor from {type(data).__name__} with numpy dtype {arr.dtype}: need numbers")
-    if dtype is None: dtype = dtypes.from_np(arr.dtype) if arr.size or arr.dtype.kind != "f" else dtypes.float32
-    if dtype.kind in "ui" and arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
-      raise ValueError(f"cannot convert non-finite floats to {dtype.name}")
+    if isinstance(data, Tensor): data, dtype = data.numpy(), dtype or data.dtype
+    arr, dtype = _host_array(data, dtype)
     self.lazydata = LazyBuffer.from_buffer(buffer_from_numpy(arr, dtype, device), arr.shape, dtype)
+    if dtype.is_int and arr.size: note_range(self.lazydata, arr.min(), arr.max())
 
   @staticmethod
   def _from_lazy(lb: LazyBuffer, requires_grad: bool = False) -> Tensor:
@@ -66,9 +87,34 @@ class Tensor(NNOps):
     if not self.shape: raise TypeError("len() of a 0-d tensor")
     return self.shape[0]
   def __repr__(self) -> str:
-    return f"<Tensor {self.shape} {self.dtype.name} on {self.device}{' with grad' if self.grad is not None else ''}>"
+    """The values, like torch: tensor([[1., 2.]], device='CPU'), with the dtype when it is not float32/int32/bool."""
+    extra = [f"device='{self.device}'"]
+    if self.numel() == 0 and self.ndim != 1: extra.append(f"size={self.shape}")
+    if self.dtype not in (dtypes.float32, dtypes.int32, dtypes.bool): extra.append(f"dtype={self.dtype!r}")
+    if self.requires_grad: extra.append(f"grad_fn=<{type(self._ctx).__name__}>" if self._ctx is not None else "requires_grad=True")
+    return f"tensor({np.array2string(self.numpy(), separator=', ', prefix='tensor(')}, {', '.join(extra)})"
   def __hash__(self) -> int: return id(self)
-  def __bool__(self): raise TypeError("the truth value of a Tensor is ambiguous; use .item() or .numpy()")
+  def __iter__(self):
+    if self.ndim == 0: raise TypeError("iteration over a 0-d tensor")
+    return (self[i] for i in range(self.shape[0]))
+
+  # --- Python and numpy conversions
+  def _scalar(self, what: str) -> Scalar:
+    if self.numel() != 1: raise ValueError(f"only one-element tensors can be converted to Python {what}s, this one has shape {self.shape}")
+    return self.item()
+  def __float__(self) -> float: return float(self._scalar("float"))
+  def __int__(self) -> int: return int(self._scalar("int"))
+  def __index__(self) -> int:
+    if self.dtype.is_float: raise TypeError(f"only integer tensors of a single element can be converted to an index, not {self.dtype.name}")
+    return int(self._scalar("int"))
+  def __bool__(self) -> bool:
+    if self.numel() != 1: raise RuntimeError(f"the truth value of a tensor with {self.numel()} elements (shape {self.shape}) is ambiguous; "
+                                             "use .any() or .all()")
+    return bool(self.item())
+  def __array__(self, dtype=None, copy=None) -> np.ndarray:
+    """np.asarray(t), np.allclose(t, a), ...: the values (read back from the device)."""
+    out = self.numpy()
+    return out if dtype is None else out.astype(dtype)
 
   # --- realization and host transfer
   @staticmethod
@@ -102,15 +148,9 @@ class Tensor(NNOps):
     return F.Copy.apply(self, device=device)
 
   def contiguous(self) -> Tensor: return F.Contiguous.apply(self)
-  def detach(self) -> Tensor: return Tensor._from_lazy(self.lazydata)
-
-  def assign(self, x: Tensor | Any) -> Tensor:
-    """Replace this tensor's value (same shape and dtype), e.g. for optimizer updates."""
-    if not isinstance(x, Tensor): x = Tensor(x, device=self.device, dtype=self.dtype)
-    if x.shape != self.shape: raise ValueError(f"assign of shape {x.shape} to a tensor of shape {self.shape}")
-    if x.device != self.device: raise ValueError(f"assign from {x.device} to a tensor on {self.device}; use .to() first")
-    self.lazydata = x.lazydata.cast(self.dtype)
-    return self
+  def detach(self) -> Tensor:
+    """The same values outside the autograd graph; like PyTorch it shares storage: in-place changes show in both."""
+    return self._viewed(Tensor._from_lazy(self.lazydata), ("detach",))
 
   # --- factories
   @staticmethod
@@ -118,6 +158,7 @@ class Tensor(NNOps):
     shape = _shape_arg(shape) if isinstance(shape, (tuple, list)) else (shape,)
     if any(not isinstance(s, int) or s < 0 for s in shape): raise ValueError(f"bad shape {shape}: need non-negative ints")
     dt = dtypes.get(dtype) or (dtypes.bool if isinstance(fill, bool) else dtypes.int32 if isinstance(fill, int) else dtypes.float32)
+    check_fits(fill, fill, dt, "fill value")
     t = Tensor._from_lazy(LazyBuffer.const(fill, dt, shape, Device.canonicalize(device)))
     if requires_grad: t = t.contiguous().realize(); t.requires_grad = True
     return t
@@ -136,7 +177,10 @@ class Tensor(NNOps):
     if step == 0: raise ValueError("arange step must not be 0")
     n = max(0, math.ceil((stop - start) / step))
     dt = dtypes.get(dtype) or (dtypes.float32 if any(isinstance(v, float) for v in (start, stop, step)) else dtypes.int32)
-    return Tensor._from_lazy(LazyBuffer.arange(n, start, step, dt, Device.canonicalize(device)))
+    if n: check_fits(start, start + step * (n - 1), dt, "arange value")
+    out = Tensor._from_lazy(LazyBuffer.arange(n, start, step, dt, Device.canonicalize(device)))
+    if dt.is_int and n: note_range(out.lazydata, min(start, start + step * (n - 1)), max(start, start + step * (n - 1)))
+    return out
 
   @staticmethod
   def eye(n: int, m: int | None = None, dtype=None, device: str | None = None) -> Tensor:
@@ -170,32 +214,32 @@ class Tensor(NNOps):
       if self.numel() != 1: raise ValueError(f"backward() without a gradient needs a one-element tensor, not shape {self.shape}")
       gradient = Tensor.full(self.shape, 1.0, dtype=self.dtype, device=self.device)
     if gradient.shape != self.shape: raise ValueError(f"gradient shape {gradient.shape} does not match tensor shape {self.shape}")
-    order, seen = [], set()
-    def visit(t: Tensor):
-      stack = [(t, False)]
-      while stack:
-        n, done = stack.pop()
-        if done: order.append(n); continue
-        if id(n) in seen or n._ctx is None: continue
-        seen.add(id(n))
-        stack.append((n, True))
-        stack.extend((p, False) for p in n._ctx.parents if p._ctx is not None)
-    visit(self)
-    grads: dict[int, LazyBuffer] = {id(self): gradient.lazydata}
-    for t in reversed(order):
-      g = grads.pop(id(t), None)
-      ctx = t._ctx
+    if self._ctx is None:   # a leaf: its own gradient
+      if self.requires_grad: self.grad = gradient if self.grad is None else self.grad + gradient
+      return self
+    # the graph is made of Function nodes (each keeps its inputs' nodes as they were, so in-place updates later do
+    # not change it); a node's gradient is complete once every node using it is done: reverse post-order
+    order, seen, stack = [], set(), [(self._ctx, False)]
+    while stack:
+      n, done = stack.pop()
+      if done: order.append(n); continue
+      if id(n) in seen: continue
+      if n.freed: raise RuntimeError("backward() through a graph an earlier backward() already freed; compute the forward again")
+      seen.add(id(n))
+      stack.append((n, True))
+      stack.extend((p, False) for p in n.parent_ctxs if p is not None)
+    grads: dict[int, LazyBuffer] = {id(self._ctx): gradient.lazydata}
+    for ctx in reversed(order):
+      g = grads.pop(id(ctx), None)
       if g is None: continue
       out = ctx.backward(g)
       out = out if isinstance(out, tuple) else (out,)
-      for p, pg, need in zip(ctx.parents, out, ctx.needs_grad):
+      for p, pctx, pg, need in zip(ctx.parents, ctx.parent_ctxs, out, ctx.needs_grad):
         if pg is None or not need: continue
         if pg.shape != p.shape: raise RuntimeError(f"internal: gradient {pg.shape} for input {p.shape} of {type(ctx).__name__}")
-        if p._ctx is not None: grads[id(p)] = grads[id(p)].alu(Ops.ADD, pg) if id(p) in grads else pg
-        else:
-          gt = Tensor._from_lazy(pg)
-          p.grad = gt if p.grad is None else Tensor._from_lazy(p.grad.lazydata.alu(Ops.ADD, pg))
-      t._ctx = None
+        if pctx is not None: grads[id(pctx)] = grads[id(pctx)].alu(Ops.ADD, pg) if id(pctx) in grads else pg
+        else: p.grad = Tensor._from_lazy(pg) if p.grad is None else Tensor._from_lazy(p.grad.lazydata.alu(Ops.ADD, pg))
+      ctx.free()
     return self
 
   # --- elementwise plumbing
@@ -208,6 +252,7 @@ class Tensor(NNOps):
     if isinstance(x, Tensor): return x
     if isinstance(x, (bool, int, float, np.bool_, np.integer, np.floating)):
       dt = promote_scalar(self.dtype, x)
+      if dt.is_int: check_fits(x, x, dt, "Python scalar")
       return Tensor._from_lazy(LazyBuffer.const(x, dt, (), self.device))
     return Tensor(x, device=self.device)
 
@@ -331,7 +376,7 @@ class Tensor(NNOps):
   def __invert__(self) -> Tensor:
     if self.dtype is dtypes.bool: return self.logical_not()
     if self.dtype.is_float: raise TypeError("~ needs a bool or integer tensor")
-    return self ^ -1 if self.dtype.kind == "i" else self ^ 255
+    return self ^ (-1 if self.dtype.kind == "i" else self.dtype.max)
 
   # --- unary math
   def exp(self) -> Tensor: return self._unary(F.Exp)
@@ -364,22 +409,12 @@ class Tensor(NNOps):
   def ceil(self) -> Tensor:
     t = self.trunc()
     return (t < self).where(t + 1, t) if self.dtype.is_float else self
-  def clip(self, lo=None, hi=None) -> Tensor:
-    out = self if lo is None else self.maximum(lo)
-    return out if hi is None else out.minimum(hi)
-  clamp = clip
-
-
-def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
-  n = max(len(s) for s in shapes)
-  padded = [(1,) * (n - len(s)) + tuple(s) for s in shapes]
-  out = []
-  for dims in zip(*padded):
-    m = max(dims) if 0 not in dims else 0
-    if any(d not in (1, m) for d in dims):
-      raise ValueError(f"shapes {' and '.join(str(tuple(s)) for s in shapes)} cannot be broadcast together")
-    out.append(m)
-  return tuple(out)
+  def clamp(self, min=None, max=None) -> Tensor:
+    """Elementwise max(min, ...) then min(..., max), like torch.clamp (NaN stays NaN; min > max gives max)."""
+    if min is None and max is None: raise ValueError("clamp needs min or max (or both)")
+    out = self if min is None else self.maximum(min)
+    return out if max is None else out.minimum(max)
+  clip = clamp
 
 
 class no_grad:

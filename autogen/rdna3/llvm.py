@@ -9,7 +9,8 @@ from __future__ import annotations
 import ctypes, ctypes.util, glob, os, struct, subprocess, sys
 
 LLVM_MAJOR = 22
-TRIPLE, CPU = b"amdgcn-amd-amdhsa", b"gfx1100"
+TRIPLE = b"amdgcn-amd-amdhsa"
+TARGETS = ("gfx1100", "gfx1150", "gfx1151")   # RDNA3 (Navi31) and RDNA3.5 (Strix Point, Strix Halo)
 PAD = b"\0" * 16   # trailing bytes so an instruction that needs a literal/DPP dword never reads past the buffer
 
 
@@ -28,8 +29,8 @@ def available() -> bool:
 
 
 class Disassembler:
-  """In-process gfx1100 disassembler (one LLVM disassembler context)."""
-  def __init__(self):
+  """In-process disassembler for one target (one LLVM disassembler context)."""
+  def __init__(self, cpu: str = "gfx1100"):
     lib = ctypes.CDLL(libllvm_path())
     for f in ("LLVMInitializeAMDGPUTargetInfo", "LLVMInitializeAMDGPUTargetMC", "LLVMInitializeAMDGPUDisassembler"): getattr(lib, f)()
     lib.LLVMCreateDisasmCPUFeatures.restype = ctypes.c_void_p
@@ -37,8 +38,9 @@ class Disassembler:
     lib.LLVMDisasmInstruction.restype = ctypes.c_size_t
     lib.LLVMDisasmInstruction.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_char_p, ctypes.c_size_t]
     self._lib, self._buf = lib, ctypes.create_string_buffer(1024)
-    self._ctx = lib.LLVMCreateDisasmCPUFeatures(TRIPLE, CPU, b"", None, 0, None, None)
-    if not self._ctx: raise RuntimeError("LLVMCreateDisasmCPUFeatures failed for gfx1100")
+    self.cpu = cpu
+    self._ctx = lib.LLVMCreateDisasmCPUFeatures(TRIPLE, cpu.encode(), b"", None, 0, None, None)
+    if not self._ctx: raise RuntimeError(f"LLVMCreateDisasmCPUFeatures failed for {cpu}")
 
   def version(self) -> str:
     v = [ctypes.c_uint() for _ in range(3)]
@@ -46,18 +48,20 @@ class Disassembler:
     return ".".join(str(x.value) for x in v)
 
   def __call__(self, code: bytes) -> tuple[int, str | None]:
-    """(size, text) of the instruction at the start of `code` (padded here), or (0, None) if LLVM rejects it."""
+    """(size, text) of the instruction at the start of `code` (padded here), or (0, None) if LLVM rejects it. The text
+    is the instruction only, as llvm-mc and llvm-objdump print it: the C API appends its warnings (e.g. `; Warning:
+    SGPR_64: scalar reg isn't aligned 9`, several run together), which are cut off."""
     code = bytes(code) + PAD
     n = self._lib.LLVMDisasmInstruction(self._ctx, code, len(code), 0, self._buf, len(self._buf))
-    return (n, self._buf.value.decode().strip()) if n else (0, None)
+    return (n, self._buf.value.decode().split(" ; Warning:")[0].strip()) if n else (0, None)
 
   def words(self, *ws: int) -> tuple[int, str | None]:
     return self(struct.pack(f"<{len(ws)}I", *ws))
 
 
-def _worker() -> None:
+def _worker(cpu: str) -> None:
   """Child process: reads records (u32 count, then count*16 bytes), writes 'size\\ttext' lines."""
-  dis, inp, out = Disassembler(), sys.stdin.buffer, sys.stdout
+  dis, inp, out = Disassembler(cpu), sys.stdin.buffer, sys.stdout
   n = struct.unpack("<I", inp.read(4))[0]
   for i in range(n):
     size, text = dis(inp.read(16))
@@ -65,9 +69,9 @@ def _worker() -> None:
   out.flush()
 
 
-def _run(chunks: list[bytes]) -> list[tuple[int, str | None]] | None:
+def _run(chunks: list[bytes], cpu: str) -> list[tuple[int, str | None]] | None:
   data = struct.pack("<I", len(chunks)) + b"".join(c.ljust(16, b"\0")[:16] for c in chunks)
-  p = subprocess.run([sys.executable, "-c", "from autogen.rdna3.llvm import _worker; _worker()"], input=data,
+  p = subprocess.run([sys.executable, "-c", f"from autogen.rdna3.llvm import _worker; _worker({cpu!r})"], input=data,
                      capture_output=True, cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
   if p.returncode != 0: return None
   res = []
@@ -78,29 +82,31 @@ def _run(chunks: list[bytes]) -> list[tuple[int, str | None]] | None:
   return res
 
 
-def disasm_batch(chunks: list[bytes]) -> list[tuple[int, str | None]]:
+def disasm_batch(chunks: list[bytes], cpu: str = "gfx1100") -> list[tuple[int, str | None]]:
   """LLVM's (size, text) for each chunk (up to 16 bytes: the instruction plus any trailing dwords), in a child
   process. An encoding that crashes LLVM is isolated by bisection and reported as (-1, None)."""
   if not chunks: return []
-  res = _run(chunks)
+  res = _run(chunks, cpu)
   if res is not None: return res
   if len(chunks) == 1: return [(-1, None)]
   mid = len(chunks) // 2
-  return disasm_batch(chunks[:mid]) + disasm_batch(chunks[mid:])
+  return disasm_batch(chunks[:mid], cpu) + disasm_batch(chunks[mid:], cpu)
 
 
 _SRC_PICKS = (0, 1, 105, 106, 107, 124, 125, 126, 127, 128, 129, 192, 193, 208, 230, 235, 240, 242, 248, 251, 253, 254, 255)
 
 
-def sample_words(rng, per_op: int) -> list[bytes]:
+def sample_words(rng, per_op: int, target: str = "gfx1100") -> list[bytes]:
   """Test instructions (16 bytes each: the words plus trailing literal/DPP dwords): `per_op` variants of every
-  opcode in the tables, the non-opcode fields random but biased toward values LLVM accepts and that exercise the
-  printer (VGPRs, inline constants, literals, zeroed unused fields)."""
+  opcode in `target`'s tables, the non-opcode fields random but biased toward values LLVM accepts and that exercise
+  the printer (VGPRs, inline constants, literals, zeroed unused fields)."""
   from autogen.rdna3 import encodings as E
-  from autogen.rdna3.tables import OPS, MIMG
+  from autogen.rdna3.tables import OPS, MIMG, TARGETS, TARGET_OPS
   fmt_of = {"SCRATCH": ("FLAT", 1), "GLOBAL": ("FLAT", 2), "FLAT": ("FLAT", 0)}
+  overlay = TARGET_OPS.get(TARGETS[target] or "", {})
+  tables = {fam: [op for op, e in {**ops, **overlay.get(fam, {})}.items() if e is not None] for fam, ops in OPS.items()}
   out = []
-  for fam, ops in list(OPS.items()) + [("MIMG", MIMG)]:
+  for fam, ops in list(tables.items()) + [("MIMG", MIMG)]:
     if fam == "VOPDY": continue
     fmt, seg = fmt_of.get(fam, (fam, None))
     fmt = "VOPD" if fam == "VOPDX" else fmt
@@ -114,7 +120,7 @@ def sample_words(rng, per_op: int) -> list[bytes]:
           v = 0 if r < 0.25 else rng.getrandbits(f[2])
           if f[2] == 9 and r > 0.5: v = rng.choice(_SRC_PICKS) if r < 0.75 else 256 + rng.getrandbits(8)
           E.put(ws, f, v)
-        if fam == "VOPDX": E.put(ws, fields["opx"], opc); E.put(ws, fields["opy"], rng.choice(list(OPS["VOPDY"])))
+        if fam == "VOPDX": E.put(ws, fields["opx"], opc); E.put(ws, fields["opy"], rng.choice(tables["VOPDY"]))
         elif "op" in fields: E.put(ws, fields["op"], opc)
         if seg is not None: E.put(ws, fields["seg"], seg)
         if rng.random() < 0.3: ws[2] = rng.choice((0, 1, 64, 0x3F800000, 0x3C00, 0x3118, 0x3E22F983, 0xFFFFFFF0, 0x3FF00000, 0xBC00))

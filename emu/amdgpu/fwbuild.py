@@ -28,6 +28,11 @@ ARRAY = 256                       # ucode_array_offset_bytes of every file
 SOS_VERSION, SMU_VERSION = 0x00310025, 0x004E4B00
 PSP_BINS = (("SYS_DRV", U.PSP_FW_TYPE_PSP_SYS_DRV), ("SOS", U.PSP_FW_TYPE_PSP_SOS), ("TOC", U.PSP_FW_TYPE_PSP_TOC),
             ("KDB", U.PSP_FW_TYPE_PSP_KDB), ("SPL", U.PSP_FW_TYPE_PSP_SPL), ("RL", U.PSP_FW_TYPE_PSP_RL))
+# every component's signed-image body size and version
+COMPONENTS = {**{n: (0x200, SOS_VERSION if n in ("SOS", "SYS_DRV") else 1) for n, _ in PSP_BINS},
+              "SMU": (0x400, F.pmfw_image_version(SMU_VERSION)), "SDMA_UCODE_TH0": (0x300, 1), "SDMA_UCODE_TH1": (0x280, 1),
+              "RS64_MEC": (0x600, 1), "RS64_MEC_P0_STACK": (0x100, 1), "IMU_I": (0x300, 1), "IMU_D": (0x300, 1),
+              "RLC_G": (0x400, 1), **{n: (0x200, 1) for n in ("RLC_IRAM", "RLC_DRAM_BOOT", "RLC_P", "RLC_V")}}
 
 
 def _image(name: str, size: int, damage: dict[str, str], version: int = 1) -> bytes:
@@ -57,15 +62,20 @@ def _file(hdr, payload: bytes) -> bytes:
   return bytes(out)
 
 
+def images(omit: tuple[str, ...] = (), damage: dict[str, str] | None = None) -> dict[str, bytes]:
+  """The signed image of each component (what the PSP is handed), as write_firmware packs them into the files."""
+  return {n: _image(n, size, damage or {}, version) for n, (size, version) in COMPONENTS.items() if n not in omit}
+
+
 def write_firmware(path: str, omit: tuple[str, ...] = (), damage: dict[str, str] | None = None,
                    bad_header: tuple[str, ...] = ()) -> dict[str, str]:
   """Write the synthetic files into directory `path`; returns {file name: full path} of those written."""
-  damage, files = damage or {}, {}
-  img = lambda name, size, version=1: b"" if name in omit else _image(name, size, damage, version)
+  files, imgs = {}, images(omit, damage)
+  img = lambda name: imgs.get(name, b"")
   os.makedirs(path, exist_ok=True)
 
   # PSP sOS: v2.0 header, then a table of psp_fw_bin_desc right after it
-  bins = [(n, t, img(n, 0x200, SOS_VERSION if n in ("SOS", "SYS_DRV") else 1)) for n, t in PSP_BINS]
+  bins = [(n, t, img(n)) for n, t in PSP_BINS]
   bins = [b for b in bins if b[2]]
   table_at = U.psp_firmware_header_v2_0.psp_fw_bin.offset
   payload, descs = b"", []
@@ -79,7 +89,7 @@ def write_firmware(path: str, omit: tuple[str, ...] = (), damage: dict[str, str]
   files["psp_13_0_0_sos.bin"] = bytes(raw)
 
   # SMU: the PMFW image, then a soft PPTable entry table and one table
-  if smu := img("SMU", 0x400, F.pmfw_image_version(SMU_VERSION)):
+  if smu := img("SMU"):
     ppt_entry_at = ARRAY + len(smu)
     ppt = bytes(64)
     hdr = U.smc_firmware_header_v2_1(pptable_count=1, pptable_entry_offset=ppt_entry_at)
@@ -89,14 +99,14 @@ def write_firmware(path: str, omit: tuple[str, ...] = (), damage: dict[str, str]
     files["smu_13_0_0.bin"] = _file(hdr, smu + entry + ppt)
 
   # SDMA 6: ctx (TH0) at the ucode array, ctl (TH1) right after (ctl_ucode_offset is from the file start)
-  th0, th1 = img("SDMA_UCODE_TH0", 0x300), img("SDMA_UCODE_TH1", 0x280)
+  th0, th1 = img("SDMA_UCODE_TH0"), img("SDMA_UCODE_TH1")
   hdr = U.sdma_firmware_header_v2_0(ucode_feature_version=60, ctx_ucode_size_bytes=len(th0), ctx_jt_offset=0, ctx_jt_size=0,
                                     ctl_ucode_offset=ARRAY + len(th0), ctl_ucode_size_bytes=len(th1), ctl_jt_offset=0, ctl_jt_size=0)
   _common(hdr, ARRAY + len(th0) + len(th1), U.sdma_firmware_header_v2_0, 2, 0, (6, 0), th0 + th1, "sdma_6_0_0.bin" in bad_header)
   files["sdma_6_0_0.bin"] = _file(hdr, th0 + th1)
 
   # MEC: RS64 code + P0 stack (the stack buffer is larger than its signed image, as in the real file)
-  mec, stack = img("RS64_MEC", 0x600), img("RS64_MEC_P0_STACK", 0x100)
+  mec, stack = img("RS64_MEC"), img("RS64_MEC_P0_STACK")
   stack += bytes(0x1000 - len(stack)) if stack else b""
   hdr = U.gfx_firmware_header_v2_0(ucode_feature_version=29, ucode_size_bytes=len(mec), ucode_offset_bytes=ARRAY,
                                    data_size_bytes=len(stack), data_offset_bytes=ARRAY + len(mec),
@@ -105,15 +115,15 @@ def write_firmware(path: str, omit: tuple[str, ...] = (), damage: dict[str, str]
   files["gc_11_0_0_mec.bin"] = _file(hdr, mec + stack)
 
   # IMU: IRAM then DRAM, offsets from the ucode array
-  iram, dram = img("IMU_I", 0x300), img("IMU_D", 0x300)
+  iram, dram = img("IMU_I"), img("IMU_D")
   hdr = U.imu_firmware_header_v1_0(imu_iram_ucode_size_bytes=len(iram), imu_iram_ucode_offset_bytes=0,
                                    imu_dram_ucode_size_bytes=len(dram), imu_dram_ucode_offset_bytes=len(iram))
   _common(hdr, ARRAY + len(iram) + len(dram), U.imu_firmware_header_v1_0, 1, 0, (11, 0), iram + dram, "gc_11_0_0_imu.bin" in bad_header)
   files["gc_11_0_0_imu.bin"] = _file(hdr, iram + dram)
 
   # RLC v2.3: RLC_G at the ucode array, the other pieces after it at file offsets
-  g = img("RLC_G", 0x400)
-  pieces = [(n, img(n, 0x200)) for n in ("RLC_IRAM", "RLC_DRAM_BOOT", "RLC_P", "RLC_V")]
+  g = img("RLC_G")
+  pieces = [(n, img(n)) for n in ("RLC_IRAM", "RLC_DRAM_BOOT", "RLC_P", "RLC_V")]
   hdr, at = U.rlc_firmware_header_v2_3(), ARRAY + len(g)
   offsets = {}
   for n, data in pieces: offsets[n], at = (at if data else 0), at + len(data)

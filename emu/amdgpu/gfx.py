@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from autogen.amd import gc_11_0_0 as gc
 from emu.amdgpu.firmware import MEC_ENTRY
-from emu.amdgpu.pm4 import ComputeQueue
+from emu.amdgpu.pm4 import PM4Engine
 from emu.amdgpu.registers import Block, ModelError, storage
 if TYPE_CHECKING: from emu.amdgpu.navi31 import Navi31
 
@@ -38,7 +38,7 @@ CP_BUSY = gc.regCP_STAT.mask("CP_BUSY")
 SOFT_RESET_CP = gc.regGRBM_SOFT_RESET.encode(SOFT_RESET_CP=1, SOFT_RESET_CPF=1, SOFT_RESET_CPC=1, SOFT_RESET_CPG=1)
 
 
-class GFX(Block):
+class GFXModel(Block):
   name = ip = "GC"
   STORAGE = storage(gc, "GRBM_GFX_CNTL", "GRBM_GFX_INDEX", "GRBM_CNTL", "CP_MEC_DOORBELL_RANGE_LOWER",
                     "CP_MEC_DOORBELL_RANGE_UPPER", "CP_INT_CNTL", "CP_RB_WPTR_POLL_CNTL", "TCP_CNTL", "RLC_CNTL",
@@ -47,7 +47,7 @@ class GFX(Block):
 
   def __init__(self, dev: Navi31):
     super().__init__(dev)
-    self.queues: dict[tuple[int, int], ComputeQueue] = {}
+    self.queues: dict[tuple[int, int], PM4Engine] = {}
     self.stale: set[tuple[int, int]] = set()      # active HQDs a previous process left without an engine here
     self.first, self.last = self.addr(HQD_FIRST), self.addr(HQD_LAST)
 
@@ -70,7 +70,7 @@ class GFX(Block):
     h[self.addr(gc.regSPI_COMPUTE_QUEUE_RESET)] = (None, lambda a, v: None)
     return h
 
-  def _read_only(self, addr: int, value: int) -> None: raise ModelError(f"{self.dev.name_of(addr)} is read-only")
+  def _read_only(self, addr: int, value: int) -> None: raise ModelError(f"{self.regs.name_of(addr)} is read-only")
 
   # --- banked registers
   def _select(self) -> dict[str, int]: return gc.regGRBM_GFX_CNTL.decode(self.get(gc.regGRBM_GFX_CNTL))
@@ -78,7 +78,7 @@ class GFX(Block):
   def _me1(self, addr: int) -> dict[str, int]:
     sel = self._select()
     if sel["MEID"] != 1:
-      raise ModelError(f"{self.dev.name_of(addr)} with GRBM_GFX_CNTL.MEID = {sel['MEID']}: select the MEC (MEID 1) first")
+      raise ModelError(f"{self.regs.name_of(addr)} with GRBM_GFX_CNTL.MEID = {sel['MEID']}: select the MEC (MEID 1) first")
     return sel
 
   def _hqd_slot(self, addr: int, pipe_queue: tuple[int, int] | None = None) -> int:
@@ -145,7 +145,7 @@ class GFX(Block):
     self.queues[pq] = self._start(pq)
     self._set_hqd(pq, gc.regCP_HQD_ACTIVE, value)
 
-  def _start(self, pq: tuple[int, int]) -> ComputeQueue:
+  def _start(self, pq: tuple[int, int]) -> PM4Engine:
     where = f"CP_HQD_ACTIVE=1 for MEC pipe {pq[0]} queue {pq[1]}"
     if why := self._mec_not_running(pq[0]): raise ModelError(f"{where}: {why}")
     r = lambda reg: self.hqd(pq, reg)
@@ -161,7 +161,7 @@ class GFX(Block):
     size = 4 << (gc.regCP_HQD_PQ_CONTROL.decode(r(gc.regCP_HQD_PQ_CONTROL))["QUEUE_SIZE"] + 1)
     rptr_va = r(gc.regCP_HQD_PQ_RPTR_REPORT_ADDR_HI) << 32 | (r(gc.regCP_HQD_PQ_RPTR_REPORT_ADDR) & ~3)
     wptr_va = r(gc.regCP_HQD_PQ_WPTR_POLL_ADDR_HI) << 32 | (r(gc.regCP_HQD_PQ_WPTR_POLL_ADDR) & ~7)
-    q = ComputeQueue(self.dev.gpu, f"MEC pipe{pq[0]} queue{pq[1]}", ring, size, rptr_va, wptr_va)
+    q = PM4Engine(self.dev.gpu, f"MEC pipe{pq[0]} queue{pq[1]}", ring, size, rptr_va, wptr_va)
     q.rptr, q.doorbell_offset = r(gc.regCP_HQD_PQ_RPTR), doorbell
     self.dev.gpu.add_engine(q)
     self.dev.bind_doorbell(doorbell, q)

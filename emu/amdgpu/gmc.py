@@ -40,7 +40,7 @@ CONTEXT_NAMES = ("VM_CONTEXT0_PAGE_TABLE_START_ADDR_LO32", "VM_CONTEXT0_PAGE_TAB
 ENGINES = 18
 
 
-class Hub(Block):
+class HubModel(Block):
   """One memory hub (`prefix` GC or MM) and the MMU it programs."""
   def __init__(self, dev: Navi31, prefix: str, mmu: MMU):
     self.prefix, self.module, self.ip = prefix, (gc if prefix == "GC" else mmhub), ("GC" if prefix == "GC" else "MMHUB")
@@ -150,8 +150,8 @@ class Hub(Block):
     if value & 0x3: self.mmu.invalidate()   # INVALIDATE_ALL_L1_TLBS | INVALIDATE_L2_CACHE
 
   def _read_only(self, addr: int, value: int) -> None:
-    raise ModelError(f"{self.dev.name_of(addr)} is read-only" +
-                     (" (clear a fault with VM_L2_PROTECTION_FAULT_CNTL.CLEAR_PROTECTION_FAULT_STATUS_ADDR)" if "FAULT" in self.dev.name_of(addr) else ""))
+    raise ModelError(f"{self.regs.name_of(addr)} is read-only" +
+                     (" (clear a fault with VM_L2_PROTECTION_FAULT_CNTL.CLEAR_PROTECTION_FAULT_STATUS_ADDR)" if "FAULT" in self.regs.name_of(addr) else ""))
 
   # --- faults
   def _fault_cntl(self, addr: int, value: int) -> None:

@@ -1,17 +1,22 @@
-"""The emulated Navi31 (gfx1100): VRAM, the GPU MMU, the register file, the clock, the engines, and
+"""The emulated Navi31 (gfx1100) core: VRAM, the GPU MMU, the register file, the HDP, the clock, the engines, and
 kernel dispatch into the RDNA3 shader core. Both kernel interfaces sit on top of this one object: the KFD
-model (as the kernel driver would) and the PCI function (as the AM userspace driver sees it).
+model (as the kernel driver would) and the PCI function (as the AM userspace driver sees it). The core knows
+neither: the PCI function decodes its blocks into the core's register file and listens to its errors and
+interrupts (`on_error`, `on_interrupt`).
 """
 from __future__ import annotations
 import threading, time
 from dataclasses import dataclass
 from typing import Callable
 
-from autogen.amd import gc_11_0_0 as gc, nbio_4_3_0 as nbio
+from autogen.amd import gc_11_0_0 as gc, mmhub_3_0_0, nbio_4_3_0, mp_13_0_0, hdp_6_0_0, osssys_6_0_0
 from emu.pci import DMASpace
+from emu.ring import RingError
 from emu.amdgpu.vram import VRAM
 from emu.amdgpu.mmu import MMU
-from emu.amdgpu.engine import EngineError, KernelError
+from emu.amdgpu.registers import RegisterFile
+from emu.amdgpu.hdp import HDPModel
+from emu.amdgpu.engine import GPUEngine, KernelError
 from emu.rdna3.dispatch import Launch, execute, WaveError
 
 # Segment base addresses (dwords) of each IP block of a Navi31, as its IP discovery table lists them
@@ -35,12 +40,13 @@ def reg_addr(block: str, reg) -> int:
   return reg.addr(IP_BASES[block])
 
 
+# the generated register modules and the segment bases they are addressed with (register names in messages)
+NAME_TABLES = ((gc, IP_BASES["GC"]), (mmhub_3_0_0, IP_BASES["MMHUB"]), (nbio_4_3_0, IP_BASES["NBIO"]),
+               (mp_13_0_0, IP_BASES["MP0"]), (hdp_6_0_0, IP_BASES["HDP"]), (osssys_6_0_0, IP_BASES["OSSSYS"]))
 COMPUTE = {name: reg_addr("GC", getattr(gc, f"reg{name}")) for name in (
   "COMPUTE_PGM_LO", "COMPUTE_PGM_HI", "COMPUTE_PGM_RSRC1", "COMPUTE_PGM_RSRC2", "COMPUTE_PGM_RSRC3", "COMPUTE_TMPRING_SIZE",
   "COMPUTE_NUM_THREAD_X", "COMPUTE_NUM_THREAD_Y", "COMPUTE_NUM_THREAD_Z", "COMPUTE_USER_DATA_0",
   "COMPUTE_START_X", "COMPUTE_START_Y", "COMPUTE_START_Z")}
-HDP_FLUSH_REQ = reg_addr("NBIO", nbio.regBIF_BX_PF0_GPU_HDP_FLUSH_REQ)
-HDP_FLUSH_DONE = reg_addr("NBIO", nbio.regBIF_BX_PF0_GPU_HDP_FLUSH_DONE)
 
 
 @dataclass(frozen=True)
@@ -53,60 +59,45 @@ class DeviceError:
   def __str__(self) -> str: return f"{self.engine}: {self.message}"
 
 
-class AMDGPU:
-  def __init__(self, vram_size: int = 512 << 20, vram_path: str | None = None):
-    self.vram, self.dma = VRAM(vram_size, vram_path), DMASpace()
+class GPUModel:
+  """`vram_path`/`regs_path`: files that keep VRAM and the registers across processes (None: in memory); `dma`: the
+  bus address space the MMU reaches host memory through; `busy_ns`: where engine busy time accumulates, by kind."""
+  def __init__(self, vram_size: int = 512 << 20, vram_path: str | None = None, regs_path: str | None = None,
+               dma: DMASpace | None = None, busy_ns=None):
+    self.vram, self.dma = VRAM(vram_size, vram_path), DMASpace() if dma is None else dma
     self.mmu = MMU(self.vram, self.dma)
-    self.regs: dict[int, int] = {}          # MMIO register file, by dword address (without a PCI function)
-    self.mmio = None                         # the PCI function's register decoder (read(addr), write(addr, v)), if any
-    self.engines: list = []
-    self.errors: list[DeviceError] = []
+    self.ip_bases = IP_BASES
+    self.regs = RegisterFile(regs_path, NAME_TABLES)
+    self.hdp = HDPModel(self)
+    self.regs.map(self.hdp)
+    self.engines: list[GPUEngine] = []
     self.on_error: list[Callable[[DeviceError], None]] = []
     self.on_interrupt: list[Callable[[str, int, str], None]] = []    # (source, context id, engine name)
-    self.lock = threading.Lock()             # one dispatch at a time: the model has one shader array
+    self.shader_lock = threading.Lock()      # one dispatch at a time: the model has one shader array
     self._t0 = time.perf_counter_ns()
-    self.busy_ns = {"gfx": 0, "sdma": 0}     # engine busy time by kind (what the SMU's activity counters see)
-    self._busy_since: dict[object, int] = {}
+    self.busy_ns = {"gfx": 0, "sdma": 0} if busy_ns is None else busy_ns   # what the SMU's activity counters see
 
   def clock(self) -> int:
     return (time.perf_counter_ns() - self._t0) // (1_000_000_000 // CLOCK_HZ)
 
-  # --- registers (the CP's SET_UCONFIG_REG / WAIT_REG_MEM register form, and BAR5 on the PCI function)
-  def mmio_read(self, addr: int) -> int:
-    if self.mmio is not None: return self.mmio.reg_read(addr)
-    return self.regs.get(addr, 0)
-
-  def mmio_write(self, addr: int, value: int) -> None:
-    if self.mmio is not None: return self.mmio.reg_write(addr, value)
-    self.regs[addr] = value
-    if addr == HDP_FLUSH_REQ: self.regs[HDP_FLUSH_DONE] = value   # the flush completes at once: memory is coherent
+  def busy_time(self, kind: str) -> int:
+    """Busy nanoseconds of all engines of `kind` so far, including batches still executing."""
+    now = time.perf_counter_ns()
+    return self.busy_ns[kind] + sum(now - t for e in list(self.engines) if e.kind == kind and (t := e.busy_since) is not None)
 
   # --- faults and interrupts
-  # --- activity (the SMU's GFX/memory activity counters)
-  def busy_begin(self, engine) -> None:
-    self._busy_since.setdefault(engine, time.perf_counter_ns())
-
-  def busy_end(self, engine) -> None:
-    if (t := self._busy_since.pop(engine, None)) is not None: self.busy_ns[engine.kind] += time.perf_counter_ns() - t
-
-  def busy_time(self, kind: str) -> int:
-    """Busy nanoseconds of all engines of `kind` so far, including packets still executing."""
-    now = time.perf_counter_ns()
-    return self.busy_ns[kind] + sum(now - t for e, t in list(self._busy_since.items()) if e.kind == kind)
-
   def report_fault(self, engine: str, message: str, va: int | None = None, kind: str = "") -> None:
     err = DeviceError(engine, message, va, kind)
-    self.errors.append(err)
     for cb in self.on_error: cb(err)
 
   def interrupt(self, source: str, ctx: int, engine: str = "") -> None:
     for cb in self.on_interrupt: cb(source, ctx, engine)
 
-  def add_engine(self, engine) -> None:
+  def add_engine(self, engine: GPUEngine) -> None:
     self.engines.append(engine)
     engine.start()
 
-  def remove_engine(self, engine, wait: bool = True) -> None:
+  def remove_engine(self, engine: GPUEngine, wait: bool = True) -> None:
     """Stop an engine; without `wait` it finishes the packet in flight on its own (callers holding a lock the
     engine may need must not wait for it)."""
     engine.stop() if wait else engine.request_stop()
@@ -132,11 +123,11 @@ class AMDGPU:
     mode = rsrc1["FLOAT_MODE"] | rsrc1["IEEE_MODE"] << 9
     launch = Launch(pc, user, not ini["CS_W32_EN"], rsrc2["LDS_SIZE"] * LDS_GRANULE, scratch,
                     (bool(rsrc2["TGID_X_EN"]), bool(rsrc2["TGID_Y_EN"]), bool(rsrc2["TGID_Z_EN"])), bool(rsrc2["SCRATCH_EN"]), mode)
-    with self.lock:
+    with self.shader_lock:
       try: return execute(self.mmu, launch, grid, block).wave_instructions
       except WaveError as e: raise KernelError(f"{queue}: {e}", getattr(e, "address", None)) from None
       except ValueError as e: raise_engine(queue, f"bad dispatch: {e}")
 
 
 def raise_engine(queue: str, msg: str):
-  raise EngineError(f"{queue}: {msg}")
+  raise RingError(f"{queue}: {msg}")

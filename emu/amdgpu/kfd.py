@@ -14,11 +14,11 @@ import numpy as np
 
 from autogen import kfd
 from emu.plugin import KernelModel
-from emu.amdgpu.gpu import AMDGPU, IP_BASES, DeviceError
+from emu.amdgpu.gpu import GPUModel, IP_BASES, DeviceError
 from emu.amdgpu.mmu import PTE_VALID, PTE_SYSTEM, PTE_SNOOPED, PTE_READABLE, PTE_WRITEABLE, PTE_EXECUTABLE
 from emu.amdgpu.pagetable import PageTables, VRAMAllocator, PAGE
-from emu.amdgpu.pm4 import ComputeQueue
-from emu.amdgpu.sdma import SDMAQueue
+from emu.amdgpu.pm4 import PM4Engine
+from emu.amdgpu.sdma import SDMAEngine
 
 TOPOLOGY = "/sys/devices/virtual/kfd/kfd/topology/nodes"
 GPU_ID, RENDER_MINOR = 0x5A1E, 128
@@ -37,7 +37,6 @@ GPU_PROPERTIES = {"cpu_cores_count": 0, "simd_count": 192, "mem_banks_count": 1,
 VA_BASE, VA_END = 0x1000_0000_0000, 0x2000_0000_0000    # VA handed out by reserve(), clear of where host mmaps land
 DOORBELL_MMAP = 0x3 << 60                                # mmap offset of the doorbell page on /dev/kfd
 DOORBELL_PAGE = 0x2000
-EVENT_PAGE_SLOTS = 4096                                  # one u64 mailbox per signal event (KFD_SIGNAL_EVENT_LIMIT)
 
 
 def _ioc_fail(code: int, what: str) -> OSError:
@@ -91,7 +90,7 @@ class DoorbellPage:
 
 class KFDModel:
   def __init__(self, vram_size: int = 512 << 20):
-    self.gpu = AMDGPU(vram_size)
+    self.gpu = GPUModel(vram_size)
     self.gpu.on_error.append(self._on_error)
     self.gpu.on_interrupt.append(self._on_interrupt)
     # the top 64 MiB of VRAM are the kernel's (page tables); the rest is for buffers
@@ -99,7 +98,7 @@ class KFDModel:
     self.pt_alloc = VRAMAllocator(vram_size - (64 << 20), vram_size)
     self.fds: dict[int, str] = {}
     self.bos: dict[int, BO] = {}
-    self.queues: dict[int, ComputeQueue | SDMAQueue] = {}
+    self.queues: dict[int, PM4Engine | SDMAEngine] = {}
     self.events: dict[int, Event] = {}
     self.cond = threading.Condition()
     self.vm: PageTables | None = None
@@ -273,9 +272,9 @@ class KFDModel:
     name = f"queue {qid}"
     if a.ring_size & (a.ring_size - 1) or a.ring_size < 256: raise _ioc_fail(errno.EINVAL, f"ring size {a.ring_size} is not a power of two >= 256")
     if a.queue_type == kfd.KFD_IOC_QUEUE_TYPE_COMPUTE:
-      q = ComputeQueue(self.gpu, f"compute {name}", a.ring_base_address, a.ring_size, a.read_pointer_address, a.write_pointer_address)
+      q = PM4Engine(self.gpu, f"compute {name}", a.ring_base_address, a.ring_size, a.read_pointer_address, a.write_pointer_address)
     elif a.queue_type == kfd.KFD_IOC_QUEUE_TYPE_SDMA:
-      q = SDMAQueue(self.gpu, f"SDMA {name}", a.ring_base_address, a.ring_size, a.read_pointer_address, a.write_pointer_address)
+      q = SDMAEngine(self.gpu, f"SDMA {name}", a.ring_base_address, a.ring_size, a.read_pointer_address, a.write_pointer_address)
     else: raise _ioc_fail(errno.EINVAL, f"queue type {a.queue_type} is not modelled (COMPUTE and SDMA are)")
     self.queues[qid] = q
     self.gpu.add_engine(q)

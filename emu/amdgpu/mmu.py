@@ -45,6 +45,16 @@ class GPUPageFault(RuntimeError):
     self.fault = fault
 
 
+class MMUClient:
+  """The MMU as one client sees it (the client's name goes into fault reports): the memory a ring engine fetches through."""
+  def __init__(self, mmu: MMU, client: str):
+    self.mmu, self.client = mmu, client
+
+  def read(self, va: int, n: int) -> bytes: return self.mmu.read(va, n, self.client)
+  def write(self, va: int, data: bytes | memoryview) -> None: self.mmu.write(va, data, self.client)
+  def copy(self, dst: int, src: int, n: int) -> None: self.mmu.copy(dst, src, n, self.client)
+
+
 class MMU:
   def __init__(self, vram: VRAM, dma: DMASpace):
     self.vram, self.dma = vram, dma
@@ -54,6 +64,8 @@ class MMU:
     self._tlb: dict[int, tuple[int, int, int, int]] = {}   # va page -> (run start va, run length, host addr, flags)
     self.on_fault: Callable[[Fault], None] | None = None
     self.last_fault: Fault | None = None
+
+  def client(self, name: str) -> MMUClient: return MMUClient(self, name)
 
   def set_context(self, root: int | None, start: int = 0, end: int = 0) -> None:
     self.root, self.start, self.end = root, start, end

@@ -7,8 +7,9 @@ PCI: vendor 0x1002, device 0x744C, revision 0xC8, class 0x030000 (VGA). BARs:
      PQ_DOORBELL_CONTROL.DOORBELL_OFFSET * 4, e.g. 0x18 for doorbell index 3; SDMA0: DOORBELL_OFFSET * 4, e.g.
      0x800). A store no queue is bound to, or with RCC_DOORBELL_APER_EN = 0, raises.
   5  registers (1 MiB, 32-bit accesses only): dword index = register address; registers above it through
-     BIF_BX_PF0_RSMU_INDEX/DATA. Blocks: nbio.py (NBIO, HDP), gmc.py (GC and MM hubs), ih.py, psp.py, smu.py,
-     gfx.py, sdma.py (SDMABlock). An address no block declares raises ModelError naming the register.
+     BIF_BX_PF0_RSMU_INDEX/DATA. They are the GPU model's register file (registers.py), into which this function
+     decodes its blocks: nbio.py (NBIO), gmc.py (GC and MM hubs), ih.py, psp.py, smu.py, gfx.py, sdma.py (and the
+     core's own hdp.py). An address no block declares raises ModelError naming the register.
 Device DMA (MMU walks of SYSTEM pages, engines writing host memory) needs PCI_COMMAND bus mastering.
 
 Persistent state (`path` given: $TMPDIR/hcq-emu/navi31-<index>/ from `state_dir`; `path=None` keeps it in memory):
@@ -29,31 +30,28 @@ GRBM soft reset or a mode-1 reset (SMU Mode1Reset / debug mailbox message 2) cle
 time: drivers/system holds the device lock while a model is open.
 """
 from __future__ import annotations
-import ctypes, os, tempfile, threading
+import ctypes, os, tempfile
 from ctypes import Structure, c_uint32, c_uint64
 
-from autogen.amd import gc_11_0_0, mmhub_3_0_0, nbio_4_3_0, mp_13_0_0, hdp_6_0_0, osssys_6_0_0, soc15_ih_clientid as C
-from autogen.amd import irqsrcs_gfx_11_0_0 as S
+from autogen.amd import gc_11_0_0, soc15_ih_clientid as C, irqsrcs_gfx_11_0_0 as S
 from emu.plugin import PCIModel
 from emu.pci import PCIFunction, DMASpace, DMAFault, PCI_COMMAND, PCI_COMMAND_MEMORY, PCI_COMMAND_MASTER
 from emu.amdgpu import discovery
-from emu.amdgpu.gpu import AMDGPU, IP_BASES, DeviceError
+from emu.amdgpu.gpu import GPUModel, IP_BASES, DeviceError
 from emu.amdgpu.mmu import MMU
 from emu.amdgpu.vram import map_file
-from emu.amdgpu.registers import RegisterFile, ModelError, FLAT_DWORDS, reg_name
-from emu.amdgpu.nbio import NBIO, HDP
-from emu.amdgpu.gmc import Hub
-from emu.amdgpu.ih import IH
-from emu.amdgpu.psp import PSP, PSPState
-from emu.amdgpu.smu import SMU, SMUState
-from emu.amdgpu.gfx import GFX
-from emu.amdgpu.sdma import SDMABlock
+from emu.amdgpu.registers import ModelError
+from emu.amdgpu.nbio import NBIOModel
+from emu.amdgpu.gmc import HubModel
+from emu.amdgpu.ih import IHModel
+from emu.amdgpu.psp import PSPModel, PSPState
+from emu.amdgpu.smu import SMUModel, SMUState
+from emu.amdgpu.gfx import GFXModel
+from emu.amdgpu.sdma import SDMAModel
 
 VENDOR_ID, DEVICE_ID, REVISION, CLASS_VGA = 0x1002, 0x744C, 0xC8, 0x030000
 MMIO_BAR_SIZE, DOORBELL_BAR_SIZE = 1 << 20, 256 << 20
-STATE_MAGIC, STATE_VERSION = 0x5333314E, 2      # "N31S"
-NAME_TABLES = ((gc_11_0_0, IP_BASES["GC"]), (mmhub_3_0_0, IP_BASES["MMHUB"]), (nbio_4_3_0, IP_BASES["NBIO"]),
-               (mp_13_0_0, IP_BASES["MP0"]), (hdp_6_0_0, IP_BASES["HDP"]), (osssys_6_0_0, IP_BASES["OSSSYS"]))
+STATE_MAGIC, STATE_VERSION = 0x5333314E, 3      # "N31S"
 
 
 class DeviceState(Structure):
@@ -115,11 +113,11 @@ class MMIORegion:
 
   def read(self, offset: int, size: int) -> int:
     self._check(offset, size)
-    return self.dev.reg_read(offset >> 2)
+    return self.dev.regs.read(offset >> 2)
 
   def write(self, offset: int, size: int, value: int) -> None:
     self._check(offset, size)
-    self.dev.reg_write(offset >> 2, value)
+    self.dev.regs.write(offset >> 2, value)
 
 
 class Doorbells:
@@ -148,29 +146,24 @@ class Navi31(PCIFunction):
         raise ValueError(f"the emulated device in {path} has {saved >> 20} MiB of VRAM, not {vram_size >> 20} MiB: "
                          f"open it with vram_size={saved}, or delete the directory to power on a new one")
     super().__init__(bus, VENDOR_ID, DEVICE_ID, CLASS_VGA, REVISION)
-    self.path, self.ip_bases, self.lock = path, IP_BASES, threading.RLock()
+    self.path, self.ip_bases = path, IP_BASES
     self.log_lines: list[str] = []
-    self.gpu = AMDGPU(vram_size, None if path is None else os.path.join(path, "vram"))
-    self.dma = self.gpu.dma = self.gpu.mmu.dma = BusMasterDMA(self)
-    self.gpu.mmio = self
+    file = lambda name: None if path is None else os.path.join(path, name)
+    self._state_map = map_file(file("state"), ctypes.sizeof(DeviceState))
+    self.state = DeviceState.from_buffer(self._state_map)
+    self.dma = BusMasterDMA(self)
+    self.gpu = GPUModel(vram_size, file("vram"), file("regs"), self.dma, SharedBusy(self.state.busy_ns))
+    self.regs, self.lock = self.gpu.regs, self.gpu.regs.lock    # the core's register file: BAR5 decodes into it
     self.gpu.on_error.append(self._device_error)
     self.gpu.on_interrupt.append(self._interrupt)
-    self.regs = RegisterFile(None if path is None else os.path.join(path, "regs"))
-    self._state_map = map_file(None if path is None else os.path.join(path, "state"), ctypes.sizeof(DeviceState))
-    self.state = DeviceState.from_buffer(self._state_map)
-    self.gpu.busy_ns = SharedBusy(self.state.busy_ns)
     self.doorbell_queues: dict[int, object] = {}
     self.stale_doorbells: dict[int, tuple[tuple, str]] = {}
-    self.nbio, self.hdp = NBIO(self), HDP(self)
-    self.gmc_gc, self.gmc_mm = Hub(self, "GC", self.gpu.mmu), Hub(self, "MM", MMU(self.gpu.vram, self.dma))
-    self.ih, self.psp, self.smu = IH(self), PSP(self, self.state.psp), SMU(self, self.state.smu)
-    self.gfx, self.sdma = GFX(self), SDMABlock(self)
-    self.blocks = (self.nbio, self.hdp, self.gmc_gc, self.gmc_mm, self.ih, self.psp, self.smu, self.gfx, self.sdma)
-    self.decode: dict = {}
-    for b in self.blocks:
-      for addr, ops in b.decode().items():
-        if addr in self.decode: raise AssertionError(f"register {addr:#x} claimed by {self.decode[addr][0].name} and {b.name}")
-        self.decode[addr] = (b, *ops)
+    self.nbio = NBIOModel(self)
+    self.gmc_gc, self.gmc_mm = HubModel(self, "GC", self.gpu.mmu), HubModel(self, "MM", MMU(self.gpu.vram, self.dma))
+    self.ih, self.psp, self.smu = IHModel(self), PSPModel(self, self.state.psp), SMUModel(self, self.state.smu)
+    self.gfx, self.sdma = GFXModel(self), SDMAModel(self)
+    for b in (self.nbio, self.gmc_gc, self.gmc_mm, self.ih, self.psp, self.smu, self.gfx, self.sdma): self.regs.map(b)
+    self.blocks = (self.nbio, self.gpu.hdp, self.gmc_gc, self.gmc_mm, self.ih, self.psp, self.smu, self.gfx, self.sdma)
     self.bars[0], self.bars[2], self.bars[5] = self.gpu.vram.view, Doorbells(self), MMIORegion(self)
     self.config[PCI_COMMAND] |= PCI_COMMAND_MEMORY   # the platform enumerated it: memory decoding on
     self.resets = 0
@@ -222,34 +215,6 @@ class Navi31(PCIFunction):
 
   def log(self, line: str) -> None:
     self.log_lines.append(line)
-
-  def name_of(self, addr: int) -> str:
-    names = reg_name(addr, NAME_TABLES)
-    return f"{names} (dword {addr:#x})" if names else f"dword {addr:#x} (no Navi31 register is there)"
-
-  # --- registers
-  def reg_read(self, addr: int) -> int:
-    with self.lock:
-      if self.nbio.remapped(addr): return 0
-      ops = self._ops(addr, "read")
-      return ops[1](addr) if ops[1] is not None else self.regs[addr]
-
-  def reg_write(self, addr: int, value: int) -> None:
-    with self.lock:
-      if self.nbio.remapped(addr) == "mem":
-        self.nbio.hdp_flushes += 1
-        return
-      if self.nbio.remapped(addr): return   # HDP register-cache flush: nothing is cached
-      ops = self._ops(addr, "write")
-      if ops[2] is not None: ops[2](addr, value & 0xFFFFFFFF)
-      else: self.regs[addr] = value
-
-  def _ops(self, addr: int, what: str):
-    if (ops := self.decode.get(addr)) is None:
-      where = "beyond the register space" if addr >= FLAT_DWORDS else self.name_of(addr)
-      raise ModelError(f"{what} of {where}: not modelled by the emulated Navi31. If the hardware treats it as "
-                       "plain configuration, add it to the owning block's STORAGE (emu/amdgpu/*.py)")
-    return ops
 
   # --- doorbells
   def bind_doorbell(self, offset: int, queue) -> None:

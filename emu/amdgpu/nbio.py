@@ -1,4 +1,4 @@
-"""NBIO 4.3 (the PCIe bridge interface: BIF/RCC registers, nbio_4_3_0) and HDP 6.0 (the host data path).
+"""NBIO 4.3: the PCIe bridge interface (BIF/RCC registers, nbio_4_3_0) of the PCI function.
 
 - RCC_DEV0_EPF0_RCC_CONFIG_MEMSIZE (dword 0xde3): VRAM size in MiB, read-only.
 - BIF_BX_PF0_MM_INDEX/MM_INDEX_HI/MM_DATA: indirect access for small-BAR hosts. MM_DATA reaches VRAM byte
@@ -8,38 +8,39 @@
   register. This is how registers beyond the 1 MiB BAR5 (S2A doorbell routing, RCC straps) are reached.
 - BIF_BX0_REMAP_HDP_MEM_FLUSH_CNTL / _REG_FLUSH_CNTL: the BAR5 byte offsets at which the HDP flush
   registers are remapped; at power-on 0x7F000 and 0x7F004 (the MMIO register hole Linux programs). A write
-  of any value to the remapped HDP_MEM_FLUSH_CNTL flushes the host data path (counted in `hdp_flushes`).
-- BIF_BX_PF0_GPU_HDP_FLUSH_REQ: each requested bit is reported done in GPU_HDP_FLUSH_DONE at once.
+  of any value to the remapped HDP_MEM_FLUSH_CNTL flushes the host data path (hdp.py, the one flush rule; its
+  GPU_HDP_FLUSH_REQ/DONE pair is the GPU model's); the remapped HDP_REG_FLUSH_CNTL has nothing to flush. Both read 0.
 - RCC_DEV0_EPF0_RCC_DOORBELL_APER_EN: doorbell writes through BAR2 are dropped with an error while 0.
 - BIF_BX0_BIF_DOORBELL_INT_CNTL: the *_CLEAR bits (16-18) act and read back 0; no RAS event is ever raised.
 """
 from __future__ import annotations
 from typing import TYPE_CHECKING
 
-from autogen.amd import nbio_4_3_0 as nbio, hdp_6_0_0 as hdp
-from emu.amdgpu.registers import Block, ModelError, storage
+from autogen.amd import nbio_4_3_0 as nbio
+from emu.amdgpu.registers import Block, ModelError, Read, Write, storage
 if TYPE_CHECKING: from emu.amdgpu.navi31 import Navi31
 
 HDP_REMAP_MEM, HDP_REMAP_REG = 0x7F000, 0x7F004   # MMIO_REG_HOLE_OFFSET + KFD_MMIO_REMAP_HDP_{MEM,REG}_FLUSH_CNTL
 DOORBELL_INT_CLEAR_BITS = 0x70000
 
 
-class NBIO(Block):
+class NBIOModel(Block):
   name = ip = "NBIO"
   STORAGE = storage(nbio, "BIF_BX_PF0_MM_INDEX", "BIF_BX_PF0_MM_INDEX_HI", "BIF_BX_PF0_RSMU_INDEX",
-                    "BIF_BX0_REMAP_HDP_MEM_FLUSH_CNTL", "BIF_BX0_REMAP_HDP_REG_FLUSH_CNTL", "BIF_BX_PF0_GPU_HDP_FLUSH_DONE",
+                    "BIF_BX0_REMAP_HDP_MEM_FLUSH_CNTL", "BIF_BX0_REMAP_HDP_REG_FLUSH_CNTL",
                     "RCC_DEV0_EPF0_RCC_DOORBELL_APER_EN", "RCC_DEV0_EPF2_STRAP2",
                     *(f"S2A_DOORBELL_ENTRY_{i}_CTRL" for i in range(4)))
 
   def __init__(self, dev: Navi31):
     super().__init__(dev)
-    self.hdp_flushes = 0
+    hdp = dev.gpu.hdp
+    self._mem_flush, self._reg_flush = (_zero, lambda a, v: hdp.flush()), (_zero, _ignore)   # the register cache: nothing to flush
+    dev.regs.window(self._remapped)
 
   def handlers(self):
     return {self.addr(nbio.regRCC_DEV0_EPF0_RCC_CONFIG_MEMSIZE): (lambda a: self.dev.gpu.vram.size >> 20, self._memsize),
             self.addr(nbio.regBIF_BX_PF0_MM_DATA): (self._mm_read, self._mm_write),
             self.addr(nbio.regBIF_BX_PF0_RSMU_DATA): (self._rsmu_read, self._rsmu_write),
-            self.addr(nbio.regBIF_BX_PF0_GPU_HDP_FLUSH_REQ): (None, self._hdp_flush_req),
             self.addr(nbio.regBIF_BX0_BIF_DOORBELL_INT_CNTL): (None, lambda a, v: self.regs.__setitem__(a, v & ~DOORBELL_INT_CLEAR_BITS))}
 
   def power_on(self) -> None:
@@ -57,31 +58,24 @@ class NBIO(Block):
   def _mm_read(self, addr: int) -> int:
     vram, at = self._mm_target()
     if vram: return int.from_bytes(self.dev.gpu.vram.read(at, 4), "little")
-    return self.dev.reg_read(at >> 2)
+    return self.regs.read(at >> 2)
 
   def _mm_write(self, addr: int, value: int) -> None:
     vram, at = self._mm_target()
     if vram: self.dev.gpu.vram.write(at, value.to_bytes(4, "little"))
-    else: self.dev.reg_write(at >> 2, value)
+    else: self.regs.write(at >> 2, value)
 
-  def _rsmu_read(self, addr: int) -> int: return self.dev.reg_read(self.get(nbio.regBIF_BX_PF0_RSMU_INDEX) >> 2)
-  def _rsmu_write(self, addr: int, value: int) -> None: self.dev.reg_write(self.get(nbio.regBIF_BX_PF0_RSMU_INDEX) >> 2, value)
+  def _rsmu_read(self, addr: int) -> int: return self.regs.read(self.get(nbio.regBIF_BX_PF0_RSMU_INDEX) >> 2)
+  def _rsmu_write(self, addr: int, value: int) -> None: self.regs.write(self.get(nbio.regBIF_BX_PF0_RSMU_INDEX) >> 2, value)
 
-  # --- HDP
-  def _hdp_flush_req(self, addr: int, value: int) -> None:
-    self.regs[addr] = value
-    self.hdp_flushes += 1
-    self.set(nbio.regBIF_BX_PF0_GPU_HDP_FLUSH_DONE, value)   # memory is coherent: the flush completes at once
-
-  def remapped(self, addr: int) -> str | None:
-    """Which remapped HDP register lives at dword `addr` ("mem", "reg"), if any."""
-    if addr * 4 == self.get(nbio.regBIF_BX0_REMAP_HDP_MEM_FLUSH_CNTL) & 0x7FFFC: return "mem"
-    if addr * 4 == self.get(nbio.regBIF_BX0_REMAP_HDP_REG_FLUSH_CNTL) & 0x7FFFC: return "reg"
+  # --- the HDP flush registers, remapped into the MMIO hole
+  def _remapped(self, addr: int) -> tuple[Read, Write] | None:
+    if addr * 4 == self.get(nbio.regBIF_BX0_REMAP_HDP_MEM_FLUSH_CNTL) & 0x7FFFC: return self._mem_flush
+    if addr * 4 == self.get(nbio.regBIF_BX0_REMAP_HDP_REG_FLUSH_CNTL) & 0x7FFFC: return self._reg_flush
     return None
 
   def doorbells_enabled(self) -> bool: return bool(self.get(nbio.regRCC_DEV0_EPF0_RCC_DOORBELL_APER_EN) & 1)
 
 
-class HDP(Block):
-  name = ip = "HDP"
-  STORAGE = storage(hdp, "HDP_MEM_POWER_CTRL")
+def _zero(addr: int) -> int: return 0
+def _ignore(addr: int, value: int) -> None: pass

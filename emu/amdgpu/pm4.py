@@ -7,8 +7,9 @@ from __future__ import annotations
 import numpy as np
 
 from autogen.amd import nvd
-from emu.amdgpu.engine import RingEngine, EngineError, Stalled
-from emu.amdgpu.gpu import AMDGPU
+from emu.ring import RingError, Stalled
+from emu.amdgpu.engine import GPUEngine
+from emu.amdgpu.gpu import GPUModel
 
 SH_REG_START, UCONFIG_REG_START = nvd.PACKET3_SET_SH_REG_START, nvd.PACKET3_SET_UCONFIG_REG_START
 CS_PARTIAL_FLUSH = 7          # VGT_EVENT_TYPE (soc21_enum.h); EVENT_INDEX 4 = *_PARTIAL_FLUSH (nvd.h)
@@ -18,21 +19,20 @@ COMPARE = {0: lambda v, r: True, 1: lambda v, r: v < r, 2: lambda v, r: v <= r, 
 OPNAMES = {v: k[8:] for k, v in vars(nvd).items() if k.startswith("PACKET3_") and isinstance(v, int) and 0 <= v < 256}
 
 
-class ComputeQueue(RingEngine):
+class PM4Engine(GPUEngine):
   """One HQD of the MEC (me 1, pipe 0): pointers count dwords."""
   unit = 4
 
-  def __init__(self, gpu: AMDGPU, name: str, ring_va: int, ring_size: int, rptr_va: int, wptr_va: int):
+  def __init__(self, gpu: GPUModel, name: str, ring_va: int, ring_size: int, rptr_va: int, wptr_va: int):
     super().__init__(gpu, name, ring_va, ring_size, rptr_va, wptr_va)
     self.sh: dict[int, int] = {}                 # this pipe's SH (COMPUTE_*) registers
     self.ib: tuple[int, int, int] | None = None   # active indirect buffer: (va, dwords, position)
-    self.dispatches = 0
 
   def packet(self, words: np.ndarray, pos: int) -> int:
     hdr = int(words[pos])
-    if hdr >> 30 != 3: raise EngineError(f"{self.qname}: PM4 packet of type {hdr >> 30} (header {hdr:#010x}) at ring dword {self.rptr}: only type-3 packets are valid")
+    if hdr >> 30 != 3: raise RingError(f"{self.qname}: PM4 packet of type {hdr >> 30} (header {hdr:#010x}) at ring dword {self.rptr}: only type-3 packets are valid")
     n = ((hdr >> 16) & 0x3FFF) + 1
-    if len(words) - pos < n + 1: raise EngineError(f"{self.qname}: PM4 packet at ring dword {self.rptr} needs {n + 1} dwords, only {len(words) - pos} written")
+    if len(words) - pos < n + 1: raise RingError(f"{self.qname}: PM4 packet at ring dword {self.rptr} needs {n + 1} dwords, only {len(words) - pos} written")
     self.execute(hdr, words[pos + 1:pos + 1 + n], in_ib=False)
     return n + 1
 
@@ -40,8 +40,8 @@ class ComputeQueue(RingEngine):
     op = (hdr >> 8) & 0xFF
     handler = HANDLERS.get(op)
     if handler is None:
-      raise EngineError(f"{self.qname}: unsupported PM4 opcode {op:#x} ({OPNAMES.get(op, 'unknown')}) with {len(body)} payload dwords")
-    if in_ib and op == nvd.PACKET3_INDIRECT_BUFFER: raise EngineError(f"{self.qname}: nested INDIRECT_BUFFER is not supported by the MEC")
+      raise RingError(f"{self.qname}: unsupported PM4 opcode {op:#x} ({OPNAMES.get(op, 'unknown')}) with {len(body)} payload dwords")
+    if in_ib and op == nvd.PACKET3_INDIRECT_BUFFER: raise RingError(f"{self.qname}: nested INDIRECT_BUFFER is not supported by the MEC")
     handler(self, [int(x) for x in body])
 
   # --- packets
@@ -53,68 +53,67 @@ class ComputeQueue(RingEngine):
 
   def _set_uconfig_reg(self, p: list[int]) -> None:
     base = UCONFIG_REG_START + (p[0] & 0xFFFF)
-    for i, v in enumerate(p[1:]): self.gpu.mmio_write(base + i, v)
+    for i, v in enumerate(p[1:]): self.gpu.regs.write(base + i, v)
 
   def _dispatch_direct(self, p: list[int]) -> None:
-    if len(p) != 4: raise EngineError(f"{self.qname}: DISPATCH_DIRECT takes 4 payload dwords, got {len(p)}")
+    if len(p) != 4: raise RingError(f"{self.qname}: DISPATCH_DIRECT takes 4 payload dwords, got {len(p)}")
     grid = tuple(p[:3])
     if 0 in grid: return   # an empty grid launches nothing
     self.gpu.dispatch(self.sh, grid, p[3], self.qname)
-    self.dispatches += 1
 
   def _release_mem(self, p: list[int]) -> None:
-    if len(p) != 7: raise EngineError(f"{self.qname}: RELEASE_MEM takes 7 payload dwords, got {len(p)}")
+    if len(p) != 7: raise RingError(f"{self.qname}: RELEASE_MEM takes 7 payload dwords, got {len(p)}")
     data_sel, int_sel = (p[1] >> 29) & 7, (p[1] >> 24) & 7
     addr = p[2] | p[3] << 32
-    if data_sel == 1: self.gpu.mmu.write(addr, p[4].to_bytes(4, "little"), self.qname)
-    elif data_sel == 2: self.gpu.mmu.write(addr, (p[4] | p[5] << 32).to_bytes(8, "little"), self.qname)
-    elif data_sel in (3, 4): self.gpu.mmu.write(addr, self.gpu.clock().to_bytes(8, "little"), self.qname)
-    elif data_sel != 0: raise EngineError(f"{self.qname}: RELEASE_MEM data_sel {data_sel} is reserved")
+    if data_sel == 1: self.mem.write(addr, p[4].to_bytes(4, "little"))
+    elif data_sel == 2: self.mem.write(addr, (p[4] | p[5] << 32).to_bytes(8, "little"))
+    elif data_sel in (3, 4): self.mem.write(addr, self.gpu.clock().to_bytes(8, "little"))
+    elif data_sel != 0: raise RingError(f"{self.qname}: RELEASE_MEM data_sel {data_sel} is reserved")
     if int_sel in (1, 2): self.gpu.interrupt("CP_EOP", p[6], self.qname)
-    elif int_sel != 0: raise EngineError(f"{self.qname}: RELEASE_MEM int_sel {int_sel} is not modelled")
+    elif int_sel != 0: raise RingError(f"{self.qname}: RELEASE_MEM int_sel {int_sel} is not modelled")
 
   def _wait_reg_mem(self, p: list[int]) -> None:
-    if len(p) != 6: raise EngineError(f"{self.qname}: WAIT_REG_MEM takes 6 payload dwords, got {len(p)}")
+    if len(p) != 6: raise RingError(f"{self.qname}: WAIT_REG_MEM takes 6 payload dwords, got {len(p)}")
     func, mem_space, operation = p[0] & 7, (p[0] >> 4) & 1, (p[0] >> 6) & 3
     ref, mask = p[3], p[4]
-    if func not in COMPARE: raise EngineError(f"{self.qname}: WAIT_REG_MEM function {func} is reserved")
+    if func not in COMPARE: raise RingError(f"{self.qname}: WAIT_REG_MEM function {func} is reserved")
     if mem_space:
-      value = int.from_bytes(self.gpu.mmu.read((p[1] & ~3) | p[2] << 32, 4, self.qname), "little")
+      value = int.from_bytes(self.mem.read((p[1] & ~3) | p[2] << 32, 4), "little")
     else:
-      if operation == 1: self.gpu.mmio_write(p[1] & 0x3FFFF, ref)   # write reg0, then wait on reg1
-      value = self.gpu.mmio_read(p[2] & 0x3FFFF if operation == 1 else p[1] & 0x3FFFF)
+      if operation == 1: self.gpu.regs.write(p[1] & 0x3FFFF, ref)   # write reg0, then wait on reg1
+      value = self.gpu.regs.read(p[2] & 0x3FFFF if operation == 1 else p[1] & 0x3FFFF)
     if not COMPARE[func](value & mask, ref): raise Stalled
 
   def _acquire_mem(self, p: list[int]) -> None:
     # cache invalidate/writeback (GCR_CNTL): the model's memory is always coherent
-    if len(p) != 7: raise EngineError(f"{self.qname}: ACQUIRE_MEM takes 7 payload dwords, got {len(p)}")
+    if len(p) != 7: raise RingError(f"{self.qname}: ACQUIRE_MEM takes 7 payload dwords, got {len(p)}")
 
   def _event_write(self, p: list[int]) -> None:
     event, index = p[0] & 0x3F, (p[0] >> 8) & 0xF
     if (event, index) != (CS_PARTIAL_FLUSH, 4):
-      raise EngineError(f"{self.qname}: EVENT_WRITE event {event} index {index} is not modelled (only CS_PARTIAL_FLUSH)")
+      raise RingError(f"{self.qname}: EVENT_WRITE event {event} index {index} is not modelled (only CS_PARTIAL_FLUSH)")
     # dispatches run to completion before the next packet, so the partial flush is already done
 
   def _indirect_buffer(self, p: list[int]) -> None:
-    if len(p) != 3: raise EngineError(f"{self.qname}: INDIRECT_BUFFER takes 3 payload dwords, got {len(p)}")
-    if not p[2] & nvd.INDIRECT_BUFFER_VALID: raise EngineError(f"{self.qname}: INDIRECT_BUFFER without the VALID bit")
+    if len(p) != 3: raise RingError(f"{self.qname}: INDIRECT_BUFFER takes 3 payload dwords, got {len(p)}")
+    if not p[2] & nvd.INDIRECT_BUFFER_VALID: raise RingError(f"{self.qname}: INDIRECT_BUFFER without the VALID bit")
     va, ndw = (p[0] & ~3) | (p[1] & 0xFFFF) << 32, p[2] & 0xFFFFF
     if self.ib is None or self.ib[:2] != (va, ndw): self.ib = (va, ndw, 0)
-    words = np.frombuffer(self.gpu.mmu.read(va, ndw * 4, self.qname), np.uint32)
+    words = np.frombuffer(self.mem.read(va, ndw * 4), np.uint32)
     pos = self.ib[2]
     while pos < ndw:
       hdr = int(words[pos])
-      if hdr >> 30 != 3: raise EngineError(f"{self.qname}: PM4 packet of type {hdr >> 30} in the IB at {va:#x} + {pos * 4:#x}")
+      if hdr >> 30 != 3: raise RingError(f"{self.qname}: PM4 packet of type {hdr >> 30} in the IB at {va:#x} + {pos * 4:#x}")
       n = ((hdr >> 16) & 0x3FFF) + 1
-      if pos + 1 + n > ndw: raise EngineError(f"{self.qname}: PM4 packet overruns the end of the IB at {va:#x}")
+      if pos + 1 + n > ndw: raise RingError(f"{self.qname}: PM4 packet overruns the end of the IB at {va:#x}")
       self.execute(hdr, words[pos + 1:pos + 1 + n], in_ib=True)   # a Stalled wait resumes here: self.ib keeps pos
       pos += n + 1
       self.ib = (va, ndw, pos)
     self.ib = None
 
 
-HANDLERS = {nvd.PACKET3_NOP: ComputeQueue._nop, nvd.PACKET3_SET_SH_REG: ComputeQueue._set_sh_reg,
-            nvd.PACKET3_SET_UCONFIG_REG: ComputeQueue._set_uconfig_reg, nvd.PACKET3_DISPATCH_DIRECT: ComputeQueue._dispatch_direct,
-            nvd.PACKET3_RELEASE_MEM: ComputeQueue._release_mem, nvd.PACKET3_WAIT_REG_MEM: ComputeQueue._wait_reg_mem,
-            nvd.PACKET3_ACQUIRE_MEM: ComputeQueue._acquire_mem, nvd.PACKET3_EVENT_WRITE: ComputeQueue._event_write,
-            nvd.PACKET3_INDIRECT_BUFFER: ComputeQueue._indirect_buffer}
+HANDLERS = {nvd.PACKET3_NOP: PM4Engine._nop, nvd.PACKET3_SET_SH_REG: PM4Engine._set_sh_reg,
+            nvd.PACKET3_SET_UCONFIG_REG: PM4Engine._set_uconfig_reg, nvd.PACKET3_DISPATCH_DIRECT: PM4Engine._dispatch_direct,
+            nvd.PACKET3_RELEASE_MEM: PM4Engine._release_mem, nvd.PACKET3_WAIT_REG_MEM: PM4Engine._wait_reg_mem,
+            nvd.PACKET3_ACQUIRE_MEM: PM4Engine._acquire_mem, nvd.PACKET3_EVENT_WRITE: PM4Engine._event_write,
+            nvd.PACKET3_INDIRECT_BUFFER: PM4Engine._indirect_buffer}

@@ -23,7 +23,7 @@ PSP_ERR_UNKNOWN_COMMAND) and a line in `failures` naming the component and the r
 """
 from __future__ import annotations
 import ctypes
-from ctypes import Structure, c_char, c_uint8, c_uint32, c_uint64
+from ctypes import Structure, c_uint8, c_uint32
 from typing import TYPE_CHECKING
 
 from autogen.amd import mp_13_0_0 as mp, psp_gfx_if as G
@@ -48,8 +48,7 @@ FRAME_DW = ctypes.sizeof(G.psp_gfx_rb_frame) // 4
 class PSPState(Structure):
   """The PSP's part of the persistent device state (see navi31.py for the file)."""
   _fields_ = [("stage", c_uint32), ("bl_loaded", c_uint32), ("ring_ok", c_uint32), ("ring_rptr", c_uint32),
-              ("toc", c_uint32), ("tmr_ok", c_uint32), ("tmr_mc", c_uint64), ("autoload", c_uint32),
-              ("last_fw", c_uint32), ("fw_loaded", c_uint8 * 32), ("error", c_char * 256)]
+              ("toc", c_uint32), ("tmr_ok", c_uint32), ("autoload", c_uint32), ("fw_loaded", c_uint8 * 32)]
 
 
 class Refused(Exception):
@@ -58,7 +57,7 @@ class Refused(Exception):
     self.status = status
 
 
-class PSP(Block):
+class PSPModel(Block):
   name = ip = "MP0"
   STORAGE = storage(mp, "MP0_SMN_C2PMSG_36", "MP0_SMN_C2PMSG_69", "MP0_SMN_C2PMSG_70", "MP0_SMN_C2PMSG_71")
 
@@ -77,16 +76,12 @@ class PSP(Block):
     ctypes.memset(ctypes.addressof(self.s), 0, ctypes.sizeof(self.s))
     self.set(mp.regMP0_SMN_C2PMSG_35, READY)
 
-  @property
-  def sos_alive(self) -> bool: return self.s.stage == STAGE_SOS
-
   def loaded(self, name: str) -> bool:
     t = getattr(G, f"GFX_FW_TYPE_{name}")
     return bool(self.s.fw_loaded[t // 8] >> (t % 8) & 1)
 
   def _fail(self, msg: str) -> None:
     self.failures.append(msg)
-    self.s.error = msg.encode()[:255]
     self.dev.log(f"PSP: {msg}")
 
   def _read_only(self, addr: int, value: int) -> None:
@@ -201,7 +196,7 @@ class PSP(Block):
     off = self.dev.gmc_mm.vram_offset(mc, c.buf_size, "TMR")
     if c.bitfield.virt_phy_addr and (c.system_phy_addr_hi << 32 | c.system_phy_addr_lo) != off:
       raise Refused(f"SETUP_TMR system_phy_addr {c.system_phy_addr_hi << 32 | c.system_phy_addr_lo:#x} is not the TMR's VRAM offset {off:#x}")
-    self.s.tmr_ok, self.s.tmr_mc = 1, mc
+    self.s.tmr_ok = 1
 
   def _load_ip_fw(self, c: G.psp_gfx_cmd_load_ip_fw) -> None:
     name = F.FW_TYPE_NAMES.get(c.fw_type, f"fw_type {c.fw_type}")
@@ -215,5 +210,4 @@ class PSP(Block):
     if self.s.autoload: raise Refused(f"LOAD_IP_FW {name} after AUTOLOAD_RLC")
     img = self._image(name, c.fw_phy_addr_hi << 32 | c.fw_phy_addr_lo, c.fw_size)
     self.s.fw_loaded[c.fw_type // 8] |= 1 << (c.fw_type % 8)
-    self.s.last_fw = c.fw_type
     if name == "SMU": self.dev.smu.start(F.pmfw_version(img.version))

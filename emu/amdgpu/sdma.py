@@ -8,7 +8,8 @@ import numpy as np
 
 from autogen import pktfields
 from autogen.amd import sdma_v6_0_0_pkt_open as S, gc_11_0_0 as gc
-from emu.amdgpu.engine import RingEngine, EngineError, Stalled
+from emu.ring import RingError, Stalled
+from emu.amdgpu.engine import GPUEngine
 from emu.amdgpu.pm4 import COMPARE
 from emu.amdgpu.registers import Block, ModelError, storage
 
@@ -20,7 +21,7 @@ def field(pkt: np.ndarray, name: str) -> int:
   return pktfields.get(S, f"SDMA_PKT_{name}", pkt)
 
 
-class SDMAQueue(RingEngine):
+class SDMAEngine(GPUEngine):
   unit = 1
   kind = "sdma"
   SIZES = {S.SDMA_OP_NOP: 1, S.SDMA_OP_COPY: 7, S.SDMA_OP_FENCE: 4, S.SDMA_OP_TRAP: 2, S.SDMA_OP_POLL_REGMEM: 6,
@@ -32,44 +33,42 @@ class SDMAQueue(RingEngine):
     if op == S.SDMA_OP_WRITE and len(hdr) >= 4: ndw = 4 + field(hdr, "WRITE_UNTILED_DW_3_count") + 1
     elif op == S.SDMA_OP_NOP: ndw = 1 + field(hdr, "NOP_HEADER_count")
     elif op in self.SIZES: ndw = self.SIZES[op]
-    else: raise EngineError(f"{self.qname}: unsupported SDMA opcode {op} ({OPNAMES.get(op, 'unknown')}) at ring byte {self.rptr}")
-    if len(hdr) < ndw: raise EngineError(f"{self.qname}: SDMA packet at ring byte {self.rptr} needs {ndw * 4} bytes, only {len(hdr) * 4} written")
+    else: raise RingError(f"{self.qname}: unsupported SDMA opcode {op} ({OPNAMES.get(op, 'unknown')}) at ring byte {self.rptr}")
+    if len(hdr) < ndw: raise RingError(f"{self.qname}: SDMA packet at ring byte {self.rptr} needs {ndw * 4} bytes, only {len(hdr) * 4} written")
     pkt = hdr[:ndw]
     if op == S.SDMA_OP_COPY:
-      if sub != S.SDMA_SUBOP_COPY_LINEAR: raise EngineError(f"{self.qname}: SDMA COPY sub-op {sub} is not modelled (only COPY_LINEAR)")
-      self._copy(field(pkt, "COPY_LINEAR_SRC_ADDR_LO_src_addr_31_0") | field(pkt, "COPY_LINEAR_SRC_ADDR_HI_src_addr_63_32") << 32,
-                 field(pkt, "COPY_LINEAR_DST_ADDR_LO_dst_addr_31_0") | field(pkt, "COPY_LINEAR_DST_ADDR_HI_dst_addr_63_32") << 32,
-                 field(pkt, "COPY_LINEAR_COUNT_count") + 1)
+      if sub != S.SDMA_SUBOP_COPY_LINEAR: raise RingError(f"{self.qname}: SDMA COPY sub-op {sub} is not modelled (only COPY_LINEAR)")
+      self.mem.copy(field(pkt, "COPY_LINEAR_DST_ADDR_LO_dst_addr_31_0") | field(pkt, "COPY_LINEAR_DST_ADDR_HI_dst_addr_63_32") << 32,
+                    field(pkt, "COPY_LINEAR_SRC_ADDR_LO_src_addr_31_0") | field(pkt, "COPY_LINEAR_SRC_ADDR_HI_src_addr_63_32") << 32,
+                    field(pkt, "COPY_LINEAR_COUNT_count") + 1)
     elif op == S.SDMA_OP_WRITE:
       dst = field(pkt, "WRITE_UNTILED_DST_ADDR_LO_dst_addr_31_0") | field(pkt, "WRITE_UNTILED_DST_ADDR_HI_dst_addr_63_32") << 32
-      self.gpu.mmu.write(dst, pkt[4:].tobytes(), self.qname)
+      self.mem.write(dst, pkt[4:].tobytes())
     elif op == S.SDMA_OP_FENCE:
       addr = field(pkt, "FENCE_ADDR_LO_addr_31_0") | field(pkt, "FENCE_ADDR_HI_addr_63_32") << 32
-      self.gpu.mmu.write(addr, field(pkt, "FENCE_DATA_data").to_bytes(4, "little"), self.qname)
+      self.mem.write(addr, field(pkt, "FENCE_DATA_data").to_bytes(4, "little"))
     elif op == S.SDMA_OP_TRAP: self.gpu.interrupt("SDMA_TRAP", field(pkt, "TRAP_INT_CONTEXT_int_context"), self.qname)
     elif op == S.SDMA_OP_POLL_REGMEM: self._poll(pkt)
     elif op == S.SDMA_OP_TIMESTAMP:
-      if sub != S.SDMA_SUBOP_TIMESTAMP_GET_GLOBAL: raise EngineError(f"{self.qname}: SDMA TIMESTAMP sub-op {sub} is not modelled")
+      if sub != S.SDMA_SUBOP_TIMESTAMP_GET_GLOBAL: raise RingError(f"{self.qname}: SDMA TIMESTAMP sub-op {sub} is not modelled")
       addr = field(pkt, "TIMESTAMP_GET_GLOBAL_WRITE_ADDR_LO_write_addr_31_3") << 3 | \
              field(pkt, "TIMESTAMP_GET_GLOBAL_WRITE_ADDR_HI_write_addr_63_32") << 32
-      self.gpu.mmu.write(addr, self.gpu.clock().to_bytes(8, "little"), self.qname)
+      self.mem.write(addr, self.gpu.clock().to_bytes(8, "little"))
     return ndw
 
-  def _copy(self, src: int, dst: int, n: int) -> None:
-    self.gpu.mmu.copy(dst, src, n, self.qname)
 
   def _poll(self, pkt: np.ndarray) -> None:
     func = field(pkt, "POLL_REGMEM_HEADER_func")
-    if not field(pkt, "POLL_REGMEM_HEADER_mem_poll"): raise EngineError(f"{self.qname}: register POLL_REGMEM is not modelled")
+    if not field(pkt, "POLL_REGMEM_HEADER_mem_poll"): raise RingError(f"{self.qname}: register POLL_REGMEM is not modelled")
     addr = field(pkt, "POLL_REGMEM_ADDR_LO_addr_31_0") | field(pkt, "POLL_REGMEM_ADDR_HI_addr_63_32") << 32
-    value = int.from_bytes(self.gpu.mmu.read(addr, 4, self.qname), "little")
-    if func not in COMPARE: raise EngineError(f"{self.qname}: POLL_REGMEM function {func} is reserved")
+    value = int.from_bytes(self.mem.read(addr, 4), "little")
+    if func not in COMPARE: raise RingError(f"{self.qname}: POLL_REGMEM function {func} is reserved")
     if not COMPARE[func](value & field(pkt, "POLL_REGMEM_MASK_mask"), field(pkt, "POLL_REGMEM_VALUE_value")): raise Stalled
 
 
-class SDMABlock(Block):
+class SDMAModel(Block):
   """SDMA0's registers on the PCI function (gc_11_0_0 SDMA0_*; amd_driver.md 2.10-2.11). Queue 0 only:
-  RB_CNTL.RB_ENABLE starts an SDMAQueue with ring = RB_BASE/_HI << 8 of 4 << RB_SIZE bytes, read pointer
+  RB_CNTL.RB_ENABLE starts an SDMAEngine with ring = RB_BASE/_HI << 8 of 4 << RB_SIZE bytes, read pointer
   (bytes, u64) written back to RB_RPTR_ADDR_LO/HI, write pointer polled at RB_WPTR_POLL_ADDR_LO/HI, doorbell at
   BAR2 byte DOORBELL_OFFSET.OFFSET * 4 when DOORBELL.ENABLE. The queue runs while the F32 engine is unhalted
   (F32_CNTL.HALT = 0, which needs the SDMA firmware the PSP loaded); clearing RB_ENABLE stops it.
@@ -82,7 +81,7 @@ class SDMABlock(Block):
 
   def __init__(self, dev):
     super().__init__(dev)
-    self.queue: SDMAQueue | None = None
+    self.queue: SDMAEngine | None = None
     self.stale = False
 
   def handlers(self):
@@ -121,13 +120,13 @@ class SDMABlock(Block):
     if run and self.queue is None and not self.stale: self.queue = self._start(cntl)
     elif not run and self.queue is not None: self._stop()
 
-  def _start(self, cntl: dict[str, int]) -> SDMAQueue:
+  def _start(self, cntl: dict[str, int]) -> SDMAEngine:
     if cntl["RB_VMID"]: raise ModelError("SDMA0_QUEUE0_RB_CNTL.RB_VMID: only VMID 0 queues are modelled")
     if not cntl["RPTR_WRITEBACK_ENABLE"]: raise ModelError("SDMA0_QUEUE0_RB_CNTL.RPTR_WRITEBACK_ENABLE is 0: the model always writes the read pointer back")
     if not self.get(gc.regSDMA0_QUEUE0_DOORBELL) & gc.regSDMA0_QUEUE0_DOORBELL.mask("ENABLE"):
       raise ModelError("SDMA0 queue 0 enabled without SDMA0_QUEUE0_DOORBELL.ENABLE (queues without a doorbell are not modelled)")
     r = self.get
-    q = SDMAQueue(self.dev.gpu, "SDMA0 queue0", (r(gc.regSDMA0_QUEUE0_RB_BASE_HI) << 32 | r(gc.regSDMA0_QUEUE0_RB_BASE)) << 8,
+    q = SDMAEngine(self.dev.gpu, "SDMA0 queue0", (r(gc.regSDMA0_QUEUE0_RB_BASE_HI) << 32 | r(gc.regSDMA0_QUEUE0_RB_BASE)) << 8,
                   4 << cntl["RB_SIZE"], r(gc.regSDMA0_QUEUE0_RB_RPTR_ADDR_HI) << 32 | (r(gc.regSDMA0_QUEUE0_RB_RPTR_ADDR_LO) & ~3),
                   r(gc.regSDMA0_QUEUE0_RB_WPTR_POLL_ADDR_HI) << 32 | (r(gc.regSDMA0_QUEUE0_RB_WPTR_POLL_ADDR_LO) & ~3))
     q.rptr = r(gc.regSDMA0_QUEUE0_RB_RPTR_HI) << 32 | r(gc.regSDMA0_QUEUE0_RB_RPTR)

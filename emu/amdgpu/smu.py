@@ -52,7 +52,7 @@ class SMUState(Structure):
               ("seen_busy_ns", c_uint64 * 2)]   # engine busy time (gfx, sdma) at the last update, whichever process made it
 
 
-class SMU(Block):
+class SMUModel(Block):
   name = ip = "MP1"
   STORAGE = storage(mp, "MP1_SMN_C2PMSG_82", "MP1_SMN_C2PMSG_90", "MP1_SMN_C2PMSG_53", "MP1_SMN_C2PMSG_54")
 

@@ -7,14 +7,15 @@ Source operands stay raw (9-bit VOP / 8-bit SALU encodings); the constants and h
 from __future__ import annotations
 import struct
 from dataclasses import dataclass
+from functools import cache
 from typing import NamedTuple
 from autogen.rdna3 import encodings as E
 from autogen.rdna3.encodings import (SGPR_MAX, VCC_LO, VCC_HI, TTMP0, NULL, M0, EXEC_LO, EXEC_HI, INT_CONST_LO, INT_CONST_HI,
                                      DPP8, DPP8FI, SHARED_BASE, SHARED_LIMIT, PRIVATE_BASE, PRIVATE_LIMIT, POPS_EXITING_WAVE_ID,
                                      FLOAT_CONST_LO, FLOAT_CONST_HI, DPP16, VCCZ, EXECZ, SCC, LDS_DIRECT, LITERAL, VGPR0)
-from autogen.rdna3.tables import OPS, VOP3SD, MIMG
+from autogen.rdna3.tables import OPS, VOP3SD, MIMG, TARGETS, TARGET_OPS
 
-__all__ = ["DecodeError", "Inst", "Operand", "decode", "decode_all", "inline_constant", "FLOAT_CONSTS", "sext",
+__all__ = ["DecodeError", "Inst", "Operand", "decode", "decode_all", "inline_constant", "FLOAT_CONSTS", "sext", "TARGETS",
            "SGPR_MAX", "VCC_LO", "VCC_HI", "TTMP0", "NULL", "M0", "EXEC_LO", "EXEC_HI", "INT_CONST_LO", "INT_CONST_HI",
            "DPP8", "DPP8FI", "SHARED_BASE", "SHARED_LIMIT", "PRIVATE_BASE", "PRIVATE_LIMIT", "POPS_EXITING_WAVE_ID",
            "FLOAT_CONST_LO", "FLOAT_CONST_HI", "DPP16", "VCCZ", "EXECZ", "SCC", "LDS_DIRECT", "LITERAL", "VGPR0"]
@@ -61,6 +62,7 @@ def parse_spec(spec: str) -> Operand:
 
 class _Op(NamedTuple):
   name: str            # LLVM mnemonic as printed for the plain encoding (e.g. v_add_f32_e32)
+  mods: str            # per-bit modifier behaviour LLVM showed (tables.py), for the disassembler
   op: str              # base mnemonic (no _e32/_e64)
   enc: str
   operands: tuple
@@ -89,11 +91,18 @@ def _base(name: str) -> str:
   return name
 
 
-def _build() -> dict[str, dict[int, _Op]]:
+@cache
+def _ops(target: str) -> dict[str, dict[int, _Op]]:
+  """The opcode table of `target`: gfx1100's, with the target's overlay (tables.TARGET_OPS) applied."""
+  if target not in TARGETS: raise ValueError(f"unknown target {target!r}: one of {', '.join(TARGETS)}")
+  overlay = TARGET_OPS.get(TARGETS[target] or "", {})
   out: dict[str, dict[int, _Op]] = {}
-  for fam, ops in OPS.items():
+  for fam, base in OPS.items():
+    ops = {**base, **overlay.get(fam, {})}
     out[fam] = {}
-    for opc, (name, specs, *_) in ops.items():
+    for opc, entry in sorted(ops.items()):
+      if entry is None: continue
+      name, specs, *mods = entry
       operands = tuple(parse_spec(s) for s in specs)
       enc = "VOP3SD" if fam == "VOP3" and opc in VOP3SD else fam
       # fields that read the literal dword when they hold 255; vraw: LLVM reads none; an 8-bit SGPR destination field
@@ -101,7 +110,7 @@ def _build() -> dict[str, dict[int, _Op]]:
       srcs = tuple(o.field for o in operands if (o.kind == "src" and o.type != "vraw") or
                    (o.kind == "sgpr" and o.field == "vdst"))
       checks = tuple((o.field, v) for o in operands if (v := _valid_codes(o)) is not None)
-      out[fam][opc] = _Op(name, _base(name), enc, operands, srcs, any(o.kind == "kimm" for o in operands), checks)
+      out[fam][opc] = _Op(name, "".join(mods), _base(name), enc, operands, srcs, any(o.kind == "kimm" for o in operands), checks)
   return out
 
 
@@ -128,30 +137,30 @@ class Inst:
   vopd: tuple | None
   operands: tuple
   name: str              # LLVM's mnemonic for the plain encoding (e.g. 'v_add_f32_e64'); disasm adds _dpp etc.
+  mods: str = ""         # how LLVM prints the modifier bits (tables.py's third entry), for the disassembler
 
 
 _SPECIAL32 = {VCC_LO: "vcc_lo", VCC_HI: "vcc_hi", NULL: "null", M0: "m0", EXEC_LO: "exec_lo", EXEC_HI: "exec_hi"}
 _SPECIAL64 = {VCC_LO: "vcc", NULL: "null", EXEC_LO: "exec"}
 
 
-def scalar_reg(code: int, bits: int) -> tuple[str, str | None] | None:
-  """(LLVM's name, misalignment warning or None) of scalar register `code` (0..127) read as `bits` wide; None if that
-  is no register (e.g. vcc_hi as a 64-bit pair, or a tuple running past s105 / ttmp15). Tuples of 64 bits align to 2
-  registers, wider ones to 4; hardware ignores the low bits, LLVM prints the aligned tuple and warns."""
+def scalar_reg(code: int, bits: int) -> str | None:
+  """LLVM's name of scalar register `code` (0..127) read as `bits` wide; None if that is no register (e.g. vcc_hi as
+  a 64-bit pair, or a tuple running past s105 / ttmp15). Tuples of 64 bits align to 2 registers, wider ones to 4:
+  hardware ignores the low bits, and LLVM prints the aligned tuple."""
   n = max(bits, 32) // 32
   if n == 1:
-    if code <= SGPR_MAX: return f"s{code}", None
-    if TTMP0 <= code <= TTMP0 + 15: return f"ttmp{code - TTMP0}", None
-    return (_SPECIAL32[code], None) if code in _SPECIAL32 else None
-  if code == NULL: return "null", None
-  if code in _SPECIAL64: return (_SPECIAL64[code], None) if n == 2 else None
-  if code <= SGPR_MAX: base, lim, cls, pre = code, SGPR_MAX, "SGPR", "s"
-  elif TTMP0 <= code <= TTMP0 + 15: base, lim, cls, pre = code - TTMP0, 15, "TTMP", "ttmp"
+    if code <= SGPR_MAX: return f"s{code}"
+    if TTMP0 <= code <= TTMP0 + 15: return f"ttmp{code - TTMP0}"
+    return _SPECIAL32.get(code)
+  if code == NULL: return "null"
+  if code in _SPECIAL64: return _SPECIAL64[code] if n == 2 else None
+  if code <= SGPR_MAX: base, lim, pre = code, SGPR_MAX, "s"
+  elif TTMP0 <= code <= TTMP0 + 15: base, lim, pre = code - TTMP0, 15, "ttmp"
   else: return None
   first = base - base % (2 if n == 2 else 4)
   if first + n - 1 > lim: return None
-  warn = f"Warning: {cls}_{bits}: scalar reg isn't aligned {base}" if first != base else None
-  return f"{pre}[{first}:{first + n - 1}]", warn
+  return f"{pre}[{first}:{first + n - 1}]"
 
 
 def sext(v: int, bits: int) -> int:
@@ -177,18 +186,20 @@ def _err(code: bytes, offset: int, n: int, why: str) -> DecodeError:
   return DecodeError(f"offset {offset:#x}: {why} (words {words})")
 
 
-def decode(code: bytes | memoryview, offset: int = 0) -> Inst:
-  """Decode the instruction at byte `offset` of `code`."""
+def decode(code: bytes | memoryview, offset: int = 0, target: str = "gfx1100") -> Inst:
+  """Decode the instruction at byte `offset` of `code` for `target` (gfx1100, or RDNA3.5's gfx1150 / gfx1151, which add
+  the scalar float instructions); an opcode the target does not have is a DecodeError."""
+  ops = _ops(target)
   code = bytes(code) if isinstance(code, memoryview) else code
   if offset % 4 or offset < 0: raise DecodeError(f"offset {offset:#x}: instructions are dword-aligned")
   if len(code) < offset + 4: raise DecodeError(f"offset {offset:#x}: no instruction here ({len(code)} bytes of code)")
   w0 = struct.unpack_from("<I", code, offset)[0]
   fmt = E.family(w0)
-  if fmt is None: raise _err(code, offset, 1, "no gfx11 encoding starts with these bits")
+  if fmt is None: raise _err(code, offset, 1, f"no {target} encoding starts with these bits")
   nwords = E.WORDS.get(fmt, 2)
   if len(code) < offset + 4 * nwords: raise _err(code, offset, 1, f"{fmt} instruction cut short")
   ws = struct.unpack_from(f"<{nwords}I", code, offset)
-  if fmt == "VOPD": return _decode_vopd(code, offset, ws)
+  if fmt == "VOPD": return _decode_vopd(code, offset, ws, ops)
   if fmt == "MIMG": return _decode_mimg(code, offset, ws)
   fam = fmt
   if fmt == "FLAT":
@@ -196,8 +207,8 @@ def decode(code: bytes | memoryview, offset: int = 0) -> Inst:
     if seg == 3: raise _err(code, offset, nwords, "FLAT seg=3 is reserved")
     fam = _FLAT_SEG[seg]
   opc = (w0 >> _OPF[fmt][1]) & ((1 << _OPF[fmt][2]) - 1) if fmt in _OPF else 0
-  info = _OPS[fam].get(opc)
-  if info is None: raise _err(code, offset, nwords, f"{fam} opcode {opc:#x} is not a gfx11 instruction")
+  info = ops[fam].get(opc)
+  if info is None: raise _err(code, offset, nwords, f"{fam} opcode {opc:#x} is not a {target} instruction")
   layout = _FIELDS["VOP3SD" if info.enc == "VOP3SD" else fmt]
   fields = {n: (ws[w] >> lo) & m for n, w, lo, m in layout}
   size, literal, dpp = 4 * nwords, None, None
@@ -213,7 +224,7 @@ def decode(code: bytes | memoryview, offset: int = 0) -> Inst:
     if len(code) < offset + size + 4: raise _err(code, offset, nwords, "literal dword missing")
     literal = struct.unpack_from("<I", code, offset + size)[0]
     size += 4
-  return Inst(info.enc, info.op, opc, size, fields, literal, dpp, None, info.operands, info.name)
+  return Inst(info.enc, info.op, opc, size, fields, literal, dpp, None, info.operands, info.name, info.mods)
 
 
 def _dpp(w: int, kind: int) -> dict:
@@ -224,9 +235,9 @@ def _dpp(w: int, kind: int) -> dict:
   return {"src0": w & 0xFF, "sel": tuple((w >> (8 + 3 * i)) & 7 for i in range(8)), "fi": int(kind == DPP8FI)}
 
 
-def _decode_vopd(code: bytes, offset: int, ws: tuple) -> Inst:
+def _decode_vopd(code: bytes, offset: int, ws: tuple, ops: dict) -> Inst:
   f = {n: (ws[w] >> lo) & m for n, w, lo, m in _FIELDS["VOPD"]}
-  x, y = _OPS["VOPDX"].get(f["opx"]), _OPS["VOPDY"].get(f["opy"])
+  x, y = ops["VOPDX"].get(f["opx"]), ops["VOPDY"].get(f["opy"])
   if x is None or y is None: raise _err(code, offset, 2, f"VOPD opx {f['opx']:#x} / opy {f['opy']:#x} is not a gfx11 dual op")
   vdsty = (f["vdsty"] << 1) | ((f["vdstx"] & 1) ^ 1)   # guide 16.x: VDSTY holds bits 7:1, bit 0 is !VDSTX[0]
   xf = {"vdst": f["vdstx"], "src0": f["src0x"], "vsrc1": f["vsrc1x"]}
@@ -238,8 +249,6 @@ def _decode_vopd(code: bytes, offset: int, ws: tuple) -> Inst:
   return Inst("VOPD", "vopd", (f["opx"] << 5) | f["opy"], size, f, literal, None, ((x.op, xf), (y.op, yf)),
               x.operands + y.operands, f"{x.name} :: {y.name}")
 
-
-_OPS = _build()
 
 
 def _decode_mimg(code: bytes, offset: int, ws: tuple) -> Inst:
@@ -259,15 +268,16 @@ def _decode_mimg(code: bytes, offset: int, ws: tuple) -> Inst:
 
 
 _MIMG_OPERANDS = tuple(parse_spec(s) for s in ("vdata:v32", "vaddr:v32", "srsrc:s256", "ssamp:s128"))
+_ops("gfx1100")   # the default target's table is built at import, not inside the first decode
 
 
-def decode_all(code: bytes | memoryview, offset: int = 0, end: int | None = None) -> list[Inst]:
+def decode_all(code: bytes | memoryview, offset: int = 0, end: int | None = None, target: str = "gfx1100") -> list[Inst]:
   """Decode instructions back to back from `offset` up to `end` (default: the end of `code`)."""
   code = bytes(code)
   end = len(code) if end is None else end
   out = []
   while offset < end:
-    inst = decode(code, offset)
+    inst = decode(code, offset, target)
     out.append(inst)
     offset += inst.size
   return out

@@ -7,36 +7,28 @@ printing rules below are LLVM's AMDGPU instruction printer conventions, checked 
 tests/emu/rdna3/test_disasm_llvm.py.
 """
 from __future__ import annotations
+from functools import cache
 from emu.rdna3.decode import Inst, Operand, decode, scalar_reg, FLOAT_CONSTS
 from emu.rdna3 import symbols as S
 from autogen.rdna3.tables import OPS, MIMG
 from autogen.rdna3.encodings import mimg_vdata
 
 
-def disasm(code: bytes | memoryview) -> list[str]:
-  """One line of LLVM-syntax text per instruction in `code` (decoded back to back)."""
+def disasm(code: bytes | memoryview, target: str = "gfx1100") -> list[str]:
+  """One line of LLVM-syntax text per instruction in `code` (decoded back to back for `target`: gfx1100, or RDNA3.5's
+  gfx1150 / gfx1151)."""
   code, out, off = bytes(code), [], 0
   while off < len(code):
-    inst = decode(code, off)
+    inst = decode(code, off, target)
     out.append(format_inst(inst))
     off += inst.size
   return out
 
 
+@cache
 def _mods(spec: str) -> dict[str, str]:
+  """An instruction's modifier behaviour per bit ('p' printed, '-' ignored, 'x' rejected by LLVM, 'f' fake16 fallback)."""
   return dict(kv.split("=") for kv in spec.split()) if spec else {}
-
-
-# (family, opcode) -> modifier behaviour per bit ('p' printed, '-' ignored, 'x' rejected by LLVM, 'f' fake16 fallback)
-_MODS = {(fam, opc): _mods(e[2]) for fam, ops in OPS.items() for opc, e in ops.items() if len(e) > 2}
-
-
-class _Line:
-  """Accumulates LLVM's trailing '; Warning: ...' notes (misaligned register tuples) while operands print."""
-  def __init__(self): self.warnings: list[str] = []
-
-  def text(self, s: str) -> str:
-    return s + (" ; " + "".join(self.warnings) if self.warnings else "")
 
 
 # ---- registers and constants -------------------------------------------------------------------------------
@@ -46,23 +38,20 @@ _SRC_NAMES = {230: "src_flat_scratch_base_lo", 231: "src_flat_scratch_base_hi", 
 _FLOATS = {240: "0.5", 241: "-0.5", 242: "1.0", 243: "-1.0", 244: "2.0", 245: "-2.0", 246: "4.0", 247: "-4.0"}
 
 
-def sgpr(code: int, bits: int, line: _Line) -> str | None:
-  """Name of scalar register (tuple) `code` (0..127) of `bits` width, as LLVM prints it; a misaligned tuple prints
-  aligned down, with LLVM's warning note."""
-  got = scalar_reg(code, bits)
-  if got is None: return None
-  if got[1]: line.warnings.append(got[1])
-  return got[0]
+def sgpr(code: int, bits: int) -> str | None:
+  """Name of scalar register (tuple) `code` (0..127) of `bits` width, as LLVM prints it (a misaligned tuple aligned
+  down; LLVM's C API adds a '; Warning: ...' note there, which llvm-mc and llvm-objdump do not print)."""
+  return scalar_reg(code, bits)
 
 
-def sgpr_operand(v: int, op: Operand, line: _Line, lit: int | None) -> str:
+def sgpr_operand(v: int, op: Operand, lit: int | None) -> str:
   """A scalar register field; LLVM notes registers the operand's class excludes (e.g. m0 as an s_load destination)
   and prints a constant code in an SGPR-only field as an invalid immediate."""
   cls, codes = op.note[4:].split("@") if op.note.startswith("bad=") else ("", "")
   if v >= 128:
-    text = src(v, Operand(op.field, "src", op.bits, "none", ""), line, lit)
+    text = src(v, Operand(op.field, "src", op.bits, "none", ""), lit)
     return text + (f"/*Invalid register, operand has '{cls}' register class*/" if cls and v == 254 else "")
-  name = sgpr(v, op.bits, line) or f"<bad sgpr {v}>"
+  name = sgpr(v, op.bits) or f"<bad sgpr {v}>"
   if str(v) in codes.split("."): name += f"/*Invalid register, operand has '{cls}' register class*/"
   return name
 
@@ -130,7 +119,7 @@ def inline_text(code: int, typ: str) -> str:
   return _FLOATS[code]
 
 
-def src(code: int, op: Operand, line: _Line, lit: int | None, hi: bool = False, fake16: bool = False, salu: bool = False) -> str:
+def src(code: int, op: Operand, lit: int | None, hi: bool = False, fake16: bool = False, salu: bool = False) -> str:
   """A register-or-constant source (9-bit VOP / 8-bit SALU encoding) as LLVM prints it."""
   bits, typ = op.bits, op.type
   if code >= 256:
@@ -140,7 +129,7 @@ def src(code: int, op: Operand, line: _Line, lit: int | None, hi: bool = False, 
     return vgpr(n, 32 if bits == 16 else bits) + _vnote(op)
   if typ == "vraw": return vgpr(code & 0xFF, 16, hi)
   if code <= 127:
-    name = sgpr(code, 32 if bits == 16 else bits, line)
+    name = sgpr(code, 32 if bits == 16 else bits)
     return (name or f"<bad sgpr {code}>") + _snote(op, code)
   if code == 255: text = literal(lit or 0, typ)
   elif code <= 208 or 240 <= code <= 248: text = inline_text(code, typ)
@@ -180,32 +169,31 @@ def _join(name: str, ops: list[str], mods: list[str] | None = None) -> str:
   return s + ("".join(" " + m for m in mods) if mods else "")
 
 
-def _operands(inst: Inst, line: _Line, render=None) -> list[str]:
+def _operands(inst: Inst, render=None) -> list[str]:
   out = []
   for op in inst.operands:
     if render and (t := render(op)) is not None: out.append(t)
     elif op.kind == "text": out.append(op.type)
     elif op.kind == "kimm": out.append(f"{inst.literal:#x}")
-    elif op.kind == "src": out.append(src(inst.fields[op.field], op, line, inst.literal))
+    elif op.kind == "src": out.append(src(inst.fields[op.field], op, inst.literal))
     elif op.kind == "vgpr": out.append(vgpr(inst.fields[op.field], op.bits))
-    elif op.kind == "sgpr": out.append(sgpr_operand(inst.fields[op.field], op, line, inst.literal))
+    elif op.kind == "sgpr": out.append(sgpr_operand(inst.fields[op.field], op, inst.literal))
     else: out.append(str(inst.fields[op.field]))
   return out
 
 
 def _fmt_generic(inst: Inst) -> str:
-  line = _Line()
-  return line.text(_join(inst.name, _operands(inst, line)))
+  return _join(inst.name, _operands(inst))
 
 
 def _fmt_sop(inst: Inst) -> str:
-  line = _Line()
   def render(op: Operand):
-    if op.kind == "src": return src(inst.fields[op.field], op, line, inst.literal, salu=True)
-    if op.kind == "kimm": return inline_value(inst.literal) or f"{inst.literal:#x}"   # s_setreg_imm32_b32
+    if op.kind == "src": return src(inst.fields[op.field], op, inst.literal, salu=True)
+    if op.kind == "kimm":   # s_setreg_imm32_b32 prints an inline-constant value as such, s_fmaak/s_fmamk_f32 in hex
+      return (inline_value(inst.literal) if inst.op == "s_setreg_imm32_b32" else None) or f"{inst.literal:#x}"
     if op.kind != "imm": return None
     return S.imm16(inst.op, op.type, inst.fields[op.field])
-  return line.text(_join(inst.name, _operands(inst, line, render)))
+  return _join(inst.name, _operands(inst, render))
 
 
 def _fmt_sopp(inst: Inst) -> str:
@@ -217,8 +205,8 @@ def _fmt_sopp(inst: Inst) -> str:
 
 def _fmt_vop_e32(inst: Inst) -> str:
   """VOP1 / VOP2 / VOPC, incl. their DPP16 / DPP8 forms. 16-bit VGPR fields use bit 7 for the high half."""
-  line, f, dpp = _Line(), inst.fields, inst.dpp
-  dm = _MODS.get((inst.enc, inst.opcode), {}).get("dpp", "----")   # DPP16 src0_neg, src0_abs, src1_neg, src1_abs
+  f, dpp = inst.fields, inst.dpp
+  dm = _mods(inst.mods).get("dpp", "----")   # DPP16 src0_neg, src0_abs, src1_neg, src1_abs
   def render(op: Operand):
     if op.kind == "vgpr" and op.bits == 16:
       v = f[op.field]
@@ -231,7 +219,7 @@ def _fmt_vop_e32(inst: Inst) -> str:
       v = f["src0"] - 256
       return vgpr(v & 0x7F, 16, bool(v & 0x80))
     return None
-  ops = _operands(inst, line, render)
+  ops = _operands(inst, render)
   if dpp is not None and "src1_neg" in dpp and inst.enc != "VOP1":
     i = next(k for k, o in enumerate(inst.operands) if o.field == "vsrc1")
     ops[i] = with_mods(ops[i], dpp["src1_neg"] and dm[2] == "p", dpp["src1_abs"] and dm[3] == "p", 256)
@@ -239,7 +227,7 @@ def _fmt_vop_e32(inst: Inst) -> str:
   if dpp is not None:
     if inst.enc == "VOPC": name = name.removesuffix("_e32")
     else: name = name.removesuffix("_e32") + "_dpp"
-  return line.text(_join(name, ops, _dpp_text(dpp) if dpp else None))
+  return _join(name, ops, _dpp_text(dpp) if dpp else None)
 
 
 def _dpp_text(dpp: dict) -> list[str]:
@@ -253,8 +241,8 @@ def _dpp_text(dpp: dict) -> list[str]:
 
 def _fmt_vop3(inst: Inst) -> str:
   """VOP3 / VOP3SD (incl. VOP1/2/C promoted to e64 and the e64 DPP forms)."""
-  line, f, dpp = _Line(), inst.fields, inst.dpp
-  mods = _MODS.get(("VOP3", inst.opcode), {})
+  f, dpp = inst.fields, inst.dpp
+  mods = _mods(inst.mods)
   neg, abs_, opsel = f["neg"], f.get("abs", 0), f.get("opsel", 0)
   nm, am, om = mods.get("neg", ""), mods.get("abs", ""), mods.get("opsel", "")
   fake16 = any(c == "f" and opsel >> i & 1 for i, c in enumerate(om))
@@ -263,12 +251,12 @@ def _fmt_vop3(inst: Inst) -> str:
       i = int(op.field[-1])
       hi = bool(opsel >> i & 1) and op.bits == 16
       if op.field == "src0" and dpp is not None: t = vgpr(dpp["src0"], 32 if op.bits == 16 and fake16 else op.bits, hi)
-      else: t = src(f[op.field], op, line, inst.literal, hi, fake16)
+      else: t = src(f[op.field], op, inst.literal, hi, fake16)
       return with_mods(t, bool(neg >> i & 1) and nm[i:i + 1] == "p", bool(abs_ >> i & 1) and am[i:i + 1] == "p", f[op.field] if not (op.field == "src0" and dpp) else 256)
     if op.field == "vdst" and op.kind == "vgpr":
       return vgpr(f["vdst"], 32 if op.bits == 16 and fake16 else op.bits, bool(opsel >> 3 & 1))
     return None
-  ops = _operands(inst, line, render)
+  ops = _operands(inst, render)
   tail = []
   if not fake16 and (t := _sel_list(mods, opsel)): tail.append(t)
   if f["clmp"] and mods.get("clmp") == "p": tail.append("clamp")
@@ -277,7 +265,7 @@ def _fmt_vop3(inst: Inst) -> str:
   if dpp is not None:
     name = (name if name.endswith("_e64") else name + "_e64") + "_dpp"
     tail += _dpp_text(dpp)
-  return line.text(_join(name, ops, tail))
+  return _join(name, ops, tail)
 
 
 def _sel_list(mods: dict, opsel: int) -> str | None:
@@ -291,8 +279,8 @@ def _sel_list(mods: dict, opsel: int) -> str | None:
 
 
 def _fmt_vop3p(inst: Inst) -> str:
-  line, f, dpp = _Line(), inst.fields, inst.dpp
-  mods = _MODS.get(("VOP3P", inst.opcode), {})
+  f, dpp = inst.fields, inst.dpp
+  mods = _mods(inst.mods)
   srcs = [o for o in inst.operands if o.kind == "src"]
   n = len(srcs)
   def render(op: Operand):
@@ -302,12 +290,12 @@ def _fmt_vop3p(inst: Inst) -> str:
       else:
         code = f[op.field]
         dpp_v = dpp is not None and op.field == "src1" and code < 256 and inst.op.startswith("v_fma_mix")   # a VGPR
-        t = src(code, op, line, inst.literal) + ("/*Invalid register, operand has 'VGPR_32' register class*/" if dpp_v else "")
+        t = src(code, op, inst.literal) + ("/*Invalid register, operand has 'VGPR_32' register class*/" if dpp_v else "")
       if inst.op.startswith("v_fma_mix"):   # mix ops: neg_hi is abs, neg is neg (guide: VOP3P MIX)
         return with_mods(t, bool(f["neg"] >> i & 1), bool(f["neg_hi"] >> i & 1), code)
       return t
     return None
-  ops = _operands(inst, line, render)
+  ops = _operands(inst, render)
   tail = []
   def field(name: str, mod: str, v: int, default: int) -> None:
     """A per-source bit list, printed when some bit the op uses differs from its default."""
@@ -322,62 +310,62 @@ def _fmt_vop3p(inst: Inst) -> str:
     field("neg_hi", mods.get("neg_hi", ""), f["neg_hi"], 0)
   if f["clmp"] and mods.get("clmp") == "p": tail.append("clamp")
   if dpp is not None: tail += _dpp_text(dpp)
-  return line.text(_join(inst.name + ("_e64_dpp" if dpp is not None else ""), ops, tail))
+  return _join(inst.name + ("_e64_dpp" if dpp is not None else ""), ops, tail)
 
 
 def _fmt_vopd(inst: Inst) -> str:
   """'x-half :: y-half'; inst.operands holds the X operands then the Y ones (fields vdstx/src0x/..., vdsty/...)."""
-  line, halves = _Line(), []
+  halves = []
   k = len(OPS["VOPDX"][inst.fields["opx"]][1])
   for name, (_, fields), specs in zip(inst.name.split(" :: "), inst.vopd, (inst.operands[:k], inst.operands[k:])):
     ops = []
     for op in specs:
       if op.kind == "kimm": ops.append(f"{inst.literal:#x}")
       elif op.kind == "text": ops.append(op.type)
-      elif op.kind == "src": ops.append(src(fields["src0"], op, line, inst.literal))
+      elif op.kind == "src": ops.append(src(fields["src0"], op, inst.literal))
       else: ops.append(vgpr(fields[op.field[:-1]], op.bits))   # vdstx -> the half's vdst, vsrc1y -> vsrc1
     halves.append(_join(name, ops))
-  return line.text(" :: ".join(halves))
+  return " :: ".join(halves)
 
 
 def _fmt_smem(inst: Inst) -> str:
-  line, f = _Line(), inst.fields
+  f = inst.fields
   if not inst.operands: return inst.name   # s_gl1_inv, s_dcache_inv: LLVM prints no fields
   def render(op: Operand):
-    if op.field == "sbase": return sgpr(f["sbase"] * 2, op.bits, line)
+    if op.field == "sbase": return sgpr(f["sbase"] * 2, op.bits)
     if op.kind == "imm": return S.imm16(inst.op, "u16", f[op.field])   # s_atc_probe's 7-bit probe mode
     return None
-  ops = _operands(inst, line, render)
+  ops = _operands(inst, render)
   tail = []
   if f["soffset"] == 124 and f["offset"]: ops[-1] = S.hex_signed(f["offset"], 21)   # no soffset: the offset stands in
   elif f["offset"]: tail.append(f"offset:{S.hex_signed(f['offset'], 21)}")
   if f["glc"]: tail.append("glc")
   if f["dlc"]: tail.append("dlc")
-  return line.text(_join(inst.name, ops, tail))
+  return _join(inst.name, ops, tail)
 
 
 def _fmt_ds(inst: Inst) -> str:
-  line, f = _Line(), inst.fields
-  ops = _operands(inst, line)
+  f = inst.fields
+  ops = _operands(inst)
   tail = []
   if "2addr" in inst.op:
     if f["offset0"]: tail.append(f"offset0:{f['offset0']}")
     if f["offset1"]: tail.append(f"offset1:{f['offset1']}")
   elif off := f["offset0"] | f["offset1"] << 8: tail.append(f"offset:{S.swizzle(off) if inst.op == 'ds_swizzle_b32' else off}")
   if f["gds"]: tail.append("gds")
-  return line.text(_join(inst.name, ops, tail))
+  return _join(inst.name, ops, tail)
 
 
 def _fmt_flat(inst: Inst) -> str:
   """FLAT / GLOBAL / SCRATCH. GLOBAL without saddr takes a 64-bit VGPR address; SCRATCH prints its VGPR address only
   with SVE; atomics with glc return the old value into vdst (LLVM's _rtn form prints it first)."""
-  line, f = _Line(), inst.fields
+  f = inst.fields
   def render(op: Operand):
-    if op.field == "saddr": return "off" if f["saddr"] == 124 else sgpr_operand(f["saddr"], op, line, None)
+    if op.field == "saddr": return "off" if f["saddr"] == 124 else sgpr_operand(f["saddr"], op, None)
     if op.field == "addr" and inst.enc == "GLOBAL": return vgpr(f["addr"], 64 if f["saddr"] == 124 else 32)
     if op.kind == "text" and op.type == "off": return vgpr(f["addr"], 32) if f["sve"] else "off"
     return None
-  ops = _operands(inst, line, render)
+  ops = _operands(inst, render)
   if "_atomic_" in inst.op and f["glc"]:
     data = next(o for o in inst.operands if o.field == "data")
     ops.insert(0, vgpr(f["vdst"], data.bits // 2 if "cmpswap" in inst.op else data.bits))
@@ -385,23 +373,23 @@ def _fmt_flat(inst: Inst) -> str:
   if f["offset"]: tail.append(f"offset:{S.signed(f['offset'], 13) if inst.enc != 'FLAT' else f['offset']}")
   for b in ("glc", "slc", "dlc"):
     if f[b]: tail.append(b)
-  return line.text(_join(inst.name, ops, tail))
+  return _join(inst.name, ops, tail)
 
 
 def _fmt_buf(inst: Inst) -> str:
   """MUBUF / MTBUF: the VGPR address is printed per offen/idxen; tfe adds one VGPR to vdata."""
-  line, f = _Line(), inst.fields
+  f = inst.fields
   if not inst.operands: return inst.name   # buffer_gl0_inv, buffer_gl1_inv
   def render(op: Operand):
-    if op.field == "soffset": return src(f["soffset"], op, line, inst.literal, salu=True)
+    if op.field == "soffset": return src(f["soffset"], op, inst.literal, salu=True)
     if op.field == "vdata": return vgpr(f["vdata"], op.bits + 32 * f["tfe"])
-    if op.field == "srsrc": return sgpr(f["srsrc"] * 4, op.bits, line)
+    if op.field == "srsrc": return sgpr(f["srsrc"] * 4, op.bits)
     if op.kind == "text" and op.type == "off":
       if f["offen"] and f["idxen"]: return vgpr(f["vaddr"], 64)
       if f["offen"] or f["idxen"]: return vgpr(f["vaddr"], 32)
       return "off"
     return None
-  ops = _operands(inst, line, render)
+  ops = _operands(inst, render)
   tail = []
   if inst.enc == "MTBUF" and (t := S.buf_format(f["format"])): tail.append(t)
   if f["idxen"]: tail.append("idxen")
@@ -410,7 +398,7 @@ def _fmt_buf(inst: Inst) -> str:
   for b in ("glc", "slc", "dlc"):
     if f[b]: tail.append(b)
   if f["tfe"]: tail.append("tfe")
-  return line.text(_join(inst.name, ops, tail))
+  return _join(inst.name, ops, tail)
 
 
 def _fmt_exp(inst: Inst) -> str:
@@ -421,21 +409,21 @@ def _fmt_exp(inst: Inst) -> str:
 
 
 def _fmt_vinterp(inst: Inst) -> str:
-  line, f = _Line(), inst.fields
-  mods = _MODS.get(("VINTERP", inst.opcode), {})
+  f = inst.fields
+  mods = _mods(inst.mods)
   def render(op: Operand):
     if op.kind == "src":
       i = int(op.field[-1])
-      t = src(f[op.field], op, line, inst.literal, bool(f["opsel"] >> i & 1))
+      t = src(f[op.field], op, inst.literal, bool(f["opsel"] >> i & 1))
       return with_mods(t, bool(f["neg"] >> i & 1), False, 256 if op.type == "vraw" else f[op.field])
     if op.field == "vdst" and op.bits == 16: return vgpr(f["vdst"], 16, bool(f["opsel"] >> 3 & 1))
     return None
-  ops = _operands(inst, line, render)
+  ops = _operands(inst, render)
   tail = []
   if f["clmp"]: tail.append("clamp")
   if t := _sel_list(mods, f["opsel"]): tail.append(t)
   tail.append(f"wait_exp:{f['waitexp']}")
-  return line.text(_join(inst.name, ops, tail))
+  return _join(inst.name, ops, tail)
 
 
 def _fmt_ldsdir(inst: Inst) -> str:
@@ -451,7 +439,7 @@ _DIMS = ("1D", "2D", "3D", "CUBE", "1D_ARRAY", "2D_ARRAY", "2D_MSAA", "2D_MSAA_A
 def _fmt_mimg(inst: Inst) -> str:
   """Image ops. VGPR counts follow dmask/d16/tfe and dim/a16; where LLVM has no variant with those counts it prints
   the opcode's fallback variant instead (tables.MIMG)."""
-  line, f = _Line(), inst.fields
+  f = inst.fields
   name, flags, vset, fall0, fall1, addr0, addr1 = MIMG[inst.opcode]
   vd = mimg_vdata(f["dmask"], f["d16"], f["tfe"], "gather" in flags)
   a = (addr1 if f["nsa"] else addr0)[f["a16"] * 8 + f["dim"]]
@@ -465,11 +453,11 @@ def _fmt_mimg(inst: Inst) -> str:
     if na > 5: items[4] = vgpr(regs[4], 32 * (na - 4))
     vaddr = f"[{', '.join(items)}]"
   else: vaddr = vgpr(f["vaddr"], 32 * na)
-  ops = [vgpr(f["vdata"], 32 * vd), vaddr, sgpr(f["srsrc"] * 4, 256, line) or "<bad srsrc>"]
-  if "ssamp" in flags: ops.append(sgpr(f["ssamp"] * 4, 128, line) or "<bad ssamp>")
+  ops = [vgpr(f["vdata"], 32 * vd), vaddr, sgpr(f["srsrc"] * 4, 256) or "<bad srsrc>"]
+  if "ssamp" in flags: ops.append(sgpr(f["ssamp"] * 4, 128) or "<bad ssamp>")
   tail = ([f"dmask:{f['dmask']:#x}"] if f["dmask"] else []) + [f"dim:SQ_RSRC_IMG_{_DIMS[f['dim']]}"]
   tail += [m for m in ("unorm", "glc", "slc", "dlc", "r128", "a16", "tfe", "lwe", "d16") if f[m]]
-  return line.text(_join(name + (" " if f["nsa"] and "ssamp" in flags else ""), ops, tail))   # LLVM's NSA sampler syntax
+  return _join(name + (" " if f["nsa"] and "ssamp" in flags else ""), ops, tail)   # LLVM's NSA sampler syntax
 
 
 _FORMATTERS = {"SOP1": _fmt_sop, "SOP2": _fmt_sop, "SOPC": _fmt_sop, "SOPK": _fmt_sop, "SOPP": _fmt_sopp,

@@ -4,7 +4,7 @@ compiled scheduler, and the errors a dispatch stops with.
 Kernel descriptor (AMDGPU HSA code object v5, 64 bytes): group_segment_fixed_size @0,
 private_segment_fixed_size @4, kernarg_size @8, kernel_code_entry_byte_offset (i64) @16, rsrc3 @44,
 rsrc1 @48, rsrc2 @52, kernel_code_properties (u16) @56. rsrc1: FLOAT_DENORM_MODE_32 [17:16],
-FLOAT_DENORM_MODE_16_64 [19:18], ENABLE_IEEE_MODE [23]. rsrc2: ENABLE_PRIVATE_SEGMENT [0], USER_SGPR_COUNT [5:1],
+FLOAT_DENORM_MODE_16_64 [19:18], ENABLE_IEEE_MODE [23], WGP_MODE [29]. rsrc2: ENABLE_PRIVATE_SEGMENT [0], USER_SGPR_COUNT [5:1],
 ENABLE_SGPR_WORKGROUP_ID_X/Y/Z [9:7], ENABLE_SGPR_WORKGROUP_INFO [10]. kernel_code_properties: user SGPRs in
 this order when enabled: private segment buffer (4) [0], dispatch ptr (2) [1], queue ptr (2) [2], kernarg segment
 ptr (2) [3], dispatch id (2) [4], flat scratch init (2) [5], private segment size (1) [6]; wave32 [10].
@@ -14,16 +14,20 @@ import struct, weakref
 from dataclasses import dataclass
 from emu.rdna3 import memory, operands as O
 from emu.rdna3.disasm import disasm
+from emu.rdna3.decode import TARGETS
 from emu.rdna3 import runtime
 from emu.rdna3.program import Program, ffi, ILLEGAL_UNSUPPORTED, ILLEGAL_DECODE
 from emu.rdna3.gen_scalar import ILLEGAL_ROUND_MODE, ILLEGAL_CODE_END, ILLEGAL_HWREG, ILLEGAL_MOVREL
+from emu.rdna3.gen_interp import ILLEGAL_LDSDIR_M0, ILLEGAL_LDSDIR_WGP
 
 STOP_NONE, STOP_FAULT, STOP_NOBLOCK, STOP_TRAP, STOP_HALT, STOP_LIMIT, STOP_ILLEGAL = range(7)
 SPACES = {0: "global", 1: "scratch (private)", 2: "LDS", 3: "misaligned atomic"}
 ILLEGAL = {1: "VGPR index (M0-relative) out of range", ILLEGAL_ROUND_MODE: "non-default rounding modes are not modelled",
            ILLEGAL_CODE_END: "executed s_code_end padding (ran past the end of the program)",
            ILLEGAL_HWREG: "hardware register not modelled", ILLEGAL_MOVREL: "SGPR index (M0-relative) out of range",
-           6: "swizzled buffer resources are not modelled"}
+           6: "swizzled buffer resources are not modelled",
+           ILLEGAL_LDSDIR_M0: "M0 holds reserved bits, a reserved data type or a misaligned LDS offset for this load",
+           ILLEGAL_LDSDIR_WGP: "LDS_PARAM_LOAD and LDS_DIRECT_LOAD are not supported in WGP mode (the kernel's rsrc1 WGP_MODE)"}
 SHARED_HI, PRIVATE_HI = 0x20000, 0x10000       # flat apertures (bits 63:32) as amdgpu/KFD set them
 DEFAULT_MODE = 0x2C0      # MODE: f32 denormals flushed, f16/f64 kept (FloatMode 192: denorm [7:4] = 0xC), IEEE [9] on
 MAX_LDS = 64 << 10
@@ -66,24 +70,26 @@ class Launch:
   tgid_enable: tuple[bool, bool, bool] = (True, True, True)
   scratch_offset_sgpr: bool = False
   mode: int = DEFAULT_MODE
+  wgp_mode: bool = False
+  target: str = "gfx1100"   # the ISA: gfx1100, or RDNA3.5's gfx1150 / gfx1151 (scalar float instructions)
 
 
-# compiled programs per memory object (dropped with it), by (entry pc, wave64)
+# compiled programs per memory object (dropped with it), by (entry pc, wave64, target)
 _programs: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def program_for(mem, pc: int, wave64: bool) -> Program:
+def program_for(mem, pc: int, wave64: bool, target: str = "gfx1100") -> Program:
   progs = _programs.setdefault(mem, {})
-  p = progs.get((pc, wave64))
+  p = progs.get((pc, wave64, target))
   if p is None or not p.still_valid(mem):
-    p = Program(mem, pc, wave64)
+    p = Program(mem, pc, wave64, target)
     p.build()
-    progs[(pc, wave64)] = p
+    progs[(pc, wave64, target)] = p
   return p
 
 
 def _describe(p: Program, pc: int) -> str:
-  return disasm(p.raw[pc])[0] if pc in p.raw else "<no instruction decoded here>"
+  return disasm(p.raw[pc], p.target)[0] if pc in p.raw else "<no instruction decoded here>"
 
 
 def execute(mem: memory.GpuMemory, launch: Launch, grid: tuple[int, int, int], block: tuple[int, int, int],
@@ -100,13 +106,14 @@ def execute(mem: memory.GpuMemory, launch: Launch, grid: tuple[int, int, int], b
   lanes = 64 if launch.wave64 else 32
   nwaves = (nthreads + lanes - 1) // lanes
   f = ffi()
-  p = program_for(mem, launch.pc, launch.wave64)
+  if launch.target not in TARGETS: raise ValueError(f"unknown target {launch.target!r}: one of {', '.join(TARGETS)}")
+  p = program_for(mem, launch.pc, launch.wave64, launch.target)
   sched = runtime.dispatch_run(launch.wave64)
   d = f.new("dispatch_t *")
   d.grid, d.block, d.wave64, d.nuser = list(grid), list(block), int(launch.wave64), len(launch.user_sgprs)
   d.user[0:len(launch.user_sgprs)] = [v & 0xFFFFFFFF for v in launch.user_sgprs]
   d.tgid_en, d.scratch_off_en = [int(x) for x in launch.tgid_enable], int(launch.scratch_offset_sgpr)
-  d.shared_hi, d.private_hi, d.mode, d.entry = SHARED_HI, PRIVATE_HI, launch.mode, launch.pc
+  d.shared_hi, d.private_hi, d.mode, d.entry, d.wgp_mode = SHARED_HI, PRIVATE_HI, launch.mode, launch.pc, int(launch.wgp_mode)
   d.lds_bytes, d.scratch_per_lane, d.max_instructions = launch.lds_bytes, launch.scratch_bytes_per_lane, max_instructions
   keep = []
   if launch.lds_bytes: keep.append(lds := f.new("uint8_t[]", launch.lds_bytes)); d.lds = lds
@@ -155,9 +162,11 @@ def execute(mem: memory.GpuMemory, launch: Launch, grid: tuple[int, int, int], b
 
 
 def run(mem: memory.GpuMemory, pc: int, grid=(1, 1, 1), block=(32, 1, 1), user_sgprs=(), lds_bytes: int = 0,
-        scratch_bytes_per_lane: int = 0, wave64: bool = False, max_instructions: int = 0) -> Stats:
-  """Run raw machine code at `pc`: s0.. = user_sgprs, then the workgroup ids x, y, z; v0 = x | y << 10 | z << 20."""
-  return execute(mem, Launch(pc, list(user_sgprs), wave64, lds_bytes, scratch_bytes_per_lane), grid, block, max_instructions)
+        scratch_bytes_per_lane: int = 0, wave64: bool = False, max_instructions: int = 0, target: str = "gfx1100") -> Stats:
+  """Run raw machine code at `pc` for `target` (gfx1100, gfx1150, gfx1151): s0.. = user_sgprs, then the workgroup
+  ids x, y, z; v0 = x | y << 10 | z << 20."""
+  launch = Launch(pc, list(user_sgprs), wave64, lds_bytes, scratch_bytes_per_lane, target=target)
+  return execute(mem, launch, grid, block, max_instructions)
 
 
 @dataclass(frozen=True)
@@ -189,8 +198,9 @@ class KernelDescriptor:
 
 def dispatch(mem: memory.GpuMemory, kd_addr: int, grid: tuple[int, int, int], block: tuple[int, int, int], *,
              kernarg_ptr: int = 0, dispatch_ptr: int = 0, queue_ptr: int = 0, dispatch_id: int = 0,
-             lds_bytes: int | None = None, scratch_bytes_per_lane: int | None = None, max_instructions: int = 0) -> Stats:
-  """Dispatch the kernel whose 64-byte descriptor is at `kd_addr` (the AMD GPU model's entry point).
+             lds_bytes: int | None = None, scratch_bytes_per_lane: int | None = None, max_instructions: int = 0,
+             target: str = "gfx1100") -> Stats:
+  """Dispatch the kernel whose 64-byte descriptor is at `kd_addr` (the AMD GPU model's entry point) for `target`.
   `grid` counts workgroups. LDS defaults to the descriptor's group segment (plus any dynamic size the caller
   adds), scratch to its private segment size."""
   kd = KernelDescriptor.parse(memory.read(mem, kd_addr, 64))
@@ -210,5 +220,5 @@ def dispatch(mem: memory.GpuMemory, kd_addr: int, grid: tuple[int, int, int], bl
   launch = Launch(kd_addr + kd.entry_offset, user, kd.wave64,
                   kd.group_segment_size if lds_bytes is None else lds_bytes,
                   kd.private_segment_size if scratch_bytes_per_lane is None else scratch_bytes_per_lane,
-                  tuple(bool(kd.rsrc2 >> b & 1) for b in (7, 8, 9)), bool(kd.rsrc2 & 1), kd.mode)
+                  tuple(bool(kd.rsrc2 >> b & 1) for b in (7, 8, 9)), bool(kd.rsrc2 & 1), kd.mode, bool(kd.rsrc1 >> 29 & 1), target)
   return execute(mem, launch, grid, block, max_instructions)

@@ -5,7 +5,7 @@ Memory is synchronous in the emulator (every access completes before the next in
 nothing to wait for) and lanes access it in lane order, which makes atomics deterministic. Facts:
 reference/emulator.md section 3, 43-45: DS offsets, 2ADDR scaling (x4 / x8, stride64 x256 / x512), 2ADDR loads
 read the address before writing; non-RTN atomics leave vdst alone; sub-dword loads sign/zero-extend, D16 loads
-keep the other half; GLOBAL's 13-bit signed offset applies with and without saddr; SCRATCH with SVE=0 ignores
+keep the other half (DS and FLAT alike); GLOBAL's 13-bit signed offset applies with and without saddr; SCRATCH with SVE=0 ignores
 VADDR. Atomics return the old value when GLC is set (FLAT/GLOBAL/MUBUF) or the opcode is *_rtn_* (DS).
 """
 from __future__ import annotations
@@ -32,6 +32,16 @@ def split_atomic(op: str) -> tuple[int, int, bool] | None:
   kind = ALIASES.get(kind, kind)
   if kind not in ATOMICS: return None
   return ATOMICS.index(kind), int(ty[1:]), rtn
+
+
+def d16_form(op: str) -> str:
+  """DS names put the D16 part last (ds_load_u8_d16_hi, ds_store_b16_d16_hi), FLAT ones before the type
+  (global_load_d16_hi_u8): the FLAT form, which load_store reads."""
+  for suf in ("_d16_hi", "_d16"):
+    if op.endswith(suf):
+      head, _, kind = op[:-len(suf)].rpartition("_")
+      return f"{head}{suf}_{kind}"
+  return op
 
 
 def glue(lines: list[str]) -> str: return "{ const u64 ex = EXEC; " + " ".join(lines) + " }"
@@ -95,7 +105,7 @@ def ds(inst, pc: int) -> str:
     return glue([f"u64 a = (S(M0) & 0xffffu) + {off}; u8 *p = latom(w, a, 4); if (!p) {fail} u32 o = ld32(p);",
                  f"st32(p, o {sign} (u32)__builtin_popcountll(ex)); for (int l = 0; l < W; l++) if ((ex >> l) & 1) V({vdst}, l) = o;"])
   one = [f"u64 a[W]; a_ds(a, w, {addr}, {off});"]
-  if "addtid" not in op and (body := load_store(op, SP_LDS, one, vdst, d0, fail)): return glue(body)
+  if "addtid" not in op and (body := load_store(d16_form(op), SP_LDS, one, vdst, d0, fail)): return glue(body)
   if sa := split_atomic(op):
     code, bits, rtn = sa
     return glue([*one, f"if (!m_atomic(w, {SP_LDS}, a, {code}, {bits}, {d0}, {d1}, {vdst}, {int(rtn)}, ex)) {fail}"])

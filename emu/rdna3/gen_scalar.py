@@ -7,6 +7,7 @@ float constants as f64). In wave32 the *_b32 EXEC ops act on EXEC_LO and VCCZ/EX
 from __future__ import annotations
 import re
 from emu.rdna3 import operands as O
+from emu.rdna3.valu_table import FCOND, FLOAD
 
 SEXT16 = "(u32)(i32)(i16)"
 # name -> (dst bits, (src bits...), C statements reading a/b (and d for read-modify ops), writing r / SCC)
@@ -93,6 +94,35 @@ for _c, _e in (("eq", "=="), ("lg", "!="), ("gt", ">"), ("ge", ">="), ("lt", "<"
   SOP[f"s_cmpk_{_c}_u32"] = (0, (32,), f"SCC = d {_e} (u32)(K & 0xffffu);")
 for _k in (1, 2, 3, 4):
   SOP[f"s_lshl{_k}_add_u32"] = (32, (32, 32), f"u64 t = ((u64)a << {_k}) + b; r = (u32)t; SCC = t >> 32 != 0;")
+# RDNA3.5 (gfx1150/gfx1151) scalar float ops. AMD "RDNA3.5" ISA guide 6.8: they give the results of their VALU
+# counterparts (the same helpers here, MODE's denormal and IEEE bits included), without source modifiers; f16 ops read
+# bits 15:0 of their SGPRs (a float inline constant is the f16 value) and zero bits 31:16 of the result; 16.1-16.3
+# pseudocode: S_FMAAK/S_FMAMK use the literal (K), S_FMAC accumulates into D, S_CVT_HI_F32_F16 converts bits 31:16.
+for _n in ("add", "sub", "mul"):
+  SOP[f"s_{_n}_f32"] = (32, (32, 32), f"r = {_n}32(a, b, FI32, FO32);")
+  SOP[f"s_{_n}_f16"] = (16, (16, 16), f"r = {_n}16(a, b, FI16, FO16);")
+for _k, _n in enumerate(("min", "max")):
+  SOP[f"s_{_n}_f32"] = (32, (32, 32), f"r = {_n}32(a, b, FI32, IEEE);")
+  SOP[f"s_{_n}_f16"] = (16, (16, 16), f"r = minmax16(a, b, FI16, IEEE, {_k});")
+for _k, _n in enumerate(("trunc", "ceil", "rndne", "floor")):
+  SOP[f"s_{_n}_f32"] = (32, (32,), f"r = round32(a, FI32, {_k});")
+  SOP[f"s_{_n}_f16"] = (16, (16,), f"r = round16(a, FI16, {_k});")
+SOP.update({
+  "s_fmaak_f32": (32, (32, 32), "r = fma32(a, b, K, FI32, FO32);"),
+  "s_fmamk_f32": (32, (32, 32), "r = fma32(a, K, b, FI32, FO32);"),
+  "s_fmac_f32": (32, (32, 32), "r = fma32(a, b, d, FI32, FO32);"),
+  "s_fmac_f16": (16, (16, 16), "r = fma16(a, b, d, FI16, FO16);"),
+  "s_cvt_pk_rtz_f16_f32": (32, (32, 32), "r = f2h(ftz32(a, FI32), 1) | f2h(ftz32(b, FI32), 1) << 16;"),
+  "s_cvt_f32_i32": (32, (32,), "r = cvt_f32_i32(a, FO32);"),
+  "s_cvt_f32_u32": (32, (32,), "r = cvt_f32_u32(a, FO32);"),
+  "s_cvt_i32_f32": (32, (32,), "r = cvt_i32_f32(a, FI32);"),
+  "s_cvt_u32_f32": (32, (32,), "r = cvt_u32_f32(a, FI32);"),
+  "s_cvt_f16_f32": (16, (32,), "r = cvt_f16_f32(a, FI32, FO16);"),
+  "s_cvt_f32_f16": (32, (16,), "r = cvt_f32_f16(a, FI16, FO32);"),
+  "s_cvt_hi_f32_f16": (32, (32,), "r = cvt_f32_f16(a >> 16, FI16, FO32);"),
+})
+for _c in ("lt", "eq", "le", "gt", "lg", "ge", "o", "u", "nge", "nlg", "ngt", "nle", "neq", "nlt"):
+  for _t, _w in (("f32", 32), ("f16", 16)): SOP[f"s_cmp_{_c}_{_t}"] = (0, (_w, _w), f"{{ {FLOAD[_t]} SCC = {FCOND[_c]}; }}")
 # EXEC logic: new EXEC = f(S0, EXEC); saveexec writes the old EXEC to sdst, wrexec the new one (guide 4.2)
 SAVEEXEC = {"and": "s & e", "or": "s | e", "xor": "s ^ e", "nand": "~(s & e)", "nor": "~(s | e)", "xnor": "~(s ^ e)",
             "and_not0": "~s & e", "or_not0": "~s | e", "and_not1": "s & ~e", "or_not1": "s | ~e"}
@@ -141,6 +171,7 @@ def alu(inst) -> str:
   srcs = [sread(f[k], b, inst.literal) for k, b in zip(("ssrc0", "ssrc1"), sbits)]
   ty = "u64" if dbits == 64 else "u32"
   lines = [f"{'u64' if b == 64 else 'u32'} {n} = {s};" for n, s, b in zip("ab", srcs, sbits)]
+  if re.search(r"\bK\b", body): lines.append(f"const u32 K = {inst.literal:#x}u;")
   if re.search(r"\bd\b", body):
     lines.append(f"{ty} d = {sread(f['sdst'], dbits, None) if f['sdst'] != O.NULL else '0'};")
   if dbits: lines.append(f"{ty} r;")

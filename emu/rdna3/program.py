@@ -10,7 +10,7 @@ from __future__ import annotations
 from functools import cache
 from cffi import FFI
 from emu.rdna3 import cc, memory, runtime, operands as O
-from emu.rdna3 import gen_scalar, gen_vector, gen_memory, gen_packed
+from emu.rdna3 import gen_scalar, gen_vector, gen_memory, gen_packed, gen_interp
 from emu.rdna3.decode import decode, DecodeError, Inst
 
 MAX_SPAN = 16 << 20      # largest code span (bytes) one program may cover
@@ -50,14 +50,16 @@ def _gen(inst: Inst, pc: int, nxt: int, wave64: bool) -> str:
   if e == "VOPD": return gen_vector.gen_vopd(inst, wave64)
   if e == "VOP3P": return gen_packed.gen(inst, wave64)
   if e in ("DS", "FLAT", "GLOBAL", "SCRATCH", "MUBUF"): return gen_memory.gen(inst, pc, wave64)
+  if e == "LDSDIR": return gen_interp.ldsdir(inst, pc)
+  if e == "VINTERP": return gen_interp.vinterp(inst)
   raise O.Unsupported(f"{e} instructions ({inst.op}) are not supported by the emulator")
 
 
 class Program:
-  """Decoded code reachable from `entry` (absolute GPU addresses), compiled for one wave size."""
+  """Decoded code reachable from `entry` (absolute GPU addresses) for one target, compiled for one wave size."""
 
-  def __init__(self, mem: memory.GpuMemory, entry: int, wave64: bool):
-    self.wave64, self.entry = wave64, entry
+  def __init__(self, mem: memory.GpuMemory, entry: int, wave64: bool, target: str = "gfx1100"):
+    self.wave64, self.entry, self.target = wave64, entry, target
     self.insts: dict[int, Inst] = {}
     self.raw: dict[int, bytes] = {}
     self.leaders: set[int] = set()
@@ -84,7 +86,7 @@ class Program:
       while pc not in self.insts and pc not in self.problems:
         try:
           code = self._fetch(mem, pc)
-          inst = decode(code)
+          inst = decode(code, 0, self.target)
         except (DecodeError, memory.MemoryFault) as e:
           self.problems[pc] = f"cannot decode the instruction: {e}"
           break

@@ -22,7 +22,7 @@ WIDTH = {"f16": 16, "i16": 16, "u16": 16, "b16": 16, "f32": 32, "i32": 32, "u32"
          "f64": 64, "i64": 64, "u64": 64, "b64": 64}
 CLAMP = {"f16": "clamp16", "f32": "clamp32", "f64": "clamp64"}
 HEADERS = ("core.h", "float.h", "valu.h", "wave.h")
-RUNTIME_C = ("lanes.c", "mem.c", "wmma.c", "sched.c")
+RUNTIME_C = ("lanes.c", "mem.c", "interp.c", "wmma.c", "sched.c")
 CHUNKS = 4     # the runtime is compiled as this many shared objects, in parallel, the first time it is needed
 
 
@@ -87,8 +87,8 @@ CARRY = {
   "v_mad_i64_i32": ("u64", "u32", "u64", "__int128 s = (__int128)(i64)(i32)a * (i32)b + (__int128)(i64)c; co = (int)((s >> 64) & 1); "
                     "v = CL && s > (__int128)0x7fffffffffffffffll ? 0x7fffffffffffffffull : CL && s < -(__int128)0x7fffffffffffffffll - 1 "
                     "? 0x8000000000000000ull : (u64)s;"),
-  "v_div_scale_f32": ("u32", "u32", "u32", "v = div_scale32(a, b, c, FI32, FO32, &co);"),
-  "v_div_scale_f64": ("u64", "u64", "u64", "v = div_scale64(a, b, c, FI64, FO64, &co);"),
+  "v_div_scale_f32": ("u32", "u32", "u32", "v = div_scale32(a, b, c, FI32, &co);"),
+  "v_div_scale_f64": ("u64", "u64", "u64", "v = div_scale64(a, b, c, FI64, &co);"),
 }
 
 

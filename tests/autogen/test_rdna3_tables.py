@@ -21,3 +21,13 @@ def test_tables_cover_every_family():
                              "VOPDY", "VINTERP", "LDSDIR", "DS", "FLAT", "GLOBAL", "SCRATCH", "MUBUF", "MTBUF", "EXP"}
   assert tables.OPS["VOP2"][3][0] == "v_add_f32_e32" and tables.OPS["SOPP"][0x30][0] == "s_endpgm"
   assert sum(len(v) for v in tables.OPS.values()) > 1300
+
+
+def test_rdna35_targets_add_the_scalar_float_instructions():
+  """gfx1150 and gfx1151 sweep alike (one overlay); what they add to gfx1100 is the SALU float set (RDNA3.5 ISA 6.8)."""
+  assert tables.TARGETS == {"gfx1100": None, "gfx1150": "gfx1150", "gfx1151": "gfx1150"}
+  ov = tables.TARGET_OPS["gfx1150"]
+  names = {e[0] for fam in ov.values() for e in fam.values()}
+  assert set(ov) == {"SOP2", "SOP1", "SOPC"} and not set(names) & {e[0] for fam in tables.OPS.values() for e in fam.values()}
+  assert {"s_fmamk_f32", "s_fmaak_f32", "s_add_f32", "s_fmac_f16", "s_cvt_f32_i32", "s_cvt_hi_f32_f16", "s_cmp_nlt_f16"} <= names
+  assert len(names) == 58

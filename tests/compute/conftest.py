@@ -12,6 +12,16 @@ def _cpu_default():
   Device._default = prev
 
 
+@pytest.fixture(params=["CPU", "MOCKPCI+AMD"])
+def cpu_and_amd(request):
+  """For modules that run every test on both the CPU device and the emulated AMD GPU (MOCKPCI+AMD: kernels rendered as
+  OpenCL C, compiled by clang-22 for gfx1100, run by the RDNA3 emulator): `pytestmark = pytest.mark.usefixtures(...)`."""
+  prev = Device._default
+  Device.DEFAULT = request.param
+  yield
+  Device._default = prev
+
+
 def check(shapes, tfn, nfn, grad=True, low=-2.0, high=2.0, atol=1e-5, rtol=1e-4, gtol=1e-3, seed=0, constant=()):
   """Forward against numpy (float64), and d(sum(f(x)*w))/dx against central finite differences of numpy.
   `constant`: indices of inputs the result is not differentiable by (they must get no gradient)."""

@@ -3,19 +3,13 @@ same kernels rendered as OpenCL C, compiled by clang-22 for gfx1100, run by the 
 import math
 import numpy as np
 import pytest
-from compute import Tensor, dtypes, Device
+from compute import Tensor, dtypes
 from tests.compute.conftest import check
 
 S = (3, 4)
 
 
-@pytest.fixture(autouse=True, params=["CPU", "MOCKPCI+AMD"])
-def _cpu_default(request):
-  """Overrides the conftest fixture of the same name: this module runs on both devices."""
-  prev = Device._default
-  Device.DEFAULT = request.param
-  yield
-  Device._default = prev
+pytestmark = pytest.mark.usefixtures("cpu_and_amd")   # every test on CPU and MOCKPCI+AMD
 
 
 @pytest.mark.parametrize("name,tfn,nfn,kw", [

@@ -1,5 +1,5 @@
 """am_smi against the emulated Navi31: fields, metrics that follow the load of the owning process, pids and kill."""
-import os, signal, subprocess, sys, time
+import os, pty, select, signal, subprocess, sys, time
 import pytest
 from drivers.amd.smi import devices, status
 from drivers.system import open_model
@@ -71,10 +71,22 @@ def test_bad_arguments():
 
 
 def test_live_monitor_refreshes_until_interrupted(owner):
-  p = subprocess.Popen([sys.executable, "-m", "tools.am_smi"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                       env=dict(os.environ, PYTHONPATH=os.getcwd(), COLUMNS="120"))
-  time.sleep(3)
+  """On a terminal the monitor draws frames until Ctrl-C, then exits 0 (a pty stands in for the terminal, so the
+  test sends SIGINT only once a frame naming the owner is on screen)."""
+  master, slave = pty.openpty()
+  p = subprocess.Popen([sys.executable, "-m", "tools.am_smi"], stdout=slave, stderr=subprocess.PIPE, text=True,
+                       env=dict(os.environ, PYTHONPATH=os.getcwd(), COLUMNS="120", TERM="xterm"))
+  os.close(slave)
+  screen, deadline = b"", time.monotonic() + 120
+  while not (b"AM Monitor" in screen and f"pid {owner.pid}".encode() in screen):
+    assert p.poll() is None and time.monotonic() < deadline, (screen.decode(errors="replace"), p.stderr.read())
+    if select.select([master], [], [], 1.0)[0]: screen += os.read(master, 65536)
   p.send_signal(signal.SIGINT)
-  out, err = p.communicate(timeout=30)
-  assert p.returncode == 0, err
-  assert "AM Monitor" in out and f"pid {owner.pid}" in out and "GFX" in out
+  while p.poll() is None:                          # keep draining the terminal so the last frame never blocks it
+    assert time.monotonic() < deadline + 30, "am_smi did not exit after SIGINT"
+    if select.select([master], [], [], 0.1)[0]:
+      try: screen += os.read(master, 65536)
+      except OSError: p.wait(timeout=30)   # EIO: the child closed the terminal on its way out
+  os.close(master)
+  assert p.returncode == 0, p.stderr.read()
+  assert b"GFX" in screen

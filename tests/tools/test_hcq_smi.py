@@ -319,7 +319,10 @@ def test_kill_pids_gives_up_after_bounded_retries(amd_tree, hold, capsys):
 
 
 # hcq_smi as one unprivileged user, the holder as another: imports first, then drop root (and with it CAP_KILL)
-AS_USER = "import os, sys; from tools.hcq_smi import main; os.setgroups([]); os.setresgid(65534, 65534, 65534); " \
+# the registry is read before privileges drop, as the imports are: the checkout may sit in a directory (root's home,
+# a 0700 temp dir) that the other user cannot read
+AS_USER = "import os, sys; from tools.hcq_smi import main; from drivers.system.registry import vendors; vendors(); " \
+          "os.setgroups([]); os.setresgid(65534, 65534, 65534); " \
           "os.setresuid(65533, 65533, 65533); sys.exit(main(sys.argv[1:]))"
 
 

@@ -31,6 +31,15 @@ static inline u32 fma32(u32 a, u32 b, u32 c, int fi, int fo) {
   u32 r = U(__builtin_fmaf(F(a), F(b), F(c)));
   return nan32(r) ? nan3_32(a, b, c) : ftz32(r, fo);
 }
+/* a * b + c of f32 values in a double rounded to odd: the product is exact in double, the sum's exact error comes from
+   TwoSum, and an inexact sum gets its last bit set. Rounding that once more to f32 or f16 (any direction) rounds the
+   exact value once, since double has more than 2 bits beyond either. */
+static inline double fma_odd(u32 a, u32 b, u32 c) {
+  double p = (double)F(a) * F(b), q = F(c), s = p + q, t = s - p, err = (p - (s - t)) + (q - t);
+  if (s - s != 0) return s;   /* inf or NaN: only from an inf or NaN input */
+  if (err != 0 && !(UD(s) & 1)) s = D(UD(s) + ((err > 0) == (s > 0) ? 1 : -1));
+  return s;
+}
 /* DX9 "legacy" multiply: +-0 times anything (inf and NaN included) is +0 */
 static inline u32 mul32_dx9(u32 a, u32 b, int fi, int fo) {
   a = ftz32(a, fi); b = ftz32(b, fi);
@@ -43,14 +52,15 @@ static inline u32 fma32_dx9(u32 a, u32 b, u32 c, int fi, int fo) {
   return fma32(a, b, c, 0, fo);
 }
 
-/* min/max: one NaN -> the other operand (IEEE mode: an sNaN input gives that NaN quieted);
-   -0 < +0; inputs are denormal-flushed (to signed zero) before selecting (facts 19-20). */
+/* min/max (facts 19-20; RDNA3.5 ISA guide V_MIN_F32 pseudocode): IEEE mode: an sNaN operand gives that NaN quieted
+   (src0 checked first), then a qNaN gives the other operand; IEEE off: a NaN src1 gives src0 as it is, a NaN src0
+   gives src1. -0 < +0; inputs are denormal-flushed (to signed zero) before selecting. */
 static inline u32 minmax32(u32 a, u32 b, int fi, int ieee, int is_max) {
   a = ftz32(a, fi); b = ftz32(b, fi);
   if (ieee && snan32(a)) return a | 0x400000u;
   if (ieee && snan32(b)) return b | 0x400000u;
-  if (nan32(a)) return nan32(b) ? a | 0x400000u : b;
   if (nan32(b)) return a;
+  if (nan32(a)) return b;
   if (((a | b) & 0x7fffffffu) == 0) return is_max ? (a & b) : (a | b);
   float x = F(a), y = F(b);
   return is_max ? (x >= y ? a : b) : (x <= y ? a : b);
@@ -95,8 +105,8 @@ static inline u64 minmax64(u64 a, u64 b, int fi, int ieee, int is_max) {
   a = ftz64(a, fi); b = ftz64(b, fi);
   if (ieee && snan64(a)) return a | 0x8000000000000ull;
   if (ieee && snan64(b)) return b | 0x8000000000000ull;
-  if (nan64(a)) return nan64(b) ? a | 0x8000000000000ull : b;
   if (nan64(b)) return a;
+  if (nan64(a)) return b;
   if (((a | b) & 0x7fffffffffffffffull) == 0) return is_max ? (a & b) : (a | b);
   double x = D(a), y = D(b);
   return is_max ? (x >= y ? a : b) : (x <= y ? a : b);
@@ -161,8 +171,8 @@ static inline u32 minmax16(u32 a, u32 b, int fi, int ieee, int is_max) {
   a = ftz16(a, fi); b = ftz16(b, fi);
   if (ieee && snan16(a)) return a | 0x200u;
   if (ieee && snan16(b)) return b | 0x200u;
-  if (nan16(a)) return nan16(b) ? a | 0x200u : b;
   if (nan16(b)) return a;
+  if (nan16(a)) return b;
   if (((a | b) & 0x7fffu) == 0) return is_max ? (a & b) : (a | b);
   float x = F(h2f(a)), y = F(h2f(b));
   return is_max ? (x >= y ? a : b) : (x <= y ? a : b);

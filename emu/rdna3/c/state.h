@@ -23,6 +23,7 @@ typedef struct dispatch {
   uint32_t tgid_en[3], scratch_off_en;   /* system SGPRs after the user SGPRs */
   uint32_t shared_hi, private_hi;        /* flat apertures: bits [63:32] of the LDS / scratch windows */
   uint32_t mode;              /* initial MODE register */
+  uint32_t wgp_mode;          /* COMPUTE_PGM_RSRC1.WGP_MODE: the workgroup may span both CUs of a WGP */
   uint32_t lds_bytes, scratch_per_lane;
   uint64_t code_base, entry;  /* the compiled program's base address; the kernel's first instruction */
   void (*const *blocks)(struct wave *);   /* the program's block entry points, indexed by (pc - code_base) / 4 */

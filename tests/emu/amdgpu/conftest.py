@@ -1,7 +1,8 @@
 import pytest
+from drivers.amd.pci import PCIIface
 from drivers.system import open_model
 from emu.amdgpu.fwbuild import write_firmware
-from tests.emu.amdgpu.navi31_driver import Driver, firmware_pieces
+from tests.emu.amdgpu.regs import Regs
 
 
 @pytest.fixture(scope="session")
@@ -19,10 +20,13 @@ def dev():
 
 
 @pytest.fixture
-def drv(dev) -> Driver: return Driver(dev)
+def regs(dev) -> Regs: return Regs(dev)
 
 
 @pytest.fixture
-def booted(drv, synthetic_fw) -> Driver:
-  drv.boot(firmware_pieces(synthetic_fw))
-  return drv
+def booted(synthetic_fw, monkeypatch) -> Regs:
+  """The emulated Navi31 as the real AM driver booted it (synthetic firmware); the test drives it from there."""
+  monkeypatch.setenv("HCQ_FIRMWARE_DIR", synthetic_fw)
+  iface = PCIIface(open_model("navi31"))
+  yield Regs(iface.pci, iface)
+  iface.pci.close()   # not the driver's fini: a test may leave the device reset, faulted or with its queues dropped

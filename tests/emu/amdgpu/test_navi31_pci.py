@@ -5,13 +5,11 @@ import pytest
 from autogen.amd import discovery as D, gc_11_0_0 as gc, nbio_4_3_0 as nbio, mmhub_3_0_0 as mmhub
 from drivers.system import DeviceBusyError, list_models, open_model
 from emu.amdgpu.registers import ModelError
-from tests.emu.amdgpu.navi31_driver import MODULE_IP
+from tests.emu.amdgpu.regs import BASES, MODULE_IP
 
-# IP versions and segment bases of a Navi31 (amd_driver.md 2.2)
-NAVI31 = {11: ((11, 0, 0), (0x1260, 0xA000, 0x1C000, 0x2402C00)), 42: ((6, 0, 0), None), 34: ((3, 0, 0), (0x1A000, 0x2408800)),
-          108: ((4, 3, 0), (0x0, 0x14, 0xD20, 0x10400, 0x241B000, 0x4040000)),
-          255: ((13, 0, 0), (0x16000, 0xDC0000, 0xE00000, 0xE40000, 0x243FC00)), 1: ((13, 0, 0), (0x16000, 0xDC0000, 0xE00000, 0xE40000, 0x243FC00)),
-          41: ((6, 0, 0), (0xF20, 0x240A400)), 40: ((6, 0, 0), (0x10A0, 0x240A000))}
+# IP versions of a Navi31 by hardware id, and their segment bases (amd_driver.md 2.2)
+NAVI31 = {11: ((11, 0, 0), BASES["GC"]), 42: ((6, 0, 0), None), 34: ((3, 0, 0), BASES["MMHUB"]), 108: ((4, 3, 0), BASES["NBIO"]),
+          255: ((13, 0, 0), BASES["MP0"]), 1: ((13, 0, 0), BASES["MP1"]), 41: ((6, 0, 0), BASES["HDP"]), 40: ((6, 0, 0), BASES["OSSSYS"])}
 
 
 # every register the AM boot touches: the Navi31 boot trace next to reference/amd_driver.md, plus those its text names
@@ -96,7 +94,7 @@ def test_discovery_binary_parses_and_its_checksums_verify(dev):
   off += 4
   found = {}
   for _ in range(die.num_ips):
-    hw_id, _instance, nbase, major, minor, rev = blob[off] | blob[off + 1] << 8, blob[off + 2], blob[off + 3], blob[off + 4], blob[off + 5], blob[off + 6]
+    hw_id, _, nbase, major, minor, rev = blob[off] | blob[off + 1] << 8, blob[off + 2], blob[off + 3], blob[off + 4], blob[off + 5], blob[off + 6]
     found[hw_id] = ((major, minor, rev), tuple(int.from_bytes(blob[off + 8 + 4 * i:off + 12 + 4 * i], "little") for i in range(nbase)))
     off += 8 + 4 * nbase
   for hw_id, (version, bases) in NAVI31.items():
@@ -110,58 +108,64 @@ def test_discovery_binary_parses_and_its_checksums_verify(dev):
   assert (cus, gi.gc_max_waves_per_simd, gi.gc_lds_size, gi.gc_wave_size) == (96, 16, 64, 32)
 
 
-def test_every_register_the_am_boot_touches_is_modelled(dev, drv):
+def test_every_register_the_am_boot_touches_is_modelled(regs):
   missing = []
   for name in AM_REGISTERS:
     module = next(m for m in MODULE_IP if hasattr(m, f"reg{name}"))
-    if drv.addr(getattr(module, f"reg{name}"), MODULE_IP[module]) not in dev.model.decode: missing.append(name)
+    if regs.addr(getattr(module, f"reg{name}")) not in regs.model.regs.decode: missing.append(name)
   assert missing == []
 
 
-def test_unmodelled_register_access_raises_naming_the_register(drv):
-  with pytest.raises(ModelError, match="GCVM_CONTEXT1_CNTL"): drv.r(gc.regGCVM_CONTEXT1_CNTL)
-  with pytest.raises(ModelError, match="read-only"): drv.w(nbio.regRCC_DEV0_EPF0_RCC_CONFIG_MEMSIZE, 1)
-  with pytest.raises(ModelError, match="32-bit"): drv.mmio.read16(0)
+def test_unmodelled_register_access_raises_naming_the_register(regs):
+  with pytest.raises(ModelError, match="GCVM_CONTEXT1_CNTL"): regs.r(gc.regGCVM_CONTEXT1_CNTL)
+  with pytest.raises(ModelError, match="read-only"): regs.w(nbio.regRCC_DEV0_EPF0_RCC_CONFIG_MEMSIZE, 1)
+  with pytest.raises(ModelError, match="32-bit"): regs.mmio.read16(0)
 
 
-def test_registers_beyond_bar5_are_reached_through_rsmu(drv):
-  entry = nbio.regS2A_DOORBELL_ENTRY_2_CTRL.addr(drv.bases["NBIO"])
-  assert entry * 4 >= drv.mmio.size
-  drv.wreg_addr(entry, 0x3009001D)                                     # the SDMA doorbell route from the boot trace
-  assert drv.rreg_addr(entry) == 0x3009001D
-  assert drv.r(nbio.regBIF_BX_PF0_RSMU_INDEX) == entry * 4
-  with pytest.raises(IndexError): drv.mmio.read32(entry * 4)
+def test_registers_beyond_bar5_are_reached_through_rsmu(regs):
+  entry = regs.addr(nbio.regS2A_DOORBELL_ENTRY_2_CTRL)
+  assert entry * 4 >= regs.mmio.size
+  regs.wd(entry, 0x3009001D)                                           # the SDMA doorbell route from the boot trace
+  assert regs.rd(entry) == 0x3009001D
+  assert regs.r(nbio.regBIF_BX_PF0_RSMU_INDEX) == entry * 4
+  with pytest.raises(IndexError): regs.mmio.read32(entry * 4)
 
 
-def test_mm_index_mm_data_reach_vram(drv):
+def test_mm_index_mm_data_reach_vram_and_registers(regs):
   addr = 0x1234_5678
-  drv.w(nbio.regBIF_BX_PF0_MM_INDEX_HI, addr >> 31)
-  drv.w(nbio.regBIF_BX_PF0_MM_INDEX, addr & 0x7FFFFFFF | 0x80000000)
-  drv.w(nbio.regBIF_BX_PF0_MM_DATA, 0xFEEDF00D)
-  assert drv.vram.read32(addr) == 0xFEEDF00D
-  drv.vram.write32(addr, 0x0BADCAFE)
-  assert drv.r(nbio.regBIF_BX_PF0_MM_DATA) == 0x0BADCAFE
+  regs.w(nbio.regBIF_BX_PF0_MM_INDEX_HI, addr >> 31)
+  regs.w(nbio.regBIF_BX_PF0_MM_INDEX, addr & 0x7FFFFFFF | 0x80000000)
+  regs.w(nbio.regBIF_BX_PF0_MM_DATA, 0xFEEDF00D)
+  assert regs.vram.read32(addr) == 0xFEEDF00D
+  regs.vram.write32(addr, 0x0BADCAFE)
+  assert regs.r(nbio.regBIF_BX_PF0_MM_DATA) == 0x0BADCAFE
+  regs.w(nbio.regBIF_BX_PF0_MM_INDEX, regs.addr(gc.regSCRATCH_REG0) * 4)   # MM_APER clear: a register byte address
+  regs.w(nbio.regBIF_BX_PF0_MM_DATA, 0x5CA7C4)
+  assert regs.r(gc.regSCRATCH_REG0) == 0x5CA7C4
 
 
-def test_hdp_flush_goes_through_the_remapped_register(dev, drv):
-  assert drv.r(nbio.regBIF_BX0_REMAP_HDP_MEM_FLUSH_CNTL) == 0x7F000
-  before = dev.model.nbio.hdp_flushes
-  drv.hdp_flush()
-  assert dev.model.nbio.hdp_flushes == before + 1
-  drv.w(nbio.regBIF_BX_PF0_GPU_HDP_FLUSH_REQ, 0xFFFFFFFF)
-  assert drv.r(nbio.regBIF_BX_PF0_GPU_HDP_FLUSH_DONE) == 0xFFFFFFFF
+def test_hdp_flush_goes_through_the_remapped_register_and_the_flush_request(regs):
+  hdp = regs.model.gpu.hdp
+  assert regs.r(nbio.regBIF_BX0_REMAP_HDP_MEM_FLUSH_CNTL) == 0x7F000
+  before = hdp.flushes
+  regs.hdp_flush()
+  assert hdp.flushes == before + 1 and regs.rd(0x7F000 >> 2) == 0
+  regs.w(nbio.regBIF_BX_PF0_GPU_HDP_FLUSH_REQ, 0xFFFFFFFF)
+  assert regs.r(nbio.regBIF_BX_PF0_GPU_HDP_FLUSH_DONE) == 0xFFFFFFFF and hdp.flushes == before + 2
+  regs.wd(0x7F004 >> 2, 0)                                             # the register-cache flush: nothing to flush
+  assert hdp.flushes == before + 2
 
 
-def test_framebuffer_location_is_where_the_vbios_put_it(drv):
-  base, top = drv.r(mmhub.regMMMC_VM_FB_LOCATION_BASE), drv.r(mmhub.regMMMC_VM_FB_LOCATION_TOP)
-  assert base == drv.r(gc.regGCMC_VM_FB_LOCATION_BASE) and base << 24 == 0x80_0000_0000
+def test_framebuffer_location_is_where_the_vbios_put_it(regs):
+  base, top = regs.r(mmhub.regMMMC_VM_FB_LOCATION_BASE), regs.r(mmhub.regMMMC_VM_FB_LOCATION_TOP)
+  assert base == regs.r(gc.regGCMC_VM_FB_LOCATION_BASE) and base << 24 == 0x80_0000_0000
   assert ((top - base + 1) << 24) == 512 << 20                         # TOP is the last 16 MiB unit, inclusive
 
 
-def test_doorbells_need_the_aperture_enabled_and_a_bound_queue(drv):
-  with pytest.raises(ModelError, match="DOORBELL_APER_EN"): drv.db.write64(0x18, 1)
-  drv.soc_init()
-  with pytest.raises(ModelError, match="no queue is bound"): drv.db.write64(0x18, 1)
+def test_doorbells_need_the_aperture_enabled_and_a_bound_queue(regs):
+  with pytest.raises(ModelError, match="DOORBELL_APER_EN"): regs.db.write64(0x18, 1)
+  regs.w(nbio.regRCC_DEV0_EPF0_RCC_DOORBELL_APER_EN, BIF_DOORBELL_APER_EN=1)
+  with pytest.raises(ModelError, match="no queue is bound"): regs.db.write64(0x18, 1)
 
 
 def test_device_lock_and_listing(dev):

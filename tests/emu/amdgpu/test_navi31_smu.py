@@ -1,31 +1,40 @@
 """SMU (MP1 13.0.0): the mailbox, DPM tables, soft limits, power limit, the metrics table and the mode-1 reset.
 Facts: reference/amd_driver.md 2.8 and 7.2, smu_v13_0_0_ppsmc.h, smu13_driver_if_v13_0_0.h."""
-import time
+import ctypes, time
 import pytest
 
 from autogen.amd import gc_11_0_0 as gc, mmhub_3_0_0 as mmhub, mp_13_0_0 as mp, smu_v13_0_0_ppsmc as P, smu13_driver_if_v13_0_0 as D
 from autogen.amd import sdma_v6_0_0_pkt_open as S
 from drivers.amd.sdma import pkt as sdma_pkt
-from tests.emu.amdgpu.navi31_driver import VA_BASE
+from tests.emu.amdgpu.regs import Queue
 
 OK, FAILED, UNKNOWN, PREREQ = 1, 0xFF, 0xFE, 0xFD
 CLOCKS = (D.PPCLK_GFXCLK, D.PPCLK_SOCCLK, D.PPCLK_UCLK, D.PPCLK_FCLK)
 
 
-def metrics(drv) -> D.SmuMetrics_t:
-  assert drv.smu_msg(P.PPSMC_MSG_TransferTableSmu2Dram, D.TABLE_SMU_METRICS) == (OK, 0)
-  return D.SmuMetricsExternal_t.from_buffer_copy(drv.vram.read_bytes(drv.smu_table, 392)).SmuMetrics
+@pytest.fixture
+def table(booted):
+  """A driver table in host memory the test owns, at a GPU VA the MM hub reaches (the driver's VMID 0 tables)."""
+  mem = booted.iface.alloc(16 << 10, host=True)
+  assert booted.smu_msg(P.PPSMC_MSG_SetDriverDramAddrHigh, mem.va >> 32)[0] == OK
+  assert booted.smu_msg(P.PPSMC_MSG_SetDriverDramAddrLow, mem.va & 0xFFFFFFFF)[0] == OK
+  return mem
 
 
-def dpm(drv, clk: int) -> list[int]:
-  resp, count = drv.smu_msg(P.PPSMC_MSG_GetDpmFreqByIndex, clk << 16 | 0xFF)
+def metrics(regs, table) -> D.SmuMetrics_t:
+  assert regs.smu_msg(P.PPSMC_MSG_TransferTableSmu2Dram, D.TABLE_SMU_METRICS) == (OK, 0)
+  return D.SmuMetricsExternal_t.from_buffer_copy(bytes(table.view[:ctypes.sizeof(D.SmuMetricsExternal_t)])).SmuMetrics
+
+
+def dpm(regs, clk: int) -> list[int]:
+  resp, count = regs.smu_msg(P.PPSMC_MSG_GetDpmFreqByIndex, clk << 16 | 0xFF)
   assert resp == OK
-  return [drv.smu_msg(P.PPSMC_MSG_GetDpmFreqByIndex, clk << 16 | i)[1] for i in range(count & 0x7FFFFFFF)]
+  return [regs.smu_msg(P.PPSMC_MSG_GetDpmFreqByIndex, clk << 16 | i)[1] for i in range(count & 0x7FFFFFFF)]
 
 
-def test_no_answer_before_the_psp_loads_the_pmfw(drv):
-  with pytest.raises(TimeoutError, match="SMU msg 0x2 timeout"): drv.smu_msg(P.PPSMC_MSG_GetSmuVersion, timeout=0.05)
-  assert drv.r(mp.regMP1_SMN_C2PMSG_90, "MP1") == 0
+def test_no_answer_before_the_psp_loads_the_pmfw(regs):
+  with pytest.raises(TimeoutError, match="SMU msg 0x2 timeout"): regs.smu_msg(P.PPSMC_MSG_GetSmuVersion, timeout=0.05)
+  assert regs.r(mp.regMP1_SMN_C2PMSG_90, "MP1") == 0
 
 
 def test_dpm_tables_have_a_few_ascending_levels(booted):
@@ -48,7 +57,7 @@ def test_messages_answer_with_ppsmc_results(booted):
   assert booted.smu_msg(P.PPSMC_MSG_SetSoftMaxByFreq, D.PPCLK_UCLK << 16 | 456)[0] == PREREQ
 
 
-def test_soft_limits_pin_clocks_and_the_power_limit_shows_in_metrics(booted):
+def test_soft_limits_pin_clocks_and_the_power_limit_shows_in_metrics(booted, table):
   for clk in (D.PPCLK_UCLK, D.PPCLK_FCLK):
     top = dpm(booted, clk)[-1]
     assert booted.smu_msg(P.PPSMC_MSG_SetSoftMinByFreq, clk << 16 | top)[0] == OK
@@ -56,36 +65,33 @@ def test_soft_limits_pin_clocks_and_the_power_limit_shows_in_metrics(booted):
   assert booted.smu_msg(P.PPSMC_MSG_SetPptLimit, 300) == (OK, 0)
   assert booted.smu_msg(P.PPSMC_MSG_GetPptLimit) == (OK, 300)
   assert booted.smu_msg(P.PPSMC_MSG_SetPptLimit, 1000)[0] == FAILED
-  m = metrics(booted)
+  m = metrics(booted, table)
   assert m.CurrClock[D.PPCLK_UCLK] == dpm(booted, D.PPCLK_UCLK)[-1] and m.AverageMemclkFrequencyPreDs == m.CurrClock[D.PPCLK_UCLK]
   assert m.CurrClock[D.PPCLK_FCLK] == dpm(booted, D.PPCLK_FCLK)[-1] and m.dGPU_W_MAX == 300
   low = dpm(booted, D.PPCLK_UCLK)[0]
   booted.smu_msg(P.PPSMC_MSG_SetSoftMinByFreq, D.PPCLK_UCLK << 16 | low)
   booted.smu_msg(P.PPSMC_MSG_SetSoftMaxByFreq, D.PPCLK_UCLK << 16 | low)
-  assert metrics(booted).CurrClock[D.PPCLK_UCLK] == low
+  assert metrics(booted, table).CurrClock[D.PPCLK_UCLK] == low
 
 
-def test_metrics_change_over_time_and_rise_with_load(booted):
-  idle1 = metrics(booted)
+def test_metrics_change_over_time_and_rise_with_load(booted, table):
+  idle1 = metrics(booted, table)
   time.sleep(0.05)
-  idle2 = metrics(booted)
+  idle2 = metrics(booted, table)
   assert idle2.MetricsCounter == idle1.MetricsCounter + 1 and idle2.EnergyAccumulator >= idle1.EnergyAccumulator
   assert idle2.AverageGfxActivity <= 5 and 20 <= idle2.AvgTemperature[D.TEMP_EDGE] <= 50
   assert idle2.AvgTemperature[D.TEMP_HOTSPOT] >= idle2.AvgTemperature[D.TEMP_EDGE] and idle2.AvgFanRpm == 0
   # keep SDMA busy with VRAM-to-VRAM copies, sampling as it works
-  q = booted.sdma_queue()
+  q = Queue(booted, "sdma")
   n = 8 << 20
-  src, dst = booted.alloc(n, 2 << 20), booted.alloc(n, 2 << 20)
-  booted.map(VA_BASE + (8 << 30), [src + i * 4096 for i in range(n // 4096)] + [dst + i * 4096 for i in range(n // 4096)], system=False)
-  booted.flush_tlb("GC")
-  s, d = VA_BASE + (8 << 30), VA_BASE + (8 << 30) + n
+  s, d = booted.iface.alloc(n).va, booted.iface.alloc(n).va
   copy = sdma_pkt("COPY_LINEAR", 7, HEADER_op=S.SDMA_OP_COPY, COUNT_count=n - 1, SRC_ADDR_LO_src_addr_31_0=s & 0xFFFFFFFF,
                   SRC_ADDR_HI_src_addr_63_32=s >> 32, DST_ADDR_LO_dst_addr_31_0=d & 0xFFFFFFFF, DST_ADDR_HI_dst_addr_63_32=d >> 32)
   end, busy = time.monotonic() + 0.8, []
   while time.monotonic() < end:                                      # never let the ring run dry
     if q.put - q.rptr < 64 * 7 * 4: q.submit(copy * 96)
     time.sleep(0.02)
-    busy.append(metrics(booted))
+    busy.append(metrics(booted, table))
   q.wait_idle(30)
   peak = max(busy, key=lambda m: m.AverageGfxActivity)
   assert peak.AverageGfxActivity >= 50 and peak.AverageUclkActivity >= 50
@@ -103,7 +109,7 @@ def test_mode1_reset_returns_the_device_to_cold(booted, mailbox):
   else: assert booted.smu_msg(P.PPSMC_MSG_Mode1Reset)[0] == OK
   assert booted.r(mp.regMP0_SMN_C2PMSG_81) == 0 and booted.r(mp.regMP0_SMN_C2PMSG_35) == 0x80000000   # bootloader again
   assert booted.r(gc.regSCRATCH_REG7) == 0 and not booted.r(gc.regRLC_RLCS_BOOTLOAD_STATUS) >> 31
-  assert not booted.dev.read_config(0x04, 2) & 0x4                   # bus mastering off after the reset
+  assert not booted.pci.read_config(0x04, 2) & 0x4                   # bus mastering off after the reset
   with pytest.raises(TimeoutError): booted.smu_msg(P.PPSMC_MSG_GetSmuVersion, timeout=0.05)
 
 

@@ -41,18 +41,18 @@ def _cached(kind: str, src: str, build) -> bytes:
   return data
 
 
-def assemble(src: str, wave64: bool = False) -> bytes:
-  """gfx1100 machine code for assembly text (llvm-mc-22; cached on disk)."""
+def assemble(src: str, wave64: bool = False, cpu: str = "gfx1100") -> bytes:
+  """Machine code for assembly text (llvm-mc-22 for `cpu`; cached on disk)."""
   attr = "+wavefrontsize64" if wave64 else "+wavefrontsize32"
   def build() -> bytes:
     with tempfile.TemporaryDirectory() as d:
       obj, out = os.path.join(d, "a.o"), os.path.join(d, "a.bin")
-      p = subprocess.run([llvm_tool("llvm-mc"), "-triple=amdgcn-amd-amdhsa", "-mcpu=gfx1100", f"-mattr={attr}", "-filetype=obj", "-o", obj],
+      p = subprocess.run([llvm_tool("llvm-mc"), "-triple=amdgcn-amd-amdhsa", f"-mcpu={cpu}", f"-mattr={attr}", "-filetype=obj", "-o", obj],
                          input=src.encode(), capture_output=True)
       if p.returncode: raise ValueError(f"llvm-mc rejected the test snippet:\n{p.stderr.decode()}")
       subprocess.run([llvm_tool("llvm-objcopy"), "-O", "binary", "--only-section=.text", obj, out], check=True)
       with open(out, "rb") as f: return f.read()
-  return _cached("asm", attr + src, build)
+  return _cached("asm", attr + src if cpu == "gfx1100" else f"{cpu} {attr}{src}", build)
 
 
 def compile_cl(src: str, extra: tuple[str, ...] = ()) -> bytes:
@@ -107,8 +107,9 @@ class WaveResult:
 
 
 def run_wave(body: str, v: dict | None = None, s: dict | None = None, vout=(), sout=(), wave64: bool = False,
-             exec_mask: int | None = None, lds: int = 0, scratch: int = 0, lanes: int | None = None) -> WaveResult:
-  """Run `body` (assembly) in one wave with the given register inputs; read back the requested registers."""
+             exec_mask: int | None = None, lds: int = 0, scratch: int = 0, lanes: int | None = None,
+             target: str = "gfx1100") -> WaveResult:
+  """Run `body` (assembly for `target`) in one wave with the given register inputs; read back the requested registers."""
   W = 64 if wave64 else 32
   v, s = v or {}, s or {}
   vin = sorted(v)
@@ -132,14 +133,14 @@ def run_wave(body: str, v: dict | None = None, s: dict | None = None, vout=(), s
   for r in vout: lines += store(f"v{r}")
   for r in [f"s{r}" for r in sout] + ["s104", "vcc_lo", "vcc_hi", "s98", "s99"]: lines += [f"v_mov_b32 v254, {r}", *store("v254")]
   lines.append("s_endpgm")
-  code = assemble("\n".join(lines) + "\n", wave64)
+  code = assemble("\n".join(lines) + "\n", wave64, target)
   mem = Memory()
   pc = mem.alloc(len(code))
   mem.write(pc, code)
   ib = buffer(mem, inp) if len(vin) else mem.alloc(16)
   ob = mem.alloc(4 * W * nout)
   stats = run(mem, pc=pc, block=(lanes or W, 1, 1), user_sgprs=[ib & 0xFFFFFFFF, ib >> 32, ob & 0xFFFFFFFF, ob >> 32],
-              lds_bytes=lds, scratch_bytes_per_lane=scratch, wave64=wave64)
+              lds_bytes=lds, scratch_bytes_per_lane=scratch, wave64=wave64, target=target)
   out = read(mem, ob, np.uint32, W * nout).reshape(nout, W)
   vres = {r: out[i] for i, r in enumerate(vout)}
   sv = [int(x) for x in out[len(vout):, 0]]

@@ -156,12 +156,69 @@ def test_division_and_transcendentals(ftz):
   np.testing.assert_allclose(s[4:], np.sqrt(a[4:]) + np.exp(b[4:]) * np.sin(a[4:]), rtol=1e-5, atol=1e-4)
 
 
+DIVIDE64 = f"""#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+{WG} kernel void ddiv(global const double *a, global const double *b, global double *c) {{ int i = {GID}; c[i] = a[i] / b[i]; }}"""
+
+
+def test_division_of_tiny_numerators():
+  """exponent(numerator) <= 23 (f32) / 53 (f64): V_DIV_SCALE scales the numerator alone and sets VCC, V_DIV_FMAS
+  scales the quotient back (facts 32-33); scaling the denominator as well would give q * 2^-64 (0 here)."""
+  for src, kern, dt in ((DIVIDE, "fdiv", np.float32), (DIVIDE64, "ddiv", np.float64)):
+    mem, co = load(src, flags=("-cl-fp32-correctly-rounded-divide-sqrt",))
+    a = np.full(64, 3.0, dt)
+    a[:6] = [1e-32, 1e-36, 2.0 ** -100, 1e-300 if dt == np.float64 else 1e-37, 5e-324 if dt == np.float64 else 1.5e-38, -1e-33]
+    b = np.full(64, 3.0, dt)
+    b[5] = 7.0
+    args = [buffer(mem, a), buffer(mem, b), mem.alloc(a.nbytes)] + ([mem.alloc(256)] if kern == "fdiv" else [])
+    co.kernel(kern, (1, 1, 1), (64, 1, 1), struct.pack(f"<{len(args)}Q", *args))
+    np.testing.assert_array_equal(read(mem, args[2], dt, 64), a / b)
+
+
 def test_private_memory_array():
   mem, co = load(PRIVATE)
   idx = np.arange(64, dtype=np.int32) * 7
   pi, po = buffer(mem, idx), mem.alloc(256)
   co.kernel("priv", (1, 1, 1), (64, 1, 1), struct.pack("<QQ", pi, po))
   np.testing.assert_array_equal(read(mem, po, np.int32, 64), (idx & 15) * np.arange(64))
+
+
+QUOTIENTS = f"""#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+{WG} kernel void quot(global const float *a, global const float *b, global float *c, global const double *x,
+                      global const double *y, global double *z) {{ int i = {GID}; c[i] = a[i] / b[i]; z[i] = x[i] / y[i]; }}"""
+
+
+def _edge_floats(rng, n: int, dtype, exps) -> np.ndarray:
+  """Floats of either sign with exponent fields from `exps` (zero, denormal, tiny, huge, and near the thresholds
+  V_DIV_SCALE tests) and random mantissas (a fifth of them zero: exact powers of two)."""
+  bits, mbits = (32, 23) if dtype == np.float32 else (64, 52)
+  ut = np.uint32 if bits == 32 else np.uint64
+  e = rng.choice(exps, n).astype(np.uint64)
+  m = np.where(rng.random(n) < 0.2, 0, rng.integers(0, 2 ** mbits, n, dtype=np.uint64))
+  sign = rng.integers(0, 2, n).astype(np.uint64)
+  return (sign << np.uint64(bits - 1) | e << np.uint64(mbits) | m.astype(np.uint64)).astype(ut).view(dtype)
+
+
+@pytest.mark.parametrize("ftz", [False, True])
+def test_division_is_correctly_rounded(ftz):
+  """LLVM's division sequence (v_div_scale x2, v_rcp, fma refinement, v_div_fmas, v_div_fixup) gives the correctly rounded
+  quotient of every f32 and f64 pair, as it does on hardware: bit for bit numpy's, denormal results included (with
+  -cl-denorms-are-zero, f32 inputs and results flushed; the sequence then runs partly with f32 denormals flushed)."""
+  flags = ("-cl-fp32-correctly-rounded-divide-sqrt",) + (("-cl-denorms-are-zero",) if ftz else ())
+  mem, co = load(QUOTIENTS, flags=flags)
+  rng, n = np.random.default_rng(8), 8192
+  e32 = np.r_[0:3, 20:27, 60:68, 100:106, 122:133, 150:158, 190:198, 250:256]
+  e64 = np.r_[0:3, 50:56, 100:106, 960:1090, 1960:1970, 2040:2048]
+  a, b = _edge_floats(rng, n, np.float32, e32), _edge_floats(rng, n, np.float32, e32)
+  x, y = _edge_floats(rng, n, np.float64, e64), _edge_floats(rng, n, np.float64, e64)
+  pa, pb, px, py = buffer(mem, a), buffer(mem, b), buffer(mem, x), buffer(mem, y)
+  pc, pz = mem.alloc(4 * n), mem.alloc(8 * n)
+  co.kernel("quot", (n // 64, 1, 1), (64, 1, 1), struct.pack("<6Q", pa, pb, pc, px, py, pz))
+  flush = (lambda v: np.where(np.abs(v) < np.float32(2.0 ** -126), np.copysign(np.float32(0), v), v)) if ftz else (lambda v: v)
+  with np.errstate(all="ignore"): want32, want64 = flush(flush(a) / flush(b)), x / y
+  got32, got64 = read(mem, pc, np.float32, n), read(mem, pz, np.float64, n)
+  for (p, q), got, want, ut in (((a, b), got32, want32, np.uint32), ((x, y), got64, want64, np.uint64)):
+    bad = [i for i in np.nonzero(got.view(ut) != want.view(ut))[0] if not (np.isnan(got[i]) and np.isnan(want[i]))]
+    assert not bad, [f"{p[i]!r} / {q[i]!r}: {got[i]!r}, want {want[i]!r}" for i in bad[:5]]
 
 
 INTMATH = f"""#pragma OPENCL EXTENSION cl_khr_fp64 : enable

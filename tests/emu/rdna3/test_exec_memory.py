@@ -49,6 +49,19 @@ def test_ds_64bit_and_2addr_b64():
   assert col(r, 10, 2) == [0, 1] and col(r, 11, 1) == [M32]
 
 
+def test_ds_d16_loads_keep_the_other_half_and_d16_hi_stores_take_the_high_half():
+  # RDNA3 ISA guide, DS opcodes: *_D16 loads write bits 15:0 of vdst and *_D16_HI loads bits 31:16, the other half
+  # kept (i8: sign-extended to 16 bits); STORE_B8_D16_HI / STORE_B16_D16_HI store DATA[23:16] / DATA[31:16]
+  body = ["v_mov_b32 v1, 0", "v_mov_b32 v2, 0x11111111", "ds_store_b32 v1, v2", "v_mov_b32 v2, 0x22222222",
+          "ds_store_b32 v1, v2 offset:4", "v_mov_b32 v2, 0x80FF1122", "ds_store_b32 v1, v2 offset:8", "v_mov_b32 v2, 0xAABBCCDD",
+          "ds_store_b16_d16_hi v1, v2 offset:1", "ds_store_b8_d16_hi v1, v2 offset:4"]
+  loads = [("u8_d16", 11), ("u8_d16_hi", 11), ("i8_d16", 11), ("i8_d16_hi", 11), ("u16_d16", 10), ("u16_d16_hi", 10)]
+  for k, (kind, off) in enumerate(loads): body += [f"v_mov_b32 v{3 + k}, 0x1234abcd", f"ds_load_{kind} v{3 + k}, v1 offset:{off}"]
+  body += ["ds_load_b32 v10, v1", "ds_load_b32 v11, v1 offset:4", "s_waitcnt lgkmcnt(0)"]
+  r = run_wave("\n".join(body), vout=(3, 4, 5, 6, 7, 8, 10, 11), lds=64, exec_mask=1)
+  assert [col(r, k, 1)[0] for k in range(3, 9)] == [0x12340080, 0x0080ABCD, 0x1234FF80, 0xFF80ABCD, 0x123480FF, 0x80FFABCD]
+  assert col(r, 10, 1) == [0x11AABB11] and col(r, 11, 1) == [0x222222BB]
+
 def test_ds_atomics_and_rtn():                        # facts 43, 44
   r = run_wave("""
     v_mov_b32 v1, 0

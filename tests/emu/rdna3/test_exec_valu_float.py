@@ -2,6 +2,7 @@
 Facts: reference/emulator.md section 3, items 18-40 (default compute mode: f32 denormals flushed, f16/f64 kept)."""
 import math
 import numpy as np
+import pytest
 from exec_helpers import run_wave, f32, f64, f16
 
 M32 = 0xFFFFFFFF
@@ -50,6 +51,42 @@ def test_nan_result_is_first_nan_operand_quieted():    # fact 21
   r = vop("v_add_f32 v3, v0, v1", a=[INF], b=[NINF])
   assert col(r, 3, 1) == [QNAN]                          # invalid operation: canonical quiet NaN
 
+
+
+def test_f16_nan_result_is_first_nan_operand_quieted():   # fact 21 in f16: quiet bit 0x200, sign and payload kept
+  h = lambda reg, n: [x & 0xFFFF for x in col(r, reg, n)]
+  a = [0x7C01, f16(1.0), 0x7E10, 0x7C00, 0xFD55, f16(2.0)]
+  b = [f16(3.0), 0xFD55, 0x7C02, 0xFC00, 0x7E01, f16(-1.0)]
+  c = [0, 0, 0, 0, 0x7C03, 0xFC07]
+  r = vop("v_add_f16 v3, v0, v1\nv_mul_f16 v4, v1, v0\nv_fma_f16 v5, v0, v1, v2\nv_fma_f16 v6, v2, v1, v0", a=a, b=b, c=c, out=(3, 4, 5, 6))
+  assert h(3, 6) == [0x7E01, 0xFF55, 0x7E10, 0x7E00, 0xFF55, f16(1.0)]      # src0 before src1 even if src1 is the sNaN
+  assert h(4, 6)[:3] == [0x7E01, 0xFF55, 0x7E02]                            # operands swapped: the other NaN wins
+  assert h(5, 6)[4:] == [0xFF55, 0xFE07] and h(6, 6)[4:] == [0x7E03, 0xFE07]   # fma: src0, src1, src2 order
+  r = run_wave("v_pk_add_f16 v3, v0, v1\nv_pk_fma_f16 v4, v1, v0, v2", v={0: [0x3C007C01], 1: [0x7D003C00], 2: [0xFC05FC06]}, vout=(3, 4))
+  assert col(r, 3, 1) == [0x7F007E01] and col(r, 4, 1) == [0x7F007E01]     # per half: lo from v0, hi from v1
+
+
+@pytest.mark.parametrize("ieee", [1, 0])
+def test_min_max_signaling_nan_per_ieee_mode(ieee):      # RDNA3.5 ISA guide, V_MIN_F32 / V_MAX_F32 pseudocode (16.7)
+  # IEEE mode (the compute default): an sNaN operand gives that NaN quieted (src0 checked first), a qNaN the other
+  # operand; IEEE off: any NaN gives the other operand, two NaNs src0 as it is
+  a = [0x7F800001, f32(1.0), 0x7FC00002, 0x7F800003, 0xFF800004]
+  b = [f32(1.0), 0x7F800005, 0x7F800006, 0x7FC00007, 0xFFC00008]
+  setmode = "" if ieee else "s_setreg_imm32_b32 hwreg(HW_REG_MODE, 9, 1), 0\n"
+  r = vop(setmode + "v_min_f32 v3, v0, v1\nv_max_f32 v4, v0, v1", a=a, b=b, out=(3, 4))
+  if ieee: want = [0x7FC00001, 0x7FC00005, 0x7FC00006, 0x7FC00003, 0xFFC00004]
+  else: want = [f32(1.0), f32(1.0), 0x7FC00002, 0x7F800003, 0xFF800004]
+  assert col(r, 3, 5) == want and col(r, 4, 5) == want
+
+
+def test_min_max_signaling_nan_f64_f16():
+  snan64, qnan64, snan16 = 0x7FF0000000000001, 0x7FF8000000000002, 0x7C01
+  lo, hi = lambda xs: [x & M32 for x in xs], lambda xs: [x >> 32 for x in xs]
+  a, b = [snan64, f64(2.0), qnan64], [f64(1.0), snan64, f64(3.0)]
+  r = run_wave("v_min_f64 v[4:5], v[0:1], v[2:3]\nv_max_f16 v6, v7, v8\nv_min_f16 v9, v8, v7",
+               v={0: lo(a), 1: hi(a), 2: lo(b), 3: hi(b), 7: [snan16, f16(1.0), 0x7E04], 8: [f16(1.0), 0xFC02, f16(5.0)]}, vout=(4, 5, 6, 9))
+  assert [int(x) for x in r.u64(4)[:3]] == [0x7FF8000000000001, 0x7FF8000000000001, f64(3.0)]
+  assert [x & 0xFFFF for x in col(r, 6, 3)] == [0x7E01, 0xFE02, f16(5.0)] and [x & 0xFFFF for x in col(r, 9, 3)] == [0x7E01, 0xFE02, f16(5.0)]
 
 def test_abs_neg_are_sign_bit_operations_on_nans():    # fact 22
   r = vop("v_add_f32_e64 v3, -|v0|, 0\nv_mul_f32_e64 v4, -v0, 1.0\nv_max_f32_e64 v5, |v0|, |v0|", a=[QNAN, NZERO, f32(-2.0)], out=(3, 4, 5))
@@ -110,17 +147,62 @@ def test_ordered_and_unordered_compares():             # fact 29
   assert (r.s[20], r.s[21], r.s[22], r.s[23], r.s[24], r.s[25]) == (0b0010, 0b0011, 0b0011, 0b1110, 0b0001, 0b0010)
 
 
-def test_div_scale():                                  # fact 32
-  one, two = f32(1.0), f32(2.0)
-  num = [0, one, f32(2.0 ** 100), f32(2.0 ** -110), f32(2.0 ** -100), f32(6.0)]
-  den = [one, 0, two, f32(3.0), f32(2.0 ** 30), f32(3.0)]
+def test_div_scale_f32():                              # fact 32, read as in c/valu.h (div_scale32)
+  # per lane (numerator, denominator); v3 = div_scale(num, den, num) -> s10, v4 = div_scale(den, den, num) -> s11
+  # hw: measured on gfx1100 (tinygrad test/amd/hw/test_vop3.py TestDivScale); seq: what keeps LLVM's division
+  # sequence correctly rounded (test_exec_kernels.py::test_division_is_correctly_rounded)
+  one, mx = f32(1.0), 0x7F7FFFFF
+  cases = [(0, one, QNAN, QNAN, 1),                                     # hw zero_numer
+           (one, 0, QNAN, QNAN, 1),                                     # hw zero_denom
+           (one, DEN, QNAN, QNAN, 1),                                   # hw denorm_denom (flushed: a zero)
+           (mx, one, mx, f32(2.0 ** 64), 1),                            # hw large_exp_diff: only the denominator
+           (f32(2.0 ** -126), one, f32(2.0 ** -62), one, 1),            # hw tiny_numer: exponent test -126, numerator only
+           (one, f32(2.0 ** 127), one, f32(2.0 ** 63), 1),              # hw result_would_be_denorm; seq: 1/den denormal
+           (f32(2.0 ** -100), f32(2.0 ** 30), f32(2.0 ** -36), f32(2.0 ** 30), 1),   # denormal quotient
+           (f32(2.0 ** -110), f32(3.0), f32(2.0 ** -46), f32(3.0 * 2.0 ** 64), 0),   # seq: tiny numerator, both scaled
+           (f32(960.0), f32(2.0 ** 127), f32(960.0 * 2.0 ** -64), f32(2.0 ** 63), 0), # seq: 1/den denormal, both scaled
+           (f32(2.0), f32(4.0), f32(2.0), f32(4.0), 0)]                # hw vcc_zero / preserves_input
+  num, den, want_n, want_d, vcc = zip(*cases)
   r = run_wave("v_div_scale_f32 v3, vcc_lo, v0, v1, v0\ns_mov_b32 s10, vcc_lo\nv_div_scale_f32 v4, vcc_lo, v1, v1, v0\ns_mov_b32 s11, vcc_lo",
-               v={0: num, 1: den}, vout=(3, 4), sout=[10, 11], exec_mask=0x3F)
-  assert col(r, 3, 2) == [QNAN, QNAN] and r.s[10] & 3 == 3
-  assert col(r, 3, 3)[2] == f32(2.0 ** 100) and col(r, 4, 3)[2] == f32(2.0 ** 65) and r.s[11] >> 2 & 1
-  assert col(r, 3, 4)[3] == f32(2.0 ** -46) and r.s[10] >> 3 & 1
-  assert col(r, 4, 5)[4] == f32(2.0 ** 30) and r.s[11] >> 4 & 1      # denormal quotient: S0 (the denominator) unscaled
-  assert col(r, 3, 6)[5] == f32(6.0) and not r.s[10] >> 5 & 1
+               v={0: num, 1: den}, vout=(3, 4), sout=[10, 11], exec_mask=(1 << len(cases)) - 1)
+  assert col(r, 3, len(cases)) == list(want_n) and col(r, 4, len(cases)) == list(want_d)
+  assert r.s[10] == r.s[11] == sum(v << i for i, v in enumerate(vcc))
+
+
+def test_div_scale_f64():                              # fact 32 in f64: 2^128, exponent tests -1022 / 53
+  one, mx = f64(1.0), 0x7FEFFFFFFFFFFFFF
+  cases = [(0, one, 0x7FF8000000000000, 0x7FF8000000000000, 1), (mx, one, mx, f64(2.0 ** 128), 1),
+           (f64(2.0 ** -1022), one, f64(2.0 ** -894), one, 1), (one, f64(2.0 ** 1023), one, f64(2.0 ** 895), 1),
+           (f64(2.0 ** -1000), f64(3.0), f64(2.0 ** -872), f64(3.0 * 2.0 ** 128), 0),
+           (f64(2.0 ** 100), f64(2.0 ** 1023), f64(2.0 ** -28), f64(2.0 ** 895), 0), (f64(2.0), f64(4.0), f64(2.0), f64(4.0), 0)]
+  num, den, want_n, want_d, vcc = zip(*cases)
+  lo, hi = lambda xs: [x & M32 for x in xs], lambda xs: [x >> 32 for x in xs]
+  r = run_wave("v_div_scale_f64 v[4:5], vcc_lo, v[0:1], v[2:3], v[0:1]\ns_mov_b32 s10, vcc_lo\n"
+               "v_div_scale_f64 v[6:7], vcc_lo, v[2:3], v[2:3], v[0:1]\ns_mov_b32 s11, vcc_lo",
+               v={0: lo(num), 1: hi(num), 2: lo(den), 3: hi(den)}, vout=(4, 5, 6, 7), sout=[10, 11], exec_mask=(1 << len(cases)) - 1)
+  n = len(cases)
+  assert [int(x) for x in r.u64(4)[:n]] == list(want_n) and [int(x) for x in r.u64(6)[:n]] == list(want_d)
+  assert r.s[10] == r.s[11] == sum(v << i for i, v in enumerate(vcc))
+
+
+def test_div_fmas_rounds_a_denormal_result_once():
+  # the scaled fma is rounded once: (a*b + c) * 2^-64 lies just below the midpoint of two f32 denormals, while
+  # a*b + c rounded to f32 first would land on it (and round to even); f64 likewise with 2^-128
+  c32, c64 = f32(2.0 ** -70 + 3 * 2.0 ** -86), f64(2.0 ** -920 + 3 * 2.0 ** -947)
+  r = run_wave("s_denorm_mode 15\ns_mov_b32 vcc_lo, 1\nv_div_fmas_f32 v3, v0, v1, v2\nv_div_fmas_f64 v[4:5], v[6:7], v[8:9], v[10:11]",
+               v={0: [f32(-2.0 ** -50)], 1: [f32(2.0 ** -50)], 2: [c32], 6: [0], 7: [f64(-2.0 ** -490) >> 32], 8: [0],
+                  9: [f64(2.0 ** -490) >> 32], 10: [c64 & M32], 11: [c64 >> 32]}, vout=(3, 4, 5))
+  assert col(r, 3, 1) == [0x8001]                        # 2^-134 + 2^-149 (double rounding: + 2^-148)
+  assert int(r.u64(4)[0]) == 0x4000001                   # 2^-1048 + 2^-1074
+
+
+def test_div_scale_f64_literal_is_the_high_half():    # reference/emulator.md 1.4: an F64 operand's literal is its high 32 bits
+  # clang emits these for x / 7.0: the denominator 7.0 (0x401C000000000000) as the literal 0x401c0000
+  r = run_wave("v_div_scale_f64 v[4:5], vcc_lo, v[0:1], 0x401c0000, v[0:1]\ns_mov_b32 s10, vcc_lo\n"
+               "v_div_scale_f64 v[6:7], vcc_lo, 0x401c0000, 0x401c0000, v[0:1]",
+               v={0: [0], 1: [f64(3.0) >> 32]}, vout=(4, 5, 6, 7), sout=[10], exec_mask=0x1)
+  assert (col(r, 4, 1), col(r, 5, 1), r.s[10] & 1) == ([0], [f64(3.0) >> 32], 0)   # 3 / 7: no scaling needed
+  assert (col(r, 6, 1), col(r, 7, 1)) == ([0], [f64(7.0) >> 32])
 
 
 def test_div_fmas_scales_by_vcc():                     # fact 33
