@@ -10,8 +10,10 @@ per call, and one submission per device.
 A call with tensors of other shapes, dtypes or devices (or other non-tensor arguments) is captured anew; up to
 MAX_CAPTURES signatures are kept. Tensors the function reads that are not its arguments (weights, constants made
 inside) are read from the memory they had at capture, as a CUDA graph reads its static addresses; so are random
-tensors made inside. The function's effects are its results: a function that reads tensor data on the host while
-being captured (.numpy(), .item(), ...), or returns anything but tensors (alone, or in tuples, lists and dicts),
+tensors made inside. The function's effects are its results and the in-place updates of its arguments (`x += 1`,
+`w.assign(...)`), which every replay makes again; an update of another tensor (a weight it does not take as an
+argument) happens at capture only, so pass such tensors as arguments. A function that reads tensor data on the host
+while being captured (.numpy(), .item(), ...), or returns anything but tensors (alone, or in tuples, lists and dicts),
 cannot be captured and raises CaptureError saying why.
 """
 from __future__ import annotations
@@ -79,11 +81,13 @@ def _plain(ts: list[Tensor]) -> list[Tensor]:
 class _Captured:
   """One signature's capture: the graph, the recorded buffers of the inputs, and how each result is made:
   ("input", index) a result that is an input; ("made", (buffer, device, nbytes)) one the graph writes, into a new buffer
-  per replay; ("same", runtime buffer) one the function did not write (it returns the same data every call)."""
-  def __init__(self, graph: Graph, inputs: list, out_spec: Any, outs: list[tuple[str, Any, tuple, Any]], keep: list):
-    self.graph, self.inputs, self.out_spec, self.outs, self.keep = graph, inputs, out_spec, outs, keep
+  per replay; ("same", runtime buffer) one the function did not write (it returns the same data every call).
+  The results past the function's own are the new values of the arguments it updated in place (`updated`: which)."""
+  def __init__(self, graph: Graph, inputs: list, out_spec: Any, outs: list[tuple[str, Any, tuple, Any]], updated: list[int],
+               keep: list):
+    self.graph, self.inputs, self.out_spec, self.outs, self.updated, self.keep = graph, inputs, out_spec, outs, updated, keep
 
-  def __call__(self, inputs: list[Tensor]) -> Any:
+  def __call__(self, args: list[Tensor], inputs: list[Tensor]) -> Any:
     bufs = [t.lazydata.buffer for t in inputs]
     replace = dict(zip(self.inputs, (b.hcq for b in bufs)))
     made: dict = {}
@@ -96,6 +100,7 @@ class _Captured:
         replace[ref[0]] = nb.hcq
       results.append(Tensor._from_lazy(LazyBuffer.from_buffer(nb, shape, dtype)))
     self.graph(replace=replace)
+    for i, new in zip(self.updated, results[len(results) - len(self.updated):]): args[i].assign(new)
     return _rebuild(self.out_spec, iter(results))
 
 
@@ -116,19 +121,23 @@ class JitFunction:
     inputs = _plain(tensors)
     if (cap := self.captures.get(key)) is not None:
       self.captures.move_to_end(key)
-      return cap(inputs)
-    out, cap = self._capture(_flatten((args, kwargs), [], _argument(self.what)), inputs)
+      return cap(tensors, inputs)
+    out, cap = self._capture(_flatten((args, kwargs), [], _argument(self.what)), tensors, inputs)
     self.captures[key] = cap
     if len(self.captures) > MAX_CAPTURES: self.captures.popitem(last=False)
     return out
 
-  def _capture(self, spec: Any, inputs: list[Tensor]) -> tuple[Any, _Captured]:
-    in_bufs = [t.lazydata.buffer for t in inputs]
+  def _capture(self, spec: Any, tensors: list[Tensor], inputs: list[Tensor]) -> tuple[Any, _Captured]:
+    in_bufs, before = [t.lazydata.buffer for t in inputs], [t.lazydata for t in inputs]
     with Capture(self.what) as cap:
       args, kwargs = _rebuild(spec, iter(inputs))
       outs: list[Tensor] = []
       out_spec = _flatten(self.fn(*args, **kwargs), outs, _result(self.what))
-      outs = _plain(outs)
+      # arguments updated in place (x += 1, x.assign(...)) are results too: a replay updates them the same way
+      updated = [i for i, (t, lb) in enumerate(zip(inputs, before)) if t.lazydata is not lb]
+      outs = _plain(outs + [inputs[i] for i in updated])
+    for i in updated:
+      if tensors[i] is not inputs[i]: tensors[i].assign(outs[len(outs) - len(updated) + updated.index(i)])
     g = Graph()
     written = set()
     for st in cap.steps:
@@ -145,7 +154,7 @@ class JitFunction:
     # the graph keeps what its steps use except the inputs and the results it writes, which every replay replaces
     swapped = {id(b) for b in in_bufs} | {id(o.lazydata.buffer) for o in outs}
     keep = [b for b in cap.buffers if id(b) not in swapped]
-    return _rebuild(out_spec, iter(outs)), _Captured(g, [b.hcq for b in in_bufs], out_spec, info, keep)
+    return _rebuild(out_spec, iter(outs)), _Captured(g, [b.hcq for b in in_bufs], out_spec, info, updated, keep)
 
 
 def jit(fn: Callable) -> JitFunction:

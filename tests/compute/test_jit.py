@@ -188,3 +188,27 @@ def test_a_slow_emulator_build_prints_one_notice(monkeypatch, capsys):
   err = [line for line in capsys.readouterr().err.splitlines() if "RDNA3 emulator" in line]
   assert len(err) == 1 and err[0].startswith("hcq: building the RDNA3 emulator's C translation of a kernel took ")
   assert "cached under" in err[0]
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+def test_arguments_updated_in_place_are_updated_by_every_replay(dev):
+  """A training step: the weights are an argument, updated in place; replays update them as eager steps do."""
+  def step(x, y, w):
+    loss = ((x @ w - y) * (x @ w - y)).mean()
+    loss.backward()
+    w.assign(w - 0.1 * w.grad)
+    w.grad = None
+    return loss
+  x, y = rand(16, 4, seed=1), rand(16, 1, seed=2)
+  eager, jitted = Tensor(rand(4, 1, seed=3), device=dev, requires_grad=True), Tensor(rand(4, 1, seed=3), device=dev, requires_grad=True)
+  jstep = jit(step)
+  for _ in range(4):
+    le = step(Tensor(x, device=dev), Tensor(y, device=dev), eager)
+    lj = jstep(Tensor(x, device=dev), Tensor(y, device=dev), jitted)
+    np.testing.assert_allclose(lj.numpy(), le.numpy(), rtol=1e-5)
+    np.testing.assert_allclose(jitted.numpy(), eager.numpy(), rtol=1e-5)
+  assert len(jstep.captures) == 1
+  c = Tensor(np.arange(4, dtype=np.float32), device=dev)
+  inc = jit(lambda t: t.add_(1) * 2)
+  for k in range(1, 4): np.testing.assert_array_equal(inc(c).numpy(), (np.arange(4) + k) * 2)
+  np.testing.assert_array_equal(c.numpy(), np.arange(4) + 3)
