@@ -12,7 +12,8 @@ MAX_CAPTURES signatures are kept. Tensors the function reads that are not its ar
 inside) are read from the memory they had at capture, as a CUDA graph reads its static addresses; so are random
 tensors made inside. The function's effects are its results and the in-place updates of its arguments (`x += 1`,
 `w.assign(...)`), which every replay makes again; an update of another tensor (a weight it does not take as an
-argument) happens at capture only, so pass such tensors as arguments. A function that reads tensor data on the host
+argument) happens at capture only, so pass such tensors as arguments. Replayed results carry no autograd history:
+call backward() inside the function (as a training step does). A function that reads tensor data on the host
 while being captured (.numpy(), .item(), ...), or returns anything but tensors (alone, or in tuples, lists and dicts),
 cannot be captured and raises CaptureError saying why.
 """
