@@ -26,7 +26,9 @@ _LAUNCH_SRC = r"""
 #include <setjmp.h>
 #include <signal.h>
 typedef void (*hcq_kernel)(const uint8_t *, const uint32_t *, const uint32_t *);
-struct job { hcq_kernel fn; const uint8_t *args; const uint32_t *grid, *lsize; uint64_t first, last;
+/* The threads of a launch take workgroups `chunk` at a time from the shared counter `next` until all n are taken, so
+   a thread that runs less (its core busy with other work) takes fewer. */
+struct job { hcq_kernel fn; const uint8_t *args; const uint32_t *grid, *lsize; uint64_t n, chunk, *next;
              int sig; uint64_t addr; uint32_t gid[3]; };
 /* A kernel that touches memory it must not (SIGSEGV/SIGBUS) ends its workgroup loop instead of the process: the
    handler jumps back into run() on the faulting thread; faults outside kernels go to the previous handler. */
@@ -48,18 +50,18 @@ __attribute__((constructor)) static void install(void) {
 static void *run(void *p) {
   struct job *j = p;
   sigjmp_buf env;
-  uint64_t g = j->first;
   if ((j->sig = sigsetjmp(env, 1))) { in_kernel = 0; j->addr = fault_addr; return 0; }
   in_kernel = &env;
-  for (; g < j->last; g++) {
-    j->gid[0] = g % j->grid[0]; j->gid[1] = (g / j->grid[0]) % j->grid[1]; j->gid[2] = g / ((uint64_t)j->grid[0] * j->grid[1]);
-    j->fn(j->args, j->gid, j->lsize);
-  }
+  for (uint64_t first; (first = __atomic_fetch_add(j->next, j->chunk, __ATOMIC_RELAXED)) < j->n;)
+    for (uint64_t g = first; g < first + j->chunk && g < j->n; g++) {
+      j->gid[0] = g % j->grid[0]; j->gid[1] = (g / j->grid[0]) % j->grid[1]; j->gid[2] = g / ((uint64_t)j->grid[0] * j->grid[1]);
+      j->fn(j->args, j->gid, j->lsize);
+    }
   in_kernel = 0;
   return 0;
 }
-/* Helper threads, started once and kept: launch t of a grid runs on helper t (t >= 1), part 0 on the caller. A launch
-   publishes its jobs under `mu` with a new `generation`; each helper with a part runs it and counts `pending` down.
+/* Helper threads, started once and kept: job t of a launch runs on helper t (t >= 1), job 0 on the caller. A launch
+   publishes its jobs under `mu` with a new `generation`; each helper with a job runs it and counts `pending` down.
    Launches take `launch_mu`, so the jobs of one launch are never overwritten by another's. */
 static pthread_mutex_t launch_mu = PTHREAD_MUTEX_INITIALIZER, mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t start_cv = PTHREAD_COND_INITIALIZER, done_cv = PTHREAD_COND_INITIALIZER;
@@ -90,9 +92,9 @@ int hcq_cpu_launch(void *fn, const uint8_t *args, const uint32_t *grid, const ui
   if (threads > n) threads = n;
   if (threads > 64) threads = 64;
   if (!threads) return 0;
+  uint64_t next = 0, chunk = n / (8 * threads) ? n / (8 * threads) : 1;
   pthread_mutex_lock(&launch_mu);
-  for (uint32_t t = 0; t < threads; t++)
-    jobs[t] = (struct job){ (hcq_kernel)fn, args, grid, lsize, n * t / threads, n * (t + 1) / threads, 0, 0, {0, 0, 0} };
+  for (uint32_t t = 0; t < threads; t++) jobs[t] = (struct job){ (hcq_kernel)fn, args, grid, lsize, n, chunk, &next, 0, 0, {0, 0, 0} };
   for (; helpers + 1 < threads; helpers++) {
     pthread_t tid;
     pthread_create(&tid, 0, helper, (void *)(uintptr_t)(helpers + 1));
