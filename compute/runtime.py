@@ -3,8 +3,8 @@
 Every run of kernels of a schedule on one device goes into one ordered compute-queue submission (after the device's
 timeline, signalling it at the end): the replay of a queue-API Graph made the first time that run of kernels ran,
 its sealed stream patched with this run's buffers, so a repeated op encodes no launch again (with profiling on, the
-launches are encoded each time instead, each with its timestamps). Device copies use Buffer.transfer. Freed buffers return to a per-device pool and are reused once the timeline shows
-their last user has finished.
+launches are encoded each time instead, each with its timestamps). Device copies use Buffer.transfer. Freed buffers
+return to a per-device pool and are reused once the timeline shows their last user has finished.
 
 A compile that takes longer than COMPILE_NOTICE_S prints one line on stderr (what was compiled; the result is on
 disk for the next run). Capture for compute.jit: while a Capture is active, run_schedule also hands it every launch
@@ -112,7 +112,7 @@ def buffer_to_numpy(buf: Buffer, shape: tuple[int, ...], dtype: DType) -> np.nda
 
 # --- kernels
 _programs: dict[tuple, tuple[HCQProgram, object]] = {}
-stats = {"kernels_launched": 0, "programs_built": 0, "programs_looked_up": 0}
+stats = {"kernels_launched": 0, "programs_built": 0}
 COMPILE_NOTICE_S = float(os.environ.get("HCQ_COMPILE_NOTICE_S", 1.0))   # compiles slower than this print a notice
 
 
@@ -130,7 +130,6 @@ def get_program(k: Kernel):
   dev = Device[k.device]
   if (hit := k.cache.get("program")) is not None and hit[0].device is dev: return hit
   key = kernel_key(k)
-  stats["programs_looked_up"] += 1
   if key not in _programs or _programs[key][0].device is not dev:   # new, or built for a device since closed
     lang = dev.compiler.language
     if lang not in ("c", "opencl"):
@@ -151,7 +150,17 @@ def _mark_realized(lb: LazyBuffer, buf: Buffer) -> None:
 
 
 def _launch(q: HCQQueue, launches: list[tuple]) -> None:
-  for _, prg, bufs, spec in launches: q.exec(prg, prg.fill_kernargs(bufs, (), spec.global_size, spec.local_size), spec.global_size, spec.local_size)
+  for _, prg, bufs, spec in launches:
+    q.exec(prg, prg.fill_kernargs(bufs, (), spec.global_size, spec.local_size), spec.global_size, spec.local_size)
+
+
+def _replacements(g: Graph, launches: list[tuple]) -> dict[HCQBuffer, HCQBuffer] | None:
+  """The recorded buffers of `g` mapped to those of `launches`; None if the two bind buffers differently."""
+  replace: dict[HCQBuffer, HCQBuffer] = {}
+  for st, (_, _, bufs, _) in zip(g.steps, launches):
+    for old, new in zip(st.bufs, bufs):
+      if replace.setdefault(old, new) is not new: return None
+  return replace
 
 
 def _submit(dev: HCQDevice, launches: list[tuple[Kernel, HCQProgram, list[HCQBuffer], object]]) -> None:
@@ -162,17 +171,10 @@ def _submit(dev: HCQDevice, launches: list[tuple[Kernel, HCQProgram, list[HCQBuf
     return
   graphs = launches[0][0].cache.setdefault("graphs", {})
   key = tuple(id(k.cache) for k, *_ in launches)
-  if (g := graphs.get(key)) is not None and g.steps[0].prg.device is dev:
-    replace = {}
-    for st, (_, _, bufs, _) in zip(g.steps, launches):
-      for old, new in zip(st.bufs, bufs):
-        if replace.setdefault(old, new) is not new: break   # this binding aliases buffers otherwise: record anew
-      else: continue
-      break
-    else:
-      g(replace=replace)
-      return
-  g = graphs[key] = Graph(dev)
+  if (g := graphs.get(key)) is not None and g.steps[0].prg.device is dev and (replace := _replacements(g, launches)) is not None:
+    g(replace=replace)
+    return
+  g = graphs[key] = Graph(dev)   # new, for a device since reopened, or binding buffers otherwise: record anew
   for _, prg, bufs, spec in launches: g.exec(prg, *bufs, global_size=spec.global_size, local_size=spec.local_size)
   g()
 
