@@ -2,8 +2,8 @@
 
 Usage: DEV=CPU python bench/compute_matmul.py [size ...]   (default 512; target: time_vs_numpy <= 1.3 at 512 float32)
 Ours is timed end to end: graph building, scheduling, launch and synchronize. The two take turns in blocks of BLOCK
-calls (ROUNDS blocks each, best single call kept): alternating every call would start ours while OpenBLAS's threads
-still spin after numpy's call. Where OPENBLAS_CORETYPE (or OPENBLAS_L2_SIZE) is set, numpy's OpenBLAS runs a slower
+calls (ROUNDS blocks each, best single call kept), each block after SETTLE_S idle: OpenBLAS's threads spin for about
+0.1 s after a call, and a block of ours started meanwhile would share the cores with them. Where OPENBLAS_CORETYPE (or OPENBLAS_L2_SIZE) is set, numpy's OpenBLAS runs a slower
 kernel than this CPU has: unset both for the run to compare against numpy at its best; the numpy line names the
 kernel it ran (threadpoolctl, when installed). Prints one JSON line per figure."""
 import os, sys, time
@@ -12,7 +12,7 @@ import numpy as np
 from common import emit
 from compute import Tensor, Device
 
-ROUNDS, BLOCK = 6, 5
+ROUNDS, BLOCK, SETTLE_S = 10, 5, 0.3
 
 
 def blas() -> dict:
@@ -28,6 +28,7 @@ def best_in_blocks(fns) -> list[float]:
   best = [float("inf")] * len(fns)
   for _ in range(ROUNDS):
     for i, fn in enumerate(fns):
+      time.sleep(SETTLE_S)
       for _ in range(BLOCK):
         t0 = time.perf_counter()
         fn()
