@@ -5,7 +5,6 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING: from drivers.hcq.device import Device
 
 DEFAULT_TIMEOUT_MS = 30_000
-SPIN_S = 200e-6
 
 
 class SignalTimeout(TimeoutError):
@@ -36,18 +35,15 @@ class Signal:
 
   def wait(self, value: int, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> None:
     """Block until value >= `value`. Device faults found while waiting are raised."""
-    start = time.monotonic()
-    deadline, sleep = start + timeout_ms / 1000, 0.0
+    deadline, sleep = time.monotonic() + timeout_ms / 1000, 0.0
     while self._mem[0] < value:
       self.device.check_faults()
-      if (now := time.monotonic()) > deadline:
+      if time.monotonic() > deadline:
         raise SignalTimeout(f"{self.device.name}: {self.name} written by the {self.last_queue} queue did not reach {value} "
                             f"within {timeout_ms} ms (last seen {self._mem[0]}); a wait in that queue may never be satisfied, "
                             "or the device hung")
       time.sleep(sleep)
-      # yield only for the first SPIN_S (a sleep of any length oversleeps by the kernel's timer slack, about 50 us),
-      # then naps growing to at most 0.1 ms: a kernel of a few ms is not padded by a long one
-      if now - start > SPIN_S: sleep = min(sleep * 2 + 1e-6, 1e-4)
+      sleep = min(sleep * 2 + 1e-6, 1e-4)   # at most 0.1 ms late: a kernel of a few ms is not padded by a long nap
     self.device.check_faults()
 
   def __repr__(self) -> str: return f"<Signal {self.name} on {self.device.name} value={self.value}>"
