@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 import numpy as np
 from compute.dtypes import DType, dtypes
+from compute.runtime import Capture
 from compute.sorting import SortingOps
 if TYPE_CHECKING: from compute.tensor import Tensor
 
@@ -46,6 +47,7 @@ class InPlaceOps(SortingOps):
       chain = [root]
       for step in self._view[:-1]: chain.append(chain[-1]._step(step))
       for step, parent in zip(reversed(self._view), reversed(chain)): new = parent._unstep(step, new)
+    if Capture.active is not None: Capture.active.updated(root, root.lazydata)   # compute.jit replays updates of arguments
     if tracked: root.lazydata, root._ctx, root.requires_grad = new.lazydata, new._ctx, new.requires_grad or root.requires_grad
     else: root.lazydata = new.lazydata
     if root._views is not None:

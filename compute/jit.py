@@ -11,8 +11,8 @@ A call with tensors of other shapes, dtypes or devices (or other non-tensor argu
 MAX_CAPTURES signatures are kept. Tensors the function reads that are not its arguments (weights, constants made
 inside) are read from the memory they had at capture, as a CUDA graph reads its static addresses; so are random
 tensors made inside. The function's effects are its results and the in-place updates of its arguments (`x += 1`,
-`w.assign(...)`), which every replay makes again; an update of another tensor (a weight it does not take as an
-argument) happens at capture only, so pass such tensors as arguments. Replayed results carry no autograd history:
+`w.assign(...)`), which every replay makes again; updating another tensor made before the call (a weight it does not
+take as an argument) is a CaptureError: pass such tensors as arguments. Replayed results carry no autograd history:
 call backward() inside the function (as a training step does). A function that reads tensor data on the host
 while being captured (.numpy(), .item(), ...), or returns anything but tensors (alone, or in tuples, lists and dicts),
 cannot be captured and raises CaptureError saying why.
@@ -136,6 +136,10 @@ class JitFunction:
       out_spec = _flatten(self.fn(*args, **kwargs), outs, _result(self.what))
       # arguments updated in place (x += 1, x.assign(...)) are results too: a replay updates them the same way
       updated = [i for i, (t, lb) in enumerate(zip(inputs, before)) if t.lazydata is not lb]
+      if (other := next((t for t in cap.outside if not any(t is a for a in inputs)), None)) is not None:
+        raise CaptureError(f"cannot capture {self.what}: it updates a {other.dtype.name} tensor of shape {other.shape} in place "
+                           "that is not one of its arguments (a weight it reads from outside?); a replay would not update "
+                           "it. Pass that tensor as an argument")
       outs = _plain(outs + [inputs[i] for i in updated])
     for i in updated:
       if tensors[i] is not inputs[i]: tensors[i].assign(outs[len(outs) - len(updated) + updated.index(i)])

@@ -83,6 +83,7 @@ class Buffer:
           entries.clear()
         self.hcq = dev.alloc(nbytes)
     weakref.finalize(self, _release, self.hcq)
+    if Capture.active is not None: Capture.active.made.add(id(self))
 
   def __repr__(self) -> str: return f"<Buffer {self.nbytes} B on {self.device}>"
 
@@ -181,11 +182,17 @@ def _submit(dev: HCQDevice, launches: list[tuple[Kernel, HCQProgram, list[HCQBuf
 
 class Capture:
   """Collects what run_schedule runs (for compute.jit): launches as (program, buffers, global size, local size), copies as
-  (dest, src); the runtime Buffers they use stay referenced by it. Reading tensor data on the host is an error."""
+  (dest, src); the runtime Buffers they use stay referenced by it. Reading tensor data on the host is an error. Tensors
+  updated in place whose old value was computed before the capture began are noted (`outside`)."""
   active: Capture | None = None
 
   def __init__(self, what: str):
-    self.what, self.steps, self.buffers = what, [], []
+    self.what, self.steps, self.buffers, self.outside = what, [], [], []
+    self.made: set[int] = set()   # ids of the Buffers made while capturing
+
+  def updated(self, t, old: LazyBuffer) -> None:
+    """Tensor `t` (of the tensor layer) is updated in place; its value was `old`."""
+    if old.base.realized and id(old.base.buffer) not in self.made: self.outside.append(t)
 
   def __enter__(self) -> Capture:
     if Capture.active is not None: raise RuntimeError(f"cannot capture {self.what} while capturing {Capture.active.what}")
