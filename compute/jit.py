@@ -10,7 +10,8 @@ per call, and one submission per device.
 A call with tensors of other shapes, dtypes or devices (or other non-tensor arguments) is captured anew; up to
 MAX_CAPTURES signatures are kept. Tensors the function reads that are not its arguments (weights, constants made
 inside) are read from the memory they had at capture, as a CUDA graph reads its static addresses; so are random
-tensors made inside. The function's effects are its results and the in-place updates of its arguments (`x += 1`,
+tensors made inside. An update of such a tensor between calls (w.assign(...) gives w new memory) is not seen by
+replays: pass tensors that change as arguments. The function's effects are its results and the in-place updates of its arguments (`x += 1`,
 `w.assign(...)`), which every replay makes again; updating another tensor made before the call (a weight it does not
 take as an argument) is a CaptureError: pass such tensors as arguments. Replayed results carry no autograd history:
 call backward() inside the function (as a training step does). A function that reads tensor data on the host
