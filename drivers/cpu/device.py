@@ -36,17 +36,23 @@ static __thread sigjmp_buf *in_kernel;
 static __thread uint64_t fault_addr;
 static struct sigaction prev_segv, prev_bus;
 static void on_fault(int sig, siginfo_t *si, void *ctx) {
-  if (in_kernel) { fault_addr = (uint64_t)si->si_addr; siglongjmp(*in_kernel, sig); }
+  /* si_code > 0: the kernel raised it for an access (si_addr is the address); <= 0 (SI_USER, SI_TKILL): another
+     thread or process sent it, and si_addr overlays the sender's pid (sigaction(2)) */
+  if (in_kernel) { fault_addr = si->si_code > 0 ? (uint64_t)si->si_addr : UINT64_MAX; siglongjmp(*in_kernel, sig); }
   sigaction(sig, sig == SIGSEGV ? &prev_segv : &prev_bus, 0);
   raise(sig);
 }
-__attribute__((constructor)) static void install(void) {
-  struct sigaction sa = {0};
+static void install_one(int sig, struct sigaction *prev) {
+  struct sigaction cur, sa = {0};
+  sigaction(sig, 0, &cur);
+  if ((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == on_fault) return;
   sa.sa_sigaction = on_fault;
   sa.sa_flags = SA_SIGINFO | SA_NODEFER;
-  sigaction(SIGSEGV, &sa, &prev_segv);
-  sigaction(SIGBUS, &sa, &prev_bus);
+  sigaction(sig, &sa, prev);
 }
+/* at load, and again before each launch: a handler installed after ours (Python's faulthandler, a debugger's) would
+   otherwise see a kernel's fault first and re-raise it as a sent signal, losing the address */
+__attribute__((constructor)) static void install(void) { install_one(SIGSEGV, &prev_segv); install_one(SIGBUS, &prev_bus); }
 static void *run(void *p) {
   struct job *j = p;
   sigjmp_buf env;
@@ -94,6 +100,7 @@ int hcq_cpu_launch(void *fn, const uint8_t *args, const uint32_t *grid, const ui
   if (!threads) return 0;
   uint64_t next = 0, chunk = n / (8 * threads) ? n / (8 * threads) : 1;
   pthread_mutex_lock(&launch_mu);
+  install();
   for (uint32_t t = 0; t < threads; t++) jobs[t] = (struct job){ (hcq_kernel)fn, args, grid, lsize, n, chunk, &next, 0, 0, {0, 0, 0} };
   for (; helpers + 1 < threads; helpers++) {
     pthread_t tid;
@@ -217,8 +224,8 @@ class _Worker(threading.Thread):
                                ffi.cast("uint32_t *", ctypes.addressof(lsize)), self.device.threads, fault)
       if sig:
         what = {signal.SIGSEGV: "an unmapped or protected", signal.SIGBUS: "a misaligned or unbacked"}.get(sig, "a bad")
-        raise KernelFault(f"kernel {prg.name} touched {what} address {fault[0]:#x} in workgroup "
-                          f"({fault[1]}, {fault[2]}, {fault[3]})")
+        where = f"address {fault[0]:#x}" if fault[0] != 2**64 - 1 else "address (unknown: the signal was sent to it)"
+        raise KernelFault(f"kernel {prg.name} touched {what} {where} in workgroup ({fault[1]}, {fault[2]}, {fault[3]})")
     elif op == "copy": ctypes.memmove(cmd[1], cmd[2], cmd[3])
     elif op == "signal":
       cmd[1]._mem[1] = time.monotonic_ns()

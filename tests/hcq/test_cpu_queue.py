@@ -1,5 +1,5 @@
 """Queue-API contract on the CPU device: ordering, signals, timeouts, copies, graphs."""
-import threading, time
+import os, subprocess, sys, threading, time
 import numpy as np
 import pytest
 from drivers.hcq import Graph, SignalTimeout, CompileError
@@ -178,6 +178,29 @@ def test_kernel_touching_unmapped_memory_is_a_device_fault_not_a_crash():
   ok.program("vadd", ok.compiler.compile(VADD_SRC))(out, a, a, global_size=(1,), local_size=(64,), vals=(64,), wait=True)
   np.testing.assert_array_equal(_read(out), 2 * np.arange(64))
   ok.close()
+
+
+FAULT_AFTER_FAULTHANDLER = """
+import faulthandler
+from drivers.cpu import CPUDevice
+from tests.hcq.test_cpu_queue import BAD_SRC
+dev = CPUDevice()
+bad = dev.program("bad", dev.compiler.compile(BAD_SRC))
+bad(global_size=(1,), local_size=(1,), wait=True)  # workgroup 0 only: loads the launcher (and its handler), no fault
+faulthandler.disable(); faulthandler.enable()     # a SIGSEGV handler installed after the launcher's own
+bad(global_size=(8,), local_size=(1,))
+try: dev.synchronize(timeout_ms=60000)
+except Exception as e: print(e)
+"""
+
+
+def test_a_fault_handler_installed_later_does_not_hide_the_faulting_address():
+  """Python's faulthandler (pytest enables it) re-raises a fault as a sent signal, whose si_addr is the sender's pid;
+  the launcher puts its handler back in front before each launch, so the address is the one the kernel touched."""
+  r = subprocess.run([sys.executable, "-c", FAULT_AFTER_FAULTHANDLER], capture_output=True, text=True, timeout=120,
+                     cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+  assert "touched an unmapped or protected address 0xdead0000 in workgroup (3, 0, 0)" in r.stdout, r.stdout + r.stderr
+  assert "Fatal Python error" not in r.stderr
 
 
 def test_free_waits_for_work_that_still_uses_the_buffer(cpu):
