@@ -8,8 +8,7 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
-import numpy as np
-
+from drivers.system.alloc import RangeAllocator
 from drivers.system.dma import DMAMemory
 from drivers.system.registry import vendor, vendors
 from drivers.rdma.provider import Provider, ProviderMR
@@ -17,6 +16,7 @@ from drivers.rdma.queues import CQ, QP
 from drivers.rdma.verbs import Access, QPCap, SGE, VerbsError
 
 PORT = 1           # every provider here drives one port per function (verbs port numbers start at 1)
+IOVA_BASE, IOVA_SPAN = 1 << 44, 1 << 46     # where MRs get their I/O virtual addresses
 
 
 def ipv4_to_gid(ip: str) -> bytes:
@@ -56,6 +56,7 @@ class Context:
     self.port_num, self.mac = PORT, provider.mac
     self.gid_table: dict[int, bytes] = {}
     self.qps: dict[int, Any] = {}            # qp_num -> QP: completions find their queue pair here
+    self.iova = RangeAllocator(IOVA_BASE, IOVA_SPAN, f"{self.name} MR address space")
     self.closed = False
 
   def add_gid(self, gid: bytes) -> int:
@@ -119,8 +120,9 @@ class PD:
 
 
 class MR:
-  """A memory region (ibv_mr): `length` bytes at I/O virtual address `addr` (the buffer's host address, as
-  ibv_reg_mr registers a process address), reachable locally by `lkey` and remotely by `rkey` with `access`."""
+  """A memory region (ibv_mr): `length` bytes at I/O virtual address `addr`, reachable locally by `lkey` and remotely by
+  `rkey` with `access`. The context gives each MR its own page-aligned address range (the NIC translates it through
+  the MR's page table), so no process or physical address reaches a peer."""
   def __init__(self, pd: PD, mem: DMAMemory, access: Access, length: int | None = None):
     if not isinstance(mem, DMAMemory):
       raise TypeError(f"reg_mr takes DMA memory from Context.alloc, not {type(mem).__name__}")
@@ -129,9 +131,12 @@ class MR:
     if access & (Access.REMOTE_WRITE | Access.REMOTE_ATOMIC) and not access & Access.LOCAL_WRITE:
       raise VerbsError("an MR with REMOTE_WRITE or REMOTE_ATOMIC needs LOCAL_WRITE too (IBTA 10.6.3.1)")
     self.pd, self.mem, self.access, self.length = pd, mem, access, length
-    self.addr = int(np.frombuffer(mem.view, np.uint8).ctypes.data)
     pages = mem.bus_addrs[:-(-length // mem.page_size)]
-    self._hw: ProviderMR | None = pd.ctx.provider.reg_mr(pd.handle, pages, mem.page_size, self.addr, length, access)
+    self.addr = pd.ctx.iova.alloc(len(pages) * mem.page_size, mem.page_size)
+    try: self._hw: ProviderMR | None = pd.ctx.provider.reg_mr(pd.handle, pages, mem.page_size, self.addr, length, access)
+    except BaseException:
+      pd.ctx.iova.free(self.addr)
+      raise
     self.lkey, self.rkey = self._hw.lkey, self._hw.rkey
 
   @property
@@ -148,7 +153,9 @@ class MR:
     return SGE(self.addr + offset, length, self.lkey)
 
   def dereg(self) -> None:
-    if self._hw is not None: self._hw.deregister()
+    if self._hw is not None:
+      self._hw.deregister()
+      self.pd.ctx.iova.free(self.addr)
     self._hw = None
 
   def __repr__(self) -> str:
