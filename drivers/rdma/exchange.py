@@ -34,7 +34,7 @@ def _hex(nbytes: int, what: str) -> Callable[[Any], bytes]:
   return check
 
 
-def _choice(options: tuple, what: str) -> Callable[[Any], Any]:
+def choice(options: tuple, what: str) -> Callable[[Any], Any]:
   def check(v: Any) -> Any:
     if isinstance(v, bool) or v not in options: raise ValueError(f"must be {what}, got {v!r}")
     return v
@@ -56,7 +56,7 @@ U32 = _int(0, (1 << 32) - 1, "a 32-bit integer")
 U64 = _int(0, (1 << 64) - 1, "a 64-bit integer")
 GID = _hex(16, "a 16-byte GID")
 MAC = _hex(6, "a 6-byte MAC address")
-MTU = _choice(PATH_MTUS, f"a path MTU ({', '.join(map(str, PATH_MTUS))})")
+MTU = choice(PATH_MTUS, f"a path MTU ({', '.join(map(str, PATH_MTUS))})")
 BOOL, TEXT = _bool, _text
 
 
