@@ -3,12 +3,17 @@ from userspace without bnxt_en or bnxt_re (drivers/bnxt/device.py). `VENDOR` is 
 hcq.vendors); the driver itself is imported when a NIC is opened."""
 from __future__ import annotations
 from typing import TYPE_CHECKING, Any
-from drivers.system.discovery import CLASS_NETWORK
+from drivers.system.discovery import CLASS_NETWORK, PCIInfo, list_pci
 from drivers.system.registry import Vendor
 if TYPE_CHECKING: from drivers.bnxt.device import BNXTDevice
 
 PCI_VENDOR = 0x14E4     # pci.ids: Broadcom Inc. and subsidiaries
 LOCK_PREFIX = "bnxt"    # $TMPDIR/bnxt_<bus>.lock
+
+
+def free_functions() -> list[PCIInfo]:
+  """The NetXtreme-E functions no kernel network driver holds (bound to vfio-pci, or to nothing)."""
+  return [d for d in list_pci(PCI_VENDOR, CLASS_NETWORK) if d.driver in (None, "vfio-pci")]
 
 
 def _rdma(pci: str, **options: Any) -> BNXTDevice:
