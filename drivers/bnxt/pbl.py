@@ -2,7 +2,7 @@
 of hardware queues (reference/rdma.md 5.1; kernel qplib_res.c bnxt_qplib_alloc_init_hwq).
 
 Level 0: the one page itself. Level 1: a page of up to 512 PTEs (u64: page address | PTU_PTE_VALID). Level 2: a page
-of up to 256 PTEs (MAX_PBL_LVL_1_PGS_FOR_LVL_2), each naming a level-1 table page. In a queue's table the last PTE also carries PTU_PTE_LAST and
+of up to 256 PDEs (MAX_PBL_LVL_1_PGS_FOR_LVL_2: page address | PTU_PDE_VALID), each naming a level-1 table page. In a queue's table the last PTE also carries PTU_PTE_LAST and
 the one before it PTU_PTE_NEXT_TO_LAST, which is how the hardware knows where the ring wraps.
 """
 from __future__ import annotations
@@ -40,7 +40,7 @@ def page_table(pci: PCIDevice, pages: list[int], queue: bool = False) -> PageTab
     if len(ptes) > 1: ptes[-2] |= H.PTU_PTE_NEXT_TO_LAST
   tables = [_table(pci, ptes[i:i + PTES]) for i in range(0, len(ptes), PTES)]
   if len(tables) == 1: return PageTable(R.PBL_LVL_1, tables[0].bus_addrs[0], tables)
-  top = _table(pci, np.array([t.bus_addrs[0] for t in tables], np.uint64) | H.PTU_PTE_VALID)
+  top = _table(pci, np.array([t.bus_addrs[0] for t in tables], np.uint64) | H.PTU_PDE_VALID)
   return PageTable(R.PBL_LVL_2, top.bus_addrs[0], tables + [top])
 
 

@@ -118,6 +118,7 @@ class WorkQueue:
 
   def reset(self) -> None:
     self.ring.put = self.consumed[0] = 0
+    self.ring.inflight.clear()
     self.posted.clear()
 
 

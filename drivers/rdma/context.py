@@ -97,8 +97,9 @@ class Context:
     self.provider.set_loopback(on)
 
   def close(self) -> None:
-    if not self.closed: self.provider.close()
+    if self.closed: return
     self.closed = True
+    self.provider.close()
 
   def __enter__(self) -> Context: return self
   def __exit__(self, *exc) -> None: self.close()

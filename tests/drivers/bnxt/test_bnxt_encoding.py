@@ -80,7 +80,7 @@ def test_page_tables_of_level_0_1_and_2(pci):
   big = pci.alloc_dma(513 * 4096)
   pt = page_table(pci, big.bus_addrs)
   top = _ptes(pci, pt.base, 3)
-  assert pt.level == 2 and top[2] == 0 and all(top[:2] & H.PTU_PTE_VALID)
+  assert pt.level == 2 and top[2] == 0 and all(top[:2] & H.PTU_PDE_VALID)
   second = _ptes(pci, int(top[1]) & ~0xFFF, 2)
   assert second[0] == big.bus_addrs[512] | H.PTU_PTE_VALID and second[1] == 0
   assert _ptes(pci, int(top[0]) & ~0xFFF, 512)[511] == big.bus_addrs[511] | H.PTU_PTE_VALID
