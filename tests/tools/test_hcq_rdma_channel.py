@@ -135,3 +135,16 @@ def test_sizes_take_binary_suffixes_and_a_remainder(text, n):
 def test_bad_sizes_are_refused(text):
   with pytest.raises(argparse.ArgumentTypeError):
     parse_size(text)
+
+
+def test_the_remote_side_starts_over_ssh_in_batch_mode_or_locally():
+  from tools.hcq_rdma import parser, remote_argv
+  args = parser().parse_args(["connect", "--nic", "bnxt", "--pci", "mock-0", "--remote", "me@box", "--remote-pci",
+                              "0000:41:00.0", "--remote-ip", "10.0.200.6", "--timeout", "7"])
+  assert remote_argv(args) == ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=7", "me@box",
+                               "hcq-rdma serve --nic bnxt --pci 0000:41:00.0 --ip 10.0.200.6 --timeout 7"]
+  args = parser().parse_args(["connect", "--nic", "bnxt", "--pci", "mock-0", "--local", "--remote-pci", "mock-1"])
+  assert remote_argv(args)[1:] == ["-m", "tools.hcq_rdma", "serve", "--nic", "bnxt", "--pci", "mock-1", "--ip", "10.0.0.2",
+                                   "--timeout", "30"]
+  args = parser().parse_args(["connect", "--nic", "bnxt", "--pci", "mock-0", "--remote-cmd", "nc box 9000"])
+  assert remote_argv(args) == ["/bin/sh", "-c", "nc box 9000"]
