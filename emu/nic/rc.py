@@ -39,6 +39,7 @@ from typing import Any, Callable, Protocol
 
 from emu.nic import roce as R
 from emu.nic.roce import psn_add, psn_delta
+from emu.pci import DMAFault
 
 # access rights (the ibv_access_flags bits); NIC models translate their own encodings to these
 LOCAL_WRITE, REMOTE_WRITE, REMOTE_READ, REMOTE_ATOMIC = 1, 2, 4, 8
@@ -111,6 +112,7 @@ class SendWR:
   npkts: int = 1
   got: int = 0                         # READ: response packets received
   req_k: int = 0                       # READ: the packet the last (re-)request started at
+  local_error: str | None = None       # set by the NIC model for a WR it cannot execute: completes with it, in order
 
   @property
   def length(self) -> int: return self.local.length
@@ -143,7 +145,7 @@ class Host(Protocol):
   def lookup_key(self, qp: QP, rkey: int) -> Region | None: ...
   def completed(self, qp: QP, wr: SendWR, status: str) -> None: ...
   def received(self, qp: QP, wr: RecvWR, status: str, byte_len: int, imm: int | None, write_imm: bool) -> None: ...
-  def fatal(self, qp: QP, reason: str) -> None: ...
+  def fatal(self, qp: QP, reason: str, status: str, requester: bool) -> None: ...
   def call_later(self, delay_s: float, fn: Callable[[], None]) -> Any: ...
 
 
@@ -211,11 +213,12 @@ class QP:
       self.retry_left, self.rnr_left = self.a.retry_cnt, self.a.rnr_retry
     elif state == "ERR" and old != "ERR": self._flush()
 
-  def _error(self, reason: str) -> None:
+  def error(self, reason: str, status: str, requester: bool) -> None:
+    """The QP goes to ERR on its own (an error completion or a NAK it sent): flush, then tell the NIC model."""
     if self.a.state == "ERR": return
     self.a.state = "ERR"
     self._flush()
-    self.host.fatal(self, reason)
+    self.host.fatal(self, reason, status, requester)
 
   def _flush(self) -> None:
     """ERR: every outstanding WR completes with WR_FLUSH_ERR, sends first, in order."""
@@ -250,6 +253,9 @@ class QP:
     if self.a.state != "RTS" or self.rnr_wait: return
     while psn_delta(self.tx_psn, self.next_psn) < 0 and psn_delta(self.tx_psn, self.una) < WINDOW:
       wr = self._wr_at(self.tx_psn)
+      if wr.local_error is not None:
+        if wr is self.wrs[0]: self._fail(wr, wr.local_error)
+        break
       if wr.opcode == READ:
         reads = [w for w in self.wrs if w.opcode == READ and psn_delta(w.first_psn, wr.first_psn) < 0 and w.got < w.npkts]
         if len(reads) >= max(1, self.a.max_rd_atomic): break
@@ -275,7 +281,11 @@ class QP:
       p.opcode, p.imm = p.opcode + 1, wr.imm
     if p.opcode in R.HAS_RETH: p.va, p.rkey, p.dma_len = wr.remote_va, wr.rkey, wr.length
     p.ack_req = k == n - 1 or (k + 1) % ACK_EVERY == 0
-    self._send(p, tuple(wr.local.chunks(k * mtu, min(mtu, wr.length - k * mtu))))
+    try: payload = tuple(wr.local.chunks(k * mtu, min(mtu, wr.length - k * mtu)))
+    except DMAFault:
+      wr.local_error = LOC_PROT_ERR
+      return
+    self._send(p, payload)
     self.tx_psn = psn_add(self.tx_psn, 1)
     self._sent_to(self.tx_psn)
 
@@ -322,7 +332,7 @@ class QP:
     if self.wrs:
       self.wrs.popleft()
       self.host.completed(self, wr, status)
-    self._error(f"send WR failed: {status}")
+    self.error(f"send WR failed: {status}", status, True)
 
   # --- requester: responses
   def _acked(self, psn: int) -> None:
@@ -377,7 +387,8 @@ class QP:
     size = min(mtu, wr.length - k * mtu)
     if p.opcode != want or len(p.payload) != size:
       return self._fail(wr, BAD_RESP_ERR)
-    wr.local.write(k * mtu, p.payload)
+    try: wr.local.write(k * mtu, p.payload)
+    except DMAFault: return self._fail(wr, LOC_PROT_ERR)
     wr.got += 1
     if p.opcode in R.HAS_AETH: self._acked(psn_add(p.psn, -1))       # a response acknowledges what precedes it
     if wr.got == n: self._acked(wr.last_psn())
@@ -419,10 +430,10 @@ class QP:
     self.stats.rnr_naks_sent += syndrome & R.AETH_KIND_MASK == R.AETH_RNR_NAK
     self._ack(self.epsn, syndrome)
 
-  def _fatal_nak(self, code: int, reason: str) -> None:
+  def _fatal_nak(self, code: int, reason: str, status: str | None = None) -> None:
     self.stats.naks_sent += 1
     self._ack(self.epsn, R.AETH_NAK | code)
-    self._error(reason)
+    self.error(reason, status or NAK_STATUS.get(code, REM_OP_ERR), False)
 
   def _drop(self) -> None:
     self.stats.dropped += 1
@@ -457,7 +468,9 @@ class QP:
     if self.wctx is not None:
       region, va, left = self.wctx
       if n > left or (last and n != left): return self._fatal_nak(R.NAK_INVALID_REQUEST, f"{p.name}: {n} bytes with {left} left of the RDMA WRITE")
-      if n: self._write(region, va, p.payload)
+      try:
+        if n: self._write(region, va, p.payload)
+      except DMAFault as e: return self._fatal_nak(R.NAK_REMOTE_OPERATIONAL_ERROR, f"{p.name}: {e}")
       self.wctx = None if last else (region, va + n, left - n)
     elif self.sctx is not None:
       wr, got = self.sctx
@@ -465,8 +478,14 @@ class QP:
         self.recvs.popleft()
         self.sctx = None
         self.host.received(self, wr, LOC_LEN_ERR, got + n, None, False)
-        return self._fatal_nak(R.NAK_INVALID_REQUEST, f"SEND of more than the {wr.buffer.length} bytes posted to receive it")
-      if n: wr.buffer.write(got, p.payload)
+        return self._fatal_nak(R.NAK_INVALID_REQUEST, f"SEND of more than the {wr.buffer.length} bytes posted to receive it", LOC_LEN_ERR)
+      try:
+        if n: wr.buffer.write(got, p.payload)
+      except DMAFault as e:
+        self.recvs.popleft()
+        self.sctx = None
+        self.host.received(self, wr, LOC_PROT_ERR, got, None, False)
+        return self._fatal_nak(R.NAK_REMOTE_OPERATIONAL_ERROR, f"{p.name} into the receive buffer: {e}", LOC_PROT_ERR)
       self.sctx = None if last else (wr, got + n)
       if last:
         self.recvs.popleft()
@@ -512,5 +531,7 @@ class QP:
       op = R.READ_RESPONSE_ONLY if n == 1 else R.READ_RESPONSE_FIRST if i == 0 else R.READ_RESPONSE_LAST if i == n - 1 else R.READ_RESPONSE_MIDDLE
       p = R.Packet(op, psn_add(psn, i), self.a.dest_qpn, pkey=self.a.pkey, syndrome=R.AETH_ACK | R.AETH_CREDITS_INVALID, msn=self.msn)
       size = min(mtu, length - i * mtu)
-      self._send(p, tuple(region.chunks(va + i * mtu, size)) if size > 0 else ())
+      try: payload = tuple(region.chunks(va + i * mtu, size)) if size > 0 else ()
+      except DMAFault as e: return self._fatal_nak(R.NAK_REMOTE_OPERATIONAL_ERROR, f"RDMA READ response: {e}")
+      self._send(p, payload)
     if end < n: self.host.call_later(0, lambda: self.a.state in ("RTR", "RTS") and self._respond(region, va, length, psn, end, n))

@@ -244,6 +244,7 @@ class WirePort:
     del self.errors[:-100]
 
   def close(self) -> None:
+    if self.sock.fileno() < 0: return                 # closed already
     _open_endpoints.discard(self.endpoint)
     self._stop = True
     self._wake()

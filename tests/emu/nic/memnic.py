@@ -74,7 +74,7 @@ class MemNIC:
   def transmit(self, qp, frame): self.port.transmit(qp, frame)
   def lookup_key(self, qp, rkey): return self.regions.get(rkey, (None,))[0]
   def call_later(self, delay_s, fn): return self.port.call_later(delay_s, fn)
-  def fatal(self, qp, reason): self.fatals.append((qp.qpn, reason))
+  def fatal(self, qp, reason, status, requester): self.fatals.append((qp.qpn, reason))
   def received(self, qp, wr, status, byte_len, imm, write_imm): self.recvs.append((qp.qpn, wr.ctx, status, byte_len, imm, write_imm))
 
   def completed(self, qp, wr, status):
