@@ -24,4 +24,5 @@ def _rdma(pci: str, **options: Any) -> BNXTDevice:
 VENDOR = Vendor(
   "BNXT", lock_prefix=LOCK_PREFIX, modules=("bnxt_re", "bnxt_en"), load=("bnxt_en", "bnxt_re"),
   pci_vendors=(PCI_VENDOR,), pci_classes=(CLASS_NETWORK,), rdma=_rdma,
-  device_names={(PCI_VENDOR, 0x1750): "BCM57508 NetXtreme-E 100/200G", (PCI_VENDOR, 0x16D7): "BCM57414 NetXtreme-E 10/25G"})
+  device_names={(PCI_VENDOR, 0x1750): "BCM57508 NetXtreme-E 100/200G", (PCI_VENDOR, 0x16D7): "BCM57414 NetXtreme-E 10/25G"},
+  models=("bnxt",))
