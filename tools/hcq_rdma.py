@@ -17,7 +17,7 @@ silent peer ends the tool within --timeout with one line on stderr and exit stat
 outside the MR the peer registered for it.
 """
 from __future__ import annotations
-import argparse, json, os, re, secrets, select, shlex, subprocess, sys, time, zlib
+import argparse, json, os, re, secrets, select, shlex, signal, subprocess, sys, time, zlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -229,6 +229,13 @@ def remote_argv(args: argparse.Namespace) -> list[str]:
           shlex.join(["hcq-rdma", *serve])]
 
 
+def stop(child: subprocess.Popen) -> None:
+  """End the other side and whatever it started (its own process group: start_new_session)."""
+  try: os.killpg(child.pid, signal.SIGKILL)
+  except ProcessLookupError: pass
+  child.wait()
+
+
 def cmd_connect(args: argparse.Namespace) -> int:
   if (args.remote or args.local) and not args.remote_pci: raise ToolError("--remote and --local need --remote-pci BUS")
   ctx = _open(args, args.nic, args.pci, args.ip)
@@ -242,9 +249,7 @@ def cmd_connect(args: argparse.Namespace) -> int:
     except subprocess.TimeoutExpired: raise ToolError(f"the remote side did not exit within {args.timeout:g} s after bye") from None
     if rc != 0: raise ToolError(f"the remote side exited with status {rc} after the transfer")
   finally:
-    if child is not None and child.poll() is None:
-      child.kill()
-      child.wait()
+    if child is not None: stop(child)
     ctx.close()
   report(res, args, f"{ctx.name} -> remote {args.remote_pci or args.remote_cmd}")
   return 0 if res.verified else 1
