@@ -4,8 +4,9 @@ completions they produce (reference/rdma.md 5.9-5.12; roce_hsi.h sq_*, rq_*, cq_
 The QP uses static WQEs (qp_flags without VARIABLE_SIZED_WQE_ENABLED): every SQ and RQ WQE is 128 bytes (struct
 sq_send / sq_rdma / rq_wqe: a 32-byte header and up to six 16-byte SGEs), sq_size and rq_size count WQEs, and
 doorbell indexes, the MSN table's start index and the CQE's consumer index count WQEs. The SQ's MSN table (one
-sq_msn_search per WQE slot: start index, first PSN, next PSN) follows the ring's pages in the same page table; the
-hardware requester retransmits from it (INITIALIZE_FW HW_REQUESTER_RETX_SUPPORTED).
+sq_msn_search per message, entry m % roundup_pow2(sq_size): its WQE's ring position, first PSN, next PSN) follows
+the ring's pages in the same page table; the hardware requester retransmits from it (INITIALIZE_FW
+HW_REQUESTER_RETX_SUPPORTED). A requester CQE's sq_cons_idx counts the WQEs completed, this one included.
 """
 from __future__ import annotations
 import ctypes
@@ -175,7 +176,7 @@ class QP:
       index = self.sq.ring.put + len(items)
       npsn = max(1, -(-wr.length // self.path_mtu))     # packets the request (or a READ's response) takes
       nxt = (self.sq_psn + npsn) & 0xFFFFFF
-      self.msn[index % self.msn_entries] = msn_entry(index, self.sq_psn, nxt)
+      self.msn[index % self.msn_entries] = msn_entry(index % self.sq.q.entries, self.sq_psn, nxt)   # start: the ring slot
       self.sq_psn = nxt
       items.append((seq, send_wqe(wr)))
     self.sq.post(items)

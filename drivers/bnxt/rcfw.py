@@ -30,6 +30,7 @@ MAILBOX = R.RCFW_COMM_BASE_OFFSET
 PROD = R.RCFW_COMM_BASE_OFFSET + R.RCFW_PF_VF_COMM_PROD_OFFSET
 TRIGGER = R.RCFW_COMM_BASE_OFFSET + R.RCFW_COMM_TRIG_OFFSET
 TIMEOUT_S = R.RCFW_CMD_WAIT_TIME_MS / 1000
+EVENTS_KEPT = 16            # the last asynchronous events, for error messages
 ERROR_EVENTS = {H.CREQ_QP_EVENT_EVENT_QP_ERROR_NOTIFICATION: "QP error notification",
                 H.CREQ_QP_EVENT_EVENT_CQ_ERROR_NOTIFICATION: "CQ error notification"}
 
@@ -61,7 +62,7 @@ class RCFW:
     self.events: list[str] = []
 
   def check_faults(self) -> None:
-    """(The Ring asks while it waits for room.) Nothing here stops the queue; errors come with the answers."""
+    """(The Ring asks while it waits for room.) Nothing here stops the queue: errors come with the answers."""
 
   def _publish(self, put: int) -> None:
     prod = put % CMDQ_SLOTS | (1 << R.FIRMWARE_FIRST_FLAG if self.first else 0)
@@ -89,7 +90,9 @@ class RCFW:
           if got != cookie:
             raise RuntimeError(f"{self.name}: {name.upper()} #{self.seq} was answered with cookie {got} (expected {cookie})")
           answer.append(e)
-        else: self.events.append(self._event(base, e))
+        else:
+          self.events.append(self._event(base, e))
+          del self.events[:-EVENTS_KEPT]
       return bool(answer)
 
     wait_until(answered, timeout_s, lambda: f"{self.name}: {name.upper()} ({opcode:#x}) #{self.seq}: no answer on the CREQ in "

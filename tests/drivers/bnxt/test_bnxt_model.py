@@ -138,3 +138,16 @@ def test_a_second_process_or_context_cannot_take_the_nic(nic):
 def test_phy_loopback_off_again(nic):
   nic.set_loopback(False)
   nic.set_loopback(True)
+
+
+def test_queues_wrap_with_their_epochs(nic):
+  """300 WRITEs through a 128-WQE SQ and a 128-entry CQ (the MSN table's start index is the ring slot), and 300 more
+  commands than the 256-entry CREQ holds."""
+  p = Pair(nic)
+  src, dst = p.mr(256, fill=True), p.mr(256)
+  for i in range(300):
+    (wc,) = p.write(src, dst, length=1 + i % 256)
+    assert wc.status == WCStatus.SUCCESS
+  assert bytes(dst.view) == bytes(src.view)
+  for _ in range(150): p.mr(4096).dereg()      # REGISTER_MR + DEREGISTER_MR: 300 commands, 900 CMDQ slots
+  assert nic.provider.rcfw.creq.cons > 256 and nic.provider.rcfw.ring.put > 3 * 256
