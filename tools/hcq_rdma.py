@@ -29,7 +29,7 @@ from drivers.rdma.exchange import BOOL, MAX_LINE, TEXT, U32, check, choice, deco
 
 VERSION = 1
 MAX_SIZE = 1 << 30                 # the largest buffer a transfer moves (a WR is at most 2^31 - 1 bytes)
-DEPTH = 16                         # WRITEs in flight
+DEPTH, MAX_DEPTH = 16, 64          # WRITEs in flight: by default, at most (the send queue and CQ are sized for it)
 PROGRESS_S = 1.0                   # the client reports progress this often; the bar appears after this long
 DEFAULT_IP, DEFAULT_REMOTE_IP = "10.0.0.1", "10.0.0.2"
 
@@ -93,7 +93,8 @@ class Result:
   iters: int
   seconds: float
   lat_us: list[float]
-  peak_s: float                      # the fastest single message's service time
+  peak_s: float                      # the shortest time `depth` messages took to complete (the peak rate's window)
+  depth: int = DEPTH
   verified: bool = False
   extra: dict = field(default_factory=dict)
 
@@ -102,7 +103,7 @@ class Result:
   @property
   def gbps(self) -> float: return self.bytes / self.seconds / 1e9
   @property
-  def peak_gbps(self) -> float: return self.size / self.peak_s / 1e9
+  def peak_gbps(self) -> float: return self.size * min(self.depth, self.iters) / self.peak_s / 1e9
   @property
   def mpps(self) -> float: return self.iters / self.seconds / 1e6
 
@@ -141,27 +142,29 @@ class Progress:
     if self.bar is not None: self.bar.stop()
 
 
-def write_loop(qp, cq, local, remote: RemoteMR, size: int, iters: int, timeout: float, progress: Progress) -> Result:
-  """`iters` RDMA WRITEs of `size` bytes from the start of `local` to the start of `remote`, DEPTH in flight."""
+def write_loop(qp, cq, local, remote: RemoteMR, size: int, iters: int, depth: int, timeout: float, progress: Progress) -> Result:
+  """`iters` RDMA WRITEs of `size` bytes from the start of `local` to the start of `remote`, `depth` in flight."""
   if not remote.contains(0, size): raise ToolError(f"the remote MR holds {remote.size} bytes; a {size}-byte write does not fit")
   posted_at: dict[int, float] = {}
-  lat, peak, done_prev = [], float("inf"), None
+  lat: list[float] = []
   start = time.monotonic()
+  ends = [start]
   posted = done = 0
   try:
     while done < iters:
-      while posted < iters and posted - done < DEPTH:
+      while posted < iters and posted - done < depth:
         posted_at[posted] = time.monotonic()
         qp.post_send(SendWR(posted, WROpcode.RDMA_WRITE, [local.sge(0, size)], remote_addr=remote.addr, rkey=remote.rkey))
         posted += 1
       for wc in cq.wait(1, timeout):
-        now, t0 = time.monotonic(), posted_at.pop(wc.wr_id)
-        lat.append((now - t0) * 1e6)
-        peak = min(peak, now - max(t0, done_prev or start))   # its own time on the wire, not its wait in the queue
-        done_prev, done = now, done + 1
+        ends.append(time.monotonic())
+        lat.append((ends[-1] - posted_at.pop(wc.wr_id)) * 1e6)
+        done += 1
       progress.update(done * size)
   finally: progress.close()
-  return Result(size, iters, time.monotonic() - start, lat, max(peak, 1e-9))
+  k = min(depth, iters)
+  peak = min(b - a for a, b in zip(ends, ends[k:]))
+  return Result(size, iters, ends[-1] - start, lat, max(peak, 1e-9), k)
 
 
 def read_back(qp, cq, local, remote: RemoteMR, size: int, timeout: float) -> None:
@@ -180,7 +183,7 @@ def report(res: Result, args: argparse.Namespace, title: str) -> None:
   rule = "-" * 87
   print(rule)
   print(f" RDMA_Write BW Test ({title})")
-  print(f" Number of qps : 1   Transport type : IB (RoCEv2)   Connection type : RC   Outstanding writes : {DEPTH}")
+  print(f" Number of qps : 1   Transport type : IB (RoCEv2)   Connection type : RC   TX depth : {args.depth}")
   print(rule)
   print(f" {'#bytes':<11}{'#iterations':<14}{'BW peak[GB/sec]':<19}{'BW average[GB/sec]':<22}{'MsgRate[Mpps]'}")
   print(f" {res.size:<11}{res.iters:<14}{res.peak_gbps:<19.6f}{res.gbps:<22.6f}{res.mpps:.6f}")
@@ -206,7 +209,7 @@ def cmd_loopback(args: argparse.Namespace) -> int:
 
 
 def _loopback(ctx: Context, args: argparse.Namespace) -> Result:
-  pd, cq = ctx.alloc_pd(), ctx.create_cq(2 * DEPTH)
+  pd, cq = ctx.alloc_pd(), ctx.create_cq(2 * MAX_DEPTH)
   tx, rx = pd.create_qp(cq), pd.create_qp(cq)
   tx_psn, rx_psn = secrets.randbits(24), secrets.randbits(24)
   tx.connect(rx.endpoint(rx_psn), tx_psn)
@@ -214,7 +217,7 @@ def _loopback(ctx: Context, args: argparse.Namespace) -> Result:
   src = pd.reg_mr(ctx.alloc(args.size), Access.LOCAL_WRITE, args.size)
   dst = pd.reg_mr(ctx.alloc(args.size), Access.LOCAL_WRITE | Access.REMOTE_WRITE, args.size)
   random_fill(src.view)
-  res = write_loop(tx, cq, src, RemoteMR(dst.addr, dst.rkey, dst.length), args.size, args.iters, args.timeout,
+  res = write_loop(tx, cq, src, RemoteMR(dst.addr, dst.rkey, dst.length), args.size, args.iters, args.depth, args.timeout,
                    Progress(args.size * args.iters, not args.json, None))
   res.verified = bytes(dst.view) == bytes(src.view)
   return res
@@ -260,7 +263,7 @@ def _connect(ctx: Context, ch: Channel, args: argparse.Namespace) -> Result:
   if args.size > hello["max_size"]:
     raise ToolError(f"the remote side registers at most {hello['max_size']} bytes; --size is {args.size}")
   peer = Endpoint.from_fields(hello)
-  pd, cq = ctx.alloc_pd(), ctx.create_cq(2 * DEPTH)
+  pd, cq = ctx.alloc_pd(), ctx.create_cq(2 * MAX_DEPTH)
   qp, psn = pd.create_qp(cq), secrets.randbits(24)
   src = pd.reg_mr(ctx.alloc(args.size), Access.LOCAL_WRITE, args.size)
   random_fill(src.view)
@@ -271,7 +274,7 @@ def _connect(ctx: Context, ch: Channel, args: argparse.Namespace) -> Result:
     raise ToolError(f"the remote MR is too small: it registered {remote.size} bytes at {remote.addr:#x}; the transfer "
                     f"writes {args.size}")
   qp.connect(peer, psn)
-  res = write_loop(qp, cq, src, remote, args.size, args.iters, args.timeout,
+  res = write_loop(qp, cq, src, remote, args.size, args.iters, args.depth, args.timeout,
                    Progress(args.size * args.iters, not args.json, lambda n: ch.send("progress", bytes=n)))
   crc = zlib.crc32(src.view)
   ch.send("verify", crc32=crc, size=args.size)
@@ -304,7 +307,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _serve(ctx: Context, ch: Channel, args: argparse.Namespace) -> None:
-  pd, cq = ctx.alloc_pd(), ctx.create_cq(2 * DEPTH)
+  pd, cq = ctx.alloc_pd(), ctx.create_cq(2 * MAX_DEPTH)
   qp, psn = pd.create_qp(cq), secrets.randbits(24)
   ch.send("hello", version=VERSION, max_size=args.max_size, **qp.endpoint(psn).to_json())
   _, hello = ch.recv("hello", HELLO_CLIENT, "waiting for its hello")
@@ -354,6 +357,7 @@ def parser() -> argparse.ArgumentParser:
   def transfer(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--size", type=parse_size, default=1 << 20, metavar="N", help="bytes per WRITE (4096, 64K, 4M+1; default 1M)")
     sp.add_argument("--iters", type=int, default=100, metavar="K", help="WRITEs (default 100)")
+    sp.add_argument("--depth", type=int, default=DEPTH, metavar="D", help=f"WRITEs in flight (perftest's tx depth; default {DEPTH})")
     sp.add_argument("--json", action="store_true", help="the result as one JSON object on the last line")
 
   lb = sub.add_parser("loopback", help="two QPs on one NIC through its PHY loopback")
@@ -382,6 +386,7 @@ COMMANDS = {"loopback": cmd_loopback, "connect": cmd_connect, "serve": cmd_serve
 def main(argv: list[str] | None = None) -> int:
   args = parser().parse_args(argv)
   if getattr(args, "iters", 1) < 1: parser().error("--iters must be at least 1")
+  if not 1 <= getattr(args, "depth", 1) <= MAX_DEPTH: parser().error(f"--depth must be in [1, {MAX_DEPTH}]")
   try: return COMMANDS[args.command](args)
   except KeyboardInterrupt:
     print("hcq-rdma: interrupted", file=sys.stderr)

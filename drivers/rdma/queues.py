@@ -17,7 +17,8 @@ from drivers.rdma.verbs import (AHAttr, Access, PATH_MTUS, QPAttr, QPAttrMask as
                                 VerbsError, WCError, WCOpcode, WCStatus, WorkCompletion, WROpcode)
 if TYPE_CHECKING: from drivers.rdma.context import Context, PD
 
-POLL_S = 20e-6            # how long CQ.wait sleeps between empty polls (the device, or its model, runs meanwhile)
+POLL_S, POLL_MAX_S = 10e-6, 250e-6   # CQ.wait's sleeps between empty polls double from the one to the other (the device,
+                                   # or its model in this process, runs meanwhile)
 U24, U32, U64 = (1 << 24) - 1, (1 << 32) - 1, (1 << 64) - 1
 
 # (current, next) -> (required, optional) attributes besides STATE; any state goes to RESET or ERR with STATE alone
@@ -77,7 +78,7 @@ class CQ:
     """Poll until `n` completions arrived; TimeoutError when none arrives for `timeout_s`. An error completion raises
     WCError with the successful ones polled before it in `.completed`."""
     out: list[WorkCompletion] = []
-    deadline = time.monotonic() + timeout_s
+    deadline, nap = time.monotonic() + timeout_s, POLL_S
     while len(out) < n:
       try: got = self.poll(n - len(out))
       except WCError as e:
@@ -85,12 +86,14 @@ class CQ:
         raise
       if got:
         out += got
-        deadline = time.monotonic() + timeout_s
+        deadline, nap = time.monotonic() + timeout_s, POLL_S
       elif time.monotonic() > deadline:
         pending = [self.ctx.qps[q].describe_outstanding() for q in sorted(self.qps)]
         raise TimeoutError(f"{self.ctx.name}: {len(out)} of {n} completions arrived and then none for {timeout_s} s; "
                            f"outstanding: {'; '.join(p for p in pending if p) or 'nothing'}")
-      else: time.sleep(POLL_S)
+      else:
+        time.sleep(nap)
+        nap = min(2 * nap, POLL_MAX_S)
     return out
 
   def destroy(self) -> None:
