@@ -74,17 +74,18 @@ class HostMemory(DMASpace):
     raise DMAFault(f"{self.fn.bus}: DMA to bus address {addr:#x} while bus mastering is off (PCI_COMMAND bit 2)")
 
 
+def _dword(offset: int, size: int) -> None:
+  if size != 4 or offset % 4: raise ModelError(f"BAR0 access of {size} bytes at {offset:#x}: registers take aligned 32-bit accesses")
+
+
 class Registers:
-  """BAR0."""
+  """BAR0: the HWRM window and trigger, the RCFW mailbox and CMDQ trigger."""
   size = REGISTER_BAR_SIZE
 
   def __init__(self, nic: BCM57508): self.nic = nic
 
-  def _check(self, offset: int, size: int) -> None:
-    if size != 4 or offset % 4: raise ModelError(f"BAR0 access of {size} bytes at {offset:#x}: registers take aligned 32-bit accesses")
-
   def read(self, offset: int, size: int) -> int:
-    self._check(offset, size)
+    _dword(offset, size)
     with self.nic.lock:
       if WINDOW <= offset < WINDOW + MAX_REQ_LEN: return self.nic.hwrm.window_read(offset - WINDOW)
       if MAILBOX <= offset < MAILBOX + 16: return self.nic.rcfw.mailbox_read((offset - MAILBOX) // 4)
@@ -92,7 +93,7 @@ class Registers:
     raise ModelError(f"BAR0 read at {offset:#x}: no register there (HWRM window 0x0-0x7f, trigger 0x100, RCFW 0x600-0x60f, 0x700)")
 
   def write(self, offset: int, size: int, value: int) -> None:
-    self._check(offset, size)
+    _dword(offset, size)
     with self.nic.lock:
       if WINDOW <= offset < WINDOW + MAX_REQ_LEN: return self.nic.hwrm.window_write(offset - WINDOW, value)
       if offset == TRIGGER:
@@ -105,7 +106,7 @@ class Registers:
 
 
 class Doorbells:
-  """BAR2."""
+  """BAR2: L2 doorbells, then the RoCE doorbell pages (datapath.py)."""
   size = DOORBELL_BAR_SIZE
 
   def __init__(self, nic: BCM57508): self.nic = nic
