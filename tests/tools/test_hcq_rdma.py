@@ -118,3 +118,42 @@ def test_ctrl_c_ends_the_run_quietly():
   p.send_signal(signal.SIGINT)
   _, err = p.communicate(timeout=30)
   assert p.returncode == 130 and err.strip() == "hcq-rdma: interrupted", err
+
+
+def test_connect_over_ssh_runs_serve_on_the_other_host(tmp_path):
+  """--remote USER@HOST: `ssh -o BatchMode=yes ... USER@HOST hcq-rdma serve ...`; here an ssh that runs it locally."""
+  fake = tmp_path / "bin" / "ssh"
+  fake.parent.mkdir()
+  fake.write_text('#!/bin/sh\n[ "$1 $2" = "-o BatchMode=yes" ] || exit 99\nwhile [ "$1" = -o ]; do shift 2; done\n'
+                  'echo "$1" > "$(dirname "$0")/host"\nshift\nexec sh -c "$*"\n')
+  fake.chmod(0o755)
+  env = {**os.environ, "PATH": f"{fake.parent}{os.pathsep}{BIN}{os.pathsep}{os.environ['PATH']}"}
+  out = last_json(run("connect", "--nic", "bnxt", "--pci", "mock-0", "--remote", "me@box", "--remote-pci", "mock-1",
+                      "--size", "64K", "--iters", "2", "--json", env=env))
+  assert out["verified"] is True and (fake.parent / "host").read_text().strip() == "me@box"
+
+
+def smi(*argv: str) -> subprocess.CompletedProcess:
+  return subprocess.run([str(HCQ_SMI), "bnxt", *argv], capture_output=True, text=True, timeout=60)
+
+
+def test_hcq_smi_lists_frees_and_resets_emulated_nics():
+  holder = subprocess.Popen([str(HCQ_RDMA), "serve", "--nic", "bnxt", "--pci", "mock-4", "--timeout", "120"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=REPO)
+  try:
+    assert json.loads(holder.stdout.readline())["type"] == "hello"    # up, and holding mock-4
+    rows = {d["bus"]: d for d in json.loads(smi("list", "--json").stdout)}
+    assert (rows["mock-4"]["kind"], rows["mock-4"]["pid"]) == ("emulated", holder.pid)
+    assert smi("pids", "--pci_bus", "mock-4").stdout.startswith(f"mock-4: pid {holder.pid} (")
+    r = smi("reset", "--pci_bus", "mock-4")
+    assert r.returncode == 1 and f"mock-4: reset failed: device mock-4 is in use by pid {holder.pid}" in r.stderr
+    r = smi("kill_pids", "--pci_bus", "mock-4", "--sudoless")
+    assert r.returncode == 0 and "mock-4: killed pid" in r.stdout and holder.wait(30) == -signal.SIGKILL
+  finally:
+    if holder.poll() is None: holder.kill()
+    holder.wait()
+  r = smi("reset", "--pci_bus", "mock-4")
+  assert (r.returncode, r.stdout.strip()) == (0, "mock-4: reset"), r.stderr
+  loaded = {line.split()[0] for line in Path("/proc/modules").read_text().splitlines()} if Path("/proc/modules").exists() else set()
+  r = smi("rmmod", "--expect")
+  assert r.returncode == (1 if loaded & {"bnxt_en", "bnxt_re"} else 0)
