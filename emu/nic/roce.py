@@ -78,9 +78,10 @@ def is_ipv4_gid(gid: bytes) -> bool:
   return gid[:12] == bytes(10) + b"\xff\xff"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Path:
-  """The addresses of one direction of a connection, as a QP's address vector gives them."""
+  """The addresses of one direction of a connection, as a QP's address vector gives them (compared and hashed by
+  identity: each QP has its own, and frames of a path reuse what was built for it)."""
   src_mac: bytes
   dst_mac: bytes
   sgid: bytes
@@ -100,7 +101,7 @@ class Path:
   def ipv4(self) -> bool: return is_ipv4_gid(self.dgid)
 
 
-@dataclass
+@dataclass(slots=True)
 class Packet:
   """One transport packet, decoded. `payload` is a view into the received frame (without pad and ICRC)."""
   opcode: int
@@ -150,16 +151,24 @@ def _masked_ip_udp(ip_udp: bytes | bytearray | memoryview, ipv4: bool) -> bytear
   return m
 
 
+def _lower_crc(ip_udp: bytes, ipv4: bool) -> int:
+  """The ICRC's running CRC after the masked LRH and the masked IP and UDP headers."""
+  return zlib.crc32(b"\xff" * 8 + _masked_ip_udp(ip_udp, ipv4))
+
+
+def _transport_crc(crc: int, transport: bytes | bytearray | memoryview, rest) -> int:
+  bth = bytearray(transport[:BTH_LEN])
+  bth[4] = 0xFF                      # BTH resv8a
+  crc = zlib.crc32(transport[BTH_LEN:], zlib.crc32(bth, crc))
+  for part in rest: crc = zlib.crc32(part, crc)
+  return crc
+
+
 def icrc(ip_udp: bytes | bytearray | memoryview, transport: bytes | bytearray | memoryview,
          rest: tuple = (), ipv4: bool = True) -> int:
   """The ICRC of a frame whose IP+UDP headers are `ip_udp` and whose transport part (BTH first) is `transport`
   followed by the buffers in `rest` (payload, pad)."""
-  bth = bytearray(transport[:BTH_LEN])
-  bth[4] = 0xFF                      # BTH resv8a
-  crc = zlib.crc32(b"\xff" * 8 + _masked_ip_udp(ip_udp, ipv4) + bth)
-  crc = zlib.crc32(transport[BTH_LEN:], crc)
-  for part in rest: crc = zlib.crc32(part, crc)
-  return crc
+  return _transport_crc(_lower_crc(bytes(ip_udp), ipv4), transport, rest)
 
 
 def transport_headers(p: Packet, payload_len: int) -> bytes:
@@ -175,15 +184,16 @@ def transport_headers(p: Packet, payload_len: int) -> bytes:
   return out
 
 
-def encode(path: Path, p: Packet, payload_parts: tuple = ()) -> list:
-  """The frame for packet `p` on `path`, as a list of buffers to send in one datagram. The payload is `p.payload`
-  or, to send it without copying, the buffers in `payload_parts` (then `p.payload` must be empty)."""
-  parts = payload_parts or ((p.payload,) if len(p.payload) else ())
-  plen = sum(len(x) for x in parts)
-  if p.opcode not in HAS_PAYLOAD and plen: raise ValueError(f"{p.name} carries no payload")
-  pad = -plen % 4
-  transport = transport_headers(p, plen)
-  udp_len = UDP_HLEN + len(transport) + plen + pad + ICRC_LEN
+# Frames of one flow repeat their lower headers: both ends keep what they built or checked, keyed by it.
+_BUILT: dict[tuple[Path, int], tuple[bytes, int]] = {}       # (path, UDP length) -> (Ethernet+IP+UDP bytes, lower CRC)
+_CHECKED: dict[bytes, tuple] = {}                             # Ethernet+IP+UDP bytes -> what _check_lower found
+_CACHE_MAX = 4096
+
+
+def _lower_headers(path: Path, udp_len: int) -> tuple[bytes, int]:
+  """The Ethernet, IP and UDP headers of a frame on `path` whose UDP datagram is `udp_len` bytes, and their CRC."""
+  if (hit := _BUILT.get((path, udp_len))) is not None: return hit
+  if len(_BUILT) > _CACHE_MAX: _BUILT.clear()
   if path.ipv4:
     ip = bytearray(struct.pack("!BBHHHBBH4s4s", 0x45, path.traffic_class, IPV4_HLEN + udp_len, 0, IPV4_DF,
                                path.hop_limit, IPPROTO_UDP, 0, path.sgid[12:], path.dgid[12:]))
@@ -194,17 +204,26 @@ def encode(path: Path, p: Packet, payload_parts: tuple = ()) -> list:
                                udp_len, IPPROTO_UDP, path.hop_limit, path.sgid, path.dgid))
     eth_type = ETH_P_IPV6
   ip_udp = bytes(ip) + struct.pack("!HHHH", path.udp_sport, ROCE_V2_UDP_DPORT, udp_len, 0)
+  hit = _BUILT[(path, udp_len)] = (path.dst_mac + path.src_mac + struct.pack("!H", eth_type) + ip_udp, _lower_crc(ip_udp, path.ipv4))
+  return hit
+
+
+def encode(path: Path, p: Packet, payload_parts: tuple = ()) -> list:
+  """The frame for packet `p` on `path`, as a list of buffers to send in one datagram. The payload is `p.payload`
+  or, to send it without copying, the buffers in `payload_parts` (then `p.payload` must be empty)."""
+  parts = payload_parts or ((p.payload,) if len(p.payload) else ())
+  plen = sum(len(x) for x in parts)
+  if p.opcode not in HAS_PAYLOAD and plen: raise ValueError(f"{p.name} carries no payload")
+  pad = -plen % 4
+  transport = transport_headers(p, plen)
+  head, crc = _lower_headers(path, UDP_HLEN + len(transport) + plen + pad + ICRC_LEN)
   tail = (b"\0" * pad,) if pad else ()
-  crc = icrc(ip_udp, transport, tuple(parts) + tail, path.ipv4)
-  head = path.dst_mac + path.src_mac + struct.pack("!H", eth_type) + ip_udp + transport
-  return [head, *parts, *tail, struct.pack("<I", crc)]
+  crc = _transport_crc(crc, transport, tuple(parts) + tail)
+  return [head + transport, *parts, *tail, struct.pack("<I", crc)]
 
 
-def decode(frame: bytes | bytearray | memoryview) -> Packet:
-  """Parse and check one frame (see the module docstring); raises FrameError."""
-  f = memoryview(frame).cast("B")
-  n = len(f)
-  if n < ETH_HLEN + IPV4_HLEN + UDP_HLEN + BTH_LEN + ICRC_LEN: raise FrameError(f"runt frame of {n} bytes")
+def _check_lower(f: memoryview, n: int) -> tuple:
+  """Check the Ethernet, IP and UDP headers of an n-byte frame: (n, transport offset, lower CRC, sgid, dgid, sport)."""
   eth_type = f[12] << 8 | f[13]
   if eth_type == ETH_P_IPV4:
     ipv4, ip = True, f[ETH_HLEN:ETH_HLEN + IPV4_HLEN]
@@ -228,12 +247,26 @@ def decode(frame: bytes | bytearray | memoryview) -> Packet:
   sport, dport, ulen = struct.unpack_from("!HHH", f, u)
   if dport != ROCE_V2_UDP_DPORT: raise FrameError(f"UDP destination port {dport}, not {ROCE_V2_UDP_DPORT} (RoCEv2)")
   if ulen != n - u: raise FrameError(f"UDP length {ulen} but {n - u} bytes follow the IP header")
-  t = u + UDP_HLEN
+  return n, u + UDP_HLEN, _lower_crc(bytes(f[ETH_HLEN:u + UDP_HLEN]), ipv4), sgid, dgid, sport
+
+
+def decode(frame: bytes | bytearray | memoryview) -> Packet:
+  """Parse and check one frame (see the module docstring); raises FrameError."""
+  f = memoryview(frame).cast("B")
+  n = len(f)
+  if n < ETH_HLEN + IPV4_HLEN + UDP_HLEN + BTH_LEN + ICRC_LEN: raise FrameError(f"runt frame of {n} bytes")
+  key = bytes(f[:ETH_HLEN + (IPV4_HLEN if f[12:14] == b"\x08\x00" else IPV6_HLEN) + UDP_HLEN])
+  hit = _CHECKED.get(key)
+  if hit is None or hit[0] != n:
+    hit = _check_lower(f, n)
+    if len(_CHECKED) > _CACHE_MAX: _CHECKED.clear()
+    _CHECKED[key] = hit
+  _, t, crc, sgid, dgid, sport = hit
   opcode, flags, pkey, dqpn, apsn = struct.unpack_from("!BBHII", f, t)
   if opcode not in OPCODE_NAMES: raise FrameError(f"BTH opcode {opcode:#x} is not an RC opcode the model knows")
   if flags & 0x0F: raise FrameError(f"BTH transport header version {flags & 0x0F} (must be 0)")
   p = Packet(opcode, apsn & PSN_MASK, dqpn & 0xFFFFFF, bool(apsn >> 31), bool(flags & 0x80), pkey,
-             src_mac=bytes(f[6:12]), dst_mac=bytes(f[0:6]), sgid=sgid, dgid=dgid, udp_sport=sport)
+             src_mac=key[6:12], dst_mac=key[0:6], sgid=sgid, dgid=dgid, udp_sport=sport)
   h = t + BTH_LEN
   if opcode in HAS_RETH:
     p.va, p.rkey, p.dma_len = struct.unpack_from("!QII", f, h) if n - h >= RETH_LEN + ICRC_LEN else (0, 0, 0)
@@ -248,7 +281,7 @@ def decode(frame: bytes | bytearray | memoryview) -> Packet:
   end = n - ICRC_LEN
   if h + pad > end: raise FrameError(f"{p.name}: {n} bytes are too few for its headers and {pad} pad bytes")
   if opcode not in HAS_PAYLOAD and end - h: raise FrameError(f"{p.name} with {end - h} bytes of payload")
-  want = int.from_bytes(f[end:], "little")
-  if icrc(f[ETH_HLEN:t], f[t:h], (f[h:end],), ipv4) != want: raise FrameError(f"{p.name} PSN {p.psn}: ICRC mismatch")
+  if _transport_crc(crc, f[t:h], (f[h:end],)) != int.from_bytes(f[end:], "little"):
+    raise FrameError(f"{p.name} PSN {p.psn}: ICRC mismatch")
   p.payload = f[h:end - pad]
   return p

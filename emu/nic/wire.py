@@ -6,9 +6,10 @@ a NIC model owns a `WirePort`, gives it a receive callback, and routes frames by
   collide), or on the port asked for, 4791 included. Any address outside 127.0.0.0/8 is refused with ValueError, for
   binding and for sending: the model never puts a datagram on a real network.
 - GIDs to endpoints: a NIC that owns a GID publishes it in $TMPDIR/hcq-emu/wire/ (one file per GID, named by its 32
-  hex digits, holding "host port pid"), and withdraws it when the GID goes; a sender resolves the destination GID there.
-  A file whose process is gone resolves to nothing (the frame is lost, as one sent to an absent host). Publishing a GID
-  another live port holds raises GIDConflict (an address conflict on a real network).
+  hex digits, holding "host port token"), and withdraws it when the GID goes; a sender resolves the destination GID
+  there. A port holds an flock on its own file there while it is open, so a GID whose port is gone (its process died,
+  even if its pid or port number was reused since) resolves to nothing: the frame is lost, as one sent to an absent
+  host. Publishing a GID another live port holds raises GIDConflict (an address conflict on a real network).
 - Receive: a thread per port waits (select) on the socket and a wake-up pipe, hands each datagram to the callback as a
   memoryview (valid only during the call), and runs the timers `call_later` scheduled (retransmission, RNR waits).
   Exceptions from callbacks are kept in `errors` (and counted) and do not stop the port. It stops on `close()`, or
@@ -19,7 +20,7 @@ a NIC model owns a `WirePort`, gives it a receive callback, and routes frames by
   HCQ_WIRE_FAULTS="drop:3,dup:5,reorder:7,corrupt:9", or per port: `port.faults.add("drop", port.sent + 1)`.
 """
 from __future__ import annotations
-import heapq, ipaddress, itertools, os, select, socket, tempfile, threading, time, weakref
+import fcntl, heapq, ipaddress, itertools, os, select, socket, tempfile, threading, time, weakref
 from typing import Callable
 
 FAULT_ENV = "HCQ_WIRE_FAULTS"
@@ -35,12 +36,17 @@ class GIDConflict(RuntimeError):
   """The GID is already published by another live port."""
 
 
+_LOOPBACK: set[str] = set()         # hosts checked already
+
+
 def check_loopback(host: str) -> str:
   """`host` if it is an address in 127.0.0.0/8, else ValueError: the wire never leaves this machine."""
+  if host in _LOOPBACK: return host
   try: addr = ipaddress.ip_address(host)
   except ValueError: raise ValueError(f"{host!r} is not an IP address: the NIC model's wire binds loopback addresses only") from None
   if not (addr.version == 4 and addr in ipaddress.ip_network("127.0.0.0/8")):
     raise ValueError(f"{host} is not a loopback address (127.0.0.0/8): the NIC model's wire never leaves this machine")
+  _LOOPBACK.add(host)
   return host
 
 
@@ -48,38 +54,53 @@ def table_dir() -> str:
   return os.path.join(os.environ.get("TMPDIR") or tempfile.gettempdir(), "hcq-emu", "wire")
 
 
-_open_endpoints: set[tuple[str, int]] = set()   # the ports open in this process
-
-
-def _alive(pid: int, endpoint: tuple[str, int]) -> bool:
-  """Is the port that published `endpoint` from process `pid` still there?"""
-  if pid == os.getpid(): return endpoint in _open_endpoints
-  try: os.kill(pid, 0)
-  except ProcessLookupError: return False
-  except PermissionError: pass
-  return True
-
-
 class GIDTable:
-  """GID -> UDP endpoint, shared by every process through files under $TMPDIR/hcq-emu/wire/."""
+  """GID -> UDP endpoint, shared by every process through files under $TMPDIR/hcq-emu/wire/. A port holds an flock
+  on its own file (port-<host>-<port>, holding a token of its incarnation) for as long as it is open, so a GID whose
+  port is gone (its process died, or its port number now belongs to another port) resolves to nothing."""
   def __init__(self, path: str | None = None):
     self.path = path or table_dir()
     self._cache: dict[bytes, tuple[float, tuple[str, int] | None]] = {}
 
   def _file(self, gid: bytes) -> str: return os.path.join(self.path, bytes(gid).hex())
+  def _port_file(self, endpoint: tuple[str, int]) -> str: return os.path.join(self.path, f"port-{endpoint[0]}-{endpoint[1]}")
 
-  def _read(self, gid: bytes) -> tuple[str, int, int] | None:
-    try:
-      with open(self._file(gid)) as f: host, port, pid = f.read().split()
-    except (OSError, ValueError): return None
-    return check_loopback(host), int(port), int(pid)
-
-  def publish(self, gid: bytes, endpoint: tuple[str, int]) -> None:
+  def hold(self, endpoint: tuple[str, int]) -> tuple[int, str]:
+    """Mark `endpoint` live for as long as the returned descriptor stays open: (descriptor, incarnation token)."""
     os.makedirs(self.path, exist_ok=True)
-    if (cur := self._read(gid)) is not None and cur[:2] != endpoint and _alive(cur[2], cur[:2]):
-      raise GIDConflict(f"GID {format_gid(gid)} is already on the wire at {cur[0]}:{cur[1]} (pid {cur[2]})")
+    fd = os.open(self._port_file(endpoint), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try: fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)   # a previous holder of this port number is gone: free
+    except BlockingIOError:
+      os.close(fd)
+      raise RuntimeError(f"{self._port_file(endpoint)} is held by another open port: the GID table is inconsistent") from None
+    token = f"{os.getpid()}-{os.urandom(8).hex()}"
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, token.encode(), 0)
+    return fd, token
+
+  def _live_token(self, endpoint: tuple[str, int]) -> str | None:
+    """The token of the port open at `endpoint`, or None if none is."""
+    try: fd = os.open(self._port_file(endpoint), os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError: return None
+    try:
+      try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return None                                 # nobody holds it
+      except BlockingIOError: return os.pread(fd, 64, 0).decode(errors="replace")
+    finally: os.close(fd)
+
+  def _read(self, gid: bytes) -> tuple[str, int, str] | None:
+    try:
+      with open(self._file(gid)) as f: host, port, token = f.read().split()
+    except (OSError, ValueError): return None
+    return check_loopback(host), int(port), token
+
+  def publish(self, gid: bytes, endpoint: tuple[str, int], token: str) -> None:
+    os.makedirs(self.path, exist_ok=True)
+    if (cur := self._read(gid)) is not None and cur[:2] != endpoint and self._live_token(cur[:2]) == cur[2]:
+      raise GIDConflict(f"GID {format_gid(gid)} is already on the wire at {cur[0]}:{cur[1]} (port {cur[2]})")
     tmp = f"{self._file(gid)}.{os.getpid()}.tmp"
-    with open(tmp, "w") as f: f.write(f"{endpoint[0]} {endpoint[1]} {os.getpid()}\n")
+    with open(tmp, "w") as f: f.write(f"{endpoint[0]} {endpoint[1]} {token}\n")
     os.replace(tmp, self._file(gid))
     self._cache.pop(bytes(gid), None)
 
@@ -90,11 +111,11 @@ class GIDTable:
     self._cache.pop(bytes(gid), None)
 
   def resolve(self, gid: bytes, refresh: bool = False) -> tuple[str, int] | None:
-    """The endpoint that owns `gid`, or None (no such GID, or its process is gone)."""
+    """The endpoint that owns `gid`, or None (no such GID, or the port that published it is gone)."""
     gid, now = bytes(gid), time.monotonic()
     if not refresh and (hit := self._cache.get(gid)) is not None and now - hit[0] < RESOLVE_TTL_S: return hit[1]
     cur = self._read(gid)
-    found = cur[:2] if cur is not None and _alive(cur[2], cur[:2]) else None
+    found = cur[:2] if cur is not None and self._live_token(cur[:2]) == cur[2] else None
     self._cache[gid] = (now, found)
     return found
 
@@ -145,7 +166,7 @@ class WirePort:
       self.sock.close()
       raise
     self.endpoint: tuple[str, int] = self.sock.getsockname()
-    _open_endpoints.add(self.endpoint)
+    self._port_lock, self.token = self.table.hold(self.endpoint)
     self.faults = Faults(os.environ.get(FAULT_ENV, "") if faults is None else faults)
     self.sent = self.received = 0
     self.taps: list[Callable[[bytes], None]] = []    # each frame this port sends, before faults (tests, tracing)
@@ -245,9 +266,8 @@ class WirePort:
 
   def close(self) -> None:
     if self.sock.fileno() < 0: return                 # closed already
-    _open_endpoints.discard(self.endpoint)
     self._stop = True
     self._wake()
     if self._thread.is_alive() and threading.current_thread() is not self._thread: self._thread.join(timeout=5)
     self.sock.close()
-    for fd in (self._wake_r, self._wake_w): os.close(fd)
+    for fd in (self._wake_r, self._wake_w, self._port_lock): os.close(fd)

@@ -242,7 +242,7 @@ class QPair:
     bits = sum(getattr(B, f"CMDQ_MODIFY_QP_MODIFY_MASK_{n}") for n in mask.split())
     return self.nic.rcfw("modify_qp", check=check, qp_cid=self.qpn, modify_mask=bits, network_type_en_sqd_async_notify_new_state=state, **fields)
 
-  def connect(self, peer_qpn: int, peer_gid: bytes, peer_mac: bytes, mtu: int = 1024, timeout: int = 14, retry_cnt: int = 7,
+  def connect(self, peer_qpn: int, peer_gid: bytes, peer_mac: bytes, mtu: int = 1024, timeout: int = 18, retry_cnt: int = 7,
               access: int = 0x7) -> None:
     self.mtu = mtu
     self.modify(B.CMDQ_MODIFY_QP_NEW_STATE_INIT, "STATE ACCESS PKEY", access=access, pkey=0xFFFF)

@@ -54,7 +54,7 @@ class MemNIC:
       q = self.port.qps[qpn] = rc.QP(self, qpn)
     return q
 
-  def connect(self, qp: rc.QP, peer: MemNIC, peer_qpn: int, mtu: int = 1024, timeout: int = 14, retry_cnt: int = 7,
+  def connect(self, qp: rc.QP, peer: MemNIC, peer_qpn: int, mtu: int = 1024, timeout: int = 18, retry_cnt: int = 7,
               rnr_retry: int = 7, min_rnr_timer: int = 1, sq_psn: int = 0, rq_psn: int = 0, **attrs) -> None:
     access = attrs.pop("access", rc.LOCAL_WRITE | rc.REMOTE_WRITE | rc.REMOTE_READ)
     with self.lock:

@@ -106,7 +106,7 @@ def test_a_peer_qp_not_in_rtr_gives_a_retry_error(up, peer):
   dst, dmem, dva = peer.register(4096)
   write(up, a, 64, dst, dva)
   assert cqe(a.poll()) == (B.CQ_BASE_CQE_TYPE_REQ, B.CQ_REQ_STATUS_TRANSPORT_RETRY_CNT_ERR, 1)
-  assert peer.model.roce.qps[b.qpn].rc.stats.dropped == 3
+  wait(lambda: peer.model.roce.qps[b.qpn].rc.stats.dropped == 3, "the three copies to reach the QP in RESET")
 
 
 @pytest.mark.parametrize("case, status", [("msn", B.CQ_REQ_STATUS_LOCAL_QP_OPERATION_ERR), ("lkey", B.CQ_REQ_STATUS_LOCAL_PROTECTION_ERR),
@@ -187,7 +187,7 @@ def test_malformed_doorbells_raise(up, case, match):
 def test_injected_faults_on_the_nic_path(up, peer):
   up.model.port.wire.faults.add("drop", 2)
   peer.model.port.wire.faults.add("dup", 1)
-  a, b = pair(up, peer, timeout=12)
+  a, b = pair(up, peer, timeout=14)
   dst, dmem, dva = peer.register(8192)
   data = write(up, a, 8192, dst, dva)
   assert cqe(a.poll())[1] == B.CQ_REQ_STATUS_OK and bytes(dmem.view) == data

