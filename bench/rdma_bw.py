@@ -8,6 +8,7 @@ Usage: python bench/rdma_bw.py [SIZE ...]   (message sizes in bytes; default 8 B
 """
 import sys
 from common import emit
+from rdma_common import write_bw
 from rdma_udp import udp_throughput
 
 SIZES = tuple(8 << (2 * i) for i in range(10)) + (4 << 20,)     # 8 B, 32 B, ... 2 MiB, 4 MiB
@@ -17,8 +18,8 @@ def main() -> None:
   for size in [int(a) for a in sys.argv[1:]] or SIZES:
     mbps, loss = udp_throughput(size)
     emit("udp/throughput_mbps", mbps, "MB/s", size=size, loss=round(loss, 4))
-    # the RDMA WRITE figure for this size goes here (rdma/write_bw_mbps): two processes, each with an emulated NIC
-    # brought up by drivers/bnxt, one writing into the other's MR over the model's wire
+    rdma = write_bw(size)
+    emit("rdma/write_bw_mbps", rdma, "MB/s", size=size, vs_udp=round(rdma / mbps, 3) if mbps else None)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ Usage: python bench/rdma_lat.py [SIZE ...]   (message sizes in bytes; default 8 
 import sys
 from common import emit
 from rdma_bw import SIZES
+from rdma_common import write_lat
 from rdma_udp import udp_pingpong
 
 
@@ -15,8 +16,8 @@ def main() -> None:
   for size in [int(a) for a in sys.argv[1:]] or SIZES:
     p50, p99 = udp_pingpong(size)
     emit("udp/pingpong_us", p50, "us", size=size, p99=round(p99, 1))
-    # the RDMA WRITE latency for this size goes here (rdma/write_lat_us, p50 and p99): two processes with emulated
-    # NICs brought up by drivers/bnxt, writing into each other's MR in turn
+    lat50, lat99 = write_lat(size, iters=max(20, min(200, (64 << 20) // size)))
+    emit("rdma/write_lat_us", lat50, "us", size=size, p99=round(lat99, 1), vs_udp=round(lat50 / p50, 3) if p50 else None)
 
 
 if __name__ == "__main__":
