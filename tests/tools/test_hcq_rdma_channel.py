@@ -148,3 +148,20 @@ def test_the_remote_side_starts_over_ssh_in_batch_mode_or_locally():
                                    "--timeout", "30"]
   args = parser().parse_args(["connect", "--nic", "bnxt", "--pci", "mock-0", "--remote-cmd", "nc box 9000"])
   assert remote_argv(args) == ["/bin/sh", "-c", "nc box 9000"]
+
+
+def test_a_transfer_past_a_second_gets_a_progress_bar_and_heartbeats(monkeypatch, capsys):
+  import tools.hcq_rdma as tool
+  beats, clock = [], [100.0]
+  monkeypatch.setattr(tool.time, "monotonic", lambda: clock[0])
+  p = tool.Progress(1 << 20, show=True, beat=beats.append)
+  p.update(1000)                              # within the first second: nothing yet
+  assert p.bar is None and beats == []
+  clock[0] += 1.5
+  p.update(4096)
+  assert p.bar is not None and beats == [4096] and p.bar.tasks[0].completed == 4096
+  p.close()
+  quiet = tool.Progress(1 << 20, show=False, beat=None)   # --json: no bar
+  clock[0] += 5
+  quiet.update(10)
+  assert quiet.bar is None
