@@ -193,12 +193,8 @@ def report(res: Result, args: argparse.Namespace, title: str) -> None:
 
 
 # --- commands
-def _open(args: argparse.Namespace, nic: str, pci: str, ip: str) -> Context:
-  return open_context(nic, pci, ip=ip)
-
-
 def cmd_loopback(args: argparse.Namespace) -> int:
-  ctx = _open(args, args.nic, args.pci, args.ip)
+  ctx = open_context(args.nic, args.pci, ip=args.ip)
   try:
     ctx.set_loopback(True)
     try: res = _loopback(ctx, args)
@@ -241,12 +237,17 @@ def stop(child: subprocess.Popen) -> None:
 
 def cmd_connect(args: argparse.Namespace) -> int:
   if (args.remote or args.local) and not args.remote_pci: raise ToolError("--remote and --local need --remote-pci BUS")
-  ctx = _open(args, args.nic, args.pci, args.ip)
+  ctx = open_context(args.nic, args.pci, ip=args.ip)
   child = None
   try:
     child = subprocess.Popen(remote_argv(args), stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True)
     ch = Channel(child.stdout.fileno(), child.stdin, "the remote side", args.timeout)
-    res = _connect(ctx, ch, args)
+    try: res = _connect(ctx, ch, args)
+    except Exception as e:            # tell the other side why it is ended (it may be on another host)
+      if not isinstance(e, RemoteError):
+        try: ch.send("error", message=str(e))
+        except ToolError: pass
+      raise
     child.stdin.close()
     try: rc = child.wait(args.timeout)
     except subprocess.TimeoutExpired: raise ToolError(f"the remote side did not exit within {args.timeout:g} s after bye") from None
@@ -292,7 +293,7 @@ def _connect(ctx: Context, ch: Channel, args: argparse.Namespace) -> Result:
 
 def cmd_serve(args: argparse.Namespace) -> int:
   ch = Channel(sys.stdin.fileno(), sys.stdout.buffer, "the client", args.timeout)
-  try: ctx = _open(args, args.nic, args.pci, args.ip)
+  try: ctx = open_context(args.nic, args.pci, ip=args.ip)
   except Exception as e:
     ch.send("error", message=f"{args.pci}: {e}")
     raise
@@ -319,9 +320,10 @@ def _serve(ctx: Context, ch: Channel, args: argparse.Namespace) -> None:
   ch.send("ready", **RemoteMR(mr.addr, mr.rkey, mr.length).to_json())
   while (got := ch.recv("verify", VERIFY, "waiting for the transfer to end", also={"progress": PROGRESS}))[0] == "progress": pass
   if got[1]["size"] != size: raise ToolError(f"the client verifies {got[1]['size']} bytes of the {size} it wrote")
-  ch.send("verified", crc32=zlib.crc32(mr.view[:size]))
+  crc = zlib.crc32(mr.view[:size])
+  ch.send("verified", crc32=crc)
   ch.recv("bye", {}, "waiting for its bye")
-  print(f"hcq-rdma serve: {size} bytes received into {ctx.name} and verified", file=sys.stderr)
+  print(f"hcq-rdma serve: {size} bytes received into {ctx.name}, CRC-32 {crc:08x}", file=sys.stderr)
 
 
 # --- the command line

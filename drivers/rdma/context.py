@@ -55,7 +55,7 @@ class Context:
     self.provider, self.name = provider, provider.name
     self.port_num, self.mac = PORT, provider.mac
     self.gid_table: dict[int, bytes] = {}
-    self.qps: dict[int, Any] = {}            # qp_num -> QP: completions find their queue pair here
+    self.qps: dict[int, QP] = {}             # qp_num -> QP: completions find their queue pair here
     self.iova = RangeAllocator(IOVA_BASE, IOVA_SPAN, f"{self.name} MR address space")
     self.closed = False
 
