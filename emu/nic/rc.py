@@ -432,8 +432,8 @@ class QP:
 
   def _fatal_nak(self, code: int, reason: str, status: str | None = None) -> None:
     self.stats.naks_sent += 1
+    self.error(reason, status or NAK_STATUS.get(code, REM_OP_ERR), False)   # in ERR before the requester can hear of it
     self._ack(self.epsn, R.AETH_NAK | code)
-    self.error(reason, status or NAK_STATUS.get(code, REM_OP_ERR), False)
 
   def _drop(self) -> None:
     self.stats.dropped += 1
