@@ -33,6 +33,7 @@ destination are dropped silently):
 Not modelled: atomics, UD/UC/XRC, SRQs, credits (AETH always says "no credit count"), alternate paths, APM, SQD/SQE.
 """
 from __future__ import annotations
+import time
 from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol
@@ -174,6 +175,7 @@ class QP:
     self.a = Attrs()
     self.stats = Stats()
     self.recvs: deque[RecvWR] = deque()
+    self.timer = None                         # the host timer chasing `deadline` (at most one)
     self._reset()
 
   def _reset(self) -> None:
@@ -183,7 +185,7 @@ class QP:
     self.una = self.a.sq_psn                  # oldest unacknowledged PSN
     self.high = self.a.sq_psn                 # one past the highest PSN sent
     self.retry_left, self.rnr_left = self.a.retry_cnt, self.a.rnr_retry
-    self.timer = None
+    self.deadline: float | None = None
     self.rnr_wait = False
     self.read_gap = False
     self.epsn, self.msn = self.a.rq_psn, 0   # responder
@@ -299,17 +301,24 @@ class QP:
   # --- requester: timer
   def _arm(self, restart: bool = False) -> None:
     """Run the ACK timer while packets are unacknowledged: started when the first goes out, restarted on progress
-    and on each retransmission, stopped when all are acknowledged."""
-    if restart or psn_delta(self.high, self.una) <= 0: self._cancel_timer()
-    if self.timer is None and self.wrs and psn_delta(self.high, self.una) > 0 and (t := timeout_s(self.a.timeout)) is not None:
-      self.timer = self.host.call_later(t, self._timed_out)
+    and on each retransmission, stopped when all are acknowledged. The timer is a deadline; one host timer at a time
+    chases it (a restart only moves the deadline), so the wire's thread is not woken for each message."""
+    if not (self.wrs and psn_delta(self.high, self.una) > 0) or (t := timeout_s(self.a.timeout)) is None:
+      self.deadline = None
+      return
+    if restart or self.deadline is None: self.deadline = time.monotonic() + t
+    if self.timer is None: self.timer = self.host.call_later(self.deadline - time.monotonic(), self._timer)
 
   def _cancel_timer(self) -> None:
-    if self.timer is not None: self.timer.cancel()
-    self.timer = None
+    self.deadline = None                      # the pending host timer, if any, finds no deadline and ends
 
-  def _timed_out(self) -> None:
+  def _timer(self) -> None:
     self.timer = None
+    if self.deadline is None: return
+    if (left := self.deadline - time.monotonic()) > 0:
+      self.timer = self.host.call_later(left, self._timer)
+      return
+    self.deadline = None
     if self.a.state != "RTS" or not self.wrs or self.rnr_wait: return
     self.stats.timeouts += 1
     self._retry(self.una, RETRY_EXC_ERR)
@@ -431,9 +440,10 @@ class QP:
     self._ack(self.epsn, syndrome)
 
   def _fatal_nak(self, code: int, reason: str, status: str | None = None) -> None:
+    """The QP goes to ERR, then NAKs: the requester learns of the error after the responder is in ERR."""
     self.stats.naks_sent += 1
-    self._ack(self.epsn, R.AETH_NAK | code)
     self.error(reason, status or NAK_STATUS.get(code, REM_OP_ERR), False)
+    self._ack(self.epsn, R.AETH_NAK | code)
 
   def _drop(self) -> None:
     self.stats.dropped += 1
