@@ -14,20 +14,25 @@ Requester (state RTS):
   unacknowledged PSN (go-back-N), each costing one of retry_cnt retries; out of retries the oldest WR completes with
   RETRY_EXC_ERR. An RNR NAK waits its timer (IBA Table 45) and resends, costing one of rnr_retry (7 = unlimited). A
   missing or out-of-order READ response re-requests the READ from the first missing PSN. Forward progress restores
-  both counters.
+  both counters. The timer is restarted by progress and by each retransmission, and stops once all is acknowledged.
+- At most max_rd_atomic READs are outstanding; a WR with the fence flag waits for the READs before it.
+- A WR the NIC model could not decode carries `local_error`: it completes with that status when its turn comes (after
+  the WRs before it), and the QP goes to ERR.
 - NAK invalid request / remote access / remote operational error: the WR completes with REM_INV_REQ_ERR /
   REM_ACCESS_ERR / REM_OP_ERR; earlier WRs complete OK; the QP goes to ERR and later WRs are flushed.
 Responder (states RTR and RTS; packets reaching a QP in another state, with another P_Key or from another GID than its
 destination are dropped silently):
 - PSN equal to the expected PSN: executed. RDMA WRITE/READ first check the QP's access flags, then the region the R_Key
-  names (`Host.lookup_key`): its access flags and that [va, va + DMA length) lies inside it; a failure is a NAK remote
-  access error and the QP goes to ERR. The data is written to memory before the ACK is sent. Opcode sequence and
+  names (`Host.lookup_key`): its access flags and that [va, va + DMA length) lies inside it (a zero-length transfer
+  names no memory and is not checked); a failure moves the QP to ERR, then NAKs remote access error. A DMA fault on
+  the memory is a NAK remote operational error. The data is written to memory before the ACK is sent. Opcode sequence and
   packet lengths (FIRST/MIDDLE a full MTU, LAST/ONLY the rest, the total the RETH's DMA length) are checked: a
   violation is a NAK invalid request (QP to ERR). SEND and WRITE with immediate consume a receive WR; with none posted
   the packet gets an RNR NAK (min_rnr_timer) and nothing is consumed. A SEND longer than its receive buffers completes
   that WR with LOC_LEN_ERR, NAKs invalid request and moves the QP to ERR.
 - PSN behind (a duplicate): WRITE/SEND are not executed again but re-ACKed with the latest PSN; a READ is answered again
-  (its R_Key checked again).
+  (its R_Key checked again). A READ needs REMOTE_READ on the QP and max_dest_rd_atomic > 0; long responses go out
+  READ_BURST packets at a time, between which the wire's other frames are served.
 - PSN ahead (a gap): one NAK PSN sequence error, then silence until the expected PSN arrives.
 - An ACK is sent for every packet with AckReq; a READ's responses carry AETH on FIRST/LAST/ONLY.
 Not modelled: atomics, UD/UC/XRC, SRQs, credits (AETH always says "no credit count"), alternate paths, APM, SQD/SQE.
