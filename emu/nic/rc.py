@@ -14,25 +14,31 @@ Requester (state RTS):
   unacknowledged PSN (go-back-N), each costing one of retry_cnt retries; out of retries the oldest WR completes with
   RETRY_EXC_ERR. An RNR NAK waits its timer (IBA Table 45) and resends, costing one of rnr_retry (7 = unlimited). A
   missing or out-of-order READ response re-requests the READ from the first missing PSN. Forward progress restores
-  both counters.
+  both counters. The timer is restarted by progress and by each retransmission, and stops once all is acknowledged.
+- At most max_rd_atomic READs are outstanding; a WR with the fence flag waits for the READs before it.
+- A WR the NIC model could not decode carries `local_error`: it completes with that status when its turn comes (after
+  the WRs before it), and the QP goes to ERR.
 - NAK invalid request / remote access / remote operational error: the WR completes with REM_INV_REQ_ERR /
   REM_ACCESS_ERR / REM_OP_ERR; earlier WRs complete OK; the QP goes to ERR and later WRs are flushed.
 Responder (states RTR and RTS; packets reaching a QP in another state, with another P_Key or from another GID than its
 destination are dropped silently):
 - PSN equal to the expected PSN: executed. RDMA WRITE/READ first check the QP's access flags, then the region the R_Key
-  names (`Host.lookup_key`): its access flags and that [va, va + DMA length) lies inside it; a failure is a NAK remote
-  access error and the QP goes to ERR. The data is written to memory before the ACK is sent. Opcode sequence and
+  names (`Host.lookup_key`): its access flags and that [va, va + DMA length) lies inside it (a zero-length transfer
+  names no memory and is not checked); a failure moves the QP to ERR, then NAKs remote access error. A DMA fault on
+  the memory is a NAK remote operational error. The data is written to memory before the ACK is sent. Opcode sequence and
   packet lengths (FIRST/MIDDLE a full MTU, LAST/ONLY the rest, the total the RETH's DMA length) are checked: a
   violation is a NAK invalid request (QP to ERR). SEND and WRITE with immediate consume a receive WR; with none posted
   the packet gets an RNR NAK (min_rnr_timer) and nothing is consumed. A SEND longer than its receive buffers completes
   that WR with LOC_LEN_ERR, NAKs invalid request and moves the QP to ERR.
 - PSN behind (a duplicate): WRITE/SEND are not executed again but re-ACKed with the latest PSN; a READ is answered again
-  (its R_Key checked again).
+  (its R_Key checked again). A READ needs REMOTE_READ on the QP and max_dest_rd_atomic > 0; long responses go out
+  READ_BURST packets at a time, between which the wire's other frames are served.
 - PSN ahead (a gap): one NAK PSN sequence error, then silence until the expected PSN arrives.
 - An ACK is sent for every packet with AckReq; a READ's responses carry AETH on FIRST/LAST/ONLY.
 Not modelled: atomics, UD/UC/XRC, SRQs, credits (AETH always says "no credit count"), alternate paths, APM, SQD/SQE.
 """
 from __future__ import annotations
+import time
 from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol
@@ -174,6 +180,7 @@ class QP:
     self.a = Attrs()
     self.stats = Stats()
     self.recvs: deque[RecvWR] = deque()
+    self.timer = None                         # the host timer chasing `deadline` (at most one)
     self._reset()
 
   def _reset(self) -> None:
@@ -183,7 +190,7 @@ class QP:
     self.una = self.a.sq_psn                  # oldest unacknowledged PSN
     self.high = self.a.sq_psn                 # one past the highest PSN sent
     self.retry_left, self.rnr_left = self.a.retry_cnt, self.a.rnr_retry
-    self.timer = None
+    self.deadline: float | None = None
     self.rnr_wait = False
     self.read_gap = False
     self.epsn, self.msn = self.a.rq_psn, 0   # responder
@@ -299,17 +306,24 @@ class QP:
   # --- requester: timer
   def _arm(self, restart: bool = False) -> None:
     """Run the ACK timer while packets are unacknowledged: started when the first goes out, restarted on progress
-    and on each retransmission, stopped when all are acknowledged."""
-    if restart or psn_delta(self.high, self.una) <= 0: self._cancel_timer()
-    if self.timer is None and self.wrs and psn_delta(self.high, self.una) > 0 and (t := timeout_s(self.a.timeout)) is not None:
-      self.timer = self.host.call_later(t, self._timed_out)
+    and on each retransmission, stopped when all are acknowledged. The timer is a deadline; one host timer at a time
+    chases it (a restart only moves the deadline), so the wire's thread is not woken for each message."""
+    if not (self.wrs and psn_delta(self.high, self.una) > 0) or (t := timeout_s(self.a.timeout)) is None:
+      self.deadline = None
+      return
+    if restart or self.deadline is None: self.deadline = time.monotonic() + t
+    if self.timer is None: self.timer = self.host.call_later(self.deadline - time.monotonic(), self._timer)
 
   def _cancel_timer(self) -> None:
-    if self.timer is not None: self.timer.cancel()
-    self.timer = None
+    self.deadline = None                      # the pending host timer, if any, finds no deadline and ends
 
-  def _timed_out(self) -> None:
+  def _timer(self) -> None:
     self.timer = None
+    if self.deadline is None: return
+    if (left := self.deadline - time.monotonic()) > 0:
+      self.timer = self.host.call_later(left, self._timer)
+      return
+    self.deadline = None
     if self.a.state != "RTS" or not self.wrs or self.rnr_wait: return
     self.stats.timeouts += 1
     self._retry(self.una, RETRY_EXC_ERR)
@@ -431,8 +445,9 @@ class QP:
     self._ack(self.epsn, syndrome)
 
   def _fatal_nak(self, code: int, reason: str, status: str | None = None) -> None:
+    """The QP goes to ERR, then NAKs: the requester learns of the error after the responder is in ERR."""
     self.stats.naks_sent += 1
-    self.error(reason, status or NAK_STATUS.get(code, REM_OP_ERR), False)   # in ERR before the requester can hear of it
+    self.error(reason, status or NAK_STATUS.get(code, REM_OP_ERR), False)
     self._ack(self.epsn, R.AETH_NAK | code)
 
   def _drop(self) -> None:

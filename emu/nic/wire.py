@@ -173,6 +173,7 @@ class WirePort:
     self.errors: list[str] = []
     self._held: tuple[int, list] | None = None
     self._timers: list[tuple[float, int, Timer]] = []
+    self._sleeping_until = float("inf")              # until when the receive thread waits in select (-1: it is awake)
     self._seq = itertools.count()
     self._tlock = threading.Lock()
     self._txlock = threading.Lock()
@@ -214,8 +215,10 @@ class WirePort:
   # --- timers (run in the receive thread)
   def call_later(self, delay_s: float, fn: Callable[[], None]) -> Timer:
     t = Timer(time.monotonic() + max(delay_s, 0.0), fn)
-    with self._tlock: heapq.heappush(self._timers, (t.when, next(self._seq), t))
-    self._wake()
+    with self._tlock:
+      heapq.heappush(self._timers, (t.when, next(self._seq), t))
+      wake = t.when < self._sleeping_until        # the thread sleeps past it: wake it (else it sees the timer anyway)
+    if wake: self._wake()
     return t
 
   def _wake(self) -> None:
@@ -223,12 +226,14 @@ class WirePort:
     except BlockingIOError: pass
 
   def _due(self) -> tuple[list[Timer], float]:
+    """The timers due now, and how long to sleep when there are none (the thread is then taken as sleeping)."""
     now, due = time.monotonic(), []
     with self._tlock:
       while self._timers and (self._timers[0][2].cancelled or self._timers[0][0] <= now):
         t = heapq.heappop(self._timers)[2]
         if not t.cancelled: due.append(t)
       wait = min(self._timers[0][0] - now, IDLE_S) if self._timers else IDLE_S
+      self._sleeping_until = -1.0 if due else now + wait
     return due, wait
 
   # --- receiving
@@ -240,6 +245,7 @@ class WirePort:
       for t in due: self._call(t.fn)
       if due: continue
       ready, _, _ = select.select([self.sock, self._wake_r], [], [], wait)
+      with self._tlock: self._sleeping_until = -1.0
       if self._wake_r in ready: os.read(self._wake_r, 4096)
       if self.sock not in ready: continue
       for _ in range(256):                       # a bounded batch, then timers get their turn

@@ -17,7 +17,8 @@ Commands (anything else: HWRM_ERR_CODE_CMD_NOT_SUPPORTED, 0xffff):
                              store, RCFW state, QPs, CQs, MRs, GIDs); PHY loopback (a port setting) stays
   FUNC_QCAPS / FUNC_QCFG     fid 0xffff only; MAC, port 0, ROCE_V2_SUPPORTED, BS_V2_SUPPORTED|REQUIRED; QCFG:
                              legacy_l2_db_size_kb 64 (RoCE doorbell pages start at BAR2 + 64 KiB)
-  FUNC_DRV_RGTR / _UNRGTR    registration (UNRGTR needs it)
+  FUNC_DRV_RGTR / _UNRGTR    registration (its OS/version/forwarding fields are not acted on: no async events are
+                             forwarded); UNRGTR needs a registered driver and frees what FUNC_RESET frees
   FUNC_BACKING_STORE_QCAPS_V2 / _CFG_V2   backing.py
   RING_ALLOC / RING_FREE     NQ, L2_CMPL, RX, TX rings: page_size 12 (4 KiB), page_tbl_depth 0-2 with a PBL covering
                              length entries of 16 bytes; L2_CMPL and RX rings name an existing NQ (NQ_RING_ID_VALID),
