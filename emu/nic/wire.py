@@ -12,8 +12,9 @@ a NIC model owns a `WirePort`, gives it a receive callback, and routes frames by
   host. Publishing a GID another live port holds raises GIDConflict (an address conflict on a real network).
 - Receive: a thread per port waits (select) on the socket and a wake-up pipe, hands each datagram to the callback as a
   memoryview (valid only during the call), and runs the timers `call_later` scheduled (retransmission, RNR waits).
-  Exceptions from callbacks are kept in `errors` (and counted) and do not stop the port. It stops on `close()`, or
-  by itself once its owner (the NIC model) is garbage; every wait is bounded.
+  Exceptions from callbacks are kept in `errors` and do not stop the port. It stops on `close()`, or by itself
+  (releasing its socket) once its owner, the NIC model, was garbage-collected without closing it: it looks at every
+  wake-up, at least every IDLE_S. Every wait is bounded.
 - Faults (tests): `faults` mistreats chosen datagrams this port sends, counting from 1 in the order sent: "drop" (never
   sent), "dup" (sent twice), "reorder" (held back and sent right after the next one, or after REORDER_HOLD_S if none
   follows), "corrupt" (one byte flipped: the receiver's ICRC check drops it). Set per process by the environment,
@@ -196,7 +197,7 @@ class WirePort:
       if kind == "drop": pass
       elif kind == "reorder":
         self._held = (n, [endpoint, [bytes(x) for x in parts]])
-        self.call_later(REORDER_HOLD_S, lambda: self._release(n))
+        self.call_later(REORDER_HOLD_S, lambda: self._send_held(n))
       else:
         if kind == "corrupt":
           frame = bytearray(b"".join(parts))
@@ -206,7 +207,7 @@ class WirePort:
         if kind == "dup": self.sock.sendmsg(parts, [], 0, endpoint)
       if held is not None: self.sock.sendmsg(held[1][1], [], 0, held[1][0])
 
-  def _release(self, n: int) -> None:
+  def _send_held(self, n: int) -> None:
     with self._txlock:
       if self._held is not None and self._held[0] == n:
         (endpoint, parts), self._held = self._held[1], None
@@ -223,7 +224,7 @@ class WirePort:
 
   def _wake(self) -> None:
     try: os.write(self._wake_w, b"\0")
-    except BlockingIOError: pass
+    except OSError: pass                          # full (it wakes anyway) or closed (the port is gone)
 
   def _due(self) -> tuple[list[Timer], float]:
     """The timers due now, and how long to sleep when there are none (the thread is then taken as sleeping)."""
@@ -240,13 +241,15 @@ class WirePort:
   def _run(self) -> None:
     buf = bytearray(MAX_DATAGRAM)
     view = memoryview(buf)
-    while not self._stop:
+    orphaned = False                             # the NIC model was garbage-collected without closing its port
+    while not self._stop and not orphaned:
       due, wait = self._due()
       for t in due: self._call(t.fn)
       if due: continue
       ready, _, _ = select.select([self.sock, self._wake_r], [], [], wait)
       with self._tlock: self._sleeping_until = -1.0
       if self._wake_r in ready: os.read(self._wake_r, 4096)
+      orphaned = self._on_frame() is None
       if self.sock not in ready: continue
       for _ in range(256):                       # a bounded batch, then timers get their turn
         try: n, addr = self.sock.recvfrom_into(buf, MAX_DATAGRAM, socket.MSG_DONTWAIT)
@@ -256,11 +259,12 @@ class WirePort:
           self._error(f"receive: {e}")
           break
         self.received += 1
-        if (cb := self._on_frame()) is None:     # the NIC model is gone: so is its port
-          self._stop = True
+        if (cb := self._on_frame()) is None:
+          orphaned = True
           break
         self._call(lambda: cb(view[:n], addr))
         del cb
+    if orphaned: self._close_fds()
 
   def _call(self, fn: Callable[[], None]) -> None:
     try: fn()
@@ -275,5 +279,10 @@ class WirePort:
     self._stop = True
     self._wake()
     if self._thread.is_alive() and threading.current_thread() is not self._thread: self._thread.join(timeout=5)
-    self.sock.close()
-    for fd in (self._wake_r, self._wake_w, self._port_lock): os.close(fd)
+    self._close_fds()
+
+  def _close_fds(self) -> None:
+    with self._tlock:
+      if self.sock.fileno() < 0: return
+      self.sock.close()
+      for fd in (self._wake_r, self._wake_w, self._port_lock): os.close(fd)
