@@ -60,7 +60,8 @@ def test_toy_vendor_is_absent_without_its_metadata():
 # ---- the shared layers name no vendor in code: not in an import, not in a string literal. Comments and docstrings
 # may name one as an example (a docstring is documentation, not behaviour). The host's IOMMU kernel parameters
 # (intel_iommu=on, amd_iommu=on, in VFIO's advice) name the host CPU's platform, not a device vendor.
-SHARED = sorted([*REPO.glob("drivers/hcq/**/*.py"), *REPO.glob("drivers/system/**/*.py"), *REPO.glob("emu/*.py")])
+SHARED = sorted([*REPO.glob("drivers/hcq/**/*.py"), *REPO.glob("drivers/system/**/*.py"), *REPO.glob("drivers/rdma/**/*.py"),
+                 *REPO.glob("emu/*.py")])
 VENDOR_WORDS = re.compile(r"(?<![a-z0-9])(amd|amdgpu|am|ati|radeon|navi\d*|gfx\d*|rdna\d*|kfd|nv|nvidia|nvrm|cuda|uvm|"
                           r"qcom|qualcomm|adreno|kgsl|bnxt|broadcom|mlx5|mellanox|connectx|intel)(?![a-z]|_iommu=)", re.I)
 
@@ -85,6 +86,7 @@ def vendor_names_in_code(path: Path) -> list[str]:
 
 def test_shared_layers_name_no_vendor_in_code():
   assert len(SHARED) > 20 and REPO / "drivers/hcq/device.py" in SHARED and REPO / "emu/pci.py" in SHARED
+  assert REPO / "drivers/rdma/queues.py" in SHARED
   assert [hit for path in SHARED for hit in vendor_names_in_code(path)] == []
 
 

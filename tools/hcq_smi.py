@@ -13,7 +13,7 @@ from typing import Callable
 
 from drivers.system.discovery import PCIInfo, list_pci
 from drivers.system.lock import LockInfo, holder, list_locks, lock_dir, process_name
-from drivers.system.pci import SysfsPCIDevice, list_models
+from drivers.system.pci import SysfsPCIDevice, list_models, open_model
 from drivers.system.registry import Vendor, vendors
 
 NOT_IN_USE = "No processes found using this device"
@@ -67,6 +67,7 @@ class Device:
   bus: str
   pci: PCIInfo | None         # None: no PCI function of that address here (an emulated device, a USB bridge)
   lock: LockInfo | None       # its ownership lock file, if there is one
+  model: str | None = None    # the PCI model emulating it (an emulated device with state)
 
   @property
   def kind(self) -> str:
@@ -90,7 +91,7 @@ def find_devices(backend: Vendor, host: Host, pci_bus: str | None = None) -> lis
   locks = {lk.bus: lk for lk in list_locks(backend.lock_prefix)}
   devs = [Device(p.bus, p, locks.pop(p.bus, None)) for p in list_pci(sysfs=host.sysfs)
           if p.vendor_id in backend.pci_vendors and p.base_class in backend.pci_classes]
-  devs += [Device(m.bus, m, locks.pop(m.bus, None)) for kind in backend.models for m in list_models(kind)]
+  devs += [Device(m.bus, m, locks.pop(m.bus, None), kind) for kind in backend.models for m in list_models(kind)]
   devs += [Device(lk.bus, None, lk) for lk in locks.values() if lk.pid is not None]   # free leftovers are no device
   if pci_bus is None: return devs
   want = pci_bus.lower()
@@ -161,12 +162,14 @@ def cmd_rmmod(backend: Vendor, host: Host, args: argparse.Namespace) -> int:
 
 
 def _reset(backend: Vendor, host: Host, devs: list[Device]) -> bool:
-  """Function reset through sysfs; the device lock is taken for it, so a device in use is refused."""
+  """Function reset through sysfs (an emulated device: through its model); the device lock is taken for it, so a
+  device in use is refused."""
   ok = True
   for d in devs:
     try:
-      with SysfsPCIDevice(d.bus, backend.lock_prefix, sysfs=os.path.join(host.sysfs, "bus", "pci", "devices")) as dev:
-        dev.reset()
+      if d.model is not None: dev = open_model(d.model, int(d.bus.rsplit("-", 1)[1]), backend.lock_prefix)
+      else: dev = SysfsPCIDevice(d.bus, backend.lock_prefix, sysfs=os.path.join(host.sysfs, "bus", "pci", "devices"))
+      with dev: dev.reset()
       print(f"{d.bus}: reset")
     except (OSError, RuntimeError) as e:   # busy, bound to a kernel driver, no permission, gone
       print(f"{d.bus}: reset failed: {e}", file=sys.stderr)
@@ -185,7 +188,7 @@ def cmd_reset(backend: Vendor, host: Host, args: argparse.Namespace) -> int:
 
 def cmd_insmod(backend: Vendor, host: Host, args: argparse.Namespace) -> int:
   _unload(backend, host)
-  if not _reset(backend, host, [d for d in find_devices(backend, host) if d.pci is not None]): return 1
+  if not _reset(backend, host, [d for d in find_devices(backend, host) if d.kind == "pci"]): return 1
   host.call(host.privileged(["modprobe", "-a", *backend.load]), "loading kernel modules")
   if missing := [m for m in backend.load if m not in host.loaded_modules()]:
     raise SmiError(f"modprobe -a returned success but {', '.join(missing)} is not loaded; see `dmesg`")

@@ -24,7 +24,8 @@ VENDOR_GROUP, MODEL_GROUP = "hcq.vendors", "hcq.models"
 @dataclass(frozen=True)
 class Vendor:
   """One vendor package. All but the name is optional: a vendor without `open` has no queue-API driver in this build
-  (hcq_smi may still manage its devices); one without `lock_prefix` is no hcq_smi backend."""
+  (hcq_smi may still manage its devices); one without `lock_prefix` is no hcq_smi backend; one with `rdma` drives
+  RDMA NICs through drivers/rdma's verbs."""
   name: str                                  # in device strings (upper case); hcq_smi's backend is its lower case
   interfaces: tuple[str, ...] = ()           # the <iface> of its "<iface>+<name>" device strings
   open: Callable[[Any], Any] | None = None   # drivers.hcq DeviceSpec -> Device; spec.iface None: the vendor picks
@@ -39,6 +40,7 @@ class Vendor:
   pci_classes: tuple[int, ...] = ()          # PCI base classes of the functions it drives
   device_names: Mapping[tuple[int, int], str] = field(default_factory=dict)   # (vendor id, device id) -> marketing name
   models: tuple[str, ...] = ()               # the PCI models (hcq.models) emulating its devices
+  rdma: Callable[..., Any] | None = None     # its NICs' verbs provider: (PCI bus or mock-<n>, **options) -> drivers.rdma Provider
 
   @property
   def smi_name(self) -> str: return self.name.lower()

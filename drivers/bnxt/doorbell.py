@@ -1,0 +1,27 @@
+"""Doorbells: one 64-bit store into BAR2 at the RoCE doorbell offset (func_qcfg legacy_l2_db_size_kb * 1 KiB; reference/
+rdma.md 5.14, kernel qplib_res.h BNXT_QPLIB_INIT_DBHDR).
+
+High dword: the queue's xid (bits 0-19), path ROCE (bits 24-25 = 0), BNXT_QPLIB_DBR_VALID (bit 26), type (bits 28-31).
+Low dword: the index (bits 0-23, the producer or consumer slot modulo the ring size) and the epoch (bit 24, the
+index's pass parity), so the hardware tells a full ring from an empty one.
+"""
+from __future__ import annotations
+
+from autogen import bnxt as H, bnxt_re as R
+from drivers.system.mmio import MMIO
+
+
+def doorbell_value(xid: int, kind: int, index: int, epoch: int) -> int:
+  key = (xid & H.DBC_DBC_XID_MASK) | H.DBC_DBC_PATH_ROCE | kind | R.BNXT_QPLIB_DBR_VALID
+  return key << 32 | (index & H.DBC_DBC_INDEX_MASK) | (epoch & 1) << R.BNXT_QPLIB_DBR_EPOCH_SHIFT
+
+
+class Doorbell:
+  def __init__(self, bar2: MMIO, offset: int):
+    if offset % 8 or offset + 8 > bar2.size:
+      raise ValueError(f"RoCE doorbell offset {offset:#x} does not fit BAR2 ({bar2.size:#x} bytes)")
+    self.bar2, self.offset = bar2, offset
+
+  def ring(self, xid: int, kind: int, index: int, epoch: int) -> None:
+    """`kind` is a DBC_DBC_TYPE_* value (SQ, RQ, CQ, NQ_ARM, ...)."""
+    self.bar2.write64(self.offset, doorbell_value(xid, kind, index, epoch))

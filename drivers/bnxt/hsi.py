@@ -1,0 +1,53 @@
+"""The hardware/software interface as the driver uses it: structs from autogen.bnxt (bnxt_hsi.h, roce_hsi.h) filled by
+field name, and the names of commands, error codes and completion statuses for messages."""
+from __future__ import annotations
+import ctypes, time
+from typing import Callable
+
+from autogen import bnxt as H
+
+WAIT_POLL_S = 10e-6       # between looks at memory the device writes (the device, or its model, runs meanwhile)
+
+
+def encode(cls: type[ctypes.Structure], **fields) -> bytes:
+  """`cls` with `fields` set, the rest zero. Array fields (MAC addresses, GIDs, a u64 split into two u32s) take bytes,
+  or an int stored little-endian across the whole field."""
+  s = cls()
+  for name, value in fields.items():
+    if (f := getattr(cls, name, None)) is None: raise AttributeError(f"{cls.__name__} has no field {name!r}")
+    if isinstance(value, int) and issubclass(dict(cls._fields_)[name], ctypes.Array): value = value.to_bytes(f.size, "little")
+    if isinstance(value, (bytes, bytearray)):
+      if len(value) > f.size: raise ValueError(f"{cls.__name__}.{name} holds {f.size} bytes, not {len(value)}")
+      ctypes.memmove(ctypes.addressof(s) + f.offset, bytes(value), len(value))
+    else: setattr(s, name, value)
+  return bytes(s)
+
+
+def decode(cls: type[ctypes.Structure], data: bytes | memoryview) -> ctypes.Structure:
+  return cls.from_buffer_copy(bytes(data[:ctypes.sizeof(cls)]))
+
+
+def _names(prefix: str, ok: Callable[[str], bool] = lambda n: True) -> dict[int, str]:
+  out: dict[int, str] = {}
+  for k, v in vars(H).items():
+    if k.startswith(prefix) and isinstance(v, int) and not k.endswith("_LAST") and ok(k[len(prefix):]):
+      out.setdefault(v, k[len(prefix):])
+  return out
+
+
+# HWRM_<NAME> for every command with an input struct; HWRM_ERR_CODE_<NAME>
+HWRM_COMMANDS = _names("HWRM_", lambda n: hasattr(H, f"hwrm_{n.lower()}_input"))
+HWRM_ERRORS = _names("HWRM_ERR_CODE_")
+# RCFW opcodes (CMDQ_BASE_OPCODE_<NAME>) and completion statuses
+RCFW_COMMANDS = _names("CMDQ_BASE_OPCODE_")
+REQ_STATUS = _names("CQ_REQ_STATUS_")
+RES_RC_STATUS = _names("CQ_RES_RC_STATUS_")
+
+
+def wait_until(cond: Callable[[], bool], timeout_s: float, what: Callable[[], str]) -> None:
+  """Poll `cond` until true; TimeoutError with `what()` after `timeout_s` of nothing."""
+  if cond(): return
+  deadline = time.monotonic() + timeout_s
+  while not cond():
+    if time.monotonic() > deadline: raise TimeoutError(what())
+    time.sleep(WAIT_POLL_S)

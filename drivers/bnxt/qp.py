@@ -1,0 +1,219 @@
+"""RC queue pairs: RCFW CREATE_QP / MODIFY_QP / DESTROY_QP, SQ and RQ WQEs, the MSN table, doorbells and the
+completions they produce (reference/rdma.md 5.9-5.12; roce_hsi.h sq_*, rq_*, cq_req, cq_res_rc, cmdq_modify_qp).
+
+The QP uses static WQEs (qp_flags without VARIABLE_SIZED_WQE_ENABLED): every SQ and RQ WQE is 128 bytes (struct
+sq_send / sq_rdma / rq_wqe: a 32-byte header and up to six 16-byte SGEs), sq_size and rq_size count WQEs, and
+doorbell indexes, the MSN table's start index and the CQE's consumer index count WQEs. The SQ's MSN table (one
+sq_msn_search per message, entry m % roundup_pow2(sq_size): its WQE's ring position, first PSN, next PSN) follows
+the ring's pages in the same page table; the hardware requester retransmits from it (INITIALIZE_FW
+HW_REQUESTER_RETX_SUPPORTED). A requester CQE's sq_cons_idx counts the WQEs completed, this one included.
+"""
+from __future__ import annotations
+import ctypes
+from collections import deque
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from autogen import bnxt as H
+from drivers.bnxt.hsi import REQ_STATUS, RES_RC_STATUS, encode
+from drivers.bnxt.pbl import HWQueue
+from drivers.hcq.ring import Ring
+from drivers.rdma.provider import Completion
+from drivers.rdma.verbs import (Access, QPAttr, QPAttrMask as M, QPCap, QPState, RecvWR, SendFlags, SendWR, VerbsError,
+                                WCOpcode, WCStatus as W, WROpcode)
+if TYPE_CHECKING:
+  from drivers.bnxt.cq import CQ
+  from drivers.bnxt.device import BNXTDevice
+
+WQE_SIZE = ctypes.sizeof(H.sq_send)           # 128: a static WQE
+HDR_SLOTS = ctypes.sizeof(H.sq_send_hdr) // 16
+MAX_SGE = (WQE_SIZE - ctypes.sizeof(H.sq_send_hdr)) // ctypes.sizeof(H.sq_sge)
+MSN_SIZE = ctypes.sizeof(H.sq_msn_search)
+
+WQE_TYPE = {WROpcode.RDMA_WRITE: H.SQ_RDMA_HDR_WQE_TYPE_WRITE_WQE, WROpcode.RDMA_WRITE_WITH_IMM: H.SQ_RDMA_HDR_WQE_TYPE_WRITE_W_IMMEAD,
+            WROpcode.RDMA_READ: H.SQ_RDMA_HDR_WQE_TYPE_READ_WQE, WROpcode.SEND: H.SQ_SEND_HDR_WQE_TYPE_SEND,
+            WROpcode.SEND_WITH_IMM: H.SQ_SEND_HDR_WQE_TYPE_SEND_W_IMMEAD}
+# cq_req / cq_res_rc status -> ibv_wc_status (the kernel's bnxt_re mapping)
+REQ_WC = {H.CQ_REQ_STATUS_OK: W.SUCCESS, H.CQ_REQ_STATUS_BAD_RESPONSE_ERR: W.BAD_RESP_ERR,
+          H.CQ_REQ_STATUS_LOCAL_LENGTH_ERR: W.LOC_LEN_ERR, H.CQ_REQ_STATUS_LOCAL_QP_OPERATION_ERR: W.LOC_QP_OP_ERR,
+          H.CQ_REQ_STATUS_LOCAL_PROTECTION_ERR: W.LOC_PROT_ERR, H.CQ_REQ_STATUS_MEMORY_MGT_OPERATION_ERR: W.GENERAL_ERR,
+          H.CQ_REQ_STATUS_REMOTE_INVALID_REQUEST_ERR: W.REM_INV_REQ_ERR, H.CQ_REQ_STATUS_REMOTE_ACCESS_ERR: W.REM_ACCESS_ERR,
+          H.CQ_REQ_STATUS_REMOTE_OPERATION_ERR: W.REM_OP_ERR, H.CQ_REQ_STATUS_RNR_NAK_RETRY_CNT_ERR: W.RNR_RETRY_EXC_ERR,
+          H.CQ_REQ_STATUS_TRANSPORT_RETRY_CNT_ERR: W.RETRY_EXC_ERR, H.CQ_REQ_STATUS_WORK_REQUEST_FLUSHED_ERR: W.WR_FLUSH_ERR}
+RES_WC = {H.CQ_RES_RC_STATUS_OK: W.SUCCESS, H.CQ_RES_RC_STATUS_LOCAL_ACCESS_ERROR: W.LOC_ACCESS_ERR,
+          H.CQ_RES_RC_STATUS_LOCAL_LENGTH_ERR: W.LOC_LEN_ERR, H.CQ_RES_RC_STATUS_LOCAL_PROTECTION_ERR: W.LOC_PROT_ERR,
+          H.CQ_RES_RC_STATUS_LOCAL_QP_OPERATION_ERR: W.LOC_QP_OP_ERR, H.CQ_RES_RC_STATUS_MEMORY_MGT_OPERATION_ERR: W.GENERAL_ERR,
+          H.CQ_RES_RC_STATUS_REMOTE_INVALID_REQUEST_ERR: W.REM_INV_REQ_ERR,
+          H.CQ_RES_RC_STATUS_WORK_REQUEST_FLUSHED_ERR: W.WR_FLUSH_ERR, H.CQ_RES_RC_STATUS_HW_FLUSH_ERR: W.WR_FLUSH_ERR}
+# verbs modify mask -> cmdq_modify_qp modify_mask (the address vector is the GRH and Ethernet fields)
+MODIFY_MASK = {M.STATE: "STATE", M.ACCESS_FLAGS: "ACCESS", M.PKEY_INDEX: "PKEY",
+               M.AV: ("DGID", "SGID_INDEX", "HOP_LIMIT", "TRAFFIC_CLASS", "FLOW_LABEL", "DEST_MAC"), M.PATH_MTU: "PATH_MTU",
+               M.TIMEOUT: "TIMEOUT", M.RETRY_CNT: "RETRY_CNT", M.RNR_RETRY: "RNR_RETRY", M.RQ_PSN: "RQ_PSN",
+               M.MAX_QP_RD_ATOMIC: "MAX_RD_ATOMIC", M.MIN_RNR_TIMER: "MIN_RNR_TIMER", M.SQ_PSN: "SQ_PSN",
+               M.MAX_DEST_RD_ATOMIC: "MAX_DEST_RD_ATOMIC", M.DEST_QPN: "DEST_QP_ID"}
+QP_ACCESS = {Access.LOCAL_WRITE: H.CMDQ_MODIFY_QP_ACCESS_LOCAL_WRITE, Access.REMOTE_WRITE: H.CMDQ_MODIFY_QP_ACCESS_REMOTE_WRITE,
+             Access.REMOTE_READ: H.CMDQ_MODIFY_QP_ACCESS_REMOTE_READ, Access.REMOTE_ATOMIC: H.CMDQ_MODIFY_QP_ACCESS_REMOTE_ATOMIC}
+DEFAULT_PKEY = 0xFFFF
+
+
+def modify_mask(mask: M) -> int:
+  names = [n for bit, ns in MODIFY_MASK.items() if mask & bit for n in ((ns,) if isinstance(ns, str) else ns)]
+  return sum(getattr(H, f"CMDQ_MODIFY_QP_MODIFY_MASK_{n}") for n in names)
+
+
+def _wqes(n: int) -> int: return 1 << max(n - 1, 7).bit_length()   # a power of two >= n, at least 128 (four pages)
+
+
+def sges(wr: SendWR | RecvWR) -> bytes:
+  return b"".join(encode(H.sq_sge, va_or_pa=s.addr, l_key=s.lkey, size=s.length) for s in wr.sg_list)
+
+
+def send_wqe(wr: SendWR) -> bytes:
+  """The 128-byte static SQ WQE of a work request: sq_rdma_hdr (RDMA) or sq_send_hdr (SEND), then the SGEs."""
+  flags = (H.SQ_SEND_HDR_FLAGS_SIGNAL_COMP if wr.send_flags & SendFlags.SIGNALED else 0) | \
+          (H.SQ_SEND_HDR_FLAGS_SE if wr.send_flags & SendFlags.SOLICITED else 0) | \
+          (H.SQ_SEND_HDR_FLAGS_RD_OR_ATOMIC_FENCE if wr.send_flags & SendFlags.FENCE else 0)
+  size = HDR_SLOTS + len(wr.sg_list)
+  if wr.opcode.is_rdma:
+    hdr = encode(H.sq_rdma_hdr, wqe_type=WQE_TYPE[wr.opcode], flags=flags, wqe_size=size, length=wr.length,
+                 imm_data=wr.imm_data if wr.opcode.has_imm else 0, remote_va=wr.remote_addr, remote_key=wr.rkey)
+  else:
+    hdr = encode(H.sq_send_hdr, wqe_type=WQE_TYPE[wr.opcode], flags=flags, wqe_size=size, length=wr.length,
+                 inv_key_or_imm_data=wr.imm_data if wr.opcode.has_imm else 0)
+  wqe = hdr + sges(wr)
+  return wqe + bytes(WQE_SIZE - len(wqe))
+
+
+def recv_wqe(seq: int, wr: RecvWR) -> bytes:
+  wqe = encode(H.rq_wqe_hdr, wqe_type=H.RQ_WQE_WQE_TYPE_RCV, wqe_size=HDR_SLOTS + len(wr.sg_list),
+               wr_id=seq & H.RQ_WQE_WR_ID_MASK) + sges(wr)
+  return wqe + bytes(WQE_SIZE - len(wqe))
+
+
+def msn_entry(start_idx: int, start_psn: int, next_psn: int) -> int:
+  return (start_idx << H.SQ_MSN_SEARCH_START_IDX_SFT & H.SQ_MSN_SEARCH_START_IDX_MASK) | \
+         (next_psn << H.SQ_MSN_SEARCH_NEXT_PSN_SFT & H.SQ_MSN_SEARCH_NEXT_PSN_MASK) | (start_psn & H.SQ_MSN_SEARCH_START_PSN_MASK)
+
+
+class WorkQueue:
+  """The SQ or RQ: a Ring of 128-byte WQEs whose read pointer advances as completions report WQEs consumed."""
+  def __init__(self, qp: QP, name: str, wqes: int, kind: int, aux: int = 0):
+    self.qp, self.kind = qp, kind
+    self.q = HWQueue(qp.dev.pci, wqes, WQE_SIZE, aux)
+    self.consumed = memoryview(bytearray(8)).cast("Q")
+    self.ring = Ring(qp.dev, name, self.q.ring, self.consumed, None, self._doorbell, unit=WQE_SIZE)
+    self.posted: deque[tuple[int, int]] = deque()      # (WQE index, request sequence number)
+
+  def _doorbell(self, put: int) -> None:
+    self.qp.dev.db.ring(self.qp.qp_num, self.kind, put % self.q.entries, self.q.epoch(put))
+
+  def post(self, items: list[tuple[int, bytes]]) -> None:
+    self.posted.extend((self.ring.put + i, seq) for i, (seq, _) in enumerate(items))
+    self.ring.submit([np.frombuffer(w, np.uint32) for _, w in items], [])
+
+  def retire(self, index: int) -> int:
+    """The request whose WQE is at `index` completed (and the WQEs before it): -> its sequence number."""
+    self.consumed[0] = index + 1
+    return self.posted.popleft()[1]
+
+  def reset(self) -> None:
+    self.ring.put = self.consumed[0] = 0
+    self.ring.inflight.clear()
+    self.posted.clear()
+
+
+class QP:
+  def __init__(self, dev: BNXTDevice, pd: int, send_cq: CQ, recv_cq: CQ, cap: QPCap):
+    if max(cap.max_send_sge, cap.max_recv_sge) > MAX_SGE: raise ValueError(f"a static WQE holds at most {MAX_SGE} SGEs")
+    self.dev, self.handle, self.qp_num = dev, dev.new_handle(self), 0
+    sq_wqes, rq_wqes = _wqes(cap.max_send_wr), _wqes(cap.max_recv_wr)
+    self.msn_entries = sq_wqes                          # roundup_pow_of_two(sq_size) (kernel bnxt_re, static WQEs)
+    self.sq = WorkQueue(self, "SQ", sq_wqes, H.DBC_DBC_TYPE_SQ, aux=self.msn_entries * MSN_SIZE)
+    self.rq = WorkQueue(self, "RQ", rq_wqes, H.DBC_DBC_TYPE_RQ)
+    self.msn = np.frombuffer(self.sq.q.aux, np.uint64)
+    try:
+      self.qp_num = dev.rcfw("create_qp", qp_handle=self.handle, type=H.CMDQ_CREATE_QP_TYPE_RC, pd_id=pd,
+                             sq_size=sq_wqes, rq_size=rq_wqes, sq_fwo_sq_sge=cap.max_send_sge, rq_fwo_rq_sge=cap.max_recv_sge,
+                             scq_cid=send_cq.cq_id, rcq_cid=recv_cq.cq_id, sq_pbl=self.sq.q.pt.base,
+                             sq_pg_size_sq_lvl=self.sq.q.pt.level | H.CMDQ_CREATE_QP_SQ_PG_SIZE_PG_4K,
+                             rq_pbl=self.rq.q.pt.base, rq_pg_size_rq_lvl=self.rq.q.pt.level | H.CMDQ_CREATE_QP_RQ_PG_SIZE_PG_4K).xid
+    except BaseException:
+      self._free()
+      raise
+    self.sq_psn, self.path_mtu, self.network_type = 0, 1024, H.CMDQ_MODIFY_QP_NETWORK_TYPE_ROCEV1   # until the AV says
+
+  # --- state
+  def modify(self, cur: QPState, new: QPState, attr: QPAttr, mask: M) -> None:
+    f: dict = {}
+    if mask & M.AV:
+      ah = attr.ah_attr
+      ipv4 = ah.dgid[:12] == bytes(10) + b"\xff\xff"     # an IPv4-mapped GID: RoCEv2 over IPv4
+      self.network_type = H.CMDQ_MODIFY_QP_NETWORK_TYPE_ROCEV2_IPV4 if ipv4 else H.CMDQ_MODIFY_QP_NETWORK_TYPE_ROCEV2_IPV6
+      f.update(dgid=bytes(ah.dgid), sgid_index=ah.sgid_index, hop_limit=ah.hop_limit, traffic_class=ah.traffic_class,
+               flow_label=ah.flow_label, dest_mac=bytes(ah.dmac))
+    if mask & M.ACCESS_FLAGS: f["access"] = sum(bit for flag, bit in QP_ACCESS.items() if attr.qp_access_flags & flag)
+    if mask & M.PKEY_INDEX: f["pkey"] = DEFAULT_PKEY
+    if mask & M.PATH_MTU:
+      f["path_mtu_pingpong_push_enable"] = (attr.path_mtu.bit_length() - 9) << H.CMDQ_MODIFY_QP_PATH_MTU_SFT
+      self.path_mtu = attr.path_mtu
+    for bit, name in ((M.TIMEOUT, "timeout"), (M.RETRY_CNT, "retry_cnt"), (M.RNR_RETRY, "rnr_retry"), (M.RQ_PSN, "rq_psn"),
+                      (M.SQ_PSN, "sq_psn"), (M.MIN_RNR_TIMER, "min_rnr_timer"), (M.MAX_QP_RD_ATOMIC, "max_rd_atomic"),
+                      (M.MAX_DEST_RD_ATOMIC, "max_dest_rd_atomic")):
+      if mask & bit: f[name] = getattr(attr, name)
+    if mask & M.DEST_QPN: f["dest_qp_id"] = attr.dest_qp_num
+    self.dev.rcfw("modify_qp", qp_cid=self.qp_num, qp_type=H.CMDQ_MODIFY_QP_QP_TYPE_RC, modify_mask=modify_mask(mask),
+                  network_type_en_sqd_async_notify_new_state=self.network_type | int(new), **f)
+    if mask & M.SQ_PSN: self.sq_psn = attr.sq_psn
+    if new == QPState.RESET:                     # the hardware's queue indexes start again at 0
+      self.sq.reset()
+      self.rq.reset()
+
+  # --- work requests
+  def post_send(self, wrs: list[tuple[int, SendWR]]) -> None:
+    items = []
+    for seq, wr in wrs:
+      index = self.sq.ring.put + len(items)
+      npsn = max(1, -(-wr.length // self.path_mtu))     # packets the request (or a READ's response) takes
+      nxt = (self.sq_psn + npsn) & 0xFFFFFF
+      self.msn[index % self.msn_entries] = msn_entry(index % self.sq.q.entries, self.sq_psn, nxt)   # start: the ring slot
+      self.sq_psn = nxt
+      items.append((seq, send_wqe(wr)))
+    self.sq.post(items)
+
+  def post_recv(self, wrs: list[tuple[int, RecvWR]]) -> None:
+    self.rq.post([(seq, recv_wqe(seq, wr)) for seq, wr in wrs])
+
+  # --- completions
+  def req_completion(self, cqe) -> Completion:
+    """cq_req: sq_cons_idx is the SQ consumer index after the WQE that completed (WQEs before it completed too)."""
+    sq, cons = self.sq, cqe.sq_cons_idx % self.sq.q.entries
+    while sq.posted and (sq.posted[0][0] + 1) % sq.q.entries != cons: sq.posted.popleft()   # unsignaled: done silently
+    if not sq.posted:
+      raise VerbsError(f"{self.dev.name}: QP {self.qp_num:#x} send completion names SQ consumer index {cqe.sq_cons_idx}, "
+                       "which no posted WQE ends at")
+    index = sq.posted[0][0]
+    return Completion(self.qp_num, False, sq.retire(index), REQ_WC.get(cqe.status, W.GENERAL_ERR), cqe.status,
+                      f"CQ_REQ_STATUS_{REQ_STATUS.get(cqe.status, '?')}" if cqe.status else "")
+
+  def res_completion(self, cqe) -> Completion:
+    """cq_res_rc: the RQ WQE's wr_id (we write the request's sequence number), the length and immediate data."""
+    rq = self.rq
+    wr_id = cqe.srq_or_rq_wr_id & H.CQ_RES_RC_SRQ_OR_RQ_WR_ID_MASK
+    if not rq.posted or rq.posted[0][1] & H.RQ_WQE_WR_ID_MASK != wr_id:
+      expected = f"expected {rq.posted[0][1] & H.RQ_WQE_WR_ID_MASK:#x}" if rq.posted else "with no receive posted"
+      raise VerbsError(f"{self.dev.name}: QP {self.qp_num:#x} receive completion names wr_id {wr_id:#x}, {expected}")
+    seq = rq.retire(rq.posted[0][0])
+    imm = cqe.imm_data_or_inv_r_key if cqe.flags & H.CQ_RES_RC_FLAGS_IMM else None
+    opcode = WCOpcode.RECV_RDMA_WITH_IMM if cqe.flags & H.CQ_RES_RC_FLAGS_RDMA else WCOpcode.RECV
+    return Completion(self.qp_num, True, seq, RES_WC.get(cqe.status, W.GENERAL_ERR), cqe.status,
+                      f"CQ_RES_RC_STATUS_{RES_RC_STATUS.get(cqe.status, '?')}" if cqe.status else "", cqe.length, imm, opcode)
+
+  def destroy(self) -> None:
+    try: self.dev.rcfw("destroy_qp", qp_cid=self.qp_num)
+    finally: self._free()
+
+  def _free(self) -> None:
+    self.sq.q.free()
+    self.rq.q.free()
+    self.dev.drop_handle(self.handle)

@@ -1,0 +1,163 @@
+"""Context (an opened NIC), PD and MR: rdma-core's ibv_open_device, ibv_alloc_pd and ibv_reg_mr.
+
+  ctx = open_context("<nic>", "mock-0", ip="10.0.0.1")   # a registered NIC vendor, a PCI bus (or emulated index)
+  pd = ctx.alloc_pd()
+  mr = pd.reg_mr(ctx.alloc(4096), Access.LOCAL_WRITE | Access.REMOTE_WRITE)
+"""
+from __future__ import annotations
+import ipaddress
+from typing import Any
+
+from drivers.system.alloc import RangeAllocator
+from drivers.system.dma import DMAMemory
+from drivers.system.registry import vendor, vendors
+from drivers.rdma.provider import Provider, ProviderMR
+from drivers.rdma.queues import CQ, QP
+from drivers.rdma.verbs import Access, QPCap, SGE, VerbsError
+
+PORT = 1           # every provider here drives one port per function (verbs port numbers start at 1)
+IOVA_BASE, IOVA_SPAN = 1 << 44, 1 << 46     # where MRs get their I/O virtual addresses
+
+
+def ipv4_to_gid(ip: str) -> bytes:
+  """The RoCEv2 GID of an IPv4 address: the IPv4-mapped IPv6 address ::ffff:a.b.c.d (RFC 4291, 2.5.5.2)."""
+  return ipaddress.IPv6Address(f"::ffff:{ipaddress.IPv4Address(ip)}").packed
+
+
+def gid_text(gid: bytes) -> str:
+  addr = ipaddress.IPv6Address(gid)
+  return str(addr.ipv4_mapped) if addr.ipv4_mapped else str(addr)
+
+
+def rdma_vendors() -> dict[str, Any]:
+  """The registered vendors with an RDMA provider, by lower-case name (what `--nic` takes)."""
+  return {v.smi_name: v for v in vendors() if v.rdma is not None}
+
+
+def open_context(nic: str, pci: str, ip: str | None = None, **options: Any) -> Context:
+  """Open NIC `pci` (a PCI bus id, or mock-<n> for emulated NIC n) with vendor `nic`'s provider; with `ip`, its
+  IPv4 address becomes GID 0."""
+  v = vendor(nic.upper())
+  if v is None or v.rdma is None:
+    raise ValueError(f"no RDMA provider for NIC {nic!r}; available: {', '.join(rdma_vendors()) or 'none'}")
+  ctx = Context(v.rdma(pci, **options))
+  if ip is not None:
+    try: ctx.add_gid(ipv4_to_gid(ip))
+    except BaseException:
+      ctx.close()
+      raise
+  return ctx
+
+
+class Context:
+  """An opened NIC (ibv_context): its port, GID table and MAC, and the DMA memory it can reach."""
+  def __init__(self, provider: Provider):
+    self.provider, self.name = provider, provider.name
+    self.port_num, self.mac = PORT, provider.mac
+    self.gid_table: dict[int, bytes] = {}
+    self.qps: dict[int, QP] = {}             # qp_num -> QP: completions find their queue pair here
+    self.iova = RangeAllocator(IOVA_BASE, IOVA_SPAN, f"{self.name} MR address space")
+    self.closed = False
+
+  def add_gid(self, gid: bytes) -> int:
+    """Add a GID to the port's table; returns its index (the sgid_index QPs name)."""
+    if len(gid) != 16: raise ValueError(f"a GID is 16 bytes, not {len(gid)}")
+    index = self.provider.add_gid(bytes(gid))
+    self.gid_table[index] = bytes(gid)
+    return index
+
+  def query_gid(self, index: int = 0, port_num: int = PORT) -> bytes:
+    self._check_port(port_num)
+    if index not in self.gid_table:
+      raise VerbsError(f"{self.name}: GID index {index} is empty (table: {self._gids()}); open the context with ip=... "
+                       "or add_gid()")
+    return self.gid_table[index]
+
+  def _gids(self) -> str:
+    return ", ".join(f"{i}: {gid_text(g)}" for i, g in sorted(self.gid_table.items())) or "empty"
+
+  def _check_port(self, port_num: int) -> None:
+    if port_num != PORT: raise VerbsError(f"{self.name} has one port, {PORT}; not {port_num}")
+
+  def alloc(self, size: int) -> DMAMemory:
+    """Zeroed host memory the NIC can DMA to (pinned pages with their bus addresses), for MRs."""
+    if size <= 0: raise ValueError(f"cannot allocate {size} bytes")
+    return self.provider.alloc(size)
+
+  def free(self, mem: DMAMemory) -> None: self.provider.free(mem)
+
+  def alloc_pd(self) -> PD: return PD(self, self.provider.alloc_pd())
+
+  def create_cq(self, cqe: int = 256) -> CQ:
+    """A completion queue with room for at least `cqe` completions."""
+    return CQ(self, cqe)
+
+  def set_loopback(self, on: bool) -> None:
+    """Port PHY loopback: packets the port sends come back in at the same port (single-NIC tests)."""
+    self.provider.set_loopback(on)
+
+  def close(self) -> None:
+    if self.closed: return
+    self.closed = True
+    self.provider.close()
+
+  def __enter__(self) -> Context: return self
+  def __exit__(self, *exc) -> None: self.close()
+  def __repr__(self) -> str: return f"<Context {self.name} port {self.port_num} GIDs {self._gids()}>"
+
+
+class PD:
+  """A protection domain: MRs and QPs of one PD work together."""
+  def __init__(self, ctx: Context, handle: int):
+    self.ctx, self.handle = ctx, handle
+
+  def reg_mr(self, mem: DMAMemory, access: Access = Access.LOCAL_WRITE, length: int | None = None) -> MR:
+    """Register DMA memory from ctx.alloc (its first `length` bytes, default all of it) with `access`."""
+    return MR(self, mem, Access(access), length)
+
+  def create_qp(self, send_cq: CQ, recv_cq: CQ | None = None, cap: QPCap | None = None) -> QP:
+    """An RC queue pair in RESET; `recv_cq` defaults to `send_cq`."""
+    return QP(self, send_cq, recv_cq or send_cq, cap or QPCap())
+
+
+class MR:
+  """A memory region (ibv_mr): `length` bytes at I/O virtual address `addr`, reachable locally by `lkey` and remotely by
+  `rkey` with `access`. The context gives each MR its own page-aligned address range (the NIC translates it through
+  the MR's page table), so no process or physical address reaches a peer."""
+  def __init__(self, pd: PD, mem: DMAMemory, access: Access, length: int | None = None):
+    if not isinstance(mem, DMAMemory):
+      raise TypeError(f"reg_mr takes DMA memory from Context.alloc, not {type(mem).__name__}")
+    length = mem.size if length is None else length
+    if not 0 < length <= mem.size: raise ValueError(f"MR length {length} is outside the {mem.size}-byte buffer")
+    if access & (Access.REMOTE_WRITE | Access.REMOTE_ATOMIC) and not access & Access.LOCAL_WRITE:
+      raise VerbsError("an MR with REMOTE_WRITE or REMOTE_ATOMIC needs LOCAL_WRITE too (IBTA 10.6.3.1)")
+    self.pd, self.mem, self.access, self.length = pd, mem, access, length
+    pages = mem.bus_addrs[:-(-length // mem.page_size)]
+    self.addr = pd.ctx.iova.alloc(len(pages) * mem.page_size, mem.page_size)
+    try: self._hw: ProviderMR | None = pd.ctx.provider.reg_mr(pd.handle, pages, mem.page_size, self.addr, length, access)
+    except BaseException:
+      pd.ctx.iova.free(self.addr)
+      raise
+    self.lkey, self.rkey = self._hw.lkey, self._hw.rkey
+
+  @property
+  def view(self) -> memoryview: return self.mem.view[:self.length]
+
+  def contains(self, addr: int, length: int) -> bool:
+    return self.addr <= addr and addr + length <= self.addr + self.length
+
+  def sge(self, offset: int = 0, length: int | None = None) -> SGE:
+    """The scatter/gather entry for `length` bytes (default: the rest) at `offset` into the region."""
+    length = self.length - offset if length is None else length
+    if offset < 0 or length < 0 or offset + length > self.length:
+      raise ValueError(f"[{offset}, +{length}) is outside the {self.length}-byte MR (lkey {self.lkey:#x})")
+    return SGE(self.addr + offset, length, self.lkey)
+
+  def dereg(self) -> None:
+    if self._hw is not None:
+      self._hw.deregister()
+      self.pd.ctx.iova.free(self.addr)
+    self._hw = None
+
+  def __repr__(self) -> str:
+    return f"<MR {self.length} B at {self.addr:#x} lkey {self.lkey:#x} rkey {self.rkey:#x} {self.access!r}>"

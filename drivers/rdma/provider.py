@@ -1,0 +1,68 @@
+"""The provider interface: what a vendor NIC driver implements under the verbs layer (rdma-core's providers/<vendor>).
+
+The verbs layer (context.py, queues.py) owns the rules: the QP state machine and the attributes each transition takes,
+queue depths, which work request a completion belongs to, error completions as exceptions. A provider owns the
+hardware: its command channel, queue and WQE formats, doorbells and completion records. It is opened by the `rdma`
+opener its vendor declares (drivers/system/registry.py: `Vendor.rdma(pci, **options) -> Provider`).
+
+Work requests carry a sequence number per queue (0, 1, 2, ... in posting order); a provider reports each completion
+with the sequence number of the request it completes, and the verbs layer maps it back to the request.
+"""
+from __future__ import annotations
+from dataclasses import dataclass
+from typing import Protocol
+
+from drivers.system.dma import DMAMemory
+from drivers.rdma.verbs import Access, QPAttr, QPAttrMask, QPCap, QPState, RecvWR, SendWR, WCOpcode, WCStatus
+
+
+@dataclass
+class Completion:
+  """One completion record as the provider decoded it."""
+  qp_num: int
+  recv: bool                     # from the receive queue (else the send queue)
+  seq: int                       # the completed request's sequence number on that queue
+  status: WCStatus
+  vendor_err: int = 0            # the hardware's status code
+  vendor_status: str = ""        # its name in the hardware's headers
+  byte_len: int = 0
+  imm_data: int | None = None
+  opcode: WCOpcode | None = None # receive completions: RECV or RECV_RDMA_WITH_IMM
+
+
+class ProviderCQ(Protocol):
+  depth: int
+  def poll(self, max_entries: int) -> list[Completion]: ...
+  def destroy(self) -> None: ...
+
+
+class ProviderQP(Protocol):
+  qp_num: int                    # 24-bit
+  def modify(self, cur: QPState, new: QPState, attr: QPAttr, mask: QPAttrMask) -> None: ...
+  def post_send(self, wrs: list[tuple[int, SendWR]]) -> None: ...   # (seq, wr); one doorbell for the batch
+  def post_recv(self, wrs: list[tuple[int, RecvWR]]) -> None: ...
+  def destroy(self) -> None: ...
+
+
+class ProviderMR(Protocol):
+  lkey: int
+  rkey: int
+  def deregister(self) -> None: ...
+
+
+class Provider(Protocol):
+  """An opened NIC port."""
+  name: str                      # for messages: the vendor and the bus, e.g. "<vendor> 0000:41:00.0"
+  mac: bytes                     # the port's Ethernet address (6 bytes)
+  max_mtu: int                   # the largest path MTU the port takes (bytes)
+  max_rd_atomic: int             # outstanding RDMA READs per QP, as requester and as responder
+  max_sge: int                   # scatter/gather entries per work request
+  def alloc(self, size: int) -> DMAMemory: ...
+  def free(self, mem: DMAMemory) -> None: ...
+  def add_gid(self, gid: bytes) -> int: ...        # -> the hardware GID table index
+  def alloc_pd(self) -> int: ...
+  def reg_mr(self, pd: int, pages: list[int], page_size: int, iova: int, length: int, access: Access) -> ProviderMR: ...
+  def create_cq(self, depth: int) -> ProviderCQ: ...
+  def create_qp(self, pd: int, send_cq: ProviderCQ, recv_cq: ProviderCQ, cap: QPCap) -> ProviderQP: ...
+  def set_loopback(self, on: bool) -> None: ...    # the port's PHY loopback: what leaves comes back in
+  def close(self) -> None: ...

@@ -1,0 +1,288 @@
+"""CQ and QP (RC): ibv_create_cq/ibv_poll_cq, ibv_create_qp/ibv_modify_qp/ibv_post_send/ibv_post_recv.
+
+The QP state machine and the attributes each transition takes are the IBTA's (vol. 1, 10.3 and the modify-QP
+attribute table of 11.2.4.2, which the Linux kernel's ib_modify_qp_is_ok encodes): RESET -> INIT needs the port,
+P_Key index and access flags; INIT -> RTR the address vector, path MTU, dest QPN, RQ PSN, responder RDMA READ depth and
+minimum RNR timer; RTR -> RTS the ACK timeout, retry counts, SQ PSN and requester RDMA READ depth; every state goes to
+RESET or ERR. A wrong transition, a missing or an extra attribute, or a value out of range is a VerbsError naming it.
+"""
+from __future__ import annotations
+import time
+from collections import deque
+from typing import TYPE_CHECKING, Iterable
+
+from drivers.rdma.exchange import Endpoint
+from drivers.rdma.provider import Completion
+from drivers.rdma.verbs import (AHAttr, Access, PATH_MTUS, QPAttr, QPAttrMask as M, QPCap, QPState as S, RecvWR, SendWR, SEND_WC,
+                                VerbsError, WCError, WCOpcode, WCStatus, WorkCompletion, WROpcode)
+if TYPE_CHECKING: from drivers.rdma.context import Context, PD
+
+POLL_S, POLL_MAX_S = 10e-6, 250e-6   # CQ.wait's sleeps between empty polls double from the one to the other (the device,
+                                   # or its model in this process, runs meanwhile)
+U24, U32, U64 = (1 << 24) - 1, (1 << 32) - 1, (1 << 64) - 1
+
+# (current, next) -> (required, optional) attributes besides STATE; any state goes to RESET or ERR with STATE alone
+TRANSITIONS = {
+  (S.RESET, S.INIT): (M.PKEY_INDEX | M.PORT | M.ACCESS_FLAGS, M(0)),
+  (S.INIT, S.INIT): (M(0), M.PKEY_INDEX | M.PORT | M.ACCESS_FLAGS),
+  (S.INIT, S.RTR): (M.AV | M.PATH_MTU | M.DEST_QPN | M.RQ_PSN | M.MAX_DEST_RD_ATOMIC | M.MIN_RNR_TIMER,
+                    M.ACCESS_FLAGS | M.PKEY_INDEX),
+  (S.RTR, S.RTS): (M.TIMEOUT | M.RETRY_CNT | M.RNR_RETRY | M.SQ_PSN | M.MAX_QP_RD_ATOMIC,
+                   M.CUR_STATE | M.ACCESS_FLAGS | M.MIN_RNR_TIMER),
+  (S.RTS, S.RTS): (M(0), M.CUR_STATE | M.ACCESS_FLAGS | M.MIN_RNR_TIMER),
+}
+
+
+def _names(mask: M) -> str: return ", ".join(m.name for m in M if m & mask)
+
+
+def _field(qp: QP, name: str, value, lo: int, hi: int) -> None:
+  if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+    raise VerbsError(f"QP {qp.qp_num:#x}: {name} {value!r} is outside [{lo}, {hi}]")
+
+
+class CQ:
+  """A completion queue. poll() returns successful completions and raises WCError for an error completion
+  (the completions before it are returned first)."""
+  def __init__(self, ctx: Context, cqe: int):
+    if cqe < 1: raise ValueError(f"a CQ needs room for at least one completion, not {cqe}")
+    self.ctx, self.hw = ctx, ctx.provider.create_cq(cqe)
+    self.depth = self.hw.depth
+    self._ready: deque[WorkCompletion] = deque()
+    self.expected = 0                 # posted work requests whose completion this CQ will hold
+    self.qps: set[int] = set()
+
+  def _reserve(self, n: int, what: str) -> None:
+    if self.expected + n > self.depth:
+      raise VerbsError(f"{self.ctx.name}: posting {n} more {what} would overflow the CQ ({self.expected} of {self.depth} "
+                       "completions outstanding): poll it first")
+    self.expected += n
+
+  def poll(self, num_entries: int = 16) -> list[WorkCompletion]:
+    while len(self._ready) < num_entries and (got := self.hw.poll(num_entries - len(self._ready))):
+      for c in got: self._resolve(c)
+    out: list[WorkCompletion] = []
+    while self._ready and len(out) < num_entries:
+      if self._ready[0].status != WCStatus.SUCCESS:
+        if out: break
+        raise WCError(self._ready.popleft())
+      out.append(self._ready.popleft())
+    return out
+
+  def _resolve(self, c: Completion) -> None:
+    if (qp := self.ctx.qps.get(c.qp_num)) is None:
+      raise VerbsError(f"{self.ctx.name}: a completion for QP {c.qp_num:#x}, which this context has not created")
+    qp._complete(c)
+
+  def wait(self, n: int = 1, timeout_s: float = 10.0) -> list[WorkCompletion]:
+    """Poll until `n` completions arrived; TimeoutError when none arrives for `timeout_s`. An error completion raises
+    WCError with the successful ones polled before it in `.completed`."""
+    out: list[WorkCompletion] = []
+    deadline, nap = time.monotonic() + timeout_s, POLL_S
+    while len(out) < n:
+      try: got = self.poll(n - len(out))
+      except WCError as e:
+        e.completed = out
+        raise
+      if got:
+        out += got
+        deadline, nap = time.monotonic() + timeout_s, POLL_S
+      elif time.monotonic() > deadline:
+        pending = [self.ctx.qps[q].describe_outstanding() for q in sorted(self.qps)]
+        raise TimeoutError(f"{self.ctx.name}: {len(out)} of {n} completions arrived and then none for {timeout_s} s; "
+                           f"outstanding: {'; '.join(p for p in pending if p) or 'nothing'}")
+      else:
+        time.sleep(nap)
+        nap = min(2 * nap, POLL_MAX_S)
+    return out
+
+  def destroy(self) -> None:
+    if self.qps: raise VerbsError(f"{self.ctx.name}: the CQ is still used by QP {', '.join(f'{q:#x}' for q in sorted(self.qps))}")
+    self.hw.destroy()
+
+
+class QP:
+  """A reliable-connected queue pair (ibv_qp), created in RESET."""
+  def __init__(self, pd: PD, send_cq: CQ, recv_cq: CQ, cap: QPCap):
+    prov = pd.ctx.provider
+    for name, v in (("max_send_wr", cap.max_send_wr), ("max_recv_wr", cap.max_recv_wr)):
+      if v < 1: raise ValueError(f"{name} must be at least 1, not {v}")
+    for name, v in (("max_send_sge", cap.max_send_sge), ("max_recv_sge", cap.max_recv_sge)):
+      if not 1 <= v <= prov.max_sge: raise ValueError(f"{name} {v} is outside [1, {prov.max_sge}] for {prov.name}")
+    self.pd, self.ctx, self.send_cq, self.recv_cq, self.cap = pd, pd.ctx, send_cq, recv_cq, cap
+    self.hw = prov.create_qp(pd.handle, send_cq.hw, recv_cq.hw, cap)
+    self.qp_num, self.state = self.hw.qp_num, S.RESET
+    self.sq: deque[tuple[int, SendWR]] = deque()
+    self.rq: deque[tuple[int, RecvWR]] = deque()
+    self._sq_seq = self._rq_seq = 0
+    self.ctx.qps[self.qp_num] = self
+    send_cq.qps.add(self.qp_num)
+    recv_cq.qps.add(self.qp_num)
+
+  # --- the state machine
+  def modify(self, attr: QPAttr, mask: M) -> None:
+    """ibv_modify_qp: move to attr.qp_state (mask STATE) with the attributes the mask names."""
+    mask, cur = M(mask), self.state
+    if mask & M.CUR_STATE and attr.cur_qp_state != cur:
+      raise VerbsError(f"QP {self.qp_num:#x} is in {cur.name}, not {attr.cur_qp_state!r} (cur_qp_state)")
+    if mask & M.STATE and not isinstance(attr.qp_state, S):
+      raise VerbsError(f"QP {self.qp_num:#x}: the mask has STATE but qp_state is {attr.qp_state!r}")
+    new = attr.qp_state if mask & M.STATE else cur
+    if mask & M.STATE and new in (S.RESET, S.ERR): required, optional = M(0), M(0)
+    elif (cur, new) in TRANSITIONS: required, optional = TRANSITIONS[(cur, new)]
+    else:
+      nexts = [n.name for c, n in TRANSITIONS if c == cur and n != cur] + ["RESET", "ERR"]
+      raise VerbsError(f"QP {self.qp_num:#x}: {cur.name} -> {new.name} is not a transition of an RC QP; from {cur.name} "
+                       f"it goes to {', '.join(nexts)}" + ("" if mask & M.STATE or cur in (S.INIT, S.RTS) else
+                                                          " (the mask has no STATE: it stays in its state)"))
+    if missing := required & ~mask:
+      raise VerbsError(f"QP {self.qp_num:#x}: {cur.name} -> {new.name} needs {_names(missing)} in the mask and the attributes")
+    if extra := mask & ~(required | optional | M.STATE):
+      allowed = _names(required | optional) or "nothing but STATE"
+      raise VerbsError(f"QP {self.qp_num:#x}: {cur.name} -> {new.name} does not take {_names(extra)} (it takes {allowed})")
+    self._check_values(attr, mask)
+    self.hw.modify(cur, new, attr, mask)
+    self.state = new
+    if new == S.ERR: self._flush()
+    elif new == S.RESET:    # RESET empties both work queues without completions (IBTA 10.3.1)
+      for q, cq in ((self.sq, self.send_cq), (self.rq, self.recv_cq)):
+        cq.expected -= len(q)
+        q.clear()
+
+  def connect(self, remote: Endpoint, psn: int, access: Access = Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ,
+              sgid_index: int = 0, mtu: int = 4096, timeout: int = 14, retry_cnt: int = 7, rnr_retry: int = 7) -> None:
+    """RESET -> INIT -> RTR -> RTS toward `remote`, sending from PSN `psn` (what perftest's ctx_connect does)."""
+    rd = min(self.ctx.provider.max_rd_atomic, 16)
+    self.modify(QPAttr(S.INIT, qp_access_flags=access, pkey_index=0, port_num=self.ctx.port_num),
+                M.STATE | M.PKEY_INDEX | M.PORT | M.ACCESS_FLAGS)
+    self.modify(QPAttr(S.RTR, ah_attr=AHAttr(remote.gid, sgid_index, remote.mac), dest_qp_num=remote.qpn, rq_psn=remote.psn,
+                       path_mtu=min(mtu, remote.mtu, self.ctx.provider.max_mtu), max_dest_rd_atomic=rd, min_rnr_timer=12),
+                M.STATE | M.AV | M.PATH_MTU | M.DEST_QPN | M.RQ_PSN | M.MAX_DEST_RD_ATOMIC | M.MIN_RNR_TIMER)
+    self.modify(QPAttr(S.RTS, sq_psn=psn, timeout=timeout, retry_cnt=retry_cnt, rnr_retry=rnr_retry, max_rd_atomic=rd),
+                M.STATE | M.TIMEOUT | M.RETRY_CNT | M.RNR_RETRY | M.SQ_PSN | M.MAX_QP_RD_ATOMIC)
+
+  def endpoint(self, psn: int, gid_index: int = 0) -> Endpoint:
+    """What the peer needs to connect to this QP."""
+    return Endpoint(self.qp_num, psn, self.ctx.query_gid(gid_index), self.ctx.mac, self.ctx.provider.max_mtu)
+
+  def _check_values(self, a: QPAttr, mask: M) -> None:
+    prov = self.ctx.provider
+    if mask & M.PORT: self.ctx._check_port(a.port_num)
+    if mask & M.PKEY_INDEX: _field(self, "pkey_index", a.pkey_index, 0, 0)   # one P_Key: the default 0xffff
+    if mask & M.ACCESS_FLAGS and (not isinstance(a.qp_access_flags, int) or a.qp_access_flags & ~sum(Access)):
+      raise VerbsError(f"QP {self.qp_num:#x}: qp_access_flags {a.qp_access_flags!r} are not Access flags")
+    if mask & M.AV:
+      ah = a.ah_attr
+      if ah is None: raise VerbsError(f"QP {self.qp_num:#x}: the mask has AV but ah_attr is None")
+      if not isinstance(ah.dgid, (bytes, bytearray)) or len(ah.dgid) != 16:
+        raise VerbsError(f"QP {self.qp_num:#x}: ah_attr.dgid must be 16 bytes, not {ah.dgid!r}")
+      if ah.sgid_index not in self.ctx.gid_table:
+        raise VerbsError(f"QP {self.qp_num:#x}: ah_attr.sgid_index {ah.sgid_index} is not in {self.ctx.name}'s GID table "
+                         f"({self.ctx._gids()})")
+      if not isinstance(ah.dmac, (bytes, bytearray)) or len(ah.dmac) != 6:
+        raise VerbsError(f"QP {self.qp_num:#x}: RoCE needs the peer's Ethernet address: ah_attr.dmac must be 6 bytes, "
+                         f"not {ah.dmac!r}")
+      _field(self, "ah_attr.hop_limit", ah.hop_limit, 0, 255)
+      _field(self, "ah_attr.traffic_class", ah.traffic_class, 0, 255)
+      _field(self, "ah_attr.flow_label", ah.flow_label, 0, (1 << 20) - 1)
+    if mask & M.PATH_MTU and (a.path_mtu not in PATH_MTUS or a.path_mtu > prov.max_mtu):
+      raise VerbsError(f"QP {self.qp_num:#x}: path_mtu {a.path_mtu!r} is not one of "
+                       f"{', '.join(str(m) for m in PATH_MTUS if m <= prov.max_mtu)} bytes")
+    for bit, name, hi in ((M.DEST_QPN, "dest_qp_num", U24), (M.RQ_PSN, "rq_psn", U24), (M.SQ_PSN, "sq_psn", U24),
+                          (M.TIMEOUT, "timeout", 31), (M.RETRY_CNT, "retry_cnt", 7), (M.RNR_RETRY, "rnr_retry", 7),
+                          (M.MIN_RNR_TIMER, "min_rnr_timer", 31), (M.MAX_QP_RD_ATOMIC, "max_rd_atomic", prov.max_rd_atomic),
+                          (M.MAX_DEST_RD_ATOMIC, "max_dest_rd_atomic", prov.max_rd_atomic)):
+      if mask & bit: _field(self, name, getattr(a, name), 0, hi)
+
+  # --- work requests
+  def post_send(self, wrs: SendWR | Iterable[SendWR]) -> None:
+    """ibv_post_send: the requests go to the hardware in order, with one doorbell."""
+    wrs = [wrs] if isinstance(wrs, SendWR) else list(wrs)
+    if self.state in (S.RESET, S.INIT, S.RTR):
+      raise VerbsError(f"QP {self.qp_num:#x} is in {self.state.name}: post_send needs RTS (modify it INIT -> RTR -> RTS first)")
+    for wr in wrs: self._check_send(wr)
+    if len(self.sq) + len(wrs) > self.cap.max_send_wr:
+      raise VerbsError(f"QP {self.qp_num:#x}: the send queue holds {self.cap.max_send_wr} work requests and {len(self.sq)} "
+                       f"are outstanding; poll the CQ before posting {len(wrs)} more")
+    self.send_cq._reserve(len(wrs), "send requests")
+    batch = [(self._sq_seq + i, wr) for i, wr in enumerate(wrs)]
+    self._sq_seq += len(wrs)
+    self.sq.extend(batch)
+    if self.state == S.ERR: self._flush()        # a QP in ERR completes new requests as flushed
+    else: self.hw.post_send(batch)
+
+  def _check_send(self, wr: SendWR) -> None:
+    if not isinstance(wr.opcode, WROpcode): raise VerbsError(f"QP {self.qp_num:#x}: opcode {wr.opcode!r} is not a WROpcode")
+    if len(wr.sg_list) > self.cap.max_send_sge:
+      raise VerbsError(f"QP {self.qp_num:#x}: {wr.describe()} has {len(wr.sg_list)} SGEs; the QP takes {self.cap.max_send_sge}")
+    if wr.opcode == WROpcode.RDMA_READ and not wr.sg_list:
+      raise VerbsError(f"QP {self.qp_num:#x}: {wr.describe()} needs an SGE to read into")
+    for s in wr.sg_list:
+      for name, v, hi in (("addr", s.addr, U64), ("length", s.length, (1 << 31) - 1), ("lkey", s.lkey, U32)):
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= hi:
+          raise VerbsError(f"QP {self.qp_num:#x}: {wr.describe()}: SGE {name} {v!r} is outside [0, {hi:#x}]")
+    if wr.length >= 1 << 31: raise VerbsError(f"QP {self.qp_num:#x}: {wr.describe()} is longer than 2^31 - 1 bytes")
+    for name, v, hi, used in (("remote_addr", wr.remote_addr, U64, wr.opcode.is_rdma), ("rkey", wr.rkey, U32, wr.opcode.is_rdma),
+                              ("imm_data", wr.imm_data, U32, wr.opcode.has_imm)):
+      if used and (isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= hi):
+        raise VerbsError(f"QP {self.qp_num:#x}: {wr.describe()}: {name} {v!r} is outside [0, {hi:#x}]")
+
+  def post_recv(self, wrs: RecvWR | Iterable[RecvWR]) -> None:
+    """ibv_post_recv: buffers for incoming SENDs (and the completion of RDMA WRITE with immediate)."""
+    wrs = [wrs] if isinstance(wrs, RecvWR) else list(wrs)
+    if self.state == S.RESET: raise VerbsError(f"QP {self.qp_num:#x} is in RESET: post_recv needs INIT, RTR or RTS")
+    for wr in wrs:
+      if len(wr.sg_list) > self.cap.max_recv_sge:
+        raise VerbsError(f"QP {self.qp_num:#x}: receive wr_id {wr.wr_id} has {len(wr.sg_list)} SGEs; the QP takes "
+                         f"{self.cap.max_recv_sge}")
+    if len(self.rq) + len(wrs) > self.cap.max_recv_wr:
+      raise VerbsError(f"QP {self.qp_num:#x}: the receive queue holds {self.cap.max_recv_wr} work requests and {len(self.rq)} "
+                       "are outstanding")
+    self.recv_cq._reserve(len(wrs), "receive requests")
+    batch = [(self._rq_seq + i, wr) for i, wr in enumerate(wrs)]
+    self._rq_seq += len(wrs)
+    self.rq.extend(batch)
+    if self.state == S.ERR: self._flush()
+    else: self.hw.post_recv(batch)
+
+  # --- completions (called by the CQ that polled them)
+  def _complete(self, c: Completion) -> None:
+    q, cq = (self.rq, self.recv_cq) if c.recv else (self.sq, self.send_cq)
+    if not q or not q[0][0] <= c.seq <= q[-1][0]:
+      raise VerbsError(f"{self.ctx.name}: QP {self.qp_num:#x} completed {'receive' if c.recv else 'send'} request #{c.seq}, "
+                       "which is not outstanding")
+    while q[0][0] < c.seq:          # unsignaled requests before it completed without a record (IBTA 10.8.3.1)
+      q.popleft()
+      cq.expected -= 1
+    _, wr = q.popleft()
+    cq.expected -= 1
+    if c.recv: opcode, length = c.opcode or WCOpcode.RECV, c.byte_len
+    else: opcode, length = SEND_WC[wr.opcode], c.byte_len or wr.length
+    cq._ready.append(WorkCompletion(wr.wr_id, c.status, opcode, self.qp_num, length, c.imm_data, c.vendor_err,
+                                    c.vendor_status, wr))
+    if c.status != WCStatus.SUCCESS and self.state != S.ERR:
+      self.state = S.ERR           # an error completion puts the QP in ERR: the rest is flushed (IBTA 10.8.3.3)
+      self._flush()
+
+  def _flush(self) -> None:
+    for q, cq, recv in ((self.sq, self.send_cq, False), (self.rq, self.recv_cq, True)):
+      while q:
+        _, wr = q.popleft()
+        cq.expected -= 1
+        opcode = WCOpcode.RECV if recv else SEND_WC[wr.opcode]
+        cq._ready.append(WorkCompletion(wr.wr_id, WCStatus.WR_FLUSH_ERR, opcode, self.qp_num, wr=wr))
+
+  def describe_outstanding(self) -> str:
+    parts = [f"{len(q)} {kind} (first: {q[0][1].describe() if kind == 'send' else f'wr_id {q[0][1].wr_id}'})"
+             for q, kind in ((self.sq, "send"), (self.rq, "receive")) if q]
+    return f"QP {self.qp_num:#x} ({self.state.name}): {', '.join(parts)}" if parts else ""
+
+  def destroy(self) -> None:
+    self.hw.destroy()
+    self.ctx.qps.pop(self.qp_num, None)
+    for cq, q in ((self.send_cq, self.sq), (self.recv_cq, self.rq)):
+      cq.qps.discard(self.qp_num)
+      cq.expected -= len(q)
+      q.clear()
+
+  def __repr__(self) -> str: return f"<QP {self.qp_num:#x} RC {self.state.name}>"

@@ -1,0 +1,67 @@
+"""The rings the NIC writes and the driver consumes (CREQ, NQ, CQ), their doorbell positions and the HWRM-allocated rings.
+
+Positions are monotonic counts; a ring entry is position % depth. A doorbell names a position by (index, epoch):
+index = position % depth and epoch = the parity of position // depth (kernel qplib_res.h BNXT_QPLIB_DBR_EPOCH_SHIFT;
+the seed's `db_value`); the model resolves it to the one position within a ring of its last known one, and a doorbell
+that names none (a wrong epoch, an index past what exists) is a driver error (ModelError).
+
+An `EventRing` entry is written with the valid bit of its pass (pbl.HostRing.valid_bit: 1 on even passes, 0 on odd):
+CREQ entries at byte 8 bit 0 (creq_base.v), NQ entries at byte 8 bit 0 (nq_base / nq_cn.v), CQEs at byte 24 bit 0
+(cq_base.cqe_type_toggle TOGGLE). The body is written first, the byte holding the valid bit last. The driver publishes
+how far it consumed with doorbells (CQ for CQs, NQ/NQ_ARM for NQs and the CREQ); the NIC never writes into an entry
+the driver has not released: a full ring overflows (`push` returns False) and the caller reports it.
+"""
+from __future__ import annotations
+from dataclasses import dataclass, field
+
+from emu.nic.bnxt import ModelError
+from emu.nic.bnxt.pbl import HostRing
+
+
+def doorbell_position(index: int, epoch: int, low: int, high: int, depth: int, what: str) -> int:
+  """The position in [low, high] with `index` = position % depth and `epoch` = (position // depth) & 1."""
+  if index >= depth: raise ModelError(f"{what}: doorbell index {index} is outside the ring of {depth} entries")
+  base = low - low % depth
+  for p in (base + index, base + depth + index):
+    if low <= p <= high and (p // depth) & 1 == epoch: return p
+  raise ModelError(f"{what}: doorbell index {index} epoch {epoch} names no position in [{low}, {high}] "
+                   f"(ring of {depth}; the epoch bit is the parity of the pass)")
+
+
+class EventRing:
+  def __init__(self, ring: HostRing, valid_byte: int):
+    self.ring, self.valid_byte = ring, valid_byte
+    self.prod = self.cons = 0
+
+  @property
+  def what(self) -> str: return self.ring.what
+
+  def push(self, entry: bytes | bytearray) -> bool:
+    """Write `entry` at the producer with the pass's valid bit; False if the ring is full."""
+    if self.prod - self.cons >= self.ring.depth: return False
+    e = bytearray(entry)
+    e[self.valid_byte] = (e[self.valid_byte] & ~1) | self.ring.valid_bit(self.prod)
+    addr, vb = self.ring.entry(self.prod), self.valid_byte
+    self.ring.dma.write(addr, bytes(e[:vb]))
+    if vb + 1 < len(e): self.ring.dma.write(addr + vb + 1, bytes(e[vb + 1:]))
+    self.ring.dma.write(addr + vb, bytes(e[vb:vb + 1]))
+    self.prod += 1
+    return True
+
+  def consumed(self, index: int, epoch: int) -> None:
+    """A doorbell published the driver's consumer index."""
+    self.cons = doorbell_position(index, epoch, self.cons, self.prod, self.ring.depth, self.what)
+
+
+@dataclass
+class L2Ring:
+  """A ring allocated with HWRM_RING_ALLOC. NQ rings (ring_type NQ) carry an EventRing: the CREQ is one, the
+  notification queues CQs report to are others. L2 rings (TX, RX, completion) only record what their doorbells say."""
+  id: int
+  type: int
+  kind: str                                   # "NQ", "L2_CMPL", "RX", "TX"
+  ring: HostRing
+  nq_id: int | None = None
+  events: EventRing | None = None
+  doorbell_index: int = 0
+  users: set = field(default_factory=set)     # what refers to it ("vnic 1", "CQ 3", "RCFW"): not freed while used

@@ -1,0 +1,287 @@
+"""RoCEv2 frames as they are on an Ethernet wire: the bytes every NIC model puts into (and takes out of) a datagram.
+
+A frame is Ethernet II (dst MAC, src MAC, EtherType) + IPv4 (EtherType 0x0800, 20 bytes, no options) or IPv6
+(0x86DD, 40 bytes) + UDP (destination port 4791) + the InfiniBand transport headers + payload + pad + ICRC; no FCS.
+Transport headers (IBA 1.4 vol 1 ch. 9, Table 38 opcodes; linux include/rdma/ib_pack.h), all big-endian:
+  BTH   12 B: opcode; SE(0x80) | MigReq(0x40) | PadCnt(0x30) | TVer(0x0f); P_Key; resv8a; dest QPN (24 bits);
+        AckReq(bit 31) | PSN (24 bits)
+  RETH  16 B: virtual address (64), R_Key (32), DMA length (32)   - RDMA WRITE FIRST/ONLY, RDMA READ request
+  AETH   4 B: syndrome (8) | MSN (24)                              - ACK, READ response FIRST/LAST/ONLY
+  ImmDt  4 B: immediate data                                       - SEND/WRITE LAST/ONLY "with immediate"
+The payload is padded with PadCnt zero bytes to a multiple of 4.
+ICRC (RoCEv2 annex A17.8; soft-RoCE rxe_icrc.c): CRC-32 (the Ethernet polynomial, as zlib computes it) over 8 bytes of
+0xff (the masked LRH), the IP header, the UDP header, the transport headers, payload and pad, with the variant fields
+masked to ones: IPv4 TOS, TTL and header checksum, IPv6 traffic class, flow label and hop limit, the UDP checksum and the
+BTH resv8a byte; it is stored least significant byte first, as an Ethernet FCS is. IPv4 frames carry Identification 0
+and DF; the UDP checksum is 0 (RoCEv2 allows it) and is neither computed nor checked.
+
+`encode` builds a frame, `decode` checks one (every length, the IPv4 header checksum, the UDP port and the ICRC) and
+raises FrameError naming what is wrong; a NIC drops such a frame as hardware does.
+"""
+from __future__ import annotations
+import struct, zlib
+from dataclasses import dataclass
+
+ETH_P_IPV4, ETH_P_IPV6 = 0x0800, 0x86DD
+ROCE_V2_UDP_DPORT = 4791            # include/rdma/ib_verbs.h
+IPPROTO_UDP = 17
+ETH_HLEN, IPV4_HLEN, IPV6_HLEN, UDP_HLEN = 14, 20, 40, 8
+BTH_LEN, RETH_LEN, AETH_LEN, IMM_LEN, ICRC_LEN = 12, 16, 4, 4, 4
+IPV4_DF = 0x4000
+PSN_MASK = 0xFFFFFF
+
+# RC opcodes (IBA Table 38; ib_pack.h IB_OPCODE_RC_*; the RC transport prefix is 0x00)
+SEND_FIRST, SEND_MIDDLE, SEND_LAST, SEND_LAST_IMM, SEND_ONLY, SEND_ONLY_IMM = 0x00, 0x01, 0x02, 0x03, 0x04, 0x05
+WRITE_FIRST, WRITE_MIDDLE, WRITE_LAST, WRITE_LAST_IMM, WRITE_ONLY, WRITE_ONLY_IMM = 0x06, 0x07, 0x08, 0x09, 0x0A, 0x0B
+READ_REQUEST, READ_RESPONSE_FIRST, READ_RESPONSE_MIDDLE, READ_RESPONSE_LAST, READ_RESPONSE_ONLY = 0x0C, 0x0D, 0x0E, 0x0F, 0x10
+ACKNOWLEDGE = 0x11
+OPCODE_NAMES = {v: k for k, v in dict(
+  SEND_FIRST=0x00, SEND_MIDDLE=0x01, SEND_LAST=0x02, SEND_LAST_WITH_IMMEDIATE=0x03, SEND_ONLY=0x04,
+  SEND_ONLY_WITH_IMMEDIATE=0x05, RDMA_WRITE_FIRST=0x06, RDMA_WRITE_MIDDLE=0x07, RDMA_WRITE_LAST=0x08,
+  RDMA_WRITE_LAST_WITH_IMMEDIATE=0x09, RDMA_WRITE_ONLY=0x0A, RDMA_WRITE_ONLY_WITH_IMMEDIATE=0x0B, RDMA_READ_REQUEST=0x0C,
+  RDMA_READ_RESPONSE_FIRST=0x0D, RDMA_READ_RESPONSE_MIDDLE=0x0E, RDMA_READ_RESPONSE_LAST=0x0F,
+  RDMA_READ_RESPONSE_ONLY=0x10, ACKNOWLEDGE=0x11).items()}
+HAS_RETH = frozenset((WRITE_FIRST, WRITE_ONLY, WRITE_ONLY_IMM, READ_REQUEST))
+HAS_IMM = frozenset((SEND_LAST_IMM, SEND_ONLY_IMM, WRITE_LAST_IMM, WRITE_ONLY_IMM))
+HAS_AETH = frozenset((READ_RESPONSE_FIRST, READ_RESPONSE_LAST, READ_RESPONSE_ONLY, ACKNOWLEDGE))
+HAS_PAYLOAD = frozenset(range(SEND_FIRST, READ_REQUEST)) | frozenset(range(READ_RESPONSE_FIRST, ACKNOWLEDGE))
+FIRST = frozenset((SEND_FIRST, WRITE_FIRST, READ_RESPONSE_FIRST))
+MIDDLE = frozenset((SEND_MIDDLE, WRITE_MIDDLE, READ_RESPONSE_MIDDLE))
+LAST = frozenset((SEND_LAST, SEND_LAST_IMM, WRITE_LAST, WRITE_LAST_IMM, READ_RESPONSE_LAST))
+ONLY = frozenset((SEND_ONLY, SEND_ONLY_IMM, WRITE_ONLY, WRITE_ONLY_IMM, READ_RESPONSE_ONLY))
+
+# AETH syndrome (IBA 9.7.5.1.1, Table 44): bits 7-5 the kind, bits 4-0 credits / RNR timer / NAK code
+AETH_ACK, AETH_RNR_NAK, AETH_NAK = 0x00, 0x20, 0x60
+AETH_KIND_MASK = 0xE0
+AETH_CREDITS_INVALID = 0x1F          # "no credit count" (ib_pack.h: AETH credit field 0x1f)
+NAK_PSN_SEQUENCE_ERROR, NAK_INVALID_REQUEST, NAK_REMOTE_ACCESS_ERROR, NAK_REMOTE_OPERATIONAL_ERROR = 0, 1, 2, 3
+# RNR NAK timer field -> microseconds (IBA Table 45; ib_verbs.h IB_RNR_TIMER_*)
+RNR_TIMER_US = (655360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960, 1280, 1920, 2560, 3840, 5120, 7680,
+                10240, 15360, 20480, 30720, 40960, 61440, 81920, 122880, 163840, 245760, 327680, 491520)
+MTUS = (256, 512, 1024, 2048, 4096)  # IB path MTUs
+
+
+class FrameError(ValueError):
+  """A frame the receiving NIC drops; the message says which check it failed."""
+
+
+def psn_add(psn: int, n: int) -> int: return (psn + n) & PSN_MASK
+
+
+def psn_delta(a: int, b: int) -> int:
+  """a - b in PSN space: a signed distance in [-2^23, 2^23) (IBA 9.7.1: PSNs compare modulo 2^24)."""
+  return ((a - b + (1 << 23)) & PSN_MASK) - (1 << 23)
+
+
+def is_ipv4_gid(gid: bytes) -> bool:
+  """An IPv4-mapped GID (::ffff:a.b.c.d) names a RoCEv2-over-IPv4 endpoint."""
+  return gid[:12] == bytes(10) + b"\xff\xff"
+
+
+@dataclass(frozen=True, eq=False)
+class Path:
+  """The addresses of one direction of a connection, as a QP's address vector gives them (compared and hashed by
+  identity: each QP has its own, and frames of a path reuse what was built for it)."""
+  src_mac: bytes
+  dst_mac: bytes
+  sgid: bytes
+  dgid: bytes
+  udp_sport: int = 0xC000
+  hop_limit: int = 64
+  traffic_class: int = 0
+  flow_label: int = 0
+
+  def __post_init__(self):
+    if len(self.src_mac) != 6 or len(self.dst_mac) != 6 or len(self.sgid) != 16 or len(self.dgid) != 16:
+      raise ValueError("a path needs 6-byte MACs and 16-byte GIDs")
+    if is_ipv4_gid(self.sgid) != is_ipv4_gid(self.dgid):
+      raise ValueError("source and destination GIDs must both be IPv4-mapped or both IPv6")
+
+  @property
+  def ipv4(self) -> bool: return is_ipv4_gid(self.dgid)
+
+
+@dataclass(slots=True)
+class Packet:
+  """One transport packet, decoded. `payload` is a view into the received frame (without pad and ICRC)."""
+  opcode: int
+  psn: int
+  dest_qpn: int
+  ack_req: bool = False
+  solicited: bool = False
+  pkey: int = 0xFFFF
+  va: int = 0                 # RETH
+  rkey: int = 0
+  dma_len: int = 0
+  syndrome: int = 0           # AETH
+  msn: int = 0
+  imm: int | None = None      # ImmDt
+  payload: memoryview | bytes = b""
+  src_mac: bytes = b""        # from the frame's headers (decode)
+  dst_mac: bytes = b""
+  sgid: bytes = b""
+  dgid: bytes = b""
+  udp_sport: int = 0
+
+  @property
+  def name(self) -> str: return OPCODE_NAMES.get(self.opcode, f"opcode {self.opcode:#x}")
+
+
+def _ipv4_checksum(hdr: bytes | bytearray | memoryview) -> int:
+  s = sum(struct.unpack("!10H", hdr))
+  s = (s & 0xFFFF) + (s >> 16)
+  s = (s & 0xFFFF) + (s >> 16)
+  return ~s & 0xFFFF
+
+
+def _masked_ip_udp(ip_udp: bytes | bytearray | memoryview, ipv4: bool) -> bytearray:
+  """The IP and UDP headers with their variant fields set to ones (A17.8): what the ICRC covers."""
+  m = bytearray(ip_udp)
+  if ipv4:
+    m[1] = 0xFF                      # TOS (DSCP, ECN)
+    m[8] = 0xFF                      # TTL
+    m[10:12] = b"\xff\xff"           # header checksum
+    u = IPV4_HLEN
+  else:
+    m[0] |= 0x0F                     # traffic class (low nibble of byte 0, high of byte 1) and flow label
+    m[1:4] = b"\xff\xff\xff"
+    m[7] = 0xFF                      # hop limit
+    u = IPV6_HLEN
+  m[u + 6:u + 8] = b"\xff\xff"       # UDP checksum
+  return m
+
+
+def _lower_crc(ip_udp: bytes, ipv4: bool) -> int:
+  """The ICRC's running CRC after the masked LRH and the masked IP and UDP headers."""
+  return zlib.crc32(b"\xff" * 8 + _masked_ip_udp(ip_udp, ipv4))
+
+
+def _transport_crc(crc: int, transport: bytes | bytearray | memoryview, rest) -> int:
+  bth = bytearray(transport[:BTH_LEN])
+  bth[4] = 0xFF                      # BTH resv8a
+  crc = zlib.crc32(transport[BTH_LEN:], zlib.crc32(bth, crc))
+  for part in rest: crc = zlib.crc32(part, crc)
+  return crc
+
+
+def icrc(ip_udp: bytes | bytearray | memoryview, transport: bytes | bytearray | memoryview,
+         rest: tuple = (), ipv4: bool = True) -> int:
+  """The ICRC of a frame whose IP+UDP headers are `ip_udp` and whose transport part (BTH first) is `transport`
+  followed by the buffers in `rest` (payload, pad)."""
+  return _transport_crc(_lower_crc(bytes(ip_udp), ipv4), transport, rest)
+
+
+def transport_headers(p: Packet, payload_len: int) -> bytes:
+  """BTH and the extension headers of `p`, whose payload is `payload_len` bytes (the BTH's pad count)."""
+  pad = -payload_len % 4
+  out = struct.pack("!BBHI I", p.opcode, (0x80 if p.solicited else 0) | pad << 4, p.pkey, p.dest_qpn & 0xFFFFFF,
+                    (0x80000000 if p.ack_req else 0) | (p.psn & PSN_MASK))
+  if p.opcode in HAS_RETH: out += struct.pack("!QII", p.va, p.rkey, p.dma_len)
+  if p.opcode in HAS_AETH: out += struct.pack("!I", (p.syndrome & 0xFF) << 24 | (p.msn & 0xFFFFFF))
+  if p.opcode in HAS_IMM:
+    if p.imm is None: raise ValueError(f"{p.name} carries immediate data: imm is required")
+    out += struct.pack("!I", p.imm)
+  return out
+
+
+# Frames of one flow repeat their lower headers: both ends keep what they built or checked, keyed by it.
+_BUILT: dict[tuple[Path, int], tuple[bytes, int]] = {}       # (path, UDP length) -> (Ethernet+IP+UDP bytes, lower CRC)
+_CHECKED: dict[bytes, tuple] = {}                             # Ethernet+IP+UDP bytes -> what _check_lower found
+_CACHE_MAX = 4096
+
+
+def _lower_headers(path: Path, udp_len: int) -> tuple[bytes, int]:
+  """The Ethernet, IP and UDP headers of a frame on `path` whose UDP datagram is `udp_len` bytes, and their CRC."""
+  if (hit := _BUILT.get((path, udp_len))) is not None: return hit
+  if len(_BUILT) > _CACHE_MAX: _BUILT.clear()
+  if path.ipv4:
+    ip = bytearray(struct.pack("!BBHHHBBH4s4s", 0x45, path.traffic_class, IPV4_HLEN + udp_len, 0, IPV4_DF,
+                               path.hop_limit, IPPROTO_UDP, 0, path.sgid[12:], path.dgid[12:]))
+    ip[10:12] = struct.pack("!H", _ipv4_checksum(ip))
+    eth_type = ETH_P_IPV4
+  else:
+    ip = bytearray(struct.pack("!IHBB16s16s", 6 << 28 | (path.traffic_class & 0xFF) << 20 | (path.flow_label & 0xFFFFF),
+                               udp_len, IPPROTO_UDP, path.hop_limit, path.sgid, path.dgid))
+    eth_type = ETH_P_IPV6
+  ip_udp = bytes(ip) + struct.pack("!HHHH", path.udp_sport, ROCE_V2_UDP_DPORT, udp_len, 0)
+  hit = _BUILT[(path, udp_len)] = (path.dst_mac + path.src_mac + struct.pack("!H", eth_type) + ip_udp, _lower_crc(ip_udp, path.ipv4))
+  return hit
+
+
+def encode(path: Path, p: Packet, payload_parts: tuple = ()) -> list:
+  """The frame for packet `p` on `path`, as a list of buffers to send in one datagram. The payload is `p.payload`
+  or, to send it without copying, the buffers in `payload_parts` (then `p.payload` must be empty)."""
+  parts = payload_parts or ((p.payload,) if len(p.payload) else ())
+  plen = sum(len(x) for x in parts)
+  if p.opcode not in HAS_PAYLOAD and plen: raise ValueError(f"{p.name} carries no payload")
+  pad = -plen % 4
+  transport = transport_headers(p, plen)
+  head, crc = _lower_headers(path, UDP_HLEN + len(transport) + plen + pad + ICRC_LEN)
+  tail = (b"\0" * pad,) if pad else ()
+  crc = _transport_crc(crc, transport, tuple(parts) + tail)
+  return [head + transport, *parts, *tail, struct.pack("<I", crc)]
+
+
+def _check_lower(f: memoryview, n: int) -> tuple:
+  """Check the Ethernet, IP and UDP headers of an n-byte frame: (n, transport offset, lower CRC, sgid, dgid, sport)."""
+  eth_type = f[12] << 8 | f[13]
+  if eth_type == ETH_P_IPV4:
+    ipv4, ip = True, f[ETH_HLEN:ETH_HLEN + IPV4_HLEN]
+    if ip[0] != 0x45: raise FrameError(f"IPv4 version/IHL byte {ip[0]:#x}: expected 0x45 (no options)")
+    total, frag, proto = ip[2] << 8 | ip[3], (ip[6] << 8 | ip[7]) & 0x3FFF, ip[9]
+    if total != n - ETH_HLEN: raise FrameError(f"IPv4 total length {total} but {n - ETH_HLEN} bytes follow the Ethernet header")
+    if frag: raise FrameError("IPv4 fragment (RoCEv2 frames are never fragmented)")
+    if _ipv4_checksum(ip) != 0: raise FrameError("IPv4 header checksum mismatch")
+    sgid, dgid = bytes(10) + b"\xff\xff" + bytes(ip[12:16]), bytes(10) + b"\xff\xff" + bytes(ip[16:20])
+    u = ETH_HLEN + IPV4_HLEN
+  elif eth_type == ETH_P_IPV6:
+    if n < ETH_HLEN + IPV6_HLEN + UDP_HLEN + BTH_LEN + ICRC_LEN: raise FrameError(f"runt IPv6 frame of {n} bytes")
+    ipv4, ip = False, f[ETH_HLEN:ETH_HLEN + IPV6_HLEN]
+    if ip[0] >> 4 != 6: raise FrameError(f"IPv6 version {ip[0] >> 4}")
+    plen, proto = ip[4] << 8 | ip[5], ip[6]
+    if plen != n - ETH_HLEN - IPV6_HLEN: raise FrameError(f"IPv6 payload length {plen} but {n - ETH_HLEN - IPV6_HLEN} bytes follow")
+    sgid, dgid = bytes(ip[8:24]), bytes(ip[24:40])
+    u = ETH_HLEN + IPV6_HLEN
+  else: raise FrameError(f"EtherType {eth_type:#06x} is neither IPv4 nor IPv6")
+  if proto != IPPROTO_UDP: raise FrameError(f"IP protocol {proto}, not UDP")
+  sport, dport, ulen = struct.unpack_from("!HHH", f, u)
+  if dport != ROCE_V2_UDP_DPORT: raise FrameError(f"UDP destination port {dport}, not {ROCE_V2_UDP_DPORT} (RoCEv2)")
+  if ulen != n - u: raise FrameError(f"UDP length {ulen} but {n - u} bytes follow the IP header")
+  return n, u + UDP_HLEN, _lower_crc(bytes(f[ETH_HLEN:u + UDP_HLEN]), ipv4), sgid, dgid, sport
+
+
+def decode(frame: bytes | bytearray | memoryview) -> Packet:
+  """Parse and check one frame (see the module docstring); raises FrameError."""
+  f = memoryview(frame).cast("B")
+  n = len(f)
+  if n < ETH_HLEN + IPV4_HLEN + UDP_HLEN + BTH_LEN + ICRC_LEN: raise FrameError(f"runt frame of {n} bytes")
+  key = bytes(f[:ETH_HLEN + (IPV4_HLEN if f[12:14] == b"\x08\x00" else IPV6_HLEN) + UDP_HLEN])
+  hit = _CHECKED.get(key)
+  if hit is None or hit[0] != n:
+    hit = _check_lower(f, n)
+    if len(_CHECKED) > _CACHE_MAX: _CHECKED.clear()
+    _CHECKED[key] = hit
+  _, t, crc, sgid, dgid, sport = hit
+  opcode, flags, pkey, dqpn, apsn = struct.unpack_from("!BBHII", f, t)
+  if opcode not in OPCODE_NAMES: raise FrameError(f"BTH opcode {opcode:#x} is not an RC opcode the model knows")
+  if flags & 0x0F: raise FrameError(f"BTH transport header version {flags & 0x0F} (must be 0)")
+  p = Packet(opcode, apsn & PSN_MASK, dqpn & 0xFFFFFF, bool(apsn >> 31), bool(flags & 0x80), pkey,
+             src_mac=key[6:12], dst_mac=key[0:6], sgid=sgid, dgid=dgid, udp_sport=sport)
+  h = t + BTH_LEN
+  if opcode in HAS_RETH:
+    p.va, p.rkey, p.dma_len = struct.unpack_from("!QII", f, h) if n - h >= RETH_LEN + ICRC_LEN else (0, 0, 0)
+    h += RETH_LEN
+  if opcode in HAS_AETH:
+    if n - h >= AETH_LEN + ICRC_LEN: p.syndrome, p.msn = f[h], int.from_bytes(f[h + 1:h + 4], "big")
+    h += AETH_LEN
+  if opcode in HAS_IMM:
+    if n - h >= IMM_LEN + ICRC_LEN: p.imm = int.from_bytes(f[h:h + 4], "big")
+    h += IMM_LEN
+  pad = (flags >> 4) & 3
+  end = n - ICRC_LEN
+  if h + pad > end: raise FrameError(f"{p.name}: {n} bytes are too few for its headers and {pad} pad bytes")
+  if opcode not in HAS_PAYLOAD and end - h: raise FrameError(f"{p.name} with {end - h} bytes of payload")
+  if _transport_crc(crc, f[t:h], (f[h:end],)) != int.from_bytes(f[end:], "little"):
+    raise FrameError(f"{p.name} PSN {p.psn}: ICRC mismatch")
+  p.payload = f[h:end - pad]
+  return p

@@ -1,0 +1,404 @@
+"""hcq-rdma: RDMA WRITE between queue pairs of hcq's NICs (real or emulated), measured like perftest's ib_write_bw.
+
+  hcq-rdma loopback --nic NIC --pci BUS [--ip IP] [--size N] [--iters K] [--json]
+      two QPs on one NIC through its PHY loopback: WRITE a random buffer K times, verify it, loopback off again
+  hcq-rdma connect --nic NIC --pci BUS [--ip IP] (--remote USER@HOST --remote-pci BUS | --local --remote-pci BUS |
+                   --remote-cmd CMD) [--remote-nic NIC] [--remote-ip IP] [--size N] [--iters K] [--read] [--json]
+      this NIC to another one whose side `hcq-rdma serve` runs: over ssh (BatchMode), as a local subprocess (emulated
+      NICs on one machine), or as any command whose stdin/stdout carry the control channel
+  hcq-rdma serve --nic NIC --pci BUS [--ip IP]
+      the other side: the control channel on stdin/stdout, messages on stderr
+
+The control channel is JSON lines (drivers/rdma/exchange.py checks every field): the server says hello (its QPN,
+PSN, GID, MAC, MTU and the largest MR it registers), the client answers with its own and the size it writes, the
+server registers that MR and says where it is (ready), the client WRITEs into it (sending progress while it does),
+asks the server to verify the bytes by CRC-32, optionally READs them back, and says bye. A malformed, hostile or
+silent peer ends the tool within --timeout with one line on stderr and exit status 1; the client never writes
+outside the MR the peer registered for it.
+"""
+from __future__ import annotations
+import argparse, json, os, re, secrets, select, shlex, signal, subprocess, sys, time, zlib
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from drivers.rdma import (Access, Context, Endpoint, ProtocolError, RemoteMR, SendWR, VerbsError, WROpcode, open_context,
+                          rdma_vendors)
+from drivers.rdma.exchange import BOOL, MAX_LINE, TEXT, U32, check, choice, decode, size as size_field
+
+VERSION = 1
+MAX_SIZE = 1 << 30                 # the largest buffer a transfer moves (a WR is at most 2^31 - 1 bytes)
+DEPTH, MAX_DEPTH = 16, 64          # WRITEs in flight: by default, at most (the send queue and CQ are sized for it)
+PROGRESS_S = 1.0                   # the client reports progress this often; the bar appears after this long
+DEFAULT_IP, DEFAULT_REMOTE_IP = "10.0.0.1", "10.0.0.2"
+
+HELLO_SERVER = {**Endpoint.FIELDS, "version": choice((VERSION,), f"protocol version {VERSION}"),
+                "max_size": size_field(1, MAX_SIZE)}
+HELLO_CLIENT = {**Endpoint.FIELDS, "version": choice((VERSION,), f"protocol version {VERSION}"),
+                "size": size_field(1, MAX_SIZE), "read": BOOL}
+READY, PROGRESS, VERIFY, VERIFIED = RemoteMR.FIELDS, {"bytes": size_field(0, 1 << 62)}, {"crc32": U32, "size": size_field(1, MAX_SIZE)}, {"crc32": U32}
+
+
+class ToolError(Exception):
+  """Ends the tool with this one-line message and exit status 1."""
+
+
+class RemoteError(ToolError):
+  """The other side reported a failure."""
+
+
+# --- the control channel
+class Channel:
+  """JSON lines over a pair of pipes; every wait ends after `timeout` seconds without a message."""
+  def __init__(self, rfd: int, wfile, peer: str, timeout: float):
+    self.rfd, self.wfile, self.peer, self.timeout = rfd, wfile, peer, timeout
+    self.buf = b""
+
+  def send(self, kind: str, **fields) -> None:
+    try:
+      self.wfile.write((json.dumps({"type": kind, **fields}) + "\n").encode())
+      self.wfile.flush()
+    except (BrokenPipeError, ValueError, OSError):
+      raise ToolError(f"{self.peer} closed the control channel (sending {kind!r})") from None
+
+  def _line(self, waiting: str) -> bytes:
+    deadline = time.monotonic() + self.timeout
+    while b"\n" not in self.buf:
+      if len(self.buf) > MAX_LINE: raise ProtocolError(f"{self.peer} sent more than {MAX_LINE} bytes without a newline")
+      left = deadline - time.monotonic()
+      if left <= 0 or not select.select([self.rfd], [], [], left)[0]:
+        raise ToolError(f"{self.peer} sent nothing for {self.timeout:g} s while {waiting}")
+      chunk = os.read(self.rfd, 65536)
+      if not chunk: raise ToolError(f"{self.peer} closed the control channel while {waiting}")
+      self.buf += chunk
+    line, self.buf = self.buf.split(b"\n", 1)
+    return line
+
+  def recv(self, kind: str, fields: dict[str, Callable[[Any], Any]], waiting: str,
+           also: dict[str, dict] | None = None) -> tuple[str, dict]:
+    """The next message, which must be `kind` (or one of `also`); an "error" message raises RemoteError."""
+    msg = decode(self._line(waiting), self.peer)
+    if msg["type"] == "error": raise RemoteError(f"{self.peer} failed: {check(msg, {'message': TEXT}, self.peer)['message']}")
+    allowed = {kind: fields, **(also or {})}
+    if msg["type"] not in allowed:
+      raise ProtocolError(f"{self.peer} sent a {msg['type']!r} message while {waiting} (expected {' or '.join(map(repr, allowed))})")
+    return msg["type"], check(msg, allowed[msg["type"]], self.peer)
+
+
+# --- the transfer
+@dataclass
+class Result:
+  size: int
+  iters: int
+  seconds: float
+  lat_us: list[float]
+  peak_s: float                      # the shortest time `depth` messages took to complete (the peak rate's window)
+  depth: int = DEPTH
+  verified: bool = False
+  extra: dict = field(default_factory=dict)
+
+  @property
+  def bytes(self) -> int: return self.size * self.iters
+  @property
+  def gbps(self) -> float: return self.bytes / self.seconds / 1e9
+  @property
+  def peak_gbps(self) -> float: return self.size * min(self.depth, self.iters) / self.peak_s / 1e9
+  @property
+  def mpps(self) -> float: return self.iters / self.seconds / 1e6
+
+  def percentile(self, p: float) -> float:
+    s = sorted(self.lat_us)
+    return s[min(len(s) - 1, int(p / 100 * len(s)))]
+
+  def json(self) -> dict:
+    return {"verified": self.verified, "bytes": self.bytes, "size": self.size, "iters": self.iters, "seconds": round(self.seconds, 6),
+            "gbps": round(self.gbps, 6), "gbps_peak": round(self.peak_gbps, 6), "msg_rate_mpps": round(self.mpps, 6),
+            "lat_us": {"p50": round(self.percentile(50), 3), "p99": round(self.percentile(99), 3)}, **self.extra}
+
+
+class Progress:
+  """A rich progress bar on stderr for transfers longer than PROGRESS_S (created only then), and the heartbeat."""
+  def __init__(self, total: int, show: bool, beat: Callable[[int], None] | None):
+    self.total, self.show, self.beat, self.bar = total, show, beat, None
+    self.start = self.last = time.monotonic()
+
+  def update(self, done: int) -> None:
+    now = time.monotonic()
+    if now - self.last < PROGRESS_S: return
+    self.last = now
+    if self.beat is not None: self.beat(done)
+    if not self.show: return
+    if self.bar is None:
+      from rich.console import Console
+      from rich.progress import BarColumn, DownloadColumn, Progress as Bar, TransferSpeedColumn, TimeRemainingColumn
+      self.bar = Bar("RDMA WRITE", BarColumn(), DownloadColumn(binary_units=True), TransferSpeedColumn(), TimeRemainingColumn(),
+                     console=Console(stderr=True), transient=True)
+      self.task = self.bar.add_task("write", total=self.total)
+      self.bar.start()
+    self.bar.update(self.task, completed=done)
+
+  def close(self) -> None:
+    if self.bar is not None: self.bar.stop()
+
+
+def write_loop(qp, cq, local, remote: RemoteMR, size: int, iters: int, depth: int, timeout: float, progress: Progress) -> Result:
+  """`iters` RDMA WRITEs of `size` bytes from the start of `local` to the start of `remote`, `depth` in flight."""
+  if not remote.contains(0, size): raise ToolError(f"the remote MR holds {remote.size} bytes; a {size}-byte write does not fit")
+  posted_at: dict[int, float] = {}
+  lat: list[float] = []
+  start = time.monotonic()
+  ends = [start]
+  posted = done = 0
+  try:
+    while done < iters:
+      while posted < iters and posted - done < depth:
+        posted_at[posted] = time.monotonic()
+        qp.post_send(SendWR(posted, WROpcode.RDMA_WRITE, [local.sge(0, size)], remote_addr=remote.addr, rkey=remote.rkey))
+        posted += 1
+      for wc in cq.wait(1, timeout):
+        ends.append(time.monotonic())
+        lat.append((ends[-1] - posted_at.pop(wc.wr_id)) * 1e6)
+        done += 1
+      progress.update(done * size)
+  finally: progress.close()
+  k = min(depth, iters)
+  peak = min(b - a for a, b in zip(ends, ends[k:]))
+  return Result(size, iters, ends[-1] - start, lat, max(peak, 1e-9), k)
+
+
+def read_back(qp, cq, local, remote: RemoteMR, size: int, timeout: float) -> None:
+  qp.post_send(SendWR(1 << 40, WROpcode.RDMA_READ, [local.sge(0, size)], remote_addr=remote.addr, rkey=remote.rkey))
+  cq.wait(1, timeout)
+
+
+def random_fill(view: memoryview) -> None: view[:] = np.random.default_rng().bytes(len(view))
+
+
+# --- output
+def report(res: Result, args: argparse.Namespace, title: str) -> None:
+  if args.json:
+    print(json.dumps(res.json()))
+    return
+  rule = "-" * 87
+  print(rule)
+  print(f" RDMA_Write BW Test ({title})")
+  print(f" Number of qps : 1   Transport type : IB (RoCEv2)   Connection type : RC   TX depth : {args.depth}")
+  print(rule)
+  print(f" {'#bytes':<11}{'#iterations':<14}{'BW peak[GB/sec]':<19}{'BW average[GB/sec]':<22}{'MsgRate[Mpps]'}")
+  print(f" {res.size:<11}{res.iters:<14}{res.peak_gbps:<19.6f}{res.gbps:<22.6f}{res.mpps:.6f}")
+  print(rule)
+  print(f" latency [usec]: p50 {res.percentile(50):.2f}   p99 {res.percentile(99):.2f}")
+  print(f" data {'verified' if res.verified else 'NOT verified'}" + "".join(f"   {k}: {v}" for k, v in res.extra.items()))
+
+
+# --- commands
+def cmd_loopback(args: argparse.Namespace) -> int:
+  ctx = open_context(args.nic, args.pci, ip=args.ip)
+  try:
+    ctx.set_loopback(True)
+    try: res = _loopback(ctx, args)
+    finally: ctx.set_loopback(False)
+  finally: ctx.close()
+  report(res, args, f"loopback on {ctx.name}")
+  return 0 if res.verified else 1
+
+
+def _loopback(ctx: Context, args: argparse.Namespace) -> Result:
+  pd, cq = ctx.alloc_pd(), ctx.create_cq(2 * MAX_DEPTH)
+  tx, rx = pd.create_qp(cq), pd.create_qp(cq)
+  tx_psn, rx_psn = secrets.randbits(24), secrets.randbits(24)
+  tx.connect(rx.endpoint(rx_psn), tx_psn)
+  rx.connect(tx.endpoint(tx_psn), rx_psn)
+  src = pd.reg_mr(ctx.alloc(args.size), Access.LOCAL_WRITE, args.size)
+  dst = pd.reg_mr(ctx.alloc(args.size), Access.LOCAL_WRITE | Access.REMOTE_WRITE, args.size)
+  random_fill(src.view)
+  res = write_loop(tx, cq, src, RemoteMR(dst.addr, dst.rkey, dst.length), args.size, args.iters, args.depth, args.timeout,
+                   Progress(args.size * args.iters, not args.json, None))
+  res.verified = bytes(dst.view) == bytes(src.view)
+  return res
+
+
+def remote_argv(args: argparse.Namespace) -> list[str]:
+  serve = ["serve", "--nic", args.remote_nic or args.nic, "--pci", args.remote_pci, "--ip", args.remote_ip,
+           "--timeout", f"{args.timeout:g}"]
+  if args.remote_cmd: return ["/bin/sh", "-c", args.remote_cmd]
+  if args.local: return [sys.executable, "-m", "tools.hcq_rdma", *serve]
+  return ["ssh", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={max(1, int(args.timeout))}", args.remote,
+          shlex.join(["hcq-rdma", *serve])]
+
+
+def stop(child: subprocess.Popen) -> None:
+  """End the other side and whatever it started (its own process group: start_new_session)."""
+  try: os.killpg(child.pid, signal.SIGKILL)
+  except ProcessLookupError: pass
+  child.wait()
+
+
+def cmd_connect(args: argparse.Namespace) -> int:
+  if (args.remote or args.local) and not args.remote_pci: raise ToolError("--remote and --local need --remote-pci BUS")
+  ctx = open_context(args.nic, args.pci, ip=args.ip)
+  child = None
+  try:
+    child = subprocess.Popen(remote_argv(args), stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True)
+    ch = Channel(child.stdout.fileno(), child.stdin, "the remote side", args.timeout)
+    try: res = _connect(ctx, ch, args)
+    except Exception as e:            # tell the other side why it is ended (it may be on another host)
+      if not isinstance(e, RemoteError):
+        try: ch.send("error", message=str(e))
+        except ToolError: pass
+      raise
+    child.stdin.close()
+    try: rc = child.wait(args.timeout)
+    except subprocess.TimeoutExpired: raise ToolError(f"the remote side did not exit within {args.timeout:g} s after bye") from None
+    if rc != 0: raise ToolError(f"the remote side exited with status {rc} after the transfer")
+  finally:
+    if child is not None: stop(child)
+    ctx.close()
+  report(res, args, f"{ctx.name} -> remote {args.remote_pci or args.remote_cmd}")
+  return 0 if res.verified else 1
+
+
+def _connect(ctx: Context, ch: Channel, args: argparse.Namespace) -> Result:
+  _, hello = ch.recv("hello", HELLO_SERVER, "waiting for its hello")
+  if args.size > hello["max_size"]:
+    raise ToolError(f"the remote side registers at most {hello['max_size']} bytes; --size is {args.size}")
+  peer = Endpoint.from_fields(hello)
+  pd, cq = ctx.alloc_pd(), ctx.create_cq(2 * MAX_DEPTH)
+  qp, psn = pd.create_qp(cq), secrets.randbits(24)
+  src = pd.reg_mr(ctx.alloc(args.size), Access.LOCAL_WRITE, args.size)
+  random_fill(src.view)
+  ch.send("hello", version=VERSION, size=args.size, read=args.read, **qp.endpoint(psn).to_json())
+  _, ready = ch.recv("ready", READY, "waiting for it to register its MR")
+  remote = RemoteMR.from_fields(ready, ch.peer)
+  if remote.size < args.size:
+    raise ToolError(f"the remote MR is too small: it registered {remote.size} bytes at {remote.addr:#x}; the transfer "
+                    f"writes {args.size}")
+  qp.connect(peer, psn)
+  res = write_loop(qp, cq, src, remote, args.size, args.iters, args.depth, args.timeout,
+                   Progress(args.size * args.iters, not args.json, lambda n: ch.send("progress", bytes=n)))
+  crc = zlib.crc32(src.view)
+  ch.send("verify", crc32=crc, size=args.size)
+  _, v = ch.recv("verified", VERIFIED, "waiting for it to verify the data")
+  res.verified = v["crc32"] == crc
+  res.extra["remote_crc32"] = f"{v['crc32']:08x}"
+  if args.read:
+    back = pd.reg_mr(ctx.alloc(args.size), Access.LOCAL_WRITE, args.size)
+    read_back(qp, cq, back, remote, args.size, args.timeout)
+    res.extra["read_back"] = bytes(back.view) == bytes(src.view)
+    res.verified = res.verified and res.extra["read_back"]
+  ch.send("bye")
+  return res
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+  ch = Channel(sys.stdin.fileno(), sys.stdout.buffer, "the client", args.timeout)
+  try: ctx = open_context(args.nic, args.pci, ip=args.ip)
+  except Exception as e:
+    ch.send("error", message=f"{args.pci}: {e}")
+    raise
+  try: _serve(ctx, ch, args)
+  except (ToolError, VerbsError, TimeoutError, OSError, RuntimeError, ValueError) as e:
+    if not isinstance(e, RemoteError):
+      try: ch.send("error", message=str(e))
+      except ToolError: pass
+    raise
+  finally: ctx.close()
+  return 0
+
+
+def _serve(ctx: Context, ch: Channel, args: argparse.Namespace) -> None:
+  pd, cq = ctx.alloc_pd(), ctx.create_cq(2 * MAX_DEPTH)
+  qp, psn = pd.create_qp(cq), secrets.randbits(24)
+  ch.send("hello", version=VERSION, max_size=args.max_size, **qp.endpoint(psn).to_json())
+  _, hello = ch.recv("hello", HELLO_CLIENT, "waiting for its hello")
+  size = hello["size"]
+  if size > args.max_size: raise ToolError(f"the client asks for {size} bytes; this side registers at most {args.max_size}")
+  access = Access.LOCAL_WRITE | Access.REMOTE_WRITE | (Access.REMOTE_READ if hello["read"] else 0)
+  mr = pd.reg_mr(ctx.alloc(size), access, size)
+  qp.connect(Endpoint.from_fields(hello), psn)
+  ch.send("ready", **RemoteMR(mr.addr, mr.rkey, mr.length).to_json())
+  while (got := ch.recv("verify", VERIFY, "waiting for the transfer to end", also={"progress": PROGRESS}))[0] == "progress": pass
+  if got[1]["size"] != size: raise ToolError(f"the client verifies {got[1]['size']} bytes of the {size} it wrote")
+  crc = zlib.crc32(mr.view[:size])
+  ch.send("verified", crc32=crc)
+  ch.recv("bye", {}, "waiting for its bye")
+  print(f"hcq-rdma serve: {size} bytes received into {ctx.name}, CRC-32 {crc:08x}", file=sys.stderr)
+
+
+# --- the command line
+def parse_size(text: str) -> int:
+  m = re.fullmatch(r"(\d+)\s*([kmg]?)(?:i?b)?(?:\s*\+\s*(\d+))?", text.strip().lower())
+  if not m: raise argparse.ArgumentTypeError(f"{text!r} is not a size (e.g. 4096, 64K, 4M, 4M+1)")
+  n = int(m[1]) << {"": 0, "k": 10, "m": 20, "g": 30}[m[2]]
+  n += int(m[3] or 0)
+  if not 1 <= n <= MAX_SIZE: raise argparse.ArgumentTypeError(f"size {n} is outside [1, {MAX_SIZE}]")
+  return n
+
+
+def positive(text: str) -> float:
+  try: v = float(text)
+  except ValueError: v = -1
+  if not v > 0: raise argparse.ArgumentTypeError(f"{text!r} is not a positive number")
+  return v
+
+
+def parser() -> argparse.ArgumentParser:
+  nics = ", ".join(rdma_vendors()) or "none"
+  p = argparse.ArgumentParser(prog="hcq-rdma", description="RDMA WRITE between hcq's NICs (real or emulated), "
+                              "measured like perftest's ib_write_bw.")
+  sub = p.add_subparsers(dest="command", required=True, metavar="command")
+
+  def common(sp: argparse.ArgumentParser, ip: str) -> None:
+    sp.add_argument("--nic", required=True, help=f"the NIC's driver: {nics}")
+    sp.add_argument("--pci", required=True, metavar="BUS", help="its PCI bus id (0000:41:00.0), or mock-<n> for emulated NIC n")
+    sp.add_argument("--ip", default=ip, help=f"its IPv4 address, GID 0 (default {ip})")
+    sp.add_argument("--timeout", type=positive, default=30.0, metavar="S",
+                    help="give up after S seconds without progress (default 30)")
+
+  def transfer(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument("--size", type=parse_size, default=1 << 20, metavar="N", help="bytes per WRITE (4096, 64K, 4M+1; default 1M)")
+    sp.add_argument("--iters", type=int, default=100, metavar="K", help="WRITEs (default 100)")
+    sp.add_argument("--depth", type=int, default=DEPTH, metavar="D", help=f"WRITEs in flight (perftest's tx depth; default {DEPTH})")
+    sp.add_argument("--json", action="store_true", help="the result as one JSON object on the last line")
+
+  lb = sub.add_parser("loopback", help="two QPs on one NIC through its PHY loopback")
+  common(lb, DEFAULT_IP)
+  transfer(lb)
+  cn = sub.add_parser("connect", help="this NIC to another one (its side runs `hcq-rdma serve`)")
+  common(cn, DEFAULT_IP)
+  transfer(cn)
+  where = cn.add_mutually_exclusive_group(required=True)
+  where.add_argument("--remote", metavar="USER@HOST", help="start the other side over ssh (BatchMode)")
+  where.add_argument("--local", action="store_true", help="start the other side as a local process (emulated NICs)")
+  where.add_argument("--remote-cmd", metavar="CMD", help="a command whose stdin and stdout carry the control channel")
+  cn.add_argument("--remote-pci", metavar="BUS", help="the other NIC's PCI bus id or mock-<n>")
+  cn.add_argument("--remote-nic", metavar="NIC", help="the other NIC's driver (default: --nic)")
+  cn.add_argument("--remote-ip", default=DEFAULT_REMOTE_IP, help=f"the other NIC's IPv4 address (default {DEFAULT_REMOTE_IP})")
+  cn.add_argument("--read", action="store_true", help="RDMA READ the buffer back after the writes and compare")
+  sv = sub.add_parser("serve", help="the other side of connect: the control channel on stdin/stdout")
+  common(sv, DEFAULT_REMOTE_IP)
+  sv.add_argument("--max-size", type=parse_size, default=MAX_SIZE, metavar="N", help="the largest MR a client may ask for")
+  return p
+
+
+COMMANDS = {"loopback": cmd_loopback, "connect": cmd_connect, "serve": cmd_serve}
+
+
+def main(argv: list[str] | None = None) -> int:
+  args = parser().parse_args(argv)
+  if getattr(args, "iters", 1) < 1: parser().error("--iters must be at least 1")
+  if not 1 <= getattr(args, "depth", 1) <= MAX_DEPTH: parser().error(f"--depth must be in [1, {MAX_DEPTH}]")
+  try: return COMMANDS[args.command](args)
+  except KeyboardInterrupt:
+    print("hcq-rdma: interrupted", file=sys.stderr)
+    return 130
+  except Exception as e:       # a clear line, never a traceback: the NIC, the peer and the verbs all say what went wrong
+    kind = "" if isinstance(e, (ToolError, ProtocolError, VerbsError, TimeoutError, OSError, RuntimeError, ValueError)) \
+      else f"{type(e).__name__}: "
+    print(f"hcq-rdma{' serve' if args.command == 'serve' else ''}: {kind}{e}", file=sys.stderr)
+    return 1
+
+
+if __name__ == "__main__":
+  sys.exit(main())
