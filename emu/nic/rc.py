@@ -185,6 +185,7 @@ class QP:
 
   def _reset(self) -> None:
     self.wrs: deque[SendWR] = deque()        # posted, not completed, in order
+    self._hint: SendWR | None = None
     self.next_psn = self.a.sq_psn             # PSN the next posted message starts at
     self.tx_psn = self.a.sq_psn               # PSN of the next packet to (re)transmit
     self.una = self.a.sq_psn                  # oldest unacknowledged PSN
@@ -252,8 +253,13 @@ class QP:
 
   # --- requester: transmit
   def _wr_at(self, psn: int) -> SendWR | None:
+    hint = self._hint                         # usually the WR the last lookup found (WRs leave only from the left)
+    if hint is not None and self.wrs and 0 <= psn_delta(psn, hint.first_psn) < hint.npkts and \
+       psn_delta(hint.first_psn, self.wrs[0].first_psn) >= 0: return hint
     for wr in self.wrs:
-      if 0 <= psn_delta(psn, wr.first_psn) < wr.npkts: return wr
+      if 0 <= psn_delta(psn, wr.first_psn) < wr.npkts:
+        self._hint = wr
+        return wr
     return None
 
   def _pump(self) -> None:
@@ -455,6 +461,14 @@ class QP:
 
   def _execute(self, p: R.Packet) -> None:
     a, op, mtu, n = self.a, p.opcode, self.a.mtu, len(p.payload)
+    if op == R.WRITE_MIDDLE and self.wctx is not None and n == mtu < self.wctx[2]:   # the bulk of a long WRITE
+      region, va, left = self.wctx
+      try: self._write(region, va, p.payload)
+      except DMAFault as e: return self._fatal_nak(R.NAK_REMOTE_OPERATIONAL_ERROR, f"{p.name}: {e}")
+      self.wctx = (region, va + n, left - n)
+      self.epsn = psn_add(self.epsn, 1)
+      if p.ack_req: self._ack(p.psn)
+      return
     mid_write, mid_send = self.wctx is not None, self.sctx is not None
     if op in (R.WRITE_MIDDLE, R.WRITE_LAST, R.WRITE_LAST_IMM) and not mid_write or \
        op in (R.SEND_MIDDLE, R.SEND_LAST, R.SEND_LAST_IMM) and not mid_send or \

@@ -274,3 +274,22 @@ def test_the_port_thread_stops_once_its_nic_is_gone():
   port._thread.join(5)
   assert not port._thread.is_alive() and port.sock.fileno() == -1  # and its socket is released
   port.close()
+
+
+@pytest.mark.parametrize("case", ["short middle", "middle without first", "last not the rest", "first after first"])
+def test_the_responder_checks_the_opcode_sequence_and_lengths(pair, case):
+  a, b = pair
+  qa, qb = connected(a, b, mtu=256)
+  dk, dmem = b.region(4096)
+  sniffed = sniff(b)
+  path = qa.a.path
+  first = R.Packet(R.WRITE_FIRST, 0, 20, va=0x10000, rkey=dk, dma_len=600, payload=b"\1" * 256)
+  frames = {"short middle": [first, R.Packet(R.WRITE_MIDDLE, 1, 20, payload=b"\2" * 255)],
+            "middle without first": [R.Packet(R.WRITE_MIDDLE, 0, 20, payload=b"\2" * 256)],
+            "last not the rest": [first, R.Packet(R.WRITE_LAST, 1, 20, ack_req=True, payload=b"\3" * 256)],
+            "first after first": [first, R.Packet(R.WRITE_FIRST, 1, 20, va=0x10000, rkey=dk, dma_len=600, payload=b"\4" * 256)]}[case]
+  for p in frames: a.wire.send(b.wire.endpoint, R.encode(path, p))
+  wait(lambda: qb.state == "ERR", "the responder to go to ERR")
+  nak = [f for f in sniffed if f.opcode == R.ACKNOWLEDGE][-1]
+  assert nak.syndrome == R.AETH_NAK | R.NAK_INVALID_REQUEST and nak.psn == len(frames) - 1
+  assert dmem[256:] == bytearray(4096 - 256)                        # nothing past what the accepted FIRST wrote
