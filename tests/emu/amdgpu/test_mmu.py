@@ -2,7 +2,7 @@
 import pytest
 from emu.pci import DMASpace
 from emu.amdgpu.vram import VRAM
-from emu.amdgpu.mmu import MMU, GPUPageFault, PTE_VALID, PTE_SYSTEM, PTE_READABLE, PTE_WRITEABLE, PTE_EXECUTABLE, PDE_PTE
+from emu.amdgpu.mmu import MMU, GPUPageFault, PTE_VALID, PTE_SYSTEM, PTE_SNOOPED, PTE_READABLE, PTE_WRITEABLE, PTE_EXECUTABLE, PDE_PTE
 
 START = 0x2000_0000_0000
 RW = PTE_VALID | PTE_READABLE | PTE_WRITEABLE | PTE_EXECUTABLE
@@ -25,6 +25,7 @@ def mmu():
   m.faults = []
   m.on_fault = m.faults.append
   m.set_context(PDB2, START, 0x7FFF_FFFF_FFFF)
+  m.set_enabled(None)
   return m
 
 
@@ -40,8 +41,8 @@ def test_4k_and_2m_leaves_translate_to_vram(mmu):
 def test_system_pages_resolve_through_the_dma_space(mmu):
   host = memoryview(bytearray(8192))
   bus = mmu.dma.map(host)                                            # two pages with a hole between them
-  _pte(mmu.vram, PTB, 7, bus[0] | RW | PTE_SYSTEM)
-  _pte(mmu.vram, PTB, 8, bus[1] | RW | PTE_SYSTEM)
+  _pte(mmu.vram, PTB, 7, bus[0] | RW | PTE_SYSTEM | PTE_SNOOPED)
+  _pte(mmu.vram, PTB, 8, bus[1] | RW | PTE_SYSTEM | PTE_SNOOPED)
   mmu.invalidate()
   mmu.write(START + 0x7FFC, b"abcdefgh")                             # straddles the two host pages
   assert bytes(host[4092:4100]) == b"abcdefgh"
