@@ -16,7 +16,7 @@ from autogen import kfd
 from autogen.amd import gc_11_0_0 as gc, soc21_enum
 from emu.plugin import KernelModel
 from emu.amdgpu.gpu import GPUModel, IP_BASES, DeviceError
-from emu.amdgpu.mmu import PTE_VALID, PTE_SYSTEM, PTE_SNOOPED, PTE_READABLE, PTE_WRITEABLE, PTE_EXECUTABLE
+from emu.amdgpu.mmu import PTE_VALID, PTE_SYSTEM, PTE_SNOOPED, PTE_READABLE, PTE_WRITEABLE, PTE_EXECUTABLE, MTYPE_SHIFT
 from emu.amdgpu.pagetable import PageTables, VRAMAllocator, PAGE
 from emu.amdgpu.pm4 import PM4Engine
 from emu.amdgpu.sdma import SDMAEngine
@@ -271,6 +271,7 @@ class KFDModel:
     else:
       perm = PTE_VALID | PTE_READABLE | PTE_WRITEABLE * bool(bo.flags & kfd.KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE) | \
              PTE_EXECUTABLE * bool(bo.flags & kfd.KFD_IOC_ALLOC_MEM_FLAGS_EXECUTABLE)
+      if bo.flags & kfd.KFD_IOC_ALLOC_MEM_FLAGS_UNCACHED: perm |= soc21_enum.MTYPE_UC << MTYPE_SHIFT   # gmc_v11's mtype for UC
       if bo.kind == "vram": addrs = bo.paddr + np.arange(pages, dtype=np.uint64) * PAGE
       else:
         addrs = np.array(bo.bus, dtype=np.uint64)

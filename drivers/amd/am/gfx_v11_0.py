@@ -57,7 +57,7 @@ class GFXv11_0(IPBlock):
     self.w(gc.regRLC_SPM_MC_CNTL, RLC_SPM_VMID=0xF)                    # "init spm vmid with 0xf" (gfx_v11_0_rlc_init)
     self.core.nbio.gc_doorbell_init()
     self.rmw(gc.regGRBM_CNTL, READ_TIMEOUT=0xFF)                       # gfx_v11_0_constants_init
-    for vmid in range(N_VMIDS):   # DEFAULT_SH_MEM_CONFIG of gfx_v11_0; LDS aperture 0x1000..., scratch 0x2000... (reference 2.10)
+    for vmid in range(N_VMIDS):   # DEFAULT_SH_MEM_CONFIG of gfx_v11_0; LDS aperture at 1 << 48, scratch at 2 << 48 (reference 2.10)
       self.select(vmid=vmid)
       self.w(gc.regSH_MEM_CONFIG, ADDRESS_MODE=soc21_enum.SH_MEM_ADDRESS_MODE_64,
              ALIGNMENT_MODE=soc21_enum.SH_MEM_ALIGNMENT_MODE_UNALIGNED, INITIAL_INST_PREFETCH=3)
