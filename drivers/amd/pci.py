@@ -85,7 +85,7 @@ class PCIIface:
     if not faults: return None
     self.core.is_err_state = True
     status = self.core.gfxhub.fault()
-    return "; ".join(faults) + (f" (GCVM_L2_PROTECTION_FAULT_STATUS {status[0]:#x})" if status else "")
+    return "; ".join(faults) + (f" (GCVM_L2_PROTECTION_FAULT_STATUS {status[0]:#x}: {self.core.gfxhub.fault_kind(status[0])})" if status else "")
 
   def close(self) -> None:
     try: self.core.fini()

@@ -219,12 +219,12 @@ class HubModel(Block):
 
   def _on_fault(self, f: Fault) -> None:
     with self.dev.lock:
-      status = self.reg("VM_L2_PROTECTION_FAULT_STATUS")
+      status, fields = self.reg("VM_L2_PROTECTION_FAULT_STATUS"), self.fault_status_fields(f)
       if self.get(status): self.set(status, self.get(status) | 1)   # MORE_FAULTS
       else:
-        self.set(status, status.encode(**self.fault_status_fields(f), CID=self.client_id(f.client), RW=int(f.write)))
+        self.set(status, status.encode(**fields, CID=self.client_id(f.client), RW=int(f.write)))
         self.set(self.reg("VM_L2_PROTECTION_FAULT_ADDR_LO32"), (f.va >> 12) & 0xFFFFFFFF)
         self.set(self.reg("VM_L2_PROTECTION_FAULT_ADDR_HI32"), (f.va >> 44) & 0xF)
       cntl = self.reg("VM_CONTEXT0_CNTL").decode(self.r("VM_CONTEXT0_CNTL"))
       if f.client != "IH" and cntl[f"{FAULT_INTERRUPT[f.kind]}_PROTECTION_FAULT_ENABLE_INTERRUPT"]:
-        self.dev.ih.vm_fault(self.prefix, f)
+        self.dev.ih.vm_fault(self.prefix, f, fields.get("PERMISSION_FAULTS", 0))

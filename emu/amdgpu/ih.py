@@ -12,7 +12,8 @@ Entry (8 dwords, the SOC15 IV format): dw0 = client_id | src_id << 8 | ring_id <
 dw1/dw2[15:0] = 48-bit timestamp (the 100 MHz GPU clock), dw3 = pasid | node_id << 16, dw4-7 = src_data[0..3].
 Sources the model raises (client/src ids: soc15_ih_clientid.h, irqsrcs_gfx_11_0_0.h):
   GPU page fault (GC hub: client GFX; MM hub: client VMC), src UTCL2_FAULT: src_data[0] = VA[43:12],
-    src_data[1] = VA[47:44] | 0x20 for a write
+    src_data[1] = VA[47:44] | 0x20 for a write, ring_id = the fault's PERMISSION_FAULTS << 3 (valid 0x08, read 0x10,
+    write 0x20, execute 0x40: the bits KFD's interrupt handler reads as prot_valid/read/write)
   shader error: client GRBM_CP, src SQ_INTERRUPT_ID, src_data[0] = TYPE ILLEGAL_INST << 21 (SQ error
     context word), src_data[1] = ENCODING ERROR << 6
   PM4 packet error: client GRBM_CP, src CP_BAD_OPCODE_ERROR (when CP_ME1_PIPE0_INT_CNTL.OPCODE_ERROR_INT_ENABLE)
@@ -55,7 +56,7 @@ class IHModel(Block):
     self.regs[addr] = value   # the driver resets the ring (WPTR = RPTR = 0) while it is disabled
 
   # --- posting entries
-  def post(self, client: int, src: int, data: tuple[int, ...] = (), vmid: int = 0) -> bool:
+  def post(self, client: int, src: int, data: tuple[int, ...] = (), vmid: int = 0, ring_id: int = 0) -> bool:
     """Write one entry; False if the ring is disabled or full (the entry is lost, as on hardware)."""
     with self.dev.lock:
       cntl = oss.regIH_RB_CNTL.decode(self.get(oss.regIH_RB_CNTL))
@@ -70,7 +71,7 @@ class IHModel(Block):
         self.dropped += 1
         return False
       ts = self.dev.gpu.clock()
-      words = [client | src << 8 | vmid << 24, ts & 0xFFFFFFFF, (ts >> 32) & 0xFFFF, 0, *data, *[0] * (4 - len(data))]
+      words = [client | src << 8 | ring_id << 16 | vmid << 24, ts & 0xFFFFFFFF, (ts >> 32) & 0xFFFF, 0, *data, *[0] * (4 - len(data))]
       base = (self.get(oss.regIH_RB_BASE_HI) << 32 | self.get(oss.regIH_RB_BASE)) << 8
       mmu = self.dev.gmc_mm.mmu
       try:
@@ -86,9 +87,10 @@ class IHModel(Block):
         return False
       return True
 
-  def vm_fault(self, hub: str, f: Fault) -> None:
+  def vm_fault(self, hub: str, f: Fault, permission: int = 0) -> None:
     client = C.SOC21_IH_CLIENTID_GFX if hub == "GC" else C.SOC21_IH_CLIENTID_VMC
-    self.post(client, S.GFX_11_0_0__SRCID__UTCL2_FAULT, ((f.va >> 12) & 0xFFFFFFFF, (f.va >> 44) & 0xF | (0x20 if f.write else 0)))
+    self.post(client, S.GFX_11_0_0__SRCID__UTCL2_FAULT, ((f.va >> 12) & 0xFFFFFFFF, (f.va >> 44) & 0xF | (0x20 if f.write else 0)),
+              ring_id=permission << 3)
 
   def shader_error(self) -> None:
     self.post(C.SOC21_IH_CLIENTID_GRBM_CP, S.GFX_11_0_0__SRCID__SQ_INTERRUPT_ID,

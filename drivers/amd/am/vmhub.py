@@ -115,3 +115,14 @@ class VMHub(IPRegisters):
     return status, (hi << 32 | lo) << 12
 
   def fault_status(self) -> int: return self.r(self.R.L2_PROTECTION_FAULT_STATUS)
+
+  def fault_kind(self, status: int) -> str:
+    """What a VM_L2_PROTECTION_FAULT_STATUS value says went wrong: PERMISSION_FAULTS bit 0 VALID (nothing valid mapped),
+    bits 1-3 the READ / WRITE / EXECUTE permission a mapped page lacks; WALKER_ERROR a page-table walk the hub rejected;
+    MAPPING_ERROR alone an address outside the VM range."""
+    f = self.R.L2_PROTECTION_FAULT_STATUS.decode(status)
+    perm = f["PERMISSION_FAULTS"]
+    if perm & 1: return "not present"
+    if perm: return "no " + "/".join(n for b, n in ((2, "read"), (4, "write"), (8, "execute")) if perm & b) + " permission"
+    if f["WALKER_ERROR"]: return "page-table walk error"
+    return "outside the VM range" if f["MAPPING_ERROR"] else "unknown fault"

@@ -5,9 +5,11 @@ Facts: reference/amd_driver.md 2.6-2.7 and 2.10 (SH_MEM_BASES 0x10002), kfd_flat
 import numpy as np
 import pytest
 
-from autogen.amd import gc_11_0_0 as gc, mmhub_3_0_0 as mmhub, nvd, amdgpu_vm as vm
+from autogen.amd import gc_11_0_0 as gc, nvd, amdgpu_vm as vm
 from drivers.hcq import open_device
-from emu.amdgpu.mmu import TranslationOff
+from drivers.amd.am.gfxhub_v3_0 import GFXHUBv3_0
+from emu.amdgpu.gmc import HubModel
+from emu.amdgpu.mmu import TranslationOff, Fault
 from tests.emu.amdgpu.regs import Regs, Queue, release_mem, pm4
 
 LDS_APERTURE, SCRATCH_APERTURE = 1 << 48, 2 << 48
@@ -118,12 +120,15 @@ def test_instruction_fetch_needs_an_executable_page(booted, executable):
     return
   status = fault_status(booted)
   assert (status["PERMISSION_FAULTS"], status["MAPPING_ERROR"], status["CID"], status["RW"]) == (8, 0, CID_SQC_INST, 0)
+  assert booted.iface.core.gfxhub.fault_kind(booted.r(gc.regGCVM_L2_PROTECTION_FAULT_STATUS)) == "no execute permission"
   (e,) = [e for e in booted.ih_entries() if (e[0] & 0xFF, e[0] >> 8 & 0xFF) == (CLIENT_GFX, SRC_UTCL2_FAULT)]
+  assert e[0] >> 16 & 0xFF == 0x40                                   # ring_id: execute
   booted.wait(lambda: any("not executable" in line for line in booted.model.log_lines), "the model's log line")
 
 
-# (how to make the fault, PERMISSION_FAULTS, MAPPING_ERROR, the CONTEXT0_CNTL interrupt enable of that type)
-FAULTS = {"not-present": (1 | 4, 1, "VALID"), "write": (4, 0, "WRITE"), "range": (0, 1, "RANGE")}
+# fault type -> (PERMISSION_FAULTS, MAPPING_ERROR, the CONTEXT0_CNTL interrupt enable of that type, what the driver says)
+FAULTS = {"not-present": (1 | 4, 1, "VALID", "not present"), "write": (4, 0, "WRITE", "no write permission"),
+          "range": (0, 1, "RANGE", "outside the VM range")}
 
 
 def fault_va(booted, kind: str) -> int:
@@ -139,7 +144,7 @@ def fault_va(booted, kind: str) -> int:
 @pytest.mark.parametrize("interrupt", [True, False])
 @pytest.mark.parametrize("kind", FAULTS)
 def test_the_fault_type_is_in_the_status_and_its_enable_gates_the_interrupt(booted, kind, interrupt):
-  perm, mapping, enable = FAULTS[kind]
+  perm, mapping, enable, said = FAULTS[kind]
   if not interrupt:
     cntl = booted.r(gc.regGCVM_CONTEXT0_CNTL)
     booted.w(gc.regGCVM_CONTEXT0_CNTL, cntl & ~gc.regGCVM_CONTEXT0_CNTL.mask(f"{enable}_PROTECTION_FAULT_ENABLE_INTERRUPT"))
@@ -148,9 +153,10 @@ def test_the_fault_type_is_in_the_status_and_its_enable_gates_the_interrupt(boot
   q.submit(release_mem(va, 1))
   status = fault_status(booted)
   assert (status["PERMISSION_FAULTS"], status["MAPPING_ERROR"], status["CID"], status["RW"]) == (perm, mapping, CID_CPC, 1)
+  assert booted.iface.core.gfxhub.fault_kind(booted.r(gc.regGCVM_L2_PROTECTION_FAULT_STATUS)) == said
   booted.wait(lambda: any("page fault" in line for line in booted.model.log_lines), "the model's log line")
   faults = [e for e in booted.ih_entries() if (e[0] & 0xFF, e[0] >> 8 & 0xFF) == (CLIENT_GFX, SRC_UTCL2_FAULT)]
-  assert len(faults) == int(interrupt)
+  assert [e[0] >> 16 & 0xFF for e in faults] == [perm << 3] * int(interrupt)   # ring_id: KFD's prot_valid/read/write bits
 
 
 @pytest.mark.parametrize("reg, field, value, why", [
@@ -173,3 +179,14 @@ def test_a_device_powered_on_translates_nothing_before_the_driver(dev):
     dev.model.gmc_gc.mmu.read(0x2000_0000_0000, 4)
   with pytest.raises(TranslationOff, match="MMMC_VM_MX_L1_TLB_CNTL.ENABLE_L1_TLB is 0"):
     dev.model.gmc_mm.mmu.write(dev.model.gmc_mm.fb[0], b"x", "IH")
+
+
+@pytest.mark.parametrize("kind, write, execute, said", [
+  ("not-present", False, False, "not present"), ("not-present", True, False, "not present"),
+  ("read", False, False, "no read permission"), ("write", True, False, "no write permission"),
+  ("execute", False, True, "no execute permission"), ("range", False, False, "outside the VM range"),
+  ("pde", False, False, "page-table walk error")])
+def test_each_fault_type_latched_by_the_hub_is_named_by_the_driver(kind, write, execute, said):
+  fields = HubModel.fault_status_fields(Fault(UNMAPPED, write, "CP", "", kind, execute))
+  status = gc.regGCVM_L2_PROTECTION_FAULT_STATUS.encode(**fields, RW=int(write))
+  assert GFXHUBv3_0(None).fault_kind(status) == said
