@@ -143,7 +143,9 @@ class GPUModel:
 
   def flat_apertures(self, queue: str, vmid: int = 0) -> tuple[int, int]:
     """(LDS, scratch) aperture bits 63:32 from VMID `vmid`'s SH_MEM_BASES (SHARED_BASE / PRIVATE_BASE are bits 63:48 of
-    4 GiB windows); SH_MEM_CONFIG must be the mode the shader core models. Every queue runs in VMID 0."""
+    4 GiB windows); SH_MEM_CONFIG must be the mode the shader core models (64-bit addresses, unaligned accesses allowed;
+    INITIAL_INST_PREFETCH and ICACHE_USE_GL1 only shape instruction caching and are not acted on). Every queue runs in
+    VMID 0."""
     config = gc.regSH_MEM_CONFIG.decode(self.regs[self.sh_mem_slot(vmid, False)])
     bases = gc.regSH_MEM_BASES.decode(self.regs[self.sh_mem_slot(vmid, True)])
     if config["ADDRESS_MODE"] != soc21_enum.SH_MEM_ADDRESS_MODE_64:

@@ -126,6 +126,16 @@ def test_instruction_fetch_needs_an_executable_page(booted, executable):
   booted.wait(lambda: any("not executable" in line for line in booted.model.log_lines), "the model's log line")
 
 
+def test_an_execute_fault_interrupts_only_with_its_enable(booted):
+  cntl = booted.r(gc.regGCVM_CONTEXT0_CNTL)
+  booted.w(gc.regGCVM_CONTEXT0_CNTL, cntl & ~gc.regGCVM_CONTEXT0_CNTL.mask("EXECUTE_PROTECTION_FAULT_ENABLE_INTERRUPT"))
+  q = Queue(booted, "compute")
+  dispatch(booted, q, code_page(booted, [0xBFB00000], False).va)
+  assert fault_status(booted)["PERMISSION_FAULTS"] == 8
+  booted.wait(lambda: any("not executable" in line for line in booted.model.log_lines), "the model's log line")
+  assert not [e for e in booted.ih_entries() if (e[0] & 0xFF, e[0] >> 8 & 0xFF) == (CLIENT_GFX, SRC_UTCL2_FAULT)]
+
+
 # fault type -> (PERMISSION_FAULTS, MAPPING_ERROR, the CONTEXT0_CNTL interrupt enable of that type, what the driver says)
 FAULTS = {"not-present": (1 | 4, 1, "VALID", "not present"), "write": (4, 0, "WRITE", "no write permission"),
           "range": (0, 1, "RANGE", "outside the VM range")}
