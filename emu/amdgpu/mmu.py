@@ -34,6 +34,7 @@ class Fault:
   client: str
   reason: str
   permission: bool = False     # the page is mapped but not readable/writeable (else nothing valid is mapped)
+  execute: bool = False        # an instruction fetch (a permission fault then means the page is not EXECUTABLE)
 
   def __str__(self) -> str:
     return f"GPU page fault at {self.va:#x} ({'write' if self.write else 'read'} by {self.client}): {self.reason}"
