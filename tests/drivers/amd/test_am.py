@@ -6,7 +6,7 @@ import pytest
 from drivers.amd.device import AMDDevice
 from drivers.amd.pci import PCIIface
 from drivers.amd.am.firmware import FirmwareError, DEFAULT_DIR
-from drivers.amd.am.psp_v13_0 import PSPError
+from drivers.amd.am.psp_v13_0 import PSPError, PSPv13_0
 from drivers.amd.am.smu_v13_0 import SMUError
 from drivers.system import DeviceBusyError, open_model
 from drivers.system.kernel import kernel_interface
@@ -73,6 +73,23 @@ def test_firmware_the_psp_rejects_fails_boot_naming_the_component(tmp_path, monk
   write_firmware(str(tmp_path), damage={"RLC_G": "unsigned"})
   monkeypatch.setenv("HCQ_FIRMWARE_DIR", str(tmp_path))
   with pytest.raises(PSPError, match=r"LOAD_IP_FW RLC_G failed with status"): boot()
+
+
+@pytest.mark.parametrize("tmr", [0x800000, 0x1400000])
+def test_the_tmr_is_the_size_the_toc_asks_for(tmr, tmp_path, monkeypatch):
+  """SETUP_TMR carries the TOC's TMR size (what LOAD_TOC answered); a TOC asking for more than the driver reserved
+  fails the boot saying so."""
+  write_firmware(str(tmp_path), toc_tmr=tmr)
+  monkeypatch.setenv("HCQ_FIRMWARE_DIR", str(tmp_path))
+  if tmr > 0x1300000:
+    with pytest.raises(PSPError, match=r"PSP asks for a 0x1400000-byte TMR; 0x1300000 was reserved"): boot()
+    return
+  sent = []
+  submit = PSPv13_0._submit
+  monkeypatch.setattr(PSPv13_0, "_submit", lambda psp, cmd, what: sent.append((what, cmd.cmd.cmd_setup_tmr.buf_size)) or submit(psp, cmd, what))
+  dev = boot()
+  assert ("SETUP_TMR", tmr) in sent and vadd_ok(dev)
+  dev.close()
 
 
 HOLD = "from drivers.hcq import open_device; d = open_device('MOCKPCI+AMD'); print('up', flush=True); import time; time.sleep(120)"
