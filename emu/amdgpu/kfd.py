@@ -272,6 +272,10 @@ class KFDModel:
       bo.view = memoryview(bo.host)
     elif flags & kfd.KFD_IOC_ALLOC_MEM_FLAGS_USERPTR:
       if not a.mmap_offset: raise _ioc_fail(errno.EINVAL, "USERPTR allocation without the user address in mmap_offset")
+      # the kernel pins the user pages (EFAULT where nothing is mapped); the model knows the memory anon() handed out
+      if not any(at <= a.mmap_offset and a.mmap_offset + size <= at + len(m) for at, m in self.anon_maps.items()):
+        raise _ioc_fail(errno.EFAULT, f"USERPTR allocation of {size:#x} bytes at {a.mmap_offset:#x}: not process memory the "
+                                      "model can pin (get it from the kernel interface's anon())")
       bo.kind, bo.host = "userptr", (ctypes.c_uint8 * size).from_address(a.mmap_offset)
       bo.view = memoryview(bo.host).cast("B")
     else: raise _ioc_fail(errno.EINVAL, f"ALLOC_MEMORY_OF_GPU flags {flags:#x} name no domain (VRAM, GTT or USERPTR)")
@@ -400,6 +404,7 @@ class KFDModel:
                  memory_exception(f if f is not None and f.va >> 12 == err.va >> 12 else None, err.va))
 
   def _wait_events(self, a) -> None:
+    if a.num_events and not a.events_ptr: raise _ioc_fail(errno.EFAULT, f"WAIT_EVENTS of {a.num_events} events at events_ptr NULL")
     data = (kfd.kfd_event_data * a.num_events).from_address(a.events_ptr)
     ids = [d.event_id for d in data]
     with self.cond:

@@ -129,6 +129,7 @@ def test_acquire_vm_through_a_second_render_node_file_is_busy(proc):
   (dict(gpu_id=GPU_ID + 1), errno.EINVAL), (dict(size=0), errno.EINVAL), (dict(flags=W), errno.EINVAL),
   (dict(flags=kfd.KFD_IOC_ALLOC_MEM_FLAGS_USERPTR | W), errno.EINVAL),       # USERPTR without the user address
   (dict(size=1 << 40), errno.ENOMEM),
+  (dict(flags=kfd.KFD_IOC_ALLOC_MEM_FLAGS_USERPTR | W, mmap_offset=0x7000_0000_0000), errno.EFAULT),   # nothing mapped there
 ])
 def test_bad_allocation_fields_get_the_kernels_errno(proc, fields, code):
   args = {**dict(va_addr=0x1000_0000_0000, size=0x1000, gpu_id=GPU_ID, flags=VRAM | W), **fields}
@@ -217,3 +218,7 @@ def test_shader_fault_reaches_the_driver_with_its_type(case):
     want = "no valid page is mapped there" if case == "unmapped" else "a write to a read-only page"
     with pytest.raises(DeviceFault, match=rf"MMU fault at {va:#x} \({want}\).*kernel add1"): d.timeline.wait(v, timeout_ms=10_000)
   finally: d.close()
+
+
+def test_wait_events_on_a_null_array_is_efault(proc):
+  fails(errno.EFAULT, proc.io, kfd.AMDKFD_IOC_WAIT_EVENTS, kfd.kfd_ioctl_wait_events_args(events_ptr=0, num_events=2))
