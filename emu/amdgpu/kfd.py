@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from autogen import kfd
+from autogen.amd import gc_11_0_0 as gc, soc21_enum
 from emu.plugin import KernelModel
 from emu.amdgpu.gpu import GPUModel, IP_BASES, DeviceError
 from emu.amdgpu.mmu import Fault, PTE_VALID, PTE_SYSTEM, PTE_SNOOPED, PTE_READABLE, PTE_WRITEABLE, PTE_EXECUTABLE
@@ -46,6 +47,7 @@ GPU_PROPERTIES = {"cpu_cores_count": 0, "simd_count": 192, "mem_banks_count": 1,
 VA_BASE, VA_END = 0x1000_0000_0000, 0x2000_0000_0000    # VA handed out by reserve(), clear of where host mmaps land
 DOORBELL_MMAP = 0x3 << 60                                # mmap offset of the doorbell page on /dev/kfd
 DOORBELL_PAGE = 0x2000
+LDS_APERTURE, SCRATCH_APERTURE = 1 << 48, 2 << 48        # kfd_flat_memory.c, gfx9 and later
 
 
 ENOTSUPP = 524                                           # the kernel-internal errno CREATE_QUEUE returns for a bad type
@@ -247,7 +249,18 @@ class KFDModel:
     self.vm_fd = a.drm_fd
     if self.vm is None:
       self.vm = PageTables(self.gpu.vram, self.pt_alloc)
-      self.gpu.mmu.set_context(self.vm.root, 0, (1 << 48) - 1)
+      self._program_vm()
+
+  def _program_vm(self) -> None:
+    """What amdgpu.ko has programmed by the time a process owns a VM: the hub translating (its gmc hw_init) with the
+    process's page tables as the context, and the VMID's flat apertures as KFD sets them for gfx11 (update_qpd_v11:
+    SH_MEM_CONFIG unaligned, 64-bit, instruction prefetch 3; SH_MEM_BASES from kfd_flat_memory.c's gfx9+ apertures,
+    LDS at 1 << 48 and scratch at 2 << 48). The model's queues all run in VMID 0."""
+    self.gpu.mmu.set_enabled(None)
+    self.gpu.mmu.set_context(self.vm.root, 0, (1 << 48) - 1)
+    self.gpu.regs[self.gpu.sh_mem_slot(0, False)] = gc.regSH_MEM_CONFIG.encode(
+      ADDRESS_MODE=soc21_enum.SH_MEM_ADDRESS_MODE_64, ALIGNMENT_MODE=soc21_enum.SH_MEM_ALIGNMENT_MODE_UNALIGNED, INITIAL_INST_PREFETCH=3)
+    self.gpu.regs[self.gpu.sh_mem_slot(0, True)] = gc.regSH_MEM_BASES.encode(SHARED_BASE=LDS_APERTURE >> 48, PRIVATE_BASE=SCRATCH_APERTURE >> 48)
 
   def _runtime_enable(self, a) -> None: a.capabilities_mask = 0
 

@@ -91,7 +91,7 @@ def test_gpu_page_fault_posts_a_utcl2_entry_and_latches_the_fault(booted, sig, m
   q.submit(release_mem(bad, 1))
   booted.wait(lambda: booted.r(gc.regGCVM_L2_PROTECTION_FAULT_STATUS) != 0, "fault status")
   status = gc.regGCVM_L2_PROTECTION_FAULT_STATUS.decode(booted.r(gc.regGCVM_L2_PROTECTION_FAULT_STATUS))
-  assert (status["MAPPING_ERROR"], status["PERMISSION_FAULTS"]) == ((0, 4) if mapped else (1, 0))
+  assert (status["MAPPING_ERROR"], status["PERMISSION_FAULTS"]) == ((0, 4) if mapped else (1, 5))   # WRITE; VALID | WRITE
   assert (status["RW"], status["CID"]) == (1, 5)                     # a write by the CPC (compute CP)
   assert booted.r(gc.regGCVM_L2_PROTECTION_FAULT_ADDR_LO32) == (bad >> 12) & 0xFFFFFFFF
   assert booted.r(gc.regGCVM_L2_PROTECTION_FAULT_ADDR_HI32) == bad >> 44
