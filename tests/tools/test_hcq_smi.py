@@ -298,6 +298,27 @@ def test_kill_pids_sudoless_kills_the_holder_and_frees_the_lock(amd_tree, hold, 
   DeviceLock("am", "mock-0").release()   # the device can be opened again
 
 
+# another tool holding a device's lock file: flock, no pid written
+FOREIGN = "import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT); fcntl.flock(fd, fcntl.LOCK_EX); " \
+          "print('ready', flush=True); sys.stdin.read()"
+
+
+def test_pids_and_kill_pids_find_a_holder_that_wrote_no_pid(amd_tree, capsys):
+  path = lock_path("am", "mock-4")
+  p = subprocess.Popen([sys.executable, "-c", FOREIGN, path], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+  try:
+    assert p.stdout.readline().strip() == "ready" and Path(path).read_text() == ""
+    comm = Path(f"/proc/{p.pid}/comm").read_text().strip()
+    assert main(["amd", "pids", "--pci_bus", "mock-4"], host(amd_tree)) == 0
+    assert capsys.readouterr().out == f"mock-4: pid {p.pid} ({comm})\n"
+    assert main(["amd", "kill_pids", "--pci_bus", "mock-4", "--sudoless"], host(amd_tree)) == 0
+    assert p.wait(10) == -signal.SIGKILL and holder(path) is None
+    assert capsys.readouterr().out.splitlines()[-1] == f"mock-4: killed pid {p.pid}; the device is free"
+  finally:
+    if p.poll() is None: p.kill()
+    p.wait(); p.stdin.close(); p.stdout.close()
+
+
 def test_kill_pids_uses_sudo_kill(amd_tree, hold, capsys):
   gpu = hold("am", "0000:05:00.0")
   k = FakeKernel(amd_tree)
