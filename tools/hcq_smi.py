@@ -180,11 +180,12 @@ def _reset(backend: Vendor, host: Host, devs: list[Device]) -> bool:
 
 def cmd_reset(backend: Vendor, host: Host, args: argparse.Namespace) -> int:
   devs = find_devices(backend, host, args.pci_bus)
-  for d in devs:
-    if d.pci is None: print(f"{d.bus}: {d.kind} device, not a PCI function on this host: skipped")
-  if not (pci := [d for d in devs if d.pci is not None]):
-    raise SmiError(f"no {backend.smi_name} PCI function to reset" + (f" matches --pci_bus {args.pci_bus}" if args.pci_bus else ""))
-  return 0 if _reset(backend, host, pci) else 1
+  for d in devs:   # only a held lock: no PCI function here, no model state to reset (a USB bridge, another model's lock)
+    if d.pci is None: print(f"{d.bus}: {d.kind} device known only by its lock ({d.holder_text()}): no PCI function here "
+                            "and no emulated state to reset, skipped")
+  if not (found := [d for d in devs if d.pci is not None]):
+    raise SmiError(f"no {backend.smi_name} device to reset" + (f" matches --pci_bus {args.pci_bus}" if args.pci_bus else ""))
+  return 0 if _reset(backend, host, found) else 1
 
 
 def cmd_insmod(backend: Vendor, host: Host, args: argparse.Namespace) -> int:
@@ -262,7 +263,7 @@ def parser() -> argparse.ArgumentParser:
   sub.add_parser("rmmod", help="unload the kernel modules (modprobe -r)").add_argument(
     "--expect", action="store_true", help="only check they are unloaded (exit 1 if any is loaded)")
   sub.add_parser("insmod", help="rmmod, reset the devices, load the kernel driver again")
-  for name, text in (("reset", "PCI function reset through sysfs"), ("pids", "pid holding each device's lock"),
+  for name, text in (("reset", "PCI function reset through sysfs (an emulated device: through its model)"), ("pids", "pid holding each device's lock"),
                      ("kill_pids", "kill the lock holders and wait until the locks are free")):
     sp = sub.add_parser(name, help=text)
     sp.add_argument("--pci_bus", metavar="BUS", help="only devices whose bus id starts with BUS (0000:03:00.0, 03:00, mock-0)")

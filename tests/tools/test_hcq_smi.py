@@ -8,6 +8,7 @@ import pytest
 from drivers.system.discovery import PCIInfo
 from drivers.system.lock import DeviceLock, holder, lock_path
 from tools.hcq_smi import Host, main, NOT_IN_USE
+from tests.procs import start
 
 REPO = Path(__file__).resolve().parents[2]
 # a process that owns one device: a real PCI address through DeviceLock, anything else as an emulated model
@@ -269,10 +270,48 @@ def test_reset_refuses_bound_and_busy_devices(amd_tree, hold, capsys):
   assert (devs / "0000:03:00.0" / "reset").read_text() == (devs / "0000:05:00.0" / "reset").read_text() == ""
 
 
-def test_reset_of_only_emulated_devices_exits_1(amd_tree, hold, capsys):
-  hold("am", "mock-0")
+def test_reset_of_a_device_known_only_by_its_lock_says_why_not(amd_tree, hold, capsys):
+  p = hold("am", "mock-0")                   # a holder of the lock, no emulated state behind it
   assert main(["amd", "reset", "--pci_bus", "mock-0"], host(amd_tree)) == 1
-  assert "mock-0: emulated device" in capsys.readouterr().out
+  out, err = capsys.readouterr()
+  assert f"mock-0: emulated device known only by its lock (pid {p.pid} (" in out and "no emulated state to reset" in out
+  assert "no amd device to reset matches --pci_bus mock-0" in err
+
+
+# a process that drives an emulated device and keeps it (its state: a booted GPU, a NIC holding firmware resources)
+OWN = {"amd": "from drivers.hcq import open_device; d = open_device('MOCKPCI+AMD')",
+       "bnxt": "from drivers.rdma import open_context; ctx = open_context('bnxt', 'mock-0', ip='10.0.0.1')"}
+
+
+def _owner(backend: str) -> subprocess.Popen:
+  return start(OWN[backend] + "\nprint('up', flush=True)\nimport signal; signal.pause()")
+
+
+def test_reset_of_an_emulated_navi31_is_a_mode1_reset_of_its_model(amd_tree, capsys):
+  from drivers.amd.smi import devices, status
+  owner = _owner("amd")
+  try:
+    assert main(["amd", "reset", "--pci_bus", "mock-0"], host(amd_tree)) == 1   # in use: refused, saying by whom
+    assert f"mock-0: reset failed: device mock-0 is in use by pid {owner.pid}" in capsys.readouterr().err
+  finally: owner.kill(); owner.wait()
+  gpu = devices("mock-0")[0]
+  assert status(gpu).error is None                  # the dead owner left it booted
+  assert main(["amd", "reset", "--pci_bus", "mock-0"], host(amd_tree)) == 0
+  assert capsys.readouterr().out.splitlines() == ["mock-0: reset"]
+  assert "has not been booted by the AM driver" in status(gpu).error   # mode-1 reset: back to its power-on state
+  assert holder(lock_path("am", "mock-0")) is None
+
+
+def test_reset_of_an_emulated_bnxt_is_a_function_reset_of_its_model(tmp_path, capsys):
+  from emu.nic.bnxt.bcm57508 import _load, state_dir
+  owner = _owner("bnxt")
+  owner.kill(); owner.wait()                        # killed holding firmware resources: the next driver must FUNC_RESET
+  st = _load(state_dir(0))
+  assert (st.registered, st.needs_reset, st.resets) == (1, 1, 0)
+  assert main(["bnxt", "reset", "--pci_bus", "mock-0"], host(tmp_path)) == 0
+  assert capsys.readouterr().out.splitlines() == ["mock-0: reset"]
+  st = _load(state_dir(0))
+  assert (st.registered, st.needs_reset, st.resets) == (0, 0, 1)   # FLR: every function resource given back
 
 
 # ---- pids / kill_pids
