@@ -34,7 +34,7 @@ def _temp(c: int) -> Text: return Text(f"{c} °C", style="red" if c >= CRITICAL 
 
 def _owner(pid: int | None) -> str:
   if pid is None: return "no process"
-  return f"pid {pid}" if pid > 0 else "held by a process not visible to this user"
+  return f"pid {pid}" if pid > 0 else "pid not visible (another user's)"
 
 
 def panel(st: GPUStatus) -> Panel:

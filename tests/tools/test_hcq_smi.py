@@ -399,3 +399,23 @@ def test_kill_pids_sudoless_without_permission_says_so(hold):
     assert f"no permission to kill pid {gpu.pid}" in r.stderr and "sudo kill" in r.stderr
     assert gpu.poll() is None and holder(str(shared / "nv_mock-3.lock")) == gpu.pid
   finally: shutil.rmtree(shared)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run hcq_smi as another user")
+def test_pids_as_another_user_finds_a_holder_through_proc_locks():
+  """Another user's /proc/<pid>/fd is closed to hcq_smi; /proc/locks still names the pid that took the flock."""
+  shared = Path(tempfile.mkdtemp(dir="/tmp"))
+  p = None
+  try:
+    shared.chmod(0o755)
+    env = {**os.environ, "TMPDIR": str(shared)}
+    p = subprocess.Popen([sys.executable, "-c", FOREIGN, str(shared / "nv_mock-3.lock")], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "ready"
+    r = subprocess.run([sys.executable, "-c", AS_USER, "nv", "pids", "--pci_bus", "mock-3"], cwd=REPO, env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert (r.returncode, r.stdout) == (0, f"mock-3: pid {p.pid} ({Path(f'/proc/{p.pid}/comm').read_text().strip()})\n"), r.stderr
+  finally:
+    if p is not None:
+      p.kill(); p.wait(); p.stdin.close(); p.stdout.close()
+    shutil.rmtree(shared)
