@@ -101,7 +101,11 @@ d = open_device('MOCKPCI+AMD')
 x = d.alloc(4096)
 add1 = d.program("add1", d.compiler.compile(SRC))
 print('up', flush=True)
-while True: add1(x, global_size=(16,), local_size=(64,))
+said = False
+while True:
+  add1(x, global_size=(16,), local_size=(64,))
+  if not said and d.timeline.value < d.timeline_value - 1:   # launches queued that the GPU has not finished
+    print('in flight', flush=True); said = True
 """
 
 
@@ -114,7 +118,7 @@ def test_device_locked_by_another_process_names_its_pid():
 
 def test_process_killed_mid_run_leaves_a_dirty_device_the_next_open_resets():
   p = start(RUN)
-  time.sleep(0.5)                 # launches in flight, the queues busy
+  assert p.stdout.readline().strip() == "in flight"   # killed with the queues busy
   p.send_signal(signal.SIGKILL); p.wait()
   dev = boot()                    # SCRATCH_REG6 still says "running": a full boot, through the mode-1 reset
   core = dev.iface.core
