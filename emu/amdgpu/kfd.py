@@ -25,7 +25,7 @@ from autogen import kfd
 from autogen.amd import gc_11_0_0 as gc, soc21_enum
 from emu.plugin import KernelModel
 from emu.amdgpu.gpu import GPUModel, IP_BASES, DeviceError
-from emu.amdgpu.mmu import Fault, PTE_VALID, PTE_SYSTEM, PTE_SNOOPED, PTE_READABLE, PTE_WRITEABLE, PTE_EXECUTABLE
+from emu.amdgpu.mmu import FAULT_EXECUTE, FAULT_WRITE, Fault, PTE_VALID, PTE_SYSTEM, PTE_SNOOPED, PTE_READABLE, PTE_WRITEABLE, PTE_EXECUTABLE
 from emu.amdgpu.pagetable import PageTables, VRAMAllocator, PAGE
 from emu.amdgpu.pm4 import PM4Engine
 from emu.amdgpu.sdma import SDMAEngine
@@ -72,8 +72,8 @@ def memory_exception(fault: Fault | None, va: int) -> kfd.kfd_hsa_memory_excepti
   d.va = va & ~(PAGE - 1)
   if fault is None: d.failure.imprecise = 1
   else:
-    d.failure.NotPresent, d.failure.ReadOnly = int(not fault.permission), int(fault.permission and fault.write)
-    d.failure.NoExecute = int(fault.permission and fault.execute)
+    d.failure.NotPresent, d.failure.ReadOnly = int(not fault.permission), int(fault.kind == FAULT_WRITE)
+    d.failure.NoExecute = int(fault.kind == FAULT_EXECUTE)
   return d
 
 

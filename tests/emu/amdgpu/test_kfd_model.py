@@ -9,7 +9,7 @@ from drivers.amd.kfd import KFDIface, memory_fault
 from drivers.hcq import DeviceFault
 from drivers.system.kernel import kernel_interface
 from emu.amdgpu.kfd import GPU_ID, RENDER_NODE, ENOTSUPP, memory_exception
-from emu.amdgpu.mmu import Fault
+from emu.amdgpu.mmu import FAULT_EXECUTE, FAULT_READ, FAULT_WRITE, Fault
 from tests.drivers.amd.kernels import SRC
 
 VRAM, W = kfd.KFD_IOC_ALLOC_MEM_FLAGS_VRAM, kfd.KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE
@@ -188,9 +188,9 @@ def test_only_signal_events_can_be_set_by_the_cpu(proc):
 
 @pytest.mark.parametrize("fault, bits, words", [
   (Fault(0x1234_5678, False, "shader", "no valid entry"), (1, 0, 0, 0), "no valid page is mapped there"),
-  (Fault(0x1234_5678, True, "shader", "not writeable", permission=True), (0, 1, 0, 0), "a write to a read-only page"),
-  (Fault(0x1234_5678, False, "shader", "not executable", permission=True, execute=True), (0, 0, 1, 0), "instruction fetch"),
-  (Fault(0x1234_5678, False, "shader", "not readable", permission=True), (0, 0, 0, 0), "it is not readable"),
+  (Fault(0x1234_5678, True, "shader", "not writeable", kind=FAULT_WRITE), (0, 1, 0, 0), "a write to a read-only page"),
+  (Fault(0x1234_5678, False, "shader", "not executable", kind=FAULT_EXECUTE, execute=True), (0, 0, 1, 0), "instruction fetch"),
+  (Fault(0x1234_5678, False, "shader", "not readable", kind=FAULT_READ), (0, 0, 0, 0), "it is not readable"),
   (None, (0, 0, 0, 1), "imprecise"),
 ])
 def test_memory_exception_data_carries_the_fault_type(fault, bits, words):
