@@ -6,11 +6,12 @@ What every device gets from drivers/hcq, so a vendor writes only what is its own
 - ordering: one timeline signal. `ordered_submit(queue, work)` is how work joins it: wait for the last value,
   the work's commands, signal the next value, submit, all under `submit_lock` (so values only grow).
 - host copies: `copyin`/`copyout` go through a buffer's host view when it has one, else through Staging on the
-  copy queue; device-to-device copies run on the copy queue.
+  copy queue; device-to-device copies run on the copy queue; copies between devices go through host memory both map
+  (`import_host`, HostShare), ordered by a signal there that one device's queue writes and the other's waits on.
 - faults: `check_faults` (called by every wait) asks the vendor's `_poll_faults` at most every FAULT_POLL_S.
 A vendor supplies: `_alloc`/`_free`, `_signal_chunk`, `_kernarg_chunk`, `compute_queue`/`copy_queue` (its packet
 encoders, see Queue; hardware rings use drivers.hcq.ring.Ring), `program`, `ticks_to_us`, and optionally
-`_poll_faults` and `_shutdown`. drivers/cpu/device.py is the smallest complete example.
+`_import_host` (existing host memory mapped for the device), `_poll_faults` and `_shutdown`. drivers/cpu/device.py is the smallest complete example.
 """
 from __future__ import annotations
 import atexit, os, sys, threading, weakref
@@ -20,12 +21,14 @@ from drivers.hcq.buffer import Buffer
 from drivers.hcq.compiler import Compiler
 from drivers.hcq.devspec import DeviceSpec, device_forms, openable_vendors, parse_device, valid_forms
 from drivers.hcq.faults import DeviceFault, FaultPoll
+from drivers.hcq.hostshare import HostShare, SIGNAL_BYTES, share_owner
 from drivers.hcq.kernargs import KernargArena
 from drivers.hcq.pool import SlotPool
 from drivers.hcq.program import Program
 from drivers.hcq.queue import Queue
 from drivers.hcq.signal import Signal
 from drivers.hcq.staging import Staging
+from drivers.system.dma import dma_bytes, host_address
 from drivers.system.registry import vendor
 
 
@@ -57,6 +60,9 @@ class Device:
     """-> (va, host view or None, opaque handle for _free)."""
     raise NotImplementedError
   def _free(self, opaque: object) -> None: raise NotImplementedError
+  def _import_host(self, view: memoryview) -> tuple[int, object]:
+    """Map existing host memory for the device's queues and kernels -> (its address, opaque handle for _free)."""
+    raise NotImplementedError(f"{self.name} cannot map existing host memory")
   def _signal_chunk(self) -> tuple[memoryview, int]:
     """A page of host-visible, device-writable memory (and its device address) to carve signals from."""
     raise NotImplementedError
@@ -80,6 +86,19 @@ class Device:
     va, view, opaque = self._alloc(size, host)
     buf = Buffer(self, size, va, view, opaque, host)
     with self._lock: self._buffers.add(buf)
+    return buf
+
+  def import_host(self, memory) -> Buffer:
+    """Existing host memory (a writable, C-contiguous buffer: bytearray, memoryview, numpy array, another device's
+    host-visible Buffer's host_view) as a Buffer of this device, mapped for its DMA: the same bytes at this device's
+    own address. Free it before the memory goes away; freeing it leaves the memory alone."""
+    self._check_open()
+    view = dma_bytes(memory)
+    if self.host_addressed: va, opaque = host_address(view), None   # nothing to map: its queues use host addresses
+    else: va, opaque = self._import_host(view)
+    buf = Buffer(self, view.nbytes, va, view, opaque, True)
+    if opaque is not None:
+      with self._lock: self._buffers.add(buf)
     return buf
 
   def _free_buffer(self, buf: Buffer) -> None:
@@ -124,9 +143,20 @@ class Device:
     self.timeline.wait(self.ordered_submit(self.copy_queue(), lambda q: q.copy(dest, src, src.size)))
 
   def _transfer(self, dest: Buffer, src: Buffer) -> None:
-    """Copy from another device's buffer into ours; through host memory unless a vendor does better."""
-    staging = src.copyout()
-    dest.copyin(staging[:src.size])
+    """Copy from another device's buffer into ours, device to device: the source's copy queue writes a host buffer
+    both devices map (HostShare), then a signal there; our copy queue waits for that signal on the device and copies
+    out. Blocks until done. Through the host (copyout, copyin) when either device cannot map the other's memory."""
+    other, size = src.device, src.size
+    at = -(-size // 8) * 8   # the signal, 8-byte aligned after the data
+    try: share = HostShare(share_owner(other, self), at + SIGNAL_BYTES, (other, self))
+    except NotImplementedError:
+      dest.copyin(src.copyout()[:size])
+      return
+    try:
+      sig = share.signals(at, "transfer")
+      other.ordered_submit(other.copy_queue(), lambda q: q.copy(share[other], src, size).signal(sig[other], 1))
+      self.timeline.wait(self.ordered_submit(self.copy_queue(), lambda q: q.wait(sig[self], 1).copy(dest, share[self], size)))
+    finally: share.free()
 
   # --- ordering
   def next_timeline(self) -> int:

@@ -1,9 +1,11 @@
-"""A model of the amdgpu KFD kernel driver (/dev/kfd, its sysfs topology, the render node) over one
-emulated Navi31, implementing drivers.system.kernel.KernelInterface.
+"""A model of the amdgpu KFD kernel driver (/dev/kfd, its sysfs topology, the render nodes) over two
+emulated Navi31s, implementing drivers.system.kernel.KernelInterface.
 
-It plays the kernel's part: it owns the process's GPU VM (real page tables in VRAM), allocates VRAM,
-GTT and user-pointer memory, creates PM4/SDMA queues with doorbells, and delivers events (queue
-interrupts, memory faults). The ioctl structures are kfd_ioctl.h's (autogen.kfd). ioctls it does not
+It plays the kernel's part for one process: per GPU it owns the process's GPU VM (real page tables in that GPU's VRAM),
+allocates VRAM, GTT and user-pointer memory (USERPTR: the process's own pages, mapped for that GPU's DMA, so two GPUs
+can map the same host pages), creates PM4/SDMA queues; per process it hands out doorbells and delivers events (queue
+interrupts, memory faults, with the faulting GPU's id). A GPU is built when the process first acquires its VM. Mapping
+a buffer object into another GPU's VM (peer access) is not modelled: MAP_MEMORY_TO_GPU takes the owning GPU only. The ioctl structures are kfd_ioctl.h's (autogen.kfd). ioctls it does not
 model fail with ENOTTY and a message naming them.
 """
 from __future__ import annotations
@@ -21,9 +23,7 @@ from emu.amdgpu.pm4 import PM4Engine
 from emu.amdgpu.sdma import SDMAEngine
 
 TOPOLOGY = "/sys/devices/virtual/kfd/kfd/topology/nodes"
-GPU_ID, RENDER_MINOR = 0x5A1E, 128
-RENDER_NODE = f"/dev/dri/renderD{RENDER_MINOR}"
-IP_DISCOVERY = f"/sys/class/drm/renderD{RENDER_MINOR}/device/ip_discovery/die/0"
+GPU_IDS, RENDER_MINORS = (0x5A1E, 0x5A1F), (128, 129)   # topology nodes 1 and 2 (node 0 is the CPU)
 # hw ids of the IP discovery table (discovery.h) the driver reads through sysfs
 HW_IDS = {"GC": 11, "SDMA0": 42, "NBIO": 108, "MMHUB": 34, "MP0": 255, "MP1": 1, "HDP": 41, "OSSSYS": 40}
 IP_VERSIONS = {"GC": (11, 0, 0), "SDMA0": (6, 0, 0), "NBIO": (4, 3, 0), "MMHUB": (3, 0, 0), "MP0": (13, 0, 0),
@@ -32,8 +32,8 @@ IP_VERSIONS = {"GC": (11, 0, 0), "SDMA0": (6, 0, 0), "NBIO": (4, 3, 0), "MMHUB":
 GPU_PROPERTIES = {"cpu_cores_count": 0, "simd_count": 192, "mem_banks_count": 1, "gfx_target_version": 110000,
                   "simd_per_cu": 2, "array_count": 12, "simd_arrays_per_engine": 2, "cu_per_simd_array": 8,
                   "max_waves_per_simd": 16, "max_slots_scratch_cu": 32, "lds_size_in_kb": 64, "wave_front_size": 32,
-                  "num_xcc": 1, "vendor_id": 0x1002, "device_id": 0x744C, "drm_render_minor": RENDER_MINOR,
-                  "num_sdma_engines": 2, "num_sdma_queues_per_engine": 6, "local_mem_size": 0, "gpu_id": GPU_ID}
+                  "num_xcc": 1, "vendor_id": 0x1002, "device_id": 0x744C,
+                  "num_sdma_engines": 2, "num_sdma_queues_per_engine": 6, "local_mem_size": 0}
 VA_BASE, VA_END = 0x1000_0000_0000, 0x2000_0000_0000    # VA handed out by reserve(), clear of where host mmaps land
 DOORBELL_MMAP = 0x3 << 60                                # mmap offset of the doorbell page on /dev/kfd
 DOORBELL_PAGE = 0x2000
@@ -43,6 +43,23 @@ def _ioc_fail(code: int, what: str) -> OSError:
   return OSError(code, f"KFD model: {what}")
 
 
+def render_node(minor: int) -> str: return f"/dev/dri/renderD{minor}"
+def ip_discovery(minor: int) -> str: return f"/sys/class/drm/renderD{minor}/device/ip_discovery/die/0"
+
+
+class Node:
+  """One GPU as this process sees it: the emulated Navi31, its VRAM allocators and the process's VM on it."""
+  def __init__(self, gpu_id: int, minor: int, vram_size: int, on_error, on_interrupt):
+    self.gpu_id, self.render = gpu_id, render_node(minor)
+    self.gpu = GPUModel(vram_size)
+    self.gpu.on_error.append(lambda err: on_error(self, err))
+    self.gpu.on_interrupt.append(on_interrupt)
+    # the top 64 MiB of VRAM are the kernel's (page tables); the rest is for buffers
+    self.vram_alloc = VRAMAllocator(0, vram_size - (64 << 20))
+    self.pt_alloc = VRAMAllocator(vram_size - (64 << 20), vram_size)
+    self.vm: PageTables | None = None
+
+
 @dataclass
 class BO:
   handle: int
@@ -50,6 +67,7 @@ class BO:
   size: int
   kind: str                    # "vram", "gtt", "userptr"
   flags: int
+  node: Node | None = None     # the GPU it was allocated for
   paddr: int | None = None     # VRAM offset
   host: object = None          # host backing (gtt: mmap; userptr: the user's memory)
   view: memoryview | None = None
@@ -67,6 +85,7 @@ class Event:
   auto_reset: bool
   signaled: bool = False
   fault: DeviceError | None = None
+  fault_gpu: int = 0           # the gpu_id of the GPU that reported `fault`
 
 
 class DoorbellPage:
@@ -90,18 +109,13 @@ class DoorbellPage:
 
 class KFDModel:
   def __init__(self, vram_size: int = 512 << 20):
-    self.gpu = GPUModel(vram_size)
-    self.gpu.on_error.append(self._on_error)
-    self.gpu.on_interrupt.append(self._on_interrupt)
-    # the top 64 MiB of VRAM are the kernel's (page tables); the rest is for buffers
-    self.vram_alloc = VRAMAllocator(0, vram_size - (64 << 20))
-    self.pt_alloc = VRAMAllocator(vram_size - (64 << 20), vram_size)
+    self.vram_size = vram_size
+    self.nodes: dict[int, Node] = {}   # gpu_id -> the GPUs whose VM this process acquired
     self.fds: dict[int, str] = {}
     self.bos: dict[int, BO] = {}
     self.queues: dict[int, PM4Engine | SDMAEngine] = {}
     self.events: dict[int, Event] = {}
     self.cond = threading.Condition()
-    self.vm: PageTables | None = None
     self.doorbells = DoorbellPage(self)
     self.files = self._files()
     self.anon_maps: dict[int, mmap.mmap] = {}
@@ -122,14 +136,18 @@ class KFDModel:
 
   # --- files
   def _files(self) -> dict[str, str]:
-    out = {f"{TOPOLOGY}/0/gpu_id": "0", f"{TOPOLOGY}/0/properties": "cpu_cores_count 2\nsimd_count 0\n",
-           f"{TOPOLOGY}/1/gpu_id": str(GPU_ID),
-           f"{TOPOLOGY}/1/properties": "".join(f"{k} {v}\n" for k, v in GPU_PROPERTIES.items())}
-    for ip, hwid in HW_IDS.items():
-      d = f"{IP_DISCOVERY}/{hwid}/0"
-      for k, v in zip(("major", "minor", "revision"), IP_VERSIONS[ip]): out[f"{d}/{k}"] = str(v)
-      out[f"{d}/base_addr"] = "".join(f"0x{b:08X}\n" for b in IP_BASES[ip])
+    out = {f"{TOPOLOGY}/0/gpu_id": "0", f"{TOPOLOGY}/0/properties": "cpu_cores_count 2\nsimd_count 0\n"}
+    for n, (gpu_id, minor) in enumerate(zip(GPU_IDS, RENDER_MINORS), 1):
+      props = {**GPU_PROPERTIES, "drm_render_minor": minor, "gpu_id": gpu_id}
+      out[f"{TOPOLOGY}/{n}/gpu_id"] = str(gpu_id)
+      out[f"{TOPOLOGY}/{n}/properties"] = "".join(f"{k} {v}\n" for k, v in props.items())
+      for ip, hwid in HW_IDS.items():
+        d = f"{ip_discovery(minor)}/{hwid}/0"
+        for k, v in zip(("major", "minor", "revision"), IP_VERSIONS[ip]): out[f"{d}/{k}"] = str(v)
+        out[f"{d}/base_addr"] = "".join(f"0x{b:08X}\n" for b in IP_BASES[ip])
     return out
+
+  def _device_file(self, path: str) -> bool: return path == "/dev/kfd" or path in map(render_node, RENDER_MINORS)
 
   def read_text(self, path: str) -> str:
     if (text := self.files.get(path)) is None: raise FileNotFoundError(errno.ENOENT, f"KFD model: no such file {path}")
@@ -142,16 +160,17 @@ class KFDModel:
     return names
 
   def exists(self, path: str) -> bool:
-    return path in ("/dev/kfd", RENDER_NODE) or path in self.files or any(p.startswith(path.rstrip("/") + "/") for p in self.files)
+    return self._device_file(path) or path in self.files or any(p.startswith(path.rstrip("/") + "/") for p in self.files)
 
   def open(self, path: str) -> int:
-    if path not in ("/dev/kfd", RENDER_NODE): raise FileNotFoundError(errno.ENOENT, f"KFD model: no device file {path}")
+    if not self._device_file(path): raise FileNotFoundError(errno.ENOENT, f"KFD model: no device file {path}")
     fd = self._new("fd")
     self.fds[fd] = path
     return fd
 
   def close(self, fd: int) -> None:
-    if self.fds.pop(fd, None) == "/dev/kfd": self.shutdown()
+    # the process's KFD state goes with its last /dev/kfd file
+    if self.fds.pop(fd, None) == "/dev/kfd" and "/dev/kfd" not in self.fds.values(): self.shutdown()
 
   # --- address space
   def reserve(self, size: int, align: int) -> int:
@@ -175,8 +194,9 @@ class KFDModel:
     path = self.fds.get(fd)
     if path == "/dev/kfd" and offset == DOORBELL_MMAP:
       return va or self.reserve(DOORBELL_PAGE, PAGE), self.doorbells
-    bo = next((b for b in self.bos.values() if b.mmap_offset == offset), None) if path == RENDER_NODE else None
-    if bo is None or bo.view is None: raise _ioc_fail(errno.EINVAL, f"mmap of offset {offset:#x} on {path}: no such buffer object")
+    bo = next((b for b in self.bos.values() if b.mmap_offset == offset), None)
+    if bo is None or bo.view is None or bo.node.render != path:
+      raise _ioc_fail(errno.EINVAL, f"mmap of offset {offset:#x} on {path}: no such buffer object of that GPU")
     if size > bo.size: raise _ioc_fail(errno.EINVAL, f"mmap of {size:#x} bytes of a {bo.size:#x}-byte buffer object")
     return va if va is not None else bo.va, bo.view[:size]
 
@@ -191,38 +211,46 @@ class KFDModel:
   def _get_version(self, a) -> None: a.major_version, a.minor_version = self.version
 
   def _acquire_vm(self, a) -> None:
-    if a.gpu_id != GPU_ID: raise _ioc_fail(errno.EINVAL, f"ACQUIRE_VM for unknown gpu_id {a.gpu_id:#x}")
-    if self.fds.get(a.drm_fd) != RENDER_NODE: raise _ioc_fail(errno.EINVAL, f"ACQUIRE_VM with drm_fd {a.drm_fd}, not an open render node")
-    if self.vm is None:
-      self.vm = PageTables(self.gpu.vram, self.pt_alloc)
-      self.gpu.mmu.set_context(self.vm.root, 0, (1 << 48) - 1)
+    if a.gpu_id not in GPU_IDS: raise _ioc_fail(errno.EINVAL, f"ACQUIRE_VM for unknown gpu_id {a.gpu_id:#x}")
+    render = render_node(RENDER_MINORS[GPU_IDS.index(a.gpu_id)])
+    if self.fds.get(a.drm_fd) != render:
+      raise _ioc_fail(errno.EINVAL, f"ACQUIRE_VM of gpu_id {a.gpu_id:#x} with drm_fd {a.drm_fd}, not an open {render}")
+    if (node := self.nodes.get(a.gpu_id)) is None:
+      node = self.nodes[a.gpu_id] = Node(a.gpu_id, RENDER_MINORS[GPU_IDS.index(a.gpu_id)], self.vram_size, self._on_error, self._on_interrupt)
+    if node.vm is None:
+      node.vm = PageTables(node.gpu.vram, node.pt_alloc)
+      node.gpu.mmu.set_context(node.vm.root, 0, (1 << 48) - 1)
 
   def _runtime_enable(self, a) -> None: a.capabilities_mask = 0
 
-  def _need_vm(self) -> None:
-    if self.vm is None: raise _ioc_fail(errno.EINVAL, "no VM: call AMDKFD_IOC_ACQUIRE_VM first")
+  def _node(self, gpu_id: int, what: str) -> Node:
+    """The GPU an ioctl names, once the process acquired its VM."""
+    if gpu_id not in GPU_IDS: raise _ioc_fail(errno.EINVAL, f"{what} for unknown gpu_id {gpu_id:#x}")
+    if (node := self.nodes.get(gpu_id)) is None or node.vm is None:
+      raise _ioc_fail(errno.EINVAL, f"{what} of gpu_id {gpu_id:#x}: no VM: call AMDKFD_IOC_ACQUIRE_VM first")
+    return node
 
   def _alloc(self, a) -> None:
-    self._need_vm()
-    if a.gpu_id != GPU_ID: raise _ioc_fail(errno.EINVAL, f"ALLOC_MEMORY_OF_GPU for unknown gpu_id {a.gpu_id:#x}")
+    node = self._node(a.gpu_id, "ALLOC_MEMORY_OF_GPU")
     size, flags = a.size, a.flags & 0xFFFFFFFF
     if size == 0 or size % PAGE or a.va_addr % PAGE: raise _ioc_fail(errno.EINVAL, f"ALLOC_MEMORY_OF_GPU of {size:#x} bytes at {a.va_addr:#x}: both must be page aligned and non-zero")
-    bo = BO(self._new("handle"), a.va_addr, size, "", flags)
+    bo = BO(self._new("handle"), a.va_addr, size, "", flags, node)
     if flags & kfd.KFD_IOC_ALLOC_MEM_FLAGS_VRAM:
       bo.kind = "vram"
-      try: bo.paddr = self.vram_alloc.alloc(size)
+      try: bo.paddr = node.vram_alloc.alloc(size)
       except MemoryError as e: raise _ioc_fail(errno.ENOMEM, str(e)) from None
-      bo.view = self.gpu.vram.view[bo.paddr:bo.paddr + size]
-      self.gpu.vram.u8[bo.paddr:bo.paddr + size] = 0
+      bo.view = node.gpu.vram.view[bo.paddr:bo.paddr + size]
+      node.gpu.vram.u8[bo.paddr:bo.paddr + size] = 0
     elif flags & kfd.KFD_IOC_ALLOC_MEM_FLAGS_GTT:
       bo.kind, bo.host = "gtt", mmap.mmap(-1, size)
       bo.view = memoryview(bo.host)
     elif flags & kfd.KFD_IOC_ALLOC_MEM_FLAGS_USERPTR:
       if not a.mmap_offset: raise _ioc_fail(errno.EINVAL, "USERPTR allocation without the user address in mmap_offset")
+      if a.mmap_offset % PAGE: raise _ioc_fail(errno.EINVAL, f"USERPTR address {a.mmap_offset:#x} is not page aligned (whole pages are pinned)")
       bo.kind, bo.host = "userptr", (ctypes.c_uint8 * size).from_address(a.mmap_offset)
       bo.view = memoryview(bo.host).cast("B")
     else: raise _ioc_fail(errno.EINVAL, f"ALLOC_MEMORY_OF_GPU flags {flags:#x} name no domain (VRAM, GTT or USERPTR)")
-    if bo.kind != "vram": bo.bus = self.gpu.dma.map(bo.view, contiguous=True)   # an IOMMU mapping: one IOVA range
+    if bo.kind != "vram": bo.bus = node.gpu.dma.map(bo.view, contiguous=True)   # an IOMMU mapping: one IOVA range
     self.bos[bo.handle] = bo
     a.handle, a.mmap_offset = bo.handle, bo.mmap_offset
 
@@ -233,28 +261,30 @@ class KFDModel:
   def _free(self, a) -> None:
     bo = self._bo(a.handle)
     if bo.mapped: self._set_mapping(bo, False)
-    if bo.kind == "vram": self.vram_alloc.free(bo.paddr)
-    else: self.gpu.dma.unmap(bo.bus)
+    if bo.kind == "vram": bo.node.vram_alloc.free(bo.paddr)
+    else: bo.node.gpu.dma.unmap(bo.bus)
     del self.bos[a.handle]
 
-  def _device_ids(self, a) -> None:
+  def _device_ids(self, a, bo: BO) -> None:
     ids = (ctypes.c_uint32 * a.n_devices).from_address(a.device_ids_array_ptr) if a.n_devices else []
-    if list(ids) != [GPU_ID]: raise _ioc_fail(errno.EINVAL, f"device list {list(ids)} is not [{GPU_ID:#x}]")
+    if list(ids) != [bo.node.gpu_id]:
+      raise _ioc_fail(errno.EINVAL, f"device list {[hex(i) for i in ids]} is not [{bo.node.gpu_id:#x}], the GPU the buffer "
+                      "object belongs to (mapping it to other GPUs is not modelled)")
 
   def _map(self, a) -> None:
-    self._device_ids(a)
-    self._set_mapping(self._bo(a.handle), True)
+    self._device_ids(a, bo := self._bo(a.handle))
+    self._set_mapping(bo, True)
     a.n_success = 1
 
   def _unmap(self, a) -> None:
-    self._device_ids(a)
-    self._set_mapping(self._bo(a.handle), False)
+    self._device_ids(a, bo := self._bo(a.handle))
+    self._set_mapping(bo, False)
     a.n_success = 1
 
   def _set_mapping(self, bo: BO, on: bool) -> None:
-    pages = bo.size // PAGE
+    pages, node = bo.size // PAGE, bo.node
     if not on:
-      self.vm.unmap(bo.va, pages)
+      node.vm.unmap(bo.va, pages)
     else:
       perm = PTE_VALID | PTE_READABLE | PTE_WRITEABLE * bool(bo.flags & kfd.KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE) | \
              PTE_EXECUTABLE * bool(bo.flags & kfd.KFD_IOC_ALLOC_MEM_FLAGS_EXECUTABLE)
@@ -262,27 +292,27 @@ class KFDModel:
       else:
         addrs = np.array(bo.bus, dtype=np.uint64)
         perm |= PTE_SYSTEM | PTE_SNOOPED
-      self.vm.map(bo.va, addrs | np.uint64(perm))
+      node.vm.map(bo.va, addrs | np.uint64(perm))
     bo.mapped = on
-    self.gpu.mmu.invalidate()
+    node.gpu.mmu.invalidate()
 
   def _create_queue(self, a) -> None:
-    self._need_vm()
+    node = self._node(a.gpu_id, "CREATE_QUEUE")
     qid = min(set(range(len(self.queues) + 1)) - set(self.queues))
     name = f"queue {qid}"
     if a.ring_size & (a.ring_size - 1) or a.ring_size < 256: raise _ioc_fail(errno.EINVAL, f"ring size {a.ring_size} is not a power of two >= 256")
     if a.queue_type == kfd.KFD_IOC_QUEUE_TYPE_COMPUTE:
-      q = PM4Engine(self.gpu, f"compute {name}", a.ring_base_address, a.ring_size, a.read_pointer_address, a.write_pointer_address)
+      q = PM4Engine(node.gpu, f"compute {name}", a.ring_base_address, a.ring_size, a.read_pointer_address, a.write_pointer_address)
     elif a.queue_type == kfd.KFD_IOC_QUEUE_TYPE_SDMA:
-      q = SDMAEngine(self.gpu, f"SDMA {name}", a.ring_base_address, a.ring_size, a.read_pointer_address, a.write_pointer_address)
+      q = SDMAEngine(node.gpu, f"SDMA {name}", a.ring_base_address, a.ring_size, a.read_pointer_address, a.write_pointer_address)
     else: raise _ioc_fail(errno.EINVAL, f"queue type {a.queue_type} is not modelled (COMPUTE and SDMA are)")
     self.queues[qid] = q
-    self.gpu.add_engine(q)
+    node.gpu.add_engine(q)
     a.queue_id, a.doorbell_offset = qid, DOORBELL_MMAP + qid * 8
 
   def _destroy_queue(self, a) -> None:
     if (q := self.queues.pop(a.queue_id, None)) is None: raise _ioc_fail(errno.EINVAL, f"no queue {a.queue_id}")
-    self.gpu.remove_engine(q)
+    q.gpu.remove_engine(q)
 
   # --- events
   def _create_event(self, a) -> None:
@@ -297,20 +327,20 @@ class KFDModel:
   def _set_event(self, a) -> None:
     self._signal(lambda e: e.id == a.event_id)
 
-  def _signal(self, match, fault: DeviceError | None = None) -> None:
+  def _signal(self, match, fault: DeviceError | None = None, gpu_id: int = 0) -> None:
     with self.cond:
       for e in self.events.values():
         if match(e):
           e.signaled = True
-          e.fault = fault or e.fault
+          if fault is not None and e.fault is None: e.fault, e.fault_gpu = fault, gpu_id
       self.cond.notify_all()
 
   def _on_interrupt(self, source: str, ctx: int, engine: str = "") -> None:
     self._signal(lambda e: e.type == kfd.KFD_IOC_EVENT_SIGNAL and e.id == ctx)
 
-  def _on_error(self, err: DeviceError) -> None:
+  def _on_error(self, node: Node, err: DeviceError) -> None:
     kind = kfd.KFD_IOC_EVENT_MEMORY if err.va is not None else kfd.KFD_IOC_EVENT_HW_EXCEPTION
-    self._signal(lambda e: e.type == kind, err)
+    self._signal(lambda e: e.type == kind, err, node.gpu_id)
 
   def _wait_events(self, a) -> None:
     data = (kfd.kfd_event_data * a.num_events).from_address(a.events_ptr)
@@ -324,15 +354,15 @@ class KFDModel:
         e = self.events[d.event_id]
         if e.signaled and e.fault is not None:
           if e.type == kfd.KFD_IOC_EVENT_MEMORY:
-            d.memory_exception_data.gpu_id, d.memory_exception_data.va = GPU_ID, e.fault.va
+            d.memory_exception_data.gpu_id, d.memory_exception_data.va = e.fault_gpu, e.fault.va
             d.memory_exception_data.failure.NotPresent = 1
           elif e.type == kfd.KFD_IOC_EVENT_HW_EXCEPTION:
-            d.hw_exception_data.gpu_id, d.hw_exception_data.reset_cause = GPU_ID, kfd.KFD_HW_EXCEPTION_GPU_HANG
+            d.hw_exception_data.gpu_id, d.hw_exception_data.reset_cause = e.fault_gpu, kfd.KFD_HW_EXCEPTION_GPU_HANG
         if e.signaled and e.auto_reset and e.fault is None: e.signaled = False
       a.wait_result = kfd.KFD_IOC_WAIT_RESULT_COMPLETE if done else kfd.KFD_IOC_WAIT_RESULT_TIMEOUT
 
   def shutdown(self) -> None:
-    self.gpu.shutdown()
+    for node in self.nodes.values(): node.gpu.shutdown()
     self.queues.clear()
 
 

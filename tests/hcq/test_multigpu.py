@@ -1,0 +1,138 @@
+"""Two emulated GPUs in one process: host memory imported into both (Device.import_host over PCIDevice.map_dma on the
+AM path, USERPTR buffer objects on KFD), transfers device to device through it, and Graphs whose steps on the second
+GPU wait on the device for a signal the first one writes there. Pairs: two MOCKPCI+AMD, two MOCKKFD+AMD, and one of
+each."""
+import numpy as np
+import pytest
+from drivers.hcq import Buffer, Graph, open_device
+from tests.drivers.amd.kernels import SRC as AMD_SRC
+from tests.hcq.conftest import count_submissions
+
+PAIRS = {"pci": ("MOCKPCI+AMD", "MOCKPCI+AMD:1"), "kfd": ("MOCKKFD+AMD", "MOCKKFD+AMD:1"), "mixed": ("MOCKKFD+AMD", "MOCKPCI+AMD:1")}
+
+
+def rand(n, seed): return np.random.default_rng(seed).standard_normal(n, dtype=np.float32)
+
+
+def put(dev, arr):
+  b = dev.alloc(arr.nbytes)
+  b.copyin(np.ascontiguousarray(arr).data)
+  return b
+
+
+def get(buf) -> np.ndarray: return np.frombuffer(buf.copyout(), np.float32)
+
+
+@pytest.fixture(params=list(PAIRS))
+def pair(request):
+  return tuple(open_device(n) for n in PAIRS[request.param])
+
+
+@pytest.fixture(params=["MOCKPCI+AMD", "MOCKKFD+AMD"])
+def gpu(request):
+  return open_device(request.param)
+
+
+def vadd(dev): return dev.program("vadd", dev.compiler.compile(AMD_SRC))
+
+
+def mappings(dev) -> int:
+  """What the GPU's interface holds for it: DMA mappings on the AM path, buffer objects on KFD."""
+  return len(dev.iface.pci.model.dma._runs) if hasattr(dev.iface, "pci") else len(dev.iface.k.model.bos)
+
+
+def test_imported_host_memory_is_the_same_bytes_for_kernels_and_copies(gpu):
+  """A numpy array that starts mid-page: a kernel writes it, the host sees it; the host writes it, a copy reads it."""
+  n, prg = 1000, vadd(gpu)
+  host = np.zeros(n + 7, np.float32)[7:]                 # 28 bytes into its first page
+  a, b = rand(n, 1), rand(n, 2)
+  ba, bb, out = put(gpu, a), put(gpu, b), gpu.alloc(host.nbytes)
+  prg(out, ba, bb, global_size=(1,), local_size=(64,), vals=(0,), wait=True)
+  held = mappings(gpu)
+  buf = gpu.import_host(host)
+  assert buf.size == host.nbytes and buf.va % 4096 == host.ctypes.data % 4096
+  prg(buf, ba, bb, global_size=(-(-n // 64),), local_size=(64,), vals=(n,), wait=True)
+  np.testing.assert_array_equal(host, a + b)
+  host[:] = a * 3
+  buf.transfer(out)                                      # the copy queue reads the host's new values
+  np.testing.assert_array_equal(get(out), a * 3)
+  buf.free()
+  assert mappings(gpu) == held                           # unmapped again
+  np.testing.assert_array_equal(host, a * 3)             # and the memory is left alone
+
+
+def test_memory_a_device_cannot_write_is_refused_with_what_to_pass(gpu):
+  with pytest.raises(ValueError, match="read-only"): gpu.import_host(bytes(4096))
+  with pytest.raises(ValueError, match="non-contiguous"): gpu.import_host(np.zeros(64, np.float32)[::2])
+  with pytest.raises(ValueError, match="0 bytes"): gpu.import_host(bytearray())
+  with pytest.raises(TypeError, match="writable buffer"): gpu.import_host(3)
+
+
+def test_transfer_between_two_gpus_is_device_to_device_through_shared_host_memory(pair, monkeypatch):
+  a, b = pair
+  x = rand(5000, 3)
+  src, dest = put(a, x), b.alloc(x.nbytes)
+  held = [(d.allocated_bytes, mappings(d)) for d in pair]
+  def no_host_copy(*args): raise AssertionError("the transfer went through the host")
+  monkeypatch.setattr(type(a), "_copyout", no_host_copy)
+  src.transfer(dest)
+  monkeypatch.undo()
+  assert [(d.allocated_bytes, mappings(d)) for d in pair] == held   # the shared bounce buffer is gone again
+  np.testing.assert_array_equal(get(dest), x)
+
+
+def two_gpu_graph(a, b, n, out=None):
+  """On A: s = x + y; s crosses to B; on B: out = s + z."""
+  x, y, z = rand(n, 4), rand(n, 5), rand(n, 6)
+  bx, by, bs = put(a, x), put(a, y), a.alloc(4 * n)
+  bs_b, bz, out = b.alloc(4 * n), put(b, z), out or b.alloc(4 * n)
+  g = Graph()
+  kw = dict(global_size=(n // 64,), local_size=(64,), vals=(n,))
+  g.exec(vadd(a), bs, bx, by, **kw)
+  g.copy(bs_b, bs)
+  g.exec(vadd(b), out, bs_b, bz, **kw)
+  return g, (x, y, z), (by, out)
+
+
+def test_graph_across_two_gpus_replays_with_new_inputs_one_submission_per_device_and_queue(pair, monkeypatch):
+  a, b = pair
+  n = 256
+  g, (x, y, z), (by, out) = two_gpu_graph(a, b, n)
+  g(wait=True)
+  np.testing.assert_array_equal(get(out), x + y + z)
+  assert [(r.device, r.kind) for r in g.runs] == [(a, "compute"), (a, "copy"), (b, "copy"), (b, "compute")]
+  news = [(put(a, rand(n, 10 + k)), rand(n, 10 + k)) for k in range(3)]
+  subs = count_submissions(monkeypatch)
+  for by2, y2 in news:
+    subs.clear()
+    g(replace={by: by2}, wait=True)
+    assert subs == [a.name, a.name, b.name, b.name]   # A's kernel, A's copy out, B's copy in, B's kernel
+    np.testing.assert_array_equal(get(out), x + y2 + z)
+  g.free()
+
+
+def test_the_second_gpu_waits_on_the_device_for_the_first(pair):
+  """A's compute queue is held at a gate the host opens; the replay is submitted to both GPUs at once. B's copy queue
+  reaches its wait for A's signal and stops there (its read pointer moves, its timeline does not) until A has run:
+  then B computes on A's new output."""
+  a, b = pair
+  n = 256
+  result = np.zeros(n, np.float32)                       # B's output in host memory: readable while B is held
+  g, (x, y, z), (by, out) = two_gpu_graph(a, b, n, b.import_host(result))
+  g(wait=True)
+  np.testing.assert_array_equal(result, x + y + z)
+  y2 = rand(n, 20)
+  by.copyin(y2.data)
+  gate = a.new_signal(0, "gate")
+  a.compute_queue().wait(gate, 1).submit()               # what A's compute queue gets next waits for the gate
+  b.synchronize()
+  start, before = b.sdma_ring.rptr, b.timeline.value
+  g()                                                    # not waiting: the host takes no part in the order
+  while b.sdma_ring.rptr == start and b.timeline.value == before: b.check_faults()
+  assert b.timeline.value == before                      # B's copy queue stopped at its wait: A has not run
+  np.testing.assert_array_equal(result, x + y + z)       # so B's output is still the last replay's
+  gate.value = 1
+  b.synchronize()
+  np.testing.assert_array_equal(result, x + y2 + z)
+  g.free()
+  out.free()
