@@ -192,6 +192,8 @@ class Device:
   def close(self) -> None:
     """Wait for outstanding work (if the device is healthy), free every buffer, stop the queues."""
     if self.closed: return
+    if held := next((b for b in self._buffers if b.holders), None):
+      raise RuntimeError(f"cannot close {self.name}: {held!r} is registered as {held.holders[0]!r}; deregister that first")
     if not self._faults:
       try: self.synchronize(timeout_ms=5000)
       except Exception: pass   # a hung or faulted device is torn down anyway
@@ -235,4 +237,6 @@ def open_device(name: str | None = None) -> Device:
 
 @atexit.register
 def _close_all() -> None:
-  for dev in list(_open.values()): dev.close()
+  for dev in list(_open.values()):
+    try: dev.close()
+    except RuntimeError: pass   # memory still registered elsewhere (an RDMA MR): the process's end lets it go
