@@ -21,7 +21,7 @@ from drivers.hcq.buffer import Buffer
 from drivers.hcq.compiler import Compiler
 from drivers.hcq.devspec import DeviceSpec, device_forms, openable_vendors, parse_device, valid_forms
 from drivers.hcq.faults import DeviceFault, FaultPoll
-from drivers.hcq.hostshare import HostShare, SIGNAL_BYTES, share_owner
+from drivers.hcq.hostshare import HostShare, SIGNAL_BYTES
 from drivers.hcq.kernargs import KernargArena
 from drivers.hcq.pool import SlotPool
 from drivers.hcq.program import Program
@@ -148,7 +148,7 @@ class Device:
     out. Blocks until done. Through the host (copyout, copyin) when either device cannot map the other's memory."""
     other, size = src.device, src.size
     at = -(-size // 8) * 8   # the signal, 8-byte aligned after the data
-    try: share = HostShare(share_owner(other, self), at + SIGNAL_BYTES, (other, self))
+    try: share = HostShare(at + SIGNAL_BYTES, (other, self))
     except NotImplementedError:
       dest.copyin(src.copyout()[:size])
       return

@@ -12,7 +12,7 @@ their own arguments, and a replay never waits for one.
 
 Steps on several devices run in recording order; a run waits for the run before it on another device on the device
 itself (PM4 WAIT_REG_MEM, SDMA POLL_REGMEM), through a signal the graph owns in host memory both devices map
-(HostShare: one's host-visible page imported into the other). The first run of a replay waits in the same way for the
+(HostShare). The first run of a replay waits in the same way for the
 last run of the replay before it, so replays in flight never overlap on memory the devices share (bounce buffers). A
 copy between two devices goes through a shared host bounce buffer: the source's copy queue writes it, the
 destination's reads it.
@@ -23,7 +23,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Sequence
 from drivers.hcq.buffer import Buffer
-from drivers.hcq.hostshare import HostShare, SIGNAL_BYTES, share_owner
+from drivers.hcq.hostshare import HostShare, SIGNAL_BYTES
 if TYPE_CHECKING:
   from drivers.hcq.device import Device
   from drivers.hcq.program import Program, KernArgs
@@ -94,7 +94,7 @@ class Graph:
     size = src.size if size is None else size
     a, b = src.device, dest.device
     if a is b: return self._add(_Copy(a, dest, src, size, (dest, src)))
-    self._owned.append(bounce := HostShare(share_owner(a, b), size, (a, b)))
+    self._owned.append(bounce := HostShare(size, (a, b)))
     near, far = bounce[a], bounce[b]
     first = self._add(_Copy(a, near, src, size, (near, src)))
     self._add(_Copy(b, dest, far, size, (dest, far)))
@@ -116,7 +116,7 @@ class Graph:
     self._order = []
     for prev, run in [*zip(runs, runs[1:]), *([(runs[-1], runs[0])] if len(runs) > 1 else [])]:
       if prev.device is not run.device:
-        self._order.append(share := HostShare(share_owner(prev.device, run.device), SIGNAL_BYTES, (prev.device, run.device)))
+        self._order.append(share := HostShare(SIGNAL_BYTES, (prev.device, run.device)))
         sig = share.signals(name="graph order")
         sig[prev.device].value = self.replays   # where the earlier replays left off (all done: see above)
         prev.then, run.after = sig[prev.device], sig[run.device]

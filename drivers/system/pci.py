@@ -108,8 +108,10 @@ class ModelPCIDevice(PCIDevice):
     return DMAMemory(host, addrs, PAGE, lambda: self.model.dma.unmap(addrs))
 
   def _map_dma(self, view: memoryview) -> DMAMemory:
+    # one bus run, as an IOMMU maps a range (VFIO_IOMMU_MAP_DMA); drivers still take bus_addrs page by page, as the
+    # sysfs path's physical pages are not contiguous
     start, size, first = host_pages(view)
-    addrs = self.model.dma.map(memoryview((ctypes.c_uint8 * size).from_address(start)).cast("B"))
+    addrs = self.model.dma.map(memoryview((ctypes.c_uint8 * size).from_address(start)).cast("B"), contiguous=True)
     return DMAMemory(view, addrs, PAGE, lambda: self.model.dma.unmap(addrs), first)
 
   def reset(self) -> None: self.model.reset()
