@@ -11,11 +11,10 @@ replay used and the device is done with, else new memory from the device's arena
 their own arguments, and a replay never waits for one.
 
 Steps on several devices run in recording order; a run waits for the run before it on another device on the device
-itself (PM4 WAIT_REG_MEM, SDMA POLL_REGMEM), through a signal the graph owns in host memory both devices map
-(HostShare). The first run of a replay waits in the same way for the
-last run of the replay before it, so replays in flight never overlap on memory the devices share (bounce buffers). A
-copy between two devices goes through a shared host bounce buffer: the source's copy queue writes it, the
-destination's reads it.
+itself (its queue's wait-on-memory command), through a signal the graph owns in host memory both devices map
+(HostShare). The first run of a replay waits in the same way for the last run of the replay before it, so replays in
+flight never overlap on memory the devices share (bounce buffers). A copy between two devices goes through a shared
+host bounce buffer: the source's copy queue writes it, the destination's reads it.
 """
 from __future__ import annotations
 import itertools

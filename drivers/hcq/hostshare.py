@@ -1,10 +1,10 @@
 """HostShare: host memory several devices reach, without a host round trip between them.
 
-A piece of page-aligned host memory is imported into each device (Device.import_host: an IOMMU map, a pin, a USERPTR
-buffer object; a device that addresses host memory directly, Device.host_addressed, takes the host address), so the
-same bytes lie at each device's own address. What crosses between devices this way: the bounce buffer of a copy (one
-device's copy queue writes it, the other's reads it) and signals one device's queue writes and another's waits on (a
-device-side wait: PM4 WAIT_REG_MEM, SDMA POLL_REGMEM).
+Page-aligned host memory is imported into each device (Device.import_host: an IOMMU map, a pin, a kernel driver's
+user-pointer buffer object; a device that addresses host memory directly, Device.host_addressed, takes the host
+address), so the same bytes lie at each device's own address. What crosses between devices this way: the bounce buffer
+of a copy (one device's copy queue writes it, the other's reads it) and signals one device's queue writes and another's
+queue waits on by itself (a wait-on-memory command).
 """
 from __future__ import annotations
 import mmap
