@@ -136,3 +136,29 @@ def test_the_second_gpu_waits_on_the_device_for_the_first(pair):
   np.testing.assert_array_equal(result, x + y2 + z)
   g.free()
   out.free()
+
+
+def test_kernels_on_two_gpus_over_shared_host_memory_replay_as_one_submission_per_device(pair, monkeypatch):
+  """A's kernel writes host memory both GPUs map, B's kernel reads it: the graph is one run per GPU, so each replay is
+  one submission to each, B's ordered after A's by the signal B's compute queue waits on."""
+  a, b = pair
+  n = 256
+  shared = np.zeros(n, np.float32)
+  on_a, on_b = a.import_host(shared), b.import_host(shared)
+  x, z = rand(n, 30), rand(n, 31)
+  bx, bz, out = put(a, x), put(b, z), b.alloc(4 * n)
+  g = Graph()
+  kw = dict(global_size=(n // 64,), local_size=(64,), vals=(n,))
+  g.exec(vadd(a), on_a, bx, bx, **kw)                    # shared = 2x
+  g.exec(vadd(b), out, on_b, bz, **kw)                   # out = 2x + z
+  g(wait=True)
+  np.testing.assert_array_equal(get(out), x + x + z)
+  subs = count_submissions(monkeypatch)
+  for k in range(3):
+    x2 = put(a, rand(n, 40 + k))
+    subs.clear()
+    g(replace={bx: x2}, wait=True)
+    assert subs == [a.name, b.name]
+    np.testing.assert_array_equal(get(out), rand(n, 40 + k) * 2 + z)
+  g.free()
+  on_a.free(); on_b.free()
