@@ -7,7 +7,8 @@ What every device gets from drivers/hcq, so a vendor writes only what is its own
   the work's commands, signal the next value, submit, all under `submit_lock` (so values only grow).
 - host copies: `copyin`/`copyout` go through a buffer's host view when it has one, else through Staging on the
   copy queue; device-to-device copies run on the copy queue; copies between devices go through host memory both map
-  (`import_host`, HostShare), ordered by a signal there that one device's queue writes and the other's waits on.
+  (`import_host`, PeerLink, kept until either closes), ordered by a signal there that one device's queue writes and
+  the other's waits on.
 - faults: `check_faults` (called by every wait) asks the vendor's `_poll_faults` at most every FAULT_POLL_S.
 A vendor supplies: `_alloc`/`_free`, `_signal_chunk`, `_kernarg_chunk`, `compute_queue`/`copy_queue` (its packet
 encoders, see Queue; hardware rings use drivers.hcq.ring.Ring), `program`, `ticks_to_us`, and optionally
@@ -21,7 +22,7 @@ from drivers.hcq.buffer import Buffer
 from drivers.hcq.compiler import Compiler
 from drivers.hcq.devspec import DeviceSpec, device_forms, openable_vendors, parse_device, valid_forms
 from drivers.hcq.faults import DeviceFault, FaultPoll
-from drivers.hcq.hostshare import HostShare, SIGNAL_BYTES
+from drivers.hcq.hostshare import PeerLink
 from drivers.hcq.kernargs import KernargArena
 from drivers.hcq.pool import SlotPool
 from drivers.hcq.program import Program
@@ -52,6 +53,8 @@ class Device:
     self.kernargs = KernargArena(self._kernarg_chunk)
     self._staging: Staging | None = None
     self._staging_lock = threading.Lock()
+    self._links: dict[Device, PeerLink] = {}                  # transfers from other devices into ours
+    self._linked: weakref.WeakSet[Device] = weakref.WeakSet()  # devices that keep such links from us
     self.timeline = self.new_signal(0, "timeline")
     self.timeline_value = 1
 
@@ -143,20 +146,15 @@ class Device:
     self.timeline.wait(self.ordered_submit(self.copy_queue(), lambda q: q.copy(dest, src, src.size)))
 
   def _transfer(self, dest: Buffer, src: Buffer) -> None:
-    """Copy from another device's buffer into ours, device to device: the source's copy queue writes a host buffer
-    both devices map (HostShare), then a signal there; our copy queue waits for that signal on the device and copies
-    out. Blocks until done. Through the host (copyout, copyin) when either device cannot map the other's memory."""
-    other, size = src.device, src.size
-    at = -(-size // 8) * 8   # the signal, 8-byte aligned after the data
-    try: share = HostShare(at + SIGNAL_BYTES, (other, self))
-    except NotImplementedError:
-      dest.copyin(src.copyout()[:size])
-      return
-    try:
-      sig = share.signals(at, "transfer")
-      other.ordered_submit(other.copy_queue(), lambda q: q.copy(share[other], src, size).signal(sig[other], 1))
-      self.timeline.wait(self.ordered_submit(self.copy_queue(), lambda q: q.wait(sig[self], 1).copy(dest, share[self], size)))
-    finally: share.free()
+    """Copy from another device's buffer into ours, device to device through host memory both map (PeerLink); through
+    the host (copyout, copyin) when either device cannot map host memory for the other. Blocks until done."""
+    other = src.device
+    with self._lock:
+      if (link := self._links.get(other)) is None:
+        link = self._links[other] = PeerLink(other, self)
+        other._linked.add(self)
+    try: link.transfer(dest, src)
+    except NotImplementedError: dest.copyin(src.copyout()[:src.size])
 
   # --- ordering
   def next_timeline(self) -> int:
@@ -198,6 +196,8 @@ class Device:
       try: self.synchronize(timeout_ms=5000)
       except Exception: pass   # a hung or faulted device is torn down anyway
     profile.collect(self.name)
+    for link in [*self._links.values(), *(d._links.pop(self) for d in list(self._linked) if self in d._links)]: link.close()
+    self._links.clear()
     for b in list(self._buffers): b.free()
     self._shutdown()
     self.closed = True

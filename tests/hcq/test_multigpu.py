@@ -4,7 +4,11 @@ GPU wait on the device for a signal the first one writes there. Pairs: two MOCKP
 each."""
 import numpy as np
 import pytest
-from drivers.hcq import Buffer, Graph, open_device
+from drivers.amd.device import AMDDevice
+from drivers.amd.kfd import KFDIface
+from drivers.hcq import Graph, open_device
+from drivers.hcq.hostshare import PeerLink
+from drivers.system.kernel import kernel_interface
 from tests.drivers.amd.kernels import SRC as AMD_SRC
 from tests.hcq.conftest import count_submissions
 
@@ -69,16 +73,52 @@ def test_memory_a_device_cannot_write_is_refused_with_what_to_pass(gpu):
 
 
 def test_transfer_between_two_gpus_is_device_to_device_through_shared_host_memory(pair, monkeypatch):
+  """No host copy; the shared memory is kept for the next transfer, so that one maps nothing new."""
   a, b = pair
-  x = rand(5000, 3)
+  x, y = rand(5000, 3), rand(5000, 4)
   src, dest = put(a, x), b.alloc(x.nbytes)
-  held = [(d.allocated_bytes, mappings(d)) for d in pair]
   def no_host_copy(*args): raise AssertionError("the transfer went through the host")
   monkeypatch.setattr(type(a), "_copyout", no_host_copy)
   src.transfer(dest)
   monkeypatch.undo()
-  assert [(d.allocated_bytes, mappings(d)) for d in pair] == held   # the shared bounce buffer is gone again
   np.testing.assert_array_equal(get(dest), x)
+  src.copyin(y.data)
+  held = [(d.allocated_bytes, mappings(d)) for d in pair]
+  monkeypatch.setattr(type(a), "_copyout", no_host_copy)
+  src.transfer(dest)
+  assert [(d.allocated_bytes, mappings(d)) for d in pair] == held
+  monkeypatch.undo()
+  np.testing.assert_array_equal(get(dest), y)
+
+
+def test_a_transfer_larger_than_what_is_kept_maps_its_memory_for_itself_only(monkeypatch):
+  a, b = open_device("MOCKKFD+AMD"), open_device("MOCKKFD+AMD:1")
+  monkeypatch.setattr(PeerLink, "KEEP_MAX", 64 << 10)
+  x = rand(40000, 6)                                     # 160 KB
+  src, dest = put(a, x), b.alloc(x.nbytes)
+  get(dest)
+  held = [mappings(d) for d in (a, b)]
+  src.transfer(dest)
+  assert [mappings(d) for d in (a, b)] == held
+  np.testing.assert_array_equal(get(dest), x)
+
+
+def test_closing_either_gpu_unmaps_the_memory_their_transfers_shared():
+  k = kernel_interface("kfd")
+  d0, d1 = AMDDevice("MOCKKFD+AMD", KFDIface(k, 0)), AMDDevice("MOCKKFD+AMD:1", KFDIface(k, 1))
+  try:
+    src, dest = put(d0, rand(100, 5)), d1.alloc(400)
+    get(dest)                                            # d1's staging buffers exist before counting
+    bos = lambda d: sum(bo.node.gpu_id == d.iface.gpu_id for bo in k.model.bos.values())
+    own = bos(d1)
+    src.transfer(dest)
+    np.testing.assert_array_equal(get(dest), rand(100, 5))
+    assert bos(d1) == own + 1                            # the shared memory, kept
+    d0.close()
+    assert bos(d1) == own                                # d0 closing unmapped it from d1 too
+  finally:
+    d1.close()
+    d0.close()
 
 
 def two_gpu_graph(a, b, n, out=None):
