@@ -1,7 +1,7 @@
 """The AMD driver end to end through both interfaces: MOCKKFD+AMD (the KFD path, the same driver code as KFD+AMD)
 and MOCKPCI+AMD (the AM userspace driver booting the emulated Navi31 from cold); on a machine with the hardware
 the same tests run on KFD+AMD and PCI+AMD (they skip elsewhere, saying what they need)."""
-import ctypes, os, re, subprocess, sys
+import ctypes, os, re, subprocess, sys, time
 import numpy as np
 import pytest
 from autogen import kfd
@@ -115,6 +115,38 @@ def test_signal_never_written_times_out_naming_the_queue(dev):
   sig.wait(7, timeout_ms=5000)
 
 
+def until(cond, what: str, timeout_s: float = 30) -> None:
+  """Wait for a condition (the bound only turns a bug into a failure instead of a hang)."""
+  deadline = time.monotonic() + timeout_s
+  while not cond():
+    if time.monotonic() > deadline: raise AssertionError(f"{what} within {timeout_s} s")
+    time.sleep(1e-4)
+
+
+@pytest.mark.parametrize("kind", ["compute", "copy"])
+@pytest.mark.parametrize("start, target, release", [
+  (0xFFFF_FFF0, 0x1_0000_0005, 0x1_0000_0005),     # the target's low dword is below the current value's
+  (0xFFFF_FFF0, 0x1_0000_0005, 0x2_0000_0000),     # released by a later 2^32 window with a smaller low dword
+  (0x7_0000_0003, 0x7_8000_0000, 0x7_8000_0001),   # above 2^32 from the start
+  (0x2_0000_0000, 5, 0x2_0000_0000),               # a small target the signal is already past: no wait
+])
+def test_signals_and_waits_above_2_32(dev, kind, start, target, release):
+  """A queue waits on the whole 64-bit value: stalled while the signal is below the target (also where a 32-bit
+  compare of the low dword would pass), released once it reaches it; signals write all 64 bits."""
+  q = dev.compute_queue() if kind == "compute" else dev.copy_queue()
+  ring = dev.compute_ring if kind == "compute" else dev.sdma_ring
+  sig, before, out = dev.new_signal(start, name="big"), dev.new_signal(0, name="before"), dev.new_signal(0, name="out")
+  p0 = ring.put
+  q.signal(before, 1).wait(sig, target).signal(out, (9 << 32) + 7).submit()
+  if start < target:
+    # the engine reports its read pointer inside this submission only where it stalls: at the wait
+    until(lambda: p0 < ring.rptr < ring.put, f"the {kind} queue did not stall on the wait for {target:#x} with the signal at {start:#x}")
+    assert out.value == 0 and before.value == 1
+    sig.value = release
+  out.wait((9 << 32) + 7, timeout_ms=10_000)
+  assert out.value == (9 << 32) + 7 and sig.value == (release if start < target else start)
+
+
 @pytest.mark.parametrize("iface", ["MOCKKFD", "MOCKPCI"])
 def test_unmapped_address_faults_naming_address_and_kernel(iface):
   # a device of its own (the fault poisons it): a fresh KFD model, or the second emulated PCI function
@@ -144,7 +176,7 @@ def test_one_kfd_serves_two_gpus_each_with_its_own_vm_buffers_and_faults():
     np.testing.assert_array_equal(x, 2)                  # each GPU added one to the same host pages
     vram = d0.alloc(4096)
     ids = (ctypes.c_uint32 * 1)(d1.iface.gpu_id)
-    with pytest.raises(OSError, match="the GPU the buffer object belongs to"):
+    with pytest.raises(OSError, match="to another GPU than the one it belongs to is not modelled"):
       k.ioctl(d0.iface.kfd, kfd.AMDKFD_IOC_MAP_MEMORY_TO_GPU, kfd.kfd_ioctl_map_memory_to_gpu_args(
         handle=vram.opaque.handle, device_ids_array_ptr=ctypes.addressof(ids), n_devices=1))
     out = d1.alloc(4)
