@@ -56,7 +56,7 @@ def test_the_responder_enforces_a_host_memory_mrs_bounds_and_access(nic):
   assert bytes(local.view) == bytes(1000)                # no REMOTE_READ: nothing read
 
 
-@pytest.mark.parametrize("device", ["CPU", "MOCKKFD+AMD"])
+@pytest.mark.parametrize("device", ["CPU", "MOCKKFD+AMD", "MOCKPCI+AMD"])
 def test_an_mr_over_an_hcq_host_buffer_is_the_buffers_memory(nic, device):
   """A GPU kernel's output in a host-visible buffer leaves by RDMA WRITE; an RDMA WRITE into the buffer is what the
   device then reads. The buffer cannot be freed, nor its device closed, while registered."""
