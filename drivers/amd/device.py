@@ -136,6 +136,10 @@ class AMDDevice(Device):
 
   def _free(self, mem: AMDMemory) -> None: self.iface.free(mem)
 
+  def _import_host(self, view: memoryview) -> tuple[int, AMDMemory]:
+    mem, first = self.iface.import_host(view)
+    return mem.va + first, mem
+
   def alloc_owned(self, size: int, **kw) -> AMDMemory:
     """Driver-internal memory (signals, kernargs, code, scratch), freed by free_owned or when the device closes."""
     mem = self.iface.alloc(size, **kw)

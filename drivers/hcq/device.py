@@ -6,11 +6,13 @@ What every device gets from drivers/hcq, so a vendor writes only what is its own
 - ordering: one timeline signal. `ordered_submit(queue, work)` is how work joins it: wait for the last value,
   the work's commands, signal the next value, submit, all under `submit_lock` (so values only grow).
 - host copies: `copyin`/`copyout` go through a buffer's host view when it has one, else through Staging on the
-  copy queue; device-to-device copies run on the copy queue.
+  copy queue; device-to-device copies run on the copy queue; copies between devices go through host memory both map
+  (`import_host`, PeerLink, kept until either closes), ordered by a signal there that one device's queue writes and
+  the other's waits on.
 - faults: `check_faults` (called by every wait) asks the vendor's `_poll_faults` at most every FAULT_POLL_S.
 A vendor supplies: `_alloc`/`_free`, `_signal_chunk`, `_kernarg_chunk`, `compute_queue`/`copy_queue` (its packet
 encoders, see Queue; hardware rings use drivers.hcq.ring.Ring), `program`, `ticks_to_us`, and optionally
-`_poll_faults` and `_shutdown`. drivers/cpu/device.py is the smallest complete example.
+`_import_host` (existing host memory mapped for the device), `_poll_faults` and `_shutdown`. drivers/cpu/device.py is the smallest complete example.
 """
 from __future__ import annotations
 import atexit, os, sys, threading, weakref
@@ -20,12 +22,14 @@ from drivers.hcq.buffer import Buffer
 from drivers.hcq.compiler import Compiler
 from drivers.hcq.devspec import DeviceSpec, device_forms, openable_vendors, parse_device, valid_forms
 from drivers.hcq.faults import DeviceFault, FaultPoll
+from drivers.hcq.hostshare import PeerLink
 from drivers.hcq.kernargs import KernargArena
 from drivers.hcq.pool import SlotPool
 from drivers.hcq.program import Program
 from drivers.hcq.queue import Queue
 from drivers.hcq.signal import Signal
 from drivers.hcq.staging import Staging
+from drivers.system.dma import dma_bytes, host_address
 from drivers.system.registry import vendor
 
 
@@ -49,6 +53,8 @@ class Device:
     self.kernargs = KernargArena(self._kernarg_chunk)
     self._staging: Staging | None = None
     self._staging_lock = threading.Lock()
+    self._links: dict[Device, PeerLink] = {}                  # transfers from other devices into ours
+    self._linked: weakref.WeakSet[Device] = weakref.WeakSet()  # devices that keep such links from us
     self.timeline = self.new_signal(0, "timeline")
     self.timeline_value = 1
 
@@ -57,6 +63,9 @@ class Device:
     """-> (va, host view or None, opaque handle for _free)."""
     raise NotImplementedError
   def _free(self, opaque: object) -> None: raise NotImplementedError
+  def _import_host(self, view: memoryview) -> tuple[int, object]:
+    """Map existing host memory for the device's queues and kernels -> (its address, opaque handle for _free)."""
+    raise NotImplementedError(f"{self.name} cannot map existing host memory")
   def _signal_chunk(self) -> tuple[memoryview, int]:
     """A page of host-visible, device-writable memory (and its device address) to carve signals from."""
     raise NotImplementedError
@@ -80,6 +89,19 @@ class Device:
     va, view, opaque = self._alloc(size, host)
     buf = Buffer(self, size, va, view, opaque, host)
     with self._lock: self._buffers.add(buf)
+    return buf
+
+  def import_host(self, memory) -> Buffer:
+    """Existing host memory (a writable, C-contiguous buffer: bytearray, memoryview, numpy array, another device's
+    host-visible Buffer's host_view) as a Buffer of this device, mapped for its DMA: the same bytes at this device's
+    own address. Free it before the memory goes away; freeing it leaves the memory alone."""
+    self._check_open()
+    view = dma_bytes(memory)
+    if self.host_addressed: va, opaque = host_address(view), None   # nothing to map: its queues use host addresses
+    else: va, opaque = self._import_host(view)
+    buf = Buffer(self, view.nbytes, va, view, opaque, True)
+    if opaque is not None:
+      with self._lock: self._buffers.add(buf)
     return buf
 
   def _free_buffer(self, buf: Buffer) -> None:
@@ -124,9 +146,15 @@ class Device:
     self.timeline.wait(self.ordered_submit(self.copy_queue(), lambda q: q.copy(dest, src, src.size)))
 
   def _transfer(self, dest: Buffer, src: Buffer) -> None:
-    """Copy from another device's buffer into ours; through host memory unless a vendor does better."""
-    staging = src.copyout()
-    dest.copyin(staging[:src.size])
+    """Copy from another device's buffer into ours, device to device through host memory both map (PeerLink); through
+    the host (copyout, copyin) when either device cannot map host memory for the other. Blocks until done."""
+    other = src.device
+    with self._lock:
+      if (link := self._links.get(other)) is None:
+        link = self._links[other] = PeerLink(other, self)
+        other._linked.add(self)
+    try: link.transfer(dest, src)
+    except NotImplementedError: dest.copyin(src.copyout()[:src.size])
 
   # --- ordering
   def next_timeline(self) -> int:
@@ -162,10 +190,14 @@ class Device:
   def close(self) -> None:
     """Wait for outstanding work (if the device is healthy), free every buffer, stop the queues."""
     if self.closed: return
+    if held := next((b for b in self._buffers if b.holders), None):
+      raise RuntimeError(f"cannot close {self.name}: {held!r} is registered as {held.holders[0]!r}; deregister that first")
     if not self._faults:
       try: self.synchronize(timeout_ms=5000)
       except Exception: pass   # a hung or faulted device is torn down anyway
     profile.collect(self.name)
+    for link in [*self._links.values(), *(d._links.pop(self) for d in list(self._linked) if self in d._links)]: link.close()
+    self._links.clear()
     for b in list(self._buffers): b.free()
     self._shutdown()
     self.closed = True
@@ -205,4 +237,6 @@ def open_device(name: str | None = None) -> Device:
 
 @atexit.register
 def _close_all() -> None:
-  for dev in list(_open.values()): dev.close()
+  for dev in list(_open.values()):
+    try: dev.close()
+    except RuntimeError: pass   # memory still registered elsewhere (an RDMA MR): the process's end lets it go
