@@ -6,7 +6,8 @@ contiguous host-backed run of GPU virtual addresses holding `addr`, or None when
 for `write`, read-only). The compiled code keeps the runs it was given in a small cache and calls back
 into Python only on a miss, so a kernel streaming through a mapped buffer pays one callback per run.
 A GPU model translates through its page tables and returns one run per physically contiguous chunk
-(a page at least); it may record the fault in its own registers before returning None.
+(a page at least); it may record the fault in its own registers before returning None. Scalar loads (SMEM) ask
+`lookup_scalar(addr)` instead where the memory has it (a GPU model's scalar data cache), else `lookup(addr, False)`.
 """
 from __future__ import annotations
 import bisect, ctypes

@@ -130,12 +130,18 @@ int m_atomic(wave_t *w, u32 space, const u64 *a, u32 op, u32 bits, u32 data, u32
   u32 n = bits / 8;
   for (int l = 0; l < W; l++) {
     if (!((m >> l) & 1)) continue;
-    u8 *p = space == SP_LDS ? latom(w, a[l], n) : space == SP_FLAT ? fatom(w, l, a[l], n) : gatom(w, a[l], n);
+    /* a flat atomic in the private aperture: the lane's own (swizzled) scratch dwords, read, updated and written back */
+    u8 old[8], *p = old;
+    int priv = space == SP_FLAT && (u32)(a[l] >> 32) == w->d->private_hi;
+    if (priv && a[l] & (n - 1)) return fault(w, a[l], SPACE_MISALIGNED);
+    if (priv) { if (!sacc(w, l, (u32)a[l], old, n, 0)) return 0; }
+    else p = space == SP_LDS ? latom(w, a[l], n) : space == SP_FLAT ? fatom(w, a[l], n) : gatom(w, a[l], n);
     if (!p) return 0;
     u64 o = bits == 64 ? ld64(p) : ld32(p);
     u64 x = bits == 64 ? V64(data, l) : V(data, l), y = bits == 64 ? V64(ydata, l) : V(ydata, l);   /* ydata: a valid register */
     u64 r = atomic_new(op, o, x, y, bits == 64);
     if (bits == 64) st64(p, r); else st32(p, (u32)r);
+    if (priv && !sacc(w, l, (u32)a[l], old, n, 1)) return 0;
     if (rtn) { V(vdst, l) = (u32)o; if (bits == 64) V(vdst + 1, l) = (u32)(o >> 32); }
   }
   return 1;
