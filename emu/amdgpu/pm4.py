@@ -77,7 +77,7 @@ class PM4Engine(GPUEngine):
     if index == EVENT_INDEX_EOS and gcr: bad(f"{EVENT_NAMES[event]} (end of shader) with cache actions {gcr << 12:#x}: they are not modelled")
     actions = gcr_actions(gcr << 12, RELEASE_GCR, bad)
     if dst_sel > 1: bad(f"DST_SEL {dst_sel} (a queue write pointer) is not modelled: 0 (memory) and 1 (through L2) are")
-    if data_sel not in DATA_BYTES: bad(f"DATA_SEL {data_sel} is {'GDS data (not modelled)' if data_sel == 5 else 'reserved'}")
+    if data_sel and data_sel not in DATA_BYTES: bad(f"DATA_SEL {data_sel} is {'GDS data (not modelled)' if data_sel == 5 else 'reserved'}")
     if int_sel not in (0, 1, 2, 3): bad(f"INT_SEL {int_sel} (a conditional interrupt) is not modelled")
     if int_sel == 1 and data_sel: bad(f"INT_SEL 1 (interrupt only) with DATA_SEL {data_sel}: the interrupt-only release writes no data")
     # at the end of pipe every earlier dispatch is done (they run to completion in order); then the caches, the write
