@@ -24,7 +24,7 @@ class ShaderMemory:
     self.mmu = mmu
     self.kcache: dict[int, ctypes.Array] = {}
     self.icache_epoch = 0
-    self.actions: dict[str, int] = {}     # cache actions performed, by GCR name (tests read them)
+    self.actions: dict[str, int] = {}     # cache actions performed, as "PACKET GCR_NAME" (tests read them)
 
   def lookup(self, addr: int, write: bool) -> tuple[int, int, int] | None: return self.mmu.lookup(addr, write)
 
@@ -41,9 +41,10 @@ class ShaderMemory:
       self.kcache[page] = line
     return page, PAGE, ctypes.addressof(line)
 
-  def perform(self, actions: list[str]) -> None:
-    """Carry out GCR cache actions (names as in nvd.h: GLI_INV, GLK_INV, GL2_WB, ...)."""
+  def perform(self, packet: str, actions: list[str]) -> None:
+    """Carry out the GCR cache actions `packet` asks for (names as in nvd.h: GLI_INV, GLK_INV, GL2_WB, ...)."""
     for a in actions:
-      self.actions[a] = self.actions.get(a, 0) + 1
+      key = f"{packet} {a}"
+      self.actions[key] = self.actions.get(key, 0) + 1
       if a == "GLK_INV": self.kcache.clear()
       elif a == "GLI_INV": self.icache_epoch += 1

@@ -82,7 +82,7 @@ class PM4Engine(GPUEngine):
     if int_sel == 1 and data_sel: bad(f"INT_SEL 1 (interrupt only) with DATA_SEL {data_sel}: the interrupt-only release writes no data")
     # at the end of pipe every earlier dispatch is done (they run to completion in order); then the caches, the write
     # (after which INT_SEL 2 raises the interrupt), as the packet says
-    self.gpu.shader_memory.perform(actions)
+    self.gpu.shader_memory.perform("RELEASE_MEM", actions)
     if data_sel:
       addr, n = p[2] | p[3] << 32, DATA_BYTES[data_sel]
       if addr % n: bad(f"address {addr:#x} is not {n}-byte aligned for DATA_SEL {data_sel}")
@@ -110,7 +110,7 @@ class PM4Engine(GPUEngine):
     if p[0]: bad(f"COHER_CNTL {p[0]:#x}: gfx11 selects the caches by GCR_CNTL (dword 7); dword 1 must be 0")
     if p[2] >> 8 or p[4] >> 24 or p[5] >> 16: bad("sets reserved bits of COHER_SIZE_HI, COHER_BASE_HI or POLL_INTERVAL")
     if p[6] & nvd.PACKET3_ACQUIRE_MEM_GCR_RANGE_IS_PA: bad("GCR_CNTL.RANGE_IS_PA (a physical address range) is not modelled")
-    self.gpu.shader_memory.perform(gcr_actions(p[6], ACQUIRE_GCR, bad))
+    self.gpu.shader_memory.perform("ACQUIRE_MEM", gcr_actions(p[6], ACQUIRE_GCR, bad))
 
   def _event_write(self, p: list[int]) -> None:
     event, index = p[0] & 0x3F, (p[0] >> 8) & 0xF

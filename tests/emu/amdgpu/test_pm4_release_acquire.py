@@ -89,7 +89,7 @@ def test_release_mem_performs_its_gcr_cache_actions(booted, sig):
   q.submit(rel(sig.va, 1, gcr=gcr) + rel(sig.va, 2, gcr=nvd.PACKET3_RELEASE_MEM_GCR_GL2_INV))
   q.wait_idle()
   done = {k: v - before.get(k, 0) for k, v in caches.actions.items() if v != before.get(k, 0)}
-  assert done == {"GL2_WB": 1, "GLV_INV": 1, "GLM_WB": 1, "GL2_INV": 1}
+  assert done == {"RELEASE_MEM GL2_WB": 1, "RELEASE_MEM GLV_INV": 1, "RELEASE_MEM GLM_WB": 1, "RELEASE_MEM GL2_INV": 1}
 
 
 # s[0:1]: the kernel arguments (host-written): u64 out, u32 value; the kernel stores value to out[0]
@@ -161,4 +161,4 @@ def test_acquire_mem_performs_the_gcr_actions_it_names(booted):
   q.submit(acquire_mem(GCR_ALL))
   q.wait_idle()
   done = {k: v - before.get(k, 0) for k, v in caches.actions.items() if v != before.get(k, 0)}
-  assert done == {n: 1 for n in ("GLI_INV", "GLM_WB", "GLM_INV", "GLK_WB", "GLK_INV", "GLV_INV", "GL1_INV", "GL2_INV", "GL2_WB")}
+  assert done == {f"ACQUIRE_MEM {n}": 1 for n in ("GLI_INV", "GLM_WB", "GLM_INV", "GLK_WB", "GLK_INV", "GLV_INV", "GL1_INV", "GL2_INV", "GL2_WB")}
