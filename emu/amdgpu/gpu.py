@@ -2,7 +2,8 @@
 kernel dispatch into the RDNA3 shader core. Both kernel interfaces sit on top of this one object: the KFD
 model (as the kernel driver would) and the PCI function (as the AM userspace driver sees it). The core knows
 neither: the PCI function decodes its blocks into the core's register file and listens to its errors and
-interrupts (`on_error`, `on_interrupt`).
+interrupts (`on_error`, `on_interrupt`). The waves see memory through `shader_memory` (caches.py: the MMU, the
+K$ and the I$) and launch from the COMPUTE_* registers as spi.py decodes them.
 """
 from __future__ import annotations
 import threading, time

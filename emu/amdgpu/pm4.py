@@ -1,7 +1,16 @@
 """The MEC compute queue's PM4 processor (gfx11): type-3 packets from the ring and from indirect buffers.
 
 Packet layout: header = 3 << 30 | (payload dwords - 1) << 16 | opcode << 8 (nvd.h PACKET3); payloads as
-nvd.h documents them. Every opcode not listed in HANDLERS stops the queue with an error naming it.
+nvd.h documents them. Every opcode not listed in HANDLERS stops the queue with an error naming it, and so does any
+field value below that a compute queue cannot use or the model does not model.
+- SET_SH_REG: only the COMPUTE_* registers emu/amdgpu/spi.py acts on; DISPATCH_DIRECT launches from them (spi.py).
+- RELEASE_MEM: an end-of-pipe event (index 5: CACHE_FLUSH_TS, CACHE_FLUSH_AND_INV_TS_EVENT, BOTTOM_OF_PIPE_TS) or
+  the end-of-shader CS_DONE (index 6, without cache actions); dispatches run to completion in order, so both find
+  the earlier work done. Then the GCR cache actions (caches.py), then the write (DST_SEL 0 memory or 1 through L2;
+  DATA_SEL 1 low 32 bits, 2 64 bits, 3/4 the 100 MHz counter, aligned to the size), then the interrupt (INT_SEL 1:
+  interrupt only, DATA_SEL must be 0; 2: after the write; 3: the write, no interrupt). CACHE_POLICY has no effect.
+- ACQUIRE_MEM: COHER_CNTL 0 (gfx11 selects caches by GCR_CNTL), then GCR_CNTL's actions (caches.py) over the whole
+  cache whatever COHER_BASE/SIZE and the range modes say.
 """
 from __future__ import annotations
 import numpy as np

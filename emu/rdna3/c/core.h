@@ -128,13 +128,21 @@ static inline u8 *gatom(wave_t *w, u64 a, u32 n) {
    index stride W, as the scratch buffer resource describes it): byte b of dword k of lane l is at
    scratch + (k * W + l) * 4 + b, so an access is split at dword boundaries */
 static int sacc(wave_t *w, int lane, u64 off, u8 *buf, u32 n, int wr) {
-  u32 spl = w->d->scratch_per_lane;
+  dispatch_t *d = w->d;
+  u32 spl = d->scratch_per_lane;
   if (off > spl || spl - off < n) return fault(w, off, SPACE_SCRATCH);
+  if (!w->scratch_host) w->scratch_host = mem_lookup(d, w->scratch, d->scratch_wave_bytes, 1);
+  u8 *h = w->scratch_host;
+  if (h && !((off | n) & 3)) {   /* whole dwords: W * 4 bytes apart */
+    u8 *p = h + ((off >> 2) * W + (u64)lane) * 4;
+    for (u32 i = 0; i < n; i += 4, p += 4 * W) { if (wr) memcpy(p, buf + i, 4); else memcpy(buf + i, p, 4); }
+    return 1;
+  }
   while (n) {
     u32 b = off & 3, k = 4 - b < n ? 4 - b : n;
-    u64 a = w->scratch + ((off >> 2) * W + (u64)lane) * 4 + b;
-    u8 *p = mem_at(w->d, a, k, wr);
-    if (!p) return fault(w, a, SPACE_SCRATCH_BACKING);
+    u64 rel = ((off >> 2) * W + (u64)lane) * 4 + b;
+    u8 *p = h ? h + rel : mem_at(d, w->scratch + rel, k, wr);
+    if (!p) return fault(w, w->scratch + rel, SPACE_SCRATCH_BACKING);
     if (wr) memcpy(p, buf, k); else memcpy(buf, p, k);
     buf += k; off += k; n -= k;
   }

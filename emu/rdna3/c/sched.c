@@ -20,6 +20,7 @@ static void wave_init(dispatch_t *d, wave_t *w, u32 id, u32 first, u32 nthreads)
   w->pc = d->entry; w->scc = 0; w->status = WAVE_RUN; w->mode = d->mode; w->trapsts = 0; w->id = id; w->d = d;
   u64 k = d->wg[0] + (u64)d->grid[0] * (d->wg[1] + (u64)d->grid[1] * d->wg[2]);
   w->scratch = d->scratch_ses ? d->scratch_base + k % d->scratch_ses * d->scratch_se_bytes + (u64)id * d->scratch_wave_bytes : 0;
+  w->scratch_host = 0;
 }
 
 static int next_wg(dispatch_t *d) {

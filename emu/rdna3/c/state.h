@@ -11,6 +11,7 @@ typedef struct wave {
   uint32_t id, lanes;    /* wave index in its workgroup; number of valid lanes */
   uint64_t icount;       /* wave-instructions executed */
   uint64_t scratch;      /* GPU address of this wave's scratch slot (see sacc in core.h for its swizzled layout) */
+  uint8_t *scratch_host;  /* where the whole slot is host-backed in one run (found at its first use), else 0 */
   struct dispatch *d;
   uint32_t v[256 * 64];  /* VGPRs: v[reg * lanes_per_wave + lane] */
 } wave_t;
