@@ -29,6 +29,7 @@ on engine k % 6 and its wave i in slot i: a ring the driver made smaller than 6 
 the last engines, as on hardware, and a workgroup with more waves than WAVES never launches (an error here).
 """
 from __future__ import annotations
+import functools
 
 from autogen.amd import gc_11_0_0 as gc
 from emu.ring import RingError
@@ -74,22 +75,38 @@ class SHRegisters:
   def get(self, name: str) -> int: return self.values.get(name, 0)
 
 
+STATE = tuple(n for n in WRITABLE if not n.startswith("USER_DATA_"))   # what a launch decodes (cached per value)
+
+
+class Refused(Exception):
+  """What the registers ask for cannot run (on hardware, or in the model)."""
+
+
 def launch(sh: SHRegisters, initiator: int, queue: str) -> tuple[Launch, tuple[int, int, int]]:
   """The waves' launch state and the workgroup size for DISPATCH_DIRECT with `initiator` (RingError if the registers
   ask for something the hardware would not run or the model does not model)."""
-  def bad(msg: str): raise RingError(f"{queue}: DISPATCH_DIRECT: {msg}")
+  try: kw, block, n_user = decode(initiator, tuple(sh.get(n) for n in STATE))
+  except Refused as e: raise RingError(f"{queue}: DISPATCH_DIRECT: {e}") from None
+  return Launch(user_sgprs=[sh.get(f"USER_DATA_{i}") for i in range(n_user)], **kw), block
+
+
+def bad(msg: str): raise Refused(msg)
+
+
+@functools.lru_cache(maxsize=256)
+def decode(initiator: int, state: tuple[int, ...]) -> tuple[dict, tuple[int, int, int], int]:
+  """(Launch fields but the user SGPRs, workgroup size, user SGPR count) for the registers in STATE order (a queue
+  repeats the same values launch after launch, so this runs once for each)."""
+  regs = dict(zip(STATE, state))
   ini = gc.regCOMPUTE_DISPATCH_INITIATOR.decode(initiator)
   if not ini["COMPUTE_SHADER_EN"]: bad("COMPUTE_SHADER_EN is not set in the initiator")
   if on := [f for f in INITIATOR_NOT_MODELLED if ini[f]]: bad(f"initiator {', '.join(on)} is not modelled")
-  fields = {}
-  for name in ("PGM_RSRC1", "PGM_RSRC2", "PGM_RSRC3", "RESOURCE_LIMITS"):
-    fields[name] = getattr(gc, f"regCOMPUTE_{name}").decode(sh.get(name))
   for name, zero in MUST_BE_ZERO.items():
-    value = getattr(gc, f"regCOMPUTE_{name}").decode(sh.get(name))
+    value = getattr(gc, f"regCOMPUTE_{name}").decode(regs[name])
     if on := [f for f in zero if value[f]]: bad(f"COMPUTE_{name} {', '.join(f'{f}={value[f]}' for f in on)} is not modelled (must be 0)")
-  if sh.get("PGM_RSRC3") & ~RSRC3_KNOWN: bad(f"COMPUTE_PGM_RSRC3 {sh.get('PGM_RSRC3'):#x} sets reserved bits")
-  rsrc1, rsrc2 = fields["PGM_RSRC1"], fields["PGM_RSRC2"]
-  block = tuple(gc.regCOMPUTE_NUM_THREAD_X.decode(sh.get(f"NUM_THREAD_{a}"))["NUM_THREAD_FULL"] for a in "XYZ")
+  if regs["PGM_RSRC3"] & ~RSRC3_KNOWN: bad(f"COMPUTE_PGM_RSRC3 {regs['PGM_RSRC3']:#x} sets reserved bits")
+  rsrc1, rsrc2 = gc.regCOMPUTE_PGM_RSRC1.decode(regs["PGM_RSRC1"]), gc.regCOMPUTE_PGM_RSRC2.decode(regs["PGM_RSRC2"])
+  block = tuple(gc.regCOMPUTE_NUM_THREAD_X.decode(regs[f"NUM_THREAD_{a}"])["NUM_THREAD_FULL"] for a in "XYZ")
   if 0 in block: bad(f"COMPUTE_NUM_THREAD = {block}: program the workgroup size first")
   if rsrc2["USER_SGPR"] > USER_DATA: bad(f"COMPUTE_PGM_RSRC2.USER_SGPR = {rsrc2['USER_SGPR']}, but there are {USER_DATA} USER_DATA registers")
   if rsrc2["TIDIG_COMP_CNT"] == 3: bad("COMPUTE_PGM_RSRC2.TIDIG_COMP_CNT = 3 is reserved")
@@ -97,22 +114,21 @@ def launch(sh: SHRegisters, initiator: int, queue: str) -> tuple[Launch, tuple[i
   waves = -(-block[0] * block[1] * block[2] // (64 if wave64 else 32))
   # MODE at wave start: FLOAT_MODE = round [3:0] | denorm [7:4], DX10_CLAMP [8], IEEE [9] (RDNA3 ISA, "MODE")
   mode = rsrc1["FLOAT_MODE"] | rsrc1["DX10_CLAMP"] << 8 | rsrc1["IEEE_MODE"] << 9
-  pc = (sh.get("PGM_HI") << 32 | sh.get("PGM_LO")) << 8
-  user = [sh.get(f"USER_DATA_{i}") for i in range(rsrc2["USER_SGPR"])]
-  return Launch(pc, user, wave64, rsrc2["LDS_SIZE"] * LDS_GRANULE, 0,
-                (bool(rsrc2["TGID_X_EN"]), bool(rsrc2["TGID_Y_EN"]), bool(rsrc2["TGID_Z_EN"])), bool(rsrc2["SCRATCH_EN"]),
-                mode, bool(rsrc1["WGP_MODE"]), scratch=scratch_ring(sh, rsrc2, waves, bad),
-                tid_components=rsrc2["TIDIG_COMP_CNT"] + 1), block
+  kw = dict(pc=(regs["PGM_HI"] << 32 | regs["PGM_LO"]) << 8, wave64=wave64, lds_bytes=rsrc2["LDS_SIZE"] * LDS_GRANULE,
+            tgid_enable=(bool(rsrc2["TGID_X_EN"]), bool(rsrc2["TGID_Y_EN"]), bool(rsrc2["TGID_Z_EN"])),
+            scratch_offset_sgpr=bool(rsrc2["SCRATCH_EN"]), mode=mode, wgp_mode=bool(rsrc1["WGP_MODE"]),
+            scratch=scratch_ring(regs, rsrc2, waves), tid_components=rsrc2["TIDIG_COMP_CNT"] + 1)
+  return kw, block, rsrc2["USER_SGPR"]
 
 
-def scratch_ring(sh: SHRegisters, rsrc2: dict[str, int], waves: int, bad) -> Scratch | None:
+def scratch_ring(regs: dict[str, int], rsrc2: dict[str, int], waves: int) -> Scratch | None:
   """COMPUTE_DISPATCH_SCRATCH_BASE and COMPUTE_TMPRING_SIZE as the waves' scratch ring (None without SCRATCH_EN)."""
   if not rsrc2["SCRATCH_EN"]: return None
-  tmpring = gc.regCOMPUTE_TMPRING_SIZE.decode(sh.get("TMPRING_SIZE"))
+  tmpring = gc.regCOMPUTE_TMPRING_SIZE.decode(regs["TMPRING_SIZE"])
   if not tmpring["WAVESIZE"]: bad("the kernel enables scratch (COMPUTE_PGM_RSRC2.SCRATCH_EN) but COMPUTE_TMPRING_SIZE.WAVESIZE is 0")
   if tmpring["WAVES"] < waves:
     bad(f"a workgroup of {waves} waves needs {waves} scratch slots on its shader engine, COMPUTE_TMPRING_SIZE.WAVES is "
         f"{tmpring['WAVES']}: it would never launch")
   slot = tmpring["WAVESIZE"] * SCRATCH_WAVESIZE_UNIT
-  base = (sh.get("DISPATCH_SCRATCH_BASE_HI") << 32 | sh.get("DISPATCH_SCRATCH_BASE_LO")) << 8
+  base = (regs["DISPATCH_SCRATCH_BASE_HI"] << 32 | regs["DISPATCH_SCRATCH_BASE_LO"]) << 8
   return Scratch(base, slot, tmpring["WAVES"] * slot, SHADER_ENGINES)
