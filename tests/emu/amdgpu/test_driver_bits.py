@@ -170,7 +170,7 @@ def check(got: dict, want: dict) -> list[str]:
 def test_the_unchanged_driver_gets_every_result_right():
   dev = fresh_device()
   try:
-    gpu = dev.iface.k.model.gpu
+    gpu = dev.iface.k.model.nodes[dev.iface.gpu_id].gpu
     interrupts = []
     gpu.on_interrupt.append(lambda *a: interrupts.append(a))
     assert check(workload(dev), expected()) == [] and not interrupts
@@ -185,7 +185,7 @@ def test_a_changed_bit_shows(row, monkeypatch):
   monkeypatch.setattr(PM4Queue, "pkt3", lambda q, o, *p: real(q, o, *(mutate(q, list(p)) if o == op else p)))
   dev = fresh_device()
   try:
-    gpu = dev.iface.k.model.gpu
+    gpu = dev.iface.k.model.nodes[dev.iface.gpu_id].gpu
     interrupts = []
     gpu.on_interrupt.append(lambda *a: interrupts.append(a))
     if shows == "error":
