@@ -10,7 +10,7 @@ What every device gets from drivers/hcq, so a vendor writes only what is its own
 - faults: `check_faults` (called by every wait) asks the vendor's `_poll_faults` at most every FAULT_POLL_S.
 A vendor supplies: `_alloc`/`_free`, `_signal_chunk`, `_kernarg_chunk`, `compute_queue`/`copy_queue` (its packet
 encoders, see Queue; hardware rings use drivers.hcq.ring.Ring), `program`, `ticks_to_us`, and optionally
-`_poll_faults` and `_shutdown`. drivers/cpu/device.py is the smallest complete example.
+`_poll_faults`, `_progress` and `_shutdown`. drivers/cpu/device.py is the smallest complete example.
 """
 from __future__ import annotations
 import atexit, os, sys, threading, weakref
@@ -70,6 +70,9 @@ class Device:
   def copy_queue(self) -> Queue: raise NotImplementedError
   def program(self, name: str, lib: bytes) -> Program: raise NotImplementedError
   def ticks_to_us(self, ticks: int) -> float: raise NotImplementedError
+  def _progress(self) -> tuple:
+    """Values that change while the device works besides the timeline (e.g. its rings' read pointers)."""
+    return ()
   def _shutdown(self) -> None: pass
 
   # --- memory
@@ -143,9 +146,13 @@ class Device:
       queue.signal(self.timeline, value := self.next_timeline()).submit()
     return value
 
-  def synchronize(self, timeout_ms: int | None = None) -> None:
-    """Wait for everything submitted so far."""
-    self.timeline.wait(self.timeline_value - 1, *(() if timeout_ms is None else (timeout_ms,)))
+  def synchronize(self, timeout_ms: float | None = None, stall_ms: float | None = None) -> None:
+    """Wait for everything submitted so far (timeouts as in Signal.wait)."""
+    self.timeline.wait(self.timeline_value - 1, timeout_ms, stall_ms)
+
+  def progress(self) -> tuple:
+    """Changes whenever the device moves forward: a wait that sees it change is not stuck."""
+    return (self.timeline.value, *self._progress())
 
   def report_fault(self, message: str) -> None:
     """Called by engines/workers when the device reports an error."""
