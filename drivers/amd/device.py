@@ -191,7 +191,11 @@ class AMDDevice(Device):
   def _progress(self) -> tuple:
     return tuple(r.rptr for r in (self.compute_ring, self.sdma_ring) if r is not None)
 
+  def _stop_queues(self) -> None:
+    self.compute_ring = self.sdma_ring = None   # their memory goes with the queues
+    while self._queues: self.iface.destroy_queue(self._queues.pop())
+
   def _shutdown(self) -> None:
-    for desc in self._queues: self.iface.destroy_queue(desc)
+    self._stop_queues()
     for mem in list(self._mems): self.free_owned(mem)
     self.iface.close()

@@ -209,6 +209,7 @@ class _Worker(threading.Thread):
     ffi, lib = _launcher()
     while (cmds := self.inbox.get()) is not None:
       for cmd in cmds:
+        if self.stopping: return   # the queue was stopped: what is left in it is dropped
         try: self._run(ffi, lib, cmd)
         except _Stopped: return
         except KernelFault as e: self.device.report_fault(f"{self.kind} queue: {e}")
@@ -293,9 +294,9 @@ class CPUDevice(Device):
   def program(self, name: str, lib: bytes) -> CPUProgram: return CPUProgram(self, name, lib)
   def ticks_to_us(self, ticks: int) -> float: return ticks / 1000
 
-  def _shutdown(self) -> None:
+  def _stop_queues(self) -> None:
     for w in self._workers.values():
       w.stopping = True
       w.put(None)
-    for w in self._workers.values(): w.join(timeout=5)
+    for w in self._workers.values(): w.join(timeout=5)   # the kernel in flight finishes: its memory is freed next
 

@@ -10,7 +10,7 @@ What every device gets from drivers/hcq, so a vendor writes only what is its own
 - faults: `check_faults` (called by every wait) asks the vendor's `_poll_faults` at most every FAULT_POLL_S.
 A vendor supplies: `_alloc`/`_free`, `_signal_chunk`, `_kernarg_chunk`, `compute_queue`/`copy_queue` (its packet
 encoders, see Queue; hardware rings use drivers.hcq.ring.Ring), `program`, `ticks_to_us`, and optionally
-`_poll_faults`, `_progress` and `_shutdown`. drivers/cpu/device.py is the smallest complete example.
+`_poll_faults`, `_progress`, `_stop_queues` and `_shutdown`. drivers/cpu/device.py is the smallest complete example.
 """
 from __future__ import annotations
 import atexit, os, sys, threading, weakref
@@ -28,6 +28,8 @@ from drivers.hcq.signal import Signal
 from drivers.hcq.staging import Staging
 from drivers.system.registry import vendor
 
+CLOSE_STALL_MS = 5000   # Device.close waits for outstanding work until it makes no progress for this long
+
 
 class Device:
   """Owns an allocator, a timeline signal, compute and copy queues, and the compiler for its target."""
@@ -44,7 +46,7 @@ class Device:
     self._lock = threading.Lock()
     # held while a timeline value is reserved and its queue submitted, so the timeline only grows
     self.submit_lock = threading.RLock()
-    self.closed = False
+    self.closed = self.closing = False
     self._signals = SlotPool(self._signal_chunk, 16)
     self.kernargs = KernargArena(self._kernarg_chunk)
     self._staging: Staging | None = None
@@ -73,7 +75,10 @@ class Device:
   def _progress(self) -> tuple:
     """Values that change while the device works besides the timeline (e.g. its rings' read pointers)."""
     return ()
-  def _shutdown(self) -> None: pass
+  def _stop_queues(self) -> None:
+    """Stop every queue (the command in flight may finish; the rest is dropped): nothing runs after this returns."""
+  def _shutdown(self) -> None:
+    """Release what is left after the queues stopped and every buffer was freed."""
 
   # --- memory
   def alloc(self, size: int, host: bool = False) -> Buffer:
@@ -89,7 +94,7 @@ class Device:
     with self._lock:
       if buf not in self._buffers: return
       self._buffers.discard(buf)
-    if not self._faults and self.timeline.value < self.timeline_value - 1:
+    if not self._faults and not self.closing and self.timeline.value < self.timeline_value - 1:
       self.synchronize()   # submitted work may still use it: unmapping it under a running kernel would fault that kernel
     self._free(buf.opaque)
 
@@ -166,12 +171,15 @@ class Device:
   def _check_open(self) -> None:
     if self.closed: raise RuntimeError(f"{self.name} is closed")
 
-  def close(self) -> None:
-    """Wait for outstanding work (if the device is healthy), free every buffer, stop the queues."""
+  def close(self, wait: bool = True) -> None:
+    """Stop the queues, free every buffer, release the device. With `wait` (and a healthy device), outstanding work
+    is waited for first, until it stops making progress for CLOSE_STALL_MS; without (at exit), it is dropped."""
     if self.closed: return
-    if not self._faults:
-      try: self.synchronize(timeout_ms=5000)
+    if wait and not self._faults:
+      try: self.synchronize(stall_ms=CLOSE_STALL_MS)
       except Exception: pass   # a hung or faulted device is torn down anyway
+    self.closing = True        # from here on nothing runs on the device: buffers are freed without waiting for it
+    self._stop_queues()
     profile.collect(self.name)
     for b in list(self._buffers): b.free()
     self._shutdown()
@@ -207,9 +215,16 @@ def open_device(name: str | None = None) -> Device:
   dev = vendor(spec.vendor).open(spec)
   dev.spec = spec
   _open[dev.name] = dev
+  # exit handlers run last-registered first: (re)registering after the device made its weakref finalizers (which
+  # register theirs on first use) stops its queues before any finalizer frees memory that queued work uses
+  atexit.unregister(_close_all)
+  atexit.register(_close_all)
   return dev
 
 
-@atexit.register
 def _close_all() -> None:
-  for dev in list(_open.values()): dev.close()
+  """At exit (normal, or after Ctrl-C): stop every open device's queues without waiting for the work queued on them,
+  and release the devices, so the process ends at once and the next open finds them stopped."""
+  for dev in list(_open.values()):
+    try: dev.close(wait=False)
+    except Exception as e: print(f"hcq: closing {dev.name} at exit: {type(e).__name__}: {e}", file=sys.stderr)
