@@ -28,6 +28,17 @@ def parse_properties(text: str) -> dict[str, int]:
   return {k: int(v) for k, v in (line.split() for line in text.splitlines() if line.strip())}
 
 
+def memory_fault(mem: kfd.kfd_hsa_memory_exception_data) -> str:
+  """A KFD memory exception (kfd_hsa_memory_exception_data) in words: the page and what the access violated."""
+  f = mem.failure
+  why = [w for w, bit in (("no valid page is mapped there", f.NotPresent), ("a write to a read-only page", f.ReadOnly),
+                          ("an instruction fetch from a page that is not executable", f.NoExecute)) if bit]
+  if not why and not f.imprecise: why = ["an access the page's permissions do not allow (it is not readable)"]
+  if f.imprecise: why.append("imprecise: the GPU did not latch the fault's type, the page may be approximate")
+  if mem.ErrorType != kfd.KFD_MEM_ERR_NO_RAS: why.append(f"RAS error type {mem.ErrorType}")
+  return f"MMU fault at {mem.va:#x} ({'; '.join(why)})"
+
+
 class KFDIface:
   def __init__(self, kernel: KernelInterface, index: int = 0):
     self.k = kernel
@@ -137,10 +148,7 @@ class KFDIface:
     self._ioctl(kfd.AMDKFD_IOC_WAIT_EVENTS, args)
     if args.wait_result != kfd.KFD_IOC_WAIT_RESULT_COMPLETE: return None
     mem, hw = data[0].memory_exception_data, data[1].hw_exception_data
-    if mem.gpu_id:
-      f = mem.failure
-      why = ", ".join(n for n, v in (("not present", f.NotPresent), ("read-only", f.ReadOnly), ("no-execute", f.NoExecute)) if v)
-      return f"MMU fault at {mem.va:#x}" + (f" ({why})" if why else "")
+    if mem.gpu_id: return memory_fault(mem)
     if hw.gpu_id: return f"GPU hang (reset cause {hw.reset_cause}, memory lost: {bool(hw.memory_lost)})"
     return None
 

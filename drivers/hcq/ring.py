@@ -88,9 +88,11 @@ class RingSealed(Sealed):
     bounds = [0, *splits, len(self.words)]
     self.packets = [self.words[a:b] for a, b in zip(bounds, bounds[1:]) if b > a] if splits else [self.words]
 
-  def _put(self, at: int, bits: int, value: int) -> None:
-    self.words[at] = value & 0xFFFFFFFF
-    if bits == 64: self.words[at + 1] = value >> 32
+  def _put(self, at: int | tuple[tuple[int, int], ...], bits: int, value: int) -> None:
+    """`at`: the index of the field's low dword (the high one next when 64 bits), or (dword index, bit shift) pairs
+    for a value whose dwords lie apart (each gets value >> shift)."""
+    for i, shift in ((at, 0), (at + 1, 32))[:bits // 32] if isinstance(at, int) else at:
+      self.words[i] = (value >> shift) & 0xFFFFFFFF
 
   def submit(self) -> None:
     self.device.check_faults()

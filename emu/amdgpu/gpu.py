@@ -9,7 +9,7 @@ import threading, time
 from dataclasses import dataclass
 from typing import Callable
 
-from autogen.amd import gc_11_0_0 as gc, mmhub_3_0_0, nbio_4_3_0, mp_13_0_0, hdp_6_0_0, osssys_6_0_0
+from autogen.amd import gc_11_0_0 as gc, mmhub_3_0_0, nbio_4_3_0, mp_13_0_0, hdp_6_0_0, osssys_6_0_0, soc21_enum
 from emu.pci import DMASpace
 from emu.ring import RingError
 from emu.amdgpu.vram import VRAM
@@ -34,6 +34,9 @@ IP_BASES = {
 CLOCK_HZ = 100_000_000        # GPU timestamp counter (RELEASE_MEM data_sel 3, SDMA TIMESTAMP): 100 MHz
 LDS_GRANULE = 512             # COMPUTE_PGM_RSRC2.LDS_SIZE unit on gfx11, bytes
 SCRATCH_WAVESIZE_UNIT = 256   # COMPUTE_TMPRING_SIZE.WAVESIZE unit: bytes per wave64 => 4 bytes per lane
+# the register file's banked copies of SH_MEM_CONFIG / SH_MEM_BASES: VMID v at bank(BANK_SH_MEM + 2v) / +1, after the
+# HQD copies of 4 MEC pipes x 8 queues x 64 registers (gfx.py, navi31.py's file layout)
+BANK_SH_MEM = 4 * 8 * 64
 
 
 def reg_addr(block: str, reg) -> int:
@@ -55,6 +58,7 @@ class DeviceError:
   message: str
   va: int | None = None
   kind: str = ""        # "fault" (the engine's own access faulted), "packet", "shader", "internal"
+  fault: str = ""       # for a memory fault, its type (emu.amdgpu.mmu FAULT_*: not-present, read, write, execute, ...)
 
   def __str__(self) -> str: return f"{self.engine}: {self.message}"
 
@@ -87,7 +91,9 @@ class GPUModel:
 
   # --- faults and interrupts
   def report_fault(self, engine: str, message: str, va: int | None = None, kind: str = "") -> None:
-    err = DeviceError(engine, message, va, kind)
+    f = self.mmu.last_fault
+    fault = f.kind if va is not None and kind in ("fault", "shader") and f is not None and f.va == va else ""
+    err = DeviceError(engine, message, va, kind, fault)
     for cb in self.on_error: cb(err)
 
   def interrupt(self, source: str, ctx: int, engine: str = "") -> None:
@@ -123,10 +129,33 @@ class GPUModel:
     mode = rsrc1["FLOAT_MODE"] | rsrc1["IEEE_MODE"] << 9
     launch = Launch(pc, user, not ini["CS_W32_EN"], rsrc2["LDS_SIZE"] * LDS_GRANULE, scratch,
                     (bool(rsrc2["TGID_X_EN"]), bool(rsrc2["TGID_Y_EN"]), bool(rsrc2["TGID_Z_EN"])), bool(rsrc2["SCRATCH_EN"]), mode)
+    launch.shared_hi, launch.private_hi = self.flat_apertures(queue)
     with self.shader_lock:
       try: return execute(self.mmu, launch, grid, block).wave_instructions
       except WaveError as e: raise KernelError(f"{queue}: {e}", getattr(e, "address", None)) from None
       except ValueError as e: raise_engine(queue, f"bad dispatch: {e}")
+
+
+  # --- the flat apertures the waves see (SH_MEM_BASES, SH_MEM_CONFIG)
+  def sh_mem_slot(self, vmid: int, bases: bool) -> int:
+    """Register-file slot of VMID `vmid`'s SH_MEM_BASES (`bases`) or SH_MEM_CONFIG."""
+    return self.regs.bank(BANK_SH_MEM + vmid * 2 + bases)
+
+  def flat_apertures(self, queue: str, vmid: int = 0) -> tuple[int, int]:
+    """(LDS, scratch) aperture bits 63:32 from VMID `vmid`'s SH_MEM_BASES (SHARED_BASE / PRIVATE_BASE are bits 63:48 of
+    4 GiB windows); SH_MEM_CONFIG must be the mode the shader core models. Every queue runs in VMID 0."""
+    config = gc.regSH_MEM_CONFIG.decode(self.regs[self.sh_mem_slot(vmid, False)])
+    bases = gc.regSH_MEM_BASES.decode(self.regs[self.sh_mem_slot(vmid, True)])
+    if config["ADDRESS_MODE"] != soc21_enum.SH_MEM_ADDRESS_MODE_64:
+      raise_engine(queue, f"SH_MEM_CONFIG of VMID {vmid}: ADDRESS_MODE {config['ADDRESS_MODE']} (32-bit) is not modelled: program SH_MEM_ADDRESS_MODE_64")
+    if config["ALIGNMENT_MODE"] != soc21_enum.SH_MEM_ALIGNMENT_MODE_UNALIGNED:
+      raise_engine(queue, f"SH_MEM_CONFIG of VMID {vmid}: ALIGNMENT_MODE {config['ALIGNMENT_MODE']} is not modelled (the shader "
+                          "core allows unaligned accesses: program SH_MEM_ALIGNMENT_MODE_UNALIGNED)")
+    shared, private = bases["SHARED_BASE"], bases["PRIVATE_BASE"]
+    if not shared or not private or shared == private:
+      raise_engine(queue, f"SH_MEM_BASES of VMID {vmid} is {shared << 16 | private:#x}: the LDS (SHARED_BASE) and scratch "
+                          "(PRIVATE_BASE) apertures must be programmed, non-zero and distinct")
+    return shared << 16, private << 16
 
 
 def raise_engine(queue: str, msg: str):

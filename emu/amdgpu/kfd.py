@@ -3,8 +3,17 @@ emulated Navi31, implementing drivers.system.kernel.KernelInterface.
 
 It plays the kernel's part: it owns the process's GPU VM (real page tables in VRAM), allocates VRAM,
 GTT and user-pointer memory, creates PM4/SDMA queues with doorbells, and delivers events (queue
-interrupts, memory faults). The ioctl structures are kfd_ioctl.h's (autogen.kfd). ioctls it does not
-model fail with ENOTTY and a message naming them.
+interrupts, memory faults). The ioctl structures are kfd_ioctl.h's (autogen.kfd).
+
+ioctls are decoded as kfd_chardev.c does: only the number (_IOC_NR) selects the command, and a number outside
+[AMDKFD_COMMAND_START, AMDKFD_COMMAND_END) is ENOTTY; the argument is copied in and out with the kernel's own
+definition of the command (its direction and size), the caller's size bounding both copies. Commands of that range
+this model does not implement fail with EOPNOTSUPP and a message naming them (the real kernel implements them).
+Errors follow amdgpu.ko: a freed BO must be unmapped first (EBUSY), a mapping whose VA range overlaps another
+mapping is EINVAL (amdgpu_vm_bo_map), a bad handle is EINVAL (ENOMEM in MAP_MEMORY_TO_GPU, as the kernel), calls
+before ACQUIRE_VM are ENODEV, an unknown queue type is ENOTSUPP (524). Not modelled: SVM ranges (so allocations,
+which the kernel checks against SVM ranges only, never overlap-fail), CWSR/EOP buffers, AQL queues, queue priority
+and percentage beyond their range checks.
 """
 from __future__ import annotations
 import ctypes, errno, mmap, threading
@@ -13,9 +22,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from autogen import kfd
+from autogen.amd import gc_11_0_0 as gc, soc21_enum
 from emu.plugin import KernelModel
 from emu.amdgpu.gpu import GPUModel, IP_BASES, DeviceError
-from emu.amdgpu.mmu import PTE_VALID, PTE_SYSTEM, PTE_SNOOPED, PTE_READABLE, PTE_WRITEABLE, PTE_EXECUTABLE
+from emu.amdgpu.mmu import FAULT_EXECUTE, FAULT_WRITE, Fault, PTE_VALID, PTE_SYSTEM, PTE_SNOOPED, PTE_READABLE, PTE_WRITEABLE, PTE_EXECUTABLE
 from emu.amdgpu.pagetable import PageTables, VRAMAllocator, PAGE
 from emu.amdgpu.pm4 import PM4Engine
 from emu.amdgpu.sdma import SDMAEngine
@@ -37,10 +47,34 @@ GPU_PROPERTIES = {"cpu_cores_count": 0, "simd_count": 192, "mem_banks_count": 1,
 VA_BASE, VA_END = 0x1000_0000_0000, 0x2000_0000_0000    # VA handed out by reserve(), clear of where host mmaps land
 DOORBELL_MMAP = 0x3 << 60                                # mmap offset of the doorbell page on /dev/kfd
 DOORBELL_PAGE = 0x2000
+LDS_APERTURE, SCRATCH_APERTURE = 1 << 48, 2 << 48        # kfd_flat_memory.c, gfx9 and later
+
+
+ENOTSUPP = 524                                           # the kernel-internal errno CREATE_QUEUE returns for a bad type
+IOC_WRITE, IOC_READ = 1, 2                               # _IOC direction bits (asm-generic/ioctl.h): user -> kernel, kernel -> user
+MAX_QUEUE_PERCENTAGE, MAX_QUEUE_PRIORITY, MIN_RING_SIZE = 100, 15, 1024   # kfd_priv.h
 
 
 def _ioc_fail(code: int, what: str) -> OSError:
   return OSError(code, f"KFD model: {what}")
+
+
+def _ioc_nr(request: int) -> int: return request & 0xFF
+def _ioc_size(request: int) -> int: return (request >> 16) & 0x3FFF
+def _ioc_dir(request: int) -> int: return (request >> 30) & 3
+
+
+def memory_exception(fault: Fault | None, va: int) -> kfd.kfd_hsa_memory_exception_data:
+  """The memory exception data of a GPU VM fault (kfd_signal_vm_fault_event): the faulting page and what the
+  protection fault status says: NotPresent (no valid PTE), ReadOnly (a write to a page without WRITEABLE),
+  NoExecute (an instruction fetch from a page without EXECUTABLE); `imprecise` when no fault was latched for `va`."""
+  d = kfd.kfd_hsa_memory_exception_data(gpu_id=GPU_ID, ErrorType=kfd.KFD_MEM_ERR_NO_RAS)
+  d.va = va & ~(PAGE - 1)
+  if fault is None: d.failure.imprecise = 1
+  else:
+    d.failure.NotPresent, d.failure.ReadOnly = int(not fault.permission), int(fault.kind == FAULT_WRITE)
+    d.failure.NoExecute = int(fault.kind == FAULT_EXECUTE)
+  return d
 
 
 @dataclass
@@ -54,10 +88,11 @@ class BO:
   host: object = None          # host backing (gtt: mmap; userptr: the user's memory)
   view: memoryview | None = None
   bus: list[int] | None = None
+  attached: bool = False       # mapped to the GPU at least once (the kernel's attachment stays until the free)
   mapped: bool = False
 
   @property
-  def mmap_offset(self) -> int: return self.handle << 32
+  def mmap_offset(self) -> int: return (self.handle & 0xFFFFFFFF) << 32
 
 
 @dataclass
@@ -67,6 +102,7 @@ class Event:
   auto_reset: bool
   signaled: bool = False
   fault: DeviceError | None = None
+  memory: kfd.kfd_hsa_memory_exception_data | None = None   # what a MEMORY event reports
 
 
 class DoorbellPage:
@@ -102,19 +138,24 @@ class KFDModel:
     self.events: dict[int, Event] = {}
     self.cond = threading.Condition()
     self.vm: PageTables | None = None
+    self.vm_fd: int | None = None
     self.doorbells = DoorbellPage(self)
     self.files = self._files()
     self.anon_maps: dict[int, mmap.mmap] = {}
     self._next = {"fd": 1000, "handle": 1, "event": 1, "va": VA_BASE}
     self.version = (kfd.KFD_IOCTL_MAJOR_VERSION, kfd.KFD_IOCTL_MINOR_VERSION)
-    self.handlers = {kfd.AMDKFD_IOC_GET_VERSION: self._get_version, kfd.AMDKFD_IOC_ACQUIRE_VM: self._acquire_vm,
-                     kfd.AMDKFD_IOC_RUNTIME_ENABLE: self._runtime_enable,
-                     kfd.AMDKFD_IOC_ALLOC_MEMORY_OF_GPU: self._alloc, kfd.AMDKFD_IOC_FREE_MEMORY_OF_GPU: self._free,
-                     kfd.AMDKFD_IOC_MAP_MEMORY_TO_GPU: self._map, kfd.AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU: self._unmap,
-                     kfd.AMDKFD_IOC_CREATE_QUEUE: self._create_queue, kfd.AMDKFD_IOC_DESTROY_QUEUE: self._destroy_queue,
-                     kfd.AMDKFD_IOC_CREATE_EVENT: self._create_event, kfd.AMDKFD_IOC_DESTROY_EVENT: self._destroy_event,
-                     kfd.AMDKFD_IOC_SET_EVENT: self._set_event, kfd.AMDKFD_IOC_WAIT_EVENTS: self._wait_events}
-    self.ioctl_names = {v: k for k, v in vars(kfd).items() if k.startswith("AMDKFD_IOC_")}
+    # ioctl number -> (handler, the kernel's command, its argument structure)
+    self.handlers = {}
+    for name, handler in (("GET_VERSION", self._get_version), ("ACQUIRE_VM", self._acquire_vm),
+                          ("RUNTIME_ENABLE", self._runtime_enable), ("ALLOC_MEMORY_OF_GPU", self._alloc),
+                          ("FREE_MEMORY_OF_GPU", self._free), ("MAP_MEMORY_TO_GPU", self._map),
+                          ("UNMAP_MEMORY_FROM_GPU", self._unmap), ("CREATE_QUEUE", self._create_queue),
+                          ("DESTROY_QUEUE", self._destroy_queue), ("CREATE_EVENT", self._create_event),
+                          ("DESTROY_EVENT", self._destroy_event), ("SET_EVENT", self._set_event),
+                          ("WAIT_EVENTS", self._wait_events)):
+      cmd = getattr(kfd, f"AMDKFD_IOC_{name}")
+      self.handlers[_ioc_nr(cmd)] = (handler, cmd, getattr(kfd, f"kfd_ioctl_{name.lower()}_args"))
+    self.ioctl_names = {_ioc_nr(v): k for k, v in vars(kfd).items() if k.startswith("AMDKFD_IOC_")}
 
   def _new(self, what: str) -> int:
     self._next[what] += 1
@@ -183,31 +224,56 @@ class KFDModel:
   # --- ioctls
   def ioctl(self, fd: int, request: int, arg: ctypes.Structure) -> None:
     if self.fds.get(fd) != "/dev/kfd": raise _ioc_fail(errno.ENOTTY, f"ioctl {request:#x} on fd {fd}, which is not /dev/kfd")
-    handler = self.handlers.get(request)
-    if handler is None:
-      raise _ioc_fail(errno.ENOTTY, f"{self.ioctl_names.get(request, hex(request))} is not modelled")
-    handler(arg)
+    nr = _ioc_nr(request)
+    if not kfd.AMDKFD_COMMAND_START <= nr < kfd.AMDKFD_COMMAND_END:
+      raise _ioc_fail(errno.ENOTTY, f"ioctl {request:#x}: number {nr:#x} is not a KFD command "
+                                    f"({kfd.AMDKFD_COMMAND_START:#x}..{kfd.AMDKFD_COMMAND_END - 1:#x})")
+    if nr not in self.handlers: raise _ioc_fail(errno.EOPNOTSUPP, f"{self.ioctl_names[nr]} is not modelled")
+    handler, cmd, struct = self.handlers[nr]
+    usize = _ioc_size(request)
+    if usize and (not isinstance(arg, ctypes.Structure | ctypes.Array) or ctypes.sizeof(arg) < usize):
+      raise _ioc_fail(errno.EFAULT, f"{self.ioctl_names[nr]}: the argument is not {usize} bytes of memory, as the request says")
+    karg, n = struct(), min(usize, ctypes.sizeof(struct))   # the kernel's copy: its own layout, zero past what was copied in
+    if _ioc_dir(cmd) & IOC_WRITE: ctypes.memmove(ctypes.addressof(karg), ctypes.addressof(arg), n)
+    try: handler(karg)
+    finally:
+      if _ioc_dir(cmd) & IOC_READ: ctypes.memmove(ctypes.addressof(arg), ctypes.addressof(karg), n)
 
   def _get_version(self, a) -> None: a.major_version, a.minor_version = self.version
 
   def _acquire_vm(self, a) -> None:
     if a.gpu_id != GPU_ID: raise _ioc_fail(errno.EINVAL, f"ACQUIRE_VM for unknown gpu_id {a.gpu_id:#x}")
     if self.fds.get(a.drm_fd) != RENDER_NODE: raise _ioc_fail(errno.EINVAL, f"ACQUIRE_VM with drm_fd {a.drm_fd}, not an open render node")
+    if self.vm_fd not in (None, a.drm_fd):   # kfd_process_device_init_vm: one render node file per process and GPU
+      raise _ioc_fail(errno.EBUSY, f"ACQUIRE_VM with drm_fd {a.drm_fd}: the VM was acquired through drm_fd {self.vm_fd}")
+    self.vm_fd = a.drm_fd
     if self.vm is None:
       self.vm = PageTables(self.gpu.vram, self.pt_alloc)
-      self.gpu.mmu.set_context(self.vm.root, 0, (1 << 48) - 1)
+      self._program_vm()
+
+  def _program_vm(self) -> None:
+    """What amdgpu.ko has programmed by the time a process owns a VM: the hub translating (its gmc hw_init) with the
+    process's page tables as the context, and the VMID's flat apertures as KFD sets them for gfx11 (update_qpd_v11:
+    SH_MEM_CONFIG unaligned, 64-bit, instruction prefetch 3; SH_MEM_BASES from kfd_flat_memory.c's gfx9+ apertures,
+    LDS at 1 << 48 and scratch at 2 << 48). The model's queues all run in VMID 0."""
+    self.gpu.mmu.set_enabled(None)
+    self.gpu.mmu.set_context(self.vm.root, 0, (1 << 48) - 1)
+    self.gpu.regs[self.gpu.sh_mem_slot(0, False)] = gc.regSH_MEM_CONFIG.encode(
+      ADDRESS_MODE=soc21_enum.SH_MEM_ADDRESS_MODE_64, ALIGNMENT_MODE=soc21_enum.SH_MEM_ALIGNMENT_MODE_UNALIGNED, INITIAL_INST_PREFETCH=3)
+    self.gpu.regs[self.gpu.sh_mem_slot(0, True)] = gc.regSH_MEM_BASES.encode(SHARED_BASE=LDS_APERTURE >> 48, PRIVATE_BASE=SCRATCH_APERTURE >> 48)
 
   def _runtime_enable(self, a) -> None: a.capabilities_mask = 0
 
-  def _need_vm(self) -> None:
-    if self.vm is None: raise _ioc_fail(errno.EINVAL, "no VM: call AMDKFD_IOC_ACQUIRE_VM first")
+  def _bind(self, gpu_id: int, what: str) -> None:
+    """kfd_process_device_data_by_id + kfd_bind_process_to_device: the GPU must exist and its VM be acquired."""
+    if gpu_id != GPU_ID: raise _ioc_fail(errno.EINVAL, f"{what} for unknown gpu_id {gpu_id:#x}")
+    if self.vm is None: raise _ioc_fail(errno.ENODEV, f"{what}: no VM on this GPU: call AMDKFD_IOC_ACQUIRE_VM first")
 
   def _alloc(self, a) -> None:
-    self._need_vm()
-    if a.gpu_id != GPU_ID: raise _ioc_fail(errno.EINVAL, f"ALLOC_MEMORY_OF_GPU for unknown gpu_id {a.gpu_id:#x}")
+    self._bind(a.gpu_id, "ALLOC_MEMORY_OF_GPU")
     size, flags = a.size, a.flags & 0xFFFFFFFF
     if size == 0 or size % PAGE or a.va_addr % PAGE: raise _ioc_fail(errno.EINVAL, f"ALLOC_MEMORY_OF_GPU of {size:#x} bytes at {a.va_addr:#x}: both must be page aligned and non-zero")
-    bo = BO(self._new("handle"), a.va_addr, size, "", flags)
+    bo = BO(GPU_ID << 32 | self._new("handle"), a.va_addr, size, "", flags)   # MAKE_HANDLE(gpu_id, idr handle)
     if flags & kfd.KFD_IOC_ALLOC_MEM_FLAGS_VRAM:
       bo.kind = "vram"
       try: bo.paddr = self.vram_alloc.alloc(size)
@@ -219,6 +285,10 @@ class KFDModel:
       bo.view = memoryview(bo.host)
     elif flags & kfd.KFD_IOC_ALLOC_MEM_FLAGS_USERPTR:
       if not a.mmap_offset: raise _ioc_fail(errno.EINVAL, "USERPTR allocation without the user address in mmap_offset")
+      # the kernel pins the user pages (EFAULT where nothing is mapped); the model knows the memory anon() handed out
+      if not any(at <= a.mmap_offset and a.mmap_offset + size <= at + len(m) for at, m in self.anon_maps.items()):
+        raise _ioc_fail(errno.EFAULT, f"USERPTR allocation of {size:#x} bytes at {a.mmap_offset:#x}: not process memory the "
+                                      "model can pin (get it from the kernel interface's anon())")
       bo.kind, bo.host = "userptr", (ctypes.c_uint8 * size).from_address(a.mmap_offset)
       bo.view = memoryview(bo.host).cast("B")
     else: raise _ioc_fail(errno.EINVAL, f"ALLOC_MEMORY_OF_GPU flags {flags:#x} name no domain (VRAM, GTT or USERPTR)")
@@ -226,30 +296,47 @@ class KFDModel:
     self.bos[bo.handle] = bo
     a.handle, a.mmap_offset = bo.handle, bo.mmap_offset
 
-  def _bo(self, handle: int) -> BO:
-    if (bo := self.bos.get(handle)) is None: raise _ioc_fail(errno.EINVAL, f"no buffer object with handle {handle}")
+  def _bo(self, handle: int, what: str, missing: int = errno.EINVAL) -> BO:
+    self._bind(handle >> 32, what)        # GET_GPU_ID(handle)
+    if (bo := self.bos.get(handle)) is None: raise _ioc_fail(missing, f"{what}: no buffer object with handle {handle:#x}")
     return bo
 
   def _free(self, a) -> None:
-    bo = self._bo(a.handle)
-    if bo.mapped: self._set_mapping(bo, False)
+    bo = self._bo(a.handle, "FREE_MEMORY_OF_GPU")
+    if bo.mapped:   # amdgpu_amdkfd_gpuvm_free_memory_of_gpu: still mapped
+      raise _ioc_fail(errno.EBUSY, f"FREE_MEMORY_OF_GPU of the BO at {bo.va:#x}: it is still mapped (UNMAP_MEMORY_FROM_GPU first)")
     if bo.kind == "vram": self.vram_alloc.free(bo.paddr)
     else: self.gpu.dma.unmap(bo.bus)
     del self.bos[a.handle]
 
-  def _device_ids(self, a) -> None:
-    ids = (ctypes.c_uint32 * a.n_devices).from_address(a.device_ids_array_ptr) if a.n_devices else []
-    if list(ids) != [GPU_ID]: raise _ioc_fail(errno.EINVAL, f"device list {list(ids)} is not [{GPU_ID:#x}]")
+  def _devices(self, a, what: str) -> list[int]:
+    """The GPUs still to do: device_ids_array_ptr[n_success:n_devices], each a GPU of this process."""
+    if not a.n_devices: raise _ioc_fail(errno.EINVAL, f"{what} with n_devices = 0")
+    if a.n_success > a.n_devices: raise _ioc_fail(errno.EINVAL, f"{what}: n_success {a.n_success} exceeds n_devices {a.n_devices}")
+    if not a.device_ids_array_ptr: raise _ioc_fail(errno.EFAULT, f"{what}: device_ids_array_ptr is NULL")
+    return list((ctypes.c_uint32 * a.n_devices).from_address(a.device_ids_array_ptr))[a.n_success:]
 
   def _map(self, a) -> None:
-    self._device_ids(a)
-    self._set_mapping(self._bo(a.handle), True)
-    a.n_success = 1
+    ids = self._devices(a, "MAP_MEMORY_TO_GPU")
+    bo = self._bo(a.handle, "MAP_MEMORY_TO_GPU", errno.ENOMEM)   # kfd_ioctl_map_memory_to_gpu: an unknown handle is ENOMEM
+    for gpu in ids:
+      self._bind(gpu, "MAP_MEMORY_TO_GPU")
+      if not bo.mapped:
+        end = bo.va + bo.size
+        if other := next((b for b in self.bos.values() if b.mapped and b.va < end and bo.va < b.va + b.size), None):
+          raise _ioc_fail(errno.EINVAL, f"MAP_MEMORY_TO_GPU of [{bo.va:#x}, {end:#x}): conflicts with the mapping "
+                                        f"[{other.va:#x}, {other.va + other.size:#x}) of BO {other.handle:#x}")
+        self._set_mapping(bo, True)
+      a.n_success += 1
 
   def _unmap(self, a) -> None:
-    self._device_ids(a)
-    self._set_mapping(self._bo(a.handle), False)
-    a.n_success = 1
+    ids = self._devices(a, "UNMAP_MEMORY_FROM_GPU")
+    bo = self._bo(a.handle, "UNMAP_MEMORY_FROM_GPU")
+    for gpu in ids:
+      self._bind(gpu, "UNMAP_MEMORY_FROM_GPU")
+      if not bo.attached: raise _ioc_fail(errno.EINVAL, f"UNMAP_MEMORY_FROM_GPU of the BO at {bo.va:#x}: it was never mapped")
+      if bo.mapped: self._set_mapping(bo, False)
+      a.n_success += 1
 
   def _set_mapping(self, bo: BO, on: bool) -> None:
     pages = bo.size // PAGE
@@ -263,19 +350,30 @@ class KFDModel:
         addrs = np.array(bo.bus, dtype=np.uint64)
         perm |= PTE_SYSTEM | PTE_SNOOPED
       self.vm.map(bo.va, addrs | np.uint64(perm))
-    bo.mapped = on
+    bo.mapped, bo.attached = on, True
     self.gpu.mmu.invalidate()
 
   def _create_queue(self, a) -> None:
-    self._need_vm()
+    # set_queue_properties_from_user's checks, then the process's device
+    if a.queue_percentage & 0xFF > MAX_QUEUE_PERCENTAGE:
+      raise _ioc_fail(errno.EINVAL, f"CREATE_QUEUE queue_percentage {a.queue_percentage & 0xFF} is above {MAX_QUEUE_PERCENTAGE}")
+    if a.queue_priority > MAX_QUEUE_PRIORITY:
+      raise _ioc_fail(errno.EINVAL, f"CREATE_QUEUE queue_priority {a.queue_priority} is above {MAX_QUEUE_PRIORITY}")
+    if a.ring_size & (a.ring_size - 1): raise _ioc_fail(errno.EINVAL, f"CREATE_QUEUE ring size {a.ring_size} is not a power of two or 0")
+    a.ring_size = max(a.ring_size, MIN_RING_SIZE)   # the kernel raises a smaller ring to its minimum, and says so in ring_size
+    for field in ("ring_base_address", "read_pointer_address", "write_pointer_address"):
+      if not getattr(a, field): raise _ioc_fail(errno.EFAULT, f"CREATE_QUEUE with {field} = 0")
+    if a.queue_type not in (kfd.KFD_IOC_QUEUE_TYPE_COMPUTE, kfd.KFD_IOC_QUEUE_TYPE_SDMA, kfd.KFD_IOC_QUEUE_TYPE_COMPUTE_AQL,
+                            kfd.KFD_IOC_QUEUE_TYPE_SDMA_XGMI, kfd.KFD_IOC_QUEUE_TYPE_SDMA_BY_ENG_ID):
+      raise _ioc_fail(ENOTSUPP, f"CREATE_QUEUE queue_type {a.queue_type} is no KFD queue type")
+    self._bind(a.gpu_id, "CREATE_QUEUE")
     qid = min(set(range(len(self.queues) + 1)) - set(self.queues))
     name = f"queue {qid}"
-    if a.ring_size & (a.ring_size - 1) or a.ring_size < 256: raise _ioc_fail(errno.EINVAL, f"ring size {a.ring_size} is not a power of two >= 256")
     if a.queue_type == kfd.KFD_IOC_QUEUE_TYPE_COMPUTE:
       q = PM4Engine(self.gpu, f"compute {name}", a.ring_base_address, a.ring_size, a.read_pointer_address, a.write_pointer_address)
     elif a.queue_type == kfd.KFD_IOC_QUEUE_TYPE_SDMA:
       q = SDMAEngine(self.gpu, f"SDMA {name}", a.ring_base_address, a.ring_size, a.read_pointer_address, a.write_pointer_address)
-    else: raise _ioc_fail(errno.EINVAL, f"queue type {a.queue_type} is not modelled (COMPUTE and SDMA are)")
+    else: raise _ioc_fail(errno.EOPNOTSUPP, f"queue type {a.queue_type} is not modelled (COMPUTE and SDMA are)")
     self.queues[qid] = q
     self.gpu.add_engine(q)
     a.queue_id, a.doorbell_offset = qid, DOORBELL_MMAP + qid * 8
@@ -295,24 +393,31 @@ class KFDModel:
       if self.events.pop(a.event_id, None) is None: raise _ioc_fail(errno.EINVAL, f"no event {a.event_id}")
 
   def _set_event(self, a) -> None:
+    with self.cond:
+      if (ev := self.events.get(a.event_id)) is None: raise _ioc_fail(errno.EINVAL, f"SET_EVENT on unknown event {a.event_id}")
+      if ev.type != kfd.KFD_IOC_EVENT_SIGNAL:   # event_can_be_cpu_signaled: signal events only
+        raise _ioc_fail(errno.EINVAL, f"SET_EVENT on event {a.event_id} of type {ev.type}: only signal events can be set by the CPU")
     self._signal(lambda e: e.id == a.event_id)
 
-  def _signal(self, match, fault: DeviceError | None = None) -> None:
+  def _signal(self, match, fault: DeviceError | None = None, memory: kfd.kfd_hsa_memory_exception_data | None = None) -> None:
     with self.cond:
       for e in self.events.values():
         if match(e):
           e.signaled = True
-          e.fault = fault or e.fault
+          e.fault, e.memory = fault or e.fault, memory or e.memory
       self.cond.notify_all()
 
   def _on_interrupt(self, source: str, ctx: int, engine: str = "") -> None:
     self._signal(lambda e: e.type == kfd.KFD_IOC_EVENT_SIGNAL and e.id == ctx)
 
   def _on_error(self, err: DeviceError) -> None:
-    kind = kfd.KFD_IOC_EVENT_MEMORY if err.va is not None else kfd.KFD_IOC_EVENT_HW_EXCEPTION
-    self._signal(lambda e: e.type == kind, err)
+    if err.va is None: return self._signal(lambda e: e.type == kfd.KFD_IOC_EVENT_HW_EXCEPTION, err)
+    f = self.gpu.mmu.last_fault     # what the VM fault status latched, if it is this address's
+    self._signal(lambda e: e.type == kfd.KFD_IOC_EVENT_MEMORY, err,
+                 memory_exception(f if f is not None and f.va >> 12 == err.va >> 12 else None, err.va))
 
   def _wait_events(self, a) -> None:
+    if a.num_events and not a.events_ptr: raise _ioc_fail(errno.EFAULT, f"WAIT_EVENTS of {a.num_events} events at events_ptr NULL")
     data = (kfd.kfd_event_data * a.num_events).from_address(a.events_ptr)
     ids = [d.event_id for d in data]
     with self.cond:
@@ -323,9 +428,7 @@ class KFDModel:
       for d in data:
         e = self.events[d.event_id]
         if e.signaled and e.fault is not None:
-          if e.type == kfd.KFD_IOC_EVENT_MEMORY:
-            d.memory_exception_data.gpu_id, d.memory_exception_data.va = GPU_ID, e.fault.va
-            d.memory_exception_data.failure.NotPresent = 1
+          if e.type == kfd.KFD_IOC_EVENT_MEMORY: d.memory_exception_data = e.memory
           elif e.type == kfd.KFD_IOC_EVENT_HW_EXCEPTION:
             d.hw_exception_data.gpu_id, d.hw_exception_data.reset_cause = GPU_ID, kfd.KFD_HW_EXCEPTION_GPU_HANG
         if e.signaled and e.auto_reset and e.fault is None: e.signaled = False

@@ -84,6 +84,16 @@ class PM4Engine(GPUEngine):
       value = self.gpu.regs.read(p[2] & 0x3FFFF if operation == 1 else p[1] & 0x3FFFF)
     if not COMPARE[func](value & mask, ref): raise Stalled
 
+  def _wait_reg_mem64(self, p: list[int]) -> None:
+    """WAIT_REG_MEM with a 64-bit reference and mask (payload dwords 3-4, 5-6) on a 64-bit memory value."""
+    if len(p) != 8: raise RingError(f"{self.qname}: WAIT_REG_MEM64 takes 8 payload dwords, got {len(p)}")
+    func, mem_space, operation = p[0] & 7, (p[0] >> 4) & 3, (p[0] >> 6) & 3
+    if func not in COMPARE: raise RingError(f"{self.qname}: WAIT_REG_MEM64 function {func} is reserved")
+    if (mem_space, operation) != (1, 0): raise RingError(f"{self.qname}: WAIT_REG_MEM64 is modelled on memory only (mem_space 1, operation 0), got {mem_space}, {operation}")
+    if p[1] & 7: raise RingError(f"{self.qname}: WAIT_REG_MEM64 address {p[2] << 32 | p[1]:#x} is not 8-byte aligned")
+    value = int.from_bytes(self.mem.read(p[1] | p[2] << 32, 8), "little")
+    if not COMPARE[func](value & (p[5] | p[6] << 32), p[3] | p[4] << 32): raise Stalled
+
   def _acquire_mem(self, p: list[int]) -> None:
     # cache invalidate/writeback (GCR_CNTL): the model's memory is always coherent
     if len(p) != 7: raise RingError(f"{self.qname}: ACQUIRE_MEM takes 7 payload dwords, got {len(p)}")
@@ -116,4 +126,4 @@ HANDLERS = {nvd.PACKET3_NOP: PM4Engine._nop, nvd.PACKET3_SET_SH_REG: PM4Engine._
             nvd.PACKET3_SET_UCONFIG_REG: PM4Engine._set_uconfig_reg, nvd.PACKET3_DISPATCH_DIRECT: PM4Engine._dispatch_direct,
             nvd.PACKET3_RELEASE_MEM: PM4Engine._release_mem, nvd.PACKET3_WAIT_REG_MEM: PM4Engine._wait_reg_mem,
             nvd.PACKET3_ACQUIRE_MEM: PM4Engine._acquire_mem, nvd.PACKET3_EVENT_WRITE: PM4Engine._event_write,
-            nvd.PACKET3_INDIRECT_BUFFER: PM4Engine._indirect_buffer}
+            nvd.PACKET3_INDIRECT_BUFFER: PM4Engine._indirect_buffer, nvd.PACKET3_WAIT_REG_MEM64: PM4Engine._wait_reg_mem64}

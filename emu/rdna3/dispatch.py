@@ -28,7 +28,9 @@ ILLEGAL = {1: "VGPR index (M0-relative) out of range", ILLEGAL_ROUND_MODE: "non-
            6: "swizzled buffer resources are not modelled",
            ILLEGAL_LDSDIR_M0: "M0 holds reserved bits, a reserved data type or a misaligned LDS offset for this load",
            ILLEGAL_LDSDIR_WGP: "LDS_PARAM_LOAD and LDS_DIRECT_LOAD are not supported in WGP mode (the kernel's rsrc1 WGP_MODE)"}
-SHARED_HI, PRIVATE_HI = 0x20000, 0x10000       # flat apertures (bits 63:32) as amdgpu/KFD set them
+# flat apertures (bits 63:32 of their 4 GiB windows) when the caller gives none: KFD's for gfx9+ (kfd_flat_memory.c:
+# LDS at 1 << 48, scratch at 2 << 48), i.e. SH_MEM_BASES SHARED_BASE 1, PRIVATE_BASE 2
+SHARED_HI, PRIVATE_HI = 0x10000, 0x20000
 DEFAULT_MODE = 0x2C0      # MODE: f32 denormals flushed, f16/f64 kept (FloatMode 192: denorm [7:4] = 0xC), IEEE [9] on
 MAX_LDS = 64 << 10
 
@@ -72,6 +74,8 @@ class Launch:
   mode: int = DEFAULT_MODE
   wgp_mode: bool = False
   target: str = "gfx1100"   # the ISA: gfx1100, or RDNA3.5's gfx1150 / gfx1151 (scalar float instructions)
+  shared_hi: int = SHARED_HI   # flat LDS aperture: addresses whose bits 63:32 are this (SH_MEM_BASES.SHARED_BASE << 16)
+  private_hi: int = PRIVATE_HI # flat scratch aperture (SH_MEM_BASES.PRIVATE_BASE << 16)
 
 
 # compiled programs per memory object (dropped with it), by (entry pc, wave64, target)
@@ -107,13 +111,17 @@ def execute(mem: memory.GpuMemory, launch: Launch, grid: tuple[int, int, int], b
   nwaves = (nthreads + lanes - 1) // lanes
   f = ffi()
   if launch.target not in TARGETS: raise ValueError(f"unknown target {launch.target!r}: one of {', '.join(TARGETS)}")
+  if mem.fetch(launch.pc) is None:
+    raise WaveFault(f"instruction fetch at the entry point {launch.pc:#x} faulted (not mapped, or not executable)", (0, 0, 0), 0, launch.pc, "", launch.pc)
   p = program_for(mem, launch.pc, launch.wave64, launch.target)
   sched = runtime.dispatch_run(launch.wave64)
   d = f.new("dispatch_t *")
   d.grid, d.block, d.wave64, d.nuser = list(grid), list(block), int(launch.wave64), len(launch.user_sgprs)
   d.user[0:len(launch.user_sgprs)] = [v & 0xFFFFFFFF for v in launch.user_sgprs]
   d.tgid_en, d.scratch_off_en = [int(x) for x in launch.tgid_enable], int(launch.scratch_offset_sgpr)
-  d.shared_hi, d.private_hi, d.mode, d.entry, d.wgp_mode = SHARED_HI, PRIVATE_HI, launch.mode, launch.pc, int(launch.wgp_mode)
+  if launch.shared_hi == launch.private_hi:
+    raise ValueError(f"the flat LDS and scratch apertures are both at {launch.shared_hi << 32:#x}: they must differ")
+  d.shared_hi, d.private_hi, d.mode, d.entry, d.wgp_mode = launch.shared_hi, launch.private_hi, launch.mode, launch.pc, int(launch.wgp_mode)
   d.lds_bytes, d.scratch_per_lane, d.max_instructions = launch.lds_bytes, launch.scratch_bytes_per_lane, max_instructions
   keep = []
   if launch.lds_bytes: keep.append(lds := f.new("uint8_t[]", launch.lds_bytes)); d.lds = lds
@@ -140,7 +148,7 @@ def execute(mem: memory.GpuMemory, launch: Launch, grid: tuple[int, int, int], b
     pc = int(d.stop_pc)
     where = f"workgroup {wg} wave {int(d.stop_wave)} at PC {pc:#x}"
     if rc == STOP_NOBLOCK:
-      if mem.lookup(pc, False) is None: raise WaveFault(f"{where}: jumped to unmapped address {pc:#x}", wg, int(d.stop_wave), pc, "", pc)
+      if mem.fetch(pc) is None: raise WaveFault(f"{where}: jumped to unmapped (or non-executable) address {pc:#x}", wg, int(d.stop_wave), pc, "", pc)
       if pc in p.leaders or pc & 3:
         raise WaveTrap(f"{where}: cannot run code at {pc:#x} ({p.problems.get(pc, 'not a valid instruction address')})", wg, int(d.stop_wave), pc, "")
       p.add(mem, pc)

@@ -72,10 +72,10 @@ class Program:
   @staticmethod
   def _fetch(mem: memory.GpuMemory, pc: int) -> bytes:
     """Up to 16 bytes of code at pc (fewer at the end of a mapped run)."""
-    run = mem.lookup(pc, False)
-    if run is None: raise memory.MemoryFault(f"instruction fetch at {pc:#x}: address not mapped")
+    run = mem.fetch(pc)
+    if run is None: raise memory.MemoryFault(f"instruction fetch at {pc:#x}: address not mapped or not executable")
     start, length, _ = run
-    return memory.read(mem, pc, min(16, start + length - pc))
+    return memory.read(mem, pc, min(16, start + length - pc), code=True)
 
   def add(self, mem: memory.GpuMemory, pc: int) -> None:
     """Make `pc` a block start and decode everything newly reachable from it."""
@@ -158,5 +158,5 @@ class Program:
 
   def still_valid(self, mem: memory.GpuMemory) -> bool:
     """True if the code in memory is still the code this program was built from."""
-    try: return all(memory.read(mem, pc, len(raw)) == raw for pc, raw in self._spans)
+    try: return all(memory.read(mem, pc, len(raw), code=True) == raw for pc, raw in self._spans)
     except memory.MemoryFault: return False

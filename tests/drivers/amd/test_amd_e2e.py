@@ -1,7 +1,7 @@
 """The AMD driver end to end through both interfaces: MOCKKFD+AMD (the KFD path, the same driver code as KFD+AMD)
 and MOCKPCI+AMD (the AM userspace driver booting the emulated Navi31 from cold); on a machine with the hardware
 the same tests run on KFD+AMD and PCI+AMD (they skip elsewhere, saying what they need)."""
-import os, re, subprocess, sys
+import os, re, subprocess, sys, time
 import numpy as np
 import pytest
 from drivers.hcq import open_device, SignalTimeout, DeviceFault
@@ -112,6 +112,38 @@ def test_signal_never_written_times_out_naming_the_queue(dev):
     sig.wait(7, timeout_ms=200)
   sig.value = 1                 # the SDMA queue's POLL_REGMEM now passes and the queue drains
   sig.wait(7, timeout_ms=5000)
+
+
+def until(cond, what: str, timeout_s: float = 30) -> None:
+  """Wait for a condition (the bound only turns a bug into a failure instead of a hang)."""
+  deadline = time.monotonic() + timeout_s
+  while not cond():
+    if time.monotonic() > deadline: raise AssertionError(f"{what} within {timeout_s} s")
+    time.sleep(1e-4)
+
+
+@pytest.mark.parametrize("kind", ["compute", "copy"])
+@pytest.mark.parametrize("start, target, release", [
+  (0xFFFF_FFF0, 0x1_0000_0005, 0x1_0000_0005),     # the target's low dword is below the current value's
+  (0xFFFF_FFF0, 0x1_0000_0005, 0x2_0000_0000),     # released by a later 2^32 window with a smaller low dword
+  (0x7_0000_0003, 0x7_8000_0000, 0x7_8000_0001),   # above 2^32 from the start
+  (0x2_0000_0000, 5, 0x2_0000_0000),               # a small target the signal is already past: no wait
+])
+def test_signals_and_waits_above_2_32(dev, kind, start, target, release):
+  """A queue waits on the whole 64-bit value: stalled while the signal is below the target (also where a 32-bit
+  compare of the low dword would pass), released once it reaches it; signals write all 64 bits."""
+  q = dev.compute_queue() if kind == "compute" else dev.copy_queue()
+  ring = dev.compute_ring if kind == "compute" else dev.sdma_ring
+  sig, before, out = dev.new_signal(start, name="big"), dev.new_signal(0, name="before"), dev.new_signal(0, name="out")
+  p0 = ring.put
+  q.signal(before, 1).wait(sig, target).signal(out, (9 << 32) + 7).submit()
+  if start < target:
+    # the engine reports its read pointer inside this submission only where it stalls: at the wait
+    until(lambda: p0 < ring.rptr < ring.put, f"the {kind} queue did not stall on the wait for {target:#x} with the signal at {start:#x}")
+    assert out.value == 0 and before.value == 1
+    sig.value = release
+  out.wait((9 << 32) + 7, timeout_ms=10_000)
+  assert out.value == (9 << 32) + 7 and sig.value == (release if start < target else start)
 
 
 @pytest.mark.parametrize("iface", ["MOCKKFD", "MOCKPCI"])
