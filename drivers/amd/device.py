@@ -137,6 +137,10 @@ class AMDDevice(Device):
 
   def _free(self, mem: AMDMemory) -> None: self.iface.free(mem)
 
+  def _import_host(self, view: memoryview) -> tuple[int, AMDMemory]:
+    mem, first = self.iface.import_host(view)
+    return mem.va + first, mem
+
   def alloc_owned(self, size: int, **kw) -> AMDMemory:
     """Driver-internal memory (signals, kernargs, code, scratch), freed by free_owned or when the device closes."""
     mem = self.iface.alloc(size, **kw)
@@ -170,8 +174,13 @@ class AMDDevice(Device):
     self.scratch_per_lane = per_lane
 
   def tmpring_size(self, per_lane: int) -> int:
+    # WAVESIZE: one wave64's slot in 256-byte units; WAVES: the slots of each shader engine, whose rings follow each
+    # other from COMPUTE_DISPATCH_SCRATCH_BASE (per SE on gfx11, reference/amd_driver.md 1.8), so the scratch buffer
+    # holds WAVES slots for every engine
+    p = self.iface.props
+    engines = p["array_count"] // p["simd_arrays_per_engine"]
     wavesize = -(-64 * max(per_lane, 1) // SCRATCH_ALIGN)
-    return gc.regCOMPUTE_TMPRING_SIZE.encode(WAVES=min(self.scratch.size // (wavesize * SCRATCH_ALIGN), 0xFFF), WAVESIZE=wavesize)
+    return gc.regCOMPUTE_TMPRING_SIZE.encode(WAVES=min(self.scratch.size // (wavesize * SCRATCH_ALIGN) // engines, 0xFFF), WAVESIZE=wavesize)
 
   def upload(self, mem: AMDMemory, data: bytes) -> None:
     if mem.view is not None: mem.view[:len(data)] = data

@@ -76,7 +76,7 @@ def status(ref: MonitoredGPU, last: GPUStatus | None = None) -> GPUStatus:
     m = core.smu.metrics()
     st.metrics_counter = m.MetricsCounter
     if last is not None and last.metrics_counter == m.MetricsCounter and st.stale is None:
-      st.stale = f"stale: the SMU did not update its metrics since the last reading (MetricsCounter {m.MetricsCounter})"
+      st.stale = f"stale: SMU metrics not updated since the last reading (counter {m.MetricsCounter})"
     if st.stale is None: st.gfx_activity, st.mem_activity = m.AverageGfxActivity, m.AverageUclkActivity
     st.temps = {k: m.AvgTemperature[i] for k, i in TEMPS.items()}
     st.voltages = {k: m.AvgVoltage[i] for k, i in VOLTAGES.items()}

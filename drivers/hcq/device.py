@@ -6,11 +6,14 @@ What every device gets from drivers/hcq, so a vendor writes only what is its own
 - ordering: one timeline signal. `ordered_submit(queue, work)` is how work joins it: wait for the last value,
   the work's commands, signal the next value, submit, all under `submit_lock` (so values only grow).
 - host copies: `copyin`/`copyout` go through a buffer's host view when it has one, else through Staging on the
-  copy queue; device-to-device copies run on the copy queue.
+  copy queue; device-to-device copies run on the copy queue; copies between devices go through host memory both map
+  (`import_host`, PeerLink, kept until either closes), ordered by a signal there that one device's queue writes and
+  the other's waits on.
 - faults: `check_faults` (called by every wait) asks the vendor's `_poll_faults` at most every FAULT_POLL_S.
 A vendor supplies: `_alloc`/`_free`, `_signal_chunk`, `_kernarg_chunk`, `compute_queue`/`copy_queue` (its packet
 encoders, see Queue; hardware rings use drivers.hcq.ring.Ring), `program`, `ticks_to_us`, and optionally
-`_poll_faults`, `_progress`, `_stop_queues` and `_shutdown`. drivers/cpu/device.py is the smallest complete example.
+`_import_host` (existing host memory mapped for the device), `_poll_faults`, `_progress`, `_stop_queues` and `_shutdown`.
+drivers/cpu/device.py is the smallest complete example.
 """
 from __future__ import annotations
 import atexit, os, sys, threading, weakref
@@ -20,12 +23,14 @@ from drivers.hcq.buffer import Buffer
 from drivers.hcq.compiler import Compiler
 from drivers.hcq.devspec import DeviceSpec, device_forms, openable_vendors, parse_device, valid_forms
 from drivers.hcq.faults import DeviceFault, FaultPoll
+from drivers.hcq.hostshare import PeerLink
 from drivers.hcq.kernargs import KernargArena
 from drivers.hcq.pool import SlotPool
 from drivers.hcq.program import Program
 from drivers.hcq.queue import Queue
 from drivers.hcq.signal import Signal
 from drivers.hcq.staging import Staging
+from drivers.system.dma import dma_bytes, host_address
 from drivers.system.registry import vendor
 
 CLOSE_STALL_MS = 5000   # Device.close waits for outstanding work until it makes no progress for this long
@@ -51,6 +56,8 @@ class Device:
     self.kernargs = KernargArena(self._kernarg_chunk)
     self._staging: Staging | None = None
     self._staging_lock = threading.Lock()
+    self._links: dict[Device, PeerLink] = {}                  # transfers from other devices into ours
+    self._linked: weakref.WeakSet[Device] = weakref.WeakSet()  # devices that keep such links from us
     self.timeline = self.new_signal(0, "timeline")
     self.timeline_value = 1
 
@@ -59,6 +66,9 @@ class Device:
     """-> (va, host view or None, opaque handle for _free)."""
     raise NotImplementedError
   def _free(self, opaque: object) -> None: raise NotImplementedError
+  def _import_host(self, view: memoryview) -> tuple[int, object]:
+    """Map existing host memory for the device's queues and kernels -> (its address, opaque handle for _free)."""
+    raise NotImplementedError(f"{self.name} cannot map existing host memory")
   def _signal_chunk(self) -> tuple[memoryview, int]:
     """A page of host-visible, device-writable memory (and its device address) to carve signals from."""
     raise NotImplementedError
@@ -88,6 +98,19 @@ class Device:
     va, view, opaque = self._alloc(size, host)
     buf = Buffer(self, size, va, view, opaque, host)
     with self._lock: self._buffers.add(buf)
+    return buf
+
+  def import_host(self, memory) -> Buffer:
+    """Existing host memory (a writable, C-contiguous buffer: bytearray, memoryview, numpy array, another device's
+    host-visible Buffer's host_view) as a Buffer of this device, mapped for its DMA: the same bytes at this device's
+    own address. Free it before the memory goes away; freeing it leaves the memory alone."""
+    self._check_open()
+    view = dma_bytes(memory)
+    if self.host_addressed: va, opaque = host_address(view), None   # nothing to map: its queues use host addresses
+    else: va, opaque = self._import_host(view)
+    buf = Buffer(self, view.nbytes, va, view, opaque, True)
+    if opaque is not None:
+      with self._lock: self._buffers.add(buf)
     return buf
 
   def _free_buffer(self, buf: Buffer) -> None:
@@ -132,9 +155,15 @@ class Device:
     self.timeline.wait(self.ordered_submit(self.copy_queue(), lambda q: q.copy(dest, src, src.size)))
 
   def _transfer(self, dest: Buffer, src: Buffer) -> None:
-    """Copy from another device's buffer into ours; through host memory unless a vendor does better."""
-    staging = src.copyout()
-    dest.copyin(staging[:src.size])
+    """Copy from another device's buffer into ours, device to device through host memory both map (PeerLink); through
+    the host (copyout, copyin) when either device cannot map host memory for the other. Blocks until done."""
+    other = src.device
+    with self._lock:
+      if (link := self._links.get(other)) is None:
+        link = self._links[other] = PeerLink(other, self)
+        other._linked.add(self)
+    try: link.transfer(dest, src)
+    except NotImplementedError: dest.copyin(src.copyout()[:src.size])
 
   # --- ordering
   def next_timeline(self) -> int:
@@ -175,16 +204,26 @@ class Device:
     """Stop the queues, free every buffer, release the device. With `wait` (and a healthy device), outstanding work
     is waited for first, until it stops making progress for CLOSE_STALL_MS; without (at exit), it is dropped."""
     if self.closed: return
+    if held := next((b for b in self._buffers if b.holders), None):
+      raise RuntimeError(f"cannot close {self.name}: {held!r} is registered as {held.holders[0]!r}; deregister that first")
     if wait and not self._faults:
       try: self.synchronize(stall_ms=CLOSE_STALL_MS)
       except Exception: pass   # a hung or faulted device is torn down anyway
-    self.closing = True        # from here on nothing runs on the device: buffers are freed without waiting for it
-    self._stop_queues()
+    self._stop()
     profile.collect(self.name)
+    for link in [*self._links.values(), *(d._links.pop(self) for d in list(self._linked) if self in d._links)]: link.close()
+    self._links.clear()
     for b in list(self._buffers): b.free()
     self._shutdown()
     self.closed = True
     if _open.get(self.name) is self: del _open[self.name]   # a device opened privately (not by open_device) is not there
+
+  def _stop(self) -> None:
+    """Stop the queues (the command in flight may finish, what is queued behind it is dropped): from here on nothing
+    runs on the device, and buffers are freed without waiting for work."""
+    if self.closing: return
+    self.closing = True
+    self._stop_queues()
 
   def __repr__(self) -> str: return f"<{type(self).__name__} {self.name} ({self.arch})>"
 
@@ -223,8 +262,14 @@ def open_device(name: str | None = None) -> Device:
 
 
 def _close_all() -> None:
-  """At exit (normal, or after Ctrl-C): stop every open device's queues without waiting for the work queued on them,
-  and release the devices, so the process ends at once and the next open finds them stopped."""
-  for dev in list(_open.values()):
+  """At exit (normal, or after Ctrl-C): stop every open device's queues without waiting for the work queued on them
+  (all of them first: closing one frees memory it shares with others), then release the devices, so the process ends
+  at once and the next open finds them stopped."""
+  devs = list(_open.values())
+  for dev in devs:
+    try: dev._stop()
+    except Exception as e: print(f"hcq: stopping {dev.name} at exit: {type(e).__name__}: {e}", file=sys.stderr)
+  for dev in devs:
     try: dev.close(wait=False)
+    except RuntimeError: pass   # memory still registered elsewhere (an RDMA MR), or a fault: the process's end lets it go
     except Exception as e: print(f"hcq: closing {dev.name} at exit: {type(e).__name__}: {e}", file=sys.stderr)

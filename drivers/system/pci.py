@@ -6,12 +6,12 @@ and `ModelPCIDevice` (a registered emu/ model: `open_model`); the USB bridge imp
 picks VFIO or sysfs for a real function. Opening a device takes its ownership lock; close() releases everything it handed out.
 """
 from __future__ import annotations
-import mmap, os, warnings
+import ctypes, mmap, os, warnings
 from typing import Any
 
 from autogen.pci import PCI_COMMAND, PCI_COMMAND_MEMORY, PCI_COMMAND_MASTER
 from drivers.system.discovery import PCIInfo
-from drivers.system.dma import DMAMemory, alloc_pinned, round_up, PAGE
+from drivers.system.dma import DMAMemory, alloc_pinned, dma_bytes, host_pages, pin_existing, round_up, PAGE
 from drivers.system.kernel import KernelInterface, OSKernel
 from drivers.system.lock import DeviceLock
 from drivers.system.mmio import MMIO, MemMMIO, CallbackMMIO
@@ -33,6 +33,7 @@ class PCIDevice:
   def bar_size(self, n: int) -> int: raise NotImplementedError
   def _map_bar(self, n: int) -> MMIO: raise NotImplementedError
   def _alloc_dma(self, size: int, contiguous: bool) -> DMAMemory: raise NotImplementedError
+  def _map_dma(self, view: memoryview) -> DMAMemory: raise NotImplementedError
   def reset(self) -> None: raise NotImplementedError
 
   def __init__(self, bus: str, lock_prefix: str | None):
@@ -48,6 +49,14 @@ class PCIDevice:
   def alloc_dma(self, size: int, contiguous: bool = False) -> DMAMemory:
     """Host memory the device can DMA to; `bus_addrs` lists the bus address of every page."""
     mem = self._alloc_dma(size, contiguous)
+    self._dma.append(mem)
+    return mem
+
+  def map_dma(self, memory: Any) -> DMAMemory:
+    """Existing host memory (a writable, C-contiguous buffer: bytearray, memoryview, numpy array) made reachable by
+    the device's DMA, as an IOMMU map or a pin does: the pages it covers get bus addresses. The result's `view` is
+    exactly `memory`; `first` is where it starts in its first page. Give it back with free_dma (before the memory goes)."""
+    mem = self._map_dma(dma_bytes(memory))
     self._dma.append(mem)
     return mem
 
@@ -97,6 +106,13 @@ class ModelPCIDevice(PCIDevice):
     host = memoryview(bytearray(round_up(max(size, 1), PAGE)))
     addrs = self.model.dma.map(host, contiguous=contiguous)
     return DMAMemory(host, addrs, PAGE, lambda: self.model.dma.unmap(addrs))
+
+  def _map_dma(self, view: memoryview) -> DMAMemory:
+    # one bus run, as an IOMMU maps a range (VFIO_IOMMU_MAP_DMA); drivers still take bus_addrs page by page, as the
+    # sysfs path's physical pages are not contiguous
+    start, size, first = host_pages(view)
+    addrs = self.model.dma.map(memoryview((ctypes.c_uint8 * size).from_address(start)).cast("B"), contiguous=True)
+    return DMAMemory(view, addrs, PAGE, lambda: self.model.dma.unmap(addrs), first)
 
   def reset(self) -> None: self.model.reset()
 
@@ -196,6 +212,7 @@ class SysfsPCIDevice(PCIDevice):
     return MemMMIO(memoryview(m), f"{self.bus} BAR{n}")
 
   def _alloc_dma(self, size: int, contiguous: bool) -> DMAMemory: return alloc_pinned(size, contiguous)
+  def _map_dma(self, view: memoryview) -> DMAMemory: return pin_existing(view)
 
   def reset(self) -> None:
     path = os.path.join(self.path, "reset")

@@ -66,6 +66,7 @@ class Program:
     self.problems: dict[int, str] = {}      # pc -> why the instruction there cannot run
     self.lib = None
     self.base = 0
+    self.epoch: int | None = None           # the memory's icache_epoch when the code was last read (dispatch.program_for)
     self.add(mem, entry)
 
   # ---- discovery ----

@@ -1,4 +1,5 @@
 """PCIDevice + MMIO against a tiny device model: a register file whose doorbell DMA-writes a value."""
+import numpy as np
 import pytest
 from emu.pci import PCIFunction, DMAFault, PCI_COMMAND, PCI_BASE_ADDRESS_0
 from drivers.system import ModelPCIDevice, DeviceBusyError, MemMMIO
@@ -64,6 +65,35 @@ def test_doorbell_dma_writes_into_a_page_straddling_buffer(dev):
   regs.write32(REG_ADDR_LO, target & 0xFFFFFFFF); regs.write32(REG_ADDR_HI, target >> 32)
   regs.write32(REG_DOORBELL, 2)
   assert int.from_bytes(contiguous.view[4092:4100], "little") == 0x01020304 * 2
+
+
+def dma_write(dev, bus_addr: int, value: int, times: int = 1) -> None:
+  """Have the model DMA-write value * times (u64) at bus_addr."""
+  regs = dev.map_bar(0)
+  regs.write32(REG_ADDR_LO, bus_addr & 0xFFFFFFFF); regs.write32(REG_ADDR_HI, bus_addr >> 32); regs.write32(REG_VALUE, value)
+  regs.write32(REG_DOORBELL, times)
+
+
+def test_existing_memory_mapped_for_dma_is_reached_at_its_bus_addresses(dev):
+  """map_dma of a numpy array that starts mid-page and spans three pages: bus_addr(i) is byte i of the array, the
+  pages it covers are mapped whole, and after free_dma the device reaches none of them."""
+  arr = np.zeros(2 * 4096 + 100, np.uint8)[40:]
+  first = arr.ctypes.data % 4096
+  mem = dev.map_dma(arr)
+  assert mem.first == first and mem.size == arr.nbytes and len(mem.bus_addrs) == -(-(first + arr.nbytes) // 4096)
+  dev.enable_bus_master()
+  for off in (0, 4096 - first, arr.nbytes - 8):          # the start, the first byte of page 1, the last u64
+    dma_write(dev, mem.bus_addr(off), 0x55667788 + off)
+    assert int.from_bytes(arr[off:off + 8].tobytes(), "little") == 0x55667788 + off
+  dev.free_dma(mem)
+  with pytest.raises(DMAFault): dma_write(dev, mem.bus_addrs[0], 1)
+  assert arr[0] == 0x88                                  # the memory itself stays
+
+
+def test_memory_a_device_cannot_use_for_dma_is_refused(dev):
+  with pytest.raises(ValueError, match="read-only"): dev.map_dma(b"\0" * 64)
+  with pytest.raises(ValueError, match="non-contiguous"): dev.map_dma(np.zeros((8, 8), np.uint8)[:, ::2])
+  with pytest.raises(ValueError, match="0 bytes"): dev.map_dma(bytearray())
 
 
 def test_mmio_rejects_unaligned_out_of_range_and_unknown_registers(dev):

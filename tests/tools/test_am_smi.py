@@ -5,7 +5,7 @@ from rich.console import Console
 from drivers.amd.smi import devices, status
 from drivers.system import open_model
 from emu.amdgpu.smu import SMUModel
-from tools.am_smi import main, render
+from tools.am_smi import main, panel, render
 from tests.procs import start
 
 LOAD = r"""
@@ -77,26 +77,33 @@ def test_metrics_that_did_not_update_are_marked_stale(owner, monkeypatch):
   assert first.stale is None and status(ref, first).stale is None   # the SMU counts every table it writes
   monkeypatch.setattr(SMUModel, "update", lambda self: None)        # a PMFW that stopped refreshing its table
   frozen = status(ref, status(ref))
-  assert frozen.stale.startswith("stale: the SMU did not update its metrics") and frozen.gfx_activity == 0
+  assert frozen.stale.startswith("stale: SMU metrics not updated") and frozen.gfx_activity == 0
+  lines = frame(panel(frozen))
+  assert any(re.fullmatch(r"│ Activity stale: SMU metrics not updated since the last reading \(counter \d+\) +│", ln)
+             for ln in lines), "\n".join(lines)
+
+
+def frame(what) -> list[str]:
+  """The lines of `what` as an 80-column terminal shows it."""
+  console = Console(width=80, file=io.StringIO(), color_system=None)
+  console.print(what)
+  lines = console.file.getvalue().splitlines()
+  assert all(len(ln) <= 80 for ln in lines) and not any("…" in ln for ln in lines), "\n".join(lines)
+  return lines
 
 
 LINE = re.compile(r"│ +hotspot +\d+ °C +mem +\d+ MHz +soc +\d+ mV +pwm +\d+% +│")
 
 
 def test_frame_fits_80_columns_with_full_labels(owner):
-  console = Console(width=80, file=io.StringIO(), color_system=None)
-  console.print(render("mock-0"))
-  lines = console.file.getvalue().splitlines()
-  assert all(len(ln) <= 80 for ln in lines) and not any("…" in ln for ln in lines), "\n".join(lines)
+  lines = frame(render("mock-0"))
   for label in ("Temps", "Clocks", "Voltages", "Fan", "GFX", "MEM", "VRAM", "Power", "Throttle: "):
     assert any(label in ln for ln in lines), f"{label!r} missing from:\n" + "\n".join(lines)
   assert sum(bool(LINE.fullmatch(ln)) for ln in lines) == 1, "\n".join(lines)   # a row of values, none wrapped
   assert any(re.fullmatch(r"│ VRAM +\d+\.\d\d / 0\.50 GiB +│", ln) for ln in lines), "\n".join(lines)
   owner.kill(); owner.wait()
-  console.file = io.StringIO()
-  console.print(render("mock-0"))
-  lines = console.file.getvalue().splitlines()
-  assert all(len(ln) <= 80 for ln in lines) and any("Activity idle: no process holds the device" in ln for ln in lines)
+  lines = frame(render("mock-0"))
+  assert any("Activity idle: no process holds the device" in ln for ln in lines), "\n".join(lines)
   assert any(re.fullmatch(r"│ GFX +- +│", ln) for ln in lines), "\n".join(lines)
 
 
