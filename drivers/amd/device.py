@@ -99,6 +99,7 @@ class AMDDevice(Device):
     self.scratch_per_lane = 0
     self._queues: list[QueueDesc] = []
     self.compute_ring: Ring | None = None
+    self.sdma_ring: Ring | None = None
     # the interface flushes the HDP from the host before each doorbell (the AM path); else compute submissions start
     # with the GPU-side flush, encoded once (pm4_hdp_flush)
     self.host_flushes_hdp = hasattr(iface, "before_doorbell")
@@ -196,7 +197,14 @@ class AMDDevice(Device):
     kernels = [k.kernel.name for k in self.compute_ring.pending() if isinstance(k, AMDKernArgs)] if self.compute_ring else []
     return fault + (f" while running kernel {kernels[0]}" if kernels else "")
 
+  def _progress(self) -> tuple:
+    return tuple(r.rptr for r in (self.compute_ring, self.sdma_ring) if r is not None)
+
+  def _stop_queues(self) -> None:
+    self.compute_ring = self.sdma_ring = None   # their memory goes with the queues
+    while self._queues: self.iface.destroy_queue(self._queues.pop())
+
   def _shutdown(self) -> None:
-    for desc in self._queues: self.iface.destroy_queue(desc)
+    self._stop_queues()
     for mem in list(self._mems): self.free_owned(mem)
     self.iface.close()

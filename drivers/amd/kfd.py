@@ -13,6 +13,7 @@ from drivers.system.dma import host_pages
 from drivers.system.mmio import MMIO, MemMMIO
 from drivers.amd.iface import AMDMemory, QueueDesc, PAGE
 
+KFD_DEV = "/dev/kfd"
 TOPOLOGY = "/sys/devices/virtual/kfd/kfd/topology/nodes"
 # the IP blocks whose register bases the driver needs, by their IP discovery hardware id (sysfs ip_discovery/die/0/<hw id>)
 HWIDS = {"GC": hw.GC_HWID, "SDMA0": hw.SDMA0_HWID, "NBIO": hw.NBIF_HWID}
@@ -42,6 +43,11 @@ def memory_fault(mem: kfd.kfd_hsa_memory_exception_data) -> str:
 class KFDIface:
   def __init__(self, kernel: KernelInterface, index: int = 0):
     self.k = kernel
+    if missing := [p for p in (KFD_DEV, TOPOLOGY) if not kernel.exists(p)]:
+      raise RuntimeError(f"KFD+AMD: the amdgpu kernel driver's compute interface (KFD) is not present on this machine (no "
+                         f"{' and no '.join(missing)}): load amdgpu (`sudo modprobe amdgpu`) where an AMD GPU is installed, "
+                         "or choose another interface: DEV=PCI+AMD (the userspace driver, for a GPU not bound to amdgpu), "
+                         "DEV=MOCKKFD+AMD or DEV=MOCKPCI+AMD (the emulated GPU)")
     nodes = []
     for n in self.k.listdir(TOPOLOGY):
       gpu_id = int(self.k.read_text(f"{TOPOLOGY}/{n}/gpu_id"))
@@ -55,7 +61,7 @@ class KFDIface:
     self.ip_bases = {ip: tuple(int(x, 16) for x in self.k.read_text(f"{ipd}/{hw}/0/base_addr").split()) for ip, hw in HWIDS.items()}
     self.ip_versions = {ip: tuple(int(self.k.read_text(f"{ipd}/{hw}/0/{f}")) for f in ("major", "minor", "revision"))
                         for ip, hw in HWIDS.items()}
-    self.kfd = self.k.open("/dev/kfd")
+    self.kfd = self.k.open(KFD_DEV)
     self.drm: int | None = None
     try:
       self.drm = self.k.open(f"/dev/dri/renderD{minor}")

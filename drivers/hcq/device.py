@@ -12,7 +12,8 @@ What every device gets from drivers/hcq, so a vendor writes only what is its own
 - faults: `check_faults` (called by every wait) asks the vendor's `_poll_faults` at most every FAULT_POLL_S.
 A vendor supplies: `_alloc`/`_free`, `_signal_chunk`, `_kernarg_chunk`, `compute_queue`/`copy_queue` (its packet
 encoders, see Queue; hardware rings use drivers.hcq.ring.Ring), `program`, `ticks_to_us`, and optionally
-`_import_host` (existing host memory mapped for the device), `_poll_faults` and `_shutdown`. drivers/cpu/device.py is the smallest complete example.
+`_import_host` (existing host memory mapped for the device), `_poll_faults`, `_progress`, `_stop_queues` and `_shutdown`.
+drivers/cpu/device.py is the smallest complete example.
 """
 from __future__ import annotations
 import atexit, os, sys, threading, weakref
@@ -32,6 +33,8 @@ from drivers.hcq.staging import Staging
 from drivers.system.dma import dma_bytes, host_address
 from drivers.system.registry import vendor
 
+CLOSE_STALL_MS = 5000   # Device.close waits for outstanding work until it makes no progress for this long
+
 
 class Device:
   """Owns an allocator, a timeline signal, compute and copy queues, and the compiler for its target."""
@@ -48,7 +51,7 @@ class Device:
     self._lock = threading.Lock()
     # held while a timeline value is reserved and its queue submitted, so the timeline only grows
     self.submit_lock = threading.RLock()
-    self.closed = False
+    self.closed = self.closing = False
     self._signals = SlotPool(self._signal_chunk, 16)
     self.kernargs = KernargArena(self._kernarg_chunk)
     self._staging: Staging | None = None
@@ -79,7 +82,13 @@ class Device:
   def copy_queue(self) -> Queue: raise NotImplementedError
   def program(self, name: str, lib: bytes) -> Program: raise NotImplementedError
   def ticks_to_us(self, ticks: int) -> float: raise NotImplementedError
-  def _shutdown(self) -> None: pass
+  def _progress(self) -> tuple:
+    """Values that change while the device works besides the timeline (e.g. its rings' read pointers)."""
+    return ()
+  def _stop_queues(self) -> None:
+    """Stop every queue (the command in flight may finish; the rest is dropped): nothing runs after this returns."""
+  def _shutdown(self) -> None:
+    """Release what is left after the queues stopped and every buffer was freed."""
 
   # --- memory
   def alloc(self, size: int, host: bool = False) -> Buffer:
@@ -108,7 +117,7 @@ class Device:
     with self._lock:
       if buf not in self._buffers: return
       self._buffers.discard(buf)
-    if not self._faults and self.timeline.value < self.timeline_value - 1:
+    if not self._faults and not self.closing and self.timeline.value < self.timeline_value - 1:
       self.synchronize()   # submitted work may still use it: unmapping it under a running kernel would fault that kernel
     self._free(buf.opaque)
 
@@ -171,9 +180,13 @@ class Device:
       queue.signal(self.timeline, value := self.next_timeline()).submit()
     return value
 
-  def synchronize(self, timeout_ms: int | None = None) -> None:
-    """Wait for everything submitted so far."""
-    self.timeline.wait(self.timeline_value - 1, *(() if timeout_ms is None else (timeout_ms,)))
+  def synchronize(self, timeout_ms: float | None = None, stall_ms: float | None = None) -> None:
+    """Wait for everything submitted so far (timeouts as in Signal.wait)."""
+    self.timeline.wait(self.timeline_value - 1, timeout_ms, stall_ms)
+
+  def progress(self) -> tuple:
+    """Changes whenever the device moves forward: a wait that sees it change is not stuck."""
+    return (self.timeline.value, *self._progress())
 
   def report_fault(self, message: str) -> None:
     """Called by engines/workers when the device reports an error."""
@@ -187,14 +200,16 @@ class Device:
   def _check_open(self) -> None:
     if self.closed: raise RuntimeError(f"{self.name} is closed")
 
-  def close(self) -> None:
-    """Wait for outstanding work (if the device is healthy), free every buffer, stop the queues."""
+  def close(self, wait: bool = True) -> None:
+    """Stop the queues, free every buffer, release the device. With `wait` (and a healthy device), outstanding work
+    is waited for first, until it stops making progress for CLOSE_STALL_MS; without (at exit), it is dropped."""
     if self.closed: return
     if held := next((b for b in self._buffers if b.holders), None):
       raise RuntimeError(f"cannot close {self.name}: {held!r} is registered as {held.holders[0]!r}; deregister that first")
-    if not self._faults:
-      try: self.synchronize(timeout_ms=5000)
+    if wait and not self._faults:
+      try: self.synchronize(stall_ms=CLOSE_STALL_MS)
       except Exception: pass   # a hung or faulted device is torn down anyway
+    self._stop()
     profile.collect(self.name)
     for link in [*self._links.values(), *(d._links.pop(self) for d in list(self._linked) if self in d._links)]: link.close()
     self._links.clear()
@@ -202,6 +217,13 @@ class Device:
     self._shutdown()
     self.closed = True
     if _open.get(self.name) is self: del _open[self.name]   # a device opened privately (not by open_device) is not there
+
+  def _stop(self) -> None:
+    """Stop the queues (the command in flight may finish, what is queued behind it is dropped): from here on nothing
+    runs on the device, and buffers are freed without waiting for work."""
+    if self.closing: return
+    self.closing = True
+    self._stop_queues()
 
   def __repr__(self) -> str: return f"<{type(self).__name__} {self.name} ({self.arch})>"
 
@@ -232,11 +254,22 @@ def open_device(name: str | None = None) -> Device:
   dev = vendor(spec.vendor).open(spec)
   dev.spec = spec
   _open[dev.name] = dev
+  # exit handlers run last-registered first: (re)registering after the device made its weakref finalizers (which
+  # register theirs on first use) stops its queues before any finalizer frees memory that queued work uses
+  atexit.unregister(_close_all)
+  atexit.register(_close_all)
   return dev
 
 
-@atexit.register
 def _close_all() -> None:
-  for dev in list(_open.values()):
-    try: dev.close()
-    except RuntimeError: pass   # memory still registered elsewhere (an RDMA MR): the process's end lets it go
+  """At exit (normal, or after Ctrl-C): stop every open device's queues without waiting for the work queued on them
+  (all of them first: closing one frees memory it shares with others), then release the devices, so the process ends
+  at once and the next open finds them stopped."""
+  devs = list(_open.values())
+  for dev in devs:
+    try: dev._stop()
+    except Exception as e: print(f"hcq: stopping {dev.name} at exit: {type(e).__name__}: {e}", file=sys.stderr)
+  for dev in devs:
+    try: dev.close(wait=False)
+    except RuntimeError: pass   # memory still registered elsewhere (an RDMA MR), or a fault: the process's end lets it go
+    except Exception as e: print(f"hcq: closing {dev.name} at exit: {type(e).__name__}: {e}", file=sys.stderr)

@@ -123,6 +123,14 @@ class ModelPCIDevice(PCIDevice):
 
 # open_model's default lock: that of the vendor whose `models` name the model
 OWNER = object()
+EMU_DEVICES = 8   # emulated devices of each model kind by default (indexes 0..7); HCQ_EMU_DEVICES overrides
+
+
+def emulated_devices() -> int:
+  """How many emulated devices of each model kind may exist (each keeps its state in files of its own)."""
+  raw = os.environ.get("HCQ_EMU_DEVICES", str(EMU_DEVICES))
+  if not raw.isdigit() or int(raw) < 1: raise ValueError(f"HCQ_EMU_DEVICES={raw!r}: set it to a count of emulated devices, 1 or more")
+  return int(raw)
 
 
 def _pci_model(kind: str) -> PCIModel:
@@ -134,8 +142,13 @@ def _pci_model(kind: str) -> PCIModel:
 
 def open_model(kind: str, index: int = 0, lock_prefix: str | None | object = OWNER, **options: Any) -> ModelPCIDevice:
   """A registered PCI device model (entry point group hcq.models) as a PCI function on bus "mock-<index>", holding
-  the lock `lock_prefix` (by default its vendor's; None: no lock, for monitors); `options` go to the model."""
+  the lock `lock_prefix` (by default its vendor's; None: no lock, for monitors); `options` go to the model. `index`
+  is below emulated_devices()."""
   m = _pci_model(kind)
+  if not 0 <= index < (n := emulated_devices()):
+    raise ValueError(f"there is no emulated {kind} device {index}: emulated devices are numbered 0 to {n - 1} "
+                     f"(HCQ_EMU_DEVICES={n}; each one keeps its state in files of its own): use an index below {n}, "
+                     "or raise HCQ_EMU_DEVICES")
   if lock_prefix is OWNER:
     if (lock_prefix := next((v.lock_prefix for v in vendors() if kind in v.models), None)) is None:
       raise ValueError(f"no registered vendor with a lock prefix lists model {kind!r}; pass lock_prefix")

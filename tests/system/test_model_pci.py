@@ -129,3 +129,28 @@ def test_function_level_reset_disables_bus_mastering(dev):
   dev.enable_bus_master()
   dev.reset()
   assert dev.read_config(PCI_COMMAND, 2) & 0x4 == 0
+
+
+@pytest.mark.parametrize("kind", ["navi31", "bnxt"])   # every registered model kind, GPUs and NICs alike
+def test_emulated_device_indexes_are_bounded_and_an_index_past_the_bound_creates_nothing(kind, tmp_path, monkeypatch):
+  from drivers.system import open_model
+  with pytest.raises(ValueError, match=rf"there is no emulated {kind} device 8: emulated devices are numbered 0 to 7 "
+                                       r"\(HCQ_EMU_DEVICES=8; .*\): use an index below 8, or raise HCQ_EMU_DEVICES"):
+    open_model(kind, 8)
+  monkeypatch.setenv("HCQ_EMU_DEVICES", "2")
+  with pytest.raises(ValueError, match=rf"no emulated {kind} device 2: .* 0 to 1 \(HCQ_EMU_DEVICES=2"): open_model(kind, 2)
+  assert list(tmp_path.iterdir()) == []     # no state files, no lock file: TMPDIR is the test's own
+
+
+def test_a_device_string_past_the_bound_is_refused_before_any_state_exists(tmp_path):
+  from drivers.hcq import open_device
+  with pytest.raises(ValueError, match=r"there is no emulated navi31 device 99: .* numbered 0 to 7"): open_device("MOCKPCI+AMD:99")
+  assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "many"])
+def test_a_bad_hcq_emu_devices_says_what_it_must_be(value, monkeypatch):
+  from drivers.system import open_model
+  monkeypatch.setenv("HCQ_EMU_DEVICES", value)
+  with pytest.raises(ValueError, match=rf"HCQ_EMU_DEVICES='{value}': set it to a count of emulated devices, 1 or more"):
+    open_model("navi31", 0)
