@@ -3,11 +3,14 @@
 Every emulated device (GPU, NIC) subclasses `PCIFunction`. It is plugged into the driver stack by
 drivers/system's ModelPCIDevice, which only uses what is defined here: `config_read/config_write`,
 `bars` (BAR index -> `memoryview` for RAM-like BARs or an object with `read/write` callbacks),
-`dma` (where the driver's DMA buffers live) and `reset()`.
+`dma` (where the driver's DMA buffers live), `connect_msix` (where its interrupts go) and `reset()`.
+MSI-X: the platform hands each vector an eventfd, as VFIO_DEVICE_SET_IRQS does (DATA_EVENTFD | ACTION_TRIGGER on
+VFIO_PCI_MSIX_IRQ_INDEX); a model raising the vector writes 1 to it. The MSI-X capability and table are not modelled:
+the vectors a model raises and when are its own documentation's.
 Config-space layout facts: PCI Local Bus Spec 3.0, section 6.1 (type-0 header); linux/pci_regs.h.
 """
 from __future__ import annotations
-import bisect
+import bisect, os
 import numpy as np
 from typing import Protocol
 
@@ -124,6 +127,7 @@ class PCIFunction:
     self._cfg16(PCI_SUBSYSTEM_ID, subsystem[1])
     self.bars: dict[int, memoryview | IORegion] = {}
     self.dma = DMASpace()
+    self.msix: dict[int, int] = {}           # MSI-X vector -> the eventfd the platform connected to it
 
   @property
   def vendor_id(self) -> int: return int.from_bytes(self.config[0:2], "little")
@@ -163,6 +167,18 @@ class PCIFunction:
         flags = PCI_BASE_ADDRESS_MEM_TYPE_64 | (PCI_BASE_ADDRESS_MEM_PREFETCH if isinstance(self.bars[n], memoryview) else 0)
         return ((value & mask & 0xFFFFFFF0) | flags) if slot == n else (value & (mask >> 32))
     return 0   # unimplemented BAR: reads as zero
+
+  def connect_msix(self, vector: int, fd: int | None) -> None:
+    """The platform routes MSI-X `vector` to eventfd `fd` (None: nowhere, the vector is dropped)."""
+    if not 0 <= vector < 2048: raise ValueError(f"MSI-X vector {vector}: a function has at most 2048 (PCI 3.0, 6.8.2)")
+    if fd is None: self.msix.pop(vector, None)
+    else: self.msix[vector] = fd
+
+  def signal_msix(self, vector: int) -> None:
+    """Raise MSI-X `vector`: its eventfd counts one more interrupt (a vector nothing is connected to is lost)."""
+    if (fd := self.msix.get(vector)) is not None:
+      try: os.eventfd_write(fd, 1)
+      except OSError: self.msix.pop(vector, None)        # the platform closed it
 
   def close(self) -> None:
     """The driver is done with the function: stop whatever the model runs on its behalf."""

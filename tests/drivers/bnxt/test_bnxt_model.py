@@ -151,3 +151,18 @@ def test_queues_wrap_with_their_epochs(nic):
   assert bytes(dst.view) == bytes(src.view)
   for _ in range(150): p.mr(4096).dereg()      # REGISTER_MR + DEREGISTER_MR: 300 commands, 900 CMDQ slots
   assert nic.provider.rcfw.creq.cons > 256 and nic.provider.rcfw.ring.put > 3 * 256
+
+
+def test_cq_wait_sleeps_on_the_nq_interrupt_and_wakes_for_the_completion(nic):
+  """CQ.wait arms the CQ and sleeps on the NQ's MSI-X eventfd; the model's CQE notification wakes it (the NQ entry
+  advancing the CQ's arm toggle), over and over."""
+  p = Pair(nic)
+  src, dst = p.mr(64, fill=True), p.mr(64)
+  prov = nic.provider
+  woke = []
+  wait = prov.nq.wait
+  prov.nq.wait = lambda t: (wait(t), woke.append(t))
+  for i in range(6):
+    assert [wc.status for wc in p.write(src, dst)] == [WCStatus.SUCCESS]
+  assert bytes(dst.view) == bytes(src.view)
+  assert p.cq.hw.toggle == prov.nq.q.cons % 4 and prov.nq.q.cons >= len(woke) > 0
