@@ -33,6 +33,9 @@ class DMASpace:
     self._next = base
     self._starts: list[int] = []
     self._runs: dict[int, memoryview] = {}
+    # counts changes of what a bus address reaches (mappings, bus mastering): an engine that keeps host views of DMA
+    # memory (emu/nic/fastpath.py) uses them only while it is unchanged (one uint64, so compiled code reads it too)
+    self.generation = np.zeros(1, np.uint64)
 
   def map(self, host: memoryview, contiguous: bool = False) -> list[int]:
     """Give `host` (a whole number of pages) bus addresses; returns the bus address of each page.
@@ -44,6 +47,7 @@ class DMASpace:
     if contiguous: addrs = [self._next + i * PAGE for i in range(pages)]
     else: addrs = [self._next + 2 * i * PAGE for i in range(pages)]
     self._next = (addrs[-1] if addrs else self._next) + 2 * PAGE
+    self.generation[0] += 1
     if contiguous and pages: self._insert(addrs[0], host)
     else:
       for i, a in enumerate(addrs): self._insert(a, host[i * PAGE:(i + 1) * PAGE])
@@ -59,9 +63,11 @@ class DMASpace:
     for start in self._starts[max(i - 1, 0):i + 1]:
       if start < addr + host.nbytes and addr < start + self._runs[start].nbytes:
         raise ValueError(f"DMA mapping [{addr:#x}, +{host.nbytes:#x}) overlaps the mapping at bus address {start:#x}")
+    self.generation[0] += 1
     self._insert(addr, host)
 
   def unmap(self, bus_addrs: list[int]) -> None:
+    self.generation[0] += 1
     for a in bus_addrs:
       if a in self._runs:
         del self._runs[a]
@@ -156,6 +162,7 @@ class PCIFunction:
       return   # header fields other than COMMAND and the BARs are read-only (PCI 3.0, 6.2)
     if PCI_BASE_ADDRESS_0 <= offset < 0x28 and size == 4:
       value = self._bar_write((offset - PCI_BASE_ADDRESS_0) // 4, value)
+    if offset <= PCI_COMMAND < offset + size: self.dma.generation[0] += 1      # bus mastering may change
     self.config[offset:offset + size] = value.to_bytes(size, "little")
 
   def _bar_write(self, slot: int, value: int) -> int:
@@ -185,4 +192,5 @@ class PCIFunction:
 
   def reset(self) -> None:
     """Function-level reset: bus mastering and memory decoding are switched off."""
+    self.dma.generation[0] += 1
     self.config[PCI_COMMAND] &= ~(PCI_COMMAND_MASTER | PCI_COMMAND_MEMORY) & 0xFF
