@@ -12,10 +12,10 @@ Usage: python bench/rdma_udp.py [SIZE ...]   (message sizes in bytes; default 8 
 """
 import json, os, select, socket, subprocess, sys, time
 from common import emit
+from emu.nic.rc import WINDOW           # datagrams in flight in the ping-pong, as the model's requester
 
 MTU, HEADERS = 4096, 58           # a MIDDLE packet's frame: Ethernet 14 + IPv4 20 + UDP 8 + BTH 12 + ICRC 4, then the payload
 BUF = 4 << 20                     # both ends' socket buffers, as the model's ports set them
-WINDOW = 64                       # datagrams in flight in the ping-pong (the model's requester window is 64 packets)
 SIZES = (8, 4096, 65536, 4 << 20)
 
 STALL_S = 10.0                    # a peer that makes no progress for this long has failed (never total time)

@@ -17,10 +17,14 @@ the full-MTU MIDDLE packets of long messages, which are nearly all the packets o
   disarms flows whose QP, key, MAC filter or GIDs changed; C runs under the NIC model's lock, like the Python path.
 """
 from __future__ import annotations
-import os, socket
+import os, socket, weakref
 from functools import cache
 
+import numpy as np
+
 from cffi import FFI
+
+from emu.pci import DMAFault
 
 BATCH, SLOT, FLOWS = 32, 65536, 16       # as fastpath.c; flows a port can have armed at once
 CDEF = """
@@ -60,31 +64,85 @@ def sockaddr(endpoint: tuple[str, int]):
   return a
 
 
-def pieces(views: list[memoryview], writable: bool = False) -> tuple:
-  """The host addresses and lengths of `views`, as C arrays, and the views (which keep the memory where it is: what
-  they view cannot be resized or freed while they live). No buffer export is held: memoryviews with exports in
-  reference cycles cannot be collected."""
-  addrs = []
-  for v in views:
-    b = ffi.from_buffer("uint8_t[]", v, require_writable=writable)
-    addrs.append(int(ffi.cast("uintptr_t", b)))
-    ffi.release(b)
-  return ffi.new("uint64_t[]", addrs), ffi.new("uint64_t[]", [len(v) for v in views]), views
+class HostMap:
+  """Where a region's bytes are in host memory: each view `chunks` gives for the whole region, its offset, host address
+  and length. The views keep that memory where it is (what they view cannot be resized or freed while they live); the
+  map is used only while the region's mapping generation is the one it was built at. No buffer export is held
+  (memoryviews with exports in reference cycles cannot be collected)."""
+  def __init__(self, region):
+    self.gen = int(region.generation[0])
+    self.views = region.chunks(region.va, region.length)       # DMAFault if some of it is not mapped
+    addrs = []
+    for v in self.views:
+      b = ffi.from_buffer("uint8_t[]", v, require_writable=True)
+      addrs.append(int(ffi.cast("uintptr_t", b)))
+      ffi.release(b)
+    self.lens = np.array([len(v) for v in self.views], np.uint64)
+    self.starts = np.concatenate(([0], np.cumsum(self.lens)[:-1])).astype(np.uint64)
+    self.addrs = np.array(addrs, np.uint64)
+
+  def spans(self, off: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(addresses, lengths) of the pieces of [off, off + n) of the region."""
+    i, j = int(np.searchsorted(self.starts, off, "right")) - 1, int(np.searchsorted(self.starts, off + n, "left"))
+    addrs, lens = self.addrs[i:j].copy(), self.lens[i:j].copy()
+    cut = off - int(self.starts[i])
+    addrs[0] += np.uint64(cut)
+    lens[0] -= np.uint64(cut)
+    lens[-1] -= np.uint64(int(self.starts[j - 1]) + int(self.lens[j - 1]) - (off + n))
+    return addrs, lens
+
+
+_maps: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def host_map(region) -> HostMap | None:
+  """The region's HostMap for its current mappings (None for a region without a mapping generation)."""
+  if region.generation is None: return None
+  m = _maps.get(region)
+  if m is None or m.gen != int(region.generation[0]): m = _maps[region] = HostMap(region)
+  return m
+
+
+def spans(source, off: int, n: int) -> tuple[np.ndarray, np.ndarray, list]:
+  """(addresses, lengths, what keeps them) of [off, off + n) of `source`, an rc.Buffer; DMAFault if it is not mapped."""
+  addrs, lens, keep = [], [], []
+  for region, va, length in source.sges:
+    if n <= 0: break
+    if off >= length:
+      off -= length
+      continue
+    k = min(n, length - off)
+    if (m := host_map(region)) is not None:
+      a, l = m.spans(va - region.va + off, k)
+      keep.append(m)
+    else:                                                      # (inline WQE data, a model without generations)
+      views = region.chunks(va + off, k)
+      a, l = np.array([_address(v) for v in views], np.uint64), np.array([len(v) for v in views], np.uint64)
+      keep.append(views)
+    addrs.append(a)
+    lens.append(l)
+    off, n = 0, n - k
+  return np.concatenate(addrs), np.concatenate(lens), keep
+
+
+def _address(view: memoryview) -> int:
+  b = ffi.from_buffer("uint8_t[]", view)
+  try: return int(ffi.cast("uintptr_t", b))
+  finally: ffi.release(b)
 
 
 def send_run(fd: int, endpoint: tuple[str, int], head: bytes, lower_crc: int, bth: bytes, mtu: int, psn: int, n: int, k0: int,
-             ack_every: int, payload: list[memoryview]) -> int:
-  """Send n MIDDLE packets (PSNs from `psn`; AckReq where (k0 + j + 1) % ack_every == 0) whose payload `payload` holds
-  back to back: -> how many went out (fewer when the payload is too scattered for one datagram's buffers, or on a send
-  error after the first), or -errno."""
+             ack_every: int, payload: tuple) -> int:
+  """Send n MIDDLE packets (PSNs from `psn`; AckReq where (k0 + j + 1) % ack_every == 0) whose payload `payload` (from
+  `spans`) holds back to back: -> how many went out (fewer when it is too scattered for one datagram's buffers, or on a
+  send error after the first), or -errno."""
   t = ffi.new("tx_t *")
   t.head[0:len(head)] = head
   t.head_len, t.lower_crc, t.mtu = len(head), lower_crc, mtu
   t.bth[0:8] = bth
-  addr, lens, keep = pieces(payload)
-  r = lib().tx_run(fd, sockaddr(endpoint), t, psn, n, k0, ack_every, addr, lens, len(payload))
-  del keep
-  return r
+  addrs, lens, _ = payload
+  return lib().tx_run(fd, sockaddr(endpoint), t, psn, n, k0, ack_every, ffi.cast("uint64_t *", addrs.ctypes.data),
+                      ffi.cast("uint64_t *", lens.ctypes.data), len(addrs))
 
 
 class Flow:
@@ -106,7 +164,6 @@ class Receiver:
     self.flows: list[Flow | None] = [None] * FLOWS
     self.count = 0                                       # flows armed
     self.taken = 0                                       # packets C has written (statistics, tests)
-    self._pieces: dict = {}                              # (region, va, n, generation) -> pieces(): MRs written again
 
   def recv(self, fd: int) -> int:
     """Up to BATCH datagrams: how many (0: none waiting; -errno on an error)."""
@@ -127,11 +184,8 @@ class Receiver:
     slot = next((i for i, f in enumerate(self.flows) if f is None), None)
     if slot is None: return                              # every slot busy: this WRITE stays on the Python path
     region, va, left = qp.wctx
-    gen = region.generation
-    key = (region, va, left, int(gen[0]))
-    if (pc := self._pieces.get(key)) is None:
-      if len(self._pieces) >= 8: self._pieces.clear()
-      pc = self._pieces[key] = pieces(region.chunks(va, left), writable=True)
+    try: addrs, lens = host_map(region).spans(va - region.va, left)
+    except DMAFault: return                              # (the Python path faults where it must)
     c = self.cflows[slot]
     c.head[0:head_len] = bytes(frame[:head_len])
     c.head_len, c.lower_crc, c.frame_len = head_len, lower_crc, len(frame)
@@ -139,10 +193,11 @@ class Receiver:
     c.src_port = int.from_bytes(src[1].to_bytes(2, "big"), "little")
     c.until_ns = int(until * 1e9)
     c.qpn, c.pkey, c.mtu, c.epsn = qp.qpn, qp.a.pkey, qp.a.mtu, qp.epsn
-    c.left, c.off, c.piece, c.piece_len, c.npieces = left, 0, pc[0], pc[1], len(pc[2])
-    c.generation, c.gen = ffi.cast("uint64_t *", gen.ctypes.data), int(gen[0])
+    c.left, c.off, c.npieces = left, 0, len(addrs)
+    c.piece, c.piece_len = ffi.cast("uint64_t *", addrs.ctypes.data), ffi.cast("uint64_t *", lens.ctypes.data)
+    c.generation, c.gen = ffi.cast("uint64_t *", region.generation.ctypes.data), int(region.generation[0])
     c.done, c.ack, c.armed = 0, 0, 1
-    self.flows[slot] = Flow(c, qp, p, region, va, (pc, gen))
+    self.flows[slot] = Flow(c, qp, p, region, va, (addrs, lens, _maps[region], region.generation))
     self.count += 1
 
   def disarm(self, qp) -> None:

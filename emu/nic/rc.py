@@ -49,8 +49,8 @@ from emu.pci import DMAFault
 
 # access rights (the ibv_access_flags bits); NIC models translate their own encodings to these
 LOCAL_WRITE, REMOTE_WRITE, REMOTE_READ, REMOTE_ATOMIC = 1, 2, 4, 8
-WINDOW = 64                 # PSNs the requester lets be unacknowledged
-ACK_EVERY = 16              # AckReq at least this often within a long message
+WINDOW = 256                # PSNs the requester lets be unacknowledged (1 MiB at a 4096-byte MTU: within the wire's socket buffers)
+ACK_EVERY = 64              # AckReq at least this often within a long message (each ACK costs both ends a wake-up)
 READ_BURST = 64             # READ response packets sent per turn before incoming frames are served again
 
 # completion status (the ibv_wc_status names)
@@ -310,15 +310,15 @@ class QP:
     self._sent_to(self.tx_psn)
 
   def _transmit_run(self, wr: SendWR, k: int, n: int) -> None:
-    """Packets k .. k + n - 1 of `wr`, all MIDDLE packets, as one roce.FrameRun."""
+    """Packets k .. k + n - 1 of `wr`, all MIDDLE packets, as one roce.FrameRun (its payload is read, all of it, before
+    anything is sent: on a DMA fault nothing was, and it goes packet by packet so that the one that faults fails the WR)."""
     mtu = self.a.mtu
-    try: payload = wr.local.chunks(k * mtu, n * mtu)
-    except DMAFault: return self._transmit(wr, k)          # packet by packet: the one that faults fails the WR
     op = R.WRITE_MIDDLE if wr.opcode in (WRITE, WRITE_IMM) else R.SEND_MIDDLE
     p = R.Packet(op, 0, self.a.dest_qpn, pkey=self.a.pkey, solicited=wr.solicited)
+    try: self.host.transmit(self, R.FrameRun(self.a.path, p, self.tx_psn, n, mtu, k, ACK_EVERY, wr.local, k * mtu))
+    except DMAFault: return self._transmit(wr, k)
     self.stats.sent += n
     self.stats.retransmitted += max(0, min(n, -psn_delta(self.tx_psn, self.high)))
-    self.host.transmit(self, R.FrameRun(self.a.path, p, self.tx_psn, n, mtu, k, ACK_EVERY, payload))
     self.tx_psn = psn_add(self.tx_psn, n)
     self._sent_to(self.tx_psn)
 

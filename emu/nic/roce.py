@@ -225,11 +225,13 @@ def encode(path: Path, p: Packet, payload_parts: tuple = ()) -> list:
 class FrameRun:
   """`n` consecutive packets of one message that are all full path-MTU MIDDLE packets (WRITE or SEND): the same headers
   but the PSN (from `psn`) and AckReq (on packet j when (k0 + j + 1) % ack_every == 0, k0 being the first one's index
-  in its message), their payload `payload` back to back (n * mtu bytes). Sent as one batch (emu/nic/fastpath.py) or,
-  with `frames`, frame by frame."""
-  def __init__(self, path: Path, p: Packet, psn: int, n: int, mtu: int, k0: int, ack_every: int, payload: list):
+  in its message). Their payload is n * mtu bytes from `offset` of `source` (an rc.Buffer: `chunks(off, n)` gives the
+  views). Sent as one batch (emu/nic/fastpath.py) or, with `frames`, frame by frame; either reads all of the payload
+  (DMA faults included) before it sends anything."""
+  def __init__(self, path: Path, p: Packet, psn: int, n: int, mtu: int, k0: int, ack_every: int, source, offset: int):
     if p.opcode not in MIDDLE: raise ValueError(f"a frame run is of MIDDLE packets, not {p.name}")
-    self.path, self.p, self.psn, self.n, self.mtu, self.k0, self.ack_every, self.payload = path, p, psn, n, mtu, k0, ack_every, payload
+    self.path, self.p, self.psn, self.n, self.mtu, self.k0, self.ack_every = path, p, psn, n, mtu, k0, ack_every
+    self.source, self.offset = source, offset
 
   def headers(self) -> tuple[bytes, int, bytes]:
     """(Ethernet+IP+UDP bytes, their ICRC part, the BTH without its PSN word) of every packet of the run."""
@@ -238,19 +240,14 @@ class FrameRun:
 
   def ack_req(self, j: int) -> bool: return (self.k0 + j + 1) % self.ack_every == 0
 
-  def frames(self, start: int = 0):
+  def frames(self, start: int = 0) -> list[list]:
     """The frames of packets start, start + 1, ... (as `encode` builds them)."""
-    views, off = [memoryview(v).cast("B") for v in self.payload], 0
-    for j in range(self.n):
-      parts, need = [], self.mtu
-      while need:
-        v = views[0][off:off + need]
-        parts.append(v)
-        need, off = need - len(v), off + len(v)
-        if off == len(views[0]): views, off = views[1:], 0
-      if j < start: continue
-      p = Packet(self.p.opcode, psn_add(self.psn, j), self.p.dest_qpn, self.ack_req(j), self.p.solicited, self.p.pkey)
-      yield encode(self.path, p, tuple(parts))
+    if start >= self.n: return []
+    p, out = self.p, []
+    for j in range(start, self.n):
+      parts = tuple(self.source.chunks(self.offset + j * self.mtu, self.mtu))
+      out.append(encode(self.path, Packet(p.opcode, psn_add(self.psn, j), p.dest_qpn, self.ack_req(j), p.solicited, p.pkey), parts))
+    return out
 
 
 def _check_lower(f: memoryview, n: int) -> tuple:

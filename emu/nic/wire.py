@@ -221,15 +221,16 @@ class WirePort:
 
   def send_many(self, endpoint: tuple[str, int], run) -> None:
     """Send the frames of `run` (a roce.FrameRun), each as one datagram, in one batch when nothing needs to see them
-    one by one (taps, planned faults, a datagram held back to reorder)."""
+    one by one (taps, planned faults, a datagram held back to reorder). Its payload is read before anything is sent."""
     check_loopback(endpoint[0])
     done = 0
     if not self.taps and fastpath.lib() is not None:
       head, crc, bth = run.headers()
+      payload = fastpath.spans(run.source, run.offset, run.n * run.mtu)
       with self._txlock:
         if not self.faults.plan and self._held is None:
           done = max(0, fastpath.send_run(self.sock.fileno(), endpoint, head, crc, bth, run.mtu, run.psn, run.n, run.k0,
-                                          run.ack_every, run.payload))
+                                          run.ack_every, payload))
           self.sent += done
     for frame in run.frames(done): self.send(endpoint, frame)
 

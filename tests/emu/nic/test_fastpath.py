@@ -4,6 +4,7 @@ and every packet C may not take (a bad ICRC, another sender, a wrong PSN or P_Ke
 goes to the Python path, which checks it as always. Facts: emu/nic/roce.py (frames), rc.py (the responder)."""
 import os, random, socket, zlib
 
+import numpy as np
 import pytest
 
 from emu.nic import fastpath, rc, roce as R
@@ -28,20 +29,26 @@ def test_the_c_crc32_is_zlibs():
       assert fastpath.lib().crc32_update(0x5EED, data[start:start + n], n) == zlib.crc32(data[start:start + n], 0x5EED)
 
 
-def test_a_run_sent_by_c_is_what_python_builds():
-  """Six MIDDLE packets across the 24-bit PSN wrap, payload scattered over pieces that do not align with packets."""
+@pytest.mark.parametrize("mapped", [True, False])
+def test_a_run_sent_by_c_is_what_python_builds(mapped):
+  """Six MIDDLE packets across the 24-bit PSN wrap, their payload in SGEs that do not align with packets, in a region
+  with a mapping generation (C keeps its host map) or without (its views are taken for each run)."""
   rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
   rx.bind(("127.0.0.1", 0))
   rx.settimeout(10)
   tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
   path = R.Path(b"\2\0\0\0\0\1", b"\2\0\0\0\0\2", bytes(10) + b"\xff\xff\x0a\0\0\1", bytes(10) + b"\xff\xff\x0a\0\0\2")
-  data = memoryview(bytearray(random.Random(1).randbytes(6 * MTU)))
-  pieces = [data[:100], data[100:700], data[700:701], data[701:]]
-  run = R.FrameRun(path, R.Packet(R.WRITE_MIDDLE, 0, 0x123456, pkey=0xFFFF, solicited=True), 0xFFFFFD, 6, MTU, 3, 4, pieces)
+  mem = memoryview(bytearray(random.Random(1).randbytes(8 * MTU)))
+  region = rc.Region(1, 0x1000, len(mem), rc.LOCAL_WRITE, lambda va, n: [mem[va - 0x1000:va - 0x1000 + n]],
+                     np.zeros(1, np.uint64) if mapped else None)
+  source = rc.Buffer([(region, 0x1000, 100), (region, 0x1000 + 300, 600), (region, 0x1000 + 100, 1), (region, 0x1000 + 1000, 900)])
+  run = R.FrameRun(path, R.Packet(R.WRITE_MIDDLE, 0, 0x123456, pkey=0xFFFF, solicited=True), 0xFFFFFD, 6, MTU, 3, 4, source, 5)
   head, crc, bth = run.headers()
-  assert fastpath.send_run(tx.fileno(), rx.getsockname(), head, crc, bth, MTU, run.psn, run.n, run.k0, run.ack_every, pieces) == 6
+  payload = fastpath.spans(source, 5, 6 * MTU)
+  assert fastpath.send_run(tx.fileno(), rx.getsockname(), head, crc, bth, MTU, run.psn, run.n, run.k0, run.ack_every, payload) == 6
   got = [rx.recv(65536) for _ in range(6)]
   assert got == [b"".join(bytes(x) for x in f) for f in run.frames()]
+  assert b"".join(R.decode(f).payload for f in got) == b"".join(bytes(v) for v in source.chunks(5, 6 * MTU))
   assert [R.decode(f).psn for f in got] == [0xFFFFFD, 0xFFFFFE, 0xFFFFFF, 0, 1, 2]
   assert [R.decode(f).ack_req for f in got] == [True, False, False, False, True, False]   # (3 + j + 1) % 4 == 0
   tx.close()
