@@ -45,12 +45,11 @@ class EventRing:
   def push(self, entry: bytes | bytearray) -> bool:
     """Write `entry` at the producer with the pass's valid bit; False if the ring is full."""
     if self.prod - self.cons >= self.ring.depth: return False
-    e = bytearray(entry)
-    e[self.valid_byte] = (e[self.valid_byte] & ~1) | self.ring.valid_bit(self.prod)
-    addr, vb = self.ring.entry(self.prod), self.valid_byte
-    self.ring.dma.write(addr, bytes(e[:vb]))
-    if vb + 1 < len(e): self.ring.dma.write(addr + vb + 1, bytes(e[vb + 1:]))
-    self.ring.dma.write(addr + vb, bytes(e[vb:vb + 1]))
+    vb = self.valid_byte
+    slot = self.ring.dma.view(self.ring.entry(self.prod), len(entry))      # (an entry never crosses a page)
+    slot[:vb] = entry[:vb]
+    slot[vb + 1:] = entry[vb + 1:]
+    slot[vb] = (entry[vb] & ~1) | self.ring.valid_bit(self.prod)
     self.prod += 1
     self._raise()
     return True
