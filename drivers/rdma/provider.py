@@ -33,6 +33,9 @@ class Completion:
 class ProviderCQ(Protocol):
   depth: int
   def poll(self, max_entries: int) -> list[Completion]: ...
+  # optional: arm the CQ's notification and sleep until its next completion is notified (an interrupt) or `timeout_s`
+  # passes, returning True (then the caller polls); False at once where the CQ cannot notify (the caller sleep-polls)
+  def wait_event(self, timeout_s: float) -> bool: ...
   def destroy(self) -> None: ...
 
 

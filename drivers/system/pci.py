@@ -64,6 +64,11 @@ class PCIDevice:
     self._dma.remove(mem)
     mem.free()
 
+  def msix_eventfd(self, vector: int) -> int | None:
+    """An eventfd that counts the function's interrupts on MSI-X `vector` (read it to consume them), or None where
+    this platform delivers no interrupts (the driver polls). Closed with the device."""
+    return None
+
   def enable_bus_master(self) -> None:
     cmd = self.read_config(PCI_COMMAND, 2)
     self.write_config(PCI_COMMAND, 2, cmd | PCI_COMMAND_MEMORY | PCI_COMMAND_MASTER)
@@ -84,6 +89,7 @@ class ModelPCIDevice(PCIDevice):
   `model` is the model, or, with `bus`, a callable that builds it once the device lock is held."""
   def __init__(self, model: Any, lock_prefix: str | None, bus: str | None = None):
     super().__init__(model.bus if bus is None else bus, lock_prefix)
+    self._msix: dict[int, int] = {}
     try: self.model = model if bus is None else model()
     except BaseException:
       self.close()
@@ -116,8 +122,19 @@ class ModelPCIDevice(PCIDevice):
 
   def reset(self) -> None: self.model.reset()
 
+  def msix_eventfd(self, vector: int) -> int:
+    """The model raises `vector` by writing this eventfd (what VFIO_DEVICE_SET_IRQS sets up for a real function)."""
+    if (fd := self._msix.get(vector)) is None:
+      fd = self._msix[vector] = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+      self.model.connect_msix(vector, fd)
+    return fd
+
   def close(self) -> None:
-    if getattr(self, "model", None) is not None: self.model.close()   # its engines stop before their DMA memory goes
+    if getattr(self, "model", None) is not None:
+      self.model.close()                    # its engines stop before their DMA memory and interrupts go
+      for vector in self._msix: self.model.connect_msix(vector, None)
+    for fd in self._msix.values(): os.close(fd)
+    self._msix.clear()
     super().close()
 
 
