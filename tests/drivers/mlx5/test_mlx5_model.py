@@ -1,0 +1,166 @@
+"""The mlx5 driver against the emulated ConnectX-6 Dx (mock-<n>) through drivers/rdma's verbs: bring-up, RDMA WRITE /
+WRITE with immediate / READ / SEND through the NIC's internal loopback for sizes from 1 B to 4 MiB + 1, error CQEs with
+their syndromes, the firmware's pages given and reclaimed (none left after teardown), failed commands naming the command,
+status and syndrome, and the device lock."""
+import numpy as np
+import pytest
+
+from autogen import mlx5 as H, mlx5_core as C
+from drivers.mlx5.ifc import CommandError
+from drivers.rdma import SGE, Access, RecvWR, SendWR, WCError, WCOpcode, WCStatus, WROpcode, QPState, open_context
+from drivers.system import DeviceBusyError
+from emu.nic.mlx5 import syndrome
+from emu.nic.mlx5.pages import REGULAR
+
+RW = Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ
+
+
+@pytest.fixture
+def nic():
+  ctx = open_context("mlx5", "mock-0", ip="10.0.0.1")
+  ctx.set_loopback(True)
+  yield ctx
+  ctx.close()
+
+
+def model(ctx):
+  return ctx.provider.pci.model
+
+
+class Pair:
+  """Two QPs of one NIC connected to each other (through its internal loopback), with one CQ."""
+  def __init__(self, ctx, timeout: int = 14, retry_cnt: int = 7):
+    self.ctx, self.pd, self.cq = ctx, ctx.alloc_pd(), ctx.create_cq(64)
+    self.a, self.b = self.pd.create_qp(self.cq), self.pd.create_qp(self.cq)
+    self.a.connect(self.b.endpoint(200), 100, timeout=timeout, retry_cnt=retry_cnt)
+    self.b.connect(self.a.endpoint(100), 200)
+
+  def mr(self, size: int, access=RW, fill: bool = False):
+    mr = self.pd.reg_mr(self.ctx.alloc(size), access, size)
+    if fill: mr.view[:] = np.random.default_rng(size).integers(0, 256, size, dtype=np.uint8).tobytes()
+    return mr
+
+  def write(self, src, dst, length=None, offset=0, rkey=None, opcode=WROpcode.RDMA_WRITE, **kw):
+    length = src.length if length is None else length
+    self.a.post_send(SendWR(1, opcode, [src.sge(0, length)], remote_addr=dst.addr + offset,
+                            rkey=dst.rkey if rkey is None else rkey, **kw))
+    return self.cq.wait(1, timeout_s=60)
+
+
+def test_bring_up_reads_the_firmware_and_gives_the_port_its_mac_and_gid(nic):
+  assert nic.provider.firmware == "22.39.1002" and nic.mac == bytes.fromhex("0215b3000000")
+  assert nic.query_gid(0) == bytes(10) + b"\xff\xff" + bytes([10, 0, 0, 1])
+  m = model(nic)
+  assert m.hca.initialized and m.hca.issi == 1 and m.hca.roce_en and m.port.gids[0] == nic.query_gid(0)
+  assert m.hca.cap(0, "roce") == 1 and m.hca.cap(4, "sw_r_roce_src_udp_port") == 1
+  assert set(m.pages.kind) == set(nic.provider.pages.given)          # the model holds exactly the pages it was given
+
+
+@pytest.mark.parametrize("size", [1, 4096, 4097, 1 << 20, (4 << 20) + 1])
+def test_rdma_write_of_every_size_lands_exactly(nic, size):
+  p = Pair(nic)
+  src, dst = p.mr(size, fill=True), p.mr(size + 64)
+  (wc,) = p.write(src, dst)
+  assert (wc.status, wc.opcode, wc.byte_len) == (WCStatus.SUCCESS, WCOpcode.RDMA_WRITE, size)
+  assert bytes(dst.view[:size]) == bytes(src.view) and bytes(dst.view[size:]) == bytes(64)
+
+
+def test_rdma_read_brings_the_remote_bytes(nic):
+  p = Pair(nic)
+  remote, local = p.mr(10000, fill=True), p.mr(10000)
+  (wc,) = p.write(local, remote, opcode=WROpcode.RDMA_READ)
+  assert (wc.opcode, wc.byte_len) == (WCOpcode.RDMA_READ, 10000) and bytes(local.view) == bytes(remote.view)
+
+
+def test_send_lands_in_the_posted_receive_and_write_with_immediate_consumes_one(nic):
+  p = Pair(nic)
+  msg, inbox, target = p.mr(300, fill=True), p.mr(512), p.mr(300)
+  p.b.post_recv([RecvWR(41, [inbox.sge()]), RecvWR(42, [])])
+  p.a.post_send(SendWR(1, WROpcode.SEND_WITH_IMM, [msg.sge()], imm_data=0x1234))
+  got = {wc.wr_id: wc for wc in p.cq.wait(2, timeout_s=30)}
+  assert (got[41].opcode, got[41].byte_len, got[41].imm_data) == (WCOpcode.RECV, 300, 0x1234)
+  assert bytes(inbox.view[:300]) == bytes(msg.view)
+  p.a.post_send(SendWR(2, WROpcode.RDMA_WRITE_WITH_IMM, [msg.sge()], imm_data=0xC0FFEE, remote_addr=target.addr, rkey=target.rkey))
+  got = {wc.wr_id: wc for wc in p.cq.wait(2, timeout_s=30)}
+  assert (got[42].opcode, got[42].imm_data) == (WCOpcode.RECV_RDMA_WITH_IMM, 0xC0FFEE) and bytes(target.view) == bytes(msg.view)
+
+
+def test_a_bad_rkey_gives_an_error_cqe_with_the_remote_access_syndrome(nic):
+  p = Pair(nic)
+  src, dst = p.mr(64, fill=True), p.mr(64)
+  with pytest.raises(WCError) as e:
+    p.write(src, dst, rkey=dst.rkey ^ 0x5A00)
+  wc = e.value.wc
+  assert (wc.status, wc.vendor_err) == (WCStatus.REM_ACCESS_ERR, C.MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR)
+  assert wc.vendor_status.startswith("MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR") and bytes(dst.view) == bytes(64)
+  assert p.a.state == QPState.ERR
+
+
+def test_a_bad_lkey_is_a_local_protection_error(nic):
+  p = Pair(nic)
+  src, dst = p.mr(64, fill=True), p.mr(64)
+  p.a.post_send(SendWR(1, WROpcode.RDMA_WRITE, [SGE(src.addr, 64, src.lkey ^ 0x100)], remote_addr=dst.addr, rkey=dst.rkey))
+  with pytest.raises(WCError) as e: p.cq.wait(1, timeout_s=30)
+  assert (e.value.wc.status, e.value.wc.vendor_err) == (WCStatus.LOC_PROT_ERR, C.MLX5_CQE_SYNDROME_LOCAL_PROT_ERR)
+
+
+def test_a_failed_command_names_the_command_status_and_syndrome(nic):
+  dev = nic.provider
+  with pytest.raises(CommandError) as e:
+    dev.cmd(H.MLX5_CMD_OP_CREATE_CQ, {"cq_context.log_cq_size": 6, "cq_context.uar_page": dev.uar,
+                                      "cq_context.c_eqn_or_apu_element": 77, "cq_context.dbr_addr": dev.dbr.bus_addr(0)},
+            payload=bytes(8 * 2))
+  assert (e.value.status, e.value.syndrome) == (C.MLX5_CMD_STAT_BAD_PARAM_ERR, syndrome("no such eq"))
+  assert f"CREATE_CQ (0x400) failed: status BAD_PARAM_ERR (0x3), syndrome {syndrome('no such eq'):#010x}" in str(e.value)
+  with pytest.raises(CommandError, match=r"SET_HCA_CAP \(0x109\) failed: status BAD_SYS_STATE_ERR"):
+    dev.cmd(H.MLX5_CMD_OP_SET_HCA_CAP, at={16: dev.caps})            # the capabilities are set before INIT_HCA
+
+
+def test_regular_pages_are_requested_given_and_reclaimed(nic):
+  """ICM for 40 MKEYs needs more regular pages: the firmware asks (page-request EQEs), the driver gives them; after
+  the MKEYs go the firmware asks to return the spare ones and the driver takes them back."""
+  dev, m = nic.provider, model(nic)
+  pd = nic.alloc_pd()
+  before = len(dev.pages.given)
+  mrs = [pd.reg_mr(nic.alloc(4096), RW) for _ in range(40)]
+  grown = len(dev.pages.given)
+  assert grown >= before + 2 and set(m.pages.kind) == set(dev.pages.given) and m.pages.want(REGULAR) == 0
+  for mr in mrs: mr.dereg()
+  assert len(dev.pages.given) < grown and set(m.pages.kind) == set(dev.pages.given) and m.pages.want(REGULAR) == 0
+
+
+def test_teardown_reclaims_every_page_and_disables_the_hca(nic):
+  p = Pair(nic)
+  src, dst = p.mr(4096, fill=True), p.mr(4096)
+  p.write(src, dst)
+  m, given = model(nic), nic.provider.pages.given
+  assert len(given) > 0
+  nic.close()
+  assert m.pages.kind == {} and given == {} and not m.hca.enabled and not m.state.enabled
+
+
+def test_a_hca_left_enabled_is_reset_by_the_next_driver():
+  ctx = open_context("mlx5", "mock-3", ip="10.0.3.1")
+  m = model(ctx)
+  m.state.enabled = 1                 # as a killed process leaves it: the state file says enabled
+  m.save()
+  ctx.provider.pci._lock.release()    # without the teardown, as if the process died
+  m.close()
+  again = open_context("mlx5", "mock-3", ip="10.0.3.1")
+  assert model(again).state.resets >= 1 and model(again).hca.initialized
+  again.close()
+
+
+def test_a_second_context_cannot_take_the_nic(nic):
+  with pytest.raises(DeviceBusyError, match="device mock-0 is in use by pid"):
+    open_context("mlx5", "mock-0")
+
+
+def test_queues_wrap_with_their_owner_bits(nic):
+  """300 WRITEs through a 16-WQEBB send queue and a 64-entry CQ, each CQE found by its owner bit."""
+  p = Pair(nic)
+  src, dst = p.mr(256, fill=True), p.mr(256)
+  for i in range(300):
+    (wc,) = p.write(src, dst, length=1 + i % 256)
+    assert wc.status == WCStatus.SUCCESS
+  assert bytes(dst.view) == bytes(src.view) and p.cq.hw.ci == 300
