@@ -20,18 +20,19 @@ that ends without TEARDOWN_HCA / DISABLE_HCA leaves the HCA enabled: the next on
 `reset()`) before ENABLE_HCA. What a driver created lived in its DMA memory and dies with its process.
 """
 from __future__ import annotations
-import ctypes, os, tempfile, threading
+import threading
 from ctypes import Structure, c_uint8, c_uint32
 
 from emu.nic.mlx5 import ModelError
 from emu.nic.mlx5.cmdq import CommandQueue, LOG_SIZE, LOG_STRIDE
 from emu.nic.mlx5.cq import CQs
 from emu.nic.mlx5.eq import EQs, DB_ARM, DB_NOARM
-from emu.nic.mlx5.hca import HCA, MAX_UARS
+from emu.nic.mlx5.hca import HCA
 from emu.nic.mlx5.mkey import MKeys
 from emu.nic.mlx5.pages import Pages
 from emu.nic.mlx5.qp import QPs
 from emu.nic.mlx5.wqe import sq_doorbell
+from emu.nic import state
 from emu.nic.port import RoCEPort
 from emu.nic.bnxt.bcm57508 import HostMemory
 from emu.pci import PCIFunction, PCI_COMMAND, PCI_COMMAND_MEMORY
@@ -52,21 +53,12 @@ class DeviceState(Structure):
 
 def state_dir(index: int) -> str:
   """Where emulated NIC `index` keeps its state: $TMPDIR/hcq-emu/mlx5-<index>."""
-  return os.path.join(os.environ.get("TMPDIR") or tempfile.gettempdir(), "hcq-emu", f"mlx5-{index}")
-
-
-def _load(path: str) -> DeviceState | None:
-  try:
-    with open(os.path.join(path, "state"), "rb") as f: st = DeviceState.from_buffer_copy(f.read(ctypes.sizeof(DeviceState)))
-  except (OSError, ValueError): return None
-  return st if (st.magic, st.version) == (STATE_MAGIC, STATE_VERSION) else None
+  return state.state_dir("mlx5", index)
 
 
 def list_states() -> list[int]:
   """Indexes of the emulated ConnectX NICs with saved state under $TMPDIR/hcq-emu."""
-  root = os.path.dirname(state_dir(0))
-  names = os.listdir(root) if os.path.isdir(root) else []
-  return sorted(int(n[5:]) for n in names if n.startswith("mlx5-") and n[5:].isdigit() and _load(os.path.join(root, n)))
+  return state.saved("mlx5", DeviceState, STATE_MAGIC, STATE_VERSION)
 
 
 def _be(value: int, size: int) -> int:
@@ -116,7 +108,7 @@ class CX6DX(PCIFunction):
     super().__init__(bus, VENDOR_ID, DEVICE_ID, CLASS_ETHERNET, REVISION)
     self.path, self.lock = path, threading.RLock()
     self.log_lines: list[str] = []
-    self.state = (_load(path) if path else None) or DeviceState(STATE_MAGIC, STATE_VERSION)
+    self.state = (state.load(path, DeviceState, STATE_MAGIC, STATE_VERSION) if path else None) or DeviceState(STATE_MAGIC, STATE_VERSION)
     if not any(self.state.mac): self.state.mac[:] = bytes((0x02, 0x15, 0xB3, 0, index >> 8 & 0xFF, index & 0xFF))
     self.mac = bytes(self.state.mac)
     self.stale = bool(self.state.enabled)
@@ -144,11 +136,7 @@ class CX6DX(PCIFunction):
     raise ModelError(f"BAR0 read at {offset:#x}: past the init segment (0x000-0x1ff)")
 
   def save(self) -> None:
-    if self.path is None: return
-    os.makedirs(self.path, exist_ok=True)
-    tmp = os.path.join(self.path, f"state.{os.getpid()}")
-    with open(tmp, "wb") as f: f.write(bytes(self.state))
-    os.replace(tmp, os.path.join(self.path, "state"))
+    if self.path is not None: state.save(self.path, self.state)
 
   def log(self, line: str) -> None:
     self.log_lines.append(line)

@@ -2,7 +2,6 @@
 WRITE with immediate / READ / SEND through the NIC's internal loopback for sizes from 1 B to 4 MiB + 1, error CQEs with
 their syndromes, the firmware's pages given and reclaimed (none left after teardown), failed commands naming the command,
 status and syndrome, and the device lock."""
-import numpy as np
 import pytest
 
 from autogen import mlx5 as H, mlx5_core as C
@@ -11,8 +10,8 @@ from drivers.rdma import SGE, Access, RecvWR, SendWR, WCError, WCOpcode, WCStatu
 from drivers.system import DeviceBusyError
 from emu.nic.mlx5 import syndrome
 from emu.nic.mlx5.pages import REGULAR
+from tests.drivers.bnxt.test_bnxt_model import RW, Pair   # two QPs of one NIC, one CQ: the same verbs for both vendors
 
-RW = Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ
 
 
 @pytest.fixture
@@ -25,26 +24,6 @@ def nic():
 
 def model(ctx):
   return ctx.provider.pci.model
-
-
-class Pair:
-  """Two QPs of one NIC connected to each other (through its internal loopback), with one CQ."""
-  def __init__(self, ctx, timeout: int = 14, retry_cnt: int = 7):
-    self.ctx, self.pd, self.cq = ctx, ctx.alloc_pd(), ctx.create_cq(64)
-    self.a, self.b = self.pd.create_qp(self.cq), self.pd.create_qp(self.cq)
-    self.a.connect(self.b.endpoint(200), 100, timeout=timeout, retry_cnt=retry_cnt)
-    self.b.connect(self.a.endpoint(100), 200)
-
-  def mr(self, size: int, access=RW, fill: bool = False):
-    mr = self.pd.reg_mr(self.ctx.alloc(size), access, size)
-    if fill: mr.view[:] = np.random.default_rng(size).integers(0, 256, size, dtype=np.uint8).tobytes()
-    return mr
-
-  def write(self, src, dst, length=None, offset=0, rkey=None, opcode=WROpcode.RDMA_WRITE, **kw):
-    length = src.length if length is None else length
-    self.a.post_send(SendWR(1, opcode, [src.sge(0, length)], remote_addr=dst.addr + offset,
-                            rkey=dst.rkey if rkey is None else rkey, **kw))
-    return self.cq.wait(1, timeout_s=60)
 
 
 def test_bring_up_reads_the_firmware_and_gives_the_port_its_mac_and_gid(nic):
