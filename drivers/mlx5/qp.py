@@ -84,7 +84,9 @@ class QP:
     f = self._base() | {f"{p}vhca_port_num": 1}
     acc = attr.qp_access_flags if mask & M.ACCESS_FLAGS else 0
     access = {"qpc.rre": int(bool(acc & Access.REMOTE_READ)), "qpc.rwe": int(bool(acc & Access.REMOTE_WRITE))}
-    if new == QPState.ERR: return self._cmd(H.MLX5_CMD_OP_2ERR_QP, {})
+    if new == QPState.ERR:
+      self.flushed = True                   # the verbs layer flushes the requests: the hardware's flush CQEs are dropped
+      return self._cmd(H.MLX5_CMD_OP_2ERR_QP, {})
     if new == QPState.RESET:
       self._cmd(H.MLX5_CMD_OP_2RST_QP, {})
       self.sq_pi = self.rq_pi = 0
@@ -94,6 +96,10 @@ class QP:
       dev.dbr.view[self.dbr:self.dbr + 8] = bytes(8)
       return
     if (cur, new) == (QPState.RESET, QPState.INIT): return self._cmd(H.MLX5_CMD_OP_RST2INIT_QP, f | access)
+    if (cur, new) == (QPState.INIT, QPState.INIT):
+      opt = (C.MLX5_QP_OPTPAR_RRE | C.MLX5_QP_OPTPAR_RWE if mask & M.ACCESS_FLAGS else 0) | \
+            (C.MLX5_QP_OPTPAR_PKEY_INDEX if mask & M.PKEY_INDEX else 0)
+      return self._cmd(H.MLX5_CMD_OP_INIT2INIT_QP, f | access | {"opt_param_mask": opt})
     if (cur, new) == (QPState.INIT, QPState.RTR):
       ah = attr.ah_attr
       rmac = int.from_bytes(ah.dmac, "big")

@@ -1,11 +1,11 @@
-"""RC queue pairs: CREATE_QP, RST2INIT_QP, INIT2RTR_QP, RTR2RTS_QP, 2ERR_QP, 2RST_QP, DESTROY_QP (mlx5_ifc.h qpc, ads;
+"""RC queue pairs: CREATE_QP, RST2INIT_QP, INIT2INIT_QP, INIT2RTR_QP, RTR2RTS_QP, 2ERR_QP, 2RST_QP, DESTROY_QP (mlx5_ifc.h qpc, ads;
 reference/rdma.md 6.4), and the rc.Host the transport calls back (emu/nic/rc.py).
 
 CREATE_QP: st RC, pm_state MIGRATED, an allocated PD and UAR page, existing CQs (cqn_snd, cqn_rcv), log_msg_max <= the
 capability, a regular RQ (rq_type 0, log_rq_stride: 16 << stride bytes a WQE) followed in one buffer by the SQ (64-byte
 WQEBBs; no_sq 0), pages of 4 KiB << log_page_size (page_offset 0) listed from byte 0x110, and an 8-byte aligned doorbell
 record. A transition from the wrong state is BAD_QP_STATE_ERR. RST2INIT takes the port (primary_address_path.vhca_port_num
-1), P_Key index 0 and rre/rwe (rae: atomics are not modelled); INIT2RTR the MTU (256 << (mtu - 1), up to 4096),
+1), P_Key index 0 and rre/rwe (rae: atomics are not modelled), INIT2INIT the same where opt_param_mask says; INIT2RTR the MTU (256 << (mtu - 1), up to 4096),
 remote_qpn, next_rcv_psn, log_rra_max (READs as responder, <= log_max_ra_res_qp), min_rnr_nak and the address path
 (src_addr_index a set RoCE address, rgid_rip, rmac, hop_limit, tclass, flow_label, udp_sport), with rre/rwe/P_Key index
 again only where opt_param_mask says (RRE, RWE, PKEY_INDEX; other bits are BAD_PARAM), and needs RoCE enabled (the
@@ -67,7 +67,8 @@ class QPs:
   def __init__(self, nic: CX6DX):
     self.nic = nic
     for op, fn in ((H.MLX5_CMD_OP_CREATE_QP, self.create), (H.MLX5_CMD_OP_DESTROY_QP, self.destroy),
-                   (H.MLX5_CMD_OP_RST2INIT_QP, self.rst2init), (H.MLX5_CMD_OP_INIT2RTR_QP, self.init2rtr),
+                   (H.MLX5_CMD_OP_RST2INIT_QP, self.rst2init), (H.MLX5_CMD_OP_INIT2INIT_QP, self.init2init),
+                   (H.MLX5_CMD_OP_INIT2RTR_QP, self.init2rtr),
                    (H.MLX5_CMD_OP_RTR2RTS_QP, self.rtr2rts), (H.MLX5_CMD_OP_2ERR_QP, self.to_err),
                    (H.MLX5_CMD_OP_2RST_QP, self.to_rst)):
       nic.cmdq.register(op, fn)
@@ -139,6 +140,19 @@ class QPs:
     self._port(c)
     qp.rc.modify("INIT", access=self._access(c), pkey=0xFFFF)
 
+  def init2init(self, c: Command) -> None:
+    qp = self._qp(c, "INIT")
+    opt = self._opt(c)
+    self._port(c, bool(opt & C.MLX5_QP_OPTPAR_PKEY_INDEX))
+    if opt & (C.MLX5_QP_OPTPAR_RRE | C.MLX5_QP_OPTPAR_RWE): qp.rc.modify("INIT", access=self._optional_access(c, opt, qp))
+
+  def _optional_access(self, c: Command, opt: int, qp: QP) -> int:
+    """The access rights with rre / rwe taken from the context only where opt_param_mask names them."""
+    acc, keep = self._access(c), qp.rc.a.access
+    if not opt & C.MLX5_QP_OPTPAR_RRE: acc = acc & ~rc.REMOTE_READ | keep & rc.REMOTE_READ
+    if not opt & C.MLX5_QP_OPTPAR_RWE: acc = acc & ~rc.REMOTE_WRITE | keep & rc.REMOTE_WRITE
+    return acc
+
   def init2rtr(self, c: Command) -> None:
     qp, hca = self._qp(c, "INIT"), self.nic.hca
     opt = self._opt(c)
@@ -157,12 +171,7 @@ class QPs:
     except ValueError as e: raise CommandFailed(BAD_PARAM, "gid types differ", str(e)) from None
     attrs = dict(path=path, mtu=256 << (q("mtu") - 1), dest_qpn=q("remote_qpn"), rq_psn=q("next_rcv_psn"),
                  max_dest_rd_atomic=1 << q("log_rra_max"), min_rnr_timer=q("min_rnr_nak"))
-    if opt & (C.MLX5_QP_OPTPAR_RRE | C.MLX5_QP_OPTPAR_RWE):
-      acc = self._access(c)
-      keep = qp.rc.a.access
-      if not opt & C.MLX5_QP_OPTPAR_RRE: acc = acc & ~rc.REMOTE_READ | keep & rc.REMOTE_READ
-      if not opt & C.MLX5_QP_OPTPAR_RWE: acc = acc & ~rc.REMOTE_WRITE | keep & rc.REMOTE_WRITE
-      attrs["access"] = acc
+    if opt & (C.MLX5_QP_OPTPAR_RRE | C.MLX5_QP_OPTPAR_RWE): attrs["access"] = self._optional_access(c, opt, qp)
     qp.rc.modify("RTR", **attrs)
 
   def rtr2rts(self, c: Command) -> None:

@@ -2,11 +2,12 @@
 WRITE with immediate / READ / SEND through the NIC's internal loopback for sizes from 1 B to 4 MiB + 1, error CQEs with
 their syndromes, the firmware's pages given and reclaimed (none left after teardown), failed commands naming the command,
 status and syndrome, and the device lock."""
+import numpy as np
 import pytest
 
 from autogen import mlx5 as H, mlx5_core as C
 from drivers.mlx5.ifc import CommandError
-from drivers.rdma import SGE, Access, RecvWR, SendWR, WCError, WCOpcode, WCStatus, WROpcode, QPState, open_context
+from drivers.rdma import SGE, Access, QPAttr, QPAttrMask, QPCap, RecvWR, SendFlags, SendWR, WCError, WCOpcode, WCStatus, WROpcode, QPState, open_context
 from drivers.system import DeviceBusyError
 from emu.nic.mlx5 import syndrome
 from emu.nic.mlx5.pages import REGULAR
@@ -136,10 +137,102 @@ def test_a_second_context_cannot_take_the_nic(nic):
 
 
 def test_queues_wrap_with_their_owner_bits(nic):
-  """300 WRITEs through a 16-WQEBB send queue and a 64-entry CQ, each CQE found by its owner bit."""
+  """300 WRITEs through a 64-WQEBB send queue and a 64-entry CQ, each CQE found by its owner bit."""
   p = Pair(nic)
   src, dst = p.mr(256, fill=True), p.mr(256)
   for i in range(300):
     (wc,) = p.write(src, dst, length=1 + i % 256)
     assert wc.status == WCStatus.SUCCESS
   assert bytes(dst.view) == bytes(src.view) and p.cq.hw.ci == 300
+
+
+@pytest.mark.parametrize("fault", ["drop", "dup", "reorder"])
+def test_a_lost_duplicated_or_reordered_datagram_is_recovered(nic, fault):
+  p = Pair(nic, timeout=10)
+  src, dst = p.mr(64 << 10, fill=True), p.mr(64 << 10)
+  port = model(nic).port.wire
+  port.faults.add(fault, port.sent + 3)
+  (wc,) = p.write(src, dst)
+  assert wc.status == WCStatus.SUCCESS and bytes(dst.view) == bytes(src.view)
+  assert [k for _, k in port.faults.applied] == [fault]
+
+
+def test_gather_and_scatter_lists_and_unsignaled_writes(nic):
+  """Three SGEs out (one WQE of 5 segments, two WQEBBs), three in (a 64-byte receive stride); unsignaled WRITEs
+  complete silently before the signaled one after them."""
+  pd, cq = nic.alloc_pd(), nic.create_cq(64)
+  cap = QPCap(max_send_sge=3, max_recv_sge=3)
+  a, b = pd.create_qp(cq, cap=cap), pd.create_qp(cq, cap=cap)
+  a.connect(b.endpoint(0), 0)
+  b.connect(a.endpoint(0), 0)
+  src = pd.reg_mr(nic.alloc(3000), RW, 3000)
+  src.view[:] = np.random.default_rng(1).integers(0, 256, 3000, dtype=np.uint8).tobytes()
+  inbox = [pd.reg_mr(nic.alloc(4096), RW, n) for n in (100, 900, 2000)]
+  b.post_recv(RecvWR(9, [m.sge() for m in inbox]))
+  a.post_send(SendWR(1, WROpcode.SEND, [src.sge(0, 1000), src.sge(1000, 1000), src.sge(2000, 1000)]))
+  got = {wc.wr_id: wc for wc in cq.wait(2, timeout_s=30)}
+  assert got[9].byte_len == 3000 and b"".join(bytes(m.view) for m in inbox) == bytes(src.view)
+  dst = pd.reg_mr(nic.alloc(3000), RW, 3000)
+  a.post_send([SendWR(i, WROpcode.RDMA_WRITE, [src.sge(i * 1000, 1000)], send_flags=SendFlags(0), remote_addr=dst.addr + i * 1000,
+                      rkey=dst.rkey) for i in range(2)] +
+              [SendWR(2, WROpcode.RDMA_WRITE, [src.sge(2000, 1000)], remote_addr=dst.addr + 2000, rkey=dst.rkey)])
+  (wc,) = cq.wait(1, timeout_s=30)
+  assert wc.wr_id == 2 and bytes(dst.view) == bytes(src.view) and not a.sq
+
+
+def test_a_send_with_no_receive_posted_exhausts_the_rnr_retries(nic):
+  pd, cq = nic.alloc_pd(), nic.create_cq(64)
+  a, b = pd.create_qp(cq), pd.create_qp(cq)
+  a.connect(b.endpoint(0), 0, rnr_retry=1)
+  b.connect(a.endpoint(0), 0)
+  msg = pd.reg_mr(nic.alloc(64), RW, 64)
+  a.post_send(SendWR(1, WROpcode.SEND, [msg.sge()]))
+  with pytest.raises(WCError) as e: cq.wait(1, timeout_s=30)
+  assert (e.value.wc.status, e.value.wc.vendor_err) == (WCStatus.RNR_RETRY_EXC_ERR, C.MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR)
+
+
+def test_moving_to_err_flushes_the_posted_receives_with_error_cqes(nic):
+  p = Pair(nic)
+  inbox = p.mr(64)
+  p.b.post_recv([RecvWR(i, [inbox.sge()]) for i in range(3)])
+  p.b.modify(QPAttr(QPState.ERR), QPAttrMask.STATE)
+  flushed = []
+  for _ in range(3):
+    with pytest.raises(WCError) as e: p.cq.poll()
+    flushed.append((e.value.wc.wr_id, e.value.wc.status))
+  assert flushed == [(i, WCStatus.WR_FLUSH_ERR) for i in range(3)] and p.cq.poll() == []
+  assert p.cq.hw.ci == 3          # the hardware wrote a flush CQE for each (the verbs layer had flushed them already)
+
+
+def test_a_stale_key_does_not_reach_a_new_mr_at_the_same_index(nic):
+  p = Pair(nic)
+  src, old = p.mr(64, fill=True), p.mr(64)
+  stale = old.rkey
+  old.dereg()
+  new = p.mr(64)
+  assert new.rkey >> 8 == stale >> 8 and new.rkey != stale                        # same MKEY index, another variant
+  with pytest.raises(WCError, match="REM_ACCESS_ERR"): p.write(src, new, rkey=stale)
+  assert bytes(new.view) == bytes(64)
+
+
+def test_qp_contexts_live_in_the_pages_the_driver_gave(nic):
+  """The firmware's ICM is the driver's memory: the QP context's PD field is in a page from pages.given."""
+  p = Pair(nic)
+  m, given = model(nic), nic.provider.pages.given
+  page, slot = m.qps.qps[p.a.qp_num].slot
+  assert page in given and page in m.pages.slots
+  ctx = bytes(given[page].view[slot * 256:slot * 256 + 232])
+  assert H.LAYOUTS["qpc"].get(ctx, "pd") == p.pd.handle and H.LAYOUTS["qpc"].get(ctx, "log_sq_size") == p.a.hw.log_sq
+
+
+def test_the_firmware_refuses_transitions_from_the_wrong_state_and_rtr_without_roce(nic):
+  dev, p = nic.provider, Pair(nic)
+  with pytest.raises(CommandError) as e: dev.cmd(H.MLX5_CMD_OP_RST2INIT_QP, qpn=p.a.qp_num)
+  assert (e.value.status, e.value.syndrome) == (C.MLX5_CMD_STAT_BAD_QP_STATE_ERR, syndrome("bad qp state"))
+  dev.cmd(H.MLX5_CMD_OP_MODIFY_NIC_VPORT_CONTEXT, {"field_select.roce_en": 1, "nic_vport_context.roce_en": 0})
+  qp = p.pd.create_qp(p.cq)
+  qp.modify(QPAttr(QPState.INIT, qp_access_flags=RW), QPAttrMask.STATE | QPAttrMask.PKEY_INDEX | QPAttrMask.PORT | QPAttrMask.ACCESS_FLAGS)
+  qp.modify(QPAttr(QPState.INIT, qp_access_flags=Access.LOCAL_WRITE), QPAttrMask.STATE | QPAttrMask.ACCESS_FLAGS)   # INIT2INIT
+  assert model(nic).qps.qps[qp.qp_num].rc.a.access == 1                                              # no remote rights now
+  with pytest.raises(CommandError, match=rf"INIT2RTR_QP \(0x503\) failed: status BAD_SYS_STATE_ERR \(0x4\), syndrome {syndrome('roce disabled'):#010x}"):
+    qp.connect(p.b.endpoint(0), 0)
