@@ -10,7 +10,6 @@ GIDs are RoCE addresses (SET_ROCE_ADDRESS). Closing tears the HCA down, reclaims
 """
 from __future__ import annotations
 import re, secrets
-from typing import Any
 
 from autogen import mlx5 as H, mlx5_core as C
 from drivers.bnxt.hsi import wait_until

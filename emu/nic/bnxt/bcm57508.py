@@ -25,8 +25,9 @@ import threading
 from ctypes import Structure, c_uint8, c_uint32
 
 from emu.plugin import PCIModel
-from emu.pci import PCIFunction, DMASpace, DMAFault, PCI_COMMAND, PCI_COMMAND_MEMORY
+from emu.pci import PCIFunction, PCI_COMMAND, PCI_COMMAND_MEMORY
 from emu.nic import state
+from emu.nic.memory import HostMemory
 from emu.nic.port import RoCEPort
 from emu.nic.bnxt import ModelError
 from emu.nic.bnxt.backing import BackingStore
@@ -53,17 +54,6 @@ def state_dir(index: int) -> str:
 def list_states() -> list[int]:
   """Indexes of the emulated NICs with saved state under $TMPDIR/hcq-emu."""
   return state.saved("bnxt", DeviceState, STATE_MAGIC, STATE_VERSION)
-
-
-class HostMemory(DMASpace):
-  """Host memory as the function reaches it over PCIe: only with bus mastering on (PCI_COMMAND bit 2)."""
-  def __init__(self, fn: PCIFunction):
-    super().__init__()
-    self.fn = fn
-
-  def _locate(self, addr: int, n: int):
-    if self.fn.bus_master: return super()._locate(addr, n)
-    raise DMAFault(f"{self.fn.bus}: DMA to bus address {addr:#x} while bus mastering is off (PCI_COMMAND bit 2)")
 
 
 def _dword(offset: int, size: int) -> None:

@@ -34,7 +34,7 @@ from emu.nic.mlx5.qp import QPs
 from emu.nic.mlx5.wqe import sq_doorbell
 from emu.nic import state
 from emu.nic.port import RoCEPort
-from emu.nic.bnxt.bcm57508 import HostMemory
+from emu.nic.memory import HostMemory
 from emu.pci import PCIFunction, PCI_COMMAND, PCI_COMMAND_MEMORY
 from emu.plugin import PCIModel
 

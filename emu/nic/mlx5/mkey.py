@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from autogen import mlx5 as H, mlx5_core as C
 from emu.nic import rc
-from emu.nic.bnxt.datapath import mr_region
+from emu.nic.memory import mr_region
 from emu.nic.mlx5 import CommandFailed
 from emu.nic.mlx5.buffer import check_pages, page_list
 from emu.nic.mlx5.cmdq import Command
