@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from autogen import mlx5 as H, mlx5_core as C
 from drivers.bnxt.hsi import wait_until
-from drivers.mlx5.ifc import COMMANDS, CommandError, swap32
+from drivers.mlx5.ifc import COMMANDS, DELIVERY, CommandError, swap32
 from drivers.system.mmio import MMIO
 from drivers.system.pci import PCIDevice
 
@@ -71,7 +71,8 @@ class CommandQueue:
     wait_until(lambda: not v[base + 63] & C.CMD_OWNER_HW, TIMEOUT_S,
                lambda: f"{self.name}: {COMMANDS.get(opcode)} ({opcode:#x}) did not complete in {TIMEOUT_S:g} s")
     if delivery := v[base + 63] >> 1:
-      raise RuntimeError(f"{self.name}: {COMMANDS.get(opcode)} ({opcode:#x}) was not delivered: delivery status {delivery:#x}")
+      raise RuntimeError(f"{self.name}: {COMMANDS.get(opcode)} ({opcode:#x}) was not delivered: delivery status "
+                         f"{DELIVERY.get(delivery, '?')} ({delivery:#x})")
     out = bytes(v[base + 32:base + 48]) + b"".join(bytes(self.mbox.view[(nin + i) * BLOCK:(nin + i) * BLOCK + DATA]) for i in range(nout))
     if status := out[0]: raise CommandError(self.name, opcode, status, int.from_bytes(out[4:8], "big"), op_mod)
     return out[:outlen]

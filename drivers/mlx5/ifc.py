@@ -7,6 +7,9 @@ from autogen.bitlayout import BitLayout
 
 COMMANDS = {v: k[len("MLX5_CMD_OP_"):] for k, v in vars(H).items() if k.startswith("MLX5_CMD_OP_") and isinstance(v, int)}
 STATUS = {v: k[len("MLX5_CMD_STAT_"):] for k, v in vars(C).items() if k.startswith("MLX5_CMD_STAT_") and isinstance(v, int)}
+# MLX5_CMD_DELIVERY_STAT_* (mlx5 core cmd.c): why the firmware could not take a command at all
+DELIVERY = {1: "SIGNAT_ERR", 2: "TOK_ERR", 3: "BAD_BLK_NUM_ERR", 4: "OUT_PTR_ALIGN_ERR", 5: "IN_PTR_ALIGN_ERR", 6: "FW_ERR",
+            7: "IN_LENGTH_ERR", 8: "OUT_LENGTH_ERR", 9: "RES_FLD_NOT_CLR_ERR", 0x10: "CMD_DESCR_ERR"}
 SYNDROMES = {v: k[len("MLX5_CQE_SYNDROME_"):] for k, v in vars(C).items() if k.startswith("MLX5_CQE_SYNDROME_")}
 
 

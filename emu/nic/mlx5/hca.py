@@ -9,7 +9,7 @@ INIT_HCA -> ... -> TEARDOWN_HCA -> page reclaim -> DISABLE_HCA. Out of order is 
   every capability field must be the maximum's except the writable ones, which must not exceed it (WRITABLE below).
 - INIT_HCA needs the boot and init pages. TEARDOWN_HCA (graceful or force close) destroys every object the function
   holds (QPs, CQs, EQs, MKEYs, PDs, UARs, RoCE addresses), after which all pages can be reclaimed.
-- ALLOC_UAR / DEALLOC_UAR (index 1..MAX_UARS: BAR0 page n), ALLOC_PD / DEALLOC_PD.
+- ALLOC_UAR / DEALLOC_UAR (index 1..MAX_UARS: BAR0 page n), ALLOC_PD / DEALLOC_PD; neither goes while an object uses it.
 - QUERY_NIC_VPORT_CONTEXT (vport 0): permanent_address (the MAC), roce_en, the local-loopback disables, mtu.
   MODIFY_NIC_VPORT_CONTEXT: field_select roce_en, disable_uc_local_lb, disable_mc_local_lb only. Unicast local loopback
   (on unless disabled) turns frames to one of the port's own GIDs back into the port: two QPs of one NIC talk.
@@ -152,6 +152,10 @@ class HCA:
 
   def dealloc_uar(self, c: Command) -> None:
     if (u := c.get("uar")) not in self.uars: raise CommandFailed(BAD_PARAM, "no such uar", f"UAR {u}")
+    nic = self.nic
+    users = [f"EQ {q.eqn}" for q in nic.eqs.eqs.values() if q.uar == u] + [f"CQ {q.cqn}" for q in nic.cqs.cqs.values() if q.uar == u] + \
+            [f"QP {q.qpn:#x}" for q in nic.qps.qps.values() if q.uar == u]
+    if users: raise CommandFailed(C.MLX5_CMD_STAT_BAD_RES_STATE_ERR, "uar in use", f"UAR {u} serves {', '.join(users)}")
     self.uars.discard(u)
 
   def alloc_pd(self, c: Command) -> None:
@@ -162,6 +166,9 @@ class HCA:
 
   def dealloc_pd(self, c: Command) -> None:
     if (pd := c.get("pd")) not in self.pds: raise CommandFailed(BAD_PARAM, "no such pd", f"PD {pd}")
+    nic = self.nic
+    users = [f"MKEY {m.key:#x}" for m in nic.mkeys.mkeys.values() if m.pd == pd] + [f"QP {q.qpn:#x}" for q in nic.qps.qps.values() if q.pd == pd]
+    if users: raise CommandFailed(C.MLX5_CMD_STAT_BAD_RES_STATE_ERR, "pd in use", f"PD {pd} is used by {', '.join(users[:4])}")
     self.pds.discard(pd)
 
   # --- vport and RoCE addresses

@@ -2,6 +2,8 @@
 WRITE with immediate / READ / SEND through the NIC's internal loopback for sizes from 1 B to 4 MiB + 1, error CQEs with
 their syndromes, the firmware's pages given and reclaimed (none left after teardown), failed commands naming the command,
 status and syndrome, and the device lock."""
+import time
+
 import numpy as np
 import pytest
 
@@ -236,3 +238,47 @@ def test_the_firmware_refuses_transitions_from_the_wrong_state_and_rtr_without_r
   assert model(nic).qps.qps[qp.qp_num].rc.a.access == 1                                              # no remote rights now
   with pytest.raises(CommandError, match=rf"INIT2RTR_QP \(0x503\) failed: status BAD_SYS_STATE_ERR \(0x4\), syndrome {syndrome('roce disabled'):#010x}"):
     qp.connect(p.b.endpoint(0), 0)
+
+
+def test_the_event_queue_sees_command_completions_and_page_requests(nic):
+  dev = nic.provider
+  pd = nic.alloc_pd()
+  mrs = [pd.reg_mr(nic.alloc(4096), RW) for _ in range(20)]
+  kinds = [(k, int.from_bytes(d[0:4], "big")) for k, d in dev.eq.events]
+  assert (C.MLX5_EVENT_TYPE_CMD, 1 << 0) in kinds                          # slot 0: every command but MANAGE_PAGES
+  assert (C.MLX5_EVENT_TYPE_CMD, 1 << (dev.cmdq.slots - 1)) in kinds       # MANAGE_PAGES in the last slot
+  assert any(k == C.MLX5_EVENT_TYPE_PAGE_REQUEST for k, _ in dev.eq.events)
+  for mr in mrs: mr.dereg()
+
+
+def test_a_pd_in_use_cannot_go(nic):
+  pd = nic.alloc_pd()
+  mr = pd.reg_mr(nic.alloc(4096), RW)
+  with pytest.raises(CommandError) as e: nic.provider.cmd(H.MLX5_CMD_OP_DEALLOC_PD, pd=pd.handle)
+  assert (e.value.status, e.value.syndrome) == (C.MLX5_CMD_STAT_BAD_RES_STATE_ERR, syndrome("pd in use"))
+  mr.dereg()
+  nic.provider.cmd(H.MLX5_CMD_OP_DEALLOC_PD, pd=pd.handle)
+
+
+def test_a_cq_the_driver_does_not_drain_overruns_and_the_driver_reports_it(nic):
+  """Past the verbs layer's accounting: 80 signaled WRITEs into a 64-entry CQ with nothing polled."""
+  p = Pair(nic)
+  src, dst = p.mr(64, fill=True), p.mr(64)
+  wr = SendWR(1, WROpcode.RDMA_WRITE, [src.sge()], remote_addr=dst.addr, rkey=dst.rkey)
+  for qp in (p.a, p.b): qp.hw.post_send([(i, wr) for i in range(40)])
+  m, deadline = model(nic), time.monotonic() + 30
+  while not any(f"CQ {p.cq.hw.cqn} overrun" in line for line in m.log_lines):     # the ACKs come back on the wire's thread
+    assert time.monotonic() < deadline, m.log_lines[-5:]
+    time.sleep(0.01)
+  with pytest.raises(RuntimeError, match=f"CQ {p.cq.hw.cqn:#x} overran"): nic.alloc_pd()
+
+
+def test_a_failed_bring_up_leaves_no_lock_no_pages_and_no_enabled_hca():
+  first = open_context("mlx5", "mock-1", ip="10.0.9.9")
+  try:
+    with pytest.raises(CommandError, match=rf"SET_ROCE_ADDRESS \(0x761\) failed: status BAD_PARAM_ERR \(0x3\), syndrome {syndrome('gid in use on the wire'):#010x}"):
+      open_context("mlx5", "mock-2", ip="10.0.9.9")                         # the GID is mock-1's
+  finally: first.close()
+  again = open_context("mlx5", "mock-2", ip="10.0.9.9")                     # free again, brought up from cold
+  assert model(again).state.resets == 2 and not model(again).stale
+  again.close()
