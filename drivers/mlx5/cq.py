@@ -31,7 +31,7 @@ class CQ:
       raise
 
   def poll(self, max_entries: int) -> list[Completion]:
-    out, v = [], self.mem.view
+    out, v, start = [], self.mem.view, self.ci
     while len(out) < max_entries:
       e = (self.ci % self.depth) * CQE
       op = v[e + 63]
@@ -42,7 +42,7 @@ class CQ:
       if (qp := self.dev.qps.get(qpn)) is None:
         raise RuntimeError(f"{self.dev.name}: CQ {self.cqn:#x} entry {self.ci - 1} names QP {qpn:#x}, which this driver has not created")
       if (c := qp.completion(cqe)) is not None: out.append(c)
-    if self.ci:
+    if self.ci != start:
       self.dev.dbr.view[self.dbr:self.dbr + 4] = (self.ci & 0xFFFFFF).to_bytes(4, "big")
     return out
 

@@ -128,6 +128,7 @@ class QP:
     self.mem.view[off:off + WQEBB] = data
 
   def post_send(self, wrs: list[tuple[int, SendWR]]) -> None:
+    if not wrs: return
     last = b""
     for seq, wr in wrs:
       op, index = OPCODE[wr.opcode], self.sq_pi & 0xFFFF
@@ -152,6 +153,7 @@ class QP:
     self.bf ^= 1
 
   def post_recv(self, wrs: list[tuple[int, RecvWR]]) -> None:
+    if not wrs: return
     stride = DS << self.rq_stride
     for seq, wr in wrs:
       segs = b"".join(data_seg(s.length, s.lkey, s.addr) for s in wr.sg_list)

@@ -122,7 +122,7 @@ class HCA:
       if v == top[name]: continue
       if name not in WRITABLE[t]: raise CommandFailed(BAD_PARAM, "capability not writable", f"{name} = {v}, the device's is {top[name]}")
       if v > top[name] and name != "cmdif_checksum": raise CommandFailed(BAD_PARAM, "capability above maximum", f"{name} = {v} > {top[name]}")
-    if layout.get(blob, "cmdif_checksum") if t == GEN else 0:
+    if t == GEN and layout.get(blob, "cmdif_checksum"):
       raise CommandFailed(BAD_PARAM, "command checksums not modelled", "cmdif_checksum must be 0")
     self.caps[t] = blob
 

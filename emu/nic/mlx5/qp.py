@@ -59,6 +59,7 @@ class QP:
   dbr: int
   slot: tuple[int, int]
   rc: TransportQP
+  log_msg_max: int = 31
   sq_cons: int = 0
   rq_cons: int = 0
 
@@ -108,7 +109,7 @@ class QPs:
     qpn = next(i for i in range(0x100, 1 << 24) if i not in self.qps)
     slot = nic.pages.alloc_slot(c.raw(24, 232), f"QP {qpn:#x}")
     qp = QP(qpn, q("pd"), q("uar_page"), cqs[0], cqs[1], PagedBuffer(nic.dma, pages, page, nbytes), log_sq, log_rq, stride,
-            sq_off, dbr, slot, TransportQP(self, qpn))
+            sq_off, dbr, slot, TransportQP(self, qpn), q("log_msg_max"))
     self.qps[qpn] = qp
     for cq in cqs: cq.users.add(qpn)
     nic.port.qps[qpn] = qp.rc

@@ -10,7 +10,8 @@ hardware) complete with a local QP operation error. wqe_index must be the WQE's 
 the QP's. The doorbell record's second word (big-endian, 16 bits) is the producer in WQEBBs; the UAR doorbell
 (BlueFlame offset 0x800 or 0x900: a 64-bit store of the last WQE's first 8 bytes) starts the QP on everything before
 the producer, and must name that last WQE (ModelError otherwise). SGEs must lie in an MKEY of the QP's PD with local
-read (and local write for a READ's destination): else a local protection error.
+read (and local write for a READ's destination): else a local protection error. A message longer than 2^log_msg_max
+bytes is a local length error.
 Receive queue: 2^log_rq_size WQEs of 16 << log_rq_stride bytes, each data segments ended by lkey 0x100 (MLX5_INVALID_LKEY,
 rdma-core providers/mlx5) or the stride; the doorbell record's first word is the producer (16 bits), read when a packet
 needs a receive WQE (or the QP moves to ERR). A bad receive WQE completes with a local protection error and the QP goes
@@ -101,9 +102,11 @@ def post_wqe(qps: QPs, qp: QP, index: int, w: bytes) -> None:
     if ds < first: why = f"ds {ds} leaves no room for the {'raddr ' if first == 2 else ''}segments"
     else: why = sges(qps, qp, [w[DS * s:DS * (s + 1)] for s in range(first, ds)], wr, kind)
   ctx.length = wr.length
+  if why is None and wr.length > 1 << qp.log_msg_max:
+    why = f"a {wr.length}-byte message; the QP's log_msg_max is {qp.log_msg_max}"
   if why is not None:
     qps.nic.log(f"QP {qp.qpn:#x} WQE at {index}: {why}")
-    wr.local_error = rc.LOC_PROT_ERR if why.startswith("SGE") else rc.LOC_QP_OP_ERR
+    wr.local_error = rc.LOC_PROT_ERR if why.startswith("SGE") else rc.LOC_LEN_ERR if "log_msg_max" in why else rc.LOC_QP_OP_ERR
   qp.rc.post_send(wr)
 
 

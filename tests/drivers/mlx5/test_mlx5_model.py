@@ -282,3 +282,17 @@ def test_a_failed_bring_up_leaves_no_lock_no_pages_and_no_enabled_hca():
   again = open_context("mlx5", "mock-2", ip="10.0.9.9")                     # free again, brought up from cold
   assert model(again).state.resets == 2 and not model(again).stale
   again.close()
+
+
+def test_a_message_longer_than_the_qps_log_msg_max_is_a_local_length_error(nic):
+  dev = nic.provider
+  caps = bytearray(dev.caps)
+  H.LAYOUTS["cmd_hca_cap"].set(caps, "log_max_msg", 10)        # QPs created now say log_msg_max 10: 1 KiB messages
+  dev.caps = bytes(caps)
+  p = Pair(nic)
+  src, dst = p.mr(2048, fill=True), p.mr(2048)
+  (wc,) = p.write(src, dst, length=1024)
+  assert wc.status == WCStatus.SUCCESS
+  with pytest.raises(WCError) as e: p.write(src, dst)
+  assert (e.value.wc.status, e.value.wc.vendor_err) == (WCStatus.LOC_LEN_ERR, C.MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR)
+  assert bytes(dst.view[1024:]) == bytes(1024)
