@@ -12,7 +12,8 @@ LOCK_PREFIX = "mlx5"    # $TMPDIR/mlx5_<bus>.lock
 
 
 def _rdma(pci: str, **options: Any) -> MLX5Device:
-  from drivers.mlx5.device import MLX5Device, open_function
+  from drivers.mlx5.device import MLX5Device
+  from drivers.system.pci import open_function
   return MLX5Device(open_function(pci, LOCK_PREFIX, VENDOR.models, **options))
 
 

@@ -9,7 +9,7 @@
 GIDs are RoCE addresses (SET_ROCE_ADDRESS). Closing tears the HCA down, reclaims every page and disables the HCA.
 """
 from __future__ import annotations
-import re, secrets
+import secrets
 
 from autogen import mlx5 as H, mlx5_core as C
 from drivers.bnxt.hsi import wait_until
@@ -22,23 +22,13 @@ from drivers.mlx5.pages import Pages
 from drivers.mlx5.qp import MAX_SGE, QP
 from drivers.rdma.verbs import Access, QPCap
 from drivers.system.dma import DMAMemory
-from drivers.system.pci import PCIDevice, open_model, open_pci
+from drivers.system.pci import PCIDevice
 
 FW_REV, CMDIF_REV_FW_SUB, INITIALIZING = 0x000, 0x004, 0x1FC
 CMDIF_REV, INIT_TIMEOUT_S = 5, 10.0
 BOOT, INIT, REGULAR = H.MLX5_QUERY_PAGES_IN_OP_MOD_BOOT_PAGES, H.MLX5_QUERY_PAGES_IN_OP_MOD_INIT_PAGES, H.MLX5_QUERY_PAGES_IN_OP_MOD_REGULAR_PAGES
 GEN, ROCE = C.MLX5_CAP_GENERAL, C.MLX5_CAP_ROCE
-MOCK = re.compile(r"mock-(\d+)")
 DBR = 8
-
-
-def open_function(bus: str, lock_prefix: str, models: tuple[str, ...], **options) -> PCIDevice:
-  """The PCI function `bus` (mock-<n>: emulated ConnectX n, `options` going to the model)."""
-  if m := MOCK.fullmatch(bus):
-    if not models: raise ValueError(f"{bus}: no emulated ConnectX is registered in this build (hcq.models)")
-    return open_model(models[0], int(m[1]), lock_prefix, **options)
-  if options: raise TypeError(f"options {', '.join(options)} are for emulated NICs (mock-<n>), not {bus}")
-  return open_pci(bus, lock_prefix)
 
 
 class Out:
@@ -59,6 +49,7 @@ class MLX5Device:
     self._servicing, self.initialized = False, False
     self.dbr_free: list[int] = []
     self.gids: dict[int, bytes] = {}
+    self.mkey_variant = 0                       # the low key byte of the last MKEY (drivers/mlx5/mr.py)
     try: self._bring_up()
     except BaseException:
       self._teardown(quiet=True)

@@ -17,6 +17,13 @@ def load(path: str, layout: type[ctypes.Structure], magic: int, version: int) ->
   return st if (st.magic, st.version) == (magic, version) else None
 
 
+def load_or_new(path: str | None, layout: type[ctypes.Structure], magic: int, version: int, oui: bytes, index: int):
+  """The state saved in `path` (None: keep none), or a new one whose `mac` is the 4-byte `oui` then `index` (16 bits)."""
+  st = (load(path, layout, magic, version) if path else None) or layout(magic, version)
+  if not any(st.mac): st.mac[:] = bytes(oui) + bytes((index >> 8 & 0xFF, index & 0xFF))
+  return st
+
+
 def save(path: str, state: ctypes.Structure) -> None:
   os.makedirs(path, exist_ok=True)
   tmp = os.path.join(path, f"state.{os.getpid()}")

@@ -108,8 +108,7 @@ class CX6DX(PCIFunction):
     super().__init__(bus, VENDOR_ID, DEVICE_ID, CLASS_ETHERNET, REVISION)
     self.path, self.lock = path, threading.RLock()
     self.log_lines: list[str] = []
-    self.state = (state.load(path, DeviceState, STATE_MAGIC, STATE_VERSION) if path else None) or DeviceState(STATE_MAGIC, STATE_VERSION)
-    if not any(self.state.mac): self.state.mac[:] = bytes((0x02, 0x15, 0xB3, 0, index >> 8 & 0xFF, index & 0xFF))
+    self.state = state.load_or_new(path, DeviceState, STATE_MAGIC, STATE_VERSION, bytes((0x02, 0x15, 0xB3, 0)), index)
     self.mac = bytes(self.state.mac)
     self.stale = bool(self.state.enabled)
     if self.stale: self.log("opened after a driver that left the HCA enabled: reset the function first")
