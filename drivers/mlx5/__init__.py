@@ -3,12 +3,17 @@ mlx5_core or mlx5_ib (drivers/mlx5/device.py). `VENDOR` is what registers (entry
 itself is imported when a NIC is opened."""
 from __future__ import annotations
 from typing import TYPE_CHECKING, Any
-from drivers.system.discovery import CLASS_NETWORK
+from drivers.system.discovery import CLASS_NETWORK, PCIInfo, list_pci
 from drivers.system.registry import Vendor
 if TYPE_CHECKING: from drivers.mlx5.device import MLX5Device
 
 PCI_VENDOR = 0x15B3     # pci.ids: Mellanox Technologies
 LOCK_PREFIX = "mlx5"    # $TMPDIR/mlx5_<bus>.lock
+
+
+def free_functions() -> list[PCIInfo]:
+  """The ConnectX functions no kernel network driver holds (bound to vfio-pci, or to nothing)."""
+  return [d for d in list_pci(PCI_VENDOR, CLASS_NETWORK) if d.driver in (None, "vfio-pci")]
 
 
 def _rdma(pci: str, **options: Any) -> MLX5Device:
