@@ -296,3 +296,13 @@ def test_a_message_longer_than_the_qps_log_msg_max_is_a_local_length_error(nic):
   with pytest.raises(WCError) as e: p.write(src, dst)
   assert (e.value.wc.status, e.value.wc.vendor_err) == (WCStatus.LOC_LEN_ERR, C.MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR)
   assert bytes(dst.view[1024:]) == bytes(1024)
+
+
+def test_with_the_internal_loopback_off_frames_to_the_own_gid_are_dropped(nic):
+  nic.set_loopback(False)
+  p = Pair(nic, timeout=8, retry_cnt=1)
+  src, dst = p.mr(64, fill=True), p.mr(64)
+  with pytest.raises(WCError) as e: p.write(src, dst)
+  assert (e.value.wc.status, e.value.wc.vendor_err) == (WCStatus.RETRY_EXC_ERR, C.MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR)
+  assert model(nic).port.tx_dropped["destination GID is this port's own and PHY loopback is off"] >= 2
+  assert bytes(dst.view) == bytes(64)
