@@ -3,7 +3,7 @@
 
   1. FLR; the init segment: firmware version, command interface revision 5, wait for the initializing bit
   2. the command queue (wait for the initializing bit again), ENABLE_HCA, QUERY_ISSI / SET_ISSI 1
-  3. boot pages; QUERY_HCA_CAP / SET_HCA_CAP general (RoCE on, no command checksums, 4 KiB UAR pages) and RoCE
+  3. boot pages; the host's endianness (ACCESS_REG HOST_ENDIANNESS); QUERY_HCA_CAP / SET_HCA_CAP general (RoCE on, no command checksums, 4 KiB UAR pages) and RoCE
      (software-chosen UDP source ports); init pages; INIT_HCA; regular pages
   4. ALLOC_UAR, the event queue (page requests, command completions, errors), the NIC vport context (MAC, roce_en)
 GIDs are RoCE addresses (SET_ROCE_ADDRESS). Closing tears the HCA down, reclaims every page and disables the HCA.
@@ -77,6 +77,9 @@ class MLX5Device:
       raise RuntimeError(f"{self.name}: the firmware does not support ISSI 1")
     self.cmd(H.MLX5_CMD_OP_SET_ISSI, current_issi=1)
     self.pages.satisfy(BOOT)
+    # HOST_ENDIANNESS (16 bytes, `he` 0: a little-endian host; mlx5 core main.c set_hca_ctrl)
+    self.cmd(H.MLX5_CMD_OP_ACCESS_REG, op_mod=H.MLX5_ACCESS_REGISTER_IN_OP_MOD_WRITE, register_id=C.MLX5_REG_HOST_ENDIANNESS,
+             payload=bytes(16))
     self._set_caps(GEN, {"cmdif_checksum": 0, "log_uar_page_sz": 0, "pkey_table_size": 0, "roce": 1})
     self._set_caps(ROCE, {"sw_r_roce_src_udp_port": 1})
     self.pages.satisfy(INIT)

@@ -20,7 +20,7 @@ def swap32(v: int) -> int:
 
 def layouts(opcode: int) -> tuple[BitLayout, BitLayout]:
   name = COMMANDS[opcode].lower()
-  name = {"2err_qp": "qp_2err", "2rst_qp": "qp_2rst"}.get(name, name)
+  name = {"2err_qp": "qp_2err", "2rst_qp": "qp_2rst", "access_reg": "access_register"}.get(name, name)
   return H.LAYOUTS[f"{name}_in"], H.LAYOUTS[f"{name}_out"]
 
 

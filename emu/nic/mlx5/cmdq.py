@@ -73,7 +73,7 @@ class CommandQueue:
 
   def register(self, opcode: int, handler: Handler) -> None:
     name = NAMES[opcode].lower()
-    alias = {"2err_qp": "qp_2err", "2rst_qp": "qp_2rst"}.get(name, name)
+    alias = {"2err_qp": "qp_2err", "2rst_qp": "qp_2rst", "access_reg": "access_register"}.get(name, name)
     self.commands[opcode] = (handler, H.LAYOUTS[f"{alias}_in"], H.LAYOUTS[f"{alias}_out"])
 
   @property

@@ -1,10 +1,11 @@
 """The HCA's life cycle and function-wide objects (mlx5_ifc.h; reference/rdma.md 6.3):
-ENABLE_HCA -> QUERY_ISSI / SET_ISSI (1) -> boot pages -> QUERY_HCA_CAP / SET_HCA_CAP (general, RoCE) -> init pages ->
+ENABLE_HCA -> QUERY_ISSI / SET_ISSI (1) -> boot pages -> ACCESS_REG HOST_ENDIANNESS -> QUERY_HCA_CAP / SET_HCA_CAP (general, RoCE) -> init pages ->
 INIT_HCA -> ... -> TEARDOWN_HCA -> page reclaim -> DISABLE_HCA. Out of order is BAD_SYS_STATE_ERR.
 
 - ENABLE_HCA: function_id 0; fails while a previous driver left the HCA enabled (the state file says so): reset the
   function (FLR) first. DISABLE_HCA needs every page back (pages.py).
-- SET_ISSI: 1 only (the ISSI 0 layouts are not modelled); INIT_HCA needs it.
+- SET_ISSI: 1 only (the ISSI 0 layouts are not modelled); INIT_HCA needs it, and the host's endianness set through
+  ACCESS_REG (register HOST_ENDIANNESS, little-endian; no other register is modelled).
 - QUERY_HCA_CAP op_mod = type << 1 | current: types GENERAL and ROCE; SET_HCA_CAP (before INIT_HCA, op_mod = type << 1):
   every capability field must be the maximum's except the writable ones, which must not exceed it (WRITABLE below).
 - INIT_HCA needs the boot and init pages. TEARDOWN_HCA (graceful or force close) destroys every object the function
@@ -15,7 +16,7 @@ INIT_HCA -> ... -> TEARDOWN_HCA -> page reclaim -> DISABLE_HCA. Out of order is 
   (on unless disabled) turns frames to one of the port's own GIDs back into the port: two QPs of one NIC talk.
 - SET_ROCE_ADDRESS (vhca_port_num 1, index < roce_address_table_size): RoCE version 2 only, roce_l3_type matching the
   GID (IPv4-mapped or not), no VLAN; the GID is published on the wire; an all-zero GID clears the entry.
-Not modelled: ACCESS_REG, other vports, the health buffer, ISSI 0.
+Not modelled: registers other than HOST_ENDIANNESS, other vports, the health buffer, ISSI 0.
 """
 from __future__ import annotations
 from typing import TYPE_CHECKING
@@ -56,7 +57,7 @@ class HCA:
                    (H.MLX5_CMD_OP_ALLOC_UAR, self.alloc_uar), (H.MLX5_CMD_OP_DEALLOC_UAR, self.dealloc_uar),
                    (H.MLX5_CMD_OP_ALLOC_PD, self.alloc_pd), (H.MLX5_CMD_OP_DEALLOC_PD, self.dealloc_pd),
                    (H.MLX5_CMD_OP_QUERY_NIC_VPORT_CONTEXT, self.query_vport), (H.MLX5_CMD_OP_MODIFY_NIC_VPORT_CONTEXT, self.modify_vport),
-                   (H.MLX5_CMD_OP_SET_ROCE_ADDRESS, self.set_roce_address)):
+                   (H.MLX5_CMD_OP_SET_ROCE_ADDRESS, self.set_roce_address), (H.MLX5_CMD_OP_ACCESS_REG, self.access_reg)):
       q(op, fn)
     self.reset()
 
@@ -68,6 +69,7 @@ class HCA:
     self.pds: set[int] = set()
     self.roce_en, self.uc_lb_disabled, self.mc_lb_disabled = False, False, False
     self.roce_macs: dict[int, bytes] = {}
+    self.host_endianness: int | None = None
 
   @staticmethod
   def _max_blob(t: int) -> bytearray:
@@ -126,9 +128,24 @@ class HCA:
       raise CommandFailed(BAD_PARAM, "command checksums not modelled", "cmdif_checksum must be 0")
     self.caps[t] = blob
 
+  def access_reg(self, c: Command) -> None:
+    """ACCESS_REG: the HOST_ENDIANNESS register only (16 bytes, `he` at byte 0: 0 a little-endian host, the only kind
+    modelled; mlx5 core main.c MLX5_SET_HOST_ENDIANNESS)."""
+    if not self.enabled: raise CommandFailed(BAD_STATE, "hca not enabled", "ENABLE_HCA first")
+    if c.get("register_id") != C.MLX5_REG_HOST_ENDIANNESS:
+      raise CommandFailed(BAD_PARAM, "register not modelled", f"register_id {c.get('register_id'):#x}: HOST_ENDIANNESS (0x7004) is")
+    if c.op_mod == H.MLX5_ACCESS_REGISTER_IN_OP_MOD_READ:
+      c.out[16:32] = bytes([self.host_endianness or 0]) + bytes(15)
+      return
+    if c.op_mod != H.MLX5_ACCESS_REGISTER_IN_OP_MOD_WRITE: raise CommandFailed(BAD_PARAM, "access_reg op_mod", f"op_mod {c.op_mod}")
+    c.need(32, "the 16-byte HOST_ENDIANNESS register")
+    if (he := c.raw(16, 1)[0]) != 0: raise CommandFailed(BAD_PARAM, "big-endian host not modelled", f"he {he:#x}")
+    self.host_endianness = he
+
   def init_hca(self, c: Command) -> None:
     if not self.enabled or self.initialized or self.torn_down: raise CommandFailed(BAD_STATE, "init_hca state", "INIT_HCA once, after ENABLE_HCA")
     if self.issi != 1: raise CommandFailed(BAD_STATE, "issi not set", "SET_ISSI 1 before INIT_HCA")
+    if self.host_endianness is None: raise CommandFailed(BAD_STATE, "host endianness not set", "ACCESS_REG HOST_ENDIANNESS before INIT_HCA")
     pages = self.nic.pages
     if pages.want(BOOT) > 0 or pages.want(INIT) > 0:
       raise CommandFailed(BAD_STATE, "init pages missing", f"boot pages missing: {pages.want(BOOT)}, init pages missing: {pages.want(INIT)}")

@@ -69,6 +69,13 @@ def test_commands_out_of_order_are_refused_with_their_syndromes(raw):
   with refused(C.MLX5_CMD_STAT_BAD_SYS_STATE_ERR, "issi not set"): raw(H.MLX5_CMD_OP_INIT_HCA)
   with refused(C.MLX5_CMD_STAT_BAD_PARAM_ERR, "issi not supported"): raw(H.MLX5_CMD_OP_SET_ISSI, current_issi=2)
   raw(H.MLX5_CMD_OP_SET_ISSI, current_issi=1)
+  with refused(C.MLX5_CMD_STAT_BAD_SYS_STATE_ERR, "host endianness not set"): raw(H.MLX5_CMD_OP_INIT_HCA)
+  reg = dict(register_id=C.MLX5_REG_HOST_ENDIANNESS)
+  with refused(C.MLX5_CMD_STAT_BAD_PARAM_ERR, "big-endian host not modelled"):
+    raw(H.MLX5_CMD_OP_ACCESS_REG, H.MLX5_ACCESS_REGISTER_IN_OP_MOD_WRITE, payload=b"\x80" + bytes(15), **reg)
+  with refused(C.MLX5_CMD_STAT_BAD_PARAM_ERR, "register not modelled"):
+    raw(H.MLX5_CMD_OP_ACCESS_REG, H.MLX5_ACCESS_REGISTER_IN_OP_MOD_WRITE, payload=bytes(16), register_id=0x5001)
+  raw(H.MLX5_CMD_OP_ACCESS_REG, H.MLX5_ACCESS_REGISTER_IN_OP_MOD_WRITE, payload=bytes(16), **reg)
   with refused(C.MLX5_CMD_STAT_BAD_SYS_STATE_ERR, "init pages missing"): raw(H.MLX5_CMD_OP_INIT_HCA)
   with refused(C.MLX5_CMD_STAT_BAD_OP_ERR, "command not implemented"): raw(H.MLX5_CMD_OP_CREATE_TIR)
 
