@@ -87,3 +87,15 @@ def test_cqe_owner_bits_flip_with_each_pass_of_the_ring(nic):
     p.write(src, dst)
     e = (i % cq.depth) * 64
     assert cq.mem.view[e + 63] == C.MLX5_CQE_REQ << 4 | (i // cq.depth) & 1
+
+
+def test_an_armed_cq_posts_one_completion_event_to_its_eq(nic):
+  p = Pair(nic)
+  src, dst = p.mr(8, fill=True), p.mr(8)
+  cq, dev = p.cq.hw, nic.provider
+  dev.uar_bar.write64(C.MLX5_CQ_DOORBELL, int.from_bytes((cq.ci & 0xFFFFFF).to_bytes(4, "big") + cq.cqn.to_bytes(4, "big"), "little"))
+  for _ in range(2): p.write(src, dst)
+  events = [e for e in dev.eq.poll() if e[0] == C.MLX5_EVENT_TYPE_COMP]
+  assert [int.from_bytes(d[24:28], "big") for _, d in events] == [cq.cqn]          # one: the CQ disarms itself
+  with pytest.raises(ModelError, match="no CQ 4660 on this UAR page"):
+    dev.uar_bar.write64(C.MLX5_CQ_DOORBELL, int.from_bytes(bytes(4) + (0x1234).to_bytes(4, "big"), "little"))
