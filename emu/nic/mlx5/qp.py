@@ -205,10 +205,14 @@ class QPs:
   # --- rc.Host
   def sync(self, q: rc.QP) -> None: W.sync_rq(self, self.qps[q.qpn])
 
-  def transmit(self, q: rc.QP, frame: list) -> None:
+  def transmit(self, q: rc.QP, frame) -> None:
+    """To the wire; a frame to one of the port's own GIDs comes back into the port instead (the NIC's unicast local
+    loopback, unless disable_uc_local_lb): the port's loopback for that frame."""
     port = self.nic.port
-    if q.a.path.dgid in port.own and not self.nic.hca.uc_lb_disabled: port.wire.send(port.wire.endpoint, frame)  # local loopback
-    else: port.transmit(q, frame)
+    if self.nic.hca.uc_lb_disabled or q.a.path.dgid not in port.own: return port.transmit(q, frame)
+    port.loopback, was = True, port.loopback
+    try: port.transmit(q, frame)
+    finally: port.loopback = was
 
   def call_later(self, delay_s: float, fn): return self.nic.port.call_later(delay_s, fn)
 
