@@ -1,10 +1,10 @@
-"""The RDMA side of bench/rdma_bw.py and bench/rdma_lat.py: two processes, each with an emulated NIC brought up by its
-driver (`nic`: bnxt, the default, or mlx5), over the NIC models' wire.
+"""The RDMA side of bench/rdma_bw.py and bench/rdma_lat.py: two processes, each with an emulated NetXtreme-E brought up
+by drivers/bnxt, over the NIC models' wire.
 
   write_bw(size)   MB/s of RDMA WRITE payload, `hcq-rdma connect --local` (DEPTH WRITEs in flight, as ib_write_bw)
   write_lat(size)  (p50, p99) one-way latency in microseconds as ib_write_lat measures it: half the round trip of a
                    WRITE answered by a WRITE, each side polling the last byte of its buffer for the other's
-Run as `python bench/rdma_common.py peer NIC BUS IP` it is write_lat's other process.
+Run as `python bench/rdma_common.py peer BUS IP` it is write_lat's other process.
 """
 import json, os, subprocess, sys, time
 from pathlib import Path
@@ -15,9 +15,9 @@ DEPTH = 16
 POLL_S, POLL_MAX_S = 10e-6, 250e-6       # as CQ.wait: the model's threads in this process need the interpreter too
 
 
-def write_bw(size: int, pci: str = "mock-0", remote_pci: str = "mock-1", nic: str = "bnxt") -> float:
+def write_bw(size: int, pci: str = "mock-0", remote_pci: str = "mock-1") -> float:
   iters = max(16, min(2000, (64 << 20) // size))
-  r = subprocess.run([str(BIN / "hcq-rdma"), "connect", "--nic", nic, "--pci", pci, "--local", "--remote-pci", remote_pci,
+  r = subprocess.run([str(BIN / "hcq-rdma"), "connect", "--nic", "bnxt", "--pci", pci, "--local", "--remote-pci", remote_pci,
                       "--size", str(size), "--iters", str(iters), "--depth", str(DEPTH), "--json"],
                      capture_output=True, text=True, timeout=600)
   if r.returncode: raise RuntimeError(f"hcq-rdma connect failed: {r.stderr.strip()}")
@@ -26,9 +26,9 @@ def write_bw(size: int, pci: str = "mock-0", remote_pci: str = "mock-1", nic: st
 
 class Side:
   """One process's end of the ping-pong: a QP, its buffer, and the peer's buffer."""
-  def __init__(self, nic: str, pci: str, ip: str, size: int):
+  def __init__(self, pci: str, ip: str, size: int):
     from drivers.rdma import Access, open_context
-    self.ctx = open_context(nic, pci, ip=ip)
+    self.ctx = open_context("bnxt", pci, ip=ip)
     self.pd, self.cq = self.ctx.alloc_pd(), self.ctx.create_cq(64)
     self.qp, self.size = self.pd.create_qp(self.cq), size
     self.buf = self.pd.reg_mr(self.ctx.alloc(size), Access.LOCAL_WRITE | Access.REMOTE_WRITE, size)
@@ -63,9 +63,9 @@ class Side:
     self.pending = 0
 
 
-def peer(nic: str, pci: str, ip: str) -> None:
+def peer(pci: str, ip: str) -> None:
   size = int(sys.stdin.readline())
-  side = Side(nic, pci, ip, size)
+  side = Side(pci, ip, size)
   print(json.dumps(side.hello()), flush=True)
   side.connect(json.loads(sys.stdin.readline()))
   print("ready", flush=True)
@@ -78,13 +78,13 @@ def peer(nic: str, pci: str, ip: str) -> None:
   side.ctx.close()
 
 
-def write_lat(size: int, iters: int = 200, pci: str = "mock-0", remote_pci: str = "mock-1", nic: str = "bnxt") -> tuple[float, float]:
-  p = subprocess.Popen([sys.executable, str(BENCH / "rdma_common.py"), "peer", nic, remote_pci, "10.0.0.2"], stdin=subprocess.PIPE,
+def write_lat(size: int, iters: int = 200, pci: str = "mock-0", remote_pci: str = "mock-1") -> tuple[float, float]:
+  p = subprocess.Popen([sys.executable, str(BENCH / "rdma_common.py"), "peer", remote_pci, "10.0.0.2"], stdin=subprocess.PIPE,
                        stdout=subprocess.PIPE, text=True)
   try:
     p.stdin.write(f"{size}\n")
     p.stdin.flush()
-    side = Side(nic, pci, "10.0.0.1", size)
+    side = Side(pci, "10.0.0.1", size)
     side.connect(json.loads(p.stdout.readline()))
     p.stdin.write(json.dumps(side.hello()) + "\n")
     p.stdin.flush()
@@ -110,4 +110,4 @@ def write_lat(size: int, iters: int = 200, pci: str = "mock-0", remote_pci: str 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["peer"]:
   os.environ.setdefault("PYTHONUNBUFFERED", "1")
-  peer(sys.argv[2], sys.argv[3], sys.argv[4])
+  peer(sys.argv[2], sys.argv[3])

@@ -1,7 +1,7 @@
 """RDMA WRITE latency between two processes over the emulated NICs' wire, next to the raw UDP ping-pong between two
 processes on this machine (bench/rdma_udp.py). Target: at most 3 times the UDP figure.
 
-Usage: python bench/rdma_lat.py [--nic bnxt|mlx5] [SIZE ...]   (message sizes in bytes; default 8 B to 4 MiB)
+Usage: python bench/rdma_lat.py [SIZE ...]   (message sizes in bytes; default 8 B to 4 MiB)
   udp/pingpong_us      see bench/rdma_udp.py
   rdma/write_lat_us    one way, as ib_write_lat reports it: half the round trip of a WRITE answered by a WRITE
 """
@@ -13,13 +13,11 @@ from rdma_udp import udp_pingpong
 
 
 def main() -> None:
-  args = sys.argv[1:]
-  nic, args = (args[1], args[2:]) if args[:1] == ["--nic"] else ("bnxt", args)
-  for size in [int(a) for a in args] or SIZES:
+  for size in [int(a) for a in sys.argv[1:]] or SIZES:
     p50, p99 = udp_pingpong(size)
     emit("udp/pingpong_us", p50, "us", size=size, p99=round(p99, 1))
-    lat50, lat99 = write_lat(size, iters=max(20, min(200, (64 << 20) // size)), nic=nic)
-    emit("rdma/write_lat_us", lat50, "us", nic=nic, size=size, p99=round(lat99, 1), vs_udp=round(lat50 / p50, 3) if p50 else None)
+    lat50, lat99 = write_lat(size, iters=max(20, min(200, (64 << 20) // size)))
+    emit("rdma/write_lat_us", lat50, "us", size=size, p99=round(lat99, 1), vs_udp=round(lat50 / p50, 3) if p50 else None)
 
 
 if __name__ == "__main__":
