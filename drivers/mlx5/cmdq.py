@@ -9,7 +9,7 @@ in the first output bytes. MANAGE_PAGES uses the last slot (as the kernel does),
 from __future__ import annotations
 
 from autogen import mlx5 as H, mlx5_core as C
-from drivers.bnxt.hsi import wait_until
+from drivers.system.poll import wait_until
 from drivers.mlx5.ifc import COMMANDS, DELIVERY, CommandError, swap32
 from drivers.system.mmio import MMIO
 from drivers.system.pci import PCIDevice

@@ -12,7 +12,7 @@ from __future__ import annotations
 import secrets
 
 from autogen import mlx5 as H, mlx5_core as C
-from drivers.bnxt.hsi import wait_until
+from drivers.system.poll import wait_until
 from drivers.mlx5.cmdq import CommandQueue
 from drivers.mlx5.cq import CQ
 from drivers.mlx5.eq import EQ
