@@ -306,3 +306,19 @@ def test_with_the_internal_loopback_off_frames_to_the_own_gid_are_dropped(nic):
   assert (e.value.wc.status, e.value.wc.vendor_err) == (WCStatus.RETRY_EXC_ERR, C.MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR)
   assert model(nic).port.tx_dropped["destination GID is this port's own and PHY loopback is off"] >= 2
   assert bytes(dst.view) == bytes(64)
+
+
+def test_an_ipv6_gid_carries_roce_over_ipv6(nic):
+  gid = bytes.fromhex("fd000000000000000000000000000042")
+  index = nic.add_gid(gid)
+  assert model(nic).port.gids[index] == gid and index == 1
+  pd, cq = nic.alloc_pd(), nic.create_cq(64)
+  a, b = pd.create_qp(cq), pd.create_qp(cq)
+  a.connect(b.endpoint(0, gid_index=index), 0, sgid_index=index)
+  b.connect(a.endpoint(0, gid_index=index), 0, sgid_index=index)
+  src, dst = pd.reg_mr(nic.alloc(5000), RW, 5000), pd.reg_mr(nic.alloc(5000), RW, 5000)
+  src.view[:] = np.random.default_rng(6).integers(0, 256, 5000, dtype=np.uint8).tobytes()
+  a.post_send(SendWR(1, WROpcode.RDMA_WRITE, [src.sge()], remote_addr=dst.addr, rkey=dst.rkey))
+  (wc,) = cq.wait(1, timeout_s=30)
+  assert wc.status == WCStatus.SUCCESS and bytes(dst.view) == bytes(src.view)
+  assert not model(nic).qps.qps[a.qp_num].rc.a.path.ipv4
