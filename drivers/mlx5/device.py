@@ -86,7 +86,6 @@ class MLX5Device:
     self.cmd(H.MLX5_CMD_OP_INIT_HCA, {f"sw_owner_id[{i}]": secrets.randbits(32) for i in range(4)})
     self.initialized = True
     self.caps = self.query_caps(GEN)
-    self.roce_caps = self.query_caps(ROCE)
     self.max_rd_atomic = 1 << min(self._cap("log_max_ra_req_qp"), self._cap("log_max_ra_res_qp"))
     self.pages.satisfy(REGULAR)
     self.uar = self.cmd(H.MLX5_CMD_OP_ALLOC_UAR).get("uar")
@@ -121,7 +120,6 @@ class MLX5Device:
             n = int.from_bytes(data[4:8], "big", signed=True)
             if n > 0: self.pages.give(n)
             elif n < 0: self.pages.reclaim(-n)
-          elif kind == C.MLX5_EVENT_TYPE_WQ_CATAS_ERROR: self.eq.qp_errors.add(int.from_bytes(data[24:28], "big") & 0xFFFFFF)
           elif kind == C.MLX5_EVENT_TYPE_CQ_ERROR:
             raise RuntimeError(f"{self.name}: CQ {int.from_bytes(data[0:4], 'big') & 0xFFFFFF:#x} overran (CQ error event)")
     finally: self._servicing = False

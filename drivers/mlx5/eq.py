@@ -1,7 +1,8 @@
 """The driver's event queue (CREATE_EQ; include/linux/mlx5/device.h mlx5_eqe; reference/rdma.md 6.4): subscribed to page
-requests, command completions, CQ errors and QP errors; polled after every command (no interrupts). An EQE is new when
-its owner bit (byte 63) equals the consumer's pass parity; every owner bit starts at 1 (mlx5 core lib/eq.h
-MLX5_EQE_OWNER_INIT_VAL). Consumed entries go back through the EQ doorbell (UAR offset 0x48: eqn << 24 | consumer)."""
+requests, command completions, CQ errors and QP errors; polled after every command (no interrupts); a QP's errors
+reach the verbs layer as its error CQEs. An EQE is new when its owner bit (byte 63) equals the consumer's pass
+parity; every owner bit starts at 1 (mlx5 core lib/eq.h MLX5_EQE_OWNER_INIT_VAL). Consumed entries go back through
+the EQ doorbell (UAR offset 0x48: eqn << 24 | consumer)."""
 from __future__ import annotations
 from typing import TYPE_CHECKING
 
@@ -21,7 +22,6 @@ class EQ:
     self.mem = dev.pci.alloc_dma(EQE << LOG_SIZE)
     for i in range(1 << LOG_SIZE): self.mem.view[i * EQE + 63] = 1
     self.events: list[tuple[int, bytes]] = []        # the last few, for messages
-    self.qp_errors: set[int] = set()
     mask = sum(1 << t for t in EVENTS)
     pas = b"".join(a.to_bytes(8, "big") for a in self.mem.bus_addrs)
     try:
