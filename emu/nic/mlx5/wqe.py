@@ -137,7 +137,7 @@ def sync_rq(qps: QPs, qp: QP) -> None:
   prod = be32(qps.nic.dma.read(qp.dbr, 4), 0) & 0xFFFF
   pending = (prod - qp.rq_cons) & 0xFFFF
   if pending > 1 << qp.log_rq:
-    return qp.rc.error(f"receive doorbell record {prod} is {pending} WQEs past the consumer {qp.rq_cons}", rc.LOC_QP_OP_ERR, False)
+    return rc.QP.error(qp.rc, f"receive doorbell record {prod} is {pending} WQEs past the consumer {qp.rq_cons}", rc.LOC_QP_OP_ERR, False)
   stride = DS << qp.rq_stride
   for _ in range(pending):
     index = qp.rq_cons
@@ -155,7 +155,7 @@ def sync_rq(qps: QPs, qp: QP) -> None:
       continue
     qps.nic.log(f"QP {qp.qpn:#x} receive WQE {index}: {why}")
     qps.received(qp.rc, wr, rc.LOC_PROT_ERR, 0, None, False)
-    qp.rc.error(why, rc.LOC_PROT_ERR, False)
+    rc.QP.error(qp.rc, why, rc.LOC_PROT_ERR, False)   # the transport's own: the receive WQEs after it stay unread
     return
 
 

@@ -99,3 +99,13 @@ def test_an_armed_cq_posts_one_completion_event_to_its_eq(nic):
   assert [int.from_bytes(d[24:28], "big") for _, d in events] == [cq.cqn]          # one: the CQ disarms itself
   with pytest.raises(ModelError, match="no CQ 4660 on this UAR page"):
     dev.uar_bar.write64(C.MLX5_CQ_DOORBELL, int.from_bytes(bytes(4) + (0x1234).to_bytes(4, "big"), "little"))
+
+
+def test_a_receive_doorbell_record_past_the_ring_moves_the_qp_to_err(nic):
+  p = Pair(nic)
+  src, dst = p.mr(64, fill=True), p.mr(64)
+  hw = p.b.hw
+  hw.dev.dbr.view[hw.dbr:hw.dbr + 4] = ((1 << hw.log_rq) + 1).to_bytes(4, "big")     # more receive WQEs than the ring holds
+  p.a.post_send(SendWR(1, WROpcode.SEND, [src.sge()]))
+  with pytest.raises(WCError): p.cq.wait(1, timeout_s=30)
+  assert nic.provider.pci.model.qps.qps[p.b.qp_num].rc.state == "ERR" and "WQEs past the consumer" in model_log(nic)
