@@ -112,9 +112,12 @@ class QP:
             (C.MLX5_QP_OPTPAR_PKEY_INDEX if mask & M.PKEY_INDEX else 0)
       gid_at = H.LAYOUTS["init2rtr_qp_in"].locate("qpc.primary_address_path.rgid_rip")[0] // 8
       return self._cmd(H.MLX5_CMD_OP_INIT2RTR_QP, f | (access if opt else {}) | {"opt_param_mask": opt}, at={gid_at: bytes(ah.dgid)})
-    if (cur, new) == (QPState.RTR, QPState.RTS):
-      if mask & (M.ACCESS_FLAGS | M.MIN_RNR_TIMER):
-        raise VerbsError(f"{dev.name}: QP {self.qp_num:#x}: RTR -> RTS with ACCESS_FLAGS or MIN_RNR_TIMER is not supported by this driver")
+    if new == QPState.RTS:                # RTR -> RTS, RTS -> RTS: access flags and the RNR timer are optional
+      opt = (C.MLX5_QP_OPTPAR_RRE | C.MLX5_QP_OPTPAR_RWE if mask & M.ACCESS_FLAGS else 0) | \
+            (C.MLX5_QP_OPTPAR_RNR_TIMEOUT if mask & M.MIN_RNR_TIMER else 0)
+      f |= (access if mask & M.ACCESS_FLAGS else {}) | {"opt_param_mask": opt}
+      if mask & M.MIN_RNR_TIMER: f["qpc.min_rnr_nak"] = attr.min_rnr_timer
+      if cur == QPState.RTS: return self._cmd(H.MLX5_CMD_OP_RTS2RTS_QP, f)
       return self._cmd(H.MLX5_CMD_OP_RTR2RTS_QP, f | {"qpc.next_send_psn": attr.sq_psn, "qpc.log_sra_max": _log2(max(attr.max_rd_atomic, 1)),
                        "qpc.retry_count": attr.retry_cnt, "qpc.rnr_retry": attr.rnr_retry, f"{p}ack_timeout": attr.timeout})
     raise VerbsError(f"{dev.name}: QP {self.qp_num:#x}: {cur.name} -> {new.name} is not supported by this driver")

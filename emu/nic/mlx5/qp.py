@@ -1,4 +1,4 @@
-"""RC queue pairs: CREATE_QP, RST2INIT_QP, INIT2INIT_QP, INIT2RTR_QP, RTR2RTS_QP, 2ERR_QP, 2RST_QP, DESTROY_QP (mlx5_ifc.h qpc, ads;
+"""RC queue pairs: CREATE_QP, RST2INIT_QP, INIT2INIT_QP, INIT2RTR_QP, RTR2RTS_QP, RTS2RTS_QP, 2ERR_QP, 2RST_QP, DESTROY_QP (mlx5_ifc.h qpc, ads;
 reference/rdma.md 6.4), and the rc.Host the transport calls back (emu/nic/rc.py).
 
 CREATE_QP: st RC, pm_state MIGRATED, an allocated PD and UAR page, existing CQs (cqn_snd, cqn_rcv), log_msg_max <= the
@@ -10,7 +10,8 @@ remote_qpn, next_rcv_psn, log_rra_max (READs as responder, <= log_max_ra_res_qp)
 (src_addr_index a set RoCE address, rgid_rip, rmac, hop_limit, tclass, flow_label, udp_sport), with rre/rwe/P_Key index
 again only where opt_param_mask says (RRE, RWE, PKEY_INDEX; other bits are BAD_PARAM), and needs RoCE enabled (the
 capability and the vport's roce_en); RTR2RTS next_send_psn, log_sra_max (<= log_max_ra_req_qp), retry_count,
-rnr_retry and the path's ack_timeout. 2ERR flushes every posted WQE with an error CQE; 2RST forgets them. A QP that
+rnr_retry and the path's ack_timeout, and RTS2RTS nothing more, both with rre/rwe and min_rnr_nak where
+opt_param_mask says (RRE, RWE, RNR_TIMEOUT). 2ERR flushes every posted WQE with an error CQE; 2RST forgets them. A QP that
 goes to ERR by itself posts a WQ_CATAS_ERROR event (qpn at data+24).
 """
 from __future__ import annotations
@@ -30,7 +31,9 @@ from emu.nic.roce import Path
 if TYPE_CHECKING: from emu.nic.mlx5.cx6dx import CX6DX
 
 PAS, BAD_QP_STATE = 0x110, C.MLX5_CMD_STAT_BAD_QP_STATE_ERR
-OPT = C.MLX5_QP_OPTPAR_RRE | C.MLX5_QP_OPTPAR_RWE | C.MLX5_QP_OPTPAR_PKEY_INDEX
+# the optional parameters each transition takes (opt_param_mask; others are BAD_PARAM)
+OPT_INIT = C.MLX5_QP_OPTPAR_RRE | C.MLX5_QP_OPTPAR_RWE | C.MLX5_QP_OPTPAR_PKEY_INDEX
+OPT_RTS = C.MLX5_QP_OPTPAR_RRE | C.MLX5_QP_OPTPAR_RWE | C.MLX5_QP_OPTPAR_RNR_TIMEOUT
 
 
 class TransportQP(rc.QP):
@@ -70,7 +73,8 @@ class QPs:
     for op, fn in ((H.MLX5_CMD_OP_CREATE_QP, self.create), (H.MLX5_CMD_OP_DESTROY_QP, self.destroy),
                    (H.MLX5_CMD_OP_RST2INIT_QP, self.rst2init), (H.MLX5_CMD_OP_INIT2INIT_QP, self.init2init),
                    (H.MLX5_CMD_OP_INIT2RTR_QP, self.init2rtr),
-                   (H.MLX5_CMD_OP_RTR2RTS_QP, self.rtr2rts), (H.MLX5_CMD_OP_2ERR_QP, self.to_err),
+                   (H.MLX5_CMD_OP_RTR2RTS_QP, self.rtr2rts), (H.MLX5_CMD_OP_RTS2RTS_QP, self.rts2rts),
+                   (H.MLX5_CMD_OP_2ERR_QP, self.to_err),
                    (H.MLX5_CMD_OP_2RST_QP, self.to_rst)):
       nic.cmdq.register(op, fn)
     self.qps: dict[int, QP] = {}
@@ -121,9 +125,17 @@ class QPs:
       raise CommandFailed(BAD_QP_STATE, "bad qp state", f"QP {qp.qpn:#x} is in {qp.rc.state}, the transition starts in {state}")
     return qp
 
-  def _opt(self, c: Command) -> int:
-    if (m := c.get("opt_param_mask")) & ~OPT: raise CommandFailed(BAD_PARAM, "opt_param_mask not modelled", f"{m:#x}: RRE, RWE, PKEY_INDEX are")
+  def _opt(self, c: Command, allowed: int = OPT_INIT) -> int:
+    if (m := c.get("opt_param_mask")) & ~allowed:
+      raise CommandFailed(BAD_PARAM, "opt_param_mask not modelled", f"{m:#x}: this transition takes {allowed:#x}")
     return m
+
+  def _rts_options(self, c: Command, qp: QP) -> dict:
+    """RTR2RTS / RTS2RTS optional parameters: rre/rwe, min_rnr_nak."""
+    opt, attrs = self._opt(c, OPT_RTS), {}
+    if opt & (C.MLX5_QP_OPTPAR_RRE | C.MLX5_QP_OPTPAR_RWE): attrs["access"] = self._optional_access(c, opt, qp)
+    if opt & C.MLX5_QP_OPTPAR_RNR_TIMEOUT: attrs["min_rnr_timer"] = c.get("qpc.min_rnr_nak")
+    return attrs
 
   @staticmethod
   def _access(c: Command) -> int:
@@ -177,11 +189,15 @@ class QPs:
 
   def rtr2rts(self, c: Command) -> None:
     qp, hca = self._qp(c, "RTR"), self.nic.hca
-    if c.get("opt_param_mask"): raise CommandFailed(BAD_PARAM, "opt_param_mask not modelled", f"{c.get('opt_param_mask'):#x}")
+    attrs = self._rts_options(c, qp)
     q = lambda n: c.get(f"qpc.{n}")
     if q("log_sra_max") > hca.cap(0, "log_max_ra_req_qp"): raise CommandFailed(BAD_PARAM, "log_sra_max", f"{q('log_sra_max')}")
     qp.rc.modify("RTS", sq_psn=q("next_send_psn"), max_rd_atomic=1 << q("log_sra_max"), retry_cnt=q("retry_count"),
-                 rnr_retry=q("rnr_retry"), timeout=c.get("qpc.primary_address_path.ack_timeout"))
+                 rnr_retry=q("rnr_retry"), timeout=c.get("qpc.primary_address_path.ack_timeout"), **attrs)
+
+  def rts2rts(self, c: Command) -> None:
+    qp = self._qp(c, "RTS")
+    if attrs := self._rts_options(c, qp): qp.rc.modify("RTS", **attrs)
 
   def to_err(self, c: Command) -> None:
     qp = self._qp(c, None)

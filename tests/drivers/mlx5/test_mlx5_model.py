@@ -322,3 +322,12 @@ def test_an_ipv6_gid_carries_roce_over_ipv6(nic):
   (wc,) = cq.wait(1, timeout_s=30)
   assert wc.status == WCStatus.SUCCESS and bytes(dst.view) == bytes(src.view)
   assert not model(nic).qps.qps[a.qp_num].rc.a.path.ipv4
+
+
+def test_rts_to_rts_changes_the_access_flags_and_the_rnr_timer(nic):
+  p = Pair(nic)
+  src, dst = p.mr(64, fill=True), p.mr(64)
+  p.b.modify(QPAttr(QPState.RTS, qp_access_flags=Access.LOCAL_WRITE, min_rnr_timer=3), QPAttrMask.STATE | QPAttrMask.ACCESS_FLAGS | QPAttrMask.MIN_RNR_TIMER)
+  a = model(nic).qps.qps[p.b.qp_num].rc.a
+  assert (a.access, a.min_rnr_timer) == (1, 3)                 # no remote rights any more
+  with pytest.raises(WCError, match="REM_ACCESS_ERR"): p.write(src, dst)
