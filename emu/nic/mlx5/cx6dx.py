@@ -9,7 +9,8 @@ PCI: vendor 0x15B3, device 0x101D, class 0x020000 (Ethernet). BAR0 (1 MiB), big-
     once after the command queue address is written, and a command doorbell while it is set raises ModelError).
   pages 1..64, the UAR pages ALLOC_UAR hands out (write-only): 0x20 CQ doorbell (64-bit), 0x40 / 0x48 EQ doorbells
     (32-bit), 0x800 and 0x900 the send doorbell / BlueFlame registers (64-bit; BlueFlame's WQE copy is not modelled).
-Any other access raises ModelError naming it. DMA needs PCI_COMMAND bus mastering.
+The other init segment words read as 0 (the health buffer, timers: not modelled); any other access raises ModelError
+naming it. DMA needs PCI_COMMAND bus mastering.
 
 The port is a WirePort on the loopback network (emu/nic/port.py, wire.py): options wire_host, wire_port, wire_faults
 as for bnxt. Its MAC is 02:15:b3:00:HH:LL for device index 0xHHLL.
