@@ -30,7 +30,13 @@ class Pages:
   def give(self, n: int) -> None:
     while n > 0:
       k = min(n, CHUNK)
-      mems = [self.dev.pci.alloc_dma(4096) for _ in range(k)]
+      mems = []
+      try:
+        for _ in range(k): mems.append(self.dev.pci.alloc_dma(4096))
+      except (MemoryError, OSError) as e:      # the firmware hears that its request failed (ALLOCATION_FAIL)
+        for m in mems: self.dev.pci.free_dma(m)
+        self.dev.cmd(H.MLX5_CMD_OP_MANAGE_PAGES, op_mod=H.MLX5_MANAGE_PAGES_IN_OP_MOD_ALLOCATION_FAIL, input_num_entries=n, poll=False)
+        raise MemoryError(f"{self.dev.name}: cannot allocate the {n} pages the firmware asked for: {e}") from e
       addrs = [m.bus_addr(0) for m in mems]
       try: self.dev.cmd(H.MLX5_CMD_OP_MANAGE_PAGES, op_mod=H.MLX5_MANAGE_PAGES_IN_OP_MOD_ALLOCATION_SUCCESS,
                         input_num_entries=k, payload=b"".join(a.to_bytes(8, "big") for a in addrs))

@@ -331,3 +331,15 @@ def test_rts_to_rts_changes_the_access_flags_and_the_rnr_timer(nic):
   a = model(nic).qps.qps[p.b.qp_num].rc.a
   assert (a.access, a.min_rnr_timer) == (1, 3)                 # no remote rights any more
   with pytest.raises(WCError, match="REM_ACCESS_ERR"): p.write(src, dst)
+
+
+def test_pages_the_driver_cannot_allocate_are_refused_to_the_firmware(nic):
+  dev, m = nic.provider, model(nic)
+  real = dev.pci._alloc_dma
+  def exhausted(size, contiguous): raise MemoryError("no more pinned memory")
+  dev.pci._alloc_dma = exhausted                    # the host is out of DMA memory
+  try:
+    with pytest.raises(MemoryError, match=r"cannot allocate the \d+ pages the firmware asked for"):
+      dev.pages.give(3)
+  finally: dev.pci._alloc_dma = real
+  assert any("the driver could not give 3 pages" in line for line in m.log_lines) and set(m.pages.kind) == set(dev.pages.given)
