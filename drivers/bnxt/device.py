@@ -8,7 +8,7 @@
 GIDs are added afterwards (Context.add_gid). Closing deinitializes the RoCE firmware and unregisters the driver.
 """
 from __future__ import annotations
-import ctypes, re
+import ctypes
 
 from autogen import bnxt as H
 from drivers.bnxt import backing_store
@@ -22,7 +22,7 @@ from drivers.bnxt.qp import MAX_SGE, QP
 from drivers.bnxt.rcfw import RCFW
 from drivers.rdma.verbs import Access, QPCap
 from drivers.system.dma import DMAMemory
-from drivers.system.pci import PCIDevice, open_model, open_pci
+from drivers.system.pci import PCIDevice
 
 FID_SELF = 0xFFFF            # func_qcaps/func_qcfg fid: this function
 MAX_QP, MAX_CQ, MAX_MR = 64, 64, 1024
@@ -31,16 +31,6 @@ T = "FUNC_BACKING_STORE_QCAPS_V2_RESP_TYPE_"
 # contexts, QP1 and the stat contexts included)
 LIMITS = {getattr(H, f"{T}QP"): MAX_QP + 4, getattr(H, f"{T}CQ"): MAX_CQ + 4, getattr(H, f"{T}MRAV"): MAX_MR,
           getattr(H, f"{T}STAT"): 4, getattr(H, f"{T}VNIC"): 1}
-MOCK = re.compile(r"mock-(\d+)")
-
-
-def open_function(bus: str, lock_prefix: str, models: tuple[str, ...], **options) -> PCIDevice:
-  """The PCI function `bus` (mock-<n>: emulated NIC n of the vendor's model, `options` going to the model)."""
-  if m := MOCK.fullmatch(bus):
-    if not models: raise ValueError(f"{bus}: no emulated NetXtreme-E is registered in this build (hcq.models)")
-    return open_model(models[0], int(m[1]), lock_prefix, **options)
-  if options: raise TypeError(f"options {', '.join(options)} are for emulated NICs (mock-<n>), not {bus}")
-  return open_pci(bus, lock_prefix)
 
 
 class BNXTDevice:

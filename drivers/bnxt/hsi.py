@@ -1,12 +1,10 @@
 """The hardware/software interface as the driver uses it: structs from autogen.bnxt (bnxt_hsi.h, roce_hsi.h) filled by
 field name, and the names of commands, error codes and completion statuses for messages."""
 from __future__ import annotations
-import ctypes, struct, time
+import ctypes, struct
 from typing import Callable
 
 from autogen import bnxt as H
-
-WAIT_POLL_S = 10e-6       # between looks at memory the device writes (the device, or its model, runs meanwhile)
 
 
 def encode(cls: type[ctypes.Structure], **fields) -> bytes:
@@ -59,12 +57,3 @@ HWRM_ERRORS = _names("HWRM_ERR_CODE_")
 RCFW_COMMANDS = _names("CMDQ_BASE_OPCODE_")
 REQ_STATUS = _names("CQ_REQ_STATUS_")
 RES_RC_STATUS = _names("CQ_RES_RC_STATUS_")
-
-
-def wait_until(cond: Callable[[], bool], timeout_s: float, what: Callable[[], str]) -> None:
-  """Poll `cond` until true; TimeoutError with `what()` after `timeout_s` of nothing."""
-  if cond(): return
-  deadline = time.monotonic() + timeout_s
-  while not cond():
-    if time.monotonic() > deadline: raise TimeoutError(what())
-    time.sleep(WAIT_POLL_S)

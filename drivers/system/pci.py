@@ -6,7 +6,7 @@ and `ModelPCIDevice` (a registered emu/ model: `open_model`); the USB bridge imp
 picks VFIO or sysfs for a real function. Opening a device takes its ownership lock; close() releases everything it handed out.
 """
 from __future__ import annotations
-import ctypes, mmap, os, warnings
+import ctypes, mmap, os, re, warnings
 from typing import Any
 
 from autogen.pci import PCI_COMMAND, PCI_COMMAND_MEMORY, PCI_COMMAND_MASTER
@@ -171,6 +171,19 @@ def open_model(kind: str, index: int = 0, lock_prefix: str | None | object = OWN
       raise ValueError(f"no registered vendor with a lock prefix lists model {kind!r}; pass lock_prefix")
   bus = f"mock-{index}"
   return ModelPCIDevice(lambda: m.create(bus, index, **options), lock_prefix, bus=bus)
+
+
+MOCK_BUS = re.compile(r"mock-(\d+)")
+
+
+def open_function(bus: str, lock_prefix: str, models: tuple[str, ...], **options: Any) -> PCIDevice:
+  """A vendor's PCI function `bus`: a real one (`open_pci`), or mock-<n>, emulated device n of the vendor's first
+  registered model, `options` going to the model."""
+  if m := MOCK_BUS.fullmatch(bus):
+    if not models: raise ValueError(f"{bus}: no emulated device of this vendor is registered in this build (hcq.models)")
+    return open_model(models[0], int(m[1]), lock_prefix, **options)
+  if options: raise TypeError(f"options {', '.join(options)} are for emulated devices (mock-<n>), not {bus}")
+  return open_pci(bus, lock_prefix)
 
 
 def list_models(kind: str | None = None) -> list[PCIInfo]:

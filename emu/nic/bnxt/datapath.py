@@ -84,19 +84,6 @@ class MR:
   region: rc.Region             # va (0 when zero-based), length, rc rights, page translation
 
 
-def mr_region(dma, key: int, va: int, length: int, access: int, pages: list[int], page_size: int, first: int) -> rc.Region:
-  """The region an MR's key names: byte 0 of [va, va + length) at offset `first` of pages[0], the rest in order."""
-  def chunks(a: int, n: int) -> list[memoryview]:
-    off, out = a - va + first, []
-    while n > 0:
-      page, within = divmod(off, page_size)
-      k = min(n, page_size - within)
-      out.append(dma.view(pages[page] + within, k))
-      off, n = off + k, n - k
-    return out
-  return rc.Region(key, va, length, access, chunks, dma.generation)
-
-
 @dataclass
 class CQ:
   id: int
