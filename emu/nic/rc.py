@@ -32,7 +32,11 @@ destination are dropped silently):
   that WR with LOC_LEN_ERR, NAKs invalid request and moves the QP to ERR.
 - PSN behind (a duplicate): WRITE/SEND are not executed again but re-ACKed with the latest PSN; a READ is answered again
   (its R_Key checked again). A READ needs REMOTE_READ on the QP and max_dest_rd_atomic > 0; long responses go out
-  READ_BURST packets at a time, between which the wire's other frames are served.
+  READ_BURST packets at a time, between which the wire's other frames are served. A READ request that arrives while an
+  earlier response is still going out ends that response (the requester asked again: it lost part of it).
+- Requester, READ responses: the expected PSN with the opcode its position calls for (FIRST at the PSN the last
+  request for the READ started from). Model choice: at that PSN a MIDDLE/LAST is taken too, since it is the same bytes
+  from the response to an earlier request for the same READ, still in flight when the requester asked again.
 - PSN ahead (a gap): one NAK PSN sequence error, then silence until the expected PSN arrives.
 - An ACK is sent for every packet with AckReq; a READ's responses carry AETH on FIRST/LAST/ONLY.
 Not modelled: atomics, UD/UC/XRC, SRQs, credits (AETH always says "no credit count"), alternate paths, APM, SQD/SQE.
@@ -198,6 +202,7 @@ class QP:
     self.deadline: float | None = None
     self.rnr_wait = False
     self.read_gap = False
+    self.responding = 0                       # generation of the READ response going out (a new request ends it)
     self.epsn, self.msn = self.a.rq_psn, 0   # responder
     self.nak_pending = False
     self.wctx: tuple[Region, int, int] | None = None   # WRITE in progress: region, next va, bytes left
@@ -422,10 +427,10 @@ class QP:
       return self._drop()
     self.read_gap = False
     n, mtu = wr.npkts, self.a.mtu
-    want = R.READ_RESPONSE_ONLY if n - wr.req_k == 1 else R.READ_RESPONSE_FIRST if k == wr.req_k else \
-           R.READ_RESPONSE_LAST if k == n - 1 else R.READ_RESPONSE_MIDDLE
+    in_place = R.READ_RESPONSE_LAST if k == n - 1 else R.READ_RESPONSE_MIDDLE    # this PSN's opcode from the first request
+    want = R.READ_RESPONSE_ONLY if n - wr.req_k == 1 else R.READ_RESPONSE_FIRST if k == wr.req_k else in_place
     size = min(mtu, wr.length - k * mtu)
-    if p.opcode != want or len(p.payload) != size:
+    if p.opcode not in (want, in_place if k == wr.req_k > 0 else want) or len(p.payload) != size:
       return self._fail(wr, BAD_RESP_ERR)
     try: wr.local.write(k * mtu, p.payload)
     except DMAFault: return self._fail(wr, LOC_PROT_ERR)
@@ -572,9 +577,11 @@ class QP:
     if not duplicate:
       self.epsn = psn_add(self.epsn, n)
       self.msn = (self.msn + 1) & 0xFFFFFF
-    self._respond(region, p.va, p.dma_len, p.psn, 0, n)
+    self.responding += 1
+    self._respond(region, p.va, p.dma_len, p.psn, 0, n, self.responding)
 
-  def _respond(self, region: Region | None, va: int, length: int, psn: int, k: int, n: int) -> None:
+  def _respond(self, region: Region | None, va: int, length: int, psn: int, k: int, n: int, gen: int) -> None:
+    if gen != self.responding: return          # a later READ request ended this response
     mtu, end = self.a.mtu, min(n, k + READ_BURST)
     for i in range(k, end):
       op = R.READ_RESPONSE_ONLY if n == 1 else R.READ_RESPONSE_FIRST if i == 0 else R.READ_RESPONSE_LAST if i == n - 1 else R.READ_RESPONSE_MIDDLE
@@ -583,4 +590,4 @@ class QP:
       try: payload = tuple(region.chunks(va + i * mtu, size)) if size > 0 else ()
       except DMAFault as e: return self._fatal_nak(R.NAK_REMOTE_OPERATIONAL_ERROR, f"RDMA READ response: {e}")
       self._send(p, payload)
-    if end < n: self.host.call_later(0, lambda: self.a.state in ("RTR", "RTS") and self._respond(region, va, length, psn, end, n))
+    if end < n: self.host.call_later(0, lambda: self.a.state in ("RTR", "RTS") and self._respond(region, va, length, psn, end, n, gen))

@@ -271,30 +271,31 @@ class WirePort:
     orphaned = False                             # the NIC model was garbage-collected without closing its port
     while not self._stop and not orphaned:
       due, wait = self._due()
-      for t in due: self._call(t.fn)
-      if due: continue
-      ready, _, _ = select.select([self.sock, self._wake_r], [], [], wait)
+      # frames that arrived while this thread was held up (a loaded host) are taken before the due timers run, so a
+      # retransmission timer sees the progress they made and fires only on a real silence
+      ready, _, _ = select.select([self.sock, self._wake_r], [], [], 0 if due else wait)
       with self._tlock: self._sleeping_until = -1.0
       if self._wake_r in ready: os.read(self._wake_r, 4096)
       orphaned = self._on_frame() is None
-      if self.sock not in ready: continue
-      if self.rx is not None:
-        orphaned = self._receive_batches()
-        continue
-      for _ in range(256):                       # a bounded batch, then timers get their turn
-        try: n, addr = self.sock.recvfrom_into(buf, MAX_DATAGRAM, socket.MSG_DONTWAIT)
-        except (BlockingIOError, InterruptedError): break
-        except OSError as e:
-          if self._stop: return
-          self._error(f"receive: {e}")
-          break
-        self.received += 1
-        if (cb := self._on_frame()) is None:
-          orphaned = True
-          break
-        self._call(lambda: cb(view[:n], addr))
-        del cb
+      if self.sock in ready and not orphaned: orphaned = self._receive(buf, view)
+      if not orphaned:
+        for t in due: self._call(t.fn)
     if orphaned: self._close_fds()
+
+  def _receive(self, buf: bytearray, view: memoryview) -> bool:
+    """The datagrams waiting, a bounded number, then timers get their turn: True if the owner is gone."""
+    if self.rx is not None: return self._receive_batches()
+    for _ in range(256):
+      try: n, addr = self.sock.recvfrom_into(buf, MAX_DATAGRAM, socket.MSG_DONTWAIT)
+      except (BlockingIOError, InterruptedError): break
+      except OSError as e:
+        if not self._stop: self._error(f"receive: {e}")
+        break
+      self.received += 1
+      if (cb := self._on_frame()) is None: return True
+      self._call(lambda: cb(view[:n], addr))
+      del cb
+    return False
 
   def _receive_batches(self) -> bool:
     """Up to 8 batches, then timers get their turn: True if the owner is gone."""
