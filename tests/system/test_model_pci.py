@@ -131,7 +131,7 @@ def test_function_level_reset_disables_bus_mastering(dev):
   assert dev.read_config(PCI_COMMAND, 2) & 0x4 == 0
 
 
-@pytest.mark.parametrize("kind", ["navi31", "bnxt"])   # every registered model kind, GPUs and NICs alike
+@pytest.mark.parametrize("kind", ["navi31", "bnxt", "mlx5"])   # every registered model kind, GPUs and NICs alike
 def test_emulated_device_indexes_are_bounded_and_an_index_past_the_bound_creates_nothing(kind, tmp_path, monkeypatch):
   from drivers.system import open_model
   with pytest.raises(ValueError, match=rf"there is no emulated {kind} device 8: emulated devices are numbered 0 to 7 "
