@@ -109,6 +109,7 @@ class GPUModel:
     """DISPATCH_DIRECT with the queue's COMPUTE_* registers (emu/amdgpu/spi.py); returns wave-instructions executed."""
     launch, block = spi_launch(sh, initiator, queue)
     with self.shader_lock:
+      self.shader_memory.begin_dispatch()
       try: return execute(self.shader_memory, launch, grid, block).wave_instructions
       except WaveError as e: raise KernelError(f"{queue}: {e}", getattr(e, "address", None)) from None
       except ValueError as e: raise_engine(queue, f"bad dispatch: {e}")
