@@ -9,7 +9,7 @@ Not modelled (every access sees memory): GLV/GL1 (vector L0/L1), GLM (metadata) 
 checked for a valid combination by the packets (pm4.py) and counted here (`actions`), without effect on data.
 """
 from __future__ import annotations
-import ctypes
+import ctypes, threading
 
 from emu.amdgpu.mmu import MMU
 
@@ -23,8 +23,14 @@ class ShaderMemory:
   def __init__(self, mmu: MMU):
     self.mmu = mmu
     self.kcache: dict[int, ctypes.Array] = {}
+    self.lock = threading.Lock()          # queues invalidate while another queue's dispatch fills the K$
+    self.retired: list[ctypes.Array] = []  # lines dropped while a dispatch may still read them: freed at the next one
     self.icache_epoch = 0
     self.actions: dict[str, int] = {}     # cache actions performed, as "PACKET GCR_NAME" (tests read them)
+
+  def begin_dispatch(self) -> None:
+    """A dispatch starts (the one before it has ended): the lines dropped meanwhile are no longer read."""
+    with self.lock: self.retired.clear()
 
   def lookup(self, addr: int, write: bool) -> tuple[int, int, int] | None: return self.mmu.lookup(addr, write)
 
@@ -39,8 +45,9 @@ class ShaderMemory:
       start, _, host = run
       line = ctypes.create_string_buffer(PAGE)
       ctypes.memmove(line, host + (page - start), PAGE)
-      if len(self.kcache) >= KCACHE_PAGES: del self.kcache[next(iter(self.kcache))]
-      self.kcache[page] = line
+      with self.lock:
+        if len(self.kcache) >= KCACHE_PAGES: self.retired.append(self.kcache.pop(next(iter(self.kcache))))
+        self.kcache[page] = line
     return page, PAGE, ctypes.addressof(line)
 
   def perform(self, packet: str, actions: list[str]) -> None:
@@ -48,5 +55,8 @@ class ShaderMemory:
     for a in actions:
       key = f"{packet} {a}"
       self.actions[key] = self.actions.get(key, 0) + 1
-      if a == "GLK_INV": self.kcache.clear()
+      if a == "GLK_INV":
+        with self.lock:
+          self.retired += self.kcache.values()
+          self.kcache.clear()
       elif a == "GLI_INV": self.icache_epoch += 1

@@ -116,6 +116,7 @@ class GPUModel:
     launch, block = spi_launch(sh, initiator, queue)
     launch.shared_hi, launch.private_hi = self.flat_apertures(queue)
     with self.shader_lock:
+      self.shader_memory.begin_dispatch()
       try: return execute(self.shader_memory, launch, grid, block).wave_instructions
       except WaveError as e: raise KernelError(f"{queue}: {e}", getattr(e, "address", None)) from None
       except ValueError as e: raise_engine(queue, f"bad dispatch: {e}")

@@ -81,7 +81,7 @@ class PM4Engine(GPUEngine):
     if p[1] & ~RELEASE_DW2_KNOWN: bad(f"dword 2 {p[1]:#010x} sets reserved bits {p[1] & ~RELEASE_DW2_KNOWN:#x}")
     if index not in RELEASE_EVENTS: bad(f"event index {index}: a compute queue releases at end of pipe (5) or end of shader (6)")
     if event not in RELEASE_EVENTS[index]:
-      bad(f"event {EVENT_NAMES.get(event, event)} with event index {index} is not a {('end-of-pipe', 'end-of-shader')[index - 5]} "
+      bad(f"event {EVENT_NAMES.get(event, event)} with event index {index} is not {('an end-of-pipe', 'an end-of-shader')[index - 5]} "
           f"event of a compute queue (those: {', '.join(EVENT_NAMES[e] for e in RELEASE_EVENTS[index])})")
     if index == EVENT_INDEX_EOS and gcr: bad(f"{EVENT_NAMES[event]} (end of shader) with cache actions {gcr << 12:#x}: they are not modelled")
     actions = gcr_actions(gcr << 12, RELEASE_GCR, bad)

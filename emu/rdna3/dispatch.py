@@ -5,7 +5,7 @@ Kernel descriptor (AMDGPU HSA code object v5, 64 bytes): group_segment_fixed_siz
 private_segment_fixed_size @4, kernarg_size @8, kernel_code_entry_byte_offset (i64) @16, rsrc3 @44,
 rsrc1 @48, rsrc2 @52, kernel_code_properties (u16) @56. rsrc1: FLOAT_DENORM_MODE_32 [17:16],
 FLOAT_DENORM_MODE_16_64 [19:18], ENABLE_IEEE_MODE [23], WGP_MODE [29]. rsrc2: ENABLE_PRIVATE_SEGMENT [0], USER_SGPR_COUNT [5:1],
-ENABLE_SGPR_WORKGROUP_ID_X/Y/Z [9:7], ENABLE_SGPR_WORKGROUP_INFO [10]. kernel_code_properties: user SGPRs in
+ENABLE_SGPR_WORKGROUP_ID_X/Y/Z [9:7], ENABLE_SGPR_WORKGROUP_INFO [10], ENABLE_VGPR_WORKITEM_ID [12:11]. kernel_code_properties: user SGPRs in
 this order when enabled: private segment buffer (4) [0], dispatch ptr (2) [1], queue ptr (2) [2], kernarg segment
 ptr (2) [3], dispatch id (2) [4], flat scratch init (2) [5], private segment size (1) [6]; wave32 [10].
 """
@@ -80,7 +80,7 @@ class Launch:
   user_sgprs: list[int]
   wave64: bool = False
   lds_bytes: int = 0
-  scratch_bytes_per_lane: int = 0
+  scratch_bytes_per_lane: int = 0   # without `scratch`: each lane's private bytes (host memory for this dispatch)
   tgid_enable: tuple[bool, bool, bool] = (True, True, True)
   scratch_offset_sgpr: bool = False
   mode: int = DEFAULT_MODE
@@ -88,7 +88,7 @@ class Launch:
   target: str = "gfx1100"   # the ISA: gfx1100, or RDNA3.5's gfx1150 / gfx1151 (scalar float instructions)
   shared_hi: int = SHARED_HI   # flat LDS aperture: addresses whose bits 63:32 are this (SH_MEM_BASES.SHARED_BASE << 16)
   private_hi: int = PRIVATE_HI # flat scratch aperture (SH_MEM_BASES.PRIVATE_BASE << 16)
-  scratch: Scratch | None = None   # None: scratch_bytes_per_lane bytes per lane, allocated on the host for this dispatch
+  scratch: Scratch | None = None   # the ring in GPU memory the waves' scratch lives in (its slots set the lanes' bytes)
   tid_components: int = 3          # how many of x, y, z v0 carries (the others read 0)
 
 
@@ -238,10 +238,11 @@ class KernelDescriptor:
 def dispatch(mem: memory.GpuMemory, kd_addr: int, grid: tuple[int, int, int], block: tuple[int, int, int], *,
              kernarg_ptr: int = 0, dispatch_ptr: int = 0, queue_ptr: int = 0, dispatch_id: int = 0,
              lds_bytes: int | None = None, scratch_bytes_per_lane: int | None = None, max_instructions: int = 0,
-             target: str = "gfx1100") -> Stats:
+             target: str = "gfx1100", scratch: Scratch | None = None) -> Stats:
   """Dispatch the kernel whose 64-byte descriptor is at `kd_addr` (the AMD GPU model's entry point) for `target`.
   `grid` counts workgroups. LDS defaults to the descriptor's group segment (plus any dynamic size the caller
-  adds), scratch to its private segment size."""
+  adds), scratch to its private segment size in host memory, or to the ring `scratch` in GPU memory. v0 carries the
+  work-item id components rsrc2's ENABLE_VGPR_WORKITEM_ID [12:11] enables."""
   kd = KernelDescriptor.parse(memory.read(mem, kd_addr, 64))
   user: list[int] = []
   props = kd.properties
@@ -259,5 +260,6 @@ def dispatch(mem: memory.GpuMemory, kd_addr: int, grid: tuple[int, int, int], bl
   launch = Launch(kd_addr + kd.entry_offset, user, kd.wave64,
                   kd.group_segment_size if lds_bytes is None else lds_bytes,
                   kd.private_segment_size if scratch_bytes_per_lane is None else scratch_bytes_per_lane,
-                  tuple(bool(kd.rsrc2 >> b & 1) for b in (7, 8, 9)), bool(kd.rsrc2 & 1), kd.mode, bool(kd.rsrc1 >> 29 & 1), target)
+                  tuple(bool(kd.rsrc2 >> b & 1) for b in (7, 8, 9)), bool(kd.rsrc2 & 1), kd.mode, bool(kd.rsrc1 >> 29 & 1), target,
+                  scratch, min((kd.rsrc2 >> 11 & 3) + 1, 3))
   return execute(mem, launch, grid, block, max_instructions)

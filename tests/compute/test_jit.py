@@ -192,13 +192,21 @@ def test_a_slow_compile_prints_one_notice_saying_what_and_that_it_is_cached(dev,
   capsys.readouterr()
   k = time.time_ns() % 1000003                             # a constant no cache has seen
   (x + k).realize()
-  err = capsys.readouterr().err.strip().splitlines()
+  err = compute_notices(capsys)
   assert len(err) == 1 and err[0].startswith("compute: compiling kernel e_16 for ") and "cached on disk" in err[0]
   (x + k).realize()                                        # built already: nothing compiles
   assert capsys.readouterr().err == ""
   monkeypatch.setattr(runtime, "COMPILE_NOTICE_S", 1e9)
   (x + time.time_ns() % 1000033 + 0.5).realize()           # a fast compile: nothing
-  assert capsys.readouterr().err == ""
+  assert compute_notices(capsys) == []
+
+
+def compute_notices(capsys) -> list[str]:
+  """compute's lines on stderr; the only others allowed are the emulated GPU's own build notices (its runtime, once per
+  machine, and a new kernel's C translation, which can pass the threshold on a loaded machine)."""
+  err = capsys.readouterr().err.strip().splitlines()
+  assert all(line.startswith(("compute: ", "hcq: building the RDNA3 emulator")) for line in err), err
+  return [line for line in err if line.startswith("compute: ")]
 
 
 def test_a_slow_emulator_build_prints_one_notice(monkeypatch, capsys):

@@ -55,8 +55,8 @@ def test_release_mem_interrupts_as_int_sel_says(booted, sig, int_sel, data_sel, 
 
 
 @pytest.mark.parametrize("fields, match", [
-  (dict(event=E.CS_DONE), "CS_DONE with event index 5 is not a end-of-pipe event"),
-  (dict(event=E.BOTTOM_OF_PIPE_TS, index=6), "event index 6 is not a end-of-shader"),
+  (dict(event=E.CS_DONE), "CS_DONE with event index 5 is not an end-of-pipe event"),
+  (dict(event=E.BOTTOM_OF_PIPE_TS, index=6), "event index 6 is not an end-of-shader"),
   (dict(event=E.PS_DONE, index=6), "PS_DONE with event index 6"),
   (dict(event=E.FLUSH_AND_INV_CB_DATA_TS), "FLUSH_AND_INV_CB_DATA_TS with event index 5"),
   (dict(event=E.CS_PARTIAL_FLUSH, index=4), "event index 4: a compute queue releases at end of pipe"),
