@@ -65,7 +65,7 @@ GENERATORS = {
                      "drivers/infiniband/hw/bnxt_re/qplib_rcfw.h", "drivers/infiniband/hw/bnxt_re/qplib_res.h"),
                      kernel=True, constants_only=True,
                      doc="bnxt/bnxt_re driver constants: HWRM channel, RCFW command queue, doorbells (kernel-internal headers)."),
-  "mlx5_core": CModule("mlx5_core.py", "source", tuple(f"include/linux/mlx5/{h}.h" for h in ("device", "doorbell", "driver", "qp")),
+  "mlx5_core": CModule("mlx5_core.py", "source", tuple(f"include/linux/mlx5/{h}.h" for h in ("device", "doorbell", "driver", "qp", "cq")),
                        kernel=True, constants_only=True,
                        doc="mlx5 core driver constants: command interface, init segment, WQE/CQE opcodes (kernel-internal headers)."),
   "mlx5": BitLayoutModule("mlx5.py", ("include/linux/mlx5/mlx5_ifc.h", "include/linux/mlx5/mlx5_ifc_fpga.h"),

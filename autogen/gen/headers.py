@@ -52,6 +52,7 @@ SOURCE_MEMBERS = sorted([
   "include/linux/mlx5/doorbell.h",
   "include/linux/mlx5/driver.h",
   "include/linux/mlx5/qp.h",
+  "include/linux/mlx5/cq.h",
 ])
 
 

@@ -9,7 +9,8 @@ The C is position independent (PCs are offsets from the code base) and cached on
 from __future__ import annotations
 from functools import cache
 from cffi import FFI
-from emu.rdna3 import cc, memory, runtime, operands as O
+from emu import cc
+from emu.rdna3 import memory, runtime, operands as O
 from emu.rdna3 import gen_scalar, gen_vector, gen_memory, gen_packed, gen_interp
 from emu.rdna3.decode import decode, DecodeError, Inst
 
@@ -66,6 +67,7 @@ class Program:
     self.problems: dict[int, str] = {}      # pc -> why the instruction there cannot run
     self.lib = None
     self.base = 0
+    self.epoch: int | None = None           # the memory's icache_epoch when the code was last read (dispatch.program_for)
     self.add(mem, entry)
 
   # ---- discovery ----

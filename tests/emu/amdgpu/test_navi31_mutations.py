@@ -141,9 +141,10 @@ def test_a_kfd_allocation_without_a_permission_the_driver_relies_on_fails(monkey
     if request == kfd.AMDKFD_IOC_ALLOC_MEMORY_OF_GPU: arg.flags &= ~getattr(kfd, f"KFD_IOC_ALLOC_MEM_FLAGS_{flag}")
     return real(self, request, arg)
   k = kernel_interface("kfd")
-  errors = []
-  k.model.gpu.on_error.append(errors.append)
   d = AMDDevice("MOCKKFD+AMD", KFDIface(k))
+  errors = []
+  (node,) = k.model.nodes.values()                                   # the GPU the process acquired a VM on
+  node.gpu.on_error.append(errors.append)
   try:
     assert apertures_work(d) and not errors
     monkeypatch.setattr(KFDIface, "_ioctl", ioctl)
