@@ -86,10 +86,10 @@ class Launch:
   mode: int = DEFAULT_MODE
   wgp_mode: bool = False
   target: str = "gfx1100"   # the ISA: gfx1100, or RDNA3.5's gfx1150 / gfx1151 (scalar float instructions)
-  shared_hi: int = SHARED_HI   # flat LDS aperture: addresses whose bits 63:32 are this (SH_MEM_BASES.SHARED_BASE << 16)
-  private_hi: int = PRIVATE_HI # flat scratch aperture (SH_MEM_BASES.PRIVATE_BASE << 16)
   scratch: Scratch | None = None   # the ring in GPU memory the waves' scratch lives in (its slots set the lanes' bytes)
   tid_components: int = 3          # how many of x, y, z v0 carries (the others read 0)
+  shared_hi: int = SHARED_HI   # flat LDS aperture: addresses whose bits 63:32 are this (SH_MEM_BASES.SHARED_BASE << 16)
+  private_hi: int = PRIVATE_HI # flat scratch aperture (SH_MEM_BASES.PRIVATE_BASE << 16)
 
 
 # compiled programs per memory object (dropped with it), by (entry pc, wave64, target)
