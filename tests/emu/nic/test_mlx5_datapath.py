@@ -109,3 +109,19 @@ def test_a_receive_doorbell_record_past_the_ring_moves_the_qp_to_err(nic):
   p.a.post_send(SendWR(1, WROpcode.SEND, [src.sge()]))
   with pytest.raises(WCError): p.cq.wait(1, timeout_s=30)
   assert nic.provider.pci.model.qps.qps[p.b.qp_num].rc.state == "ERR" and "WQEs past the consumer" in model_log(nic)
+
+
+def test_a_blueflame_copy_must_repeat_the_wqe_in_order(nic):
+  """The driver posts one WQE as a doorbell plus the rest of it (BlueFlame); a copy that differs or skips raises."""
+  p = Pair(nic)
+  src, dst = p.mr(64, fill=True), p.mr(64)
+  (wc,) = p.write(src, dst)                               # one WQE: doorbell + 7 more words at 0x800 or 0x900
+  assert bytes(dst.view) == bytes(src.view) and nic.provider.pci.model.blueflame.expect
+  bar, reg = nic.provider.uar_bar, 0x800 + 0x100 * (p.a.hw.bf ^ 1)      # the register that WQE went to
+  with pytest.raises(ModelError, match="continues at 64"): bar.write64(reg + 8, 0)
+  wqe = write_wqe(p.a, p.a.hw.sq_pi, src, dst)
+  post_raw(p.a, [wqe])
+  with pytest.raises(ModelError, match="is not the send queue's WQE bytes there"):
+    bar.write64(0x800 + 8, int.from_bytes(wqe[8:16], "little") ^ 1)
+  bar.write64(0x800 + 8, int.from_bytes(wqe[8:16], "little"))              # the right bytes carry on
+  p.cq.wait(1, timeout_s=30)
