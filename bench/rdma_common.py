@@ -2,8 +2,10 @@
 by drivers/bnxt, over the NIC models' wire.
 
   write_bw(size)   MB/s of RDMA WRITE payload, `hcq-rdma connect --local` (DEPTH WRITEs in flight, as ib_write_bw)
-  write_lat(size)  (p50, p99) one-way latency in microseconds as ib_write_lat measures it: half the round trip of a
-                   WRITE answered by a WRITE, each side polling the last byte of its buffer for the other's
+  write_lat(size)  (p50, p99) one-way latency in microseconds as `ib_write_lat --write_with_imm` measures it: half the
+                   round trip of a WRITE with immediate answered by one, each side waiting on its CQ for the other's
+                   (the NIC models run in these processes: polling memory would hold the interpreter their threads
+                   need, while CQ.wait sleeps on the CQ's completion notification), then checking the last byte
 Run as `python bench/rdma_common.py peer BUS IP` it is write_lat's other process.
 """
 import json, os, subprocess, sys, time
@@ -12,7 +14,7 @@ from pathlib import Path
 BIN = Path(sys.executable).parent
 BENCH = Path(__file__).resolve().parent
 DEPTH = 16
-POLL_S, POLL_MAX_S = 10e-6, 250e-6       # as CQ.wait: the model's threads in this process need the interpreter too
+RECVS = 16                               # receive requests posted for the peer's WRITEs with immediate (refilled half at a time)
 
 
 def write_bw(size: int, pci: str = "mock-0", remote_pci: str = "mock-1") -> float:
@@ -27,12 +29,14 @@ def write_bw(size: int, pci: str = "mock-0", remote_pci: str = "mock-1") -> floa
 class Side:
   """One process's end of the ping-pong: a QP, its buffer, and the peer's buffer."""
   def __init__(self, pci: str, ip: str, size: int):
-    from drivers.rdma import Access, open_context
+    from drivers.rdma import Access, RecvWR, open_context
     self.ctx = open_context("bnxt", pci, ip=ip)
     self.pd, self.cq = self.ctx.alloc_pd(), self.ctx.create_cq(64)
     self.qp, self.size = self.pd.create_qp(self.cq), size
     self.buf = self.pd.reg_mr(self.ctx.alloc(size), Access.LOCAL_WRITE | Access.REMOTE_WRITE, size)
     self.out = self.pd.reg_mr(self.ctx.alloc(size), Access.LOCAL_WRITE, size)
+    self.recv = RecvWR(0)                  # a WRITE with immediate consumes a receive request and writes no data there
+    self.used = 0                          # receive requests consumed since the last refill
     self.pending = 0                       # our WRITEs whose completion (the peer's ACK) is still to be reaped
 
   def hello(self) -> dict:
@@ -44,23 +48,29 @@ class Side:
     from drivers.rdma.exchange import check
     f = check({"type": "hello", **peer}, {**Endpoint.FIELDS, **RemoteMR.FIELDS}, "the peer")
     self.qp.connect(Endpoint.from_fields(f), psn=0)
+    self.qp.post_recv([self.recv] * RECVS)
     self.remote = RemoteMR.from_fields(f, "the peer")
 
   def send(self, mark: int) -> None:
     from drivers.rdma import SendWR, WROpcode
     self.out.view[-1] = mark
-    self.qp.post_send(SendWR(mark, WROpcode.RDMA_WRITE, [self.out.sge()], remote_addr=self.remote.addr, rkey=self.remote.rkey))
+    self.qp.post_send(SendWR(mark, WROpcode.RDMA_WRITE_WITH_IMM, [self.out.sge()], imm_data=mark, remote_addr=self.remote.addr,
+                             rkey=self.remote.rkey))
     self.pending += 1
 
   def wait_for(self, mark: int, timeout_s: float = 30.0) -> None:
-    """Until the peer's WRITE carrying `mark` has landed (its last byte), then reap our own WRITE's completion."""
-    deadline, nap = time.monotonic() + timeout_s, POLL_S
-    while self.buf.view[-1] != mark:
-      if time.monotonic() > deadline: raise TimeoutError(f"no WRITE {mark} from the peer in {timeout_s} s")
-      time.sleep(nap)
-      nap = min(2 * nap, POLL_MAX_S)
-    self.cq.wait(self.pending, timeout_s)   # the ACK of ours came before the peer's answer
-    self.pending = 0
+    """Until the peer's WRITE carrying `mark` has landed (its receive completion) and ours has completed."""
+    got = False
+    while not got or self.pending:
+      for wc in self.cq.wait(1, timeout_s):
+        if wc.wr_id != self.recv.wr_id or wc.imm_data is None: self.pending -= 1
+        elif wc.imm_data != mark or self.buf.view[-1] != mark:
+          raise RuntimeError(f"the peer's WRITE {wc.imm_data} left byte {self.buf.view[-1]} where WRITE {mark} was due")
+        else:
+          got, self.used = True, self.used + 1
+          if self.used == RECVS // 2:        # one doorbell for half the queue
+            self.qp.post_recv([self.recv] * self.used)
+            self.used = 0
 
 
 def peer(pci: str, ip: str) -> None:

@@ -117,6 +117,12 @@ class RingEngine(threading.Thread):
         self.hung = (d := self.describe(e))[0]
         self.report(*d)
 
+  def _tick(self) -> None:
+    """Account the busy time so far after each packet, not once per batch: a batch can last seconds (a full ring of
+    dispatches), and a monitor in another process sees only accounted time."""
+    t, self.busy_since = self.busy_since, (now := time.perf_counter_ns())
+    self.account(now - t)
+
   def _idle(self) -> None:
     if (t := self.busy_since) is not None:
       self.busy_since = None
@@ -132,10 +138,11 @@ class RingEngine(threading.Thread):
       words, pos = self.fetch(self.rptr, (wptr - self.rptr) * self.unit // 4), 0   # all that is published, in one read
       self.busy_since = time.perf_counter_ns()
       try:
-        while pos < len(words):
+        while pos < len(words) and not self.stopping:   # a dequeue request takes effect after the packet in flight
           used = self.packet(words, pos)
           pos += used
           self.rptr += used * 4 // self.unit
+          self._tick()
       except Stalled:   # re-check soon, then less often: waits usually end within microseconds
         self.write_rptr()
         self._idle()

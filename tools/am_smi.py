@@ -19,27 +19,36 @@ from drivers.system.lock import lock_path
 from tools.hcq_smi import Host, SmiError, free_lock
 
 HOT, CRITICAL = 80, 87          # degrees C: yellow, red
+LABEL, BAR = 6, 32              # the bar rows' label and bar widths: with the figures they fit an 80-column terminal
 
 
 def _bar(label: str, value: float, total: float, text: str) -> Table:
   row = Table.grid(padding=(0, 1))
-  row.add_column(width=12); row.add_column(width=32); row.add_column()
-  row.add_row(label, ProgressBar(total=max(total, 1), completed=min(value, total), width=32), text)
+  row.add_column(width=LABEL, no_wrap=True); row.add_column(width=BAR); row.add_column(no_wrap=True)
+  row.add_row(label, ProgressBar(total=max(total, 1), completed=min(value, total), width=BAR), text)
   return row
 
 
 def _temp(c: int) -> Text: return Text(f"{c} °C", style="red" if c >= CRITICAL else "yellow" if c >= HOT else "green")
 
 
+def _owner(pid: int | None) -> str:
+  if pid is None: return "no process"
+  return f"pid {pid}" if pid > 0 else "pid not visible (another user's)"
+
+
 def panel(st: GPUStatus) -> Panel:
-  title = f"{st.bus}  {st.name}  " + (f"pid {st.pid}" if st.pid else "no process")
+  title = f"{st.bus}  {st.name}  {_owner(st.pid)}"
   if st.error: return Panel(Text(st.error, style="yellow"), title=title)
   gib = 1 << 30
-  bars = [_bar("GFX", st.gfx_activity, 100, f"{st.gfx_activity}%"), _bar("MEM", st.mem_activity, 100, f"{st.mem_activity}%"),
+  act = lambda pct: "-" if st.stale else f"{pct}%"
+  bars = [_bar("GFX", st.gfx_activity, 100, act(st.gfx_activity)), _bar("MEM", st.mem_activity, 100, act(st.mem_activity)),
           _bar("VRAM", st.vram_used, st.vram_total, f"{st.vram_used / gib:.2f} / {st.vram_total / gib:.2f} GiB"),
           _bar("Power", st.power_w, st.power_limit_w, f"{st.power_w} / {st.power_limit_w} W")]
-  detail = Table(show_header=True, header_style="bold", box=None, padding=(0, 2))
-  for col in ("Temps", "", "Clocks", "", "Voltages", "", "Fan", ""): detail.add_column(col)
+  if st.stale: bars.append(Text(f"Activity {st.stale}", style="yellow"))
+  detail = Table(show_header=True, header_style="bold", box=None, padding=(0, 1))
+  for i, col in enumerate(("Temps", "", "Clocks", "", "Voltages", "", "Fan", "")):
+    detail.add_column(col, no_wrap=True, justify="right" if i % 2 else "left")
   temps, clocks, volts = list(st.temps.items()), list(st.clocks.items()), list(st.voltages.items())
   fan = [("rpm", str(st.fan_rpm)), ("pwm", f"{st.fan_pwm}%")]
   for i in range(max(len(temps), len(clocks), len(volts), len(fan))):
@@ -49,10 +58,14 @@ def panel(st: GPUStatus) -> Panel:
   return Panel(Group(*bars, throttle, detail), title=title)
 
 
-def render(bus: str | None) -> Group:
+def render(bus: str | None, last: dict[str, GPUStatus] | None = None) -> Group:
+  """One frame; `last` (bus -> the previous frame's reading, updated here) lets a reading tell that the metrics did not
+  update since."""
   found = devices(bus)
   if not found: return Group(Text("No AM-driven AMD GPUs found (no supported AMD function free of amdgpu, and no emulated device)"))
-  return Group(Text("AM Monitor", style="bold"), *(panel(status(d)) for d in found))
+  last = {} if last is None else last
+  for d in found: last[d.bus] = status(d, last.get(d.bus))
+  return Group(Text("AM Monitor", style="bold"), *(panel(last[d.bus]) for d in found))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,16 +90,17 @@ def main(argv: list[str] | None = None) -> int:
         except SmiError as e:
           print(f"am_smi: {e}", file=sys.stderr)
           failed += 1
-      else: print(f"{d.bus}: " + (f"pid {pid}" if pid else "No processes found using this device"))
+      else: print(f"{d.bus}: " + (_owner(pid) if pid else "No processes found using this device"))
     return 1 if failed else 0
   if args.list:
     console.print(render(args.dev))
     return 0
   try:
-    with Live(render(args.dev), console=console, refresh_per_second=1, screen=False) as live:
+    last: dict[str, GPUStatus] = {}
+    with Live(render(args.dev, last), console=console, refresh_per_second=1, screen=False) as live:
       while True:
         time.sleep(1)
-        live.update(render(args.dev))
+        live.update(render(args.dev, last))
   except KeyboardInterrupt: return 0
 
 

@@ -12,11 +12,12 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from drivers.system.discovery import PCIInfo, list_pci
-from drivers.system.lock import LockInfo, holder, list_locks, lock_dir, process_name
+from drivers.system.lock import LockInfo, alive, holder, list_locks, lock_dir, process_name
 from drivers.system.pci import SysfsPCIDevice, list_models, open_model
 from drivers.system.registry import Vendor, vendors
 
 NOT_IN_USE = "No processes found using this device"
+NOT_VISIBLE = "run hcq_smi as root to see every process"
 # a PCI function address as sysfs names it: domain:bus:device.function
 PCI_ADDRESS = re.compile(r"[0-9a-f]{4,}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
 
@@ -76,12 +77,12 @@ class Device:
 
   @property
   def pid(self) -> int | None:
-    """Holder pid; -1 when the lock is held but the holder wrote no pid; None when free."""
+    """Holder pid (found in /proc when it wrote none); -1 when the lock is held by a process not visible here; None when free."""
     return self.lock.pid if self.lock is not None else None
 
   def holder_text(self) -> str:
     if self.pid is None: return NOT_IN_USE
-    if self.pid < 0: return f"held by a process that recorded no pid (find it with `lsof {self.lock.path}`)"
+    if self.pid < 0: return f"held by a process not visible to this user (another user's or pid namespace's): {NOT_VISIBLE}"
     return f"pid {self.pid} ({process_name(self.pid)})"
 
 
@@ -179,11 +180,12 @@ def _reset(backend: Vendor, host: Host, devs: list[Device]) -> bool:
 
 def cmd_reset(backend: Vendor, host: Host, args: argparse.Namespace) -> int:
   devs = find_devices(backend, host, args.pci_bus)
-  for d in devs:
-    if d.pci is None: print(f"{d.bus}: {d.kind} device, not a PCI function on this host: skipped")
-  if not (pci := [d for d in devs if d.pci is not None]):
-    raise SmiError(f"no {backend.smi_name} PCI function to reset" + (f" matches --pci_bus {args.pci_bus}" if args.pci_bus else ""))
-  return 0 if _reset(backend, host, pci) else 1
+  for d in devs:   # only a held lock: no PCI function here, no model state to reset (a USB bridge, another model's lock)
+    if d.pci is None: print(f"{d.bus}: {d.kind} device known only by its lock ({d.holder_text()}): no PCI function here "
+                            "and no emulated state to reset, skipped")
+  if not (found := [d for d in devs if d.pci is not None]):
+    raise SmiError(f"no {backend.smi_name} device to reset" + (f" matches --pci_bus {args.pci_bus}" if args.pci_bus else ""))
+  return 0 if _reset(backend, host, found) else 1
 
 
 def cmd_insmod(backend: Vendor, host: Host, args: argparse.Namespace) -> int:
@@ -202,13 +204,6 @@ def cmd_pids(backend: Vendor, host: Host, args: argparse.Namespace) -> int:
   return 0
 
 
-def _alive(pid: int) -> bool:
-  try: os.kill(pid, 0)
-  except ProcessLookupError: return False
-  except PermissionError: return True
-  return True
-
-
 def _kill(host: Host, pid: int, sudoless: bool) -> None:
   if sudoless:
     try: os.kill(pid, signal.SIGKILL)
@@ -219,7 +214,7 @@ def _kill(host: Host, pid: int, sudoless: bool) -> None:
     return
   try: host.call(host.privileged(["kill", "-KILL", str(pid)]), "killing the lock holder")
   except SmiError:
-    if _alive(pid): raise
+    if alive(pid): raise
 
 
 def free_lock(host: Host, bus: str, path: str, sudoless: bool) -> None:
@@ -235,9 +230,9 @@ def free_lock(host: Host, bus: str, path: str, sudoless: bool) -> None:
       killed.append(pid)
     time.sleep(host.poll_s)
   waited = f"after {host.tries * host.poll_s:g} s"
-  if pid < 0: why = f"its holder recorded no pid; find it with `lsof {path}`"
-  elif _alive(pid): why = f"pid {pid} ({process_name(pid)}) has not exited (stuck in the kernel? see /proc/{pid}/stack)"
-  else: why = f"pid {pid} has exited but a process it forked keeps the lock open; find it with `lsof {path}`"
+  if pid < 0: why = f"its holder is not visible to this user; {NOT_VISIBLE}"
+  elif alive(pid): why = f"pid {pid} ({process_name(pid)}) has not exited (stuck in the kernel? see /proc/{pid}/stack)"
+  else: why = f"pid {pid} has exited but a process it forked keeps the lock open"
   raise SmiError(f"{bus}: lock {path} still held {waited}: {why}")
 
 
@@ -268,7 +263,7 @@ def parser() -> argparse.ArgumentParser:
   sub.add_parser("rmmod", help="unload the kernel modules (modprobe -r)").add_argument(
     "--expect", action="store_true", help="only check they are unloaded (exit 1 if any is loaded)")
   sub.add_parser("insmod", help="rmmod, reset the devices, load the kernel driver again")
-  for name, text in (("reset", "PCI function reset through sysfs"), ("pids", "pid holding each device's lock"),
+  for name, text in (("reset", "PCI function reset through sysfs (an emulated device: through its model)"), ("pids", "pid holding each device's lock"),
                      ("kill_pids", "kill the lock holders and wait until the locks are free")):
     sp = sub.add_parser(name, help=text)
     sp.add_argument("--pci_bus", metavar="BUS", help="only devices whose bus id starts with BUS (0000:03:00.0, 03:00, mock-0)")

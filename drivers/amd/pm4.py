@@ -107,11 +107,12 @@ class PM4Queue(Queue):
     self._release_mem(sig.va, DATA_SEL_64, value)
 
   def _wait(self, sig: Signal, value: int) -> None:
+    # WAIT_REG_MEM64 compares the whole 64-bit signal (payload: control, address lo/hi, reference lo/hi, mask lo/hi,
+    # poll interval; the layout of WAIT_REG_MEM with 64-bit reference and mask)
     self.keep.append(sig)
-    if value >= 1 << 32: raise ValueError(f"signal value {value:#x} does not fit the 32-bit compare of WAIT_REG_MEM")
-    self._patch_point("value", len(self.words) + 4, 32)   # WAIT_REG_MEM payload dword 3: the reference
-    self.pkt3(nvd.PACKET3_WAIT_REG_MEM, nvd.WAIT_REG_MEM_MEM_SPACE(MEM_SPACE_MEM) | nvd.WAIT_REG_MEM_FUNCTION(WAIT_GE),
-              sig.va, sig.va >> 32, value, 0xFFFFFFFF, POLL_MEM)
+    self._patch_point("value", len(self.words) + 4, 64)   # payload dwords 3-4: the reference
+    self.pkt3(nvd.PACKET3_WAIT_REG_MEM64, nvd.WAIT_REG_MEM_MEM_SPACE(MEM_SPACE_MEM) | nvd.WAIT_REG_MEM_FUNCTION(WAIT_GE),
+              sig.va, sig.va >> 32, value & 0xFFFFFFFF, value >> 32, 0xFFFFFFFF, 0xFFFFFFFF, POLL_MEM)
 
   def _timestamp(self, sig: Signal) -> None:
     self.keep.append(sig)

@@ -55,12 +55,22 @@ class SDMAQueue(Queue):
                             DST_ADDR_HI_dst_addr_63_32=sig.va >> 32, DW_3_count=1) + [value & 0xFFFFFFFF, value >> 32])
 
   def _wait(self, sig: Signal, value: int) -> None:
+    """POLL_REGMEM compares one dword, so a 64-bit sig >= value is: the high dword >= value's, then, only if it
+    equals value's (COND_EXE), the low dword >= value's. One ring unit, so COND_EXE's skip never crosses ring padding.
+    Exact for a signal that reaches the value in its window of 2^32; one that leaps from below the value to a later
+    window with a smaller low dword while the queue polls the low dword stalls it until the low dword gets there."""
     self.keep.append(sig)
-    if value >= 1 << 32: raise ValueError(f"signal value {value:#x} does not fit the 32-bit compare of POLL_REGMEM")
-    self._patch_point("value", self.ndw + S.SDMA_PKT_POLL_REGMEM_VALUE_value_offset, 32)
-    self._add(pkt("POLL_REGMEM", 6, HEADER_op=S.SDMA_OP_POLL_REGMEM, HEADER_func=POLL_GE, HEADER_mem_poll=1,
-                            ADDR_LO_addr_31_0=sig.va & 0xFFFFFFFF, ADDR_HI_addr_63_32=sig.va >> 32, VALUE_value=value,
-                            MASK_mask=0xFFFFFFFF, DW5_interval=POLL_INTERVAL, DW5_retry_count=POLL_RETRY))
+    hi, lo = value >> 32, value & 0xFFFFFFFF
+    poll = lambda va, ref: pkt("POLL_REGMEM", 6, HEADER_op=S.SDMA_OP_POLL_REGMEM, HEADER_func=POLL_GE, HEADER_mem_poll=1,
+                               ADDR_LO_addr_31_0=va & 0xFFFFFFFF, ADDR_HI_addr_63_32=va >> 32, VALUE_value=ref,
+                               MASK_mask=0xFFFFFFFF, DW5_interval=POLL_INTERVAL, DW5_retry_count=POLL_RETRY)
+    high, low = poll(sig.va + 4, hi), poll(sig.va, lo)
+    cond = pkt("COND_EXE", 5, HEADER_op=S.SDMA_OP_COND_EXE, ADDR_LO_addr_31_0=(sig.va + 4) & 0xFFFFFFFF,
+               ADDR_HI_addr_63_32=(sig.va + 4) >> 32, REFERENCE_reference=hi, EXEC_COUNT_exec_count=len(low))
+    value_at, ref_at = S.SDMA_PKT_POLL_REGMEM_VALUE_value_offset, S.SDMA_PKT_COND_EXE_REFERENCE_reference_offset
+    self._patch_point("value", ((self.ndw + value_at, 32), (self.ndw + len(high) + ref_at, 32),
+                                (self.ndw + len(high) + len(cond) + value_at, 0)), 64)
+    self._add(high + cond + low)
 
   def _timestamp(self, sig: Signal) -> None:
     self.keep.append(sig)

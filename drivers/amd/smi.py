@@ -1,5 +1,8 @@
 """What am_smi shows about AM-driven GPUs, read through the driver: the SMU metrics table, DPM clocks, VRAM in
-use from the page tables. Attaching takes no ownership: the device stays with the process that opened it."""
+use from the page tables. Attaching takes no ownership: the device stays with the process that opened it.
+
+The activity figures are live only while a process owns the device (the AM driver's queues are that process's) and
+the SMU updates its table (MetricsCounter advances between two readings); otherwise they read 0 and `stale` says why."""
 from __future__ import annotations
 from dataclasses import dataclass, field
 
@@ -19,10 +22,12 @@ THROTTLERS = {v: k[len("THROTTLER_"):-len("_BIT")] for k, v in vars(drv).items()
 class GPUStatus:
   bus: str
   name: str
-  pid: int | None                                   # the process that owns the device, if any
+  pid: int | None                                   # the process that owns the device (-1: one not visible here), if any
   error: str | None = None                          # why nothing else could be read
+  stale: str | None = None                          # why the activity is not a live reading (it then reads 0)
   gfx_activity: int = 0                             # %
   mem_activity: int = 0                             # %
+  metrics_counter: int | None = None                # the SMU's MetricsCounter of this reading
   temps: dict[str, int] = field(default_factory=dict)     # degrees C
   voltages: dict[str, int] = field(default_factory=dict)  # mV
   clocks: dict[str, int] = field(default_factory=dict)    # MHz: gfx, mem, fclk
@@ -57,8 +62,10 @@ def devices(bus: str | None = None) -> list[MonitoredGPU]:
 def _clock(pre: int, post: int, activity: int) -> int: return pre if activity > BUSY_THRESHOLD else post
 
 
-def status(ref: MonitoredGPU) -> GPUStatus:
+def status(ref: MonitoredGPU, last: GPUStatus | None = None) -> GPUStatus:
+  """One reading of the device; `last`, the previous reading of it, tells whether the SMU updated its metrics since."""
   st = GPUStatus(ref.bus, ref.name, holder(lock_path("am", ref.bus)))
+  if st.pid is None: st.stale = "idle: no process holds the device"
   try:
     pci = ref.open()
   except Exception as e:
@@ -67,7 +74,10 @@ def status(ref: MonitoredGPU) -> GPUStatus:
   try:
     core = AMCore(pci, monitor=True)
     m = core.smu.metrics()
-    st.gfx_activity, st.mem_activity = m.AverageGfxActivity, m.AverageUclkActivity
+    st.metrics_counter = m.MetricsCounter
+    if last is not None and last.metrics_counter == m.MetricsCounter and st.stale is None:
+      st.stale = f"stale: SMU metrics not updated since the last reading (counter {m.MetricsCounter})"
+    if st.stale is None: st.gfx_activity, st.mem_activity = m.AverageGfxActivity, m.AverageUclkActivity
     st.temps = {k: m.AvgTemperature[i] for k, i in TEMPS.items()}
     st.voltages = {k: m.AvgVoltage[i] for k, i in VOLTAGES.items()}
     st.clocks = {"gfx": _clock(m.AverageGfxclkFrequencyPreDs, m.AverageGfxclkFrequencyPostDs, m.AverageGfxActivity),

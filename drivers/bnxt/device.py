@@ -17,9 +17,9 @@ from drivers.bnxt.doorbell import Doorbell
 from drivers.bnxt.hwrm import HWRM, RESET_TIMEOUT_S
 from drivers.bnxt.l2 import open_rx_path, set_phy_loopback
 from drivers.bnxt.mr import MR
-from drivers.bnxt.pbl import HWQueue
+from drivers.bnxt.nq import NQ
 from drivers.bnxt.qp import MAX_SGE, QP
-from drivers.bnxt.rcfw import NQ_ENTRIES, RCFW, alloc_nq_ring
+from drivers.bnxt.rcfw import RCFW
 from drivers.rdma.verbs import Access, QPCap
 from drivers.system.dma import DMAMemory
 from drivers.system.pci import PCIDevice
@@ -66,10 +66,8 @@ class BNXTDevice:
     self.stat_ctx_id = hwrm("stat_ctx_alloc", stats_dma_addr=self.stats.bus_addr(0),
                             stats_dma_length=ctypes.sizeof(H.ctx_hw_stats_ext)).stat_ctx_id
     self.rcfw("initialize_fw", stat_ctx_id=self.stat_ctx_id, flags=H.CMDQ_INITIALIZE_FW_FLAGS_HW_REQUESTER_RETX_SUPPORTED)
-    # the notification queue: never serviced (everything is polled), but CQs and L2 rings name one
-    self.nq = HWQueue(pci, NQ_ENTRIES, ctypes.sizeof(H.nq_base))
-    self.nq_id = alloc_nq_ring(hwrm, self.nq, logical_id=1)
-    self.db.ring(self.nq_id, H.DBC_DBC_TYPE_NQ_ARM, 0, 0)
+    self.nq = NQ(self, pci, hwrm, self.db)          # CQs and L2 rings name it; CQ.wait_event sleeps on it
+    self.nq_id = self.nq.id
     self.l2 = open_rx_path(pci, hwrm, self.nq_id, self.mac)
 
   # --- objects the hardware names by a 64-bit handle (CQEs carry the QP's, NQ entries the CQ's)
@@ -85,11 +83,17 @@ class BNXTDevice:
       raise RuntimeError(f"{self.name}: CQ {cq.cq_id:#x} holds a completion for QP handle {h:#x}, which names no QP")
     return qp
 
+  def cq_by_handle(self, h: int) -> CQ:
+    if not isinstance(cq := self._objects.get(h), CQ):
+      raise RuntimeError(f"{self.name}: the NQ holds a notification for CQ handle {h:#x}, which names no CQ")
+    return cq
+
   def check_faults(self) -> None:
     """(Rings ask while they wait for room.) A QP's errors arrive as its error completions: nothing to do here."""
 
   # --- the provider interface (drivers/rdma/provider.py)
   def alloc(self, size: int) -> DMAMemory: return self.pci.alloc_dma(size)
+  def map_dma(self, memory: memoryview) -> DMAMemory: return self.pci.map_dma(memory)
   def free(self, mem: DMAMemory) -> None: self.pci.free_dma(mem)
 
   def add_gid(self, gid: bytes) -> int:

@@ -71,7 +71,8 @@ class Queue:
   def _patch_point(self, role: str, where: Any, bits: int = 64, addend: int = 0) -> None:
     """Called by vendor encoders for each field of the command being encoded that a replay may change: `role` is
     "value" (a signal's or wait's value), "dest"/"src" (copy addresses) or "args" (the kernel-argument address);
-    `where` says where the field lies in the sealed stream (for words: the index of its low dword, the high one next),
+    `where` says where the field lies in the sealed stream (for words: the index of its low dword, the high one next, or
+    (index, shift) pairs for a value split across dwords apart: drivers.hcq.ring.RingSealed._put),
     `bits` its width, `addend` what the field holds beyond the patched value (e.g. the offset of one copy chunk)."""
     if self._patch_key is not None: self.patches.append(((self._patch_key, role), where, bits, addend))
 

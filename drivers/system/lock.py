@@ -1,8 +1,10 @@
 """Device ownership: one flock'd file per device, `$TMPDIR/<prefix>_<bus>.lock`.
 
-The holder writes its pid into the file, so a second process (and `hcq_smi ... pids`) can name it.
-flock locks belong to the open file description and vanish when the process dies, so a killed
-driver never leaves a stale lock behind.
+The holder writes its pid into the file, so a second process (and `hcq_smi ... pids`) can name it; a holder that
+wrote none (another tool flock'ing the file) is found in /proc: the `lock:` lines of /proc/<pid>/fdinfo/<fd> name the
+open files that hold a lock, /proc/locks the locked device:inode pairs. flock locks belong to the open file description
+and vanish when the last process holding it dies, so a killed driver never leaves a stale lock behind. The file is
+created 0644: other users only read it.
 """
 from __future__ import annotations
 import fcntl, os, tempfile
@@ -41,20 +43,69 @@ def _read_pid(fd: int) -> int | None:
   except (ValueError, OSError): return None
 
 
+def _holds(pid: int, file: tuple[int, int]) -> bool | None:
+  """Does process `pid` hold a flock on the file (st_dev, st_ino) through one of its fds? None: its fds are not
+  readable to this user (or it is gone)."""
+  fds = f"/proc/{pid}/fd"
+  try: names = os.listdir(fds)
+  except OSError: return None
+  for n in names:
+    try:
+      st = os.stat(os.path.join(fds, n))
+      if (st.st_dev, st.st_ino) != file: continue
+      with open(f"/proc/{pid}/fdinfo/{n}") as f:   # "lock:\t1: FLOCK  ADVISORY  WRITE <pid> <maj:min:ino> 0 EOF"
+        if any(line.startswith("lock:") and " FLOCK " in line for line in f): return True
+    except OSError: continue                       # that fd closed meanwhile
+  return False
+
+
+def _locks_pid(file: tuple[int, int]) -> int | None:
+  """The pid /proc/locks gives for a flock on the file: the process that took it, in this pid namespace."""
+  dev, ino = file
+  want = f"{os.major(dev):02x}:{os.minor(dev):02x}:{ino}"
+  try:
+    with open("/proc/locks") as f: lines = f.read().splitlines()
+  except OSError: return None
+  for line in lines:   # "1: FLOCK  ADVISORY  WRITE 1234 fe:00:2146358 0 EOF"; "1: -> FLOCK ..." is a waiter
+    w = line.split()
+    if len(w) >= 6 and w[1] == "FLOCK" and w[5] == want and w[4].isdigit() and int(w[4]) > 0: return int(w[4])
+  return None
+
+
+def _find_holder(fd: int) -> int:
+  """pid of a process holding the flock on the open lock file `fd`: the pid it wrote if that process holds it, else
+  one found in /proc; -1 if none is visible (a process of another user or pid namespace)."""
+  st = os.fstat(fd)
+  file = (st.st_dev, st.st_ino)
+  if (pid := _read_pid(fd)) is not None and _holds(pid, file) is not False and alive(pid): return pid
+  for name in os.listdir("/proc"):
+    if name.isdigit() and _holds(int(name), file): return int(name)
+  pid = _locks_pid(file)
+  return pid if pid is not None and alive(pid) else -1
+
+
+def alive(pid: int) -> bool:
+  """Does process `pid` exist (perhaps another user's)?"""
+  try: os.kill(pid, 0)
+  except ProcessLookupError: return False
+  except PermissionError: return True
+  return True
+
+
 class DeviceLock:
   """Exclusive ownership of one device for the life of this object (or until release())."""
   def __init__(self, prefix: str, bus: str):
     self.fd: int | None = None
     self.prefix, self.bus, self.path = prefix, bus, lock_path(prefix, bus)
-    try: fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    try: fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     except PermissionError as e:
       raise PermissionError(f"cannot open lock file {self.path}: {e.strerror}; another user created it — remove it as root "
                             "or set TMPDIR to a directory you own") from None
     try: fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-      pid = _read_pid(fd)
+      pid = _find_holder(fd)
       os.close(fd)
-      who = f"pid {pid} ({process_name(pid)})" if pid else "another process"
+      who = f"pid {pid} ({process_name(pid)})" if pid > 0 else "a process not visible to this user (another user's, or another pid namespace's)"
       raise DeviceBusyError(f"device {bus} is in use by {who} (lock {self.path}); stop that process or run "
                             f"`hcq_smi {lock_owners()[prefix].smi_name} kill_pids --pci_bus {bus}`") from None
     os.ftruncate(fd, 0)
@@ -76,19 +127,20 @@ class LockInfo:
   prefix: str
   bus: str
   path: str
-  pid: int | None          # None: the lock file exists but nobody holds it
+  pid: int | None          # None: the lock file exists but nobody holds it; -1: held by a process not visible here
 
   @property
   def process(self) -> str: return process_name(self.pid) if self.pid else ""
 
 
 def holder(path: str) -> int | None:
-  """pid holding the lock file at `path`, or None if it is free (probes with a non-blocking flock)."""
+  """pid holding the lock file at `path` (whether it wrote its pid or not), -1 if held by a process this user cannot
+  see, None if it is free (probes with a non-blocking flock)."""
   try: fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
   except FileNotFoundError: return None
   try:
     try: fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError: return _read_pid(fd) or -1
+    except BlockingIOError: return _find_holder(fd)
     fcntl.flock(fd, fcntl.LOCK_UN)
     return None
   finally: os.close(fd)

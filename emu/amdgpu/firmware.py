@@ -13,6 +13,15 @@ of Debian firmware-amd-graphics 20230210 for Navi31 (psp_13_0_0_sos, smu_13_0_0,
 The PSP cannot be shown our keys, so the model checks what a signature check implies: the magic, that the
 sizes agree and fit the buffer the driver named, that a signature is present (not all zeros), and that the
 image id is the one of the firmware type the driver claims, so a swapped or truncated component is refused.
+
+The TOC (table of contents, loaded by LOAD_TOC) tells the sOS which firmware follows and how large a TMR it needs.
+AMD does not publish the layout of its body, so the model reads the TOC in a layout of its own (what fwbuild writes),
+after the 256-byte header:
+  0x00 4s   magic "HTOC"
+  0x04 u32  TMR size in bytes (what LOAD_TOC reports in resp.tmr_size): non-zero, a multiple of 1 MiB
+  0x08 u32  n, then n u32 image ids (each a Navi31 LOAD_IP_FW component's, listed once): what LOAD_IP_FW accepts
+A TOC whose body lacks the magic is taken to be in AMD's layout (Debian's psp_13_0_0_sos.bin): the model checks only
+its signed-image header, reports Navi31's TMR size (TMR_SIZE) and accepts every Navi31 component.
 """
 from __future__ import annotations
 from dataclasses import dataclass
@@ -38,6 +47,11 @@ IMAGE_IDS = {"KDB": 0x004F, "SPL": 0x0056, "SYS_DRV": 0x000A, "SOS": 0x0009, "TO
              "RS64_MEC_P0_STACK": 0x2049, "IMU_I": 0x203B, "IMU_D": 0x203C, "RLC_IRAM": 0x2016,
              "RLC_DRAM_BOOT": 0x2017, "RLC_P": 0x200F, "RLC_V": 0x200A, "RLC_G": 0x2009}
 FW_TYPE_NAMES = {v: k[12:] for k, v in vars(G).items() if k.startswith("GFX_FW_TYPE_") and isinstance(v, int)}
+# what Navi31's sOS loads through LOAD_IP_FW: the PMFW, then the GFX firmware (amd_driver.md 2.9); anything else is refused
+IP_FIRMWARE = ("SMU", "SDMA_UCODE_TH0", "SDMA_UCODE_TH1", "RS64_MEC", "RS64_MEC_P0_STACK", "IMU_I", "IMU_D",
+               "RLC_IRAM", "RLC_DRAM_BOOT", "RLC_P", "RLC_V", "RLC_G")
+TMR_SIZE, TMR_ALIGN = 0x1300000, 1 << 20   # the TMR Navi31's TOC asks for (amd_driver.md 2.5: 19 MiB), its alignment
+TOC_MAGIC = b"HTOC"
 
 
 class Rejected(Exception):
@@ -77,6 +91,34 @@ def check(name: str, data: bytes, limit: int, accept_ids: tuple[str, ...] = ()) 
     what = next((k for k, v in IMAGE_IDS.items() if v == image_id), "an unknown image")
     raise Rejected(f"{name}: image id {image_id:#06x} is {what}, not {name} ({IMAGE_IDS.get(name, 0):#06x})")
   return Image(name, image_id, u32(OFF_VERSION), total)
+
+
+@dataclass(frozen=True)
+class TOC:
+  tmr_size: int
+  firmware: frozenset[str]     # the IP_FIRMWARE components it lists
+
+
+def parse_toc(image: bytes) -> TOC:
+  """The TOC's contents from its checked signed image (layout in the module docstring)."""
+  body = image[HEADER:HEADER + int.from_bytes(image[OFF_BODY:OFF_BODY + 4], "little")]
+  if body[:4] != TOC_MAGIC: return TOC(TMR_SIZE, frozenset(IP_FIRMWARE))   # AMD's own layout: not readable here
+  if len(body) < 12: raise Rejected(f"TOC: a {len(body)}-byte body is shorter than its 12-byte table header")
+  tmr, n = int.from_bytes(body[4:8], "little"), int.from_bytes(body[8:12], "little")
+  if not tmr or tmr % TMR_ALIGN: raise Rejected(f"TOC: TMR size {tmr:#x} is not a non-zero multiple of 1 MiB")
+  if 12 + 4 * n > len(body): raise Rejected(f"TOC: {n} entries do not fit its {len(body)}-byte body")
+  ids = [int.from_bytes(body[12 + 4 * i:16 + 4 * i], "little") for i in range(n)]
+  by_id = {IMAGE_IDS[name]: name for name in IP_FIRMWARE}
+  if unknown := [i for i in ids if i not in by_id]:
+    raise Rejected(f"TOC: image id {unknown[0]:#x} is no firmware of Navi31's PSP 13.0.0")
+  if len(set(ids)) != len(ids): raise Rejected("TOC: a component is listed twice")
+  return TOC(tmr, frozenset(by_id[i] for i in ids))
+
+
+def toc_body(tmr_size: int, firmware: tuple[str, ...]) -> bytes:
+  """A TOC body in the model's layout (for synthetic firmware): the TMR size and the components' image ids."""
+  ids = [IMAGE_IDS[name] for name in firmware]
+  return TOC_MAGIC + b"".join(v.to_bytes(4, "little") for v in (tmr_size, len(ids), *ids))
 
 
 def pmfw_version(image_version: int) -> int:

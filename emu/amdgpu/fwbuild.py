@@ -13,6 +13,9 @@ firmware-amd-graphics blobs are:
   gc_11_0_0_rlc.bin   rlc_firmware_header_v2_3; RLC_G at the ucode array; IRAM, DRAM_BOOT, P, V at file offsets;
                       no restore lists (v2.1 sizes 0)
 
+The TOC body is in the model's TOC layout (firmware.py): the TMR size `toc_tmr` and every LOAD_IP_FW component but
+those in `toc_omit`.
+
 Corruptions for negative tests: `omit` leaves components out (a PSP bin, an RLC/IMU piece: size 0; a file's
 only component: no file), `damage` maps a component to "magic" (not a signed image), "unsigned" (zero
 signature), "size" (header sizes disagree) or "id" (another component's image id), `bad_header` names files
@@ -35,13 +38,13 @@ COMPONENTS = {**{n: (0x200, SOS_VERSION if n in ("SOS", "SYS_DRV") else 1) for n
               "RLC_G": (0x400, 1), **{n: (0x200, 1) for n in ("RLC_IRAM", "RLC_DRAM_BOOT", "RLC_P", "RLC_V")}}
 
 
-def _image(name: str, size: int, damage: dict[str, str], version: int = 1) -> bytes:
-  body = bytes((i * 7 + len(name)) & 0xFF for i in range(size))
+def _image(name: str, size: int, damage: dict[str, str], version: int = 1, body: bytes | None = None) -> bytes:
+  body = bytes((i * 7 + len(name)) & 0xFF for i in range(size)) if body is None else body
   img = bytearray(F.make_image(name, body, version, image_id=0x0135 if name == "RL" else None))
   how = damage.get(name)
   if how == "magic": img[F.OFF_MAGIC:F.OFF_MAGIC + 4] = b"JUNK"
   elif how == "unsigned": img[-F.SIGNATURE:] = bytes(F.SIGNATURE)
-  elif how == "size": img[F.OFF_BODY:F.OFF_BODY + 4] = (size + 16).to_bytes(4, "little")
+  elif how == "size": img[F.OFF_BODY:F.OFF_BODY + 4] = (len(body) + 16).to_bytes(4, "little")
   elif how == "id": img[F.OFF_ID:F.OFF_ID + 2] = F.IMAGE_IDS["KDB" if name != "KDB" else "SOS"].to_bytes(2, "little")
   elif how is not None: raise ValueError(f"unknown damage {how!r} for {name}; use magic, unsigned, size or id")
   return bytes(img)
@@ -62,15 +65,18 @@ def _file(hdr, payload: bytes) -> bytes:
   return bytes(out)
 
 
-def images(omit: tuple[str, ...] = (), damage: dict[str, str] | None = None) -> dict[str, bytes]:
+def images(omit: tuple[str, ...] = (), damage: dict[str, str] | None = None, toc_tmr: int = F.TMR_SIZE,
+           toc_omit: tuple[str, ...] = ()) -> dict[str, bytes]:
   """The signed image of each component (what the PSP is handed), as write_firmware packs them into the files."""
-  return {n: _image(n, size, damage or {}, version) for n, (size, version) in COMPONENTS.items() if n not in omit}
+  toc = F.toc_body(toc_tmr, tuple(n for n in F.IP_FIRMWARE if n not in toc_omit))
+  return {n: _image(n, size, damage or {}, version, toc if n == "TOC" else None)
+          for n, (size, version) in COMPONENTS.items() if n not in omit}
 
 
 def write_firmware(path: str, omit: tuple[str, ...] = (), damage: dict[str, str] | None = None,
-                   bad_header: tuple[str, ...] = ()) -> dict[str, str]:
+                   bad_header: tuple[str, ...] = (), toc_tmr: int = F.TMR_SIZE, toc_omit: tuple[str, ...] = ()) -> dict[str, str]:
   """Write the synthetic files into directory `path`; returns {file name: full path} of those written."""
-  files, imgs = {}, images(omit, damage)
+  files, imgs = {}, images(omit, damage, toc_tmr, toc_omit)
   img = lambda name: imgs.get(name, b"")
   os.makedirs(path, exist_ok=True)
 

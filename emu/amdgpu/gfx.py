@@ -26,13 +26,14 @@ from typing import TYPE_CHECKING
 
 from autogen.amd import gc_11_0_0 as gc
 from emu.amdgpu.firmware import MEC_ENTRY
+from emu.amdgpu.gpu import BANK_SH_MEM
 from emu.amdgpu.pm4 import PM4Engine
 from emu.amdgpu.registers import Block, ModelError, storage
 if TYPE_CHECKING: from emu.amdgpu.navi31 import Navi31
 
 PIPES, QUEUES, VMIDS = 4, 8, 16
 HQD_FIRST, HQD_LAST = gc.regCP_MQD_BASE_ADDR, gc.regCP_HQD_PQ_WPTR_HI
-BANK_HQD, BANK_SH_MEM, BANK_PC = 0, PIPES * QUEUES * 64, PIPES * QUEUES * 64 + VMIDS * 2
+BANK_HQD, BANK_PC = 0, BANK_SH_MEM + VMIDS * 2
 BOOTLOAD_DONE = gc.regRLC_RLCS_BOOTLOAD_STATUS.encode(BOOTLOAD_COMPLETE=1, GFX_INIT_DONE=1, RLC_GPM_IRAM_LOADED=1, RLC_GPM_IRAM_DONE=1)
 CP_BUSY = gc.regCP_STAT.mask("CP_BUSY")
 SOFT_RESET_CP = gc.regGRBM_SOFT_RESET.encode(SOFT_RESET_CP=1, SOFT_RESET_CPF=1, SOFT_RESET_CPC=1, SOFT_RESET_CPG=1)
@@ -88,7 +89,7 @@ class GFXModel(Block):
     return self.regs.bank(BANK_HQD + (pipe_queue[0] * QUEUES + pipe_queue[1]) * 64 + addr - self.first)
 
   def _vmid_slot(self, addr: int) -> int:
-    return self.regs.bank(BANK_SH_MEM + self._select()["VMID"] * 2 + (addr != self.addr(gc.regSH_MEM_CONFIG)))
+    return self.dev.gpu.sh_mem_slot(self._select()["VMID"], addr != self.addr(gc.regSH_MEM_CONFIG))
 
   def _pc_slot(self, addr: int) -> int:
     return self.regs.bank(BANK_PC + self._me1(addr)["PIPEID"] * 2 + (addr != self.addr(gc.regCP_MEC_RS64_PRGRM_CNTR_START)))

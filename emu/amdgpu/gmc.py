@@ -10,26 +10,45 @@ Per hub (register names gc_11_0_0 / mmhub_3_0_0; behaviour amd_driver.md 2.5-2.7
   CONTEXT0_CNTL (ENABLE_CONTEXT, PAGE_TABLE_DEPTH must be 3 = four levels, BLOCK_SIZE 0) program the MMU.
 - VM_INVALIDATE_ENGn_REQ: drops the hub's TLB and sets the requested PER_VMID bits in ENGn_ACK.
   ENGn_SEM: a read returns 1 and takes the semaphore when it is free, 0 while held; writing 0 releases it.
+- Nothing translates (every access raises, naming what is missing) until the driver has enabled the L1 TLB
+  (MC_VM_MX_L1_TLB_CNTL: ENABLE_L1_TLB, SYSTEM_ACCESS_MODE 3 = physical inside the system aperture and translated
+  outside it, the only mode modelled, ENABLE_ADVANCED_DRIVER_MODEL, a defined MTYPE), the L2 (VM_L2_CNTL.ENABLE_L2_CACHE)
+  and programmed the system aperture (LOW <= HIGH, holding the framebuffer's first page). MC_VM_AGP_BOT/TOP/BASE (16 MiB
+  units): inside the system aperture, MC addresses in [BOT, TOP] are host bus addresses from BASE (BOT > TOP: off).
+  The other L2 fields (fragment processing, cache sizes, VM_L2_CNTL3-5) only shape caching and are not checked.
 - VM_L2_CNTL2 with INVALIDATE_ALL_L1_TLBS/INVALIDATE_L2_CACHE drops the TLB.
 - VM_L2_PROTECTION_FAULT_STATUS/ADDR_LO32/HI32 latch the first fault (read-only; MORE_FAULTS for the
-  next ones) until VM_L2_PROTECTION_FAULT_CNTL.CLEAR_PROTECTION_FAULT_STATUS_ADDR is written.
+  next ones) until VM_L2_PROTECTION_FAULT_CNTL.CLEAR_PROTECTION_FAULT_STATUS_ADDR is written. The status carries the
+  fault's type: PERMISSION_FAULTS bit 0 VALID (nothing valid mapped; with MAPPING_ERROR and the access's read/write bit),
+  bit 1 READ, bit 2 WRITE, bit 3 EXECUTE (a mapped page without that permission); WALKER_ERROR for a directory entry
+  the walker rejects; MAPPING_ERROR alone for an address outside the context's window or the aperture. CID is the UTCL2
+  client (CPC, TCP for shader data, SQC for instruction fetch, SDMA0), RW the access.
+- VM_CONTEXT0_CNTL's *_PROTECTION_FAULT_ENABLE_INTERRUPT bit of the fault's type (RANGE, VALID, READ, WRITE, EXECUTE,
+  PDE0) decides whether the fault raises a UTCL2 interrupt; the *_ENABLE_DEFAULT bits (redirect to the dummy page) are
+  not modelled: a faulting access stops its engine.
 """
 from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from autogen.amd import gc_11_0_0 as gc, mmhub_3_0_0 as mmhub
-from emu.amdgpu.mmu import MMU, Fault, ADDR_MASK
+from emu.amdgpu.mmu import MMU, Fault, ADDR_MASK, MTYPES, FAULT_NOT_PRESENT, FAULT_READ, FAULT_WRITE, FAULT_EXECUTE, FAULT_RANGE, FAULT_PDE
 from emu.amdgpu.registers import Block, ModelError
 if TYPE_CHECKING: from emu.amdgpu.navi31 import Navi31
 
 FB_BASE_UNITS = 0x8000           # VBIOS placement of VRAM in the MC space: 0x80_0000_0000 (16 MiB units)
 APERTURE_SHIFT, PAGE_SHIFT, FB_SHIFT = 18, 12, 24
-# UTCL2 client ids of the GC hub (gfxhub_v3_0 client table): CPC = compute CP, TCP = shader memory, SDMA0
-CID_CPC, CID_TCP, CID_SDMA0 = 5, 8, 13
-STORAGE_NAMES = ("MC_VM_AGP_BASE", "MC_VM_AGP_BOT", "MC_VM_AGP_TOP", "MC_VM_SYSTEM_APERTURE_DEFAULT_ADDR_LSB",
+# UTCL2 client ids of the GC hub (gfxhub_v3_0 client table): CPC = compute CP, TCP = shader memory, SQC (inst) =
+# shader instruction fetch, SDMA0
+CID_CPC, CID_TCP, CID_SQC_INST, CID_SDMA0 = 5, 8, 9, 13
+SYSTEM_ACCESS_MODE_NOT_IN_SYS = 3     # MC_VM_MX_L1_TLB_CNTL: physical inside the system aperture, translated outside
+# VM_L2_PROTECTION_FAULT_STATUS.PERMISSION_FAULTS bits, in the order of CONTEXTn_CNTL's fault enables
+PERM_VALID, PERM_READ, PERM_WRITE, PERM_EXECUTE = 1, 2, 4, 8
+# the CONTEXT0_CNTL interrupt enable of each fault type
+FAULT_INTERRUPT = {FAULT_RANGE: "RANGE", FAULT_NOT_PRESENT: "VALID", FAULT_READ: "READ", FAULT_WRITE: "WRITE",
+                   FAULT_EXECUTE: "EXECUTE", FAULT_PDE: "PDE0"}
+STORAGE_NAMES = ("MC_VM_SYSTEM_APERTURE_DEFAULT_ADDR_LSB",
                  "MC_VM_SYSTEM_APERTURE_DEFAULT_ADDR_MSB", "VM_L2_PROTECTION_FAULT_DEFAULT_ADDR_LO32",
-                 "VM_L2_PROTECTION_FAULT_DEFAULT_ADDR_HI32", "VM_L2_PROTECTION_FAULT_CNTL2", "MC_VM_MX_L1_TLB_CNTL",
-                 "VM_L2_CNTL", "VM_L2_CNTL3", "VM_L2_CNTL4", "VM_L2_CNTL5", "MC_VM_FB_OFFSET",
+                 "VM_L2_PROTECTION_FAULT_DEFAULT_ADDR_HI32", "VM_L2_PROTECTION_FAULT_CNTL2", "VM_L2_CNTL3", "VM_L2_CNTL4", "VM_L2_CNTL5", "MC_VM_FB_OFFSET",
                  "VM_L2_CONTEXT1_IDENTITY_APERTURE_LOW_ADDR_LO32", "VM_L2_CONTEXT1_IDENTITY_APERTURE_LOW_ADDR_HI32",
                  "VM_L2_CONTEXT1_IDENTITY_APERTURE_HIGH_ADDR_LO32", "VM_L2_CONTEXT1_IDENTITY_APERTURE_HIGH_ADDR_HI32",
                  "VM_L2_CONTEXT_IDENTITY_PHYSICAL_OFFSET_LO32", "VM_L2_CONTEXT_IDENTITY_PHYSICAL_OFFSET_HI32",
@@ -62,7 +81,8 @@ class HubModel(Block):
   def handlers(self):
     h = {self.addr(self.reg(n)): (None, self._context) for n in CONTEXT_NAMES}
     h.update({self.addr(self.reg(n)): (None, self._aperture) for n in
-              ("MC_VM_FB_LOCATION_BASE", "MC_VM_FB_LOCATION_TOP", "MC_VM_SYSTEM_APERTURE_LOW_ADDR", "MC_VM_SYSTEM_APERTURE_HIGH_ADDR")})
+              ("MC_VM_FB_LOCATION_BASE", "MC_VM_FB_LOCATION_TOP", "MC_VM_SYSTEM_APERTURE_LOW_ADDR", "MC_VM_SYSTEM_APERTURE_HIGH_ADDR",
+               "MC_VM_AGP_BASE", "MC_VM_AGP_BOT", "MC_VM_AGP_TOP", "MC_VM_MX_L1_TLB_CNTL", "VM_L2_CNTL")})
     for i in range(ENGINES):
       h[self.addr(self.reg(f"VM_INVALIDATE_ENG{i}_REQ"))] = (None, lambda a, v, i=i: self._invalidate(i, v))
       h[self.addr(self.reg(f"VM_INVALIDATE_ENG{i}_ACK"))] = (None, self._read_only)
@@ -108,10 +128,31 @@ class HubModel(Block):
     self.dev.gpu.vram.write(self.vram_offset(mc, len(data), who), data)
 
   def _aperture(self, addr: int, value: int) -> None:
+    """The MC address map (system aperture, framebuffer, AGP) and whether the hub translates at all."""
     if addr: self.regs[addr] = value
     low = self.r("MC_VM_SYSTEM_APERTURE_LOW_ADDR") << APERTURE_SHIFT
     high = (self.r("MC_VM_SYSTEM_APERTURE_HIGH_ADDR") << APERTURE_SHIFT) | ((1 << APERTURE_SHIFT) - 1)
-    self.mmu.set_aperture(low, high, *self.fb) if low <= high else self.mmu.set_aperture(None)
+    bot, top = self.r("MC_VM_AGP_BOT") << FB_SHIFT, (self.r("MC_VM_AGP_TOP") << FB_SHIFT) | ((1 << FB_SHIFT) - 1)
+    agp = (bot, top, self.r("MC_VM_AGP_BASE") << FB_SHIFT) if bot <= top else None
+    self.mmu.set_aperture(low, high, *self.fb, agp) if low <= high else self.mmu.set_aperture(None)
+    self.mmu.set_enabled(self._not_translating(low, high))
+
+  def _not_translating(self, low: int, high: int) -> str | None:
+    """Why the hub's setup does not let it translate yet (amd_driver.md 2.7 steps 2 and 5-6), or None."""
+    p = self.prefix
+    tlb = self.reg("MC_VM_MX_L1_TLB_CNTL").decode(self.r("MC_VM_MX_L1_TLB_CNTL"))
+    if not tlb["ENABLE_L1_TLB"]: return f"{p}MC_VM_MX_L1_TLB_CNTL.ENABLE_L1_TLB is 0: the driver has not enabled the L1 TLB"
+    if tlb["SYSTEM_ACCESS_MODE"] != SYSTEM_ACCESS_MODE_NOT_IN_SYS:
+      return (f"{p}MC_VM_MX_L1_TLB_CNTL.SYSTEM_ACCESS_MODE is {tlb['SYSTEM_ACCESS_MODE']}: only 3 (physical inside the "
+              "system aperture, translated outside it) is modelled")
+    if not tlb["ENABLE_ADVANCED_DRIVER_MODEL"]: return f"{p}MC_VM_MX_L1_TLB_CNTL.ENABLE_ADVANCED_DRIVER_MODEL is 0: the VM contexts are not in use"
+    if tlb["MTYPE"] not in MTYPES: return f"{p}MC_VM_MX_L1_TLB_CNTL.MTYPE {tlb['MTYPE']} is reserved (NC 0, WC 1, CC 2, UC 3)"
+    if not self.reg("VM_L2_CNTL").decode(self.r("VM_L2_CNTL"))["ENABLE_L2_CACHE"]:
+      return f"{p}VM_L2_CNTL.ENABLE_L2_CACHE is 0: the driver has not enabled the L2 (the page walker)"
+    if not low <= self.fb[0] <= high:
+      return (f"the system aperture [{low:#x}, {high:#x}] ({p}MC_VM_SYSTEM_APERTURE_LOW/HIGH_ADDR) does not hold the "
+              f"framebuffer at {self.fb[0]:#x}: the driver has not programmed it")
+    return None
 
   def _context(self, addr: int, value: int) -> None:
     if addr: self.regs[addr] = value
@@ -164,16 +205,26 @@ class HubModel(Block):
 
   def client_id(self, client: str) -> int:
     if client == "shader": return CID_TCP
+    if client == "SQC": return CID_SQC_INST
     return CID_SDMA0 if client.startswith("SDMA") else CID_CPC
+
+  @staticmethod
+  def fault_status_fields(f: Fault) -> dict[str, int]:
+    """PERMISSION_FAULTS / MAPPING_ERROR / WALKER_ERROR of a fault of type `f.kind`."""
+    access = PERM_EXECUTE if f.execute else PERM_WRITE if f.write else PERM_READ
+    if f.kind == FAULT_NOT_PRESENT: return {"PERMISSION_FAULTS": PERM_VALID | access, "MAPPING_ERROR": 1}
+    if f.permission: return {"PERMISSION_FAULTS": access}
+    if f.kind == FAULT_PDE: return {"WALKER_ERROR": 1, "MAPPING_ERROR": 1}
+    return {"MAPPING_ERROR": 1}
 
   def _on_fault(self, f: Fault) -> None:
     with self.dev.lock:
       status = self.reg("VM_L2_PROTECTION_FAULT_STATUS")
       if self.get(status): self.set(status, self.get(status) | 1)   # MORE_FAULTS
       else:
-        self.set(status, status.encode(PERMISSION_FAULTS=(4 if f.write else 2) if f.permission else 0,
-                                       MAPPING_ERROR=int(not f.permission), CID=self.client_id(f.client), RW=int(f.write)))
+        self.set(status, status.encode(**self.fault_status_fields(f), CID=self.client_id(f.client), RW=int(f.write)))
         self.set(self.reg("VM_L2_PROTECTION_FAULT_ADDR_LO32"), (f.va >> 12) & 0xFFFFFFFF)
         self.set(self.reg("VM_L2_PROTECTION_FAULT_ADDR_HI32"), (f.va >> 44) & 0xF)
-      if f.client != "IH" and self.r("VM_CONTEXT0_CNTL") & 0x2AAA00:   # any *_PROTECTION_FAULT_ENABLE_INTERRUPT bit
+      cntl = self.reg("VM_CONTEXT0_CNTL").decode(self.r("VM_CONTEXT0_CNTL"))
+      if f.client != "IH" and cntl[f"{FAULT_INTERRUPT[f.kind]}_PROTECTION_FAULT_ENABLE_INTERRUPT"]:
         self.dev.ih.vm_fault(self.prefix, f)

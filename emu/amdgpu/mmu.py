@@ -4,9 +4,23 @@ Format (gfx10/gfx11, amdgpu_vm.h; reference/amd_driver.md 2.6): PDB2 -> PDB1 -> 
 table of 512 u64 entries indexed by VA bits 39/30/21/12 of the VA relative to the context start.
 Entry bits: 0 VALID, 1 SYSTEM (address is a host bus address, else VRAM), 2 SNOOPED, 4 EXECUTABLE,
 5 READABLE, 6 WRITEABLE, 7-11 FRAG, 12-47 address, 48-50 MTYPE, 54 PDE_PTE (a leaf above the PTB level).
-Translations are cached per 4 KiB page until the driver invalidates the TLB.
+What the walk acts on and checks:
+- directory entries (PDEs): VALID, SYSTEM (the next table is in host memory), PDE_PTE on a PDB1/PDB0 entry (a 1 GiB /
+  2 MiB leaf, its address aligned to that size). In this 4-level, block-size-0 mode the hardware has no use for
+  translate-further (PTE_TF, bit 56) or a block fragment size (PDE_BFS, bits 59-63), and PDB2 has no leaves: such an
+  entry is a PDE fault, as is a table address that is not 4 KiB aligned.
+- leaves: READABLE for reads, WRITEABLE for writes, EXECUTABLE for instruction fetch (else a permission fault of that
+  type); FRAG f says the aligned 2^(12+f)-byte run is contiguous: the translation is taken from the run's aligned base
+  (as the hardware's TLB does, so a wrong FRAG maps wrong memory) and one TLB entry covers the run; MTYPE must be one
+  gfx11 defines (NC 0, WC 1, CC 2, UC 3); a SYSTEM page must be SNOOPED (this model's host memory is the CPU's, reached
+  coherently; a non-snooped mapping would read stale data on hardware). Other leaf bits (TMZ 3, PRT 51, 52-53, 55-63)
+  are not modelled and raise.
+- MTYPE is otherwise not acted on (there is no GPU L2 model) and the fault default/dummy pages are not used: a faulting
+  access stops its engine.
+Translations are cached per 4 KiB page (per fragment) until the driver invalidates the TLB.
+Nothing translates until the hub's driver-programmed setup allows it (`set_enabled`: L1 TLB, L2, apertures; gmc.py).
 MC addresses inside the hub's system aperture bypass the tables: those in the framebuffer are VRAM
-(offset = address - FB base), any other aperture address faults.
+(offset = address - FB base), those in an enabled AGP aperture are host bus addresses, any other aperture address faults.
 """
 from __future__ import annotations
 from dataclasses import dataclass
@@ -15,8 +29,9 @@ from typing import Callable
 
 import numpy as np
 
-from autogen.amd import amdgpu_vm as vm
+from autogen.amd import amdgpu_vm as vm, soc21_enum
 from emu.amdgpu.vram import VRAM
+from emu.amdgpu.registers import ModelError
 from emu.pci import DMASpace, DMAFault
 
 PTE_VALID, PTE_SYSTEM, PTE_SNOOPED = vm.AMDGPU_PTE_VALID, vm.AMDGPU_PTE_SYSTEM, vm.AMDGPU_PTE_SNOOPED
@@ -25,6 +40,14 @@ PDE_PTE = vm.AMDGPU_PDE_PTE
 ADDR_MASK = ((1 << 48) - 1) & ~0xFFF
 LEVEL_SHIFTS = (39, 30, 21, 12)
 APERTURE_LEAF_MASK = (2 << 20) - 1
+FRAG_SHIFT, FRAG_MASK = 7, 0x1F << 7
+MTYPE_SHIFT, MTYPE_MASK = 48, vm.AMDGPU_PTE_MTYPE_NV10_MASK
+MTYPES = {soc21_enum.MTYPE_NC: "NC", soc21_enum.MTYPE_WC: "WC", soc21_enum.MTYPE_CC: "CC", soc21_enum.MTYPE_UC: "UC"}
+PTE_TF, PDE_BFS_MASK = 1 << 56, 0x1F << 59          # gfx9/translate-further bits (amdgpu_vm.h)
+LEAF_BITS = PTE_VALID | PTE_SYSTEM | PTE_SNOOPED | PTE_EXECUTABLE | PTE_READABLE | PTE_WRITEABLE | FRAG_MASK | ADDR_MASK | MTYPE_MASK
+# fault types, as the hub's VM_L2_PROTECTION_FAULT_STATUS and the KFD fault event report them
+FAULT_NOT_PRESENT, FAULT_READ, FAULT_WRITE, FAULT_EXECUTE = "not-present", "read", "write", "execute"
+FAULT_RANGE, FAULT_PDE = "range", "pde"   # outside the context's window or aperture; a directory entry the walker rejects
 
 
 @dataclass(frozen=True)
@@ -33,16 +56,27 @@ class Fault:
   write: bool
   client: str
   reason: str
-  permission: bool = False     # the page is mapped but not readable/writeable (else nothing valid is mapped)
+  kind: str = FAULT_NOT_PRESENT   # one of the FAULT_* types
+  execute: bool = False           # an instruction fetch
+
+  @property
+  def permission(self) -> bool:
+    """The page is mapped but does not allow the access (else nothing valid is mapped there)."""
+    return self.kind in (FAULT_READ, FAULT_WRITE, FAULT_EXECUTE)
 
   def __str__(self) -> str:
-    return f"GPU page fault at {self.va:#x} ({'write' if self.write else 'read'} by {self.client}): {self.reason}"
+    access = "instruction fetch" if self.execute else "write" if self.write else "read"
+    return f"GPU page fault at {self.va:#x} ({access} by {self.client}): {self.reason}"
 
 
 class GPUPageFault(RuntimeError):
   def __init__(self, fault: Fault):
     super().__init__(str(fault))
     self.fault = fault
+
+
+class TranslationOff(ModelError):
+  """A GPU access before the driver set the hub up (L1 TLB, L2, apertures): the hardware would not translate it."""
 
 
 class MMUClient:
@@ -61,19 +95,29 @@ class MMU:
     self.root: int | None = None          # VRAM address of the PDB2, None while the context is disabled
     self.start = self.end = 0             # VA window of context 0 (inclusive end)
     self.aperture: tuple[int, int, int, int] | None = None   # (low, high, fb first, fb last) MC addresses
+    self.agp: tuple[int, int, int] | None = None              # (first, last MC address, bus address of the first)
+    self.off: str | None = "the hub's L1 TLB and L2 are not set up"   # why nothing translates (None: translation on)
     self._tlb: dict[int, tuple[int, int, int, int]] = {}   # va page -> (run start va, run length, host addr, flags)
     self.on_fault: Callable[[Fault], None] | None = None
     self.last_fault: Fault | None = None
 
   def client(self, name: str) -> MMUClient: return MMUClient(self, name)
 
+  def set_enabled(self, why_not: str | None) -> None:
+    """Translation on (None), or off with the reason every access then raises with."""
+    self.off = why_not
+    self.invalidate()
+
   def set_context(self, root: int | None, start: int = 0, end: int = 0) -> None:
     self.root, self.start, self.end = root, start, end
     self.invalidate()
 
-  def set_aperture(self, low: int | None, high: int = 0, fb_base: int = 0, fb_top: int = 0) -> None:
-    """System aperture [low, high] (None: disabled) and the framebuffer [fb_base, fb_top] in MC addresses."""
+  def set_aperture(self, low: int | None, high: int = 0, fb_base: int = 0, fb_top: int = 0,
+                   agp: tuple[int, int, int] | None = None) -> None:
+    """System aperture [low, high] (None: disabled), the framebuffer [fb_base, fb_top] and the AGP aperture
+    (first, last, bus address of first; None: disabled) in MC addresses."""
     self.aperture = None if low is None else (low, high, fb_base, fb_top)
+    self.agp = agp
     self.invalidate()
 
   def invalidate(self) -> None:
@@ -85,64 +129,87 @@ class MMU:
       return int.from_bytes(self.dma.read(table + index * 8, 8), "little")
     return self.vram.read64(table + index * 8)
 
-  def _walk(self, va: int) -> tuple[int, int, int] | str:
-    """-> (leaf va base, leaf size, leaf entry), or the reason the walk failed. A 4 KiB leaf is widened to the run
-    of following PTEs in its table that map contiguous addresses with the same flags (one TLB entry for them)."""
-    if self.aperture is not None and self.aperture[0] <= va <= self.aperture[1]:
-      low, high, fb_base, fb_top = self.aperture
-      if not fb_base <= va <= fb_top: return f"system aperture address outside the framebuffer [{fb_base:#x}, {fb_top:#x}]"
+  def _system_aperture(self, va: int) -> tuple[int, int, int, int] | tuple[str, str]:
+    low, high, fb_base, fb_top = self.aperture
+    rwx = PTE_VALID | PTE_READABLE | PTE_WRITEABLE | PTE_EXECUTABLE
+    if fb_base <= va <= fb_top:
       base = va & ~APERTURE_LEAF_MASK   # the framebuffer is 16 MiB aligned: whole 2 MiB runs are VRAM
-      return base, APERTURE_LEAF_MASK + 1, (base - fb_base) | PTE_VALID | PTE_READABLE | PTE_WRITEABLE | PTE_EXECUTABLE
-    if self.root is None: return "the VM context is not enabled"
-    if not self.start <= va <= self.end: return f"outside the context's VA window [{self.start:#x}, {self.end:#x}]"
+      return base, APERTURE_LEAF_MASK + 1, base - fb_base, rwx
+    if self.agp is not None and self.agp[0] <= va <= self.agp[1]:
+      page = va & ~0xFFF
+      return page, 4096, self.agp[2] + page - self.agp[0], rwx | PTE_SYSTEM | PTE_SNOOPED
+    return FAULT_RANGE, f"system aperture address outside the framebuffer [{fb_base:#x}, {fb_top:#x}]"
+
+  def _walk(self, va: int) -> tuple[int, int, int, int] | tuple[str, str]:
+    """-> (leaf va base, leaf size, physical address of the base, leaf entry), or (fault type, reason). A 4 KiB leaf
+    without FRAG is widened to the run of following PTEs in its table that map contiguous addresses with the same flags
+    (one TLB entry for them); a leaf with FRAG covers its fragment."""
+    if self.aperture is not None and self.aperture[0] <= va <= self.aperture[1]: return self._system_aperture(va)
+    if self.root is None: return FAULT_RANGE, "the VM context is not enabled"
+    if not self.start <= va <= self.end: return FAULT_RANGE, f"outside the context's VA window [{self.start:#x}, {self.end:#x}]"
     rel, table, system = va - self.start, self.root, False
     for level, shift in enumerate(LEVEL_SHIFTS):
       try: e = self._entry(table, system, (rel >> shift) & 0x1FF)
-      except (IndexError, DMAFault) as ex: return f"page table at {table:#x} is not readable ({ex})"
-      if not e & PTE_VALID: return f"no valid entry at level {level} (table {table:#x})"
-      if level == 3 and not system:
-        idx = (rel >> 12) & 0x1FF
-        following = self.vram.u64[(table >> 3) + idx:(table >> 3) + 512]
-        expect = np.uint64(e) + np.arange(len(following), dtype=np.uint64) * np.uint64(4096)
-        n = int(np.argmin(following == expect)) if not (following == expect).all() else len(following)
-        return va & ~0xFFF, n * 4096, e
-      if level == 3 or e & PDE_PTE:
-        size = 1 << shift
-        return va & ~(size - 1), size, e
-      table, system = e & ADDR_MASK, bool(e & PTE_SYSTEM)
+      except (IndexError, DMAFault) as ex: return FAULT_PDE, f"page table at {table:#x} is not readable ({ex})"
+      if not e & PTE_VALID: return FAULT_NOT_PRESENT, f"no valid entry at level {level} (table {table:#x})"
+      leaf = level == 3 or bool(e & PDE_PTE)
+      if not leaf:
+        if (bad := pde_error(e, level)) is not None: return FAULT_PDE, f"level {level} entry {e:#x} (table {table:#x}): {bad}"
+        table, system = e & ADDR_MASK, bool(e & PTE_SYSTEM)
+        continue
+      size = 1 << shift
+      if level == 0: return FAULT_PDE, f"level 0 entry {e:#x} has PDE_PTE: the PDB2 has no leaves (at most 1 GiB pages)"
+      if level < 3 and e & ADDR_MASK & (size - 1): return FAULT_PDE, f"level {level} leaf {e:#x}: address not aligned to its {size:#x} bytes"
+      frag = max(size, 4096 << ((e & FRAG_MASK) >> FRAG_SHIFT))
+      if frag > size or level < 3 or system:
+        base = rel & ~(frag - 1)
+        return self.start + base, frag, (e & ADDR_MASK) & ~(frag - 1), e
+      idx = (rel >> 12) & 0x1FF
+      following = self.vram.u64[(table >> 3) + idx:(table >> 3) + 512]
+      expect = np.uint64(e) + np.arange(len(following), dtype=np.uint64) * np.uint64(4096)
+      n = int(np.argmin(following == expect)) if not (following == expect).all() else len(following)
+      return va & ~0xFFF, n * 4096, e & ADDR_MASK, e
     raise AssertionError("unreachable")
 
-  def translate(self, va: int, write: bool, client: str = "shader") -> tuple[int, int, int] | None:
+  def translate(self, va: int, write: bool, client: str = "shader", execute: bool = False) -> tuple[int, int, int] | None:
     """(run start va, run length, host address of the run) holding `va`, or None after reporting a fault."""
+    if self.off is not None:
+      raise TranslationOff(f"GPU {'fetch' if execute else 'write' if write else 'read'} at {va:#x} by {client}: {self.off}")
     hit = self._tlb.get(va >> 12)
     if hit is None:
       walked = self._walk(va)
-      if isinstance(walked, str): return self._fault(va, write, walked, client)
-      base, size, e = walked
-      phys = (e & ADDR_MASK) & ~(min(size, 1 << 30) - 1) if size > 4096 and e & PDE_PTE else e & ADDR_MASK
+      if isinstance(walked[0], str): return self._fault(va, write, walked[1], client, walked[0], execute)
+      base, size, phys, e = walked
+      leaf_check(e, va)
       if e & PTE_SYSTEM:   # host memory: contiguous only as far as the bus run the host buffer backs
         page = va & ~0xFFF
         bus = phys + (page - base)
         try: bus_start, bus_len, host = self.dma.host_run(bus)
-        except DMAFault as ex: return self._fault(va, write, f"system page {bus:#x} is not mapped for DMA ({ex})", client)
+        except DMAFault as ex: return self._fault(va, write, f"system page {bus:#x} is not mapped for DMA ({ex})", client, FAULT_NOT_PRESENT, execute)
         hit = (page, min(base + size - page, bus_start + bus_len - bus), host + (bus - bus_start), e)
       else:
-        if phys + size > self.vram.size: return self._fault(va, write, f"VRAM page {phys:#x} is beyond the end of VRAM", client)
+        if phys + size > self.vram.size:
+          return self._fault(va, write, f"VRAM page {phys:#x} is beyond the end of VRAM", client, FAULT_NOT_PRESENT, execute)
         hit = (base, size, self.vram.host + phys, e)
       for p in range(hit[0] >> 12, (hit[0] + hit[1]) >> 12): self._tlb[p] = hit
     start, length, host, e = hit
-    if not e & PTE_READABLE or (write and not e & PTE_WRITEABLE):
-      return self._fault(va, write, f"page is {'not writeable' if write else 'not readable'} (PTE {e:#x})", client, True)
+    need, kind, what = ((PTE_EXECUTABLE, FAULT_EXECUTE, "executable") if execute else
+                        (PTE_WRITEABLE, FAULT_WRITE, "writeable") if write else (PTE_READABLE, FAULT_READ, "readable"))
+    if not e & need: return self._fault(va, write, f"page is not {what} (PTE {e:#x})", client, kind, execute)
     return start, length, host
 
-  def _fault(self, va: int, write: bool, reason: str, client: str, permission: bool = False) -> None:
-    self.last_fault = Fault(va, write, client, reason, permission)
+  def _fault(self, va: int, write: bool, reason: str, client: str, kind: str, execute: bool = False) -> None:
+    self.last_fault = Fault(va, write, client, reason, kind, execute)
     if self.on_fault is not None: self.on_fault(self.last_fault)
     return None
 
   def lookup(self, addr: int, write: bool) -> tuple[int, int, int] | None:
-    """The rdna3 shader core's memory interface (emu.rdna3.memory.GpuMemory)."""
+    """The rdna3 shader core's memory interface (emu.rdna3.memory.GpuMemory): data accesses (the TCP)."""
     return self.translate(addr, write, "shader")
+
+  def fetch(self, addr: int) -> tuple[int, int, int] | None:
+    """The shader core's instruction fetch (the SQC): the page must be EXECUTABLE."""
+    return self.translate(addr, False, "SQC", execute=True)
 
   # --- byte access for the command processors and copy engines
   def _runs(self, va: int, n: int, write: bool, client: str):
@@ -173,3 +240,23 @@ class MMU:
     for h, k in self._runs(va, src.size, True, client):
       ctypes.memmove(h, src.ctypes.data + off, k)
       off += k
+
+
+def pde_error(e: int, level: int) -> str | None:
+  """Why the walker rejects directory entry `e` of `level` (VALID set, not a leaf), or None."""
+  if e & PTE_TF: return "PTE_TF (translate further) is set, but context 0 runs 4-level tables with block size 0"
+  if e & PDE_BFS_MASK: return f"block fragment size {(e & PDE_BFS_MASK) >> 59} is set, but context 0 runs 4-level tables with block size 0"
+  if e & 0xFC0: return "the next table's address is not 4 KiB aligned"
+  if (e & MTYPE_MASK) >> MTYPE_SHIFT not in MTYPES: return f"MTYPE {(e & MTYPE_MASK) >> MTYPE_SHIFT} is reserved"
+  return None
+
+
+def leaf_check(e: int, va: int) -> None:
+  """Raise for leaf bits this model cannot honour (see the module docstring)."""
+  if e & ~LEAF_BITS & ~PDE_PTE:
+    raise ModelError(f"PTE {e:#x} mapping {va:#x}: bits {e & ~LEAF_BITS & ~PDE_PTE:#x} (TMZ, PRT or reserved) are not modelled")
+  if (mtype := (e & MTYPE_MASK) >> MTYPE_SHIFT) not in MTYPES:
+    raise ModelError(f"PTE {e:#x} mapping {va:#x}: MTYPE {mtype} is reserved on gfx11 (NC 0, WC 1, CC 2, UC 3)")
+  if e & PTE_SYSTEM and not e & PTE_SNOOPED:
+    raise ModelError(f"PTE {e:#x} mapping {va:#x}: a SYSTEM page without SNOOPED is not coherent with the CPU's caches "
+                     "(the GPU would read stale host memory); map host memory SYSTEM | SNOOPED")

@@ -14,12 +14,15 @@ Registers (MP0_SMN_C2PMSG_n, mp_13_0_0):
   from the previous pointer: the 1 KiB psp_gfx_cmd_resp at cmd_buf_addr runs, its resp is written back
   (status at +864, tmr_size at +880), then fence_value is written to fence_addr. All addresses are MC
   addresses in VRAM.
-Commands: LOAD_TOC (resp.tmr_size = 0x1300000), SETUP_TMR, LOAD_IP_FW, AUTOLOAD_RLC. Order enforced:
+Commands: LOAD_TOC, SETUP_TMR, LOAD_IP_FW, AUTOLOAD_RLC. LOAD_TOC parses the TOC (firmware.py: its layout, and
+what is read of a TOC in AMD's own layout) and answers resp.tmr_size with the TMR size it names. Order enforced:
 LOAD_TOC, then the SMU firmware (PMFW-centralized C-state management loads it before the TMR), then
-SETUP_TMR (buf_size >= tmr_size, 1 MiB aligned, system_phy_addr = the VRAM offset when virt_phy_addr), then the
-other firmware with RLC_G last, then AUTOLOAD_RLC, which needs SDMA TH0/TH1, RS64 MEC + P0 stack, IMU I/D
-and RLC IRAM/DRAM/P/V/G. A refused command gets resp.status TEE_ERROR_NOT_SUPPORTED (unknown command ids:
-PSP_ERR_UNKNOWN_COMMAND) and a line in `failures` naming the component and the reason.
+SETUP_TMR (buf_size >= the TOC's TMR size, 1 MiB aligned, system_phy_addr = the VRAM offset when virt_phy_addr), then
+the other firmware with RLC_G last, then AUTOLOAD_RLC, which needs SDMA TH0/TH1, RS64 MEC + P0 stack, IMU I/D
+and RLC IRAM/DRAM/P/V/G. LOAD_IP_FW takes only those components and the SMU (firmware.IP_FIRMWARE), and only those
+the TOC lists: any other fw_type is refused. A refused command gets resp.status TEE_ERROR_NOT_SUPPORTED (unknown
+command ids: PSP_ERR_UNKNOWN_COMMAND) and a line in `failures` naming the component and the reason.
+Not checked: signatures (no keys; firmware.py says what stands in for them), the TMR's contents, what the firmware does.
 """
 from __future__ import annotations
 import ctypes
@@ -32,15 +35,9 @@ from emu.amdgpu.registers import Block, ModelError, storage
 if TYPE_CHECKING: from emu.amdgpu.navi31 import Navi31
 
 READY = 0x80000000
-TMR_SIZE = 0x1300000                   # what LOAD_TOC reports for Navi31 (amd_driver.md 2.5: a 19 MiB TMR)
-TMR_ALIGN = 1 << 20
 STAGE_BOOTLOADER, STAGE_SOS, STAGE_HALTED = 0, 1, 2
 BL_ORDER = ("KDB", "SPL", "SYS_DRV", "SOC_DRV", "INTF_DRV", "DBG_DRV", "RAS_DRV", "SOS")
-GFX_FIRMWARE = ("SDMA_UCODE_TH0", "SDMA_UCODE_TH1", "RS64_MEC", "RS64_MEC_P0_STACK", "IMU_I", "IMU_D",
-                "RLC_IRAM", "RLC_DRAM_BOOT", "RLC_P", "RLC_V", "RLC_G")
-# accepted as well-formed signed images but not otherwise used by this model (their image ids are unknown)
-OTHER_FIRMWARE = ("RS64_PFP", "RS64_ME", "RS64_PFP_P0_STACK", "RS64_PFP_P1_STACK", "RS64_ME_P0_STACK", "RS64_ME_P1_STACK",
-                  "RS64_MES", "RS64_MES_STACK")
+GFX_FIRMWARE = F.IP_FIRMWARE[1:]
 RESP_OFFSET = G.psp_gfx_cmd_resp.resp.offset
 FRAME_DW = ctypes.sizeof(G.psp_gfx_rb_frame) // 4
 
@@ -48,7 +45,8 @@ FRAME_DW = ctypes.sizeof(G.psp_gfx_rb_frame) // 4
 class PSPState(Structure):
   """The PSP's part of the persistent device state (see navi31.py for the file)."""
   _fields_ = [("stage", c_uint32), ("bl_loaded", c_uint32), ("ring_ok", c_uint32), ("ring_rptr", c_uint32),
-              ("toc", c_uint32), ("tmr_ok", c_uint32), ("autoload", c_uint32), ("fw_loaded", c_uint8 * 32)]
+              ("toc", c_uint32), ("tmr_ok", c_uint32), ("autoload", c_uint32), ("fw_loaded", c_uint8 * 32),
+              ("tmr_size", c_uint32), ("toc_fw", c_uint32)]   # the TOC's TMR size, the IP_FIRMWARE it lists (bit i: entry i)
 
 
 class Refused(Exception):
@@ -171,8 +169,10 @@ class PSPModel(Block):
     cid = cmd.cmd_id
     if cid == G.GFX_CMD_ID_LOAD_TOC:
       c = cmd.cmd.cmd_load_toc
-      self._image("TOC", c.toc_phy_addr_hi << 32 | c.toc_phy_addr_lo, c.toc_size)
-      self.s.toc, resp.tmr_size = 1, TMR_SIZE
+      toc = F.parse_toc(self._image("TOC", c.toc_phy_addr_hi << 32 | c.toc_phy_addr_lo, c.toc_size)[1])
+      self.s.toc, self.s.tmr_size = 1, toc.tmr_size
+      self.s.toc_fw = sum(1 << i for i, n in enumerate(F.IP_FIRMWARE) if n in toc.firmware)
+      resp.tmr_size = toc.tmr_size
     elif cid == G.GFX_CMD_ID_SETUP_TMR: self._setup_tmr(cmd.cmd.cmd_setup_tmr)
     elif cid == G.GFX_CMD_ID_LOAD_IP_FW: self._load_ip_fw(cmd.cmd.cmd_load_ip_fw)
     elif cid == G.GFX_CMD_ID_AUTOLOAD_RLC:
@@ -183,16 +183,17 @@ class PSPModel(Block):
       raise Refused(f"PSP command {cid:#x} is not modelled (LOAD_TOC, SETUP_TMR, LOAD_IP_FW and AUTOLOAD_RLC are)")
     else: raise Refused(f"unknown PSP command id {cid:#x}", G.PSP_ERR_UNKNOWN_COMMAND)
 
-  def _image(self, name: str, mc: int, size: int, accept: tuple[str, ...] = ()) -> F.Image:
+  def _image(self, name: str, mc: int, size: int) -> tuple[F.Image, bytes]:
     if size == 0: raise Refused(f"{name}: zero-sized image")
-    return F.check(name, self.dev.gmc_mm.read_vram(mc, size, f"{name} image"), size, accept)
+    data = self.dev.gmc_mm.read_vram(mc, size, f"{name} image")
+    return F.check(name, data, size), data
 
   def _setup_tmr(self, c: G.psp_gfx_cmd_setup_tmr) -> None:
     mc = c.buf_phy_addr_hi << 32 | c.buf_phy_addr_lo
     if not self.s.toc: raise Refused("SETUP_TMR before LOAD_TOC (the TOC gives the TMR size)")
     if not self.loaded("SMU"): raise Refused("SETUP_TMR before the SMU firmware: with PMFW-centralized C-state management the SMU loads first")
-    if c.buf_size < TMR_SIZE or mc % TMR_ALIGN:
-      raise Refused(f"SETUP_TMR with {c.buf_size:#x} bytes at MC {mc:#x}: need >= {TMR_SIZE:#x} bytes, 1 MiB aligned")
+    if c.buf_size < self.s.tmr_size or mc % F.TMR_ALIGN:
+      raise Refused(f"SETUP_TMR with {c.buf_size:#x} bytes at MC {mc:#x}: the TOC asks for >= {self.s.tmr_size:#x} bytes, 1 MiB aligned")
     off = self.dev.gmc_mm.vram_offset(mc, c.buf_size, "TMR")
     if c.bitfield.virt_phy_addr and (c.system_phy_addr_hi << 32 | c.system_phy_addr_lo) != off:
       raise Refused(f"SETUP_TMR system_phy_addr {c.system_phy_addr_hi << 32 | c.system_phy_addr_lo:#x} is not the TMR's VRAM offset {off:#x}")
@@ -200,14 +201,14 @@ class PSPModel(Block):
 
   def _load_ip_fw(self, c: G.psp_gfx_cmd_load_ip_fw) -> None:
     name = F.FW_TYPE_NAMES.get(c.fw_type, f"fw_type {c.fw_type}")
-    if name != "SMU" and name not in GFX_FIRMWARE and name not in OTHER_FIRMWARE:
-      raise Refused(f"LOAD_IP_FW {name}: not a firmware type of Navi31's PSP 13.0.0")
+    if name not in F.IP_FIRMWARE: raise Refused(f"LOAD_IP_FW {name}: not a firmware type of Navi31's PSP 13.0.0")
     if not self.s.toc: raise Refused(f"LOAD_IP_FW {name} before LOAD_TOC")
+    if not self.s.toc_fw >> F.IP_FIRMWARE.index(name) & 1: raise Refused(f"LOAD_IP_FW {name}: the TOC does not list it")
     if self.loaded(name): raise Refused(f"LOAD_IP_FW {name}: already loaded")
     if name == "SMU" and self.s.tmr_ok: raise Refused("LOAD_IP_FW SMU after SETUP_TMR: the SMU firmware goes before the TMR")
     if name != "SMU" and not self.s.tmr_ok: raise Refused(f"LOAD_IP_FW {name} before SETUP_TMR")
     if name in GFX_FIRMWARE and self.loaded("RLC_G"): raise Refused(f"LOAD_IP_FW {name} after RLC_G: RLC_G is the last GFX firmware")
     if self.s.autoload: raise Refused(f"LOAD_IP_FW {name} after AUTOLOAD_RLC")
-    img = self._image(name, c.fw_phy_addr_hi << 32 | c.fw_phy_addr_lo, c.fw_size)
+    img, _ = self._image(name, c.fw_phy_addr_hi << 32 | c.fw_phy_addr_lo, c.fw_size)
     self.s.fw_loaded[c.fw_type // 8] |= 1 << (c.fw_type % 8)
     if name == "SMU": self.dev.smu.start(F.pmfw_version(img.version))

@@ -25,7 +25,7 @@ class SDMAEngine(GPUEngine):
   unit = 1
   kind = "sdma"
   SIZES = {S.SDMA_OP_NOP: 1, S.SDMA_OP_COPY: 7, S.SDMA_OP_FENCE: 4, S.SDMA_OP_TRAP: 2, S.SDMA_OP_POLL_REGMEM: 6,
-           S.SDMA_OP_TIMESTAMP: 3}
+           S.SDMA_OP_TIMESTAMP: 3, S.SDMA_OP_COND_EXE: 5}
 
   def packet(self, words: np.ndarray, pos: int) -> int:
     hdr = words[pos:]
@@ -49,6 +49,7 @@ class SDMAEngine(GPUEngine):
       self.mem.write(addr, field(pkt, "FENCE_DATA_data").to_bytes(4, "little"))
     elif op == S.SDMA_OP_TRAP: self.gpu.interrupt("SDMA_TRAP", field(pkt, "TRAP_INT_CONTEXT_int_context"), self.qname)
     elif op == S.SDMA_OP_POLL_REGMEM: self._poll(pkt)
+    elif op == S.SDMA_OP_COND_EXE: return ndw + self._cond_exe(pkt, len(hdr) - ndw)
     elif op == S.SDMA_OP_TIMESTAMP:
       if sub != S.SDMA_SUBOP_TIMESTAMP_GET_GLOBAL: raise RingError(f"{self.qname}: SDMA TIMESTAMP sub-op {sub} is not modelled")
       addr = field(pkt, "TIMESTAMP_GET_GLOBAL_WRITE_ADDR_LO_write_addr_31_3") << 3 | \
@@ -64,6 +65,17 @@ class SDMAEngine(GPUEngine):
     value = int.from_bytes(self.mem.read(addr, 4), "little")
     if func not in COMPARE: raise RingError(f"{self.qname}: POLL_REGMEM function {func} is reserved")
     if not COMPARE[func](value & field(pkt, "POLL_REGMEM_MASK_mask"), field(pkt, "POLL_REGMEM_VALUE_value")): raise Stalled
+
+
+  def _cond_exe(self, pkt: np.ndarray, following: int) -> int:
+    """COND_EXE: the next exec_count dwords run if the dword at addr equals reference, else they are skipped (as
+    amdgpu's sdma_v6_0_ring_init_cond_exec uses it: reference 1 at a flag the driver clears to skip). -> dwords skipped"""
+    addr = field(pkt, "COND_EXE_ADDR_LO_addr_31_0") | field(pkt, "COND_EXE_ADDR_HI_addr_63_32") << 32
+    if addr & 3: raise RingError(f"{self.qname}: COND_EXE address {addr:#x} is not dword aligned")
+    count = field(pkt, "COND_EXE_EXEC_COUNT_exec_count")
+    if int.from_bytes(self.mem.read(addr, 4), "little") == field(pkt, "COND_EXE_REFERENCE_reference"): return 0
+    if count > following: raise RingError(f"{self.qname}: COND_EXE at ring byte {self.rptr} skips {count} dwords, only {following} written")
+    return count
 
 
 class SDMAModel(Block):

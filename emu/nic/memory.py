@@ -27,4 +27,4 @@ def mr_region(dma, key: int, va: int, length: int, access: int, pages: list[int]
       out.append(dma.view(pages[page] + within, k))
       off, n = off + k, n - k
     return out
-  return rc.Region(key, va, length, access, chunks)
+  return rc.Region(key, va, length, access, chunks, dma.generation)

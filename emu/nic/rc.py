@@ -49,8 +49,8 @@ from emu.pci import DMAFault
 
 # access rights (the ibv_access_flags bits); NIC models translate their own encodings to these
 LOCAL_WRITE, REMOTE_WRITE, REMOTE_READ, REMOTE_ATOMIC = 1, 2, 4, 8
-WINDOW = 64                 # PSNs the requester lets be unacknowledged
-ACK_EVERY = 16              # AckReq at least this often within a long message
+WINDOW = 256                # PSNs the requester lets be unacknowledged (1 MiB at a 4096-byte MTU: within the wire's socket buffers)
+ACK_EVERY = 64              # AckReq at least this often within a long message (each ACK costs both ends a wake-up)
 READ_BURST = 64             # READ response packets sent per turn before incoming frames are served again
 
 # completion status (the ibv_wc_status names)
@@ -70,9 +70,12 @@ def timeout_s(timeout: int) -> float | None:
 
 
 class Region:
-  """Memory a key names: [va, va + length) with `access` rights; `chunks(va, n)` gives its bytes as writable views."""
-  def __init__(self, key: int, va: int, length: int, access: int, chunks: Callable[[int, int], list[memoryview]]):
-    self.key, self.va, self.length, self.access, self.chunks = key, va, length, access, chunks
+  """Memory a key names: [va, va + length) with `access` rights; `chunks(va, n)` gives its bytes as writable views.
+  `generation` (a one-element uint64 array, the DMA space's: emu/pci.py) changes whenever those views may no longer be
+  what `chunks` would give; without one, nothing keeps them (the C datapath does not take WRITEs into the region)."""
+  def __init__(self, key: int, va: int, length: int, access: int, chunks: Callable[[int, int], list[memoryview]],
+               generation: Any = None):
+    self.key, self.va, self.length, self.access, self.chunks, self.generation = key, va, length, access, chunks, generation
 
   def allows(self, va: int, n: int, access: int) -> bool:
     return (self.access & access) == access and self.va <= va and va + n <= self.va + self.length
@@ -146,8 +149,9 @@ class Stats:
 
 
 class Host(Protocol):
-  """What the NIC model does for its QPs."""
-  def transmit(self, qp: QP, frame: list) -> None: ...
+  """What the NIC model does for its QPs. `transmit` takes one frame (a list of buffers) or a roce.FrameRun (the
+  MIDDLE packets of a message, to send as one batch): both go to the port's RoCEPort.transmit."""
+  def transmit(self, qp: QP, frame: list | R.FrameRun) -> None: ...
   def lookup_key(self, qp: QP, rkey: int) -> Region | None: ...
   def completed(self, qp: QP, wr: SendWR, status: str) -> None: ...
   def received(self, qp: QP, wr: RecvWR, status: str, byte_len: int, imm: int | None, write_imm: bool) -> None: ...
@@ -273,7 +277,10 @@ class QP:
         reads = [w for w in self.wrs if w.opcode == READ and psn_delta(w.first_psn, wr.first_psn) < 0 and w.got < w.npkts]
         if len(reads) >= max(1, self.a.max_rd_atomic): break
       if wr.fence and any(w.opcode == READ and psn_delta(w.first_psn, wr.first_psn) < 0 for w in self.wrs): break
-      self._transmit(wr, psn_delta(self.tx_psn, wr.first_psn))
+      k = psn_delta(self.tx_psn, wr.first_psn)
+      run = min(wr.npkts - 1 - k, WINDOW - psn_delta(self.tx_psn, self.una)) if k > 0 and wr.opcode != READ else 0
+      if run > 1: self._transmit_run(wr, k, run)
+      else: self._transmit(wr, k)
     self._arm()
 
   def _transmit(self, wr: SendWR, k: int) -> None:
@@ -300,6 +307,19 @@ class QP:
       return
     self._send(p, payload)
     self.tx_psn = psn_add(self.tx_psn, 1)
+    self._sent_to(self.tx_psn)
+
+  def _transmit_run(self, wr: SendWR, k: int, n: int) -> None:
+    """Packets k .. k + n - 1 of `wr`, all MIDDLE packets, as one roce.FrameRun (its payload is read, all of it, before
+    anything is sent: on a DMA fault nothing was, and it goes packet by packet so that the one that faults fails the WR)."""
+    mtu = self.a.mtu
+    op = R.WRITE_MIDDLE if wr.opcode in (WRITE, WRITE_IMM) else R.SEND_MIDDLE
+    p = R.Packet(op, 0, self.a.dest_qpn, pkey=self.a.pkey, solicited=wr.solicited)
+    try: self.host.transmit(self, R.FrameRun(self.a.path, p, self.tx_psn, n, mtu, k, ACK_EVERY, wr.local, k * mtu))
+    except DMAFault: return self._transmit(wr, k)
+    self.stats.sent += n
+    self.stats.retransmitted += max(0, min(n, -psn_delta(self.tx_psn, self.high)))
+    self.tx_psn = psn_add(self.tx_psn, n)
     self._sent_to(self.tx_psn)
 
   def _sent_to(self, psn: int) -> None:

@@ -21,16 +21,19 @@ from emu.rdna3.gen_scalar import ILLEGAL_ROUND_MODE, ILLEGAL_CODE_END, ILLEGAL_H
 from emu.rdna3.gen_interp import ILLEGAL_LDSDIR_M0, ILLEGAL_LDSDIR_WGP
 
 STOP_NONE, STOP_FAULT, STOP_NOBLOCK, STOP_TRAP, STOP_HALT, STOP_LIMIT, STOP_ILLEGAL = range(7)
-SPACES = {0: "global", 1: "scratch (private)", 2: "LDS", 3: "misaligned atomic"}
+SPACES = {0: "global", 1: "scratch (private)", 2: "LDS", 3: "misaligned atomic", 4: "scratch backing memory"}
 ILLEGAL = {1: "VGPR index (M0-relative) out of range", ILLEGAL_ROUND_MODE: "non-default rounding modes are not modelled",
            ILLEGAL_CODE_END: "executed s_code_end padding (ran past the end of the program)",
            ILLEGAL_HWREG: "hardware register not modelled", ILLEGAL_MOVREL: "SGPR index (M0-relative) out of range",
            6: "swizzled buffer resources are not modelled",
            ILLEGAL_LDSDIR_M0: "M0 holds reserved bits, a reserved data type or a misaligned LDS offset for this load",
            ILLEGAL_LDSDIR_WGP: "LDS_PARAM_LOAD and LDS_DIRECT_LOAD are not supported in WGP mode (the kernel's rsrc1 WGP_MODE)"}
-SHARED_HI, PRIVATE_HI = 0x20000, 0x10000       # flat apertures (bits 63:32) as amdgpu/KFD set them
+# flat apertures (bits 63:32 of their 4 GiB windows) when the caller gives none: KFD's for gfx9+ (kfd_flat_memory.c:
+# LDS at 1 << 48, scratch at 2 << 48), i.e. SH_MEM_BASES SHARED_BASE 1, PRIVATE_BASE 2
+SHARED_HI, PRIVATE_HI = 0x10000, 0x20000
 DEFAULT_MODE = 0x2C0      # MODE: f32 denormals flushed, f16/f64 kept (FloatMode 192: denorm [7:4] = 0xC), IEEE [9] on
 MAX_LDS = 64 << 10
+HOST_SCRATCH_VA = 0xFFFF_F000_0000_0000   # where run()/dispatch() place the scratch they allocate themselves (no GPU memory)
 
 
 class WaveError(RuntimeError):
@@ -59,6 +62,17 @@ class Stats:
   waves: int
 
 
+@dataclass(frozen=True)
+class Scratch:
+  """The scratch ring the waves' private memory lives in (GPU addresses; a GPU model's COMPUTE_DISPATCH_SCRATCH_BASE and
+  COMPUTE_TMPRING_SIZE): workgroup k runs on shader engine k % ses, and its wave i uses slot i of that engine's ring,
+  at base + (k % ses) * se_bytes + i * wave_bytes. A lane may use wave_bytes / lanes bytes (the slot is dword-swizzled)."""
+  base: int
+  wave_bytes: int
+  se_bytes: int = 0
+  ses: int = 1
+
+
 @dataclass
 class Launch:
   """Everything a dispatch needs besides memory and the grid."""
@@ -72,6 +86,10 @@ class Launch:
   mode: int = DEFAULT_MODE
   wgp_mode: bool = False
   target: str = "gfx1100"   # the ISA: gfx1100, or RDNA3.5's gfx1150 / gfx1151 (scalar float instructions)
+  shared_hi: int = SHARED_HI   # flat LDS aperture: addresses whose bits 63:32 are this (SH_MEM_BASES.SHARED_BASE << 16)
+  private_hi: int = PRIVATE_HI # flat scratch aperture (SH_MEM_BASES.PRIVATE_BASE << 16)
+  scratch: Scratch | None = None   # None: scratch_bytes_per_lane bytes per lane, allocated on the host for this dispatch
+  tid_components: int = 3          # how many of x, y, z v0 carries (the others read 0)
 
 
 # compiled programs per memory object (dropped with it), by (entry pc, wave64, target)
@@ -79,12 +97,17 @@ _programs: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def program_for(mem, pc: int, wave64: bool, target: str = "gfx1100") -> Program:
+  """The compiled program at `pc`, rebuilt when the code in memory changed. A memory with an instruction cache
+  (`icache_epoch`, which changes when it is invalidated) keeps running what it compiled until then without re-reading
+  the code, as a stale I$ would."""
   progs = _programs.setdefault(mem, {})
-  p = progs.get((pc, wave64, target))
-  if p is None or not p.still_valid(mem):
+  p, epoch = progs.get((pc, wave64, target)), getattr(mem, "icache_epoch", None)
+  if p is not None and (epoch is None or p.epoch != epoch) and not p.still_valid(mem): p = None
+  if p is None:
     p = Program(mem, pc, wave64, target)
     p.build()
     progs[(pc, wave64, target)] = p
+  p.epoch = epoch
   return p
 
 
@@ -107,23 +130,39 @@ def execute(mem: memory.GpuMemory, launch: Launch, grid: tuple[int, int, int], b
   nwaves = (nthreads + lanes - 1) // lanes
   f = ffi()
   if launch.target not in TARGETS: raise ValueError(f"unknown target {launch.target!r}: one of {', '.join(TARGETS)}")
+  if mem.fetch(launch.pc) is None:
+    raise WaveFault(f"instruction fetch at the entry point {launch.pc:#x} faulted (not mapped, or not executable)", (0, 0, 0), 0, launch.pc, "", launch.pc)
   p = program_for(mem, launch.pc, launch.wave64, launch.target)
   sched = runtime.dispatch_run(launch.wave64)
   d = f.new("dispatch_t *")
   d.grid, d.block, d.wave64, d.nuser = list(grid), list(block), int(launch.wave64), len(launch.user_sgprs)
   d.user[0:len(launch.user_sgprs)] = [v & 0xFFFFFFFF for v in launch.user_sgprs]
   d.tgid_en, d.scratch_off_en = [int(x) for x in launch.tgid_enable], int(launch.scratch_offset_sgpr)
-  d.shared_hi, d.private_hi, d.mode, d.entry, d.wgp_mode = SHARED_HI, PRIVATE_HI, launch.mode, launch.pc, int(launch.wgp_mode)
+  if launch.shared_hi == launch.private_hi:
+    raise ValueError(f"the flat LDS and scratch apertures are both at {launch.shared_hi << 32:#x}: they must differ")
+  d.tid_mask = (1 << 10 * launch.tid_components) - 1
+  d.shared_hi, d.private_hi, d.mode, d.entry, d.wgp_mode = launch.shared_hi, launch.private_hi, launch.mode, launch.pc, int(launch.wgp_mode)
   d.lds_bytes, d.scratch_per_lane, d.max_instructions = launch.lds_bytes, launch.scratch_bytes_per_lane, max_instructions
   keep = []
   if launch.lds_bytes: keep.append(lds := f.new("uint8_t[]", launch.lds_bytes)); d.lds = lds
-  if launch.scratch_bytes_per_lane:
-    keep.append(scr := f.new("uint8_t[]", nwaves * lanes * launch.scratch_bytes_per_lane)); d.scratch = scr
+  scratch, host_scratch = launch.scratch, None
+  if scratch is None and launch.scratch_bytes_per_lane:   # one ring slot per wave of a workgroup, on the host
+    wave_bytes = -(-launch.scratch_bytes_per_lane // 4) * 4 * lanes
+    keep.append(host_scratch := f.new("uint8_t[]", nwaves * wave_bytes))
+    scratch = Scratch(HOST_SCRATCH_VA, wave_bytes)
+  if scratch is not None:
+    d.scratch_base, d.scratch_wave_bytes, d.scratch_se_bytes, d.scratch_ses = scratch.base, scratch.wave_bytes, scratch.se_bytes, scratch.ses
+    if launch.scratch is not None: d.scratch_per_lane = scratch.wave_bytes // lanes
   keep.append(waves := f.new("wave_t[]", nwaves)); d.waves, d.nwaves = waves, nwaves
   error: list[BaseException] = []
 
+  scalar_lookup = getattr(mem, "lookup_scalar", None) or (lambda a: mem.lookup(a, False))
+
   def miss(dp, addr, write):
-    try: run = mem.lookup(int(addr), bool(write))
+    if host_scratch is not None and 0 <= addr - HOST_SCRATCH_VA < len(host_scratch):
+      dp.fill.va, dp.fill.len, dp.fill.host = HOST_SCRATCH_VA, len(host_scratch), host_scratch
+      return 0
+    try: run = scalar_lookup(int(addr)) if write == 2 else mem.lookup(int(addr), bool(write))
     except BaseException as e:   # a GPU model's own error: re-raised after the dispatch stops
       error.append(e)
       return 1
@@ -140,7 +179,7 @@ def execute(mem: memory.GpuMemory, launch: Launch, grid: tuple[int, int, int], b
     pc = int(d.stop_pc)
     where = f"workgroup {wg} wave {int(d.stop_wave)} at PC {pc:#x}"
     if rc == STOP_NOBLOCK:
-      if mem.lookup(pc, False) is None: raise WaveFault(f"{where}: jumped to unmapped address {pc:#x}", wg, int(d.stop_wave), pc, "", pc)
+      if mem.fetch(pc) is None: raise WaveFault(f"{where}: jumped to unmapped (or non-executable) address {pc:#x}", wg, int(d.stop_wave), pc, "", pc)
       if pc in p.leaders or pc & 3:
         raise WaveTrap(f"{where}: cannot run code at {pc:#x} ({p.problems.get(pc, 'not a valid instruction address')})", wg, int(d.stop_wave), pc, "")
       p.add(mem, pc)
@@ -150,7 +189,7 @@ def execute(mem: memory.GpuMemory, launch: Launch, grid: tuple[int, int, int], b
     text = _describe(p, pc)
     if rc == STOP_FAULT:
       space, addr = SPACES.get(int(d.stop_arg), "memory"), int(d.stop_addr)
-      limit = {1: f" (each lane has {launch.scratch_bytes_per_lane} bytes)", 2: f" (the workgroup has {launch.lds_bytes} bytes)"}.get(int(d.stop_arg), " (not mapped)")
+      limit = {1: f" (each lane has {int(d.scratch_per_lane)} bytes)", 2: f" (the workgroup has {launch.lds_bytes} bytes)"}.get(int(d.stop_arg), " (not mapped)")
       raise WaveFault(f"{where}: `{text}` faulted on {space} address {addr:#x}{limit}", wg, int(d.stop_wave), pc, text, addr)
     if rc == STOP_TRAP: raise WaveTrap(f"{where}: `{text}` trapped (s_trap {int(d.stop_arg)}; no trap handler is modelled)", wg, int(d.stop_wave), pc, text)
     if rc == STOP_HALT: raise WaveTrap(f"{where}: `{text}` halted the wave (on hardware the dispatch would hang)", wg, int(d.stop_wave), pc, text)

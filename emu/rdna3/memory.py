@@ -6,7 +6,9 @@ contiguous host-backed run of GPU virtual addresses holding `addr`, or None when
 for `write`, read-only). The compiled code keeps the runs it was given in a small cache and calls back
 into Python only on a miss, so a kernel streaming through a mapped buffer pays one callback per run.
 A GPU model translates through its page tables and returns one run per physically contiguous chunk
-(a page at least); it may record the fault in its own registers before returning None.
+(a page at least); it may record the fault in its own registers before returning None. `fetch(addr)` is the same
+for an instruction fetch (a GPU model checks the page is executable). Scalar loads (SMEM) ask
+`lookup_scalar(addr)` instead where the memory has it (a GPU model's scalar data cache), else `lookup(addr, False)`.
 """
 from __future__ import annotations
 import bisect, ctypes
@@ -20,13 +22,14 @@ class MemoryFault(RuntimeError):
 
 class GpuMemory(Protocol):
   def lookup(self, addr: int, write: bool) -> tuple[int, int, int] | None: ...
+  def fetch(self, addr: int) -> tuple[int, int, int] | None: ...
 
 
-def read(mem: GpuMemory, addr: int, n: int) -> bytes:
-  """Read `n` bytes at `addr` through any GpuMemory (used to fetch code); MemoryFault when unmapped."""
+def read(mem: GpuMemory, addr: int, n: int, code: bool = False) -> bytes:
+  """Read `n` bytes at `addr` through any GpuMemory (`code`: as instruction fetches); MemoryFault when unmapped."""
   out = bytearray()
   while len(out) < n:
-    run = mem.lookup(addr + len(out), False)
+    run = mem.fetch(addr + len(out)) if code else mem.lookup(addr + len(out), False)
     if run is None: raise MemoryFault(f"read of {n} bytes at {addr:#x}: address {addr + len(out):#x} is not mapped")
     start, length, host = run
     off = addr + len(out) - start
@@ -73,6 +76,8 @@ class Memory:
     buf, writable = self._bufs[start]
     if addr >= start + buf.size or (write and not writable): return None
     return start, buf.size, buf.ctypes.data
+
+  def fetch(self, addr: int) -> tuple[int, int, int] | None: return self.lookup(addr, False)   # all memory is executable
 
   def _span(self, addr: int, n: int, write: bool) -> np.ndarray:
     i = bisect.bisect_right(self._starts, addr) - 1

@@ -9,7 +9,8 @@ The C is position independent (PCs are offsets from the code base) and cached on
 from __future__ import annotations
 from functools import cache
 from cffi import FFI
-from emu.rdna3 import cc, memory, runtime, operands as O
+from emu import cc
+from emu.rdna3 import memory, runtime, operands as O
 from emu.rdna3 import gen_scalar, gen_vector, gen_memory, gen_packed, gen_interp
 from emu.rdna3.decode import decode, DecodeError, Inst
 
@@ -66,16 +67,17 @@ class Program:
     self.problems: dict[int, str] = {}      # pc -> why the instruction there cannot run
     self.lib = None
     self.base = 0
+    self.epoch: int | None = None           # the memory's icache_epoch when the code was last read (dispatch.program_for)
     self.add(mem, entry)
 
   # ---- discovery ----
   @staticmethod
   def _fetch(mem: memory.GpuMemory, pc: int) -> bytes:
     """Up to 16 bytes of code at pc (fewer at the end of a mapped run)."""
-    run = mem.lookup(pc, False)
-    if run is None: raise memory.MemoryFault(f"instruction fetch at {pc:#x}: address not mapped")
+    run = mem.fetch(pc)
+    if run is None: raise memory.MemoryFault(f"instruction fetch at {pc:#x}: address not mapped or not executable")
     start, length, _ = run
-    return memory.read(mem, pc, min(16, start + length - pc))
+    return memory.read(mem, pc, min(16, start + length - pc), code=True)
 
   def add(self, mem: memory.GpuMemory, pc: int) -> None:
     """Make `pc` a block start and decode everything newly reachable from it."""
@@ -158,5 +160,5 @@ class Program:
 
   def still_valid(self, mem: memory.GpuMemory) -> bool:
     """True if the code in memory is still the code this program was built from."""
-    try: return all(memory.read(mem, pc, len(raw)) == raw for pc, raw in self._spans)
+    try: return all(memory.read(mem, pc, len(raw), code=True) == raw for pc, raw in self._spans)
     except memory.MemoryFault: return False

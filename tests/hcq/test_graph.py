@@ -112,11 +112,11 @@ def test_sealed_compute_stream_patches_waits_signals_and_kernel_argument_address
   args = {True: prg.fill_kernargs(bufs, [64], (1,), (64,)), False: prg.fill_kernargs(bufs, [64], (1,), (64,))}
   def build(dev, old):
     q = dev.compute_queue()
-    q.wait(dev.timeline, 3 if old else 0x1234_5678, patch="w")
+    q.wait(dev.timeline, 3 if old else (3 << 32) + 0x1234_5678, patch="w")     # a 64-bit wait value
     q.exec(prg, args[old], (1,), (64,), patch="k")
     q.signal(sig, 7 if old else (5 << 32) + 9, patch="s")
     return q
-  build.new = {("w", "value"): 0x1234_5678, ("k", "args"): args[False].va, ("s", "value"): (5 << 32) + 9}
+  build.new = {("w", "value"): (3 << 32) + 0x1234_5678, ("k", "args"): args[False].va, ("s", "value"): (5 << 32) + 9}
   sealed = sealed_equals_direct(dev, build)
   assert set(sealed.points) == set(build.new)
   with pytest.raises(ValueError, match="does not fit"): sealed.patch("w", "value", -1)
@@ -127,13 +127,13 @@ def test_sealed_copy_stream_patches_both_addresses_of_each_copy(dev):
   a, b, c, d = (dev.alloc(4096) for _ in range(4))
   def build(dev, old):
     q = dev.copy_queue()
-    q.wait(dev.timeline, 1 if old else 77, patch="w")
+    q.wait(dev.timeline, 1 if old else (2 << 32) + 77, patch="w")   # on SDMA its dwords lie apart
     q.copy(b if old else d, a if old else c, 1000, patch=0)
     q.copy(a if old else c, b if old else d, 1000, dest_offset=8, src_offset=16, patch=1)
     q.signal(dev.timeline, 2 if old else 78, patch="s")
     return q
   # the offsets stay with the fields: a patch gives the buffers' addresses
-  build.new = {("w", "value"): 77, (0, "dest"): d.va, (0, "src"): c.va, (1, "dest"): c.va, (1, "src"): d.va, ("s", "value"): 78}
+  build.new = {("w", "value"): (2 << 32) + 77, (0, "dest"): d.va, (0, "src"): c.va, (1, "dest"): c.va, (1, "src"): d.va, ("s", "value"): 78}
   sealed_equals_direct(dev, build)
 
 
@@ -160,13 +160,6 @@ def test_steps_on_two_devices_run_in_order_through_signals(amd, monkeypatch):
     g(replace={xb: xb2}, wait=True)
     assert subs[4 * k:] == [amd.name, amd.name, "CPU", "CPU"]   # per replay: one submission per device and queue
     np.testing.assert_array_equal(get(out), a + b * np.float32(k) + c)
-
-
-def test_graph_between_two_devices_neither_addressing_host_memory_is_refused(amd):
-  other = open_device("MOCKPCI+AMD")
-  try:
-    with pytest.raises(ValueError, match="neither addresses host memory"): Graph().copy(other.alloc(64), amd.alloc(64))
-  finally: other.close()
 
 
 def test_cpu_graph_of_integer_kernels_replays_with_new_values(cpu, vadd):

@@ -8,6 +8,7 @@ import pytest
 from drivers.system.discovery import PCIInfo
 from drivers.system.lock import DeviceLock, holder, lock_path
 from tools.hcq_smi import Host, main, NOT_IN_USE
+from tests.procs import start
 
 REPO = Path(__file__).resolve().parents[2]
 # a process that owns one device: a real PCI address through DeviceLock, anything else as an emulated model
@@ -269,10 +270,50 @@ def test_reset_refuses_bound_and_busy_devices(amd_tree, hold, capsys):
   assert (devs / "0000:03:00.0" / "reset").read_text() == (devs / "0000:05:00.0" / "reset").read_text() == ""
 
 
-def test_reset_of_only_emulated_devices_exits_1(amd_tree, hold, capsys):
-  hold("am", "mock-0")
+def test_reset_of_a_device_known_only_by_its_lock_says_why_not(amd_tree, hold, capsys):
+  p = hold("am", "mock-0")                   # a holder of the lock, no emulated state behind it
   assert main(["amd", "reset", "--pci_bus", "mock-0"], host(amd_tree)) == 1
-  assert "mock-0: emulated device" in capsys.readouterr().out
+  out, err = capsys.readouterr()
+  assert f"mock-0: emulated device known only by its lock (pid {p.pid} (" in out and "no emulated state to reset" in out
+  assert "no amd device to reset matches --pci_bus mock-0" in err
+
+
+# a process that drives an emulated device and keeps it (its state: a booted GPU, a NIC holding firmware resources)
+OWN = {"amd": "from drivers.hcq import open_device; d = open_device('MOCKPCI+AMD')",
+       "bnxt": "from drivers.rdma import open_context; ctx = open_context('bnxt', 'mock-0', ip='10.0.0.1')"}
+
+
+def _owner(backend: str) -> subprocess.Popen:
+  return start(OWN[backend] + "\nprint('up', flush=True)\nimport signal; signal.pause()")
+
+
+def test_reset_of_an_emulated_navi31_is_a_mode1_reset_of_its_model(amd_tree, capsys):
+  from drivers.amd.smi import devices, status
+  owner = _owner("amd")
+  try:
+    assert main(["amd", "reset", "--pci_bus", "mock-0"], host(amd_tree)) == 1   # in use: refused, saying by whom
+    assert f"mock-0: reset failed: device mock-0 is in use by pid {owner.pid}" in capsys.readouterr().err
+  finally: owner.kill(); owner.wait()
+  gpu = devices("mock-0")[0]
+  assert status(gpu).error is None                  # the dead owner left it booted
+  assert main(["amd", "reset", "--pci_bus", "mock-0"], host(amd_tree)) == 0
+  assert capsys.readouterr().out.splitlines() == ["mock-0: reset"]
+  assert "has not been booted by the AM driver" in status(gpu).error   # mode-1 reset: back to its power-on state
+  assert holder(lock_path("am", "mock-0")) is None
+
+
+def test_reset_of_an_emulated_bnxt_is_a_function_reset_of_its_model(tmp_path, capsys):
+  from emu.nic import state
+  from emu.nic.bnxt.bcm57508 import STATE_MAGIC, STATE_VERSION, DeviceState, state_dir
+  _load = lambda path: state.load(path, DeviceState, STATE_MAGIC, STATE_VERSION)
+  owner = _owner("bnxt")
+  owner.kill(); owner.wait()                        # killed holding firmware resources: the next driver must FUNC_RESET
+  st = _load(state_dir(0))
+  assert (st.registered, st.needs_reset, st.resets) == (1, 1, 0)
+  assert main(["bnxt", "reset", "--pci_bus", "mock-0"], host(tmp_path)) == 0
+  assert capsys.readouterr().out.splitlines() == ["mock-0: reset"]
+  st = _load(state_dir(0))
+  assert (st.registered, st.needs_reset, st.resets) == (0, 0, 1)   # FLR: every function resource given back
 
 
 # ---- pids / kill_pids
@@ -296,6 +337,27 @@ def test_kill_pids_sudoless_kills_the_holder_and_frees_the_lock(amd_tree, hold, 
   assert holder(lock_path("am", "mock-0")) is None and gpu.poll() is None   # the other device is left alone
   assert capsys.readouterr().out.splitlines()[-1] == f"mock-0: killed pid {model.pid}; the device is free"
   DeviceLock("am", "mock-0").release()   # the device can be opened again
+
+
+# another tool holding a device's lock file: flock, no pid written
+FOREIGN = "import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT); fcntl.flock(fd, fcntl.LOCK_EX); " \
+          "print('ready', flush=True); sys.stdin.read()"
+
+
+def test_pids_and_kill_pids_find_a_holder_that_wrote_no_pid(amd_tree, capsys):
+  path = lock_path("am", "mock-4")
+  p = subprocess.Popen([sys.executable, "-c", FOREIGN, path], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+  try:
+    assert p.stdout.readline().strip() == "ready" and Path(path).read_text() == ""
+    comm = Path(f"/proc/{p.pid}/comm").read_text().strip()
+    assert main(["amd", "pids", "--pci_bus", "mock-4"], host(amd_tree)) == 0
+    assert capsys.readouterr().out == f"mock-4: pid {p.pid} ({comm})\n"
+    assert main(["amd", "kill_pids", "--pci_bus", "mock-4", "--sudoless"], host(amd_tree)) == 0
+    assert p.wait(10) == -signal.SIGKILL and holder(path) is None
+    assert capsys.readouterr().out.splitlines()[-1] == f"mock-4: killed pid {p.pid}; the device is free"
+  finally:
+    if p.poll() is None: p.kill()
+    p.wait(); p.stdin.close(); p.stdout.close()
 
 
 def test_kill_pids_uses_sudo_kill(amd_tree, hold, capsys):
@@ -339,3 +401,23 @@ def test_kill_pids_sudoless_without_permission_says_so(hold):
     assert f"no permission to kill pid {gpu.pid}" in r.stderr and "sudo kill" in r.stderr
     assert gpu.poll() is None and holder(str(shared / "nv_mock-3.lock")) == gpu.pid
   finally: shutil.rmtree(shared)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run hcq_smi as another user")
+def test_pids_as_another_user_finds_a_holder_through_proc_locks():
+  """Another user's /proc/<pid>/fd is closed to hcq_smi; /proc/locks still names the pid that took the flock."""
+  shared = Path(tempfile.mkdtemp(dir="/tmp"))
+  p = None
+  try:
+    shared.chmod(0o755)
+    env = {**os.environ, "TMPDIR": str(shared)}
+    p = subprocess.Popen([sys.executable, "-c", FOREIGN, str(shared / "nv_mock-3.lock")], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "ready"
+    r = subprocess.run([sys.executable, "-c", AS_USER, "nv", "pids", "--pci_bus", "mock-3"], cwd=REPO, env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert (r.returncode, r.stdout) == (0, f"mock-3: pid {p.pid} ({Path(f'/proc/{p.pid}/comm').read_text().strip()})\n"), r.stderr
+  finally:
+    if p is not None:
+      p.kill(); p.wait(); p.stdin.close(); p.stdout.close()
+    shutil.rmtree(shared)

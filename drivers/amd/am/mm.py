@@ -47,15 +47,26 @@ class MemoryManager:
       slot = (table >> 3) + ((rel >> shift) & 0x1FF)
       e = int(self.u64[slot])
       if not e & vm.AMDGPU_PTE_VALID:
-        e = self.palloc(PAGE, zero=True) | vm.AMDGPU_PTE_VALID
+        e = self.pde(self.palloc(PAGE, zero=True))
         self.u64[slot] = e
       table = e & ADDR_MASK
     return table
 
+  @staticmethod
+  def pde(table: int) -> int:
+    """The directory entry of a next-level table in VRAM: VALID and its address; no R/W/X, no PDE_PTE (4 KiB leaves
+    only), no translate-further bits (4-level tables, block size 0). amd_driver.md 2.6."""
+    return table | vm.AMDGPU_PTE_VALID
+
+  @staticmethod
+  def pte_flags(system: bool, uncached: bool) -> int:
+    """The flags of a 4 KiB leaf: VALID | R | W | X, host memory SYSTEM | SNOOPED (coherent with the CPU), uncached
+    memory MTYPE_UC (else MTYPE 0, NC), FRAG 0. amd_driver.md 2.6."""
+    return LEAF | (vm.AMDGPU_PTE_SYSTEM | vm.AMDGPU_PTE_SNOOPED if system else 0) | ((soc21_enum.MTYPE_UC << MTYPE_SHIFT) if uncached else 0)
+
   def map(self, va: int, pages: np.ndarray, system: bool, uncached: bool = False) -> None:
     """Point the 4 KiB pages at `va` to `pages` (VRAM offsets, or bus addresses when `system`)."""
-    flags = LEAF | (vm.AMDGPU_PTE_SYSTEM | vm.AMDGPU_PTE_SNOOPED if system else 0) | ((soc21_enum.MTYPE_UC << MTYPE_SHIFT) if uncached else 0)
-    self._write(va, pages.astype(np.uint64) | np.uint64(flags))
+    self._write(va, pages.astype(np.uint64) | np.uint64(self.pte_flags(system, uncached)))
 
   def unmap(self, va: int, npages: int) -> None:
     self._write(va, np.zeros(npages, np.uint64))

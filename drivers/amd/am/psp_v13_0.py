@@ -7,7 +7,7 @@ from autogen.amd import mp_13_0_0 as mp, psp_gfx_if as g, amdgpu_psp
 from drivers.amd.am.ip_block import IPBlock
 
 MSG1_SIZE, RING_SIZE = 1 << 20, 0x10000
-TMR_SIZE = 0x1300000                 # the TMR Navi31's TOC asks for at most (reference/amd_driver.md 2.5)
+TMR_SIZE = 0x1300000                 # the TMR reserved: what Navi31's TOC asks for (reference/amd_driver.md 2.5), the size without a TOC
 FRAME_DW = ctypes.sizeof(g.psp_gfx_rb_frame) // 4
 # the MP0 mailbox registers (psp_v13_0.c)
 BL_CMD = mp.regMP0_SMN_C2PMSG_35      # bootloader: command in, bit 31 = ready for the next one (psp_v13_0_wait_for_bootloader)
@@ -46,15 +46,17 @@ class PSPv13_0(IPBlock):
         if time.monotonic() > deadline: raise TimeoutError(f"{self.core.pci.bus}: PSP sOS failed to start after the bootloader stage")
         time.sleep(1e-4)
     self._ring_create()
-    if fw.toc is not None:
+    tmr_size = TMR_SIZE
+    if fw.toc is not None:   # the PSP reads the TOC and answers the TMR size the listed firmware needs (psp_load_toc)
       addr = self._stage(fw.toc)
       cmd = self._cmd(g.GFX_CMD_ID_LOAD_TOC)
       cmd.cmd.cmd_load_toc = g.psp_gfx_cmd_load_toc(toc_phy_addr_lo=addr & 0xFFFFFFFF, toc_phy_addr_hi=addr >> 32, toc_size=len(fw.toc))
       resp = self._submit(cmd, "LOAD_TOC")
       if resp.tmr_size > TMR_SIZE: raise PSPError(f"PSP asks for a {resp.tmr_size:#x}-byte TMR; {TMR_SIZE:#x} was reserved")
+      tmr_size = resp.tmr_size
     self._load_ip_fw(g.GFX_FW_TYPE_SMU, fw.smu)   # GC 11: the SMU firmware goes before the TMR (reference 2.9)
     mc, cmd = self.core.mc(self.tmr), self._cmd(g.GFX_CMD_ID_SETUP_TMR)
-    cmd.cmd.cmd_setup_tmr = g.psp_gfx_cmd_setup_tmr(buf_phy_addr_lo=mc & 0xFFFFFFFF, buf_phy_addr_hi=mc >> 32, buf_size=TMR_SIZE,
+    cmd.cmd.cmd_setup_tmr = g.psp_gfx_cmd_setup_tmr(buf_phy_addr_lo=mc & 0xFFFFFFFF, buf_phy_addr_hi=mc >> 32, buf_size=tmr_size,
                                                     system_phy_addr_lo=self.tmr & 0xFFFFFFFF, system_phy_addr_hi=self.tmr >> 32)
     cmd.cmd.cmd_setup_tmr.bitfield.virt_phy_addr = 1   # system_phy_addr holds the VRAM address too (psp_prep_tmr_cmd_buf)
     self._submit(cmd, "SETUP_TMR")

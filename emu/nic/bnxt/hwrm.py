@@ -260,7 +260,9 @@ class HWRM:
       ring = HostRing(self.nic.dma, pages, 4096, req.length, RING_ENTRY, f"{kind} ring {rid}")
     except (PBLError, DMAFault) as e: raise self._fail(str(e)) from None
     r = self.rings[rid] = L2Ring(rid, req.ring_type, kind, ring, nq.id if nq else None)
-    if kind == "NQ": r.events = EventRing(ring, 8)
+    if kind == "NQ":
+      vector = req.logical_id
+      r.events = EventRing(ring, 8, (lambda: self.nic.signal_msix(vector)) if req.int_mode == B.RING_ALLOC_REQ_INT_MODE_MSIX else None)
     if nq: nq.users.add(f"{kind} ring {rid}")
     return B.hwrm_ring_alloc_output(ring_id=rid, logical_ring_id=req.logical_id)
 

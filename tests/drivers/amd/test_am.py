@@ -6,7 +6,7 @@ import pytest
 from drivers.amd.device import AMDDevice
 from drivers.amd.pci import PCIIface
 from drivers.amd.am.firmware import FirmwareError, DEFAULT_DIR
-from drivers.amd.am.psp_v13_0 import PSPError
+from drivers.amd.am.psp_v13_0 import PSPError, PSPv13_0
 from drivers.amd.am.smu_v13_0 import SMUError
 from drivers.system import DeviceBusyError, open_model
 from drivers.system.kernel import kernel_interface
@@ -75,6 +75,23 @@ def test_firmware_the_psp_rejects_fails_boot_naming_the_component(tmp_path, monk
   with pytest.raises(PSPError, match=r"LOAD_IP_FW RLC_G failed with status"): boot()
 
 
+@pytest.mark.parametrize("tmr", [0x800000, 0x1400000])
+def test_the_tmr_is_the_size_the_toc_asks_for(tmr, tmp_path, monkeypatch):
+  """SETUP_TMR carries the TOC's TMR size (what LOAD_TOC answered); a TOC asking for more than the driver reserved
+  fails the boot saying so."""
+  write_firmware(str(tmp_path), toc_tmr=tmr)
+  monkeypatch.setenv("HCQ_FIRMWARE_DIR", str(tmp_path))
+  if tmr > 0x1300000:
+    with pytest.raises(PSPError, match=r"PSP asks for a 0x1400000-byte TMR; 0x1300000 was reserved"): boot()
+    return
+  sent = []
+  submit = PSPv13_0._submit
+  monkeypatch.setattr(PSPv13_0, "_submit", lambda psp, cmd, what: sent.append((what, cmd.cmd.cmd_setup_tmr.buf_size)) or submit(psp, cmd, what))
+  dev = boot()
+  assert ("SETUP_TMR", tmr) in sent and vadd_ok(dev)
+  dev.close()
+
+
 HOLD = "from drivers.hcq import open_device; d = open_device('MOCKPCI+AMD'); print('up', flush=True); import time; time.sleep(120)"
 RUN = r"""
 import numpy as np
@@ -84,7 +101,11 @@ d = open_device('MOCKPCI+AMD')
 x = d.alloc(4096)
 add1 = d.program("add1", d.compiler.compile(SRC))
 print('up', flush=True)
-while True: add1(x, global_size=(16,), local_size=(64,))
+said = False
+while True:
+  add1(x, global_size=(16,), local_size=(64,))
+  if not said and d.timeline.value < d.timeline_value - 1:   # launches queued that the GPU has not finished
+    print('in flight', flush=True); said = True
 """
 
 
@@ -97,7 +118,7 @@ def test_device_locked_by_another_process_names_its_pid():
 
 def test_process_killed_mid_run_leaves_a_dirty_device_the_next_open_resets():
   p = start(RUN)
-  time.sleep(0.5)                 # launches in flight, the queues busy
+  assert p.stdout.readline().strip() == "in flight"   # killed with the queues busy
   p.send_signal(signal.SIGKILL); p.wait()
   dev = boot()                    # SCRATCH_REG6 still says "running": a full boot, through the mode-1 reset
   core = dev.iface.core

@@ -6,6 +6,7 @@ import pytest
 from autogen.amd import gc_11_0_0 as gc, mp_13_0_0 as mp, psp_gfx_if as G, amdgpu_ucode as U
 from drivers.amd.pci import PCIIface
 from drivers.system import open_model
+from emu.amdgpu import firmware as F
 from emu.amdgpu.fwbuild import images, SOS_VERSION, SMU_VERSION
 from tests.emu.amdgpu.regs import Regs, GFX_ORDER
 
@@ -121,7 +122,9 @@ def test_bad_or_misordered_ip_firmware_is_refused_naming_it(regs, corrupt, upto,
   imgs = images(**corrupt)
   sos_up(regs, imgs)
   status = ip_fw_status(regs, imgs, upto, **steps)
-  if why is None: return
+  if why is None:                                                     # allowed: RLC_G early, as long as it is the last GFX one
+    assert status == 0 and regs.model.psp.failures == []
+    return
   assert status == G.TEE_ERROR_NOT_SUPPORTED
   assert any(why in f for f in regs.model.psp.failures), regs.model.psp.failures
   assert not regs.r(gc.regRLC_RLCS_BOOTLOAD_STATUS) >> 31               # GFX never autoloads
@@ -132,3 +135,52 @@ def test_unknown_psp_command_gets_an_error_status(regs):
   assert regs.psp_cmd(0x7F).status == G.PSP_ERR_UNKNOWN_COMMAND
   assert regs.psp_cmd(G.GFX_CMD_ID_LOAD_TA).status == G.TEE_ERROR_NOT_SUPPORTED
   assert "0x7f" in regs.model.psp.failures[0]
+
+
+@pytest.mark.parametrize("tmr", [0x800000, 0x1300000, 0x1400000])
+def test_load_toc_reports_the_tmr_size_the_toc_names_and_setup_tmr_needs_it(regs, tmr):
+  imgs = images(toc_tmr=tmr)
+  sos_up(regs, imgs)
+  resp = regs.psp_load(G.GFX_CMD_ID_LOAD_TOC, "cmd_load_toc", imgs["TOC"])
+  assert (resp.status, resp.tmr_size) == (0, tmr)
+  assert regs.load_ip_fw("SMU", imgs["SMU"]) == 0
+  status = regs.setup_tmr()                                            # a TMR of 0x1300000 bytes
+  if tmr <= 0x1300000: assert status == 0 and regs.model.psp.failures == []
+  else:
+    assert status == G.TEE_ERROR_NOT_SUPPORTED
+    assert any("the TOC asks for >= 0x1400000 bytes" in f for f in regs.model.psp.failures), regs.model.psp.failures
+
+
+@pytest.mark.parametrize("body, why", [
+  (F.toc_body(0x123456, ("SMU",)), "TOC: TMR size 0x123456 is not a non-zero multiple of 1 MiB"),
+  (F.toc_body(0, ("SMU",)), "TOC: TMR size 0x0"),
+  (F.toc_body(1 << 20, ("SMU",))[:-2], "TOC: 1 entries do not fit"),
+  (F.toc_body(1 << 20, ("SMU", "KDB")), "TOC: image id 0x4f is no firmware"),
+  (F.toc_body(1 << 20, ("SMU", "IMU_I", "SMU")), "TOC: a component is listed twice"),
+  (F.TOC_MAGIC + b"\0\0", "shorter than its 12-byte table header"),
+])
+def test_malformed_toc_contents_are_refused(regs, body, why):
+  sos_up(regs, images())
+  resp = regs.psp_load(G.GFX_CMD_ID_LOAD_TOC, "cmd_load_toc", F.make_image("TOC", body))
+  assert (resp.status, resp.tmr_size) == (G.TEE_ERROR_NOT_SUPPORTED, 0)
+  assert any(why in f for f in regs.model.psp.failures), regs.model.psp.failures
+  assert regs.load_ip_fw("SMU", images()["SMU"]) == G.TEE_ERROR_NOT_SUPPORTED   # no TOC was taken
+
+
+def test_firmware_the_toc_does_not_list_is_refused(regs):
+  imgs = images(toc_omit=("RLC_V",))
+  sos_up(regs, imgs)
+  assert ip_fw_status(regs, imgs, "RLC_V") == G.TEE_ERROR_NOT_SUPPORTED
+  assert any("RLC_V: the TOC does not list it" in f for f in regs.model.psp.failures), regs.model.psp.failures
+
+
+@pytest.mark.parametrize("fw_type", [G.GFX_FW_TYPE_RS64_PFP, G.GFX_FW_TYPE_RS64_MES, G.GFX_FW_TYPE_VCN, G.GFX_FW_TYPE_MAX + 5])
+def test_unknown_firmware_types_are_refused(regs, fw_type):
+  """LOAD_IP_FW of a type Navi31's sOS does not load gets TEE_ERROR_NOT_SUPPORTED, even as a well-formed image."""
+  imgs = images()
+  sos_up(regs, imgs)
+  assert ip_fw_status(regs, imgs, "TMR") == 0
+  name = F.FW_TYPE_NAMES.get(fw_type, f"fw_type {fw_type}")
+  image = F.make_image("SMU", bytes(64), image_id=0x1234)
+  assert regs.psp_load(G.GFX_CMD_ID_LOAD_IP_FW, "cmd_load_ip_fw", image, fw_type=fw_type).status == G.TEE_ERROR_NOT_SUPPORTED
+  assert any(f"LOAD_IP_FW {name}: not a firmware type" in f for f in regs.model.psp.failures), regs.model.psp.failures

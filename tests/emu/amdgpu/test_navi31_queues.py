@@ -91,7 +91,7 @@ def test_gpu_page_fault_posts_a_utcl2_entry_and_latches_the_fault(booted, sig, m
   q.submit(release_mem(bad, 1))
   booted.wait(lambda: booted.r(gc.regGCVM_L2_PROTECTION_FAULT_STATUS) != 0, "fault status")
   status = gc.regGCVM_L2_PROTECTION_FAULT_STATUS.decode(booted.r(gc.regGCVM_L2_PROTECTION_FAULT_STATUS))
-  assert (status["MAPPING_ERROR"], status["PERMISSION_FAULTS"]) == ((0, 4) if mapped else (1, 0))
+  assert (status["MAPPING_ERROR"], status["PERMISSION_FAULTS"]) == ((0, 4) if mapped else (1, 5))   # WRITE; VALID | WRITE
   assert (status["RW"], status["CID"]) == (1, 5)                     # a write by the CPC (compute CP)
   assert booted.r(gc.regGCVM_L2_PROTECTION_FAULT_ADDR_LO32) == (bad >> 12) & 0xFFFFFFFF
   assert booted.r(gc.regGCVM_L2_PROTECTION_FAULT_ADDR_HI32) == bad >> 44
@@ -176,3 +176,56 @@ def test_the_hdp_flush_of_a_pm4_wait_reg_mem_is_the_one_flush_rule(booted, sig):
   q.wait_idle()
   assert u32(sig) == 1 and booted.r(nbio.regBIF_BX_PF0_GPU_HDP_FLUSH_DONE) == 0x5
   assert booted.model.gpu.hdp.flushes == before + 2                   # the submission's BAR5 flush, then the packet's
+
+
+def wait64(va: int, ref: int, mask: int = (1 << 64) - 1, control: int = nvd.WAIT_REG_MEM_MEM_SPACE(1) | nvd.WAIT_REG_MEM_FUNCTION(5)):
+  return pm4(nvd.PACKET3_WAIT_REG_MEM64, control, va & 0xFFFFFFFF, va >> 32, ref & 0xFFFFFFFF, ref >> 32,
+             mask & 0xFFFFFFFF, mask >> 32, 0x4)
+
+
+def test_wait_reg_mem64_compares_all_64_bits(booted, sig):
+  """Waiting for >= 0x1_0000_0005 while memory holds 0xFFFF_FFF0: the low dword alone (0xFFFF_FFF0 >= 5) would pass."""
+  sig.view[:8] = (0xFFFF_FFF0).to_bytes(8, "little")
+  q, first = Queue(booted, "compute"), release_mem(sig.va + 16, 9)
+  q.submit(first + wait64(sig.va, 0x1_0000_0005) + release_mem(sig.va + 8, 1))
+  # the HQD writes its read pointer back where it stalls: at the wait, past the first packet
+  booted.wait(lambda: q.rptr == len(first), "the queue stalled on WAIT_REG_MEM64")
+  assert (u32(sig, 16), u32(sig, 8)) == (9, 0)
+  sig.view[:8] = (0x1_0000_0005).to_bytes(8, "little")
+  q.wait_idle()
+  assert u32(sig, 8) == 1
+
+
+@pytest.mark.parametrize("packet, why", [
+  (wait64(UNMAPPED + 4, 1), "WAIT_REG_MEM64 address 0x280000005004 is not 8-byte aligned"),
+  (wait64(0x1000, 1, control=nvd.WAIT_REG_MEM_FUNCTION(5)), "WAIT_REG_MEM64 is modelled on memory only"),
+  (wait64(UNMAPPED, 1, control=nvd.WAIT_REG_MEM_MEM_SPACE(1) | 7), "WAIT_REG_MEM64 function 7 is reserved"),
+  (pm4(nvd.PACKET3_WAIT_REG_MEM64, 0x10, 0, 0, 1), "WAIT_REG_MEM64 takes 8 payload dwords, got 4"),
+])
+def test_bad_wait_reg_mem64_stops_the_queue_naming_it(booted, packet, why):
+  Queue(booted, "compute").submit(packet)
+  booted.wait(lambda: any(why in line for line in booted.model.log_lines), f"the model's log line {why!r}")
+  assert any(why in line for line in booted.model.log_lines)
+
+
+def cond_exe(va: int, ref: int, count: int) -> list[int]:
+  return sdma_pkt("COND_EXE", 5, HEADER_op=S.SDMA_OP_COND_EXE, ADDR_LO_addr_31_0=va & 0xFFFFFFFF, ADDR_HI_addr_63_32=va >> 32,
+                  REFERENCE_reference=ref, EXEC_COUNT_exec_count=count)
+
+
+def fence(va: int, value: int) -> list[int]:
+  return sdma_pkt("FENCE", 4, HEADER_op=S.SDMA_OP_FENCE, ADDR_LO_addr_31_0=va & 0xFFFFFFFF, ADDR_HI_addr_63_32=va >> 32, DATA_data=value)
+
+
+def test_sdma_cond_exe_runs_the_next_dwords_only_if_memory_equals_the_reference(booted, sig):
+  sig.view[:4] = (7).to_bytes(4, "little")
+  s = Queue(booted, "sdma")
+  s.submit(cond_exe(sig.va, 7, 4) + fence(sig.va + 8, 1) + cond_exe(sig.va, 6, 4) + fence(sig.va + 12, 2) + fence(sig.va + 16, 3))
+  s.wait_idle()
+  assert (u32(sig, 8), u32(sig, 12), u32(sig, 16)) == (1, 0, 3)       # equal: run; not equal: the fence is skipped
+
+
+def test_sdma_cond_exe_skipping_past_what_was_written_stops_the_queue(booted, sig):
+  Queue(booted, "sdma").submit(cond_exe(sig.va, 1, 9) + fence(sig.va + 8, 1))
+  booted.wait(lambda: any("COND_EXE at ring byte 0 skips 9 dwords, only 4 written" in line for line in booted.model.log_lines), "log")
+  assert u32(sig, 8) == 0

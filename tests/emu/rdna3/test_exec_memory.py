@@ -225,7 +225,7 @@ def test_flat_apertures_reach_lds_scratch_and_global():
     v_mov_b32 v9, s1
     flat_load_b32 v10, v[8:9]
     s_waitcnt vmcnt(0) lgkmcnt(0)""", v={0: list(range(32))}, vout=(6, 7, 10), sout=[5, 7], lds=128, scratch=32)
-  assert r.s[5] == 0x20000 and r.s[7] == 0x10000
+  assert r.s[5] == 0x10000 and r.s[7] == 0x20000                    # KFD's apertures: LDS at 1 << 48, scratch at 2 << 48
   assert col(r, 6) == [100 + l for l in range(32)] and col(r, 7) == list(range(32)) and col(r, 10) == [0] * 32
 
 
