@@ -77,7 +77,7 @@ GENERATORS = {
                     f"{UNIX}/nv-ioctl.h", f"{UNIX}/nv-unix-nvos-params-wrappers.h"),
                     doc="NVIDIA RM ioctl ABI (/dev/nvidiactl, /dev/nvidia<N>): escapes, NVOS parameter blocks, status codes."),
   "nv.classes": NVModule("nv/classes.py", "kernel", tuple(f"{SDK}/class/{c}.h" for c in (
-                         "cl0000", "cl0080", "cl2080", "cl003e", "cl0040", "cl0070", "cl0071", "cl90f1", "cla06c", "cl9067",
+                         "cl0000", "cl0080", "cl2080", "cl2080_notification", "cl003e", "cl0040", "cl0070", "cl0071", "cl90f1", "cla06c", "cl9067",
                          "clc361", "clc461", "clc561", "clc661", "clc56f", "clc86f", "clc6c0", "clc7c0", "clcbc0", "clb0b5sw", "clc6b5", "clc7b5",
                          "clc8b5")) + (f"{SDK}/alloc/alloc_channel.h",),
                          doc="NVIDIA RM classes: ids, allocation parameters, host (GPFIFO) methods and usermode doorbell registers."),
@@ -86,7 +86,8 @@ GENERATORS = {
                       "ctrl2080/ctrl2080gr", "ctrl2080/ctrl2080perf", "ctrl2080/ctrl2080fb", "ctrla06f/ctrla06fgpfifo", "ctrla06c",
                       "ctrlc36f")),
                       doc="NVIDIA RM control commands (NV_ESC_RM_CONTROL) and their parameter blocks."),
-  "nv.uvm": NVModule("nv/uvm.py", "kernel", (f"{UVM}/uvm_types.h", f"{UVM}/uvm_ioctl.h", f"{UVM}/uvm_linux_ioctl.h"),
+  "nv.uvm": NVModule("nv/uvm.py", "kernel", ("kernel-open/common/inc/nv_uvm_user_types.h", f"{UVM}/uvm_types.h", f"{UVM}/uvm_ioctl.h",
+                     f"{UVM}/uvm_linux_ioctl.h"),
                      doc="NVIDIA UVM ioctl ABI (/dev/nvidia-uvm)."),
   "nv.compute": NVModule("nv/compute.py", "doc", ("classes/compute/clc6c0.h", "classes/compute/clc7c0.h", "classes/compute/clcbc0.h"),
                          doc="AMPERE_COMPUTE_A/B (c6c0 GA100, c7c0 GA10x) and HOPPER_COMPUTE_A (cbc0) methods: offsets and field ranges."),

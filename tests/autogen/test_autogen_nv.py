@@ -110,7 +110,9 @@ def test_qmd_field_ranges():
 
 
 def _regenerate(name, tmp_path, tag=nvheaders.TAG):
-  try: return replace(GENERATORS[name], tag=tag)(tmp_path)
+  gen = replace(GENERATORS[name], tag=tag)
+  if tag == OLD_TAG and name == "nv.uvm": gen = replace(gen, headers=gen.headers[1:])   # 535 has no nv_uvm_user_types.h
+  try: return gen(tmp_path)
   except headers.HeadersMissing as e: pytest.skip(f"NVIDIA header trees not available: {e}")
 
 
