@@ -78,9 +78,9 @@ GENERATORS = {
                     doc="NVIDIA RM ioctl ABI (/dev/nvidiactl, /dev/nvidia<N>): escapes, NVOS parameter blocks, status codes."),
   "nv.classes": NVModule("nv/classes.py", "kernel", tuple(f"{SDK}/class/{c}.h" for c in (
                          "cl0000", "cl0080", "cl2080", "cl2080_notification", "cl003e", "cl0040", "cl0070", "cl0071", "cl90f1", "cla06c", "cl9067",
-                         "clc361", "clc461", "clc561", "clc661", "clc56f", "clc86f", "clc6c0", "clc7c0", "clcbc0", "clb0b5sw", "clc6b5", "clc7b5",
-                         "clc8b5")) + (f"{SDK}/alloc/alloc_channel.h",),
-                         doc="NVIDIA RM classes: ids, allocation parameters, host (GPFIFO) methods and usermode doorbell registers."),
+                         "clc361", "clc461", "clc561", "clc661", "clc56f", "clc86f", "clb0b5sw")) + (f"{SDK}/alloc/alloc_channel.h",),
+                         doc="NVIDIA RM classes: ids, allocation parameters, host (GPFIFO) methods and usermode doorbell registers "
+                             "(compute and copy classes: autogen.nv.compute, autogen.nv.copy)."),
   "nv.ctrl": NVModule("nv/ctrl.py", "kernel", tuple(f"{SDK}/ctrl/{c}.h" for c in (
                       "ctrl0000/ctrl0000system", "ctrl0000/ctrl0000gpu", "ctrl0080/ctrl0080gpu", "ctrl2080/ctrl2080gpu",
                       "ctrl2080/ctrl2080gr", "ctrl2080/ctrl2080perf", "ctrl2080/ctrl2080fb", "ctrla06f/ctrla06fgpfifo", "ctrla06c",

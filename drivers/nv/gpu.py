@@ -14,7 +14,7 @@ from __future__ import annotations
 import ctypes
 from dataclasses import dataclass
 
-from autogen.nv import classes as cl, ctrl, rm, uvm
+from autogen.nv import classes as cl, compute, copy, ctrl, rm, uvm
 from drivers.nv.rm import RMClient, RMError, field
 from drivers.system.kernel import KernelInterface
 from drivers.system.mmio import MMIO
@@ -26,8 +26,8 @@ VA_BASE, VA_SIZE = 0x1000, 0x1fffffb000000   # FERMI_VASPACE_A range (reference 
 VIRTUAL_LIMIT = 0x1ffffffffffff          # NV01_MEMORY_VIRTUAL: the whole range, for MAP_MEMORY_DMA
 # the classes hcq drives, newest first (a GPU lists one of each: g_gpu_class_list.c, reference section 0)
 GPFIFO_CLASSES = (cl.HOPPER_CHANNEL_GPFIFO_A, cl.AMPERE_CHANNEL_GPFIFO_A)
-COMPUTE_CLASSES = (cl.HOPPER_COMPUTE_A, cl.AMPERE_COMPUTE_B, cl.AMPERE_COMPUTE_A)
-COPY_CLASSES = (cl.HOPPER_DMA_COPY_A, cl.AMPERE_DMA_COPY_B, cl.AMPERE_DMA_COPY_A)
+COMPUTE_CLASSES = (compute.HOPPER_COMPUTE_A, compute.AMPERE_COMPUTE_B, compute.AMPERE_COMPUTE_A)
+COPY_CLASSES = (copy.HOPPER_DMA_COPY_A, copy.AMPERE_DMA_COPY_B, copy.AMPERE_DMA_COPY_A)
 USERMODE_CLASSES = (cl.HOPPER_USERMODE_A, cl.AMPERE_USERMODE_A, cl.TURING_USERMODE_A)
 GR_INFO = {"sm_version": ctrl.NV2080_CTRL_GR_INFO_INDEX_SM_VERSION, "gpcs": ctrl.NV2080_CTRL_GR_INFO_INDEX_LITTER_NUM_GPCS,
            "tpc_per_gpc": ctrl.NV2080_CTRL_GR_INFO_INDEX_LITTER_NUM_TPC_PER_GPC,

@@ -7,7 +7,7 @@ die's GPC/TPC/SM counts ("litter" values; a product may have fewer enabled).
 from __future__ import annotations
 from dataclasses import dataclass
 
-from autogen.nv import classes as cl, ctrl, rm
+from autogen.nv import classes as cl, compute, copy, ctrl, rm
 
 # classes of every GPU (RM's no-engine list): what the object tree under a device is made of
 COMMON_CLASSES = (rm.NV01_ROOT_CLIENT, cl.NV01_DEVICE_0, cl.NV20_SUBDEVICE_0, cl.NV01_MEMORY_SYSTEM, cl.NV1_MEMORY_USER,
@@ -39,10 +39,10 @@ class Chip:
 
 CHIPS = {c.name: c for c in (
   Chip("GH100", 0x2335, "GH100 [H200 SXM 141GB]",
-       (cl.HOPPER_CHANNEL_GPFIFO_A, cl.AMPERE_CHANNEL_GPFIFO_A, cl.HOPPER_COMPUTE_A, cl.HOPPER_DMA_COPY_A, cl.HOPPER_USERMODE_A),
+       (cl.HOPPER_CHANNEL_GPFIFO_A, cl.AMPERE_CHANNEL_GPFIFO_A, compute.HOPPER_COMPUTE_A, copy.HOPPER_DMA_COPY_A, cl.HOPPER_USERMODE_A),
        0x900, 8, 9, 2, 64),
   Chip("GA100", 0x20B0, "GA100 [A100 SXM4 40GB]",
-       (cl.AMPERE_CHANNEL_GPFIFO_A, cl.AMPERE_COMPUTE_A, cl.AMPERE_DMA_COPY_A, cl.AMPERE_USERMODE_A), 0x800, 8, 8, 2, 64),
+       (cl.AMPERE_CHANNEL_GPFIFO_A, compute.AMPERE_COMPUTE_A, copy.AMPERE_DMA_COPY_A, cl.AMPERE_USERMODE_A), 0x800, 8, 8, 2, 64),
   Chip("GA102", 0x2204, "GA102 [GeForce RTX 3090]",
-       (cl.AMPERE_CHANNEL_GPFIFO_A, cl.AMPERE_COMPUTE_B, cl.AMPERE_DMA_COPY_B, cl.AMPERE_USERMODE_A), 0x806, 7, 6, 2, 48),
+       (cl.AMPERE_CHANNEL_GPFIFO_A, compute.AMPERE_COMPUTE_B, copy.AMPERE_DMA_COPY_B, cl.AMPERE_USERMODE_A), 0x806, 7, 6, 2, 48),
 )}

@@ -10,12 +10,13 @@ Not modelled: NV_ESC_RM_ALLOC_MEMORY (OS-descriptor host memory), the GPFIFO pro
 channel keeps its GPFIFO VA, USERD and doorbell count for them), more than one GPU.
 """
 from __future__ import annotations
-import ctypes, errno, mmap
+import ctypes, errno
 
 from autogen.nv import rm
 from emu.nvgpu.chips import CHIPS
 from emu.nvgpu.rm import Memory, RMModel, RMStatus, Usermode
 from emu.nvgpu.uvm import UVMModel
+from emu.addrspace import ProcessAddressSpace
 from emu.plugin import KernelModel
 
 CTL, DEV, UVM = "/dev/nvidiactl", "/dev/nvidia0", "/dev/nvidia-uvm"
@@ -35,9 +36,10 @@ class NVKernelModel:
     self.fds: dict[int, str] = {}
     self.registered: dict[int, int] = {}     # /dev/nvidia0 fd -> the control fd it was registered with
     self.bound: dict[int, tuple[object, int, int]] = {}   # /dev/nvidia0 fd -> (what MAP_MEMORY bound, offset, length)
-    self.anon_maps: dict[int, mmap.mmap] = {}
+    self.space = ProcessAddressSpace(VA_BASE, VA_END, "NVIDIA model")
+    self.reserve, self.anon, self.release = self.space.reserve, self.space.anon, self.space.release
     self.last_error = ""                      # why the last RM/UVM call failed (the status alone is what RM returns)
-    self._next = {"fd": 2000, "va": VA_BASE}
+    self._next = {"fd": 2000}
     self.escapes = {rm.NV_ESC_CHECK_VERSION_STR: (rm.nv_ioctl_rm_api_version_t, self._check_version),
                     rm.NV_ESC_RM_ALLOC: (None, self._alloc), rm.NV_ESC_RM_CONTROL: (rm.NVOS54_PARAMETERS, self._control),
                     rm.NV_ESC_RM_FREE: (rm.NVOS00_PARAMETERS, self._free),
@@ -65,21 +67,6 @@ class NVKernelModel:
 
   def read_text(self, path: str) -> str: raise FileNotFoundError(errno.ENOENT, f"NVIDIA model: no file {path}")
   def listdir(self, path: str) -> list[str]: raise FileNotFoundError(errno.ENOENT, f"NVIDIA model: no directory {path}")
-
-  # --- address space
-  def reserve(self, size: int, align: int) -> int:
-    va = -(-self._next["va"] // align) * align
-    if va + size > VA_END: raise _fail(errno.ENOMEM, "out of virtual address space")
-    self._next["va"] = va + size
-    return va
-
-  def anon(self, size: int) -> tuple[int, memoryview]:
-    m = mmap.mmap(-1, size)
-    addr = ctypes.addressof(ctypes.c_char.from_buffer(m))
-    self.anon_maps[addr] = m
-    return addr, memoryview(m)
-
-  def release(self, va: int, size: int) -> None: self.anon_maps.pop(va, None)
 
   def mmap(self, fd: int, va: int | None, size: int, offset: int) -> tuple[int, memoryview | Usermode]:
     """mmap of a /dev/nvidia0 fd that NV_ESC_RM_MAP_MEMORY bound: the memory (a view of it) or the usermode page."""

@@ -16,7 +16,7 @@ import ctypes, mmap, time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from autogen.nv import classes as cl, ctrl, rm
+from autogen.nv import classes as cl, compute, copy, ctrl, rm
 from drivers.system.alloc import RangeAllocator
 from emu.nvgpu.chips import Chip
 
@@ -25,8 +25,8 @@ USERD_SIZE = 0x200                       # one channel's USERD (Nvc86fControl_st
 GPFIFO_ENTRY = 8
 CLIENT_BASE, OBJECT_BASE = 0xC1D00000, 0xCAF00000   # handles RM chooses when the caller passes 0
 GPFIFO_CLASSES = (cl.HOPPER_CHANNEL_GPFIFO_A, cl.AMPERE_CHANNEL_GPFIFO_A)
-COMPUTE_CLASSES = (cl.HOPPER_COMPUTE_A, cl.AMPERE_COMPUTE_A, cl.AMPERE_COMPUTE_B)
-COPY_CLASSES = (cl.HOPPER_DMA_COPY_A, cl.AMPERE_DMA_COPY_A, cl.AMPERE_DMA_COPY_B)
+COMPUTE_CLASSES = (compute.HOPPER_COMPUTE_A, compute.AMPERE_COMPUTE_A, compute.AMPERE_COMPUTE_B)
+COPY_CLASSES = (copy.HOPPER_DMA_COPY_A, copy.AMPERE_DMA_COPY_A, copy.AMPERE_DMA_COPY_B)
 USERMODE_CLASSES = (cl.HOPPER_USERMODE_A, cl.AMPERE_USERMODE_A, cl.TURING_USERMODE_A)
 MEMORY_CLASSES = (cl.NV1_MEMORY_USER, cl.NV01_MEMORY_SYSTEM)
 TSG_ENGINES = (cl.NV2080_ENGINE_TYPE_GRAPHICS, *range(cl.NV2080_ENGINE_TYPE_COPY0, cl.NV2080_ENGINE_TYPE_COPY0 + 10))

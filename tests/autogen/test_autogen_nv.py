@@ -62,8 +62,8 @@ def test_ioctl_numbers():
 def test_class_and_control_numbers():
   assert [rm.NV01_ROOT_CLIENT, classes.NV01_DEVICE_0, classes.NV20_SUBDEVICE_0, classes.NV01_MEMORY_VIRTUAL, classes.NV1_MEMORY_USER,
           classes.NV01_MEMORY_SYSTEM, classes.FERMI_VASPACE_A, classes.KEPLER_CHANNEL_GROUP_A, classes.FERMI_CONTEXT_SHARE_A,
-          classes.HOPPER_CHANNEL_GPFIFO_A, classes.AMPERE_CHANNEL_GPFIFO_A, classes.HOPPER_COMPUTE_A, classes.AMPERE_COMPUTE_A,
-          classes.AMPERE_COMPUTE_B, classes.HOPPER_DMA_COPY_A, classes.AMPERE_DMA_COPY_A, classes.AMPERE_DMA_COPY_B,
+          classes.HOPPER_CHANNEL_GPFIFO_A, classes.AMPERE_CHANNEL_GPFIFO_A, compute.HOPPER_COMPUTE_A, compute.AMPERE_COMPUTE_A,
+          compute.AMPERE_COMPUTE_B, copy.HOPPER_DMA_COPY_A, copy.AMPERE_DMA_COPY_A, copy.AMPERE_DMA_COPY_B,
           classes.HOPPER_USERMODE_A, classes.AMPERE_USERMODE_A, classes.TURING_USERMODE_A, classes.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR] == \
     [0x41, 0x80, 0x2080, 0x70, 0x40, 0x3e, 0x90f1, 0xa06c, 0x9067, 0xc86f, 0xc56f, 0xcbc0, 0xc6c0, 0xc7c0, 0xc8b5, 0xc6b5, 0xc7b5,
      0xc661, 0xc561, 0xc461, 0x71]

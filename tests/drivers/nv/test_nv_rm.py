@@ -2,7 +2,7 @@
 errors for a driver branch without our layouts and for a machine without the NVIDIA kernel module."""
 import errno
 import pytest
-from autogen.nv import classes as cl, rm
+from autogen.nv import classes as cl, compute, rm
 from drivers.nv.gpu import NVGPU
 from drivers.nv.rm import RMClient, RMError, UnsupportedDriver
 from drivers.system.kernel import OSKernel, kernel_interface
@@ -38,7 +38,7 @@ def test_hopper_object_tree_and_classes(gpu):
   assert kinds[cl.NV20_SUBDEVICE_0] == (cl.NV20_SUBDEVICE_0, [(cl.HOPPER_USERMODE_A, [])])
   assert {cl.NV01_MEMORY_VIRTUAL, cl.FERMI_VASPACE_A, cl.KEPLER_CHANNEL_GROUP_A, cl.NV1_MEMORY_USER, cl.NV01_MEMORY_SYSTEM} <= set(kinds)
   assert kinds[cl.KEPLER_CHANNEL_GROUP_A][1] == sorted([(cl.FERMI_CONTEXT_SHARE_A, []),
-                                                       (cl.HOPPER_CHANNEL_GPFIFO_A, [(cl.HOPPER_COMPUTE_A, [])])])
+                                                       (cl.HOPPER_CHANNEL_GPFIFO_A, [(compute.HOPPER_COMPUTE_A, [])])])
   mch = model.rm.channels[ch.token]
   assert isinstance(mch, Channel) and (mch.gpfifo_va, mch.entries, mch.userd[1]) == (ch.ring.va, ch.entries, ch.userd_offset)
   assert mch.userd[0].handle == ch.ring.handle and model.uvm.ranges and any(r.channel == (g.rmc.client, ch.handle) for r in model.uvm.ranges)

@@ -2,7 +2,7 @@
 the 580 ones fail (the escape size check, the control paramsSize check)."""
 import ctypes, errno
 import pytest
-from autogen.nv import classes as cl, ctrl, rm
+from autogen.nv import classes as cl, compute, ctrl, rm
 from drivers.nv.rm import RMClient, RMError, nv_iowr
 from drivers.system.kernel import kernel_interface
 
@@ -155,7 +155,7 @@ def test_channel_allocation_checks(rmc):
   assert status(channel(gpFifoEntries=0x180)) == rm.NV_ERR_INVALID_ARGUMENT     # not a power of two
   assert status(channel(hObjectError=ctx)) == rm.NV_ERR_INVALID_OBJECT_HANDLE  # not memory
   assert status(channel()) == rm.NV_ERR_INVALID_ADDRESS                         # the GPFIFO VA maps nothing
-  assert status(lambda: rmc.alloc(tsg, 0, cl.AMPERE_COMPUTE_B)) == rm.NV_ERR_INVALID_CLASS
-  assert status(lambda: rmc.alloc(tsg, 0, cl.HOPPER_COMPUTE_A)) == rm.NV_ERR_INVALID_OBJECT_PARENT   # engines go on a channel
+  assert status(lambda: rmc.alloc(tsg, 0, compute.AMPERE_COMPUTE_B)) == rm.NV_ERR_INVALID_CLASS
+  assert status(lambda: rmc.alloc(tsg, 0, compute.HOPPER_COMPUTE_A)) == rm.NV_ERR_INVALID_OBJECT_PARENT   # engines go on a channel
   assert status(lambda: rmc.control(tsg, ctrl.NVA06C_CTRL_CMD_GPFIFO_SCHEDULE, ctrl.NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS(bEnable=1))) \
     == rm.NV_ERR_INVALID_STATE    # no channel to schedule
