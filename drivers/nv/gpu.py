@@ -24,6 +24,7 @@ USERMODE_SIZE = 0x10000                  # the usermode doorbell page mapped to 
 CHANNEL_VA_SIZE = 0x4000000              # UVM_REGISTER_CHANNEL: VA UVM may use for the channel's RM buffers
 VA_BASE, VA_SIZE = 0x1000, 0x1fffffb000000   # FERMI_VASPACE_A range (reference section 3, step 14)
 VIRTUAL_LIMIT = 0x1ffffffffffff          # NV01_MEMORY_VIRTUAL: the whole range, for MAP_MEMORY_DMA
+HOST_HANDLES = 0xC0FE0000                # where the handles this driver picks for OS descriptors start
 # the classes hcq drives, newest first (a GPU lists one of each: g_gpu_class_list.c, reference section 0)
 GPFIFO_CLASSES = (cl.HOPPER_CHANNEL_GPFIFO_A, cl.AMPERE_CHANNEL_GPFIFO_A)
 COMPUTE_CLASSES = (compute.HOPPER_COMPUTE_A, compute.AMPERE_COMPUTE_B, compute.AMPERE_COMPUTE_A)
@@ -75,6 +76,7 @@ class NVGPU:
     self.rmc = RMClient(kernel)
     self.k = kernel
     self.channels: list[NVChannel] = []
+    self._next_handle = HOST_HANDLES       # OS-descriptor handles are the client's to choose
     self.memory: list[NVMemory] = []
     try: self._open(index)
     except BaseException:
@@ -164,6 +166,31 @@ class NVGPU:
         mem.fd, _, mem.view = self.rmc.map_cpu(self.card.minor, self.device, handle, size, va,
                                                field(rm.NVOS33_FLAGS_CACHING_TYPE, rm.NVOS33_FLAGS_CACHING_TYPE_WRITECOMBINED))
       self._map_gpu(mem)
+    except BaseException:
+      self._release(mem)
+      raise
+    self.memory.append(mem)
+    return mem
+
+  def alloc_host(self, size: int) -> NVMemory:
+    """Host memory of this process (signals, staging), pinned by RM as an OS descriptor (NV_ESC_RM_ALLOC_MEMORY on the
+    GPU file, NV01_MEMORY_SYSTEM_OS_DESCRIPTOR) and mapped for the GPU at its own address (reference section 5)."""
+    size = -(-max(size, 1) // PAGE) * PAGE
+    va, view = self.k.anon(size)
+    self._next_handle += 1
+    arg = rm.nv_ioctl_nvos02_parameters_with_fd(fd=-1, params=rm.NVOS02_PARAMETERS(
+      hRoot=self.rmc.client, hObjectParent=self.device, hObjectNew=self._next_handle, hClass=cl.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR,
+      flags=field(rm.NVOS02_FLAGS_PHYSICALITY, rm.NVOS02_FLAGS_PHYSICALITY_NONCONTIGUOUS) |
+      field(rm.NVOS02_FLAGS_COHERENCY, rm.NVOS02_FLAGS_COHERENCY_CACHED) | field(rm.NVOS02_FLAGS_MAPPING, rm.NVOS02_FLAGS_MAPPING_NO_MAP),
+      pMemory=va, limit=size - 1))
+    try:
+      self.rmc.escape(self.dev_fd, rm.NV_ESC_RM_ALLOC_MEMORY, arg)
+      if arg.params.status != rm.NV_OK: raise RMError(f"RM_ALLOC_MEMORY of {size:#x} bytes of host memory", arg.params.status)
+    except BaseException:
+      self.k.release(va, size)
+      raise
+    mem = NVMemory(va, size, arg.params.hObjectNew, view, False)
+    try: self._map_gpu(mem)
     except BaseException:
       self._release(mem)
       raise

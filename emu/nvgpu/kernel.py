@@ -6,7 +6,7 @@ structure (EINVAL otherwise; RM_ALLOC takes NVOS21 or NVOS64, CARD_INFO an array
 failures are NV_STATUS codes in the argument's status field with the ioctl itself succeeding. The RM object tree is
 emu.nvgpu.rm, UVM emu.nvgpu.uvm. `chip` picks the GPU (GH100, an H200, by default; GA100, GA102) and `version`
 the driver version the model reports (a branch other than 580 lets tests see the driver refuse it).
-Not modelled: NV_ESC_RM_ALLOC_MEMORY (OS-descriptor host memory), the GPFIFO processor and kernel execution (the
+Not modelled: the GPFIFO processor and kernel execution (the
 channel keeps its GPFIFO VA, USERD and doorbell count for them), more than one GPU.
 """
 from __future__ import annotations
@@ -43,6 +43,7 @@ class NVKernelModel:
     self.escapes = {rm.NV_ESC_CHECK_VERSION_STR: (rm.nv_ioctl_rm_api_version_t, self._check_version),
                     rm.NV_ESC_RM_ALLOC: (None, self._alloc), rm.NV_ESC_RM_CONTROL: (rm.NVOS54_PARAMETERS, self._control),
                     rm.NV_ESC_RM_FREE: (rm.NVOS00_PARAMETERS, self._free),
+                    rm.NV_ESC_RM_ALLOC_MEMORY: (rm.nv_ioctl_nvos02_parameters_with_fd, self._alloc_memory),
                     rm.NV_ESC_RM_MAP_MEMORY: (rm.nv_ioctl_nvos33_parameters_with_fd, self._map_memory),
                     rm.NV_ESC_RM_MAP_MEMORY_DMA: (rm.NVOS46_PARAMETERS, self._map_memory_dma),
                     rm.NV_ESC_CARD_INFO: (rm.nv_ioctl_card_info_t, self._card_info),
@@ -132,6 +133,14 @@ class NVKernelModel:
   def _alloc(self, fd, buf) -> None:
     p = (rm.NVOS64_PARAMETERS if len(buf) == ctypes.sizeof(rm.NVOS64_PARAMETERS) else rm.NVOS21_PARAMETERS).from_buffer(buf)
     def call(): p.hObjectNew = self.rm.alloc(p.hRoot, p.hObjectParent, p.hObjectNew, p.hClass, p.pAllocParms or 0, p.paramsSize, fd)
+    self._status(p, call)
+
+  def _alloc_memory(self, fd, buf) -> None:
+    a = rm.nv_ioctl_nvos02_parameters_with_fd.from_buffer(buf)
+    p, size = a.params, a.params.limit + 1
+    pages = memoryview((ctypes.c_uint8 * size).from_address(p.pMemory)).cast("B") \
+      if p.pMemory and self.space.holds(p.pMemory, size) else None
+    def call(): p.hObjectNew = self.rm.alloc_os_memory(p.hRoot, p.hObjectParent, p.hObjectNew, p.hClass, p.pMemory or 0, size, pages)
     self._status(p, call)
 
   def _control(self, fd, buf) -> None:

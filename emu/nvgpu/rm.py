@@ -8,7 +8,8 @@ implement, NV_ERR_NOT_SUPPORTED; a control whose paramsSize is not the 580 struc
 (resControlLookup); required allocation parameters missing NV_ERR_INVALID_ARGUMENT. Allocation parameters are read
 with the 580 size of the class (RM copies its own size, reference section 2); the model also rejects a non-zero
 NVOS21/NVOS64 paramsSize that is not that size (RM ignores the field), so a driver built on other layouts fails here.
-Not modelled: OS-descriptor memory (NV_ESC_RM_ALLOC_MEMORY), the debugger and event classes, MIG/SMC partitions,
+OS-descriptor memory (NV_ESC_RM_ALLOC_MEMORY) must be pages the process has (the kernel pins them).
+Not modelled: the debugger and event classes, MIG/SMC partitions,
 confidential compute, RM's own choice of GPU VAs without DMA_OFFSET_FIXED beyond a first-fit in the virtual range.
 """
 from __future__ import annotations
@@ -28,7 +29,7 @@ GPFIFO_CLASSES = (cl.HOPPER_CHANNEL_GPFIFO_A, cl.AMPERE_CHANNEL_GPFIFO_A)
 COMPUTE_CLASSES = (compute.HOPPER_COMPUTE_A, compute.AMPERE_COMPUTE_A, compute.AMPERE_COMPUTE_B)
 COPY_CLASSES = (copy.HOPPER_DMA_COPY_A, copy.AMPERE_DMA_COPY_A, copy.AMPERE_DMA_COPY_B)
 USERMODE_CLASSES = (cl.HOPPER_USERMODE_A, cl.AMPERE_USERMODE_A, cl.TURING_USERMODE_A)
-MEMORY_CLASSES = (cl.NV1_MEMORY_USER, cl.NV01_MEMORY_SYSTEM)
+MEMORY_CLASSES = (cl.NV1_MEMORY_USER, cl.NV01_MEMORY_SYSTEM, cl.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR)
 TSG_ENGINES = (cl.NV2080_ENGINE_TYPE_GRAPHICS, *range(cl.NV2080_ENGINE_TYPE_COPY0, cl.NV2080_ENGINE_TYPE_COPY0 + 10))
 
 
@@ -181,10 +182,9 @@ class RMModel:
       return h
     if cls not in self.chip.classes:
       raise RMStatus(rm.NV_ERR_INVALID_CLASS, f"class {cls:#x} is not in {self.chip.name}'s class list")
+    if cls not in self.alloc_rules: raise RMStatus(rm.NV_ERR_NOT_SUPPORTED, f"RM_ALLOC of class {cls:#x} is not modelled")
     parents, struct, required, make = self.alloc_rules[cls]
-    client = self.client(root)
-    p = self.obj(root, parent, parents, rm.NV_ERR_INVALID_OBJECT_PARENT, "parent")
-    if new and (new == root or new in client.objects): raise RMStatus(rm.NV_ERR_INSERT_DUPLICATE_NAME, f"handle {new:#x} is in use")
+    client, p = self._place(root, parent, new, parents)
     params = None
     if struct is not None and params_ptr:
       if params_size and params_size != ctypes.sizeof(struct):
@@ -193,12 +193,32 @@ class RMModel:
       params = struct.from_address(params_ptr)
     elif params_ptr and struct is None: raise RMStatus(rm.NV_ERR_INVALID_ARGUMENT, f"class {cls:#x} takes no allocation parameters")
     elif required: raise RMStatus(rm.NV_ERR_INVALID_ARGUMENT, f"class {cls:#x} needs {struct.__name__}, got NULL")
-    h = new or self._new("object")
-    o = make(client, p, h, cls, params)
+    o = make(client, p, new or self._new("object"), cls, params)
     o.params = params and type(params).from_buffer_copy(params)
-    client.objects[h] = o
-    p.children.append(o)
-    return h
+    return self._insert(client, p, o)
+
+  def alloc_os_memory(self, root: int, parent: int, new: int, cls: int, addr: int, size: int, pages: memoryview | None) -> int:
+    """NV_ESC_RM_ALLOC_MEMORY of NV01_MEMORY_SYSTEM_OS_DESCRIPTOR: the caller's pages, pinned, become RM memory.
+    `pages`: what the kernel could pin at [addr, addr+size) (None: not process memory)."""
+    if cls != cl.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR:
+      raise RMStatus(rm.NV_ERR_INVALID_CLASS, f"RM_ALLOC_MEMORY of class {cls:#x}: this model takes OS descriptors (0x71) only")
+    client, p = self._place(root, parent, new, (cl.NV01_DEVICE_0,))
+    if not size or addr % PAGE or size % PAGE:
+      raise RMStatus(rm.NV_ERR_INVALID_ADDRESS, f"OS descriptor [{addr:#x}, +{size:#x}) is not page-aligned and non-empty")
+    if pages is None: raise RMStatus(rm.NV_ERR_INVALID_ADDRESS, f"[{addr:#x}, +{size:#x}) is not process memory RM can pin")
+    return self._insert(client, p, Memory(new or self._new("object"), cls, p, size=size, vram=False, view=pages))
+
+  def _place(self, root: int, parent: int, new: int, parents: tuple[int, ...]) -> tuple[Client, Obj]:
+    """The client and parent of a new object, and its handle free."""
+    client = self.client(root)
+    p = self.obj(root, parent, parents, rm.NV_ERR_INVALID_OBJECT_PARENT, "parent")
+    if new and (new == root or new in client.objects): raise RMStatus(rm.NV_ERR_INSERT_DUPLICATE_NAME, f"handle {new:#x} is in use")
+    return client, p
+
+  def _insert(self, client: Client, parent: Obj, o: Obj) -> int:
+    client.objects[o.handle] = o
+    parent.children.append(o)
+    return o.handle
 
   def free(self, root: int, h: int) -> None:
     client = self.client(root)
@@ -228,7 +248,7 @@ class RMModel:
   def release_memory(self, m: Memory) -> None:
     """Backing goes when RM freed the handle and UVM unmapped it."""
     if m.freed and m.uvm_refs == 0 and m.view is not None:
-      if m.vram: self.vram_alloc.free(m.paddr)
+      if m.vram: self.vram_alloc.free(m.paddr)    # sysmem is unmapped; an OS descriptor's pages are unpinned
       m.view = m.host = None
 
   # --- constructors

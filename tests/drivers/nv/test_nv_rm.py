@@ -135,6 +135,21 @@ def test_real_gpu_opens_and_maps_memory():
     m = g.alloc(0x2000, cpu_access=True)
     m.view.write32(0, 0xC0FFEE)
     assert m.view.read32(0) == 0xC0FFEE
+    h = g.alloc_host(0x1000)
+    h.view.write32(0, 7)
+    g.free(h)
     g.create_channel("compute")
     g.schedule()
   finally: g.close()
+
+
+def test_host_memory_is_pinned_as_an_os_descriptor(gpu):
+  g, model = gpu
+  host = g.alloc_host(0x1800)
+  assert host.size == 0x2000 and model.space.holds(host.va, host.size)
+  o = model.rm.clients[g.rmc.client].objects[host.handle]
+  assert o.cls == cl.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR and o.parent.handle == g.device
+  host.view.write64(0x1ff8, 0x0123456789abcdef)     # the CPU writes its own memory; the GPU reads it at the same address
+  assert bytes(model.uvm.translate(host.va + 0x1ff8, 8)) == (0x0123456789abcdef).to_bytes(8, "little")
+  g.free(host)
+  assert host.handle not in model.rm.clients[g.rmc.client].objects and not model.space.holds(host.va, host.size)

@@ -159,3 +159,22 @@ def test_channel_allocation_checks(rmc):
   assert status(lambda: rmc.alloc(tsg, 0, compute.HOPPER_COMPUTE_A)) == rm.NV_ERR_INVALID_OBJECT_PARENT   # engines go on a channel
   assert status(lambda: rmc.control(tsg, ctrl.NVA06C_CTRL_CMD_GPFIFO_SCHEDULE, ctrl.NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS(bEnable=1))) \
     == rm.NV_ERR_INVALID_STATE    # no channel to schedule
+
+
+def test_os_descriptor_needs_process_pages(rmc):
+  def alloc_memory(addr, size, cls=cl.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR, handle=0xc0fe0001):
+    fd = rmc.open_gpu_file(0)
+    a = rm.nv_ioctl_nvos02_parameters_with_fd(fd=-1, params=rm.NVOS02_PARAMETERS(
+      hRoot=rmc.client, hObjectParent=rmc.device, hObjectNew=handle, hClass=cls, pMemory=addr, limit=size - 1))
+    rmc.escape(fd, rm.NV_ESC_RM_ALLOC_MEMORY, a)
+    rmc.close_file(fd)
+    return a.params.status
+  not_ours = (ctypes.c_uint8 * 0x3000)()   # memory the model did not hand out: it cannot pin it
+  assert alloc_memory(ctypes.addressof(not_ours) + 0xfff & ~0xfff, 0x1000) == rm.NV_ERR_INVALID_ADDRESS
+  va, _ = rmc.k.anon(0x2000)
+  assert alloc_memory(va + 0x10, 0x1000) == rm.NV_ERR_INVALID_ADDRESS        # not page-aligned
+  assert alloc_memory(va, 0x1000, cls=cl.NV01_MEMORY_SYSTEM) == rm.NV_ERR_INVALID_CLASS
+  assert alloc_memory(va, 0x2000) == rm.NV_OK
+  assert alloc_memory(va, 0x2000) == rm.NV_ERR_INSERT_DUPLICATE_NAME
+  # RM_ALLOC of a listed class the model does not build is refused as such, not crashed on
+  assert status(lambda: rmc.alloc(rmc.device, 0, cl.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR)) == rm.NV_ERR_NOT_SUPPORTED
