@@ -158,11 +158,15 @@ class RMClient:
     """NV_ESC_RM_MAP_MEMORY binds a fresh /dev/nvidia<minor> fd to the memory; mmap of that fd is the mapping
     (one fd per mapping, kept open while it lives: reference section 5). -> (fd, address, mapping)"""
     fd = self.open_gpu_file(minor)
-    arg = rm.nv_ioctl_nvos33_parameters_with_fd(fd=fd, params=rm.NVOS33_PARAMETERS(
-      hClient=self.client, hDevice=device, hMemory=memory, offset=0, length=size, flags=flags))
-    self.escape(self.ctl, rm.NV_ESC_RM_MAP_MEMORY, arg)
-    if arg.params.status != rm.NV_OK: raise RMError(f"RM_MAP_MEMORY of {memory:#x}", arg.params.status)
-    return (fd, *self.k.mmap(fd, va, size, 0))
+    try:
+      arg = rm.nv_ioctl_nvos33_parameters_with_fd(fd=fd, params=rm.NVOS33_PARAMETERS(
+        hClient=self.client, hDevice=device, hMemory=memory, offset=0, length=size, flags=flags))
+      self.escape(self.ctl, rm.NV_ESC_RM_MAP_MEMORY, arg)
+      if arg.params.status != rm.NV_OK: raise RMError(f"RM_MAP_MEMORY of {memory:#x}", arg.params.status)
+      return (fd, *self.k.mmap(fd, va, size, 0))
+    except BaseException:
+      self.close_file(fd)
+      raise
 
   def close(self) -> None:
     for fd in reversed(self.fds): self.k.close(fd)

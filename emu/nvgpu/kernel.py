@@ -28,6 +28,13 @@ PCI_BUS = (0, 0x41, 0, 0)                               # domain, bus, slot, fun
 def _fail(code: int, what: str) -> OSError: return OSError(code, f"NVIDIA model: {what}")
 
 
+class WriteOnly:
+  """A register page mapped NVOS33_FLAGS_ACCESS_WRITE_ONLY: a load from it faults."""
+  def __init__(self, region): self.region, self.size = region, region.size
+  def read(self, offset: int, size: int) -> int: raise ValueError(f"read at {offset:#x} of a page mapped write-only")
+  def write(self, offset: int, size: int, value: int) -> None: self.region.write(offset, size, value)
+
+
 class NVKernelModel:
   def __init__(self, chip: str = "GH100", vram_size: int = 256 << 20, version: str = "580.142"):
     if chip not in CHIPS: raise ValueError(f"no NVIDIA chip model {chip!r} (available: {', '.join(CHIPS)})")
@@ -35,7 +42,7 @@ class NVKernelModel:
     self.uvm = UVMModel(self.rm, lambda fd: self.fds.get(fd) == CTL)
     self.fds: dict[int, str] = {}
     self.registered: dict[int, int] = {}     # /dev/nvidia0 fd -> the control fd it was registered with
-    self.bound: dict[int, tuple[object, int, int]] = {}   # /dev/nvidia0 fd -> (what MAP_MEMORY bound, offset, length)
+    self.bound: dict[int, tuple[object, int, int, int]] = {}   # /dev/nvidia0 fd -> (what MAP_MEMORY bound, offset, length, access)
     self.space = ProcessAddressSpace(VA_BASE, VA_END, "NVIDIA model")
     self.reserve, self.anon, self.release = self.space.reserve, self.space.anon, self.space.release
     self.last_error = ""                      # why the last RM/UVM call failed (the status alone is what RM returns)
@@ -72,13 +79,14 @@ class NVKernelModel:
   def mmap(self, fd: int, va: int | None, size: int, offset: int) -> tuple[int, memoryview | Usermode]:
     """mmap of a /dev/nvidia0 fd that NV_ESC_RM_MAP_MEMORY bound: the memory (a view of it) or the usermode page."""
     if fd not in self.bound: raise _fail(errno.EINVAL, f"mmap of fd {fd}: no NV_ESC_RM_MAP_MEMORY bound it to memory")
-    obj, off, length = self.bound[fd]
+    obj, off, length, access = self.bound[fd]
     if offset or size > length: raise _fail(errno.EINVAL, f"mmap of [{offset:#x}, +{size:#x}) of a {length:#x}-byte RM mapping")
     va = va if va is not None else self.reserve(size, PAGE)
     if isinstance(obj, Memory):
       if obj.view is None: raise _fail(errno.EINVAL, f"mmap of fd {fd}: its memory was freed")
-      return va, obj.view[off:off + size]
-    return va, self.rm.usermode
+      view = obj.view[off:off + size]
+      return va, view.toreadonly() if access == rm.NVOS33_FLAGS_ACCESS_READ_ONLY else view   # write-only: not enforced on memory
+    return va, WriteOnly(self.rm.usermode) if access == rm.NVOS33_FLAGS_ACCESS_WRITE_ONLY else self.rm.usermode
 
   # --- ioctls
   def ioctl(self, fd: int, request: int, arg) -> int:
@@ -158,7 +166,9 @@ class NVKernelModel:
       if self.fds.get(a.fd) != DEV or a.fd not in self.registered:
         raise RMStatus(rm.NV_ERR_INVALID_ARGUMENT, f"MAP_MEMORY with fd {a.fd}: not a registered /dev/nvidia0 fd")
       if a.fd in self.bound: raise RMStatus(rm.NV_ERR_STATE_IN_USE, f"fd {a.fd} already holds a mapping: use one fd per mapping")
-      self.bound[a.fd] = (self.rm.map_cpu(p.hClient, p.hDevice, p.hMemory, p.offset, p.length), p.offset, p.length)
+      access = p.flags >> rm.NVOS33_FLAGS_ACCESS[1] & 3
+      if access > rm.NVOS33_FLAGS_ACCESS_WRITE_ONLY: raise RMStatus(rm.NV_ERR_INVALID_FLAGS, f"MAP_MEMORY access {access}")
+      self.bound[a.fd] = (self.rm.map_cpu(p.hClient, p.hDevice, p.hMemory, p.offset, p.length), p.offset, p.length, access)
       p.pLinearAddress = p.offset    # the mmap offset on that fd: 0 for a mapping of the object's start
     self._status(p, call)
 

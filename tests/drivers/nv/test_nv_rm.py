@@ -153,3 +153,8 @@ def test_host_memory_is_pinned_as_an_os_descriptor(gpu):
   assert bytes(model.uvm.translate(host.va + 0x1ff8, 8)) == (0x0123456789abcdef).to_bytes(8, "little")
   g.free(host)
   assert host.handle not in model.rm.clients[g.rmc.client].objects and not model.space.holds(host.va, host.size)
+
+
+def test_doorbell_page_is_mapped_write_only(gpu):
+  g, _ = gpu
+  with pytest.raises(ValueError, match="mapped write-only"): g.doorbell.read32(cl.NVC361_TIME_0)

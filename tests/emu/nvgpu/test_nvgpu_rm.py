@@ -178,3 +178,16 @@ def test_os_descriptor_needs_process_pages(rmc):
   assert alloc_memory(va, 0x2000) == rm.NV_ERR_INSERT_DUPLICATE_NAME
   # RM_ALLOC of a listed class the model does not build is refused as such, not crashed on
   assert status(lambda: rmc.alloc(rmc.device, 0, cl.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR)) == rm.NV_ERR_NOT_SUPPORTED
+
+
+def test_cpu_mapping_access_flags(rmc):
+  mem = _memory(rmc, 0x2000)
+  fd, _, ro = rmc.map_cpu(0, rmc.device, mem, 0x2000, None, rm.NVOS33_FLAGS_ACCESS_READ_ONLY)
+  assert ro.read32(0) == 0
+  with pytest.raises(TypeError): ro.write32(0, 1)
+  rmc.close_file(fd)
+  with pytest.raises(RMError) as e: rmc.map_cpu(0, rmc.device, mem, 0x3000, None)   # longer than the memory
+  assert e.value.status == rm.NV_ERR_INVALID_LIMIT
+  with pytest.raises(RMError) as e: rmc.map_cpu(0, rmc.device, mem, 0x1000, None, 3)
+  assert e.value.status == rm.NV_ERR_INVALID_FLAGS
+  assert rmc.fds == [rmc.ctl, rmc.uvm]     # a failed mapping closes the file it opened for it
