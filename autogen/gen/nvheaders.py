@@ -31,7 +31,9 @@ def packages(tag: str = TAG) -> tuple[Package, Package]:
   """(open-gpu-kernel-modules, open-gpu-doc) as extracted; raises HeadersMissing saying what to do."""
   root = tree_dir(tag)
   stamp = root / ".complete"
-  if not stamp.exists(): raise HeadersMissing(f"NVIDIA headers ({tag}) not extracted in {root}: {_HINT}")
+  if not stamp.exists():
+    hint = _HINT if tag == TAG else _HINT.replace("dir>`", f"dir> --tag {tag}`").split(" or point")[0]
+    raise HeadersMissing(f"NVIDIA headers ({tag}) not extracted in {root}: {hint}")
   info = dict(line.split("\t") for line in stamp.read_text().splitlines())
   if info.get("tag") != tag: raise HeadersMissing(f"{root} holds open-gpu-kernel-modules {info.get('tag')}, not {tag}: {_HINT}")
   return (Package("open-gpu-kernel-modules", tag, root / "open-gpu-kernel-modules", "open-gpu-kernel-modules/",
