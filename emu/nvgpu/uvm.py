@@ -4,7 +4,8 @@ engines will read through (the VA space is created IS_EXTERNALLY_OWNED: UVM owns
 
 UVM copies its own struct size with no check (reference section 2), so a wrong layout corrupts silently on the real
 driver; the model instead rejects an argument that is not the 580 structure's size (EINVAL, naming both), so a
-driver on other layouts fails a test. Status codes land in `rmStatus`: before UVM_INITIALIZE NV_ERR_ILLEGAL_ACTION;
+driver on other layouts fails a test. `read`/`write` are the GPU's accesses through this VA map (what emu.ring engines
+take as their memory); an access to an unmapped address is an MMU fault (emu.pci.DMAFault). Status codes land in `rmStatus`: before UVM_INITIALIZE NV_ERR_ILLEGAL_ACTION;
 an unknown GPU UUID NV_ERR_GPU_UUID_NOT_FOUND; a GPU or VA space not registered NV_ERR_INVALID_DEVICE; ranges
 that overlap NV_ERR_UVM_ADDRESS_IN_USE; addresses not 4 KiB-aligned or outside a range NV_ERR_INVALID_ADDRESS.
 Not modelled: managed memory, faults and migration, peer access, tools; a mapping over an existing one is refused
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 
 from autogen.nv import classes as cl, rm, uvm
 from emu.nvgpu.rm import GPFIFO_CLASSES, Memory, RMModel, RMStatus
+from emu.pci import DMAFault
 
 PAGE = 0x1000
 
@@ -171,10 +173,32 @@ class UVMModel:
       self.rm.release_memory(x.memory)
 
   def translate(self, va: int, size: int) -> memoryview:
-    """The GPU's view of [va, va+size): the memory UVM mapped there (what a GPU engine reads and writes)."""
+    """The GPU's view of [va, va+size) inside one mapping: the memory UVM mapped there."""
+    (view,) = self._pieces(va, size, single=True)
+    return view
+
+  def read(self, addr: int, n: int) -> bytes:
+    """What a GPU engine reads at `addr` (emu.ring's memory interface); a hole is an MMU fault."""
+    return b"".join(bytes(v) for v in self._pieces(addr, n))
+
+  def write(self, addr: int, data: bytes | memoryview) -> None:
+    pos = 0
+    for v in self._pieces(addr, len(data)):
+      v[:] = data[pos:pos + len(v)]
+      pos += len(v)
+
+  def _pieces(self, va: int, size: int, single: bool = False) -> list[memoryview]:
+    out, end = [], va + size
+    while va < end or not out:
+      m = self._mapping(va)
+      if m is None or (single and va + size > m.va + m.length):
+        raise DMAFault(f"GPU MMU fault: [{va:#x}, {end:#x}) is not mapped in the GPU's VA space")
+      n = min(end, m.va + m.length) - va
+      out.append(m.memory.view[m.offset + va - m.va:m.offset + va - m.va + n])
+      va += n
+      if not size: break
+    return out
+
+  def _mapping(self, va: int) -> Mapping | None:
     i = bisect.bisect_right(self.ranges, va, key=lambda x: x.base) - 1
-    if i >= 0:
-      for x in self.ranges[i].mappings:
-        if x.va <= va and va + size <= x.va + x.length:
-          return x.memory.view[x.offset + va - x.va:x.offset + va - x.va + size]
-    raise ValueError(f"GPU access to [{va:#x}, +{size:#x}): not mapped in the GPU's VA space")
+    return next((x for x in self.ranges[i].mappings if x.va <= va < x.va + x.length), None) if i >= 0 else None

@@ -8,6 +8,7 @@ from drivers.nv.rm import RMClient, RMError, UnsupportedDriver
 from drivers.system.kernel import OSKernel, kernel_interface
 from emu.nvgpu.chips import CHIPS
 from emu.nvgpu.rm import Channel, Memory
+from emu.pci import DMAFault
 
 
 @pytest.fixture
@@ -68,7 +69,7 @@ def test_memory_alloc_cpu_and_gpu_mapping_and_free(gpu):
   assert isinstance(m, Memory) and m.vram and m.size == 0x3000
   used = dict(model.rm.vram_alloc.used)
   g.free(vram)
-  with pytest.raises(ValueError, match="not mapped"): model.uvm.translate(vram.va, 4)
+  with pytest.raises(DMAFault, match="not mapped"): model.uvm.translate(vram.va, 4)
   assert vram.handle not in model.rm.clients[g.rmc.client].objects and len(model.rm.vram_alloc.used) == len(used) - 1
 
 

@@ -6,6 +6,7 @@ from autogen.nv import classes as cl, rm, uvm
 from drivers.nv.gpu import NVGPU
 from drivers.nv.rm import RMClient, RMError
 from drivers.system.kernel import kernel_interface
+from emu.pci import DMAFault
 
 
 @pytest.fixture
@@ -71,7 +72,7 @@ def test_registration_and_ranges(gpu):
   used = len(model.rm.vram_alloc.used)
   r.uvm_call(uvm.UVM_FREE, uvm.UVM_FREE_PARAMS(base=base, length=0x8000))
   assert len(model.rm.vram_alloc.used) == used - 1 and m.view is None
-  with pytest.raises(ValueError, match="not mapped"): model.uvm.translate(base, 4)
+  with pytest.raises(DMAFault, match="not mapped"): model.uvm.translate(base, 4)
 
 
 def test_va_space_must_be_externally_owned():
@@ -92,3 +93,15 @@ def test_va_space_must_be_externally_owned():
   assert sub
   r.close()
   assert (k.model.uvm.gpus, k.model.rm.clients) == (set(), {})
+
+
+def test_gpu_accesses_span_adjacent_mappings_and_holes_fault(gpu):
+  g, model = gpu
+  a, b = g.alloc(0x1000, cpu_access=True), g.alloc(0x1000, cpu_access=True)
+  assert b.va == a.va + 0x1000
+  model.uvm.write(a.va + 0xffc, b"01234567")        # an engine's store across the two buffers
+  assert (a.view.read_bytes(0xffc, 4), b.view.read_bytes(0, 4)) == (b"0123", b"4567")
+  assert model.uvm.read(a.va + 0xffe, 4) == b"2345"
+  with pytest.raises(DMAFault): model.uvm.translate(a.va + 0xffe, 4)   # one view cannot span two mappings
+  g.free(b)
+  with pytest.raises(DMAFault, match="GPU MMU fault"): model.uvm.read(a.va + 0xffe, 4)
