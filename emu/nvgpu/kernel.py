@@ -23,6 +23,7 @@ CTL, DEV, UVM = "/dev/nvidiactl", "/dev/nvidia0", "/dev/nvidia-uvm"
 VA_BASE, VA_END = 0x1000_0000_0000, 0x1800_0000_0000   # VA handed out by reserve(): inside FERMI_VASPACE_A's range
 PAGE = 0x1000
 PCI_BUS = (0, 0x41, 0, 0)                               # domain, bus, slot, function of the model GPU
+ESCAPE_NAMES = {v: k.removeprefix("NV_ESC_") for k, v in vars(rm).items() if k.startswith("NV_ESC_") and isinstance(v, int)}
 
 
 def _fail(code: int, what: str) -> OSError: return OSError(code, f"NVIDIA model: {what}")
@@ -46,6 +47,7 @@ class NVKernelModel:
     self.space = ProcessAddressSpace(VA_BASE, VA_END, "NVIDIA model")
     self.reserve, self.anon, self.release = self.space.reserve, self.space.anon, self.space.release
     self.last_error = ""                      # why the last RM/UVM call failed (the status alone is what RM returns)
+    self.calls: list[str] = []                # every ioctl, as "RM_ALLOC 0x80", "RM_CONTROL 0x800201", "UVM_REGISTER_GPU"
     self._next = {"fd": 2000}
     self.escapes = {rm.NV_ESC_CHECK_VERSION_STR: (rm.nv_ioctl_rm_api_version_t, self._check_version),
                     rm.NV_ESC_RM_ALLOC: (None, self._alloc), rm.NV_ESC_RM_CONTROL: (rm.NVOS54_PARAMETERS, self._control),
@@ -93,6 +95,7 @@ class NVKernelModel:
     path = self.fds.get(fd)
     if path is None: raise _fail(errno.EBADF, f"ioctl on fd {fd}, which is not open")
     if path == UVM:
+      self.calls.append(self.uvm.names.get(request, f"UVM {request:#x}"))
       self.uvm.ioctl(fd, request, arg)
       self.last_error = getattr(self.uvm, "last_error", "")
       return 0
@@ -115,6 +118,10 @@ class NVKernelModel:
        and fd not in self.registered:
       raise _fail(errno.EINVAL, f"escape {nr:#x} on /dev/nvidia0 fd {fd} before NV_ESC_REGISTER_FD")
     buf = (ctypes.c_uint8 * size).from_address(ctypes.addressof(arg))
+    name = ESCAPE_NAMES[nr]
+    if nr in (rm.NV_ESC_RM_ALLOC, rm.NV_ESC_RM_ALLOC_MEMORY): name += f" {ctypes.c_uint32.from_buffer(buf, 12).value:#x}"   # hClass
+    elif nr == rm.NV_ESC_RM_CONTROL: name += f" {rm.NVOS54_PARAMETERS.from_buffer(buf).cmd:#x}"
+    self.calls.append(name)
     handler(fd, buf)
     return 0
 

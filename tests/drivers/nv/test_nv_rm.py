@@ -159,3 +159,28 @@ def test_host_memory_is_pinned_as_an_os_descriptor(gpu):
 def test_doorbell_page_is_mapped_write_only(gpu):
   g, _ = gpu
   with pytest.raises(ValueError, match="mapped write-only"): g.doorbell.read32(cl.NVC361_TIME_0)
+
+
+def test_ioctl_sequence_is_the_reference_one():
+  """reference nv_driver.md section 3, steps 1-20 (A: process init, B: per device, per channel), as the model saw it."""
+  from autogen.nv import copy, ctrl
+  k = kernel_interface(mock="nv")
+  g = NVGPU(k)
+  opened = len(k.model.calls)
+  g.create_channel("compute")
+  g.schedule()
+  alloc, control = (lambda c: f"RM_ALLOC {c:#x}"), (lambda c: f"RM_CONTROL {c:#x}")
+  assert k.model.calls[:opened] == [
+    "CHECK_VERSION_STR", alloc(rm.NV01_ROOT_CLIENT), "UVM_INITIALIZE", "CARD_INFO", "REGISTER_FD",
+    control(ctrl.NV0000_CTRL_CMD_GPU_GET_ID_INFO_V2), alloc(cl.NV01_DEVICE_0), alloc(cl.NV20_SUBDEVICE_0),
+    alloc(cl.NV01_MEMORY_VIRTUAL), control(ctrl.NV0080_CTRL_CMD_GPU_GET_CLASSLIST), control(ctrl.NV0080_CTRL_CMD_GPU_GET_CLASSLIST),
+    alloc(cl.HOPPER_USERMODE_A), "REGISTER_FD", "RM_MAP_MEMORY", control(ctrl.NV2080_CTRL_CMD_GR_GET_INFO), alloc(cl.FERMI_VASPACE_A),
+    control(ctrl.NV2080_CTRL_CMD_GPU_GET_GID_INFO), "UVM_REGISTER_GPU", "UVM_REGISTER_GPU_VASPACE",
+    alloc(cl.KEPLER_CHANNEL_GROUP_A), alloc(cl.FERMI_CONTEXT_SHARE_A)]
+  mapped = lambda cls: [alloc(cls), "REGISTER_FD", "RM_MAP_MEMORY", "UVM_CREATE_EXTERNAL_RANGE", "RM_MAP_MEMORY_DMA",
+                        "UVM_MAP_EXTERNAL_ALLOCATION"]
+  assert k.model.calls[opened:] == [
+    *mapped(cl.NV1_MEMORY_USER), *mapped(cl.NV01_MEMORY_SYSTEM), alloc(cl.HOPPER_CHANNEL_GPFIFO_A), alloc(compute.HOPPER_COMPUTE_A),
+    control(ctrl.NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN), "UVM_REGISTER_CHANNEL", control(ctrl.NVA06C_CTRL_CMD_GPFIFO_SCHEDULE)]
+  assert copy.HOPPER_DMA_COPY_A == g.copy_class
+  g.close()
