@@ -2,7 +2,7 @@
 errors for a driver branch without our layouts and for a machine without the NVIDIA kernel module."""
 import errno
 import pytest
-from autogen.nv import classes as cl, compute, rm
+from autogen.nv import classes as cl, compute, copy, ctrl, rm
 from drivers.nv.gpu import NVGPU
 from drivers.nv.rm import RMClient, RMError, UnsupportedDriver
 from drivers.system.kernel import OSKernel, kernel_interface
@@ -163,7 +163,6 @@ def test_doorbell_page_is_mapped_write_only(gpu):
 
 def test_ioctl_sequence_is_the_reference_one():
   """reference nv_driver.md section 3, steps 1-20 (A: process init, B: per device, per channel), as the model saw it."""
-  from autogen.nv import copy, ctrl
   k = kernel_interface(mock="nv")
   g = NVGPU(k)
   opened = len(k.model.calls)
