@@ -99,7 +99,7 @@ class NVGPU:
     self.compute_class = pick(self.classes, COMPUTE_CLASSES, "compute")
     self.copy_class = pick(self.classes, COPY_CLASSES, "copy engine")
     self.usermode = r.alloc(self.subdevice, 0, pick(self.classes, USERMODE_CLASSES, "usermode"))
-    # the doorbell page is only written: mapped write-only, as libcuda-free drivers do (reference section 3, step 12)
+    # the doorbell page (reference section 3, step 12) is only ever stored to: mapped NVOS33 ACCESS_WRITE_ONLY
     _, _, self.doorbell = r.map_cpu(self.card.minor, self.device, self.usermode, USERMODE_SIZE, None,
                                     field(rm.NVOS33_FLAGS_ACCESS, rm.NVOS33_FLAGS_ACCESS_WRITE_ONLY))
     self.gr = self._gr_info()
