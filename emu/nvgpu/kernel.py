@@ -2,7 +2,8 @@
 /dev/nvidia-uvm) over one GPU, implementing drivers.system.kernel.KernelInterface.
 
 RM escapes are decoded as nvidia.ko does: the request must be _IOWR('F', nr, size) with the size of the escape's 580
-structure (EINVAL otherwise; RM_ALLOC takes NVOS21 or NVOS64, CARD_INFO an array of nv_ioctl_card_info_t); RM
+structure (EINVAL otherwise; RM_ALLOC takes NVOS21 or NVOS64, CARD_INFO one or more nv_ioctl_card_info_t) and on
+the file it belongs to (the RM calls on /dev/nvidiactl, RM_ALLOC_MEMORY and REGISTER_FD on /dev/nvidia0); RM
 failures are NV_STATUS codes in the argument's status field with the ioctl itself succeeding. The RM object tree is
 emu.nvgpu.rm, UVM emu.nvgpu.uvm. `chip` picks the GPU (GH100, an H200, by default; GA100, GA102) and `version`
 the driver version the model reports (a branch other than 580 lets tests see the driver refuse it).
@@ -23,6 +24,10 @@ CTL, DEV, UVM = "/dev/nvidiactl", "/dev/nvidia0", "/dev/nvidia-uvm"
 VA_BASE, VA_END = 0x1000_0000_0000, 0x1800_0000_0000   # VA handed out by reserve(): inside FERMI_VASPACE_A's range
 PAGE = 0x1000
 PCI_BUS = (0, 0x41, 0, 0)                               # domain, bus, slot, function of the model GPU
+# escape.c, nv.c (580.142): NV_CTL_DEVICE_ONLY / NV_ACTUAL_DEVICE_ONLY; on the other file an escape is EINVAL
+CTL_ONLY = (rm.NV_ESC_RM_ALLOC, rm.NV_ESC_RM_FREE, rm.NV_ESC_RM_CONTROL, rm.NV_ESC_RM_MAP_MEMORY, rm.NV_ESC_RM_MAP_MEMORY_DMA,
+            rm.NV_ESC_CARD_INFO)
+DEVICE_ONLY = (rm.NV_ESC_RM_ALLOC_MEMORY, rm.NV_ESC_REGISTER_FD, rm.NV_ESC_WAIT_OPEN_COMPLETE)
 ESCAPE_NAMES = {v: k.removeprefix("NV_ESC_") for k, v in vars(rm).items() if k.startswith("NV_ESC_") and isinstance(v, int)}
 
 
@@ -107,16 +112,15 @@ class NVKernelModel:
     if not isinstance(arg, ctypes.Structure | ctypes.Array) or ctypes.sizeof(arg) < size:
       raise _fail(errno.EFAULT, f"escape {nr:#x}: the argument is not {size} bytes of memory, as the request says")
     if nr == rm.NV_ESC_RM_ALLOC: ok = size in (ctypes.sizeof(rm.NVOS21_PARAMETERS), ctypes.sizeof(rm.NVOS64_PARAMETERS))
-    elif nr == rm.NV_ESC_CARD_INFO: ok = size and size % ctypes.sizeof(struct) == 0
+    elif nr == rm.NV_ESC_CARD_INFO: ok = size >= ctypes.sizeof(struct)     # nv.c fills size // 72 entries
     else: ok = size == ctypes.sizeof(struct)
     if not ok:
       raise _fail(errno.EINVAL, f"escape {nr:#x} with a {size}-byte argument: the 580 layout is "
                                 f"{ctypes.sizeof(struct) if struct else '32 (NVOS21) or 48 (NVOS64)'} bytes")
-    if nr in (rm.NV_ESC_REGISTER_FD, rm.NV_ESC_WAIT_OPEN_COMPLETE) and path != DEV:
-      raise _fail(errno.EINVAL, f"escape {nr:#x} is for /dev/nvidia0, not {path}")
-    if nr not in (rm.NV_ESC_REGISTER_FD, rm.NV_ESC_WAIT_OPEN_COMPLETE, rm.NV_ESC_CHECK_VERSION_STR) and path == DEV \
-       and fd not in self.registered:
-      raise _fail(errno.EINVAL, f"escape {nr:#x} on /dev/nvidia0 fd {fd} before NV_ESC_REGISTER_FD")
+    if nr in CTL_ONLY and path != CTL: raise _fail(errno.EINVAL, f"{ESCAPE_NAMES[nr]} is for /dev/nvidiactl only, not {path}")
+    if nr in DEVICE_ONLY and path != DEV: raise _fail(errno.EINVAL, f"{ESCAPE_NAMES[nr]} is for /dev/nvidia0 only, not {path}")
+    if nr == rm.NV_ESC_RM_ALLOC_MEMORY and fd not in self.registered:
+      raise _fail(errno.EINVAL, f"RM_ALLOC_MEMORY on /dev/nvidia0 fd {fd} before NV_ESC_REGISTER_FD")
     buf = (ctypes.c_uint8 * size).from_address(ctypes.addressof(arg))
     name = ESCAPE_NAMES[nr]
     if nr in (rm.NV_ESC_RM_ALLOC, rm.NV_ESC_RM_ALLOC_MEMORY): name += f" {ctypes.c_uint32.from_buffer(buf, 12).value:#x}"   # hClass
@@ -194,7 +198,7 @@ class NVKernelModel:
   def _register_fd(self, fd, buf) -> None:
     a = rm.nv_ioctl_register_fd_t.from_buffer(buf)
     if self.fds.get(a.ctl_fd) != CTL: raise _fail(errno.EINVAL, f"REGISTER_FD with ctl_fd {a.ctl_fd}: not an open /dev/nvidiactl")
-    if fd in self.registered: raise _fail(errno.EBUSY, f"fd {fd} is already registered")
+    if fd in self.registered: raise _fail(errno.EINVAL, f"fd {fd} is already registered (NV_ERR_INVALID_STATE)")
     self.registered[fd] = a.ctl_fd
 
   def _wait_open_complete(self, fd, buf) -> None:

@@ -107,9 +107,14 @@ def test_version_check_strict_and_relaxed(rmc):
 def test_device_file_needs_register_fd_and_mmap_needs_map_memory(rmc):
   fd = rmc.k.open("/dev/nvidia0")
   a = rm.NVOS00_PARAMETERS(hRoot=rmc.client, hObjectOld=rmc.subdevice)
-  with pytest.raises(OSError, match="before NV_ESC_REGISTER_FD"): rmc.escape(fd, rm.NV_ESC_RM_FREE, a)
+  with pytest.raises(OSError, match="RM_FREE is for /dev/nvidiactl only"): rmc.escape(fd, rm.NV_ESC_RM_FREE, a)
+  with pytest.raises(OSError, match="REGISTER_FD is for /dev/nvidia0 only"):
+    rmc.escape(rmc.ctl, rm.NV_ESC_REGISTER_FD, rm.nv_ioctl_register_fd_t(ctl_fd=rmc.ctl))
+  host = rm.nv_ioctl_nvos02_parameters_with_fd(fd=-1)
+  with pytest.raises(OSError, match="before NV_ESC_REGISTER_FD"): rmc.escape(fd, rm.NV_ESC_RM_ALLOC_MEMORY, host)
   with pytest.raises(OSError, match="not an open /dev/nvidiactl"): rmc.escape(fd, rm.NV_ESC_REGISTER_FD, rm.nv_ioctl_register_fd_t(ctl_fd=fd))
   rmc.escape(fd, rm.NV_ESC_REGISTER_FD, rm.nv_ioctl_register_fd_t(ctl_fd=rmc.ctl))
+  with pytest.raises(OSError, match="already registered"): rmc.escape(fd, rm.NV_ESC_REGISTER_FD, rm.nv_ioctl_register_fd_t(ctl_fd=rmc.ctl))
   with pytest.raises(OSError, match="no NV_ESC_RM_MAP_MEMORY bound it"): rmc.k.mmap(fd, None, 0x1000, 0)
   rmc.k.close(fd)
 
