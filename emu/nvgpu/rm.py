@@ -5,7 +5,8 @@ Strict as RM: a class the GPU does not list is NV_ERR_INVALID_CLASS; an unknown 
 unknown or wrong-class parent NV_ERR_INVALID_OBJECT_PARENT; a handle in use NV_ERR_INSERT_DUPLICATE_NAME; a control
 or free of an unknown object NV_ERR_INVALID_OBJECT_HANDLE; an unknown control, or one the object's class does not
 implement, NV_ERR_NOT_SUPPORTED; a control whose paramsSize is not the 580 structure's NV_ERR_INVALID_PARAM_STRUCT
-(resControlLookup); required allocation parameters missing NV_ERR_INVALID_ARGUMENT. Allocation parameters are read
+(resControlLookup); required allocation parameters missing NV_ERR_INVALID_ARGUMENT (a class that takes none ignores
+them, RM copying 0 bytes: resource_desc.c). Allocation parameters are read
 with the 580 size of the class (RM copies its own size, reference section 2); the model also rejects a non-zero
 NVOS21/NVOS64 paramsSize that is not that size (RM ignores the field), so a driver built on other layouts fails here.
 OS-descriptor memory (NV_ESC_RM_ALLOC_MEMORY) must be pages the process has (the kernel pins them).
@@ -125,7 +126,8 @@ class RMModel:
     self._next = {"client": CLIENT_BASE, "object": OBJECT_BASE, "chid": 1}
     # class -> (parent classes, allocation parameters (None: takes none), required, constructor)
     self.alloc_rules: dict[int, tuple[tuple[int, ...], type | None, bool, Callable]] = {
-      cl.NV01_DEVICE_0: ((rm.NV01_ROOT_CLIENT,), cl.NV0080_ALLOC_PARAMETERS, False, self._device),
+      # a device's parameters are RS_OPTIONAL, but allocating one without them is NV_ERR_INVALID_ARGUMENT (alloc_free.c)
+      cl.NV01_DEVICE_0: ((rm.NV01_ROOT_CLIENT,), cl.NV0080_ALLOC_PARAMETERS, True, self._device),
       cl.NV20_SUBDEVICE_0: ((cl.NV01_DEVICE_0,), cl.NV2080_ALLOC_PARAMETERS, False, self._subdevice),
       cl.NV01_MEMORY_VIRTUAL: ((cl.NV01_DEVICE_0,), cl.NV_MEMORY_VIRTUAL_ALLOCATION_PARAMS, True, self._virtual),
       cl.NV1_MEMORY_USER: ((cl.NV01_DEVICE_0,), rm.NV_MEMORY_ALLOCATION_PARAMS, True, self._memory),
@@ -191,8 +193,7 @@ class RMModel:
         raise RMStatus(rm.NV_ERR_INVALID_PARAM_STRUCT, f"class {cls:#x} takes {struct.__name__} of {ctypes.sizeof(struct)} bytes, "
                                                        f"paramsSize says {params_size}")
       params = struct.from_address(params_ptr)
-    elif params_ptr and struct is None: raise RMStatus(rm.NV_ERR_INVALID_ARGUMENT, f"class {cls:#x} takes no allocation parameters")
-    elif required: raise RMStatus(rm.NV_ERR_INVALID_ARGUMENT, f"class {cls:#x} needs {struct.__name__}, got NULL")
+    elif required and struct is not None: raise RMStatus(rm.NV_ERR_INVALID_ARGUMENT, f"class {cls:#x} needs {struct.__name__}, got NULL")
     o = make(client, p, new or self._new("object"), cls, params)
     o.params = params and type(params).from_buffer_copy(params)
     return self._insert(client, p, o)
@@ -255,7 +256,7 @@ class RMModel:
   def _plain(self, client, parent, h, cls, p) -> Obj: return Obj(h, cls, parent)
 
   def _device(self, client, parent, h, cls, p) -> Obj:
-    if p is not None and p.deviceId != 0: raise RMStatus(rm.NV_ERR_INVALID_ARGUMENT, f"device instance {p.deviceId}: there is only 0")
+    if p.deviceId != 0: raise RMStatus(rm.NV_ERR_INVALID_ARGUMENT, f"device instance {p.deviceId}: there is only 0")
     return Obj(h, cls, parent)
 
   def _subdevice(self, client, parent, h, cls, p) -> Obj:

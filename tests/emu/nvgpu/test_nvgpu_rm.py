@@ -38,6 +38,8 @@ def test_handles_parents_and_clients(rmc):
   assert status(lambda: rmc.free(rmc.device, 0x5555)) == rm.NV_ERR_INVALID_OBJECT_HANDLE
   # required parameters: a VA space needs NV_VASPACE_ALLOCATION_PARAMETERS
   assert status(lambda: rmc.alloc(rmc.device, 0, cl.FERMI_VASPACE_A)) == rm.NV_ERR_INVALID_ARGUMENT
+  assert status(lambda: rmc.alloc(rmc.client, 0, cl.NV01_DEVICE_0)) == rm.NV_ERR_INVALID_ARGUMENT     # alloc_free.c: a device needs them
+  assert status(lambda: rmc.alloc(rmc.client, 0, cl.NV01_DEVICE_0, cl.NV0080_ALLOC_PARAMETERS(deviceId=1))) == rm.NV_ERR_INVALID_ARGUMENT
   # a client-chosen handle is taken as given
   assert rmc.alloc(rmc.device, 0xc0de0001, cl.NV01_MEMORY_VIRTUAL, cl.NV_MEMORY_VIRTUAL_ALLOCATION_PARAMS(limit=0xffffffff)) == 0xc0de0001
 
