@@ -10,6 +10,8 @@ them, RM copying 0 bytes: resource_desc.c). Allocation parameters are read
 with the 580 size of the class (RM copies its own size, reference section 2); the model also rejects a non-zero
 NVOS21/NVOS64 paramsSize that is not that size (RM ignores the field), so a driver built on other layouts fails here.
 OS-descriptor memory (NV_ESC_RM_ALLOC_MEMORY) must be pages the process has (the kernel pins them).
+Unverified without a GPU: which of NV_ERR_INVALID_OBJECT_HANDLE / _PARENT / NV_ERR_OBJECT_NOT_FOUND RM returns on each
+path for an unknown handle (resserv's clientGetResourceRef says OBJECT_NOT_FOUND on some); the model uses the above.
 Not modelled: the debugger and event classes, MIG/SMC partitions,
 confidential compute, RM's own choice of GPU VAs without DMA_OFFSET_FIXED beyond a first-fit in the virtual range.
 """
