@@ -17,7 +17,7 @@ the full-MTU MIDDLE packets of long messages, which are nearly all the packets o
   disarms flows whose QP, key, MAC filter or GIDs changed; C runs under the NIC model's lock, like the Python path.
 """
 from __future__ import annotations
-import os, socket, weakref
+import ctypes.util, os, socket, weakref
 from functools import cache
 
 import numpy as np
@@ -36,6 +36,8 @@ typedef struct {
   const uint64_t *generation; uint64_t gen; int armed; uint32_t done; int ack; uint32_t ack_psn;
 } flow_t;
 void crc_init(void);
+void crc_use(void *zlib_crc32);
+unsigned long crc32(unsigned long crc, const unsigned char *buf, unsigned int len);
 uint32_t crc32_update(uint32_t crc, const uint8_t *p, uint64_t n);
 int tx_run(int fd, const void *dst, const tx_t *t, uint32_t psn0, int n, int k0, int ack_every, const uint64_t *piece,
            const uint64_t *piece_len, int npieces);
@@ -54,6 +56,8 @@ def lib():
   except cc.CompilerMissing: return None
   lib = ffi.dlopen(path)
   lib.crc_init()
+  try: lib.crc_use(ffi.cast("void *", ffi.addressof(ffi.dlopen(ctypes.util.find_library("z") or "libz.so.1"), "crc32")))
+  except OSError: pass                                   # no zlib to load: the table
   return lib
 
 

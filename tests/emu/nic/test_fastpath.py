@@ -22,11 +22,16 @@ def pair():
   b.close()
 
 
-def test_the_c_crc32_is_zlibs():
-  data = os.urandom(9000)
-  for start in range(8):
-    for n in (0, 1, 7, 8, 9, 63, 4096, 8000):
-      assert fastpath.lib().crc32_update(0x5EED, data[start:start + n], n) == zlib.crc32(data[start:start + n], 0x5EED)
+@pytest.mark.parametrize("impl", ["zlib's, loaded", "the table"])
+def test_the_c_crc32_is_zlibs(impl):
+  lib, data = fastpath.lib(), os.urandom(9000)
+  if impl == "the table": lib.crc_use(fastpath.ffi.NULL)
+  try:
+    for start in range(8):
+      for n in (0, 1, 7, 8, 9, 63, 4096, 8000):
+        assert lib.crc32_update(0x5EED, data[start:start + n], n) == zlib.crc32(data[start:start + n], 0x5EED)
+  finally:
+    fastpath.lib.cache_clear()                             # loaded again as it is normally
 
 
 @pytest.mark.parametrize("mapped", [True, False])
