@@ -20,7 +20,7 @@ SIGNAL_EVERY = 8                         # one WRITE in this many asks for a com
 
 
 def write_bw(size: int, pci: str = "mock-0", remote_pci: str = "mock-1") -> float:
-  iters = max(16, min(2000, (64 << 20) // size))
+  iters = max(16, min(2000, (256 << 20) // size))      # 256 MiB (or 2000 messages): long enough to average the load out
   r = subprocess.run([str(BIN / "hcq-rdma"), "connect", "--nic", "bnxt", "--pci", pci, "--local", "--remote-pci", remote_pci,
                       "--size", str(size), "--iters", str(iters), "--depth", str(DEPTH), "--json"],
                      capture_output=True, text=True, timeout=600)
