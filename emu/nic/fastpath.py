@@ -52,7 +52,7 @@ ffi.cdef(CDEF)
 def lib():
   """The compiled datapath, or None without a host C compiler (the Python path then does everything)."""
   from emu import cc
-  try: path = cc.build(open(os.path.join(os.path.dirname(__file__), "fastpath.c")).read(), "nicfast", "-O3")
+  try: path = cc.build(open(os.path.join(os.path.dirname(__file__), "fastpath.c")).read(), "fastpath", "-O3", where="nic")
   except cc.CompilerMissing: return None
   lib = ffi.dlopen(path)
   lib.crc_init()
