@@ -15,6 +15,7 @@ the full-MTU MIDDLE packets of long messages, which are nearly all the packets o
   PSN, and stops after a packet with AckReq so that Python sends the ACK after the write. Anything else stops it: the
   port hands that datagram to the Python path, which checks, executes or drops it as always. Before each batch the port
   disarms flows whose QP, key, MAC filter or GIDs changed; C runs under the NIC model's lock, like the Python path.
+  SEND and READ responses, and WRITEs into regions over MAX_MAP bytes, stay on the Python path.
 """
 from __future__ import annotations
 import ctypes.util, os, socket, weakref
@@ -27,6 +28,7 @@ from cffi import FFI
 from emu.pci import DMAFault
 
 BATCH, SLOT, FLOWS = 32, 65536, 16       # as fastpath.c; flows a port can have armed at once
+MAX_MAP = 256 << 20                      # the largest region a HostMap covers
 CDEF = """
 typedef struct { uint8_t head[64]; uint32_t head_len, lower_crc; uint8_t bth[12]; uint32_t mtu; } tx_t;
 typedef struct { uint8_t *buf; uint32_t len[32]; uint8_t addr[32][16]; uint32_t flags[32]; } batch_t;
@@ -100,8 +102,9 @@ _maps: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def host_map(region) -> HostMap | None:
-  """The region's HostMap for its current mappings (None for a region without a mapping generation)."""
-  if region.generation is None: return None
+  """The region's HostMap for its current mappings (None for a region without a mapping generation, or one so large
+  that mapping all of it would cost more than it saves: its views are then taken for each run)."""
+  if region.generation is None or region.length > MAX_MAP: return None
   m = _maps.get(region)
   if m is None or m.gen != int(region.generation[0]): m = _maps[region] = HostMap(region)
   return m
@@ -188,8 +191,10 @@ class Receiver:
     slot = next((i for i, f in enumerate(self.flows) if f is None), None)
     if slot is None: return                              # every slot busy: this WRITE stays on the Python path
     region, va, left = qp.wctx
-    try: addrs, lens = host_map(region).spans(va - region.va, left)
+    try: m = host_map(region)
     except DMAFault: return                              # (the Python path faults where it must)
+    if m is None: return                                 # too large a region to map: the Python path writes it
+    addrs, lens = m.spans(va - region.va, left)
     c = self.cflows[slot]
     c.head[0:head_len] = bytes(frame[:head_len])
     c.head_len, c.lower_crc, c.frame_len = head_len, lower_crc, len(frame)
