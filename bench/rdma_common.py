@@ -2,7 +2,7 @@
 by drivers/bnxt, over the NIC models' wire.
 
   write_bw(size)   MB/s of RDMA WRITE payload, `hcq-rdma connect --local` (DEPTH WRITEs in flight, as ib_write_bw)
-  write_lat(size)  (p50, p99) one-way latency in microseconds as `ib_write_lat --write_with_imm` measures it: half the
+  write_lat(size)  (p50, p99, CPU) one-way latency in microseconds as `ib_write_lat --write_with_imm` measures it: half the
                    round trip of a WRITE with immediate answered by one, each side waiting on its CQ for the other's
                    (the NIC models run in these processes: polling memory would hold the interpreter their threads
                    need, while CQ.wait sleeps on the CQ's completion notification), then checking the last byte
@@ -92,7 +92,9 @@ def peer(pci: str, ip: str) -> None:
   side.ctx.close()
 
 
-def write_lat(size: int, iters: int = 200, pci: str = "mock-0", remote_pci: str = "mock-1") -> tuple[float, float]:
+def write_lat(size: int, iters: int = 200, pci: str = "mock-0", remote_pci: str = "mock-1") -> tuple[float, float, float]:
+  """(p50, p99, CPU): one-way latencies in microseconds, and the CPU time this process (its driver and its NIC model's
+  thread) spent per round trip, in microseconds: the part of the latency that is work rather than waiting."""
   p = subprocess.Popen([sys.executable, str(BENCH / "rdma_common.py"), "peer", remote_pci, "10.0.0.2"], stdin=subprocess.PIPE,
                        stdout=subprocess.PIPE, text=True)
   try:
@@ -105,13 +107,14 @@ def write_lat(size: int, iters: int = 200, pci: str = "mock-0", remote_pci: str 
     assert p.stdout.readline().strip() == "ready"
     p.stdin.write(f"go\n{iters}\n")
     p.stdin.flush()
-    rtts, mark = [], 1
+    rtts, mark, cpu = [], 1, time.process_time()
     for _ in range(iters):
       t0 = time.perf_counter()
       side.send(mark)
       side.wait_for(mark)
       rtts.append(time.perf_counter() - t0)
       mark = mark % 255 + 1
+    cpu = time.process_time() - cpu
     p.stdin.write("stop\n")
     p.stdin.flush()
     side.ctx.close()
@@ -119,7 +122,7 @@ def write_lat(size: int, iters: int = 200, pci: str = "mock-0", remote_pci: str 
   finally:
     if p.poll() is None: p.kill()
   rtts.sort()
-  return rtts[len(rtts) // 2] / 2 * 1e6, rtts[len(rtts) * 99 // 100] / 2 * 1e6
+  return rtts[len(rtts) // 2] / 2 * 1e6, rtts[len(rtts) * 99 // 100] / 2 * 1e6, cpu / iters * 1e6
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["peer"]:
