@@ -2,7 +2,7 @@
 by drivers/bnxt, over the NIC models' wire.
 
   write_bw(size)   MB/s of RDMA WRITE payload, `hcq-rdma connect --local` (DEPTH WRITEs in flight, as ib_write_bw)
-  write_lat(size)  (p50, p99) one-way latency in microseconds as `ib_write_lat --write_with_imm` measures it: half the
+  write_lat(size)  (p50, p99, CPU) one-way latency in microseconds as `ib_write_lat --write_with_imm` measures it: half the
                    round trip of a WRITE with immediate answered by one, each side waiting on its CQ for the other's
                    (the NIC models run in these processes: polling memory would hold the interpreter their threads
                    need, while CQ.wait sleeps on the CQ's completion notification), then checking the last byte
@@ -15,10 +15,12 @@ BIN = Path(sys.executable).parent
 BENCH = Path(__file__).resolve().parent
 DEPTH = 16
 RECVS = 16                               # receive requests posted for the peer's WRITEs with immediate (refilled half at a time)
+SIGNAL_EVERY = 8                         # one WRITE in this many asks for a completion (as perftest's --cq-mod): the rest
+                                         # retire with it, and the waiting side wakes once per message, for the peer's
 
 
 def write_bw(size: int, pci: str = "mock-0", remote_pci: str = "mock-1") -> float:
-  iters = max(16, min(2000, (64 << 20) // size))
+  iters = max(16, min(2000, (256 << 20) // size))      # 256 MiB (or 2000 messages): long enough to average the load out
   r = subprocess.run([str(BIN / "hcq-rdma"), "connect", "--nic", "bnxt", "--pci", pci, "--local", "--remote-pci", remote_pci,
                       "--size", str(size), "--iters", str(iters), "--depth", str(DEPTH), "--json"],
                      capture_output=True, text=True, timeout=600)
@@ -37,7 +39,7 @@ class Side:
     self.out = self.pd.reg_mr(self.ctx.alloc(size), Access.LOCAL_WRITE, size)
     self.recv = RecvWR(0)                  # a WRITE with immediate consumes a receive request and writes no data there
     self.used = 0                          # receive requests consumed since the last refill
-    self.pending = 0                       # our WRITEs whose completion (the peer's ACK) is still to be reaped
+    self.sent = 0
 
   def hello(self) -> dict:
     from drivers.rdma import RemoteMR
@@ -52,19 +54,21 @@ class Side:
     self.remote = RemoteMR.from_fields(f, "the peer")
 
   def send(self, mark: int) -> None:
-    from drivers.rdma import SendWR, WROpcode
+    from drivers.rdma import SendFlags, SendWR, WROpcode
     self.out.view[-1] = mark
-    self.qp.post_send(SendWR(mark, WROpcode.RDMA_WRITE_WITH_IMM, [self.out.sge()], imm_data=mark, remote_addr=self.remote.addr,
-                             rkey=self.remote.rkey))
-    self.pending += 1
+    self.sent += 1
+    flags = SendFlags.SIGNALED if self.sent % SIGNAL_EVERY == 0 else SendFlags(0)
+    self.qp.post_send(SendWR(mark, WROpcode.RDMA_WRITE_WITH_IMM, [self.out.sge()], flags, imm_data=mark,
+                             remote_addr=self.remote.addr, rkey=self.remote.rkey))
 
   def wait_for(self, mark: int, timeout_s: float = 30.0) -> None:
-    """Until the peer's WRITE carrying `mark` has landed (its receive completion) and ours has completed."""
+    """Until the peer's WRITE carrying `mark` has landed (its receive completion); our own completions are reaped as
+    they come."""
     got = False
-    while not got or self.pending:
+    while not got:
       for wc in self.cq.wait(1, timeout_s):
-        if wc.wr_id != self.recv.wr_id or wc.imm_data is None: self.pending -= 1
-        elif wc.imm_data != mark or self.buf.view[-1] != mark:
+        if wc.imm_data is None: continue                  # one of ours (the peer's ACK came before its answer)
+        if wc.imm_data != mark or self.buf.view[-1] != mark:
           raise RuntimeError(f"the peer's WRITE {wc.imm_data} left byte {self.buf.view[-1]} where WRITE {mark} was due")
         else:
           got, self.used = True, self.used + 1
@@ -88,7 +92,9 @@ def peer(pci: str, ip: str) -> None:
   side.ctx.close()
 
 
-def write_lat(size: int, iters: int = 200, pci: str = "mock-0", remote_pci: str = "mock-1") -> tuple[float, float]:
+def write_lat(size: int, iters: int = 200, pci: str = "mock-0", remote_pci: str = "mock-1") -> tuple[float, float, float]:
+  """(p50, p99, CPU): one-way latencies in microseconds, and the CPU time this process (its driver and its NIC model's
+  thread) spent per round trip, in microseconds: the part of the latency that is work rather than waiting."""
   p = subprocess.Popen([sys.executable, str(BENCH / "rdma_common.py"), "peer", remote_pci, "10.0.0.2"], stdin=subprocess.PIPE,
                        stdout=subprocess.PIPE, text=True)
   try:
@@ -101,13 +107,14 @@ def write_lat(size: int, iters: int = 200, pci: str = "mock-0", remote_pci: str 
     assert p.stdout.readline().strip() == "ready"
     p.stdin.write(f"go\n{iters}\n")
     p.stdin.flush()
-    rtts, mark = [], 1
+    rtts, mark, cpu = [], 1, time.process_time()
     for _ in range(iters):
       t0 = time.perf_counter()
       side.send(mark)
       side.wait_for(mark)
       rtts.append(time.perf_counter() - t0)
       mark = mark % 255 + 1
+    cpu = time.process_time() - cpu
     p.stdin.write("stop\n")
     p.stdin.flush()
     side.ctx.close()
@@ -115,7 +122,7 @@ def write_lat(size: int, iters: int = 200, pci: str = "mock-0", remote_pci: str 
   finally:
     if p.poll() is None: p.kill()
   rtts.sort()
-  return rtts[len(rtts) // 2] / 2 * 1e6, rtts[len(rtts) * 99 // 100] / 2 * 1e6
+  return rtts[len(rtts) // 2] / 2 * 1e6, rtts[len(rtts) * 99 // 100] / 2 * 1e6, cpu / iters * 1e6
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["peer"]:
