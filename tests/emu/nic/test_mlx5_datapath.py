@@ -112,7 +112,8 @@ def test_an_armed_cq_posts_one_completion_event_and_the_armed_eq_interrupts_once
 
 def test_a_receive_doorbell_record_past_the_ring_moves_the_qp_to_err(nic):
   p = Pair(nic)
-  src, dst = p.mr(64, fill=True), p.mr(64)
+  src = p.mr(64, fill=True)
+  p.mr(64)
   hw = p.b.hw
   hw.dev.dbr.view[hw.dbr:hw.dbr + 4] = ((1 << hw.log_rq) + 1).to_bytes(4, "big")     # more receive WQEs than the ring holds
   p.a.post_send(SendWR(1, WROpcode.SEND, [src.sge()]))
