@@ -1,12 +1,12 @@
-"""The RDMA side of bench/rdma_bw.py and bench/rdma_lat.py: two processes, each with an emulated NetXtreme-E brought up
-by drivers/bnxt, over the NIC models' wire.
+"""The RDMA side of bench/rdma_bw.py and bench/rdma_lat.py: two processes, each with an emulated NIC (`nic`: bnxt, the
+NetXtreme-E brought up by drivers/bnxt, or mlx5, the ConnectX by drivers/mlx5), over the NIC models' wire.
 
   write_bw(size)   MB/s of RDMA WRITE payload, `hcq-rdma connect --local` (DEPTH WRITEs in flight, as ib_write_bw)
   write_lat(size)  (p50, p99, CPU) one-way latency in microseconds as `ib_write_lat --write_with_imm` measures it: half the
                    round trip of a WRITE with immediate answered by one, each side waiting on its CQ for the other's
                    (the NIC models run in these processes: polling memory would hold the interpreter their threads
                    need, while CQ.wait sleeps on the CQ's completion notification), then checking the last byte
-Run as `python bench/rdma_common.py peer BUS IP` it is write_lat's other process.
+Run as `python bench/rdma_common.py peer NIC BUS IP` it is write_lat's other process.
 """
 import json, os, subprocess, sys, time
 from pathlib import Path
@@ -19,9 +19,9 @@ SIGNAL_EVERY = 8                         # one WRITE in this many asks for a com
                                          # retire with it, and the waiting side wakes once per message, for the peer's
 
 
-def write_bw(size: int, pci: str = "mock-0", remote_pci: str = "mock-1") -> float:
+def write_bw(size: int, nic: str = "bnxt", pci: str = "mock-0", remote_pci: str = "mock-1") -> float:
   iters = max(16, min(2000, (256 << 20) // size))      # 256 MiB (or 2000 messages): long enough to average the load out
-  r = subprocess.run([str(BIN / "hcq-rdma"), "connect", "--nic", "bnxt", "--pci", pci, "--local", "--remote-pci", remote_pci,
+  r = subprocess.run([str(BIN / "hcq-rdma"), "connect", "--nic", nic, "--pci", pci, "--local", "--remote-pci", remote_pci,
                       "--size", str(size), "--iters", str(iters), "--depth", str(DEPTH), "--json"],
                      capture_output=True, text=True, timeout=600)
   if r.returncode: raise RuntimeError(f"hcq-rdma connect failed: {r.stderr.strip()}")
@@ -30,9 +30,9 @@ def write_bw(size: int, pci: str = "mock-0", remote_pci: str = "mock-1") -> floa
 
 class Side:
   """One process's end of the ping-pong: a QP, its buffer, and the peer's buffer."""
-  def __init__(self, pci: str, ip: str, size: int):
+  def __init__(self, nic: str, pci: str, ip: str, size: int):
     from drivers.rdma import Access, RecvWR, open_context
-    self.ctx = open_context("bnxt", pci, ip=ip)
+    self.ctx = open_context(nic, pci, ip=ip)
     self.pd, self.cq = self.ctx.alloc_pd(), self.ctx.create_cq(64)
     self.qp, self.size = self.pd.create_qp(self.cq), size
     self.buf = self.pd.reg_mr(self.ctx.alloc(size), Access.LOCAL_WRITE | Access.REMOTE_WRITE, size)
@@ -77,9 +77,9 @@ class Side:
             self.used = 0
 
 
-def peer(pci: str, ip: str) -> None:
+def peer(nic: str, pci: str, ip: str) -> None:
   size = int(sys.stdin.readline())
-  side = Side(pci, ip, size)
+  side = Side(nic, pci, ip, size)
   print(json.dumps(side.hello()), flush=True)
   side.connect(json.loads(sys.stdin.readline()))
   print("ready", flush=True)
@@ -92,15 +92,15 @@ def peer(pci: str, ip: str) -> None:
   side.ctx.close()
 
 
-def write_lat(size: int, iters: int = 200, pci: str = "mock-0", remote_pci: str = "mock-1") -> tuple[float, float, float]:
+def write_lat(size: int, iters: int = 200, nic: str = "bnxt", pci: str = "mock-0", remote_pci: str = "mock-1") -> tuple[float, float, float]:
   """(p50, p99, CPU): one-way latencies in microseconds, and the CPU time this process (its driver and its NIC model's
   thread) spent per round trip, in microseconds: the part of the latency that is work rather than waiting."""
-  p = subprocess.Popen([sys.executable, str(BENCH / "rdma_common.py"), "peer", remote_pci, "10.0.0.2"], stdin=subprocess.PIPE,
+  p = subprocess.Popen([sys.executable, str(BENCH / "rdma_common.py"), "peer", nic, remote_pci, "10.0.0.2"], stdin=subprocess.PIPE,
                        stdout=subprocess.PIPE, text=True)
   try:
     p.stdin.write(f"{size}\n")
     p.stdin.flush()
-    side = Side(pci, "10.0.0.1", size)
+    side = Side(nic, pci, "10.0.0.1", size)
     side.connect(json.loads(p.stdout.readline()))
     p.stdin.write(json.dumps(side.hello()) + "\n")
     p.stdin.flush()
@@ -127,4 +127,4 @@ def write_lat(size: int, iters: int = 200, pci: str = "mock-0", remote_pci: str 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["peer"]:
   os.environ.setdefault("PYTHONUNBUFFERED", "1")
-  peer(sys.argv[2], sys.argv[3])
+  peer(sys.argv[2], sys.argv[3], sys.argv[4])
