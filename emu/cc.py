@@ -2,7 +2,7 @@
 datapath): finds one, builds shared objects, caches them on disk.
 
 emu/ must not import drivers/, so the compiler lookup lives here: clang-22, then clang-19, then gcc.
-Compiled objects live under $XDG_CACHE_HOME/hcq/emu (default ~/.cache/hcq/emu), keyed by the
+Compiled objects live under $XDG_CACHE_HOME/hcq/<where> (default ~/.cache/hcq/<where>; each model names its own), keyed by the
 source, the flags, the compiler's version and the host CPU (the code is built with -march=native).
 Writes go to a temporary file renamed into place, so concurrent processes (pytest -n auto) never load
 a half-written object, and a lock file next to it makes a second process wait for the first one's build.
@@ -24,12 +24,12 @@ built = 0   # shared objects compiled (not found in the cache) by this process
 
 
 @contextlib.contextmanager
-def timed(what: str):
+def timed(what: str, where: str = "emu"):
   """Print one line when the builds inside took longer than NOTICE_S: what was built, and that it is cached."""
   start, before = time.monotonic(), built
   yield
   if built > before and (took := time.monotonic() - start) > NOTICE_S:
-    print(f"hcq: building {what} took {took:.1f} s; it is cached under {cache_dir()}, so the next run loads it", file=sys.stderr)
+    print(f"hcq: building {what} took {took:.1f} s; it is cached under {cache_dir(where)}, so the next run loads it", file=sys.stderr)
 
 
 class CompilerMissing(RuntimeError):
@@ -55,8 +55,8 @@ def _host_id() -> str:
   return platform.machine() + "".join(info)
 
 
-def cache_dir() -> str:
-  return os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "hcq", "emu")
+def cache_dir(where: str = "emu") -> str:
+  return os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "hcq", where)
 
 
 def key(src: str, opt: str = "-O2") -> str:
@@ -64,10 +64,10 @@ def key(src: str, opt: str = "-O2") -> str:
   return hashlib.sha256("\0".join((compiler()[1], _host_id(), opt, *CFLAGS, src)).encode()).hexdigest()[:32]
 
 
-def build(src: str, tag: str = "prog", opt: str = "-O2") -> str:
-  """Path of a shared object built from C `src` (from the disk cache when it was built before)."""
+def build(src: str, tag: str = "prog", opt: str = "-O2", where: str = "emu") -> str:
+  """Path of a shared object built from C `src` (from the disk cache under `where` when it was built before)."""
   cc, k = compiler()[0], key(src, opt)
-  path = os.path.join(cache_dir(), k[:2], f"{tag}-{k}.so")
+  path = os.path.join(cache_dir(where), k[:2], f"{tag}-{k}.so")
   if os.path.exists(path): return path
   os.makedirs(os.path.dirname(path), exist_ok=True)
   with open(path + ".lock", "w") as lock:     # one builder per object; the others wait for it

@@ -5,7 +5,8 @@
   2. the command queue (wait for the initializing bit again), ENABLE_HCA, QUERY_ISSI / SET_ISSI 1
   3. boot pages; the host's endianness (ACCESS_REG HOST_ENDIANNESS); QUERY_HCA_CAP / SET_HCA_CAP general (RoCE on, no command checksums, 4 KiB UAR pages) and RoCE
      (software-chosen UDP source ports); init pages; INIT_HCA; regular pages
-  4. ALLOC_UAR, the event queue (page requests, command completions, errors), the NIC vport context (MAC, roce_en)
+  4. ALLOC_UAR, the event queues (async: page requests, command completions, errors; completions: CQ events on MSI-X
+     vector 1), the NIC vport context (MAC, roce_en)
 GIDs are RoCE addresses (SET_ROCE_ADDRESS). Closing tears the HCA down, reclaims every page and disables the HCA.
 """
 from __future__ import annotations
@@ -15,7 +16,7 @@ from autogen import mlx5 as H, mlx5_core as C
 from drivers.system.poll import wait_until
 from drivers.mlx5.cmdq import CommandQueue
 from drivers.mlx5.cq import CQ
-from drivers.mlx5.eq import EQ
+from drivers.mlx5.eq import COMP_VECTOR, EQ
 from drivers.mlx5.ifc import CommandError, layouts, swap32
 from drivers.mlx5.mr import MR
 from drivers.mlx5.pages import Pages
@@ -91,6 +92,7 @@ class MLX5Device:
     self.uar = self.cmd(H.MLX5_CMD_OP_ALLOC_UAR).get("uar")
     self.uar_bar = UARPage(self.bar, self.uar * 4096)
     self.eq = EQ(self)
+    self.comp_eq = EQ(self, (), COMP_VECTOR)       # completion events of armed CQs (they go to the CQ's EQ)
     vport = self.cmd(H.MLX5_CMD_OP_QUERY_NIC_VPORT_CONTEXT)
     self.mac = (vport.get("nic_vport_context.permanent_address.mac_addr_47_32") << 32 |
                 vport.get("nic_vport_context.permanent_address.mac_addr_31_0")).to_bytes(6, "big")

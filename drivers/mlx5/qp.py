@@ -4,7 +4,8 @@
 One buffer holds the receive queue (WQEs of 16 << log_rq_stride bytes: data segments, ended by lkey 0x100 when shorter)
 and, after it, the send queue (64-byte WQEBBs; a WQE is a ctrl segment, a raddr segment for RDMA, then data segments).
 Posting writes the WQEs, the producer counters into the doorbell record (word 0 receive, word 1 send, big-endian) and,
-for sends, the last WQE's first 8 bytes to the UAR's send doorbell (0x800 and 0x900 in turn). After an error
+for sends, the last WQE's first 8 bytes to the UAR's send doorbell (0x800 and 0x900 in turn), followed by the rest of
+the WQE when it is the only one and fits the register (BlueFlame). After an error
 completion the verbs layer has flushed the QP's requests itself, so the hardware's flush CQEs that follow are dropped.
 """
 from __future__ import annotations
@@ -21,7 +22,8 @@ if TYPE_CHECKING:
   from drivers.mlx5.device import MLX5Device
 
 WQEBB, DS, MAX_SGE, INVALID_LKEY = C.MLX5_SEND_WQE_BB, C.MLX5_SEND_WQE_DS, 8, 0x100
-BF = (C.MLX5_BF_OFFSET, C.MLX5_BF_OFFSET + 0x100)
+BF_SIZE = 0x100                             # a doorbell / BlueFlame register (log_bf_reg_size 9: two per UAR page)
+BF = (C.MLX5_BF_OFFSET, C.MLX5_BF_OFFSET + BF_SIZE)
 OPCODE = {WROpcode.RDMA_WRITE: C.MLX5_OPCODE_RDMA_WRITE, WROpcode.RDMA_WRITE_WITH_IMM: C.MLX5_OPCODE_RDMA_WRITE_IMM,
           WROpcode.SEND: C.MLX5_OPCODE_SEND, WROpcode.SEND_WITH_IMM: C.MLX5_OPCODE_SEND_IMM, WROpcode.RDMA_READ: C.MLX5_OPCODE_RDMA_READ}
 SYNDROME_WC = {C.MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR: W.LOC_LEN_ERR, C.MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR: W.LOC_QP_OP_ERR,
@@ -150,9 +152,11 @@ class QP:
       for i in range(nbb): self._wqebb(self.sq_pi + i, wqe[i * WQEBB:(i + 1) * WQEBB])
       self.sq_posted.append((index, seq, op))
       self.sq_pi += nbb
-      last = wqe[:8]
+      last = wqe
     self.dev.dbr.view[self.dbr + 4:self.dbr + 8] = (self.sq_pi & 0xFFFF).to_bytes(4, "big")
-    self.dev.uar_bar.write64(BF[self.bf], int.from_bytes(last, "little"))
+    # one WQE that fits the register goes whole (BlueFlame: the doorbell, then the rest of the WQE), else the doorbell
+    words = len(last) // 8 if len(wrs) == 1 and len(last) <= BF_SIZE and self.dev._cap("bf") else 1
+    for i in range(words): self.dev.uar_bar.write64(BF[self.bf] + 8 * i, int.from_bytes(last[8 * i:8 * i + 8], "little"))
     self.bf ^= 1
 
   def post_recv(self, wrs: list[tuple[int, RecvWR]]) -> None:

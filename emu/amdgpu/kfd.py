@@ -26,6 +26,7 @@ import numpy as np
 
 from autogen import kfd
 from autogen.amd import gc_11_0_0 as gc, soc21_enum
+from emu.addrspace import ProcessAddressSpace
 from emu.plugin import KernelModel
 from emu.amdgpu.gpu import GPUModel, IP_BASES, DeviceError
 from emu.amdgpu.mmu import FAULT_EXECUTE, FAULT_WRITE, Fault, PTE_VALID, PTE_SYSTEM, PTE_SNOOPED, PTE_READABLE, PTE_WRITEABLE, PTE_EXECUTABLE, \
@@ -171,8 +172,9 @@ class KFDModel:
     self.cond = threading.Condition()
     self.doorbells = DoorbellPage(self)
     self.files = self._files()
-    self.anon_maps: dict[int, mmap.mmap] = {}
-    self._next = {"fd": 1000, "handle": 1, "event": 1, "va": VA_BASE}
+    self.space = ProcessAddressSpace(VA_BASE, VA_END, "KFD model")
+    self.reserve, self.anon, self.release = self.space.reserve, self.space.anon, self.space.release
+    self._next = {"fd": 1000, "handle": 1, "event": 1}
     self.version = (kfd.KFD_IOCTL_MAJOR_VERSION, kfd.KFD_IOCTL_MINOR_VERSION)
     # ioctl number -> (handler, the kernel's command, its argument structure)
     self.handlers = {}
@@ -228,23 +230,6 @@ class KFDModel:
   def close(self, fd: int) -> None:
     # the process's KFD state goes with its last /dev/kfd file
     if self.fds.pop(fd, None) == "/dev/kfd" and "/dev/kfd" not in self.fds.values(): self.shutdown()
-
-  # --- address space
-  def reserve(self, size: int, align: int) -> int:
-    va = (self._next["va"] + align - 1) & ~(align - 1)
-    if va + size > VA_END: raise _ioc_fail(errno.ENOMEM, "out of virtual address space")
-    self._next["va"] = va + size
-    return va
-
-  def anon(self, size: int) -> tuple[int, memoryview]:
-    """Process memory (what mmap(MAP_ANONYMOUS) gives): its address is also its GPU VA once USERPTR-mapped."""
-    m = mmap.mmap(-1, size)
-    addr = ctypes.addressof(ctypes.c_char.from_buffer(m))
-    self.anon_maps[addr] = m
-    return addr, memoryview(m)
-
-  def release(self, va: int, size: int) -> None:
-    self.anon_maps.pop(va, None)   # reserved VA is not handed out again (like fresh mmap hints)
 
   def mmap(self, fd: int, va: int | None, size: int, offset: int) -> tuple[int, memoryview | DoorbellPage]:
     """-> (address, memory): a memoryview for buffer objects, the doorbell page's register callbacks for doorbells."""
@@ -332,8 +317,7 @@ class KFDModel:
         raise _ioc_fail(errno.EINVAL, f"USERPTR address {a.mmap_offset:#x} is not page aligned (the model maps whole pages only)")
       # the kernel pins the user pages (EFAULT where nothing writable is mapped): what anon() handed out, or any
       # writable mapping of this process
-      if not any(at <= a.mmap_offset and a.mmap_offset + size <= at + len(m) for at, m in self.anon_maps.items()) and \
-         not process_memory(a.mmap_offset, size):
+      if not self.space.holds(a.mmap_offset, size) and not process_memory(a.mmap_offset, size):
         raise _ioc_fail(errno.EFAULT, f"USERPTR allocation of {size:#x} bytes at {a.mmap_offset:#x}: not writable memory "
                                       "of this process")
       bo.kind, bo.host = "userptr", (ctypes.c_uint8 * size).from_address(a.mmap_offset)

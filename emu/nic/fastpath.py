@@ -15,9 +15,10 @@ the full-MTU MIDDLE packets of long messages, which are nearly all the packets o
   PSN, and stops after a packet with AckReq so that Python sends the ACK after the write. Anything else stops it: the
   port hands that datagram to the Python path, which checks, executes or drops it as always. Before each batch the port
   disarms flows whose QP, key, MAC filter or GIDs changed; C runs under the NIC model's lock, like the Python path.
+  SEND and READ responses, and WRITEs into regions over MAX_MAP bytes, stay on the Python path.
 """
 from __future__ import annotations
-import os, socket, weakref
+import ctypes.util, os, socket, weakref
 from functools import cache
 
 import numpy as np
@@ -27,6 +28,7 @@ from cffi import FFI
 from emu.pci import DMAFault
 
 BATCH, SLOT, FLOWS = 32, 65536, 16       # as fastpath.c; flows a port can have armed at once
+MAX_MAP = 256 << 20                      # the largest region a HostMap covers
 CDEF = """
 typedef struct { uint8_t head[64]; uint32_t head_len, lower_crc; uint8_t bth[12]; uint32_t mtu; } tx_t;
 typedef struct { uint8_t *buf; uint32_t len[32]; uint8_t addr[32][16]; uint32_t flags[32]; } batch_t;
@@ -36,6 +38,8 @@ typedef struct {
   const uint64_t *generation; uint64_t gen; int armed; uint32_t done; int ack; uint32_t ack_psn;
 } flow_t;
 void crc_init(void);
+void crc_use(void *zlib_crc32);
+unsigned long crc32(unsigned long crc, const unsigned char *buf, unsigned int len);
 uint32_t crc32_update(uint32_t crc, const uint8_t *p, uint64_t n);
 int tx_run(int fd, const void *dst, const tx_t *t, uint32_t psn0, int n, int k0, int ack_every, const uint64_t *piece,
            const uint64_t *piece_len, int npieces);
@@ -50,10 +54,12 @@ ffi.cdef(CDEF)
 def lib():
   """The compiled datapath, or None without a host C compiler (the Python path then does everything)."""
   from emu import cc
-  try: path = cc.build(open(os.path.join(os.path.dirname(__file__), "fastpath.c")).read(), "nicfast", "-O3")
+  try: path = cc.build(open(os.path.join(os.path.dirname(__file__), "fastpath.c")).read(), "fastpath", "-O3", where="nic")
   except cc.CompilerMissing: return None
   lib = ffi.dlopen(path)
   lib.crc_init()
+  try: lib.crc_use(ffi.cast("void *", ffi.addressof(ffi.dlopen(ctypes.util.find_library("z") or "libz.so.1"), "crc32")))
+  except OSError: pass                                   # no zlib to load: the table
   return lib
 
 
@@ -96,8 +102,9 @@ _maps: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def host_map(region) -> HostMap | None:
-  """The region's HostMap for its current mappings (None for a region without a mapping generation)."""
-  if region.generation is None: return None
+  """The region's HostMap for its current mappings (None for a region without a mapping generation, or one so large
+  that mapping all of it would cost more than it saves: its views are then taken for each run)."""
+  if region.generation is None or region.length > MAX_MAP: return None
   m = _maps.get(region)
   if m is None or m.gen != int(region.generation[0]): m = _maps[region] = HostMap(region)
   return m
@@ -184,8 +191,10 @@ class Receiver:
     slot = next((i for i, f in enumerate(self.flows) if f is None), None)
     if slot is None: return                              # every slot busy: this WRITE stays on the Python path
     region, va, left = qp.wctx
-    try: addrs, lens = host_map(region).spans(va - region.va, left)
+    try: m = host_map(region)
     except DMAFault: return                              # (the Python path faults where it must)
+    if m is None: return                                 # too large a region to map: the Python path writes it
+    addrs, lens = m.spans(va - region.va, left)
     c = self.cflows[slot]
     c.head[0:head_len] = bytes(frame[:head_len])
     c.head_len, c.lower_crc, c.frame_len = head_len, lower_crc, len(frame)

@@ -14,8 +14,8 @@ A `RoCEPort` owns the NIC's `WirePort` (emu/nic/wire.py) and does what the port'
 - Bulk (emu/nic/fastpath.py): runs of MIDDLE packets go out as one batch (`transmit` of a roce.FrameRun); received
   datagrams come in batches, and the MIDDLE packets of an RDMA WRITE a responder QP is in the middle of are written by
   C once a first one passed here (a flow armed for that QP), with every check above and the QP's made on each; the
-  flows are disarmed when anything they rely on changes (the QP's state, P_Key, path or R_Key, the MAC filters, the
-  GIDs) and after any packet this path handles for the QP.
+  flows are disarmed when anything they rely on changes (the QP's state, P_Key, path MTU, path or R_Key, the MAC
+  filters, the GIDs) and after any packet this path handles for the QP.
 - `gids`: the GID table (index -> GID); `add_gid` publishes a GID on the wire, `delete_gid` withdraws it.
 All of it runs under the NIC model's lock, taken here for frames and timers (`call_later`) coming from the wire's thread.
 """
@@ -105,7 +105,7 @@ class RoCEPort:
     for slot, f in rx.armed():
       qp = f.qp
       if self.qps.get(qp.qpn) is not qp or qp.a.state not in ("RTR", "RTS") or qp.wctx is None or qp.a.pkey != f.c.pkey or \
-         qp.a.path is not f.path or qp.host.lookup_key(qp, f.region.key) is not f.region or f.dst_mac not in self.accept_macs or \
+         qp.a.mtu != f.c.mtu or qp.a.path is not f.path or qp.host.lookup_key(qp, f.region.key) is not f.region or f.dst_mac not in self.accept_macs or \
          f.dgid not in self.own:
         rx.disarm(qp)
 

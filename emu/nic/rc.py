@@ -8,6 +8,7 @@ Requester (state RTS):
   PSN, one per path-MTU packet (at least one; a READ request takes as many as its response has packets), and go out as
   FIRST/MIDDLE/LAST or ONLY packets; RETH on WRITE FIRST/ONLY and READ, ImmDt on the last packet.
 - At most WINDOW PSNs are unacknowledged; AckReq is set on each message's last packet and every ACK_EVERY packets.
+  Consecutive MIDDLE packets of a message go to the host as one roce.FrameRun (sent as one batch, fastpath.py).
 - ACKs are cumulative. A WR completes (in posting order) when an ACK covers its last PSN, a READ when its last response
   arrives; `Host.completed` is called then, never before: the CQE follows the ACK.
 - Loss: the timer (4.096 us * 2^timeout; timeout 0 = none) or a NAK-PSN-sequence-error sends again from the oldest

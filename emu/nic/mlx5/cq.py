@@ -6,7 +6,8 @@ A CQ is 2^log_cq_size 64-byte CQEs (cqe_sz 0; compression, other sizes and moder
 big-endian word the driver sets to its consumer index (24 bits). A CQE's byte 63 is opcode << 4 | owner, owner =
 (producer index >> log_cq_size) & 1. A CQE for a full CQ (producer - consumer = size) is lost and a CQ_ERROR event
 (CQ overrun) goes to the EQs subscribed to it. The CQ doorbell (UAR offset 0x20, 64-bit: sn << 28 | cmd << 24 | consumer
-in the high word, cqn in the low) arms the CQ: its next CQE writes a completion EQE (cqn at data+24) to its EQ.
+in the high word, cqn in the low) arms the CQ: its next CQE writes a completion EQE (cqn at data+24) to its EQ, at once
+if the CQ already holds CQEs past the consumer index the doorbell names.
 """
 from __future__ import annotations
 from dataclasses import dataclass, field
@@ -58,17 +59,21 @@ class CQs:
     cqe[63] = cqe[63] & 0xF0 | (cq.prod >> cq.log_size & 1)
     cq.buf.write((cq.prod % size) * CQE, bytes(cqe))
     cq.prod = (cq.prod + 1) % (1 << 24)
-    if cq.armed:
-      cq.armed = False
-      eq = self.nic.eqs.eqs.get(cq.eqn)
-      if eq is not None and not eq.push(C.MLX5_EVENT_TYPE_COMP, 0, bytes(24) + cq.cqn.to_bytes(4, "big")):
-        self.nic.log(f"EQ {eq.eqn} is full: CQ {cq.cqn}'s completion event is lost")
+    if cq.armed: self._notify(cq)
+
+  def _notify(self, cq: CQ) -> None:
+    """The armed CQ's completion event (one per arm) to its EQ."""
+    cq.armed = False
+    eq = self.nic.eqs.eqs.get(cq.eqn)
+    if eq is not None and not eq.push(C.MLX5_EVENT_TYPE_COMP, 0, bytes(24) + cq.cqn.to_bytes(4, "big")):
+      self.nic.log(f"EQ {eq.eqn} is full: CQ {cq.cqn}'s completion event is lost")
 
   def doorbell(self, uar: int, value: int) -> None:
     hi, cqn = value >> 32, value & 0xFFFFFF
     cq = self.cqs.get(cqn)
     if cq is None or cq.uar != uar: raise ModelError(f"CQ doorbell {value:#018x} on UAR {uar}: no CQ {cqn} on this UAR page")
     cq.armed = True
+    if hi & 0xFFFFFF != cq.prod: self._notify(cq)     # CQEs past the consumer the arm names: the event is due now
 
   def create(self, c: Command) -> None:
     hca = self.nic.hca

@@ -32,7 +32,7 @@ from emu.nic.mlx5.hca import HCA
 from emu.nic.mlx5.mkey import MKeys
 from emu.nic.mlx5.pages import Pages
 from emu.nic.mlx5.qp import QPs
-from emu.nic.mlx5.wqe import sq_doorbell
+from emu.nic.mlx5.wqe import BF_SIZE, BlueFlame, sq_doorbell
 from emu.nic import state
 from emu.nic.port import RoCEPort
 from emu.nic.memory import HostMemory
@@ -43,7 +43,7 @@ VENDOR_ID, DEVICE_ID, REVISION, CLASS_ETHERNET = 0x15B3, 0x101D, 0x00, 0x020000
 BAR0_SIZE, UAR_PAGE = 1 << 20, 4096
 FW_VERSION, CMDIF_REV = (22, 39, 1002), 5
 FW_REV, CMDIF_REV_FW_SUB, CMDQ_ADDR_H, CMDQ_ADDR_L_SZ, CMD_DBELL, INITIALIZING = 0x000, 0x004, 0x010, 0x014, 0x018, 0x1FC
-CQ_DB, BF_0, BF_1 = 0x20, 0x800, 0x900
+CQ_DB, BF_0 = 0x20, 0x800
 STATE_MAGIC, STATE_VERSION = 0x3558_4C4D, 1      # "MLX5"
 
 
@@ -83,7 +83,10 @@ class BAR0:
       page, off = divmod(offset, UAR_PAGE)
       if page == 0: return self._init_segment(offset, size, _be(value, size))
       if page not in nic.hca.uars: raise ModelError(f"BAR0 store at {offset:#x}: UAR page {page} is not allocated (ALLOC_UAR)")
-      if off in (BF_0, BF_1) and size == 8: return sq_doorbell(nic.qps, page, value)
+      if BF_0 <= off < BF_0 + 2 * BF_SIZE and size == 8:
+        reg, within = divmod(off - BF_0, BF_SIZE)
+        if within: return nic.blueflame.store(page, reg, within, value)
+        return nic.blueflame.doorbell(page, reg, sq_doorbell(nic.qps, page, value))
       if off == CQ_DB and size == 8: return nic.cqs.doorbell(page, _be(value, 8))
       if off in (DB_ARM, DB_NOARM) and size == 4: return nic.eqs.doorbell(page, off, _be(value, 4))
     raise ModelError(f"UAR page {page} store of {size} bytes at {off:#x}: no doorbell there (0x20 CQ, 0x40/0x48 EQ: 32-bit, "
@@ -119,6 +122,7 @@ class CX6DX(PCIFunction):
     self.cmdq = CommandQueue(self)
     self.hca, self.pages = HCA(self), Pages(self)
     self.eqs, self.cqs, self.mkeys, self.qps = EQs(self), CQs(self), MKeys(self), QPs(self)
+    self.blueflame = BlueFlame()
     self.bars[0] = BAR0(self)
     self.config[PCI_COMMAND] |= PCI_COMMAND_MEMORY
     self.save()

@@ -7,11 +7,13 @@ entry is new when its owner bit equals the consumer's pass parity (the driver in
 driver returns entries with the EQ doorbell of the EQ's UAR page (offset 0x40 to arm, 0x48 not; a big-endian
 32-bit eqn << 24 | consumer index; mlx5 core lib/eq.h MLX5_EQ_DOORBEL_OFFSET). An event for a full EQ is lost (logged,
 counted in `overruns`). Events: command completion (data: BE32 vector of slots), page request (data+2 function id,
-data+4 signed BE32 pages), CQ completion (data+24 BE32 cqn). No interrupts are modelled (arming is recorded).
+data+4 signed BE32 pages), CQ completion (data+24 BE32 cqn). Interrupts: an EQ armed by the 0x40 doorbell raises its
+MSI-X vector (eqc.intr; emu/pci.py signal_msix) once, at its next EQE or at once if the doorbell leaves entries
+unconsumed, and is disarmed until the next arm.
 """
 from __future__ import annotations
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from autogen import mlx5 as H, mlx5_core as C
 from emu.nic.mlx5 import CommandFailed, ModelError
@@ -32,8 +34,10 @@ class EQ:
   log_size: int
   uar: int
   mask: int
+  vector: int                   # eqc.intr: the MSI-X vector an armed EQ raises
   buf: PagedBuffer
   slot: tuple[int, int]
+  signal: Callable[[int], None]
   prod: int = 0
   cons: int = 0
   armed: bool = False
@@ -49,7 +53,14 @@ class EQ:
     e[63] = self.prod >> self.log_size & 1
     self.buf.write((self.prod % (1 << self.log_size)) * EQE, bytes(e))
     self.prod += 1
+    self.interrupt()
     return True
+
+  def interrupt(self) -> None:
+    """An armed EQ with an entry the driver has not consumed raises its vector once and is disarmed."""
+    if self.armed and self.prod > self.cons:
+      self.armed = False
+      self.signal(self.vector)
 
 
 class EQs:
@@ -75,6 +86,7 @@ class EQs:
       raise ModelError(f"EQ {eqn} doorbell: consumer {ci:#x} is past the producer {eq.prod & 0xFFFFFF:#x} or behind {eq.cons & 0xFFFFFF:#x}")
     eq.cons += (ci - eq.cons) % (1 << 24)
     eq.armed = offset == DB_ARM
+    eq.interrupt()                                  # armed over unconsumed entries: at once
 
   def create(self, c: Command) -> None:
     hca = self.nic.hca
@@ -93,7 +105,8 @@ class EQs:
     eqn = next(i for i in range(1 << 8) if i not in self.eqs)
     mask = int.from_bytes(c.raw(88, 8), "big")
     slot = self.nic.pages.alloc_slot(c.raw(16, 64), f"EQ {eqn}")
-    self.eqs[eqn] = EQ(eqn, log_size, uar, mask, PagedBuffer(self.nic.dma, pages, page, EQE << log_size), slot)
+    self.eqs[eqn] = EQ(eqn, log_size, uar, mask, e("intr"), PagedBuffer(self.nic.dma, pages, page, EQE << log_size), slot,
+                       self.nic.signal_msix)
     c.put("eq_number", eqn)
 
   def destroy(self, c: Command) -> None:

@@ -36,14 +36,13 @@ CAP_BYTES = 4096
 MAX_CAPS = {
   GEN: dict(log_max_qp=18, log_max_qp_sz=15, log_max_cq=16, log_max_cq_sz=22, log_max_eq=4, log_max_eq_sz=22, log_max_mkey=16,
             log_max_pd=16, log_max_msg=30, roce=1, num_ports=1, port_type=1, log_max_ra_req_qp=4, log_max_ra_res_qp=4,
-            max_wqe_sz_sq=C.MLX5_SEND_WQE_MAX_SIZE, max_wqe_sz_rq=512, log_pg_sz=12, log_bf_reg_size=9, cmdif_checksum=0,
+            max_wqe_sz_sq=C.MLX5_SEND_WQE_MAX_SIZE, max_wqe_sz_rq=512, log_pg_sz=12, bf=1, log_bf_reg_size=9, cmdif_checksum=0,
             log_uar_page_sz=0, pkey_table_size=0, max_sgl_for_optimized_performance=8),
   ROCE: dict(roce_version=C.MLX5_ROCE_VERSION_2_CAP, l3_type=C.MLX5_ROCE_L3_TYPE_IPV4_CAP | C.MLX5_ROCE_L3_TYPE_IPV6_CAP,
              roce_address_table_size=GID_TABLE, r_roce_dest_udp_port=R.ROCE_V2_UDP_DPORT,
              r_roce_min_src_udp_port=0xC000, r_roce_max_src_udp_port=0xFFFF, sw_r_roce_src_udp_port=1),
 }
-# bf 0: no BlueFlame (send doorbells are the 8-byte kind); log_bf_reg_size 9: the two 256-byte doorbell registers of a
-# UAR page at 0x800 and 0x900 (MLX5_BF_OFFSET)
+# bf, log_bf_reg_size 9: BlueFlame in the two 256-byte doorbell registers of a UAR page at 0x800 and 0x900 (MLX5_BF_OFFSET)
 WRITABLE = {GEN: {"log_max_qp", "roce", "cmdif_checksum", "log_uar_page_sz", "pkey_table_size"}, ROCE: {"sw_r_roce_src_udp_port"}}
 CAP_LAYOUT = {GEN: H.LAYOUTS["cmd_hca_cap"], ROCE: H.LAYOUTS["roce_cap"]}
 

@@ -26,6 +26,7 @@ from emu.nic.mlx5.cmdq import Command
 from emu.nic.mlx5.cq import CQ
 from emu.nic.mlx5.pages import BAD_PARAM, BAD_STATE
 from emu.nic.mlx5 import wqe as W
+from emu.nic import roce as R
 from emu.nic.roce import Path
 
 if TYPE_CHECKING: from emu.nic.mlx5.cx6dx import CX6DX
@@ -36,10 +37,14 @@ OPT_INIT = C.MLX5_QP_OPTPAR_RRE | C.MLX5_QP_OPTPAR_RWE | C.MLX5_QP_OPTPAR_PKEY_I
 OPT_RTS = C.MLX5_QP_OPTPAR_RRE | C.MLX5_QP_OPTPAR_RWE | C.MLX5_QP_OPTPAR_RNR_TIMEOUT
 
 
+CONSUMES_RECEIVE = frozenset(range(R.SEND_FIRST, R.SEND_ONLY_IMM + 1)) | {R.WRITE_LAST_IMM, R.WRITE_ONLY_IMM}
+
+
 class TransportQP(rc.QP):
-  """The transport of one mlx5 QP: receive WQEs are taken from the doorbell record when a packet needs one."""
+  """The transport of one mlx5 QP: receive WQEs are taken from the doorbell record when a packet needs one (a SEND, or
+  the last packet of a WRITE with immediate)."""
   def receive(self, p) -> None:
-    self.host.sync(self)
+    if p.opcode in CONSUMES_RECEIVE: self.host.sync(self)
     super().receive(p)
 
   def error(self, reason: str, status: str, requester: bool) -> None:

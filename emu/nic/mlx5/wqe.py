@@ -9,7 +9,9 @@ RDMA_WRITE, RDMA_WRITE_IMM, SEND, SEND_IMM, RDMA_READ; others, inline data and a
 hardware) complete with a local QP operation error. wqe_index must be the WQE's position (16-bit WQEBB counter) and qpn
 the QP's. The doorbell record's second word (big-endian, 16 bits) is the producer in WQEBBs; the UAR doorbell
 (BlueFlame offset 0x800 or 0x900: a 64-bit store of the last WQE's first 8 bytes) starts the QP on everything before
-the producer, and must name that last WQE (ModelError otherwise). SGEs must lie in an MKEY of the QP's PD with local
+the producer, and must name that last WQE (ModelError otherwise). BlueFlame: the 8-byte stores that follow it in the same
+register (offset 8, 16, ... up to the WQE's WQEBBs, at most 256 bytes) are the rest of that WQE and must be what the
+send queue holds (a copy that differs raises ModelError; the model executes the send queue's bytes either way). SGEs must lie in an MKEY of the QP's PD with local
 read (and local write for a READ's destination): else a local protection error. A message longer than 2^log_msg_max
 bytes is a local length error.
 Receive queue: 2^log_rq_size WQEs of 16 << log_rq_stride bytes, each data segments ended by lkey 0x100 (MLX5_INVALID_LKEY,
@@ -32,6 +34,7 @@ from emu.nic.mlx5 import ModelError
 if TYPE_CHECKING: from emu.nic.mlx5.qp import QP, QPs
 
 WQEBB, DS = C.MLX5_SEND_WQE_BB, C.MLX5_SEND_WQE_DS
+BF_SIZE = 256                   # each of a UAR page's two doorbell / BlueFlame registers (log_bf_reg_size 9)
 INVALID_LKEY = 0x100
 OPCODES = {C.MLX5_OPCODE_RDMA_WRITE: rc.WRITE, C.MLX5_OPCODE_RDMA_WRITE_IMM: rc.WRITE_IMM, C.MLX5_OPCODE_SEND: rc.SEND,
            C.MLX5_OPCODE_SEND_IMM: rc.SEND_IMM, C.MLX5_OPCODE_RDMA_READ: rc.READ}
@@ -59,7 +62,8 @@ def wqe_at(qp: QP, index: int, nbb: int) -> bytes:
   return b"".join(qp.buf.read(qp.sq_off + ((index + i) % size) * WQEBB, WQEBB) for i in range(nbb))
 
 
-def sq_doorbell(qps: QPs, uar: int, value: int) -> None:
+def sq_doorbell(qps: QPs, uar: int, value: int) -> bytes:
+  """A send doorbell: run the WQEs before the producer; -> the last one's bytes (what a BlueFlame copy must repeat)."""
   raw = value.to_bytes(8, "little")               # the WQE's first 8 bytes as they lie in memory
   qpn = be32(raw, 4) >> 8
   qp = qps.qps.get(qpn)
@@ -81,7 +85,8 @@ def sq_doorbell(qps: QPs, uar: int, value: int) -> None:
     raise ModelError(f"{where}: a doorbell carries the last posted WQE's first 8 bytes ({last})")
   for index, nbb in starts:
     qp.sq_cons = (index + nbb) & 0xFFFF
-    post_wqe(qps, qp, index, wqe_at(qp, index, nbb))
+    post_wqe(qps, qp, index, last := wqe_at(qp, index, nbb))
+  return last
 
 
 def post_wqe(qps: QPs, qp: QP, index: int, w: bytes) -> None:
@@ -183,3 +188,22 @@ def resp_cqe(qp: QP, index: int, status: str, byte_len: int, imm: int | None, wr
   else:
     e[54], e[55], e[63] = VENDOR_SYNDROME, SYNDROME.get(status, C.MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR), C.MLX5_CQE_RESP_ERR << 4
   return e
+
+
+class BlueFlame:
+  """The copies in flight in one UAR page's two BlueFlame registers: the bytes each store must repeat."""
+  def __init__(self): self.expect: dict[tuple[int, int], tuple[int, bytes]] = {}
+
+  def doorbell(self, uar: int, reg: int, wqe: bytes) -> None:
+    self.expect[(uar, reg)] = (8, wqe[:BF_SIZE])
+
+  def store(self, uar: int, reg: int, within: int, value: int) -> None:
+    at, wqe = self.expect.get((uar, reg), (None, b""))
+    data = value.to_bytes(8, "little")
+    if within != at or within + 8 > len(wqe):
+      raise ModelError(f"BlueFlame store at UAR {uar} register {reg} offset {within:#x}: the copy of the last doorbell's WQE "
+                       f"continues at {at if at is not None else 'nothing (ring a doorbell at offset 0 first)'}")
+    if data != wqe[within:within + 8]:
+      raise ModelError(f"BlueFlame store at UAR {uar} register {reg} offset {within:#x}: {data.hex()} is not the send queue's "
+                       f"WQE bytes there ({wqe[within:within + 8].hex()})")
+    self.expect[(uar, reg)] = (within + 8, wqe)

@@ -2,7 +2,7 @@
 WRITE with immediate / READ / SEND through the NIC's internal loopback for sizes from 1 B to 4 MiB + 1, error CQEs with
 their syndromes, the firmware's pages given and reclaimed (none left after teardown), failed commands naming the command,
 status and syndrome, and the device lock."""
-import time
+import select, time
 
 import numpy as np
 import pytest
@@ -343,3 +343,15 @@ def test_pages_the_driver_cannot_allocate_are_refused_to_the_firmware(nic):
       dev.pages.give(3)
   finally: dev.pci._alloc_dma = real
   assert any("the driver could not give 3 pages" in line for line in m.log_lines) and set(m.pages.kind) == set(dev.pages.given)
+
+
+def test_wait_event_arms_the_cq_and_the_completion_eq_interrupts(nic):
+  p = Pair(nic)
+  src, dst = p.mr(64, fill=True), p.mr(64)
+  cq, eq = p.cq.hw, nic.provider.comp_eq
+  assert eq.irq is not None and cq.wait_event(0) is True               # armed, nothing to wait for yet
+  p.a.post_send(SendWR(1, WROpcode.RDMA_WRITE, [src.sge()], remote_addr=dst.addr, rkey=dst.rkey))
+  assert select.select([eq.irq], [], [], 30)[0]                        # MSI-X vector 1 fired for the CQE
+  assert [int.from_bytes(d[24:28], "big") for _, d in eq.poll()] == [cq.cqn]
+  (wc,) = p.cq.wait(1, timeout_s=30)
+  assert wc.status == WCStatus.SUCCESS and bytes(dst.view) == bytes(src.view)

@@ -6,7 +6,7 @@ DATA_SEL/INT_SEL values (reference/amd_driver.md 5.1)."""
 import pytest
 
 from autogen.amd import gc_11_0_0 as gc, nvd, soc21_enum as E
-from tests.emu.amdgpu.regs import Queue, pm4, release_mem, acquire_mem, launch, queue_error
+from tests.emu.amdgpu.regs import Queue, pm4, acquire_mem, launch, queue_error
 from tests.emu.rdna3.exec_helpers import assemble
 
 CLIENT_GRBM_CP, SRC_CP_EOP = 0x14, 181

@@ -1,6 +1,8 @@
 """The emulated ConnectX-6 Dx's datapath against hand-made WQEs and doorbells (QPs set up by drivers/mlx5): a WQE
 whose control segment lies completes with an error CQE, a doorbell that does not carry the last WQE or names another
 QP's UAR raises, and CQE owner bits flip with each pass of the ring."""
+import os, time
+
 import pytest
 
 from autogen import mlx5_core as C
@@ -89,23 +91,47 @@ def test_cqe_owner_bits_flip_with_each_pass_of_the_ring(nic):
     assert cq.mem.view[e + 63] == C.MLX5_CQE_REQ << 4 | (i // cq.depth) & 1
 
 
-def test_an_armed_cq_posts_one_completion_event_to_its_eq(nic):
+def test_an_armed_cq_posts_one_completion_event_and_the_armed_eq_interrupts_once(nic):
   p = Pair(nic)
   src, dst = p.mr(8, fill=True), p.mr(8)
-  cq, dev = p.cq.hw, nic.provider
+  cq, eq, dev = p.cq.hw, nic.provider.comp_eq, nic.provider
+  eq.poll(arm=True)                                                        # the completion EQ armed, nothing pending
   dev.uar_bar.write64(C.MLX5_CQ_DOORBELL, int.from_bytes((cq.ci & 0xFFFFFF).to_bytes(4, "big") + cq.cqn.to_bytes(4, "big"), "little"))
-  for _ in range(2): p.write(src, dst)
-  events = [e for e in dev.eq.poll() if e[0] == C.MLX5_EVENT_TYPE_COMP]
-  assert [int.from_bytes(d[24:28], "big") for _, d in events] == [cq.cqn]          # one: the CQ disarms itself
+  p.a.post_send([SendWR(i, WROpcode.RDMA_WRITE, [src.sge()], remote_addr=dst.addr, rkey=dst.rkey) for i in range(2)])
+  e = (cq.ci + 1) % cq.depth * 64
+  deadline = time.monotonic() + 30
+  while cq.mem.view[e + 63] >> 4 == C.MLX5_CQE_INVALID:                  # the second CQE (the ACKs come on the wire's thread)
+    assert time.monotonic() < deadline
+    time.sleep(0.01)
+  assert os.eventfd_read(eq.irq) == 1                                      # one interrupt
+  assert [(k, int.from_bytes(d[24:28], "big")) for k, d in eq.poll()] == [(C.MLX5_EVENT_TYPE_COMP, cq.cqn)]  # one event
+  assert len(p.cq.wait(2, timeout_s=30)) == 2
   with pytest.raises(ModelError, match="no CQ 4660 on this UAR page"):
     dev.uar_bar.write64(C.MLX5_CQ_DOORBELL, int.from_bytes(bytes(4) + (0x1234).to_bytes(4, "big"), "little"))
 
 
 def test_a_receive_doorbell_record_past_the_ring_moves_the_qp_to_err(nic):
   p = Pair(nic)
-  src, dst = p.mr(64, fill=True), p.mr(64)
+  src = p.mr(64, fill=True)
+  p.mr(64)
   hw = p.b.hw
   hw.dev.dbr.view[hw.dbr:hw.dbr + 4] = ((1 << hw.log_rq) + 1).to_bytes(4, "big")     # more receive WQEs than the ring holds
   p.a.post_send(SendWR(1, WROpcode.SEND, [src.sge()]))
   with pytest.raises(WCError): p.cq.wait(1, timeout_s=30)
   assert nic.provider.pci.model.qps.qps[p.b.qp_num].rc.state == "ERR" and "WQEs past the consumer" in model_log(nic)
+
+
+def test_a_blueflame_copy_must_repeat_the_wqe_in_order(nic):
+  """The driver posts one WQE as a doorbell plus the rest of it (BlueFlame); a copy that differs or skips raises."""
+  p = Pair(nic)
+  src, dst = p.mr(64, fill=True), p.mr(64)
+  (wc,) = p.write(src, dst)                               # one WQE: doorbell + 7 more words at 0x800 or 0x900
+  assert bytes(dst.view) == bytes(src.view) and nic.provider.pci.model.blueflame.expect
+  bar, reg = nic.provider.uar_bar, 0x800 + 0x100 * (p.a.hw.bf ^ 1)      # the register that WQE went to
+  with pytest.raises(ModelError, match="continues at 64"): bar.write64(reg + 8, 0)
+  wqe = write_wqe(p.a, p.a.hw.sq_pi, src, dst)
+  post_raw(p.a, [wqe])
+  with pytest.raises(ModelError, match="is not the send queue's WQE bytes there"):
+    bar.write64(0x800 + 8, int.from_bytes(wqe[8:16], "little") ^ 1)
+  bar.write64(0x800 + 8, int.from_bytes(wqe[8:16], "little"))              # the right bytes carry on
+  p.cq.wait(1, timeout_s=30)
