@@ -101,7 +101,7 @@ def main() -> None:
   compile_cl(VADD); compile_cl(MATMUL)            # LLVM's compile is not what is measured
   saved = os.environ.get("XDG_CACHE_HOME")
   with tempfile.TemporaryDirectory() as empty:
-    os.environ["XDG_CACHE_HOME"] = empty           # read by emu.rdna3.cc at build time
+    os.environ["XDG_CACHE_HOME"] = empty           # read by emu.cc at build time
     try:
       t0 = time.perf_counter()
       runtime.load(False)

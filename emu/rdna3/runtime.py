@@ -14,7 +14,7 @@ from __future__ import annotations
 import os, re
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
-from emu.rdna3 import cc
+from emu import cc
 from emu.rdna3.valu_table import OPS, CMP, PK
 
 C_DIR = os.path.join(os.path.dirname(__file__), "c")

@@ -180,7 +180,7 @@ def test_a_slow_compile_prints_one_notice_saying_what_and_that_it_is_cached(dev,
 def test_a_slow_emulator_build_prints_one_notice(monkeypatch, capsys):
   """The emulated GPU translates each new kernel's machine code to C and builds it (and its runtime, once per machine:
   the long first compile on a fresh machine); a build over the threshold says so in one line."""
-  from emu.rdna3 import cc
+  from emu import cc
   monkeypatch.setattr(cc, "NOTICE_S", 0.0)
   x = Tensor(rand(16), device="MOCKKFD+AMD").realize()
   capsys.readouterr()

@@ -1,7 +1,8 @@
-"""Host C compiler for the block compiler: finds one, builds shared objects, caches them on disk.
+"""Host C compiler for the emulators' block compilers (emu/rdna3, emu/nvgpu/ptx): finds one, builds shared objects,
+caches them on disk.
 
 emu/ must not import drivers/, so the compiler lookup lives here: clang-22, then clang-19, then gcc.
-Compiled objects live under $XDG_CACHE_HOME/hcq/rdna3 (default ~/.cache/hcq/rdna3), keyed by the
+Compiled objects live under $XDG_CACHE_HOME/hcq/emu (default ~/.cache/hcq/emu), keyed by the
 source, the flags, the compiler's version and the host CPU (the code is built with -march=native).
 Writes go to a temporary file renamed into place, so concurrent processes (pytest -n auto) never load
 a half-written object, and a lock file next to it makes a second process wait for the first one's build.
@@ -12,7 +13,7 @@ import contextlib, fcntl, hashlib, os, platform, shutil, subprocess, sys, tempfi
 from functools import cache
 
 COMPILERS = ("clang-22", "clang-19", "gcc")
-# -ffp-contract=off: a*b+c is never fused behind our back (RDNA3 rounds v_mul and v_add separately).
+# -ffp-contract=off: a*b+c is never fused behind our back (GPUs round a separate mul and add separately).
 # -fno-math-errno lets sqrt/fma inline to single instructions; no -ffast-math (NaN/inf/-0 must be exact).
 CFLAGS = ("-march=native", "-fPIC", "-shared", "-ffp-contract=off", "-fno-math-errno", "-fwrapv",
           "-fno-strict-aliasing", "-w")
@@ -32,7 +33,7 @@ def timed(what: str):
 
 
 class CompilerMissing(RuntimeError):
-  """No host C compiler: the emulator compiles RDNA3 code to C and needs clang-22, clang-19 or gcc."""
+  """No host C compiler: the emulators compile GPU code to C and need clang-22, clang-19 or gcc."""
 
 
 @cache
@@ -42,7 +43,7 @@ def compiler() -> tuple[str, str]:
     if path := shutil.which(name):
       ver = subprocess.run([path, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
       return path, ver
-  raise CompilerMissing("the RDNA3 emulator needs a C compiler: install clang-22 (scripts/setup.sh) or gcc")
+  raise CompilerMissing("the GPU emulators need a C compiler: install clang-22 (scripts/setup.sh) or gcc")
 
 
 @cache
@@ -55,7 +56,7 @@ def _host_id() -> str:
 
 
 def cache_dir() -> str:
-  return os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "hcq", "rdna3")
+  return os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "hcq", "emu")
 
 
 def key(src: str, opt: str = "-O2") -> str:
