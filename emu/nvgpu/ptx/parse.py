@@ -247,8 +247,8 @@ class _Parser:
       for s in reversed(scopes):
         if name in s: return s[name]
       return name
-    def rename(o: Op) -> Op:
-      if o.kind == "reg": return Op("reg", reg(o.v))
+    def rename(o: Op) -> Op:     # registers may be named without '%' (inline asm scopes)
+      if o.kind == "reg" or (o.kind == "sym" and any(o.v in s for s in scopes)): return Op("reg", reg(o.v))
       if o.kind == "mem" and o.v is not None: return Op("mem", rename(o.v), o.off)
       if o.kind in ("vec", "pair"): return Op(o.kind, [rename(x) for x in o.v])
       if o.kind == "not": return Op("not", rename(o.v))

@@ -14,19 +14,20 @@ HEADERS = "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n"
 
 
 @cache
-def ptx(src: str, arch: str = "sm_80") -> str:
-  return nvrtc.ptx(HEADERS + src, arch)
+def ptx(src: str, arch: str = "sm_80", options: tuple[str, ...] = ()) -> str:
+  return nvrtc.ptx(HEADERS + src, arch, options=options)
 
 
 @cache
-def program(src: str, name: str, arch: str = "sm_80") -> Program:
-  return Program(ptx(src, arch), name)
+def program(src: str, name: str, arch: str = "sm_80", options: tuple[str, ...] = ()) -> Program:
+  return Program(ptx(src, arch, options), name)
 
 
-def run(src: str, name: str, grid, block, *args, shared_bytes: int = 0, arch: str = "sm_80", mem: Memory | None = None):
+def run(src: str, name: str, grid, block, *args, shared_bytes: int = 0, arch: str = "sm_80", mem: Memory | None = None,
+        options: tuple[str, ...] = ()):
   """Run kernel `name` of CUDA C `src`; numpy-array arguments are copied to device buffers (passed as pointers)
   and copied back after the launch. Returns (the arrays after the launch, Stats)."""
-  prog = program(src, name, arch)
+  prog = program(src, name, arch, options)
   mem = mem or Memory()
   ptrs, vals = [], []
   for a in args:
