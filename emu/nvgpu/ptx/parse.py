@@ -180,6 +180,7 @@ class _Parser:
     out = self.text[self.pos:end]
     self.ln += out.count("\n")
     self.pos = end + (1 if m and m.group(0) in ";\n" else 0)
+    self.ln += bool(m and m.group(0) == "\n")
     return " ".join(out.split()), ln
 
   def module(self) -> Module:

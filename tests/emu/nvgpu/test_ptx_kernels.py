@@ -238,3 +238,26 @@ def test_integer_ops_64_bit_mul_hi_and_bits():
             perm(xl, yl, 0x5140 + t) | brev(xl, 32) << 32,
             ((x >> 60) * 0x9e3779b97f4a7c15 + (-p)) & M]
     assert [int(v) for v in o[16 * t:16 * t + 16]] == want, t
+
+
+def test_local_arrays_generic_pointers_and_struct_parameters():
+  src = r'''
+  struct P { int scale; float bias; long long off; };
+  extern "C" __global__ void loc(const int *idx, float *out, struct P p) {
+    int t = threadIdx.x;
+    int v[16];                                    // indexed by data: lives in local memory
+    for (int i = 0; i < 16; i++) v[i] = (i * t) ^ p.scale;
+    __shared__ float s[64];
+    float *g = (t & 1) ? &s[t] : &out[t + 64];    // a generic pointer to shared or global memory
+    *g = (float)v[idx[t] & 15] + p.bias;
+    __syncthreads();
+    out[t] = (t & 1) ? s[t] : out[t + 64] + (float)p.off;
+  }'''
+  idx = rng.integers(0, 100, 64).astype(np.int32)
+  import struct
+  param = struct.pack("<ifq", 5, 0.5, 1000)
+  (_, out), _ = run(src, "loc", 1, 64, idx, np.zeros(128, np.float32), param)
+  t = np.arange(64)
+  want = (((idx & 15) * t) ^ 5).astype(np.float32) + np.float32(0.5)
+  want = np.where(t & 1, want, want + np.float32(1000))
+  np.testing.assert_array_equal(out[:64], want)
