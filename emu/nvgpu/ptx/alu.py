@@ -256,7 +256,7 @@ def testp(ctx, inst: Inst) -> str:
   types, mods = split(inst, set(kinds), ctx)
   t = types[-1]
   what = kinds.index([m for m in mods if m in kinds][0])
-  return ctx.loop(ctx.wr(inst.args[0], "pred", f"(u8)testp((double){ctx.rd(inst.args[1], t)}, {what}, 0)"))
+  return ctx.loop(ctx.wr(inst.args[0], "pred", f"(u8)testp((double){ctx.rd(inst.args[1], t)}, {what}, {int(t == 'f32')})"))
 
 
 def cvt(ctx, inst: Inst) -> str:

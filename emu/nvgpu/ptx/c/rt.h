@@ -206,15 +206,15 @@ static inline i64 f2s64(double x, int mode) {
   x = fround(x, mode);
   return x <= -0x1p63 ? INT64_MIN : x >= 0x1p63 ? INT64_MAX : (i64)x;
 }
-static int testp(double x, int what, int ftz) {   /* testp: finite, infinite, number, notanumber, normal, subnormal */
+static int testp(double x, int what, int f32) {   /* testp: finite, infinite, number, notanumber, normal, subnormal */
   double a = fabs(x);
   switch (what) {
     case 0: return a < INFINITY;
     case 1: return a == INFINITY;
     case 2: return x == x;
     case 3: return x != x;
-    case 4: return a >= (ftz ? 0x1p-126 : 0x1p-1022) && a < INFINITY;
-    default: return a > 0 && a < (ftz ? 0x1p-126 : 0x1p-1022);
+    case 4: return a >= (f32 ? 0x1p-126 : 0x1p-1022) && a < INFINITY;
+    default: return a > 0 && a < (f32 ? 0x1p-126 : 0x1p-1022);
   }
 }
 
