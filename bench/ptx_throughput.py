@@ -6,28 +6,11 @@ import os, sys, time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "emu", "nvgpu"))
 from common import best, emit                                 # noqa: E402
+from ptx_helpers import VADD, MATMUL                          # noqa: E402 (the kernels the tests check)
 from emu.memory import Memory                                 # noqa: E402
 from emu.nvgpu.ptx import Program, launch, nvrtc              # noqa: E402
-
-VADD = r'''extern "C" __global__ void vadd(const float *a, const float *b, float *c, int n) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) c[i] = a[i] + b[i];
-}'''
-MATMUL = r'''#define T 16
-extern "C" __global__ void mm(const float *A, const float *B, float *C, int n) {
-  __shared__ float a[T][T], b[T][T];
-  int r = blockIdx.y * T + threadIdx.y, c = blockIdx.x * T + threadIdx.x;
-  float acc = 0.0f;
-  for (int k = 0; k < n; k += T) {
-    a[threadIdx.y][threadIdx.x] = A[r * n + k + threadIdx.x];
-    b[threadIdx.y][threadIdx.x] = B[(k + threadIdx.y) * n + c];
-    __syncthreads();
-    for (int j = 0; j < T; j++) acc += a[threadIdx.y][j] * b[j][threadIdx.x];
-    __syncthreads();
-  }
-  C[r * n + c] = acc;
-}'''
 
 
 def main() -> None:

@@ -33,6 +33,7 @@ INT = ("u8", "s8", "b8", "u16", "s16", "b16", "u32", "s32", "b32", "u64", "s64",
 RND = {"rn": "RN", "rz": "RZ", "rm": "RM", "rp": "RP", "rna": "RNA"}
 IRND = {"rni": "RN", "rzi": "RZ", "rmi": "RM", "rpi": "RP"}
 FENV = {"RZ": "FE_TOWARDZERO", "RM": "FE_DOWNWARD", "RP": "FE_UPWARD"}
+BITOP, BOOLOP = {"and": "&", "or": "|", "xor": "^"}, {"and": "&&", "or": "||", "xor": "!="}
 CMP_INT = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "lo": "<", "ls": "<=", "hi": ">", "hs": ">="}
 CMP_F = {"eq": "a == b", "ne": "(a != b && a == a && b == b)", "lt": "a < b", "le": "a <= b", "gt": "a > b",
          "ge": "a >= b", "equ": "!(a != b)", "neu": "a != b", "ltu": "!(a >= b)", "leu": "!(a > b)",
@@ -84,7 +85,7 @@ def float_op(ctx, inst: Inst) -> str:
         "mad": f"__builtin_fma{f}({a}, {b}, {c})", "div": f"{a} / {b}", "rcp": f"{one} / {a}",
         "sqrt": f"__builtin_sqrt{f}({a})", "abs": f"__builtin_fabs{f}({a})", "neg": f"-{a}",
         "min": f"min{bits(t)}({a}, {b}, {int('NaN' in mods)})", "max": f"max{bits(t)}({a}, {b}, {int('NaN' in mods)})",
-        "rsqrt": f"({t == 'f32' and 'float' or 'double'})(1.0 / sqrt((double){a}))" if t == "f32" else f"1.0 / sqrt({a})",
+        "rsqrt": f"(float)(1.0 / sqrt((double){a}))" if t == "f32" else f"1.0 / sqrt({a})",
         "sin": f"sin{f}({a})", "cos": f"cos{f}({a})", "ex2": f"exp2{f}({a})", "lg2": f"log2{f}({a})",
         "tanh": f"tanh{f}({a})", "copysign": f"copysign{f}({b}, {a})"}[op]
   if op == "mad" and not (mods & set(RND)):     # mad.f32 with no rounding: the legacy unfused multiply-add
@@ -147,8 +148,7 @@ def int_op(ctx, inst: Inst) -> str:
       if t != "s32": ctx.unknown(inst, f".sat on {op}.{t}")
       ex = f"(i32)sat_s32((i64){a} {sym} (i64){b})"
   elif op in ("and", "or", "xor"):
-    if t == "pred": ex = f"({a} {dict(and_='&', or_='|', xor='^').get(op + '_', '^')} {b}) & 1"
-    else: ex = f"{a} {dict(and_='&', or_='|').get(op + '_', '^')} {b}"
+    ex = f"{a} {BITOP[op]} {b}"
   elif op == "not": ex = f"!{a}" if t == "pred" else f"({CT[t]})~{a}"
   elif op == "cnot": ex = f"({CT[t]})({a} == 0)"
   elif op == "neg": ex = f"({CT[t]})-{a}"
@@ -172,7 +172,7 @@ def int_op(ctx, inst: Inst) -> str:
     dt = "u32"
     v = f"({u})({a} < 0 ? ~{a} : {a})" if signed(t) else a
     ex = f"({v} ? {n - 1} - ((u32)__builtin_clzll((u64){v}) - {64 - n}) : 0xffffffffu)"
-  elif op == "bfe": ex = f"({CT[t]})bfe{n}({a}, {ctx.rd(A[2], 'u32')}, {ctx.rd(A[3], 'u32')}, {int(signed(t))})"
+  elif op == "bfe": ex = f"({CT[t]})bfe({a}, {ctx.rd(A[2], 'u32')}, {ctx.rd(A[3], 'u32')}, {int(signed(t))}, {n})"
   elif op == "bfi": ex = f"({CT[t]})bfi({a}, {b}, {ctx.rd(A[3], 'u32')}, {ctx.rd(A[4], 'u32')}, {n})"
   else: ctx.unknown(inst, op)
   return ctx.loop(ctx.wr(A[0], dt, ex))
@@ -227,7 +227,7 @@ def setp(ctx, inst: Inst) -> str:
   stmts = []
   for i, d in enumerate(dests):
     v = cond if i == 0 else f"!{cond}"
-    if boolop: v = f"({v}) {dict(and_='&&', or_='||', xor='!=')[boolop[0] + '_']} ({ctx.rd(A[3], 'pred')} != 0)"
+    if boolop: v = f"({v}) {BOOLOP[boolop[0]]} ({ctx.rd(A[3], 'pred')} != 0)"
     stmts.append(ctx.wr(d, "pred", f"(u8)({v})"))
   return ctx.loop("\n".join(stmts))
 
@@ -239,7 +239,7 @@ def set_(ctx, inst: Inst) -> str:
   A = inst.args
   cond = _cond(cmp, t, _ftz(t, ctx.rd(A[1], t), "ftz" in mods), _ftz(t, ctx.rd(A[2], t), "ftz" in mods), inst, ctx)
   boolop = [m for m in ("and", "or", "xor") if m in mods]
-  if boolop: cond = f"(({cond}) {dict(and_='&&', or_='||', xor='!=')[boolop[0] + '_']} ({ctx.rd(A[3], 'pred')} != 0))"
+  if boolop: cond = f"(({cond}) {BOOLOP[boolop[0]]} ({ctx.rd(A[3], 'pred')} != 0))"
   true = "1.0f" if dt == "f32" else f"({CT[dt]})~({uns(dt)})0"
   return ctx.loop(ctx.wr(A[0], dt, f"{cond} ? {true} : ({CT[dt]})0"))
 
@@ -273,7 +273,6 @@ def cvt(ctx, inst: Inst) -> str:
   if st in ("f16", "bf16"): a, st_f = f"{'b2f' if st == 'bf16' else 'h2f'}({a})", "f32"
   else: st_f = st
   a = _ftz(st, a, ftz)
-  mode = rmode(mods, RND if dt in FLOAT + HALF and st not in INT or st in INT else IRND)
   fenv = "RN"
   if dt in INT and st_f in FLOAT:                 # float -> integer (ISA: saturates, NaN -> 0)
     mode = rmode(mods, IRND, "")

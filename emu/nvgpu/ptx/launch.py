@@ -7,7 +7,7 @@ at most 1024 threads per block, block dimensions 1024 x 1024 x 64, grid 2^31-1 x
 shared memory per block (static plus dynamic).
 """
 from __future__ import annotations
-import struct, weakref
+import struct
 from dataclasses import dataclass
 from functools import cache
 from cffi import FFI

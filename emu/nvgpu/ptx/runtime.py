@@ -2,13 +2,14 @@
 from __future__ import annotations
 import os
 from functools import cache
+from emu import cc
 
 C_DIR = os.path.join(os.path.dirname(__file__), "c")
 
 
 @cache
 def src(name: str) -> str:
-  with open(os.path.join(C_DIR, name)) as f: return f.read()
+  with open(os.path.join(C_DIR, name)) as f: return cc.inline_includes(f.read())
 
 
 def header() -> str:

@@ -11,6 +11,26 @@ except nvrtc.NvrtcMissing as e: HAVE_NVRTC = str(e)
 needs_nvrtc = pytest.mark.skipif(bool(HAVE_NVRTC), reason=HAVE_NVRTC or "NVRTC present")
 
 HEADERS = "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n"
+VADD = r'''
+extern "C" __global__ void vadd(const float *a, const float *b, float *c, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) c[i] = a[i] + b[i];
+}'''
+# a 16x16-tiled f32 matmul through shared memory (also bench/ptx_throughput.py)
+MATMUL = r'''#define T 16
+extern "C" __global__ void mm(const float *A, const float *B, float *C, int n) {
+  __shared__ float a[T][T], b[T][T];
+  int r = blockIdx.y * T + threadIdx.y, c = blockIdx.x * T + threadIdx.x;
+  float acc = 0.0f;
+  for (int k = 0; k < n; k += T) {
+    a[threadIdx.y][threadIdx.x] = A[r * n + k + threadIdx.x];
+    b[threadIdx.y][threadIdx.x] = B[(k + threadIdx.y) * n + c];
+    __syncthreads();
+    for (int j = 0; j < T; j++) acc = __fmaf_rn(a[threadIdx.y][j], b[j][threadIdx.x], acc);
+    __syncthreads();
+  }
+  C[r * n + c] = acc;
+}'''
 
 
 @cache

@@ -1,17 +1,10 @@
 """Compute kernels compiled by NVRTC and run on the PTX engine, checked against numpy."""
 import numpy as np
 import pytest
-from ptx_helpers import needs_nvrtc, run
+from ptx_helpers import needs_nvrtc, run, MATMUL, VADD
 
 pytestmark = needs_nvrtc
 rng = np.random.default_rng(7)
-
-VADD = r'''
-extern "C" __global__ void vadd(const float *a, const float *b, float *c, int n) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) c[i] = a[i] + b[i];
-}'''
-
 
 @pytest.mark.parametrize("n", [1, 31, 1000])
 def test_vector_add_with_a_partial_last_block(n):
@@ -38,21 +31,7 @@ def test_3d_grid_and_block_indices():
 
 
 def test_2d_matmul_tiled_in_shared_memory():
-  src = r'''
-  #define T 16
-  extern "C" __global__ void mm(const float *A, const float *B, float *C, int n) {
-    __shared__ float a[T][T], b[T][T];
-    int r = blockIdx.y * T + threadIdx.y, c = blockIdx.x * T + threadIdx.x;
-    float acc = 0.0f;
-    for (int k = 0; k < n; k += T) {
-      a[threadIdx.y][threadIdx.x] = A[r * n + k + threadIdx.x];
-      b[threadIdx.y][threadIdx.x] = B[(k + threadIdx.y) * n + c];
-      __syncthreads();
-      for (int j = 0; j < T; j++) acc = __fmaf_rn(a[threadIdx.y][j], b[j][threadIdx.x], acc);
-      __syncthreads();
-    }
-    C[r * n + c] = acc;
-  }'''
+  src = MATMUL
   n = 32
   A, B = rng.standard_normal((n, n), np.float32), rng.standard_normal((n, n), np.float32)
   (_, _, C), _ = run(src, "mm", (n // 16, n // 16), (16, 16), A, B, np.zeros((n, n), np.float32), n)

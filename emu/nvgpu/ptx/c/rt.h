@@ -37,26 +37,8 @@ static void warp_error(warp_t *w, u32 code, u64 arg, u32 inst) {
 }
 
 /* ---- memory: global through a few cached host-backed runs, the Python callback on a miss ---- */
-static u8 *mem_lookup(launch_t *d, u64 a, u32 n, int wr) {
-  for (int i = 0; i < 8; i++) {
-    range_t *r = &d->ranges[i]; u64 off = a - r->va;
-    if (off < r->len && r->len - off >= n && (!wr || r->writable)) {
-      if (i) { range_t t = d->ranges[0]; d->ranges[0] = *r; *r = t; }
-      return d->ranges[0].host + off;
-    }
-  }
-  if (!d->miss || d->miss(d, a, wr)) return 0;
-  memmove(&d->ranges[1], &d->ranges[0], 7 * sizeof(range_t));
-  d->ranges[0] = d->fill; d->ranges[0].writable = wr;
-  u64 off = a - d->fill.va;
-  if (off >= d->fill.len || d->fill.len - off < n) return 0;
-  return d->fill.host + off;
-}
-static inline u8 *gmem(launch_t *d, u64 a, u32 n, int wr) {
-  range_t *r = &d->ranges[0]; u64 off = a - r->va;
-  if (off < r->len && r->len - off >= n && (!wr || r->writable)) return r->host + off;
-  return mem_lookup(d, a, n, wr);
-}
+#define RUNS_OWNER launch_t
+#include "emu/c/runs.h"
 /* host pointer for an n-byte access at address a of `space` by lane l, or 0 (fault recorded). PTX requires natural
    alignment of every access (ISA "Addresses as Operands"); a misaligned one faults as on the hardware. */
 static u8 *addr(warp_t *w, int l, u32 space, u64 a, u32 n, int wr, u32 inst) {
@@ -71,7 +53,7 @@ static u8 *addr(warp_t *w, int l, u32 space, u64 a, u32 n, int wr, u32 inst) {
   }
   u8 *p = 0;
   switch (sp) {
-    case SP_GLOBAL: p = gmem(d, off, n, wr); break;
+    case SP_GLOBAL: p = mem_at(d, off, n, wr); break;
     case SP_SHARED: if (off < d->shared_bytes && d->shared_bytes - off >= n) p = d->shared + off; break;
     case SP_LOCAL: if (off < d->local_bytes && d->local_bytes - off >= n) p = w->local + (u64)l * d->local_bytes + off; break;
     case SP_PARAM: if (!wr && off < d->param_bytes && d->param_bytes - off >= n) p = d->params + off; break;
@@ -88,26 +70,14 @@ static inline float ftz32(float x) { return fabsf(x) < 0x1p-126f ? copysignf(0.0
 static inline float sat32(float x) { return x != x ? 0.0f : x < 0.0f ? 0.0f : x > 1.0f ? 1.0f : x; }
 static inline double sat64(double x) { return x != x ? 0.0 : x < 0.0 ? 0.0 : x > 1.0 ? 1.0 : x; }
 /* min/max: a NaN operand is ignored (both NaN: canonical NaN); -0.0 < +0.0. nanp: the .NaN variant propagates NaN */
-static inline float min32(float a, float b, int nanp) {
-  if (a != a || b != b) return (nanp || (a != a && b != b)) ? uf(NAN32) : a != a ? b : a;
-  if (a == b) return signbit(a) ? a : b;
-  return a < b ? a : b;
-}
-static inline float max32(float a, float b, int nanp) {
-  if (a != a || b != b) return (nanp || (a != a && b != b)) ? uf(NAN32) : a != a ? b : a;
-  if (a == b) return signbit(a) ? b : a;
-  return a > b ? a : b;
-}
-static inline double min64(double a, double b, int nanp) {
-  if (a != a || b != b) return (nanp || (a != a && b != b)) ? ud(NAN64) : a != a ? b : a;
-  if (a == b) return signbit(a) ? a : b;
-  return a < b ? a : b;
-}
-static inline double max64(double a, double b, int nanp) {
-  if (a != a || b != b) return (nanp || (a != a && b != b)) ? ud(NAN64) : a != a ? b : a;
-  if (a == b) return signbit(a) ? b : a;
-  return a > b ? a : b;
-}
+#define FMINMAX(name, T, NANV, op, zeros) static inline T name(T a, T b, int nanp) { \
+  if (a != a || b != b) return (nanp || (a != a && b != b)) ? NANV : a != a ? b : a; \
+  if (a == b) return zeros; \
+  return a op b ? a : b; }
+FMINMAX(min32, float, uf(NAN32), <, signbit(a) ? a : b)
+FMINMAX(max32, float, uf(NAN32), >, signbit(a) ? b : a)
+FMINMAX(min64, double, ud(NAN64), <, signbit(a) ? a : b)
+FMINMAX(max64, double, ud(NAN64), >, signbit(a) ? b : a)
 /* rounding modes of the IEEE rounding modifiers */
 enum { RN = 0, RZ = 1, RM = 2, RP = 3, RNA = 4 };
 /* Round x (+ err, the exact remainder of a two-term result; 0 when x is exact) to a binary format with p significand
@@ -219,18 +189,13 @@ static int testp(double x, int what, int f32) {   /* testp: finite, infinite, nu
 }
 
 /* ---- integer (ISA "Integer Arithmetic Instructions") ---- */
-static inline u32 bfe32(u32 a, u32 pos, u32 len, int sgn) {
+/* bfe: bits [pos, pos+len) of the `bits`-wide a, filled above with 0 (unsigned) or the field's top bit (signed) */
+static inline u64 bfe(u64 a, u32 pos, u32 len, int sgn, u32 bits) {
   pos &= 0xff; len &= 0xff;
-  int sbit = sgn ? (len == 0 ? 0 : (int)((pos + len - 1 > 31 ? a >> 31 : a >> (pos + len - 1)) & 1)) : 0;
-  u32 r = 0;
-  for (u32 i = 0; i < 32; i++) r |= (u32)(i < len && pos + i <= 31 ? (a >> (pos + i)) & 1 : sbit) << i;
-  return r;
-}
-static inline u64 bfe64(u64 a, u32 pos, u32 len, int sgn) {
-  pos &= 0xff; len &= 0xff;
-  int sbit = sgn ? (len == 0 ? 0 : (int)((pos + len - 1 > 63 ? a >> 63 : a >> (pos + len - 1)) & 1)) : 0;
+  u32 msb = bits - 1;
+  int sbit = sgn ? (len == 0 ? 0 : (int)((pos + len - 1 > msb ? a >> msb : a >> (pos + len - 1)) & 1)) : 0;
   u64 r = 0;
-  for (u32 i = 0; i < 64; i++) r |= (u64)(i < len && pos + i <= 63 ? (a >> (pos + i)) & 1 : sbit) << i;
+  for (u32 i = 0; i < bits; i++) r |= (u64)(i < len && pos + i <= msb ? (a >> (pos + i)) & 1 : sbit) << i;
   return r;
 }
 static inline u64 bfi(u64 a, u64 b, u32 pos, u32 len, u32 bits) {
