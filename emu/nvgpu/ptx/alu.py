@@ -17,7 +17,8 @@ Implemented semantics, by ISA section:
   clamps to [0, 1] with NaN -> +0. A mul/add with no rounding modifier is rounded separately (ptxas may fuse such
   pairs on hardware; NVRTC writes fma.rn itself where C contracts).
 - "Half Precision Floating-Point Instructions" (f16, f16x2, bf16, bf16x2): add, sub, mul, fma (.rn, correctly
-  rounded from the exact result), neg, abs, min, max (.NaN), with .ftz and .sat.
+  rounded from the exact result), neg, abs, min, max (.NaN), with .ftz and .sat; ex2.approx and tanh.approx
+  (host libm in f32, rounded to nearest).
 - "cvt": int<->int (truncation, extension, .sat), float<->float (.rn/.rz/.rm/.rp for narrowing, .rni/.rzi/.rmi/.rpi to
   integral values, .ftz, .sat, .relu, .satfinite), float->int (saturating, NaN -> 0), int->float (rounding mode),
   f16x2/bf16x2 packing from two f32.
@@ -96,12 +97,14 @@ def float_op(ctx, inst: Inst) -> str:
   return fenv_wrap(ctx.loop(ctx.wr(inst.args[0], t, ex)), mode)
 
 
-HALF_OPS = {"add": "ADD", "sub": "SUB", "mul": "MUL", "fma": "FMA", "min": "MIN", "max": "MAX", "neg": "NEG", "abs": "ABS"}
+HALF_OPS = {"add": "ADD", "sub": "SUB", "mul": "MUL", "fma": "FMA", "min": "MIN", "max": "MAX", "neg": "NEG", "abs": "ABS",
+            "ex2": "EX2", "tanh": "TANH"}
 
 
 def half_op(ctx, inst: Inst, t: str, mods: set[str]) -> str:
   if inst.op not in HALF_OPS: ctx.unknown(inst, f"{inst.op}.{t}")
-  if mods & {"rz", "rm", "rp", "approx", "full"}: ctx.unknown(inst, f".{sorted(mods & {'rz', 'rm', 'rp', 'approx', 'full'})[0]} on {t}")
+  if (inst.op in ("ex2", "tanh")) != ("approx" in mods): ctx.unknown(inst, f"{inst.op}.{t} {'without' if 'approx' not in mods else 'with'} .approx")
+  if mods & {"rz", "rm", "rp", "full"}: ctx.unknown(inst, f".{sorted(mods & {'rz', 'rm', 'rp', 'full'})[0]} on {t}")
   bf = int(t.startswith("bf"))
   if "sat" in mods and bf: ctx.unknown(inst, f".sat on {t}")
   flags = f"{bf}, {int('ftz' in mods)}, {int('sat' in mods)}, {int('NaN' in mods)}"

@@ -134,15 +134,18 @@ def launch(prog: Program, mem: memory.GpuMemory, grid: int | tuple, block: int |
   d.params, d.shared, d.local, d.regs, d.warps = keep
   d.nwarps = nwarps
 
+  broken: list[BaseException] = []
   def miss(dp, addr, write):
     try: run = mem.lookup(int(addr), bool(write))
-    except Exception: run = None
+    except BaseException as e:      # the memory object's own bug: stop the launch and raise it below
+      broken.append(e); return 1
     if run is None: return 1
     dp.fill.va, dp.fill.len, dp.fill.host = run[0], run[1], f.cast("uint8_t *", run[2])
     return 0
   keep.append(cb := f.callback("int(launch_t *, uint64_t, uint32_t)", miss))
   d.miss = cb
   rc = prog.lib.launch_run(d)
+  if broken: raise broken[0]
   if rc != STOP_NONE: _raise(prog, d, rc)
   return Stats(int(d.instructions), g[0] * g[1] * g[2], nwarps)
 

@@ -264,6 +264,7 @@ class _Parser:
         continue
       if st.endswith(":"): k.body.append(st[:-1].strip()); continue
       words = _words(st)
+      if words[0].startswith(".reg."): words = [".reg", words[0][4:], *words[1:]]   # '.reg.b32 x' (inline asm)
       if words[0] == ".reg":
         typ = words[1][1:]
         if typ not in TYPES: raise PtxError(f"line {ln}: unknown register type {words[1]!r}")

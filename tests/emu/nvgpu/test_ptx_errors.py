@@ -129,3 +129,11 @@ def test_the_module_program_cache_and_kernel_choice():
   from ptx_helpers import ptx
   with pytest.raises(PtxError, match=r"has kernels \['a', 'b'\]: name the one"): Program(ptx(src))
   with pytest.raises(PtxError, match=r"kernel 'c' is not in the PTX module"): Program(ptx(src), "c")
+
+
+def test_a_memory_object_that_raises_stops_the_launch_with_its_error():
+  class Broken(Memory):
+    def lookup(self, addr, write): raise KeyError(f"page table walk failed at {addr:#x}")
+  pr = prog("ld.global.u32 %r2, [%rd1];")
+  with pytest.raises(KeyError, match=r"page table walk failed at 0x1000"):
+    launch(pr, Broken(), 1, 1, pr.pack(0x1000))

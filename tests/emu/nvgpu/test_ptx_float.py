@@ -199,3 +199,19 @@ def test_float_to_int_conversions_saturate_and_approx_functions():
     np.testing.assert_allclose(f[fin, 0], np.sin(a[fin].astype(np.float64)), atol=1e-6)
     np.testing.assert_allclose(f[fin, 1], np.exp(a[fin].astype(np.float64) * 0.01), rtol=1e-6)
     np.testing.assert_allclose(f[fin, 2], np.log2(np.abs(a[fin].astype(np.float64)) + 1), rtol=1e-6)
+
+
+def test_half_exp2_through_ex2_approx_f16():
+  src = r'''
+  extern "C" __global__ void e(const __half *a, __half *o) {
+    int i = threadIdx.x;
+    o[i] = hexp2(a[i]);
+    __half2 v = h2exp2(__halves2half2(a[i], __hneg(a[i])));
+    o[32 + i] = __high2half(v);
+  }'''
+  a = (rng.standard_normal(32) * 4).astype(np.float16)
+  (_, o), _ = run(src, "e", 1, 32, a, np.zeros(64, np.float16))
+  for i in range(32):
+    for k, x in ((i, float(a[i])), (32 + i, -float(a[i]))):
+      want = round_to(Fraction(2.0 ** x), "f16", "rn")      # ex2.approx: within an ulp of the exact power
+      assert abs(int(o[k].view(np.uint16)) - want) <= 1, (k, x)

@@ -133,7 +133,7 @@ static inline double two_sum(double a, double b, double *err) {
 static inline float relu32(float x) { return x != x ? uf(NAN32) : x < 0 ? 0.0f : x; }
 static inline double relu64(double x) { return x != x ? x : x < 0 ? 0.0 : x; }
 /* f16 / bf16 arithmetic: computed exactly (s + err) in double, rounded once to nearest even */
-enum { H_ADD, H_SUB, H_MUL, H_FMA, H_MIN, H_MAX, H_NEG, H_ABS };
+enum { H_ADD, H_SUB, H_MUL, H_FMA, H_MIN, H_MAX, H_NEG, H_ABS, H_EX2, H_TANH };
 static inline u16 hop(int op, u16 a, u16 b, u16 c, int bf, int ftz, int sat, int nanp) {
   if (ftz) { a = bf ? ftzb16(a) : ftz16(a); b = bf ? ftzb16(b) : ftz16(b); c = bf ? ftzb16(c) : ftz16(c); }
   if (op == H_NEG) return a ^ 0x8000;
@@ -149,6 +149,8 @@ static inline u16 hop(int op, u16 a, u16 b, u16 c, int bf, int ftz, int sat, int
     case H_ADD: s = two_sum(x, y, &err); break;
     case H_SUB: s = two_sum(x, -(double)y, &err); break;
     case H_MUL: s = (double)x * y; break;
+    case H_EX2: s = exp2f(x); break;
+    case H_TANH: s = tanhf(x); break;
     default: s = two_sum((double)x * y, z, &err); break;
   }
   u16 r = (u16)dround(s, err, bf ? 8 : 11, bf ? 8 : 5, RN, 0);
