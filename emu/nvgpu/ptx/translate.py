@@ -9,7 +9,8 @@ there, so lanes split by a divergent branch run their paths one after another an
 bar.warp) checks that every non-exited lane in its membermask executes it together with the others; a lane still
 elsewhere is an error (on hardware it is undefined or hangs). bar.sync / barrier.sync end a block: the lanes wait
 until every non-exited thread of the block has arrived (the thread count operand and barrier ids other than 0 are
-not distinguished). membar / fence are no-ops: warps run one at a time, so memory is always coherent.
+not distinguished); bar.red (.popc, .and, .or) also gives each waiting thread the block-wide reduction of the
+arriving threads' predicates. bar.arrive is not modelled. membar / fence are no-ops: warps run one at a time, so memory is always coherent.
 
 State spaces (ISA "State Spaces"): .global through the launch's memory object, .shared per block (kernel and
 module variables, then the dynamic `.extern .shared` array), .local per thread, .param read-only; generic
@@ -179,11 +180,18 @@ class Translator:
       if inst.pred is None: return "w->live &= ~M; return;", True
       return f"w->live &= ~{self.mask_expr()};\n  {self.goto(n + 1, nblocks)}", True
     if op in ("bar", "barrier"):
-      _, mods = split(inst, {"sync", "aligned", "warp", "cta"}, self)
+      _, mods = split(inst, {"sync", "aligned", "warp", "cta", "red", "popc", "and", "or"}, self)
       if "warp" in mods:
         return self.warp_sync(inst, idx), False
-      if "sync" not in mods: self.unknown(inst, f"{op}.{'.'.join(inst.mods)}")
       if inst.pred: self.unknown(inst, "a predicated barrier")
+      if "red" in mods:      # bar.red.popc.u32 d, a{, b}, {!}c / bar.red.and|or.pred d, a{, b}, {!}c
+        kind = [k for k in ("popc", "and", "or") if k in mods]
+        d = inst.args[0]
+        if len(kind) != 1 or d.kind != "reg": self.unknown(inst, f"{op}.{'.'.join(inst.mods)}")
+        bits = f"u32 p_ = 0; for (int l = 0; l < LANES; l++) p_ |= (u32)({self.rd(inst.args[-1], 'pred')} != 0) << l;"
+        red = f"bar_red(w, M, p_, RED_{kind[0].upper()}, {self.reg(d, inst)[0]});"
+        return f"{{ {bits} {red} }}\n  {self.goto(n + 1, nblocks)}", True
+      if "sync" not in mods: self.unknown(inst, f"{op}.{'.'.join(inst.mods)}")
       return f"w->bar |= M;\n  {self.goto(n + 1, nblocks)}", True
     if op in ("trap", "brkpt"):
       return f"w->d->stop = STOP_TRAP; w->d->stop_warp = w->id; w->d->stop_inst = {idx}; return;", True

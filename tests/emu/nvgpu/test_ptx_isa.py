@@ -215,6 +215,6 @@ def test_f16x2_and_bf16x2_packed_arithmetic():
     assert o[t, 7] == round_to(Fraction(bits_f(a)), "bf16", "rn") if bits_f(a) == bits_f(a) and bits_f(a) != 0 and abs(bits_f(a)) < 3e38 else True
 
 
-def test_barrier_reduction_is_a_clear_error():
-  with pytest.raises(PtxError, match=r"kernel k, line 20: \.popc is not supported .*bar\.red\.popc\.u32"):
-    Program(HEAD + "  bar.red.popc.u32 %r10, 0, %p1;\n  ret;\n}\n")
+def test_bar_arrive_is_a_clear_error():
+  with pytest.raises(PtxError, match=r"kernel k, line 20: \.arrive is not supported .*bar\.arrive 1, 64"):
+    Program(HEAD + "  bar.arrive 1, 64;\n  ret;\n}\n")

@@ -240,3 +240,19 @@ def test_local_arrays_generic_pointers_and_struct_parameters():
   want = (((idx & 15) * t) ^ 5).astype(np.float32) + np.float32(0.5)
   want = np.where(t & 1, want, want + np.float32(1000))
   np.testing.assert_array_equal(out[:64], want)
+
+
+def test_syncthreads_count_and_or_reduce_over_the_block():
+  src = r'''
+  extern "C" __global__ void c(const int *a, int *o) {
+    int t = threadIdx.x, x = a[blockIdx.x * blockDim.x + t];
+    if (t == 77) return;                                  // an exited thread is not counted
+    int n = __syncthreads_count(x > 0), all = __syncthreads_and(x > -5), any = __syncthreads_or(x > 8);
+    o[blockIdx.x * blockDim.x + t] = n | all << 16 | any << 17;
+  }'''
+  a = rng.integers(-10, 10, 2 * 96).astype(np.int32)
+  (_, o), _ = run(src, "c", 2, 96, a, np.zeros(2 * 96, np.int32))
+  for b in range(2):
+    x = np.delete(a[96 * b:96 * (b + 1)], 77)
+    want = int((x > 0).sum()) | int((x > -5).all()) << 16 | int((x > 8).any()) << 17
+    assert all(o[96 * b + t] == want for t in range(96) if t != 77) and o[96 * b + 77] == 0

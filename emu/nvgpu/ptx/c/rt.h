@@ -254,6 +254,27 @@ static void shfl(u32 M, int mode, const u32 *a, const u32 *b, const u32 *c, u32 
 }
 
 /* ---- the scheduler ---- */
+enum { RED_NONE = 0, RED_POPC = 1, RED_AND = 2, RED_OR = 3 };
+/* bar.red: lanes M arrive with predicate bits p (one per lane) */
+static void bar_red(warp_t *w, u32 M, u32 p, u32 kind, u32 off) {
+  launch_t *d = w->d;
+  d->red_count += __builtin_popcount(p & M); d->red_all &= (p & M) == M; d->red_any |= (p & M) != 0;
+  w->red_kind = kind; w->red_off = off; w->bar |= M;
+}
+/* the barrier released: every warp waiting in bar.red gets the block-wide result */
+static void bar_red_release(launch_t *d) {
+  for (u32 i = 0; i < d->nwarps; i++) {
+    warp_t *w = &d->warps[i];
+    if (!w->red_kind) continue;
+    for (int l = 0; l < LANES; l++) {
+      if (!((w->bar >> l) & 1)) continue;
+      if (w->red_kind == RED_POPC) R(u32, w->red_off)[l] = d->red_count;
+      else R(u8, w->red_off)[l] = w->red_kind == RED_AND ? d->red_all : d->red_any;
+    }
+    w->red_kind = 0;
+  }
+  d->red_count = 0; d->red_all = 1; d->red_any = 0;
+}
 typedef void (*block_fn)(warp_t *, u32);
 static const block_fn BLOCKS[];
 static int run_warp(warp_t *w) {
@@ -277,11 +298,12 @@ int launch_run(launch_t *d) {
     u64 c = d->cta;
     d->ctaid[0] = c % d->grid[0]; d->ctaid[1] = (c / d->grid[0]) % d->grid[1]; d->ctaid[2] = c / ((u64)d->grid[0] * d->grid[1]);
     memset(d->shared, 0, d->shared_bytes);
+    d->red_count = 0; d->red_all = 1; d->red_any = 0;
     memset(d->regs, 0, (size_t)d->reg_bytes * d->nwarps);
     memset(d->local, 0, (size_t)d->local_bytes * LANES * d->nwarps);
     for (u32 i = 0; i < d->nwarps; i++) {
       warp_t *w = &d->warps[i];
-      w->d = d; w->id = i; w->bar = 0; w->live = 0;
+      w->d = d; w->id = i; w->bar = 0; w->live = 0; w->red_kind = 0;
       w->regs = d->regs + (size_t)i * d->reg_bytes;
       w->local = d->local + (size_t)i * d->local_bytes * LANES;
       for (int l = 0; l < LANES; l++) {
@@ -299,6 +321,7 @@ int launch_run(launch_t *d) {
         waiting |= d->warps[i].live != 0;
       }
       if (!waiting) break;
+      bar_red_release(d);
       for (u32 i = 0; i < d->nwarps; i++) d->warps[i].bar = 0;
     }
   }

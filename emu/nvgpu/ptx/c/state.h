@@ -7,6 +7,7 @@ typedef struct warp {
   uint32_t live;         /* lanes that exist and have not exited */
   uint32_t bar;          /* lanes waiting at a barrier */
   uint32_t id;           /* warp index in its block */
+  uint32_t red_off, red_kind;   /* bar.red waiting: destination register offset, RED_* kind (0: none) */
   uint32_t tid[3][32];   /* %tid of each lane */
   uint8_t *regs;         /* this warp's registers: register at byte offset o, lane l at o + l * size */
   uint8_t *local;        /* this warp's local memory: lane l owns [l * local_bytes, (l + 1) * local_bytes) */
@@ -25,6 +26,7 @@ typedef struct launch {
   /* progress */
   uint32_t ctaid[3];
   uint64_t cta;                           /* linear index of the block being run */
+  uint32_t red_count, red_all, red_any;   /* bar.red: the predicates of the threads arrived so far */
   uint64_t instructions;                  /* thread-instructions executed */
   /* memory: a small cache of host-backed runs; misses go to the Python callback */
   range_t ranges[8];
