@@ -207,7 +207,8 @@ def prmt(ctx, inst: Inst) -> str:
 
 
 def _cond(cmp: str, t: str, a: str, b: str, inst: Inst, ctx) -> str:
-  if t in HALF and not t.endswith("x2"):
+  if t.endswith("x2"): ctx.unknown(inst, f"comparing packed .{t} values")
+  if t in HALF:
     f = "b2f" if t == "bf16" else "h2f"
     a, b, t = f"{f}({a})", f"{f}({b})", "f32"
   if t in FLOAT:

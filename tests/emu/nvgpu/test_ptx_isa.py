@@ -218,3 +218,8 @@ def test_f16x2_and_bf16x2_packed_arithmetic():
 def test_bar_arrive_is_a_clear_error():
   with pytest.raises(PtxError, match=r"kernel k, line 20: \.arrive is not supported .*bar\.arrive 1, 64"):
     Program(HEAD + "  bar.arrive 1, 64;\n  ret;\n}\n")
+
+
+def test_packed_half_compares_are_a_clear_error():
+  with pytest.raises(PtxError, match=r"line 20: comparing packed \.f16x2 values is not supported"):
+    Program(HEAD + "  setp.lt.f16x2 %p1|%p2, %r1, %r2;\n  ret;\n}\n")

@@ -256,3 +256,24 @@ def test_syncthreads_count_and_or_reduce_over_the_block():
     x = np.delete(a[96 * b:96 * (b + 1)], 77)
     want = int((x > 0).sum()) | int((x > -5).all()) << 16 | int((x > 8).any()) << 17
     assert all(o[96 * b + t] == want for t in range(96) if t != 77) and o[96 * b + 77] == 0
+
+
+def test_vector_loads_narrow_types_and_grid_stride_loops():
+  src = r'''
+  extern "C" __global__ void v(const float4 *__restrict__ a, const signed char *__restrict__ c,
+                               const unsigned short *__restrict__ s, float4 *o, double *d, long long n) {
+    for (long long i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+      float4 x = __ldg(&a[i]);
+      float k = (float)c[i] + (float)s[i];
+      o[i] = make_float4(x.w * k, x.z + k, x.y - k, x.x);
+      d[i] = (double)__half2float(__double2half((double)x.x * 3.0)) + (double)i;
+    }
+  }'''
+  n = 300
+  a = rng.standard_normal((n, 4)).astype(np.float32)
+  c = rng.integers(-128, 128, n).astype(np.int8)
+  s = rng.integers(0, 1 << 16, n).astype(np.uint16)
+  (_, _, _, o, d), _ = run(src, "v", 2, 64, a, c, s, np.zeros((n, 4), np.float32), np.zeros(n), n)
+  k = c.astype(np.float32) + s.astype(np.float32)
+  np.testing.assert_array_equal(o, np.stack([a[:, 3] * k, a[:, 2] + k, a[:, 1] - k, a[:, 0]], 1))
+  np.testing.assert_array_equal(d, (a[:, 0].astype(np.float64) * 3.0).astype(np.float16).astype(np.float64) + np.arange(n))
