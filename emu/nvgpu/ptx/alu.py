@@ -3,7 +3,8 @@ lanes' registers, so the loop vectorises).
 
 Implemented semantics, by ISA section:
 - "Integer Arithmetic Instructions": add, sub, mul (.lo/.hi/.wide), mad (.lo/.hi/.wide), mul24/mad24 (.lo), div,
-  rem, abs, neg, min, max, popc, clz, bfind, brev, bfe, bfi, and (.sat for s32 add/sub). Division by zero (PTX:
+  rem, abs, neg, min, max, popc, clz, bfind, brev, bfe, bfi, and (.sat for s32 add/sub); "Extended-Precision
+  Integer Arithmetic Instructions": add.cc, addc, sub.cc, subc, mad.cc, madc (.lo/.hi), with a carry flag per lane. Division by zero (PTX:
   unspecified) gives all ones for div.u / -1 for div.s and the dividend for rem; INT_MIN / -1 wraps.
 - "Logic and Shift Instructions": and, or, xor, not, cnot, lop3, shl, shr (shift amounts past the width give 0, or
   the sign fill for shr.s), shf (.l/.r, .wrap/.clamp), prmt (default mode).
@@ -122,8 +123,9 @@ def int_op(ctx, inst: Inst) -> str:
   t = ([m for m in inst.mods if m in TYPES] or [None])[-1]
   if t is None: ctx.unknown(inst, f"{op} without a type")
   if t in FLOAT or t in HALF: return float_op(ctx, inst)
-  _, mods = split(inst, {"lo", "hi", "wide", "sat", "cc"} if op in ("mul", "mad", "add", "sub", "mul24", "mad24") else set(), ctx)
-  if "cc" in mods: ctx.unknown(inst, ".cc (carry flags)")
+  _, mods = split(inst, {"lo", "hi", "wide", "sat", "cc"} if op in ("mul", "mad", "add", "sub", "mul24", "mad24", "addc", "subc",
+                                                               "madc") else set(), ctx)
+  if "cc" in mods or op in ("addc", "subc", "madc"): return carry_op(ctx, inst, t, mods)
   A = inst.args
   a, b, c = [ctx.rd(A[i + 1], t) if i + 1 < len(A) else None for i in range(3)]
   u, s, n = uns(t), sgn(t), bits(t)
@@ -179,6 +181,28 @@ def int_op(ctx, inst: Inst) -> str:
   elif op == "bfi": ex = f"({CT[t]})bfi({a}, {b}, {ctx.rd(A[3], 'u32')}, {ctx.rd(A[4], 'u32')}, {n})"
   else: ctx.unknown(inst, op)
   return ctx.loop(ctx.wr(A[0], dt, ex))
+
+
+def carry_op(ctx, inst: Inst, t: str, mods: set[str]) -> str:
+  """add/sub/mad with the carry flag (ISA "Extended-Precision Integer Arithmetic Instructions"): .cc writes CC.CF
+  (the carry out; for sub the borrow), addc/subc/madc read it."""
+  if TYPES[t] not in (4, 8): ctx.unknown(inst, f"{inst.op}.{t}")
+  op, A, n = inst.op, inst.args, bits(t)
+  wide = "u64" if n == 32 else "unsigned __int128"
+  a, b = (f"({wide})({uns(t)}){ctx.rd(x, t)}" for x in A[1:3])
+  cin = f"({wide})w->cf[l]" if op.endswith("c") else "0"
+  if op in ("mad", "madc"):
+    if not (mods & {"lo", "hi"}): ctx.unknown(inst, f"{op} without .lo or .hi")
+    w2 = "unsigned __int128" if n == 32 else None
+    if w2 is None:   # 64-bit: the product's halves from a 128-bit multiply
+      prod = f"({uns(t)})(((unsigned __int128)({uns(t)}){ctx.rd(A[1], t)} * ({uns(t)}){ctx.rd(A[2], t)}) >> {n if 'hi' in mods else 0})"
+    else: prod = f"({uns(t)})(((u64)({uns(t)}){ctx.rd(A[1], t)} * ({uns(t)}){ctx.rd(A[2], t)}) >> {n if 'hi' in mods else 0})"
+    s = f"({wide}){prod} + ({wide})({uns(t)}){ctx.rd(A[3], t)} + {cin}"
+  elif op in ("add", "addc"): s = f"{a} + {b} + {cin}"
+  else: s = f"{a} - {b} - {cin}"
+  body = f"{wide} s_ = {s}; {ctx.wr(A[0], t, f'({CT[t]})s_')}"
+  if "cc" in mods: body += f" if (on) w->cf[l] = (u8)((s_ >> {n}) & 1);"
+  return ctx.loop(body)
 
 
 def lop3(ctx, inst: Inst) -> str:
@@ -314,7 +338,7 @@ def cvt(ctx, inst: Inst) -> str:
   return fenv_wrap(ctx.loop(ctx.wr(A[0], dt, ex)), fenv)
 
 
-GEN = {**{op: int_op for op in ("add", "sub", "mul", "mad", "mul24", "mad24", "div", "rem", "abs", "neg", "min", "max",
+GEN = {**{op: int_op for op in ("add", "sub", "mul", "mad", "addc", "subc", "madc", "mul24", "mad24", "div", "rem", "abs", "neg", "min", "max",
                                 "and", "or", "xor", "not", "cnot", "shl", "shr", "popc", "clz", "brev", "bfind", "bfe",
                                 "bfi")},
        **{op: float_op for op in ("fma", "rcp", "sqrt", "rsqrt", "sin", "cos", "ex2", "lg2", "tanh", "copysign")},

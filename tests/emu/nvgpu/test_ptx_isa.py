@@ -223,3 +223,24 @@ def test_bar_arrive_is_a_clear_error():
 def test_packed_half_compares_are_a_clear_error():
   with pytest.raises(PtxError, match=r"line 20: comparing packed \.f16x2 values is not supported"):
     Program(HEAD + "  setp.lt.f16x2 %p1|%p2, %r1, %r2;\n  ret;\n}\n")
+
+
+def test_extended_precision_mad_and_sub_carry_chains():
+  body = """
+  mad.lo.cc.u32 %r10, %r1, %r2, %r1;
+  madc.hi.u32 %r11, %r1, %r2, 0;
+  sub.cc.u32 %r12, %r1, %r2;
+  subc.u32 %r13, %r2, %r1;
+  add.cc.u32 %r14, %r1, %r2;
+  addc.cc.u32 %r15, 0, 0;
+  addc.u32 %r16, %r1, 5;
+""" + stores(7)
+  x = rng.integers(0, 1 << 32, 32, dtype=np.uint64).astype(np.uint32)
+  y = rng.integers(0, 1 << 32, 32, dtype=np.uint64).astype(np.uint32)
+  o = run_ptx(body, x, y)
+  for t in range(32):
+    a, b = int(x[t]), int(y[t])
+    m = a * b + a
+    sub = ((b << 32) | a) - ((a << 32) | b)                 # {hi, lo} pairs: (b:a) - (a:b)
+    c = (a + b) >> 32
+    assert list(o[t][:7]) == [m & U, (m >> 32) & U, sub & U, (sub >> 32) & U, (a + b) & U, c, (a + 5) & U], t

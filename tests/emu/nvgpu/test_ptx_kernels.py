@@ -277,3 +277,22 @@ def test_vector_loads_narrow_types_and_grid_stride_loops():
   k = c.astype(np.float32) + s.astype(np.float32)
   np.testing.assert_array_equal(o, np.stack([a[:, 3] * k, a[:, 2] + k, a[:, 1] - k, a[:, 0]], 1))
   np.testing.assert_array_equal(d, (a[:, 0].astype(np.float64) * 3.0).astype(np.float16).astype(np.float64) + np.arange(n))
+
+
+def test_128_bit_integers_through_carry_chains():
+  src = r'''
+  extern "C" __global__ void w(const unsigned __int128 *a, unsigned __int128 *o) {
+    int t = threadIdx.x;
+    unsigned __int128 x = a[2 * t], y = a[2 * t + 1];
+    o[4 * t] = x + y; o[4 * t + 1] = x * y; o[4 * t + 2] = x - y; o[4 * t + 3] = (x >> 7) * 1000003u + (y << 3);
+  }'''
+  n = 32
+  raw = rng.integers(0, 1 << 64, 4 * n, dtype=np.uint64)
+  raw[:4] = [(1 << 64) - 1, (1 << 64) - 1, 1, 0]            # carries across the halves
+  (_, o), _ = run(src, "w", 1, n, raw, np.zeros(8 * n, np.uint64), options=("--device-int128",))
+  M = (1 << 128) - 1
+  def u128(v, i): return int(v[2 * i]) | int(v[2 * i + 1]) << 64
+  for t in range(n):
+    x, y = u128(raw, 2 * t), u128(raw, 2 * t + 1)
+    want = [(x + y) & M, (x * y) & M, (x - y) & M, ((x >> 7) * 1000003 + (y << 3)) & M]
+    assert [u128(o, 4 * t + k) for k in range(4)] == want, t

@@ -8,6 +8,7 @@ typedef struct warp {
   uint32_t bar;          /* lanes waiting at a barrier */
   uint32_t id;           /* warp index in its block */
   uint32_t red_off, red_kind;   /* bar.red waiting: destination register offset, RED_* kind (0: none) */
+  uint8_t cf[32];        /* per lane: the carry flag CC.CF of add.cc / sub.cc / mad.cc */
   uint32_t tid[3][32];   /* %tid of each lane */
   uint8_t *regs;         /* this warp's registers: register at byte offset o, lane l at o + l * size */
   uint8_t *local;        /* this warp's local memory: lane l owns [l * local_bytes, (l + 1) * local_bytes) */
