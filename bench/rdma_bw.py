@@ -2,9 +2,9 @@
 processes on this machine (bench/rdma_udp.py): the model's physical limit here. Target: with 4 MiB messages, at least
 50% of the UDP figure.
 
-Usage: python bench/rdma_bw.py [SIZE ...]   (message sizes in bytes; default 8 B to 4 MiB)
+Usage: python bench/rdma_bw.py [--nic bnxt|mlx5] [SIZE ...]   (message sizes in bytes; default 8 B to 4 MiB)
   udp/throughput_mbps   see bench/rdma_udp.py
-  rdma/write_bw_mbps    RDMA WRITE of SIZE-byte messages, one process to another (drivers/bnxt on emulated NICs)
+  rdma/write_bw_mbps    RDMA WRITE of SIZE-byte messages, one process to another (the emulated NICs of --nic)
 """
 import sys
 from common import emit
@@ -14,12 +14,21 @@ from rdma_udp import udp_throughput
 SIZES = tuple(8 << (2 * i) for i in range(10)) + (4 << 20,)     # 8 B, 32 B, ... 2 MiB, 4 MiB
 
 
+def arguments() -> tuple[str, list[int]]:
+  """(nic, sizes) from the command line: `--nic bnxt|mlx5` (default bnxt), then message sizes (default SIZES)."""
+  args, nic = sys.argv[1:], "bnxt"
+  if args[:1] == ["--nic"]: nic, args = args[1], args[2:]
+  if nic not in ("bnxt", "mlx5"): sys.exit(f"--nic {nic}: bnxt or mlx5")
+  return nic, [int(a) for a in args] or list(SIZES)
+
+
 def main() -> None:
-  for size in [int(a) for a in sys.argv[1:]] or SIZES:
+  nic, sizes = arguments()
+  for size in sizes:
     mbps, loss = udp_throughput(size)
     emit("udp/throughput_mbps", mbps, "MB/s", size=size, loss=round(loss, 4))
-    rdma = write_bw(size)
-    emit("rdma/write_bw_mbps", rdma, "MB/s", size=size, vs_udp=round(rdma / mbps, 3) if mbps else None)
+    rdma = write_bw(size, nic)
+    emit("rdma/write_bw_mbps", rdma, "MB/s", size=size, nic=nic, vs_udp=round(rdma / mbps, 3) if mbps else None)
 
 
 if __name__ == "__main__":

@@ -1,10 +1,12 @@
-"""The RDMA side of bench/rdma_bw.py and bench/rdma_lat.py: two processes, each with an emulated NetXtreme-E brought up
-by drivers/bnxt, over the NIC models' wire.
+"""The RDMA side of bench/rdma_bw.py and bench/rdma_lat.py: two processes, each with an emulated NIC (`nic`: bnxt, the
+NetXtreme-E brought up by drivers/bnxt, or mlx5, the ConnectX by drivers/mlx5), over the NIC models' wire.
 
   write_bw(size)   MB/s of RDMA WRITE payload, `hcq-rdma connect --local` (DEPTH WRITEs in flight, as ib_write_bw)
-  write_lat(size)  (p50, p99) one-way latency in microseconds as ib_write_lat measures it: half the round trip of a
-                   WRITE answered by a WRITE, each side polling the last byte of its buffer for the other's
-Run as `python bench/rdma_common.py peer BUS IP` it is write_lat's other process.
+  write_lat(size)  (p50, p99, CPU) one-way latency in microseconds as `ib_write_lat --write_with_imm` measures it: half the
+                   round trip of a WRITE with immediate answered by one, each side waiting on its CQ for the other's
+                   (the NIC models run in these processes: polling memory would hold the interpreter their threads
+                   need, while CQ.wait sleeps on the CQ's completion notification), then checking the last byte
+Run as `python bench/rdma_common.py peer NIC BUS IP` it is write_lat's other process.
 """
 import json, os, subprocess, sys, time
 from pathlib import Path
@@ -12,12 +14,14 @@ from pathlib import Path
 BIN = Path(sys.executable).parent
 BENCH = Path(__file__).resolve().parent
 DEPTH = 16
-POLL_S, POLL_MAX_S = 10e-6, 250e-6       # as CQ.wait: the model's threads in this process need the interpreter too
+RECVS = 16                               # receive requests posted for the peer's WRITEs with immediate (refilled half at a time)
+SIGNAL_EVERY = 8                         # one WRITE in this many asks for a completion (as perftest's --cq-mod): the rest
+                                         # retire with it, and the waiting side wakes once per message, for the peer's
 
 
-def write_bw(size: int, pci: str = "mock-0", remote_pci: str = "mock-1") -> float:
-  iters = max(16, min(2000, (64 << 20) // size))
-  r = subprocess.run([str(BIN / "hcq-rdma"), "connect", "--nic", "bnxt", "--pci", pci, "--local", "--remote-pci", remote_pci,
+def write_bw(size: int, nic: str = "bnxt", pci: str = "mock-0", remote_pci: str = "mock-1") -> float:
+  iters = max(16, min(2000, (256 << 20) // size))      # 256 MiB (or 2000 messages): long enough to average the load out
+  r = subprocess.run([str(BIN / "hcq-rdma"), "connect", "--nic", nic, "--pci", pci, "--local", "--remote-pci", remote_pci,
                       "--size", str(size), "--iters", str(iters), "--depth", str(DEPTH), "--json"],
                      capture_output=True, text=True, timeout=600)
   if r.returncode: raise RuntimeError(f"hcq-rdma connect failed: {r.stderr.strip()}")
@@ -26,14 +30,16 @@ def write_bw(size: int, pci: str = "mock-0", remote_pci: str = "mock-1") -> floa
 
 class Side:
   """One process's end of the ping-pong: a QP, its buffer, and the peer's buffer."""
-  def __init__(self, pci: str, ip: str, size: int):
-    from drivers.rdma import Access, open_context
-    self.ctx = open_context("bnxt", pci, ip=ip)
+  def __init__(self, nic: str, pci: str, ip: str, size: int):
+    from drivers.rdma import Access, RecvWR, open_context
+    self.ctx = open_context(nic, pci, ip=ip)
     self.pd, self.cq = self.ctx.alloc_pd(), self.ctx.create_cq(64)
     self.qp, self.size = self.pd.create_qp(self.cq), size
     self.buf = self.pd.reg_mr(self.ctx.alloc(size), Access.LOCAL_WRITE | Access.REMOTE_WRITE, size)
     self.out = self.pd.reg_mr(self.ctx.alloc(size), Access.LOCAL_WRITE, size)
-    self.pending = 0                       # our WRITEs whose completion (the peer's ACK) is still to be reaped
+    self.recv = RecvWR(0)                  # a WRITE with immediate consumes a receive request and writes no data there
+    self.used = 0                          # receive requests consumed since the last refill
+    self.sent = 0
 
   def hello(self) -> dict:
     from drivers.rdma import RemoteMR
@@ -44,28 +50,36 @@ class Side:
     from drivers.rdma.exchange import check
     f = check({"type": "hello", **peer}, {**Endpoint.FIELDS, **RemoteMR.FIELDS}, "the peer")
     self.qp.connect(Endpoint.from_fields(f), psn=0)
+    self.qp.post_recv([self.recv] * RECVS)
     self.remote = RemoteMR.from_fields(f, "the peer")
 
   def send(self, mark: int) -> None:
-    from drivers.rdma import SendWR, WROpcode
+    from drivers.rdma import SendFlags, SendWR, WROpcode
     self.out.view[-1] = mark
-    self.qp.post_send(SendWR(mark, WROpcode.RDMA_WRITE, [self.out.sge()], remote_addr=self.remote.addr, rkey=self.remote.rkey))
-    self.pending += 1
+    self.sent += 1
+    flags = SendFlags.SIGNALED if self.sent % SIGNAL_EVERY == 0 else SendFlags(0)
+    self.qp.post_send(SendWR(mark, WROpcode.RDMA_WRITE_WITH_IMM, [self.out.sge()], flags, imm_data=mark,
+                             remote_addr=self.remote.addr, rkey=self.remote.rkey))
 
   def wait_for(self, mark: int, timeout_s: float = 30.0) -> None:
-    """Until the peer's WRITE carrying `mark` has landed (its last byte), then reap our own WRITE's completion."""
-    deadline, nap = time.monotonic() + timeout_s, POLL_S
-    while self.buf.view[-1] != mark:
-      if time.monotonic() > deadline: raise TimeoutError(f"no WRITE {mark} from the peer in {timeout_s} s")
-      time.sleep(nap)
-      nap = min(2 * nap, POLL_MAX_S)
-    self.cq.wait(self.pending, timeout_s)   # the ACK of ours came before the peer's answer
-    self.pending = 0
+    """Until the peer's WRITE carrying `mark` has landed (its receive completion); our own completions are reaped as
+    they come."""
+    got = False
+    while not got:
+      for wc in self.cq.wait(1, timeout_s):
+        if wc.imm_data is None: continue                  # one of ours (the peer's ACK came before its answer)
+        if wc.imm_data != mark or self.buf.view[-1] != mark:
+          raise RuntimeError(f"the peer's WRITE {wc.imm_data} left byte {self.buf.view[-1]} where WRITE {mark} was due")
+        else:
+          got, self.used = True, self.used + 1
+          if self.used == RECVS // 2:        # one doorbell for half the queue
+            self.qp.post_recv([self.recv] * self.used)
+            self.used = 0
 
 
-def peer(pci: str, ip: str) -> None:
+def peer(nic: str, pci: str, ip: str) -> None:
   size = int(sys.stdin.readline())
-  side = Side(pci, ip, size)
+  side = Side(nic, pci, ip, size)
   print(json.dumps(side.hello()), flush=True)
   side.connect(json.loads(sys.stdin.readline()))
   print("ready", flush=True)
@@ -78,26 +92,29 @@ def peer(pci: str, ip: str) -> None:
   side.ctx.close()
 
 
-def write_lat(size: int, iters: int = 200, pci: str = "mock-0", remote_pci: str = "mock-1") -> tuple[float, float]:
-  p = subprocess.Popen([sys.executable, str(BENCH / "rdma_common.py"), "peer", remote_pci, "10.0.0.2"], stdin=subprocess.PIPE,
+def write_lat(size: int, iters: int = 200, nic: str = "bnxt", pci: str = "mock-0", remote_pci: str = "mock-1") -> tuple[float, float, float]:
+  """(p50, p99, CPU): one-way latencies in microseconds, and the CPU time this process (its driver and its NIC model's
+  thread) spent per round trip, in microseconds: the part of the latency that is work rather than waiting."""
+  p = subprocess.Popen([sys.executable, str(BENCH / "rdma_common.py"), "peer", nic, remote_pci, "10.0.0.2"], stdin=subprocess.PIPE,
                        stdout=subprocess.PIPE, text=True)
   try:
     p.stdin.write(f"{size}\n")
     p.stdin.flush()
-    side = Side(pci, "10.0.0.1", size)
+    side = Side(nic, pci, "10.0.0.1", size)
     side.connect(json.loads(p.stdout.readline()))
     p.stdin.write(json.dumps(side.hello()) + "\n")
     p.stdin.flush()
     assert p.stdout.readline().strip() == "ready"
     p.stdin.write(f"go\n{iters}\n")
     p.stdin.flush()
-    rtts, mark = [], 1
+    rtts, mark, cpu = [], 1, time.process_time()
     for _ in range(iters):
       t0 = time.perf_counter()
       side.send(mark)
       side.wait_for(mark)
       rtts.append(time.perf_counter() - t0)
       mark = mark % 255 + 1
+    cpu = time.process_time() - cpu
     p.stdin.write("stop\n")
     p.stdin.flush()
     side.ctx.close()
@@ -105,9 +122,9 @@ def write_lat(size: int, iters: int = 200, pci: str = "mock-0", remote_pci: str 
   finally:
     if p.poll() is None: p.kill()
   rtts.sort()
-  return rtts[len(rtts) // 2] / 2 * 1e6, rtts[len(rtts) * 99 // 100] / 2 * 1e6
+  return rtts[len(rtts) // 2] / 2 * 1e6, rtts[len(rtts) * 99 // 100] / 2 * 1e6, cpu / iters * 1e6
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["peer"]:
   os.environ.setdefault("PYTHONUNBUFFERED", "1")
-  peer(sys.argv[2], sys.argv[3])
+  peer(sys.argv[2], sys.argv[3], sys.argv[4])

@@ -1,23 +1,27 @@
 """RDMA WRITE latency between two processes over the emulated NICs' wire, next to the raw UDP ping-pong between two
 processes on this machine (bench/rdma_udp.py). Target: at most 3 times the UDP figure.
 
-Usage: python bench/rdma_lat.py [SIZE ...]   (message sizes in bytes; default 8 B to 4 MiB)
+Usage: python bench/rdma_lat.py [--nic bnxt|mlx5] [SIZE ...]   (message sizes in bytes; default 8 B to 4 MiB)
   udp/pingpong_us      see bench/rdma_udp.py
-  rdma/write_lat_us    one way, as ib_write_lat reports it: half the round trip of a WRITE answered by a WRITE
+  rdma/write_lat_us    one way, as `ib_write_lat --write_with_imm` reports it: half the round trip of a WRITE with
+                       immediate answered by one (bench/rdma_common.py)
+  rdma/write_lat_cpu_us  the CPU time one side's process (driver and NIC model) spends per round trip: the work in
+                       the latency, the rest being waits for the other process and for a CPU on a loaded machine
 """
-import sys
 from common import emit
-from rdma_bw import SIZES
+from rdma_bw import arguments
 from rdma_common import write_lat
 from rdma_udp import udp_pingpong
 
 
 def main() -> None:
-  for size in [int(a) for a in sys.argv[1:]] or SIZES:
+  nic, sizes = arguments()
+  for size in sizes:
     p50, p99 = udp_pingpong(size)
     emit("udp/pingpong_us", p50, "us", size=size, p99=round(p99, 1))
-    lat50, lat99 = write_lat(size, iters=max(20, min(200, (64 << 20) // size)))
-    emit("rdma/write_lat_us", lat50, "us", size=size, p99=round(lat99, 1), vs_udp=round(lat50 / p50, 3) if p50 else None)
+    lat50, lat99, cpu = write_lat(size, iters=max(20, min(200, (64 << 20) // size)), nic=nic)
+    emit("rdma/write_lat_us", lat50, "us", size=size, nic=nic, p99=round(lat99, 1), vs_udp=round(lat50 / p50, 3) if p50 else None)
+    emit("rdma/write_lat_cpu_us", cpu, "us", size=size, nic=nic)
 
 
 if __name__ == "__main__":

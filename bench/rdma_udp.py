@@ -10,45 +10,57 @@ Usage: python bench/rdma_udp.py [SIZE ...]   (message sizes in bytes; default 8 
   udp/pingpong_us      one way, half the median round trip (p99 too): one process sends a message, the other sends each
                        datagram back as it arrives (at most WINDOW datagrams in flight, so none is lost to a full buffer)
 """
-import json, os, socket, subprocess, sys, time
+import json, os, select, socket, subprocess, sys, time
 from common import emit
+from emu.nic.rc import WINDOW           # datagrams in flight in the ping-pong, as the model's requester
 
 MTU, HEADERS = 4096, 58           # a MIDDLE packet's frame: Ethernet 14 + IPv4 20 + UDP 8 + BTH 12 + ICRC 4, then the payload
 BUF = 4 << 20                     # both ends' socket buffers, as the model's ports set them
-WINDOW = 64                       # datagrams in flight in the ping-pong (the model's requester window is 64 packets)
 SIZES = (8, 4096, 65536, 4 << 20)
+
+STALL_S = 10.0                    # a peer that makes no progress for this long has failed (never total time)
+END_S = 0.02                      # the sender repeats its end marker this often until the sink reports
 
 PEER = r"""
 import json, socket, sys, time
-mode, n = sys.argv[1], int(sys.argv[2])
+mode, stall = sys.argv[1], float(sys.argv[2])
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 for opt in (socket.SO_RCVBUF, socket.SO_SNDBUF): s.setsockopt(socket.SOL_SOCKET, opt, 4 << 20)
 s.bind(("127.0.0.1", 0))
 print(s.getsockname()[1], flush=True)
 buf = bytearray(65536)
-if mode == "sink":
-  got = count = 0
-  first = last = None
-  s.settimeout(10)
-  while True:
-    k, addr = s.recvfrom_into(buf)
-    if k == 1: break
-    last = time.perf_counter()
-    first = first or last
-    got, count = got + k, count + 1
-  print(json.dumps(dict(bytes=got, datagrams=count, seconds=(last - first) if count > 1 else 0.0)), flush=True)
-else:
-  s.settimeout(10)
-  while True:
-    k, addr = s.recvfrom_into(buf)
-    if k == 1: break
+s.settimeout(stall)
+got = count = 0
+first = last = None
+while True:
+  try: k, addr = s.recvfrom_into(buf)
+  except socket.timeout:
+    print(json.dumps(dict(error=f"no datagram for {stall:g} s")), flush=True)
+    break
+  if k == 1: break                        # the end marker (every data datagram carries the 58 header bytes)
+  if mode == "echo":
     s.sendto(buf[:k], addr)
+    continue
+  last = time.perf_counter()
+  first = first or last
+  got, count = got + k, count + 1
+if mode == "sink": print(json.dumps(dict(bytes=got, datagrams=count, seconds=(last - first) if count > 1 else 0.0)), flush=True)
 """
 
 
-def _peer(mode: str, n: int) -> tuple[subprocess.Popen, int]:
-  p = subprocess.Popen([sys.executable, "-c", PEER, mode, str(n)], stdout=subprocess.PIPE, text=True)
+def _peer(mode: str) -> tuple[subprocess.Popen, int]:
+  p = subprocess.Popen([sys.executable, "-c", PEER, mode, str(STALL_S)], stdout=subprocess.PIPE, text=True)
+  if not select.select([p.stdout], [], [], STALL_S)[0]:
+    p.kill()
+    p.wait()
+    raise RuntimeError(f"the UDP {mode} process did not start within {STALL_S:g} s")
   return p, int(p.stdout.readline())
+
+
+def _stop(peer: subprocess.Popen, s: socket.socket) -> None:
+  if peer.poll() is None: peer.kill()
+  peer.wait()
+  s.close()
 
 
 def _datagrams(size: int) -> list[bytes]:
@@ -63,23 +75,31 @@ def _socket() -> socket.socket:
   return s
 
 
+def _report(peer: subprocess.Popen, s: socket.socket, port: int) -> dict:
+  """Send the end marker until the sink prints what it counted (a marker can be lost like any datagram, to a full
+  buffer while the sink is not scheduled): a RuntimeError if it says nothing for STALL_S."""
+  deadline = time.monotonic() + STALL_S
+  while not select.select([peer.stdout], [], [], END_S)[0]:
+    if peer.poll() is not None: raise RuntimeError(f"the UDP sink exited with status {peer.returncode} before reporting")
+    if time.monotonic() > deadline: raise RuntimeError(f"the UDP sink reported nothing for {STALL_S:g} s after the end marker")
+    try: s.sendto(b"E", ("127.0.0.1", port))
+    except BlockingIOError: pass
+  r = json.loads(peer.stdout.readline() or "{}")
+  if "bytes" not in r: raise RuntimeError(f"the UDP sink failed: {r.get('error', 'no report')}")
+  return r
+
+
 def udp_throughput(size: int, datagrams: int = 40000) -> tuple[float, float]:
   """(MB/s of payload arriving, loss) for messages of `size` bytes sent back to back."""
   msg = _datagrams(size)
   iters = max(2, datagrams // len(msg))
-  peer, port = _peer("sink", 0)
+  peer, port = _peer("sink")
   s = _socket()
   try:
     for _ in range(iters):
       for d in msg: s.sendto(d, ("127.0.0.1", port))
-    for _ in range(10):
-      time.sleep(0.01)
-      s.sendto(b"E", ("127.0.0.1", port))
-    r = json.loads(peer.stdout.readline())
-  finally:
-    peer.kill()
-    peer.wait()
-    s.close()
+    r = _report(peer, s, port)
+  finally: _stop(peer, s)
   sent = iters * len(msg)
   payload = r["bytes"] - r["datagrams"] * HEADERS
   return (payload / r["seconds"] / 1e6 if r["seconds"] else 0.0), 1 - r["datagrams"] / sent
@@ -89,9 +109,9 @@ def udp_pingpong(size: int, iters: int = 2000) -> tuple[float, float]:
   """(p50, p99) one-way latency in microseconds: half the round trip of a `size`-byte message."""
   msg = _datagrams(size)
   iters = max(20, min(iters, 4000 // len(msg)))
-  peer, port = _peer("echo", len(msg))
+  peer, port = _peer("echo")
   s = _socket()
-  s.settimeout(10)
+  s.settimeout(STALL_S)
   rtts = []
   try:
     for _ in range(iters):
@@ -101,13 +121,11 @@ def udp_pingpong(size: int, iters: int = 2000) -> tuple[float, float]:
         while sent < len(msg) and sent - got < WINDOW:
           s.sendto(msg[sent], ("127.0.0.1", port))
           sent += 1
-        s.recv(65536)
+        try: s.recv(65536)
+        except socket.timeout: raise RuntimeError(f"the UDP echo process sent nothing back for {STALL_S:g} s") from None
       rtts.append(time.perf_counter() - t0)
     s.sendto(b"E", ("127.0.0.1", port))
-  finally:
-    peer.kill()
-    peer.wait()
-    s.close()
+  finally: _stop(peer, s)
   rtts.sort()
   return rtts[len(rtts) // 2] / 2 * 1e6, rtts[len(rtts) * 99 // 100] / 2 * 1e6
 

@@ -1,8 +1,8 @@
-"""Host C compiler for the emulators' block compilers (emu/rdna3, emu/nvgpu/ptx): finds one, builds shared objects,
-caches them on disk.
+"""Host C compiler for the models' compiled parts (a GPU model's kernel translation and runtime, the NIC models'
+datapath): finds one, builds shared objects, caches them on disk.
 
 emu/ must not import drivers/, so the compiler lookup lives here: clang-22, then clang-19, then gcc.
-Compiled objects live under $XDG_CACHE_HOME/hcq/emu (default ~/.cache/hcq/emu), keyed by the
+Compiled objects live under $XDG_CACHE_HOME/hcq/<where> (default ~/.cache/hcq/<where>; each model names its own), keyed by the
 source, the flags, the compiler's version and the host CPU (the code is built with -march=native).
 Writes go to a temporary file renamed into place, so concurrent processes (pytest -n auto) never load
 a half-written object, and a lock file next to it makes a second process wait for the first one's build.
@@ -13,7 +13,7 @@ import contextlib, fcntl, hashlib, os, platform, re, shutil, subprocess, sys, te
 from functools import cache
 
 COMPILERS = ("clang-22", "clang-19", "gcc")
-# -ffp-contract=off: a*b+c is never fused behind our back (GPUs round a separate mul and add separately).
+# -ffp-contract=off: a*b+c is never fused behind our back (GPUs round their multiply and add instructions separately).
 # -fno-math-errno lets sqrt/fma inline to single instructions; no -ffast-math (NaN/inf/-0 must be exact).
 CFLAGS = ("-march=native", "-fPIC", "-shared", "-ffp-contract=off", "-fno-math-errno", "-fwrapv",
           "-fno-strict-aliasing", "-w")
@@ -24,16 +24,16 @@ built = 0   # shared objects compiled (not found in the cache) by this process
 
 
 @contextlib.contextmanager
-def timed(what: str):
+def timed(what: str, where: str = "emu"):
   """Print one line when the builds inside took longer than NOTICE_S: what was built, and that it is cached."""
   start, before = time.monotonic(), built
   yield
   if built > before and (took := time.monotonic() - start) > NOTICE_S:
-    print(f"hcq: building {what} took {took:.1f} s; it is cached under {cache_dir()}, so the next run loads it", file=sys.stderr)
+    print(f"hcq: building {what} took {took:.1f} s; it is cached under {cache_dir(where)}, so the next run loads it", file=sys.stderr)
 
 
 class CompilerMissing(RuntimeError):
-  """No host C compiler: the emulators compile GPU code to C and need clang-22, clang-19 or gcc."""
+  """No host C compiler: the models that compile C need clang-22, clang-19 or gcc."""
 
 
 @cache
@@ -43,7 +43,7 @@ def compiler() -> tuple[str, str]:
     if path := shutil.which(name):
       ver = subprocess.run([path, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
       return path, ver
-  raise CompilerMissing("the GPU emulators need a C compiler: install clang-22 (scripts/setup.sh) or gcc")
+  raise CompilerMissing("no C compiler for the device models: install clang-22 (scripts/setup.sh) or gcc")
 
 
 @cache
@@ -66,8 +66,8 @@ def inline_includes(text: str) -> str:
   return re.sub(r'^#include "emu/([\w/.]+)"$', read, text, flags=re.M)
 
 
-def cache_dir() -> str:
-  return os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "hcq", "emu")
+def cache_dir(where: str = "emu") -> str:
+  return os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "hcq", where)
 
 
 def key(src: str, opt: str = "-O2") -> str:
@@ -75,10 +75,10 @@ def key(src: str, opt: str = "-O2") -> str:
   return hashlib.sha256("\0".join((compiler()[1], _host_id(), opt, *CFLAGS, src)).encode()).hexdigest()[:32]
 
 
-def build(src: str, tag: str = "prog", opt: str = "-O2") -> str:
-  """Path of a shared object built from C `src` (from the disk cache when it was built before)."""
+def build(src: str, tag: str = "prog", opt: str = "-O2", where: str = "emu") -> str:
+  """Path of a shared object built from C `src` (from the disk cache under `where` when it was built before)."""
   cc, k = compiler()[0], key(src, opt)
-  path = os.path.join(cache_dir(), k[:2], f"{tag}-{k}.so")
+  path = os.path.join(cache_dir(where), k[:2], f"{tag}-{k}.so")
   if os.path.exists(path): return path
   os.makedirs(os.path.dirname(path), exist_ok=True)
   with open(path + ".lock", "w") as lock:     # one builder per object; the others wait for it

@@ -7,7 +7,8 @@ for `write`, read-only). The compiled code keeps the runs it was given in a smal
 into Python only on a miss, so a kernel streaming through a mapped buffer pays one callback per run.
 A GPU model translates through its page tables and returns one run per physically contiguous chunk
 (a page at least); it may record the fault in its own registers before returning None. `fetch(addr)` is the same
-for an instruction fetch (a GPU model checks the page is executable).
+for an instruction fetch (a GPU model checks the page is executable). Scalar loads (SMEM) ask
+`lookup_scalar(addr)` instead where the memory has it (a GPU model's scalar data cache), else `lookup(addr, False)`.
 """
 from __future__ import annotations
 import bisect, ctypes

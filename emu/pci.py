@@ -3,11 +3,14 @@
 Every emulated device (GPU, NIC) subclasses `PCIFunction`. It is plugged into the driver stack by
 drivers/system's ModelPCIDevice, which only uses what is defined here: `config_read/config_write`,
 `bars` (BAR index -> `memoryview` for RAM-like BARs or an object with `read/write` callbacks),
-`dma` (where the driver's DMA buffers live) and `reset()`.
+`dma` (where the driver's DMA buffers live), `connect_msix` (where its interrupts go) and `reset()`.
+MSI-X: the platform hands each vector an eventfd, as VFIO_DEVICE_SET_IRQS does (DATA_EVENTFD | ACTION_TRIGGER on
+VFIO_PCI_MSIX_IRQ_INDEX); a model raising the vector writes 1 to it. The MSI-X capability and table are not modelled:
+the vectors a model raises and when are its own documentation's.
 Config-space layout facts: PCI Local Bus Spec 3.0, section 6.1 (type-0 header); linux/pci_regs.h.
 """
 from __future__ import annotations
-import bisect
+import bisect, os
 import numpy as np
 from typing import Protocol
 
@@ -30,6 +33,9 @@ class DMASpace:
     self._next = base
     self._starts: list[int] = []
     self._runs: dict[int, memoryview] = {}
+    # counts changes of what a bus address reaches (mappings, bus mastering): an engine that keeps host views of DMA
+    # memory (emu/nic/fastpath.py) uses them only while it is unchanged (one uint64, so compiled code reads it too)
+    self.generation = np.zeros(1, np.uint64)
 
   def map(self, host: memoryview, contiguous: bool = False) -> list[int]:
     """Give `host` (a whole number of pages) bus addresses; returns the bus address of each page.
@@ -41,6 +47,7 @@ class DMASpace:
     if contiguous: addrs = [self._next + i * PAGE for i in range(pages)]
     else: addrs = [self._next + 2 * i * PAGE for i in range(pages)]
     self._next = (addrs[-1] if addrs else self._next) + 2 * PAGE
+    self.generation[0] += 1
     if contiguous and pages: self._insert(addrs[0], host)
     else:
       for i, a in enumerate(addrs): self._insert(a, host[i * PAGE:(i + 1) * PAGE])
@@ -56,9 +63,11 @@ class DMASpace:
     for start in self._starts[max(i - 1, 0):i + 1]:
       if start < addr + host.nbytes and addr < start + self._runs[start].nbytes:
         raise ValueError(f"DMA mapping [{addr:#x}, +{host.nbytes:#x}) overlaps the mapping at bus address {start:#x}")
+    self.generation[0] += 1
     self._insert(addr, host)
 
   def unmap(self, bus_addrs: list[int]) -> None:
+    self.generation[0] += 1
     for a in bus_addrs:
       if a in self._runs:
         del self._runs[a]
@@ -124,6 +133,7 @@ class PCIFunction:
     self._cfg16(PCI_SUBSYSTEM_ID, subsystem[1])
     self.bars: dict[int, memoryview | IORegion] = {}
     self.dma = DMASpace()
+    self.msix: dict[int, int] = {}           # MSI-X vector -> the eventfd the platform connected to it
 
   @property
   def vendor_id(self) -> int: return int.from_bytes(self.config[0:2], "little")
@@ -152,6 +162,7 @@ class PCIFunction:
       return   # header fields other than COMMAND and the BARs are read-only (PCI 3.0, 6.2)
     if PCI_BASE_ADDRESS_0 <= offset < 0x28 and size == 4:
       value = self._bar_write((offset - PCI_BASE_ADDRESS_0) // 4, value)
+    if offset <= PCI_COMMAND < offset + size: self.dma.generation[0] += 1      # bus mastering may change
     self.config[offset:offset + size] = value.to_bytes(size, "little")
 
   def _bar_write(self, slot: int, value: int) -> int:
@@ -164,9 +175,22 @@ class PCIFunction:
         return ((value & mask & 0xFFFFFFF0) | flags) if slot == n else (value & (mask >> 32))
     return 0   # unimplemented BAR: reads as zero
 
+  def connect_msix(self, vector: int, fd: int | None) -> None:
+    """The platform routes MSI-X `vector` to eventfd `fd` (None: nowhere, the vector is dropped)."""
+    if not 0 <= vector < 2048: raise ValueError(f"MSI-X vector {vector}: a function has at most 2048 (PCI 3.0, 6.8.2)")
+    if fd is None: self.msix.pop(vector, None)
+    else: self.msix[vector] = fd
+
+  def signal_msix(self, vector: int) -> None:
+    """Raise MSI-X `vector`: its eventfd counts one more interrupt (a vector nothing is connected to is lost)."""
+    if (fd := self.msix.get(vector)) is not None:
+      try: os.eventfd_write(fd, 1)
+      except OSError: self.msix.pop(vector, None)        # the platform closed it
+
   def close(self) -> None:
     """The driver is done with the function: stop whatever the model runs on its behalf."""
 
   def reset(self) -> None:
     """Function-level reset: bus mastering and memory decoding are switched off."""
+    self.dma.generation[0] += 1
     self.config[PCI_COMMAND] &= ~(PCI_COMMAND_MASTER | PCI_COMMAND_MEMORY) & 0xFF

@@ -138,7 +138,7 @@ class RingEngine(threading.Thread):
       words, pos = self.fetch(self.rptr, (wptr - self.rptr) * self.unit // 4), 0   # all that is published, in one read
       self.busy_since = time.perf_counter_ns()
       try:
-        while pos < len(words):
+        while pos < len(words) and not self.stopping:   # a dequeue request takes effect after the packet in flight
           used = self.packet(words, pos)
           pos += used
           self.rptr += used * 4 // self.unit

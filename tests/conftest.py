@@ -34,12 +34,19 @@ def _free_bnxt_nic() -> bool:
   return os.path.exists("/dev/vfio/vfio") and bool(free_functions())
 
 
+def _free_mlx5_nic() -> bool:
+  from drivers.mlx5 import free_functions
+  return os.path.exists("/dev/vfio/vfio") and bool(free_functions())
+
+
 # what each hardware marker needs, and how to tell it is there
 HARDWARE = {"amd": ("an AMD GPU under amdgpu (/dev/kfd)", lambda: os.path.exists("/dev/kfd")),
             "amd-pci": ("a supported AMD GPU free of amdgpu (bound to vfio-pci or to nothing)", _am_capable_gpu),
             "nv": ("an NVIDIA GPU (/dev/nvidiactl)", lambda: os.path.exists("/dev/nvidiactl")),
             "bnxt": ("a Broadcom NetXtreme-E (Thor) NIC unbound from bnxt_en, and VFIO (/dev/vfio/vfio, the NIC on vfio-pci)",
-                     _free_bnxt_nic)}
+                     _free_bnxt_nic),
+            "mlx5": ("an NVIDIA/Mellanox ConnectX NIC unbound from mlx5_core, and VFIO (/dev/vfio/vfio, the NIC on vfio-pci)",
+                     _free_mlx5_nic)}
 
 
 def pytest_collection_modifyitems(config, items):

@@ -1,7 +1,8 @@
 """hcq-rdma: RDMA WRITE between queue pairs of hcq's NICs (real or emulated), measured like perftest's ib_write_bw.
 
   hcq-rdma loopback --nic NIC --pci BUS [--ip IP] [--size N] [--iters K] [--json]
-      two QPs on one NIC through its PHY loopback: WRITE a random buffer K times, verify it, loopback off again
+      two QPs on one NIC through its loopback (bnxt: PHY loopback; mlx5: the NIC's internal loopback): WRITE a random
+      buffer K times, verify it, loopback off again
   hcq-rdma connect --nic NIC --pci BUS [--ip IP] (--remote USER@HOST --remote-pci BUS | --local --remote-pci BUS |
                    --remote-cmd CMD) [--remote-nic NIC] [--remote-ip IP] [--size N] [--iters K] [--read] [--json]
       this NIC to another one whose side `hcq-rdma serve` runs: over ssh (BatchMode), as a local subprocess (emulated
@@ -362,7 +363,7 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("--depth", type=int, default=DEPTH, metavar="D", help=f"WRITEs in flight (perftest's tx depth; default {DEPTH})")
     sp.add_argument("--json", action="store_true", help="the result as one JSON object on the last line")
 
-  lb = sub.add_parser("loopback", help="two QPs on one NIC through its PHY loopback")
+  lb = sub.add_parser("loopback", help="two QPs on one NIC through its loopback (PHY or internal)")
   common(lb, DEFAULT_IP)
   transfer(lb)
   cn = sub.add_parser("connect", help="this NIC to another one (its side runs `hcq-rdma serve`)")

@@ -151,7 +151,7 @@ def emit_enums(hdr: cparse.Header, mod: Module, ctypes_used: set[str], errors: l
       mod.define(e.spelling, t); ctypes_used.add(t)
 
 
-def emit(hdr: cparse.Header, mod: Module, errors: list[tuple[str, int, str]] = ()) -> None:
+def emit(hdr: cparse.Header, mod: Module, errors: list[tuple[str, int, str]] = (), bit_ranges: bool = False) -> None:
   recs = Records(hdr, errors)
   ctypes_used: set[str] = set()
   emit_enums(hdr, mod, ctypes_used)
@@ -183,7 +183,7 @@ def emit(hdr: cparse.Header, mod: Module, errors: list[tuple[str, int, str]] = (
     except (NotImplementedError, KeyError): continue  # e.g. a typedef of a record defined in no target header
     mod.define(td.spelling, target)
     ctypes_used.update(w for w in target.replace("(", " ").replace(")", " ").split() if w.startswith("c_"))
-  emit_macros(hdr, mod)
+  emit_macros(hdr, mod, bit_ranges)
   mod.imports("ctypes", sorted(ctypes_used))
   check_layouts(mod)
 
@@ -202,14 +202,28 @@ def emit_constants(hdr: cparse.Header, mod: Module, errors: list[tuple[str, int,
   mod.imports("ctypes", sorted(ctypes_used))
 
 
-def emit_macros(hdr: cparse.Header, mod: Module) -> None:
-  """Integer object-like macros (values computed by clang) and translatable function-like macros."""
+def bit_range(body: list[str]) -> tuple[list[str], list[str]] | None:
+  """The (high, low) token lists of an NVIDIA field-range macro body, `hi:lo` or `MW(hi:lo)`; None for other bodies."""
+  if len(body) > 3 and body[0] == "MW" and body[1] == "(" and body[-1] == ")": body = body[2:-1]
+  if body.count(":") != 1 or "?" in body: return None
+  i = body.index(":")
+  return (body[:i], body[i + 1:]) if i and i < len(body) - 1 else None
+
+
+def emit_macros(hdr: cparse.Header, mod: Module, bit_ranges: bool = False) -> None:
+  """Integer object-like macros (values computed by clang) and translatable function-like macros.
+  `bit_ranges`: NVIDIA's `hi:lo` / `MW(hi:lo)` field ranges become (hi, lo) tuples (functions of the index for
+  indexed fields such as QMD constant buffers)."""
   objs = [m for m in hdr.macros if m.params is None and m.body]
   vals = {m.name: v for m in objs if (v := cparse.literal_value(m.body)) is not None}
-  vals.update(cparse.evaluate_macros(hdr, [m.name for m in objs if m.name not in vals]))
+  ranges = {m.name: r for m in objs if bit_ranges and m.name not in vals and (r := bit_range(m.body))}
+  vals.update(cparse.evaluate_macros(hdr, [m.name for m in objs if m.name not in vals and m.name not in ranges]))
   mod.section("macros")
   for m in objs:
     if m.name in vals: mod.const(m.name, vals[m.name], hexa=any(t.lower().startswith("0x") for t in m.body) or vals[m.name] > 0xffff)
+    elif m.name in ranges:
+      hi, lo = (eval(pyexpr.translate([], side, set(), set()) or "None") for side in ranges[m.name])
+      if isinstance(hi, int) and isinstance(lo, int): mod.define(m.name, f"({hi}, {lo})")
   funcs = {m.name for m in hdr.macros if m.params is not None}
   known = set(mod.names)
   done = False
@@ -217,7 +231,11 @@ def emit_macros(hdr: cparse.Header, mod: Module) -> None:
   while not done:  # a macro may call one defined after it: translate until nothing changes
     done = True
     for m in list(todo):
-      if (expr := pyexpr.translate(m.params, m.body, known, funcs & (known | {m.name}))) is not None:
+      if bit_ranges and (r := bit_range(m.body)):
+        sides = [pyexpr.translate(m.params, side, known, funcs & known) for side in r]
+        expr = None if None in sides else f"({sides[0]}, {sides[1]})"
+      else: expr = pyexpr.translate(m.params, m.body, known, funcs & (known | {m.name}))
+      if expr is not None:
         mod.function(m.name, [pyexpr.pyname(p) for p in m.params], expr, order=(m.file, m.line))
         known.add(m.name); todo.remove(m); done = False
   if todo:

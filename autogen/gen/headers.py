@@ -52,6 +52,7 @@ SOURCE_MEMBERS = sorted([
   "include/linux/mlx5/doorbell.h",
   "include/linux/mlx5/driver.h",
   "include/linux/mlx5/qp.h",
+  "include/linux/mlx5/cq.h",
 ])
 
 
@@ -77,6 +78,7 @@ class Package:
   version: str
   root: pathlib.Path
   prefix: str  # how header paths are shown: where they sit inside the package
+  origin: str = ""  # where the package comes from, if not Debian (a git tree at a tag and commit)
 
   def path(self, rel: str) -> pathlib.Path: return self.root / rel
 

@@ -99,6 +99,7 @@ class AMDDevice(Device):
     self.scratch_per_lane = 0
     self._queues: list[QueueDesc] = []
     self.compute_ring: Ring | None = None
+    self.sdma_ring: Ring | None = None
     # the interface flushes the HDP from the host before each doorbell (the AM path); else compute submissions start
     # with the GPU-side flush, encoded once (pm4_hdp_flush)
     self.host_flushes_hdp = hasattr(iface, "before_doorbell")
@@ -136,6 +137,10 @@ class AMDDevice(Device):
 
   def _free(self, mem: AMDMemory) -> None: self.iface.free(mem)
 
+  def _import_host(self, view: memoryview) -> tuple[int, AMDMemory]:
+    mem, first = self.iface.import_host(view)
+    return mem.va + first, mem
+
   def alloc_owned(self, size: int, **kw) -> AMDMemory:
     """Driver-internal memory (signals, kernargs, code, scratch), freed by free_owned or when the device closes."""
     mem = self.iface.alloc(size, **kw)
@@ -169,8 +174,13 @@ class AMDDevice(Device):
     self.scratch_per_lane = per_lane
 
   def tmpring_size(self, per_lane: int) -> int:
+    # WAVESIZE: one wave64's slot in 256-byte units; WAVES: the slots of each shader engine, whose rings follow each
+    # other from COMPUTE_DISPATCH_SCRATCH_BASE (per SE on gfx11, reference/amd_driver.md 1.8), so the scratch buffer
+    # holds WAVES slots for every engine
+    p = self.iface.props
+    engines = p["array_count"] // p["simd_arrays_per_engine"]
     wavesize = -(-64 * max(per_lane, 1) // SCRATCH_ALIGN)
-    return gc.regCOMPUTE_TMPRING_SIZE.encode(WAVES=min(self.scratch.size // (wavesize * SCRATCH_ALIGN), 0xFFF), WAVESIZE=wavesize)
+    return gc.regCOMPUTE_TMPRING_SIZE.encode(WAVES=min(self.scratch.size // (wavesize * SCRATCH_ALIGN) // engines, 0xFFF), WAVESIZE=wavesize)
 
   def upload(self, mem: AMDMemory, data: bytes) -> None:
     if mem.view is not None: mem.view[:len(data)] = data
@@ -187,7 +197,14 @@ class AMDDevice(Device):
     kernels = [k.kernel.name for k in self.compute_ring.pending() if isinstance(k, AMDKernArgs)] if self.compute_ring else []
     return fault + (f" while running kernel {kernels[0]}" if kernels else "")
 
+  def _progress(self) -> tuple:
+    return tuple(r.rptr for r in (self.compute_ring, self.sdma_ring) if r is not None)
+
+  def _stop_queues(self) -> None:
+    self.compute_ring = self.sdma_ring = None   # their memory goes with the queues
+    while self._queues: self.iface.destroy_queue(self._queues.pop())
+
   def _shutdown(self) -> None:
-    for desc in self._queues: self.iface.destroy_queue(desc)
+    self._stop_queues()
     for mem in list(self._mems): self.free_owned(mem)
     self.iface.close()

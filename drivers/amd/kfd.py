@@ -9,9 +9,11 @@ import ctypes, errno
 from autogen import kfd
 from autogen.amd import soc15_hw_ip as hw
 from drivers.system.kernel import KernelInterface
-from drivers.system.mmio import MMIO
+from drivers.system.dma import host_pages
+from drivers.system.mmio import MMIO, MemMMIO
 from drivers.amd.iface import AMDMemory, QueueDesc, PAGE
 
+KFD_DEV = "/dev/kfd"
 TOPOLOGY = "/sys/devices/virtual/kfd/kfd/topology/nodes"
 # the IP blocks whose register bases the driver needs, by their IP discovery hardware id (sysfs ip_discovery/die/0/<hw id>)
 HWIDS = {"GC": hw.GC_HWID, "SDMA0": hw.SDMA0_HWID, "NBIO": hw.NBIF_HWID}
@@ -41,6 +43,11 @@ def memory_fault(mem: kfd.kfd_hsa_memory_exception_data) -> str:
 class KFDIface:
   def __init__(self, kernel: KernelInterface, index: int = 0):
     self.k = kernel
+    if missing := [p for p in (KFD_DEV, TOPOLOGY) if not kernel.exists(p)]:
+      raise RuntimeError(f"KFD+AMD: the amdgpu kernel driver's compute interface (KFD) is not present on this machine (no "
+                         f"{' and no '.join(missing)}): load amdgpu (`sudo modprobe amdgpu`) where an AMD GPU is installed, "
+                         "or choose another interface: DEV=PCI+AMD (the userspace driver, for a GPU not bound to amdgpu), "
+                         "DEV=MOCKKFD+AMD or DEV=MOCKPCI+AMD (the emulated GPU)")
     nodes = []
     for n in self.k.listdir(TOPOLOGY):
       gpu_id = int(self.k.read_text(f"{TOPOLOGY}/{n}/gpu_id"))
@@ -54,7 +61,7 @@ class KFDIface:
     self.ip_bases = {ip: tuple(int(x, 16) for x in self.k.read_text(f"{ipd}/{hw}/0/base_addr").split()) for ip, hw in HWIDS.items()}
     self.ip_versions = {ip: tuple(int(self.k.read_text(f"{ipd}/{hw}/0/{f}")) for f in ("major", "minor", "revision"))
                         for ip, hw in HWIDS.items()}
-    self.kfd = self.k.open("/dev/kfd")
+    self.kfd = self.k.open(KFD_DEV)
     self.drm: int | None = None
     try:
       self.drm = self.k.open(f"/dev/dri/renderD{minor}")
@@ -100,6 +107,24 @@ class KFDIface:
     self._map(args.handle)
     return AMDMemory(va, size, mmio, args.handle, host)
 
+  def import_host(self, view: memoryview) -> tuple[AMDMemory, int]:
+    """Existing host memory as a USERPTR buffer object (the kernel pins its pages), uncached, at a reserved GPU VA."""
+    start, size, first = host_pages(view)
+    flags = kfd.KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE | kfd.KFD_IOC_ALLOC_MEM_FLAGS_NO_SUBSTITUTE | kfd.KFD_IOC_ALLOC_MEM_FLAGS_USERPTR | \
+            kfd.KFD_IOC_ALLOC_MEM_FLAGS_COHERENT | kfd.KFD_IOC_ALLOC_MEM_FLAGS_UNCACHED
+    va = self.k.reserve(size, PAGE)
+    args = kfd.kfd_ioctl_alloc_memory_of_gpu_args(va_addr=va, size=size, gpu_id=self.gpu_id, flags=flags & 0xFFFFFFFF, mmap_offset=start)
+    try:
+      self._ioctl(kfd.AMDKFD_IOC_ALLOC_MEMORY_OF_GPU, args)
+      try: self._map(args.handle)
+      except BaseException:
+        self._ioctl(kfd.AMDKFD_IOC_FREE_MEMORY_OF_GPU, kfd.kfd_ioctl_free_memory_of_gpu_args(handle=args.handle))
+        raise
+    except BaseException:
+      self.k.release(va, size)
+      raise
+    return AMDMemory(va, size, MemMMIO(view, "host memory"), args.handle, True), first
+
   def _map(self, handle: int) -> None:
     ids = (ctypes.c_uint32 * 1)(self.gpu_id)
     args = kfd.kfd_ioctl_map_memory_to_gpu_args(handle=handle, device_ids_array_ptr=ctypes.addressof(ids), n_devices=1)
@@ -142,8 +167,8 @@ class KFDIface:
     self._ioctl(kfd.AMDKFD_IOC_WAIT_EVENTS, args)
     if args.wait_result != kfd.KFD_IOC_WAIT_RESULT_COMPLETE: return None
     mem, hw = data[0].memory_exception_data, data[1].hw_exception_data
-    if mem.gpu_id: return memory_fault(mem)
-    if hw.gpu_id: return f"GPU hang (reset cause {hw.reset_cause}, memory lost: {bool(hw.memory_lost)})"
+    if mem.gpu_id == self.gpu_id: return memory_fault(mem)   # the process's events report every GPU's faults: ours name our gpu_id
+    if hw.gpu_id == self.gpu_id: return f"GPU hang (reset cause {hw.reset_cause}, memory lost: {bool(hw.memory_lost)})"
     return None
 
   def close(self) -> None:

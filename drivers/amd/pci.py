@@ -52,6 +52,21 @@ class PCIIface:
       c.mm.va.free(va)
       raise
 
+  def import_host(self, view: memoryview) -> tuple[AMDMemory, int]:
+    """Existing host memory mapped for the GPU's DMA (PCIDevice.map_dma), then at a GPU VA (system, uncached)."""
+    c, dma = self.core, self.pci.map_dma(view)
+    size = len(dma.bus_addrs) * PAGE
+    try:
+      va = c.mm.va.alloc(size, PAGE)
+      try: c.gmc.map(va, np.array(dma.bus_addrs, np.uint64), system=True, uncached=True)
+      except BaseException:
+        c.mm.va.free(va)
+        raise
+    except BaseException:
+      self.pci.free_dma(dma)
+      raise
+    return AMDMemory(va, size, MemMMIO(view, "host memory"), ("host", dma), True), dma.first
+
   def free(self, mem: AMDMemory) -> None:
     c = self.core
     c.gmc.unmap(mem.va, mem.size // PAGE)

@@ -17,7 +17,8 @@ def free_functions() -> list[PCIInfo]:
 
 
 def _rdma(pci: str, **options: Any) -> BNXTDevice:
-  from drivers.bnxt.device import BNXTDevice, open_function
+  from drivers.bnxt.device import BNXTDevice
+  from drivers.system.pci import open_function
   return BNXTDevice(open_function(pci, LOCK_PREFIX, VENDOR.models, **options))
 
 

@@ -4,6 +4,8 @@ A CQE is 32 bytes; byte 24 holds the toggle bit (bit 0) and the type (bits 1-4: 
 the receive queue), byte 25 the status. The hardware writes toggle 1 during the ring's first pass, 0 during the
 second, and so on, so an entry is new when its toggle differs from the consumer's pass parity. Consumed entries are
 handed back with a CQ doorbell (index = consumer modulo the ring, epoch = its pass parity).
+`wait_event` arms the CQ (CQ_ARMALL with the arm toggle the last notification gave, 0 at first) and sleeps on the
+NQ's interrupt (nq.py) until the next CQE is notified.
 """
 from __future__ import annotations
 import ctypes
@@ -31,13 +33,29 @@ class CQ:
       self.q.free()
       raise
     self.depth = entries
+    self.toggle = 0                                    # the arm toggle: advanced by each notification (nq_cn)
+
+  def notified(self, toggle: int) -> None: self.toggle = toggle
+
+  def _new(self) -> bool:
+    e = self.q.slot(self.q.cons)
+    return bool(e[24] & H.CQ_BASE_TOGGLE) != bool(self.q.epoch(self.q.cons))   # written in this pass
+
+  def wait_event(self, timeout_s: float) -> bool:
+    """Arm the CQ and sleep until its next completion is notified or `timeout_s` passes; False at once where the
+    platform gives no interrupts."""
+    nq = self.dev.nq
+    if nq.event is None: return False
+    nq.service()                                       # the toggles of notifications not seen yet
+    q = self.q
+    self.dev.db.ring(self.cq_id, H.DBC_DBC_TYPE_CQ_ARMALL, q.cons % q.entries, q.epoch(q.cons), self.toggle)
+    if not self._new(): nq.wait(timeout_s)             # else it came before the arm: no notification follows
+    return True
 
   def poll(self, max_entries: int) -> list[Completion]:
     q, out = self.q, []
-    while len(out) < max_entries:
-      e = q.slot(q.cons)
-      if bool(e[24] & H.CQ_BASE_TOGGLE) == bool(q.epoch(q.cons)): break   # not written in this pass yet
-      cqe = bytes(e)
+    while len(out) < max_entries and self._new():
+      cqe = bytes(q.slot(q.cons))
       q.cons += 1
       out.append(self._decode(cqe))
     if out: self.dev.db.ring(self.cq_id, H.DBC_DBC_TYPE_CQ, q.cons % q.entries, q.epoch(q.cons))

@@ -8,7 +8,7 @@
 GIDs are added afterwards (Context.add_gid). Closing deinitializes the RoCE firmware and unregisters the driver.
 """
 from __future__ import annotations
-import ctypes, re
+import ctypes
 
 from autogen import bnxt as H
 from drivers.bnxt import backing_store
@@ -17,12 +17,12 @@ from drivers.bnxt.doorbell import Doorbell
 from drivers.bnxt.hwrm import HWRM, RESET_TIMEOUT_S
 from drivers.bnxt.l2 import open_rx_path, set_phy_loopback
 from drivers.bnxt.mr import MR
-from drivers.bnxt.pbl import HWQueue
+from drivers.bnxt.nq import NQ
 from drivers.bnxt.qp import MAX_SGE, QP
-from drivers.bnxt.rcfw import NQ_ENTRIES, RCFW, alloc_nq_ring
+from drivers.bnxt.rcfw import RCFW
 from drivers.rdma.verbs import Access, QPCap
 from drivers.system.dma import DMAMemory
-from drivers.system.pci import PCIDevice, open_model, open_pci
+from drivers.system.pci import PCIDevice
 
 FID_SELF = 0xFFFF            # func_qcaps/func_qcfg fid: this function
 MAX_QP, MAX_CQ, MAX_MR = 64, 64, 1024
@@ -31,16 +31,6 @@ T = "FUNC_BACKING_STORE_QCAPS_V2_RESP_TYPE_"
 # contexts, QP1 and the stat contexts included)
 LIMITS = {getattr(H, f"{T}QP"): MAX_QP + 4, getattr(H, f"{T}CQ"): MAX_CQ + 4, getattr(H, f"{T}MRAV"): MAX_MR,
           getattr(H, f"{T}STAT"): 4, getattr(H, f"{T}VNIC"): 1}
-MOCK = re.compile(r"mock-(\d+)")
-
-
-def open_function(bus: str, lock_prefix: str, models: tuple[str, ...], **options) -> PCIDevice:
-  """The PCI function `bus` (mock-<n>: emulated NIC n of the vendor's model, `options` going to the model)."""
-  if m := MOCK.fullmatch(bus):
-    if not models: raise ValueError(f"{bus}: no emulated NetXtreme-E is registered in this build (hcq.models)")
-    return open_model(models[0], int(m[1]), lock_prefix, **options)
-  if options: raise TypeError(f"options {', '.join(options)} are for emulated NICs (mock-<n>), not {bus}")
-  return open_pci(bus, lock_prefix)
 
 
 class BNXTDevice:
@@ -76,10 +66,8 @@ class BNXTDevice:
     self.stat_ctx_id = hwrm("stat_ctx_alloc", stats_dma_addr=self.stats.bus_addr(0),
                             stats_dma_length=ctypes.sizeof(H.ctx_hw_stats_ext)).stat_ctx_id
     self.rcfw("initialize_fw", stat_ctx_id=self.stat_ctx_id, flags=H.CMDQ_INITIALIZE_FW_FLAGS_HW_REQUESTER_RETX_SUPPORTED)
-    # the notification queue: never serviced (everything is polled), but CQs and L2 rings name one
-    self.nq = HWQueue(pci, NQ_ENTRIES, ctypes.sizeof(H.nq_base))
-    self.nq_id = alloc_nq_ring(hwrm, self.nq, logical_id=1)
-    self.db.ring(self.nq_id, H.DBC_DBC_TYPE_NQ_ARM, 0, 0)
+    self.nq = NQ(self, pci, hwrm, self.db)          # CQs and L2 rings name it; CQ.wait_event sleeps on it
+    self.nq_id = self.nq.id
     self.l2 = open_rx_path(pci, hwrm, self.nq_id, self.mac)
 
   # --- objects the hardware names by a 64-bit handle (CQEs carry the QP's, NQ entries the CQ's)
@@ -95,11 +83,17 @@ class BNXTDevice:
       raise RuntimeError(f"{self.name}: CQ {cq.cq_id:#x} holds a completion for QP handle {h:#x}, which names no QP")
     return qp
 
+  def cq_by_handle(self, h: int) -> CQ:
+    if not isinstance(cq := self._objects.get(h), CQ):
+      raise RuntimeError(f"{self.name}: the NQ holds a notification for CQ handle {h:#x}, which names no CQ")
+    return cq
+
   def check_faults(self) -> None:
     """(Rings ask while they wait for room.) A QP's errors arrive as its error completions: nothing to do here."""
 
   # --- the provider interface (drivers/rdma/provider.py)
   def alloc(self, size: int) -> DMAMemory: return self.pci.alloc_dma(size)
+  def map_dma(self, memory: memoryview) -> DMAMemory: return self.pci.map_dma(memory)
   def free(self, mem: DMAMemory) -> None: self.pci.free_dma(mem)
 
   def add_gid(self, gid: bytes) -> int:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import ctypes
 
 from autogen import bnxt as H, bnxt_re as R
-from drivers.bnxt.hsi import HWRM_COMMANDS, HWRM_ERRORS, decode, encode, wait_until
+from drivers.bnxt.hsi import HWRM_COMMANDS, HWRM_ERRORS, decode, encode
+from drivers.system.poll import wait_until
 from drivers.system.mmio import MMIO
 from drivers.system.pci import PCIDevice
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from autogen import bnxt as H
-from drivers.bnxt.hsi import REQ_STATUS, RES_RC_STATUS, encode
+from drivers.bnxt.hsi import REQ_STATUS, RES_RC_STATUS, Packer
 from drivers.bnxt.pbl import HWQueue
 from drivers.hcq.ring import Ring
 from drivers.rdma.provider import Completion
@@ -65,30 +65,41 @@ def modify_mask(mask: M) -> int:
 def _wqes(n: int) -> int: return 1 << max(n - 1, 7).bit_length()   # a power of two >= n, at least 128 (four pages)
 
 
-def sges(wr: SendWR | RecvWR) -> bytes:
-  return b"".join(encode(H.sq_sge, va_or_pa=s.addr, l_key=s.lkey, size=s.length) for s in wr.sg_list)
+RDMA_HDR = Packer(H.sq_rdma_hdr, "wqe_type flags wqe_size imm_data length remote_va remote_key")
+SEND_HDR = Packer(H.sq_send_hdr, "wqe_type flags wqe_size inv_key_or_imm_data length")
+RQ_HDR = Packer(H.rq_wqe_hdr, "wqe_type wqe_size wr_id")
+SGE_AT, SGE_PACK = ctypes.sizeof(H.sq_send_hdr), Packer(H.sq_sge, "va_or_pa l_key size")
+SEND_FLAGS = {int(f): (H.SQ_SEND_HDR_FLAGS_SIGNAL_COMP if f & SendFlags.SIGNALED else 0) | (H.SQ_SEND_HDR_FLAGS_SE if f & SendFlags.SOLICITED else 0) |
+                      (H.SQ_SEND_HDR_FLAGS_RD_OR_ATOMIC_FENCE if f & SendFlags.FENCE else 0) for f in map(SendFlags, range(8))}
+# opcode -> (header, wqe_type, carries immediate data)
+SEND_HEADERS = {op: (RDMA_HDR if op.is_rdma else SEND_HDR, WQE_TYPE[op], op.has_imm) for op in WROpcode}
 
 
-def send_wqe(wr: SendWR) -> bytes:
+def _sges(wqe: bytearray, wr: SendWR | RecvWR) -> int:
+  """Write the SGEs after the header: -> the bytes they hold."""
+  total = 0
+  for i, s in enumerate(wr.sg_list):
+    SGE_PACK.pack_into(wqe, SGE_AT + 16 * i, s.addr, s.lkey, s.length)
+    total += s.length
+  return total
+
+
+def send_wqe(wr: SendWR) -> bytearray:
   """The 128-byte static SQ WQE of a work request: sq_rdma_hdr (RDMA) or sq_send_hdr (SEND), then the SGEs."""
-  flags = (H.SQ_SEND_HDR_FLAGS_SIGNAL_COMP if wr.send_flags & SendFlags.SIGNALED else 0) | \
-          (H.SQ_SEND_HDR_FLAGS_SE if wr.send_flags & SendFlags.SOLICITED else 0) | \
-          (H.SQ_SEND_HDR_FLAGS_RD_OR_ATOMIC_FENCE if wr.send_flags & SendFlags.FENCE else 0)
-  size = HDR_SLOTS + len(wr.sg_list)
-  if wr.opcode.is_rdma:
-    hdr = encode(H.sq_rdma_hdr, wqe_type=WQE_TYPE[wr.opcode], flags=flags, wqe_size=size, length=wr.length,
-                 imm_data=wr.imm_data if wr.opcode.has_imm else 0, remote_va=wr.remote_addr, remote_key=wr.rkey)
-  else:
-    hdr = encode(H.sq_send_hdr, wqe_type=WQE_TYPE[wr.opcode], flags=flags, wqe_size=size, length=wr.length,
-                 inv_key_or_imm_data=wr.imm_data if wr.opcode.has_imm else 0)
-  wqe = hdr + sges(wr)
-  return wqe + bytes(WQE_SIZE - len(wqe))
+  hdr, wqe_type, imm = SEND_HEADERS[wr.opcode]
+  wqe = bytearray(WQE_SIZE)
+  length = _sges(wqe, wr)
+  args = (wqe_type, SEND_FLAGS[int(wr.send_flags)], HDR_SLOTS + len(wr.sg_list), wr.imm_data if imm else 0, length)
+  if hdr is RDMA_HDR: hdr.pack_into(wqe, 0, *args, wr.remote_addr, wr.rkey)
+  else: hdr.pack_into(wqe, 0, *args)
+  return wqe
 
 
-def recv_wqe(seq: int, wr: RecvWR) -> bytes:
-  wqe = encode(H.rq_wqe_hdr, wqe_type=H.RQ_WQE_WQE_TYPE_RCV, wqe_size=HDR_SLOTS + len(wr.sg_list),
-               wr_id=seq & H.RQ_WQE_WR_ID_MASK) + sges(wr)
-  return wqe + bytes(WQE_SIZE - len(wqe))
+def recv_wqe(seq: int, wr: RecvWR) -> bytearray:
+  wqe = bytearray(WQE_SIZE)
+  _sges(wqe, wr)
+  RQ_HDR.pack_into(wqe, 0, H.RQ_WQE_WQE_TYPE_RCV, HDR_SLOTS + len(wr.sg_list), seq & H.RQ_WQE_WR_ID_MASK)
+  return wqe
 
 
 def msn_entry(start_idx: int, start_psn: int, next_psn: int) -> int:

@@ -17,7 +17,8 @@ import numpy as np
 
 from autogen import bnxt as H, bnxt_re as R
 from drivers.bnxt.doorbell import Doorbell
-from drivers.bnxt.hsi import RCFW_COMMANDS, decode, encode, wait_until
+from drivers.bnxt.hsi import RCFW_COMMANDS, decode, encode
+from drivers.system.poll import wait_until
 from drivers.bnxt.hwrm import HWRM
 from drivers.bnxt.pbl import HWQueue
 from drivers.hcq.ring import Ring

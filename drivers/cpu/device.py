@@ -19,6 +19,7 @@ from drivers.hcq import Device, Program, Queue
 from drivers.hcq.program import KernArgs
 from drivers.hcq.queue import Sealed
 from drivers.cpu.compiler import ClangCompiler
+from drivers.cpu.elf import SharedObjectError, check_shared_object
 
 _LAUNCH_SRC = r"""
 #include <stdint.h>
@@ -127,8 +128,9 @@ int hcq_cpu_launch(void *fn, const uint8_t *args, const uint32_t *grid, const ui
 
 
 def _dlopen(ffi: cffi.FFI, lib: bytes, what: str):
-  """Load a shared object from bytes. The file gets a unique name (the dynamic loader reuses a handle
-  for a path it has seen) and is deleted once loaded."""
+  """Load a shared object from bytes, checked first (a truncated one would kill the process in the loader). The file
+  gets a unique name (the dynamic loader reuses a handle for a path it has seen) and is deleted once loaded."""
+  check_shared_object(lib)
   with tempfile.NamedTemporaryFile(prefix=f"hcq-{what}-", suffix=".so") as f:
     f.write(lib)
     f.flush()
@@ -149,6 +151,9 @@ class CPUProgram(Program):
     self._ffi = cffi.FFI()
     self._ffi.cdef(f"void {name}(const uint8_t *args, const uint32_t *gid, const uint32_t *lsize);")
     try: self._lib = _dlopen(self._ffi, lib, name)
+    except SharedObjectError as e:
+      raise SharedObjectError(f"the CPU kernel library for {name} cannot be loaded: {e}; pass what the device's compiler "
+                              "(dev.compiler.compile) returned, whole") from None
     except OSError as e: raise ValueError(f"cannot load the CPU kernel library for {name}: {e}") from None
     try: self.fn = self._ffi.cast("void *", getattr(self._lib, name))
     except AttributeError: raise ValueError(f"the library has no kernel function named {name!r}") from None
@@ -209,6 +214,7 @@ class _Worker(threading.Thread):
     ffi, lib = _launcher()
     while (cmds := self.inbox.get()) is not None:
       for cmd in cmds:
+        if self.stopping: return   # the queue was stopped: what is left in it is dropped
         try: self._run(ffi, lib, cmd)
         except _Stopped: return
         except KernelFault as e: self.device.report_fault(f"{self.kind} queue: {e}")
@@ -293,9 +299,9 @@ class CPUDevice(Device):
   def program(self, name: str, lib: bytes) -> CPUProgram: return CPUProgram(self, name, lib)
   def ticks_to_us(self, ticks: int) -> float: return ticks / 1000
 
-  def _shutdown(self) -> None:
+  def _stop_queues(self) -> None:
     for w in self._workers.values():
       w.stopping = True
       w.put(None)
-    for w in self._workers.values(): w.join(timeout=5)
+    for w in self._workers.values(): w.join(timeout=5)   # the kernel in flight finishes: its memory is freed next
 

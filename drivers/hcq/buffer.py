@@ -11,6 +11,7 @@ class Buffer:
     self.device, self.size, self.va, self.host_view, self.opaque = device, size, va, host_view, opaque
     self.host, self.base, self.offset = host, base, offset
     self.freed = False
+    self.holders: list[Any] = []   # what else reaches this memory (an RDMA MR over it): free refuses while one does
 
   def view(self, offset: int, size: int) -> Buffer:
     """A sub-buffer sharing this buffer's memory (freed with it)."""
@@ -50,6 +51,7 @@ class Buffer:
 
   def free(self) -> None:
     if self.base is not None: raise ValueError("free the base buffer, not a view of it")
+    if self.holders: raise RuntimeError(f"{self!r} is registered as {self.holders[0]!r}: deregister that first")
     if not self.freed: self.device._free_buffer(self)
     self.freed = True
 

@@ -6,11 +6,14 @@ What every device gets from drivers/hcq, so a vendor writes only what is its own
 - ordering: one timeline signal. `ordered_submit(queue, work)` is how work joins it: wait for the last value,
   the work's commands, signal the next value, submit, all under `submit_lock` (so values only grow).
 - host copies: `copyin`/`copyout` go through a buffer's host view when it has one, else through Staging on the
-  copy queue; device-to-device copies run on the copy queue.
+  copy queue; device-to-device copies run on the copy queue; copies between devices go through host memory both map
+  (`import_host`, PeerLink, kept until either closes), ordered by a signal there that one device's queue writes and
+  the other's waits on.
 - faults: `check_faults` (called by every wait) asks the vendor's `_poll_faults` at most every FAULT_POLL_S.
 A vendor supplies: `_alloc`/`_free`, `_signal_chunk`, `_kernarg_chunk`, `compute_queue`/`copy_queue` (its packet
 encoders, see Queue; hardware rings use drivers.hcq.ring.Ring), `program`, `ticks_to_us`, and optionally
-`_poll_faults` and `_shutdown`. drivers/cpu/device.py is the smallest complete example.
+`_import_host` (existing host memory mapped for the device), `_poll_faults`, `_progress`, `_stop_queues` and `_shutdown`.
+drivers/cpu/device.py is the smallest complete example.
 """
 from __future__ import annotations
 import atexit, os, sys, threading, weakref
@@ -20,13 +23,17 @@ from drivers.hcq.buffer import Buffer
 from drivers.hcq.compiler import Compiler
 from drivers.hcq.devspec import DeviceSpec, device_forms, openable_vendors, parse_device, valid_forms
 from drivers.hcq.faults import DeviceFault, FaultPoll
+from drivers.hcq.hostshare import PeerLink
 from drivers.hcq.kernargs import KernargArena
 from drivers.hcq.pool import SlotPool
 from drivers.hcq.program import Program
 from drivers.hcq.queue import Queue
 from drivers.hcq.signal import Signal
 from drivers.hcq.staging import Staging
+from drivers.system.dma import dma_bytes, host_address
 from drivers.system.registry import vendor
+
+CLOSE_STALL_MS = 5000   # Device.close waits for outstanding work until it makes no progress for this long
 
 
 class Device:
@@ -44,11 +51,13 @@ class Device:
     self._lock = threading.Lock()
     # held while a timeline value is reserved and its queue submitted, so the timeline only grows
     self.submit_lock = threading.RLock()
-    self.closed = False
+    self.closed = self.closing = False
     self._signals = SlotPool(self._signal_chunk, 16)
     self.kernargs = KernargArena(self._kernarg_chunk)
     self._staging: Staging | None = None
     self._staging_lock = threading.Lock()
+    self._links: dict[Device, PeerLink] = {}                  # transfers from other devices into ours
+    self._linked: weakref.WeakSet[Device] = weakref.WeakSet()  # devices that keep such links from us
     self.timeline = self.new_signal(0, "timeline")
     self.timeline_value = 1
 
@@ -57,6 +66,9 @@ class Device:
     """-> (va, host view or None, opaque handle for _free)."""
     raise NotImplementedError
   def _free(self, opaque: object) -> None: raise NotImplementedError
+  def _import_host(self, view: memoryview) -> tuple[int, object]:
+    """Map existing host memory for the device's queues and kernels -> (its address, opaque handle for _free)."""
+    raise NotImplementedError(f"{self.name} cannot map existing host memory")
   def _signal_chunk(self) -> tuple[memoryview, int]:
     """A page of host-visible, device-writable memory (and its device address) to carve signals from."""
     raise NotImplementedError
@@ -70,7 +82,13 @@ class Device:
   def copy_queue(self) -> Queue: raise NotImplementedError
   def program(self, name: str, lib: bytes) -> Program: raise NotImplementedError
   def ticks_to_us(self, ticks: int) -> float: raise NotImplementedError
-  def _shutdown(self) -> None: pass
+  def _progress(self) -> tuple:
+    """Values that change while the device works besides the timeline (e.g. its rings' read pointers)."""
+    return ()
+  def _stop_queues(self) -> None:
+    """Stop every queue (the command in flight may finish; the rest is dropped): nothing runs after this returns."""
+  def _shutdown(self) -> None:
+    """Release what is left after the queues stopped and every buffer was freed."""
 
   # --- memory
   def alloc(self, size: int, host: bool = False) -> Buffer:
@@ -82,11 +100,24 @@ class Device:
     with self._lock: self._buffers.add(buf)
     return buf
 
+  def import_host(self, memory) -> Buffer:
+    """Existing host memory (a writable, C-contiguous buffer: bytearray, memoryview, numpy array, another device's
+    host-visible Buffer's host_view) as a Buffer of this device, mapped for its DMA: the same bytes at this device's
+    own address. Free it before the memory goes away; freeing it leaves the memory alone."""
+    self._check_open()
+    view = dma_bytes(memory)
+    if self.host_addressed: va, opaque = host_address(view), None   # nothing to map: its queues use host addresses
+    else: va, opaque = self._import_host(view)
+    buf = Buffer(self, view.nbytes, va, view, opaque, True)
+    if opaque is not None:
+      with self._lock: self._buffers.add(buf)
+    return buf
+
   def _free_buffer(self, buf: Buffer) -> None:
     with self._lock:
       if buf not in self._buffers: return
       self._buffers.discard(buf)
-    if not self._faults and self.timeline.value < self.timeline_value - 1:
+    if not self._faults and not self.closing and self.timeline.value < self.timeline_value - 1:
       self.synchronize()   # submitted work may still use it: unmapping it under a running kernel would fault that kernel
     self._free(buf.opaque)
 
@@ -124,9 +155,15 @@ class Device:
     self.timeline.wait(self.ordered_submit(self.copy_queue(), lambda q: q.copy(dest, src, src.size)))
 
   def _transfer(self, dest: Buffer, src: Buffer) -> None:
-    """Copy from another device's buffer into ours; through host memory unless a vendor does better."""
-    staging = src.copyout()
-    dest.copyin(staging[:src.size])
+    """Copy from another device's buffer into ours, device to device through host memory both map (PeerLink); through
+    the host (copyout, copyin) when either device cannot map host memory for the other. Blocks until done."""
+    other = src.device
+    with self._lock:
+      if (link := self._links.get(other)) is None:
+        link = self._links[other] = PeerLink(other, self)
+        other._linked.add(self)
+    try: link.transfer(dest, src)
+    except NotImplementedError: dest.copyin(src.copyout()[:src.size])
 
   # --- ordering
   def next_timeline(self) -> int:
@@ -143,9 +180,13 @@ class Device:
       queue.signal(self.timeline, value := self.next_timeline()).submit()
     return value
 
-  def synchronize(self, timeout_ms: int | None = None) -> None:
-    """Wait for everything submitted so far."""
-    self.timeline.wait(self.timeline_value - 1, *(() if timeout_ms is None else (timeout_ms,)))
+  def synchronize(self, timeout_ms: float | None = None, stall_ms: float | None = None) -> None:
+    """Wait for everything submitted so far (timeouts as in Signal.wait)."""
+    self.timeline.wait(self.timeline_value - 1, timeout_ms, stall_ms)
+
+  def progress(self) -> tuple:
+    """Changes whenever the device moves forward: a wait that sees it change is not stuck."""
+    return (self.timeline.value, *self._progress())
 
   def report_fault(self, message: str) -> None:
     """Called by engines/workers when the device reports an error."""
@@ -159,17 +200,30 @@ class Device:
   def _check_open(self) -> None:
     if self.closed: raise RuntimeError(f"{self.name} is closed")
 
-  def close(self) -> None:
-    """Wait for outstanding work (if the device is healthy), free every buffer, stop the queues."""
+  def close(self, wait: bool = True) -> None:
+    """Stop the queues, free every buffer, release the device. With `wait` (and a healthy device), outstanding work
+    is waited for first, until it stops making progress for CLOSE_STALL_MS; without (at exit), it is dropped."""
     if self.closed: return
-    if not self._faults:
-      try: self.synchronize(timeout_ms=5000)
+    if held := next((b for b in self._buffers if b.holders), None):
+      raise RuntimeError(f"cannot close {self.name}: {held!r} is registered as {held.holders[0]!r}; deregister that first")
+    if wait and not self._faults:
+      try: self.synchronize(stall_ms=CLOSE_STALL_MS)
       except Exception: pass   # a hung or faulted device is torn down anyway
+    self._stop()
     profile.collect(self.name)
+    for link in [*self._links.values(), *(d._links.pop(self) for d in list(self._linked) if self in d._links)]: link.close()
+    self._links.clear()
     for b in list(self._buffers): b.free()
     self._shutdown()
     self.closed = True
     if _open.get(self.name) is self: del _open[self.name]   # a device opened privately (not by open_device) is not there
+
+  def _stop(self) -> None:
+    """Stop the queues (the command in flight may finish, what is queued behind it is dropped): from here on nothing
+    runs on the device, and buffers are freed without waiting for work."""
+    if self.closing: return
+    self.closing = True
+    self._stop_queues()
 
   def __repr__(self) -> str: return f"<{type(self).__name__} {self.name} ({self.arch})>"
 
@@ -200,9 +254,22 @@ def open_device(name: str | None = None) -> Device:
   dev = vendor(spec.vendor).open(spec)
   dev.spec = spec
   _open[dev.name] = dev
+  # exit handlers run last-registered first: (re)registering after the device made its weakref finalizers (which
+  # register theirs on first use) stops its queues before any finalizer frees memory that queued work uses
+  atexit.unregister(_close_all)
+  atexit.register(_close_all)
   return dev
 
 
-@atexit.register
 def _close_all() -> None:
-  for dev in list(_open.values()): dev.close()
+  """At exit (normal, or after Ctrl-C): stop every open device's queues without waiting for the work queued on them
+  (all of them first: closing one frees memory it shares with others), then release the devices, so the process ends
+  at once and the next open finds them stopped."""
+  devs = list(_open.values())
+  for dev in devs:
+    try: dev._stop()
+    except Exception as e: print(f"hcq: stopping {dev.name} at exit: {type(e).__name__}: {e}", file=sys.stderr)
+  for dev in devs:
+    try: dev.close(wait=False)
+    except RuntimeError: pass   # memory still registered elsewhere (an RDMA MR), or a fault: the process's end lets it go
+    except Exception as e: print(f"hcq: closing {dev.name} at exit: {type(e).__name__}: {e}", file=sys.stderr)

@@ -10,19 +10,19 @@ A replay that changes a launch's buffers or values points the stream at other ke
 replay used and the device is done with, else new memory from the device's arena. Replays still running keep reading
 their own arguments, and a replay never waits for one.
 
-Steps on several devices run in recording order; a run waits for the run before it on another device through a
-signal the graph owns, in memory both devices reach: one of them must address host memory directly
-(Device.host_addressed, the CPU device). The first run of a replay waits in the same way for the last run of the
-replay before it, so replays in flight never overlap on memory the devices share (bounce buffers). A copy between two devices goes through a host-visible bounce buffer of
-the other one, copied by each device's own copy queue.
+Steps on several devices run in recording order; a run waits for the run before it on another device on the device
+itself (its queue's wait-on-memory command), through a signal the graph owns in host memory both devices map
+(HostShare). The first run of a replay waits in the same way for the last run of the replay before it, so replays in
+flight never overlap on memory the devices share (bounce buffers). A copy between two devices goes through a shared
+host bounce buffer: the source's copy queue writes it, the destination's reads it.
 """
 from __future__ import annotations
 import itertools
 from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Sequence
-import numpy as np
 from drivers.hcq.buffer import Buffer
+from drivers.hcq.hostshare import HostShare, SIGNAL_BYTES
 if TYPE_CHECKING:
   from drivers.hcq.device import Device
   from drivers.hcq.program import Program, KernArgs
@@ -74,18 +74,13 @@ def _swap(orig: Buffer, cur: Buffer, replace: dict[Buffer, Buffer]) -> Buffer:
   return cur
 
 
-def _host_alias(dev: Device, buf: Buffer) -> Buffer:
-  """`buf` (another device's host-visible memory) as a buffer of `dev`, which addresses host memory directly."""
-  if buf.host_view is None: raise ValueError(f"{buf} has no host view for {dev.name} to reach")
-  return Buffer(dev, buf.size, np.frombuffer(buf.host_view, np.uint8).ctypes.data, buf.host_view, None, True)
-
-
 class Graph:
   def __init__(self, device: Device | None = None):
     self.device, self.steps = device, []
     self.runs: list[_Run] | None = None
     self.replays = 0
-    self._owned: list[Buffer] = []   # bounce buffers of copies between devices
+    self._owned: list[HostShare] = []   # bounce buffers of copies between devices
+    self._order: list[HostShare] = []   # the order signals of the sealed runs
 
   def exec(self, prg: Program, *bufs: Buffer, global_size=(1, 1, 1), local_size=(1, 1, 1), vals: Sequence[int] = ()) -> int:
     """Record a launch; returns its step index (the key for replacing its values on replay)."""
@@ -98,11 +93,8 @@ class Graph:
     size = src.size if size is None else size
     a, b = src.device, dest.device
     if a is b: return self._add(_Copy(a, dest, src, size, (dest, src)))
-    if not (a.host_addressed or b.host_addressed):
-      raise ValueError(f"a graph cannot copy from {a.name} to {b.name}: neither addresses host memory directly (copy through the CPU device)")
-    bounce = (a if b.host_addressed else b).alloc(size, host=True)
-    self._owned.append(bounce)
-    near, far = (bounce, _host_alias(b, bounce)) if b.host_addressed else (_host_alias(a, bounce), bounce)
+    self._owned.append(bounce := HostShare(size, (a, b)))
+    near, far = bounce[a], bounce[b]
     first = self._add(_Copy(a, near, src, size, (near, src)))
     self._add(_Copy(b, dest, far, size, (dest, far)))
     return first
@@ -119,13 +111,14 @@ class Graph:
   def _seal(self) -> None:
     runs = [_Run(dev, kind, [i for i, _ in grp]) for (dev, kind), grp in
             itertools.groupby(enumerate(self.steps), lambda e: (e[1].device, "copy" if isinstance(e[1], _Copy) else "compute"))]
+    for share in self._order: share.free()   # after the replays that wait on them (freeing waits for their devices)
+    self._order = []
     for prev, run in [*zip(runs, runs[1:]), *([(runs[-1], runs[0])] if len(runs) > 1 else [])]:
       if prev.device is not run.device:
-        if not (prev.device.host_addressed or run.device.host_addressed):
-          raise ValueError(f"a graph cannot order {run.device.name} after {prev.device.name}: neither addresses host memory directly")
-        # a signal in memory both reach: the waiter's own if the writer addresses host memory, else the writer's
-        owner = run.device if prev.device.host_addressed else prev.device
-        prev.then = run.after = owner.new_signal(0, "graph order")
+        self._order.append(share := HostShare(SIGNAL_BYTES, (prev.device, run.device)))
+        sig = share.signals(name="graph order")
+        sig[prev.device].value = self.replays   # where the earlier replays left off (all done: see above)
+        prev.then, run.after = sig[prev.device], sig[run.device]
     for run in runs:
       dev = run.device
       q: Queue = dev.copy_queue() if run.kind == "copy" else dev.compute_queue()
@@ -192,6 +185,6 @@ class Graph:
       for dev, v in done.items(): dev.timeline.wait(v)
 
   def free(self) -> None:
-    """Give back what the graph owns (bounce buffers); it cannot replay afterwards."""
-    for b in self._owned: b.free()
-    self._owned, self.steps, self.runs = [], [], None
+    """Give back what the graph owns (bounce buffers, order signals); it cannot replay afterwards."""
+    for b in self._order + self._owned: b.free()
+    self._order, self._owned, self.steps, self.runs = [], [], [], None

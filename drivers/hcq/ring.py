@@ -9,16 +9,16 @@ is the pointer modulo its size). What differs per engine is given as parameters:
 Objects the commands point at (kernel arguments, signals) stay referenced until the engine has read past them.
 """
 from __future__ import annotations
-import threading, time
+import threading
 from collections import deque
 from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 import numpy as np
+from drivers.hcq.patience import Patience
 from drivers.hcq.queue import Sealed
 if TYPE_CHECKING: from drivers.hcq.device import Device
 
-FULL_TIMEOUT_S = 30      # how long a full ring may see its read pointer stand still before submission gives up
-FULL_POLL_S = 50e-6      # how often a full ring looks at the read pointer again
+FULL_POLL_S = 50e-6      # how often a full ring looks at the read pointer again, at most
 
 
 class Ring:
@@ -58,17 +58,17 @@ class Ring:
     return [k for put, keep in tuple(self.inflight) if put > r for k in keep]   # a snapshot: submit may run meanwhile
 
   def _reserve(self, nbytes: int) -> None:
-    """Wait until `nbytes` are free; give up when the engine's read pointer stops moving for FULL_TIMEOUT_S."""
+    """Wait until `nbytes` are free; give up when neither the engine's read pointer nor the device (Device.progress)
+    moved for patience.STALL_MS."""
     if nbytes > self.size: raise ValueError(f"{nbytes} bytes of commands do not fit the {self.size}-byte {self.name} ring")
-    if (self.put - (seen := self.rptr)) * self.unit + nbytes <= self.size: return
-    deadline = time.monotonic() + FULL_TIMEOUT_S
+    wait = None
     while (self.put - (r := self.rptr)) * self.unit + nbytes > self.size:
       self.device.check_faults()
-      if r != seen: seen, deadline = r, time.monotonic() + FULL_TIMEOUT_S
-      elif time.monotonic() > deadline:
-        raise TimeoutError(f"{self.device.name}: the {self.name} ring stayed full for {FULL_TIMEOUT_S} s (engine read pointer "
+      if wait is None: wait = Patience(lambda: (self.rptr, self.device.progress()), nap_max_s=FULL_POLL_S)
+      elif wait.expired():
+        raise TimeoutError(f"{self.device.name}: the {self.name} ring stayed full {wait.what} (engine read pointer "
                            f"{r}, write pointer {self.put}): the queue is stuck on a wait that is never satisfied")
-      time.sleep(FULL_POLL_S)
+      wait.nap()
 
   def _write(self, arr: np.ndarray) -> None:
     at = self.put * self.unit // 4 % len(self.words)

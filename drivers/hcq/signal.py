@@ -1,10 +1,8 @@
 """Signal: a 64-bit value and a 64-bit timestamp in memory the device writes, the host polls."""
 from __future__ import annotations
-import time
 from typing import TYPE_CHECKING
+from drivers.hcq.patience import Patience
 if TYPE_CHECKING: from drivers.hcq.device import Device
-
-DEFAULT_TIMEOUT_MS = 30_000
 
 
 class SignalTimeout(TimeoutError):
@@ -33,17 +31,19 @@ class Signal:
     """Time of the last timestamp/signal write, in microseconds of the device clock."""
     return self.device.ticks_to_us(self._mem[1])
 
-  def wait(self, value: int, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> None:
-    """Block until value >= `value`. Device faults found while waiting are raised."""
-    deadline, sleep = time.monotonic() + timeout_ms / 1000, 0.0
+  def wait(self, value: int, timeout_ms: float | None = None, stall_ms: float | None = None) -> None:
+    """Block until value >= `value`. Without `timeout_ms`, give up only when neither this signal nor the device
+    (Device.progress) moved for `stall_ms` (default patience.STALL_MS); with it, after that long in all.
+    Device faults found while waiting are raised."""
+    wait = None
     while self._mem[0] < value:
       self.device.check_faults()
-      if time.monotonic() > deadline:
+      if wait is None: wait = Patience(lambda: (self._mem[0], self.device.progress()), timeout_ms, stall_ms)
+      elif wait.expired():
         raise SignalTimeout(f"{self.device.name}: {self.name} written by the {self.last_queue} queue did not reach {value} "
-                            f"within {timeout_ms} ms (last seen {self._mem[0]}); a wait in that queue may never be satisfied, "
+                            f"{wait.what} (last seen {self._mem[0]}); a wait in that queue may never be satisfied, "
                             "or the device hung")
-      time.sleep(sleep)
-      sleep = min(sleep * 2 + 1e-6, 1e-4)   # at most 0.1 ms late: a kernel of a few ms is not padded by a long nap
+      wait.nap()
     self.device.check_faults()
 
   def __repr__(self) -> str: return f"<Signal {self.name} on {self.device.name} value={self.value}>"

@@ -1,5 +1,7 @@
-"""NVIDIA GPUs. So far this package declares only what hcq_smi needs to list, free and reset them; the queue-API
-driver (NV, MOCK+NV device strings) is not part of this build yet."""
+"""NVIDIA GPUs through nvidia.ko's RM and UVM ioctls, without CUDA (drivers.nv.rm: the ioctl ABI of driver branch 580;
+drivers.nv.gpu: one GPU's RM object tree, memory, channels and doorbell), and what hcq_smi needs to list, free and reset
+them. The queue-API driver (NV, MOCK+NV device strings) is not part of this build yet; the RM/UVM model it will run
+on is emu/nvgpu (kernel_interface(mock="nv", chip="GH100" | "GA100" | "GA102"))."""
 from drivers.system.discovery import CLASS_DISPLAY
 from drivers.system.registry import Vendor
 

@@ -3,12 +3,14 @@
   ctx = open_context("<nic>", "mock-0", ip="10.0.0.1")   # a registered NIC vendor, a PCI bus (or emulated index)
   pd = ctx.alloc_pd()
   mr = pd.reg_mr(ctx.alloc(4096), Access.LOCAL_WRITE | Access.REMOTE_WRITE)
+  mr = pd.reg_mr(np.zeros(1 << 20, np.uint8), Access.LOCAL_WRITE)      # or existing host memory, or an hcq host Buffer
 """
 from __future__ import annotations
 import ipaddress
 from typing import Any
 
 from drivers.system.alloc import RangeAllocator
+from drivers.hcq.buffer import Buffer
 from drivers.system.dma import DMAMemory
 from drivers.system.registry import vendor, vendors
 from drivers.rdma.provider import Provider, ProviderMR
@@ -56,6 +58,7 @@ class Context:
     self.port_num, self.mac = PORT, provider.mac
     self.gid_table: dict[int, bytes] = {}
     self.qps: dict[int, QP] = {}             # qp_num -> QP: completions find their queue pair here
+    self.mrs: set[MR] = set()                # registered: deregistered when the context closes
     self.iova = RangeAllocator(IOVA_BASE, IOVA_SPAN, f"{self.name} MR address space")
     self.closed = False
 
@@ -99,6 +102,9 @@ class Context:
   def close(self) -> None:
     if self.closed: return
     self.closed = True
+    for mr in list(self.mrs):
+      try: mr.dereg()
+      except Exception: pass   # a NIC that cannot take the command is closed anyway; the MR's memory is let go
     self.provider.close()
 
   def __enter__(self) -> Context: return self
@@ -111,8 +117,11 @@ class PD:
   def __init__(self, ctx: Context, handle: int):
     self.ctx, self.handle = ctx, handle
 
-  def reg_mr(self, mem: DMAMemory, access: Access = Access.LOCAL_WRITE, length: int | None = None) -> MR:
-    """Register DMA memory from ctx.alloc (its first `length` bytes, default all of it) with `access`."""
+  def reg_mr(self, mem: DMAMemory | Buffer | Any, access: Access = Access.LOCAL_WRITE, length: int | None = None) -> MR:
+    """Register memory (its first `length` bytes, default all of it) with `access`: DMA memory from ctx.alloc, existing
+    host memory (a writable, C-contiguous buffer: bytearray, memoryview, numpy array), or an hcq Buffer in host memory
+    (host-visible system memory, an imported one, or a CPU-device buffer). The NIC maps the pages that hold it; it
+    stays mapped (and an hcq Buffer cannot be freed) until dereg."""
     return MR(self, mem, Access(access), length)
 
   def create_qp(self, send_cq: CQ, recv_cq: CQ | None = None, cap: QPCap | None = None) -> QP:
@@ -120,25 +129,53 @@ class PD:
     return QP(self, send_cq, recv_cq or send_cq, cap or QPCap())
 
 
+def _buffer(obj: Any) -> bool:
+  try: memoryview(obj)
+  except TypeError: return False
+  return True
+
+
+def _host_memory(mem: Any, nic: str) -> memoryview:
+  """What the NIC maps for `mem`: an hcq Buffer's host memory (refusing device memory), or `mem` itself."""
+  if not isinstance(mem, Buffer): return memoryview(mem)
+  mem._live()
+  if not (mem.host or mem.device.host_addressed) or mem.host_view is None:
+    raise ValueError(f"{mem!r} is GPU memory (VRAM), which {nic} reaches only by peer-to-peer DMA into the GPU's BAR: "
+                     "not supported yet (issue 16, GPU memory MRs); register a host-visible buffer "
+                     "(device.alloc(size, host=True)) instead")
+  return mem.host_view
+
+
 class MR:
   """A memory region (ibv_mr): `length` bytes at I/O virtual address `addr`, reachable locally by `lkey` and remotely by
   `rkey` with `access`. The context gives each MR its own page-aligned address range (the NIC translates it through
   the MR's page table), so no process or physical address reaches a peer."""
-  def __init__(self, pd: PD, mem: DMAMemory, access: Access, length: int | None = None):
-    if not isinstance(mem, DMAMemory):
-      raise TypeError(f"reg_mr takes DMA memory from Context.alloc, not {type(mem).__name__}")
-    length = mem.size if length is None else length
-    if not 0 < length <= mem.size: raise ValueError(f"MR length {length} is outside the {mem.size}-byte buffer")
+  def __init__(self, pd: PD, mem: DMAMemory | Buffer | Any, access: Access, length: int | None = None):
+    size = mem.size if isinstance(mem, (DMAMemory, Buffer)) else memoryview(mem).nbytes if _buffer(mem) else None
+    if size is None:
+      raise TypeError(f"reg_mr takes DMA memory from Context.alloc, host memory (a writable buffer: bytearray, memoryview, "
+                      f"numpy array) or an hcq Buffer, not {type(mem).__name__}")
+    length = size if length is None else length
+    if not 0 < length <= size: raise ValueError(f"MR length {length} is outside the {size}-byte buffer")
     if access & (Access.REMOTE_WRITE | Access.REMOTE_ATOMIC) and not access & Access.LOCAL_WRITE:
       raise VerbsError("an MR with REMOTE_WRITE or REMOTE_ATOMIC needs LOCAL_WRITE too (IBTA 10.6.3.1)")
-    self.pd, self.mem, self.access, self.length = pd, mem, access, length
-    pages = mem.bus_addrs[:-(-length // mem.page_size)]
-    self.addr = pd.ctx.iova.alloc(len(pages) * mem.page_size, mem.page_size)
-    try: self._hw: ProviderMR | None = pd.ctx.provider.reg_mr(pd.handle, pages, mem.page_size, self.addr, length, access)
+    self.pd, self.access, self.length, self.buffer = pd, access, length, mem if isinstance(mem, Buffer) else None
+    ctx = pd.ctx
+    # memory the context did not allocate is mapped for the NIC here, and unmapped at dereg
+    self.mapped = None if isinstance(mem, DMAMemory) else ctx.provider.map_dma(_host_memory(mem, ctx.name))
+    self.mem = dma = mem if self.mapped is None else self.mapped
+    pages = dma.bus_addrs[:-(-(dma.first + length) // dma.page_size)]
+    # the MR's address keeps the memory's offset in its first page: the NIC's translation starts there
+    base = ctx.iova.alloc(len(pages) * dma.page_size, dma.page_size)
+    self.addr = base + dma.first
+    try: self._hw: ProviderMR | None = ctx.provider.reg_mr(pd.handle, pages, dma.page_size, self.addr, length, access)
     except BaseException:
-      pd.ctx.iova.free(self.addr)
+      ctx.iova.free(base)
+      if self.mapped is not None: ctx.provider.free(self.mapped)
       raise
     self.lkey, self.rkey = self._hw.lkey, self._hw.rkey
+    if self.buffer is not None: (self.buffer.base or self.buffer).holders.append(self)
+    ctx.mrs.add(self)
 
   @property
   def view(self) -> memoryview: return self.mem.view[:self.length]
@@ -155,8 +192,13 @@ class MR:
 
   def dereg(self) -> None:
     if self._hw is not None:
-      self._hw.deregister()
-      self.pd.ctx.iova.free(self.addr)
+      ctx = self.pd.ctx
+      try: self._hw.deregister()
+      finally:
+        ctx.iova.free(self.addr - self.mem.first)
+        if self.mapped is not None: ctx.provider.free(self.mapped)
+        if self.buffer is not None: (self.buffer.base or self.buffer).holders.remove(self)
+        ctx.mrs.discard(self)
     self._hw = None
 
   def __repr__(self) -> str:

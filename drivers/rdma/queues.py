@@ -17,8 +17,9 @@ from drivers.rdma.verbs import (AHAttr, Access, PATH_MTUS, QPAttr, QPAttrMask as
                                 VerbsError, WCError, WCOpcode, WCStatus, WorkCompletion, WROpcode)
 if TYPE_CHECKING: from drivers.rdma.context import Context, PD
 
-POLL_S, POLL_MAX_S = 10e-6, 250e-6   # CQ.wait's sleeps between empty polls double from the one to the other (the device,
-                                   # or its model in this process, runs meanwhile)
+SPIN_S = 20e-6                       # CQ.wait polls this long before it sleeps on the CQ's completion notification
+EVENT_S = 1.0                        # the longest one sleep on a notification lasts before the CQ is polled again
+POLL_S, POLL_MAX_S = 10e-6, 250e-6   # a CQ without notifications: sleeps between empty polls double from one to the other
 U24, U32, U64 = (1 << 24) - 1, (1 << 32) - 1, (1 << 64) - 1
 
 # (current, next) -> (required, optional) attributes besides STATE; any state goes to RESET or ERR with STATE alone
@@ -48,6 +49,7 @@ class CQ:
     if cqe < 1: raise ValueError(f"a CQ needs room for at least one completion, not {cqe}")
     self.ctx, self.hw = ctx, ctx.provider.create_cq(cqe)
     self.depth = self.hw.depth
+    self._wait_event = getattr(self.hw, "wait_event", None)   # optional in the provider interface
     self._ready: deque[WorkCompletion] = deque()
     self.expected = 0                 # posted work requests whose completion this CQ will hold
     self.qps: set[int] = set()
@@ -76,22 +78,28 @@ class CQ:
 
   def wait(self, n: int = 1, timeout_s: float = 10.0) -> list[WorkCompletion]:
     """Poll until `n` completions arrived; TimeoutError when none arrives for `timeout_s`. An error completion raises
-    WCError with the successful ones polled before it in `.completed`."""
+    WCError with the successful ones polled before it in `.completed`. Between empty polls it spins for SPIN_S, then
+    sleeps until the CQ notifies its next completion (ibv_req_notify_cq + a completion channel); a provider whose CQ
+    cannot notify is polled with growing sleeps."""
     out: list[WorkCompletion] = []
-    deadline, nap = time.monotonic() + timeout_s, POLL_S
+    deadline, spin_until, nap = time.monotonic() + timeout_s, None, POLL_S
     while len(out) < n:
       try: got = self.poll(n - len(out))
       except WCError as e:
         e.completed = out
         raise
+      now = time.monotonic()
       if got:
         out += got
-        deadline, nap = time.monotonic() + timeout_s, POLL_S
-      elif time.monotonic() > deadline:
+        deadline, spin_until, nap = now + timeout_s, None, POLL_S
+        continue
+      if now > deadline:
         pending = [self.ctx.qps[q].describe_outstanding() for q in sorted(self.qps)]
         raise TimeoutError(f"{self.ctx.name}: {len(out)} of {n} completions arrived and then none for {timeout_s} s; "
                            f"outstanding: {'; '.join(p for p in pending if p) or 'nothing'}")
-      else:
+      if spin_until is None: spin_until = now + SPIN_S             # the first empty poll starts the spin
+      if now < spin_until: continue
+      if self._wait_event is None or not self._wait_event(min(deadline - now, EVENT_S)):
         time.sleep(nap)
         nap = min(2 * nap, POLL_MAX_S)
     return out

@@ -20,6 +20,15 @@ class RangeAllocator:
     raise MemoryError(f"out of {self.name}: no free range of {size:#x} bytes (aligned to {align:#x}); "
                       f"{self.free_bytes:#x} of {self.size:#x} bytes are free")
 
+  def take(self, addr: int, size: int) -> None:
+    """Allocate exactly [addr, addr+size) (a fixed address the caller chose); MemoryError if any of it is in use."""
+    for i, (b, e) in enumerate(self._free):
+      if b <= addr and addr + size <= e:
+        self._free[i:i + 1] = [r for r in ((b, addr), (addr + size, e)) if r[1] > r[0]]
+        self.used[addr] = size
+        return
+    raise MemoryError(f"{self.name} [{addr:#x}, +{size:#x}) is not free")
+
   def free(self, addr: int) -> None:
     if (size := self.used.pop(addr, None)) is None: raise ValueError(f"free of {addr:#x}: not an allocation of {self.name}")
     i = bisect.bisect(self._free, (addr, addr))

@@ -6,12 +6,12 @@ and `ModelPCIDevice` (a registered emu/ model: `open_model`); the USB bridge imp
 picks VFIO or sysfs for a real function. Opening a device takes its ownership lock; close() releases everything it handed out.
 """
 from __future__ import annotations
-import mmap, os, warnings
+import ctypes, mmap, os, re, warnings
 from typing import Any
 
 from autogen.pci import PCI_COMMAND, PCI_COMMAND_MEMORY, PCI_COMMAND_MASTER
 from drivers.system.discovery import PCIInfo
-from drivers.system.dma import DMAMemory, alloc_pinned, round_up, PAGE
+from drivers.system.dma import DMAMemory, alloc_pinned, dma_bytes, host_pages, pin_existing, round_up, PAGE
 from drivers.system.kernel import KernelInterface, OSKernel
 from drivers.system.lock import DeviceLock
 from drivers.system.mmio import MMIO, MemMMIO, CallbackMMIO
@@ -33,6 +33,7 @@ class PCIDevice:
   def bar_size(self, n: int) -> int: raise NotImplementedError
   def _map_bar(self, n: int) -> MMIO: raise NotImplementedError
   def _alloc_dma(self, size: int, contiguous: bool) -> DMAMemory: raise NotImplementedError
+  def _map_dma(self, view: memoryview) -> DMAMemory: raise NotImplementedError
   def reset(self) -> None: raise NotImplementedError
 
   def __init__(self, bus: str, lock_prefix: str | None):
@@ -51,9 +52,22 @@ class PCIDevice:
     self._dma.append(mem)
     return mem
 
+  def map_dma(self, memory: Any) -> DMAMemory:
+    """Existing host memory (a writable, C-contiguous buffer: bytearray, memoryview, numpy array) made reachable by
+    the device's DMA, as an IOMMU map or a pin does: the pages it covers get bus addresses. The result's `view` is
+    exactly `memory`; `first` is where it starts in its first page. Give it back with free_dma (before the memory goes)."""
+    mem = self._map_dma(dma_bytes(memory))
+    self._dma.append(mem)
+    return mem
+
   def free_dma(self, mem: DMAMemory) -> None:
     self._dma.remove(mem)
     mem.free()
+
+  def msix_eventfd(self, vector: int) -> int | None:
+    """An eventfd that counts the function's interrupts on MSI-X `vector` (read it to consume them), or None where
+    this platform delivers no interrupts (the driver polls). Closed with the device."""
+    return None
 
   def enable_bus_master(self) -> None:
     cmd = self.read_config(PCI_COMMAND, 2)
@@ -75,6 +89,7 @@ class ModelPCIDevice(PCIDevice):
   `model` is the model, or, with `bus`, a callable that builds it once the device lock is held."""
   def __init__(self, model: Any, lock_prefix: str | None, bus: str | None = None):
     super().__init__(model.bus if bus is None else bus, lock_prefix)
+    self._msix: dict[int, int] = {}
     try: self.model = model if bus is None else model()
     except BaseException:
       self.close()
@@ -98,15 +113,41 @@ class ModelPCIDevice(PCIDevice):
     addrs = self.model.dma.map(host, contiguous=contiguous)
     return DMAMemory(host, addrs, PAGE, lambda: self.model.dma.unmap(addrs))
 
+  def _map_dma(self, view: memoryview) -> DMAMemory:
+    # one bus run, as an IOMMU maps a range (VFIO_IOMMU_MAP_DMA); drivers still take bus_addrs page by page, as the
+    # sysfs path's physical pages are not contiguous
+    start, size, first = host_pages(view)
+    addrs = self.model.dma.map(memoryview((ctypes.c_uint8 * size).from_address(start)).cast("B"), contiguous=True)
+    return DMAMemory(view, addrs, PAGE, lambda: self.model.dma.unmap(addrs), first)
+
   def reset(self) -> None: self.model.reset()
 
+  def msix_eventfd(self, vector: int) -> int:
+    """The model raises `vector` by writing this eventfd (what VFIO_DEVICE_SET_IRQS sets up for a real function)."""
+    if (fd := self._msix.get(vector)) is None:
+      fd = self._msix[vector] = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+      self.model.connect_msix(vector, fd)
+    return fd
+
   def close(self) -> None:
-    if getattr(self, "model", None) is not None: self.model.close()   # its engines stop before their DMA memory goes
+    if getattr(self, "model", None) is not None:
+      self.model.close()                    # its engines stop before their DMA memory and interrupts go
+      for vector in self._msix: self.model.connect_msix(vector, None)
+    for fd in self._msix.values(): os.close(fd)
+    self._msix.clear()
     super().close()
 
 
 # open_model's default lock: that of the vendor whose `models` name the model
 OWNER = object()
+EMU_DEVICES = 8   # emulated devices of each model kind by default (indexes 0..7); HCQ_EMU_DEVICES overrides
+
+
+def emulated_devices() -> int:
+  """How many emulated devices of each model kind may exist (each keeps its state in files of its own)."""
+  raw = os.environ.get("HCQ_EMU_DEVICES", str(EMU_DEVICES))
+  if not raw.isdigit() or int(raw) < 1: raise ValueError(f"HCQ_EMU_DEVICES={raw!r}: set it to a count of emulated devices, 1 or more")
+  return int(raw)
 
 
 def _pci_model(kind: str) -> PCIModel:
@@ -118,13 +159,31 @@ def _pci_model(kind: str) -> PCIModel:
 
 def open_model(kind: str, index: int = 0, lock_prefix: str | None | object = OWNER, **options: Any) -> ModelPCIDevice:
   """A registered PCI device model (entry point group hcq.models) as a PCI function on bus "mock-<index>", holding
-  the lock `lock_prefix` (by default its vendor's; None: no lock, for monitors); `options` go to the model."""
+  the lock `lock_prefix` (by default its vendor's; None: no lock, for monitors); `options` go to the model. `index`
+  is below emulated_devices()."""
   m = _pci_model(kind)
+  if not 0 <= index < (n := emulated_devices()):
+    raise ValueError(f"there is no emulated {kind} device {index}: emulated devices are numbered 0 to {n - 1} "
+                     f"(HCQ_EMU_DEVICES={n}; each one keeps its state in files of its own): use an index below {n}, "
+                     "or raise HCQ_EMU_DEVICES")
   if lock_prefix is OWNER:
     if (lock_prefix := next((v.lock_prefix for v in vendors() if kind in v.models), None)) is None:
       raise ValueError(f"no registered vendor with a lock prefix lists model {kind!r}; pass lock_prefix")
   bus = f"mock-{index}"
   return ModelPCIDevice(lambda: m.create(bus, index, **options), lock_prefix, bus=bus)
+
+
+MOCK_BUS = re.compile(r"mock-(\d+)")
+
+
+def open_function(bus: str, lock_prefix: str, models: tuple[str, ...], **options: Any) -> PCIDevice:
+  """A vendor's PCI function `bus`: a real one (`open_pci`), or mock-<n>, emulated device n of the vendor's first
+  registered model, `options` going to the model."""
+  if m := MOCK_BUS.fullmatch(bus):
+    if not models: raise ValueError(f"{bus}: no emulated device of this vendor is registered in this build (hcq.models)")
+    return open_model(models[0], int(m[1]), lock_prefix, **options)
+  if options: raise TypeError(f"options {', '.join(options)} are for emulated devices (mock-<n>), not {bus}")
+  return open_pci(bus, lock_prefix)
 
 
 def list_models(kind: str | None = None) -> list[PCIInfo]:
@@ -183,6 +242,7 @@ class SysfsPCIDevice(PCIDevice):
     return MemMMIO(memoryview(m), f"{self.bus} BAR{n}")
 
   def _alloc_dma(self, size: int, contiguous: bool) -> DMAMemory: return alloc_pinned(size, contiguous)
+  def _map_dma(self, view: memoryview) -> DMAMemory: return pin_existing(view)
 
   def reset(self) -> None:
     path = os.path.join(self.path, "reset")

@@ -11,10 +11,11 @@ Every system call goes through a KernelInterface, so emu/vfio.py's model serves 
 """
 from __future__ import annotations
 import ctypes, errno, warnings
+from typing import Callable
 
 from autogen import vfio as V
 from drivers.system.alloc import RangeAllocator
-from drivers.system.dma import DMAMemory, alloc_pinned, round_up, PAGE
+from drivers.system.dma import DMAMemory, alloc_pinned, host_pages, pin_existing, round_up, PAGE
 from drivers.system.kernel import KernelInterface, OSKernel
 from drivers.system.mmio import MMIO, CallbackMMIO
 from drivers.system.pci import PCIDevice, SYSFS_PCI
@@ -177,29 +178,41 @@ class VFIOPCIDevice(PCIDevice):
     """Anonymous memory mapped at one run of IOVAs (always bus-contiguous); physical pages in no-IOMMU mode."""
     if self._iova is None: return alloc_pinned(size, contiguous)
     size = round_up(max(size, 1), PAGE)
-    iova = self._iova.alloc(size, PAGE)
-    try: addr, host = self.kernel.anon(size)
+    addr, host = self.kernel.anon(size)
+    def release():
+      host.view.release()   # the memory goes away next: later use of the buffer raises instead of touching freed pages
+      self.kernel.release(addr, size)
+    try: iova, unmap = self._iommu_map(addr, size)
     except BaseException:
-      self._iova.free(iova)
+      release()
       raise
+    return DMAMemory(host.view, [iova + off for off in range(0, size, PAGE)], PAGE, lambda: (unmap(), release()))
+
+  def _map_dma(self, view: memoryview) -> DMAMemory:
+    """Existing memory mapped at one run of IOVAs (the kernel pins it); pinned and addressed physically in no-IOMMU mode."""
+    if self._iova is None: return pin_existing(view)
+    start, size, first = host_pages(view)
+    iova, unmap = self._iommu_map(start, size)
+    return DMAMemory(view, [iova + off for off in range(0, size, PAGE)], PAGE, unmap, first)
+
+  def _iommu_map(self, addr: int, size: int) -> tuple[int, Callable[[], None]]:
+    """Map [addr, addr+size) of this process at fresh IOVAs (VFIO_IOMMU_MAP_DMA) -> (iova, what unmaps it)."""
+    iova = self._iova.alloc(size, PAGE)
     m = V.vfio_iommu_type1_dma_map(argsz=ctypes.sizeof(V.vfio_iommu_type1_dma_map), flags=V.VFIO_DMA_MAP_FLAG_READ |
                                    V.VFIO_DMA_MAP_FLAG_WRITE, vaddr=addr, iova=iova, size=size)
     try: self._ioctl(self.container, CONTAINER, "VFIO_IOMMU_MAP_DMA", m)
     except OSError as e:
-      self.kernel.release(addr, size)
       self._iova.free(iova)
       if e.errno == errno.ENOMEM:
         raise OSError(e.errno, f"{e.strerror}; DMA memory is pinned against the locked-memory limit: raise `ulimit -l` "
                       "or run as root") from None
       raise
 
-    def free():
+    def unmap():
       u = V.vfio_iommu_type1_dma_unmap(argsz=ctypes.sizeof(V.vfio_iommu_type1_dma_unmap), iova=iova, size=size)
       self._ioctl(self.container, CONTAINER, "VFIO_IOMMU_UNMAP_DMA", u)
       self._iova.free(iova)
-      host.view.release()   # the memory goes away next: later use of the buffer raises instead of touching freed pages
-      self.kernel.release(addr, size)
-    return DMAMemory(host.view, [iova + off for off in range(0, size, PAGE)], PAGE, free)
+    return iova, unmap
 
   def reset(self) -> None: self._ioctl(self.device, self.bus, "VFIO_DEVICE_RESET")
 

@@ -2,7 +2,8 @@
 kernel dispatch into the RDNA3 shader core. Both kernel interfaces sit on top of this one object: the KFD
 model (as the kernel driver would) and the PCI function (as the AM userspace driver sees it). The core knows
 neither: the PCI function decodes its blocks into the core's register file and listens to its errors and
-interrupts (`on_error`, `on_interrupt`).
+interrupts (`on_error`, `on_interrupt`). The waves see memory through `shader_memory` (caches.py: the MMU, the
+K$ and the I$) and launch from the COMPUTE_* registers as spi.py decodes them.
 """
 from __future__ import annotations
 import threading, time
@@ -17,7 +18,9 @@ from emu.amdgpu.mmu import MMU
 from emu.amdgpu.registers import RegisterFile
 from emu.amdgpu.hdp import HDPModel
 from emu.amdgpu.engine import GPUEngine, KernelError
-from emu.rdna3.dispatch import Launch, execute, WaveError
+from emu.amdgpu.caches import ShaderMemory
+from emu.amdgpu.spi import SHRegisters, launch as spi_launch
+from emu.rdna3.dispatch import execute, WaveError
 
 # Segment base addresses (dwords) of each IP block of a Navi31, as its IP discovery table lists them
 # (reference/amd_driver.md 2.2). Register dword address = base[reg.base_idx] + reg.offset.
@@ -32,8 +35,6 @@ IP_BASES = {
   "SDMA0": (0x1260, 0xA000, 0x1C000, 0x2402C00),   # SDMA 6.0 registers sit in the GC register space
 }
 CLOCK_HZ = 100_000_000        # GPU timestamp counter (RELEASE_MEM data_sel 3, SDMA TIMESTAMP): 100 MHz
-LDS_GRANULE = 512             # COMPUTE_PGM_RSRC2.LDS_SIZE unit on gfx11, bytes
-SCRATCH_WAVESIZE_UNIT = 256   # COMPUTE_TMPRING_SIZE.WAVESIZE unit: bytes per wave64 => 4 bytes per lane
 # the register file's banked copies of SH_MEM_CONFIG / SH_MEM_BASES: VMID v at bank(BANK_SH_MEM + 2v) / +1, after the
 # HQD copies of 4 MEC pipes x 8 queues x 64 registers (gfx.py, navi31.py's file layout)
 BANK_SH_MEM = 4 * 8 * 64
@@ -46,10 +47,6 @@ def reg_addr(block: str, reg) -> int:
 # the generated register modules and the segment bases they are addressed with (register names in messages)
 NAME_TABLES = ((gc, IP_BASES["GC"]), (mmhub_3_0_0, IP_BASES["MMHUB"]), (nbio_4_3_0, IP_BASES["NBIO"]),
                (mp_13_0_0, IP_BASES["MP0"]), (hdp_6_0_0, IP_BASES["HDP"]), (osssys_6_0_0, IP_BASES["OSSSYS"]))
-COMPUTE = {name: reg_addr("GC", getattr(gc, f"reg{name}")) for name in (
-  "COMPUTE_PGM_LO", "COMPUTE_PGM_HI", "COMPUTE_PGM_RSRC1", "COMPUTE_PGM_RSRC2", "COMPUTE_PGM_RSRC3", "COMPUTE_TMPRING_SIZE",
-  "COMPUTE_NUM_THREAD_X", "COMPUTE_NUM_THREAD_Y", "COMPUTE_NUM_THREAD_Z", "COMPUTE_USER_DATA_0",
-  "COMPUTE_START_X", "COMPUTE_START_Y", "COMPUTE_START_Z")}
 
 
 @dataclass(frozen=True)
@@ -70,6 +67,7 @@ class GPUModel:
                dma: DMASpace | None = None, busy_ns=None):
     self.vram, self.dma = VRAM(vram_size, vram_path), DMASpace() if dma is None else dma
     self.mmu = MMU(self.vram, self.dma)
+    self.shader_memory = ShaderMemory(self.mmu)   # the waves' view: through the MMU, the K$ and the I$
     self.ip_bases = IP_BASES
     self.regs = RegisterFile(regs_path, NAME_TABLES)
     self.hdp = HDPModel(self)
@@ -113,25 +111,13 @@ class GPUModel:
     for e in list(self.engines): self.remove_engine(e)
 
   # --- dispatch
-  def dispatch(self, sh: dict[int, int], grid: tuple[int, int, int], initiator: int, queue: str) -> int:
-    """DISPATCH_DIRECT with the queue's COMPUTE_* registers; returns wave-instructions executed."""
-    r = lambda name: sh.get(COMPUTE[name], 0)
-    ini = gc.regCOMPUTE_DISPATCH_INITIATOR.decode(initiator)
-    if not ini["COMPUTE_SHADER_EN"]: raise_engine(queue, "DISPATCH_DIRECT without COMPUTE_SHADER_EN in the initiator")
-    rsrc1, rsrc2 = gc.regCOMPUTE_PGM_RSRC1.decode(r("COMPUTE_PGM_RSRC1")), gc.regCOMPUTE_PGM_RSRC2.decode(r("COMPUTE_PGM_RSRC2"))
-    pc = ((r("COMPUTE_PGM_HI") << 32) | r("COMPUTE_PGM_LO")) << 8
-    block = tuple(gc.regCOMPUTE_NUM_THREAD_X.decode(r(f"COMPUTE_NUM_THREAD_{a}"))["NUM_THREAD_FULL"] for a in "XYZ")
-    if 0 in block: raise_engine(queue, f"DISPATCH_DIRECT with COMPUTE_NUM_THREAD = {block}: program the workgroup size first")
-    if any(r(f"COMPUTE_START_{a}") for a in "XYZ"): raise_engine(queue, "non-zero COMPUTE_START_X/Y/Z is not modelled")
-    user = [sh.get(COMPUTE["COMPUTE_USER_DATA_0"] + i, 0) for i in range(rsrc2["USER_SGPR"])]
-    scratch = gc.regCOMPUTE_TMPRING_SIZE.decode(r("COMPUTE_TMPRING_SIZE"))["WAVESIZE"] * SCRATCH_WAVESIZE_UNIT // 64
-    # MODE at wave start: FLOAT_MODE = round [3:0] | denorm [7:4], IEEE [9] (RDNA3 ISA, "MODE")
-    mode = rsrc1["FLOAT_MODE"] | rsrc1["IEEE_MODE"] << 9
-    launch = Launch(pc, user, not ini["CS_W32_EN"], rsrc2["LDS_SIZE"] * LDS_GRANULE, scratch,
-                    (bool(rsrc2["TGID_X_EN"]), bool(rsrc2["TGID_Y_EN"]), bool(rsrc2["TGID_Z_EN"])), bool(rsrc2["SCRATCH_EN"]), mode)
+  def dispatch(self, sh: SHRegisters, grid: tuple[int, int, int], initiator: int, queue: str) -> int:
+    """DISPATCH_DIRECT with the queue's COMPUTE_* registers (emu/amdgpu/spi.py); returns wave-instructions executed."""
+    launch, block = spi_launch(sh, initiator, queue)
     launch.shared_hi, launch.private_hi = self.flat_apertures(queue)
     with self.shader_lock:
-      try: return execute(self.mmu, launch, grid, block).wave_instructions
+      self.shader_memory.begin_dispatch()
+      try: return execute(self.shader_memory, launch, grid, block).wave_instructions
       except WaveError as e: raise KernelError(f"{queue}: {e}", getattr(e, "address", None)) from None
       except ValueError as e: raise_engine(queue, f"bad dispatch: {e}")
 

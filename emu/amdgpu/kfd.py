@@ -1,9 +1,11 @@
-"""A model of the amdgpu KFD kernel driver (/dev/kfd, its sysfs topology, the render node) over one
-emulated Navi31, implementing drivers.system.kernel.KernelInterface.
+"""A model of the amdgpu KFD kernel driver (/dev/kfd, its sysfs topology, the render nodes) over two
+emulated Navi31s, implementing drivers.system.kernel.KernelInterface.
 
-It plays the kernel's part: it owns the process's GPU VM (real page tables in VRAM), allocates VRAM,
-GTT and user-pointer memory, creates PM4/SDMA queues with doorbells, and delivers events (queue
-interrupts, memory faults). The ioctl structures are kfd_ioctl.h's (autogen.kfd).
+It plays the kernel's part for one process: per GPU it owns the process's GPU VM (real page tables in that GPU's VRAM),
+allocates VRAM, GTT and user-pointer memory (USERPTR: pages of the process, mapped for that GPU's DMA, so two GPUs can
+map the same host pages), creates PM4/SDMA queues; per process it hands out doorbells and delivers events (queue
+interrupts, memory faults, with the faulting GPU's id). A GPU is built when the process first acquires its VM, and the
+process's state goes when its last /dev/kfd file closes. The ioctl structures are kfd_ioctl.h's (autogen.kfd).
 
 ioctls are decoded as kfd_chardev.c does: only the number (_IOC_NR) selects the command, and a number outside
 [AMDKFD_COMMAND_START, AMDKFD_COMMAND_END) is ENOTTY; the argument is copied in and out with the kernel's own
@@ -13,7 +15,8 @@ Errors follow amdgpu.ko: a freed BO must be unmapped first (EBUSY), a mapping wh
 mapping is EINVAL (amdgpu_vm_bo_map), a bad handle is EINVAL (ENOMEM in MAP_MEMORY_TO_GPU, as the kernel), calls
 before ACQUIRE_VM are ENODEV, an unknown queue type is ENOTSUPP (524). Not modelled: SVM ranges (so allocations,
 which the kernel checks against SVM ranges only, never overlap-fail), CWSR/EOP buffers, AQL queues, queue priority
-and percentage beyond their range checks.
+and percentage beyond their range checks, mapping a buffer object into another GPU's VM (peer access: MAP_MEMORY_TO_GPU
+takes the GPU the BO belongs to only).
 """
 from __future__ import annotations
 import ctypes, errno, mmap, threading
@@ -23,6 +26,7 @@ import numpy as np
 
 from autogen import kfd
 from autogen.amd import gc_11_0_0 as gc, soc21_enum
+from emu.addrspace import ProcessAddressSpace
 from emu.plugin import KernelModel
 from emu.amdgpu.gpu import GPUModel, IP_BASES, DeviceError
 from emu.amdgpu.mmu import FAULT_EXECUTE, FAULT_WRITE, Fault, PTE_VALID, PTE_SYSTEM, PTE_SNOOPED, PTE_READABLE, PTE_WRITEABLE, PTE_EXECUTABLE
@@ -31,9 +35,8 @@ from emu.amdgpu.pm4 import PM4Engine
 from emu.amdgpu.sdma import SDMAEngine
 
 TOPOLOGY = "/sys/devices/virtual/kfd/kfd/topology/nodes"
-GPU_ID, RENDER_MINOR = 0x5A1E, 128
-RENDER_NODE = f"/dev/dri/renderD{RENDER_MINOR}"
-IP_DISCOVERY = f"/sys/class/drm/renderD{RENDER_MINOR}/device/ip_discovery/die/0"
+GPU_IDS, RENDER_MINORS = (0x5A1E, 0x7C3B), (128, 129)   # topology nodes 1 and 2 (node 0 is the CPU)
+GPU_ID = GPU_IDS[0]
 # hw ids of the IP discovery table (discovery.h) the driver reads through sysfs
 HW_IDS = {"GC": 11, "SDMA0": 42, "NBIO": 108, "MMHUB": 34, "MP0": 255, "MP1": 1, "HDP": 41, "OSSSYS": 40}
 IP_VERSIONS = {"GC": (11, 0, 0), "SDMA0": (6, 0, 0), "NBIO": (4, 3, 0), "MMHUB": (3, 0, 0), "MP0": (13, 0, 0),
@@ -42,8 +45,8 @@ IP_VERSIONS = {"GC": (11, 0, 0), "SDMA0": (6, 0, 0), "NBIO": (4, 3, 0), "MMHUB":
 GPU_PROPERTIES = {"cpu_cores_count": 0, "simd_count": 192, "mem_banks_count": 1, "gfx_target_version": 110000,
                   "simd_per_cu": 2, "array_count": 12, "simd_arrays_per_engine": 2, "cu_per_simd_array": 8,
                   "max_waves_per_simd": 16, "max_slots_scratch_cu": 32, "lds_size_in_kb": 64, "wave_front_size": 32,
-                  "num_xcc": 1, "vendor_id": 0x1002, "device_id": 0x744C, "drm_render_minor": RENDER_MINOR,
-                  "num_sdma_engines": 2, "num_sdma_queues_per_engine": 6, "local_mem_size": 0, "gpu_id": GPU_ID}
+                  "num_xcc": 1, "vendor_id": 0x1002, "device_id": 0x744C,
+                  "num_sdma_engines": 2, "num_sdma_queues_per_engine": 6, "local_mem_size": 0}
 VA_BASE, VA_END = 0x1000_0000_0000, 0x2000_0000_0000    # VA handed out by reserve(), clear of where host mmaps land
 DOORBELL_MMAP = 0x3 << 60                                # mmap offset of the doorbell page on /dev/kfd
 DOORBELL_PAGE = 0x2000
@@ -59,22 +62,53 @@ def _ioc_fail(code: int, what: str) -> OSError:
   return OSError(code, f"KFD model: {what}")
 
 
+def render_node(minor: int) -> str: return f"/dev/dri/renderD{minor}"
+def ip_discovery(minor: int) -> str: return f"/sys/class/drm/renderD{minor}/device/ip_discovery/die/0"
+
+
+RENDER_NODE = render_node(RENDER_MINORS[0])
+
+
 def _ioc_nr(request: int) -> int: return request & 0xFF
 def _ioc_size(request: int) -> int: return (request >> 16) & 0x3FFF
 def _ioc_dir(request: int) -> int: return (request >> 30) & 3
 
 
-def memory_exception(fault: Fault | None, va: int) -> kfd.kfd_hsa_memory_exception_data:
+def memory_exception(fault: Fault | None, va: int, gpu_id: int = GPU_ID) -> kfd.kfd_hsa_memory_exception_data:
   """The memory exception data of a GPU VM fault (kfd_signal_vm_fault_event): the faulting page and what the
   protection fault status says: NotPresent (no valid PTE), ReadOnly (a write to a page without WRITEABLE),
   NoExecute (an instruction fetch from a page without EXECUTABLE); `imprecise` when no fault was latched for `va`."""
-  d = kfd.kfd_hsa_memory_exception_data(gpu_id=GPU_ID, ErrorType=kfd.KFD_MEM_ERR_NO_RAS)
+  d = kfd.kfd_hsa_memory_exception_data(gpu_id=gpu_id, ErrorType=kfd.KFD_MEM_ERR_NO_RAS)
   d.va = va & ~(PAGE - 1)
   if fault is None: d.failure.imprecise = 1
   else:
     d.failure.NotPresent, d.failure.ReadOnly = int(not fault.permission), int(fault.kind == FAULT_WRITE)
     d.failure.NoExecute = int(fault.kind == FAULT_EXECUTE)
   return d
+
+
+def process_memory(addr: int, size: int) -> bool:
+  """Whether [addr, addr+size) lies in one writable mapping of this process (/proc/self/maps): what get_user_pages
+  can pin."""
+  with open("/proc/self/maps") as f:
+    for line in f:
+      lo, hi = (int(x, 16) for x in line.split(None, 1)[0].split("-"))
+      if lo <= addr and addr + size <= hi: return line.split()[1].startswith("rw")
+  return False
+
+
+class Node:
+  """One GPU as this process sees it: the emulated Navi31, its VRAM allocators and the process's VM on it."""
+  def __init__(self, gpu_id: int, minor: int, vram_size: int, on_error, on_interrupt):
+    self.gpu_id, self.render = gpu_id, render_node(minor)
+    self.gpu = GPUModel(vram_size)
+    self.gpu.on_error.append(lambda err: on_error(self, err))
+    self.gpu.on_interrupt.append(on_interrupt)
+    # the top 64 MiB of VRAM are the kernel's (page tables); the rest is for buffers
+    self.vram_alloc = VRAMAllocator(0, vram_size - (64 << 20))
+    self.pt_alloc = VRAMAllocator(vram_size - (64 << 20), vram_size)
+    self.vm: PageTables | None = None
+    self.vm_fd: int | None = None
 
 
 @dataclass
@@ -84,6 +118,7 @@ class BO:
   size: int
   kind: str                    # "vram", "gtt", "userptr"
   flags: int
+  node: Node | None = None     # the GPU it was allocated for
   paddr: int | None = None     # VRAM offset
   host: object = None          # host backing (gtt: mmap; userptr: the user's memory)
   view: memoryview | None = None
@@ -103,6 +138,7 @@ class Event:
   signaled: bool = False
   fault: DeviceError | None = None
   memory: kfd.kfd_hsa_memory_exception_data | None = None   # what a MEMORY event reports
+  fault_gpu: int = 0           # the gpu_id of the GPU that reported `fault`
 
 
 class DoorbellPage:
@@ -126,23 +162,18 @@ class DoorbellPage:
 
 class KFDModel:
   def __init__(self, vram_size: int = 512 << 20):
-    self.gpu = GPUModel(vram_size)
-    self.gpu.on_error.append(self._on_error)
-    self.gpu.on_interrupt.append(self._on_interrupt)
-    # the top 64 MiB of VRAM are the kernel's (page tables); the rest is for buffers
-    self.vram_alloc = VRAMAllocator(0, vram_size - (64 << 20))
-    self.pt_alloc = VRAMAllocator(vram_size - (64 << 20), vram_size)
+    self.vram_size = vram_size
+    self.nodes: dict[int, Node] = {}   # gpu_id -> the GPUs whose VM this process acquired
     self.fds: dict[int, str] = {}
     self.bos: dict[int, BO] = {}
     self.queues: dict[int, PM4Engine | SDMAEngine] = {}
     self.events: dict[int, Event] = {}
     self.cond = threading.Condition()
-    self.vm: PageTables | None = None
-    self.vm_fd: int | None = None
     self.doorbells = DoorbellPage(self)
     self.files = self._files()
-    self.anon_maps: dict[int, mmap.mmap] = {}
-    self._next = {"fd": 1000, "handle": 1, "event": 1, "va": VA_BASE}
+    self.space = ProcessAddressSpace(VA_BASE, VA_END, "KFD model")
+    self.reserve, self.anon, self.release = self.space.reserve, self.space.anon, self.space.release
+    self._next = {"fd": 1000, "handle": 1, "event": 1}
     self.version = (kfd.KFD_IOCTL_MAJOR_VERSION, kfd.KFD_IOCTL_MINOR_VERSION)
     # ioctl number -> (handler, the kernel's command, its argument structure)
     self.handlers = {}
@@ -163,14 +194,18 @@ class KFDModel:
 
   # --- files
   def _files(self) -> dict[str, str]:
-    out = {f"{TOPOLOGY}/0/gpu_id": "0", f"{TOPOLOGY}/0/properties": "cpu_cores_count 2\nsimd_count 0\n",
-           f"{TOPOLOGY}/1/gpu_id": str(GPU_ID),
-           f"{TOPOLOGY}/1/properties": "".join(f"{k} {v}\n" for k, v in GPU_PROPERTIES.items())}
-    for ip, hwid in HW_IDS.items():
-      d = f"{IP_DISCOVERY}/{hwid}/0"
-      for k, v in zip(("major", "minor", "revision"), IP_VERSIONS[ip]): out[f"{d}/{k}"] = str(v)
-      out[f"{d}/base_addr"] = "".join(f"0x{b:08X}\n" for b in IP_BASES[ip])
+    out = {f"{TOPOLOGY}/0/gpu_id": "0", f"{TOPOLOGY}/0/properties": "cpu_cores_count 2\nsimd_count 0\n"}
+    for n, (gpu_id, minor) in enumerate(zip(GPU_IDS, RENDER_MINORS), 1):
+      props = {**GPU_PROPERTIES, "drm_render_minor": minor, "gpu_id": gpu_id}
+      out[f"{TOPOLOGY}/{n}/gpu_id"] = str(gpu_id)
+      out[f"{TOPOLOGY}/{n}/properties"] = "".join(f"{k} {v}\n" for k, v in props.items())
+      for ip, hwid in HW_IDS.items():
+        d = f"{ip_discovery(minor)}/{hwid}/0"
+        for k, v in zip(("major", "minor", "revision"), IP_VERSIONS[ip]): out[f"{d}/{k}"] = str(v)
+        out[f"{d}/base_addr"] = "".join(f"0x{b:08X}\n" for b in IP_BASES[ip])
     return out
+
+  def _device_file(self, path: str) -> bool: return path == "/dev/kfd" or path in map(render_node, RENDER_MINORS)
 
   def read_text(self, path: str) -> str:
     if (text := self.files.get(path)) is None: raise FileNotFoundError(errno.ENOENT, f"KFD model: no such file {path}")
@@ -183,41 +218,26 @@ class KFDModel:
     return names
 
   def exists(self, path: str) -> bool:
-    return path in ("/dev/kfd", RENDER_NODE) or path in self.files or any(p.startswith(path.rstrip("/") + "/") for p in self.files)
+    return self._device_file(path) or path in self.files or any(p.startswith(path.rstrip("/") + "/") for p in self.files)
 
   def open(self, path: str) -> int:
-    if path not in ("/dev/kfd", RENDER_NODE): raise FileNotFoundError(errno.ENOENT, f"KFD model: no device file {path}")
+    if not self._device_file(path): raise FileNotFoundError(errno.ENOENT, f"KFD model: no device file {path}")
     fd = self._new("fd")
     self.fds[fd] = path
     return fd
 
   def close(self, fd: int) -> None:
-    if self.fds.pop(fd, None) == "/dev/kfd": self.shutdown()
-
-  # --- address space
-  def reserve(self, size: int, align: int) -> int:
-    va = (self._next["va"] + align - 1) & ~(align - 1)
-    if va + size > VA_END: raise _ioc_fail(errno.ENOMEM, "out of virtual address space")
-    self._next["va"] = va + size
-    return va
-
-  def anon(self, size: int) -> tuple[int, memoryview]:
-    """Process memory (what mmap(MAP_ANONYMOUS) gives): its address is also its GPU VA once USERPTR-mapped."""
-    m = mmap.mmap(-1, size)
-    addr = ctypes.addressof(ctypes.c_char.from_buffer(m))
-    self.anon_maps[addr] = m
-    return addr, memoryview(m)
-
-  def release(self, va: int, size: int) -> None:
-    self.anon_maps.pop(va, None)   # reserved VA is not handed out again (like fresh mmap hints)
+    # the process's KFD state goes with its last /dev/kfd file
+    if self.fds.pop(fd, None) == "/dev/kfd" and "/dev/kfd" not in self.fds.values(): self.shutdown()
 
   def mmap(self, fd: int, va: int | None, size: int, offset: int) -> tuple[int, memoryview | DoorbellPage]:
     """-> (address, memory): a memoryview for buffer objects, the doorbell page's register callbacks for doorbells."""
     path = self.fds.get(fd)
     if path == "/dev/kfd" and offset == DOORBELL_MMAP:
       return va or self.reserve(DOORBELL_PAGE, PAGE), self.doorbells
-    bo = next((b for b in self.bos.values() if b.mmap_offset == offset), None) if path == RENDER_NODE else None
-    if bo is None or bo.view is None: raise _ioc_fail(errno.EINVAL, f"mmap of offset {offset:#x} on {path}: no such buffer object")
+    bo = next((b for b in self.bos.values() if b.mmap_offset == offset), None)
+    if bo is None or bo.view is None or bo.node.render != path:
+      raise _ioc_fail(errno.EINVAL, f"mmap of offset {offset:#x} on {path}: no such buffer object of that GPU")
     if size > bo.size: raise _ioc_fail(errno.EINVAL, f"mmap of {size:#x} bytes of a {bo.size:#x}-byte buffer object")
     return va if va is not None else bo.va, bo.view[:size]
 
@@ -242,62 +262,72 @@ class KFDModel:
   def _get_version(self, a) -> None: a.major_version, a.minor_version = self.version
 
   def _acquire_vm(self, a) -> None:
-    if a.gpu_id != GPU_ID: raise _ioc_fail(errno.EINVAL, f"ACQUIRE_VM for unknown gpu_id {a.gpu_id:#x}")
-    if self.fds.get(a.drm_fd) != RENDER_NODE: raise _ioc_fail(errno.EINVAL, f"ACQUIRE_VM with drm_fd {a.drm_fd}, not an open render node")
-    if self.vm_fd not in (None, a.drm_fd):   # kfd_process_device_init_vm: one render node file per process and GPU
-      raise _ioc_fail(errno.EBUSY, f"ACQUIRE_VM with drm_fd {a.drm_fd}: the VM was acquired through drm_fd {self.vm_fd}")
-    self.vm_fd = a.drm_fd
-    if self.vm is None:
-      self.vm = PageTables(self.gpu.vram, self.pt_alloc)
-      self._program_vm()
+    if a.gpu_id not in GPU_IDS: raise _ioc_fail(errno.EINVAL, f"ACQUIRE_VM for unknown gpu_id {a.gpu_id:#x}")
+    minor = RENDER_MINORS[GPU_IDS.index(a.gpu_id)]
+    if self.fds.get(a.drm_fd) != render_node(minor):
+      raise _ioc_fail(errno.EINVAL, f"ACQUIRE_VM of gpu_id {a.gpu_id:#x} with drm_fd {a.drm_fd}, not an open {render_node(minor)}")
+    if (node := self.nodes.get(a.gpu_id)) is None:
+      node = self.nodes[a.gpu_id] = Node(a.gpu_id, minor, self.vram_size, self._on_error, self._on_interrupt)
+    if node.vm_fd not in (None, a.drm_fd):   # kfd_process_device_init_vm: one render node file per process and GPU
+      raise _ioc_fail(errno.EBUSY, f"ACQUIRE_VM with drm_fd {a.drm_fd}: the VM was acquired through drm_fd {node.vm_fd}")
+    node.vm_fd = a.drm_fd
+    if node.vm is None:
+      node.vm = PageTables(node.gpu.vram, node.pt_alloc)
+      self._program_vm(node)
 
-  def _program_vm(self) -> None:
+  def _program_vm(self, node: Node) -> None:
     """What amdgpu.ko has programmed by the time a process owns a VM: the hub translating (its gmc hw_init) with the
     process's page tables as the context, and the VMID's flat apertures as KFD sets them for gfx11 (update_qpd_v11:
     SH_MEM_CONFIG unaligned, 64-bit, instruction prefetch 3; SH_MEM_BASES from kfd_flat_memory.c's gfx9+ apertures,
     LDS at 1 << 48 and scratch at 2 << 48). The model's queues all run in VMID 0."""
-    self.gpu.mmu.set_enabled(None)
-    self.gpu.mmu.set_context(self.vm.root, 0, (1 << 48) - 1)
-    self.gpu.regs[self.gpu.sh_mem_slot(0, False)] = gc.regSH_MEM_CONFIG.encode(
+    gpu = node.gpu
+    gpu.mmu.set_enabled(None)
+    gpu.mmu.set_context(node.vm.root, 0, (1 << 48) - 1)
+    gpu.regs[gpu.sh_mem_slot(0, False)] = gc.regSH_MEM_CONFIG.encode(
       ADDRESS_MODE=soc21_enum.SH_MEM_ADDRESS_MODE_64, ALIGNMENT_MODE=soc21_enum.SH_MEM_ALIGNMENT_MODE_UNALIGNED, INITIAL_INST_PREFETCH=3)
-    self.gpu.regs[self.gpu.sh_mem_slot(0, True)] = gc.regSH_MEM_BASES.encode(SHARED_BASE=LDS_APERTURE >> 48, PRIVATE_BASE=SCRATCH_APERTURE >> 48)
+    gpu.regs[gpu.sh_mem_slot(0, True)] = gc.regSH_MEM_BASES.encode(SHARED_BASE=LDS_APERTURE >> 48, PRIVATE_BASE=SCRATCH_APERTURE >> 48)
 
   def _runtime_enable(self, a) -> None: a.capabilities_mask = 0
 
-  def _bind(self, gpu_id: int, what: str) -> None:
+  def _bind(self, gpu_id: int, what: str) -> Node:
     """kfd_process_device_data_by_id + kfd_bind_process_to_device: the GPU must exist and its VM be acquired."""
-    if gpu_id != GPU_ID: raise _ioc_fail(errno.EINVAL, f"{what} for unknown gpu_id {gpu_id:#x}")
-    if self.vm is None: raise _ioc_fail(errno.ENODEV, f"{what}: no VM on this GPU: call AMDKFD_IOC_ACQUIRE_VM first")
+    if gpu_id not in GPU_IDS: raise _ioc_fail(errno.EINVAL, f"{what} for unknown gpu_id {gpu_id:#x}")
+    if (node := self.nodes.get(gpu_id)) is None or node.vm is None:
+      raise _ioc_fail(errno.ENODEV, f"{what}: no VM on GPU {gpu_id:#x}: call AMDKFD_IOC_ACQUIRE_VM first")
+    return node
 
   def _alloc(self, a) -> None:
-    self._bind(a.gpu_id, "ALLOC_MEMORY_OF_GPU")
+    node = self._bind(a.gpu_id, "ALLOC_MEMORY_OF_GPU")
     size, flags = a.size, a.flags & 0xFFFFFFFF
     if size == 0 or size % PAGE or a.va_addr % PAGE: raise _ioc_fail(errno.EINVAL, f"ALLOC_MEMORY_OF_GPU of {size:#x} bytes at {a.va_addr:#x}: both must be page aligned and non-zero")
-    bo = BO(GPU_ID << 32 | self._new("handle"), a.va_addr, size, "", flags)   # MAKE_HANDLE(gpu_id, idr handle)
+    bo = BO(node.gpu_id << 32 | self._new("handle"), a.va_addr, size, "", flags, node)   # MAKE_HANDLE(gpu_id, idr handle)
     if flags & kfd.KFD_IOC_ALLOC_MEM_FLAGS_VRAM:
       bo.kind = "vram"
-      try: bo.paddr = self.vram_alloc.alloc(size)
+      try: bo.paddr = node.vram_alloc.alloc(size)
       except MemoryError as e: raise _ioc_fail(errno.ENOMEM, str(e)) from None
-      bo.view = self.gpu.vram.view[bo.paddr:bo.paddr + size]
-      self.gpu.vram.u8[bo.paddr:bo.paddr + size] = 0
+      bo.view = node.gpu.vram.view[bo.paddr:bo.paddr + size]
+      node.gpu.vram.u8[bo.paddr:bo.paddr + size] = 0
     elif flags & kfd.KFD_IOC_ALLOC_MEM_FLAGS_GTT:
       bo.kind, bo.host = "gtt", mmap.mmap(-1, size)
       bo.view = memoryview(bo.host)
     elif flags & kfd.KFD_IOC_ALLOC_MEM_FLAGS_USERPTR:
       if not a.mmap_offset: raise _ioc_fail(errno.EINVAL, "USERPTR allocation without the user address in mmap_offset")
-      # the kernel pins the user pages (EFAULT where nothing is mapped); the model knows the memory anon() handed out
-      if not any(at <= a.mmap_offset and a.mmap_offset + size <= at + len(m) for at, m in self.anon_maps.items()):
-        raise _ioc_fail(errno.EFAULT, f"USERPTR allocation of {size:#x} bytes at {a.mmap_offset:#x}: not process memory the "
-                                      "model can pin (get it from the kernel interface's anon())")
+      if a.mmap_offset % PAGE:   # the kernel pins whole pages, so the BO would start before the address: the model refuses
+        raise _ioc_fail(errno.EINVAL, f"USERPTR address {a.mmap_offset:#x} is not page aligned (the model maps whole pages only)")
+      # the kernel pins the user pages (EFAULT where nothing writable is mapped): what anon() handed out, or any
+      # writable mapping of this process
+      if not self.space.holds(a.mmap_offset, size) and not process_memory(a.mmap_offset, size):
+        raise _ioc_fail(errno.EFAULT, f"USERPTR allocation of {size:#x} bytes at {a.mmap_offset:#x}: not writable memory "
+                                      "of this process")
       bo.kind, bo.host = "userptr", (ctypes.c_uint8 * size).from_address(a.mmap_offset)
       bo.view = memoryview(bo.host).cast("B")
     else: raise _ioc_fail(errno.EINVAL, f"ALLOC_MEMORY_OF_GPU flags {flags:#x} name no domain (VRAM, GTT or USERPTR)")
-    if bo.kind != "vram": bo.bus = self.gpu.dma.map(bo.view, contiguous=True)   # an IOMMU mapping: one IOVA range
+    if bo.kind != "vram": bo.bus = node.gpu.dma.map(bo.view, contiguous=True)   # an IOMMU mapping: one IOVA range
     self.bos[bo.handle] = bo
     a.handle, a.mmap_offset = bo.handle, bo.mmap_offset
 
   def _bo(self, handle: int, what: str, missing: int = errno.EINVAL) -> BO:
-    self._bind(handle >> 32, what)        # GET_GPU_ID(handle)
+    self._bind(handle >> 32, what)        # GET_GPU_ID(handle): the BO's GPU
     if (bo := self.bos.get(handle)) is None: raise _ioc_fail(missing, f"{what}: no buffer object with handle {handle:#x}")
     return bo
 
@@ -305,8 +335,8 @@ class KFDModel:
     bo = self._bo(a.handle, "FREE_MEMORY_OF_GPU")
     if bo.mapped:   # amdgpu_amdkfd_gpuvm_free_memory_of_gpu: still mapped
       raise _ioc_fail(errno.EBUSY, f"FREE_MEMORY_OF_GPU of the BO at {bo.va:#x}: it is still mapped (UNMAP_MEMORY_FROM_GPU first)")
-    if bo.kind == "vram": self.vram_alloc.free(bo.paddr)
-    else: self.gpu.dma.unmap(bo.bus)
+    if bo.kind == "vram": bo.node.vram_alloc.free(bo.paddr)
+    else: bo.node.gpu.dma.unmap(bo.bus)
     del self.bos[a.handle]
 
   def _devices(self, a, what: str) -> list[int]:
@@ -320,10 +350,12 @@ class KFDModel:
     ids = self._devices(a, "MAP_MEMORY_TO_GPU")
     bo = self._bo(a.handle, "MAP_MEMORY_TO_GPU", errno.ENOMEM)   # kfd_ioctl_map_memory_to_gpu: an unknown handle is ENOMEM
     for gpu in ids:
-      self._bind(gpu, "MAP_MEMORY_TO_GPU")
+      if self._bind(gpu, "MAP_MEMORY_TO_GPU") is not bo.node:
+        raise _ioc_fail(errno.EINVAL, f"MAP_MEMORY_TO_GPU of a BO of GPU {bo.node.gpu_id:#x} to GPU {gpu:#x}: mapping a buffer "
+                                      "object to another GPU than the one it belongs to is not modelled")
       if not bo.mapped:
         end = bo.va + bo.size
-        if other := next((b for b in self.bos.values() if b.mapped and b.va < end and bo.va < b.va + b.size), None):
+        if other := next((b for b in self.bos.values() if b.mapped and b.node is bo.node and b.va < end and bo.va < b.va + b.size), None):
           raise _ioc_fail(errno.EINVAL, f"MAP_MEMORY_TO_GPU of [{bo.va:#x}, {end:#x}): conflicts with the mapping "
                                         f"[{other.va:#x}, {other.va + other.size:#x}) of BO {other.handle:#x}")
         self._set_mapping(bo, True)
@@ -333,15 +365,16 @@ class KFDModel:
     ids = self._devices(a, "UNMAP_MEMORY_FROM_GPU")
     bo = self._bo(a.handle, "UNMAP_MEMORY_FROM_GPU")
     for gpu in ids:
-      self._bind(gpu, "UNMAP_MEMORY_FROM_GPU")
+      if self._bind(gpu, "UNMAP_MEMORY_FROM_GPU") is not bo.node:
+        raise _ioc_fail(errno.EINVAL, f"UNMAP_MEMORY_FROM_GPU of a BO of GPU {bo.node.gpu_id:#x} from GPU {gpu:#x}: it is not mapped there")
       if not bo.attached: raise _ioc_fail(errno.EINVAL, f"UNMAP_MEMORY_FROM_GPU of the BO at {bo.va:#x}: it was never mapped")
       if bo.mapped: self._set_mapping(bo, False)
       a.n_success += 1
 
   def _set_mapping(self, bo: BO, on: bool) -> None:
-    pages = bo.size // PAGE
+    pages, node = bo.size // PAGE, bo.node
     if not on:
-      self.vm.unmap(bo.va, pages)
+      node.vm.unmap(bo.va, pages)
     else:
       perm = PTE_VALID | PTE_READABLE | PTE_WRITEABLE * bool(bo.flags & kfd.KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE) | \
              PTE_EXECUTABLE * bool(bo.flags & kfd.KFD_IOC_ALLOC_MEM_FLAGS_EXECUTABLE)
@@ -349,9 +382,9 @@ class KFDModel:
       else:
         addrs = np.array(bo.bus, dtype=np.uint64)
         perm |= PTE_SYSTEM | PTE_SNOOPED
-      self.vm.map(bo.va, addrs | np.uint64(perm))
+      node.vm.map(bo.va, addrs | np.uint64(perm))
     bo.mapped, bo.attached = on, True
-    self.gpu.mmu.invalidate()
+    node.gpu.mmu.invalidate()
 
   def _create_queue(self, a) -> None:
     # set_queue_properties_from_user's checks, then the process's device
@@ -366,21 +399,21 @@ class KFDModel:
     if a.queue_type not in (kfd.KFD_IOC_QUEUE_TYPE_COMPUTE, kfd.KFD_IOC_QUEUE_TYPE_SDMA, kfd.KFD_IOC_QUEUE_TYPE_COMPUTE_AQL,
                             kfd.KFD_IOC_QUEUE_TYPE_SDMA_XGMI, kfd.KFD_IOC_QUEUE_TYPE_SDMA_BY_ENG_ID):
       raise _ioc_fail(ENOTSUPP, f"CREATE_QUEUE queue_type {a.queue_type} is no KFD queue type")
-    self._bind(a.gpu_id, "CREATE_QUEUE")
+    node = self._bind(a.gpu_id, "CREATE_QUEUE")
     qid = min(set(range(len(self.queues) + 1)) - set(self.queues))
     name = f"queue {qid}"
     if a.queue_type == kfd.KFD_IOC_QUEUE_TYPE_COMPUTE:
-      q = PM4Engine(self.gpu, f"compute {name}", a.ring_base_address, a.ring_size, a.read_pointer_address, a.write_pointer_address)
+      q = PM4Engine(node.gpu, f"compute {name}", a.ring_base_address, a.ring_size, a.read_pointer_address, a.write_pointer_address)
     elif a.queue_type == kfd.KFD_IOC_QUEUE_TYPE_SDMA:
-      q = SDMAEngine(self.gpu, f"SDMA {name}", a.ring_base_address, a.ring_size, a.read_pointer_address, a.write_pointer_address)
+      q = SDMAEngine(node.gpu, f"SDMA {name}", a.ring_base_address, a.ring_size, a.read_pointer_address, a.write_pointer_address)
     else: raise _ioc_fail(errno.EOPNOTSUPP, f"queue type {a.queue_type} is not modelled (COMPUTE and SDMA are)")
     self.queues[qid] = q
-    self.gpu.add_engine(q)
+    node.gpu.add_engine(q)
     a.queue_id, a.doorbell_offset = qid, DOORBELL_MMAP + qid * 8
 
   def _destroy_queue(self, a) -> None:
     if (q := self.queues.pop(a.queue_id, None)) is None: raise _ioc_fail(errno.EINVAL, f"no queue {a.queue_id}")
-    self.gpu.remove_engine(q)
+    q.gpu.remove_engine(q)
 
   # --- events
   def _create_event(self, a) -> None:
@@ -399,22 +432,23 @@ class KFDModel:
         raise _ioc_fail(errno.EINVAL, f"SET_EVENT on event {a.event_id} of type {ev.type}: only signal events can be set by the CPU")
     self._signal(lambda e: e.id == a.event_id)
 
-  def _signal(self, match, fault: DeviceError | None = None, memory: kfd.kfd_hsa_memory_exception_data | None = None) -> None:
+  def _signal(self, match, fault: DeviceError | None = None, memory: kfd.kfd_hsa_memory_exception_data | None = None,
+              gpu_id: int = 0) -> None:
     with self.cond:
       for e in self.events.values():
         if match(e):
           e.signaled = True
-          e.fault, e.memory = fault or e.fault, memory or e.memory
+          if fault is not None: e.fault, e.memory, e.fault_gpu = fault, memory or e.memory, gpu_id
       self.cond.notify_all()
 
   def _on_interrupt(self, source: str, ctx: int, engine: str = "") -> None:
     self._signal(lambda e: e.type == kfd.KFD_IOC_EVENT_SIGNAL and e.id == ctx)
 
-  def _on_error(self, err: DeviceError) -> None:
-    if err.va is None: return self._signal(lambda e: e.type == kfd.KFD_IOC_EVENT_HW_EXCEPTION, err)
-    f = self.gpu.mmu.last_fault     # what the VM fault status latched, if it is this address's
+  def _on_error(self, node: Node, err: DeviceError) -> None:
+    if err.va is None: return self._signal(lambda e: e.type == kfd.KFD_IOC_EVENT_HW_EXCEPTION, err, gpu_id=node.gpu_id)
+    f = node.gpu.mmu.last_fault     # what the VM fault status latched, if it is this address's
     self._signal(lambda e: e.type == kfd.KFD_IOC_EVENT_MEMORY, err,
-                 memory_exception(f if f is not None and f.va >> 12 == err.va >> 12 else None, err.va))
+                 memory_exception(f if f is not None and f.va >> 12 == err.va >> 12 else None, err.va, node.gpu_id), node.gpu_id)
 
   def _wait_events(self, a) -> None:
     if a.num_events and not a.events_ptr: raise _ioc_fail(errno.EFAULT, f"WAIT_EVENTS of {a.num_events} events at events_ptr NULL")
@@ -430,12 +464,12 @@ class KFDModel:
         if e.signaled and e.fault is not None:
           if e.type == kfd.KFD_IOC_EVENT_MEMORY: d.memory_exception_data = e.memory
           elif e.type == kfd.KFD_IOC_EVENT_HW_EXCEPTION:
-            d.hw_exception_data.gpu_id, d.hw_exception_data.reset_cause = GPU_ID, kfd.KFD_HW_EXCEPTION_GPU_HANG
+            d.hw_exception_data.gpu_id, d.hw_exception_data.reset_cause = e.fault_gpu, kfd.KFD_HW_EXCEPTION_GPU_HANG
         if e.signaled and e.auto_reset and e.fault is None: e.signaled = False
       a.wait_result = kfd.KFD_IOC_WAIT_RESULT_COMPLETE if done else kfd.KFD_IOC_WAIT_RESULT_TIMEOUT
 
   def shutdown(self) -> None:
-    self.gpu.shutdown()
+    for node in self.nodes.values(): node.gpu.shutdown()
     self.queues.clear()
 
 

@@ -1,15 +1,25 @@
 """The MEC compute queue's PM4 processor (gfx11): type-3 packets from the ring and from indirect buffers.
 
 Packet layout: header = 3 << 30 | (payload dwords - 1) << 16 | opcode << 8 (nvd.h PACKET3); payloads as
-nvd.h documents them. Every opcode not listed in HANDLERS stops the queue with an error naming it.
+nvd.h documents them. Every opcode not listed in HANDLERS stops the queue with an error naming it, and so does any
+field value below that a compute queue cannot use or the model does not model.
+- SET_SH_REG: only the COMPUTE_* registers emu/amdgpu/spi.py acts on; DISPATCH_DIRECT launches from them (spi.py).
+- RELEASE_MEM: an end-of-pipe event (index 5: CACHE_FLUSH_TS, CACHE_FLUSH_AND_INV_TS_EVENT, BOTTOM_OF_PIPE_TS) or
+  the end-of-shader CS_DONE (index 6, without cache actions); dispatches run to completion in order, so both find
+  the earlier work done. Then the GCR cache actions (caches.py), then the write (DST_SEL 0 memory or 1 through L2;
+  DATA_SEL 1 low 32 bits, 2 64 bits, 3/4 the 100 MHz counter, aligned to the size), then the interrupt (INT_SEL 1:
+  interrupt only, DATA_SEL must be 0; 2: after the write; 3: the write, no interrupt). CACHE_POLICY has no effect.
+- ACQUIRE_MEM: COHER_CNTL 0 (gfx11 selects caches by GCR_CNTL), then GCR_CNTL's actions (caches.py) over the whole
+  cache whatever COHER_BASE/SIZE and the range modes say.
 """
 from __future__ import annotations
 import numpy as np
 
-from autogen.amd import nvd
+from autogen.amd import nvd, soc21_enum as enum
 from emu.ring import RingError, Stalled
 from emu.amdgpu.engine import GPUEngine
 from emu.amdgpu.gpu import GPUModel
+from emu.amdgpu.spi import SHRegisters
 
 SH_REG_START, UCONFIG_REG_START = nvd.PACKET3_SET_SH_REG_START, nvd.PACKET3_SET_UCONFIG_REG_START
 CS_PARTIAL_FLUSH = 7          # VGT_EVENT_TYPE (soc21_enum.h); EVENT_INDEX 4 = *_PARTIAL_FLUSH (nvd.h)
@@ -25,7 +35,7 @@ class PM4Engine(GPUEngine):
 
   def __init__(self, gpu: GPUModel, name: str, ring_va: int, ring_size: int, rptr_va: int, wptr_va: int):
     super().__init__(gpu, name, ring_va, ring_size, rptr_va, wptr_va)
-    self.sh: dict[int, int] = {}                 # this pipe's SH (COMPUTE_*) registers
+    self.sh = SHRegisters(gpu.ip_bases["GC"], gpu.regs.name_of)   # this queue's COMPUTE_* registers
     self.ib: tuple[int, int, int] | None = None   # active indirect buffer: (va, dwords, position)
 
   def packet(self, words: np.ndarray, pos: int) -> int:
@@ -49,7 +59,7 @@ class PM4Engine(GPUEngine):
 
   def _set_sh_reg(self, p: list[int]) -> None:
     base = SH_REG_START + (p[0] & 0xFFFF)
-    for i, v in enumerate(p[1:]): self.sh[base + i] = v
+    for i, v in enumerate(p[1:]): self.sh.write(base + i, v, f"{self.qname}: SET_SH_REG")
 
   def _set_uconfig_reg(self, p: list[int]) -> None:
     base = UCONFIG_REG_START + (p[0] & 0xFFFF)
@@ -63,14 +73,31 @@ class PM4Engine(GPUEngine):
 
   def _release_mem(self, p: list[int]) -> None:
     if len(p) != 7: raise RingError(f"{self.qname}: RELEASE_MEM takes 7 payload dwords, got {len(p)}")
-    data_sel, int_sel = (p[1] >> 29) & 7, (p[1] >> 24) & 7
-    addr = p[2] | p[3] << 32
-    if data_sel == 1: self.mem.write(addr, p[4].to_bytes(4, "little"))
-    elif data_sel == 2: self.mem.write(addr, (p[4] | p[5] << 32).to_bytes(8, "little"))
-    elif data_sel in (3, 4): self.mem.write(addr, self.gpu.clock().to_bytes(8, "little"))
-    elif data_sel != 0: raise RingError(f"{self.qname}: RELEASE_MEM data_sel {data_sel} is reserved")
+    def bad(msg: str): raise RingError(f"{self.qname}: RELEASE_MEM {msg}")
+    event, index, gcr = p[0] & 0x3F, (p[0] >> 8) & 0xF, (p[0] >> 12) & 0xFFF
+    dst_sel, int_sel, data_sel = (p[1] >> 16) & 3, (p[1] >> 24) & 7, (p[1] >> 29) & 7
+    if p[0] & ~RELEASE_DW1_KNOWN: bad(f"dword 1 {p[0]:#010x} sets reserved bits {p[0] & ~RELEASE_DW1_KNOWN:#x}")
+    if p[0] & nvd.PACKET3_RELEASE_MEM_EXECUTE: bad("EXECUTE (a queue phase update) is not modelled")
+    if p[1] & ~RELEASE_DW2_KNOWN: bad(f"dword 2 {p[1]:#010x} sets reserved bits {p[1] & ~RELEASE_DW2_KNOWN:#x}")
+    if index not in RELEASE_EVENTS: bad(f"event index {index}: a compute queue releases at end of pipe (5) or end of shader (6)")
+    if event not in RELEASE_EVENTS[index]:
+      bad(f"event {EVENT_NAMES.get(event, event)} with event index {index} is not {('an end-of-pipe', 'an end-of-shader')[index - 5]} "
+          f"event of a compute queue (those: {', '.join(EVENT_NAMES[e] for e in RELEASE_EVENTS[index])})")
+    if index == EVENT_INDEX_EOS and gcr: bad(f"{EVENT_NAMES[event]} (end of shader) with cache actions {gcr << 12:#x}: they are not modelled")
+    actions = gcr_actions(gcr << 12, RELEASE_GCR, bad)
+    if dst_sel > 1: bad(f"DST_SEL {dst_sel} (a queue write pointer) is not modelled: 0 (memory) and 1 (through L2) are")
+    if data_sel and data_sel not in DATA_BYTES: bad(f"DATA_SEL {data_sel} is {'GDS data (not modelled)' if data_sel == 5 else 'reserved'}")
+    if int_sel not in (0, 1, 2, 3): bad(f"INT_SEL {int_sel} (a conditional interrupt) is not modelled")
+    if int_sel == 1 and data_sel: bad(f"INT_SEL 1 (interrupt only) with DATA_SEL {data_sel}: the interrupt-only release writes no data")
+    # at the end of pipe every earlier dispatch is done (they run to completion in order); then the caches, the write
+    # (after which INT_SEL 2 raises the interrupt), as the packet says
+    self.gpu.shader_memory.perform("RELEASE_MEM", actions)
+    if data_sel:
+      addr, n = p[2] | p[3] << 32, DATA_BYTES[data_sel]
+      if addr % n: bad(f"address {addr:#x} is not {n}-byte aligned for DATA_SEL {data_sel}")
+      value = self.gpu.clock() if data_sel in (DATA_SEL_GPU_CLOCK, DATA_SEL_SYS_CLOCK) else p[4] | p[5] << 32
+      self.mem.write(addr, (value & ((1 << 8 * n) - 1)).to_bytes(n, "little"))
     if int_sel in (1, 2): self.gpu.interrupt("CP_EOP", p[6], self.qname)
-    elif int_sel != 0: raise RingError(f"{self.qname}: RELEASE_MEM int_sel {int_sel} is not modelled")
 
   def _wait_reg_mem(self, p: list[int]) -> None:
     if len(p) != 6: raise RingError(f"{self.qname}: WAIT_REG_MEM takes 6 payload dwords, got {len(p)}")
@@ -95,8 +122,14 @@ class PM4Engine(GPUEngine):
     if not COMPARE[func](value & (p[5] | p[6] << 32), p[3] | p[4] << 32): raise Stalled
 
   def _acquire_mem(self, p: list[int]) -> None:
-    # cache invalidate/writeback (GCR_CNTL): the model's memory is always coherent
+    # gfx10+ layout: COHER_CNTL (unused: 0), COHER_SIZE, COHER_SIZE_HI [7:0], COHER_BASE_LO, COHER_BASE_HI [23:0],
+    # POLL_INTERVAL [15:0], GCR_CNTL [18:0] (nvd.h PACKET3_ACQUIRE_MEM_GCR_CNTL_*)
     if len(p) != 7: raise RingError(f"{self.qname}: ACQUIRE_MEM takes 7 payload dwords, got {len(p)}")
+    def bad(msg: str): raise RingError(f"{self.qname}: ACQUIRE_MEM {msg}")
+    if p[0]: bad(f"COHER_CNTL {p[0]:#x}: gfx11 selects the caches by GCR_CNTL (dword 7); dword 1 must be 0")
+    if p[2] >> 8 or p[4] >> 24 or p[5] >> 16: bad("sets reserved bits of COHER_SIZE_HI, COHER_BASE_HI or POLL_INTERVAL")
+    if p[6] & nvd.PACKET3_ACQUIRE_MEM_GCR_RANGE_IS_PA: bad("GCR_CNTL.RANGE_IS_PA (a physical address range) is not modelled")
+    self.gpu.shader_memory.perform("ACQUIRE_MEM", gcr_actions(p[6], ACQUIRE_GCR, bad))
 
   def _event_write(self, p: list[int]) -> None:
     event, index = p[0] & 0x3F, (p[0] >> 8) & 0xF
@@ -120,6 +153,38 @@ class PM4Engine(GPUEngine):
       pos += n + 1
       self.ib = (va, ndw, pos)
     self.ib = None
+
+
+def gcr_actions(gcr: int, layout: dict[str, tuple[int, int]], bad) -> list[str]:
+  """The cache actions a GCR field asks for, by name (range modes count as the whole cache: the model invalidates all)."""
+  known = sum(((1 << w) - 1) << s for s, w in layout.values())
+  if gcr & ~known: bad(f"GCR bits {gcr & ~known:#x} are reserved")
+  f = {name: (gcr >> s) & ((1 << w) - 1) for name, (s, w) in layout.items()}
+  if f.get("GL2_DISCARD"): bad("GL2_DISCARD (dropping dirty L2 lines unwritten) is not modelled")
+  if f["SEQ"] == 3: bad("GCR SEQ 3 is reserved (0 parallel, 1 forward, 2 reverse)")
+  if "GLI_INV" not in layout and f["GL2_RANGE"]: bad(f"GL2_RANGE {f['GL2_RANGE']}: a release has no address range")
+  return [name for name, v in f.items() if v and name.endswith(("_INV", "_WB"))]
+
+
+# GCR fields: ACQUIRE_MEM's GCR_CNTL and RELEASE_MEM's dword-1 copy (bits 23:12, without GLI/GLK/GL1_RANGE), (shift, width)
+ACQUIRE_GCR = {"GLI_INV": (0, 2), "GL1_RANGE": (2, 2), "GLM_WB": (4, 1), "GLM_INV": (5, 1), "GLK_WB": (6, 1), "GLK_INV": (7, 1),
+               "GLV_INV": (8, 1), "GL1_INV": (9, 1), "GL2_US": (10, 1), "GL2_RANGE": (11, 2), "GL2_DISCARD": (13, 1),
+               "GL2_INV": (14, 1), "GL2_WB": (15, 1), "SEQ": (16, 2), "RANGE_IS_PA": (18, 1)}
+RELEASE_GCR = {"GLM_WB": (12, 1), "GLM_INV": (13, 1), "GLV_INV": (14, 1), "GL1_INV": (15, 1), "GL2_US": (16, 1),
+               "GL2_RANGE": (17, 2), "GL2_DISCARD": (19, 1), "GL2_INV": (20, 1), "GL2_WB": (21, 1), "SEQ": (22, 2)}
+EVENT_INDEX_EOP, EVENT_INDEX_EOS = 5, 6     # RELEASE_MEM event index: end of pipe (*_TS events), end of shader (*_DONE)
+RELEASE_EVENTS = {EVENT_INDEX_EOP: (enum.CACHE_FLUSH_TS, enum.CACHE_FLUSH_AND_INV_TS_EVENT, enum.BOTTOM_OF_PIPE_TS),
+                  EVENT_INDEX_EOS: (enum.CS_DONE,)}   # the graphics ones (PS_DONE, FLUSH_AND_INV_CB_DATA_TS, ...) excluded
+EVENT_NAMES = {v: k for k, v in vars(enum).items() if k in ("CACHE_FLUSH_TS", "CACHE_FLUSH_AND_INV_TS_EVENT", "BOTTOM_OF_PIPE_TS",
+                                                           "CS_DONE", "PS_DONE", "CS_PARTIAL_FLUSH", "FLUSH_AND_INV_CB_DATA_TS")}
+# RELEASE_MEM DATA_SEL: 0 none, 1 low 32 bits of the data, 2 64-bit data, 3 64-bit GPU clock, 4 64-bit system clock
+# (the model has one 100 MHz counter for both); 5 GDS data; 6-7 reserved
+DATA_SEL_GPU_CLOCK, DATA_SEL_SYS_CLOCK = 3, 4
+DATA_BYTES = {1: 4, 2: 8, DATA_SEL_GPU_CLOCK: 8, DATA_SEL_SYS_CLOCK: 8}
+# RELEASE_MEM dword 1: EVENT_TYPE [5:0], EVENT_INDEX [11:8], GCR [23:12], CACHE_POLICY [26:25], EXECUTE [28];
+# dword 2: DST_SEL [17:16], INT_SEL [26:24], DATA_SEL [31:29]
+RELEASE_DW1_KNOWN = 0x3F | 0xF << 8 | 0xFFF << 12 | 3 << 25 | nvd.PACKET3_RELEASE_MEM_EXECUTE
+RELEASE_DW2_KNOWN = 3 << 16 | 7 << 24 | 7 << 29
 
 
 HANDLERS = {nvd.PACKET3_NOP: PM4Engine._nop, nvd.PACKET3_SET_SH_REG: PM4Engine._set_sh_reg,

@@ -11,6 +11,11 @@ A `RoCEPort` owns the NIC's `WirePort` (emu/nic/wire.py) and does what the port'
   MAC must be one the NIC accepts (`accept_macs`, which the NIC model fills from its L2 filters), its destination IP
   one of the port's GIDs, its BTH destination QP one of `qps`; otherwise it is dropped and counted in `rx_dropped` by
   reason (the last few reasons, with their headers, in `drop_log`). A frame that passes goes to that QP's `receive`.
+- Bulk (emu/nic/fastpath.py): runs of MIDDLE packets go out as one batch (`transmit` of a roce.FrameRun); received
+  datagrams come in batches, and the MIDDLE packets of an RDMA WRITE a responder QP is in the middle of are written by
+  C once a first one passed here (a flow armed for that QP), with every check above and the QP's made on each; the
+  flows are disarmed when anything they rely on changes (the QP's state, P_Key, path MTU, path or R_Key, the MAC
+  filters, the GIDs) and after any packet this path handles for the QP.
 - `gids`: the GID table (index -> GID); `add_gid` publishes a GID on the wire, `delete_gid` withdraws it.
 All of it runs under the NIC model's lock, taken here for frames and timers (`call_later`) coming from the wire's thread.
 """
@@ -19,7 +24,7 @@ import threading
 from collections import Counter
 from typing import Callable
 
-from emu.nic import roce as R
+from emu.nic import fastpath, roce as R
 from emu.nic.rc import QP
 from emu.nic.wire import GIDTable, Timer, WirePort, format_gid
 
@@ -28,7 +33,7 @@ class RoCEPort:
   def __init__(self, name: str, mac: bytes, lock: threading.RLock, host: str = "127.0.0.1", udp_port: int = 0,
                faults: str | None = None, table: GIDTable | None = None):
     self.name, self.mac, self.lock = name, bytes(mac), lock
-    self.wire = WirePort(name, self._on_frame, host, udp_port, faults, table)
+    self.wire = WirePort(name, self._on_frame, host, udp_port, faults, table, on_batch=self._on_frames)
     self.gids: dict[int, bytes] = {}
     self.own: set[bytes] = set()                  # the GIDs, as a set
     self.qps: dict[int, QP] = {}
@@ -51,27 +56,84 @@ class RoCEPort:
     if gid not in self.own: self.wire.table.withdraw(gid, self.wire.endpoint)
 
   # --- frames out
-  def transmit(self, qp: QP, frame: list) -> None:
-    dgid = qp.a.path.dgid
-    if self.loopback: return self.wire.send(self.wire.endpoint, frame)
-    if dgid in self.own: return self._tx_drop("destination GID is this port's own and PHY loopback is off")
-    if (endpoint := self.wire.table.resolve(dgid)) is None: return self._tx_drop(f"no port on the wire has GID {format_gid(dgid)}")
-    self.wire.send(endpoint, frame)
+  def transmit(self, qp: QP, frame: list | R.FrameRun) -> None:
+    """Send one frame, or the frames of a FrameRun (each counted in tx_dropped if it has nowhere to go)."""
+    dgid, n = qp.a.path.dgid, frame.n if isinstance(frame, R.FrameRun) else 1
+    send = self.wire.send_many if isinstance(frame, R.FrameRun) else self.wire.send
+    if self.loopback: return send(self.wire.endpoint, frame)
+    if dgid in self.own: return self._tx_drop("destination GID is this port's own and PHY loopback is off", n)
+    if (endpoint := self.wire.table.resolve(dgid)) is None: return self._tx_drop(f"no port on the wire has GID {format_gid(dgid)}", n)
+    send(endpoint, frame)
 
-  def _tx_drop(self, why: str) -> None:
-    self.tx_dropped[why] += 1
+  def _tx_drop(self, why: str, n: int = 1) -> None:
+    self.tx_dropped[why] += n
 
   # --- frames in (the wire's thread)
   def _on_frame(self, frame: memoryview, src: tuple[str, int]) -> None:
+    with self.lock: self._receive(frame, src)
+
+  def _receive(self, frame: memoryview, src: tuple[str, int]) -> tuple[QP, R.Packet] | None:
+    """Check one frame and hand it to its QP: (the QP, the packet) if it got there."""
+    try: p = R.decode(frame)
+    except R.FrameError as e: return self._rx_drop(str(e))
+    if src != self.wire.table.resolve(p.sgid) and src != self.wire.table.resolve(p.sgid, refresh=True):
+      return self._rx_drop(f"sent from {src[0]}:{src[1]}, not by the port that has GID {format_gid(p.sgid)}", p)
+    if p.dst_mac not in self.accept_macs: return self._rx_drop(f"destination MAC {p.dst_mac.hex(':')} has no L2 filter", p)
+    if p.dgid not in self.own: return self._rx_drop(f"destination {format_gid(p.dgid)} is not a GID of this port", p)
+    if (qp := self.qps.get(p.dest_qpn)) is None: return self._rx_drop(f"no QP {p.dest_qpn}", p)
+    qp.receive(p)
+    return qp, p
+
+  def _on_frames(self, rx: fastpath.Receiver, n: int) -> None:
+    """A batch of datagrams: runs of armed flows' MIDDLE packets in C, the others one by one in _receive."""
     with self.lock:
-      try: p = R.decode(frame)
-      except R.FrameError as e: return self._rx_drop(str(e))
-      if src != self.wire.table.resolve(p.sgid) and src != self.wire.table.resolve(p.sgid, refresh=True):
-        return self._rx_drop(f"sent from {src[0]}:{src[1]}, not by the port that has GID {format_gid(p.sgid)}", p)
-      if p.dst_mac not in self.accept_macs: return self._rx_drop(f"destination MAC {p.dst_mac.hex(':')} has no L2 filter", p)
-      if p.dgid not in self.own: return self._rx_drop(f"destination {format_gid(p.dgid)} is not a GID of this port", p)
-      if (qp := self.qps.get(p.dest_qpn)) is None: return self._rx_drop(f"no QP {p.dest_qpn}", p)
-      qp.receive(p)
+      i = 0
+      while i < n:
+        self._check_flows(rx)
+        j = rx.take(i, n) if rx.count else i
+        acked = self._sync_flows(rx)
+        if j > i and (acked or j == n):
+          i = j
+          continue
+        frame, src = rx.datagram(j)
+        if rx.truncated(j): self._rx_drop(f"a datagram longer than {fastpath.SLOT} bytes")
+        elif (got := self._receive(frame, src)) is not None: self._flow_after(rx, *got, frame, src)
+        i = j + 1
+
+  def _check_flows(self, rx: fastpath.Receiver) -> None:
+    """Disarm the flows whose QP, its attributes or key, or this port's filters and GIDs no longer let C take them."""
+    for slot, f in rx.armed():
+      qp = f.qp
+      if self.qps.get(qp.qpn) is not qp or qp.a.state not in ("RTR", "RTS") or qp.wctx is None or qp.a.pkey != f.c.pkey or \
+         qp.a.mtu != f.c.mtu or qp.a.path is not f.path or qp.host.lookup_key(qp, f.region.key) is not f.region or f.dst_mac not in self.accept_macs or \
+         f.dgid not in self.own:
+        rx.disarm(qp)
+
+  def _sync_flows(self, rx: fastpath.Receiver) -> bool:
+    """Give the QPs what C did (PSN, the WRITE's progress) and send the ACKs it asked for: True if there were any."""
+    acked = False
+    for slot, f in rx.armed():
+      c = f.c
+      if not c.done: continue
+      qp, (region, _, _) = f.qp, f.qp.wctx
+      qp.epsn, qp.wctx, qp.nak_pending = c.epsn, (region, f.va + c.off, c.left), False
+      rx.taken, c.done = rx.taken + c.done, 0
+      if c.ack:
+        c.ack, acked = 0, True
+        qp._ack(c.ack_psn)
+    return acked
+
+  def _flow_after(self, rx: fastpath.Receiver, qp: QP, p: R.Packet, frame: memoryview, src: tuple[str, int]) -> None:
+    """After the Python path handled a packet for `qp`: its flow is re-armed from it if it was a WRITE MIDDLE packet that
+    executed (the next ones look the same), else disarmed."""
+    rx.disarm(qp)
+    if p.opcode != R.WRITE_MIDDLE or qp.wctx is None or qp.a.state not in ("RTR", "RTS") or qp.nak_pending: return
+    region, va, left = qp.wctx
+    if left <= qp.a.mtu or region.generation is None or qp.epsn != R.psn_add(p.psn, 1) or \
+       qp.host.lookup_key(qp, region.key) is not region: return
+    head_len = len(frame) - R.BTH_LEN - len(p.payload) - R.ICRC_LEN
+    endpoint, until = self.wire.table.resolved(p.sgid)
+    if endpoint == src: rx.arm(qp, p, frame, head_len, R.lower_crc(frame, head_len), src, until)
 
   def _rx_drop(self, why: str, p: R.Packet | None = None) -> None:
     self.rx_dropped[why] += 1

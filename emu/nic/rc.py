@@ -8,6 +8,7 @@ Requester (state RTS):
   PSN, one per path-MTU packet (at least one; a READ request takes as many as its response has packets), and go out as
   FIRST/MIDDLE/LAST or ONLY packets; RETH on WRITE FIRST/ONLY and READ, ImmDt on the last packet.
 - At most WINDOW PSNs are unacknowledged; AckReq is set on each message's last packet and every ACK_EVERY packets.
+  Consecutive MIDDLE packets of a message go to the host as one roce.FrameRun (sent as one batch, fastpath.py).
 - ACKs are cumulative. A WR completes (in posting order) when an ACK covers its last PSN, a READ when its last response
   arrives; `Host.completed` is called then, never before: the CQE follows the ACK.
 - Loss: the timer (4.096 us * 2^timeout; timeout 0 = none) or a NAK-PSN-sequence-error sends again from the oldest
@@ -32,7 +33,11 @@ destination are dropped silently):
   that WR with LOC_LEN_ERR, NAKs invalid request and moves the QP to ERR.
 - PSN behind (a duplicate): WRITE/SEND are not executed again but re-ACKed with the latest PSN; a READ is answered again
   (its R_Key checked again). A READ needs REMOTE_READ on the QP and max_dest_rd_atomic > 0; long responses go out
-  READ_BURST packets at a time, between which the wire's other frames are served.
+  READ_BURST packets at a time, between which the wire's other frames are served. A READ request that arrives while an
+  earlier response is still going out ends that response (the requester asked again: it lost part of it).
+- Requester, READ responses: the expected PSN with the opcode its position calls for (FIRST at the PSN the last
+  request for the READ started from). Model choice: at that PSN a MIDDLE/LAST is taken too, since it is the same bytes
+  from the response to an earlier request for the same READ, still in flight when the requester asked again.
 - PSN ahead (a gap): one NAK PSN sequence error, then silence until the expected PSN arrives.
 - An ACK is sent for every packet with AckReq; a READ's responses carry AETH on FIRST/LAST/ONLY.
 Not modelled: atomics, UD/UC/XRC, SRQs, credits (AETH always says "no credit count"), alternate paths, APM, SQD/SQE.
@@ -49,8 +54,8 @@ from emu.pci import DMAFault
 
 # access rights (the ibv_access_flags bits); NIC models translate their own encodings to these
 LOCAL_WRITE, REMOTE_WRITE, REMOTE_READ, REMOTE_ATOMIC = 1, 2, 4, 8
-WINDOW = 64                 # PSNs the requester lets be unacknowledged
-ACK_EVERY = 16              # AckReq at least this often within a long message
+WINDOW = 256                # PSNs the requester lets be unacknowledged (1 MiB at a 4096-byte MTU: within the wire's socket buffers)
+ACK_EVERY = 64              # AckReq at least this often within a long message (each ACK costs both ends a wake-up)
 READ_BURST = 64             # READ response packets sent per turn before incoming frames are served again
 
 # completion status (the ibv_wc_status names)
@@ -70,9 +75,12 @@ def timeout_s(timeout: int) -> float | None:
 
 
 class Region:
-  """Memory a key names: [va, va + length) with `access` rights; `chunks(va, n)` gives its bytes as writable views."""
-  def __init__(self, key: int, va: int, length: int, access: int, chunks: Callable[[int, int], list[memoryview]]):
-    self.key, self.va, self.length, self.access, self.chunks = key, va, length, access, chunks
+  """Memory a key names: [va, va + length) with `access` rights; `chunks(va, n)` gives its bytes as writable views.
+  `generation` (a one-element uint64 array, the DMA space's: emu/pci.py) changes whenever those views may no longer be
+  what `chunks` would give; without one, nothing keeps them (the C datapath does not take WRITEs into the region)."""
+  def __init__(self, key: int, va: int, length: int, access: int, chunks: Callable[[int, int], list[memoryview]],
+               generation: Any = None):
+    self.key, self.va, self.length, self.access, self.chunks, self.generation = key, va, length, access, chunks, generation
 
   def allows(self, va: int, n: int, access: int) -> bool:
     return (self.access & access) == access and self.va <= va and va + n <= self.va + self.length
@@ -146,8 +154,9 @@ class Stats:
 
 
 class Host(Protocol):
-  """What the NIC model does for its QPs."""
-  def transmit(self, qp: QP, frame: list) -> None: ...
+  """What the NIC model does for its QPs. `transmit` takes one frame (a list of buffers) or a roce.FrameRun (the
+  MIDDLE packets of a message, to send as one batch): both go to the port's RoCEPort.transmit."""
+  def transmit(self, qp: QP, frame: list | R.FrameRun) -> None: ...
   def lookup_key(self, qp: QP, rkey: int) -> Region | None: ...
   def completed(self, qp: QP, wr: SendWR, status: str) -> None: ...
   def received(self, qp: QP, wr: RecvWR, status: str, byte_len: int, imm: int | None, write_imm: bool) -> None: ...
@@ -194,6 +203,7 @@ class QP:
     self.deadline: float | None = None
     self.rnr_wait = False
     self.read_gap = False
+    self.responding = 0                       # generation of the READ response going out (a new request ends it)
     self.epsn, self.msn = self.a.rq_psn, 0   # responder
     self.nak_pending = False
     self.wctx: tuple[Region, int, int] | None = None   # WRITE in progress: region, next va, bytes left
@@ -273,7 +283,10 @@ class QP:
         reads = [w for w in self.wrs if w.opcode == READ and psn_delta(w.first_psn, wr.first_psn) < 0 and w.got < w.npkts]
         if len(reads) >= max(1, self.a.max_rd_atomic): break
       if wr.fence and any(w.opcode == READ and psn_delta(w.first_psn, wr.first_psn) < 0 for w in self.wrs): break
-      self._transmit(wr, psn_delta(self.tx_psn, wr.first_psn))
+      k = psn_delta(self.tx_psn, wr.first_psn)
+      run = min(wr.npkts - 1 - k, WINDOW - psn_delta(self.tx_psn, self.una)) if k > 0 and wr.opcode != READ else 0
+      if run > 1: self._transmit_run(wr, k, run)
+      else: self._transmit(wr, k)
     self._arm()
 
   def _transmit(self, wr: SendWR, k: int) -> None:
@@ -300,6 +313,19 @@ class QP:
       return
     self._send(p, payload)
     self.tx_psn = psn_add(self.tx_psn, 1)
+    self._sent_to(self.tx_psn)
+
+  def _transmit_run(self, wr: SendWR, k: int, n: int) -> None:
+    """Packets k .. k + n - 1 of `wr`, all MIDDLE packets, as one roce.FrameRun (its payload is read, all of it, before
+    anything is sent: on a DMA fault nothing was, and it goes packet by packet so that the one that faults fails the WR)."""
+    mtu = self.a.mtu
+    op = R.WRITE_MIDDLE if wr.opcode in (WRITE, WRITE_IMM) else R.SEND_MIDDLE
+    p = R.Packet(op, 0, self.a.dest_qpn, pkey=self.a.pkey, solicited=wr.solicited)
+    try: self.host.transmit(self, R.FrameRun(self.a.path, p, self.tx_psn, n, mtu, k, ACK_EVERY, wr.local, k * mtu))
+    except DMAFault: return self._transmit(wr, k)
+    self.stats.sent += n
+    self.stats.retransmitted += max(0, min(n, -psn_delta(self.tx_psn, self.high)))
+    self.tx_psn = psn_add(self.tx_psn, n)
     self._sent_to(self.tx_psn)
 
   def _sent_to(self, psn: int) -> None:
@@ -402,10 +428,10 @@ class QP:
       return self._drop()
     self.read_gap = False
     n, mtu = wr.npkts, self.a.mtu
-    want = R.READ_RESPONSE_ONLY if n - wr.req_k == 1 else R.READ_RESPONSE_FIRST if k == wr.req_k else \
-           R.READ_RESPONSE_LAST if k == n - 1 else R.READ_RESPONSE_MIDDLE
+    in_place = R.READ_RESPONSE_LAST if k == n - 1 else R.READ_RESPONSE_MIDDLE    # this PSN's opcode from the first request
+    want = R.READ_RESPONSE_ONLY if n - wr.req_k == 1 else R.READ_RESPONSE_FIRST if k == wr.req_k else in_place
     size = min(mtu, wr.length - k * mtu)
-    if p.opcode != want or len(p.payload) != size:
+    if p.opcode not in (want, in_place if k == wr.req_k > 0 else want) or len(p.payload) != size:
       return self._fail(wr, BAD_RESP_ERR)
     try: wr.local.write(k * mtu, p.payload)
     except DMAFault: return self._fail(wr, LOC_PROT_ERR)
@@ -552,9 +578,11 @@ class QP:
     if not duplicate:
       self.epsn = psn_add(self.epsn, n)
       self.msn = (self.msn + 1) & 0xFFFFFF
-    self._respond(region, p.va, p.dma_len, p.psn, 0, n)
+    self.responding += 1
+    self._respond(region, p.va, p.dma_len, p.psn, 0, n, self.responding)
 
-  def _respond(self, region: Region | None, va: int, length: int, psn: int, k: int, n: int) -> None:
+  def _respond(self, region: Region | None, va: int, length: int, psn: int, k: int, n: int, gen: int) -> None:
+    if gen != self.responding: return          # a later READ request ended this response
     mtu, end = self.a.mtu, min(n, k + READ_BURST)
     for i in range(k, end):
       op = R.READ_RESPONSE_ONLY if n == 1 else R.READ_RESPONSE_FIRST if i == 0 else R.READ_RESPONSE_LAST if i == n - 1 else R.READ_RESPONSE_MIDDLE
@@ -563,4 +591,4 @@ class QP:
       try: payload = tuple(region.chunks(va + i * mtu, size)) if size > 0 else ()
       except DMAFault as e: return self._fatal_nak(R.NAK_REMOTE_OPERATIONAL_ERROR, f"RDMA READ response: {e}")
       self._send(p, payload)
-    if end < n: self.host.call_later(0, lambda: self.a.state in ("RTR", "RTS") and self._respond(region, va, length, psn, end, n))
+    if end < n: self.host.call_later(0, lambda: self.a.state in ("RTR", "RTS") and self._respond(region, va, length, psn, end, n, gen))

@@ -222,6 +222,34 @@ def encode(path: Path, p: Packet, payload_parts: tuple = ()) -> list:
   return [head + transport, *parts, *tail, struct.pack("<I", crc)]
 
 
+class FrameRun:
+  """`n` consecutive packets of one message that are all full path-MTU MIDDLE packets (WRITE or SEND): the same headers
+  but the PSN (from `psn`) and AckReq (on packet j when (k0 + j + 1) % ack_every == 0, k0 being the first one's index
+  in its message). Their payload is n * mtu bytes from `offset` of `source` (an rc.Buffer: `chunks(off, n)` gives the
+  views). Sent as one batch (emu/nic/fastpath.py) or, with `frames`, frame by frame; either reads all of the payload
+  (DMA faults included) before it sends anything."""
+  def __init__(self, path: Path, p: Packet, psn: int, n: int, mtu: int, k0: int, ack_every: int, source, offset: int):
+    if p.opcode not in MIDDLE: raise ValueError(f"a frame run is of MIDDLE packets, not {p.name}")
+    self.path, self.p, self.psn, self.n, self.mtu, self.k0, self.ack_every = path, p, psn, n, mtu, k0, ack_every
+    self.source, self.offset = source, offset
+
+  def headers(self) -> tuple[bytes, int, bytes]:
+    """(Ethernet+IP+UDP bytes, their ICRC part, the BTH without its PSN word) of every packet of the run."""
+    head, crc = _lower_headers(self.path, UDP_HLEN + BTH_LEN + self.mtu + ICRC_LEN)
+    return head, crc, transport_headers(self.p, self.mtu)[:8]
+
+  def ack_req(self, j: int) -> bool: return (self.k0 + j + 1) % self.ack_every == 0
+
+  def frames(self, start: int = 0) -> list[list]:
+    """The frames of packets start, start + 1, ... (as `encode` builds them)."""
+    if start >= self.n: return []
+    p, out = self.p, []
+    for j in range(start, self.n):
+      parts = tuple(self.source.chunks(self.offset + j * self.mtu, self.mtu))
+      out.append(encode(self.path, Packet(p.opcode, psn_add(self.psn, j), p.dest_qpn, self.ack_req(j), p.solicited, p.pkey), parts))
+    return out
+
+
 def _check_lower(f: memoryview, n: int) -> tuple:
   """Check the Ethernet, IP and UDP headers of an n-byte frame: (n, transport offset, lower CRC, sgid, dgid, sport)."""
   eth_type = f[12] << 8 | f[13]
@@ -248,6 +276,12 @@ def _check_lower(f: memoryview, n: int) -> tuple:
   if dport != ROCE_V2_UDP_DPORT: raise FrameError(f"UDP destination port {dport}, not {ROCE_V2_UDP_DPORT} (RoCEv2)")
   if ulen != n - u: raise FrameError(f"UDP length {ulen} but {n - u} bytes follow the IP header")
   return n, u + UDP_HLEN, _lower_crc(bytes(f[ETH_HLEN:u + UDP_HLEN]), ipv4), sgid, dgid, sport
+
+
+def lower_crc(frame: memoryview, head_len: int) -> int:
+  """The ICRC part of the Ethernet, IP and UDP headers (the first `head_len` bytes) of a frame `decode` accepted."""
+  hit = _CHECKED.get(bytes(frame[:head_len]))             # (the cache may have been emptied since)
+  return (hit or _check_lower(memoryview(frame).cast("B"), len(frame)))[2]
 
 
 def decode(frame: bytes | bytearray | memoryview) -> Packet:

@@ -15,6 +15,9 @@ a NIC model owns a `WirePort`, gives it a receive callback, and routes frames by
   Exceptions from callbacks are kept in `errors` and do not stop the port. It stops on `close()`, or by itself
   (releasing its socket) once its owner, the NIC model, was garbage-collected without closing it: it looks at every
   wake-up, at least every IDLE_S. Every wait is bounded.
+- Batches: a port whose owner gives `on_batch` receives datagrams in batches (recvmmsg, emu/nic/fastpath.py) and hands
+  each batch to it; `send_many` sends a batch of frames (a roce.FrameRun) with one call. Both are C (fastpath.c) when a
+  host C compiler is there; without one, and while taps are installed or faults are planned, frames go one by one.
 - Faults (tests): `faults` mistreats chosen datagrams this port sends, counting from 1 in the order sent: "drop" (never
   sent), "dup" (sent twice), "reorder" (held back and sent right after the next one, or after REORDER_HOLD_S if none
   follows), "corrupt" (one byte flipped: the receiver's ICRC check drops it). Set per process by the environment,
@@ -23,6 +26,8 @@ a NIC model owns a `WirePort`, gives it a receive callback, and routes frames by
 from __future__ import annotations
 import fcntl, heapq, ipaddress, itertools, os, select, socket, tempfile, threading, time, weakref
 from typing import Callable
+
+from emu.nic import fastpath
 
 FAULT_ENV = "HCQ_WIRE_FAULTS"
 FAULT_KINDS = ("drop", "dup", "reorder", "corrupt")
@@ -111,6 +116,11 @@ class GIDTable:
       except FileNotFoundError: pass
     self._cache.pop(bytes(gid), None)
 
+  def resolved(self, gid: bytes) -> tuple[tuple[str, int] | None, float]:
+    """What `resolve` gives for `gid` now, and until when (time.monotonic) it will give it without reading the table."""
+    found = self.resolve(gid)
+    return found, self._cache[bytes(gid)][0] + RESOLVE_TTL_S
+
   def resolve(self, gid: bytes, refresh: bool = False) -> tuple[str, int] | None:
     """The endpoint that owns `gid`, or None (no such GID, or the port that published it is gone)."""
     gid, now = bytes(gid), time.monotonic()
@@ -157,7 +167,7 @@ class Timer:
 class WirePort:
   """One NIC port on the wire: a UDP socket on a loopback address, its receive thread and its timers."""
   def __init__(self, name: str, on_frame: Callable[[memoryview, tuple[str, int]], None], host: str = "127.0.0.1",
-               port: int = 0, faults: str | None = None, table: GIDTable | None = None):
+               port: int = 0, faults: str | None = None, table: GIDTable | None = None, on_batch: Callable | None = None):
     self.name, self.table = name, table or GIDTable()
     self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     try:
@@ -182,6 +192,8 @@ class WirePort:
     os.set_blocking(self._wake_w, False)
     self._stop = False
     self._on_frame = weakref.WeakMethod(on_frame) if hasattr(on_frame, "__self__") else (lambda: on_frame)
+    self.rx = fastpath.Receiver() if on_batch is not None and fastpath.lib() is not None else None
+    self._on_batch = weakref.WeakMethod(on_batch) if self.rx is not None else None
     self._thread = threading.Thread(target=self._run, name=f"emu-wire-{name}", daemon=True)
     self._thread.start()
 
@@ -206,6 +218,21 @@ class WirePort:
         self.sock.sendmsg(parts, [], 0, endpoint)
         if kind == "dup": self.sock.sendmsg(parts, [], 0, endpoint)
       if held is not None: self.sock.sendmsg(held[1][1], [], 0, held[1][0])
+
+  def send_many(self, endpoint: tuple[str, int], run) -> None:
+    """Send the frames of `run` (a roce.FrameRun), each as one datagram, in one batch when nothing needs to see them
+    one by one (taps, planned faults, a datagram held back to reorder). Its payload is read before anything is sent."""
+    check_loopback(endpoint[0])
+    done = 0
+    if not self.taps and fastpath.lib() is not None:
+      head, crc, bth = run.headers()
+      payload = fastpath.spans(run.source, run.offset, run.n * run.mtu)
+      with self._txlock:
+        if not self.faults.plan and self._held is None:
+          done = max(0, fastpath.send_run(self.sock.fileno(), endpoint, head, crc, bth, run.mtu, run.psn, run.n, run.k0,
+                                          run.ack_every, payload))
+          self.sent += done
+    for frame in run.frames(done): self.send(endpoint, frame)
 
   def _send_held(self, n: int) -> None:
     with self._txlock:
@@ -244,27 +271,43 @@ class WirePort:
     orphaned = False                             # the NIC model was garbage-collected without closing its port
     while not self._stop and not orphaned:
       due, wait = self._due()
-      for t in due: self._call(t.fn)
-      if due: continue
-      ready, _, _ = select.select([self.sock, self._wake_r], [], [], wait)
+      # frames that arrived while this thread was held up (a loaded host) are taken before the due timers run, so a
+      # retransmission timer sees the progress they made and fires only on a real silence
+      ready, _, _ = select.select([self.sock, self._wake_r], [], [], 0 if due else wait)
       with self._tlock: self._sleeping_until = -1.0
       if self._wake_r in ready: os.read(self._wake_r, 4096)
       orphaned = self._on_frame() is None
-      if self.sock not in ready: continue
-      for _ in range(256):                       # a bounded batch, then timers get their turn
-        try: n, addr = self.sock.recvfrom_into(buf, MAX_DATAGRAM, socket.MSG_DONTWAIT)
-        except (BlockingIOError, InterruptedError): break
-        except OSError as e:
-          if self._stop: return
-          self._error(f"receive: {e}")
-          break
-        self.received += 1
-        if (cb := self._on_frame()) is None:
-          orphaned = True
-          break
-        self._call(lambda: cb(view[:n], addr))
-        del cb
+      if self.sock in ready and not orphaned: orphaned = self._receive(buf, view)
+      if not orphaned:
+        for t in due: self._call(t.fn)
     if orphaned: self._close_fds()
+
+  def _receive(self, buf: bytearray, view: memoryview) -> bool:
+    """The datagrams waiting, a bounded number, then timers get their turn: True if the owner is gone."""
+    if self.rx is not None: return self._receive_batches()
+    for _ in range(256):
+      try: n, addr = self.sock.recvfrom_into(buf, MAX_DATAGRAM, socket.MSG_DONTWAIT)
+      except (BlockingIOError, InterruptedError): break
+      except OSError as e:
+        if not self._stop: self._error(f"receive: {e}")
+        break
+      self.received += 1
+      if (cb := self._on_frame()) is None: return True
+      self._call(lambda: cb(view[:n], addr))
+      del cb
+    return False
+
+  def _receive_batches(self) -> bool:
+    """Up to 8 batches, then timers get their turn: True if the owner is gone."""
+    for _ in range(8):
+      n = self.rx.recv(self.sock.fileno())
+      if n < 0 and not self._stop: self._error(f"receive: {os.strerror(-n)}")
+      if n <= 0: return False
+      self.received += n
+      if (cb := self._on_batch()) is None: return True
+      self._call(lambda: cb(self.rx, n))
+      del cb
+    return False
 
   def _call(self, fn: Callable[[], None]) -> None:
     try: fn()

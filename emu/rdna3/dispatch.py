@@ -5,7 +5,7 @@ Kernel descriptor (AMDGPU HSA code object v5, 64 bytes): group_segment_fixed_siz
 private_segment_fixed_size @4, kernarg_size @8, kernel_code_entry_byte_offset (i64) @16, rsrc3 @44,
 rsrc1 @48, rsrc2 @52, kernel_code_properties (u16) @56. rsrc1: FLOAT_DENORM_MODE_32 [17:16],
 FLOAT_DENORM_MODE_16_64 [19:18], ENABLE_IEEE_MODE [23], WGP_MODE [29]. rsrc2: ENABLE_PRIVATE_SEGMENT [0], USER_SGPR_COUNT [5:1],
-ENABLE_SGPR_WORKGROUP_ID_X/Y/Z [9:7], ENABLE_SGPR_WORKGROUP_INFO [10]. kernel_code_properties: user SGPRs in
+ENABLE_SGPR_WORKGROUP_ID_X/Y/Z [9:7], ENABLE_SGPR_WORKGROUP_INFO [10], ENABLE_VGPR_WORKITEM_ID [12:11]. kernel_code_properties: user SGPRs in
 this order when enabled: private segment buffer (4) [0], dispatch ptr (2) [1], queue ptr (2) [2], kernarg segment
 ptr (2) [3], dispatch id (2) [4], flat scratch init (2) [5], private segment size (1) [6]; wave32 [10].
 """
@@ -22,7 +22,7 @@ from emu.rdna3.gen_scalar import ILLEGAL_ROUND_MODE, ILLEGAL_CODE_END, ILLEGAL_H
 from emu.rdna3.gen_interp import ILLEGAL_LDSDIR_M0, ILLEGAL_LDSDIR_WGP
 
 STOP_NONE, STOP_FAULT, STOP_NOBLOCK, STOP_TRAP, STOP_HALT, STOP_LIMIT, STOP_ILLEGAL = range(7)
-SPACES = {0: "global", 1: "scratch (private)", 2: "LDS", 3: "misaligned atomic"}
+SPACES = {0: "global", 1: "scratch (private)", 2: "LDS", 3: "misaligned atomic", 4: "scratch backing memory"}
 ILLEGAL = {1: "VGPR index (M0-relative) out of range", ILLEGAL_ROUND_MODE: "non-default rounding modes are not modelled",
            ILLEGAL_CODE_END: "executed s_code_end padding (ran past the end of the program)",
            ILLEGAL_HWREG: "hardware register not modelled", ILLEGAL_MOVREL: "SGPR index (M0-relative) out of range",
@@ -34,6 +34,7 @@ ILLEGAL = {1: "VGPR index (M0-relative) out of range", ILLEGAL_ROUND_MODE: "non-
 SHARED_HI, PRIVATE_HI = 0x10000, 0x20000
 DEFAULT_MODE = 0x2C0      # MODE: f32 denormals flushed, f16/f64 kept (FloatMode 192: denorm [7:4] = 0xC), IEEE [9] on
 MAX_LDS = 64 << 10
+HOST_SCRATCH_VA = 0xFFFF_F000_0000_0000   # where run()/dispatch() place the scratch they allocate themselves (no GPU memory)
 
 
 class WaveError(RuntimeError):
@@ -62,6 +63,17 @@ class Stats:
   waves: int
 
 
+@dataclass(frozen=True)
+class Scratch:
+  """The scratch ring the waves' private memory lives in (GPU addresses; a GPU model's COMPUTE_DISPATCH_SCRATCH_BASE and
+  COMPUTE_TMPRING_SIZE): workgroup k runs on shader engine k % ses, and its wave i uses slot i of that engine's ring,
+  at base + (k % ses) * se_bytes + i * wave_bytes. A lane may use wave_bytes / lanes bytes (the slot is dword-swizzled)."""
+  base: int
+  wave_bytes: int
+  se_bytes: int = 0
+  ses: int = 1
+
+
 @dataclass
 class Launch:
   """Everything a dispatch needs besides memory and the grid."""
@@ -69,12 +81,14 @@ class Launch:
   user_sgprs: list[int]
   wave64: bool = False
   lds_bytes: int = 0
-  scratch_bytes_per_lane: int = 0
+  scratch_bytes_per_lane: int = 0   # without `scratch`: each lane's private bytes (host memory for this dispatch)
   tgid_enable: tuple[bool, bool, bool] = (True, True, True)
   scratch_offset_sgpr: bool = False
   mode: int = DEFAULT_MODE
   wgp_mode: bool = False
   target: str = "gfx1100"   # the ISA: gfx1100, or RDNA3.5's gfx1150 / gfx1151 (scalar float instructions)
+  scratch: Scratch | None = None   # the ring in GPU memory the waves' scratch lives in (its slots set the lanes' bytes)
+  tid_components: int = 3          # how many of x, y, z v0 carries (the others read 0)
   shared_hi: int = SHARED_HI   # flat LDS aperture: addresses whose bits 63:32 are this (SH_MEM_BASES.SHARED_BASE << 16)
   private_hi: int = PRIVATE_HI # flat scratch aperture (SH_MEM_BASES.PRIVATE_BASE << 16)
 
@@ -84,12 +98,17 @@ _programs: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def program_for(mem, pc: int, wave64: bool, target: str = "gfx1100") -> Program:
+  """The compiled program at `pc`, rebuilt when the code in memory changed. A memory with an instruction cache
+  (`icache_epoch`, which changes when it is invalidated) keeps running what it compiled until then without re-reading
+  the code, as a stale I$ would."""
   progs = _programs.setdefault(mem, {})
-  p = progs.get((pc, wave64, target))
-  if p is None or not p.still_valid(mem):
+  p, epoch = progs.get((pc, wave64, target)), getattr(mem, "icache_epoch", None)
+  if p is not None and (epoch is None or p.epoch != epoch) and not p.still_valid(mem): p = None
+  if p is None:
     p = Program(mem, pc, wave64, target)
     p.build()
     progs[(pc, wave64, target)] = p
+  p.epoch = epoch
   return p
 
 
@@ -122,17 +141,29 @@ def execute(mem: memory.GpuMemory, launch: Launch, grid: tuple[int, int, int], b
   d.tgid_en, d.scratch_off_en = [int(x) for x in launch.tgid_enable], int(launch.scratch_offset_sgpr)
   if launch.shared_hi == launch.private_hi:
     raise ValueError(f"the flat LDS and scratch apertures are both at {launch.shared_hi << 32:#x}: they must differ")
+  d.tid_mask = (1 << 10 * launch.tid_components) - 1
   d.shared_hi, d.private_hi, d.mode, d.entry, d.wgp_mode = launch.shared_hi, launch.private_hi, launch.mode, launch.pc, int(launch.wgp_mode)
   d.lds_bytes, d.scratch_per_lane, d.max_instructions = launch.lds_bytes, launch.scratch_bytes_per_lane, max_instructions
   keep = []
   if launch.lds_bytes: keep.append(lds := f.new("uint8_t[]", launch.lds_bytes)); d.lds = lds
-  if launch.scratch_bytes_per_lane:
-    keep.append(scr := f.new("uint8_t[]", nwaves * lanes * launch.scratch_bytes_per_lane)); d.scratch = scr
+  scratch, host_scratch = launch.scratch, None
+  if scratch is None and launch.scratch_bytes_per_lane:   # one ring slot per wave of a workgroup, on the host
+    wave_bytes = -(-launch.scratch_bytes_per_lane // 4) * 4 * lanes
+    keep.append(host_scratch := f.new("uint8_t[]", nwaves * wave_bytes))
+    scratch = Scratch(HOST_SCRATCH_VA, wave_bytes)
+  if scratch is not None:
+    d.scratch_base, d.scratch_wave_bytes, d.scratch_se_bytes, d.scratch_ses = scratch.base, scratch.wave_bytes, scratch.se_bytes, scratch.ses
+    if launch.scratch is not None: d.scratch_per_lane = scratch.wave_bytes // lanes
   keep.append(waves := f.new("wave_t[]", nwaves)); d.waves, d.nwaves = waves, nwaves
   error: list[BaseException] = []
 
+  scalar_lookup = getattr(mem, "lookup_scalar", None) or (lambda a: mem.lookup(a, False))
+
   def miss(dp, addr, write):
-    try: run = mem.lookup(int(addr), bool(write))
+    if host_scratch is not None and 0 <= addr - HOST_SCRATCH_VA < len(host_scratch):
+      dp.fill.va, dp.fill.len, dp.fill.host = HOST_SCRATCH_VA, len(host_scratch), host_scratch
+      return 0
+    try: run = scalar_lookup(int(addr)) if write == 2 else mem.lookup(int(addr), bool(write))
     except BaseException as e:   # a GPU model's own error: re-raised after the dispatch stops
       error.append(e)
       return 1
@@ -159,7 +190,7 @@ def execute(mem: memory.GpuMemory, launch: Launch, grid: tuple[int, int, int], b
     text = _describe(p, pc)
     if rc == STOP_FAULT:
       space, addr = SPACES.get(int(d.stop_arg), "memory"), int(d.stop_addr)
-      limit = {1: f" (each lane has {launch.scratch_bytes_per_lane} bytes)", 2: f" (the workgroup has {launch.lds_bytes} bytes)"}.get(int(d.stop_arg), " (not mapped)")
+      limit = {1: f" (each lane has {int(d.scratch_per_lane)} bytes)", 2: f" (the workgroup has {launch.lds_bytes} bytes)"}.get(int(d.stop_arg), " (not mapped)")
       raise WaveFault(f"{where}: `{text}` faulted on {space} address {addr:#x}{limit}", wg, int(d.stop_wave), pc, text, addr)
     if rc == STOP_TRAP: raise WaveTrap(f"{where}: `{text}` trapped (s_trap {int(d.stop_arg)}; no trap handler is modelled)", wg, int(d.stop_wave), pc, text)
     if rc == STOP_HALT: raise WaveTrap(f"{where}: `{text}` halted the wave (on hardware the dispatch would hang)", wg, int(d.stop_wave), pc, text)
@@ -208,10 +239,11 @@ class KernelDescriptor:
 def dispatch(mem: memory.GpuMemory, kd_addr: int, grid: tuple[int, int, int], block: tuple[int, int, int], *,
              kernarg_ptr: int = 0, dispatch_ptr: int = 0, queue_ptr: int = 0, dispatch_id: int = 0,
              lds_bytes: int | None = None, scratch_bytes_per_lane: int | None = None, max_instructions: int = 0,
-             target: str = "gfx1100") -> Stats:
+             target: str = "gfx1100", scratch: Scratch | None = None) -> Stats:
   """Dispatch the kernel whose 64-byte descriptor is at `kd_addr` (the AMD GPU model's entry point) for `target`.
   `grid` counts workgroups. LDS defaults to the descriptor's group segment (plus any dynamic size the caller
-  adds), scratch to its private segment size."""
+  adds), scratch to its private segment size in host memory, or to the ring `scratch` in GPU memory. v0 carries the
+  work-item id components rsrc2's ENABLE_VGPR_WORKITEM_ID [12:11] enables."""
   kd = KernelDescriptor.parse(memory.read(mem, kd_addr, 64))
   user: list[int] = []
   props = kd.properties
@@ -229,5 +261,6 @@ def dispatch(mem: memory.GpuMemory, kd_addr: int, grid: tuple[int, int, int], bl
   launch = Launch(kd_addr + kd.entry_offset, user, kd.wave64,
                   kd.group_segment_size if lds_bytes is None else lds_bytes,
                   kd.private_segment_size if scratch_bytes_per_lane is None else scratch_bytes_per_lane,
-                  tuple(bool(kd.rsrc2 >> b & 1) for b in (7, 8, 9)), bool(kd.rsrc2 & 1), kd.mode, bool(kd.rsrc1 >> 29 & 1), target)
+                  tuple(bool(kd.rsrc2 >> b & 1) for b in (7, 8, 9)), bool(kd.rsrc2 & 1), kd.mode, bool(kd.rsrc1 >> 29 & 1), target,
+                  scratch, min((kd.rsrc2 >> 11 & 3) + 1, 3))
   return execute(mem, launch, grid, block, max_instructions)

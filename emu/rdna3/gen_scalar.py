@@ -255,12 +255,12 @@ def smem(inst, pc: int) -> str:
   store = "" if dst == O.NULL else " ".join(f"S({dst + i}) = v_[{i}];" for i in range(n))
   if op.startswith("s_load_"):
     return "{ " + f"u64 a = (S64({base}) + (u64)(i64){off}{soff}) & ~3ull; u32 v_[{n}]; " \
-           f"if (!gld(w, a, v_, {4 * n})) FAIL(BASE + {pc:#x}); {store}" + " }"
+           f"if (!kld(w, a, v_, {4 * n})) FAIL(BASE + {pc:#x}); {store}" + " }"
   if op.startswith("s_buffer_load_"):
     # buffer resource: base [47:0], num_records [95:64] (bytes); dwords past num_records read 0
     return "{ " + f"u64 b = S64({base}) & 0xffffffffffffull; u32 nr = S({base + 2}); u32 o = ((u32){off}{soff}) & ~3u; u32 v_[{n}]; " \
            f"for (int i = 0; i < {n}; i++) {{ u32 oi = o + 4 * i; v_[i] = 0; " \
-           f"if (oi < nr && !gld(w, b + oi, &v_[i], 4)) FAIL(BASE + {pc:#x}); }} {store}" + " }"
+           f"if (oi < nr && !kld(w, b + oi, &v_[i], 4)) FAIL(BASE + {pc:#x}); }} {store}" + " }"
   raise O.Unsupported(f"{op} is not supported by the emulator")
 
 

@@ -67,6 +67,7 @@ class Program:
     self.problems: dict[int, str] = {}      # pc -> why the instruction there cannot run
     self.lib = None
     self.base = 0
+    self.epoch: int | None = None           # the memory's icache_epoch when the code was last read (dispatch.program_for)
     self.add(mem, entry)
 
   # ---- discovery ----
@@ -142,8 +143,8 @@ class Program:
 
   def build(self) -> None:
     runtime.load(self.wave64)     # loaded first: the program's calls resolve against it
-    with cc.timed("the RDNA3 emulator's C translation of a kernel"):
-      self.lib = ffi().dlopen(cc.build(self.source(), "wave64" if self.wave64 else "wave32"))
+    with cc.timed("the RDNA3 emulator's C translation of a kernel", runtime.CACHE):
+      self.lib = ffi().dlopen(cc.build(self.source(), "wave64" if self.wave64 else "wave32", where=runtime.CACHE))
     self._spans = self.spans()
     n = ffi().new("uint64_t *")
     self.blocks = self.lib.program_blocks(n)

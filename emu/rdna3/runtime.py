@@ -18,6 +18,7 @@ from emu import cc
 from emu.rdna3.valu_table import OPS, CMP, PK
 
 C_DIR = os.path.join(os.path.dirname(__file__), "c")
+CACHE = "rdna3"                 # compiled runtimes and programs: under $XDG_CACHE_HOME/hcq/rdna3 (emu/cc.py)
 WIDTH = {"f16": 16, "i16": 16, "u16": 16, "b16": 16, "f32": 32, "i32": 32, "u32": 32, "b32": 32,
          "f64": 64, "i64": 64, "u64": 64, "b64": 64}
 CLAMP = {"f16": "clamp16", "f32": "clamp32", "f64": "clamp64"}
@@ -179,8 +180,8 @@ def load(wave64: bool):
   library holding the scheduler."""
   from emu.rdna3.program import ffi
   f, lanes = ffi(), 64 if wave64 else 32
-  with cc.timed(f"the RDNA3 emulator's wave{lanes} runtime"), ThreadPoolExecutor(CHUNKS) as pool:   # each build is a compiler subprocess
-    paths = list(pool.map(lambda ip: cc.build(ip[1], f"rt{lanes}-{ip[0]}"), enumerate(sources(wave64))))
+  with cc.timed(f"the RDNA3 emulator's wave{lanes} runtime", CACHE), ThreadPoolExecutor(CHUNKS) as pool:   # each build is a compiler subprocess
+    paths = list(pool.map(lambda ip: cc.build(ip[1], f"rt{lanes}-{ip[0]}", where=CACHE), enumerate(sources(wave64))))
   return [f.dlopen(p, f.RTLD_NOW | f.RTLD_GLOBAL) for p in paths][0]
 
 

@@ -1,6 +1,6 @@
 """The shared ring engine (emu/ring.py) with a toy command format, no GPU involved: header = opcode | payload dwords
 << 8; WRITE (addr lo, addr hi, value) stores a u32, WAIT (addr lo, addr hi, value) stalls until the u32 there is >=
-value, NOP skips its payload, anything else stops the queue. Ring, write pointer and read pointer live in a DMASpace."""
+value, NOP skips its payload, HOLD blocks until the test releases it, anything else stops the queue. Ring, write pointer and read pointer live in a DMASpace."""
 import struct, threading, time
 import numpy as np
 import pytest
@@ -8,7 +8,7 @@ import pytest
 from emu.pci import DMASpace
 from emu.ring import RingEngine, RingError, Stalled
 
-NOP, WRITE, WAIT = 0, 1, 2
+NOP, WRITE, WAIT, HOLD = 0, 1, 2, 3
 RING_BYTES = 64                 # 16 dwords: small enough that a few packets wrap
 
 
@@ -19,6 +19,7 @@ class Toy(RingEngine):
   def __init__(self, mem, ring, ptrs):
     super().__init__("toy", mem, ring, RING_BYTES, ptrs + 8, ptrs)
     self.reports: list[tuple[str, int | None, str]] = []
+    self.holding, self.release = threading.Event(), threading.Event()
 
   def packet(self, words: np.ndarray, pos: int) -> int:
     op, n = int(words[pos]) & 0xFF, int(words[pos]) >> 8
@@ -27,6 +28,9 @@ class Toy(RingEngine):
     if op == WRITE: self.mem.write(p[0] | p[1] << 32, struct.pack("<I", p[2]))
     elif op == WAIT:
       if struct.unpack("<I", self.mem.read(p[0] | p[1] << 32, 4))[0] < p[2]: raise Stalled
+    elif op == HOLD:
+      self.holding.set()
+      self.release.wait()
     elif op != NOP: raise RingError(f"toy: bad opcode {op}")
     return n + 1
 
@@ -122,6 +126,18 @@ def test_stop_is_prompt_even_on_a_wait_that_never_ends(host):
   done = threading.Event()
   threading.Thread(target=lambda: (host.engine.stop(), done.set()), daemon=True).start()
   assert done.wait(2) and not host.engine.is_alive()
+
+
+def test_stop_takes_effect_after_the_packet_in_flight_not_at_the_end_of_the_batch(host):
+  """A dequeue request drops what is queued behind the packet executing (the engine fetched it all in one batch)."""
+  host.submit(host.write(0, 1), [HOLD], host.write(1, 2), host.write(2, 3), doorbell=False)
+  host.engine.ring_doorbell(host.put)
+  assert host.engine.holding.wait(5)
+  host.engine.request_stop()
+  host.engine.release.set()
+  host.engine.join(5)
+  assert not host.engine.is_alive() and (host.u32(0), host.u32(1), host.u32(2)) == (1, 0, 0)
+  assert host.rptr == 5        # reported past the packet in flight: the WRITE (4 dwords) and the HOLD
 
 
 def test_a_write_pointer_more_than_a_ring_ahead_is_a_packet_error(host):

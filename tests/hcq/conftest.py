@@ -1,5 +1,6 @@
 import pytest
 from drivers.cpu import CPUDevice
+from drivers.hcq import patience
 from drivers.cpu.device import _Worker
 from drivers.hcq.ring import Ring
 
@@ -49,3 +50,27 @@ def count_submissions(monkeypatch) -> list:
   monkeypatch.setattr(Ring, "submit", ring_submit)
   monkeypatch.setattr(_Worker, "put", worker_put)
   return subs
+
+
+class FakeClock:
+  """Stands in for the `time` module of drivers.hcq.patience, so a test controls how long waits last without
+  sleeping: time passes only while a wait naps (`step_ms` per nap), and `device(now_ms)` plays the device at each nap."""
+  def __init__(self, step_ms: float, device):
+    self.now_ms, self.step_ms, self.device = 0.0, step_ms, device
+
+  def monotonic(self) -> float: return self.now_ms / 1000
+
+  def sleep(self, s: float) -> None:
+    self.now_ms += self.step_ms
+    self.device(self.now_ms)
+
+
+@pytest.fixture
+def clock(monkeypatch):
+  """install(step_ms, device) -> FakeClock, with patience.STALL_MS set to 100 (fake) ms."""
+  monkeypatch.setattr(patience, "STALL_MS", 100)
+  def install(step_ms: float, device) -> FakeClock:
+    c = FakeClock(step_ms, device)
+    monkeypatch.setattr(patience, "time", c)
+    return c
+  return install

@@ -3,15 +3,15 @@ The engine is played by the test: it moves the read pointer in memory as a real 
 import threading
 import numpy as np
 import pytest
-from drivers.hcq import ring as ring_mod
 from drivers.hcq.ring import Ring
 
 
 class Dev:
-  """What a Ring needs of its device: a name, and check_faults (called while it waits for space)."""
+  """What a Ring needs of its device: a name, check_faults (called while it waits for space) and progress."""
   name = "TEST"
-  def __init__(self): self.waiting = threading.Event()
+  def __init__(self): self.waiting, self.timeline = threading.Event(), 0
   def check_faults(self) -> None: self.waiting.set()
+  def progress(self) -> tuple: return (self.timeline,)
 
 
 def make(size: int, unit: int, pad=None):
@@ -51,13 +51,26 @@ def test_full_ring_waits_for_the_engine_read_pointer():
   assert rung == [12, 20] and list(words[12:16]) == [2] * 4 and list(words[0:4]) == [2] * 4
 
 
-def test_full_ring_whose_read_pointer_stands_still_times_out(monkeypatch):
-  monkeypatch.setattr(ring_mod, "FULL_TIMEOUT_S", 0)
+def test_full_ring_whose_read_pointer_stands_still_times_out_after_the_stall_timeout(clock):
   r, _, _, rung = make(64, unit=4)
   r.submit([[1] * 12], [])
-  with pytest.raises(TimeoutError, match=r"TEST: the test ring stayed full .*read pointer 0, write pointer 12"):
+  c = clock(10, lambda now_ms: None)
+  with pytest.raises(TimeoutError, match=r"TEST: the test ring stayed full with no progress for 100 ms .*read pointer 0, "
+                                         r"write pointer 12"):
     r.submit([[2] * 8], [])
-  assert rung == [12]
+  assert rung == [12] and 100 <= c.now_ms <= 110
+
+
+def test_full_ring_is_waited_for_as_long_as_its_read_pointer_or_the_device_moves(clock):
+  """The engine reads a long batch and reports its read pointer once at the end; meanwhile the timeline advances."""
+  r, _, ctl, rung = make(64, unit=4)
+  r.submit([[1] * 12], [])
+  def device(now_ms: float) -> None:
+    if now_ms % 50 == 0: r.device.timeline += 1      # work completes, the read pointer stands still ...
+    if now_ms == 1000: ctl[0] = 12                   # ... until the batch ends, ten stall timeouts later
+  clock(10, device)
+  r.submit([[2] * 8], [])
+  assert rung == [12, 20]
 
 
 def test_commands_larger_than_the_ring_are_refused():

@@ -1,4 +1,5 @@
 """PCIDevice + MMIO against a tiny device model: a register file whose doorbell DMA-writes a value."""
+import numpy as np
 import pytest
 from emu.pci import PCIFunction, DMAFault, PCI_COMMAND, PCI_BASE_ADDRESS_0
 from drivers.system import ModelPCIDevice, DeviceBusyError, MemMMIO
@@ -66,6 +67,35 @@ def test_doorbell_dma_writes_into_a_page_straddling_buffer(dev):
   assert int.from_bytes(contiguous.view[4092:4100], "little") == 0x01020304 * 2
 
 
+def dma_write(dev, bus_addr: int, value: int, times: int = 1) -> None:
+  """Have the model DMA-write value * times (u64) at bus_addr."""
+  regs = dev.map_bar(0)
+  regs.write32(REG_ADDR_LO, bus_addr & 0xFFFFFFFF); regs.write32(REG_ADDR_HI, bus_addr >> 32); regs.write32(REG_VALUE, value)
+  regs.write32(REG_DOORBELL, times)
+
+
+def test_existing_memory_mapped_for_dma_is_reached_at_its_bus_addresses(dev):
+  """map_dma of a numpy array that starts mid-page and spans three pages: bus_addr(i) is byte i of the array, the
+  pages it covers are mapped whole, and after free_dma the device reaches none of them."""
+  arr = np.zeros(2 * 4096 + 100, np.uint8)[40:]
+  first = arr.ctypes.data % 4096
+  mem = dev.map_dma(arr)
+  assert mem.first == first and mem.size == arr.nbytes and len(mem.bus_addrs) == -(-(first + arr.nbytes) // 4096)
+  dev.enable_bus_master()
+  for off in (0, 4096 - first, arr.nbytes - 8):          # the start, the first byte of page 1, the last u64
+    dma_write(dev, mem.bus_addr(off), 0x55667788 + off)
+    assert int.from_bytes(arr[off:off + 8].tobytes(), "little") == 0x55667788 + off
+  dev.free_dma(mem)
+  with pytest.raises(DMAFault): dma_write(dev, mem.bus_addrs[0], 1)
+  assert arr[0] == 0x88                                  # the memory itself stays
+
+
+def test_memory_a_device_cannot_use_for_dma_is_refused(dev):
+  with pytest.raises(ValueError, match="read-only"): dev.map_dma(b"\0" * 64)
+  with pytest.raises(ValueError, match="non-contiguous"): dev.map_dma(np.zeros((8, 8), np.uint8)[:, ::2])
+  with pytest.raises(ValueError, match="0 bytes"): dev.map_dma(bytearray())
+
+
 def test_mmio_rejects_unaligned_out_of_range_and_unknown_registers(dev):
   regs = dev.map_bar(0)
   with pytest.raises(ValueError, match="unaligned 32-bit"): regs.read32(2)
@@ -99,3 +129,28 @@ def test_function_level_reset_disables_bus_mastering(dev):
   dev.enable_bus_master()
   dev.reset()
   assert dev.read_config(PCI_COMMAND, 2) & 0x4 == 0
+
+
+@pytest.mark.parametrize("kind", ["navi31", "bnxt", "mlx5"])   # every registered model kind, GPUs and NICs alike
+def test_emulated_device_indexes_are_bounded_and_an_index_past_the_bound_creates_nothing(kind, tmp_path, monkeypatch):
+  from drivers.system import open_model
+  with pytest.raises(ValueError, match=rf"there is no emulated {kind} device 8: emulated devices are numbered 0 to 7 "
+                                       r"\(HCQ_EMU_DEVICES=8; .*\): use an index below 8, or raise HCQ_EMU_DEVICES"):
+    open_model(kind, 8)
+  monkeypatch.setenv("HCQ_EMU_DEVICES", "2")
+  with pytest.raises(ValueError, match=rf"no emulated {kind} device 2: .* 0 to 1 \(HCQ_EMU_DEVICES=2"): open_model(kind, 2)
+  assert list(tmp_path.iterdir()) == []     # no state files, no lock file: TMPDIR is the test's own
+
+
+def test_a_device_string_past_the_bound_is_refused_before_any_state_exists(tmp_path):
+  from drivers.hcq import open_device
+  with pytest.raises(ValueError, match=r"there is no emulated navi31 device 99: .* numbered 0 to 7"): open_device("MOCKPCI+AMD:99")
+  assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "many"])
+def test_a_bad_hcq_emu_devices_says_what_it_must_be(value, monkeypatch):
+  from drivers.system import open_model
+  monkeypatch.setenv("HCQ_EMU_DEVICES", value)
+  with pytest.raises(ValueError, match=rf"HCQ_EMU_DEVICES='{value}': set it to a count of emulated devices, 1 or more"):
+    open_model("navi31", 0)

@@ -77,3 +77,24 @@ def test_no_permission_names_the_file_and_the_fix(tmp_path, monkeypatch):
     assert re.search(r"PermissionError: no permission to access .*/config: run as root or add a udev rule", msg), msg
   finally:
     shutil.rmtree(root, ignore_errors=True)
+
+
+def _locked_kb() -> int:
+  return int(re.search(r"VmLck:\s+(\d+) kB", pathlib.Path("/proc/self/status").read_text()).group(1))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="physical page addresses from /proc/self/pagemap need root")
+def test_existing_memory_mapped_for_dma_on_the_sysfs_path_is_locked_with_its_page_frames_until_freed(tmp_path):
+  """The sysfs path pins existing memory (mlock) and reads each covered page's physical address from pagemap."""
+  import numpy as np
+  arr = np.ones(3 * 4096, np.uint8)[100:]
+  pages = -(-(arr.ctypes.data % 4096 + arr.nbytes) // 4096)
+  _fake(tmp_path)
+  before = _locked_kb()
+  with SysfsPCIDevice("0000:03:00.0", "am", sysfs=str(tmp_path)) as dev:
+    mem = dev.map_dma(arr)
+    assert mem.first == arr.ctypes.data % 4096 and len(mem.bus_addrs) == pages
+    assert all(a and a % 4096 == 0 for a in mem.bus_addrs) and len(set(mem.bus_addrs)) == pages
+    assert _locked_kb() >= before + 4 * pages
+    dev.free_dma(mem)
+    assert _locked_kb() == before

@@ -121,6 +121,25 @@ def test_freed_dma_is_unmapped_from_the_iommu(opened):
   assert dev.alloc_dma(4096).bus_addr(0) == iova                     # the IOVA range is free again
 
 
+def test_existing_memory_maps_at_fresh_iovas_and_stays_when_unmapped(opened):
+  """map_dma of process memory (here from anon) maps the pages that hold it at one IOVA run; free_dma unmaps them
+  from the IOMMU and leaves the memory to its owner."""
+  model, k, dev = opened
+  addr, host = k.anon(3 * 4096)
+  view = host.view[100:100 + 2 * 4096]
+  mem = dev.map_dma(view)
+  assert mem.first == 100 and len(mem.bus_addrs) == 3 and mem.contiguous and k.model.calls[-1] == "VFIO_IOMMU_MAP_DMA"
+  regs = dev.map_bar(0)
+  dev.enable_bus_master()
+  ring(regs, mem.bus_addr(4096 - 100 - 4), 5, 3)                   # 8 bytes across the arrays' first two pages
+  assert int.from_bytes(view[4092 - 100:4100 - 100], "little") == 15
+  dev.free_dma(mem)
+  assert k.model.calls[-1] == "VFIO_IOMMU_UNMAP_DMA"
+  with pytest.raises(DMAFault): ring(regs, mem.bus_addr(0), 1, 1)
+  assert int.from_bytes(view[4092 - 100:4100 - 100], "little") == 15   # the memory is still there
+  k.release(addr, 3 * 4096)
+
+
 def test_reset_is_vfio_device_reset(opened):
   model, k, dev = opened
   dev.enable_bus_master()

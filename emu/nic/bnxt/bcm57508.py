@@ -21,11 +21,13 @@ driver's DMA memory and dies with its process; the next process to open the devi
 (FLR, `reset()`) clears bus mastering, every function resource and the PHY loopback.
 """
 from __future__ import annotations
-import ctypes, os, tempfile, threading
+import threading
 from ctypes import Structure, c_uint8, c_uint32
 
 from emu.plugin import PCIModel
-from emu.pci import PCIFunction, DMASpace, DMAFault, PCI_COMMAND, PCI_COMMAND_MEMORY
+from emu.pci import PCIFunction, PCI_COMMAND, PCI_COMMAND_MEMORY
+from emu.nic import state
+from emu.nic.memory import HostMemory
 from emu.nic.port import RoCEPort
 from emu.nic.bnxt import ModelError
 from emu.nic.bnxt.backing import BackingStore
@@ -46,32 +48,12 @@ class DeviceState(Structure):
 
 def state_dir(index: int) -> str:
   """Where emulated NIC `index` keeps its state: $TMPDIR/hcq-emu/bnxt-<index>."""
-  return os.path.join(os.environ.get("TMPDIR") or tempfile.gettempdir(), "hcq-emu", f"bnxt-{index}")
-
-
-def _load(path: str) -> DeviceState | None:
-  try:
-    with open(os.path.join(path, "state"), "rb") as f: st = DeviceState.from_buffer_copy(f.read(ctypes.sizeof(DeviceState)))
-  except (OSError, ValueError): return None
-  return st if (st.magic, st.version) == (STATE_MAGIC, STATE_VERSION) else None
+  return state.state_dir("bnxt", index)
 
 
 def list_states() -> list[int]:
   """Indexes of the emulated NICs with saved state under $TMPDIR/hcq-emu."""
-  root = os.path.dirname(state_dir(0))
-  names = os.listdir(root) if os.path.isdir(root) else []
-  return sorted(int(n[5:]) for n in names if n.startswith("bnxt-") and n[5:].isdigit() and _load(os.path.join(root, n)))
-
-
-class HostMemory(DMASpace):
-  """Host memory as the function reaches it over PCIe: only with bus mastering on (PCI_COMMAND bit 2)."""
-  def __init__(self, fn: PCIFunction):
-    super().__init__()
-    self.fn = fn
-
-  def _locate(self, addr: int, n: int):
-    if self.fn.bus_master: return super()._locate(addr, n)
-    raise DMAFault(f"{self.fn.bus}: DMA to bus address {addr:#x} while bus mastering is off (PCI_COMMAND bit 2)")
+  return state.saved("bnxt", DeviceState, STATE_MAGIC, STATE_VERSION)
 
 
 def _dword(offset: int, size: int) -> None:
@@ -125,8 +107,7 @@ class BCM57508(PCIFunction):
     super().__init__(bus, VENDOR_ID, DEVICE_ID, CLASS_ETHERNET, REVISION)
     self.path, self.lock = path, threading.RLock()
     self.log_lines: list[str] = []
-    self.state = (_load(path) if path else None) or DeviceState(STATE_MAGIC, STATE_VERSION)
-    if not any(self.state.mac): self.state.mac[:] = bytes((0x02, 0x10, 0x18, 0, index >> 8 & 0xFF, index & 0xFF))
+    self.state = state.load_or_new(path, DeviceState, STATE_MAGIC, STATE_VERSION, bytes((0x02, 0x10, 0x18, 0)), index)
     self.mac = bytes(self.state.mac)
     self.stale = bool(self.state.needs_reset)     # a previous process left firmware resources: FUNC_RESET first
     if self.stale: self.log("opened after a driver that did not FUNC_RESET or unregister: FUNC_RESET first")
@@ -141,11 +122,7 @@ class BCM57508(PCIFunction):
     self.save()
 
   def save(self) -> None:
-    if self.path is None: return
-    os.makedirs(self.path, exist_ok=True)
-    tmp = os.path.join(self.path, f"state.{os.getpid()}")
-    with open(tmp, "wb") as f: f.write(bytes(self.state))
-    os.replace(tmp, os.path.join(self.path, "state"))
+    if self.path is not None: state.save(self.path, self.state)
 
   def log(self, line: str) -> None:
     self.log_lines.append(line)

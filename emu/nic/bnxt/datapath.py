@@ -26,7 +26,8 @@ with it, an NQ/NQ_ARM/NQ_MASK doorbell an NQ ring (or the CREQ) in page 0. Anyth
 - CQ (CQ, CQ_ARMSE, CQ_ARMALL, CQ_ARMENA; index = consumer): the consumer must not pass the producer. ARMALL/ARMSE arm
   the CQ: its next CQE (ARMSE: the next solicited one) writes an nq_cn (type CQ_NOTIFICATION, cq_handle, toggle =
   the CQ's arm toggle, which advances with each notification) to the CQ's CNQ; an arm whose toggle is stale is ignored.
-- NQ/NQ_ARM/NQ_MASK (xid an NQ ring id, index = consumer): frees NQ and CREQ entries (no interrupts are modelled).
+- NQ/NQ_ARM/NQ_MASK (xid an NQ ring id, index = consumer): frees NQ and CREQ entries; NQ_ARM arms the ring's interrupt
+  (MSI-X, rings.py), NQ_MASK disarms it.
 CQEs: requester (cq_req: qp_handle, sq_cons_idx = WQEs completed so far including this one, mod 2^16; status
 CQ_REQ_STATUS_*) after the ACK, for signaled WQEs and every error; responder (cq_res_rc: length, imm, flags IMM/RDMA,
 wr_id from the RQ WQE, status CQ_RES_RC_STATUS_*) for SENDs and WRITEs with immediate. A CQ that is full (the driver
@@ -81,19 +82,6 @@ class MR:
   key: int
   pd: int | None                # None: registered without a PD (REGISTER_MR with ALLOC_MR)
   region: rc.Region             # va (0 when zero-based), length, rc rights, page translation
-
-
-def mr_region(dma, key: int, va: int, length: int, access: int, pages: list[int], page_size: int, first: int) -> rc.Region:
-  """The region an MR's key names: byte 0 of [va, va + length) at offset `first` of pages[0], the rest in order."""
-  def chunks(a: int, n: int) -> list[memoryview]:
-    off, out = a - va + first, []
-    while n > 0:
-      page, within = divmod(off, page_size)
-      k = min(n, page_size - within)
-      out.append(dma.view(pages[page] + within, k))
-      off, n = off + k, n - k
-    return out
-  return rc.Region(key, va, length, access, chunks)
 
 
 @dataclass
@@ -188,7 +176,9 @@ class RoCEEngine:
     if dtype in (B.DBC_DBC_TYPE_NQ, B.DBC_DBC_TYPE_NQ_ARM, B.DBC_DBC_TYPE_NQ_MASK):
       ring = self.nic.hwrm.rings.get(xid)
       if ring is None or ring.events is None or dpi != 0: raise ModelError(f"{where}: no NQ ring {xid} (NQ doorbells use page 0)")
-      return ring.events.consumed(index, epoch)
+      ring.events.consumed(index, epoch)
+      if dtype != B.DBC_DBC_TYPE_NQ: ring.events.arm(dtype == B.DBC_DBC_TYPE_NQ_ARM)
+      return
     raise ModelError(f"{where}: doorbell type {dtype >> 28:#x} is not modelled (SQ, RQ, CQ, CQ_ARM*, NQ* are)")
 
   def _sq(self, qp: QP, index: int, epoch: int) -> None:

@@ -23,7 +23,8 @@ Commands (anything else: HWRM_ERR_CODE_CMD_NOT_SUPPORTED, 0xffff):
   RING_ALLOC / RING_FREE     NQ, L2_CMPL, RX, TX rings: page_size 12 (4 KiB), page_tbl_depth 0-2 with a PBL covering
                              length entries of 16 bytes; L2_CMPL and RX rings name an existing NQ (NQ_RING_ID_VALID),
                              RX rings a buffer size (RX_BUF_SIZE_VALID); ring ids are one id space; a ring still used
-                             (by the CMDQ, a CQ, a vnic, or as an L2 ring's NQ) cannot be freed
+                             (by the CMDQ, a CQ, a vnic, or as an L2 ring's NQ) cannot be freed; an NQ is int_mode
+                             MSIX (it raises MSI-X vector logical_id when armed: rings.py) or POLL
   STAT_CTX_ALLOC / _FREE     stats_dma_addr must be mapped for stats_dma_length bytes (the model writes no stats)
   VNIC_ALLOC / _FREE / _CFG  CFG enables MRU, DEFAULT_RX_RING_ID, DEFAULT_CMPL_RING_ID (others refused), rings of those types
   CFA_L2_FILTER_ALLOC / _FREE  RX path, exact match (mask ff:ff:ff:ff:ff:ff), dst_id a configured vnic: frames to that
@@ -260,7 +261,9 @@ class HWRM:
       ring = HostRing(self.nic.dma, pages, 4096, req.length, RING_ENTRY, f"{kind} ring {rid}")
     except (PBLError, DMAFault) as e: raise self._fail(str(e)) from None
     r = self.rings[rid] = L2Ring(rid, req.ring_type, kind, ring, nq.id if nq else None)
-    if kind == "NQ": r.events = EventRing(ring, 8)
+    if kind == "NQ":
+      vector = req.logical_id
+      r.events = EventRing(ring, 8, (lambda: self.nic.signal_msix(vector)) if req.int_mode == B.RING_ALLOC_REQ_INT_MODE_MSIX else None)
     if nq: nq.users.add(f"{kind} ring {rid}")
     return B.hwrm_ring_alloc_output(ring_id=rid, logical_ring_id=req.logical_id)
 

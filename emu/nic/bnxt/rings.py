@@ -10,9 +10,14 @@ CREQ entries at byte 8 bit 0 (creq_base.v), NQ entries at byte 8 bit 0 (nq_base 
 (cq_base.cqe_type_toggle TOGGLE). The body is written first, the byte holding the valid bit last. The driver publishes
 how far it consumed with doorbells (CQ for CQs, NQ/NQ_ARM for NQs and the CREQ); the NIC never writes into an entry
 the driver has not released: a full ring overflows (`push` returns False) and the caller reports it.
+An NQ-type ring (the CREQ, a notification queue) allocated with int_mode MSIX interrupts: armed by an NQ_ARM doorbell,
+it raises its MSI-X vector once when an entry is written (or at once, if the doorbell leaves entries unconsumed), and
+is disarmed until the next NQ_ARM; NQ_MASK disarms it. (bnxt_en passes the NQ's MSI-X vector index as the ring's
+logical_id: the model raises that vector.)
 """
 from __future__ import annotations
 from dataclasses import dataclass, field
+from typing import Callable
 
 from emu.nic.bnxt import ModelError
 from emu.nic.bnxt.pbl import HostRing
@@ -29,9 +34,10 @@ def doorbell_position(index: int, epoch: int, low: int, high: int, depth: int, w
 
 
 class EventRing:
-  def __init__(self, ring: HostRing, valid_byte: int):
-    self.ring, self.valid_byte = ring, valid_byte
+  def __init__(self, ring: HostRing, valid_byte: int, interrupt: Callable[[], None] | None = None):
+    self.ring, self.valid_byte, self.interrupt = ring, valid_byte, interrupt
     self.prod = self.cons = 0
+    self.armed = False
 
   @property
   def what(self) -> str: return self.ring.what
@@ -39,14 +45,24 @@ class EventRing:
   def push(self, entry: bytes | bytearray) -> bool:
     """Write `entry` at the producer with the pass's valid bit; False if the ring is full."""
     if self.prod - self.cons >= self.ring.depth: return False
-    e = bytearray(entry)
-    e[self.valid_byte] = (e[self.valid_byte] & ~1) | self.ring.valid_bit(self.prod)
-    addr, vb = self.ring.entry(self.prod), self.valid_byte
-    self.ring.dma.write(addr, bytes(e[:vb]))
-    if vb + 1 < len(e): self.ring.dma.write(addr + vb + 1, bytes(e[vb + 1:]))
-    self.ring.dma.write(addr + vb, bytes(e[vb:vb + 1]))
+    vb = self.valid_byte
+    slot = self.ring.dma.view(self.ring.entry(self.prod), len(entry))      # (an entry never crosses a page)
+    slot[:vb] = entry[:vb]
+    slot[vb + 1:] = entry[vb + 1:]
+    slot[vb] = (entry[vb] & ~1) | self.ring.valid_bit(self.prod)
     self.prod += 1
+    self._raise()
     return True
+
+  def arm(self, on: bool = True) -> None:
+    """NQ_ARM (on) or NQ_MASK (off)."""
+    self.armed = on and self.interrupt is not None
+    self._raise()
+
+  def _raise(self) -> None:
+    if self.armed and self.prod > self.cons:
+      self.armed = False
+      self.interrupt()
 
   def consumed(self, index: int, epoch: int) -> None:
     """A doorbell published the driver's consumer index."""

@@ -74,8 +74,8 @@ class Program:
     self.name, self.kernel = name, self.module.kernels[name]
     self.t = Translator(self.module, self.kernel)
     src = runtime.header() + self.t.source()
-    with cc.timed(f"the PTX engine's C translation of kernel {name}"):
-      self.lib = ffi().dlopen(cc.build(src, "ptx"))
+    with cc.timed(f"the PTX engine's C translation of kernel {name}", runtime.CACHE):
+      self.lib = ffi().dlopen(cc.build(src, "ptx", where=runtime.CACHE))
 
   @property
   def param_bytes(self) -> int: return self.kernel.param_bytes

@@ -5,6 +5,7 @@ from functools import cache
 from emu import cc
 
 C_DIR = os.path.join(os.path.dirname(__file__), "c")
+CACHE = "ptx"                   # compiled kernels: under $XDG_CACHE_HOME/hcq/ptx (emu/cc.py)
 
 
 @cache

@@ -8,7 +8,7 @@ typedef int8_t i8; typedef int16_t i16; typedef int32_t i32; typedef int64_t i64
 
 enum { WAVE_RUN = 0, WAVE_BARRIER = 1, WAVE_END = 2 };
 enum { STOP_NONE = 0, STOP_FAULT = 1, STOP_NOBLOCK = 2, STOP_TRAP = 3, STOP_HALT = 4, STOP_LIMIT = 5, STOP_ILLEGAL = 6 };
-enum { SPACE_GLOBAL = 0, SPACE_SCRATCH = 1, SPACE_LDS = 2, SPACE_MISALIGNED = 3 };
+enum { SPACE_GLOBAL = 0, SPACE_SCRATCH = 1, SPACE_LDS = 2, SPACE_MISALIGNED = 3, SPACE_SCRATCH_BACKING = 4 };
 
 #define S(n) (w->s[n])
 #define V(r, l) (w->v[(r) * W + (l)])
@@ -51,6 +51,33 @@ static int fault(wave_t *w, u64 addr, u32 space) {
 }
 #define RUNS_OWNER dispatch_t
 #include "emu/c/runs.h"
+/* scalar loads (SMEM) read through runs of their own, which the miss callback fills with write = 2: a GPU model hands
+   out its scalar data cache (K$) there, whose lines stay as they were until the cache is invalidated */
+static u8 *klookup(dispatch_t *d, u64 a, u32 n) {
+  for (int i = 0; i < 4; i++) {
+    range_t *r = &d->kranges[i]; u64 off = a - r->va;
+    if (off < r->len && r->len - off >= n) {
+      if (i) { range_t t = d->kranges[0]; d->kranges[0] = *r; *r = t; }
+      return d->kranges[0].host + off;
+    }
+  }
+  if (!d->miss || d->miss(d, a, 2)) return 0;
+  memmove(&d->kranges[1], &d->kranges[0], 3 * sizeof(range_t));
+  d->kranges[0] = d->fill;
+  u64 off = a - d->fill.va;
+  return off < d->fill.len && d->fill.len - off >= n ? d->fill.host + off : 0;
+}
+/* n bytes (whole dwords, dword aligned) by a scalar load; one that straddles two runs goes dword by dword */
+static int kld(wave_t *w, u64 a, void *dst, u32 n) {
+  u8 *p = klookup(w->d, a, n);
+  if (p) { memcpy(dst, p, n); return 1; }
+  for (u32 i = 0; i < n; i += 4) {
+    u8 *q = klookup(w->d, a + i, 4);
+    if (!q) return fault(w, a + i, SPACE_GLOBAL);
+    memcpy((u8 *)dst + i, q, 4);
+  }
+  return 1;
+}
 /* byte-wise fallback for an access that straddles two runs */
 static int mem_bytes(wave_t *w, u64 a, u8 *buf, u32 n, int wr) {
   for (u32 i = 0; i < n; i++) {
@@ -77,11 +104,30 @@ static inline u8 *gatom(wave_t *w, u64 a, u32 n) {
   if (!p) fault(w, a, SPACE_GLOBAL);
   return p;
 }
-/* private (scratch) memory: each lane owns scratch_per_lane bytes at offsets [0, scratch_per_lane) */
-static inline u8 *sptr(wave_t *w, int lane, u64 off, u32 n) {
-  u32 spl = w->d->scratch_per_lane;
-  if (off > spl || spl - off < n) return fault(w, off, SPACE_SCRATCH), (u8 *)0;
-  return w->scratch + (u64)lane * spl + off;
+/* private (scratch) memory: each lane owns scratch_per_lane bytes at offsets [0, scratch_per_lane), kept in the wave's
+   slot of the driver's scratch ring (GPU memory, through the MMU). The slot is swizzled in dwords (element size 4,
+   index stride W, as the scratch buffer resource describes it): byte b of dword k of lane l is at
+   scratch + (k * W + l) * 4 + b, so an access is split at dword boundaries */
+static int sacc(wave_t *w, int lane, u64 off, u8 *buf, u32 n, int wr) {
+  dispatch_t *d = w->d;
+  u32 spl = d->scratch_per_lane;
+  if (off > spl || spl - off < n) return fault(w, off, SPACE_SCRATCH);
+  if (!w->scratch_host) w->scratch_host = mem_lookup(d, w->scratch, d->scratch_wave_bytes, 1);
+  u8 *h = w->scratch_host;
+  if (h && !((off | n) & 3)) {   /* whole dwords: W * 4 bytes apart */
+    u8 *p = h + ((off >> 2) * W + (u64)lane) * 4;
+    for (u32 i = 0; i < n; i += 4, p += 4 * W) { if (wr) memcpy(p, buf + i, 4); else memcpy(buf + i, p, 4); }
+    return 1;
+  }
+  while (n) {
+    u32 b = off & 3, k = 4 - b < n ? 4 - b : n;
+    u64 rel = ((off >> 2) * W + (u64)lane) * 4 + b;
+    u8 *p = h ? h + rel : mem_at(d, w->scratch + rel, k, wr);
+    if (!p) return fault(w, w->scratch + rel, SPACE_SCRATCH_BACKING);
+    if (wr) memcpy(p, buf, k); else memcpy(buf, p, k);
+    buf += k; off += k; n -= k;
+  }
+  return 1;
 }
 /* LDS: byte offsets [0, lds_bytes) of the workgroup's allocation */
 static inline u8 *lptr(wave_t *w, u64 off, u32 n) {
@@ -89,36 +135,37 @@ static inline u8 *lptr(wave_t *w, u64 off, u32 n) {
   if (off > sz || sz - off < n) return fault(w, off, SPACE_LDS), (u8 *)0;
   return w->d->lds + off;
 }
-/* flat: the shared and private apertures redirect to LDS and scratch, everything else is global */
-static inline u8 *fptr(wave_t *w, int lane, u64 a, u32 n, int wr) {
-  u32 hi = (u32)(a >> 32);
-  if (hi == w->d->shared_hi) return lptr(w, (u32)a, n);
-  if (hi == w->d->private_hi) return sptr(w, lane, (u32)a, n);
+/* flat: the shared and private apertures redirect to LDS and scratch, everything else is global (fptr: LDS or global;
+   the private aperture goes through sacc) */
+static inline u8 *fptr(wave_t *w, u64 a, u32 n, int wr) {
+  if ((u32)(a >> 32) == w->d->shared_hi) return lptr(w, (u32)a, n);
   u8 *p = mem_at(w->d, a, n, wr);
   if (!p) fault(w, a, SPACE_GLOBAL);
   return p;
 }
 static inline int fld(wave_t *w, int lane, u64 a, void *dst, u32 n) {
   u32 hi = (u32)(a >> 32);
-  if (hi != w->d->shared_hi && hi != w->d->private_hi) return gld(w, a, dst, n);
-  u8 *p = fptr(w, lane, a, n, 0); if (!p) return 0; memcpy(dst, p, n); return 1;
+  if (hi == w->d->private_hi) return sacc(w, lane, (u32)a, dst, n, 0);
+  if (hi != w->d->shared_hi) return gld(w, a, dst, n);
+  u8 *p = fptr(w, a, n, 0); if (!p) return 0; memcpy(dst, p, n); return 1;
 }
 static inline int fst(wave_t *w, int lane, u64 a, const void *src, u32 n) {
   u32 hi = (u32)(a >> 32);
-  if (hi != w->d->shared_hi && hi != w->d->private_hi) return gst(w, a, src, n);
-  u8 *p = fptr(w, lane, a, n, 1); if (!p) return 0; memcpy(p, src, n); return 1;
+  if (hi == w->d->private_hi) return sacc(w, lane, (u32)a, (u8 *)src, n, 1);
+  if (hi != w->d->shared_hi) return gst(w, a, src, n);
+  u8 *p = fptr(w, a, n, 1); if (!p) return 0; memcpy(p, src, n); return 1;
 }
-static inline u8 *fatom(wave_t *w, int lane, u64 a, u32 n) {
+static inline u8 *fatom(wave_t *w, u64 a, u32 n) {
   if (a & (n - 1)) return fault(w, a, SPACE_MISALIGNED), (u8 *)0;
-  return fptr(w, lane, a, n, 1);
+  return fptr(w, a, n, 1);
 }
 static inline u32 ld32(const u8 *p) { u32 x; memcpy(&x, p, 4); return x; }
 static inline u64 ld64(const u8 *p) { u64 x; memcpy(&x, p, 8); return x; }
 static inline void st32(u8 *p, u32 x) { memcpy(p, &x, 4); }
 static inline void st64(u8 *p, u64 x) { memcpy(p, &x, 8); }
 /* scratch and LDS through the same load/store shape as global memory */
-static inline int sld(wave_t *w, int lane, u64 off, void *dst, u32 n) { u8 *p = sptr(w, lane, off, n); if (!p) return 0; memcpy(dst, p, n); return 1; }
-static inline int sst(wave_t *w, int lane, u64 off, const void *src, u32 n) { u8 *p = sptr(w, lane, off, n); if (!p) return 0; memcpy(p, src, n); return 1; }
+static inline int sld(wave_t *w, int lane, u64 off, void *dst, u32 n) { return sacc(w, lane, off, dst, n, 0); }
+static inline int sst(wave_t *w, int lane, u64 off, const void *src, u32 n) { return sacc(w, lane, off, (u8 *)src, n, 1); }
 static inline int lld(wave_t *w, u64 off, void *dst, u32 n) { u8 *p = lptr(w, off, n); if (!p) return 0; memcpy(dst, p, n); return 1; }
 static inline int lst(wave_t *w, u64 off, const void *src, u32 n) { u8 *p = lptr(w, off, n); if (!p) return 0; memcpy(p, src, n); return 1; }
 static inline u8 *latom(wave_t *w, u64 off, u32 n) {

@@ -86,14 +86,30 @@ static inline __attribute__((always_inline)) int store_lanes(wave_t *w, u32 spac
   default: return f(w, space, a, __VA_ARGS__, 16); }
 static inline __attribute__((always_inline)) int load_sz(wave_t *w, u32 space, const u64 *a, u32 *t, u32 sign, u64 m, u32 n) { return load_lanes(w, space, a, t, n, sign, m); }
 static inline __attribute__((always_inline)) int store_sz(wave_t *w, u32 space, const u64 *a, u32 data, u32 hi16, u64 m, u32 n) { return store_lanes(w, space, a, data, n, hi16, m); }
+/* scratch of whole dwords at one offset for every lane (the usual case): dword i of the lanes is W consecutive dwords
+   of the swizzled slot; a store writes them at once only when every lane is active. Returns 0 if the case does not
+   apply (the lane loop then handles it) */
+static u8 *scratch_row(wave_t *w, const u64 *a, u32 n, u64 m) {
+  if (!m || (n & 3)) return 0;
+  u64 off = a[__builtin_ctzll(m)];
+  for (int l = 0; l < W; l++) if (((m >> l) & 1) && a[l] != off) return 0;
+  dispatch_t *d = w->d;
+  if ((off & 3) || off > d->scratch_per_lane || d->scratch_per_lane - off < n) return 0;
+  if (!w->scratch_host) w->scratch_host = mem_lookup(d, w->scratch, d->scratch_wave_bytes, 1);
+  return w->scratch_host ? w->scratch_host + (off >> 2) * W * 4 : 0;
+}
 /* n bytes per lane into t (dword i of lane l at t[i * W + l]); 1- and 2-byte loads are sign- or zero-extended */
 int m_load(wave_t *w, u32 space, const u64 *a, u32 *t, u32 n, u32 sign, u64 m) {
+  u8 *row = space == SP_SCRATCH ? scratch_row(w, a, n, m) : 0;
+  if (row) { memcpy(t, row, n * W); return 1; }
   if (space == SP_GLOBAL) { BY_SIZE(load_sz, SP_GLOBAL, t, sign, m) }
   if (space == SP_LDS) { BY_SIZE(load_sz, SP_LDS, t, sign, m) }
   return load_lanes(w, space, a, t, n, sign, m);
 }
 /* n bytes per lane from VGPRs data..; hi16: a D16_HI store takes the register's high half */
 int m_store(wave_t *w, u32 space, const u64 *a, u32 data, u32 n, u32 hi16, u64 m) {
+  u8 *row = space == SP_SCRATCH && m == LANES_ALL ? scratch_row(w, a, n, m) : 0;
+  if (row) { memcpy(row, &V(data, 0), n * W); return 1; }
   if (space == SP_GLOBAL) { BY_SIZE(store_sz, SP_GLOBAL, data, hi16, m) }
   if (space == SP_LDS) { BY_SIZE(store_sz, SP_LDS, data, hi16, m) }
   return store_lanes(w, space, a, data, n, hi16, m);
@@ -130,12 +146,18 @@ int m_atomic(wave_t *w, u32 space, const u64 *a, u32 op, u32 bits, u32 data, u32
   u32 n = bits / 8;
   for (int l = 0; l < W; l++) {
     if (!((m >> l) & 1)) continue;
-    u8 *p = space == SP_LDS ? latom(w, a[l], n) : space == SP_FLAT ? fatom(w, l, a[l], n) : gatom(w, a[l], n);
+    /* a flat atomic in the private aperture: the lane's own (swizzled) scratch dwords, read, updated and written back */
+    u8 old[8], *p = old;
+    int priv = space == SP_FLAT && (u32)(a[l] >> 32) == w->d->private_hi;
+    if (priv && a[l] & (n - 1)) return fault(w, a[l], SPACE_MISALIGNED);
+    if (priv) { if (!sacc(w, l, (u32)a[l], old, n, 0)) return 0; }
+    else p = space == SP_LDS ? latom(w, a[l], n) : space == SP_FLAT ? fatom(w, a[l], n) : gatom(w, a[l], n);
     if (!p) return 0;
     u64 o = bits == 64 ? ld64(p) : ld32(p);
     u64 x = bits == 64 ? V64(data, l) : V(data, l), y = bits == 64 ? V64(ydata, l) : V(ydata, l);   /* ydata: a valid register */
     u64 r = atomic_new(op, o, x, y, bits == 64);
     if (bits == 64) st64(p, r); else st32(p, (u32)r);
+    if (priv && !sacc(w, l, (u32)a[l], old, n, 1)) return 0;
     if (rtn) { V(vdst, l) = (u32)o; if (bits == 64) V(vdst + 1, l) = (u32)(o >> 32); }
   }
   return 1;

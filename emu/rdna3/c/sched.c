@@ -14,11 +14,13 @@ static void wave_init(dispatch_t *d, wave_t *w, u32 id, u32 first, u32 nthreads)
   w->lanes = nthreads - first < W ? nthreads - first : W;
   for (u32 l = 0; l < W; l++) {
     u32 t = first + (l < w->lanes ? l : 0), x = t % d->block[0], y = t / d->block[0] % d->block[1], z = t / (d->block[0] * d->block[1]);
-    V(0, l) = x | y << 10 | z << 20;
+    V(0, l) = (x | y << 10 | z << 20) & d->tid_mask;
   }
   SETMASK(EXEC_LO, w->lanes == 64 ? ~0ull : (1ull << w->lanes) - 1);
   w->pc = d->entry; w->scc = 0; w->status = WAVE_RUN; w->mode = d->mode; w->trapsts = 0; w->id = id; w->d = d;
-  w->scratch = d->scratch ? d->scratch + (u64)id * W * d->scratch_per_lane : 0;
+  u64 k = d->wg[0] + (u64)d->grid[0] * (d->wg[1] + (u64)d->grid[1] * d->wg[2]);
+  w->scratch = d->scratch_ses ? d->scratch_base + k % d->scratch_ses * d->scratch_se_bytes + (u64)id * d->scratch_wave_bytes : 0;
+  w->scratch_host = 0;
 }
 
 static int next_wg(dispatch_t *d) {

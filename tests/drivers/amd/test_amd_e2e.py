@@ -1,9 +1,10 @@
 """The AMD driver end to end through both interfaces: MOCKKFD+AMD (the KFD path, the same driver code as KFD+AMD)
 and MOCKPCI+AMD (the AM userspace driver booting the emulated Navi31 from cold); on a machine with the hardware
 the same tests run on KFD+AMD and PCI+AMD (they skip elsewhere, saying what they need)."""
-import os, re, subprocess, sys, time
+import ctypes, os, re, subprocess, sys, time
 import numpy as np
 import pytest
+from autogen import kfd
 from drivers.hcq import open_device, SignalTimeout, DeviceFault
 from drivers.amd.device import RING_SIZE, AMDDevice
 from drivers.hcq.staging import STAGING_SIZE, STAGING_COUNT
@@ -161,6 +162,38 @@ def test_unmapped_address_faults_naming_address_and_kernel(iface):
   finally: d.close()
 
 
+def test_one_kfd_serves_two_gpus_each_with_its_own_vm_buffers_and_faults():
+  """One process, one KFD, two GPUs (topology nodes 1 and 2): host memory imported into both is the same bytes; a buffer
+  object maps into its own GPU only; a fault on one GPU is that device's, not the other's."""
+  k = kernel_interface("kfd")
+  d0 = AMDDevice("MOCKKFD+AMD", KFDIface(k, 0))
+  d1 = AMDDevice("MOCKKFD+AMD:1", KFDIface(k, 1))
+  try:
+    assert d0.iface.gpu_id != d1.iface.gpu_id
+    with pytest.raises(RuntimeError, match="AMD:2 does not exist: KFD lists 2 GPU"): KFDIface(k, 2)
+    x = np.zeros(64, np.int32)
+    for d in (d0, d1): d.program("add1", d.compiler.compile(SRC))(d.import_host(x), global_size=(1,), local_size=(64,), wait=True)
+    np.testing.assert_array_equal(x, 2)                  # each GPU added one to the same host pages
+    vram = d0.alloc(4096)
+    ids = (ctypes.c_uint32 * 1)(d1.iface.gpu_id)
+    with pytest.raises(OSError, match="to another GPU than the one it belongs to is not modelled"):
+      k.ioctl(d0.iface.kfd, kfd.AMDKFD_IOC_MAP_MEMORY_TO_GPU, kfd.kfd_ioctl_map_memory_to_gpu_args(
+        handle=vram.opaque.handle, device_ids_array_ptr=ctypes.addressof(ids), n_devices=1))
+    out = d1.alloc(4)
+    bad = type("Unmapped", (), {"va": 0x2234_5678_0000, "device": d1})()
+    prg = d1.program("read_ptr", d1.compiler.compile(SRC))
+    args = prg.fill_kernargs([out, out])
+    args.update([out, bad], [])
+    d1.compute_queue().exec(prg, args, (1,), (1,)).signal(d1.timeline, v := d1.next_timeline()).submit()
+    with pytest.raises(DeviceFault, match=r"fault at 0x223456780000"): d1.timeline.wait(v, timeout_ms=10_000)
+    assert d0.iface.poll_faults() is None                # d0 got the process's fault event too: it names the other GPU
+    d0.program("add1", d0.compiler.compile(SRC))(d0.import_host(x), global_size=(1,), local_size=(64,), wait=True)
+    np.testing.assert_array_equal(x, 3)                  # and d0 works on
+  finally:
+    d1.close()
+    d0.close()
+
+
 TWO = r"""
 import numpy as np, sys
 from drivers.hcq import open_device
@@ -187,14 +220,15 @@ def test_close_returns_every_allocation_to_the_kernel():
   """Buffers, programs, kernel arguments, signals, rings: after close the KFD model holds no buffer object of ours."""
   d = AMDDevice("MOCKKFD+AMD", KFDIface(kernel_interface("kfd")))
   model = d.iface.k.model
-  free_at_open = model.vram_alloc.free_bytes
+  node = model.nodes[d.iface.gpu_id]
+  free_at_open = node.vram_alloc.free_bytes
   bufs = [d.alloc(1 << 20), d.alloc(4096, host=True)]
   prg = d.program("add1", d.compiler.compile(SRC))
   for _ in range(3): prg(bufs[0], global_size=(4,), local_size=(64,), wait=True)
   bufs[1].free()
-  assert model.vram_alloc.free_bytes < free_at_open
+  assert node.vram_alloc.free_bytes < free_at_open
   d.close()
-  assert model.bos == {} and model.queues == {} and model.vram_alloc.used == {}
+  assert model.bos == {} and model.queues == {} and node.vram_alloc.used == {}
 
 
 def test_close_unmaps_every_host_page_from_the_device():

@@ -2,9 +2,12 @@
 WRITE with immediate / READ / SEND through PHY loopback for sizes from 1 B to 4 MiB + 1 (MR page tables of levels 0, 1
 and 2), the errors a responder reports (bad rkey, an MR too small, a QP not ready), a dropped, duplicated or reordered
 datagram, and the device lock."""
+import threading
+
 import numpy as np
 import pytest
 
+from drivers.rdma import queues
 from drivers.rdma import (Access, QPAttr, QPAttrMask as M, QPState, RecvWR, SendWR, VerbsError, WCError, WCOpcode,
                           WCStatus, WROpcode, open_context)
 from drivers.system import DeviceBusyError
@@ -151,3 +154,22 @@ def test_queues_wrap_with_their_epochs(nic):
   assert bytes(dst.view) == bytes(src.view)
   for _ in range(150): p.mr(4096).dereg()      # REGISTER_MR + DEREGISTER_MR: 300 commands, 900 CMDQ slots
   assert nic.provider.rcfw.creq.cons > 256 and nic.provider.rcfw.ring.put > 3 * 256
+
+
+def test_cq_wait_sleeps_on_the_nq_interrupt_and_wakes_for_the_completion(nic, monkeypatch):
+  """CQ.wait arms the CQ and sleeps on the NQ's MSI-X eventfd, and the model's notification of the CQE wakes it: the
+  responder only gets ready (and the requester's retransmission completes) once the waiter sleeps, and no sleep ends
+  by itself before the wait's own timeout."""
+  monkeypatch.setattr(queues, "EVENT_S", 60.0)
+  p = Pair(nic, connect_b=False)                   # b in RESET: a's packets are dropped until it connects
+  src, dst = p.mr(64, fill=True), p.mr(64)
+  prov, sleeping = nic.provider, threading.Event()
+  wait = prov.nq.wait
+  prov.nq.wait = lambda t: (sleeping.set(), wait(t))
+  ready = threading.Thread(target=lambda: sleeping.wait(30) and p.b.connect(p.a.endpoint(100), 200))
+  ready.start()
+  p.a.post_send(SendWR(1, WROpcode.RDMA_WRITE, [src.sge()], remote_addr=dst.addr, rkey=dst.rkey))
+  assert [wc.status for wc in p.cq.wait(1, timeout_s=30)] == [WCStatus.SUCCESS]
+  ready.join()
+  assert sleeping.is_set() and bytes(dst.view) == bytes(src.view)
+  assert prov.nq.q.cons >= 1 and p.cq.hw.toggle == prov.nq.q.cons % 4     # each notification advanced the arm toggle

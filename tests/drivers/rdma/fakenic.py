@@ -2,7 +2,7 @@
 says which completions the 'hardware' reports."""
 from drivers.rdma import Context, WCStatus
 from drivers.rdma.provider import Completion
-from drivers.system.dma import DMAMemory
+from drivers.system.dma import DMAMemory, dma_bytes, host_pages
 
 
 class FakeCQ:
@@ -41,13 +41,19 @@ class FakeNIC:
   name, mac, max_mtu, max_rd_atomic, max_sge = "fake mock-0", bytes.fromhex("02aabbccddee"), 4096, 16, 6
 
   def __init__(self):
-    self.qps, self.mrs, self.gids = [], [], []
+    self.qps, self.mrs, self.gids, self.mapped = [], [], [], []
 
   def alloc(self, size: int) -> DMAMemory:
     pages = -(-size // 4096)
     return DMAMemory(memoryview(bytearray(pages * 4096)), [0x10000 + 0x2000 * i for i in range(pages)])
 
-  def free(self, mem: DMAMemory) -> None: pass
+  def map_dma(self, memory) -> DMAMemory:
+    view = dma_bytes(memory)
+    _, size, first = host_pages(view)
+    self.mapped.append(view)
+    return DMAMemory(view, [0x80000 + 0x2000 * i for i in range(size // 4096)], 4096, lambda: self.mapped.remove(view), first)
+
+  def free(self, mem: DMAMemory) -> None: mem.free()
 
   def add_gid(self, gid: bytes) -> int:
     self.gids.append(gid)

@@ -1,5 +1,6 @@
 """The verbs layer's rules, on a provider without hardware: the RC state machine and the attributes each transition
 takes, queue depths, completions mapped to their work requests, error completions as exceptions, flushing."""
+import numpy as np
 import pytest
 
 from drivers.rdma import (AHAttr, Access, Endpoint, QPAttr, QPAttrMask as M, QPCap, QPState as S, RecvWR, SendFlags,
@@ -179,8 +180,26 @@ def test_mr_sge_bounds_and_remote_write_needs_local_write(ctx):
     mr.sge(4000, 100)
   with pytest.raises(VerbsError, match="REMOTE_WRITE or REMOTE_ATOMIC needs LOCAL_WRITE"):
     pd.reg_mr(ctx.alloc(64), Access.REMOTE_WRITE)
-  with pytest.raises(TypeError, match="reg_mr takes DMA memory from Context.alloc, not bytearray"):
-    pd.reg_mr(bytearray(64))
+  with pytest.raises(TypeError, match="reg_mr takes DMA memory from Context.alloc, host memory .* not int"):
+    pd.reg_mr(64)
+
+
+def test_mr_over_host_memory_keeps_its_offset_in_the_first_page_and_is_unmapped_at_dereg(ctx):
+  """An MR over a numpy array that starts mid-page: the NIC gets the pages that hold it, the MR's address has the
+  array's offset in its first page (where the NIC's translation starts), and dereg unmaps it."""
+  arr = np.zeros(8192, np.uint8)[100:4200]
+  first = arr.ctypes.data % 4096
+  mr = ctx.alloc_pd().reg_mr(arr, Access.LOCAL_WRITE)
+  pages, page_size, iova, length, _ = ctx.provider.mrs[-1]
+  assert (iova, length, page_size) == (mr.addr, arr.nbytes, 4096) and mr.addr % 4096 == first
+  assert len(pages) == -(-(first + arr.nbytes) // 4096)
+  mr.view[:3] = b"abc"
+  assert bytes(arr[:3]) == b"abc"                        # the MR's bytes are the array's
+  assert len(ctx.provider.mapped) == 1
+  mr.dereg()
+  assert ctx.provider.mapped == []
+  with pytest.raises(ValueError, match="read-only"): ctx.alloc_pd().reg_mr(bytes(64))
+  assert ctx.provider.mapped == []
 
 
 def test_send_queue_depth_is_enforced(ctx):

@@ -197,3 +197,35 @@ def signal_works(regs: Regs) -> bool:
   q.submit(release_mem(sig.va, 0x5EED))
   q.wait_idle()
   return int.from_bytes(sig.view[:4], "little") == 0x5EED
+
+
+def acquire_mem(gcr: int) -> list[int]:
+  """ACQUIRE_MEM over the whole address space with GCR_CNTL = `gcr` (the gfx10+ layout)."""
+  return pm4(nvd.PACKET3_ACQUIRE_MEM, 0, 0xFFFFFFFF, 0xFF, 0, 0, 0xA, gcr)
+
+
+def sh_reg(reg: Reg, *values: int) -> list[int]:
+  """SET_SH_REG of consecutive registers from `reg` (a GC register)."""
+  return pm4(nvd.PACKET3_SET_SH_REG, reg.addr(BASES["GC"]) - nvd.PACKET3_SET_SH_REG_START, *values)
+
+
+def launch(code_va: int, user=(), block=(32, 1, 1), grid=(1, 1, 1), rsrc1: int = 0, rsrc2: int | None = None,
+           rsrc3: int = 0, scratch_va: int = 0, tmpring: int = 0, wave32: bool = True, extra=()) -> list[int]:
+  """The COMPUTE_* registers and DISPATCH_DIRECT of one launch of the code at `code_va` (user SGPRs `user`;
+  rsrc2 by default: the user SGPR count and TGID_X_EN); `extra`: more packets just before the dispatch."""
+  rsrc2 = gc.regCOMPUTE_PGM_RSRC2.encode(USER_SGPR=len(user), TGID_X_EN=1) if rsrc2 is None else rsrc2
+  words = (sh_reg(gc.regCOMPUTE_PGM_LO, code_va >> 8 & 0xFFFFFFFF, code_va >> 40) + sh_reg(gc.regCOMPUTE_PGM_RSRC1, rsrc1, rsrc2) +
+           sh_reg(gc.regCOMPUTE_PGM_RSRC3, rsrc3) + sh_reg(gc.regCOMPUTE_TMPRING_SIZE, tmpring) +
+           sh_reg(gc.regCOMPUTE_DISPATCH_SCRATCH_BASE_LO, scratch_va >> 8 & 0xFFFFFFFF, scratch_va >> 40) +
+           sh_reg(gc.regCOMPUTE_NUM_THREAD_X, *block))
+  if user: words += sh_reg(gc.regCOMPUTE_USER_DATA_0, *user)
+  initiator = gc.regCOMPUTE_DISPATCH_INITIATOR.encode(COMPUTE_SHADER_EN=1, CS_W32_EN=int(wave32))
+  return words + list(extra) + pm4(nvd.PACKET3_DISPATCH_DIRECT, *grid, initiator)
+
+
+def queue_error(regs: Regs, words: list[int], match: str, q: Queue | None = None) -> str:
+  """Submit `words` to a (new) compute queue and return the model's log line of the error that stops it."""
+  q = q or Queue(regs, "compute")
+  q.submit(words)
+  regs.wait(lambda: any(match in line for line in regs.model.log_lines), f"an error mentioning {match!r}")
+  return next(line for line in regs.model.log_lines if match in line)

@@ -1,6 +1,7 @@
 """The KFD model answers ioctls as amdgpu.ko does (kfd_chardev.c, amdgpu_amdkfd_gpuvm.c): the errno of each refusal,
 mapping rules, and memory faults reported with their type. Structures and numbers: kfd_ioctl.h (autogen.kfd)."""
-import ctypes, errno
+import ctypes, errno, mmap
+import numpy as np
 import pytest
 
 from autogen import kfd
@@ -135,6 +136,24 @@ def test_bad_allocation_fields_get_the_kernels_errno(proc, fields, code):
   args = {**dict(va_addr=0x1000_0000_0000, size=0x1000, gpu_id=GPU_ID, flags=VRAM | W), **fields}
   fails(code, proc.io, kfd.AMDKFD_IOC_ALLOC_MEMORY_OF_GPU, kfd.kfd_ioctl_alloc_memory_of_gpu_args(**args))
   assert proc.k.model.bos == {}
+
+
+def test_userptr_pins_any_writable_memory_of_the_process(proc):
+  """Not only what anon() handed out: an mmap of the process's own (numpy's, Python's) is pinned like get_user_pages
+  would; read-only memory is EFAULT."""
+  own = mmap.mmap(-1, 0x2000)
+  addr = ctypes.addressof(ctypes.c_char.from_buffer(own))
+  args = kfd.kfd_ioctl_alloc_memory_of_gpu_args(va_addr=0x1000_0000_0000, size=0x2000, gpu_id=GPU_ID,
+                                                flags=kfd.KFD_IOC_ALLOC_MEM_FLAGS_USERPTR | W, mmap_offset=addr)
+  proc.io(kfd.AMDKFD_IOC_ALLOC_MEMORY_OF_GPU, args)
+  bo = proc.k.model.bos[args.handle]
+  own[5] = 42
+  assert bo.kind == "userptr" and bo.view[5] == 42       # the BO is the process's pages
+  proc.free(args.handle)
+  ro = mmap.mmap(-1, 0x1000, prot=mmap.PROT_READ)
+  ro_addr = int(np.frombuffer(ro, np.uint8).ctypes.data)
+  fails(errno.EFAULT, proc.io, kfd.AMDKFD_IOC_ALLOC_MEMORY_OF_GPU, kfd.kfd_ioctl_alloc_memory_of_gpu_args(
+    va_addr=0x1000_0001_0000, size=0x1000, gpu_id=GPU_ID, flags=kfd.KFD_IOC_ALLOC_MEM_FLAGS_USERPTR | W, mmap_offset=ro_addr))
 
 
 @pytest.mark.parametrize("call, kw, code", [

@@ -5,7 +5,7 @@ Facts: reference/amd_driver.md 2.6-2.7 and 2.10 (SH_MEM_BASES 0x10002), kfd_flat
 import numpy as np
 import pytest
 
-from autogen.amd import gc_11_0_0 as gc, mmhub_3_0_0 as mmhub, nvd, amdgpu_vm as vm
+from autogen.amd import gc_11_0_0 as gc, nvd, amdgpu_vm as vm
 from drivers.hcq import open_device
 from emu.amdgpu.mmu import TranslationOff
 from tests.emu.amdgpu.regs import Regs, Queue, release_mem, pm4

@@ -1,7 +1,10 @@
 """A minimal RoCE NIC for the wire and transport tests: one emu.nic.port.RoCEPort, RC QPs over plain host memory (keys
-are region numbers), completions collected in lists. It is the smallest rc.Host there is, not a NIC model."""
+are region numbers), completions collected in lists. It is the smallest rc.Host there is, not a NIC model. Its regions
+share one mapping generation (`generation`, bumped by `remap`), so the C datapath takes WRITEs into them."""
 from __future__ import annotations
 import socket, threading, time
+
+import numpy as np
 
 from emu.nic import rc
 from emu.nic.port import RoCEPort
@@ -27,6 +30,7 @@ class MemNIC:
     self.gid = ipv4_gid(ip)
     self.port.add_gid(0, self.gid)
     self.regions: dict[int, tuple[rc.Region, bytearray]] = {}
+    self.generation = np.zeros(1, np.uint64)
     self.sends: list[tuple[int, object, str]] = []                  # (qpn, wr.ctx, status)
     self.recvs: list[tuple[int, object, str, int, int | None, bool]] = []
     self.fatals: list[tuple[int, str]] = []
@@ -42,8 +46,12 @@ class MemNIC:
     """(key, memory) of a new region of `size` bytes at virtual address `va`."""
     key, mem = len(self.regions) + 1, bytearray(size)
     view = memoryview(mem)
-    self.regions[key] = (rc.Region(key, va, size, access, lambda a, n: [view[a - va:a - va + n]]), mem)
+    self.regions[key] = (rc.Region(key, va, size, access, lambda a, n: [view[a - va:a - va + n]], self.generation), mem)
     return key, mem
+
+  def remap(self) -> None:
+    """What the regions' keys reach may have changed (as a DMA mapping change would say)."""
+    self.generation[0] += 1
 
   def buffer(self, key: int, off: int = 0, length: int | None = None) -> rc.Buffer:
     region, mem = self.regions[key]

@@ -159,6 +159,37 @@ def test_a_cq_armed_writes_an_nq_notification(up, peer):
   assert (note.type & B.NQ_CN_TYPE_MASK, note.type >> B.NQ_CN_TOGGLE_SFT, note.cq_handle_low) == (B.NQ_CN_TYPE_CQ_NOTIFICATION, 1, 0xC0FFEE)
 
 
+def test_an_armed_nq_raises_its_msix_vector_once_per_arm(up, peer):
+  """NQ_ARM arms the NQ's interrupt (MSI-X vector = the ring's logical_id, 1 here): the CQ notification raises it once;
+  the next one, with the NQ not armed again, raises nothing; an NQ_ARM that leaves an entry unconsumed raises it at once;
+  NQ_MASK disarms it."""
+  a, b = pair(up, peer)
+  irq = up.pci.msix_eventfd(1)
+  dst, _, dva = peer.register(64)
+
+  def notify(k: int) -> None:
+    up.ring_db(db(a.cq_id, B.DBC_DBC_TYPE_CQ_ARMALL, k % a.cq.depth, 0, toggle=k & 3))
+    write(up, a, 8, dst, dva)
+    a.poll()
+    wait(lambda: up.nq.get(k)[8] & 1 == 1, f"NQ entry {k}")
+
+  def interrupts() -> int:
+    try: return os.eventfd_read(irq)
+    except BlockingIOError: return 0
+
+  up.ring_db(db(up.nq_id, B.DBC_DBC_TYPE_NQ_ARM, 0))
+  notify(0)
+  assert interrupts() == 1
+  notify(1)                                                       # the NQ was not armed again
+  assert interrupts() == 0
+  up.ring_db(db(up.nq_id, B.DBC_DBC_TYPE_NQ_ARM, 1))              # entry 1 is still unconsumed: at once
+  assert interrupts() == 1
+  up.ring_db(db(up.nq_id, B.DBC_DBC_TYPE_NQ_ARM, 2))
+  up.ring_db(db(up.nq_id, B.DBC_DBC_TYPE_NQ_MASK, 2))
+  notify(2)
+  assert interrupts() == 0
+
+
 def test_a_cq_the_driver_does_not_release_overflows(up, peer):
   a, b = pair(up, peer)
   dst, _, dva = peer.register(64)

@@ -293,3 +293,27 @@ def test_the_responder_checks_the_opcode_sequence_and_lengths(pair, case):
   nak = [f for f in sniffed if f.opcode == R.ACKNOWLEDGE][-1]
   assert nak.syndrome == R.AETH_NAK | R.NAK_INVALID_REQUEST and nak.psn == len(frames) - 1
   assert dmem[256:] == bytearray(4096 - 256)                        # nothing past what the accepted FIRST wrote
+
+
+def test_a_read_response_from_before_a_re_request_is_taken_at_the_re_requested_psn(pair):
+  """A READ of 4 packets whose second response is late: the third shows a gap, the requester asks again from PSN 1,
+  and the late MIDDLE of PSN 1 (the first request's) arrives before the new FIRST. Same bytes at the same place: taken,
+  then the rest completes the READ with the right data. The peer is QP 99 on b, which does not exist, so only the
+  packets fed by hand reach the requester."""
+  a, b = pair
+  qa = a.qp(10)
+  a.connect(qa, b, 99, timeout=18)
+  lk, lmem = a.region(4 * 1024)
+  data = os.urandom(4 * 1024)
+  frames = sniff(a)
+  a.post_send(qa, rc.SendWR(rc.READ, a.buffer(lk), 0x10000, 7, ctx="rd"))
+  resp = lambda op, k: R.Packet(op, k, 10, syndrome=R.AETH_ACK | R.AETH_CREDITS_INVALID, payload=data[k * 1024:(k + 1) * 1024])
+  with a.lock:
+    qa._response(resp(R.READ_RESPONSE_FIRST, 0))
+    qa._response(resp(R.READ_RESPONSE_MIDDLE, 2))                  # PSN 1 missing: asked for again
+  wait(lambda: len([f for f in frames if f.opcode == R.READ_REQUEST]) == 2, "the re-request")
+  with a.lock:
+    for op, k in ((R.READ_RESPONSE_MIDDLE, 1), (R.READ_RESPONSE_FIRST, 1), (R.READ_RESPONSE_MIDDLE, 2), (R.READ_RESPONSE_LAST, 3)):
+      qa._response(resp(op, k))                                     # the late one, then the new response (its FIRST a duplicate)
+  done(a)
+  assert a.sends[0][1:] == ("rd", rc.OK) and bytes(lmem) == data

@@ -9,5 +9,4 @@ class ToyDevice(CPUDevice):
     self.name, self.function = name, function
 
   def _shutdown(self) -> None:
-    super()._shutdown()
     self.function.close()    # releases the device lock

@@ -1,0 +1,204 @@
+"""RC queue pairs: CREATE_QP and the transitions, send and receive WQEs, doorbells, and the completions they produce
+(reference/rdma.md 6.4-6.5; include/linux/mlx5/qp.h mlx5_wqe_ctrl_seg, mlx5_wqe_raddr_seg, mlx5_wqe_data_seg).
+
+One buffer holds the receive queue (WQEs of 16 << log_rq_stride bytes: data segments, ended by lkey 0x100 when shorter)
+and, after it, the send queue (64-byte WQEBBs; a WQE is a ctrl segment, a raddr segment for RDMA, then data segments).
+Posting writes the WQEs, the producer counters into the doorbell record (word 0 receive, word 1 send, big-endian) and,
+for sends, the last WQE's first 8 bytes to the UAR's send doorbell (0x800 and 0x900 in turn), followed by the rest of
+the WQE when it is the only one and fits the register (BlueFlame). After an error
+completion the verbs layer has flushed the QP's requests itself, so the hardware's flush CQEs that follow are dropped.
+"""
+from __future__ import annotations
+from collections import deque
+from typing import TYPE_CHECKING
+
+from autogen import mlx5 as H, mlx5_core as C
+from drivers.mlx5.ifc import SYNDROMES
+from drivers.rdma.provider import Completion
+from drivers.rdma.verbs import (Access, QPAttr, QPAttrMask as M, QPCap, QPState, RecvWR, SendFlags, SendWR, VerbsError,
+                                WCOpcode, WCStatus as W, WROpcode)
+if TYPE_CHECKING:
+  from drivers.mlx5.cq import CQ
+  from drivers.mlx5.device import MLX5Device
+
+WQEBB, DS, MAX_SGE, INVALID_LKEY = C.MLX5_SEND_WQE_BB, C.MLX5_SEND_WQE_DS, 8, 0x100
+BF_SIZE = 0x100                             # a doorbell / BlueFlame register (log_bf_reg_size 9: two per UAR page)
+BF = (C.MLX5_BF_OFFSET, C.MLX5_BF_OFFSET + BF_SIZE)
+OPCODE = {WROpcode.RDMA_WRITE: C.MLX5_OPCODE_RDMA_WRITE, WROpcode.RDMA_WRITE_WITH_IMM: C.MLX5_OPCODE_RDMA_WRITE_IMM,
+          WROpcode.SEND: C.MLX5_OPCODE_SEND, WROpcode.SEND_WITH_IMM: C.MLX5_OPCODE_SEND_IMM, WROpcode.RDMA_READ: C.MLX5_OPCODE_RDMA_READ}
+SYNDROME_WC = {C.MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR: W.LOC_LEN_ERR, C.MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR: W.LOC_QP_OP_ERR,
+               C.MLX5_CQE_SYNDROME_LOCAL_PROT_ERR: W.LOC_PROT_ERR, C.MLX5_CQE_SYNDROME_WR_FLUSH_ERR: W.WR_FLUSH_ERR,
+               C.MLX5_CQE_SYNDROME_BAD_RESP_ERR: W.BAD_RESP_ERR, C.MLX5_CQE_SYNDROME_LOCAL_ACCESS_ERR: W.LOC_ACCESS_ERR,
+               C.MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR: W.REM_INV_REQ_ERR, C.MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR: W.REM_ACCESS_ERR,
+               C.MLX5_CQE_SYNDROME_REMOTE_OP_ERR: W.REM_OP_ERR, C.MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR: W.RETRY_EXC_ERR,
+               C.MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR: W.RNR_RETRY_EXC_ERR}
+MTU_CODE = {256: 1, 512: 2, 1024: 3, 2048: 4, 4096: 5}
+
+
+def _log2(n: int) -> int: return max(n - 1, 0).bit_length()
+
+
+def udp_sport(lqpn: int, rqpn: int) -> int:
+  """The RoCEv2 UDP source port of a flow (reference/rdma.md 6.4, the kernel's rdma_flow_label_to_udp_sport of the
+  flow label made from both QPNs): in 0xC000-0xFFFF."""
+  v = lqpn * rqpn
+  v = (v ^ v >> 20 ^ v >> 40) & 0xFFFFF
+  return (v & 0x3FFF) ^ ((v & 0xFC000) >> 14) | 0xC000
+
+
+def data_seg(length: int, lkey: int, addr: int) -> bytes:
+  return length.to_bytes(4, "big") + lkey.to_bytes(4, "big") + addr.to_bytes(8, "big")
+
+
+class QP:
+  def __init__(self, dev: MLX5Device, pd: int, send_cq: CQ, recv_cq: CQ, cap: QPCap):
+    if max(cap.max_send_sge, cap.max_recv_sge) > MAX_SGE: raise ValueError(f"a WQE here holds at most {MAX_SGE} SGEs")
+    self.dev, self.pd, self.qp_num = dev, pd, 0
+    self.wqebbs = -(-(2 + cap.max_send_sge) // (WQEBB // DS))        # the largest WQE
+    self.log_sq, self.log_rq = max(_log2(cap.max_send_wr * self.wqebbs), 4), max(_log2(cap.max_recv_wr), 4)
+    self.rq_stride = _log2(max(cap.max_recv_sge, 1))
+    self.sq_off = (DS << self.rq_stride) << self.log_rq
+    self.mem = dev.pci.alloc_dma(self.sq_off + (WQEBB << self.log_sq))
+    self.dbr = dev.alloc_dbr()
+    self.sq_pi = self.rq_pi = self.bf = 0
+    self.sq_posted: deque[tuple[int, int, int]] = deque()    # (WQE index, sequence number, opcode)
+    self.rq_posted: deque[tuple[int, int]] = deque()
+    self.flushed = False
+    self.cqs = (send_cq, recv_cq)
+    try:
+      self.qp_num = dev.cmd(H.MLX5_CMD_OP_CREATE_QP, self._base() | {
+        "qpc.log_msg_max": dev._cap("log_max_msg"), "qpc.log_rq_size": self.log_rq, "qpc.log_rq_stride": self.rq_stride,
+        "qpc.log_sq_size": self.log_sq, "qpc.uar_page": dev.uar, "qpc.dbr_addr": dev.dbr.bus_addr(self.dbr)},
+        payload=b"".join(a.to_bytes(8, "big") for a in self.mem.bus_addrs)).get("qpn")
+    except BaseException:
+      self._free()
+      raise
+    dev.qps[self.qp_num] = self
+
+  def _base(self) -> dict[str, int]:
+    """What every QP command carries again (the kernel's mlx5_ib does the same)."""
+    return {"qpc.st": H.MLX5_QPC_ST_RC, "qpc.pm_state": H.MLX5_QPC_PM_STATE_MIGRATED, "qpc.pd": self.pd,
+            "qpc.cqn_snd": self.cqs[0].cqn, "qpc.cqn_rcv": self.cqs[1].cqn}
+
+  # --- state
+  def modify(self, cur: QPState, new: QPState, attr: QPAttr, mask: M) -> None:
+    dev, p = self.dev, "qpc.primary_address_path."
+    f = self._base() | {f"{p}vhca_port_num": 1}
+    acc = attr.qp_access_flags if mask & M.ACCESS_FLAGS else 0
+    access = {"qpc.rre": int(bool(acc & Access.REMOTE_READ)), "qpc.rwe": int(bool(acc & Access.REMOTE_WRITE))}
+    if new == QPState.ERR:
+      self.flushed = True                   # the verbs layer flushes the requests: the hardware's flush CQEs are dropped
+      return self._cmd(H.MLX5_CMD_OP_2ERR_QP, {})
+    if new == QPState.RESET:
+      self._cmd(H.MLX5_CMD_OP_2RST_QP, {})
+      self.sq_pi = self.rq_pi = 0
+      self.sq_posted.clear()
+      self.rq_posted.clear()
+      self.flushed = False
+      dev.dbr.view[self.dbr:self.dbr + 8] = bytes(8)
+      return
+    if (cur, new) == (QPState.RESET, QPState.INIT): return self._cmd(H.MLX5_CMD_OP_RST2INIT_QP, f | access)
+    if (cur, new) == (QPState.INIT, QPState.INIT):
+      opt = (C.MLX5_QP_OPTPAR_RRE | C.MLX5_QP_OPTPAR_RWE if mask & M.ACCESS_FLAGS else 0) | \
+            (C.MLX5_QP_OPTPAR_PKEY_INDEX if mask & M.PKEY_INDEX else 0)
+      return self._cmd(H.MLX5_CMD_OP_INIT2INIT_QP, f | access | {"opt_param_mask": opt})
+    if (cur, new) == (QPState.INIT, QPState.RTR):
+      ah = attr.ah_attr
+      rmac = int.from_bytes(ah.dmac, "big")
+      f |= {"qpc.mtu": MTU_CODE[attr.path_mtu], "qpc.log_msg_max": dev._cap("log_max_msg"), "qpc.remote_qpn": attr.dest_qp_num,
+            "qpc.next_rcv_psn": attr.rq_psn, "qpc.log_rra_max": _log2(max(attr.max_dest_rd_atomic, 1)),
+            "qpc.min_rnr_nak": attr.min_rnr_timer, f"{p}src_addr_index": ah.sgid_index, f"{p}hop_limit": ah.hop_limit,
+            f"{p}tclass": ah.traffic_class, f"{p}flow_label": ah.flow_label,
+            f"{p}udp_sport": udp_sport(self.qp_num, attr.dest_qp_num), f"{p}rmac_47_32": rmac >> 32, f"{p}rmac_31_0": rmac & 0xFFFFFFFF}
+      opt = (C.MLX5_QP_OPTPAR_RRE | C.MLX5_QP_OPTPAR_RWE if mask & M.ACCESS_FLAGS else 0) | \
+            (C.MLX5_QP_OPTPAR_PKEY_INDEX if mask & M.PKEY_INDEX else 0)
+      gid_at = H.LAYOUTS["init2rtr_qp_in"].locate("qpc.primary_address_path.rgid_rip")[0] // 8
+      return self._cmd(H.MLX5_CMD_OP_INIT2RTR_QP, f | (access if opt else {}) | {"opt_param_mask": opt}, at={gid_at: bytes(ah.dgid)})
+    if new == QPState.RTS:                # RTR -> RTS, RTS -> RTS: access flags and the RNR timer are optional
+      opt = (C.MLX5_QP_OPTPAR_RRE | C.MLX5_QP_OPTPAR_RWE if mask & M.ACCESS_FLAGS else 0) | \
+            (C.MLX5_QP_OPTPAR_RNR_TIMEOUT if mask & M.MIN_RNR_TIMER else 0)
+      f |= (access if mask & M.ACCESS_FLAGS else {}) | {"opt_param_mask": opt}
+      if mask & M.MIN_RNR_TIMER: f["qpc.min_rnr_nak"] = attr.min_rnr_timer
+      if cur == QPState.RTS: return self._cmd(H.MLX5_CMD_OP_RTS2RTS_QP, f)
+      return self._cmd(H.MLX5_CMD_OP_RTR2RTS_QP, f | {"qpc.next_send_psn": attr.sq_psn, "qpc.log_sra_max": _log2(max(attr.max_rd_atomic, 1)),
+                       "qpc.retry_count": attr.retry_cnt, "qpc.rnr_retry": attr.rnr_retry, f"{p}ack_timeout": attr.timeout})
+    raise VerbsError(f"{dev.name}: QP {self.qp_num:#x}: {cur.name} -> {new.name} is not supported by this driver")
+
+  def _cmd(self, opcode: int, fields: dict, at: dict | None = None) -> None:
+    self.dev.cmd(opcode, fields, qpn=self.qp_num, at=at)
+
+  # --- work requests
+  def _wqebb(self, index: int, data: bytes) -> None:
+    off = self.sq_off + (index % (1 << self.log_sq)) * WQEBB
+    self.mem.view[off:off + WQEBB] = data
+
+  def post_send(self, wrs: list[tuple[int, SendWR]]) -> None:
+    if not wrs: return
+    last = b""
+    for seq, wr in wrs:
+      op, index = OPCODE[wr.opcode], self.sq_pi & 0xFFFF
+      segs = b""
+      if wr.opcode.is_rdma: segs += wr.remote_addr.to_bytes(8, "big") + wr.rkey.to_bytes(4, "big") + bytes(4)
+      segs += b"".join(data_seg(s.length, s.lkey, s.addr) for s in wr.sg_list if s.length)
+      ds = 1 + len(segs) // DS
+      flags = (C.MLX5_WQE_CTRL_CQ_UPDATE if wr.send_flags & SendFlags.SIGNALED else 0) | \
+              (C.MLX5_WQE_CTRL_SOLICITED if wr.send_flags & SendFlags.SOLICITED else 0) | \
+              (C.MLX5_FENCE_MODE_FENCE if wr.send_flags & SendFlags.FENCE else 0)
+      imm = wr.imm_data if wr.opcode.has_imm else 0
+      ctrl = (index << 8 | op).to_bytes(4, "big") + (self.qp_num << 8 | ds).to_bytes(4, "big") + bytes([0, 0, 0, flags]) + imm.to_bytes(4, "big")
+      wqe = ctrl + segs
+      nbb = -(-len(wqe) // WQEBB)
+      wqe = wqe.ljust(nbb * WQEBB, b"\0")
+      for i in range(nbb): self._wqebb(self.sq_pi + i, wqe[i * WQEBB:(i + 1) * WQEBB])
+      self.sq_posted.append((index, seq, op))
+      self.sq_pi += nbb
+      last = wqe
+    self.dev.dbr.view[self.dbr + 4:self.dbr + 8] = (self.sq_pi & 0xFFFF).to_bytes(4, "big")
+    # one WQE that fits the register goes whole (BlueFlame: the doorbell, then the rest of the WQE), else the doorbell
+    words = len(last) // 8 if len(wrs) == 1 and len(last) <= BF_SIZE and self.dev._cap("bf") else 1
+    for i in range(words): self.dev.uar_bar.write64(BF[self.bf] + 8 * i, int.from_bytes(last[8 * i:8 * i + 8], "little"))
+    self.bf ^= 1
+
+  def post_recv(self, wrs: list[tuple[int, RecvWR]]) -> None:
+    if not wrs: return
+    stride = DS << self.rq_stride
+    for seq, wr in wrs:
+      segs = b"".join(data_seg(s.length, s.lkey, s.addr) for s in wr.sg_list)
+      if len(segs) < stride: segs += data_seg(0, INVALID_LKEY, 0)
+      off = (self.rq_pi % (1 << self.log_rq)) * stride
+      self.mem.view[off:off + stride] = segs[:stride].ljust(stride, b"\0")
+      self.rq_posted.append((self.rq_pi & 0xFFFF, seq))
+      self.rq_pi += 1
+    self.dev.dbr.view[self.dbr:self.dbr + 4] = (self.rq_pi & 0xFFFF).to_bytes(4, "big")
+
+  # --- completions
+  def completion(self, cqe: bytes) -> Completion | None:
+    op, counter = cqe[63] >> 4, int.from_bytes(cqe[60:62], "big")
+    recv = op not in (C.MLX5_CQE_REQ, C.MLX5_CQE_REQ_ERR)
+    q = self.rq_posted if recv else self.sq_posted
+    error = op in (C.MLX5_CQE_REQ_ERR, C.MLX5_CQE_RESP_ERR)
+    if error and self.flushed and cqe[55] == C.MLX5_CQE_SYNDROME_WR_FLUSH_ERR: return None   # the verbs layer flushed it
+    while q and q[0][0] != counter: q.popleft()                   # unsignaled sends before it completed silently
+    if not q:
+      raise VerbsError(f"{self.dev.name}: QP {self.qp_num:#x} {'receive' if recv else 'send'} completion names WQE {counter}, "
+                       "which no posted request is at")
+    seq = q.popleft()[1]
+    if error:
+      self.flushed = True
+      synd = cqe[55]
+      return Completion(self.qp_num, recv, seq, SYNDROME_WC.get(synd, W.GENERAL_ERR), synd,
+                        f"MLX5_CQE_SYNDROME_{SYNDROMES.get(synd, '?')} (vendor syndrome {cqe[54]:#x})")
+    if not recv: return Completion(self.qp_num, False, seq, W.SUCCESS, byte_len=int.from_bytes(cqe[44:48], "big"))
+    imm = int.from_bytes(cqe[36:40], "big") if op in (C.MLX5_CQE_RESP_WR_IMM, C.MLX5_CQE_RESP_SEND_IMM) else None
+    return Completion(self.qp_num, True, seq, W.SUCCESS, byte_len=int.from_bytes(cqe[44:48], "big"), imm_data=imm,
+                      opcode=WCOpcode.RECV_RDMA_WITH_IMM if op == C.MLX5_CQE_RESP_WR_IMM else WCOpcode.RECV)
+
+  def destroy(self) -> None:
+    try: self.dev.cmd(H.MLX5_CMD_OP_DESTROY_QP, qpn=self.qp_num)
+    finally:
+      self.dev.qps.pop(self.qp_num, None)
+      self._free()
+
+  def _free(self) -> None:
+    self.dev.pci.free_dma(self.mem)
+    self.dev.free_dbr(self.dbr)

@@ -1,0 +1,224 @@
+/* The NIC models' bulk datapath in C (emu/nic/fastpath.py says what it does and when; the Python transport, rc.py,
+   stays the reference and handles every other packet). Frame layout: emu/nic/roce.py. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
+
+#define BTH_LEN 12
+#define ICRC_LEN 4
+#define OP_WRITE_MIDDLE 0x07
+#define BATCH 32
+#define SLOT 65536
+#define MAX_HEAD 64
+#define MAX_IOV 8
+
+/* CRC-32 (the Ethernet polynomial, reflected, as zlib computes it): zlib's own crc32 when the loader hands it over
+   (crc_use; it is several times faster than this table), else slicing by 8 */
+typedef unsigned long (*zcrc_t)(unsigned long, const unsigned char *, unsigned int);
+static zcrc_t zcrc;
+static uint32_t T[8][256];
+
+void crc_use(zcrc_t f) { zcrc = f; }
+
+void crc_init(void) {
+  for (uint32_t i = 0; i < 256; i++) {
+    uint32_t c = i;
+    for (int k = 0; k < 8; k++) c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+    T[0][i] = c;
+  }
+  for (uint32_t i = 0; i < 256; i++)
+    for (int t = 1; t < 8; t++) T[t][i] = (T[t - 1][i] >> 8) ^ T[0][T[t - 1][i] & 0xFF];
+}
+
+uint32_t crc32_update(uint32_t crc, const uint8_t *p, uint64_t n) {
+  if (zcrc && n < (1u << 30)) return (uint32_t)zcrc(crc, p, (unsigned)n);
+  uint32_t c = ~crc;
+  while (n && ((uintptr_t)p & 7)) { c = T[0][(c ^ *p++) & 0xFF] ^ (c >> 8); n--; }
+  while (n >= 8) {
+    uint32_t a, b;
+    memcpy(&a, p, 4);
+    memcpy(&b, p + 4, 4);
+    a ^= c;
+    c = T[7][a & 0xFF] ^ T[6][(a >> 8) & 0xFF] ^ T[5][(a >> 16) & 0xFF] ^ T[4][a >> 24] ^
+        T[3][b & 0xFF] ^ T[2][(b >> 8) & 0xFF] ^ T[1][(b >> 16) & 0xFF] ^ T[0][b >> 24];
+    p += 8;
+    n -= 8;
+  }
+  while (n--) c = T[0][(c ^ *p++) & 0xFF] ^ (c >> 8);
+  return ~c;
+}
+
+static uint32_t be32(const uint8_t *p) { return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]; }
+
+/* The ICRC's transport part: the BTH with resv8a (byte 4) masked to ones, then the rest */
+static uint32_t bth_crc(uint32_t crc, const uint8_t *bth) {
+  uint8_t b[BTH_LEN];
+  memcpy(b, bth, BTH_LEN);
+  b[4] = 0xFF;
+  return crc32_update(crc, b, BTH_LEN);
+}
+
+/* --- transmit: `n` MIDDLE packets of one message, PSNs psn0.., AckReq on packet j when (k0 + j + 1) % ack_every == 0 */
+typedef struct {
+  uint8_t head[MAX_HEAD];      /* Ethernet + IP + UDP of a MIDDLE packet of the flow */
+  uint32_t head_len, lower_crc;
+  uint8_t bth[BTH_LEN];        /* opcode, flags, P_Key, dest QPN (bytes 0-7); the PSN word is filled per packet */
+  uint32_t mtu;
+} tx_t;
+
+int tx_run(int fd, const struct sockaddr_in *dst, const tx_t *t, uint32_t psn0, int n, int k0, int ack_every,
+           const uint64_t *piece, const uint64_t *piece_len, int npieces) {
+  uint8_t hdr[BATCH][MAX_HEAD + BTH_LEN], icrc[BATCH][ICRC_LEN];
+  struct iovec iov[BATCH][MAX_IOV];
+  struct mmsghdr msg[BATCH];
+  int sent = 0, pi = 0;
+  uint64_t po = 0;                                             /* offset into piece pi */
+  while (sent < n) {
+    int m = n - sent < BATCH ? n - sent : BATCH;
+    for (int j = 0; j < m; j++) {
+      int k = sent + j, v = 0;
+      uint8_t *h = hdr[j];
+      memcpy(h, t->head, t->head_len);
+      uint8_t *b = h + t->head_len;
+      memcpy(b, t->bth, 8);
+      uint32_t w = ((psn0 + k) & 0xFFFFFF) | ((k0 + k + 1) % ack_every == 0 ? 0x80000000u : 0);
+      b[8] = w >> 24; b[9] = w >> 16; b[10] = w >> 8; b[11] = w;
+      uint32_t crc = bth_crc(t->lower_crc, b);
+      iov[j][v].iov_base = h;
+      iov[j][v++].iov_len = t->head_len + BTH_LEN;
+      for (uint32_t need = t->mtu; need; ) {
+        if (pi >= npieces || v >= MAX_IOV - 1) return sent ? sent : -EINVAL;  /* not n full packets, or too scattered */
+        uint64_t k2 = piece_len[pi] - po < need ? piece_len[pi] - po : need;
+        const uint8_t *p = (const uint8_t *)(uintptr_t)piece[pi] + po;
+        crc = crc32_update(crc, p, k2);
+        iov[j][v].iov_base = (void *)p;
+        iov[j][v++].iov_len = k2;
+        need -= k2;
+        po += k2;
+        if (po == piece_len[pi]) { pi++; po = 0; }
+      }
+      icrc[j][0] = crc; icrc[j][1] = crc >> 8; icrc[j][2] = crc >> 16; icrc[j][3] = crc >> 24;
+      iov[j][v].iov_base = icrc[j];
+      iov[j][v++].iov_len = ICRC_LEN;
+      memset(&msg[j], 0, sizeof msg[j]);
+      msg[j].msg_hdr.msg_name = (void *)dst;
+      msg[j].msg_hdr.msg_namelen = sizeof *dst;
+      msg[j].msg_hdr.msg_iov = iov[j];
+      msg[j].msg_hdr.msg_iovlen = v;
+    }
+    for (int done = 0; done < m; ) {
+      int r = sendmmsg(fd, msg + done, m - done, 0);
+      if (r < 0) {
+        if (errno == EINTR) continue;
+        return sent + done ? sent + done : -errno;
+      }
+      done += r;
+    }
+    sent += m;
+  }
+  return sent;
+}
+
+/* --- receive: a batch of datagrams (recvmmsg), then the MIDDLE packets of armed WRITEs */
+typedef struct {
+  uint8_t *buf;                /* BATCH slots of SLOT bytes */
+  uint32_t len[BATCH];
+  struct sockaddr_in addr[BATCH];
+  uint32_t flags[BATCH];
+} batch_t;
+
+int rx_batch(int fd, batch_t *b) {
+  struct mmsghdr msg[BATCH];
+  struct iovec iov[BATCH];
+  memset(msg, 0, sizeof msg);
+  for (int i = 0; i < BATCH; i++) {
+    iov[i].iov_base = b->buf + (uint64_t)i * SLOT;
+    iov[i].iov_len = SLOT;
+    msg[i].msg_hdr.msg_iov = &iov[i];
+    msg[i].msg_hdr.msg_iovlen = 1;
+    msg[i].msg_hdr.msg_name = &b->addr[i];
+    msg[i].msg_hdr.msg_namelen = sizeof b->addr[i];
+  }
+  int r;
+  do r = recvmmsg(fd, msg, BATCH, MSG_DONTWAIT, NULL); while (r < 0 && errno == EINTR);
+  if (r < 0) return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
+  for (int i = 0; i < r; i++) {
+    b->len[i] = msg[i].msg_len;
+    b->flags[i] = msg[i].msg_hdr.msg_flags;
+  }
+  return r;
+}
+
+/* One RDMA WRITE in progress at a responder QP, as the Python transport handed it over (fastpath.Flow) */
+typedef struct {
+  uint8_t head[MAX_HEAD];      /* the Ethernet + IP + UDP bytes of its MIDDLE packets, as checked in Python */
+  uint32_t head_len, lower_crc, frame_len;
+  uint32_t src_ip, src_port;   /* network order: the port the GID table gives for the requester's GID */
+  int64_t until_ns;            /* CLOCK_MONOTONIC: when that resolution must be made again */
+  uint32_t qpn, pkey, mtu;
+  uint32_t epsn;               /* expected PSN */
+  uint64_t left;               /* bytes of the WRITE still to come (more than one MTU while armed) */
+  uint64_t off;                /* where the next byte goes: offset into the pieces */
+  const uint64_t *piece, *piece_len;
+  int npieces;
+  const uint64_t *generation;  /* the DMA space's mapping generation ... */
+  uint64_t gen;                /* ... when the pieces were resolved */
+  int armed;
+  uint32_t done;               /* packets written since Python last looked */
+  int ack;                     /* the last one asked for an ACK (AckReq) */
+  uint32_t ack_psn;
+} flow_t;
+
+static int take(flow_t *f, const uint8_t *d, uint32_t len, const struct sockaddr_in *src, int64_t now) {
+  if (!f->armed || len != f->frame_len || f->left <= f->mtu || *f->generation != f->gen || now >= f->until_ns) return 0;
+  if (src->sin_addr.s_addr != f->src_ip || src->sin_port != f->src_port) return 0;
+  if (memcmp(d, f->head, f->head_len)) return 0;
+  const uint8_t *bth = d + f->head_len;
+  if (bth[0] != OP_WRITE_MIDDLE || (bth[1] & 0x3F) || ((uint32_t)bth[2] << 8 | bth[3]) != f->pkey) return 0;
+  if ((be32(bth + 4) & 0xFFFFFF) != f->qpn || (be32(bth + 8) & 0xFFFFFF) != f->epsn) return 0;
+  const uint8_t *payload = bth + BTH_LEN, *tail = payload + f->mtu;
+  uint32_t crc = crc32_update(bth_crc(f->lower_crc, bth), payload, f->mtu);
+  if (crc != ((uint32_t)tail[0] | (uint32_t)tail[1] << 8 | (uint32_t)tail[2] << 16 | (uint32_t)tail[3] << 24)) return 0;
+  uint64_t off = f->off, at = 0;
+  int i = 0;
+  while (i < f->npieces && off >= f->piece_len[i]) off -= f->piece_len[i++];
+  for (uint32_t need = f->mtu; need; i++) {
+    if (i >= f->npieces) return 0;
+    uint64_t k = f->piece_len[i] - off < need ? f->piece_len[i] - off : need;
+    memcpy((uint8_t *)(uintptr_t)f->piece[i] + off, payload + at, k);
+    at += k;
+    need -= k;
+    off = 0;
+  }
+  f->off += f->mtu;
+  f->left -= f->mtu;
+  f->epsn = (f->epsn + 1) & 0xFFFFFF;
+  f->done++;
+  if (bth[8] & 0x80) {
+    f->ack = 1;
+    f->ack_psn = be32(bth + 8) & 0xFFFFFF;
+  }
+  return 1;
+}
+
+/* Datagrams [i, n) of the batch in order: -> the index of the first not taken, or one past a taken one that asked for
+   an ACK (Python sends it, then calls again) */
+int rx_take(const batch_t *b, int i, int n, flow_t *flows, int nflows) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  int64_t now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+  for (; i < n; i++) {
+    if (b->flags[i] & MSG_TRUNC || b->addr[i].sin_family != AF_INET) return i;
+    const uint8_t *d = b->buf + (uint64_t)i * SLOT;
+    int k = 0;
+    while (k < nflows && !take(&flows[k], d, b->len[i], &b->addr[i], now)) k++;
+    if (k == nflows) return i;
+    if (flows[k].ack) return i + 1;
+  }
+  return n;
+}

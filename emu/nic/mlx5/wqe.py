@@ -1,0 +1,209 @@
+"""Send and receive queue formats and completions (include/linux/mlx5/qp.h mlx5_wqe_ctrl_seg, mlx5_wqe_raddr_seg,
+mlx5_wqe_data_seg; device.h mlx5_cqe64, mlx5_err_cqe; reference/rdma.md 6.5).
+
+Send queue: 64-byte basic blocks (WQEBBs) after the receive queue in the QP's buffer. A WQE is `ds` 16-byte segments
+(ctrl: opmod_idx_opcode = wqe_index << 8 | opcode, qpn_ds = qpn << 8 | ds, fm_ce_se at byte 11 (CQ_UPDATE 0x08: a
+CQE on success; SOLICITED 0x02; fence mode 0xe0), imm at 12; RDMA WRITE/READ then a raddr segment (raddr, rkey); then
+data segments (byte_count, lkey, addr), all big-endian) in ceil(ds / 4) WQEBBs, wrapping at the ring's end. Opcodes:
+RDMA_WRITE, RDMA_WRITE_IMM, SEND, SEND_IMM, RDMA_READ; others, inline data and a zero byte_count (2 GiB on the
+hardware) complete with a local QP operation error. wqe_index must be the WQE's position (16-bit WQEBB counter) and qpn
+the QP's. The doorbell record's second word (big-endian, 16 bits) is the producer in WQEBBs; the UAR doorbell
+(BlueFlame offset 0x800 or 0x900: a 64-bit store of the last WQE's first 8 bytes) starts the QP on everything before
+the producer, and must name that last WQE (ModelError otherwise). BlueFlame: the 8-byte stores that follow it in the same
+register (offset 8, 16, ... up to the WQE's WQEBBs, at most 256 bytes) are the rest of that WQE and must be what the
+send queue holds (a copy that differs raises ModelError; the model executes the send queue's bytes either way). SGEs must lie in an MKEY of the QP's PD with local
+read (and local write for a READ's destination): else a local protection error. A message longer than 2^log_msg_max
+bytes is a local length error.
+Receive queue: 2^log_rq_size WQEs of 16 << log_rq_stride bytes, each data segments ended by lkey 0x100 (MLX5_INVALID_LKEY,
+rdma-core providers/mlx5) or the stride; the doorbell record's first word is the producer (16 bits), read when a packet
+needs a receive WQE (or the QP moves to ERR). A bad receive WQE completes with a local protection error and the QP goes
+to ERR.
+CQEs: requester REQ (sop_drop_qpn = WQE opcode << 24 | qpn, wqe_counter = the WQE's index, byte_cnt = a READ's length)
+for signaled WQEs; responder RESP_SEND / RESP_SEND_IMM / RESP_WR_IMM (byte_cnt, imm at 36, qpn, wqe_counter = the
+receive WQE's index); REQ_ERR / RESP_ERR with the syndrome (MLX5_CQE_SYNDROME_*) at 55 and vendor_err_synd at 54 for every
+error, flushed WQEs included (WR_FLUSH_ERR).
+"""
+from __future__ import annotations
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from autogen import mlx5_core as C
+from emu.nic import rc
+from emu.nic.mlx5 import ModelError
+
+if TYPE_CHECKING: from emu.nic.mlx5.qp import QP, QPs
+
+WQEBB, DS = C.MLX5_SEND_WQE_BB, C.MLX5_SEND_WQE_DS
+BF_SIZE = 256                   # each of a UAR page's two doorbell / BlueFlame registers (log_bf_reg_size 9)
+INVALID_LKEY = 0x100
+OPCODES = {C.MLX5_OPCODE_RDMA_WRITE: rc.WRITE, C.MLX5_OPCODE_RDMA_WRITE_IMM: rc.WRITE_IMM, C.MLX5_OPCODE_SEND: rc.SEND,
+           C.MLX5_OPCODE_SEND_IMM: rc.SEND_IMM, C.MLX5_OPCODE_RDMA_READ: rc.READ}
+SYNDROME = {rc.LOC_LEN_ERR: C.MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR, rc.LOC_QP_OP_ERR: C.MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR,
+            rc.LOC_PROT_ERR: C.MLX5_CQE_SYNDROME_LOCAL_PROT_ERR, rc.WR_FLUSH_ERR: C.MLX5_CQE_SYNDROME_WR_FLUSH_ERR,
+            rc.BAD_RESP_ERR: C.MLX5_CQE_SYNDROME_BAD_RESP_ERR, rc.REM_INV_REQ_ERR: C.MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR,
+            rc.REM_ACCESS_ERR: C.MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, rc.REM_OP_ERR: C.MLX5_CQE_SYNDROME_REMOTE_OP_ERR,
+            rc.RETRY_EXC_ERR: C.MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR, rc.RNR_RETRY_EXC_ERR: C.MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR}
+VENDOR_SYNDROME = 0x68          # vendor_err_synd this model reports with every error CQE
+
+
+@dataclass
+class WQECtx:
+  index: int                    # the WQE's 16-bit WQEBB counter
+  opcode: int
+  signaled: bool
+  length: int
+
+
+def be32(b: bytes, off: int) -> int: return int.from_bytes(b[off:off + 4], "big")
+
+
+def wqe_at(qp: QP, index: int, nbb: int) -> bytes:
+  size = 1 << qp.log_sq
+  return b"".join(qp.buf.read(qp.sq_off + ((index + i) % size) * WQEBB, WQEBB) for i in range(nbb))
+
+
+def sq_doorbell(qps: QPs, uar: int, value: int) -> bytes:
+  """A send doorbell: run the WQEs before the producer; -> the last one's bytes (what a BlueFlame copy must repeat)."""
+  raw = value.to_bytes(8, "little")               # the WQE's first 8 bytes as they lie in memory
+  qpn = be32(raw, 4) >> 8
+  qp = qps.qps.get(qpn)
+  where = f"send doorbell {raw.hex()} on UAR {uar}"
+  if qp is None or qp.uar != uar: raise ModelError(f"{where}: no QP {qpn:#x} on this UAR page")
+  if qp.rc.state not in ("RTS", "ERR"): raise ModelError(f"{where}: QP {qpn:#x} is in {qp.rc.state}; send doorbells need RTS")
+  prod = be32(qps.nic.dma.read(qp.dbr + 4, 4), 0) & 0xFFFF
+  pending = (prod - qp.sq_cons) & 0xFFFF
+  if pending > 1 << qp.log_sq: raise ModelError(f"{where}: the producer {prod} is {pending} WQEBBs past the consumer {qp.sq_cons & 0xFFFF}")
+  starts, i = [], qp.sq_cons
+  while (i - qp.sq_cons) & 0xFFFF < pending:
+    ds = be32(wqe_at(qp, i, 1), 4) & C.MLX5_WQE_CTRL_DS_MASK
+    nbb = max(1, -(-ds // (WQEBB // DS)))
+    if ((i + nbb - qp.sq_cons) & 0xFFFF) > pending: raise ModelError(f"{where}: WQE at {i & 0xFFFF} (ds {ds}) runs past the producer {prod}")
+    starts.append((i & 0xFFFF, nbb))
+    i += nbb
+  if not starts or raw != wqe_at(qp, starts[-1][0], 1)[:8]:
+    last = wqe_at(qp, starts[-1][0], 1)[:8].hex() if starts else "none"
+    raise ModelError(f"{where}: a doorbell carries the last posted WQE's first 8 bytes ({last})")
+  for index, nbb in starts:
+    qp.sq_cons = (index + nbb) & 0xFFFF
+    post_wqe(qps, qp, index, last := wqe_at(qp, index, nbb))
+  return last
+
+
+def post_wqe(qps: QPs, qp: QP, index: int, w: bytes) -> None:
+  head, qpn_ds, flags, imm = be32(w, 0), be32(w, 4), w[11], be32(w, 12)
+  opcode, ds = head & C.MLX5_WQE_CTRL_OPCODE_MASK, qpn_ds & C.MLX5_WQE_CTRL_DS_MASK
+  kind = OPCODES.get(opcode)
+  ctx = WQECtx(index, opcode, bool(flags & C.MLX5_WQE_CTRL_CQ_UPDATE), 0)
+  wr = rc.SendWR(kind or rc.SEND, rc.Buffer(), ctx=ctx, signaled=ctx.signaled, fence=bool(flags & 0xE0),
+                 solicited=bool(flags & C.MLX5_WQE_CTRL_SOLICITED), imm=imm if kind in (rc.WRITE_IMM, rc.SEND_IMM) else None)
+  why = None
+  if kind is None: why = f"opcode {opcode:#x} is not modelled"
+  elif (head >> 8) & 0xFFFF != index: why = f"wqe_index {(head >> 8) & 0xFFFF} at position {index}"
+  elif qpn_ds >> 8 != qp.qpn: why = f"qpn {qpn_ds >> 8:#x} in a WQE of QP {qp.qpn:#x}"
+  elif head >> 24: why = f"opmod {head >> 24:#x}"
+  else:
+    first = 2 if kind in (rc.WRITE, rc.WRITE_IMM, rc.READ) else 1
+    if kind in (rc.WRITE, rc.WRITE_IMM, rc.READ): wr.remote_va, wr.rkey = int.from_bytes(w[16:24], "big"), be32(w, 24)
+    if ds < first: why = f"ds {ds} leaves no room for the {'raddr ' if first == 2 else ''}segments"
+    else: why = sges(qps, qp, [w[DS * s:DS * (s + 1)] for s in range(first, ds)], wr, kind)
+  ctx.length = wr.length
+  if why is None and wr.length > 1 << qp.log_msg_max:
+    why = f"a {wr.length}-byte message; the QP's log_msg_max is {qp.log_msg_max}"
+  if why is not None:
+    qps.nic.log(f"QP {qp.qpn:#x} WQE at {index}: {why}")
+    wr.local_error = rc.LOC_PROT_ERR if why.startswith("SGE") else rc.LOC_LEN_ERR if "log_msg_max" in why else rc.LOC_QP_OP_ERR
+  qp.rc.post_send(wr)
+
+
+def sges(qps: QPs, qp: QP, segs: list[bytes], wr: rc.SendWR, kind: str) -> str | None:
+  need = rc.LOCAL_WRITE if kind == rc.READ else 0
+  pieces = []
+  for seg in segs:
+    n, lkey, va = be32(seg, 0), be32(seg, 4), int.from_bytes(seg[8:16], "big")
+    if n >> 31: return "inline data is not modelled"
+    if n == 0: return "a data segment with byte_count 0 (2 GiB) is not modelled"
+    if (why := local_region(qps, qp, va, n, lkey, need)) is not None: return why
+    pieces.append((qps.nic.mkeys.lookup(lkey).region, va, n))
+  wr.local = rc.Buffer(pieces)
+  return None
+
+
+def local_region(qps: QPs, qp: QP, va: int, n: int, lkey: int, need: int) -> str | None:
+  mk = qps.nic.mkeys.lookup(lkey)
+  if mk is None or mk.pd != qp.pd or not mk.local_read or not mk.region.allows(va, n, need):
+    detail = "no such MKEY" if mk is None else f"MKEY [{mk.region.va:#x}, +{mk.region.length:#x}) PD {mk.pd} rights {mk.region.access:#x}"
+    return f"SGE [{va:#x}, +{n:#x}) lkey {lkey:#x}: {detail}, QP PD {qp.pd}"
+  return None
+
+
+def sync_rq(qps: QPs, qp: QP) -> None:
+  """Take the receive WQEs the driver posted (doorbell record word 0) into the transport."""
+  if qp.rc.state == "RESET": return
+  prod = be32(qps.nic.dma.read(qp.dbr, 4), 0) & 0xFFFF
+  pending = (prod - qp.rq_cons) & 0xFFFF
+  if pending > 1 << qp.log_rq:
+    return rc.QP.error(qp.rc, f"receive doorbell record {prod} is {pending} WQEs past the consumer {qp.rq_cons}", rc.LOC_QP_OP_ERR, False)
+  stride = DS << qp.rq_stride
+  for _ in range(pending):
+    index = qp.rq_cons
+    qp.rq_cons = (qp.rq_cons + 1) & 0xFFFF
+    raw = qp.buf.read((index % (1 << qp.log_rq)) * stride, stride)
+    pieces, why = [], None
+    for s in range(0, stride, DS):
+      n, lkey, va = be32(raw, s), be32(raw, s + 4), int.from_bytes(raw[s + 8:s + 16], "big")
+      if lkey == INVALID_LKEY: break
+      if (why := local_region(qps, qp, va, n, lkey, rc.LOCAL_WRITE)) is not None: break
+      pieces.append((qps.nic.mkeys.lookup(lkey).region, va, n))
+    wr = rc.RecvWR(rc.Buffer(pieces), ctx=index)
+    if why is None:
+      qp.rc.post_recv(wr)
+      continue
+    qps.nic.log(f"QP {qp.qpn:#x} receive WQE {index}: {why}")
+    qps.received(qp.rc, wr, rc.LOC_PROT_ERR, 0, None, False)
+    rc.QP.error(qp.rc, why, rc.LOC_PROT_ERR, False)   # the transport's own: the receive WQEs after it stay unread
+    return
+
+
+def req_cqe(qp: QP, ctx: WQECtx, status: str) -> bytearray:
+  e = bytearray(64)
+  e[56:60] = (ctx.opcode << 24 | qp.qpn).to_bytes(4, "big")
+  e[60:62] = ctx.index.to_bytes(2, "big")
+  if status == rc.OK:
+    if ctx.opcode == C.MLX5_OPCODE_RDMA_READ: e[44:48] = ctx.length.to_bytes(4, "big")
+    e[63] = C.MLX5_CQE_REQ << 4
+  else:
+    e[54], e[55], e[63] = VENDOR_SYNDROME, SYNDROME.get(status, C.MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR), C.MLX5_CQE_REQ_ERR << 4
+  return e
+
+
+def resp_cqe(qp: QP, index: int, status: str, byte_len: int, imm: int | None, write_imm: bool) -> bytearray:
+  e = bytearray(64)
+  e[56:60] = qp.qpn.to_bytes(4, "big")
+  e[60:62] = index.to_bytes(2, "big")
+  if status == rc.OK:
+    e[44:48] = byte_len.to_bytes(4, "big")
+    if imm is not None: e[36:40] = imm.to_bytes(4, "big")
+    op = C.MLX5_CQE_RESP_WR_IMM if write_imm else C.MLX5_CQE_RESP_SEND_IMM if imm is not None else C.MLX5_CQE_RESP_SEND
+    e[63] = op << 4
+  else:
+    e[54], e[55], e[63] = VENDOR_SYNDROME, SYNDROME.get(status, C.MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR), C.MLX5_CQE_RESP_ERR << 4
+  return e
+
+
+class BlueFlame:
+  """The copies in flight in one UAR page's two BlueFlame registers: the bytes each store must repeat."""
+  def __init__(self): self.expect: dict[tuple[int, int], tuple[int, bytes]] = {}
+
+  def doorbell(self, uar: int, reg: int, wqe: bytes) -> None:
+    self.expect[(uar, reg)] = (8, wqe[:BF_SIZE])
+
+  def store(self, uar: int, reg: int, within: int, value: int) -> None:
+    at, wqe = self.expect.get((uar, reg), (None, b""))
+    data = value.to_bytes(8, "little")
+    if within != at or within + 8 > len(wqe):
+      raise ModelError(f"BlueFlame store at UAR {uar} register {reg} offset {within:#x}: the copy of the last doorbell's WQE "
+                       f"continues at {at if at is not None else 'nothing (ring a doorbell at offset 0 first)'}")
+    if data != wqe[within:within + 8]:
+      raise ModelError(f"BlueFlame store at UAR {uar} register {reg} offset {within:#x}: {data.hex()} is not the send queue's "
+                       f"WQE bytes there ({wqe[within:within + 8].hex()})")
+    self.expect[(uar, reg)] = (within + 8, wqe)

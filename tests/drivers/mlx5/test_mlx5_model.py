@@ -1,0 +1,357 @@
+"""The mlx5 driver against the emulated ConnectX-6 Dx (mock-<n>) through drivers/rdma's verbs: bring-up, RDMA WRITE /
+WRITE with immediate / READ / SEND through the NIC's internal loopback for sizes from 1 B to 4 MiB + 1, error CQEs with
+their syndromes, the firmware's pages given and reclaimed (none left after teardown), failed commands naming the command,
+status and syndrome, and the device lock."""
+import select, time
+
+import numpy as np
+import pytest
+
+from autogen import mlx5 as H, mlx5_core as C
+from drivers.mlx5.ifc import CommandError
+from drivers.rdma import SGE, Access, QPAttr, QPAttrMask, QPCap, RecvWR, SendFlags, SendWR, WCError, WCOpcode, WCStatus, WROpcode, QPState, open_context
+from drivers.system import DeviceBusyError
+from emu.nic.mlx5 import syndrome
+from emu.nic.mlx5.pages import REGULAR
+from tests.drivers.bnxt.test_bnxt_model import RW, Pair   # two QPs of one NIC, one CQ: the same verbs for both vendors
+
+
+
+@pytest.fixture
+def nic():
+  ctx = open_context("mlx5", "mock-0", ip="10.0.0.1")
+  ctx.set_loopback(True)
+  yield ctx
+  ctx.close()
+
+
+def model(ctx):
+  return ctx.provider.pci.model
+
+
+def test_bring_up_reads_the_firmware_and_gives_the_port_its_mac_and_gid(nic):
+  assert nic.provider.firmware == "22.39.1002" and nic.mac == bytes.fromhex("0215b3000000")
+  assert nic.query_gid(0) == bytes(10) + b"\xff\xff" + bytes([10, 0, 0, 1])
+  m = model(nic)
+  assert m.hca.initialized and m.hca.issi == 1 and m.hca.roce_en and m.port.gids[0] == nic.query_gid(0)
+  assert m.hca.cap(0, "roce") == 1 and m.hca.cap(4, "sw_r_roce_src_udp_port") == 1
+  assert set(m.pages.kind) == set(nic.provider.pages.given)          # the model holds exactly the pages it was given
+
+
+@pytest.mark.parametrize("size", [1, 4096, 4097, 1 << 20, (4 << 20) + 1])
+def test_rdma_write_of_every_size_lands_exactly(nic, size):
+  p = Pair(nic)
+  src, dst = p.mr(size, fill=True), p.mr(size + 64)
+  (wc,) = p.write(src, dst)
+  assert (wc.status, wc.opcode, wc.byte_len) == (WCStatus.SUCCESS, WCOpcode.RDMA_WRITE, size)
+  assert bytes(dst.view[:size]) == bytes(src.view) and bytes(dst.view[size:]) == bytes(64)
+
+
+def test_rdma_read_brings_the_remote_bytes(nic):
+  p = Pair(nic)
+  remote, local = p.mr(10000, fill=True), p.mr(10000)
+  (wc,) = p.write(local, remote, opcode=WROpcode.RDMA_READ)
+  assert (wc.opcode, wc.byte_len) == (WCOpcode.RDMA_READ, 10000) and bytes(local.view) == bytes(remote.view)
+
+
+def test_send_lands_in_the_posted_receive_and_write_with_immediate_consumes_one(nic):
+  p = Pair(nic)
+  msg, inbox, target = p.mr(300, fill=True), p.mr(512), p.mr(300)
+  p.b.post_recv([RecvWR(41, [inbox.sge()]), RecvWR(42, [])])
+  p.a.post_send(SendWR(1, WROpcode.SEND_WITH_IMM, [msg.sge()], imm_data=0x1234))
+  got = {wc.wr_id: wc for wc in p.cq.wait(2, timeout_s=30)}
+  assert (got[41].opcode, got[41].byte_len, got[41].imm_data) == (WCOpcode.RECV, 300, 0x1234)
+  assert bytes(inbox.view[:300]) == bytes(msg.view)
+  p.a.post_send(SendWR(2, WROpcode.RDMA_WRITE_WITH_IMM, [msg.sge()], imm_data=0xC0FFEE, remote_addr=target.addr, rkey=target.rkey))
+  got = {wc.wr_id: wc for wc in p.cq.wait(2, timeout_s=30)}
+  assert (got[42].opcode, got[42].imm_data) == (WCOpcode.RECV_RDMA_WITH_IMM, 0xC0FFEE) and bytes(target.view) == bytes(msg.view)
+
+
+def test_a_bad_rkey_gives_an_error_cqe_with_the_remote_access_syndrome(nic):
+  p = Pair(nic)
+  src, dst = p.mr(64, fill=True), p.mr(64)
+  with pytest.raises(WCError) as e:
+    p.write(src, dst, rkey=dst.rkey ^ 0x5A00)
+  wc = e.value.wc
+  assert (wc.status, wc.vendor_err) == (WCStatus.REM_ACCESS_ERR, C.MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR)
+  assert wc.vendor_status.startswith("MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR") and bytes(dst.view) == bytes(64)
+  assert p.a.state == QPState.ERR
+
+
+def test_a_bad_lkey_is_a_local_protection_error(nic):
+  p = Pair(nic)
+  src, dst = p.mr(64, fill=True), p.mr(64)
+  p.a.post_send(SendWR(1, WROpcode.RDMA_WRITE, [SGE(src.addr, 64, src.lkey ^ 0x100)], remote_addr=dst.addr, rkey=dst.rkey))
+  with pytest.raises(WCError) as e: p.cq.wait(1, timeout_s=30)
+  assert (e.value.wc.status, e.value.wc.vendor_err) == (WCStatus.LOC_PROT_ERR, C.MLX5_CQE_SYNDROME_LOCAL_PROT_ERR)
+
+
+def test_a_failed_command_names_the_command_status_and_syndrome(nic):
+  dev = nic.provider
+  with pytest.raises(CommandError) as e:
+    dev.cmd(H.MLX5_CMD_OP_CREATE_CQ, {"cq_context.log_cq_size": 6, "cq_context.uar_page": dev.uar,
+                                      "cq_context.c_eqn_or_apu_element": 77, "cq_context.dbr_addr": dev.dbr.bus_addr(0)},
+            payload=bytes(8 * 2))
+  assert (e.value.status, e.value.syndrome) == (C.MLX5_CMD_STAT_BAD_PARAM_ERR, syndrome("no such eq"))
+  assert f"CREATE_CQ (0x400) failed: status BAD_PARAM_ERR (0x3), syndrome {syndrome('no such eq'):#010x}" in str(e.value)
+  with pytest.raises(CommandError, match=r"SET_HCA_CAP \(0x109\) failed: status BAD_SYS_STATE_ERR"):
+    dev.cmd(H.MLX5_CMD_OP_SET_HCA_CAP, at={16: dev.caps})            # the capabilities are set before INIT_HCA
+
+
+def test_regular_pages_are_requested_given_and_reclaimed(nic):
+  """ICM for 40 MKEYs needs more regular pages: the firmware asks (page-request EQEs), the driver gives them; after
+  the MKEYs go the firmware asks to return the spare ones and the driver takes them back."""
+  dev, m = nic.provider, model(nic)
+  pd = nic.alloc_pd()
+  before = len(dev.pages.given)
+  mrs = [pd.reg_mr(nic.alloc(4096), RW) for _ in range(40)]
+  grown = len(dev.pages.given)
+  assert grown >= before + 2 and set(m.pages.kind) == set(dev.pages.given) and m.pages.want(REGULAR) == 0
+  for mr in mrs: mr.dereg()
+  assert len(dev.pages.given) < grown and set(m.pages.kind) == set(dev.pages.given) and m.pages.want(REGULAR) == 0
+
+
+def test_teardown_reclaims_every_page_and_disables_the_hca(nic):
+  p = Pair(nic)
+  src, dst = p.mr(4096, fill=True), p.mr(4096)
+  p.write(src, dst)
+  m, given = model(nic), nic.provider.pages.given
+  assert len(given) > 0
+  nic.close()
+  assert m.pages.kind == {} and given == {} and not m.hca.enabled and not m.state.enabled
+
+
+def test_a_hca_left_enabled_is_reset_by_the_next_driver():
+  ctx = open_context("mlx5", "mock-3", ip="10.0.3.1")
+  m = model(ctx)
+  m.state.enabled = 1                 # as a killed process leaves it: the state file says enabled
+  m.save()
+  ctx.provider.pci._lock.release()    # without the teardown, as if the process died
+  m.close()
+  again = open_context("mlx5", "mock-3", ip="10.0.3.1")
+  assert model(again).state.resets >= 1 and model(again).hca.initialized
+  again.close()
+
+
+def test_a_second_context_cannot_take_the_nic(nic):
+  with pytest.raises(DeviceBusyError, match="device mock-0 is in use by pid"):
+    open_context("mlx5", "mock-0")
+
+
+def test_queues_wrap_with_their_owner_bits(nic):
+  """300 WRITEs through a 64-WQEBB send queue and a 64-entry CQ, each CQE found by its owner bit."""
+  p = Pair(nic)
+  src, dst = p.mr(256, fill=True), p.mr(256)
+  for i in range(300):
+    (wc,) = p.write(src, dst, length=1 + i % 256)
+    assert wc.status == WCStatus.SUCCESS
+  assert bytes(dst.view) == bytes(src.view) and p.cq.hw.ci == 300
+
+
+@pytest.mark.parametrize("fault", ["drop", "dup", "reorder"])
+def test_a_lost_duplicated_or_reordered_datagram_is_recovered(nic, fault):
+  p = Pair(nic, timeout=10)
+  src, dst = p.mr(64 << 10, fill=True), p.mr(64 << 10)
+  port = model(nic).port.wire
+  port.faults.add(fault, port.sent + 3)
+  (wc,) = p.write(src, dst)
+  assert wc.status == WCStatus.SUCCESS and bytes(dst.view) == bytes(src.view)
+  assert [k for _, k in port.faults.applied] == [fault]
+
+
+def test_gather_and_scatter_lists_and_unsignaled_writes(nic):
+  """Three SGEs out (one WQE of 5 segments, two WQEBBs), three in (a 64-byte receive stride); unsignaled WRITEs
+  complete silently before the signaled one after them."""
+  pd, cq = nic.alloc_pd(), nic.create_cq(64)
+  cap = QPCap(max_send_sge=3, max_recv_sge=3)
+  a, b = pd.create_qp(cq, cap=cap), pd.create_qp(cq, cap=cap)
+  a.connect(b.endpoint(0), 0)
+  b.connect(a.endpoint(0), 0)
+  src = pd.reg_mr(nic.alloc(3000), RW, 3000)
+  src.view[:] = np.random.default_rng(1).integers(0, 256, 3000, dtype=np.uint8).tobytes()
+  inbox = [pd.reg_mr(nic.alloc(4096), RW, n) for n in (100, 900, 2000)]
+  b.post_recv(RecvWR(9, [m.sge() for m in inbox]))
+  a.post_send(SendWR(1, WROpcode.SEND, [src.sge(0, 1000), src.sge(1000, 1000), src.sge(2000, 1000)]))
+  got = {wc.wr_id: wc for wc in cq.wait(2, timeout_s=30)}
+  assert got[9].byte_len == 3000 and b"".join(bytes(m.view) for m in inbox) == bytes(src.view)
+  dst = pd.reg_mr(nic.alloc(3000), RW, 3000)
+  a.post_send([SendWR(i, WROpcode.RDMA_WRITE, [src.sge(i * 1000, 1000)], send_flags=SendFlags(0), remote_addr=dst.addr + i * 1000,
+                      rkey=dst.rkey) for i in range(2)] +
+              [SendWR(2, WROpcode.RDMA_WRITE, [src.sge(2000, 1000)], remote_addr=dst.addr + 2000, rkey=dst.rkey)])
+  (wc,) = cq.wait(1, timeout_s=30)
+  assert wc.wr_id == 2 and bytes(dst.view) == bytes(src.view) and not a.sq
+
+
+def test_a_send_with_no_receive_posted_exhausts_the_rnr_retries(nic):
+  pd, cq = nic.alloc_pd(), nic.create_cq(64)
+  a, b = pd.create_qp(cq), pd.create_qp(cq)
+  a.connect(b.endpoint(0), 0, rnr_retry=1)
+  b.connect(a.endpoint(0), 0)
+  msg = pd.reg_mr(nic.alloc(64), RW, 64)
+  a.post_send(SendWR(1, WROpcode.SEND, [msg.sge()]))
+  with pytest.raises(WCError) as e: cq.wait(1, timeout_s=30)
+  assert (e.value.wc.status, e.value.wc.vendor_err) == (WCStatus.RNR_RETRY_EXC_ERR, C.MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR)
+
+
+def test_moving_to_err_flushes_the_posted_receives_with_error_cqes(nic):
+  p = Pair(nic)
+  inbox = p.mr(64)
+  p.b.post_recv([RecvWR(i, [inbox.sge()]) for i in range(3)])
+  p.b.modify(QPAttr(QPState.ERR), QPAttrMask.STATE)
+  flushed = []
+  for _ in range(3):
+    with pytest.raises(WCError) as e: p.cq.poll()
+    flushed.append((e.value.wc.wr_id, e.value.wc.status))
+  assert flushed == [(i, WCStatus.WR_FLUSH_ERR) for i in range(3)] and p.cq.poll() == []
+  assert p.cq.hw.ci == 3          # the hardware wrote a flush CQE for each (the verbs layer had flushed them already)
+
+
+def test_a_stale_key_does_not_reach_a_new_mr_at_the_same_index(nic):
+  p = Pair(nic)
+  src, old = p.mr(64, fill=True), p.mr(64)
+  stale = old.rkey
+  old.dereg()
+  new = p.mr(64)
+  assert new.rkey >> 8 == stale >> 8 and new.rkey != stale                        # same MKEY index, another variant
+  with pytest.raises(WCError, match="REM_ACCESS_ERR"): p.write(src, new, rkey=stale)
+  assert bytes(new.view) == bytes(64)
+
+
+def test_qp_contexts_live_in_the_pages_the_driver_gave(nic):
+  """The firmware's ICM is the driver's memory: the QP context's PD field is in a page from pages.given."""
+  p = Pair(nic)
+  m, given = model(nic), nic.provider.pages.given
+  page, slot = m.qps.qps[p.a.qp_num].slot
+  assert page in given and page in m.pages.slots
+  ctx = bytes(given[page].view[slot * 256:slot * 256 + 232])
+  assert H.LAYOUTS["qpc"].get(ctx, "pd") == p.pd.handle and H.LAYOUTS["qpc"].get(ctx, "log_sq_size") == p.a.hw.log_sq
+
+
+def test_the_firmware_refuses_transitions_from_the_wrong_state_and_rtr_without_roce(nic):
+  dev, p = nic.provider, Pair(nic)
+  with pytest.raises(CommandError) as e: dev.cmd(H.MLX5_CMD_OP_RST2INIT_QP, qpn=p.a.qp_num)
+  assert (e.value.status, e.value.syndrome) == (C.MLX5_CMD_STAT_BAD_QP_STATE_ERR, syndrome("bad qp state"))
+  dev.cmd(H.MLX5_CMD_OP_MODIFY_NIC_VPORT_CONTEXT, {"field_select.roce_en": 1, "nic_vport_context.roce_en": 0})
+  qp = p.pd.create_qp(p.cq)
+  qp.modify(QPAttr(QPState.INIT, qp_access_flags=RW), QPAttrMask.STATE | QPAttrMask.PKEY_INDEX | QPAttrMask.PORT | QPAttrMask.ACCESS_FLAGS)
+  qp.modify(QPAttr(QPState.INIT, qp_access_flags=Access.LOCAL_WRITE), QPAttrMask.STATE | QPAttrMask.ACCESS_FLAGS)   # INIT2INIT
+  assert model(nic).qps.qps[qp.qp_num].rc.a.access == 1                                              # no remote rights now
+  with pytest.raises(CommandError, match=rf"INIT2RTR_QP \(0x503\) failed: status BAD_SYS_STATE_ERR \(0x4\), syndrome {syndrome('roce disabled'):#010x}"):
+    qp.connect(p.b.endpoint(0), 0)
+
+
+def test_the_event_queue_sees_command_completions_and_page_requests(nic):
+  dev = nic.provider
+  pd = nic.alloc_pd()
+  mrs = [pd.reg_mr(nic.alloc(4096), RW) for _ in range(20)]
+  kinds = [(k, int.from_bytes(d[0:4], "big")) for k, d in dev.eq.events]
+  assert (C.MLX5_EVENT_TYPE_CMD, 1 << 0) in kinds                          # slot 0: every command but MANAGE_PAGES
+  assert (C.MLX5_EVENT_TYPE_CMD, 1 << (dev.cmdq.slots - 1)) in kinds       # MANAGE_PAGES in the last slot
+  assert any(k == C.MLX5_EVENT_TYPE_PAGE_REQUEST for k, _ in dev.eq.events)
+  for mr in mrs: mr.dereg()
+
+
+def test_a_pd_in_use_cannot_go(nic):
+  pd = nic.alloc_pd()
+  mr = pd.reg_mr(nic.alloc(4096), RW)
+  with pytest.raises(CommandError) as e: nic.provider.cmd(H.MLX5_CMD_OP_DEALLOC_PD, pd=pd.handle)
+  assert (e.value.status, e.value.syndrome) == (C.MLX5_CMD_STAT_BAD_RES_STATE_ERR, syndrome("pd in use"))
+  mr.dereg()
+  nic.provider.cmd(H.MLX5_CMD_OP_DEALLOC_PD, pd=pd.handle)
+
+
+def test_a_cq_the_driver_does_not_drain_overruns_and_the_driver_reports_it(nic):
+  """Past the verbs layer's accounting: 80 signaled WRITEs into a 64-entry CQ with nothing polled."""
+  p = Pair(nic)
+  src, dst = p.mr(64, fill=True), p.mr(64)
+  wr = SendWR(1, WROpcode.RDMA_WRITE, [src.sge()], remote_addr=dst.addr, rkey=dst.rkey)
+  for qp in (p.a, p.b): qp.hw.post_send([(i, wr) for i in range(40)])
+  m, deadline = model(nic), time.monotonic() + 30
+  while not any(f"CQ {p.cq.hw.cqn} overrun" in line for line in m.log_lines):     # the ACKs come back on the wire's thread
+    assert time.monotonic() < deadline, m.log_lines[-5:]
+    time.sleep(0.01)
+  with pytest.raises(RuntimeError, match=f"CQ {p.cq.hw.cqn:#x} overran"): nic.alloc_pd()
+
+
+def test_a_failed_bring_up_leaves_no_lock_no_pages_and_no_enabled_hca():
+  first = open_context("mlx5", "mock-1", ip="10.0.9.9")
+  try:
+    with pytest.raises(CommandError, match=rf"SET_ROCE_ADDRESS \(0x761\) failed: status BAD_PARAM_ERR \(0x3\), syndrome {syndrome('gid in use on the wire'):#010x}"):
+      open_context("mlx5", "mock-2", ip="10.0.9.9")                         # the GID is mock-1's
+  finally: first.close()
+  again = open_context("mlx5", "mock-2", ip="10.0.9.9")                     # free again, brought up from cold
+  assert model(again).state.resets == 2 and not model(again).stale
+  again.close()
+
+
+def test_a_message_longer_than_the_qps_log_msg_max_is_a_local_length_error(nic):
+  dev = nic.provider
+  caps = bytearray(dev.caps)
+  H.LAYOUTS["cmd_hca_cap"].set(caps, "log_max_msg", 10)        # QPs created now say log_msg_max 10: 1 KiB messages
+  dev.caps = bytes(caps)
+  p = Pair(nic)
+  src, dst = p.mr(2048, fill=True), p.mr(2048)
+  (wc,) = p.write(src, dst, length=1024)
+  assert wc.status == WCStatus.SUCCESS
+  with pytest.raises(WCError) as e: p.write(src, dst)
+  assert (e.value.wc.status, e.value.wc.vendor_err) == (WCStatus.LOC_LEN_ERR, C.MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR)
+  assert bytes(dst.view[1024:]) == bytes(1024)
+
+
+def test_with_the_internal_loopback_off_frames_to_the_own_gid_are_dropped(nic):
+  nic.set_loopback(False)
+  p = Pair(nic, timeout=8, retry_cnt=1)
+  src, dst = p.mr(64, fill=True), p.mr(64)
+  with pytest.raises(WCError) as e: p.write(src, dst)
+  assert (e.value.wc.status, e.value.wc.vendor_err) == (WCStatus.RETRY_EXC_ERR, C.MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR)
+  assert model(nic).port.tx_dropped["destination GID is this port's own and PHY loopback is off"] >= 2
+  assert bytes(dst.view) == bytes(64)
+
+
+def test_an_ipv6_gid_carries_roce_over_ipv6(nic):
+  gid = bytes.fromhex("fd000000000000000000000000000042")
+  index = nic.add_gid(gid)
+  assert model(nic).port.gids[index] == gid and index == 1
+  pd, cq = nic.alloc_pd(), nic.create_cq(64)
+  a, b = pd.create_qp(cq), pd.create_qp(cq)
+  a.connect(b.endpoint(0, gid_index=index), 0, sgid_index=index)
+  b.connect(a.endpoint(0, gid_index=index), 0, sgid_index=index)
+  src, dst = pd.reg_mr(nic.alloc(5000), RW, 5000), pd.reg_mr(nic.alloc(5000), RW, 5000)
+  src.view[:] = np.random.default_rng(6).integers(0, 256, 5000, dtype=np.uint8).tobytes()
+  a.post_send(SendWR(1, WROpcode.RDMA_WRITE, [src.sge()], remote_addr=dst.addr, rkey=dst.rkey))
+  (wc,) = cq.wait(1, timeout_s=30)
+  assert wc.status == WCStatus.SUCCESS and bytes(dst.view) == bytes(src.view)
+  assert not model(nic).qps.qps[a.qp_num].rc.a.path.ipv4
+
+
+def test_rts_to_rts_changes_the_access_flags_and_the_rnr_timer(nic):
+  p = Pair(nic)
+  src, dst = p.mr(64, fill=True), p.mr(64)
+  p.b.modify(QPAttr(QPState.RTS, qp_access_flags=Access.LOCAL_WRITE, min_rnr_timer=3), QPAttrMask.STATE | QPAttrMask.ACCESS_FLAGS | QPAttrMask.MIN_RNR_TIMER)
+  a = model(nic).qps.qps[p.b.qp_num].rc.a
+  assert (a.access, a.min_rnr_timer) == (1, 3)                 # no remote rights any more
+  with pytest.raises(WCError, match="REM_ACCESS_ERR"): p.write(src, dst)
+
+
+def test_pages_the_driver_cannot_allocate_are_refused_to_the_firmware(nic):
+  dev, m = nic.provider, model(nic)
+  real = dev.pci._alloc_dma
+  def exhausted(size, contiguous): raise MemoryError("no more pinned memory")
+  dev.pci._alloc_dma = exhausted                    # the host is out of DMA memory
+  try:
+    with pytest.raises(MemoryError, match=r"cannot allocate the \d+ pages the firmware asked for"):
+      dev.pages.give(3)
+  finally: dev.pci._alloc_dma = real
+  assert any("the driver could not give 3 pages" in line for line in m.log_lines) and set(m.pages.kind) == set(dev.pages.given)
+
+
+def test_wait_event_arms_the_cq_and_the_completion_eq_interrupts(nic):
+  p = Pair(nic)
+  src, dst = p.mr(64, fill=True), p.mr(64)
+  cq, eq = p.cq.hw, nic.provider.comp_eq
+  assert eq.irq is not None and cq.wait_event(0) is True               # armed, nothing to wait for yet
+  p.a.post_send(SendWR(1, WROpcode.RDMA_WRITE, [src.sge()], remote_addr=dst.addr, rkey=dst.rkey))
+  assert select.select([eq.irq], [], [], 30)[0]                        # MSI-X vector 1 fired for the CQE
+  assert [int.from_bytes(d[24:28], "big") for _, d in eq.poll()] == [cq.cqn]
+  (wc,) = p.cq.wait(1, timeout_s=30)
+  assert wc.status == WCStatus.SUCCESS and bytes(dst.view) == bytes(src.view)

@@ -1,0 +1,176 @@
+"""The C datapath (emu/nic/fastpath.py): its CRC-32 is zlib's; a run of MIDDLE packets it sends is byte for byte what
+the Python path builds; the MIDDLE packets of a long WRITE are written by C once a first one passed the Python path,
+and every packet C may not take (a bad ICRC, another sender, a wrong PSN or P_Key, a QP or key or mapping that changed)
+goes to the Python path, which checks it as always. Facts: emu/nic/roce.py (frames), rc.py (the responder)."""
+import os, random, socket, zlib
+
+import numpy as np
+import pytest
+
+from emu.nic import fastpath, rc, roce as R
+from tests.emu.nic.memnic import MemNIC, wait
+
+pytestmark = pytest.mark.skipif(fastpath.lib() is None, reason="the C datapath needs a host C compiler (clang-22 or gcc)")
+MTU = 256
+
+
+@pytest.fixture
+def pair():
+  a, b = MemNIC("a", "10.0.0.1", 1), MemNIC("b", "10.0.0.2", 2)
+  yield a, b
+  a.close()
+  b.close()
+
+
+@pytest.mark.parametrize("impl", ["zlib's, loaded", "the table"])
+def test_the_c_crc32_is_zlibs(impl):
+  lib, data = fastpath.lib(), os.urandom(9000)
+  if impl == "the table": lib.crc_use(fastpath.ffi.NULL)
+  try:
+    for start in range(8):
+      for n in (0, 1, 7, 8, 9, 63, 4096, 8000):
+        assert lib.crc32_update(0x5EED, data[start:start + n], n) == zlib.crc32(data[start:start + n], 0x5EED)
+  finally:
+    fastpath.lib.cache_clear()                             # loaded again as it is normally
+
+
+@pytest.mark.parametrize("mapped", [True, False])
+def test_a_run_sent_by_c_is_what_python_builds(mapped):
+  """Six MIDDLE packets across the 24-bit PSN wrap, their payload in SGEs that do not align with packets, in a region
+  with a mapping generation (C keeps its host map) or without (its views are taken for each run)."""
+  rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+  rx.bind(("127.0.0.1", 0))
+  rx.settimeout(10)
+  tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+  path = R.Path(b"\2\0\0\0\0\1", b"\2\0\0\0\0\2", bytes(10) + b"\xff\xff\x0a\0\0\1", bytes(10) + b"\xff\xff\x0a\0\0\2")
+  mem = memoryview(bytearray(random.Random(1).randbytes(8 * MTU)))
+  region = rc.Region(1, 0x1000, len(mem), rc.LOCAL_WRITE, lambda va, n: [mem[va - 0x1000:va - 0x1000 + n]],
+                     np.zeros(1, np.uint64) if mapped else None)
+  source = rc.Buffer([(region, 0x1000, 100), (region, 0x1000 + 300, 600), (region, 0x1000 + 100, 1), (region, 0x1000 + 1000, 900)])
+  run = R.FrameRun(path, R.Packet(R.WRITE_MIDDLE, 0, 0x123456, pkey=0xFFFF, solicited=True), 0xFFFFFD, 6, MTU, 3, 4, source, 5)
+  head, crc, bth = run.headers()
+  payload = fastpath.spans(source, 5, 6 * MTU)
+  assert fastpath.send_run(tx.fileno(), rx.getsockname(), head, crc, bth, MTU, run.psn, run.n, run.k0, run.ack_every, payload) == 6
+  got = [rx.recv(65536) for _ in range(6)]
+  assert got == [b"".join(bytes(x) for x in f) for f in run.frames()]
+  assert b"".join(R.decode(f).payload for f in got) == b"".join(bytes(v) for v in source.chunks(5, 6 * MTU))
+  assert [R.decode(f).psn for f in got] == [0xFFFFFD, 0xFFFFFE, 0xFFFFFF, 0, 1, 2]
+  assert [R.decode(f).ack_req for f in got] == [True, False, False, False, True, False]   # (3 + j + 1) % 4 == 0
+  tx.close()
+  rx.close()
+
+
+def connected(a, b):
+  qa, qb = a.qp(10), b.qp(20)
+  a.connect(qa, b, 20, mtu=MTU)
+  b.connect(qb, a, 10, mtu=MTU)
+  return qa, qb
+
+
+def test_a_long_write_is_written_by_c_after_its_first_middle_packet(pair):
+  a, b = pair
+  qa, qb = connected(a, b)
+  size = 64 * MTU + 17
+  data = random.Random(2).randbytes(size)
+  sk, smem = a.region(size)
+  smem[:] = data
+  dk, dmem = b.region(size)
+  a.post_send(qa, rc.SendWR(rc.WRITE, a.buffer(sk), 0x10000, dk, ctx="w"))
+  wait(lambda: a.sends, "the completion")
+  assert a.sends == [(10, "w", rc.OK)] and bytes(dmem) == data
+  assert b.port.wire.rx.taken == 65 - 3                    # all but FIRST, the first MIDDLE and LAST
+
+
+class Hand:
+  """Frames made by hand from a's QP 10 to b's QP 20: a WRITE of 8 MTUs, FIRST and one MIDDLE sent (C is armed)."""
+  def __init__(self, a, b):
+    self.a, self.b = a, b
+    self.qa, self.qb = connected(a, b)
+    self.dk, self.dmem = b.region(8 * MTU)
+    self.path = self.qa.a.path
+    self.rx = b.port.wire.rx
+    self.send(R.Packet(R.WRITE_FIRST, 0, 20, va=0x10000, rkey=self.dk, dma_len=8 * MTU, payload=b"\1" * MTU))
+    self.send(self.middle(1))
+    wait(lambda: self.qb.epsn == 2 and self.rx.count == 1, "the flow to be armed")
+
+  def middle(self, psn: int, byte: int = 2, **kw) -> R.Packet:
+    return R.Packet(R.WRITE_MIDDLE, psn, kw.pop("qpn", 20), payload=bytes([byte]) * MTU, **kw)
+
+  def send(self, p: R.Packet, frame: bytes | None = None, sock: socket.socket | None = None) -> None:
+    frame = frame or b"".join(bytes(x) for x in R.encode(self.path, p))
+    (sock or self.a.wire.sock).sendto(frame, self.b.wire.endpoint)
+
+  def settle(self, epsn: int) -> None:
+    self.send(R.Packet(R.WRITE_MIDDLE, epsn, 20, ack_req=True, payload=b"\7" * MTU))   # one the QP takes: all before it are done
+    wait(lambda: self.qb.epsn == epsn + 1 or self.qb.state == "ERR", "the marker packet")
+
+
+def test_c_takes_the_middle_packets_of_an_armed_flow(pair):
+  h = Hand(*pair)
+  h.send(h.middle(2, 3))
+  h.settle(3)
+  assert h.rx.taken == 2 and h.dmem[2 * MTU:3 * MTU] == b"\3" * MTU and h.qb.wctx[2] == 4 * MTU
+
+
+@pytest.mark.parametrize("case", ["icrc", "sender", "psn ahead", "pkey", "qpn", "tver"])
+def test_a_packet_c_may_not_take_goes_to_the_python_path(pair, case):
+  h = Hand(*pair)
+  dropped = sum(h.b.port.rx_dropped.values())
+  if case == "icrc":
+    frame = bytearray(b"".join(bytes(x) for x in R.encode(h.path, h.middle(2, 3))))
+    frame[-1] ^= 1
+    h.send(None, bytes(frame))
+  elif case == "sender":
+    other = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    h.send(h.middle(2, 3), sock=other)
+    other.close()
+  elif case == "psn ahead": h.send(h.middle(3, 3))
+  elif case == "pkey": h.send(h.middle(2, 3, pkey=0x7FFF))
+  elif case == "qpn": h.send(h.middle(2, 3, qpn=21))
+  elif case == "tver":
+    frame = bytearray(b"".join(bytes(x) for x in R.encode(h.path, h.middle(2, 3))))
+    frame[42 + 1] |= 1                                      # BTH TVer 1, the ICRC made again by hand below
+    body = bytes(frame[:-4])
+    frame[-4:] = R.icrc(body[14:42], body[42:], ()).to_bytes(4, "little")
+    h.send(None, bytes(frame))
+  wait(lambda: sum(h.b.port.rx_dropped.values()) > dropped or h.qb.stats.out_of_sequence or h.qb.stats.dropped,
+       "the Python path to drop it")
+  assert h.rx.taken == 0 and h.dmem[2 * MTU:3 * MTU] == bytes(MTU) and h.qb.epsn == 2
+
+
+@pytest.mark.parametrize("change, handled", [("qp to ERR", "dropped by the QP"), ("key gone", "executed"), ("remapped", "executed"),
+                                             ("mac filter", "dropped by the port"), ("gid", "dropped by the port")])
+def test_a_flow_is_disarmed_when_what_it_relies_on_changes(pair, change, handled):
+  """The Python path gets the next packet (and does with it what it always does: a write in progress goes on into the
+  region its FIRST named, rc.py)."""
+  h = Hand(*pair)
+  with h.b.lock:
+    if change == "qp to ERR": h.qb.modify("ERR")
+    elif change == "key gone": del h.b.regions[h.dk]
+    elif change == "remapped": h.b.remap()
+    elif change == "mac filter": h.b.port.accept_macs.clear()
+    elif change == "gid": h.b.port.delete_gid(0)
+  h.send(h.middle(2, 3, ack_req=True))
+  wait({"dropped by the QP": lambda: h.qb.stats.dropped, "executed": lambda: h.qb.epsn == 3,
+        "dropped by the port": lambda: h.b.port.rx_dropped}[handled], handled)
+  assert h.rx.taken == 0 and h.rx.count == (1 if change == "remapped" else 0)   # (armed again with the new mapping)
+
+
+def test_without_the_c_datapath_the_python_path_does_everything(monkeypatch):
+  """No host C compiler: ports receive datagram by datagram and runs go out frame by frame, with the same result."""
+  monkeypatch.setattr(fastpath, "lib", lambda: None)
+  a, b = MemNIC("a", "10.0.0.1", 1), MemNIC("b", "10.0.0.2", 2)
+  try:
+    assert a.wire.rx is None and b.wire.rx is None
+    qa, qb = connected(a, b)
+    data = random.Random(3).randbytes(40 * MTU + 5)
+    sk, smem = a.region(len(data))
+    smem[:] = data
+    dk, dmem = b.region(len(data))
+    sent = a.wire.sent
+    a.post_send(qa, rc.SendWR(rc.WRITE, a.buffer(sk), 0x10000, dk, ctx="w"))
+    wait(lambda: a.sends, "the completion")
+    assert a.sends == [(10, "w", rc.OK)] and bytes(dmem) == data and a.wire.sent - sent == 41
+  finally:
+    a.close()
+    b.close()
