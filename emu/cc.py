@@ -9,7 +9,7 @@ a half-written object, and a lock file next to it makes a second process wait fo
 A build that takes longer than NOTICE_S says so in one line on stderr (`timed`).
 """
 from __future__ import annotations
-import contextlib, fcntl, hashlib, os, platform, shutil, subprocess, sys, tempfile, time
+import contextlib, fcntl, hashlib, os, platform, re, shutil, subprocess, sys, tempfile, time
 from functools import cache
 
 COMPILERS = ("clang-22", "clang-19", "gcc")
@@ -53,6 +53,17 @@ def _host_id() -> str:
       info = [l for l in f if l.startswith(("model name", "flags"))][:2]
   except OSError: info = []
   return platform.machine() + "".join(info)
+
+
+EMU_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def inline_includes(text: str) -> str:
+  """`text` with each `#include "emu/<path>"` line replaced by that file: sources are compiled from stdin and cached
+  by their text, so a shared header's text must be in the source itself."""
+  def read(m: re.Match) -> str:
+    with open(os.path.join(EMU_DIR, m.group(1))) as f: return f.read()
+  return re.sub(r'^#include "emu/([\w/.]+)"$', read, text, flags=re.M)
 
 
 def cache_dir(where: str = "emu") -> str:

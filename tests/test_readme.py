@@ -21,6 +21,8 @@ NOT_RUN = {
   ".venv/bin/python -m pytest tests/emu/rdna3 -k exec": "part of this test suite",
   ".venv/bin/python bench/rdna3_isa.py": "a benchmark: measures, never fails",
   ".venv/bin/python bench/emu_throughput.py": "a benchmark: measures, never fails",
+  ".venv/bin/python -m pytest tests/emu/nvgpu -k ptx": "part of this test suite",
+  ".venv/bin/python bench/ptx_throughput.py": "a benchmark: measures, never fails",
 }
 
 

@@ -5,7 +5,7 @@ can stand in for it (the AMD GPU model translates through its page tables). `run
 `dispatch(...)` a kernel described by a kernel descriptor. Code is compiled to C per basic block (cached on
 disk); see program.py.
 """
-from emu.rdna3.memory import Memory, MemoryFault, GpuMemory
+from emu.memory import Memory, MemoryFault, GpuMemory
 from emu.rdna3.dispatch import run, dispatch, Stats, WaveError, WaveFault, WaveTrap, InstructionLimit, KernelDescriptor
 from emu.rdna3.operands import Unsupported
 from emu.rdna3.disasm import disasm

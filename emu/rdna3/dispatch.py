@@ -12,7 +12,8 @@ ptr (2) [3], dispatch id (2) [4], flat scratch init (2) [5], private segment siz
 from __future__ import annotations
 import struct, weakref
 from dataclasses import dataclass
-from emu.rdna3 import memory, operands as O
+from emu import memory
+from emu.rdna3 import operands as O
 from emu.rdna3.disasm import disasm
 from emu.rdna3.decode import TARGETS
 from emu.rdna3 import runtime

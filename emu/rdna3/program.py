@@ -9,8 +9,8 @@ The C is position independent (PCs are offsets from the code base) and cached on
 from __future__ import annotations
 from functools import cache
 from cffi import FFI
-from emu import cc
-from emu.rdna3 import memory, runtime, operands as O
+from emu import cc, memory
+from emu.rdna3 import runtime, operands as O
 from emu.rdna3 import gen_scalar, gen_vector, gen_memory, gen_packed, gen_interp
 from emu.rdna3.decode import decode, DecodeError, Inst
 

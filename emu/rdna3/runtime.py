@@ -29,7 +29,7 @@ CHUNKS = 4     # the runtime is compiled as this many shared objects, in paralle
 
 @cache
 def src(name: str) -> str:
-  with open(os.path.join(C_DIR, name)) as f: return f.read()
+  with open(os.path.join(C_DIR, name)) as f: return cc.inline_includes(f.read())
 
 
 def ctype(t: str) -> str: return "u64" if WIDTH[t] == 64 else "u32"

@@ -49,27 +49,8 @@ enum { SPACE_GLOBAL = 0, SPACE_SCRATCH = 1, SPACE_LDS = 2, SPACE_MISALIGNED = 3,
 static int fault(wave_t *w, u64 addr, u32 space) {
   w->d->stop = STOP_FAULT; w->d->stop_addr = addr; w->d->stop_arg = space; return 0;
 }
-static u8 *mem_lookup(dispatch_t *d, u64 a, u32 n, int wr) {
-  for (int i = 0; i < 8; i++) {
-    range_t *r = &d->ranges[i]; u64 off = a - r->va;
-    if (off < r->len && r->len - off >= n && (!wr || r->writable)) {
-      if (i) { range_t t = d->ranges[0]; d->ranges[0] = *r; *r = t; }
-      return d->ranges[0].host + off;
-    }
-  }
-  if (!d->miss || d->miss(d, a, wr)) return 0;
-  memmove(&d->ranges[1], &d->ranges[0], 7 * sizeof(range_t));
-  d->ranges[0] = d->fill; d->ranges[0].writable = wr;
-  u64 off = a - d->fill.va;
-  if (off >= d->fill.len) return 0;
-  if (d->fill.len - off < n) return 0;
-  return d->fill.host + off;
-}
-static inline u8 *mem_at(dispatch_t *d, u64 a, u32 n, int wr) {
-  range_t *r = &d->ranges[0]; u64 off = a - r->va;
-  if (off < r->len && r->len - off >= n && (!wr || r->writable)) return r->host + off;
-  return mem_lookup(d, a, n, wr);
-}
+#define RUNS_OWNER dispatch_t
+#include "emu/c/runs.h"
 /* scalar loads (SMEM) read through runs of their own, which the miss callback fills with write = 2: a GPU model hands
    out its scalar data cache (K$) there, whose lines stay as they were until the cache is invalidated */
 static u8 *klookup(dispatch_t *d, u64 a, u32 n) {

@@ -1,0 +1,102 @@
+"""NVRTC, NVIDIA's runtime CUDA C compiler, through ctypes: CUDA C to PTX text and to sm_80 / sm_90 cubins, with no
+GPU and no libcuda (nv_driver.md §9: the PyPI wheel `nvidia-cuda-nvrtc-cu12` 12.9.86 ships libnvrtc.so.12, which
+needs only libc/libm/libdl/librt/libpthread; `#include <cuda_fp16.h>` / `<cuda_bf16.h>` need the headers of
+`nvidia-cuda-runtime-cu12`, passed with -I).
+
+The library is found in the installed wheel (site-packages/nvidia/cuda_nvrtc/lib), else through $NVRTC_PATH, else
+the loader's search path. Every nvrtc call is checked; a failed compile raises CompileError carrying NVRTC's log.
+"""
+from __future__ import annotations
+import ctypes, glob, os, sys
+from functools import cache
+
+ARCHS = ("sm_80", "sm_86", "sm_89", "sm_90", "sm_90a")   # what the NV backend builds for (Ampere, Ada, Hopper)
+
+
+class NvrtcMissing(RuntimeError):
+  """libnvrtc.so.12 is not installed."""
+
+
+class CompileError(RuntimeError):
+  """NVRTC rejected the source; `log` is its compile log."""
+  def __init__(self, msg: str, log: str):
+    super().__init__(msg)
+    self.log = log
+
+
+def _wheel_dirs(sub: str) -> list[str]:
+  return [d for p in sys.path for d in glob.glob(os.path.join(p, "nvidia", sub))]
+
+
+@cache
+def lib() -> ctypes.CDLL:
+  cands = [os.environ["NVRTC_PATH"]] if os.environ.get("NVRTC_PATH") else []
+  cands += [os.path.join(d, "lib", "libnvrtc.so.12") for d in _wheel_dirs("cuda_nvrtc")] + ["libnvrtc.so.12"]
+  errs = []
+  for c in cands:
+    try: l = ctypes.CDLL(c)
+    except OSError as e: errs.append(str(e)); continue
+    l.nvrtcGetErrorString.restype = ctypes.c_char_p
+    l.nvrtcGetErrorString.argtypes = [ctypes.c_int]
+    return l
+  raise NvrtcMissing("NVRTC (libnvrtc.so.12) is not installed: install the pinned `nvidia-cuda-nvrtc-cu12` wheel "
+                     f"(scripts/setup.sh) or set NVRTC_PATH; tried: {'; '.join(errs)}")
+
+
+@cache
+def include_dir() -> str | None:
+  """The CUDA headers of the cuda-runtime wheel (cuda_fp16.h, cuda_bf16.h), or None when it is not installed."""
+  for d in _wheel_dirs("cuda_runtime"):
+    if os.path.exists(os.path.join(d, "include", "cuda_fp16.h")): return os.path.join(d, "include")
+  return None
+
+
+def _check(rc: int, what: str) -> None:
+  if rc != 0: raise RuntimeError(f"NVRTC {what} failed: {lib().nvrtcGetErrorString(rc).decode()} ({rc})")
+
+
+def version() -> tuple[int, int]:
+  major, minor = ctypes.c_int(), ctypes.c_int()
+  _check(lib().nvrtcVersion(ctypes.byref(major), ctypes.byref(minor)), "nvrtcVersion")
+  return major.value, minor.value
+
+
+def _get(prog: ctypes.c_void_p, size_fn: str, get_fn: str) -> bytes:
+  n = ctypes.c_size_t()
+  _check(getattr(lib(), size_fn)(prog, ctypes.byref(n)), size_fn)
+  buf = ctypes.create_string_buffer(n.value)
+  _check(getattr(lib(), get_fn)(prog, buf), get_fn)
+  return buf.raw
+
+
+def compile(src: str, arch: str = "sm_90", *, ptx: bool = True, name: str = "kernel.cu",
+            options: tuple[str, ...] = ()) -> bytes:
+  """Compile CUDA C `src` for `arch`: PTX text (`ptx=True`, NUL stripped) or a cubin (ELF) for that SM.
+  The cuda-runtime wheel's headers are on the include path when installed."""
+  if arch not in ARCHS: raise ValueError(f"arch {arch!r} is not one the NV backend builds for ({', '.join(ARCHS)})")
+  l, prog = lib(), ctypes.c_void_p()
+  _check(l.nvrtcCreateProgram(ctypes.byref(prog), src.encode(), name.encode(), 0, None, None), "nvrtcCreateProgram")
+  try:
+    # PTX for the virtual arch compute_XX; a cubin holds SASS for the real sm_XX
+    opts = [f"--gpu-architecture={'compute_' + arch[3:] if ptx else arch}", "--std=c++17", *options]
+    if (inc := include_dir()) is not None: opts.append(f"-I{inc}")
+    argv = (ctypes.c_char_p * len(opts))(*[o.encode() for o in opts])
+    rc = l.nvrtcCompileProgram(prog, len(opts), argv)
+    log = _get(prog, "nvrtcGetProgramLogSize", "nvrtcGetProgramLog").rstrip(b"\0").decode(errors="replace")
+    if rc != 0:
+      raise CompileError(f"NVRTC could not compile {name} for {arch} "
+                         f"({l.nvrtcGetErrorString(rc).decode()}):\n{log}", log)
+    if ptx: return _get(prog, "nvrtcGetPTXSize", "nvrtcGetPTX").rstrip(b"\0")
+    return _get(prog, "nvrtcGetCUBINSize", "nvrtcGetCUBIN")
+  finally:
+    l.nvrtcDestroyProgram(ctypes.byref(prog))
+
+
+def ptx(src: str, arch: str = "sm_90", **kw) -> str:
+  """PTX text of CUDA C `src` (targeting compute_<arch>)."""
+  return compile(src, arch, ptx=True, **kw).decode()
+
+
+def cubin(src: str, arch: str = "sm_90", **kw) -> bytes:
+  """An ELF cubin with SASS for `arch`."""
+  return compile(src, arch, ptx=False, **kw)
