@@ -436,8 +436,10 @@ class QP:
     try: wr.local.write(k * mtu, p.payload)
     except DMAFault: return self._fail(wr, LOC_PROT_ERR)
     wr.got += 1
-    if p.opcode in R.HAS_AETH: self._acked(psn_add(p.psn, -1))       # a response acknowledges what precedes it
-    if wr.got == n: self._acked(wr.last_psn())
+    # an in-sequence response acknowledges everything up to its own PSN (IBA 9.7.5.1.1: responses are implicit ACKs),
+    # a MIDDLE too: the timer restarts and the retries are back, and the window (counted from the oldest unacknowledged
+    # PSN) moves with the READ, so a re-request after a gap deep into a long READ can still go out
+    self._acked(p.psn)
     self._pump()
 
   def _rnr_done(self, psn: int) -> None:

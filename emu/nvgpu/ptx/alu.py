@@ -25,7 +25,7 @@ Implemented semantics, by ISA section:
   f16x2/bf16x2 packing from two f32.
 """
 from __future__ import annotations
-from emu.nvgpu.ptx.parse import PtxError, Inst, TYPES
+from emu.nvgpu.ptx.parse import Inst, TYPES
 
 CT = {"f32": "float", "f64": "double", "f16": "u16", "bf16": "u16", "f16x2": "u32", "bf16x2": "u32", "u8": "u8",
       "s8": "i8", "b8": "u8", "u16": "u16", "s16": "i16", "b16": "u16", "u32": "u32", "s32": "i32", "b32": "u32",

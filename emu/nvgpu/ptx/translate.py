@@ -354,7 +354,7 @@ class Translator:
       else:
         code.append(self.lanes_of("a_", A[1], t))
         d, p = (A[0].v if A[0].kind == "pair" else [A[0], Op("sink")])
-        same = f"u32 s = 0; for (int j = 0; j < LANES; j++) if ((m_ & mm_[l]) >> j & 1 && a_[j] == a_[l]) s |= 1u << j;"
+        same = "u32 s = 0; for (int j = 0; j < LANES; j++) if ((m_ & mm_[l]) >> j & 1 && a_[j] == a_[l]) s |= 1u << j;"
         if kind == "any": code.append(self.loop(same + " " + self.wr(d, "b32", "s")))
         else: code.append(self.loop(same + " int all = s == (m_ & mm_[l]); " + self.wr(d, "b32", "all ? s : 0") + " " + self.wr(p, "pred", "all")))
       return "{ " + "\n  ".join(code) + " }"

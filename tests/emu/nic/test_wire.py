@@ -317,3 +317,23 @@ def test_a_read_response_from_before_a_re_request_is_taken_at_the_re_requested_p
       qa._response(resp(op, k))                                     # the late one, then the new response (its FIRST a duplicate)
   done(a)
   assert a.sends[0][1:] == ("rd", rc.OK) and bytes(lmem) == data
+
+
+def test_a_response_lost_deep_into_a_long_read_is_requested_again_past_the_window(pair):
+  """A 600-packet READ whose 300th response is lost: the responses before it acknowledged their PSNs, so the
+  re-request from PSN 299 is inside the requester's window (counted from the oldest unacknowledged PSN) and goes out at
+  once; before, the window was counted from the READ's first PSN and the re-request waited for timeouts until the
+  retries ran out."""
+  a, b = pair
+  qa, qb = connected(a, b, timeout=18)
+  n = 600
+  rk, rmem = b.region(n * 1024)
+  rmem[:] = os.urandom(len(rmem))
+  lk, lmem = a.region(n * 1024)
+  b.wire.faults.add("drop", 300)
+  frames = sniff(a)
+  a.post_send(qa, rc.SendWR(rc.READ, a.buffer(lk), 0x10000, rk, ctx="rd"))
+  done(a)
+  assert a.sends[0][1:] == ("rd", rc.OK) and lmem == rmem
+  again = [f for f in frames if f.opcode == R.READ_REQUEST][1]
+  assert (again.psn, again.va, again.dma_len) == (299, 0x10000 + 299 * 1024, (n - 299) * 1024)
