@@ -147,3 +147,20 @@ def test_freeing_the_channel_stops_its_host(rig):
   engine = rig.engine
   rig.g.destroy_channel(rig.ch)
   assert not engine.is_alive() and rig.k.model.hosts == {}
+
+
+@pytest.mark.parametrize("chip,copy_class,faults", [("GA100", C.AMPERE_DMA_COPY_A, False), ("GH100", C.HOPPER_DMA_COPY_A, True)])
+def test_sem_addr_hi_width_and_copy_class_per_chip(chip, copy_class, faults):
+  """SEM_ADDR_HI.OFFSET is 7:0 in clc56f.h and 24:0 in clc86f.h: bit 8 of it is ignored on Ampere, an address bit
+  (here unmapped: an MMU fault) on Hopper."""
+  r = Rig(chip)
+  try:
+    src, dst = r.g.alloc_host(0x1000), r.g.alloc(0x1000, cpu_access=True)
+    src.view.write_bytes(0, b"ampere!!")
+    r.submit(inc(COPY_SUB, 0, copy_class) + inc(COPY_SUB, 0x400, src.va >> 32, src.va & 0xFFFFFFFF, dst.va >> 32, dst.va & 0xFFFFFFFF)
+             + inc(COPY_SUB, 0x418, 8) + inc(COPY_SUB, 0x300, 2 | 1 << 7 | 1 << 8)
+             + inc(0, SEM_ADDR_LO, (dst.va + 16) & 0xFFFFFFFF, (dst.va >> 32) | 0x100, 5) + immd(0, SEM_EXECUTE, RELEASE))
+    assert dst.view.read_bytes(0, 8) == b"ampere!!"
+    if faults: assert "GPU MMU fault" in r.engine.error
+    else: assert r.engine.error is None and dst.view.read32(16) == 5
+  finally: r.close()
