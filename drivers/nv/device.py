@@ -154,6 +154,9 @@ class NVDevice(Device):
     mem = self.gpu.alloc(size, cpu_access=True)
     return mem.view.view, mem.va
 
+  @property
+  def compiler(self): raise NotImplementedError(self._no_kernels())
+
   def copy_queue(self) -> NVCopyQueue: return NVCopyQueue(self)
   def compute_queue(self) -> Queue: raise NotImplementedError(self._no_kernels())
   def program(self, name: str, lib: bytes):

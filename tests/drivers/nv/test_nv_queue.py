@@ -10,8 +10,10 @@ from tests.hcq.contract import check_copies
 @pytest.fixture
 def nv():
   d = open_device("MOCK+NV")
+  model = d.gpu.k.model
   yield d
   d.close()
+  assert model.rm.clients == {} and model.hosts == {} and model.uvm.ranges == []   # nothing left in RM, UVM or the host
 
 
 @pytest.mark.parametrize("size", [1, 7, 4096, 4099, (5 << 20) + 3])
@@ -87,6 +89,7 @@ def test_graph_replay_of_copies(nv):
 def test_kernels_are_refused_naming_what_is_missing(nv):
   with pytest.raises(NotImplementedError, match="PTX engine"): nv.program("k", b"")
   with pytest.raises(NotImplementedError, match="compute class"): nv.compute_queue()
+  with pytest.raises(NotImplementedError, match="not in this build yet"): nv.compiler
 
 
 def test_nv_without_the_kernel_module_says_which_to_load():
