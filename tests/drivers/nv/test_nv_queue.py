@@ -84,6 +84,10 @@ def test_graph_replay_of_copies(nv):
   g.copy(b, a)
   g(wait=True)
   assert bytes(b.copyout()) == bytes(range(64))
+  c, d = nv.alloc(64), nv.alloc(64)
+  c.copyin(bytes(range(100, 164)))
+  g(replace={a: c, b: d}, wait=True)                  # the patched OFFSET_IN / OFFSET_OUT methods
+  assert bytes(d.copyout()) == bytes(range(100, 164)) and bytes(b.copyout()) == bytes(range(64))
 
 
 def test_kernels_are_refused_naming_what_is_missing(nv):
