@@ -1,14 +1,33 @@
 """NVIDIA GPUs through nvidia.ko's RM and UVM ioctls, without CUDA (drivers.nv.rm: the ioctl ABI of driver branch 580;
 drivers.nv.gpu: one GPU's RM object tree, memory, channels and doorbell), and what hcq_smi needs to list, free and reset
-them. The queue-API driver (NV, MOCK+NV device strings) is not part of this build yet; the RM/UVM model it will run
-on is emu/nvgpu (kernel_interface(mock="nv", chip="GH100" | "GA100" | "GA102"))."""
+them. Device strings: RM+NV (nvidia.ko's /dev/nvidiactl), NV (the same), MOCK+NV (the same driver against the RM/UVM
+model, emu/nvgpu: kernel_interface(mock="nv")); drivers.nv.device is the queue-API driver: copies, signals and waits
+so far, no kernels. NV is not picked as the default device while it cannot run kernels."""
+from __future__ import annotations
+from typing import TYPE_CHECKING
 from drivers.system.discovery import CLASS_DISPLAY
 from drivers.system.registry import Vendor
 
+if TYPE_CHECKING:
+  from drivers.hcq.devspec import DeviceSpec
+  from drivers.nv.device import NVDevice
+
 PCI_VENDOR = 0x10DE     # pci.ids: NVIDIA Corporation
 
+
+
+def _open(spec: DeviceSpec) -> NVDevice:
+  from drivers.nv.device import NVDevice
+  from drivers.nv.gpu import NVGPU
+  from drivers.system.kernel import kernel_interface
+  mock = spec.iface == "MOCK"
+  name = ("MOCK+NV" if mock else "RM+NV") + (f":{spec.index}" if spec.index else "")
+  return NVDevice(name, NVGPU(kernel_interface("nv" if mock else None), spec.index))
+
+
 VENDOR = Vendor(
-  "NV", lock_prefix="nv", modules=("nvidia_drm", "nvidia_modeset", "nvidia_uvm", "nvidia"), load=("nvidia", "nvidia_uvm"),
+  "NV", interfaces=("RM", "MOCK"), open=_open, lock_prefix="nv",
+  modules=("nvidia_drm", "nvidia_modeset", "nvidia_uvm", "nvidia"), load=("nvidia", "nvidia_uvm"),
   pci_vendors=(PCI_VENDOR,), pci_classes=(CLASS_DISPLAY,),
   device_names={(PCI_VENDOR, 0x2684): "AD102 [GeForce RTX 4090]", (PCI_VENDOR, 0x2B85): "GB202 [GeForce RTX 5090]",
                 (PCI_VENDOR, 0x2330): "GH100 [H100 SXM5 80GB]", (PCI_VENDOR, 0x2331): "GH100 [H100 PCIe]"})

@@ -7,21 +7,26 @@ the file it belongs to (the RM calls on /dev/nvidiactl, RM_ALLOC_MEMORY and REGI
 failures are NV_STATUS codes in the argument's status field with the ioctl itself succeeding. The RM object tree is
 emu.nvgpu.rm, UVM emu.nvgpu.uvm. `chip` picks the GPU (GH100, an H200, by default; GA100, GA102) and `version`
 the driver version the model reports (a branch other than 580 lets tests see the driver refuse it).
-Not modelled: the GPFIFO processor and kernel execution (the
-channel keeps its GPFIFO VA, USERD and doorbell count for them), more than one GPU.
+A channel's first doorbell starts its host (emu.nvgpu.gpfifo) on its GPFIFO, reading and writing through the UVM VA
+map, with the copy classes (emu.nvgpu.dmacopy) bindable; freeing the channel stops it.
+Not modelled: the compute class and kernel execution, more than one GPU.
 """
 from __future__ import annotations
 import ctypes, errno
 
 from autogen.nv import rm
 from emu.nvgpu.chips import CHIPS
-from emu.nvgpu.rm import Memory, RMModel, RMStatus, Usermode
+from emu.nvgpu.dmacopy import ENGINE_CLASSES
+from emu.nvgpu.gpfifo import GPFIFOEngine
+from emu.nvgpu.rm import Channel, Memory, RMModel, RMStatus, Usermode
 from emu.nvgpu.uvm import UVMModel
 from emu.addrspace import ProcessAddressSpace
 from emu.plugin import KernelModel
 
 CTL, DEV, UVM = "/dev/nvidiactl", "/dev/nvidia0", "/dev/nvidia-uvm"
-VA_BASE, VA_END = 0x1000_0000_0000, 0x1800_0000_0000   # VA handed out by reserve(): inside FERMI_VASPACE_A's range
+# VA handed out by reserve(): inside FERMI_VASPACE_A's range and below 2^40, which a GPFIFO entry's address reaches
+# (ENTRY0.GET 31:2, ENTRY1.GET_HI 7:0): the low range of reference section 5
+VA_BASE, VA_END = 0x10_0000_0000, 0x80_0000_0000
 PAGE = 0x1000
 PCI_BUS = (0, 0x41, 0, 0)                               # domain, bus, slot, function of the model GPU
 # escape.c, nv.c (580.142): NV_CTL_DEVICE_ONLY / NV_ACTUAL_DEVICE_ONLY; on the other file an escape is EINVAL
@@ -46,6 +51,9 @@ class NVKernelModel:
     if chip not in CHIPS: raise ValueError(f"no NVIDIA chip model {chip!r} (available: {', '.join(CHIPS)})")
     self.rm = RMModel(CHIPS[chip], vram_size, version)
     self.uvm = UVMModel(self.rm, lambda fd: self.fds.get(fd) == CTL)
+    self.hosts: dict[int, GPFIFOEngine] = {}   # channel id -> its running host
+    self.rm.on_doorbell.append(self._doorbell)
+    self.rm.on_channel_free.append(self._channel_freed)
     self.fds: dict[int, str] = {}
     self.registered: dict[int, int] = {}     # /dev/nvidia0 fd -> the control fd it was registered with
     self.bound: dict[int, tuple[object, int, int, int]] = {}   # /dev/nvidia0 fd -> (what MAP_MEMORY bound, offset, length, access)
@@ -63,6 +71,15 @@ class NVKernelModel:
                     rm.NV_ESC_CARD_INFO: (rm.nv_ioctl_card_info_t, self._card_info),
                     rm.NV_ESC_REGISTER_FD: (rm.nv_ioctl_register_fd_t, self._register_fd),
                     rm.NV_ESC_WAIT_OPEN_COMPLETE: (rm.nv_ioctl_wait_open_complete_t, self._wait_open_complete)}
+
+  def _doorbell(self, ch: Channel) -> None:
+    if (host := self.hosts.get(ch.chid)) is None:
+      host = self.hosts[ch.chid] = GPFIFOEngine(ch, self.uvm, ENGINE_CLASSES)
+      host.start()
+    host.ring_doorbell(ch.pending)
+
+  def _channel_freed(self, ch: Channel) -> None:
+    if (host := self.hosts.pop(ch.chid, None)) is not None: host.stop()
 
   # --- files
   def exists(self, path: str) -> bool: return path in (CTL, DEV, UVM)

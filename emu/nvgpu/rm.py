@@ -78,7 +78,7 @@ class Channel(Obj):
   userd: tuple[Memory, int] | None = None
   error_notifier: Memory | None = None
   engines: dict[int, Obj] = field(default_factory=dict)   # engine class -> object
-  pending: int = 0                        # doorbell rings not yet consumed (the GPFIFO processor is another step)
+  pending: int = 0                        # doorbell rings so far
 
   @property
   def token(self) -> int: return self.chid   # NVC36F work-submit token: this model's channel id
@@ -124,6 +124,7 @@ class RMModel:
     self.channels: dict[int, Channel] = {}
     self.usermode = Usermode(self)
     self.on_doorbell: list[Callable[[Channel], None]] = []   # the GPFIFO processor hooks in here
+    self.on_channel_free: list[Callable[[Channel], None]] = []
     self.gpu_id, self.uuid = 0x100, bytes(range(0xA0, 0xB0))
     self._next = {"client": CLIENT_BASE, "object": OBJECT_BASE, "chid": 1}
     # class -> (parent classes, allocation parameters (None: takes none), required, constructor)
@@ -244,7 +245,9 @@ class RMModel:
     if isinstance(o, Memory):
       o.freed = True
       self.release_memory(o)
-    if isinstance(o, Channel): del self.channels[o.chid]
+    if isinstance(o, Channel):
+      del self.channels[o.chid]
+      for hook in self.on_channel_free: hook(o)
     for v in (x for x in client.objects.values() if isinstance(x, Virtual)):   # RM unmaps what it DMA-mapped
       for off in [off for off, (m, _, _) in v.maps.items() if m is o]: v.va.free(off); del v.maps[off]
 

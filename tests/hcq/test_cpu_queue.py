@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 from drivers.hcq import Graph, SignalTimeout, CompileError
 from tests.hcq.conftest import VADD_SRC
+from tests.hcq.contract import check_copies
 
 
 def _ints(dev, arr):
@@ -72,19 +73,7 @@ def test_timestamps_are_ordered_and_bracket_the_kernel(cpu):
 
 @pytest.mark.parametrize("size", [0, 1, 7, 4099, (64 << 20) + 3])
 def test_copies_of_any_size_are_exact(cpu, size):
-  rng = np.random.default_rng(size)
-  data = rng.integers(0, 256, size, dtype=np.uint8)
-  src, dst = cpu.alloc(size), cpu.alloc(size)
-  src.copyin(data.data)
-  src.transfer(dst)
-  assert np.array_equal(np.frombuffer(dst.copyout(), np.uint8), data)
-  # and through the copy queue with offsets
-  if size > 2:
-    dst2 = cpu.alloc(size)
-    cpu.copy_queue().copy(dst2, src, size - 2, dest_offset=1, src_offset=2).signal(cpu.timeline, v := cpu.next_timeline()).submit()
-    cpu.timeline.wait(v)
-    assert np.array_equal(np.frombuffer(dst2.copyout(), np.uint8)[1:size - 1], data[2:])
-  for b in (src, dst): b.free()
+  check_copies(cpu, size)
 
 
 def test_out_of_bounds_copy_is_rejected_before_submission(cpu):
