@@ -31,7 +31,7 @@ from emu.nic import fastpath
 
 FAULT_ENV = "HCQ_WIRE_FAULTS"
 FAULT_KINDS = ("drop", "dup", "reorder", "corrupt")
-REORDER_HOLD_S = 0.005
+REORDER_HOLD_S = 0.05         # long enough for the next datagram to come first on a loaded host
 RCVBUF = 4 << 20                 # socket buffers (limited by net.core.rmem_max / wmem_max)
 MAX_DATAGRAM = 65535
 IDLE_S = 0.5                     # the longest a receive thread sleeps before it checks whether it should stop
