@@ -28,7 +28,7 @@ VENDOR_OUT, VENDOR_IN = 0x40, 0xC0
 REQ_POWER, REQ_XDATA_READ, REQ_TLP = 0xF3, 0xE4, 0xF0
 LTSSM, LTSSM_L0 = 0xB450, 0x78
 CFG0_RD, CFG1_RD, CFG0_WR, CFG1_WR, MEM_WR, MEM_RD = 0x04, 0x05, 0x44, 0x45, 0x60, 0x20
-MODE_SINGLE, MODE_STREAM_WRITE = 0, 1
+MODE_SINGLE, MODE_STREAM_WRITE, MODE_STREAM_READ = 0, 1, 2
 CPL_STATUS = {0: "successful", 1: "unsupported request", 2: "configuration request retry", 4: "completer abort"}
 RETRIES, RETRY_S = 10, 0.001
 BRIDGE_BUSES, FUNCTION_BUS = range(4), 4
@@ -48,6 +48,14 @@ def udev_rule(vid: int, pid: int) -> str:
 def find_bridges() -> list[Any]:
   """The bridges on this machine's USB buses (pyusb devices)."""
   return [d for vid, pid in VID_PID for d in usb.core.find(find_all=True, idVendor=vid, idProduct=pid)]
+
+
+class _BARMMIO(CallbackMMIO):
+  """A BAR: register accesses are memory TLPs (writes batched); aligned block reads are streaming reads."""
+  def read_bytes(self, offset: int, n: int) -> bytes:
+    self._check(offset, n)
+    if offset % 4 or n % 4: return super().read_bytes(offset, n)
+    return self.region.dev.mem_read_block(self.region.base + offset, n)
 
 
 class _BAR:
@@ -120,6 +128,9 @@ class USBPCIDevice(PCIDevice):
     payload = struct.pack("<III", addr & 0xFFFFFFFF, addr >> 32, value)
     self._usb(lambda: self.usb.ctrl_transfer(VENDOR_OUT, REQ_TLP, fmt_type | be << 8, mode, payload))
     if data: self._usb(lambda: self.usb.write(EP_OUT, data))
+    return self._completion(fmt_type, addr)
+
+  def _completion(self, fmt_type: int, addr: int) -> int:
     for _ in range(RETRIES + 1):
       cpl = bytes(self._usb(lambda: self.usb.ctrl_transfer(VENDOR_IN, REQ_TLP, 0, 0, 8)))
       if cpl[7] == 0: break
@@ -153,6 +164,20 @@ class USBPCIDevice(PCIDevice):
   def mem_read(self, addr: int, size: int) -> int:
     self.flush()
     return (self._tlp(MEM_RD, self._enables(addr, size), addr & ~3, 0) >> 8 * (addr & 3)) & ((1 << 8 * size) - 1)
+
+  def mem_read_block(self, addr: int, n: int) -> bytes:
+    """n bytes (dword-aligned) at `addr` by streaming reads (mode 2, data on bulk IN 0x81), one per 4 KB page."""
+    self.flush()
+    out = bytearray()
+    while n > 0:
+      k = min(n, 0x1000 - (addr & 0xFFF))
+      payload = struct.pack("<III", addr & 0xFFFFFFFF, addr >> 32, k // 4)
+      self._usb(lambda: self.usb.ctrl_transfer(VENDOR_OUT, REQ_TLP, MEM_RD | 0xF << 8, MODE_STREAM_READ, payload))
+      data = bytes(self._usb(lambda: self.usb.read(EP_IN, k)))
+      self._completion(MEM_RD, addr)
+      out += data
+      addr, n = addr + k, n - k
+    return bytes(out)
 
   def mem_write(self, addr: int, size: int, value: int) -> None:
     if size != 4:
@@ -239,7 +264,7 @@ class USBPCIDevice(PCIDevice):
     return self._bar_base[n]
 
   def _map_bar(self, n: int) -> MMIO:
-    return CallbackMMIO(_BAR(self, self.bar_address(n), self.bar_size(n)), f"{self.bus} BAR{n}")
+    return _BARMMIO(_BAR(self, self.bar_address(n), self.bar_size(n)), f"{self.bus} BAR{n}")
 
   def _no_dma(self) -> DMAMemory:
     raise USBBridgeError(f"{self.name}: the function cannot reach host memory through the bridge; place DMA buffers in "

@@ -88,6 +88,8 @@ class ASM24xx:
     xd = memoryview(self.xdata)
     for pcie, xaddr, size in XDATA_WINDOWS: function.dma.map_at(pcie, xd[xaddr:xaddr + size])
     function.dma.map_at(BOUNCE_ADDR, memoryview(self.bounce))
+    function.dma.unmapped = ("the USB bridge carries no DMA to host memory: the function reaches only the bridge SRAM at "
+                             + ", ".join(f"{a:#x}+{s:#x}" for a, s in [(p, s) for p, _, s in XDATA_WINDOWS] + [(BOUNCE_ADDR, BOUNCE_SIZE)]))
 
   @property
   def link_up(self) -> bool: return self.xdata[LTSSM] == LTSSM_L0

@@ -96,6 +96,18 @@ def test_batch_splits_at_4k_pages_and_discontiguous_writes(gpu):
     assert gpu.bars[0][0x8000] == 7
 
 
+def test_block_reads_stream_one_bulk_in_per_4k_page(gpu):
+  with opened(gpu) as d:
+    vram = d.map_bar(0)
+    pattern = bytes(range(256)) * 40
+    gpu.bars[0][0x5800:0x5800 + len(pattern)] = pattern
+    before = d.usb.control_transfers, d.usb.bulk_transfers
+    assert vram.read_bytes(0x5800, len(pattern)) == pattern            # pages 0x5000 (tail), 0x6000, 0x7000 (head)
+    assert (d.usb.control_transfers - before[0], d.usb.bulk_transfers - before[1]) == (6, 3)
+    assert vram.read_bytes(0x5801, 3) == pattern[1:4]
+    with pytest.raises(USBBridgeError, match="unsupported request"): d.mem_read_block(0x8000_0000, 8)
+
+
 def test_busy_completions_are_retried_and_bounded(gpu):
   with opened(gpu) as d:
     vram = d.map_bar(0)

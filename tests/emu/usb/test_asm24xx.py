@@ -90,8 +90,11 @@ def test_gpu_dma_reaches_only_the_bridge_sram_windows():
   assert bytes(dev.ctrl_transfer(0xC0, 0xE4, 0xA800, 0, 4)) == b"\x11\x22\x33\x44"
   fn.dma.write(0x822000, b"\x99")                            # cq_buf: XDATA 0xB800
   assert bytes(dev.ctrl_transfer(0xC0, 0xE4, 0xB800, 0, 1)) == b"\x99"
-  with pytest.raises(DMAFault): fn.dma.write(0x1_0000_0000, b"\0")   # host memory: not reachable
-  with pytest.raises(DMAFault): fn.dma.read(0x823000, 4)              # past the cq_buf window
+  with pytest.raises(DMAFault, match="USB bridge carries no DMA to host memory"): fn.dma.write(0x1_0000_0000, b"\0")
+  with pytest.raises(DMAFault, match="0x822000\\+0x1000"): fn.dma.read(0x823000, 4)   # past the cq_buf window
+  fn.dma.write(0x200000 + (512 << 10) - 4, b"\1\2\3\4")                               # the 512 KB bounce SRAM
+  assert bytes(dev.bridge.bounce)[-4:] == b"\1\2\3\4"
+  with pytest.raises(DMAFault): fn.dma.write(0x200000 + (512 << 10), b"\0")
 
 
 def test_disconnect_and_permission_errors_are_libusbs():
