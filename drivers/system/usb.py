@@ -7,7 +7,7 @@ its 8-byte completion (data u32 [0:4], completion status (byte4>>5)&7, return st
 10 times, 1 ms apart). Streaming writes (mode 1) carry their data on bulk OUT 0x02.
 Setup (done on open): the four bridges on buses 0..3 get bus numbers, a memory window at 0x1000_0000, a prefetchable
 window at 32 GiB and COMMAND = IO|MEM|MASTER; the function on bus 4 gets its resizable BARs at their largest size
-(REBAR, extended capability 0x15) and each BAR a 2 MB-aligned address.
+(REBAR, extended capability 0x15, PCIe 3.0 7.22) and each BAR a 2 MB-aligned address.
 Register writes are batched (runs of consecutive dwords become one streaming write); a read, flush() or close()
 sends them. The function cannot reach host memory through the bridge: alloc_dma/map_dma raise.
 """
@@ -43,11 +43,6 @@ class USBBridgeError(RuntimeError):
 
 def udev_rule(vid: int, pid: int) -> str:
   return f'SUBSYSTEM=="usb", ATTRS{{idVendor}}=="{vid:04x}", ATTRS{{idProduct}}=="{pid:04x}", MODE="0666"'
-
-
-def find_bridges() -> list[Any]:
-  """The bridges on this machine's USB buses (pyusb devices)."""
-  return [d for vid, pid in VID_PID for d in usb.core.find(find_all=True, idVendor=vid, idProduct=pid)]
 
 
 class _BARMMIO(CallbackMMIO):
@@ -249,7 +244,7 @@ class USBPCIDevice(PCIDevice):
         count = (self._cfg(FUNCTION_BUS, off + 8, 4) >> 5) & 7
         for i in range(count):
           cap, ctrl = self._cfg(FUNCTION_BUS, off + 4 + 8 * i, 4), self._cfg(FUNCTION_BUS, off + 8 + 8 * i, 4)
-          if sizes := (cap >> 4) & 0xFFFFF: self._cfg(FUNCTION_BUS, off + 8 + 8 * i, 4, (ctrl & ~0x1F00) | (sizes.bit_length() - 1) << 8)
+          if sizes := (cap >> 4) & 0xFFFFF: self._cfg(FUNCTION_BUS, off + 8 + 8 * i, 4, (ctrl & ~0x3F00) | (sizes.bit_length() - 1) << 8)
         return
       off = hdr >> 20
 

@@ -1,8 +1,10 @@
 """USBPCIDevice (drivers/system/usb.py) against the ASM24xx model in front of the emulated Navi31."""
+import struct
 import pytest
 
 from drivers.system.usb import USBPCIDevice, USBBridgeError
 from emu.amdgpu.navi31 import Navi31
+from emu.pci import PCIFunction
 from emu.usb.asm24xx import ASM24xx, MockUSBDevice
 from autogen.amd import gc_11_0_0 as gc
 from tests.emu.amdgpu.regs import BASES
@@ -106,6 +108,17 @@ def test_block_reads_stream_one_bulk_in_per_4k_page(gpu):
     assert (d.usb.control_transfers - before[0], d.usb.bulk_transfers - before[1]) == (6, 3)
     assert vram.read_bytes(0x5801, 3) == pattern[1:4]
     with pytest.raises(USBBridgeError, match="unsupported request"): d.mem_read_block(0x8000_0000, 8)
+
+
+def test_resizable_bars_are_set_to_their_largest_size():
+  fn = PCIFunction("usb", 0x1234, 0x5678, 0x030000)
+  fn.bars[0] = memoryview(bytearray(1 << 20))
+  # REBAR capability at 0x100 (id 0x15, no next): BAR0 supports 1 MB..256 MB (bits 4..12), two resizable BARs
+  fn.config[0x100:0x110] = struct.pack("<IIII", 0x15 | 1 << 16, 0x1FF << 4, 0 | 2 << 5, 0xF << 4)
+  with USBPCIDevice(MockUSBDevice(ASM24xx(fn)), None) as d:
+    ctrl0, ctrl1 = d.read_config(0x108, 4), d.read_config(0x110, 4)
+  assert (ctrl0 >> 8) & 0x3F == 8 and (ctrl0 >> 5) & 7 == 2      # 2^8 MB = 256 MB, the largest BAR0 supports
+  assert (ctrl1 >> 8) & 0x3F == 3                                # BAR1's largest: 8 MB
 
 
 def test_busy_completions_are_retried_and_bounded(gpu):
