@@ -36,6 +36,8 @@ class DMASpace:
     # counts changes of what a bus address reaches (mappings, bus mastering): an engine that keeps host views of DMA
     # memory (emu/nic/fastpath.py) uses them only while it is unchanged (one uint64, so compiled code reads it too)
     self.generation = np.zeros(1, np.uint64)
+    # what a DMA to an unmapped bus address hits (a platform in front of the function may say more: emu/usb)
+    self.unmapped = "no host memory is mapped there"
 
   def map(self, host: memoryview, contiguous: bool = False) -> list[int]:
     """Give `host` (a whole number of pages) bus addresses; returns the bus address of each page.
@@ -83,7 +85,7 @@ class DMASpace:
       start = self._starts[i]
       run = self._runs[start]
       if addr - start < run.nbytes: return run, addr - start, min(n, run.nbytes - (addr - start))
-    raise DMAFault(f"DMA access to bus address {addr:#x} ({n} bytes): no host memory is mapped there")
+    raise DMAFault(f"DMA access to bus address {addr:#x} ({n} bytes): {self.unmapped}")
 
   def read(self, addr: int, n: int) -> bytes:
     out = bytearray()
