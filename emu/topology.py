@@ -12,7 +12,7 @@ Not modelled: peer access to register BARs (callback regions: doorbells, MMIO) i
 switch routing (every function is on one root complex that forwards peer requests); access-size rules of the target.
 """
 from __future__ import annotations
-import threading
+import threading, weakref
 
 from emu.pci import DMAFault, PCIFunction, PCI_BASE_ADDRESS_0, PCI_COMMAND, PCI_COMMAND_MEMORY
 
@@ -22,7 +22,8 @@ LOW_WINDOW = 0xC000_0000             # BAR5 goes below 4 GiB: the dword above it
 
 class Topology:
   def __init__(self, base: int = BAR_WINDOW):
-    self.base, self.functions = base, []
+    # weakly: a function the platform let go of without unplugging it (a driver that never closed) is gone from the bus
+    self.base, self.functions = base, weakref.WeakSet()
     self.lock = threading.Lock()
 
   def plug(self, fn: PCIFunction) -> None:
@@ -40,14 +41,14 @@ class Topology:
         fn.config_write(PCI_BASE_ADDRESS_0 + 4 * n, 4, addr & 0xFFFFFFFF)
         if n < 5: fn.config_write(PCI_BASE_ADDRESS_0 + 4 * n + 4, 4, addr >> 32)
         tops[window] = addr + size
-      self.functions.append(fn)
+      self.functions.add(fn)
       fn.topology = fn.dma.topology = self
       fn.dma.initiator = fn.bus
     self.changed()
 
   def unplug(self, fn: PCIFunction) -> None:
     with self.lock:
-      if fn in self.functions: self.functions.remove(fn)
+      self.functions.discard(fn)
       fn.topology = fn.dma.topology = None
     self.changed()
     fn.dma.generation[0] += 1
