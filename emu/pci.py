@@ -38,6 +38,7 @@ class DMASpace:
     self.generation = np.zeros(1, np.uint64)
     # what a DMA to an unmapped bus address hits (a platform in front of the function may say more: emu/usb)
     self.unmapped = "no host memory is mapped there"
+    self.topology, self.initiator = None, "device"   # set when its function is plugged into an emu.topology.Topology
 
   def map(self, host: memoryview, contiguous: bool = False) -> list[int]:
     """Give `host` (a whole number of pages) bus addresses; returns the bus address of each page.
@@ -85,6 +86,7 @@ class DMASpace:
       start = self._starts[i]
       run = self._runs[start]
       if addr - start < run.nbytes: return run, addr - start, min(n, run.nbytes - (addr - start))
+    if self.topology is not None: return self.topology.route(self.initiator, addr, n)   # peer to peer, or a bus error
     raise DMAFault(f"DMA access to bus address {addr:#x} ({n} bytes): {self.unmapped}")
 
   def read(self, addr: int, n: int) -> bytes:
@@ -123,6 +125,7 @@ class IORegion(Protocol):
 
 class PCIFunction:
   """Type-0 PCI(e) function. Subclasses fill `bars` and may override config/BAR behaviour."""
+  topology = None                            # the emu.topology.Topology it is plugged into
   def __init__(self, bus: str, vendor_id: int, device_id: int, class_code: int, revision: int = 0,
                subsystem: tuple[int, int] = (0, 0)):
     self.bus = bus
@@ -164,8 +167,8 @@ class PCIFunction:
       return   # header fields other than COMMAND and the BARs are read-only (PCI 3.0, 6.2)
     if PCI_BASE_ADDRESS_0 <= offset < 0x28 and size == 4:
       value = self._bar_write((offset - PCI_BASE_ADDRESS_0) // 4, value)
-    if offset <= PCI_COMMAND < offset + size: self.dma.generation[0] += 1      # bus mastering may change
     self.config[offset:offset + size] = value.to_bytes(size, "little")
+    if offset <= PCI_COMMAND < offset + size or PCI_BASE_ADDRESS_0 <= offset < 0x28: self._routing_changed()
 
   def _bar_write(self, slot: int, value: int) -> int:
     """BAR sizing: the size bits of a BAR read back as 0 (PCI 3.0, 6.2.5.1). 64-bit BARs use two slots."""
@@ -192,7 +195,12 @@ class PCIFunction:
   def close(self) -> None:
     """The driver is done with the function: stop whatever the model runs on its behalf."""
 
+  def _routing_changed(self) -> None:
+    """Bus mastering, memory decoding or a BAR changed: what DMA reaches may differ (for peers too)."""
+    self.dma.generation[0] += 1
+    if self.topology is not None: self.topology.changed()
+
   def reset(self) -> None:
     """Function-level reset: bus mastering and memory decoding are switched off."""
-    self.dma.generation[0] += 1
     self.config[PCI_COMMAND] &= ~(PCI_COMMAND_MASTER | PCI_COMMAND_MEMORY) & 0xFF
+    self._routing_changed()

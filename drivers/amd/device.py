@@ -137,6 +137,12 @@ class AMDDevice(Device):
 
   def _free(self, mem: AMDMemory) -> None: self.iface.free(mem)
 
+  def _bus_pages(self, mem: AMDMemory) -> tuple[list[int], int]:
+    if (pages := getattr(self.iface, "bus_pages", None)) is None:
+      raise NotImplementedError(f"{self.name}: its {type(self.iface).__name__} cannot give peers the bus address of VRAM "
+                                "(the kernel driver would export it as a dma-buf); open the GPU through PCI (PCI+AMD, MOCKPCI+AMD)")
+    return pages(mem), PAGE
+
   def _import_host(self, view: memoryview) -> tuple[int, AMDMemory]:
     mem, first = self.iface.import_host(view)
     return mem.va + first, mem

@@ -67,6 +67,14 @@ class PCIIface:
       raise
     return AMDMemory(va, size, MemMMIO(view, "host memory"), ("host", dma), True), dma.first
 
+  def bus_pages(self, mem: AMDMemory) -> list[int]:
+    """Where VRAM memory `mem` sits on the bus: BAR0 maps all of VRAM from address 0 (the large-BAR layout AMCore
+    checks at start), so page i is at BAR0's bus address + its VRAM address."""
+    kind, paddr = mem.handle
+    if kind != "vram": raise ValueError(f"memory at GPU VA {mem.va:#x} is host memory, not VRAM behind BAR0")
+    base = self.pci.bar_address(0) + paddr
+    return [base + i * PAGE for i in range(mem.size // PAGE)]
+
   def free(self, mem: AMDMemory) -> None:
     c = self.core
     c.gmc.unmap(mem.va, mem.size // PAGE)

@@ -20,6 +20,15 @@ class Buffer:
     hv = self.host_view[offset:offset + size] if self.host_view is not None else None
     return Buffer(self.device, size, self.va + offset, hv, self.opaque, self.host, self.base or self, (self.offset + offset))
 
+  def bus_pages(self) -> tuple[list[int], int, int]:
+    """Where this device memory sits on the PCI bus, for another device's DMA (peer to peer, through the device's
+    BAR) -> (the bus address of each page that holds it, the page size, where it starts in the first page)."""
+    self._live()
+    if self.host: raise ValueError(f"{self!r} is host memory: map its host_view for the other device's DMA instead")
+    pages, page = self.device._bus_pages((self.base or self).opaque)
+    skip, first = divmod(self.offset, page)
+    return pages[skip:-(-(self.offset + self.size) // page)], page, first
+
   def _live(self) -> None:
     if self.freed or (self.base is not None and self.base.freed):
       raise RuntimeError(f"use of a freed {self.size}-byte buffer on {self.device.name}")

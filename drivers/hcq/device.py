@@ -69,6 +69,10 @@ class Device:
   def _import_host(self, view: memoryview) -> tuple[int, object]:
     """Map existing host memory for the device's queues and kernels -> (its address, opaque handle for _free)."""
     raise NotImplementedError(f"{self.name} cannot map existing host memory")
+  def _bus_pages(self, opaque: object) -> tuple[list[int], int]:
+    """Where the device memory `opaque` (from _alloc) sits on the PCI bus, for peers' DMA into the device's BAR ->
+    (the bus address of each page, the page size)."""
+    raise NotImplementedError(f"{self.name} cannot give peers the bus address of its memory (peer-to-peer DMA)")
   def _signal_chunk(self) -> tuple[memoryview, int]:
     """A page of host-visible, device-writable memory (and its device address) to carve signals from."""
     raise NotImplementedError

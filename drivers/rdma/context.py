@@ -120,8 +120,9 @@ class PD:
   def reg_mr(self, mem: DMAMemory | Buffer | Any, access: Access = Access.LOCAL_WRITE, length: int | None = None) -> MR:
     """Register memory (its first `length` bytes, default all of it) with `access`: DMA memory from ctx.alloc, existing
     host memory (a writable, C-contiguous buffer: bytearray, memoryview, numpy array), or an hcq Buffer in host memory
-    (host-visible system memory, an imported one, or a CPU-device buffer). The NIC maps the pages that hold it; it
-    stays mapped (and an hcq Buffer cannot be freed) until dereg."""
+    (host-visible system memory, an imported one, or a CPU-device buffer) or in GPU memory (the NIC then DMAs peer to
+    peer into the GPU's BAR, with no host memory in between). The NIC maps the pages that hold it; it stays mapped
+    (and an hcq Buffer cannot be freed) until dereg."""
     return MR(self, mem, Access(access), length)
 
   def create_qp(self, send_cq: CQ, recv_cq: CQ | None = None, cap: QPCap | None = None) -> QP:
@@ -135,15 +136,19 @@ def _buffer(obj: Any) -> bool:
   return True
 
 
-def _host_memory(mem: Any, nic: str) -> memoryview:
-  """What the NIC maps for `mem`: an hcq Buffer's host memory (refusing device memory), or `mem` itself."""
-  if not isinstance(mem, Buffer): return memoryview(mem)
+def _device_memory(mem: Any) -> bool:
+  """Whether `mem` is an hcq Buffer the CPU cannot reach (GPU memory): the NIC reaches it peer to peer."""
+  if not isinstance(mem, Buffer): return False
   mem._live()
-  if not (mem.host or mem.device.host_addressed) or mem.host_view is None:
-    raise ValueError(f"{mem!r} is GPU memory (VRAM), which {nic} reaches only by peer-to-peer DMA into the GPU's BAR: "
-                     "not supported yet (issue 16, GPU memory MRs); register a host-visible buffer "
-                     "(device.alloc(size, host=True)) instead")
-  return mem.host_view
+  return not (mem.host or mem.device.host_addressed) or mem.host_view is None
+
+
+def _bus_pages(mem: Buffer, nic: str) -> tuple[list[int], int, int]:
+  """Where GPU memory `mem` sits on the bus (its device's BAR), for the NIC's DMA: no host memory in between."""
+  try: return mem.bus_pages()
+  except NotImplementedError as e:
+    raise ValueError(f"{mem!r} is GPU memory (VRAM), which {nic} reaches only by peer-to-peer DMA into the GPU's BAR, "
+                     f"but {e}; or register a host-visible buffer (device.alloc(size, host=True))") from None
 
 
 class MR:
@@ -161,14 +166,20 @@ class MR:
       raise VerbsError("an MR with REMOTE_WRITE or REMOTE_ATOMIC needs LOCAL_WRITE too (IBTA 10.6.3.1)")
     self.pd, self.access, self.length, self.buffer = pd, access, length, mem if isinstance(mem, Buffer) else None
     ctx = pd.ctx
-    # memory the context did not allocate is mapped for the NIC here, and unmapped at dereg
-    self.mapped = None if isinstance(mem, DMAMemory) else ctx.provider.map_dma(_host_memory(mem, ctx.name))
-    self.mem = dma = mem if self.mapped is None else self.mapped
-    pages = dma.bus_addrs[:-(-(dma.first + length) // dma.page_size)]
+    if _device_memory(mem):                                  # GPU memory: its pages through the GPU's BAR
+      self.mapped, self.mem = None, None
+      pages, page_size, self.first = _bus_pages(mem, ctx.name)
+    else:
+      # memory the context did not allocate is mapped for the NIC here, and unmapped at dereg
+      host = mem.host_view if isinstance(mem, Buffer) else mem
+      self.mapped = None if isinstance(mem, DMAMemory) else ctx.provider.map_dma(memoryview(host))
+      self.mem = dma = mem if self.mapped is None else self.mapped
+      pages, page_size, self.first = dma.bus_addrs, dma.page_size, dma.first
+    pages = pages[:-(-(self.first + length) // page_size)]
     # the MR's address keeps the memory's offset in its first page: the NIC's translation starts there
-    base = ctx.iova.alloc(len(pages) * dma.page_size, dma.page_size)
-    self.addr = base + dma.first
-    try: self._hw: ProviderMR | None = ctx.provider.reg_mr(pd.handle, pages, dma.page_size, self.addr, length, access)
+    base = ctx.iova.alloc(len(pages) * page_size, page_size)
+    self.addr = base + self.first
+    try: self._hw: ProviderMR | None = ctx.provider.reg_mr(pd.handle, pages, page_size, self.addr, length, access)
     except BaseException:
       ctx.iova.free(base)
       if self.mapped is not None: ctx.provider.free(self.mapped)
@@ -178,7 +189,10 @@ class MR:
     ctx.mrs.add(self)
 
   @property
-  def view(self) -> memoryview: return self.mem.view[:self.length]
+  def view(self) -> memoryview:
+    """The registered host memory (GPU memory has none: read it with the Buffer's copyout)."""
+    if self.mem is None: raise ValueError(f"{self!r} is GPU memory, which the CPU cannot reach: use its Buffer's copyout")
+    return self.mem.view[:self.length]
 
   def contains(self, addr: int, length: int) -> bool:
     return self.addr <= addr and addr + length <= self.addr + self.length
@@ -195,7 +209,7 @@ class MR:
       ctx = self.pd.ctx
       try: self._hw.deregister()
       finally:
-        ctx.iova.free(self.addr - self.mem.first)
+        ctx.iova.free(self.addr - self.first)
         if self.mapped is not None: ctx.provider.free(self.mapped)
         if self.buffer is not None: (self.buffer.base or self.buffer).holders.remove(self)
         ctx.mrs.discard(self)

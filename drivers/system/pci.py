@@ -9,13 +9,15 @@ from __future__ import annotations
 import ctypes, mmap, os, re, warnings
 from typing import Any
 
-from autogen.pci import PCI_COMMAND, PCI_COMMAND_MEMORY, PCI_COMMAND_MASTER
+from autogen.pci import (PCI_BASE_ADDRESS_0, PCI_BASE_ADDRESS_MEM_MASK, PCI_BASE_ADDRESS_MEM_TYPE_64,
+                         PCI_BASE_ADDRESS_MEM_TYPE_MASK, PCI_COMMAND, PCI_COMMAND_MEMORY, PCI_COMMAND_MASTER)
 from drivers.system.discovery import PCIInfo
 from drivers.system.dma import DMAMemory, alloc_pinned, dma_bytes, host_pages, pin_existing, round_up, PAGE
 from drivers.system.kernel import KernelInterface, OSKernel
 from drivers.system.lock import DeviceLock
 from drivers.system.mmio import MMIO, MemMMIO, CallbackMMIO
 from drivers.system.registry import PCIModel, model, models, vendors
+from emu.topology import HOST
 
 SYSFS_PCI = "/sys/bus/pci/devices"
 # drivers that hand the function to userspace; any other bound driver owns the hardware
@@ -69,6 +71,14 @@ class PCIDevice:
     this platform delivers no interrupts (the driver polls). Closed with the device."""
     return None
 
+  def bar_address(self, n: int) -> int:
+    """The bus address of BAR n, where peers' DMA reaches it (peer to peer): what its BAR register holds, a 64-bit
+    memory BAR taking the next one too (PCI 3.0, 6.2.5.1)."""
+    lo = self.read_config(PCI_BASE_ADDRESS_0 + 4 * n, 4)
+    wide = lo & PCI_BASE_ADDRESS_MEM_TYPE_MASK == PCI_BASE_ADDRESS_MEM_TYPE_64 and n < 5
+    hi = self.read_config(PCI_BASE_ADDRESS_0 + 4 * n + 4, 4) if wide else 0
+    return (hi << 32 | lo) & PCI_BASE_ADDRESS_MEM_MASK
+
   def enable_bus_master(self) -> None:
     cmd = self.read_config(PCI_COMMAND, 2)
     self.write_config(PCI_COMMAND, 2, cmd | PCI_COMMAND_MEMORY | PCI_COMMAND_MASTER)
@@ -86,11 +96,14 @@ class PCIDevice:
 
 class ModelPCIDevice(PCIDevice):
   """A device model from emu/ behind the PCIDevice interface (config callbacks, BAR regions, DMA space).
-  `model` is the model, or, with `bus`, a callable that builds it once the device lock is held."""
+  `model` is the model, or, with `bus`, a callable that builds it once the device lock is held. It is plugged into
+  this process's PCI topology (emu.topology.HOST) while open: its BARs get bus addresses and DMA reaches its peers."""
   def __init__(self, model: Any, lock_prefix: str | None, bus: str | None = None):
     super().__init__(model.bus if bus is None else bus, lock_prefix)
     self._msix: dict[int, int] = {}
-    try: self.model = model if bus is None else model()
+    try:
+      self.model = model if bus is None else model()
+      HOST.plug(self.model)
     except BaseException:
       self.close()
       raise
@@ -131,6 +144,7 @@ class ModelPCIDevice(PCIDevice):
 
   def close(self) -> None:
     if getattr(self, "model", None) is not None:
+      HOST.unplug(self.model)               # peers' DMA no longer reaches it
       self.model.close()                    # its engines stop before their DMA memory and interrupts go
       for vector in self._msix: self.model.connect_msix(vector, None)
     for fd in self._msix.values(): os.close(fd)
@@ -230,6 +244,11 @@ class SysfsPCIDevice(PCIDevice):
     with open(os.path.join(self.path, "resource")) as f: lines = f.read().splitlines()
     start, end, _flags = (int(x, 16) for x in lines[n].split())
     return end - start + 1 if end else 0
+
+  def bar_address(self, n: int) -> int:
+    """Where the kernel placed BAR n (sysfs `resource`: start, end, flags per BAR)."""
+    if not self.bar_size(n): raise ValueError(f"{self.bus} has no BAR{n}")
+    with open(os.path.join(self.path, "resource")) as f: return int(f.read().splitlines()[n].split()[0], 16)
 
   def _map_bar(self, n: int) -> MMIO:
     if not (size := self.bar_size(n)): raise ValueError(f"{self.bus} has no BAR{n}")

@@ -1,7 +1,7 @@
 """MRs over memory the context did not allocate, on the emulated NetXtreme-E through PHY loopback: existing host memory
 (a numpy array that starts mid-page, mapped for the NIC by PCIDevice.map_dma) and hcq Buffers in host memory (a GPU's
-host-visible buffer, a CPU-device buffer). The responder enforces their bounds and access flags like any MR's; GPU
-memory (VRAM) is refused until peer-to-peer MRs exist."""
+host-visible buffer, a CPU-device buffer). The responder enforces their bounds and access flags like any MR's. MRs over
+GPU memory (peer to peer): tests/drivers/rdma/test_gpu_mr.py."""
 import mmap, re
 import numpy as np
 import pytest
@@ -81,15 +81,6 @@ def test_an_mr_over_an_hcq_host_buffer_is_the_buffers_memory(nic, device):
   with pytest.raises(RuntimeError, match=f"cannot close {re.escape(dev.name)}: .* is registered as <MR"): dev.close()
   mr.dereg()
   buf.free()
-
-
-def test_an_mr_over_gpu_memory_is_refused_naming_peer_to_peer(nic):
-  dev = open_device("MOCKKFD+AMD")
-  vram = dev.alloc(4096)
-  with pytest.raises(ValueError, match=r"GPU memory \(VRAM\).*peer-to-peer DMA.*issue 16.*host=True"):
-    nic.alloc_pd().reg_mr(vram, RW)
-  vram.free()
-  with pytest.raises(RuntimeError, match="use of a freed"): nic.alloc_pd().reg_mr(vram, RW)
 
 
 def test_closing_the_context_deregisters_its_mrs_and_lets_their_buffers_go(nic):
