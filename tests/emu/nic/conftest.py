@@ -2,6 +2,7 @@ import pytest
 
 from drivers.system import open_model
 from tests.emu.nic.bnxt_cmds import Bnxt
+from tests.emu.nic.memnic import MemNIC
 
 
 @pytest.fixture
@@ -27,3 +28,12 @@ def peer():
   n.bring_up("10.0.0.2")
   yield n
   pci.close()
+
+
+@pytest.fixture
+def pair():
+  """Two minimal RoCE NICs on the wire (tests/emu/nic/memnic.py), a at 10.0.0.1 and b at 10.0.0.2."""
+  a, b = MemNIC("a", "10.0.0.1", 1), MemNIC("b", "10.0.0.2", 2)
+  yield a, b
+  a.close()
+  b.close()

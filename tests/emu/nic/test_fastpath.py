@@ -14,14 +14,6 @@ pytestmark = pytest.mark.skipif(fastpath.lib() is None, reason="the C datapath n
 MTU = 256
 
 
-@pytest.fixture
-def pair():
-  a, b = MemNIC("a", "10.0.0.1", 1), MemNIC("b", "10.0.0.2", 2)
-  yield a, b
-  a.close()
-  b.close()
-
-
 @pytest.mark.parametrize("impl", ["zlib's, loaded", "the table"])
 def test_the_c_crc32_is_zlibs(impl):
   lib, data = fastpath.lib(), os.urandom(9000)

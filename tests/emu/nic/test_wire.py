@@ -10,14 +10,6 @@ from emu.nic.wire import GIDConflict, WirePort, check_loopback
 from tests.emu.nic.memnic import MemNIC, ipv4_gid, wait
 
 
-@pytest.fixture
-def pair():
-  a, b = MemNIC("a", "10.0.0.1", 1), MemNIC("b", "10.0.0.2", 2)
-  yield a, b
-  a.close()
-  b.close()
-
-
 def connected(a, b, **attrs):
   """QP 10 on a and QP 20 on b, connected both ways (both start at the same PSN)."""
   attrs.setdefault("rq_psn", attrs.get("sq_psn", 0))
