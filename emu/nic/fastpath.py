@@ -113,22 +113,16 @@ def host_map(region) -> HostMap | None:
 def spans(source, off: int, n: int) -> tuple[np.ndarray, np.ndarray, list]:
   """(addresses, lengths, what keeps them) of [off, off + n) of `source`, an rc.Buffer; DMAFault if it is not mapped."""
   addrs, lens, keep = [], [], []
-  for region, va, length in source.sges:
-    if n <= 0: break
-    if off >= length:
-      off -= length
-      continue
-    k = min(n, length - off)
+  for region, va, k in source.pieces(off, n):
     if (m := host_map(region)) is not None:
-      a, l = m.spans(va - region.va + off, k)
+      a, l = m.spans(va - region.va, k)
       keep.append(m)
     else:                                                      # (inline WQE data, a model without generations)
-      views = region.chunks(va + off, k)
+      views = region.chunks(va, k)
       a, l = np.array([_address(v) for v in views], np.uint64), np.array([len(v) for v in views], np.uint64)
       keep.append(views)
     addrs.append(a)
     lens.append(l)
-    off, n = 0, n - k
   return np.concatenate(addrs), np.concatenate(lens), keep
 
 

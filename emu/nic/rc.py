@@ -92,17 +92,19 @@ class Buffer:
     self.sges = list(sges)
     self.length = sum(s[2] for s in self.sges)
 
-  def chunks(self, off: int, n: int) -> list[memoryview]:
-    out = []
+  def pieces(self, off: int, n: int):
+    """(region, va, length) of each SGE's share of bytes [off, off + n) of the list, in order."""
     for region, va, length in self.sges:
       if n <= 0: break
       if off >= length:
         off -= length
         continue
       k = min(n, length - off)
-      out += region.chunks(va + off, k)
+      yield region, va + off, k
       off, n = 0, n - k
-    return out
+
+  def chunks(self, off: int, n: int) -> list[memoryview]:
+    return [view for region, va, k in self.pieces(off, n) for view in region.chunks(va, k)]
 
   def write(self, off: int, data: memoryview | bytes) -> None:
     data = memoryview(data).cast("B")
