@@ -131,7 +131,9 @@ class Compute(ClassModel):
       raise RingError(f"{self.engine.qname}: QMD BARRIER_COUNT is 0 but kernel {prog.name} synchronizes on barriers")
     try: ptx.launch(prog, mem, launch.grid, launch.block, cb[po:po + prog.param_bytes], shared_bytes=dynamic, windows=windows)
     except ptx.LaunchError as e:
-      raise RingError(f"{self.engine.qname}: the grid of QMD {qmd_va:#x} stopped: {e}", e.address if isinstance(e, ptx.PtxFault) else None) from None
+      err = RingError(f"{self.engine.qname}: the grid of QMD {qmd_va:#x} stopped: {e}", e.address)
+      if isinstance(e, ptx.PtxFault): err.kind = "fault"        # the SM's MMU fault
+      raise err from None
     self.launches += 1
     for r in launch.releases: self._release(r)
 
