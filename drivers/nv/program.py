@@ -39,7 +39,7 @@ class NVKernArgs(KernArgs):
     p = self.prg
     dev = p.device
     self.view[:0x30] = qmd.cb0_words(ls, gs, dev.shared_window, dev.local_window)
-    q = qmd.build(dev.gpu.compute_class, p.grid, gs, ls, (self.va, p.cb0_bytes), {s: (p.code.va + o, n) for s, (o, n) in p.kernel.constants.items()})
+    q = qmd.with_cb0(dev.gpu.compute_class, p.qmd(gs, ls), self.va)
     self.view[p.qmd_offset:p.qmd_offset + len(q)] = q
     self.dims = (gs, ls)
 
@@ -72,6 +72,14 @@ class NVProgram(Program):
                          int(arch[3:5], 16), qmd.MAX_SHARED_KB.get(arch, 100))
     self.cb0_bytes = max(k.cb0_bytes, k.param_offset + k.param_bytes)
     self.qmd_offset = -(-self.cb0_bytes // ALIGN) * ALIGN
+    self._qmds: dict[tuple, bytes] = {}
+
+  def qmd(self, gs: tuple[int, int, int], ls: tuple[int, int, int]) -> bytes:
+    """The QMD for a grid size, constant buffer 0 at address 0 (made once per size)."""
+    if (q := self._qmds.get((gs, ls))) is None:
+      consts = {s: (self.code.va + o, n) for s, (o, n) in self.kernel.constants.items()}
+      q = self._qmds[(gs, ls)] = qmd.build(self.device.gpu.compute_class, self.grid, gs, ls, (0, self.cb0_bytes), consts)
+    return q
 
   def args_size(self, n_bufs: int, n_vals: int) -> int: return self.qmd_offset + qmd.LAYOUTS[self.device.gpu.compute_class].nbytes
 

@@ -62,13 +62,24 @@ def build(cls: int, g: Grid, grid: tuple[int, int, int], block: tuple[int, int, 
     f.update(SM_GLOBAL_CACHING_ENABLE=1, CTA_RASTER_WIDTH=grid[0], CTA_RASTER_HEIGHT=grid[1], CTA_RASTER_DEPTH=grid[2],
              REGISTER_COUNT_V=g.registers)
   for slot, (addr, size) in {0: cb0, **(constants or {})}.items():
-    if addr % 64: raise ValueError(f"constant buffer {slot} at {addr:#x} is not 64-byte aligned")
-    lo, hi = (("CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6_{}", "CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6_{}") if v04 else
-              ("CONSTANT_BUFFER_ADDR_LOWER_{}", "CONSTANT_BUFFER_ADDR_UPPER_{}"))
-    a = addr >> 6 if v04 else addr
-    f.update({lo.format(slot): a & 0xFFFFFFFF, hi.format(slot): a >> 32, f"CONSTANT_BUFFER_SIZE_SHIFTED4_{slot}": -(-size // 16),
-              f"CONSTANT_BUFFER_VALID_{slot}": 1, f"CONSTANT_BUFFER_INVALIDATE_{slot}": 1})
+    f.update({f"CONSTANT_BUFFER_SIZE_SHIFTED4_{slot}": -(-size // 16), f"CONSTANT_BUFFER_VALID_{slot}": 1,
+              f"CONSTANT_BUFFER_INVALIDATE_{slot}": 1}, **_cb_address(L, slot, addr))
   return L.build(**f)
+
+
+def _cb_address(L: qmdlayout.QMDLayout, slot: int, addr: int) -> dict[str, int]:
+  if addr % 64: raise ValueError(f"constant buffer {slot} at {addr:#x} is not 64-byte aligned")
+  if L is qmdlayout.V04_HOPPER:
+    return {f"CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6_{slot}": addr >> 6 & 0xFFFFFFFF, f"CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6_{slot}": addr >> 38}
+  return {f"CONSTANT_BUFFER_ADDR_LOWER_{slot}": addr & 0xFFFFFFFF, f"CONSTANT_BUFFER_ADDR_UPPER_{slot}": addr >> 32}
+
+
+def with_cb0(cls: int, q: bytes, addr: int) -> bytes:
+  """QMD `q` with constant buffer 0 moved to `addr` (one launch's arguments; the rest of the QMD is per grid size)."""
+  L = LAYOUTS[cls]
+  v = int.from_bytes(q, "little")
+  for k, x in _cb_address(L, 0, addr).items(): v = L.set(v, k, x)
+  return v.to_bytes(L.nbytes, "little")
 
 
 def cb0_words(block: tuple[int, int, int], grid: tuple[int, int, int], shared_window: int, local_window: int) -> bytes:

@@ -24,8 +24,8 @@ Where the PTX comes from: the model cannot run SASS. The driver uploads a progra
 text it was compiled from after it (NUL-terminated), at the start of one allocation (drivers/nv/program.py), and points
 the QMD at the kernel's .text section there. The model finds the UVM mapping that holds the program address, parses the
 cubin at its start (pyelftools), takes the kernel's name from the .text.<name> section at that offset, and runs that
-kernel of the PTX after the cubin. Translations are cached by the image's bytes (read again at every launch, so a
-program rewritten in place is seen).
+kernel of the PTX after the cubin. Kernels are cached by program address with the image's bytes (compared again at every
+launch, so a program rewritten in place is seen).
 Not modelled: SASS, CGAs and queue QMDs, dependent QMDs, inline QMDs, report semaphores, local memory contents (the PTX
 engine keeps its own per-thread local memory), constant buffers other than 0 (the PTX engine has no const space).
 """
@@ -76,7 +76,7 @@ class Compute(ClassModel):
     self.methods = {getattr(C, f"{self.prefix}_{m}"): m for m in METHODS if hasattr(C, f"{self.prefix}_{m}")}
     self.masks = {m: _fields(self.prefix, m) for m in self.methods.values()}
     self.regs: dict[str, int | None] = dict.fromkeys(self.methods.values())
-    self.programs: OrderedDict[tuple[int, bytes], ptx.Program] = OrderedDict()
+    self.programs: OrderedDict[tuple[int, int], tuple[bytes, ptx.Program]] = OrderedDict()   # (allocation, pc) -> (image, kernel)
     self.launches = 0
 
   def _f(self, method: str, fld: str, v: int) -> int: return bits(v, getattr(C, f"{self.prefix}_{method}_{fld}"))
@@ -166,6 +166,11 @@ class Compute(ClassModel):
     uvm = self.engine.mem
     m = uvm.mapping(pc)
     if m is None: raise RingError(f"{self.engine.qname}: the QMD's program address {pc:#x} is not mapped", pc)
+    if (hit := self.programs.get((m.va, pc))) is not None:      # the same bytes still there: the same kernel
+      image, prog = hit
+      if len(image) <= m.length and uvm.read(m.va, len(image)) == image:
+        self.programs.move_to_end((m.va, pc))
+        return prog
     where = f"{self.engine.qname}: the program at {pc:#x} (allocation at {m.va:#x})"
     head = uvm.read(m.va, 64)
     if head[:4] != b"\x7fELF" or head[4] != 2:
@@ -184,13 +189,9 @@ class Compute(ClassModel):
     while (nul := tail.find(b"\0")) < 0:
       if end + len(tail) >= m.length: raise RingError(f"{where}: no NUL-terminated PTX after the cubin")
       tail += uvm.read(m.va + end + len(tail), min(0x1000, m.length - end - len(tail)))
-    key = (pc - m.va, uvm.read(m.va, end) + tail[:nul])
-    if (prog := self.programs.get(key)) is not None:
-      self.programs.move_to_end(key)
-      return prog
     try: prog = ptx.Program(tail[:nul].decode(), text[len(".text."):])
     except (ptx.PtxError, UnicodeDecodeError) as e: raise RingError(f"{where}: its PTX does not load: {e}") from None
-    self.programs[key] = prog
+    self.programs[(m.va, pc)] = (uvm.read(m.va, end) + tail[:nul + 1], prog)
     if len(self.programs) > CACHE: self.programs.popitem(last=False)
     return prog
 

@@ -11,6 +11,7 @@ configs, local memory size, SASS version, constant buffers 0-7 (valid, address, 
 program prefetch (must cover the program address when its size is nonzero).
 """
 from __future__ import annotations
+import functools
 from dataclasses import dataclass, field
 
 from autogen import qmdlayout
@@ -76,6 +77,29 @@ def _names(v04: bool, L: qmdlayout.QMDLayout) -> dict[str, str]:
                        intr="RELEASE{}_NON_BLOCKING_INTR_TYPE" if "RELEASE0_NON_BLOCKING_INTR_TYPE" in L.fields else "RELEASE{}_TRAP_TYPE"))
 
 
+@functools.cache
+def _acted(L: qmdlayout.QMDLayout, v04: bool) -> frozenset[str]:
+  """The fields decode() reads."""
+  n = _names(v04, L)
+  acted = {"QMD_MAJOR_VERSION", "QMD_MINOR_VERSION", "QMD_VERSION", "QMD_TYPE", *n["grid"], *n["prog"], n["regs"], "BARRIER_COUNT",
+           "CTA_THREAD_DIMENSION0", "CTA_THREAD_DIMENSION1", "CTA_THREAD_DIMENSION2", "SHARED_MEMORY_SIZE", "SASS_VERSION",
+           "MIN_SM_CONFIG_SHARED_MEM_SIZE", "MAX_SM_CONFIG_SHARED_MEM_SIZE", "TARGET_SM_CONFIG_SHARED_MEM_SIZE",
+           "SHADER_LOCAL_MEMORY_LOW_SIZE", "SHADER_LOCAL_MEMORY_HIGH_SIZE", "PROGRAM_PREFETCH_ADDR_LOWER_SHIFTED",
+           "PROGRAM_PREFETCH_ADDR_UPPER_SHIFTED", "PROGRAM_PREFETCH_SIZE"}
+  acted |= {f.format(i) for i in range(8) for f in ("CONSTANT_BUFFER_VALID_{}", n["cb_lo"], n["cb_hi"], "CONSTANT_BUFFER_SIZE_SHIFTED4_{}")}
+  acted |= {f.format(i) for i in range(3) for f in n["rel"].values()}
+  return frozenset(acted)
+
+
+@functools.cache
+def _checked(L: qmdlayout.QMDLayout, v04: bool) -> tuple[int, tuple[str, ...]]:
+  """(the bits of every field that must be 0, the hint fields of the layout)."""
+  acted, strict = _acted(L, v04), 0
+  for f, (hi, lo) in L.fields.items():
+    if f not in acted and f not in HINTS: strict |= ((1 << (hi - lo + 1)) - 1) << lo
+  return strict, tuple(f for f in L.fields if f in HINTS)
+
+
 def decode(cls: int, raw: bytes, max_shared_kb: int, sass_version: int) -> Launch:
   """The launch a QMD of compute class `cls` describes, on a chip whose SMs have `max_shared_kb` KiB of shared memory
   and run SASS version `sass_version` (0x90 = sm_90); QMDError for anything the model refuses."""
@@ -94,19 +118,12 @@ def decode(cls: int, raw: bytes, max_shared_kb: int, sass_version: int) -> Launc
   if v04 and g("QMD_TYPE") != L.value("QMD_TYPE_GRID_CTA"): raise refuse("QMD_TYPE", "only GRID_CTA grids are modelled (no CGAs, no queues)")
   if q & ~L.used: raise QMDError(f"QMD {L.prefix}: bits {q & ~L.used:#x} that no field covers are set (reserved: must be 0)")
 
-  acted = {"QMD_MAJOR_VERSION", "QMD_MINOR_VERSION", "QMD_VERSION", "QMD_TYPE", *n["grid"], *n["prog"], n["regs"], "BARRIER_COUNT",
-           "CTA_THREAD_DIMENSION0", "CTA_THREAD_DIMENSION1", "CTA_THREAD_DIMENSION2", "SHARED_MEMORY_SIZE", "SASS_VERSION",
-           "MIN_SM_CONFIG_SHARED_MEM_SIZE", "MAX_SM_CONFIG_SHARED_MEM_SIZE", "TARGET_SM_CONFIG_SHARED_MEM_SIZE",
-           "SHADER_LOCAL_MEMORY_LOW_SIZE", "SHADER_LOCAL_MEMORY_HIGH_SIZE", "PROGRAM_PREFETCH_ADDR_LOWER_SHIFTED",
-           "PROGRAM_PREFETCH_ADDR_UPPER_SHIFTED", "PROGRAM_PREFETCH_SIZE"}
-  acted |= {f.format(i) for i in range(8) for f in ("CONSTANT_BUFFER_VALID_{}", n["cb_lo"], n["cb_hi"], "CONSTANT_BUFFER_SIZE_SHIFTED4_{}")}
-  acted |= {f.format(i) for i in range(3) for f in n["rel"].values()}
-  for f in L.fields:
-    if f in acted or not g(f): continue
-    if f in HINTS:
-      if g(f) in HINTS[f]: continue
-      raise refuse(f, f"not one of the values {list(HINTS[f])} of this field")
+  strict, hints = _checked(L, v04)
+  if q & strict:
+    f = next(f for f in L.fields if f not in hints and f not in _acted(L, v04) and g(f))
     raise refuse(f, "the model does not act on this field: it must be 0")
+  for f in hints:
+    if g(f) not in HINTS[f]: raise refuse(f, f"not one of the values {list(HINTS[f])} of this field")
 
   grid = tuple(g(f) for f in n["grid"])
   block = (g("CTA_THREAD_DIMENSION0"), g("CTA_THREAD_DIMENSION1"), g("CTA_THREAD_DIMENSION2"))
