@@ -7,8 +7,8 @@ Figures (best of 5 rounds of N launches; one JSON line each):
   wait_us            one launch with wait=True (timestamps around it), submit to return
   engine_us          the same empty kernel launched straight on the PTX engine (no driver, no channel)
   pushbuffer_dwords  compute-channel pushbuffer dwords per launch"""
-import sys, time
-from common import best, emit, skipped
+import sys
+from common import best, emit, host_cpu, skipped
 from drivers.hcq import open_device
 from drivers.nv import image
 from emu.memory import Memory
@@ -17,15 +17,6 @@ from emu.nvgpu.ptx import nvrtc
 
 SRC = 'extern "C" __global__ void empty(int *x) { }'
 N = 200
-
-
-def host_cpu(fn, dev) -> float:
-  """CPU seconds this thread spends in fn() (not the model's threads)."""
-  t0 = time.thread_time()
-  fn()
-  t = time.thread_time() - t0
-  dev.synchronize()
-  return t
 
 
 def main() -> None:

@@ -5,7 +5,7 @@ graph replay, and the faults a bad kernel or a bad cubin gives."""
 import time
 import numpy as np
 import pytest
-from drivers.hcq import Graph, open_device
+from drivers.hcq import Graph
 from drivers.nv import image
 from drivers.nv.cubin import CubinError
 from drivers.nv.device import NVDevice
@@ -49,15 +49,6 @@ def upload(dev, arr: np.ndarray):
 
 def read(buf, dtype, n=None):
   return np.frombuffer(buf.copyout(), dtype)[:n]
-
-
-@pytest.fixture
-def nv():
-  d = open_device("MOCK+NV")
-  model = d.gpu.k.model
-  yield d
-  d.close()
-  assert model.rm.clients == {} and model.hosts == {} and model.uvm.ranges == []
 
 
 @pytest.fixture(params=["GH100", "GA100", "GA102"])

@@ -7,15 +7,6 @@ from drivers.hcq import Graph, SignalTimeout, open_device
 from tests.hcq.contract import check_copies
 
 
-@pytest.fixture
-def nv():
-  d = open_device("MOCK+NV")
-  model = d.gpu.k.model
-  yield d
-  d.close()
-  assert model.rm.clients == {} and model.hosts == {} and model.uvm.ranges == []   # nothing left in RM, UVM or the host
-
-
 @pytest.mark.parametrize("size", [1, 7, 4096, 4099, (5 << 20) + 3])
 def test_copies_of_any_size_are_exact(nv, size):
   assert nv.alloc(size).host_view is None            # vidmem with no CPU mapping: copyin/out stage through the copy queue

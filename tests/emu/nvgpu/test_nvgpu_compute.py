@@ -1,7 +1,6 @@
 """The compute classes of the NVIDIA model: QMD V03 (GA100 c6c0, GA102 c7c0) and V04 (GH100 cbc0) decoded strictly
 (each field mutated gives its own error), the compute methods checked against the class headers, the release
 semaphores a QMD asks for, and what a launch checks in memory (cb0, shared memory, barriers, unmapped addresses)."""
-import struct
 import numpy as np
 import pytest
 from autogen import qmdlayout
