@@ -221,10 +221,9 @@ class NVDevice(Device):
     return NVProgram(self, name, lib)
 
   def free_code(self, mem: NVMemory) -> None:
-    """Free a program's upload once the work that may run it is done."""
-    if self.closed or mem not in self.gpu.memory: return
-    if not self._faults and not self.closing: self.synchronize()
-    self.gpu.free(mem)
+    """Free a program's upload (when the program is gone: its launches' arguments, which the rings keep until the
+    channel read past them, hold it; this runs from a finalizer, so it must not wait for the device)."""
+    if not self.closed and mem in self.gpu.memory: self.gpu.free(mem)
 
   def ensure_local(self, per_thread: int) -> None:
     """Local memory for `per_thread` bytes of every thread the GPU holds at once (reference section 3, step 25): bytes
