@@ -91,6 +91,8 @@ class Compute(ClassModel):
     self.regs[name] = value
     if name == "SEND_SIGNALING_PCAS2_B":
       action = self._f(name, "PCAS_ACTION", value)
+      if value & ~0xF:   # SELECT and OFFSET_MINUS_ONE (clc7c0.h, clcbc0.h): which PCAS slot, not modelled
+        raise RingError(f"{self.engine.qname}: {self.prefix}_{name} = {value:#x}: only PCAS_ACTION (3:0) is modelled")
       names = {self._value(f"{name}_PCAS_ACTION_{a}"): a for a in SCHEDULE + NO_LAUNCH}
       if action not in names: raise RingError(f"{self.engine.qname}: {self.prefix}_{name} PCAS_ACTION {action:#x} is not modelled")
       if names[action] in SCHEDULE: self._launch()
@@ -159,7 +161,7 @@ class Compute(ClassModel):
                       f"SET_SHADER_LOCAL_MEMORY_NON_THROTTLED gives {per_tpc} bytes per TPC, {need} needed "
                       f"(SET_SHADER_LOCAL_MEMORY at {base})")
     total = per_tpc * chip.gpcs * chip.tpc_per_gpc
-    self.engine.mem.read(base, 1), self.engine.mem.read(base + total - 1, 1)   # an MMU fault if it is not mapped
+    for a in (base, base + total - 1): self.engine.mem.read(a, 1)   # an MMU fault if it is not mapped
 
   def _program(self, pc: int) -> ptx.Program:
     """The PTX kernel behind program address `pc`: the cubin at the start of its allocation, the PTX after it."""

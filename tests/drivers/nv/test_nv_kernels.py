@@ -36,6 +36,14 @@ extern "C" __global__ void transpose(const int *a, int *t, int rows, int cols) {
   if (r < rows && c < cols) t[c * rows + r] = a[r * cols + c] + gridDim.x * 1000 + blockDim.y * 100000;
 }'''
 
+LOCAL = r'''
+extern "C" __global__ void rotate(const int *a, int *out, int k) {
+  int v[48];                                      // indexed by a run-time value: in local memory
+  int t = threadIdx.x;
+  for (int i = 0; i < 48; i++) v[i] = a[t * 48 + i];
+  for (int i = 0; i < 48; i++) out[t * 48 + i] = v[(i + k) % 48];
+}'''
+
 
 def build(dev, src: str, name: str):
   return dev.program(name, image.pack(nvrtc.cubin(src, dev.arch), nvrtc.ptx(src, dev.arch)))
@@ -102,6 +110,18 @@ def test_2d_grid_reads_its_ids_and_dims(nv):
   grid = ((cols + 15) // 16, (rows + 7) // 8)
   prg(upload(nv, a), t, global_size=grid, local_size=(16, 8), vals=(rows, cols), wait=True)
   np.testing.assert_array_equal(read(t, np.int32).reshape(cols, rows), a.T + grid[0] * 1000 + 8 * 100000)
+
+
+def test_a_kernel_with_a_stack_gets_local_memory(nv):
+  """MIN_STACK_SIZE from .nv.info sizes the QMD's local memory and the SET_SHADER_LOCAL_MEMORY area the model checks."""
+  a = rng.integers(0, 1 << 20, (64, 48)).astype(np.int32)
+  prg = build(nv, LOCAL, "rotate")
+  assert prg.kernel.local_bytes >= 48 * 4
+  out = nv.alloc(a.nbytes)
+  prg(upload(nv, a), out, global_size=(1,), local_size=(64,), vals=(5,), wait=True)
+  np.testing.assert_array_equal(read(out, np.int32).reshape(64, 48), np.roll(a, -5, axis=1))
+  gr = nv.gpu.gr
+  assert nv.local.size >= prg.kernel.local_bytes * 32 * gr["max_warps_per_sm"] * gr["sm_per_tpc"] * gr["tpc_per_gpc"] * gr["gpcs"]
 
 
 def test_compute_waits_on_copy_signals_and_copy_on_compute_signals(nv):

@@ -178,6 +178,11 @@ def test_cb0_must_be_large_enough_for_the_parameters(dev, vadd):
         mutate=lambda a: qmd_set(a, CONSTANT_BUFFER_SIZE_SHIFTED4_0=16))
 
 
+def test_local_memory_the_qmd_asks_for_must_be_set_up(dev, vadd):
+  fails(dev, vadd, r"asks for 4096 bytes of local memory per thread; SET_SHADER_LOCAL_MEMORY_NON_THROTTLED gives None",
+        mutate=lambda a: qmd_set(a, SHADER_LOCAL_MEMORY_HIGH_SIZE=4096))
+
+
 def test_a_program_address_with_no_kernel_there_is_refused(dev, vadd):
   lo = "PROGRAM_ADDRESS_LOWER"
   fails(dev, vadd, r"no \.text\.<kernel> section of the cubin starts at offset", mutate=lambda a: qmd_set(
@@ -196,6 +201,7 @@ def test_a_kernel_reading_an_unmapped_address_faults_the_channel(dev, vadd):
   (0x1234, 0, r"method 0x1234 of compute class .* is not modelled"),
   (C.NVC6C0_SET_SHADER_LOCAL_MEMORY_A, 1 << 30, r"SET_SHADER_LOCAL_MEMORY_A = 0x40000000 sets bits 0x40000000 outside its fields"),
   (C.NVC6C0_SEND_SIGNALING_PCAS2_B, 6, r"PCAS_ACTION 0x6 is not modelled"),
+  (C.NVC6C0_SEND_SIGNALING_PCAS2_B, 0x102, r"(0x102: only PCAS_ACTION \(3:0\) is modelled|bits 0x100 outside its fields)"),
 ])
 def test_compute_methods_are_checked_against_the_class_header(dev, vadd, method, value, message):
   fails(dev, vadd, message, extra=methods(COMPUTE_SUB, method, value))
