@@ -2,7 +2,7 @@
 its parameters, the memory callback, and the errors a launch stops with.
 
 Memory is any emu.memory.GpuMemory (`lookup(addr, write) -> (start, length, host) | None`): emu.memory.Memory for
-tests, the RM model's GPU virtual address space later. Launch limits checked (CUDA compute capability 8.x/9.0):
+tests, UVM's GPU VA map in the NVIDIA model (emu.nvgpu.compute). Launch limits checked (CUDA compute capability 8.x/9.0):
 at most 1024 threads per block, block dimensions 1024 x 1024 x 64, grid 2^31-1 x 65535 x 65535, and 227 KiB of
 shared memory per block (static plus dynamic).
 """

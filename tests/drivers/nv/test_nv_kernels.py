@@ -5,7 +5,7 @@ graph replay, and the faults a bad kernel or a bad cubin gives."""
 import time
 import numpy as np
 import pytest
-from drivers.hcq import Graph
+from drivers.hcq import Graph, open_device
 from drivers.nv import image
 from drivers.nv.cubin import CubinError
 from drivers.nv.device import NVDevice
@@ -189,3 +189,15 @@ def test_program_checks_the_cubin(nv):
   bad = bytearray(cub)
   bad[0x28:0x30] = (len(cub) * 4).to_bytes(8, "little")          # e_shoff past the file
   with pytest.raises(CubinError, match="malformed cubin"): nv.program("vadd", image.pack(bytes(bad), ptx))
+
+
+@pytest.mark.hardware("nv")
+def test_vector_add_on_the_real_gpu():
+  """The same cubin path on nvidia.ko: the GPU runs the SASS (QMD V04 on Hopper, V03 on Ampere)."""
+  dev = open_device("NV")
+  n = 1 << 20
+  a, b = rng.random(n, np.float32), rng.random(n, np.float32)
+  prg = build(dev, VADD, "vadd")
+  C = dev.alloc(4 * n)
+  prg(upload(dev, a), upload(dev, b), C, global_size=(n // 256,), local_size=(256,), vals=(n,), wait=True)
+  np.testing.assert_array_equal(read(C, np.float32), a + b)
