@@ -2,7 +2,7 @@
 
 `parse` reads PTX text (parse.py); `Program(ptx, name)` translates a kernel to C per basic block and compiles it
 (translate.py, alu.py, c/rt.h; cached on disk); `launch(prog, mem, grid, block, params)` runs a grid over any
-emu.memory.GpuMemory (launch.py). `nvrtc` compiles CUDA C to PTX and cubins with NVIDIA's NVRTC.
+emu.memory.GpuMemory (launch.py). The PTX comes from NVIDIA's NVRTC (drivers.nv.nvrtc, which tests and benches use).
 
 Not modelled (each is a PtxError naming it and its line, never a silent wrong result): calls (`call`, .func), module-
 level .global/.const variables (__constant__ / __device__ arrays), bar.arrive, atom/red on f16/bf16 types,
