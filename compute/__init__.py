@@ -9,7 +9,7 @@ Modules import only modules of lower layers (tests/compute/test_imports.py check
   dtypes, shape      element types; views (index -> memory offset and validity)
   lazy               the lazy graph of LazyBuffers and its Ops
   schedule           lazy graph -> kernels (fusion) and copies
-  codegen            kernel -> C / OpenCL C source and launch size
+  codegen            kernel -> C / OpenCL C / CUDA C source and launch size
   runtime            devices, buffers, compiling and running a schedule through drivers.hcq
   function           differentiable primitives on lazy buffers (apply() returns its first input's tensor class)
   movement, indexing, nnops, sorting, inplace  Tensor's mixins, each on the one before: views, indexing, ops, sort, in-place

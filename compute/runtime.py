@@ -133,7 +133,7 @@ def get_program(k: Kernel):
   key = kernel_key(k)
   if key not in _programs or _programs[key][0].device is not dev:   # new, or built for a device since closed
     lang = dev.compiler.language
-    if lang not in ("c", "opencl"):
+    if lang not in ("c", "opencl", "cuda"):
       raise NotImplementedError(f"{k.device}: the compute layer has no renderer for kernel language {lang!r}")
     spec = Renderer(lang, getattr(dev, "vector_registers", None)).render(k)
     t0, built = time.perf_counter(), dev.compiler.compiled
