@@ -2,7 +2,7 @@
 (ranks on the emulated NICs mock-<local rank> and GPUs MOCKPCI+AMD:<local rank>, or the DEV named), every collective
 checked against numpy by tests/compute/distributed_worker.py. One launch runs every collective (mpirun and the device
 boots are the slow part), so launches are few."""
-import json, os, subprocess, sys
+import json, os, re, subprocess, sys
 from pathlib import Path
 import pytest
 
@@ -55,3 +55,16 @@ def test_a_rank_that_dies_mid_all_reduce_fails_the_others_naming_it():
     assert msg.startswith(f"all_reduce of {(1 << 20) + 3} float32 on rank {k}: ") and "rank 1" in msg, msg
     assert "the process group failed earlier" in checks["again"]["detail"]
   assert not checks_of(lines, 1)
+
+
+def test_ddp_digits_on_two_ranks_reaches_one_ranks_accuracy():
+  """examples/ddp_digits.py averages the gradients of the two halves of each batch: the one-rank step on the whole batch."""
+  one = subprocess.run([sys.executable, "examples/digits.py", "2"], cwd=ROOT, capture_output=True, text=True, timeout=600,
+                       env={**os.environ, "DEV": "MOCKPCI+AMD"})
+  assert one.returncode == 0, one.stderr[-3000:]
+  one = float(re.search(r"test accuracy ([\d.]+)%", one.stdout).group(1)) / 100
+  r = subprocess.run(local_mpirun(2, [sys.executable, "examples/ddp_digits.py", "2"]), cwd=ROOT, capture_output=True,
+                     text=True, timeout=600)
+  assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+  m = re.search(r"^2 ranks: test accuracy ([\d.]+)% after 2 epochs", r.stdout, re.M)
+  assert m and abs(float(m.group(1)) - one * 100) <= 1.0, (r.stdout, one)
