@@ -104,11 +104,12 @@ class DMASpace:
       run[off:off + k] = data[:k]
       addr, data = addr + k, data[k:]
 
-  def host_run(self, addr: int) -> tuple[int, int, int]:
-    """(bus start, length, host address) of the bus-contiguous run holding `addr`, for engines that
-    access host memory directly (the shader core's compiled code)."""
+  def host_run(self, addr: int) -> tuple[int, int, int, memoryview]:
+    """(bus start, length, host address, the run itself) of the bus-contiguous run holding `addr`, for engines that
+    access host memory directly (the shader core's compiled code); they hold the run while they use the address, so
+    its memory (a peer's BAR: emu/topology.py) stays mapped."""
     run, off, _ = self._locate(addr, 1)
-    return addr - off, run.nbytes, np.frombuffer(run, np.uint8).ctypes.data
+    return addr - off, run.nbytes, np.frombuffer(run, np.uint8).ctypes.data, run
 
   def view(self, addr: int, n: int) -> memoryview:
     """Zero-copy view of `n` bytes at `addr`; they must lie in one bus-contiguous run."""
