@@ -125,10 +125,18 @@ class Device:
     """Another device's memory `buf` (on the PCI bus behind its BAR: Buffer.bus_pages) as a Buffer of this device:
     this device's queues then reach it peer to peer, over PCIe, with no host memory in between. NotImplementedError
     where either device cannot. Free it before `buf` goes."""
-    self._check_open()
     pages, page, first = buf.bus_pages()
-    va, opaque = self._import_peer(pages, page)
-    peer = Buffer(self, buf.size, va + first, None, opaque)
+    return self.import_bus(pages, page, first, buf.size)
+
+  def import_bus(self, pages: list[int], page_size: int, first: int, size: int) -> Buffer:
+    """`size` bytes from offset `first` of the pages at bus addresses `pages` (another device's BAR: its memory, or its
+    registers, such as a NIC's doorbell) as a Buffer of this device, for its queues to reach peer to peer.
+    NotImplementedError where this device cannot map bus addresses."""
+    self._check_open()
+    if not 0 <= first < page_size or first + size > len(pages) * page_size:
+      raise ValueError(f"[{first}, +{size}) does not lie in {len(pages)} pages of {page_size} bytes")
+    va, opaque = self._import_peer(pages, page_size)
+    peer = Buffer(self, size, va + first, None, opaque)
     with self._lock: self._buffers.add(peer)
     return peer
 

@@ -180,6 +180,9 @@ class MMU:
   def translate(self, va: int, write: bool, client: str = "shader", execute: bool = False) -> tuple[int, int, int] | None:
     """(run start va, run length, host address of the run) holding `va`, or None after reporting a fault."""
     hit = self._lookup(va, write, client, execute)
+    if hit is not None and hit[2] is None:   # (the shader core's compiled code needs memory it can point at)
+      return self._fault(va, write, f"the page is a peer's register BAR (bus address {hit[5] + (va - hit[0]):#x}), which "
+                         f"{client} accesses are not modelled to reach", client, FAULT_NOT_PRESENT, execute)
     return None if hit is None else hit[:3]
 
   def _lookup(self, va: int, write: bool, client: str, execute: bool = False) -> tuple | None:
@@ -198,7 +201,9 @@ class MMU:
         bus, gen = phys + (page - base), int(self.dma.generation[0])   # (read first: a change meanwhile walks again)
         try: bus_start, bus_len, host, keep = self.dma.host_run(bus)
         except DMAFault as ex: return self._fault(va, write, f"system page {bus:#x} is not mapped for DMA ({ex})", client, FAULT_NOT_PRESENT, execute)
-        hit = (page, min(base + size - page, bus_start + bus_len - bus), host + (bus - bus_start), e, gen, keep)
+        if host is None: keep = bus                  # a peer's register BAR: accesses go out one by one (emu/topology.py)
+        else: host += bus - bus_start
+        hit = (page, min(base + size - page, bus_start + bus_len - bus), host, e, gen, keep)
       else:
         if phys + size > self.vram.size:
           return self._fault(va, write, f"VRAM page {phys:#x} is beyond the end of VRAM", client, FAULT_NOT_PRESENT, execute)
@@ -225,16 +230,18 @@ class MMU:
 
   # --- byte access for the command processors and copy engines
   def _runs(self, va: int, n: int, write: bool, client: str):
+    """(host address, or None on a peer's register BAR; bus address there; bytes) of each run of [va, va + n), its
+    TLB entry held while the caller accesses it."""
     while n > 0:
-      run = self._lookup(va, write, client)   # (held while the caller accesses it)
+      run = self._lookup(va, write, client)
       if run is None: raise GPUPageFault(self.last_fault)
       start, length, host = run[:3]
       k = min(n, start + length - va)
-      yield host + (va - start), k
+      yield (None, run[5] + (va - start), k) if host is None else (host + (va - start), None, k)
       va, n = va + k, n - k
 
   def read(self, va: int, n: int, client: str = "CP") -> bytes:
-    return b"".join(ctypes.string_at(h, k) for h, k in self._runs(va, n, False, client))
+    return b"".join(ctypes.string_at(h, k) if h is not None else self.dma.read(bus, k) for h, bus, k in self._runs(va, n, False, client))
 
   def copy(self, dst: int, src: int, n: int, client: str = "SDMA") -> None:
     """GPU-to-GPU copy of `n` bytes, run by run, straight between the backing host memory."""
@@ -242,6 +249,8 @@ class MMU:
       s_run, d_run = self._lookup(src, False, client), self._lookup(dst, True, client)   # (held across the memmove)
       if s_run is None or d_run is None: raise GPUPageFault(self.last_fault)
       (s_start, s_len, s_host), (d_start, d_len, d_host) = s_run[:3], d_run[:3]
+      if s_host is None or d_host is None:
+        raise ModelError(f"{client} copy of {n} bytes from {src:#x} to {dst:#x}: a copy to or from a peer's register BAR is not modelled")
       k = min(n, s_start + s_len - src, d_start + d_len - dst)
       ctypes.memmove(d_host + (dst - d_start), s_host + (src - s_start), k)
       src, dst, n = src + k, dst + k, n - k
@@ -249,8 +258,9 @@ class MMU:
   def write(self, va: int, data: bytes | memoryview, client: str = "CP") -> None:
     src = np.frombuffer(memoryview(data).cast("B"), np.uint8)
     off = 0
-    for h, k in self._runs(va, src.size, True, client):
-      ctypes.memmove(h, src.ctypes.data + off, k)
+    for h, bus, k in self._runs(va, src.size, True, client):
+      if h is None: self.dma.write(bus, src[off:off + k].data)   # one write to a peer's register (emu/topology.py)
+      else: ctypes.memmove(h, src.ctypes.data + off, k)
       off += k
 
 
