@@ -21,6 +21,7 @@ from drivers.bnxt.cq import CQE_SIZE
 from drivers.bnxt.doorbell import doorbell_value
 from drivers.bnxt.pbl import HWQueue
 from drivers.hcq.ring import Ring
+from drivers.system.dma import PAGE
 from drivers.rdma.provider import Completion, DevicePost
 from drivers.rdma.verbs import (Access, QPAttr, QPAttrMask as M, QPCap, QPState, RecvWR, SendFlags, SendWR, VerbsError,
                                 WCOpcode, WCStatus as W, WROpcode)
@@ -198,7 +199,7 @@ class QP:
     self.rq.post([(seq, recv_wqe(seq, wr)) for seq, wr in wrs])
 
   def device_targets(self, cq: CQ) -> tuple[list[memoryview], int]:
-    return [self.sq.q.mem.view, cq.q.mem.view], self.dev.pci.bar_address(2) + self.dev.db.offset
+    return [self.sq.q.mem.view, cq.q.mem.view], (self.dev.pci.bar_address(2) + self.dev.db.offset) & ~(PAGE - 1)
 
   def device_post(self, seq: int, wr: SendWR, cq: CQ, cq_ahead: int) -> DevicePost:
     """`wr` for another device to post: its WQE into the next SQ slot, then the SQ doorbell with the producer index

@@ -75,11 +75,16 @@ def device_write(qp: QP, device: Any, local: Any, remote: Any, size: int | None 
               rkey=remote.rkey)
   qp.check_device_post(wr)
   # map what the device writes before anything is taken: a device that cannot map it leaves the QP as it was
-  mems, db_addr = qp.hw.device_targets(qp.send_cq.hw)
+  mems, db_page = qp.hw.device_targets(qp.send_cq.hw)
+  known = dict(qp.device_maps.get(device, {}))
   try:
+    db = _map(qp, device, ("bus", db_page), lambda: device.import_bus([db_page], PAGE, 0, PAGE))   # (the one most refuse)
     maps = {id(m): _map(qp, device, ("host", host_address(m), m.nbytes), lambda m=m: device.import_host(m)) for m in mems}
-    db = _map(qp, device, ("bus", db_addr), lambda: device.import_bus([db_addr & ~(PAGE - 1)], PAGE, db_addr % PAGE, 8))
-  except NotImplementedError as e:
+  except BaseException as e:
+    for key, buf in qp.device_maps.pop(device, {}).items():      # what this call mapped goes again
+      if known.get(key) is buf: qp.device_maps.setdefault(device, {})[key] = buf
+      else: buf.free()
+    if not isinstance(e, NotImplementedError): raise
     raise NotImplementedError(f"{device.name} cannot post RDMA requests itself ({e}): post from the host (qp.post_send) "
                               "once its work is done") from None
   ahead = qp.send_cq.expected
@@ -88,6 +93,7 @@ def device_write(qp: QP, device: Any, local: Any, remote: Any, size: int | None 
   def va(mem: memoryview, at: int) -> int:
     if (buf := maps.get(id(mem))) is None: raise AssertionError(f"{prov.name} laid out an access to memory device_targets did not name")
     return buf.va + at
-  if post.doorbell[0] != db_addr: raise AssertionError(f"{prov.name} laid out a doorbell at {post.doorbell[0]:#x}, not {db_addr:#x}")
-  mem, at, mask, value = post.done
-  return DeviceCommands([(va(m, a), data) for m, a, data in post.writes], (db.va, post.doorbell[1]), (va(mem, at), mask, value), size)
+  if not 0 <= (at := post.doorbell[0] - db_page) <= PAGE - len(post.doorbell[1]):
+    raise AssertionError(f"{prov.name} laid out a doorbell at {post.doorbell[0]:#x}, outside the page at {db_page:#x} it named")
+  mem, off, mask, value = post.done
+  return DeviceCommands([(va(m, a), data) for m, a, data in post.writes], (db.va + at, post.doorbell[1]), (va(mem, off), mask, value), size)

@@ -57,7 +57,7 @@ class ProviderQP(Protocol):
   def post_send(self, wrs: list[tuple[int, SendWR]]) -> None: ...   # (seq, wr); one doorbell for the batch
   def post_recv(self, wrs: list[tuple[int, RecvWR]]) -> None: ...
   # optional, both or neither (GPU-initiated RDMA): the host memory a device-posted request is written into or waited on
-  # (with `cq` as the QP's send CQ) and the bus address of its doorbell, which the device maps once; and the layout of
+  # (with `cq` as the QP's send CQ) and the bus address of the page its doorbell is in, which the device maps once; the layout of
   # request `seq` for another device to post (DevicePost), its completion the one after `cq_ahead` more on `cq`. The
   # request is then outstanding as if posted (its SQ slot and PSNs are taken).
   def device_targets(self, cq: ProviderCQ) -> tuple[list[memoryview], int]: ...

@@ -11,7 +11,7 @@ from drivers.rdma import Access, RecvWR, SendWR, VerbsError, WCError, WCStatus, 
 from tests.drivers.amd.kernels import SRC as AMD_SRC
 
 RW = Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ
-NICS = ["bnxt"]
+NICS = ["bnxt", "mlx5"]
 
 
 @pytest.fixture(scope="module")
@@ -158,12 +158,12 @@ def test_a_write_the_peer_refuses_completes_in_error_and_the_gpu_queue_goes_on(g
 
 @pytest.mark.parametrize("name", ["MOCKKFD+AMD", "CPU"])
 def test_devices_that_cannot_post_rdma_say_so_and_the_host_posts_instead(link, name):
+  """KFD cannot map the NIC's doorbell page (no bus addresses through the kernel driver), the CPU device's queue posts
+  nothing itself: both say to post from the host, and leave the QP as it was."""
   dev = open_device(name)
-  buf = dev.alloc(4096, host=name == "MOCKKFD+AMD")
-  local = link.reg(link.pa, buf)
-  remote = link.reg(link.pb, link.nb.alloc(4096))
+  local, remote = link.reg(link.pa, link.na.alloc(4096)), link.reg(link.pb, link.nb.alloc(4096))
   with pytest.raises(NotImplementedError, match="cannot post RDMA requests itself.*post from the host \\(qp.post_send\\)"):
-    dev.compute_queue().rdma_write(link.qa, buf, remote)
-  assert (len(link.qa.sq), link.ca.expected) == (0, 0)
+    dev.compute_queue().rdma_write(link.qa, local, remote)
+  assert (len(link.qa.sq), link.ca.expected, link.qa.device_posted, link.qa.device_maps) == (0, 0, set(), {})
   link.qa.post_send(SendWR(1, WROpcode.RDMA_WRITE, [local.sge()], remote_addr=remote.addr, rkey=remote.rkey))
   assert link.ca.wait(1)[0].status == WCStatus.SUCCESS
