@@ -50,6 +50,10 @@ class Stopped(Exception):
   """The model is shutting down while the CP stalls."""
 
 
+class Dropped(Exception):
+  """The context of the submission the CP stalls in was destroyed: the rest of it is not run."""
+
+
 def _compare(function: int, value: int, ref: int, signed: bool) -> bool:
   if signed: value, ref = (value ^ 1 << 31) - (1 << 31), (ref ^ 1 << 31) - (1 << 31)
   return {A.WRITE_ALWAYS: True, A.WRITE_LT: value < ref, A.WRITE_LE: value <= ref, A.WRITE_EQ: value == ref,
@@ -68,6 +72,8 @@ class CommandProcessor:
     self.cv = threading.Condition()
     self.stopping = False
     self.stalled_on: str | None = None                      # what a CP_WAIT_REG_MEM waits for, while it does
+    self.current: int | None = None                         # the context of the submission being run
+    self.dropped = False                                    # that context was dropped meanwhile
     self.thread = threading.Thread(target=self._run, name="kgsl-cp", daemon=True)
     self.thread.start()
 
@@ -77,8 +83,11 @@ class CommandProcessor:
       self.cv.notify_all()
 
   def drop(self, ctx: int) -> None:
-    """Forget the context's queued submissions (it faulted or was destroyed)."""
-    with self.cv: self.pending = deque(p for p in self.pending if p[0] != ctx)
+    """Forget the context's queued submissions (it faulted or was destroyed); one stalled in a wait ends there."""
+    with self.cv:
+      self.pending = deque(p for p in self.pending if p[0] != ctx)
+      if self.current == ctx: self.dropped = True
+      self.cv.notify_all()
 
   def stop(self) -> None:
     with self.cv:
@@ -92,9 +101,11 @@ class CommandProcessor:
         while not self.pending and not self.stopping: self.cv.wait()
         if self.stopping: return
         ctx, ts, ibs = self.pending[0]
+        self.current, self.dropped = ctx, False
       try:
         for va, n in ibs: self.execute(va, n)
       except Stopped: return
+      except Dropped: continue
       except CPFault as e:
         self.drop(ctx)
         self.fault(ctx, f"timestamp {ts}: {e}")
@@ -198,6 +209,7 @@ class CommandProcessor:
       self.stalled_on = f"CP_WAIT_REG_MEM at {at:#x}: [{addr:#x}] & {mask:#x} (now {word[0]:#x}) vs {ref:#x}"
       with self.cv:
         if self.stopping: raise Stopped
+        if self.dropped: raise Dropped
         self.cv.wait(nap)
       nap = min(nap * 2 + 1e-5, 1e-3)
     self.stalled_on = None

@@ -82,6 +82,7 @@ class KGSLModel:
     self.calls: list[str] = []                            # every ioctl by name, in order
     self.last_error = ""
     self.cv = threading.Condition()
+    self.lock = threading.Lock()                          # guards `mapped`
     self._next = {"fd": 3000, "ctx": 1, "obj": 1}
     self.cp = CommandProcessor(chip_id >> 24, self.translate, self._retire, self._fault)
     self.handlers = {K.IOCTL_KGSL_DEVICE_GETPROPERTY: (K.kgsl_device_getproperty, self._getproperty),
@@ -116,7 +117,7 @@ class KGSLModel:
     self.cp.stop()
     self.contexts.clear()
     self.objects.clear()
-    self.mapped.clear()
+    with self.lock: self.mapped.clear()
 
   def read_text(self, path: str) -> str: raise FileNotFoundError(errno.ENOENT, f"KGSL model: no file {path}")
   def listdir(self, path: str) -> list[str]: raise FileNotFoundError(errno.ENOENT, f"KGSL model: no directory {path}")
@@ -136,12 +137,13 @@ class KGSLModel:
     o.cpu_va = va if va is not None else self.reserve(size, PAGE)
     if o.flags & K.KGSL_MEMFLAGS_USE_CPU_MAP and not o.gpuaddr:
       o.gpuaddr = o.cpu_va
-      self.mapped[o.gpuaddr] = o
+      with self.lock: self.mapped[o.gpuaddr] = o
     return o.cpu_va, o.mem
 
   # --- the GPU's view of memory
   def translate(self, va: int, n: int) -> memoryview:
-    for base, o in self.mapped.items():
+    with self.lock: mapped = tuple(self.mapped.items())    # the CP thread reads it while ioctls change it
+    for base, o in mapped:
       if base <= va < base + o.size:
         if va + n > base + o.size: raise CPFault(f"GPU access [{va:#x}, +{n:#x}) runs past the end of the object at {base:#x}")
         return o.mem[va - base:va - base + n]
@@ -241,7 +243,8 @@ class KGSLModel:
     self._next["obj"] += 1
     gpuaddr = 0 if p.flags & K.KGSL_MEMFLAGS_USE_CPU_MAP else self.gpu_space.reserve(size, align)
     self.objects[oid] = o = Obj(oid, size, p.flags, memoryview(backing), gpuaddr, backing)
-    if gpuaddr: self.mapped[gpuaddr] = o
+    if gpuaddr:
+      with self.lock: self.mapped[gpuaddr] = o
     p.id, p.mmapsize, p.va_len = oid, size, size
 
   def _object(self, oid: int, what: str) -> Obj:
@@ -252,7 +255,7 @@ class KGSLModel:
     o = self._object(p.id, "GPUOBJ_FREE")
     if p.flags: raise _fail(errno.EINVAL, f"GPUOBJ_FREE flags {p.flags:#x}: KGSL_GPUOBJ_FREE_ON_EVENT is not modelled")
     del self.objects[p.id]
-    self.mapped.pop(o.gpuaddr, None)
+    with self.lock: self.mapped.pop(o.gpuaddr, None)
 
   def _info(self, p) -> None:
     o = self._object(p.id, "GPUOBJ_INFO")
@@ -266,12 +269,12 @@ class KGSLModel:
       raise _fail(errno.EINVAL, f"MAP_USER_MEM of [{p.hostptr:#x}, +{p.len:#x}): the range must be whole pages")
     mem = self._user(p.hostptr, p.len, "MAP_USER_MEM")
     p.gpuaddr = self.gpu_space.reserve(p.len, PAGE)
-    self.mapped[p.gpuaddr] = Obj(0, p.len, 0, mem, p.gpuaddr)
+    with self.lock: self.mapped[p.gpuaddr] = Obj(0, p.len, 0, mem, p.gpuaddr)
 
   def _sharedmem_free(self, p) -> None:
     if (o := self.mapped.get(p.gpuaddr)) is None or o.id:
       raise _fail(errno.EINVAL, f"SHAREDMEM_FREE of {p.gpuaddr:#x}: no user memory is mapped there")
-    del self.mapped[p.gpuaddr]
+    with self.lock: del self.mapped[p.gpuaddr]
 
   def _gpu_command(self, p) -> None:
     c = self._context(p.context_id, "GPU_COMMAND")
@@ -309,6 +312,7 @@ class KGSLModel:
                                        f"(retired {c.retired}){'; the CP stalls on ' + self.cp.stalled_on if self.cp.stalled_on else ''}")
         self.cv.wait(min(left, 0.05))
     if c.fault: raise _fail(errno.EDEADLK, f"context {c.id} was reset by a GPU fault ({c.fault})")
+    if p.context_id not in self.contexts: raise _fail(errno.EINVAL, f"context {c.id} was destroyed while waited on")
 
 
 # registered under hcq.models (pyproject.toml): kernel_interface(mock="kgsl", chip_id=...) is this model
