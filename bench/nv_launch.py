@@ -10,10 +10,9 @@ Figures (best of 5 rounds of N launches; one JSON line each):
 import sys
 from common import best, emit, host_cpu, skipped
 from drivers.hcq import open_device
-from drivers.nv import image
+from drivers.nv import image, nvrtc
 from emu.memory import Memory
 from emu.nvgpu import ptx
-from emu.nvgpu.ptx import nvrtc
 
 SRC = 'extern "C" __global__ void empty(int *x) { }'
 N = 200

@@ -16,11 +16,13 @@ nverror.h code): waits then raise DeviceFault naming the channel and the code.
 """
 from __future__ import annotations
 from collections import deque
+from functools import cached_property
 
 from autogen.nv import classes as cl, compute as K, copy as C
 from drivers.hcq import Device, Queue, Signal
 from drivers.hcq.patience import Patience
 from drivers.hcq.ring import Ring, RingSealed
+from drivers.nv.compiler import NVCompiler
 from drivers.nv.gpu import NVGPU, NVChannel, NVMemory, PAGE
 from drivers.nv.program import NVKernArgs, NVProgram
 from drivers.nv.rm import field
@@ -210,8 +212,8 @@ class NVDevice(Device):
     mem = self.gpu.alloc(size, cpu_access=True)
     return mem.view.view, mem.va
 
-  @property
-  def compiler(self): raise NotImplementedError(self._no_kernels())
+  @cached_property
+  def compiler(self) -> NVCompiler: return NVCompiler(self.arch)    # CUDA C for the GPU's SM (GR info SM_VERSION)
 
   def copy_queue(self) -> NVCopyQueue: return NVCopyQueue(self)
   def compute_queue(self) -> NVComputeQueue: return NVComputeQueue(self)

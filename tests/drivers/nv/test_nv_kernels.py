@@ -11,7 +11,7 @@ from drivers.nv.cubin import CubinError
 from drivers.nv.device import NVDevice
 from drivers.nv.gpu import NVGPU
 from drivers.system.kernel import kernel_interface
-from emu.nvgpu.ptx import nvrtc
+from drivers.nv import nvrtc
 from tests.emu.nvgpu.ptx_helpers import HEADERS, VADD, needs_nvrtc
 
 pytestmark = needs_nvrtc

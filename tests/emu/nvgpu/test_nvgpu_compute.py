@@ -12,7 +12,7 @@ from drivers.nv.gpu import NVGPU
 from drivers.system.kernel import kernel_interface
 from emu.nvgpu.chips import CHIPS
 from emu.nvgpu.qmd import LAYOUTS, QMDError, decode
-from emu.nvgpu.ptx import nvrtc
+from drivers.nv import nvrtc
 from ptx_helpers import HAVE_NVRTC, VADD
 
 CLASSES = {"GH100": C.HOPPER_COMPUTE_A, "GA100": C.AMPERE_COMPUTE_A, "GA102": C.AMPERE_COMPUTE_B}
