@@ -245,10 +245,6 @@ class NVDevice(Device):
       self.synchronize()
       self.gpu.free(old)
 
-  def _no_kernels(self) -> str:
-    return (f"{self.name}: kernels on NV need the compute class (QMD launch) and, on MOCK+NV, the PTX engine, which are "
-            "not in this build yet; copies, signals and waits work (copy_queue)")
-
   def ticks_to_us(self, ticks: int) -> float: return ticks / 1000   # PTIMER counts nanoseconds (clc361.h TIME_0/1)
   def _poll_faults(self) -> str | None:
     """NvNotification of each channel's error notifier: info32 at 0x8, status at 0xe."""

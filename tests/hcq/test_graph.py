@@ -43,9 +43,7 @@ def fadd(dev):
   if dev.name == "CPU": return dev.program("fadd", dev.compiler.compile(FADD_SRC))
   if dev.name == "MOCK+NV":
     if HAVE_NVRTC: pytest.skip(HAVE_NVRTC)
-    from drivers.nv import image
-    from emu.nvgpu.ptx import nvrtc
-    return dev.program("fadd", image.pack(nvrtc.cubin(NV_FADD_SRC, dev.arch), nvrtc.ptx(NV_FADD_SRC, dev.arch)))
+    return dev.program("fadd", dev.compiler.compile(NV_FADD_SRC))
   return dev.program("vadd", dev.compiler.compile(AMD_SRC))
 
 
