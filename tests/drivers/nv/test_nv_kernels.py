@@ -2,7 +2,7 @@
 parsing, QMD V04 on Hopper / V03 on Ampere, constant buffer 0 at sm_90's / sm_80's parameter offset), launched on
 the compute channel and run by the model's PTX engine; results against numpy, ordering against the copy channel,
 graph replay, and the faults a bad kernel or a bad cubin gives."""
-import time
+import sys, time
 import numpy as np
 import pytest
 from drivers.hcq import Graph, open_device
@@ -189,6 +189,10 @@ def test_program_checks_the_cubin(nv):
   bad = bytearray(cub)
   bad[0x28:0x30] = (len(cub) * 4).to_bytes(8, "little")          # e_shoff past the file
   with pytest.raises(CubinError, match="malformed cubin"): nv.program("vadd", image.pack(bytes(bad), ptx))
+  with open(sys.executable, "rb") as f: host = f.read()
+  with pytest.raises(CubinError, match=r"not a 64-bit CUDA cubin \(EM_CUDA\)"): nv.program("vadd", image.pack(host, ptx))
+  renamed = cub.replace(b".nv.info.vadd", b".nv.inxo.vadd")       # the kernel's attributes gone
+  with pytest.raises(CubinError, match=r"kernel vadd: no \.nv\.info\.vadd section"): nv.program("vadd", image.pack(renamed, ptx))
 
 
 @pytest.mark.hardware("nv")
