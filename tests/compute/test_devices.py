@@ -3,16 +3,18 @@ interfaces. Emulated devices need no hardware, so one that does not open is a fa
 import numpy as np
 import pytest
 from compute import Tensor, Device
-from drivers.hcq import available_vendors
+from drivers.hcq import available_vendors, parse_device
+from tests.compute.conftest import SUITE_DEVICES
 
-DEVICES = ["CPU", "MOCKKFD+AMD", "MOCKPCI+AMD"]
+DEVICES = list(dict.fromkeys(["CPU", "MOCKKFD+AMD", "MOCKPCI+AMD"] + SUITE_DEVICES))   # and DEV's device, if another
 
 
 @pytest.fixture(params=DEVICES)
 def dev(request):
   name = request.param
   if name != "CPU":
-    assert "AMD" in available_vendors(), f"{name}: the AMD driver did not register (vendors: {available_vendors()})"
+    vendor = parse_device(name).vendor
+    assert vendor in available_vendors(), f"{name}: the {vendor} driver did not register (vendors: {available_vendors()})"
     try: Device[name]
     except Exception as e: pytest.fail(f"{name} is emulated and must open here, but: {type(e).__name__}: {e}")
   return name
