@@ -85,6 +85,14 @@ class Buffer:
     weakref.finalize(self, _release, self.hcq)
     if Capture.active is not None: Capture.active.made.add(id(self))
 
+  @classmethod
+  def over(cls, device: str, hcq: HCQBuffer) -> Buffer:
+    """A Buffer over memory its caller owns (compute.distributed's work and landing buffers): not from the pool, and
+    not returned to it."""
+    self = cls.__new__(cls)
+    self.device, self.nbytes, self.hcq = device, hcq.size, hcq
+    return self
+
   def __repr__(self) -> str: return f"<Buffer {self.nbytes} B on {self.device}>"
 
 

@@ -73,6 +73,10 @@ class Device:
     """Where the device memory `opaque` (from _alloc) sits on the PCI bus, for peers' DMA into the device's BAR ->
     (the bus address of each page, the page size)."""
     raise NotImplementedError(f"{self.name} cannot give peers the bus address of its memory (peer-to-peer DMA)")
+  def _import_peer(self, pages: list[int], page_size: int) -> tuple[int, object]:
+    """Map another device's memory at bus addresses `pages` (its BAR) for this device's queues -> (the address of
+    pages[0], opaque handle for _free)."""
+    raise NotImplementedError(f"{self.name} cannot map another device's memory (peer-to-peer DMA)")
   def _signal_chunk(self) -> tuple[memoryview, int]:
     """A page of host-visible, device-writable memory (and its device address) to carve signals from."""
     raise NotImplementedError
@@ -117,6 +121,25 @@ class Device:
       with self._lock: self._buffers.add(buf)
     return buf
 
+  def import_peer(self, buf: Buffer) -> Buffer:
+    """Another device's memory `buf` (on the PCI bus behind its BAR: Buffer.bus_pages) as a Buffer of this device:
+    this device's queues then reach it peer to peer, over PCIe, with no host memory in between. NotImplementedError
+    where either device cannot. Free it before `buf` goes."""
+    pages, page, first = buf.bus_pages()
+    return self.import_bus(pages, page, first, buf.size)
+
+  def import_bus(self, pages: list[int], page_size: int, first: int, size: int) -> Buffer:
+    """`size` bytes from offset `first` of the pages at bus addresses `pages` (another device's BAR: its memory, or its
+    registers, such as a NIC's doorbell) as a Buffer of this device, for its queues to reach peer to peer.
+    NotImplementedError where this device cannot map bus addresses."""
+    self._check_open()
+    if not 0 <= first < page_size or first + size > len(pages) * page_size:
+      raise ValueError(f"[{first}, +{size}) does not lie in {len(pages)} pages of {page_size} bytes")
+    va, opaque = self._import_peer(pages, page_size)
+    peer = Buffer(self, size, va + first, None, opaque)
+    with self._lock: self._buffers.add(peer)
+    return peer
+
   def _free_buffer(self, buf: Buffer) -> None:
     with self._lock:
       if buf not in self._buffers: return
@@ -159,9 +182,19 @@ class Device:
     self.timeline.wait(self.ordered_submit(self.copy_queue(), lambda q: q.copy(dest, src, src.size)))
 
   def _transfer(self, dest: Buffer, src: Buffer) -> None:
-    """Copy from another device's buffer into ours, device to device through host memory both map (PeerLink); through
+    """Copy from another device's buffer into ours: peer to peer when `dest` has a bus address the other device can map
+    (its copy queue writes through our BAR), else device to device through host memory both map (PeerLink); through
     the host (copyout, copyin) when either device cannot map host memory for the other. Blocks until done."""
     other = src.device
+    if not dest.host:
+      try: peer = other.import_peer(dest)
+      except NotImplementedError: peer = None
+      if peer is not None:
+        try:
+          self.synchronize()   # our earlier work on dest is done before the other device overwrites it
+          other.timeline.wait(other.ordered_submit(other.copy_queue(), lambda q: q.copy(peer, src, src.size)))
+        finally: peer.free()
+        return
     with self._lock:
       if (link := self._links.get(other)) is None:
         link = self._links[other] = PeerLink(other, self)

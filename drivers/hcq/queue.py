@@ -39,6 +39,7 @@ def _dims3(v: tuple[int, ...] | int, what: str) -> tuple[int, int, int]:
 
 class Queue:
   kind = "compute"   # or "copy"
+  posts_rdma = False # the vendor's queue can post RDMA requests itself (rdma_write: _rdma)
   _launches: ClassVar[weakref.WeakKeyDictionary[Program, dict]] = weakref.WeakKeyDictionary()   # program -> key -> encoding
 
   def __init__(self, device: Device):
@@ -56,6 +57,11 @@ class Queue:
   def _wait(self, sig: Signal, value: int) -> None: raise NotImplementedError
   def _timestamp(self, sig: Signal) -> None: raise NotImplementedError
   def _memory_barrier(self) -> None: pass   # queues with coherent memory need nothing
+  def _rdma(self, cmds: Any) -> None:
+    """Encode a device-posted RDMA request (drivers.rdma.device_post.DeviceCommands): once earlier commands are done and
+    their writes visible to other devices, the memory writes in order, the one doorbell store, then a wait for the
+    completion word."""
+    raise NotImplementedError
   def _submit(self) -> None: raise NotImplementedError
   def _encode_launch(self, prg: Program, local_size: tuple[int, int, int]) -> Any:
     """The commands of a launch of `prg` with this workgroup size, with holes for arguments and grid (for
@@ -108,6 +114,23 @@ class Queue:
       with self._profiled(f"copy {size} B"): self._copy(dest.va + dest_offset, src.va + src_offset, size)
       self._patch_key = None
       self.patches[first:] = [(k, w, b, a + (dest_offset if k[1] == "dest" else src_offset)) for k, w, b, a in self.patches[first:]]
+    return self
+
+  def rdma_write(self, qp: Any, local: Any, remote: Any, size: int | None = None, local_offset: int = 0,
+                 remote_offset: int = 0) -> Queue:
+    """Post an RDMA WRITE on `qp` (an RTS queue pair of drivers.rdma) from this queue itself: `size` bytes (default: the
+    rest of the MR) from `local` (this device's Buffer registered on the QP's PD, or the MR) + local_offset into the
+    peer's MR `remote` (an MR or a RemoteMR) at remote_offset. Once the commands before it are done (a kernel's output
+    goes out as soon as the kernel ends), the queue writes the WQE into the NIC's send queue, rings its doorbell
+    through the NIC's BAR, and waits until the completion arrived; commands after it (a signal) follow that. The host
+    polls the completion as for any request (qp.send_cq.wait, which raises for an error completion). Submit the queue:
+    until it runs, the QP takes no other request. NotImplementedError where this device cannot post RDMA itself (post
+    from the host with qp.post_send after waiting for the queue's signal)."""
+    if not self.posts_rdma:
+      raise NotImplementedError(f"{type(self).__name__} ({self.device.name} {self.kind} queue) cannot post RDMA requests "
+                                "itself: post from the host (qp.post_send) once a signal says its work is done")
+    cmds = qp.device_write(self.device, local, remote, size, local_offset, remote_offset)
+    with self._profiled(f"rdma_write {cmds.length} B"): self._rdma(cmds)
     return self
 
   def signal(self, sig: Signal, value: int, patch: Hashable | None = None) -> Queue:

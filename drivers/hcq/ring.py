@@ -52,6 +52,14 @@ class Ring:
       if self._wptr is not None: self._wptr[0] = self.put
       self._doorbell(self.put)
 
+  def claim(self, nbytes: int) -> int:
+    """Take `nbytes` at the write pointer for commands another device writes and rings the doorbell for (waiting for
+    room as submit does): -> the write pointer they start at. Nothing is written or rung here."""
+    with self.lock:
+      self._reserve(nbytes)
+      at, self.put = self.put, self.put + nbytes // self.unit
+      return at
+
   def pending(self) -> list:
     """Objects kept by commands the engine has not read past yet (e.g. to name the kernel running at a fault)."""
     r = self.rptr

@@ -113,9 +113,10 @@ def _dims(v: int | tuple[int, ...], what: str, limit: tuple[int, int, int]) -> t
 
 
 def launch(prog: Program, mem: memory.GpuMemory, grid: int | tuple, block: int | tuple, params: bytes = b"", *,
-           shared_bytes: int = 0, max_instructions: int = 0) -> Stats:
-  """Run `prog` over `grid` blocks of `block` threads; `params` is the parameter buffer (Program.pack), and
-  `shared_bytes` the dynamic shared memory per block. Raises a LaunchError subclass when a thread faults."""
+           shared_bytes: int = 0, max_instructions: int = 0, windows: tuple[int, int] = (SHARED_WINDOW, LOCAL_WINDOW)) -> Stats:
+  """Run `prog` over `grid` blocks of `block` threads; `params` is the parameter buffer (Program.pack),
+  `shared_bytes` the dynamic shared memory per block, `windows` the generic addresses of shared and local memory (a GPU
+  model's window registers). Raises a LaunchError subclass when a thread faults."""
   g, b = _dims(grid, "grid", MAX_GRID), _dims(block, "block", MAX_BLOCK)
   nthreads = b[0] * b[1] * b[2]
   if nthreads > MAX_THREADS: raise ValueError(f"block {b} has {nthreads} threads; at most {MAX_THREADS}")
@@ -132,7 +133,7 @@ def launch(prog: Program, mem: memory.GpuMemory, grid: int | tuple, block: int |
   d = f.new("launch_t *")
   d.grid, d.block = list(g), list(b)
   d.shared_bytes, d.local_bytes, d.reg_bytes, d.param_bytes = shared, prog.t.local_bytes, prog.t.reg_bytes, len(params)
-  d.shared_window, d.local_window, d.max_instructions = SHARED_WINDOW, LOCAL_WINDOW, max_instructions
+  (d.shared_window, d.local_window), d.max_instructions = windows, max_instructions
   d.globals_window, d.globals_bytes, d.globals = GLOBAL_WINDOW, len(prog.t.global_image), prog.globals
   f.memmove(keep[0], params, len(params))
   d.params, d.shared, d.local, d.regs, d.warps = keep
