@@ -11,7 +11,8 @@ MIRROR = None          # the nv_ptx.Mirror of this session under --nv-ptx
 @pytest.fixture(autouse=True)
 def _nv_ptx_mirror(request, monkeypatch):
   """With --nv-ptx, each kernel the CPU device runs (one run_schedule item at a time) is checked against its CUDA C
-  rendering on the PTX engine, from the same input bytes; kernels run while compute.jit captures are not."""
+  rendering on the PTX engine, from the same input bytes; kernels run while compute.jit captures are not. The summary
+  line (how many kernels, per suite) needs a run without -n."""
   global MIRROR
   if not request.config.getoption("--nv-ptx"):
     yield

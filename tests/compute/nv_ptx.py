@@ -36,7 +36,7 @@ def as_numpy(raw: bytes, dtype: DType, shape: tuple[int, ...] = (-1,)) -> np.nda
   return a.astype(np.bool_) if dtype is dtypes.bool else a
 
 
-def run_kernel(k: Kernel, arch: str, mem: Memory, inputs: list[int]):
+def run_kernel(k: Kernel, arch: str, mem: Memory, inputs: list[int]) -> tuple[int, object]:
   """Launch `k` over `mem`, its input buffers at `inputs` (their starts; the kernel's byte offsets are added); returns
   the address of the output it wrote and the rendered kernel."""
   prog, spec = program(k, arch)
@@ -47,14 +47,14 @@ def run_kernel(k: Kernel, arch: str, mem: Memory, inputs: list[int]):
 
 
 class PtxSchedule:
-  """Runs the kernels of a schedule on the PTX engine: realized inputs are uploaded (read-only) from their device
-  buffers, outputs of earlier kernels stay in the engine's memory."""
+  """Runs the kernels of a schedule on the PTX engine: realized inputs are uploaded from their device buffers, outputs
+  of earlier kernels stay in the engine's memory."""
   def __init__(self, arch: str):
     self.arch, self.mem = arch, Memory()
     self.at: dict[int, int] = {}              # id(LazyBuffer) -> address in self.mem
     self.kernels = 0
 
-  def _address(self, lb: LazyBuffer) -> int:
+  def address(self, lb: LazyBuffer) -> int:
     if id(lb) not in self.at:
       if not lb.realized: raise AssertionError(f"{lb} is neither realized nor the output of an earlier kernel")
       raw = bytes(lb.buffer.hcq.copyout())
@@ -66,7 +66,7 @@ class PtxSchedule:
     for k in items:
       if not isinstance(k, Kernel): raise AssertionError(f"PtxSchedule runs kernels only, got {k}")
       if k.bufs[0].size == 0: continue
-      self.at[id(k.bufs[0])], _ = run_kernel(k, self.arch, self.mem, [self._address(b) for b in k.bufs[1:]])
+      self.at[id(k.bufs[0])], _ = run_kernel(k, self.arch, self.mem, [self.address(b) for b in k.bufs[1:]])
       self.kernels += 1
 
   def read(self, lb: LazyBuffer) -> np.ndarray:
@@ -98,7 +98,7 @@ class Mirror:
     out = k.bufs[0]
     if out.size == 0: return
     run = PtxSchedule(self.arch)
-    addr, spec = run_kernel(k, self.arch, run.mem, [run._address(b) for b in k.bufs[1:]])
+    addr, spec = run_kernel(k, self.arch, run.mem, [run.address(b) for b in k.bufs[1:]])
     nbytes = out.size * out.dtype.itemsize
     got = as_numpy(run.mem.read(addr, nbytes), out.dtype)
     want = as_numpy(bytes(out.buffer.hcq.copyout())[:nbytes], out.dtype)
