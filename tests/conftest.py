@@ -11,6 +11,12 @@ def _isolated_dirs(tmp_path, monkeypatch):
   tempfile.tempdir = None
 
 
+def pytest_addoption(parser):
+  parser.addoption("--nv-ptx", action="store_true",
+                   help="tests/compute: run every kernel the CPU device runs again as CUDA C on the PTX engine (NVRTC) and "
+                        "compare it with the CPU's result (tests/compute/nv_ptx.py)")
+
+
 def pytest_configure(config):
   os.environ.setdefault("XDG_CACHE_HOME", os.path.join(tempfile.gettempdir(), f"hcq-test-cache-{os.getuid()}"))
   # a lock and device-state directory per test process: fixtures wider than a test (module-scoped devices) must not

@@ -1,7 +1,7 @@
 """NVProgram: a kernel of a cubin loaded on an NV device, and its launch arguments (constant buffer 0 + the QMD).
 
-The upload: the cubin file as it is (relocated for its address), then the PTX it was compiled from, NUL-terminated, at
-the start of one CPU-visible vidmem allocation with 4 KiB of padding after (SASS prefetch may read past the end,
+The upload: the cubin file as it is (relocated for its address), then the PTX it was compiled from, NUL-terminated, then
+the constant buffers other than cb0 (64-byte aligned), in one CPU-visible vidmem allocation with 4 KiB of padding after (SASS prefetch may read past the end,
 reference section 7). The QMD's program address is the kernel's .text section there. Real GPUs run that SASS; the GPU
 model (emu.nvgpu.compute) cannot, and runs the PTX after the cubin.
 
@@ -21,6 +21,7 @@ from drivers.nv.gpu import PAGE
 if TYPE_CHECKING: from drivers.nv.device import NVDevice
 
 ALIGN = 256
+CB_ALIGN = 64                            # a QMD's constant buffer address: 64-byte aligned (ADDR_*_SHIFTED6 on Hopper)
 INT_FMT = {1: "<B", 2: "<H", 4: "<I", 8: "<Q"}
 
 
@@ -63,9 +64,20 @@ class NVProgram(Program):
     self.kernel = k = cub.kernels[name]
     text = ptx.encode()
     if b"\0" in text: raise ValueError("the kernel image's PTX holds a NUL byte")
-    self.code = device.gpu.alloc(len(cub.data) + len(text) + 1 + PAGE, cpu_access=True)
+    # constant buffers other than cb0 (e.g. cb4: the addresses of the module's globals, that CUDA's sinf reads its table
+    # through) are copied after the PTX, each 64-byte aligned as the QMD's constant buffer addresses must be: their
+    # sections in the file are aligned to 8 only
+    head = len(cub.data) + len(text) + 1
+    at, self.constants = head, {}
+    for slot, (_, n) in k.constants.items():
+      at = -(-at // CB_ALIGN) * CB_ALIGN
+      self.constants[slot], at = (at, n), at + n
+    self.code = device.gpu.alloc(at + PAGE, cpu_access=True)
     weakref.finalize(self, device.free_code, self.code)
-    self.code.view.view[:len(cub.data) + len(text) + 1] = cub.relocated(self.code.va) + text + b"\0"
+    data = cub.relocated(self.code.va)
+    self.code.view.view[:head] = data + text + b"\0"
+    for slot, (o, n) in k.constants.items():
+      self.code.view.view[self.constants[slot][0]:self.constants[slot][0] + n] = data[o:o + n]
     device.ensure_local(k.local_bytes)
     arch = device.arch
     self.grid = qmd.Grid(self.code.va + k.text_offset, k.text_size, k.registers, k.shared_bytes, -(-k.local_bytes // 16) * 16,
@@ -77,7 +89,7 @@ class NVProgram(Program):
   def qmd(self, gs: tuple[int, int, int], ls: tuple[int, int, int]) -> bytes:
     """The QMD for a grid size, constant buffer 0 at address 0 (made once per size)."""
     if (q := self._qmds.get((gs, ls))) is None:
-      consts = {s: (self.code.va + o, n) for s, (o, n) in self.kernel.constants.items()}
+      consts = {s: (self.code.va + o, n) for s, (o, n) in self.constants.items()}
       q = self._qmds[(gs, ls)] = qmd.build(self.device.gpu.compute_class, self.grid, gs, ls, (0, self.cb0_bytes), consts)
     return q
 

@@ -18,11 +18,12 @@ from emu.memory import Memory
 from emu.nvgpu.ptx import Program, launch
 
 _programs: dict[tuple[str, str], Program] = {}
+_render = Renderer.render      # the renderer itself, not a test's wrapper that counts renders (tests/compute/test_jit.py)
 
 
 def program(k: Kernel, arch: str) -> tuple[Program, object]:
   """(PTX engine program, rendered kernel) of `k` for `arch`, NVRTC's compile cached on disk, the translation here."""
-  spec = Renderer("cuda").render(k)
+  spec = _render(Renderer("cuda"), k)
   _, ptx = image.unpack(NVCompiler(arch).compile(spec.src))
   if (p := _programs.get((ptx, spec.name))) is None: p = _programs[(ptx, spec.name)] = Program(ptx, spec.name)
   return p, spec
@@ -35,25 +36,25 @@ def as_numpy(raw: bytes, dtype: DType, shape: tuple[int, ...] = (-1,)) -> np.nda
   return a.astype(np.bool_) if dtype is dtypes.bool else a
 
 
-def run_kernel(k: Kernel, arch: str, mem: Memory, inputs: list[int]) -> tuple[int, str]:
+def run_kernel(k: Kernel, arch: str, mem: Memory, inputs: list[int]) -> tuple[int, object]:
   """Launch `k` over `mem`, its input buffers at `inputs` (their starts; the kernel's byte offsets are added); returns
-  the address of the output it wrote and the kernel's name."""
+  the address of the output it wrote and the rendered kernel."""
   prog, spec = program(k, arch)
   out = mem.alloc(max(1, k.bufs[0].size * k.bufs[0].dtype.itemsize))
   args = [out] + [a + o for a, o in zip(inputs, k.offsets[1:])]
   launch(prog, mem, spec.global_size, spec.local_size, prog.pack(*args))
-  return out, spec.name
+  return out, spec
 
 
 class PtxSchedule:
-  """Runs the kernels of a schedule on the PTX engine: realized inputs are uploaded (read-only) from their device
-  buffers, outputs of earlier kernels stay in the engine's memory."""
+  """Runs the kernels of a schedule on the PTX engine: realized inputs are uploaded from their device buffers, outputs
+  of earlier kernels stay in the engine's memory."""
   def __init__(self, arch: str):
     self.arch, self.mem = arch, Memory()
     self.at: dict[int, int] = {}              # id(LazyBuffer) -> address in self.mem
     self.kernels = 0
 
-  def _address(self, lb: LazyBuffer) -> int:
+  def address(self, lb: LazyBuffer) -> int:
     if id(lb) not in self.at:
       if not lb.realized: raise AssertionError(f"{lb} is neither realized nor the output of an earlier kernel")
       raw = bytes(lb.buffer.hcq.copyout())
@@ -65,7 +66,7 @@ class PtxSchedule:
     for k in items:
       if not isinstance(k, Kernel): raise AssertionError(f"PtxSchedule runs kernels only, got {k}")
       if k.bufs[0].size == 0: continue
-      self.at[id(k.bufs[0])], _ = run_kernel(k, self.arch, self.mem, [self._address(b) for b in k.bufs[1:]])
+      self.at[id(k.bufs[0])], _ = run_kernel(k, self.arch, self.mem, [self.address(b) for b in k.bufs[1:]])
       self.kernels += 1
 
   def read(self, lb: LazyBuffer) -> np.ndarray:
@@ -89,15 +90,18 @@ class Mirror:
   """Checks each CPU kernel against its CUDA rendering on the PTX engine, from the same input bytes."""
   def __init__(self, arch: str = "sm_90"):
     self.arch = arch
-    self.kernels: dict[str, int] = {}         # kernel name -> times checked
+    self.kernels: dict[str, list] = {}        # CUDA source -> [kernel name, times checked]
+    self.suites: dict[str, set[str]] = {}     # test module -> the CUDA sources it checked
+    self.suite = ""                           # the test module running now
 
   def check(self, k: Kernel) -> None:
     out = k.bufs[0]
     if out.size == 0: return
     run = PtxSchedule(self.arch)
-    addr, name = run_kernel(k, self.arch, run.mem, [run._address(b) for b in k.bufs[1:]])
+    addr, spec = run_kernel(k, self.arch, run.mem, [run.address(b) for b in k.bufs[1:]])
     nbytes = out.size * out.dtype.itemsize
     got = as_numpy(run.mem.read(addr, nbytes), out.dtype)
     want = as_numpy(bytes(out.buffer.hcq.copyout())[:nbytes], out.dtype)
-    assert_close(got, want, out.dtype, f"kernel {name} on the PTX engine ({self.arch}) vs the CPU device")
-    self.kernels[name] = self.kernels.get(name, 0) + 1
+    assert_close(got, want, out.dtype, f"kernel {spec.name} on the PTX engine ({self.arch}) vs the CPU device")
+    self.kernels.setdefault(spec.src, [spec.name, 0])[1] += 1
+    self.suites.setdefault(self.suite, set()).add(spec.src)

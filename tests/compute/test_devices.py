@@ -4,16 +4,17 @@ open is a failure that gives the reason."""
 import numpy as np
 import pytest
 from compute import Tensor, Device
-from drivers.hcq import available_vendors
+from drivers.hcq import available_vendors, parse_device
+from tests.compute.conftest import SUITE_DEVICES
 
-DEVICES = ["CPU", "MOCKKFD+AMD", "MOCKPCI+AMD", "MOCK+NV"]
+DEVICES = list(dict.fromkeys(["CPU", "MOCKKFD+AMD", "MOCKPCI+AMD", "MOCK+NV"] + SUITE_DEVICES))   # and DEV's device, if another
 
 
 @pytest.fixture(params=DEVICES)
 def dev(request):
   name = request.param
   if name != "CPU":
-    vendor = name.split("+")[-1]
+    vendor = parse_device(name).vendor
     assert vendor in available_vendors(), f"{name}: the {vendor} driver did not register (vendors: {available_vendors()})"
     try: Device[name]
     except Exception as e: pytest.fail(f"{name} is emulated and must open here, but: {type(e).__name__}: {e}")

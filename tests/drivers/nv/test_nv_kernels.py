@@ -78,6 +78,23 @@ def test_vector_add_on_hopper_and_ampere(chip_dev):
   np.testing.assert_array_equal(read(C, np.float32), a + b)
 
 
+def test_a_constant_buffer_besides_cb0_is_uploaded_64_byte_aligned_and_relocated(chip_dev):
+  """sinf keeps the address of CUDA's 2/pi table (in .nv.global.init) in constant buffer 4, whose section the file
+  aligns to 8 only: the QMD needs its address 64-byte aligned, and its 8 bytes are the table's device address."""
+  import io
+  from elftools.elf.elffile import ELFFile
+  src = r'''extern "C" __global__ void s(const float *x, float *y) { y[threadIdx.x] = sinf(x[threadIdx.x]); }'''
+  prg = build(chip_dev, src, "s")
+  assert all(a % 64 == 0 for a, _ in prg.constants.values()) and prg.constants[4][1] == 8
+  addr = prg.constants[4][0]
+  init = ELFFile(io.BytesIO(nvrtc.cubin(src, chip_dev.arch))).get_section_by_name(".nv.global.init")["sh_offset"]
+  assert int.from_bytes(prg.code.view.view[addr:addr + 8], "little") == prg.code.va + init
+  x = np.array([0.5, -3.0, 1e5, 3e7, 1e20, -7.5e37, 2e9, 12345.678] * 4, np.float32)
+  X, Y = upload(chip_dev, x), chip_dev.alloc(x.nbytes)
+  prg(X, Y, global_size=(1,), local_size=(32,), wait=True)
+  np.testing.assert_allclose(read(Y, np.float32), np.sin(x.astype(np.float64)), atol=1e-6)
+
+
 def test_reduction_in_shared_memory_with_syncthreads(nv):
   n = 256 * 7 - 5
   a = rng.integers(-100, 100, n).astype(np.float32)   # integers: every order of additions gives the same sum

@@ -140,3 +140,13 @@ def test_a_memory_object_that_raises_stops_the_launch_with_its_error():
   pr = prog("ld.global.u32 %r2, [%rd1];")
   with pytest.raises(KeyError, match=r"page table walk failed at 0x1000"):
     launch(pr, Broken(), 1, 1, pr.pack(0x1000))
+
+
+def test_module_level_const_variables_and_bad_initialisers_are_errors():
+  head = PTX.replace(".visible", ".const .align 4 .b32 tab[2] = {1, 2};\n.visible")
+  with pytest.raises(PtxError, match=r"kernel k, line 12: the module-level \.const variable tab is not supported .*mov.u64 %rd2, tab"):
+    Program(head.replace("BODY", "mov.u64 %rd2, tab;"))
+  with pytest.raises(PtxError, match=r"line 5: t has 3 initial values for 2 elements"):
+    Program(PTX.replace(".visible", ".global .b32 t[2] = {1, 2, 3};\n.visible").replace("BODY", ""))
+  with pytest.raises(PtxError, match=r"cannot parse the initial value '1.5' of t \(\.b32\)"):
+    Program(PTX.replace(".visible", ".global .b32 t[2] = {1.5, 2};\n.visible").replace("BODY", ""))
