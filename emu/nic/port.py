@@ -15,17 +15,18 @@ A `RoCEPort` owns the NIC's `WirePort` (emu/nic/wire.py) and does what the port'
   datagrams come in batches, and the MIDDLE packets of an RDMA WRITE a responder QP is in the middle of are written by
   C once a first one passed here (a flow armed for that QP), with every check above and the QP's made on each; the
   flows are disarmed when anything they rely on changes (the QP's state, P_Key, path MTU, path or R_Key, the MAC
-  filters, the GIDs) and after any packet this path handles for the QP.
+  filters, the GIDs) and after any packet this path handles for the QP. Single-packet WRITEs are taken the same way
+  once one passed here, C sending their ACKs (fastpath.py says when: never while taps or faults watch the wire).
 - `gids`: the GID table (index -> GID); `add_gid` publishes a GID on the wire, `delete_gid` withdraws it.
 All of it runs under the NIC model's lock, taken here for frames and timers (`call_later`) coming from the wire's thread.
 """
 from __future__ import annotations
-import threading
+import os, threading
 from collections import Counter
 from typing import Callable
 
 from emu.nic import fastpath, roce as R
-from emu.nic.rc import QP
+from emu.nic.rc import OK, QP, REMOTE_WRITE
 from emu.nic.wire import GIDTable, Timer, WirePort, format_gid
 
 
@@ -89,12 +90,14 @@ class RoCEPort:
     with self.lock:
       i = 0
       while i < n:
-        self._check_flows(rx)
-        j = rx.take(i, n) if rx.count else i
-        acked = self._sync_flows(rx)
-        if j > i and (acked or j == n):
-          i = j
-          continue
+        if rx.count:                                  # (nothing to check or to take while no flow is armed)
+          self._check_flows(rx)
+          j = rx.take(i, n) if rx.count else i
+          acked = self._sync_flows(rx)
+          if j > i and (acked or j == n):
+            i = j
+            continue
+        else: j = i
         frame, src = rx.datagram(j)
         if rx.truncated(j): self._rx_drop(f"a datagram longer than {fastpath.SLOT} bytes")
         elif (got := self._receive(frame, src)) is not None: self._flow_after(rx, *got, frame, src)
@@ -103,17 +106,31 @@ class RoCEPort:
   def _check_flows(self, rx: fastpath.Receiver) -> None:
     """Disarm the flows whose QP, its attributes or key, or this port's filters and GIDs no longer let C take them."""
     for slot, f in rx.armed():
-      qp = f.qp
-      if self.qps.get(qp.qpn) is not qp or qp.a.state not in ("RTR", "RTS") or qp.wctx is None or qp.a.pkey != f.c.pkey or \
-         qp.a.mtu != f.c.mtu or qp.a.path is not f.path or qp.host.lookup_key(qp, f.region.key) is not f.region or f.dst_mac not in self.accept_macs or \
-         f.dgid not in self.own:
+      qp, c = f.qp, f.c
+      if self.qps.get(qp.qpn) is not qp or qp.a.state not in ("RTR", "RTS") or (qp.wctx is None) == (c.kind == 0) or \
+         qp.a.pkey != c.pkey or qp.a.mtu != c.mtu or qp.a.path is not f.path or \
+         qp.host.lookup_key(qp, f.region.key) is not f.region or f.dst_mac not in self.accept_macs or f.dgid not in self.own or \
+         c.kind == 1 and not (self._only_ok(qp) and qp.epsn == c.epsn and qp.msn == c.msn):
         rx.disarm(qp)
+      elif c.kind == 1: c.recvs = len(qp.recvs)
+
+  def _only_ok(self, qp: QP) -> bool:
+    """Whether C may take qp's single-packet WRITEs and send their ACKs: the QP between messages with remote write
+    access, its ACKs going where the Python path sends them (no PHY loopback, a peer's GID) and through a wire nothing
+    watches (no taps, no planned faults, nothing held back)."""
+    w = self.wire
+    return qp.sctx is None and bool(qp.a.access & REMOTE_WRITE) and not qp.nak_pending and not self.loopback and \
+      qp.a.path.dgid not in self.own and not w.taps and not w.faults.plan and w._held is None
 
   def _sync_flows(self, rx: fastpath.Receiver) -> bool:
-    """Give the QPs what C did (PSN, the WRITE's progress) and send the ACKs it asked for: True if there were any."""
+    """Give the QPs what C did (PSN, the WRITE's progress; the single-packet WRITEs: MSN, the ACKs it sent, the
+    receive WRs their immediates consumed) and send the ACKs MIDDLE packets asked for: True if there were any."""
     acked = False
     for slot, f in rx.armed():
       c = f.c
+      if c.kind == 1:
+        self._sync_only(rx, f)
+        continue
       if not c.done: continue
       qp, (region, _, _) = f.qp, f.qp.wctx
       qp.epsn, qp.wctx, qp.nak_pending = c.epsn, (region, f.va + c.off, c.left), False
@@ -123,10 +140,25 @@ class RoCEPort:
         qp._ack(c.ack_psn)
     return acked
 
+  def _sync_only(self, rx: fastpath.Receiver, f: fastpath.Flow) -> None:
+    c, qp = f.c, f.qp
+    if c.acks or c.ack_err:
+      qp.stats.sent += c.acks
+      with self.wire._txlock: self.wire.sent += c.acks
+      if c.ack_err: self.wire._error(f"send: {os.strerror(c.ack_err)} (an ACK the C datapath sent is lost)")
+      c.acks = c.ack_err = 0
+    if not c.done: return
+    qp.epsn, qp.msn, qp.nak_pending = c.epsn, c.msn, False
+    imms, rx.taken, c.done = list(c.imm[0:c.done]) if c.op == R.WRITE_ONLY_IMM else (), rx.taken + c.done, 0
+    for imm in imms: qp.host.received(qp, qp.recvs.popleft(), OK, 0, imm, True)
+
   def _flow_after(self, rx: fastpath.Receiver, qp: QP, p: R.Packet, frame: memoryview, src: tuple[str, int]) -> None:
-    """After the Python path handled a packet for `qp`: its flow is re-armed from it if it was a WRITE MIDDLE packet that
-    executed (the next ones look the same), else disarmed."""
-    rx.disarm(qp)
+    """After the Python path handled a packet for `qp`: its flow is re-armed from it if it was a WRITE MIDDLE packet or
+    a single-packet WRITE that executed (the next ones look the same), else disarmed; responses (ACKs, READ responses)
+    leave its single-packet flow armed (they do not touch the responder)."""
+    response = p.opcode == R.ACKNOWLEDGE or R.READ_RESPONSE_FIRST <= p.opcode <= R.READ_RESPONSE_ONLY
+    if rx.count: rx.disarm(qp, 0 if response else None)
+    if p.opcode in (R.WRITE_ONLY, R.WRITE_ONLY_IMM): return self._arm_only(rx, qp, p, frame, src)
     if p.opcode != R.WRITE_MIDDLE or qp.wctx is None or qp.a.state not in ("RTR", "RTS") or qp.nak_pending: return
     region, va, left = qp.wctx
     if left <= qp.a.mtu or region.generation is None or qp.epsn != R.psn_add(p.psn, 1) or \
@@ -134,6 +166,21 @@ class RoCEPort:
     head_len = len(frame) - R.BTH_LEN - len(p.payload) - R.ICRC_LEN
     endpoint, until = self.wire.table.resolved(p.sgid)
     if endpoint == src: rx.arm(qp, p, frame, head_len, R.lower_crc(frame, head_len), src, until)
+
+  def _arm_only(self, rx: fastpath.Receiver, qp: QP, p: R.Packet, frame: memoryview, src: tuple[str, int]) -> None:
+    """Arm C for qp's next single-packet WRITEs after the Python path executed `p`, one of them."""
+    if qp.a.state not in ("RTR", "RTS") or qp.wctx is not None or qp.epsn != R.psn_add(p.psn, 1) or not p.dma_len or \
+       not self._only_ok(qp) or (region := qp.host.lookup_key(qp, p.rkey)) is None or region.generation is None or \
+       not region.allows(p.va, p.dma_len, REMOTE_WRITE):
+      return
+    watch = qp.receive_watch() if p.opcode == R.WRITE_ONLY_IMM else None
+    if qp.a.state not in ("RTR", "RTS"): return                  # (reading the receive WRs failed)
+    endpoint, until = self.wire.table.resolved(p.sgid)
+    ack_to, ack_until = self.wire.table.resolved(qp.a.path.dgid)
+    if endpoint != src or ack_to is None: return
+    head_len = R.ETH_HLEN + (R.IPV4_HLEN if frame[12:14] == b"\x08\x00" else R.IPV6_HLEN) + R.UDP_HLEN
+    rx.arm_only(qp, p, frame, head_len, R.lower_crc(frame, head_len), src, min(until, ack_until), region,
+                R.ack_template(qp.a.path, qp.a.dest_qpn, qp.a.pkey), ack_to, self.wire.sock.fileno(), watch)
 
   def _rx_drop(self, why: str, p: R.Packet | None = None) -> None:
     self.rx_dropped[why] += 1

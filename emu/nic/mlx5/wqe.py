@@ -139,7 +139,8 @@ def local_region(qps: QPs, qp: QP, va: int, n: int, lkey: int, need: int) -> str
 def sync_rq(qps: QPs, qp: QP) -> None:
   """Take the receive WQEs the driver posted (doorbell record word 0) into the transport."""
   if qp.rc.state == "RESET": return
-  prod = be32(qps.nic.dma.read(qp.dbr, 4), 0) & 0xFFFF
+  qp.rq_record = qps.nic.dma.read(qp.dbr, 4)
+  prod = be32(qp.rq_record, 0) & 0xFFFF
   pending = (prod - qp.rq_cons) & 0xFFFF
   if pending > 1 << qp.log_rq:
     return rc.QP.error(qp.rc, f"receive doorbell record {prod} is {pending} WQEs past the consumer {qp.rq_cons}", rc.LOC_QP_OP_ERR, False)
