@@ -156,7 +156,7 @@ class QP:
     self.dev.dbr.view[self.dbr + 4:self.dbr + 8] = (self.sq_pi & 0xFFFF).to_bytes(4, "big")
     # one WQE that fits the register goes whole (BlueFlame: the doorbell, then the rest of the WQE), else the doorbell
     words = len(last) // 8 if len(wrs) == 1 and len(last) <= BF_SIZE and self.dev._cap("bf") else 1
-    for i in range(words): self.dev.uar_bar.write64(BF[self.bf] + 8 * i, int.from_bytes(last[8 * i:8 * i + 8], "little"))
+    self.dev.uar_bar.write64s(BF[self.bf], [int.from_bytes(last[8 * i:8 * i + 8], "little") for i in range(words)])
     self.bf ^= 1
 
   def post_recv(self, wrs: list[tuple[int, RecvWR]]) -> None:
