@@ -21,7 +21,7 @@ that ends without TEARDOWN_HCA / DISABLE_HCA leaves the HCA enabled: the next on
 `reset()`) before ENABLE_HCA. What a driver created lived in its DMA memory and dies with its process.
 """
 from __future__ import annotations
-import threading
+import struct, threading
 from ctypes import Structure, c_uint8, c_uint32
 
 from emu.nic.mlx5 import ModelError
@@ -105,7 +105,7 @@ class BAR0:
       if not within:
         self.write(offset, 8, values[0])
         start, within = 1, 8
-      if values[start:]: self.nic.blueflame.store(page, reg, within, b"".join(v.to_bytes(8, "little") for v in values[start:]))
+      if values[start:]: self.nic.blueflame.store(page, reg, within, struct.pack(f"<{len(values) - start}Q", *values[start:]))
 
   def _init_segment(self, offset: int, size: int, value: int) -> None:
     nic = self.nic
