@@ -59,6 +59,7 @@ def be32(b: bytes, off: int) -> int: return int.from_bytes(b[off:off + 4], "big"
 
 def wqe_at(qp: QP, index: int, nbb: int) -> bytes:
   size = 1 << qp.log_sq
+  if nbb == 1: return qp.buf.read(qp.sq_off + (index % size) * WQEBB, WQEBB)
   return b"".join(qp.buf.read(qp.sq_off + ((index + i) % size) * WQEBB, WQEBB) for i in range(nbb))
 
 
