@@ -185,7 +185,7 @@ typedef struct {
   struct sockaddr_in ack_to;
   int fd;
   uint32_t acks;               /* ACKs sent since Python last looked */
-  int ack_err;                 /* errno of an ACK that could not be sent (lost, as a dropped datagram) */
+  int ack_err;                 /* errno of an ACK that could not be sent (lost, as a datagram the wire drops) */
   const uint8_t *watch;        /* WRITE with immediate: host memory that must still hold ... */
   uint32_t watch_len;
   uint8_t watch_seen[8];       /* ... these bytes (a receive doorbell record the receive WRs were read at) */
@@ -220,7 +220,8 @@ static void send_ack(flow_t *f, uint32_t psn) {
   uint8_t *t = a + f->ack_len;
   t[0] = crc; t[1] = crc >> 8; t[2] = crc >> 16; t[3] = crc >> 24;
   ssize_t r;
-  do r = sendto(f->fd, a, f->ack_len + ICRC_LEN, MSG_DONTWAIT, (const struct sockaddr *)&f->ack_to, sizeof f->ack_to);
+  do r = sendto(f->fd, a, f->ack_len + ICRC_LEN, 0, (const struct sockaddr *)&f->ack_to, sizeof f->ack_to);   /* (blocking, as
+     the Python path's sends) */
   while (r < 0 && errno == EINTR);
   if (r < 0) f->ack_err = errno;
   else f->acks++;

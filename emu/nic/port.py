@@ -109,7 +109,8 @@ class RoCEPort:
       qp, c = f.qp, f.c
       if self.qps.get(qp.qpn) is not qp or qp.a.state not in ("RTR", "RTS") or (qp.wctx is None) == (c.kind == 0) or \
          qp.a.pkey != c.pkey or qp.a.mtu != c.mtu or qp.a.path is not f.path or \
-         qp.host.lookup_key(qp, f.region.key) is not f.region or f.dst_mac not in self.accept_macs or f.dgid not in self.own or \
+         qp.host.lookup_key(qp, c.rkey if c.kind else f.region.key) is not f.region or f.dst_mac not in self.accept_macs or \
+         f.dgid not in self.own or \
          c.kind == 1 and not (self._only_ok(qp) and qp.epsn == c.epsn and qp.msn == c.msn):
         rx.disarm(qp)
       elif c.kind == 1: c.recvs = len(qp.recvs)
