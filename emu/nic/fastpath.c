@@ -130,6 +130,7 @@ typedef struct {
   uint32_t len[BATCH];
   struct sockaddr_in addr[BATCH];
   uint32_t flags[BATCH];
+  uint8_t by[BATCH];           /* the flow that took each datagram rx_take took, so that Python follows their order */
 } batch_t;
 
 int rx_batch(int fd, batch_t *b) {
@@ -179,7 +180,7 @@ typedef struct {
   uint64_t region_va, region_len;  /* the region it names, which grants REMOTE_WRITE; the pieces cover all of it */
   uint32_t recvs;              /* receive WRs a WRITE with immediate may consume */
   uint32_t msn;
-  uint32_t imm[BATCH];         /* the immediate data of the packets taken, in order */
+  uint32_t got[BATCH];         /* per packet taken, in order: its immediate data (kind 1), its PSN (kind 2) */
   uint8_t ack_frame[MAX_HEAD + BTH_LEN + 4];   /* an ACK as Python builds it (lower headers, BTH, AETH), no ICRC */
   uint32_t ack_head_len, ack_len, ack_lower_crc;
   struct sockaddr_in ack_to;
@@ -189,6 +190,8 @@ typedef struct {
   const uint8_t *watch;        /* WRITE with immediate: host memory that must still hold ... */
   uint32_t watch_len;
   uint8_t watch_seen[8];       /* ... these bytes (a receive doorbell record the receive WRs were read at) */
+  /* kind 2: the ACKs a requester QP gets (op ACKNOWLEDGE, bth1, and this AETH syndrome: ACK, no credit count) */
+  uint32_t syndrome;
 } flow_t;
 
 uint64_t flow_size(void) { return sizeof(flow_t); }
@@ -244,7 +247,7 @@ static int take_only(flow_t *f, const uint8_t *d) {
   if (crc != ((uint32_t)tail[0] | (uint32_t)tail[1] << 8 | (uint32_t)tail[2] << 16 | (uint32_t)tail[3] << 24)) return 0;
   if (!place(f, va - f->region_va, reth + 16 + (imm ? 4 : 0), f->dma_len)) return 0;
   if (imm) {
-    f->imm[f->done] = be32(reth + 16);
+    f->got[f->done] = be32(reth + 16);
     f->recvs--;
   }
   f->epsn = (f->epsn + 1) & 0xFFFFFF;
@@ -254,11 +257,25 @@ static int take_only(flow_t *f, const uint8_t *d) {
   return 1;
 }
 
+/* kind 2: an ACK like the one Python handled (the same headers, BTH flags, P_Key, QPN and AETH syndrome): its PSN goes
+   to Python, which acknowledges what it covers (stale or bogus PSNs included: rc.py decides) */
+static int take_ack(flow_t *f, const uint8_t *d) {
+  const uint8_t *bth = d + f->head_len, *aeth = bth + BTH_LEN;
+  if (bth[0] != f->op || bth[1] != f->bth1 || ((uint32_t)bth[2] << 8 | bth[3]) != f->pkey) return 0;
+  if ((be32(bth + 4) & 0xFFFFFF) != f->qpn || aeth[0] != f->syndrome || f->done >= BATCH) return 0;
+  const uint8_t *tail = aeth + 4;
+  uint32_t crc = crc32_update(bth_crc(f->lower_crc, bth), aeth, 4);
+  if (crc != ((uint32_t)tail[0] | (uint32_t)tail[1] << 8 | (uint32_t)tail[2] << 16 | (uint32_t)tail[3] << 24)) return 0;
+  f->got[f->done++] = be32(bth + 8) & 0xFFFFFF;
+  return 1;
+}
+
 static int take(flow_t *f, const uint8_t *d, uint32_t len, const struct sockaddr_in *src, int64_t now) {
   if (!f->armed || len != f->frame_len || (!f->kind && f->left <= f->mtu) || *f->generation != f->gen || now >= f->until_ns) return 0;
   if (src->sin_addr.s_addr != f->src_ip || src->sin_port != f->src_port) return 0;
   if (memcmp(d, f->head, f->head_len)) return 0;
   if (f->kind == 1) return take_only(f, d);
+  if (f->kind == 2) return take_ack(f, d);
   const uint8_t *bth = d + f->head_len;
   if (bth[0] != OP_WRITE_MIDDLE || (bth[1] & 0x3F) || ((uint32_t)bth[2] << 8 | bth[3]) != f->pkey) return 0;
   if ((be32(bth + 4) & 0xFFFFFF) != f->qpn || (be32(bth + 8) & 0xFFFFFF) != f->epsn) return 0;
@@ -279,7 +296,7 @@ static int take(flow_t *f, const uint8_t *d, uint32_t len, const struct sockaddr
 
 /* Datagrams [i, n) of the batch in order: -> the index of the first not taken, or one past a taken one that asked for
    an ACK (Python sends it, then calls again) */
-int rx_take(const batch_t *b, int i, int n, flow_t *flows, int nflows) {
+int rx_take(batch_t *b, int i, int n, flow_t *flows, int nflows) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   int64_t now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
@@ -289,6 +306,7 @@ int rx_take(const batch_t *b, int i, int n, flow_t *flows, int nflows) {
     int k = 0;
     while (k < nflows && !take(&flows[k], d, b->len[i], &b->addr[i], now)) k++;
     if (k == nflows) return i;
+    b->by[i] = k;
     if (flows[k].ack) return i + 1;
   }
   return n;

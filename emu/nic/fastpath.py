@@ -1,6 +1,6 @@
 """The NIC models' bulk datapath in C (fastpath.c, built once with the host C compiler and cached: emu/cc.py):
 the full-MTU MIDDLE packets of long messages, which are nearly all the packets of a large transfer, and the single-packet
-RDMA WRITEs of a latency-bound stream (received, written and ACKed in C). The Python transport
+RDMA WRITEs of a latency-bound stream (received, written and ACKed in C) and the ACKs they get. The Python transport
 (rc.py, port.py, roce.py) stays the reference and handles every other packet; without a C compiler it handles all.
 
 - Transmit (`send_run`, used by WirePort.send_many): a roce.FrameRun, n consecutive MIDDLE packets of one message, is
@@ -27,7 +27,12 @@ RDMA WRITEs of a latency-bound stream (received, written and ACKed in C). The Py
   the QP leaves RTR/RTS, starts a message, loses remote write access, its PSN/MSN, P_Key, MTU, path or key change, or
   the port's filters, GIDs or PHY loopback change, or taps or planned faults appear on the wire (which must see every
   datagram), and on any request packet the Python path handles for the QP.
-  SEND and READ responses, ACKs at the requester, and WRITEs into regions over MAX_MAP bytes stay on the Python path.
+- ACKs (`Receiver.arm_ack`): after the Python path handled a plain ACK (syndrome ACK, no credit count) at a requester
+  QP in RTS, a flow of kind 2 takes that QP's next ones with the same header bytes, source, BTH flags, P_Key, QPN and
+  syndrome and a correct ICRC, and the port hands their PSNs to the transport (rc.QP._acked, which ignores a stale one),
+  so that the WRs they cover complete as before; a NAK, an RNR NAK or any other ACK goes to the Python path. The
+  port follows the packets C took in their order (`batch.by`), whichever flows took them.
+  SEND and READ responses, and WRITEs into regions over MAX_MAP bytes stay on the Python path.
   HCQ_NIC_FASTPATH=0 turns the C datapath off (the Python path then does everything, as without a C compiler).
 """
 from __future__ import annotations
@@ -45,14 +50,14 @@ MAX_MAP = 256 << 20                      # the largest region a HostMap covers
 ENV = "HCQ_NIC_FASTPATH"                 # "0": no C datapath (to compare with the Python path)
 CDEF = """
 typedef struct { uint8_t head[64]; uint32_t head_len, lower_crc; uint8_t bth[12]; uint32_t mtu; } tx_t;
-typedef struct { uint8_t *buf; uint32_t len[32]; uint8_t addr[32][16]; uint32_t flags[32]; } batch_t;
+typedef struct { uint8_t *buf; uint32_t len[32]; uint8_t addr[32][16]; uint32_t flags[32]; uint8_t by[32]; } batch_t;
 typedef struct {
   uint8_t head[64]; uint32_t head_len, lower_crc, frame_len; uint32_t src_ip, src_port; int64_t until_ns;
   uint32_t qpn, pkey, mtu; uint32_t epsn; uint64_t left; uint64_t off; const uint64_t *piece, *piece_len; int npieces;
   const uint64_t *generation; uint64_t gen; int armed; uint32_t done; int ack; uint32_t ack_psn;
   int kind; uint32_t op, bth1; uint32_t rkey, dma_len; uint64_t region_va, region_len; uint32_t recvs; uint32_t msn;
-  uint32_t imm[32]; uint8_t ack_frame[80]; uint32_t ack_head_len, ack_len, ack_lower_crc; uint8_t ack_to[16]; int fd;
-  uint32_t acks; int ack_err; const uint8_t *watch; uint32_t watch_len; uint8_t watch_seen[8];
+  uint32_t got[32]; uint8_t ack_frame[80]; uint32_t ack_head_len, ack_len, ack_lower_crc; uint8_t ack_to[16]; int fd;
+  uint32_t acks; int ack_err; const uint8_t *watch; uint32_t watch_len; uint8_t watch_seen[8]; uint32_t syndrome;
 } flow_t;
 void crc_init(void);
 void crc_use(void *zlib_crc32);
@@ -61,7 +66,7 @@ uint32_t crc32_update(uint32_t crc, const uint8_t *p, uint64_t n);
 int tx_run(int fd, const void *dst, const tx_t *t, uint32_t psn0, int n, int k0, int ack_every, const uint64_t *piece,
            const uint64_t *piece_len, int npieces);
 int rx_batch(int fd, batch_t *b);
-int rx_take(const batch_t *b, int i, int n, flow_t *flows, int nflows);
+int rx_take(batch_t *b, int i, int n, flow_t *flows, int nflows);
 uint64_t flow_size(void);
 """
 ffi = FFI()
@@ -168,7 +173,8 @@ def send_run(fd: int, endpoint: tuple[str, int], head: bytes, lower_crc: int, bt
 
 
 class Flow:
-  """A responder QP's RDMA WRITE handed to C: the QP, what the port checked for it, the memory, and the C state (`c`)."""
+  """A QP's packets handed to C (a WRITE's MIDDLE packets, its single-packet WRITEs, the ACKs it gets as requester): the
+  QP, what the port checked for it, the memory, and the C state (`c`)."""
   def __init__(self, c, qp, p, region, va: int, keep: tuple):
     self.c, self.qp, self.path, self.dst_mac, self.dgid = c, qp, qp.a.path, p.dst_mac, p.dgid
     self.region, self.va, self.keep = region, va, keep
@@ -198,6 +204,7 @@ class Receiver:
   def truncated(self, i: int) -> bool: return bool(self.batch.flags[i] & socket.MSG_TRUNC)
 
   def take(self, i: int, n: int) -> int:
+    """Let C take datagrams i, i + 1, ... (`batch.by` says which flow took each): -> the first it did not take."""
     return self.lib.rx_take(self.batch, i, n, self.cflows, FLOWS)
 
   def arm(self, qp, p, frame: memoryview, head_len: int, lower_crc: int, src: tuple[str, int], until: float) -> None:
@@ -232,16 +239,27 @@ class Receiver:
     else: c.watch_len = 0
     self.flows[slot] = Flow(c, qp, p, region, region.va, keep)
 
+  def arm_ack(self, qp, p, frame: memoryview, head_len: int, lower_crc: int, src: tuple[str, int], until: float) -> None:
+    """Hand the ACKs requester qp gets to C: they look like `frame` (packet `p`, an ACK the Python path has just
+    handled: the same headers, BTH flags and AETH syndrome), from `src` until `until`; the port acknowledges their PSNs."""
+    if (got := self._flow(qp, None, 0, 0, frame, head_len, lower_crc, src, until)) is None: return
+    slot, c, keep = got
+    c.kind, c.op, c.bth1, c.syndrome = 2, p.opcode, frame[head_len + 1], p.syndrome
+    self.flows[slot] = Flow(c, qp, p, None, 0, keep)
+
   def _flow(self, qp, region, off: int, n: int, frame: memoryview, head_len: int, lower_crc: int, src: tuple[str, int],
             until: float):
-    """A free slot's C flow with what both kinds share filled in, writing to [off, off + n) of `region`: (slot, the C
-    flow, what keeps its memory), or None (every slot busy, or a region C cannot write: the Python path does it)."""
+    """A free slot's C flow with what every kind shares filled in, writing to [off, off + n) of `region` (None: no
+    memory): (slot, the C flow, what keeps its memory), or None (every slot busy, or a region C cannot write: the Python
+    path does it)."""
     slot = next((i for i, f in enumerate(self.flows) if f is None), None)
     if slot is None: return None
-    try: m = host_map(region)
-    except DMAFault: return None                         # (the Python path faults where it must)
-    if m is None: return None                            # too large a region to map: the Python path writes it
-    addrs, lens = m.spans(off, n)
+    if region is None: addrs, lens, m, generation = np.zeros(0, np.uint64), np.zeros(0, np.uint64), None, np.zeros(1, np.uint64)
+    else:
+      try: m = host_map(region)
+      except DMAFault: return None                       # (the Python path faults where it must)
+      if m is None: return None                          # too large a region to map: the Python path writes it
+      (addrs, lens), generation = m.spans(off, n), region.generation
     c = self.cflows[slot]
     c.head[0:head_len] = bytes(frame[:head_len])
     c.head_len, c.lower_crc, c.frame_len = head_len, lower_crc, len(frame)
@@ -251,17 +269,17 @@ class Receiver:
     c.qpn, c.pkey, c.mtu, c.epsn = qp.qpn, qp.a.pkey, qp.a.mtu, qp.epsn
     c.off, c.npieces = 0, len(addrs)
     c.piece, c.piece_len = ffi.cast("uint64_t *", addrs.ctypes.data), ffi.cast("uint64_t *", lens.ctypes.data)
-    c.generation, c.gen = ffi.cast("uint64_t *", region.generation.ctypes.data), int(region.generation[0])
+    c.generation, c.gen = ffi.cast("uint64_t *", generation.ctypes.data), int(generation[0])
     c.done, c.ack, c.armed = 0, 0, 1
     self.count += 1
-    return slot, c, (addrs, lens, m, region.generation)
+    return slot, c, (addrs, lens, m, generation)
 
-  def disarm(self, qp, kind: int | None = None) -> None:
-    """Disarm qp's flows (of that kind only, if given)."""
+  def disarm(self, qp, keep: int | None = None) -> None:
+    """Disarm qp's flows (but one of kind `keep`)."""
     for i, f in enumerate(self.flows):
-      if f is not None and f.qp is qp and kind in (None, f.c.kind): self._free(i)
+      if f is not None and f.qp is qp and f.c.kind != keep: self.free(i)
 
-  def _free(self, i: int) -> None:
+  def free(self, i: int) -> None:
     self.cflows[i].armed = 0
     self.flows[i] = None
     self.count -= 1

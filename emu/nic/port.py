@@ -93,7 +93,7 @@ class RoCEPort:
         if rx.count:                                  # (nothing to check or to take while no flow is armed)
           self._check_flows(rx)
           j = rx.take(i, n) if rx.count else i
-          acked = self._sync_flows(rx)
+          acked = self._sync_flows(rx, i, j)
           if j > i and (acked or j == n):
             i = j
             continue
@@ -107,12 +107,14 @@ class RoCEPort:
     """Disarm the flows whose QP, its attributes or key, or this port's filters and GIDs no longer let C take them."""
     for slot, f in rx.armed():
       qp, c = f.qp, f.c
-      if self.qps.get(qp.qpn) is not qp or qp.a.state not in ("RTR", "RTS") or (qp.wctx is None) == (c.kind == 0) or \
-         qp.a.pkey != c.pkey or qp.a.mtu != c.mtu or qp.a.path is not f.path or \
-         qp.host.lookup_key(qp, c.rkey if c.kind else f.region.key) is not f.region or f.dst_mac not in self.accept_macs or \
-         f.dgid not in self.own or \
-         c.kind == 1 and not (self._only_ok(qp) and qp.epsn == c.epsn and qp.msn == c.msn):
-        rx.disarm(qp)
+      ok = self.qps.get(qp.qpn) is qp and qp.a.pkey == c.pkey and qp.a.path is f.path and f.dst_mac in self.accept_macs and \
+           f.dgid in self.own
+      if ok and c.kind == 2: ok = qp.a.state == "RTS"               # (responses reach the requester in RTS only)
+      elif ok:
+        ok = qp.a.state in ("RTR", "RTS") and (qp.wctx is None) == (c.kind == 1) and qp.a.mtu == c.mtu and \
+             qp.host.lookup_key(qp, c.rkey if c.kind else f.region.key) is f.region and \
+             (c.kind == 0 or self._only_ok(qp) and qp.epsn == c.epsn and qp.msn == c.msn)
+      if not ok: rx.free(slot)
       elif c.kind == 1: c.recvs = len(qp.recvs)
 
   def _only_ok(self, qp: QP) -> bool:
@@ -123,50 +125,67 @@ class RoCEPort:
     return qp.sctx is None and bool(qp.a.access & REMOTE_WRITE) and not qp.nak_pending and not self.loopback and \
       qp.a.path.dgid not in self.own and not w.taps and not w.faults.plan and w._held is None
 
-  def _sync_flows(self, rx: fastpath.Receiver) -> bool:
-    """Give the QPs what C did (PSN, the WRITE's progress; the single-packet WRITEs: MSN, the ACKs it sent, the
-    receive WRs their immediates consumed) and send the ACKs MIDDLE packets asked for: True if there were any."""
+  def _sync_flows(self, rx: fastpath.Receiver, i: int, j: int) -> bool:
+    """Give the QPs what C did with datagrams [i, j) (PSN, the WRITE's progress; single-packet WRITEs: MSN, the ACKs it
+    sent, the receive WRs their immediates consumed; ACKs: the PSNs they acknowledge, in the order the packets came) and
+    send the ACKs MIDDLE packets asked for: True if there were any."""
     acked = False
     for slot, f in rx.armed():
       c = f.c
-      if c.kind == 1:
-        self._sync_only(rx, f)
-        continue
-      if not c.done: continue
+      if c.kind == 1: self._sync_only(f)
+      if c.kind or not c.done: continue
       qp, (region, _, _) = f.qp, f.qp.wctx
       qp.epsn, qp.wctx, qp.nak_pending = c.epsn, (region, f.va + c.off, c.left), False
       rx.taken, c.done = rx.taken + c.done, 0
       if c.ack:
         c.ack, acked = 0, True
         qp._ack(c.ack_psn)
+    seen = [0] * fastpath.FLOWS
+    for x in range(i, j):                                # the single-packet WRITEs' receive WRs and the ACKs, in order
+      k = rx.batch.by[x]
+      f = rx.flows[k]
+      if f is None or f.c.kind == 0: continue
+      c, qp, at = f.c, f.qp, seen[k]
+      seen[k] += 1
+      if c.kind == 1 and c.op == R.WRITE_ONLY_IMM: qp.host.received(qp, qp.recvs.popleft(), OK, 0, c.got[at], True)
+      elif c.kind == 2 and qp.a.state == "RTS":
+        qp._acked(c.got[at])
+        qp._pump()
+    for slot, f in rx.armed():
+      if f.c.kind: rx.taken, f.c.done = rx.taken + f.c.done, 0
     return acked
 
-  def _sync_only(self, rx: fastpath.Receiver, f: fastpath.Flow) -> None:
+  def _sync_only(self, f: fastpath.Flow) -> None:
     c, qp = f.c, f.qp
     if c.acks or c.ack_err:
       qp.stats.sent += c.acks
       with self.wire._txlock: self.wire.sent += c.acks
       if c.ack_err: self.wire._error(f"send: {os.strerror(c.ack_err)} (an ACK the C datapath sent is lost)")
       c.acks = c.ack_err = 0
-    if not c.done: return
-    qp.epsn, qp.msn, qp.nak_pending = c.epsn, c.msn, False
-    imms, rx.taken, c.done = list(c.imm[0:c.done]) if c.op == R.WRITE_ONLY_IMM else (), rx.taken + c.done, 0
-    for imm in imms: qp.host.received(qp, qp.recvs.popleft(), OK, 0, imm, True)
+    if c.done: qp.epsn, qp.msn, qp.nak_pending = c.epsn, c.msn, False
 
   def _flow_after(self, rx: fastpath.Receiver, qp: QP, p: R.Packet, frame: memoryview, src: tuple[str, int]) -> None:
-    """After the Python path handled a packet for `qp`: its flow is re-armed from it if it was a WRITE MIDDLE packet or
-    a single-packet WRITE that executed (the next ones look the same), else disarmed; responses (ACKs, READ responses)
-    leave its single-packet flow armed (they do not touch the responder)."""
+    """After the Python path handled a packet for `qp`: its flow is re-armed from it if it was a WRITE MIDDLE packet, a
+    single-packet WRITE that executed or an ACK (the next ones look the same), else disarmed; a response (ACK, READ
+    response) leaves the responder's single-packet flow armed, a request the requester's ACK flow."""
     response = p.opcode == R.ACKNOWLEDGE or R.READ_RESPONSE_FIRST <= p.opcode <= R.READ_RESPONSE_ONLY
-    if rx.count: rx.disarm(qp, 0 if response else None)
+    if rx.count: rx.disarm(qp, keep=1 if response else 2)
+    if p.opcode == R.ACKNOWLEDGE: return self._arm_ack(rx, qp, p, frame, src)
     if p.opcode in (R.WRITE_ONLY, R.WRITE_ONLY_IMM): return self._arm_only(rx, qp, p, frame, src)
     if p.opcode != R.WRITE_MIDDLE or qp.wctx is None or qp.a.state not in ("RTR", "RTS") or qp.nak_pending: return
     region, va, left = qp.wctx
     if left <= qp.a.mtu or region.generation is None or qp.epsn != R.psn_add(p.psn, 1) or \
        qp.host.lookup_key(qp, region.key) is not region: return
-    head_len = len(frame) - R.BTH_LEN - len(p.payload) - R.ICRC_LEN
+    head_len = R.lower_len(frame)
     endpoint, until = self.wire.table.resolved(p.sgid)
     if endpoint == src: rx.arm(qp, p, frame, head_len, R.lower_crc(frame, head_len), src, until)
+
+  def _arm_ack(self, rx: fastpath.Receiver, qp: QP, p: R.Packet, frame: memoryview, src: tuple[str, int]) -> None:
+    """Arm C for the ACKs requester qp gets after the Python path handled `p`, one of them (a plain ACK)."""
+    if qp.a.state != "RTS" or p.syndrome != R.AETH_ACK | R.AETH_CREDITS_INVALID: return
+    endpoint, until = self.wire.table.resolved(p.sgid)
+    if endpoint != src: return
+    rx.arm_ack(qp, p, frame, (n := R.lower_len(frame)), R.lower_crc(frame, n), src, until)
 
   def _arm_only(self, rx: fastpath.Receiver, qp: QP, p: R.Packet, frame: memoryview, src: tuple[str, int]) -> None:
     """Arm C for qp's next single-packet WRITEs after the Python path executed `p`, one of them."""
@@ -179,7 +198,7 @@ class RoCEPort:
     endpoint, until = self.wire.table.resolved(p.sgid)
     ack_to, ack_until = self.wire.table.resolved(qp.a.path.dgid)
     if endpoint != src or ack_to is None: return
-    head_len = R.ETH_HLEN + (R.IPV4_HLEN if frame[12:14] == b"\x08\x00" else R.IPV6_HLEN) + R.UDP_HLEN
+    head_len = R.lower_len(frame)
     rx.arm_only(qp, p, frame, head_len, R.lower_crc(frame, head_len), src, min(until, ack_until), region,
                 R.ack_template(qp.a.path, qp.a.dest_qpn, qp.a.pkey), ack_to, self.wire.sock.fileno(), watch)
 

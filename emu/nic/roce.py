@@ -286,6 +286,11 @@ def _check_lower(f: memoryview, n: int) -> tuple:
   return n, u + UDP_HLEN, _lower_crc(bytes(f[ETH_HLEN:u + UDP_HLEN]), ipv4), sgid, dgid, sport
 
 
+def lower_len(frame: bytes | bytearray | memoryview) -> int:
+  """The length of the Ethernet, IP and UDP headers of a frame `decode` accepted."""
+  return ETH_HLEN + (IPV4_HLEN if frame[12:14] == b"\x08\x00" else IPV6_HLEN) + UDP_HLEN
+
+
 def lower_crc(frame: memoryview, head_len: int) -> int:
   """The ICRC part of the Ethernet, IP and UDP headers (the first `head_len` bytes) of a frame `decode` accepted."""
   hit = _CHECKED.get(bytes(frame[:head_len]))             # (the cache may have been emptied since)

@@ -169,10 +169,9 @@ def test_without_the_c_datapath_the_python_path_does_everything(monkeypatch):
     b.close()
 
 
-class Requester:
-  """A requester made by hand: a plain socket that owns GID 10.0.0.9 on the wire, sending single-packet WRITEs to b's
-  QP 20 (connected back to its QP 9) and reading what b answers."""
-  def __init__(self, b, receives: int = 8):
+class HandMade:
+  """The other end of b's QP 20 made by hand: a plain socket that owns GID 10.0.0.9 on the wire, as QP 9."""
+  def __init__(self, b):
     self.b, self.sock = b, socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     self.sock.bind(("127.0.0.1", 0))
     self.sock.settimeout(10)
@@ -181,10 +180,21 @@ class Requester:
     b.wire.table.publish(self.gid, self.endpoint, token)
     self.qb = b.qp(20)
     b.connect(self.qb, SimpleNamespace(mac=self.mac, gid=self.gid), 9, mtu=MTU)
+    self.path = R.Path(self.mac, b.mac, self.gid, b.gid)
+
+  def close(self) -> None:
+    self.b.wire.table.withdraw(self.gid, self.endpoint)
+    os.close(self.fd)
+    self.sock.close()
+
+
+class Requester(HandMade):
+  """A requester made by hand, sending single-packet WRITEs to b's QP 20 and reading what b answers."""
+  def __init__(self, b, receives: int = 8):
+    super().__init__(b)
     self.dk, self.dmem = b.region(4 * MTU)
     self.ro, _ = b.region(MTU, access=rc.LOCAL_WRITE | rc.REMOTE_READ, va=0x90000)
     for i in range(receives): b.post_recv(self.qb, rc.RecvWR(rc.Buffer(), ctx=i))
-    self.path = R.Path(self.mac, b.mac, self.gid, b.gid)
     self.answers: list[bytes] = []
 
   def write(self, psn: int, n: int = 8, va: int = 0x10000, rkey: int | None = None, imm: bool = True, byte: int = 1,
@@ -202,11 +212,6 @@ class Requester:
   def outcome(self) -> tuple:
     with self.b.lock:
       return (self.answers, self.b.recvs, self.b.fatals, self.qb.state, self.qb.epsn, self.qb.msn, bytes(self.b.regions[self.dk][1]))
-
-  def close(self) -> None:
-    self.b.wire.table.withdraw(self.gid, self.endpoint)
-    os.close(self.fd)
-    self.sock.close()
 
 
 # after three good WRITEs with immediate (PSN 0-2; C takes the second and third): the packet, then what follows it
@@ -285,3 +290,59 @@ def test_a_small_write_flow_is_disarmed_when_what_it_relies_on_changes(change):
   finally:
     r.close()
     b.close()
+
+
+class Responder(HandMade):
+  """A responder made by hand, answering the WRITEs b's QP 20 sends with ACKs made by hand."""
+  def __init__(self, b):
+    super().__init__(b)
+    self.sk, _ = b.region(64)
+    self.msn = 0
+
+  def post(self, n: int = 1) -> list[int]:
+    """b posts n WRITEs; -> their PSNs, as they arrive here."""
+    for _ in range(n): self.b.post_send(self.qb, rc.SendWR(rc.WRITE, self.b.buffer(self.sk, 0, 8), 0x10000, 0x77, ctx=len(self.b.sends)))
+    return [R.decode(self.sock.recv(65536)).psn for _ in range(n)]
+
+  def ack(self, psn: int, syndrome: int = R.AETH_ACK | R.AETH_CREDITS_INVALID, corrupt: bool = False, completes: int = 1) -> None:
+    """Answer with an ACK (or NAK) for `psn`, then wait until b has `completes` more completions."""
+    self.msn += 1
+    frame = bytearray(b"".join(bytes(x) for x in R.encode(self.path, R.Packet(R.ACKNOWLEDGE, psn, 20, pkey=0xFFFF, syndrome=syndrome, msn=self.msn))))
+    if corrupt: frame[-1] ^= 1
+    done, dropped = len(self.b.sends), sum(self.b.port.rx_dropped.values())
+    self.sock.sendto(bytes(frame), self.b.wire.endpoint)
+    if corrupt: wait(lambda: sum(self.b.port.rx_dropped.values()) > dropped, "the ACK to be dropped")
+    else: wait(lambda: len(self.b.sends) >= done + completes, "the completions")
+
+
+ACK_CASES = {                            # after three WRITEs ACKed one by one (C takes the second and third ACK)
+  "coalesced": lambda r: r.ack(r.post(2)[1], completes=2),
+  "stale": lambda r: (r.ack(1, completes=0), r.ack(r.post()[0])),
+  "credit count": lambda r: r.ack(r.post()[0], syndrome=R.AETH_ACK | 5),
+  "nak remote access": lambda r: r.ack(r.post()[0], syndrome=R.AETH_NAK | R.NAK_REMOTE_ACCESS_ERROR),
+  "bad icrc": lambda r: (psn := r.post()[0], r.ack(psn, corrupt=True), r.ack(psn)),
+}
+ACK_TAKEN = {"coalesced": 1, "stale": 2, "bad icrc": 1}
+
+
+def acked_writes(case: str) -> tuple[tuple, int]:
+  b = MemNIC("b", "10.0.0.2", 2)
+  r = Responder(b)
+  try:
+    for _ in range(3): r.ack(r.post()[0])
+    ACK_CASES[case](r)
+    with b.lock: return (b.sends, b.fatals, r.qb.state, r.qb.una, r.qb.stats.retransmitted), b.wire.rx.taken if b.wire.rx else 0
+  finally:
+    r.close()
+    b.close()
+
+
+@pytest.mark.parametrize("case", ACK_CASES)
+def test_an_ack_gets_the_same_handling_with_and_without_c(monkeypatch, case):
+  """The ACKs a requester gets after the first go to C, which checks them (headers, source, P_Key, QPN, AETH syndrome,
+  ICRC) and hands their PSNs to the transport in order; a NAK, another syndrome or a bad ICRC goes to the Python path."""
+  with_c, taken = acked_writes(case)
+  monkeypatch.setattr(fastpath, "lib", lambda: None)
+  without_c, _ = acked_writes(case)
+  assert with_c == without_c and taken == 2 + ACK_TAKEN.get(case, 0)
+  if case == "nak remote access": assert with_c[0][-1][2] == rc.REM_ACCESS_ERR and with_c[2] == "ERR"
