@@ -90,6 +90,9 @@ class DMASpace:
     raise DMAFault(f"DMA access to bus address {addr:#x} ({n} bytes): {self.unmapped}")
 
   def read(self, addr: int, n: int) -> bytes:
+    if n <= 0: return b""
+    run, off, k = self._locate(addr, n)
+    if k >= n: return bytes(run[off:off + n])                 # (one bus-contiguous run: the common case)
     out = bytearray()
     while n > 0:
       run, off, k = self._locate(addr, n)

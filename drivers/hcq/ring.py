@@ -28,6 +28,7 @@ class Ring:
     polls (None if the doorbell alone carries it); `doorbell(wptr)`: tells the engine the new write pointer."""
     self.device, self.name, self.unit, self.pad = device, name, unit, pad
     self.words = np.frombuffer(mem, np.uint32)
+    self.bytes = memoryview(self.words).cast("B")           # (copies through memoryviews: numpy slicing costs more)
     self.size = self.words.nbytes
     self._rptr, self._wptr, self._doorbell = rptr.cast("B").cast("Q"), wptr.cast("B").cast("Q") if wptr is not None else None, doorbell
     self.put = 0                                            # the write pointer, in units
@@ -79,11 +80,12 @@ class Ring:
       wait.nap()
 
   def _write(self, arr: np.ndarray) -> None:
-    at = self.put * self.unit // 4 % len(self.words)
-    first = min(len(arr), len(self.words) - at)
-    self.words[at:at + first] = arr[:first]
-    self.words[:len(arr) - first] = arr[first:]
-    self.put += len(arr) * 4 // self.unit
+    data = memoryview(np.ascontiguousarray(arr)).cast("B")
+    at = self.put * self.unit // 4 % len(self.words) * 4
+    first = min(len(data), self.size - at)
+    self.bytes[at:at + first] = data[:first]
+    self.bytes[:len(data) - first] = data[first:]
+    self.put += len(data) // self.unit
 
 
 class RingSealed(Sealed):

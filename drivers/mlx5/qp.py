@@ -9,6 +9,7 @@ the WQE when it is the only one and fits the register (BlueFlame). After an erro
 completion the verbs layer has flushed the QP's requests itself, so the hardware's flush CQEs that follow are dropped.
 """
 from __future__ import annotations
+import struct
 from collections import deque
 from typing import TYPE_CHECKING
 
@@ -34,6 +35,9 @@ SYNDROME_WC = {C.MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR: W.LOC_LEN_ERR, C.MLX5_CQE_S
                C.MLX5_CQE_SYNDROME_REMOTE_OP_ERR: W.REM_OP_ERR, C.MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR: W.RETRY_EXC_ERR,
                C.MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR: W.RNR_RETRY_EXC_ERR}
 MTU_CODE = {256: 1, 512: 2, 1024: 3, 2048: 4, 4096: 5}
+# SendFlags (each of the 8 combinations) -> the control segment's fm_ce_se byte
+FM_CE_SE = [(C.MLX5_WQE_CTRL_CQ_UPDATE if f & SendFlags.SIGNALED else 0) | (C.MLX5_WQE_CTRL_SOLICITED if f & SendFlags.SOLICITED else 0) |
+            (C.MLX5_FENCE_MODE_FENCE if f & SendFlags.FENCE else 0) for f in map(SendFlags, range(8))]
 
 
 def _log2(n: int) -> int: return max(n - 1, 0).bit_length()
@@ -66,6 +70,7 @@ class QP:
     self.rq_posted: deque[tuple[int, int]] = deque()
     self.flushed = False
     self.cqs = (send_cq, recv_cq)
+    self.blueflame = bool(dev._cap("bf"))     # the HCA takes BlueFlame copies (HCA capability bf)
     try:
       self.qp_num = dev.cmd(H.MLX5_CMD_OP_CREATE_QP, self._base() | {
         "qpc.log_msg_max": dev._cap("log_max_msg"), "qpc.log_rq_size": self.log_rq, "qpc.log_rq_stride": self.rq_stride,
@@ -140,9 +145,7 @@ class QP:
     if wr.opcode.is_rdma: segs += wr.remote_addr.to_bytes(8, "big") + wr.rkey.to_bytes(4, "big") + bytes(4)
     segs += b"".join(data_seg(s.length, s.lkey, s.addr) for s in wr.sg_list if s.length)
     ds = 1 + len(segs) // DS
-    flags = (C.MLX5_WQE_CTRL_CQ_UPDATE if wr.send_flags & SendFlags.SIGNALED else 0) | \
-            (C.MLX5_WQE_CTRL_SOLICITED if wr.send_flags & SendFlags.SOLICITED else 0) | \
-            (C.MLX5_FENCE_MODE_FENCE if wr.send_flags & SendFlags.FENCE else 0)
+    flags = FM_CE_SE[int(wr.send_flags) & 7]
     imm = wr.imm_data if wr.opcode.has_imm else 0
     ctrl = (index << 8 | op).to_bytes(4, "big") + (self.qp_num << 8 | ds).to_bytes(4, "big") + bytes([0, 0, 0, flags]) + imm.to_bytes(4, "big")
     wqe = ctrl + segs
@@ -160,8 +163,8 @@ class QP:
       last = wqe
     self.dev.dbr.view[self.dbr + 4:self.dbr + 8] = (self.sq_pi & 0xFFFF).to_bytes(4, "big")
     # one WQE that fits the register goes whole (BlueFlame: the doorbell, then the rest of the WQE), else the doorbell
-    words = len(last) // 8 if len(wrs) == 1 and len(last) <= BF_SIZE and self.dev._cap("bf") else 1
-    for i in range(words): self.dev.uar_bar.write64(BF[self.bf] + 8 * i, int.from_bytes(last[8 * i:8 * i + 8], "little"))
+    words = len(last) // 8 if len(wrs) == 1 and len(last) <= BF_SIZE and self.blueflame else 1
+    self.dev.uar_bar.write64s(BF[self.bf], list(struct.unpack_from(f"<{words}Q", last)))
     self.bf ^= 1
 
   def device_targets(self, cq: CQ) -> tuple[list[memoryview], int]:

@@ -7,7 +7,7 @@ minimum RNR timer; RTR -> RTS the ACK timeout, retry counts, SQ PSN and requeste
 RESET or ERR. A wrong transition, a missing or an extra attribute, or a value out of range is a VerbsError naming it.
 """
 from __future__ import annotations
-import time
+import os, time
 from collections import deque
 from typing import TYPE_CHECKING, Iterable
 
@@ -79,9 +79,9 @@ class CQ:
 
   def wait(self, n: int = 1, timeout_s: float = 10.0) -> list[WorkCompletion]:
     """Poll until `n` completions arrived; TimeoutError when none arrives for `timeout_s`. An error completion raises
-    WCError with the successful ones polled before it in `.completed`. Between empty polls it spins for SPIN_S, then
-    sleeps until the CQ notifies its next completion (ibv_req_notify_cq + a completion channel); a provider whose CQ
-    cannot notify is polled with growing sleeps."""
+    WCError with the successful ones polled before it in `.completed`. Between empty polls it spins for SPIN_S
+    (yielding the CPU between polls), then sleeps until the CQ notifies its next completion (ibv_req_notify_cq + a
+    completion channel); a provider whose CQ cannot notify is polled with growing sleeps."""
     out: list[WorkCompletion] = []
     deadline, spin_until, nap = time.monotonic() + timeout_s, None, POLL_S
     while len(out) < n:
@@ -99,7 +99,9 @@ class CQ:
         raise TimeoutError(f"{self.ctx.name}: {len(out)} of {n} completions arrived and then none for {timeout_s} s; "
                            f"outstanding: {'; '.join(p for p in pending if p) or 'nothing'}")
       if spin_until is None: spin_until = now + SPIN_S             # the first empty poll starts the spin
-      if now < spin_until: continue
+      if now < spin_until:
+        os.sched_yield()                   # (lets other threads, a NIC model's among them, have the interpreter)
+        continue
       if self._wait_event is None or not self._wait_event(min(deadline - now, EVENT_S)):
         time.sleep(nap)
         nap = min(2 * nap, POLL_MAX_S)
