@@ -119,10 +119,11 @@ def _consumer(work, dtype: DType, op: str):
     if not r.reduce:
       slot.view(0, r.length).transfer(work.view(r.offset, r.length))
       return
-    n = max(MIN_KERNEL, 1 << (r.length // dtype.itemsize - 1).bit_length())   # whole powers of two: kernels are reused
-    size = min(n * dtype.itemsize, CHUNK)   # the work buffer has a chunk to spare past its end
-    mine, theirs = _tensor(work.view(r.offset, size), (size // dtype.itemsize,), dtype), _tensor(slot.view(0, size), (size // dtype.itemsize,), dtype)
-    out = combine(mine, theirs).realize()
+    # a power of two of elements (up to a chunk: the work buffer has one to spare past its end), so kernels are reused;
+    # the elements past the chunk are combined too, and not written back
+    n = min(max(MIN_KERNEL, 1 << (r.length // dtype.itemsize - 1).bit_length()), CHUNK // dtype.itemsize)
+    size = n * dtype.itemsize
+    out = combine(_tensor(work.view(r.offset, size), (n,), dtype), _tensor(slot.view(0, size), (n,), dtype)).realize()
     out.lazydata.buffer.hcq.view(0, r.length).transfer(work.view(r.offset, r.length))
   return consume
 
