@@ -24,7 +24,7 @@ from drivers.hcq import Buffer as HCQBuffer
 from drivers.rdma import MR, QP, RecvWR, SendWR, VerbsError, WCError, WCOpcode, WROpcode
 from drivers.rdma.queues import CQ
 
-CHUNK = 256 << 10          # bytes per landing slot: a chunk is one RDMA WRITE
+CHUNK = 1 << 20            # bytes per landing slot: a chunk is one RDMA WRITE
 SLOTS = 4                  # slots per sender at each receiver (its credits)
 RECVS = 2 * SLOTS + 2      # receives posted per QP: at most SLOTS chunks and SLOTS credits are in flight toward it
 SENDS = 4 * SLOTS          # send queue depth per QP (chunks and credits)

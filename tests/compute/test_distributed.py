@@ -48,7 +48,7 @@ def test_a_gpu_without_peer_to_peer_goes_through_host_memory_counting_the_copies
 
 
 def test_a_rank_that_dies_mid_all_reduce_fails_the_others_naming_it():
-  r, lines = launch(3, "die", timeout=300, recovery=True, HCQ_DIST_TIMEOUT_S="10")
+  r, lines = launch(3, "die", timeout=300, recovery=True, HCQ_DIST_TIMEOUT_S="10", WORKER_STACKS_AFTER_S="120")
   for k in (0, 2):
     checks = checks_of(lines, k)
     assert checks.get("error", {}).get("ok"), (k, lines, r.stderr[-3000:])
