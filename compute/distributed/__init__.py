@@ -81,10 +81,18 @@ def destroy_process_group() -> None:
   if g is not None: g.close()
 
 
+def _live(what: str) -> Group:
+  """The process group, unless an earlier collective failed (then no GPU work starts for this one)."""
+  g = _g()
+  if g.engine is not None and g.engine.failed is not None:
+    raise DistributedError(f"{what}: the process group failed earlier ({g.engine.failed})")
+  return g
+
+
 # --- moving tensors in and out of the work buffer
 def _buffer(t: Tensor, what: str):
   """The realized, contiguous device buffer holding `t`'s elements."""
-  g = _g()
+  g = _live(what)
   if not isinstance(t, Tensor): raise TypeError(f"{what} takes a compute Tensor, not {type(t).__name__}")
   if t.device != g.device_name:
     raise ValueError(f"{what}: the tensor is on {t.device}, this rank's device is {g.device_name} (use .to(dist.device()))")
@@ -248,7 +256,7 @@ def send(t: Tensor, dst: int) -> None:
 
 def recv(t: Tensor, src: int) -> Tensor:
   """Receive into `t` (updated in place and returned) what rank `src` sends."""
-  g = _g()
+  g = _live("recv")
   _peer(src, "recv", "src")
   nbytes = t.numel() * t.dtype.itemsize
   if nbytes == 0: return t
@@ -261,7 +269,7 @@ def recv(t: Tensor, src: int) -> Tensor:
 
 def barrier() -> None:
   """Return once every rank has called barrier (a ring all-gather of one element each)."""
-  g = _g()
+  g = _live("barrier")
   if g.world_size == 1: return
   work, mr = g.work_buffer(4 * g.world_size)
   m, chunk = _ring_chunks(g.world_size, g.world_size, 4)
