@@ -81,10 +81,18 @@ def destroy_process_group() -> None:
   if g is not None: g.close()
 
 
+def _live(what: str) -> Group:
+  """The process group, unless an earlier collective failed (then no GPU work starts for this one)."""
+  g = _g()
+  if g.engine is not None and g.engine.failed is not None:
+    raise DistributedError(f"{what}: the process group failed earlier ({g.engine.failed})")
+  return g
+
+
 # --- moving tensors in and out of the work buffer
 def _buffer(t: Tensor, what: str):
   """The realized, contiguous device buffer holding `t`'s elements."""
-  g = _g()
+  g = _live(what)
   if not isinstance(t, Tensor): raise TypeError(f"{what} takes a compute Tensor, not {type(t).__name__}")
   if t.device != g.device_name:
     raise ValueError(f"{what}: the tensor is on {t.device}, this rank's device is {g.device_name} (use .to(dist.device()))")
@@ -119,10 +127,11 @@ def _consumer(work, dtype: DType, op: str):
     if not r.reduce:
       slot.view(0, r.length).transfer(work.view(r.offset, r.length))
       return
-    n = max(MIN_KERNEL, 1 << (r.length // dtype.itemsize - 1).bit_length())   # whole powers of two: kernels are reused
-    size = min(n * dtype.itemsize, CHUNK)   # the work buffer has a chunk to spare past its end
-    mine, theirs = _tensor(work.view(r.offset, size), (size // dtype.itemsize,), dtype), _tensor(slot.view(0, size), (size // dtype.itemsize,), dtype)
-    out = combine(mine, theirs).realize()
+    # a power of two of elements (up to a chunk: the work buffer has one to spare past its end), so kernels are reused;
+    # the elements past the chunk are combined too, and not written back
+    n = min(max(MIN_KERNEL, 1 << (r.length // dtype.itemsize - 1).bit_length()), CHUNK // dtype.itemsize)
+    size = n * dtype.itemsize
+    out = combine(_tensor(work.view(r.offset, size), (n,), dtype), _tensor(slot.view(0, size), (n,), dtype)).realize()
     out.lazydata.buffer.hcq.view(0, r.length).transfer(work.view(r.offset, r.length))
   return consume
 
@@ -247,7 +256,7 @@ def send(t: Tensor, dst: int) -> None:
 
 def recv(t: Tensor, src: int) -> Tensor:
   """Receive into `t` (updated in place and returned) what rank `src` sends."""
-  g = _g()
+  g = _live("recv")
   _peer(src, "recv", "src")
   nbytes = t.numel() * t.dtype.itemsize
   if nbytes == 0: return t
@@ -260,7 +269,7 @@ def recv(t: Tensor, src: int) -> Tensor:
 
 def barrier() -> None:
   """Return once every rank has called barrier (a ring all-gather of one element each)."""
-  g = _g()
+  g = _live("barrier")
   if g.world_size == 1: return
   work, mr = g.work_buffer(4 * g.world_size)
   m, chunk = _ring_chunks(g.world_size, g.world_size, 4)

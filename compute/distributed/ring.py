@@ -7,7 +7,8 @@ landing MR, and a sender holds one credit per free slot. A chunk goes out as one
 immediate consumes a posted receive: IBTA vol. 1, 9.4.1.1), so the receiver learns the chunk landed without polling
 memory. Once it consumed the slot (reduced into or copied to its work buffer, on the GPU) it returns the credit with
 a SEND WITH IMMEDIATE of no data (`CREDIT | 1`). `tag` counts the collectives each link carried: a chunk of another
-collective, or out of sequence, is an error naming the peer, never data folded into the wrong result.
+collective, or out of sequence, is an error naming the peer, never data folded into the wrong result (a chunk's
+length is checked too where the provider reports it for a WRITE with immediate: mlx5 does, bnxt reports 0).
 
 A chunk that lands before this rank reached the collective it belongs to waits in its slot (no credit goes back)
 until that collective consumes it. A peer that dies leaves its QP's WRITEs unacknowledged until the retry count is
@@ -23,7 +24,7 @@ from drivers.hcq import Buffer as HCQBuffer
 from drivers.rdma import MR, QP, RecvWR, SendWR, VerbsError, WCError, WCOpcode, WROpcode
 from drivers.rdma.queues import CQ
 
-CHUNK = 256 << 10          # bytes per landing slot: a chunk is one RDMA WRITE
+CHUNK = 1 << 20            # bytes per landing slot: a chunk is one RDMA WRITE
 SLOTS = 4                  # slots per sender at each receiver (its credits)
 RECVS = 2 * SLOTS + 2      # receives posted per QP: at most SLOTS chunks and SLOTS credits are in flight toward it
 SENDS = 4 * SLOTS          # send queue depth per QP (chunks and credits)

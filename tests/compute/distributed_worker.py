@@ -6,7 +6,7 @@ itself (seeded by size and rank).
   python distributed_worker.py die           rank 1 kills itself in the middle of a 1 MiB all_reduce; the others
                                              report the error they get
 """
-import json, os, signal, sys
+import faulthandler, json, os, signal, sys
 import numpy as np
 
 from compute import Tensor
@@ -97,6 +97,7 @@ def die() -> None:
 
 
 if __name__ == "__main__":
+  faulthandler.dump_traceback_later(float(os.environ.get("WORKER_STACKS_AFTER_S", 240)), exit=True)   # a hang shows where
   dist.init()
   {"collectives": collectives, "die": die}[sys.argv[1]]()
   dist.destroy_process_group()
