@@ -141,6 +141,19 @@ def test_bad_requests_are_refused_before_anything_is_taken(gpus, link):
   assert link.ca.wait(1)[0].wr_id == 7
 
 
+def test_a_queue_that_posts_is_not_sealed_for_replay_and_still_submits(gpus, link):
+  """A replay would post the same WQE into the same send-queue slot again: seal refuses, and the queue, submitted
+  instead, posts its request."""
+  a, b = gpus
+  src, dest = a.alloc(4096).copyin(b"\x3c" * 4096), b.alloc(4096)
+  link.reg(link.pa, src)
+  remote = link.reg(link.pb, dest)
+  q = a.compute_queue().rdma_write(link.qa, src, remote)
+  with pytest.raises(ValueError, match="with rdma_write commands cannot be sealed for replay"): q.seal()
+  a.timeline.wait(a.ordered_submit(q))
+  assert link.ca.poll()[0].status == WCStatus.SUCCESS and bytes(dest.copyout()) == b"\x3c" * 4096
+
+
 def test_a_write_the_peer_refuses_completes_in_error_and_the_gpu_queue_goes_on(gpus, link):
   """A remote key the peer does not know: the NIC's completion says REMOTE_ACCESS; the GPU's wait sees the completion
   arrive (error or not) and the queue's signal follows, and the host's poll raises the error."""
