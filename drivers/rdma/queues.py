@@ -324,10 +324,14 @@ class QP:
              for q, kind in ((self.sq, "send"), (self.rq, "receive")) if q]
     return f"QP {self.qp_num:#x} ({self.state.name}): {', '.join(parts)}" if parts else ""
 
-  def destroy(self) -> None:
-    for maps in self.device_maps.values():           # devices stop reaching the queues' memory before it goes
+  def unmap_devices(self) -> None:
+    """Devices that post on this QP stop reaching its queues' memory and doorbell (before that memory goes)."""
+    for maps in self.device_maps.values():
       for buf in maps.values(): buf.free()
     self.device_maps.clear()
+
+  def destroy(self) -> None:
+    self.unmap_devices()
     self.hw.destroy()
     self.ctx.qps.pop(self.qp_num, None)
     for cq, q in ((self.send_cq, self.sq), (self.recv_cq, self.rq)):
