@@ -187,3 +187,28 @@ def test_devices_that_cannot_post_rdma_say_so_and_the_host_posts_instead(link, n
   assert (len(link.qa.sq), link.ca.expected, link.qa.device_posted, link.qa.device_maps) == (0, 0, set(), {})
   link.qa.post_send(SendWR(1, WROpcode.RDMA_WRITE, [local.sge()], remote_addr=remote.addr, rkey=remote.rkey))
   assert link.ca.wait(1)[0].status == WCStatus.SUCCESS
+
+
+def test_the_nics_doorbell_takes_a_gpu_store_only_as_it_takes_a_cpu_store(link):
+  """A PM4 WRITE_DATA of one dword to the doorbell page the GPU mapped for posting: the NICs' doorbells take aligned
+  64-bit stores, so the NIC model refuses the 32-bit store as it refuses the CPU's; the GPU's queue stops with a fault
+  of that write (the host's wait raises at once), the NIC's words in the GPU model's log."""
+  from autogen.amd import nvd
+  dev = open_device("MOCKPCI+AMD:2")                       # (its queue ends up stopped: a GPU of its own)
+  src = dev.alloc(4096)
+  local, remote = link.pa.reg_mr(src, RW), link.reg(link.pb, link.nb.alloc(4096))
+  try:
+    dev.timeline.wait(dev.ordered_submit(dev.compute_queue().rdma_write(link.qa, local, remote)))
+    assert link.ca.poll()[0].status == WCStatus.SUCCESS
+    (db,) = [buf for key, buf in link.qa.device_maps[dev].items() if key[0] == "bus"]
+    at = link.na.provider.db.offset % 4096 if link.na.provider.name.startswith("bnxt") else 0x800
+    q = dev.compute_queue()
+    q.pkt3(nvd.PACKET3_WRITE_DATA, 5 << 8 | nvd.WR_CONFIRM, db.va + at, (db.va + at) >> 32, 0x1234)
+    with pytest.raises(RuntimeError, match=f"^MOCKPCI\\+AMD:2: GPU page fault at {(db.va + at) & ~0xFFF:#x} \\(write"):
+      dev.timeline.wait(dev.ordered_submit(q))
+    refusal = "doorbell store of 4 bytes" if link.na.provider.name.startswith("bnxt") else "0x800/0x900 send: 64-bit"
+    log = dev.iface.pci.model.log_lines
+    assert any("refused the write" in line and refusal in line for line in log), log[-2:]
+  finally:
+    local.dereg()
+    dev.close()
