@@ -45,6 +45,7 @@ HARDWARE = {"amd": ("an AMD GPU under amdgpu (/dev/kfd)", lambda: os.path.exists
             "nv": ("an NVIDIA GPU (/dev/nvidiactl)", lambda: os.path.exists("/dev/nvidiactl")),
             "bnxt": ("a Broadcom NetXtreme-E (Thor) NIC unbound from bnxt_en, and VFIO (/dev/vfio/vfio, the NIC on vfio-pci)",
                      _free_bnxt_nic),
+            "qcom": ("an Adreno GPU under the KGSL driver (/dev/kgsl-3d0)", lambda: os.path.exists("/dev/kgsl-3d0")),
             "mlx5": ("an NVIDIA/Mellanox ConnectX NIC unbound from mlx5_core, and VFIO (/dev/vfio/vfio, the NIC on vfio-pci)",
                      _free_mlx5_nic)}
 

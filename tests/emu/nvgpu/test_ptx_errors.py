@@ -2,7 +2,8 @@
 import numpy as np
 import pytest
 from emu.memory import Memory
-from emu.nvgpu.ptx import Program, PtxError, PtxFault, PtxTrap, WarpError, InstructionLimit, launch, nvrtc
+from emu.nvgpu.ptx import Program, PtxError, PtxFault, PtxTrap, WarpError, InstructionLimit, launch
+from drivers.nv import nvrtc
 from ptx_helpers import needs_nvrtc, program, run
 
 PTX = """
@@ -114,7 +115,9 @@ def test_nvrtc_compile_error_carries_the_log():
 def test_nvrtc_builds_cubins_for_ampere_and_hopper(arch, flag):
   from elftools.elf.elffile import ELFFile
   import io
-  cub = nvrtc.cubin('extern "C" __global__ void k(float *a) { a[threadIdx.x] *= 2.0f; }', arch)
+  src = 'extern "C" __global__ void k(float *a) { a[threadIdx.x] *= 2.0f; }'
+  cub, text = nvrtc.build(src, arch)                  # one compile: the SASS and the PTX it came from
+  assert f".target {arch}" in text and ".entry k(" in text and cub == nvrtc.cubin(src, arch)
   elf = ELFFile(io.BytesIO(cub))
   assert cub[:4] == b"\x7fELF" and elf["e_machine"] == "EM_CUDA"
   assert elf["e_flags"] & 0xff == flag or (elf["e_flags"] >> 8) & 0xff == flag     # the SM in the ELF flags
