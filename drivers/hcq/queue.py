@@ -118,20 +118,20 @@ class Queue:
     return self
 
   def rdma_write(self, qp: Any, local: Any, remote: Any, size: int | None = None, local_offset: int = 0,
-                 remote_offset: int = 0) -> Queue:
+                 remote_offset: int = 0, wr_id: int = 0) -> Queue:
     """Post an RDMA WRITE on `qp` (an RTS queue pair of drivers.rdma) from this queue itself: `size` bytes (default: the
     rest of the MR) from `local` (this device's Buffer registered on the QP's PD, or the MR) + local_offset into the
-    peer's MR `remote` (an MR or a RemoteMR) at remote_offset. Once the commands before it are done (a kernel's output
-    goes out as soon as the kernel ends), the queue writes the WQE into the NIC's send queue, rings its doorbell
-    through the NIC's BAR, and waits until the completion arrived; commands after it (a signal) follow that. The host
-    polls the completion as for any request (qp.send_cq.wait, which raises for an error completion). The request takes
-    its send-queue slot here: submit the queue (it cannot be sealed for replay), as until it runs the QP takes no other
-    request. NotImplementedError where this device cannot post RDMA itself (post
+    peer's MR `remote` (an MR or a RemoteMR) at remote_offset; its completion carries `wr_id`. Once the commands before
+    it are done (a kernel's output goes out as soon as the kernel ends), the queue writes the WQE into the NIC's send
+    queue, rings its doorbell through the NIC's BAR, and waits until the completion arrived; commands after it (a
+    signal) follow that. The host polls the completion as for any request (qp.send_cq.wait, which raises for an error
+    completion). The request takes its send-queue slot here: submit the queue (it cannot be sealed for replay), as
+    until it runs the QP takes no other request. NotImplementedError where this device cannot post RDMA itself (post
     from the host with qp.post_send after waiting for the queue's signal)."""
     if not self.posts_rdma:
       raise NotImplementedError(f"{type(self).__name__} ({self.device.name} {self.kind} queue) cannot post RDMA requests "
                                 "itself: post from the host (qp.post_send) once a signal says its work is done")
-    cmds = qp.device_write(self.device, local, remote, size, local_offset, remote_offset)
+    cmds = qp.device_write(self.device, local, remote, size, local_offset, remote_offset, wr_id)
     with self._profiled(f"rdma_write {cmds.length} B"): self._rdma(cmds)
     self.posts = True
     return self

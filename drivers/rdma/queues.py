@@ -243,10 +243,11 @@ class QP:
       if used and (isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= hi):
         raise VerbsError(f"QP {self.qp_num:#x}: {wr.describe()}: {name} {v!r} is outside [0, {hi:#x}]")
 
-  def device_write(self, device, local, remote, size: int | None = None, local_offset: int = 0, remote_offset: int = 0):
+  def device_write(self, device, local, remote, size: int | None = None, local_offset: int = 0, remote_offset: int = 0,
+                   wr_id: int = 0):
     """An RDMA WRITE for `device`'s queue to post itself (hcq's Queue.rdma_write calls this): -> its DeviceCommands.
     See drivers/rdma/device_post.py."""
-    return device_write(self, device, local, remote, size, local_offset, remote_offset)
+    return device_write(self, device, local, remote, size, local_offset, remote_offset, wr_id)
 
   def check_device_post(self, wr: SendWR) -> None:
     """What post_send checks, and that the place of the request's completion in the send CQ is known."""

@@ -111,11 +111,11 @@ def test_gpu_posted_writes_follow_each_other_and_the_host_posts_again_once_they_
   src.copyin(bytes(range(256)) * 48)
   local, remote = link.reg(link.pa, src), link.reg(link.pb, dest)
   q = a.compute_queue()
-  for i in range(3): q.rdma_write(link.qa, src, remote, 4096, local_offset=4096 * i, remote_offset=4096 * (2 - i))
+  for i in range(3): q.rdma_write(link.qa, src, remote, 4096, local_offset=4096 * i, remote_offset=4096 * (2 - i), wr_id=10 + i)
   with pytest.raises(VerbsError, match=r"3 request\(s\) a device's queue posts .* are outstanding"):
     link.qa.post_send(SendWR(9, WROpcode.RDMA_WRITE, [local.sge(0, 8)], remote_addr=remote.addr, rkey=remote.rkey))
   a.timeline.wait(a.ordered_submit(q))
-  assert [wc.status for wc in link.ca.poll()] == [WCStatus.SUCCESS] * 3
+  assert [(wc.wr_id, wc.status) for wc in link.ca.poll()] == [(10 + i, WCStatus.SUCCESS) for i in range(3)]
   got, want = dest.copyout(), src.copyout()
   assert [bytes(got[4096 * (2 - i):][:4096]) == bytes(want[4096 * i:][:4096]) for i in range(3)] == [True] * 3
   link.qa.post_send(SendWR(9, WROpcode.RDMA_WRITE, [local.sge(0, 8)], remote_addr=remote.addr, rkey=remote.rkey))
