@@ -76,8 +76,8 @@ class PCIIface:
     return [base + i * PAGE for i in range(mem.size // PAGE)]
 
   def import_peer(self, pages: list[int]) -> AMDMemory:
-    """Another device's memory at bus addresses `pages` (its BAR), mapped at a GPU VA as system pages, uncached: the
-    GPU's accesses go out over PCIe to that BAR (peer to peer)."""
+    """Another device's memory (or registers) at bus addresses `pages` (its BAR), mapped at a GPU VA as system pages,
+    uncached: the GPU's accesses go out over PCIe to that BAR (peer to peer)."""
     c, size = self.core, len(pages) * PAGE
     va = c.mm.va.alloc(size, PAGE)
     try: c.gmc.map(va, np.array(pages, np.uint64), system=True, uncached=True)

@@ -6,13 +6,15 @@ What every device gets from drivers/hcq, so a vendor writes only what is its own
 - ordering: one timeline signal. `ordered_submit(queue, work)` is how work joins it: wait for the last value,
   the work's commands, signal the next value, submit, all under `submit_lock` (so values only grow).
 - host copies: `copyin`/`copyout` go through a buffer's host view when it has one, else through Staging on the
-  copy queue; device-to-device copies run on the copy queue; copies between devices go through host memory both map
-  (`import_host`, PeerLink, kept until either closes), ordered by a signal there that one device's queue writes and
-  the other's waits on.
+  copy queue; device-to-device copies run on the copy queue; copies between devices go peer to peer where the source
+  maps the destination's memory at its bus addresses (`import_peer`: the source's copy queue writes through the
+  destination's BAR), else through host memory both map (`import_host`, PeerLink, kept until either closes), ordered
+  by a signal there that one device's queue writes and the other's waits on.
 - faults: `check_faults` (called by every wait) asks the vendor's `_poll_faults` at most every FAULT_POLL_S.
 A vendor supplies: `_alloc`/`_free`, `_signal_chunk`, `_kernarg_chunk`, `compute_queue`/`copy_queue` (its packet
 encoders, see Queue; hardware rings use drivers.hcq.ring.Ring), `program`, `ticks_to_us`, and optionally
-`_import_host` (existing host memory mapped for the device), `_poll_faults`, `_progress`, `_stop_queues` and `_shutdown`.
+`_import_host` (existing host memory mapped for the device), `_bus_pages` and `_import_peer` (peer to peer),
+`_poll_faults`, `_progress`, `_stop_queues` and `_shutdown`.
 drivers/cpu/device.py is the smallest complete example.
 """
 from __future__ import annotations

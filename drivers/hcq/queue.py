@@ -45,6 +45,7 @@ class Queue:
   def __init__(self, device: Device):
     self.device = device
     self.submitted = False
+    self.posts = False         # it holds rdma_write commands: each took its own send-queue slot, so it runs once
     self.patches: list[tuple[tuple[Hashable, str], Any, int, int]] = []   # ((key, role), where, bits, addend)
     self._patch_key: Hashable | None = None
 
@@ -117,20 +118,22 @@ class Queue:
     return self
 
   def rdma_write(self, qp: Any, local: Any, remote: Any, size: int | None = None, local_offset: int = 0,
-                 remote_offset: int = 0) -> Queue:
+                 remote_offset: int = 0, wr_id: int = 0) -> Queue:
     """Post an RDMA WRITE on `qp` (an RTS queue pair of drivers.rdma) from this queue itself: `size` bytes (default: the
     rest of the MR) from `local` (this device's Buffer registered on the QP's PD, or the MR) + local_offset into the
-    peer's MR `remote` (an MR or a RemoteMR) at remote_offset. Once the commands before it are done (a kernel's output
-    goes out as soon as the kernel ends), the queue writes the WQE into the NIC's send queue, rings its doorbell
-    through the NIC's BAR, and waits until the completion arrived; commands after it (a signal) follow that. The host
-    polls the completion as for any request (qp.send_cq.wait, which raises for an error completion). Submit the queue:
-    until it runs, the QP takes no other request. NotImplementedError where this device cannot post RDMA itself (post
+    peer's MR `remote` (an MR or a RemoteMR) at remote_offset; its completion carries `wr_id`. Once the commands before
+    it are done (a kernel's output goes out as soon as the kernel ends), the queue writes the WQE into the NIC's send
+    queue, rings its doorbell through the NIC's BAR, and waits until the completion arrived; commands after it (a
+    signal) follow that. The host polls the completion as for any request (qp.send_cq.wait, which raises for an error
+    completion). The request takes its send-queue slot here: submit the queue (it cannot be sealed for replay), as
+    until it runs the QP takes no other request. NotImplementedError where this device cannot post RDMA itself (post
     from the host with qp.post_send after waiting for the queue's signal)."""
     if not self.posts_rdma:
       raise NotImplementedError(f"{type(self).__name__} ({self.device.name} {self.kind} queue) cannot post RDMA requests "
                                 "itself: post from the host (qp.post_send) once a signal says its work is done")
-    cmds = qp.device_write(self.device, local, remote, size, local_offset, remote_offset)
+    cmds = qp.device_write(self.device, local, remote, size, local_offset, remote_offset, wr_id)
     with self._profiled(f"rdma_write {cmds.length} B"): self._rdma(cmds)
+    self.posts = True
     return self
 
   def signal(self, sig: Signal, value: int, patch: Hashable | None = None) -> Queue:
@@ -169,6 +172,9 @@ class Queue:
   def seal(self) -> Sealed:
     """This queue's commands, encoded once, for submitting many times (Graph replay): constant words and the patch
     points of every command given a `patch` key. The queue itself is not submitted."""
+    if self.posts:
+      raise ValueError(f"a {self.device.name} queue with rdma_write commands cannot be sealed for replay: each request "
+                       "takes its own send-queue slot and completion, so build a new queue for each")
     sealed = self._seal()
     sealed.launch_state, sealed._state_of = self._launch_state(), self
     self.submitted = True

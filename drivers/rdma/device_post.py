@@ -51,9 +51,10 @@ def _map(qp: QP, device: Any, key: tuple, make) -> Buffer:
 
 
 def device_write(qp: QP, device: Any, local: Any, remote: Any, size: int | None = None, local_offset: int = 0,
-                 remote_offset: int = 0) -> DeviceCommands:
+                 remote_offset: int = 0, wr_id: int = 0) -> DeviceCommands:
   """An RDMA WRITE of `size` bytes (default: the rest of `local`'s MR) from `local` (+local_offset) into `remote` (the
-  peer's MR: an MR, or a RemoteMR it sent) at remote_offset, for `device`'s queue to post: see the module docstring."""
+  peer's MR: an MR, or a RemoteMR it sent) at remote_offset, for `device`'s queue to post; its completion carries
+  `wr_id`. See the module docstring."""
   prov = qp.ctx.provider
   if not hasattr(qp.hw, "device_post"):
     raise NotImplementedError(f"{prov.name} cannot lay out a request for another device to post: post it from the host "
@@ -71,7 +72,7 @@ def device_write(qp: QP, device: Any, local: Any, remote: Any, size: int | None 
     raise TypeError(f"the remote side of an RDMA WRITE is the peer's MR (an MR or a RemoteMR), not {type(remote).__name__}")
   if remote_offset < 0 or remote_offset + size > rlen:
     raise ValueError(f"RDMA WRITE of {size} bytes at offset {remote_offset} is outside the remote {rlen}-byte MR (rkey {remote.rkey:#x})")
-  wr = SendWR(0, WROpcode.RDMA_WRITE, [mr.sge(off, size)], SendFlags.SIGNALED, remote_addr=remote.addr + remote_offset,
+  wr = SendWR(wr_id, WROpcode.RDMA_WRITE, [mr.sge(off, size)], SendFlags.SIGNALED, remote_addr=remote.addr + remote_offset,
               rkey=remote.rkey)
   qp.check_device_post(wr)
   # map what the device writes before anything is taken: a device that cannot map it leaves the QP as it was

@@ -36,7 +36,8 @@ class DevicePost:
   writes `writes` in order (each: the host memory of a NIC queue, the offset in it, the bytes), then makes one store of
   `doorbell` (the bus address of the NIC's doorbell register, the bytes stored), and the request has completed (in
   success or error) once the 32-bit little-endian word at `done` (the CQ's host memory, the offset of the word) has
-  (word & mask) == value. The provider wrote what the host may write at once (bookkeeping the NIC reads only later)."""
+  (word & mask) == value. The memory is given as the same memoryview objects device_targets named. The provider wrote
+  what the host may write at once (bookkeeping the NIC reads only later)."""
   writes: list[tuple[memoryview, int, bytes]]
   doorbell: tuple[int, bytes]
   done: tuple[memoryview, int, int, int]

@@ -245,10 +245,11 @@ class QP:
       if used and (isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= hi):
         raise VerbsError(f"QP {self.qp_num:#x}: {wr.describe()}: {name} {v!r} is outside [0, {hi:#x}]")
 
-  def device_write(self, device, local, remote, size: int | None = None, local_offset: int = 0, remote_offset: int = 0):
+  def device_write(self, device, local, remote, size: int | None = None, local_offset: int = 0, remote_offset: int = 0,
+                   wr_id: int = 0):
     """An RDMA WRITE for `device`'s queue to post itself (hcq's Queue.rdma_write calls this): -> its DeviceCommands.
     See drivers/rdma/device_post.py."""
-    return device_write(self, device, local, remote, size, local_offset, remote_offset)
+    return device_write(self, device, local, remote, size, local_offset, remote_offset, wr_id)
 
   def check_device_post(self, wr: SendWR) -> None:
     """What post_send checks, and that the place of the request's completion in the send CQ is known."""
@@ -326,10 +327,14 @@ class QP:
              for q, kind in ((self.sq, "send"), (self.rq, "receive")) if q]
     return f"QP {self.qp_num:#x} ({self.state.name}): {', '.join(parts)}" if parts else ""
 
-  def destroy(self) -> None:
-    for maps in self.device_maps.values():           # devices stop reaching the queues' memory before it goes
+  def unmap_devices(self) -> None:
+    """Devices that post on this QP stop reaching its queues' memory and doorbell (before that memory goes)."""
+    for maps in self.device_maps.values():
       for buf in maps.values(): buf.free()
     self.device_maps.clear()
+
+  def destroy(self) -> None:
+    self.unmap_devices()
     self.hw.destroy()
     self.ctx.qps.pop(self.qp_num, None)
     for cq, q in ((self.send_cq, self.sq), (self.recv_cq, self.rq)):

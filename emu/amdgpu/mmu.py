@@ -230,18 +230,28 @@ class MMU:
 
   # --- byte access for the command processors and copy engines
   def _runs(self, va: int, n: int, write: bool, client: str):
-    """(host address, or None on a peer's register BAR; bus address there; bytes) of each run of [va, va + n), its
+    """(va, host address or None on a peer's register BAR, bus address there, bytes) of each run of [va, va + n), its
     TLB entry held while the caller accesses it."""
     while n > 0:
       run = self._lookup(va, write, client)
       if run is None: raise GPUPageFault(self.last_fault)
       start, length, host = run[:3]
       k = min(n, start + length - va)
-      yield (None, run[5] + (va - start), k) if host is None else (host + (va - start), None, k)
+      yield (va, None, run[5] + (va - start), k) if host is None else (va, host + (va - start), None, k)
       va, n = va + k, n - k
 
+  def _peer(self, va: int, bus: int, write: bool, client: str, access):
+    """One access to a peer's register (emu/topology.py); a bus error, or the peer refusing what it would not take
+    (its model's strictness), is a fault of this access, reported like a page fault with the peer's words."""
+    try: return access()
+    except Exception as e:
+      self._fault(va, write, f"the peer's register at bus address {bus:#x} refused the {'write' if write else 'read'}: {e}",
+                  client, FAULT_NOT_PRESENT)
+      raise GPUPageFault(self.last_fault) from e
+
   def read(self, va: int, n: int, client: str = "CP") -> bytes:
-    return b"".join(ctypes.string_at(h, k) if h is not None else self.dma.read(bus, k) for h, bus, k in self._runs(va, n, False, client))
+    return b"".join(ctypes.string_at(h, k) if h is not None else self._peer(v, bus, False, client, lambda: self.dma.read(bus, k))
+                    for v, h, bus, k in self._runs(va, n, False, client))
 
   def copy(self, dst: int, src: int, n: int, client: str = "SDMA") -> None:
     """GPU-to-GPU copy of `n` bytes, run by run, straight between the backing host memory."""
@@ -258,8 +268,8 @@ class MMU:
   def write(self, va: int, data: bytes | memoryview, client: str = "CP") -> None:
     src = np.frombuffer(memoryview(data).cast("B"), np.uint8)
     off = 0
-    for h, bus, k in self._runs(va, src.size, True, client):
-      if h is None: self.dma.write(bus, src[off:off + k].data)   # one write to a peer's register (emu/topology.py)
+    for v, h, bus, k in self._runs(va, src.size, True, client):
+      if h is None: self._peer(v, bus, True, client, lambda: self.dma.write(bus, src[off:off + k].data))   # one register write
       else: ctypes.memmove(h, src.ctypes.data + off, k)
       off += k
 

@@ -38,8 +38,10 @@ class Link:
     return mr
 
   def close(self):
-    for mr in self.mrs: mr.dereg()
-    for q in (self.qa, self.qb): q.destroy()
+    for mr in self.mrs:
+      if not mr.pd.ctx.closed: mr.dereg()
+    for q in (self.qa, self.qb):
+      if not q.ctx.closed: q.destroy()
     self.na.close()
     self.nb.close()
 
@@ -109,11 +111,11 @@ def test_gpu_posted_writes_follow_each_other_and_the_host_posts_again_once_they_
   src.copyin(bytes(range(256)) * 48)
   local, remote = link.reg(link.pa, src), link.reg(link.pb, dest)
   q = a.compute_queue()
-  for i in range(3): q.rdma_write(link.qa, src, remote, 4096, local_offset=4096 * i, remote_offset=4096 * (2 - i))
+  for i in range(3): q.rdma_write(link.qa, src, remote, 4096, local_offset=4096 * i, remote_offset=4096 * (2 - i), wr_id=10 + i)
   with pytest.raises(VerbsError, match=r"3 request\(s\) a device's queue posts .* are outstanding"):
     link.qa.post_send(SendWR(9, WROpcode.RDMA_WRITE, [local.sge(0, 8)], remote_addr=remote.addr, rkey=remote.rkey))
   a.timeline.wait(a.ordered_submit(q))
-  assert [wc.status for wc in link.ca.poll()] == [WCStatus.SUCCESS] * 3
+  assert [(wc.wr_id, wc.status) for wc in link.ca.poll()] == [(10 + i, WCStatus.SUCCESS) for i in range(3)]
   got, want = dest.copyout(), src.copyout()
   assert [bytes(got[4096 * (2 - i):][:4096]) == bytes(want[4096 * i:][:4096]) for i in range(3)] == [True] * 3
   link.qa.post_send(SendWR(9, WROpcode.RDMA_WRITE, [local.sge(0, 8)], remote_addr=remote.addr, rkey=remote.rkey))
@@ -139,6 +141,24 @@ def test_bad_requests_are_refused_before_anything_is_taken(gpus, link):
   assert (len(link.qa.sq), link.ca.expected, link.qa.device_posted) == (0, 1, set())
   link.qa.post_send(SendWR(7, WROpcode.RDMA_WRITE, [local.sge(0, 8)], remote_addr=remote.addr, rkey=remote.rkey))
   assert link.ca.wait(1)[0].wr_id == 7
+
+
+def test_a_queue_that_posts_is_not_sealed_for_replay_and_still_submits(gpus, link):
+  """A replay would post the same WQE into the same send-queue slot again: seal refuses, and the queue, submitted
+  instead, posts its request."""
+  a, b = gpus
+  src, dest = a.alloc(4096).copyin(b"\x3c" * 4096), b.alloc(4096)
+  link.reg(link.pa, src)
+  remote = link.reg(link.pb, dest)
+  q = a.compute_queue().rdma_write(link.qa, src, remote)
+  with pytest.raises(ValueError, match="with rdma_write commands cannot be sealed for replay"): q.seal()
+  a.timeline.wait(a.ordered_submit(q))
+  assert link.ca.poll()[0].status == WCStatus.SUCCESS and bytes(dest.copyout()) == b"\x3c" * 4096
+  held = [buf for maps in link.qa.device_maps.values() for buf in maps.values()]
+  # the SQ, the CQ (host memory; on mlx5 the doorbell records' page too) and the doorbell page, kept for the next request
+  assert len(held) == {"bnxt": 3, "mlx5": 4}[link.na.provider.name.split()[0]] and not any(b.freed for b in held)
+  link.na.close()                                           # closing the NIC unmaps them from the GPU first
+  assert all(b.freed for b in held) and link.qa.device_maps == {}
 
 
 def test_a_write_the_peer_refuses_completes_in_error_and_the_gpu_queue_goes_on(gpus, link):
@@ -167,3 +187,28 @@ def test_devices_that_cannot_post_rdma_say_so_and_the_host_posts_instead(link, n
   assert (len(link.qa.sq), link.ca.expected, link.qa.device_posted, link.qa.device_maps) == (0, 0, set(), {})
   link.qa.post_send(SendWR(1, WROpcode.RDMA_WRITE, [local.sge()], remote_addr=remote.addr, rkey=remote.rkey))
   assert link.ca.wait(1)[0].status == WCStatus.SUCCESS
+
+
+def test_the_nics_doorbell_takes_a_gpu_store_only_as_it_takes_a_cpu_store(link):
+  """A PM4 WRITE_DATA of one dword to the doorbell page the GPU mapped for posting: the NICs' doorbells take aligned
+  64-bit stores, so the NIC model refuses the 32-bit store as it refuses the CPU's; the GPU's queue stops with a fault
+  of that write (the host's wait raises at once), the NIC's words in the GPU model's log."""
+  from autogen.amd import nvd
+  dev = open_device("MOCKPCI+AMD:2")                       # (its queue ends up stopped: a GPU of its own)
+  src = dev.alloc(4096)
+  local, remote = link.pa.reg_mr(src, RW), link.reg(link.pb, link.nb.alloc(4096))
+  try:
+    dev.timeline.wait(dev.ordered_submit(dev.compute_queue().rdma_write(link.qa, local, remote)))
+    assert link.ca.poll()[0].status == WCStatus.SUCCESS
+    (db,) = [buf for key, buf in link.qa.device_maps[dev].items() if key[0] == "bus"]
+    at = link.na.provider.db.offset % 4096 if link.na.provider.name.startswith("bnxt") else 0x800
+    q = dev.compute_queue()
+    q.pkt3(nvd.PACKET3_WRITE_DATA, 5 << 8 | nvd.WR_CONFIRM, db.va + at, (db.va + at) >> 32, 0x1234)
+    with pytest.raises(RuntimeError, match=f"^MOCKPCI\\+AMD:2: GPU page fault at {(db.va + at) & ~0xFFF:#x} \\(write"):
+      dev.timeline.wait(dev.ordered_submit(q))
+    refusal = "doorbell store of 4 bytes" if link.na.provider.name.startswith("bnxt") else "0x800/0x900 send: 64-bit"
+    log = dev.iface.pci.model.log_lines
+    assert any("refused the write" in line and refusal in line for line in log), log[-2:]
+  finally:
+    local.dereg()
+    dev.close()
