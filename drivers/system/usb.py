@@ -9,7 +9,13 @@ Setup (done on open): the four bridges on buses 0..3 get bus numbers, a memory w
 window at 32 GiB and COMMAND = IO|MEM|MASTER; the function on bus 4 gets its resizable BARs at their largest size
 (REBAR, extended capability 0x15, PCIe 3.0 7.22) and each BAR a 2 MB-aligned address.
 Register writes are batched (runs of consecutive dwords become one streaming write); a read, flush() or close()
-sends them. The function cannot reach host memory through the bridge: alloc_dma/map_dma raise.
+sends them. The function cannot reach host memory through the bridge: alloc_dma/map_dma raise. What it reaches
+instead is the bridge's SRAM: sram_write/sram_read move data between the host and the 512 KB bounce SRAM with 0xF2
+(wValue = 512 B sectors | bit 15 for a read, wIndex = slot | 16 KB units << 8, the data on the bulk endpoints), and
+xdata_read reads the 4 KB windows (sys_buf, cq_buf) through XDATA. What `slot` selects is not in the facts; this
+driver's reading, UNVERIFIED against the firmware (emu/usb/asm24xx.py reads it the same way): the bounce SRAM is two
+256 KB windows, slot 0 at PCIe 0x200000 and slot 1 at 0x240000, a transfer starts at its window's start, and the
+units field is its length rounded up to 16 KB.
 """
 from __future__ import annotations
 import errno, struct, time
@@ -25,7 +31,7 @@ VID_PID = ((0xADD1, 0x0001), (0x3801, 0x0001))
 PRODUCTS = ("custom", "AS2462")
 EP_OUT, EP_IN = 0x02, 0x81
 VENDOR_OUT, VENDOR_IN = 0x40, 0xC0
-REQ_POWER, REQ_XDATA_READ, REQ_TLP = 0xF3, 0xE4, 0xF0
+REQ_POWER, REQ_XDATA_READ, REQ_TLP, REQ_SRAM = 0xF3, 0xE4, 0xF0, 0xF2
 LTSSM, LTSSM_L0 = 0xB450, 0x78
 CFG0_RD, CFG1_RD, CFG0_WR, CFG1_WR, MEM_WR, MEM_RD = 0x04, 0x05, 0x44, 0x45, 0x60, 0x20
 MODE_SINGLE, MODE_STREAM_WRITE, MODE_STREAM_READ = 0, 1, 2
@@ -35,6 +41,12 @@ BRIDGE_BUSES, FUNCTION_BUS = range(4), 4
 MEM_BASE, PREF_BASE, BAR_ALIGN = 0x1000_0000, 32 << 30, 2 << 20
 STREAM_DWORDS = 1024         # a streaming write stays inside one 4 KB page
 PCI_EXT_CAP_ID_REBAR = 0x15
+# the bridge SRAM the function reaches (PCIe address, XDATA address, size): sys_buf and cq_buf, and the bounce SRAM
+SYS_BUF, SYS_BUF_XDATA = 0x820000, 0xA000
+CQ_BUF, CQ_BUF_XDATA = 0x822000, 0xB800
+BOUNCE, BOUNCE_SIZE = 0x200000, 512 << 10
+SECTOR, SRAM_UNIT, SRAM_READ = 512, 16 << 10, 1 << 15
+WINDOW_SIZE, WINDOWS = 256 << 10, 2          # this driver's reading of `slot` (unverified): two 256 KB windows
 
 
 class USBBridgeError(RuntimeError):
@@ -46,11 +58,19 @@ def udev_rule(vid: int, pid: int) -> str:
 
 
 class _BARMMIO(CallbackMMIO):
-  """A BAR: register accesses are memory TLPs (writes batched); aligned block reads are streaming reads."""
+  """A BAR: register accesses are memory TLPs (writes batched); aligned block reads are streaming reads, aligned block
+  writes join the batch at once."""
   def read_bytes(self, offset: int, n: int) -> bytes:
     self._check(offset, n)
     if offset % 4 or n % 4: return super().read_bytes(offset, n)
     return self.region.dev.mem_read_block(self.region.base + offset, n)
+
+  def write_bytes(self, offset: int, data: bytes | memoryview) -> None:
+    data = bytes(data)
+    if offset % 4 or len(data) % 4: return super().write_bytes(offset, data)
+    if offset < 0 or offset + len(data) > self.size:
+      raise IndexError(f"MMIO access [{offset:#x}, +{len(data)}) is outside the region of {self.size:#x} bytes")
+    self.region.dev.mem_write_block(self.region.base + offset, data)
 
 
 class _BAR:
@@ -67,27 +87,35 @@ class _BAR:
 
 
 class USBPCIDevice(PCIDevice):
-  """The function behind the bridge `device` (a pyusb usb.core.Device, or the emu stand-in)."""
-  def __init__(self, device: Any, lock_prefix: str | None):
-    self.usb = device
-    self.name = f"USB bridge {device.idVendor:04x}:{device.idProduct:04x} at bus {device.bus} address {device.address}"
-    if (device.idVendor, device.idProduct) not in VID_PID:
-      raise ValueError(f"{self.name} is not a supported bridge (VID:PID one of {', '.join(f'{v:04x}:{p:04x}' for v, p in VID_PID)})")
-    super().__init__(f"usb-{device.bus}-{device.address}", lock_prefix)
+  """The function behind the bridge `device` (a pyusb usb.core.Device, or the emu stand-in). With `bus` (the name its
+  lock is taken under), `device` is a callable that makes it once the lock is held (a model's state is not touched
+  before)."""
+  def __init__(self, device: Any, lock_prefix: str | None, bus: str | None = None):
+    self.usb = None
+    if bus is None: self._identify(device)
+    super().__init__(bus or f"usb-{device.bus}-{device.address}", lock_prefix)
     self._batch: list[tuple[int, int]] = []      # (address, dword) of posted writes not sent yet
     self._bar_base: dict[int, int] = {}
     self._bar_len: dict[int, int] = {}
     try:
-      product = self._usb(lambda: device.product) or ""
+      if bus is not None: self._identify(device())
+      product = self._usb(lambda: self.usb.product) or ""
       if not product.startswith(PRODUCTS):
         raise ValueError(f"{self.name} has product string {product!r}, not one of the bridge firmware's ({', '.join(PRODUCTS)}...)")
       self._usb(self._setup_usb)
       self._link_up()
       self._setup_buses()
       self.vendor_id, self.device_id = self.read_config(0, 2), self.read_config(2, 2)
+      self.path = f"{self.usb.bus}-{'.'.join(map(str, getattr(self.usb, 'port_numbers', None) or ()))}"
     except BaseException:
       self.close()
       raise
+
+  def _identify(self, device: Any) -> None:
+    self.usb = device
+    self.name = f"USB bridge {device.idVendor:04x}:{device.idProduct:04x} at bus {device.bus} address {device.address}"
+    if (device.idVendor, device.idProduct) not in VID_PID:
+      raise ValueError(f"{self.name} is not a supported bridge (VID:PID one of {', '.join(f'{v:04x}:{p:04x}' for v, p in VID_PID)})")
 
   # --- USB
   def _usb(self, op):
@@ -116,7 +144,33 @@ class USBPCIDevice(PCIDevice):
   def xdata_read(self, addr: int, n: int) -> bytes:
     """n (1..255) bytes of the bridge controller's XDATA at `addr`."""
     if not 1 <= n <= 255: raise ValueError(f"XDATA read of {n} bytes: 1..255 per request")
+    if getattr(self, "_batch", None): self.flush()     # after the writes before it, as every request
     return bytes(self._usb(lambda: self.usb.ctrl_transfer(VENDOR_IN, REQ_XDATA_READ, addr, 0, n)))
+
+  def window(self, slot: int) -> int:
+    """The PCIe address of SRAM window `slot` (0 or 1)."""
+    if not 0 <= slot < WINDOWS: raise ValueError(f"SRAM window {slot}: the bounce SRAM has windows 0..{WINDOWS - 1}")
+    return BOUNCE + slot * WINDOW_SIZE
+
+  def _sram(self, slot: int, n: int, read: bool) -> None:
+    self.window(slot)
+    if not 0 < n <= WINDOW_SIZE or n % SECTOR:
+      raise ValueError(f"an SRAM transfer of {n} bytes: whole {SECTOR} B sectors, at most one {WINDOW_SIZE >> 10} KB window")
+    self.flush()
+    value, index = n // SECTOR | (SRAM_READ if read else 0), slot | -(-n // SRAM_UNIT) << 8
+    self._usb(lambda: self.usb.ctrl_transfer(VENDOR_OUT, REQ_SRAM, value, index, b""))
+
+  def sram_write(self, slot: int, data: bytes | memoryview) -> None:
+    """Write `data` (whole 512 B sectors, at most 256 KB) to the start of SRAM window `slot`: 0xF2, then bulk OUT."""
+    self._sram(slot, len(data), read=False)
+    self._usb(lambda: self.usb.write(EP_OUT, data))
+
+  def sram_read(self, slot: int, n: int) -> bytes:
+    """n bytes (whole sectors, at most 256 KB) from the start of SRAM window `slot`: 0xF2 with bit 15, then bulk IN."""
+    self._sram(slot, n, read=True)
+    data = bytes(self._usb(lambda: self.usb.read(EP_IN, n)))
+    if len(data) != n: raise USBBridgeError(f"{self.name}: an SRAM read of {n} bytes returned {len(data)}")
+    return data
 
   # --- TLPs
   def _tlp(self, fmt_type: int, be: int, addr: int, value: int, mode: int = MODE_SINGLE, data: bytes = b"") -> int:
@@ -181,6 +235,12 @@ class USBPCIDevice(PCIDevice):
       return
     self._enables(addr, 4)
     self._batch.append((addr, value))
+    if len(self._batch) >= STREAM_DWORDS: self.flush()
+
+  def mem_write_block(self, addr: int, data: bytes) -> None:
+    """Dword-aligned bytes at `addr` as posted writes (batched like mem_write's)."""
+    self._enables(addr, 4)
+    self._batch.extend(zip(range(addr, addr + len(data), 4), struct.unpack(f"<{len(data) // 4}I", data)))
     if len(self._batch) >= STREAM_DWORDS: self.flush()
 
   def flush(self) -> None:
@@ -274,6 +334,44 @@ class USBPCIDevice(PCIDevice):
     try:
       if getattr(self, "_batch", None): self.flush()
     finally:
-      try: usb.util.dispose_resources(self.usb)
+      try:
+        if self.usb is not None: usb.util.dispose_resources(self.usb)
       except usb.core.USBError: pass     # a device that went away has nothing left to release
       super().close()
+
+
+def list_usb() -> list[Any]:
+  """The bridges attached (pyusb enumeration of the supported VID:PIDs), by bus and address; none without libusb."""
+  found = []
+  try:
+    for vid, pid in VID_PID: found += list(usb.core.find(find_all=True, idVendor=vid, idProduct=pid) or ())
+  except usb.core.NoBackendError: return []
+  return sorted(found, key=lambda d: (d.bus, d.address))
+
+
+def open_usb(index: int, lock_prefix: str) -> USBPCIDevice:
+  """The function behind bridge `index` of list_usb()."""
+  if index >= len(found := list_usb()):
+    raise RuntimeError(f"USB bridge {index} does not exist: {len(found)} found (USB VID:PID "
+                       f"{', '.join(f'{v:04x}:{p:04x}' for v, p in VID_PID)}); check the cable and `lsusb`")
+  return USBPCIDevice(found[index], lock_prefix)
+
+
+class ModelUSBPCIDevice(USBPCIDevice):
+  """Emulated device `index` of the PCI model `kind` behind the bridge model (emu/usb/asm24xx.py): the same device,
+  state and lock as open_model(kind, index)'s mock-<index>, reached over USB (MOCKUSB). Closing it powers the model off."""
+  def __init__(self, kind: str, index: int, lock_prefix: str | None, **options: Any):
+    from drivers.system.pci import emulated_model
+    from emu.usb.asm24xx import ASM24xx, MockUSBDevice
+    m, bus = emulated_model(kind, index)
+    self.function = None
+    def make():
+      self.function = m.create(bus, index, **options)
+      return MockUSBDevice(ASM24xx(self.function), bus=1, address=2 + index)
+    super().__init__(make, lock_prefix, bus=bus)
+
+  def close(self) -> None:
+    try: super().close()
+    finally:
+      if self.function is not None: self.function.close()
+      self.function = None
