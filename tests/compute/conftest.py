@@ -1,3 +1,4 @@
+import os
 import numpy as np
 import pytest
 from compute import Tensor, Device
@@ -12,10 +13,15 @@ def _cpu_default():
   Device._default = prev
 
 
-@pytest.fixture(params=["CPU", "MOCKPCI+AMD"])
+# the AMD device of cpu_and_amd: DEV when it names one (DEV=MOCKUSB+AMD runs the suites through the USB bridge model)
+AMD_DEV = os.environ["DEV"] if "AMD" in os.environ.get("DEV", "") else "MOCKPCI+AMD"
+
+
+@pytest.fixture(params=["CPU", AMD_DEV])
 def cpu_and_amd(request):
-  """For modules that run every test on both the CPU device and the emulated AMD GPU (MOCKPCI+AMD: kernels rendered as
-  OpenCL C, compiled by clang-22 for gfx1100, run by the RDNA3 emulator): `pytestmark = pytest.mark.usefixtures(...)`."""
+  """For modules that run every test on both the CPU device and the emulated AMD GPU (MOCKPCI+AMD, or the AMD device
+  DEV names: kernels rendered as OpenCL C, compiled by clang-22 for gfx1100, run by the RDNA3 emulator):
+  `pytestmark = pytest.mark.usefixtures(...)`."""
   prev = Device._default
   Device.DEFAULT = request.param
   yield

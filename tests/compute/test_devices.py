@@ -1,11 +1,11 @@
-"""A representative subset on every device: the CPU device, and the emulated AMD GPU through both
-interfaces. Emulated devices need no hardware, so one that does not open is a failure that gives the reason."""
+"""A representative subset on every device: the CPU device, and the emulated AMD GPU through each of its
+interfaces (MOCKUSB+AMD: the AM driver through the ASM24xx bridge model). Emulated devices need no hardware, so one that does not open is a failure that gives the reason."""
 import numpy as np
 import pytest
 from compute import Tensor, Device
 from drivers.hcq import available_vendors
 
-DEVICES = ["CPU", "MOCKKFD+AMD", "MOCKPCI+AMD"]
+DEVICES = ["CPU", "MOCKKFD+AMD", "MOCKPCI+AMD", "MOCKUSB+AMD"]
 
 
 @pytest.fixture(params=DEVICES)
