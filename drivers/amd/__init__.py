@@ -78,4 +78,5 @@ VENDOR = Vendor(
   # the default device when no GPU is present: the emulated Navi31 booted through the userspace PCI driver
   emulated="MOCKPCI+AMD", priority=0,
   lock_prefix=LOCK_PREFIX, modules=("amdgpu",), load=("amdgpu",), pci_vendors=(PCI_VENDOR,),
-  pci_classes=(CLASS_DISPLAY, CLASS_ACCELERATOR), device_names=DEVICE_NAMES, models=("navi31",))
+  pci_classes=(CLASS_DISPLAY, CLASS_ACCELERATOR), device_names=DEVICE_NAMES, models=("navi31",),
+  usb_bridges=True)

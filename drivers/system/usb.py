@@ -19,6 +19,7 @@ units field is its length rounded up to 16 KB.
 """
 from __future__ import annotations
 import errno, struct, time
+from dataclasses import dataclass
 from typing import Any
 
 import usb.core, usb.util
@@ -106,7 +107,6 @@ class USBPCIDevice(PCIDevice):
       self._link_up()
       self._setup_buses()
       self.vendor_id, self.device_id = self.read_config(0, 2), self.read_config(2, 2)
-      self.path = f"{self.usb.bus}-{'.'.join(map(str, getattr(self.usb, 'port_numbers', None) or ()))}"
     except BaseException:
       self.close()
       raise
@@ -347,6 +347,27 @@ def list_usb() -> list[Any]:
     for vid, pid in VID_PID: found += list(usb.core.find(find_all=True, idVendor=vid, idProduct=pid) or ())
   except usb.core.NoBackendError: return []
   return sorted(found, key=lambda d: (d.bus, d.address))
+
+
+@dataclass(frozen=True)
+class BridgeInfo:
+  """An attached bridge as listings show it, without opening it."""
+  bus: str              # what USBPCIDevice names (and locks) it: usb-<bus>-<address>
+  path: str             # the USB path as sysfs names it: <bus>-<port>.<port>...
+  vendor_id: int
+  product_id: int
+  firmware: str         # the bridge firmware's release (bcdDevice), as major.minor
+
+
+def bridge_info(device: Any) -> BridgeInfo:
+  bcd = device.bcdDevice
+  return BridgeInfo(f"usb-{device.bus}-{device.address}", f"{device.bus}-{'.'.join(map(str, device.port_numbers or ()))}",
+                    device.idVendor, device.idProduct, f"{bcd >> 8:x}.{bcd & 0xFF:02x}")
+
+
+def list_bridges() -> list[BridgeInfo]:
+  """What list_usb finds, described."""
+  return [bridge_info(d) for d in list_usb()]
 
 
 def open_usb(index: int, lock_prefix: str) -> USBPCIDevice:
