@@ -188,7 +188,9 @@ def _reset(backend: Vendor, host: Host, devs: list[Device]) -> bool:
 def cmd_reset(backend: Vendor, host: Host, args: argparse.Namespace) -> int:
   devs = find_devices(backend, host, args.pci_bus)
   for d in devs:   # only a held lock: no PCI function here, no model state to reset (a USB bridge, another model's lock)
-    if d.pci is None: print(f"{d.bus}: {d.kind} device known only by its lock ({d.holder_text()}): no PCI function here "
+    if d.usb is not None: print(f"{d.bus}: a GPU behind a USB bridge (path {d.usb.path}) has no function reset through "
+                                "the bridge: power-cycle it, skipped")
+    elif d.pci is None: print(f"{d.bus}: {d.kind} device known only by its lock ({d.holder_text()}): no PCI function here "
                             "and no emulated state to reset, skipped")
   if not (found := [d for d in devs if d.pci is not None]):
     raise SmiError(f"no {backend.smi_name} device to reset" + (f" matches --pci_bus {args.pci_bus}" if args.pci_bus else ""))

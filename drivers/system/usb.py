@@ -18,9 +18,9 @@ driver's reading, UNVERIFIED against the firmware (emu/usb/asm24xx.py reads it t
 units field is its length rounded up to 16 KB.
 """
 from __future__ import annotations
-import errno, struct, time
+import errno, functools, struct, threading, time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import usb.core, usb.util
 
@@ -52,6 +52,15 @@ WINDOW_SIZE, WINDOWS = 256 << 10, 2          # this driver's reading of `slot` (
 
 class USBBridgeError(RuntimeError):
   """The bridge refused or failed a request."""
+
+
+def serialized(method: Callable) -> Callable:
+  """One request sequence at a time on the bridge (a TLP and its completion, an SRAM transfer and its data), whichever
+  thread asks: the control pipe holds one pending completion."""
+  @functools.wraps(method)
+  def run(self, *args, **kw):
+    with self.io: return method(self, *args, **kw)
+  return run
 
 
 def udev_rule(vid: int, pid: int) -> str:
@@ -92,7 +101,7 @@ class USBPCIDevice(PCIDevice):
   lock is taken under), `device` is a callable that makes it once the lock is held (a model's state is not touched
   before)."""
   def __init__(self, device: Any, lock_prefix: str | None, bus: str | None = None):
-    self.usb = None
+    self.usb, self.io = None, threading.RLock()
     if bus is None: self._identify(device)
     super().__init__(bus or f"usb-{device.bus}-{device.address}", lock_prefix)
     self._batch: list[tuple[int, int]] = []      # (address, dword) of posted writes not sent yet
@@ -141,6 +150,7 @@ class USBPCIDevice(PCIDevice):
       raise USBBridgeError(f"{self.name}: PCIe link not up (LTSSM {state:#x}, not {LTSSM_L0:#x}): check the function's "
                            "power supply and the bridge's PCIe connection, then replug")
 
+  @serialized
   def xdata_read(self, addr: int, n: int) -> bytes:
     """n (1..255) bytes of the bridge controller's XDATA at `addr`."""
     if not 1 <= n <= 255: raise ValueError(f"XDATA read of {n} bytes: 1..255 per request")
@@ -160,11 +170,13 @@ class USBPCIDevice(PCIDevice):
     value, index = n // SECTOR | (SRAM_READ if read else 0), slot | -(-n // SRAM_UNIT) << 8
     self._usb(lambda: self.usb.ctrl_transfer(VENDOR_OUT, REQ_SRAM, value, index, b""))
 
+  @serialized
   def sram_write(self, slot: int, data: bytes | memoryview) -> None:
     """Write `data` (whole 512 B sectors, at most 256 KB) to the start of SRAM window `slot`: 0xF2, then bulk OUT."""
     self._sram(slot, len(data), read=False)
     self._usb(lambda: self.usb.write(EP_OUT, data))
 
+  @serialized
   def sram_read(self, slot: int, n: int) -> bytes:
     """n bytes (whole sectors, at most 256 KB) from the start of SRAM window `slot`: 0xF2 with bit 15, then bulk IN."""
     self._sram(slot, n, read=True)
@@ -202,18 +214,22 @@ class USBPCIDevice(PCIDevice):
     self._tlp(CFG1_WR if bus else CFG0_WR, be, addr, value << shift)
     return 0
 
+  @serialized
   def read_config(self, offset: int, size: int) -> int:
     self.flush()
     return self._cfg(FUNCTION_BUS, offset, size)
 
+  @serialized
   def write_config(self, offset: int, size: int, value: int) -> None:
     self.flush()
     self._cfg(FUNCTION_BUS, offset, size, value)
 
+  @serialized
   def mem_read(self, addr: int, size: int) -> int:
     self.flush()
     return (self._tlp(MEM_RD, self._enables(addr, size), addr & ~3, 0) >> 8 * (addr & 3)) & ((1 << 8 * size) - 1)
 
+  @serialized
   def mem_read_block(self, addr: int, n: int) -> bytes:
     """n bytes (dword-aligned) at `addr` by streaming reads (mode 2, data on bulk IN 0x81), one per 4 KB page."""
     self.flush()
@@ -228,6 +244,7 @@ class USBPCIDevice(PCIDevice):
       addr, n = addr + k, n - k
     return bytes(out)
 
+  @serialized
   def mem_write(self, addr: int, size: int, value: int) -> None:
     if size != 4:
       self.flush()
@@ -237,12 +254,14 @@ class USBPCIDevice(PCIDevice):
     self._batch.append((addr, value))
     if len(self._batch) >= STREAM_DWORDS: self.flush()
 
+  @serialized
   def mem_write_block(self, addr: int, data: bytes) -> None:
     """Dword-aligned bytes at `addr` as posted writes (batched like mem_write's)."""
     self._enables(addr, 4)
     self._batch.extend(zip(range(addr, addr + len(data), 4), struct.unpack(f"<{len(data) // 4}I", data)))
     if len(self._batch) >= STREAM_DWORDS: self.flush()
 
+  @serialized
   def flush(self) -> None:
     """Send the batched writes, in order: runs of consecutive dwords in one 4 KB page as streaming writes."""
     batch, self._batch = self._batch, []

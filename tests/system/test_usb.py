@@ -1,5 +1,5 @@
 """USBPCIDevice (drivers/system/usb.py) against the ASM24xx model in front of the emulated Navi31."""
-import struct
+import struct, sys, threading
 import pytest
 
 from drivers.system.usb import USBPCIDevice, USBBridgeError
@@ -172,3 +172,22 @@ def test_requests_after_batched_writes_send_them_first(gpu):
     d.map_bar(0).write32(0x104, 0xBEEF)
     d.sram_write(0, bytes(512))
     assert gpu.bars[0][0x104:0x108] == b"\xef\xbe\0\0"
+
+
+def test_threads_take_turns_on_the_control_pipe(gpu):
+  # each TLP's completion must be read before the next TLP: requests from two threads never interleave
+  with opened(gpu) as d:
+    vram, errors = d.map_bar(0), []
+    gpu.bars[0][0:8] = bytes(range(8))
+    def reads(off):
+      try:
+        for _ in range(200): assert vram.read32(off) == int.from_bytes(bytes(range(off, off + 4)), "little")
+      except Exception as e: errors.append(e)
+    ts = [threading.Thread(target=reads, args=(off,)) for off in (0, 4)]
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)                               # threads switch often, as they would on a loaded host
+    try:
+      for t in ts: t.start()
+      for t in ts: t.join()
+    finally: sys.setswitchinterval(switch)
+    assert not errors

@@ -440,3 +440,5 @@ def test_list_shows_gpus_behind_usb_bridges_with_path_firmware_and_holder(amd_tr
   assert line.split()[:3] == ["usb-3-6", "usb", "3801:0001"] and "path 3-5, bridge firmware 1.00" in line
   assert main(["nv", "list", "--json"], host(amd_tree)) == 0
   assert "usb-3" not in capsys.readouterr().out                       # bridges are listed for vendors behind them only
+  assert main(["amd", "reset", "--pci_bus", "usb-3-6"], host(amd_tree)) == 1
+  assert "usb-3-6: a GPU behind a USB bridge (path 3-5) has no function reset through the bridge" in capsys.readouterr().out
