@@ -72,9 +72,9 @@ class SDMAQueue(Queue):
                                 (self.ndw + len(high) + len(cond) + value_at, 0)), 64)
     self._add(high + cond + low)
 
-  def poll_equal(self, va: int, value: int) -> SDMAQueue:
-    """Stall the queue until the dword at `va` equals `value` (POLL_REGMEM on memory, function 3: equal)."""
-    self._add(pkt("POLL_REGMEM", 6, HEADER_op=S.SDMA_OP_POLL_REGMEM, HEADER_func=POLL_EQ, HEADER_mem_poll=1,
+  def poll(self, va: int, value: int, func: int = POLL_EQ) -> SDMAQueue:
+    """Stall the queue until the dword at `va` compares to `value` (POLL_REGMEM on memory; POLL_EQ, POLL_GE)."""
+    self._add(pkt("POLL_REGMEM", 6, HEADER_op=S.SDMA_OP_POLL_REGMEM, HEADER_func=func, HEADER_mem_poll=1,
                   ADDR_LO_addr_31_0=va & 0xFFFFFFFF, ADDR_HI_addr_63_32=va >> 32, VALUE_value=value,
                   MASK_mask=0xFFFFFFFF, DW5_interval=POLL_INTERVAL, DW5_retry_count=POLL_RETRY))
     return self

@@ -10,6 +10,11 @@ Facts (reference/amd_driver.md 1.2.1, "USB-specific sizing and behaviour"):
   reuses the window; a drain that makes no progress for 10 s is an error.
 - copyout: the SDMA engine copies into a window, then the host reads it (sram_read).
 The window layout (two 256 KB windows, what the 0xF2 `slot` selects) is drivers/system/usb.py's reading, unverified.
+This driver's own choices: copyout is one submission too, each window's copy (after the first two) waiting with
+POLL_REGMEM >= for a release counter at sys_buf+0x804 that the host raises through XDATA (0xE5, low byte first, so the
+engine never sees a value above the one written) once it has read the window; at open, the fence and the counter
+are zeroed and both windows cleared (no sentinel of an earlier process can match a new one); sequence numbers then
+count windows from 1 (2^32 windows, 1 PiB, per open before they would wrap; not handled).
 
 CPU-visible memory (what drivers/hcq writes through memoryviews: rings, signals, kernel arguments, code) has no host
 mapping through the bridge, so each CPU-visible allocation is a Mirror: a host copy of its VRAM whose changed dwords
@@ -26,6 +31,7 @@ import numpy as np
 from drivers.system.mmio import MMIO, MemMMIO
 from drivers.system.usb import USBPCIDevice, SYS_BUF, SYS_BUF_XDATA, WINDOW_SIZE, WINDOWS, SECTOR
 from drivers.amd.iface import AMDMemory
+from drivers.amd.sdma import POLL_GE
 from drivers.amd.pci import PCIIface, HUGE
 from drivers.amd.am.mm import PAGE
 if TYPE_CHECKING: from drivers.amd.device import AMDDevice
@@ -33,6 +39,7 @@ if TYPE_CHECKING: from drivers.amd.device import AMDDevice
 RING_SIZES = {"compute": 0x2000, "sdma": 1 << 20}
 KERNARG_CHUNK, SIGNAL_PAGE = 8 << 10, 0x100
 DRAIN_FENCE = 0x800                 # sys_buf offset of the drain fence
+RELEASE = 0x804                     # sys_buf offset of the copyout release counter (this driver's choice)
 SENTINEL = 0x51000000               # | seq (24 bits), in the last dword of a window
 DRAIN_STALL_S = 10                  # a drain fence that does not move for this long: the copy is stuck
 COPYIN_CHUNK = WINDOW_SIZE - 4      # a window less its sentinel
@@ -79,39 +86,39 @@ class USBStaging:
       first = iface.drained + 1
       def work(q) -> None:
         for i, (off, k) in enumerate(chunks):
-          win, seq = iface.window_va[i % WINDOWS], (first + i) & 0xFFFFFFFF
-          q.poll_equal(win + WINDOW_SIZE - 4, SENTINEL | seq & 0xFFFFFF)
+          win, seq = iface.window_va[i % WINDOWS], first + i
+          q.poll(win + WINDOW_SIZE - 4, SENTINEL | seq & 0xFFFFFF)
           q._copy(va + off, win, k)
           q.fence(iface.sys_buf_va + DRAIN_FENCE, seq)
       done = dev.ordered_submit(dev.copy_queue(), work)
       window = bytearray(WINDOW_SIZE)
       for i, (off, k) in enumerate(chunks):
-        seq = (first + i) & 0xFFFFFFFF
+        seq = first + i
         if i >= WINDOWS: iface.wait_drained(dev, seq - WINDOWS, "copyin")
         window[:k] = data[off:off + k]
         window[-4:] = struct.pack("<I", SENTINEL | seq & 0xFFFFFF)
         pci.sram_write(i % WINDOWS, window)
-      iface.wait_drained(dev, (first + len(chunks) - 1) & 0xFFFFFFFF, "copyin")
+      iface.wait_drained(dev, first + len(chunks) - 1, "copyin")
       dev.timeline.wait(done)
 
   def copyout(self, dest: memoryview, va: int) -> None:
-    """dest.nbytes bytes from device address `va` (after earlier work): the SDMA engine fills a window, the host
-    reads it; the next window's copy is queued before the host reads this one."""
+    """dest.nbytes bytes from device address `va` (after earlier work): the SDMA engine fills the windows in turn,
+    each once the host released its previous contents, and the host reads each as soon as its fence says it is full."""
     dev, iface, pci = self.device, self.iface, self.iface.pci
     chunks = [(off, min(WINDOW_SIZE, dest.nbytes - off)) for off in range(0, dest.nbytes, WINDOW_SIZE)]
     with self.lock:
       first = iface.drained + 1
-      def queue(i: int) -> None:
-        off, k = chunks[i]
-        def work(q) -> None:
+      def work(q) -> None:
+        for i, (off, k) in enumerate(chunks):
+          if i >= WINDOWS: q.poll(iface.sys_buf_va + RELEASE, first + i - WINDOWS, POLL_GE)
           q._copy(iface.window_va[i % WINDOWS], va + off, k)
-          q.fence(iface.sys_buf_va + DRAIN_FENCE, (first + i) & 0xFFFFFFFF)
-        dev.ordered_submit(dev.copy_queue(), work)
-      for i in range(min(WINDOWS, len(chunks))): queue(i)
+          q.fence(iface.sys_buf_va + DRAIN_FENCE, first + i)
+      done = dev.ordered_submit(dev.copy_queue(), work)
       for i, (off, k) in enumerate(chunks):
-        iface.wait_drained(dev, (first + i) & 0xFFFFFFFF, "copyout")
+        iface.wait_drained(dev, first + i, "copyout")
         dest[off:off + k] = pci.sram_read(i % WINDOWS, -(-k // SECTOR) * SECTOR)[:k]
-        if i + WINDOWS < len(chunks): queue(i + WINDOWS)
+        iface.release(first + i)
+      dev.timeline.wait(done)
 
 
 class USBIface(PCIIface):
@@ -126,7 +133,10 @@ class USBIface(PCIIface):
       # the bridge SRAM as system pages of the GPU's address space: sys_buf (the drain fence) and the two windows
       self.sys_buf_va = self._map_bus(SYS_BUF, PAGE)
       self.window_va = [self._map_bus(pci.window(s), WINDOW_SIZE) for s in range(WINDOWS)]
-      self.drained = self.drain_fence()
+      # the copy protocol starts afresh: fence and release counter 0, no sentinel left in a window
+      pci.xdata_write(SYS_BUF_XDATA + DRAIN_FENCE, bytes(8))
+      for slot in range(WINDOWS): pci.sram_write(slot, bytes(WINDOW_SIZE))
+      self.drained = self.released = 0
     except BaseException:
       super().close()
       raise
@@ -190,10 +200,17 @@ class USBIface(PCIIface):
   def drain_fence(self) -> int:
     return int.from_bytes(self.pci.xdata_read(SYS_BUF_XDATA + DRAIN_FENCE, 4), "little")
 
+  def release(self, seq: int) -> None:
+    """Raise the copyout release counter to `seq`: its changed bytes, low byte first."""
+    old, new = self.released.to_bytes(4, "little"), seq.to_bytes(4, "little")
+    for i in range(4):
+      if old[i] != new[i]: self.pci.xdata_write(SYS_BUF_XDATA + RELEASE + i, new[i:i + 1])
+    self.released = seq
+
   def wait_drained(self, device: AMDDevice, seq: int, what: str) -> None:
-    """Until the drain fence reaches `seq` (mod 2^32); TimeoutError when it does not move for DRAIN_STALL_S."""
+    """Until the drain fence reaches `seq`; TimeoutError when it does not move for DRAIN_STALL_S."""
     deadline = time.monotonic() + DRAIN_STALL_S
-    while 0 < (seq - self.drained) & 0xFFFFFFFF < 1 << 31:
+    while self.drained < seq:
       device.check_faults()
       if (v := self.drain_fence()) != self.drained: self.drained, deadline = v, time.monotonic() + DRAIN_STALL_S
       elif time.monotonic() > deadline:

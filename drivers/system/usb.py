@@ -12,7 +12,7 @@ Register writes are batched (runs of consecutive dwords become one streaming wri
 sends them. The function cannot reach host memory through the bridge: alloc_dma/map_dma raise. What it reaches
 instead is the bridge's SRAM: sram_write/sram_read move data between the host and the 512 KB bounce SRAM with 0xF2
 (wValue = 512 B sectors | bit 15 for a read, wIndex = slot | 16 KB units << 8, the data on the bulk endpoints), and
-xdata_read reads the 4 KB windows (sys_buf, cq_buf) through XDATA. What `slot` selects is not in the facts; this
+xdata_read/xdata_write reach the 4 KB windows (sys_buf, cq_buf) through XDATA. What `slot` selects is not in the facts; this
 driver's reading, UNVERIFIED against the firmware (emu/usb/asm24xx.py reads it the same way): the bounce SRAM is two
 256 KB windows, slot 0 at PCIe 0x200000 and slot 1 at 0x240000, a transfer starts at its window's start, and the
 units field is its length rounded up to 16 KB.
@@ -32,7 +32,7 @@ VID_PID = ((0xADD1, 0x0001), (0x3801, 0x0001))
 PRODUCTS = ("custom", "AS2462")
 EP_OUT, EP_IN = 0x02, 0x81
 VENDOR_OUT, VENDOR_IN = 0x40, 0xC0
-REQ_POWER, REQ_XDATA_READ, REQ_TLP, REQ_SRAM = 0xF3, 0xE4, 0xF0, 0xF2
+REQ_POWER, REQ_XDATA_READ, REQ_XDATA_WRITE, REQ_TLP, REQ_SRAM = 0xF3, 0xE4, 0xE5, 0xF0, 0xF2
 LTSSM, LTSSM_L0 = 0xB450, 0x78
 CFG0_RD, CFG1_RD, CFG0_WR, CFG1_WR, MEM_WR, MEM_RD = 0x04, 0x05, 0x44, 0x45, 0x60, 0x20
 MODE_SINGLE, MODE_STREAM_WRITE, MODE_STREAM_READ = 0, 1, 2
@@ -156,6 +156,12 @@ class USBPCIDevice(PCIDevice):
     if not 1 <= n <= 255: raise ValueError(f"XDATA read of {n} bytes: 1..255 per request")
     if getattr(self, "_batch", None): self.flush()     # after the writes before it, as every request
     return bytes(self._usb(lambda: self.usb.ctrl_transfer(VENDOR_IN, REQ_XDATA_READ, addr, 0, n)))
+
+  @serialized
+  def xdata_write(self, addr: int, data: bytes) -> None:
+    """Bytes into the bridge controller's XDATA at `addr`, one 0xE5 request each (the value in wIndex), in order."""
+    self.flush()
+    for i, b in enumerate(data): self._usb(lambda: self.usb.ctrl_transfer(VENDOR_OUT, REQ_XDATA_WRITE, addr + i, b, b""))
 
   def window(self, slot: int) -> int:
     """The PCIe address of SRAM window `slot` (0 or 1)."""

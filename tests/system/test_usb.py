@@ -191,3 +191,10 @@ def test_threads_take_turns_on_the_control_pipe(gpu):
       for t in ts: t.join()
     finally: sys.setswitchinterval(switch)
     assert not errors
+
+
+def test_xdata_write_is_one_e5_per_byte_value_in_windex(gpu):
+  with USBPCIDevice(Recorder(ASM24xx(gpu)), None) as d:
+    d.xdata_write(0xA804, b"\x01\x02")
+    assert d.usb.requests[-2:] == [(0x40, 0xE5, 0xA804, 1), (0x40, 0xE5, 0xA805, 2)]
+    assert d.xdata_read(0xA804, 2) == b"\x01\x02" and gpu.dma.read(0x820804, 2) == b"\x01\x02"   # sys_buf, as the GPU sees it

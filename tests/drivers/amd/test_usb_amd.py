@@ -58,11 +58,14 @@ def test_copyin_fills_windows_in_turn_and_copyout_reads_them(dev):
   usb.bridge.bulk_out = lambda d: (writes.append((usb.bridge.sram, d[-4:])) if usb.bridge.sram else None, real(d))[1]
   buf.copyin(data.data)
   seq = int.from_bytes(writes[0][1], "little") & 0xFFFFFF
+  assert seq == 1                                                        # the protocol starts afresh at open
   assert [(w[0][0], w[0][1], int.from_bytes(w[1], "little")) for w in writes] == \
     [(0, 256 << 10, 0x51000000 | seq), (256 << 10, 256 << 10, 0x51000000 | seq + 1), (0, 256 << 10, 0x51000000 | seq + 2)]
   assert dev.iface.drain_fence() == seq + 2                              # the SDMA engine drained all three
   assert np.array_equal(np.frombuffer(buf.copyout(), np.uint8), data)
   assert dev.iface.drain_fence() == seq + 5                              # three windows read back
+  # each read back, the host raised the release counter at sys_buf+0x804 the engine's third copy waited on
+  assert int.from_bytes(dev.iface.pci.xdata_read(0xA804, 4), "little") == seq + 5
   buf.free()
 
 
