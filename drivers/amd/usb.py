@@ -151,14 +151,14 @@ class USBIface(PCIIface):
     """VRAM whatever is asked; CPU-visible memory (host, uncached, cpu_access) gets a Mirror, read back on polls when
     the GPU writes it (host, uncached)."""
     c = self.core
-    size = -(-max(size, 1) // PAGE) * PAGE
+    asked, size = -(-max(size, 1) // 4) * 4, -(-max(size, 1) // PAGE) * PAGE   # the mirror covers what was asked for
     align = HUGE if size >= HUGE else PAGE
     va = c.mm.va.alloc(size, align)
     try:
       paddr = c.mm.palloc(size, align)
       try:
         c.gmc.map(va, paddr + np.arange(size // PAGE, dtype=np.uint64) * PAGE, system=False, uncached=uncached)
-        mirror = Mirror(c.vram_bar, paddr, size, polled=host or uncached) if host or uncached or cpu_access else None
+        mirror = Mirror(c.vram_bar, paddr, asked, polled=host or uncached) if host or uncached or cpu_access else None
       except BaseException:
         c.mm.pfree(paddr)
         raise
