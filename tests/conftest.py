@@ -35,6 +35,11 @@ def _am_capable_gpu() -> bool:
   return any(d.emulated_index is None for d in devices())
 
 
+def _usb_bridge() -> bool:
+  from drivers.system.usb import list_usb
+  return bool(list_usb())
+
+
 def _free_bnxt_nic() -> bool:
   from drivers.bnxt import free_functions
   return os.path.exists("/dev/vfio/vfio") and bool(free_functions())
@@ -48,6 +53,7 @@ def _free_mlx5_nic() -> bool:
 # what each hardware marker needs, and how to tell it is there
 HARDWARE = {"amd": ("an AMD GPU under amdgpu (/dev/kfd)", lambda: os.path.exists("/dev/kfd")),
             "amd-pci": ("a supported AMD GPU free of amdgpu (bound to vfio-pci or to nothing)", _am_capable_gpu),
+            "usb": ("an AMD GPU behind an ASM24xx USB bridge (USB VID:PID add1:0001 or 3801:0001) the user may open", _usb_bridge),
             "nv": ("an NVIDIA GPU (/dev/nvidiactl)", lambda: os.path.exists("/dev/nvidiactl")),
             "bnxt": ("a Broadcom NetXtreme-E (Thor) NIC unbound from bnxt_en, and VFIO (/dev/vfio/vfio, the NIC on vfio-pci)",
                      _free_bnxt_nic),

@@ -3,7 +3,8 @@
 `hcq_smi <backend> {list,rmmod,insmod,reset,pids,kill_pids}`. The backends are the registered vendors that have
 a lock prefix (drivers/system/registry.py), named in lower case (amd, nv, ...). A backend's devices are its vendor's
 PCI functions (drivers/system/discovery), its models' emulated devices that have state, and the held ownership
-locks of its prefix (drivers/system/lock), so devices an emulated model opened show up too. Root-only commands
+locks of its prefix (drivers/system/lock), so devices an emulated model opened show up too, and, for vendors whose
+GPUs come behind USB bridges, the bridges attached (USB path, bridge firmware). Root-only commands
 (modprobe, kill) run through sudo unless hcq_smi already is root; sysfs writes name the file when permission is missing.
 """
 from __future__ import annotations
@@ -15,6 +16,7 @@ from drivers.system.discovery import PCIInfo, list_pci
 from drivers.system.lock import LockInfo, alive, holder, list_locks, lock_dir, process_name
 from drivers.system.pci import SysfsPCIDevice, list_models, open_model
 from drivers.system.registry import Vendor, vendors
+from drivers.system.usb import BridgeInfo, list_bridges
 
 NOT_IN_USE = "No processes found using this device"
 NOT_VISIBLE = "run hcq_smi as root to see every process"
@@ -69,6 +71,7 @@ class Device:
   pci: PCIInfo | None         # None: no PCI function of that address here (an emulated device, a USB bridge)
   lock: LockInfo | None       # its ownership lock file, if there is one
   model: str | None = None    # the PCI model emulating it (an emulated device with state)
+  usb: BridgeInfo | None = None   # the USB bridge it is behind (a USB-attached device)
 
   @property
   def kind(self) -> str:
@@ -93,6 +96,7 @@ def find_devices(backend: Vendor, host: Host, pci_bus: str | None = None) -> lis
   devs = [Device(p.bus, p, locks.pop(p.bus, None)) for p in list_pci(sysfs=host.sysfs)
           if p.vendor_id in backend.pci_vendors and p.base_class in backend.pci_classes]
   devs += [Device(m.bus, m, locks.pop(m.bus, None), kind) for kind in backend.models for m in list_models(kind)]
+  if backend.usb_bridges: devs += [Device(b.bus, None, locks.pop(b.bus, None), usb=b) for b in list_bridges()]
   devs += [Device(lk.bus, None, lk) for lk in locks.values() if lk.pid is not None]   # free leftovers are no device
   if pci_bus is None: return devs
   want = pci_bus.lower()
@@ -116,7 +120,8 @@ def _json_row(d: Device) -> dict:
           "driver": p.driver if p else None, "iommu_group": p.iommu_group if p else None,
           "in_use": d.pid is not None, "pid": d.pid if d.pid is not None and d.pid > 0 else None,
           "process": process_name(d.pid) if d.pid is not None and d.pid > 0 else None,
-          "lock": d.lock.path if d.lock else None}
+          "lock": d.lock.path if d.lock else None, "usb_path": d.usb.path if d.usb else None,
+          "bridge_firmware": d.usb.firmware if d.usb else None}
 
 
 def cmd_list(backend: Vendor, host: Host, args: argparse.Namespace) -> int:
@@ -129,8 +134,10 @@ def cmd_list(backend: Vendor, host: Host, args: argparse.Namespace) -> int:
     return 0
   rows = [("BUS", "KIND", "ID", "NAME", "DRIVER", "IOMMU", "IN USE")]
   for d in devs:
-    p = d.pci
-    rows.append((d.bus, d.kind, f"{p.vendor_id:04x}:{p.device_id:04x}" if p else "-", (p.name or "?") if p else "-",
+    p, u = d.pci, d.usb
+    ident = f"{p.vendor_id:04x}:{p.device_id:04x}" if p else f"{u.vendor_id:04x}:{u.product_id:04x}" if u else "-"
+    name = (p.name or "?") if p else f"GPU behind a USB bridge (path {u.path}, bridge firmware {u.firmware})" if u else "-"
+    rows.append((d.bus, d.kind, ident, name,
                  (p.driver or "none") if p else "-", str(p.iommu_group) if p and p.iommu_group is not None else "-",
                  "no" if d.pid is None else d.holder_text()))
   widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
@@ -181,7 +188,9 @@ def _reset(backend: Vendor, host: Host, devs: list[Device]) -> bool:
 def cmd_reset(backend: Vendor, host: Host, args: argparse.Namespace) -> int:
   devs = find_devices(backend, host, args.pci_bus)
   for d in devs:   # only a held lock: no PCI function here, no model state to reset (a USB bridge, another model's lock)
-    if d.pci is None: print(f"{d.bus}: {d.kind} device known only by its lock ({d.holder_text()}): no PCI function here "
+    if d.usb is not None: print(f"{d.bus}: a GPU behind a USB bridge (path {d.usb.path}) has no function reset through "
+                                "the bridge: power-cycle it, skipped")
+    elif d.pci is None: print(f"{d.bus}: {d.kind} device known only by its lock ({d.holder_text()}): no PCI function here "
                             "and no emulated state to reset, skipped")
   if not (found := [d for d in devs if d.pci is not None]):
     raise SmiError(f"no {backend.smi_name} device to reset" + (f" matches --pci_bus {args.pci_bus}" if args.pci_bus else ""))

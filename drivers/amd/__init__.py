@@ -1,8 +1,9 @@
 """AMD GPUs: the KFD (amdgpu.ko) and AM (userspace PCI) interfaces, PM4/SDMA queues, code objects.
 
 Device strings: KFD+AMD (through the kernel driver), PCI+AMD (the AM userspace driver on the bare PCI
-function), MOCKKFD+AMD / MOCKPCI+AMD (the same driver code against the emulated Navi31), and AMD (KFD
-when /dev/kfd exists, else PCI). `VENDOR` is what registers (entry point group hcq.vendors); the driver
+function), USB+AMD (the AM driver on a GPU behind an ASM24xx USB bridge), MOCKKFD+AMD / MOCKPCI+AMD / MOCKUSB+AMD
+(the same driver code against the emulated Navi31, MOCKUSB through the bridge model), and AMD (KFD when /dev/kfd
+exists, else PCI when a supported GPU is on the PCI bus, else USB when a bridge is attached, else PCI's error). `VENDOR` is what registers (entry point group hcq.vendors); the driver
 itself is imported when a device is opened."""
 from __future__ import annotations
 import os
@@ -38,22 +39,44 @@ def _pci_device(index: int) -> PCIDevice:
   return open_pci(found[index].bus, LOCK_PREFIX)
 
 
+def _pci_gpus() -> int:
+  from drivers.system.discovery import list_pci
+  return sum(d.base_class in VENDOR.pci_classes and d.device_id in AM_DEVICE_IDS for d in list_pci(PCI_VENDOR))
+
+
+def _usb_bridges() -> int:
+  from drivers.system.usb import list_usb
+  return len(list_usb())
+
+
+def _auto() -> str:
+  """The interface `AMD` means: KFD with the kernel driver, else PCI with a GPU on the bus, else USB with a bridge."""
+  if os.path.exists(KFD): return "KFD"
+  return "USB" if not _pci_gpus() and _usb_bridges() else "PCI"
+
+
 def _open(spec: DeviceSpec) -> AMDDevice:
   from drivers.amd.device import AMDDevice
-  iface = spec.iface or ("KFD" if os.path.exists(KFD) else "PCI")
+  iface = spec.iface or _auto()
   name = f"{iface}+AMD" + (f":{spec.index}" if spec.index else "")
   if iface in ("KFD", "MOCKKFD"):
     from drivers.amd.kfd import KFDIface
     from drivers.system.kernel import kernel_interface
     return AMDDevice(name, KFDIface(kernel_interface("kfd" if iface == "MOCKKFD" else None), spec.index))
+  if iface in ("USB", "MOCKUSB"):
+    from drivers.amd.usb import USBIface
+    from drivers.system.usb import ModelUSBPCIDevice, open_usb
+    return AMDDevice(name, USBIface(ModelUSBPCIDevice("navi31", spec.index, LOCK_PREFIX) if iface == "MOCKUSB"
+                                    else open_usb(spec.index, LOCK_PREFIX)))
   from drivers.amd.pci import PCIIface
   from drivers.system.pci import open_model
   return AMDDevice(name, PCIIface(open_model("navi31", spec.index, LOCK_PREFIX) if iface == "MOCKPCI" else _pci_device(spec.index)))
 
 
 VENDOR = Vendor(
-  "AMD", interfaces=("KFD", "PCI", "MOCKKFD", "MOCKPCI"), open=_open, probe=lambda: os.path.exists(KFD),
+  "AMD", interfaces=("KFD", "PCI", "USB", "MOCKKFD", "MOCKPCI", "MOCKUSB"), open=_open, probe=lambda: os.path.exists(KFD),
   # the default device when no GPU is present: the emulated Navi31 booted through the userspace PCI driver
   emulated="MOCKPCI+AMD", priority=0,
   lock_prefix=LOCK_PREFIX, modules=("amdgpu",), load=("amdgpu",), pci_vendors=(PCI_VENDOR,),
-  pci_classes=(CLASS_DISPLAY, CLASS_ACCELERATOR), device_names=DEVICE_NAMES, models=("navi31",))
+  pci_classes=(CLASS_DISPLAY, CLASS_ACCELERATOR), device_names=DEVICE_NAMES, models=("navi31",),
+  usb_bridges=True)

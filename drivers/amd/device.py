@@ -111,6 +111,10 @@ class AMDDevice(Device):
       # packet (reference/amd_driver.md 1.3, "SDMA submission")
       self.compute_ring = self._ring("compute", unit=4, pad=None)
       self.sdma_ring = self._ring("sdma", unit=1, pad=SDMA_NOP)
+      # an interface with placement rules of its own (drivers/amd/usb.py) sizes kernel-argument chunks and copies host
+      # data its own way
+      self.kernargs.chunk_size = getattr(iface, "kernarg_chunk", self.kernargs.chunk_size)
+      if (staging := getattr(iface, "staging", None)) is not None: self._staging = staging(self)
       self.ensure_scratch(0)
     except BaseException:   # leave nothing behind: queues, memory, the interface (and with it the device lock)
       for b in list(getattr(self, "_buffers", ())): b.free()
@@ -123,7 +127,7 @@ class AMDDevice(Device):
 
   # --- hardware queues
   def _ring(self, kind: str, unit: int, pad: int | None) -> Ring:
-    desc = self.iface.create_queue(kind, RING_SIZE)
+    desc = self.iface.create_queue(kind, getattr(self.iface, "ring_sizes", {}).get(kind, RING_SIZE))
     self._queues.append(desc)
     def doorbell(wptr: int) -> None:
       if self.host_flushes_hdp: self.iface.before_doorbell()
@@ -165,8 +169,9 @@ class AMDDevice(Device):
       self.iface.free(mem)
 
   def _signal_chunk(self):
-    mem = self.alloc_owned(PAGE, uncached=True)
-    return mem.view, mem.va
+    size = getattr(self.iface, "signal_page", PAGE)
+    mem = self.alloc_owned(size, uncached=True)
+    return mem.view[:size], mem.va
 
   def _kernarg_chunk(self, size: int) -> tuple[memoryview, int]:
     mem = self.alloc_owned(size, cpu_access=True)   # host-visible VRAM
@@ -210,6 +215,8 @@ class AMDDevice(Device):
     return fault + (f" while running kernel {kernels[0]}" if kernels else "")
 
   def _progress(self) -> tuple:
+    # an interface whose memory the host sees only by reading it back (drivers/amd/usb.py) reads it now
+    if (refresh := getattr(self.iface, "refresh", None)) is not None: refresh()
     return tuple(r.rptr for r in (self.compute_ring, self.sdma_ring) if r is not None)
 
   def _stop_queues(self) -> None:

@@ -96,12 +96,16 @@ class PCIIface:
 
   # --- queues
   def create_queue(self, kind: str, ring_size: int) -> QueueDesc:
-    ring, ctl = self.alloc(ring_size, uncached=True), self.alloc(PAGE, uncached=True)
+    ring, ctl = self._queue_memory(kind, ring_size)
     rptr_va, wptr_va = ctl.va, ctl.va + 8
     block = {"compute": self.core.gfx, "sdma": self.core.sdma}[kind]
     doorbell = block.setup_ring(ring.va, ring_size, rptr_va, wptr_va)
     words = ctl.view.cast("Q")
     return QueueDesc(ring, words[0:1], words[1:2], self.core.doorbells, doorbell, (kind, ring, ctl))
+
+  def _queue_memory(self, kind: str, ring_size: int) -> tuple[AMDMemory, AMDMemory]:
+    """The ring and its control page (read pointer at +0, write pointer at +8): host memory."""
+    return self.alloc(ring_size, uncached=True), self.alloc(PAGE, uncached=True)
 
   def destroy_queue(self, q: QueueDesc) -> None:
     kind, ring, ctl = q.handle

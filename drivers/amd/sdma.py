@@ -12,7 +12,7 @@ if TYPE_CHECKING: from drivers.amd.device import AMDDevice
 MAX_COPY = S.SDMA_PKT_COPY_LINEAR_COUNT_count_mask + 1   # COPY_LINEAR count holds bytes - 1: at most 1 GiB per packet
 # POLL_REGMEM func 5 is ">=": the header names the field only; the functions are PM4 WAIT_REG_MEM's (nvd.h), as
 # sdma_v6_0_ring_emit_pipeline_sync's FUNC(3) "equal" shows
-POLL_GE = 5
+POLL_GE, POLL_EQ = 5, 3
 # retry count and poll interval of Linux's own memory polls (sdma_v6_0_ring_emit_pipeline_sync)
 POLL_INTERVAL, POLL_RETRY = 0x04, 0xFFF
 
@@ -71,6 +71,19 @@ class SDMAQueue(Queue):
     self._patch_point("value", ((self.ndw + value_at, 32), (self.ndw + len(high) + ref_at, 32),
                                 (self.ndw + len(high) + len(cond) + value_at, 0)), 64)
     self._add(high + cond + low)
+
+  def poll(self, va: int, value: int, func: int = POLL_EQ) -> SDMAQueue:
+    """Stall the queue until the dword at `va` compares to `value` (POLL_REGMEM on memory; POLL_EQ, POLL_GE)."""
+    self._add(pkt("POLL_REGMEM", 6, HEADER_op=S.SDMA_OP_POLL_REGMEM, HEADER_func=func, HEADER_mem_poll=1,
+                  ADDR_LO_addr_31_0=va & 0xFFFFFFFF, ADDR_HI_addr_63_32=va >> 32, VALUE_value=value,
+                  MASK_mask=0xFFFFFFFF, DW5_interval=POLL_INTERVAL, DW5_retry_count=POLL_RETRY))
+    return self
+
+  def fence(self, va: int, value: int) -> SDMAQueue:
+    """Write the dword `value` at `va` once the packets before it are done (FENCE)."""
+    self._add(pkt("FENCE", 4, HEADER_op=S.SDMA_OP_FENCE, ADDR_LO_addr_31_0=va & 0xFFFFFFFF, ADDR_HI_addr_63_32=va >> 32,
+                  DATA_data=value))
+    return self
 
   def _timestamp(self, sig: Signal) -> None:
     self.keep.append(sig)

@@ -8,6 +8,8 @@ implement registers. Drivers only ever see `MMIO`, so they cannot tell the two a
 from __future__ import annotations
 from typing import Protocol
 
+import numpy as np
+
 _FMT = {1: "B", 2: "H", 4: "I", 8: "Q"}
 
 
@@ -41,6 +43,11 @@ class MMIO:
     """64-bit stores of `values` at off, off + 8, ... in order (a write-combining copy, such as a BlueFlame WQE)."""
     for i, v in enumerate(values): self.write(off + 8 * i, 8, v)
 
+  def as_array(self) -> np.ndarray | MMIOArray:
+    """The region as a flat uint8 array (slices read and assigned like numpy's): the memory itself for RAM-like
+    regions, else an MMIOArray whose every slice is an access."""
+    return MMIOArray(self)
+
   def _check(self, offset: int, size: int) -> None:
     if offset < 0 or offset + size > self.size:
       raise IndexError(f"MMIO access [{offset:#x}, +{size}) is outside the region of {self.size:#x} bytes")
@@ -64,6 +71,8 @@ class MemMMIO(MMIO):
     if not 0 <= value < (1 << (8 * size)): raise ValueError(f"value {value:#x} does not fit a {size * 8}-bit register")
     if (tv := self._typed[size]) is not None: tv[offset // size] = value
     else: self.view[offset:offset + size] = value.to_bytes(size, "little")
+
+  def as_array(self) -> np.ndarray: return np.frombuffer(self.view, np.uint8)
 
   def read_bytes(self, offset: int, n: int) -> bytes:
     self._check(offset, n)
@@ -106,3 +115,35 @@ class CallbackMMIO(MMIO):
     self._check(offset, len(data))
     for i in range(0, len(data) - len(data) % 4, 4): self.region.write(offset + i, 4, int.from_bytes(data[i:i + 4], "little"))
     for i in range(len(data) - len(data) % 4, len(data)): self.region.write(offset + i, 1, data[i])
+
+
+class MMIOArray:
+  """A region with no host mapping (a BAR behind a USB bridge) as a flat array of one dtype, for code written against a
+  mapped BAR as a numpy array: reading an element or a slice copies it out (read_bytes), assigning one writes it
+  (write_bytes). Slices are contiguous (no step)."""
+  def __init__(self, mmio: MMIO, dtype=np.uint8):
+    self.mmio, self.dtype = mmio, np.dtype(dtype)
+    self.shape = (mmio.size // self.dtype.itemsize,)
+
+  def __len__(self) -> int: return self.shape[0]
+  def view(self, dtype) -> MMIOArray: return MMIOArray(self.mmio, dtype)
+
+  def _range(self, key) -> tuple[int, int]:
+    if isinstance(key, slice):
+      start, stop, step = key.indices(len(self))
+      if step != 1: raise ValueError(f"MMIO slice {key}: only contiguous slices")
+      return start, max(stop - start, 0)
+    i = int(key) + (len(self) if key < 0 else 0)
+    if not 0 <= i < len(self): raise IndexError(f"index {key} is outside the region of {len(self)} elements")
+    return i, 1
+
+  def __getitem__(self, key):
+    start, n = self._range(key)
+    arr = np.frombuffer(self.mmio.read_bytes(start * self.dtype.itemsize, n * self.dtype.itemsize), self.dtype)
+    return arr if isinstance(key, slice) else arr[0]
+
+  def __setitem__(self, key, value) -> None:
+    start, n = self._range(key)
+    if isinstance(value, (bytes, bytearray, memoryview)): value = np.frombuffer(value, np.uint8).view(self.dtype)
+    arr = np.ascontiguousarray(np.broadcast_to(np.asarray(value, self.dtype), (n,)))
+    self.mmio.write_bytes(start * self.dtype.itemsize, arr.tobytes())

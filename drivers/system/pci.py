@@ -175,16 +175,21 @@ def open_model(kind: str, index: int = 0, lock_prefix: str | None | object = OWN
   """A registered PCI device model (entry point group hcq.models) as a PCI function on bus "mock-<index>", holding
   the lock `lock_prefix` (by default its vendor's; None: no lock, for monitors); `options` go to the model. `index`
   is below emulated_devices()."""
+  m, bus = emulated_model(kind, index)
+  if lock_prefix is OWNER:
+    if (lock_prefix := next((v.lock_prefix for v in vendors() if kind in v.models), None)) is None:
+      raise ValueError(f"no registered vendor with a lock prefix lists model {kind!r}; pass lock_prefix")
+  return ModelPCIDevice(lambda: m.create(bus, index, **options), lock_prefix, bus=bus)
+
+
+def emulated_model(kind: str, index: int) -> tuple[PCIModel, str]:
+  """The registered PCI model `kind` and the bus name of its emulated device `index` (below emulated_devices())."""
   m = _pci_model(kind)
   if not 0 <= index < (n := emulated_devices()):
     raise ValueError(f"there is no emulated {kind} device {index}: emulated devices are numbered 0 to {n - 1} "
                      f"(HCQ_EMU_DEVICES={n}; each one keeps its state in files of its own): use an index below {n}, "
                      "or raise HCQ_EMU_DEVICES")
-  if lock_prefix is OWNER:
-    if (lock_prefix := next((v.lock_prefix for v in vendors() if kind in v.models), None)) is None:
-      raise ValueError(f"no registered vendor with a lock prefix lists model {kind!r}; pass lock_prefix")
-  bus = f"mock-{index}"
-  return ModelPCIDevice(lambda: m.create(bus, index, **options), lock_prefix, bus=bus)
+  return m, f"mock-{index}"
 
 
 MOCK_BUS = re.compile(r"mock-(\d+)")

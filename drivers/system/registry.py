@@ -40,6 +40,7 @@ class Vendor:
   pci_classes: tuple[int, ...] = ()          # PCI base classes of the functions it drives
   device_names: Mapping[tuple[int, int], str] = field(default_factory=dict)   # (vendor id, device id) -> marketing name
   models: tuple[str, ...] = ()               # the PCI models (hcq.models) emulating its devices
+  usb_bridges: bool = False                  # its devices also come behind USB-to-PCIe bridges (drivers/system/usb.py)
   rdma: Callable[..., Any] | None = None     # its NICs' verbs provider: (PCI bus or mock-<n>, **options) -> drivers.rdma Provider
 
   @property

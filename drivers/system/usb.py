@@ -9,11 +9,18 @@ Setup (done on open): the four bridges on buses 0..3 get bus numbers, a memory w
 window at 32 GiB and COMMAND = IO|MEM|MASTER; the function on bus 4 gets its resizable BARs at their largest size
 (REBAR, extended capability 0x15, PCIe 3.0 7.22) and each BAR a 2 MB-aligned address.
 Register writes are batched (runs of consecutive dwords become one streaming write); a read, flush() or close()
-sends them. The function cannot reach host memory through the bridge: alloc_dma/map_dma raise.
+sends them. The function cannot reach host memory through the bridge: alloc_dma/map_dma raise. What it reaches
+instead is the bridge's SRAM: sram_write/sram_read move data between the host and the 512 KB bounce SRAM with 0xF2
+(wValue = 512 B sectors | bit 15 for a read, wIndex = slot | 16 KB units << 8, the data on the bulk endpoints), and
+xdata_read/xdata_write reach the 4 KB windows (sys_buf, cq_buf) through XDATA. What `slot` selects is not in the facts; this
+driver's reading, UNVERIFIED against the firmware (emu/usb/asm24xx.py reads it the same way): the bounce SRAM is two
+256 KB windows, slot 0 at PCIe 0x200000 and slot 1 at 0x240000, a transfer starts at its window's start, and the
+units field is its length rounded up to 16 KB.
 """
 from __future__ import annotations
-import errno, struct, time
-from typing import Any
+import errno, functools, struct, threading, time
+from dataclasses import dataclass
+from typing import Any, Callable
 
 import usb.core, usb.util
 
@@ -25,7 +32,7 @@ VID_PID = ((0xADD1, 0x0001), (0x3801, 0x0001))
 PRODUCTS = ("custom", "AS2462")
 EP_OUT, EP_IN = 0x02, 0x81
 VENDOR_OUT, VENDOR_IN = 0x40, 0xC0
-REQ_POWER, REQ_XDATA_READ, REQ_TLP = 0xF3, 0xE4, 0xF0
+REQ_POWER, REQ_XDATA_READ, REQ_XDATA_WRITE, REQ_TLP, REQ_SRAM = 0xF3, 0xE4, 0xE5, 0xF0, 0xF2
 LTSSM, LTSSM_L0 = 0xB450, 0x78
 CFG0_RD, CFG1_RD, CFG0_WR, CFG1_WR, MEM_WR, MEM_RD = 0x04, 0x05, 0x44, 0x45, 0x60, 0x20
 MODE_SINGLE, MODE_STREAM_WRITE, MODE_STREAM_READ = 0, 1, 2
@@ -35,10 +42,25 @@ BRIDGE_BUSES, FUNCTION_BUS = range(4), 4
 MEM_BASE, PREF_BASE, BAR_ALIGN = 0x1000_0000, 32 << 30, 2 << 20
 STREAM_DWORDS = 1024         # a streaming write stays inside one 4 KB page
 PCI_EXT_CAP_ID_REBAR = 0x15
+# the bridge SRAM the function reaches (PCIe address, XDATA address, size): sys_buf and cq_buf, and the bounce SRAM
+SYS_BUF, SYS_BUF_XDATA = 0x820000, 0xA000
+CQ_BUF, CQ_BUF_XDATA = 0x822000, 0xB800
+BOUNCE, BOUNCE_SIZE = 0x200000, 512 << 10
+SECTOR, SRAM_UNIT, SRAM_READ = 512, 16 << 10, 1 << 15
+WINDOW_SIZE, WINDOWS = 256 << 10, 2          # this driver's reading of `slot` (unverified): two 256 KB windows
 
 
 class USBBridgeError(RuntimeError):
   """The bridge refused or failed a request."""
+
+
+def serialized(method: Callable) -> Callable:
+  """One request sequence at a time on the bridge (a TLP and its completion, an SRAM transfer and its data), whichever
+  thread asks: the control pipe holds one pending completion."""
+  @functools.wraps(method)
+  def run(self, *args, **kw):
+    with self.io: return method(self, *args, **kw)
+  return run
 
 
 def udev_rule(vid: int, pid: int) -> str:
@@ -46,11 +68,19 @@ def udev_rule(vid: int, pid: int) -> str:
 
 
 class _BARMMIO(CallbackMMIO):
-  """A BAR: register accesses are memory TLPs (writes batched); aligned block reads are streaming reads."""
+  """A BAR: register accesses are memory TLPs (writes batched); aligned block reads are streaming reads, aligned block
+  writes join the batch at once."""
   def read_bytes(self, offset: int, n: int) -> bytes:
     self._check(offset, n)
     if offset % 4 or n % 4: return super().read_bytes(offset, n)
     return self.region.dev.mem_read_block(self.region.base + offset, n)
+
+  def write_bytes(self, offset: int, data: bytes | memoryview) -> None:
+    data = bytes(data)
+    if offset % 4 or len(data) % 4: return super().write_bytes(offset, data)
+    if offset < 0 or offset + len(data) > self.size:
+      raise IndexError(f"MMIO access [{offset:#x}, +{len(data)}) is outside the region of {self.size:#x} bytes")
+    self.region.dev.mem_write_block(self.region.base + offset, data)
 
 
 class _BAR:
@@ -67,18 +97,19 @@ class _BAR:
 
 
 class USBPCIDevice(PCIDevice):
-  """The function behind the bridge `device` (a pyusb usb.core.Device, or the emu stand-in)."""
-  def __init__(self, device: Any, lock_prefix: str | None):
-    self.usb = device
-    self.name = f"USB bridge {device.idVendor:04x}:{device.idProduct:04x} at bus {device.bus} address {device.address}"
-    if (device.idVendor, device.idProduct) not in VID_PID:
-      raise ValueError(f"{self.name} is not a supported bridge (VID:PID one of {', '.join(f'{v:04x}:{p:04x}' for v, p in VID_PID)})")
-    super().__init__(f"usb-{device.bus}-{device.address}", lock_prefix)
+  """The function behind the bridge `device` (a pyusb usb.core.Device, or the emu stand-in). With `bus` (the name its
+  lock is taken under), `device` is a callable that makes it once the lock is held (a model's state is not touched
+  before)."""
+  def __init__(self, device: Any, lock_prefix: str | None, bus: str | None = None):
+    self.usb, self.io = None, threading.RLock()
+    if bus is None: self._identify(device)
+    super().__init__(bus or f"usb-{device.bus}-{device.address}", lock_prefix)
     self._batch: list[tuple[int, int]] = []      # (address, dword) of posted writes not sent yet
     self._bar_base: dict[int, int] = {}
     self._bar_len: dict[int, int] = {}
     try:
-      product = self._usb(lambda: device.product) or ""
+      if bus is not None: self._identify(device())
+      product = self._usb(lambda: self.usb.product) or ""
       if not product.startswith(PRODUCTS):
         raise ValueError(f"{self.name} has product string {product!r}, not one of the bridge firmware's ({', '.join(PRODUCTS)}...)")
       self._usb(self._setup_usb)
@@ -88,6 +119,12 @@ class USBPCIDevice(PCIDevice):
     except BaseException:
       self.close()
       raise
+
+  def _identify(self, device: Any) -> None:
+    self.usb = device
+    self.name = f"USB bridge {device.idVendor:04x}:{device.idProduct:04x} at bus {device.bus} address {device.address}"
+    if (device.idVendor, device.idProduct) not in VID_PID:
+      raise ValueError(f"{self.name} is not a supported bridge (VID:PID one of {', '.join(f'{v:04x}:{p:04x}' for v, p in VID_PID)})")
 
   # --- USB
   def _usb(self, op):
@@ -113,10 +150,45 @@ class USBPCIDevice(PCIDevice):
       raise USBBridgeError(f"{self.name}: PCIe link not up (LTSSM {state:#x}, not {LTSSM_L0:#x}): check the function's "
                            "power supply and the bridge's PCIe connection, then replug")
 
+  @serialized
   def xdata_read(self, addr: int, n: int) -> bytes:
     """n (1..255) bytes of the bridge controller's XDATA at `addr`."""
     if not 1 <= n <= 255: raise ValueError(f"XDATA read of {n} bytes: 1..255 per request")
+    if getattr(self, "_batch", None): self.flush()     # after the writes before it, as every request
     return bytes(self._usb(lambda: self.usb.ctrl_transfer(VENDOR_IN, REQ_XDATA_READ, addr, 0, n)))
+
+  @serialized
+  def xdata_write(self, addr: int, data: bytes) -> None:
+    """Bytes into the bridge controller's XDATA at `addr`, one 0xE5 request each (the value in wIndex), in order."""
+    self.flush()
+    for i, b in enumerate(data): self._usb(lambda: self.usb.ctrl_transfer(VENDOR_OUT, REQ_XDATA_WRITE, addr + i, b, b""))
+
+  def window(self, slot: int) -> int:
+    """The PCIe address of SRAM window `slot` (0 or 1)."""
+    if not 0 <= slot < WINDOWS: raise ValueError(f"SRAM window {slot}: the bounce SRAM has windows 0..{WINDOWS - 1}")
+    return BOUNCE + slot * WINDOW_SIZE
+
+  def _sram(self, slot: int, n: int, read: bool) -> None:
+    self.window(slot)
+    if not 0 < n <= WINDOW_SIZE or n % SECTOR:
+      raise ValueError(f"an SRAM transfer of {n} bytes: whole {SECTOR} B sectors, at most one {WINDOW_SIZE >> 10} KB window")
+    self.flush()
+    value, index = n // SECTOR | (SRAM_READ if read else 0), slot | -(-n // SRAM_UNIT) << 8
+    self._usb(lambda: self.usb.ctrl_transfer(VENDOR_OUT, REQ_SRAM, value, index, b""))
+
+  @serialized
+  def sram_write(self, slot: int, data: bytes | memoryview) -> None:
+    """Write `data` (whole 512 B sectors, at most 256 KB) to the start of SRAM window `slot`: 0xF2, then bulk OUT."""
+    self._sram(slot, len(data), read=False)
+    self._usb(lambda: self.usb.write(EP_OUT, data))
+
+  @serialized
+  def sram_read(self, slot: int, n: int) -> bytes:
+    """n bytes (whole sectors, at most 256 KB) from the start of SRAM window `slot`: 0xF2 with bit 15, then bulk IN."""
+    self._sram(slot, n, read=True)
+    data = bytes(self._usb(lambda: self.usb.read(EP_IN, n)))
+    if len(data) != n: raise USBBridgeError(f"{self.name}: an SRAM read of {n} bytes returned {len(data)}")
+    return data
 
   # --- TLPs
   def _tlp(self, fmt_type: int, be: int, addr: int, value: int, mode: int = MODE_SINGLE, data: bytes = b"") -> int:
@@ -148,18 +220,22 @@ class USBPCIDevice(PCIDevice):
     self._tlp(CFG1_WR if bus else CFG0_WR, be, addr, value << shift)
     return 0
 
+  @serialized
   def read_config(self, offset: int, size: int) -> int:
     self.flush()
     return self._cfg(FUNCTION_BUS, offset, size)
 
+  @serialized
   def write_config(self, offset: int, size: int, value: int) -> None:
     self.flush()
     self._cfg(FUNCTION_BUS, offset, size, value)
 
+  @serialized
   def mem_read(self, addr: int, size: int) -> int:
     self.flush()
     return (self._tlp(MEM_RD, self._enables(addr, size), addr & ~3, 0) >> 8 * (addr & 3)) & ((1 << 8 * size) - 1)
 
+  @serialized
   def mem_read_block(self, addr: int, n: int) -> bytes:
     """n bytes (dword-aligned) at `addr` by streaming reads (mode 2, data on bulk IN 0x81), one per 4 KB page."""
     self.flush()
@@ -174,6 +250,7 @@ class USBPCIDevice(PCIDevice):
       addr, n = addr + k, n - k
     return bytes(out)
 
+  @serialized
   def mem_write(self, addr: int, size: int, value: int) -> None:
     if size != 4:
       self.flush()
@@ -183,6 +260,14 @@ class USBPCIDevice(PCIDevice):
     self._batch.append((addr, value))
     if len(self._batch) >= STREAM_DWORDS: self.flush()
 
+  @serialized
+  def mem_write_block(self, addr: int, data: bytes) -> None:
+    """Dword-aligned bytes at `addr` as posted writes (batched like mem_write's)."""
+    self._enables(addr, 4)
+    self._batch.extend(zip(range(addr, addr + len(data), 4), struct.unpack(f"<{len(data) // 4}I", data)))
+    if len(self._batch) >= STREAM_DWORDS: self.flush()
+
+  @serialized
   def flush(self) -> None:
     """Send the batched writes, in order: runs of consecutive dwords in one 4 KB page as streaming writes."""
     batch, self._batch = self._batch, []
@@ -274,6 +359,65 @@ class USBPCIDevice(PCIDevice):
     try:
       if getattr(self, "_batch", None): self.flush()
     finally:
-      try: usb.util.dispose_resources(self.usb)
+      try:
+        if self.usb is not None: usb.util.dispose_resources(self.usb)
       except usb.core.USBError: pass     # a device that went away has nothing left to release
       super().close()
+
+
+def list_usb() -> list[Any]:
+  """The bridges attached (pyusb enumeration of the supported VID:PIDs), by bus and address; none without libusb."""
+  found = []
+  try:
+    for vid, pid in VID_PID: found += list(usb.core.find(find_all=True, idVendor=vid, idProduct=pid) or ())
+  except usb.core.NoBackendError: return []
+  return sorted(found, key=lambda d: (d.bus, d.address))
+
+
+@dataclass(frozen=True)
+class BridgeInfo:
+  """An attached bridge as listings show it, without opening it."""
+  bus: str              # what USBPCIDevice names (and locks) it: usb-<bus>-<address>
+  path: str             # the USB path as sysfs names it: <bus>-<port>.<port>...
+  vendor_id: int
+  product_id: int
+  firmware: str         # the bridge firmware's release (bcdDevice), as major.minor
+
+
+def bridge_info(device: Any) -> BridgeInfo:
+  bcd = device.bcdDevice
+  return BridgeInfo(f"usb-{device.bus}-{device.address}", f"{device.bus}-{'.'.join(map(str, device.port_numbers or ()))}",
+                    device.idVendor, device.idProduct, f"{bcd >> 8:x}.{bcd & 0xFF:02x}")
+
+
+def list_bridges() -> list[BridgeInfo]:
+  """What list_usb finds, described."""
+  return [bridge_info(d) for d in list_usb()]
+
+
+def open_usb(index: int, lock_prefix: str) -> USBPCIDevice:
+  """The function behind bridge `index` of list_usb()."""
+  if index >= len(found := list_usb()):
+    raise RuntimeError(f"USB bridge {index} does not exist: {len(found)} found (USB VID:PID "
+                       f"{', '.join(f'{v:04x}:{p:04x}' for v, p in VID_PID)}); check the cable and `lsusb`")
+  return USBPCIDevice(found[index], lock_prefix)
+
+
+class ModelUSBPCIDevice(USBPCIDevice):
+  """Emulated device `index` of the PCI model `kind` behind the bridge model (emu/usb/asm24xx.py): the same device,
+  state and lock as open_model(kind, index)'s mock-<index>, reached over USB (MOCKUSB). Closing it powers the model off."""
+  def __init__(self, kind: str, index: int, lock_prefix: str | None, **options: Any):
+    from drivers.system.pci import emulated_model
+    from emu.usb.asm24xx import ASM24xx, MockUSBDevice
+    m, bus = emulated_model(kind, index)
+    self.function = None
+    def make():
+      self.function = m.create(bus, index, **options)
+      return MockUSBDevice(ASM24xx(self.function), bus=1, address=2 + index)
+    super().__init__(make, lock_prefix, bus=bus)
+
+  def close(self) -> None:
+    try: super().close()
+    finally:
+      if self.function is not None: self.function.close()
+      self.function = None

@@ -22,7 +22,16 @@ over 1024 dwords, a TLP while the link is down, a completion read with none pend
 completion was read) stalls the control pipe: usb.core.USBError with errno EPIPE. A request nothing decodes
 completes with status UR (1). Each request gets exactly one completion (posted writes too). `busy` makes the next
 completion reads return a non-zero return status (the firmware still working), for tests of the driver's retries.
-Not modelled: the 0xF2 SRAM-window bulk transfers, bridge device ids, I/O space, link speed.
+
+The 0xF2 SRAM transfer (wValue = 512 B sectors | bit 15 for a read, wIndex = slot | 16 KB units << 8) moves data
+between the host (the next bulk OUT 0x02 or IN 0x81) and the 512 KB bounce SRAM. The facts do not say what `slot`
+selects; the model's reading, UNVERIFIED against the firmware: the bounce SRAM is two 256 KB windows (the copy-in
+protocol polls a sentinel "at the end of each 256 KB SRAM window"), `slot` is the window (0: PCIe 0x200000, 1:
+0x240000), the transfer starts at the window's start, and the 16 KB units field is the transfer's length rounded up
+to 16 KB (so it must agree with the sector count). Refused (a stall, as above): no sectors, more than one window, a
+slot other than 0 or 1, a units field that disagrees, reserved bits 14:10 of wValue set, a data stage on the request,
+a bulk transfer of another length than the sectors', and a 0xF2 while a TLP or another transfer is pending.
+Not modelled: bridge device ids, I/O space, link speed.
 """
 from __future__ import annotations
 import array, errno, struct
@@ -42,6 +51,8 @@ MAX_STREAM_DWORDS = 1024
 XDATA_WINDOWS = ((0x820000, 0xA000, 0x1000), (0x822000, 0xB800, 0x1000))
 BOUNCE_ADDR, BOUNCE_SIZE = 0x200000, 512 << 10
 BRIDGES = 4
+SECTOR, SRAM_UNIT, SRAM_READ = 512, 16 << 10, 1 << 15
+WINDOW_SIZE, WINDOWS = 256 << 10, 2          # the bounce SRAM as two windows (the model's reading of `slot`)
 
 
 class PCIBridge:
@@ -84,6 +95,7 @@ class ASM24xx:
     self.bounce = bytearray(BOUNCE_SIZE)
     self.completion: bytes | None = None
     self.stream: tuple[int, int] | None = None      # (address, dwords) of an armed streaming write/read
+    self.sram: tuple[int, int, bool] | None = None  # (window offset, bytes, read) of an armed 0xF2 transfer
     self.busy = 0
     xd = memoryview(self.xdata)
     for pcie, xaddr, size in XDATA_WINDOWS: function.dma.map_at(pcie, xd[xaddr:xaddr + size])
@@ -102,6 +114,7 @@ class ASM24xx:
       if index > 0xFF or data: raise stall(f"XDATA write {value:#x}: the value goes in wIndex, one byte, no data stage")
       self.xdata[value] = index
     elif req == REQ_TLP: self._tlp(value & 0xFF, value >> 8, index, data)
+    elif req == REQ_SRAM: self._arm_sram(value, index, data)
     else: raise stall(f"vendor OUT request {req:#x}")
 
   def control_in(self, req: int, value: int, index: int, length: int) -> bytes:
@@ -118,13 +131,27 @@ class ASM24xx:
       return done
     raise stall(f"vendor IN request {req:#x}")
 
+  def _arm_sram(self, value: int, index: int, data: bytes) -> None:
+    sectors, slot, units = value & 0x3FF, index & 0xFF, index >> 8
+    nbytes = sectors * SECTOR
+    what = f"an SRAM transfer (0xF2) of {sectors} sectors in slot {slot} with {units} 16 KB units"
+    if data: raise stall(f"{what}: it has no data stage (the data follows on the bulk endpoint)")
+    if self.sram is not None or self.stream is not None or self.completion is not None:
+      raise stall(f"{what} while a TLP or another SRAM transfer is pending")
+    if value & 0x7C00 or not 1 <= nbytes <= WINDOW_SIZE or slot >= WINDOWS:
+      raise stall(f"{what}: 1..{WINDOW_SIZE // SECTOR} sectors (one {WINDOW_SIZE >> 10} KB window), slot 0..{WINDOWS - 1}, "
+                  "wValue bits 14:10 clear")
+    if units != -(-nbytes // SRAM_UNIT): raise stall(f"{what}: {nbytes} bytes take {-(-nbytes // SRAM_UNIT)} 16 KB units")
+    self.sram = (slot * WINDOW_SIZE, nbytes, bool(value & SRAM_READ))
+
   def _complete(self, status: int, data: int = 0) -> None:
     self.completion = struct.pack("<IBBBB", data, status << 5, 0, 0, 0)
 
   def _tlp(self, fmt_type: int, be: int, mode: int, payload: bytes) -> None:
     if len(payload) != 12: raise stall(f"a TLP request with a {len(payload)}-byte payload (it is 12)")
     if not self.link_up: raise stall("a TLP with the PCIe link down (LTSSM not in L0)")
-    if self.completion is not None or self.stream is not None: raise stall("a TLP before the last one's completion was read")
+    if self.completion is not None or self.stream is not None or self.sram is not None:
+      raise stall("a TLP before the last one's completion was read (or with an SRAM transfer pending)")
     lo, hi, arg = struct.unpack("<III", payload)
     addr = lo | hi << 32
     if addr & 3: raise stall(f"a TLP at unaligned address {addr:#x}: addresses are dword-aligned, byte enables pick bytes")
@@ -157,15 +184,29 @@ class ASM24xx:
 
   # --- bulk
   def bulk_out(self, data: bytes) -> None:
+    if self.sram is not None:
+      off, n, read = self.sram
+      if read or len(data) != n: raise stall(f"a bulk OUT of {len(data)} bytes for an SRAM {'read' if read else 'write'} of {n} bytes")
+      self.sram = None
+      self.bounce[off:off + n] = data
+      return
     if self.stream is None: raise stall("a bulk OUT with no streaming write armed")
     addr, n = self.stream
     if len(data) != 4 * n: raise stall(f"a bulk OUT of {len(data)} bytes for a streaming write of {n} dwords")
     self.stream = None
     if (dec := self._decode_run(addr, 4 * n)) is None: return self._complete(CPL_UR)
-    for i in range(n): self._mem_write(dec[0], dec[1] + 4 * i, 4, int.from_bytes(data[4 * i:4 * i + 4], "little"))
+    region, off = dec
+    if isinstance(region, memoryview): region[off:off + 4 * n] = data
+    else:
+      for i in range(n): region.write(off + 4 * i, 4, int.from_bytes(data[4 * i:4 * i + 4], "little"))
     self._complete(CPL_SC)
 
   def bulk_in(self, length: int) -> bytes:
+    if self.sram is not None:
+      off, n, read = self.sram
+      if not read or length != n: raise stall(f"a bulk IN of {length} bytes for an SRAM {'read' if read else 'write'} of {n} bytes")
+      self.sram = None
+      return bytes(self.bounce[off:off + n])
     if self.stream is None: raise stall("a bulk IN with no streaming read armed")
     addr, n = self.stream
     if length < 4 * n: raise stall(f"a bulk IN of {length} bytes for a streaming read of {n} dwords")
@@ -174,7 +215,9 @@ class ASM24xx:
       self._complete(CPL_UR)
       return b""
     self._complete(CPL_SC)
-    return b"".join(self._mem_read(dec[0], dec[1] + 4 * i, 4).to_bytes(4, "little") for i in range(n))
+    region, off = dec
+    if isinstance(region, memoryview): return bytes(region[off:off + 4 * n])
+    return b"".join(region.read(off + 4 * i, 4).to_bytes(4, "little") for i in range(n))
 
   # --- routing
   def _config_target(self, bus: int, dev: int, fn: int, type1: int):
@@ -229,9 +272,10 @@ class MockUSBDevice:
   """The bridge as a `usb.core.Device`: the attributes and methods drivers/system/usb.py uses. `denied` makes it
   refuse access as libusb does without permission on the device node; disconnect() unplugs it."""
   def __init__(self, bridge: ASM24xx, vid_pid: tuple[int, int] = VID_PID[0], product: str = "custom ASM2464PD",
-               bus: int = 1, address: int = 2, denied: bool = False):
+               bus: int = 1, address: int = 2, denied: bool = False, firmware: int = 0x0100):
     self.bridge, (self.idVendor, self.idProduct), self.product = bridge, vid_pid, product
     self.bus, self.address, self.denied = bus, address, denied
+    self.port_numbers, self.bcdDevice = (address - 1,), firmware     # the hub port; the firmware's release number
     self.kernel_driver, self.configuration, self.connected = True, None, True
     self._ctx = _Context()
     self.control_transfers = self.bulk_transfers = 0

@@ -1,13 +1,13 @@
-"""A representative subset on every device: the CPU device, the emulated AMD GPU through both interfaces, and the
-NVIDIA model (MOCK+NV: CUDA C by NVRTC, run by its PTX engine). Emulated devices need no hardware, so one that does not
-open is a failure that gives the reason."""
+"""A representative subset on every device: the CPU device, the emulated AMD GPU through each of its interfaces
+(MOCKUSB+AMD: the AM driver through the ASM24xx bridge model), and the NVIDIA model (MOCK+NV: CUDA C by NVRTC, run by
+its PTX engine). Emulated devices need no hardware, so one that does not open is a failure that gives the reason."""
 import numpy as np
 import pytest
 from compute import Tensor, Device
 from drivers.hcq import available_vendors, parse_device
 from tests.compute.conftest import SUITE_DEVICES
 
-DEVICES = list(dict.fromkeys(["CPU", "MOCKKFD+AMD", "MOCKPCI+AMD", "MOCK+NV"] + SUITE_DEVICES))   # and DEV's device, if another
+DEVICES = list(dict.fromkeys(["CPU", "MOCKKFD+AMD", "MOCKPCI+AMD", "MOCKUSB+AMD", "MOCK+NV"] + SUITE_DEVICES))   # and DEV's, if another
 
 
 @pytest.fixture(params=DEVICES)

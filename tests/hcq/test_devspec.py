@@ -5,12 +5,13 @@ from drivers.hcq.devspec import openable_vendors
 
 @pytest.mark.parametrize("s,spec", [("CPU", DeviceSpec("CPU", None)), ("AMD", DeviceSpec("AMD", None)),
                                     ("MOCKPCI+AMD", DeviceSpec("AMD", "MOCKPCI")), ("kfd+amd:1", DeviceSpec("AMD", "KFD", 1)),
-                                    ("MOCKKFD+AMD", DeviceSpec("AMD", "MOCKKFD")), ("AMD:2", DeviceSpec("AMD", None, 2))])
+                                    ("MOCKKFD+AMD", DeviceSpec("AMD", "MOCKKFD")), ("AMD:2", DeviceSpec("AMD", None, 2)),
+                                    ("MOCKUSB+AMD", DeviceSpec("AMD", "MOCKUSB")), ("usb+amd:1", DeviceSpec("AMD", "USB", 1))])
 def test_valid_device_strings_parse(s, spec):
   assert parse_device(s) == spec
 
 
-@pytest.mark.parametrize("s", ["", "GPU", "PCI+CPU", "MOCKUSB+AMD", "AMD:x", "AMD+KFD", "CPU:1", "+AMD"])
+@pytest.mark.parametrize("s", ["", "GPU", "PCI+CPU", "MOCKUSB+NV", "AMD:x", "AMD+KFD", "CPU:1", "+AMD"])
 def test_bad_device_string_lists_valid_forms(s):
   with pytest.raises(ValueError) as e: parse_device(s)
   assert "valid forms" in str(e.value) or "one CPU device" in str(e.value)
@@ -34,7 +35,7 @@ def test_qcom_has_one_device():
 
 
 def test_interface_not_in_this_build_names_the_vendor_and_the_forms():
-  with pytest.raises(ValueError, match=r"AMD has no interface USB\); valid forms: .*MOCKPCI\+AMD"): parse_device("USB+AMD")
+  with pytest.raises(ValueError, match=r"NV has no interface USB\); valid forms: .*MOCKUSB\+AMD"): parse_device("USB+NV")
 
 
 def test_default_device_is_announced_as_emulated_in_one_line(monkeypatch, capsys):

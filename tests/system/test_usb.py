@@ -1,5 +1,5 @@
 """USBPCIDevice (drivers/system/usb.py) against the ASM24xx model in front of the emulated Navi31."""
-import struct
+import struct, sys, threading
 import pytest
 
 from drivers.system.usb import USBPCIDevice, USBBridgeError
@@ -139,3 +139,62 @@ def test_unclaimed_address_completes_unsupported_request(gpu):
 def test_no_host_dma_through_the_bridge(gpu):
   with opened(gpu) as d:
     with pytest.raises(USBBridgeError, match="cannot reach host memory"): d.alloc_dma(4096)
+
+
+class Recorder(MockUSBDevice):
+  """The stand-in, recording each control request as (bmRequestType, bRequest, wValue, wIndex)."""
+  def __init__(self, *a, **kw):
+    super().__init__(*a, **kw)
+    self.requests = []
+  def ctrl_transfer(self, bmRequestType, bRequest, wValue=0, wIndex=0, data_or_wLength=None, timeout=None):
+    self.requests.append((bmRequestType, bRequest, wValue, wIndex))
+    return super().ctrl_transfer(bmRequestType, bRequest, wValue, wIndex, data_or_wLength, timeout)
+
+
+def test_sram_transfers_encode_sectors_read_bit_slot_and_16k_units(gpu):
+  with USBPCIDevice(Recorder(ASM24xx(gpu)), None) as d:
+    d.sram_write(1, bytes(range(256)) * 80)                   # 20 KB: 40 sectors, 2 units of 16 KB, slot 1
+    assert d.usb.requests[-1] == (0x40, 0xF2, 40, 1 | 2 << 8)
+    assert d.window(1) == 0x240000 and gpu.dma.read(0x240000, 20 << 10) == bytes(range(256)) * 80
+    assert d.sram_read(1, 512) == bytes(range(256)) * 2
+    assert d.usb.requests[-1] == (0x40, 0xF2, 1 | 0x8000, 1 | 1 << 8)
+    for bad in (100, 0, (256 << 10) + 512):
+      with pytest.raises(ValueError, match="whole 512 B sectors"): d.sram_write(0, bytes(bad))
+    with pytest.raises(ValueError, match="windows 0..1"): d.sram_read(2, 512)
+
+
+def test_requests_after_batched_writes_send_them_first(gpu):
+  # posted writes stay in order with every later request: an XDATA read or an SRAM transfer sends the batch first
+  with opened(gpu) as d:
+    d.map_bar(0).write32(0x100, 0xCAFE)
+    d.xdata_read(0xA800, 4)
+    assert gpu.bars[0][0x100:0x104] == b"\xfe\xca\0\0"
+    d.map_bar(0).write32(0x104, 0xBEEF)
+    d.sram_write(0, bytes(512))
+    assert gpu.bars[0][0x104:0x108] == b"\xef\xbe\0\0"
+
+
+def test_threads_take_turns_on_the_control_pipe(gpu):
+  # each TLP's completion must be read before the next TLP: requests from two threads never interleave
+  with opened(gpu) as d:
+    vram, errors = d.map_bar(0), []
+    gpu.bars[0][0:8] = bytes(range(8))
+    def reads(off):
+      try:
+        for _ in range(200): assert vram.read32(off) == int.from_bytes(bytes(range(off, off + 4)), "little")
+      except Exception as e: errors.append(e)
+    ts = [threading.Thread(target=reads, args=(off,)) for off in (0, 4)]
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)                               # threads switch often, as they would on a loaded host
+    try:
+      for t in ts: t.start()
+      for t in ts: t.join()
+    finally: sys.setswitchinterval(switch)
+    assert not errors
+
+
+def test_xdata_write_is_one_e5_per_byte_value_in_windex(gpu):
+  with USBPCIDevice(Recorder(ASM24xx(gpu)), None) as d:
+    d.xdata_write(0xA804, b"\x01\x02")
+    assert d.usb.requests[-2:] == [(0x40, 0xE5, 0xA804, 1), (0x40, 0xE5, 0xA805, 2)]
+    assert d.xdata_read(0xA804, 2) == b"\x01\x02" and gpu.dma.read(0x820804, 2) == b"\x01\x02"   # sys_buf, as the GPU sees it

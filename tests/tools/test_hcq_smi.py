@@ -116,7 +116,8 @@ def test_list_json_merges_pci_functions_with_held_locks(amd_tree, hold, capsys):
   assert list(rows) == ["0000:03:00.0", "0000:05:00.0", "mock-0"]   # display + accelerator classes, no audio, no NV
   assert rows["0000:03:00.0"] == {"bus": "0000:03:00.0", "kind": "pci", "vendor_id": "0x1002", "device_id": "0x744c",
                                   "name": "Navi 31 [Radeon RX 7900 XT/XTX]", "driver": "amdgpu", "iommu_group": 12,
-                                  "in_use": False, "pid": None, "process": None, "lock": None}
+                                  "in_use": False, "pid": None, "process": None, "lock": None, "usb_path": None,
+                                  "bridge_firmware": None}
   mi = rows["0000:05:00.0"]
   assert (mi["name"], mi["driver"], mi["iommu_group"]) == ("Aqua Vanjaram [Instinct MI300X]", None, None)
   assert (mi["in_use"], mi["pid"], mi["lock"]) == (True, gpu.pid, lock_path("am", "0000:05:00.0"))
@@ -421,3 +422,23 @@ def test_pids_as_another_user_finds_a_holder_through_proc_locks():
     if p is not None:
       p.kill(); p.wait(); p.stdin.close(); p.stdout.close()
     shutil.rmtree(shared)
+
+
+def test_list_shows_gpus_behind_usb_bridges_with_path_firmware_and_holder(amd_tree, hold, capsys, monkeypatch):
+  import tools.hcq_smi as smi
+  from drivers.system.usb import bridge_info
+  from emu.usb.asm24xx import MockUSBDevice
+  attached = [MockUSBDevice(None, bus=3, address=5, firmware=0x0207), MockUSBDevice(None, (0x3801, 0x0001), bus=3, address=6)]
+  monkeypatch.setattr(smi, "list_bridges", lambda: [bridge_info(d) for d in attached])
+  owner = hold("am", "usb-3-5")
+  assert main(["amd", "list", "--json"], host(amd_tree)) == 0
+  rows = {r["bus"]: r for r in json.loads(capsys.readouterr().out)}
+  assert (rows["usb-3-5"]["kind"], rows["usb-3-5"]["usb_path"], rows["usb-3-5"]["bridge_firmware"]) == ("usb", "3-4", "2.07")
+  assert rows["usb-3-5"]["pid"] == owner.pid and not rows["usb-3-6"]["in_use"]
+  assert main(["amd", "list"], host(amd_tree)) == 0
+  line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("usb-3-6"))
+  assert line.split()[:3] == ["usb-3-6", "usb", "3801:0001"] and "path 3-5, bridge firmware 1.00" in line
+  assert main(["nv", "list", "--json"], host(amd_tree)) == 0
+  assert "usb-3" not in capsys.readouterr().out                       # bridges are listed for vendors behind them only
+  assert main(["amd", "reset", "--pci_bus", "usb-3-6"], host(amd_tree)) == 1
+  assert "usb-3-6: a GPU behind a USB bridge (path 3-5) has no function reset through the bridge" in capsys.readouterr().out

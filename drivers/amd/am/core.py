@@ -14,8 +14,6 @@ structures where the owner put them) and no write but SMU mailbox messages.
 from __future__ import annotations
 import time
 
-import numpy as np
-
 from autogen.amd import nbio_4_3_0
 from autogen.pci import PCI_COMMAND, PCI_COMMAND_MASTER
 from drivers.system.pci import PCIDevice
@@ -44,8 +42,9 @@ class AMCore:
     if self.vram_bar.size < self.vram_size:
       raise RuntimeError(f"{pci.bus}: BAR0 is {self.vram_bar.size >> 20} MiB but VRAM is {self.vram_size >> 20} MiB; the AM driver "
                          "needs a large BAR: enable Resizable BAR (Above 4G decoding) in the BIOS")
-    self.vram = np.frombuffer(self.vram_bar.view, np.uint8)
-    self.ip = discovery.parse(bytes(self.vram[self.vram_size - discovery.DISCOVERY_TMR_SIZE:][:discovery.DISCOVERY_READ]))
+    self.vram = self.vram_bar.as_array()      # VRAM as bytes: the mapped BAR, or accesses through the bus (USB)
+    top = self.vram_size - discovery.DISCOVERY_TMR_SIZE
+    self.ip = discovery.parse(bytes(self.vram[top:top + discovery.DISCOVERY_READ]))
     self.bases, self.versions = self.ip.bases, self.ip.versions
     blocks, helpers = ip_table.instantiate(self)
     self.nbio, self.hdp, self.mmhub, self.gfxhub = helpers["NBIO"], helpers["HDP"], helpers["MMHUB"], helpers["GFXHUB"]

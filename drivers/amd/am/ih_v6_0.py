@@ -77,10 +77,10 @@ class IHv6_0(IPBlock):
     """New entries of ring 0 since the last call (the driver's read pointer then follows the write pointer)."""
     c = self.core
     wptr = oss.regIH_RB_WPTR.decode(self.r(oss.regIH_RB_WPTR))["OFFSET"] << 2
-    ring = c.vram[self.rings[0]:self.rings[0] + RING_SIZE].view(np.uint32)
     out = []
-    while self.rptr != wptr:
-      dw = [int(x) for x in ring[self.rptr // 4:self.rptr // 4 + ENTRY_DWORDS]]
+    while self.rptr != wptr:   # entry by entry: where VRAM is reached over a bus (USB), only the new ones are read
+      at = self.rings[0] + self.rptr
+      dw = [int(x) for x in c.vram[at:at + 4 * ENTRY_DWORDS].view(np.uint32)]
       out.append(Entry(dw[0] & 0xFF, (dw[0] >> 8) & 0xFF, (dw[0] >> 16) & 0xFF, (dw[0] >> 24) & 0xF, dw[3] & 0xFFFF, tuple(dw[4:8])))
       self.rptr = (self.rptr + ENTRY_DWORDS * 4) % RING_SIZE
     if out: self.w(oss.regIH_RB_RPTR, OFFSET=self.rptr >> 2)

@@ -121,7 +121,7 @@ class PSPv13_0(IPBlock):
     while int.from_bytes(c.vram[self.fence:self.fence + 4], "little") != fence_value:
       if time.monotonic() > deadline: raise TimeoutError(f"{c.pci.bus}: PSP sOS ring not responding to {what}")
       time.sleep(1e-4)
-    resp = g.psp_gfx_resp.from_buffer_copy(bytes(c.vram[self.cmd + g.psp_gfx_cmd_resp.resp.offset:][:ctypes.sizeof(g.psp_gfx_resp)]))
+    resp = g.psp_gfx_resp.from_buffer_copy(bytes(c.vram[(at := self.cmd + g.psp_gfx_cmd_resp.resp.offset):at + ctypes.sizeof(g.psp_gfx_resp)]))
     if resp.status & g.GFX_CMD_STATUS_MASK:
       raise PSPError(f"{c.pci.bus}: PSP command {what} failed with status {resp.status:#x}: the firmware was rejected; check the "
                      f"files in {c.fw.files.get('sos', 'the firmware directory')} and its neighbours")

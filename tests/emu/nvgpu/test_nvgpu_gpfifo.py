@@ -4,7 +4,7 @@ semaphores, copies."""
 import re, time
 import numpy as np
 import pytest
-from autogen.nv import classes as cl, copy as C
+from autogen.nv import copy as C
 from drivers.nv.gpu import NVGPU
 from drivers.system.kernel import kernel_interface
 

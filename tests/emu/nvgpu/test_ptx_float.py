@@ -2,7 +2,6 @@
 and against exact rational arithmetic rounded in each IEEE mode (round_to, below), for f32, f64, f16 and bf16."""
 from fractions import Fraction
 import numpy as np
-import pytest
 from ptx_helpers import needs_nvrtc, run
 
 pytestmark = needs_nvrtc

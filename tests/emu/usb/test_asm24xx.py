@@ -105,3 +105,43 @@ def test_disconnect_and_permission_errors_are_libusbs():
   denied = MockUSBDevice(ASM24xx(PCIFunction("x", 1, 2, 3)), denied=True)
   with pytest.raises(usb.core.USBError) as e: denied.set_configuration(1)
   assert e.value.errno == errno.EACCES
+
+
+def sram(dev, sectors, slot, units, read=False, data=b""):
+  return out(dev, 0xF2, sectors | (0x8000 if read else 0), slot | units << 8, data)
+
+
+def test_sram_transfer_writes_and_reads_the_window_the_slot_selects():
+  # the model's reading of `slot` (unverified): window 0 at PCIe 0x200000, window 1 at 0x240000, 256 KB each
+  fn, dev = bridge()
+  sram(dev, 2, 1, 1)                                         # 1024 bytes: 2 sectors, one 16 KB unit
+  dev.write(0x02, bytes(range(256)) * 4)
+  assert fn.dma.read(0x240000, 1024) == bytes(range(256)) * 4 and fn.dma.read(0x200000, 4) == b"\0" * 4
+  fn.dma.write(0x200000 + (256 << 10) - 4, b"\x51\0\0\x07")  # what the GPU wrote at the end of window 0
+  sram(dev, 512, 0, 16, read=True)                           # the whole window: 512 sectors, 16 units
+  assert bytes(dev.read(0x81, 256 << 10))[-4:] == b"\x51\0\0\x07"
+
+
+@pytest.mark.parametrize("case", ["no sectors", "two windows", "slot", "units", "reserved", "data stage", "bulk len",
+                                  "direction", "tlp pending", "tlp after"])
+def test_each_sram_constraint_stalls_the_pipe(case):
+  fn, dev = bridge()
+  out(dev, 0xF3, 1)
+  if case == "no sectors": assert "0xF2" in stalls(sram, dev, 0, 0, 0)
+  if case == "two windows": stalls(sram, dev, 513, 0, 17)
+  if case == "slot": stalls(sram, dev, 1, 2, 1)
+  if case == "units": assert "take 1 16 KB units" in stalls(sram, dev, 1, 0, 2)
+  if case == "reserved": stalls(out, dev, 0xF2, 1 | 1 << 12, 1 << 8)
+  if case == "data stage": stalls(sram, dev, 1, 0, 1, False, b"\0" * 4)
+  if case == "bulk len":
+    sram(dev, 1, 0, 1)
+    stalls(dev.write, 0x02, b"\0" * 256)
+  if case == "direction":
+    sram(dev, 1, 0, 1, read=True)
+    stalls(dev.write, 0x02, b"\0" * 512)
+  if case == "tlp pending":
+    tlp(dev, 0x04, 0xF, 0, 0)
+    stalls(sram, dev, 1, 0, 1)
+  if case == "tlp after":
+    sram(dev, 1, 0, 1)
+    stalls(tlp, dev, 0x04, 0xF, 0, 0)
