@@ -9,7 +9,7 @@ Packets (mesa adreno_pm4.xml via autogen.adreno; headers as mesa's cffdec.h chec
           event form only), CP_MEM_WRITE, CP_REG_TO_MEM of the 64-bit always-on counter (19.2 MHz, from the host's
           monotonic clock), CP_WAIT_REG_MEM on memory (every cp_cond_function, unsigned or SIGNED_COMPARE, masked;
           the CP stalls until it holds), CP_MEMCPY, CP_LOAD_STATE6(_FRAG/_GEOM) (the state read from memory and kept),
-          CP_EXEC_CS (refused: running ir3 code needs the ir3 executor, not in this build).
+          CP_EXEC_CS (refused: the ir3 executor skeleton, emu/kgsl/ir3.py, is not wired to the compute state).
 Any other packet type or opcode, a parity error, a payload of the wrong length, a field the model does not act on
 set (the event TIMESTAMP/IRQ bits, CP_REG_TO_MEM ACCUMULATE, register polling, WRITE_MEMORY) or an unmapped address
 stops the context with a fault naming it (KGSL then reports the context reset).
@@ -171,8 +171,8 @@ class CommandProcessor:
       self._load_state(p, at, name)
     elif op == A.CP_EXEC_CS:
       need(4)
-      raise CPFault(f"CP_EXEC_CS of {p[1]}x{p[2]}x{p[3]} workgroups at {at:#x}: running ir3 kernels needs the ir3 executor, "
-                    "which is not in this build (the KGSL model runs CP packets only)")
+      raise CPFault(f"CP_EXEC_CS of {p[1]}x{p[2]}x{p[3]} workgroups at {at:#x}: running ir3 kernels is not modelled (the "
+                    "ir3 executor, emu/kgsl/ir3.py, runs straight-line cat0/cat2 code and is not wired to the compute state)")
     else: raise CPFault(f"{name} at {at:#x} is not a packet the KGSL model executes")
 
   def _write(self, addr: int, dwords: list[int]) -> None:
