@@ -3,7 +3,10 @@
 The only hand-given inputs are the facts of mesa's ISA description (src/freedreno/isa/ir3-cat*.xml): the category
 field (63:61), each category's opcode field, and a probe instruction per category whose operand fields name distinct
 registers (cat2/cat4: dst r0.w, src1 r1.x, src2 r1.y, FULL set; cat3 the same plus src3). For every opcode value
-the disassembler's text gives the mnemonic (or no instruction: 'no match') and how many operands it prints.
+the disassembler's text gives the mnemonic (or no instruction: 'no match') and how many operands it prints. A
+mnemonic is as printed for the probe: where a type or mode field is part of it (cat1's mov.f16f16, cat6's ldg.u32)
+it shows the probe's value of that field. cat6 covers the encodings the a3xx-style probe matches (ldg, stg, ldl,
+ldp, ldlw, stc, resinfo, the local atomics); the a6xx-only forms (ldib, stib, ...) need other probe bits.
 """
 from __future__ import annotations
 from autogen.ir3.disasm import GPU_ID, disasm, tinymesa_version
@@ -13,9 +16,13 @@ COND_LO = 48                                           # cat2 COND 50:48 (ir3-ca
 # category -> (opcode field (hi, lo), probe instruction without category and opcode)
 CATEGORIES = {
   0: ((58, 55), 0),                                    # nop/end/flow: no operands in the probe
+  1: ((58, 57), 0),                                    # mov/swz/...: types f16 (0), registers r0.x
   2: ((58, 53), 1 << 52 | 3 << 32 | 5 << 16 | 4),     # FULL, DST r0.w (3), SRC2 r1.y (5), SRC1 r1.x (4)
   3: ((58, 55), 1 << 52 | 3 << 32 | 5 << 16 | 4),
   4: ((58, 53), 1 << 52 | 3 << 32 | 4),
+  5: ((58, 54), 0),                                    # texture: type f16, no sampler/texture fields set
+  6: ((58, 54), 1 | 1 << 23 | 1 << 24 | 3 << 49),     # the a3xx-style memory encodings: bit 0, bit 23, SIZE 1, TYPE u32
+  7: ((58, 55), 0),                                    # barriers and cache maintenance
 }
 
 

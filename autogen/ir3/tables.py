@@ -6,7 +6,7 @@ OPC_FIELDS[category] = the opcode field (hi, lo) of the 64-bit instruction; the 
 TINYMESA_VERSION = '25.2.7.2'
 GPU_ID = 630
 
-OPC_FIELDS = {0: (58, 55), 2: (58, 53), 3: (58, 55), 4: (58, 53)}
+OPC_FIELDS = {0: (58, 55), 1: (58, 57), 2: (58, 53), 3: (58, 55), 4: (58, 53), 5: (58, 54), 6: (58, 54), 7: (58, 55)}
 
 OPS = {
   0: {
@@ -22,6 +22,10 @@ OPS = {
     0x09: ('chmask', 0, False),
     0x0a: ('chsh', 0, False),
     0x0b: ('flow_rev', 0, False),
+  },
+  1: {
+    0x00: ('mov.f16f16', 2, False),
+    0x02: ('swz.f16f16', 4, False),
   },
   2: {
     0x00: ('add.f', 3, False),
@@ -100,5 +104,63 @@ OPS = {
     0x09: ('hrsq', 2, False),
     0x0a: ('hlog2', 2, False),
     0x0b: ('hexp2', 2, False),
+  },
+  5: {
+    0x00: ('isam.1d', 4, False),
+    0x01: ('isaml', 5, False),
+    0x02: ('isamm', 4, False),
+    0x03: ('sam', 4, False),
+    0x04: ('samb', 5, False),
+    0x05: ('saml', 5, False),
+    0x06: ('samgq', 4, False),
+    0x07: ('getlod', 4, False),
+    0x08: ('conv', 5, False),
+    0x09: ('convm', 5, False),
+    0x0a: ('getsize', 3, False),
+    0x0b: ('getbuf', 2, False),
+    0x0c: ('getpos', 3, False),
+    0x0d: ('getinfo', 2, False),
+    0x0e: ('dsx', 2, False),
+    0x0f: ('dsy', 2, False),
+    0x10: ('gather4r', 4, False),
+    0x11: ('gather4g', 4, False),
+    0x12: ('gather4b', 4, False),
+    0x13: ('gather4a', 4, False),
+    0x14: ('samgp0', 4, False),
+    0x15: ('samgp1', 4, False),
+    0x16: ('samgp2', 4, False),
+    0x17: ('samgp3', 4, False),
+    0x18: ('dsxpp.1', 2, False),
+    0x19: ('dsypp.1', 2, False),
+    0x1a: ('rgetpos', 2, False),
+    0x1b: ('rgetinfo', 1, False),
+    0x1c: ('tcinv', 0, False),
+    0x1f: ('brcst.active.w2', 2, False),
+  },
+  6: {
+    0x00: ('ldg.u32', 3, False),
+    0x01: ('ldl.u32', 3, False),
+    0x02: ('ldp.u32', 3, False),
+    0x03: ('stg.u32', 3, False),
+    0x0a: ('ldlw.u32', 3, False),
+    0x10: ('atomic.add.untyped.1d.u32.1.l', 3, False),
+    0x11: ('atomic.sub.untyped.1d.u32.1.l', 3, False),
+    0x12: ('atomic.xchg.untyped.1d.u32.1.l', 3, False),
+    0x13: ('atomic.inc.untyped.1d.u32.1.l', 3, False),
+    0x14: ('atomic.dec.untyped.1d.u32.1.l', 3, False),
+    0x15: ('atomic.cmpxchg.untyped.1d.u32.1.l', 3, False),
+    0x16: ('atomic.min.untyped.1d.u32.1.l', 3, False),
+    0x17: ('atomic.max.untyped.1d.u32.1.l', 3, False),
+    0x18: ('atomic.and.untyped.1d.u32.1.l', 3, False),
+    0x19: ('atomic.or.untyped.1d.u32.1.l', 3, False),
+    0x1a: ('atomic.xor.untyped.1d.u32.1.l', 3, False),
+    0x1c: ('stc.u32', 3, False),
+  },
+  7: {
+    0x02: ('sleep.s', 0, False),
+    0x03: ('icinv', 0, False),
+    0x04: ('dccln.shr', 0, False),
+    0x05: ('dcinv.shr', 0, False),
+    0x06: ('dcflu.shr', 0, False),
   },
 }

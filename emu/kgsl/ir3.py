@@ -10,7 +10,7 @@ Semantics (what each instruction computes is the mnemonic's: .f float32, .u/.s 3
   cat2  add.f mul.f (IEEE binary32, round to nearest even, as numpy; the GPU's denormal handling is not verified
         here), add.u/.s sub.u/.s (wrapping), min/max .u/.s, and.b or.b xor.b not.b, shl.b shr.b ashr.b (shift amounts
         0..31; others refused: the hardware's treatment of larger ones is not in the facts), mull.u (low 32 bits).
-Refused, each with an error naming the instruction or field: every other instruction in the tables (cat3/cat4 and the
+Refused, each with an error naming the instruction or field: every other instruction in the tables (cat1, cat3-cat7, the
 rest of cat0/cat2: they decode but have no semantics here), encodings the tables do not have, REPEAT, SAT, (r), UL,
 DST_CONV and half precision (FULL clear), ABSNEG on integer ops, immediates on float ops, const/relative/float-table
 sources, a0/p0 and registers past r47, and code that runs off its end without `end`. SS, SY, JP and EI only order or
@@ -34,7 +34,7 @@ def bits(v: int, hi: int, lo: int) -> int: return v >> lo & ((1 << (hi - lo + 1)
 
 def _name(word: int) -> str:
   cat = word >> 61
-  entry = OPS.get(cat, {}).get(bits(word, *OPC_FIELDS[cat])) if cat in OPC_FIELDS else None
+  entry = OPS[cat].get(bits(word, *OPC_FIELDS[cat]))
   return f"{entry[0] if entry else 'no instruction'} (cat{cat}, {word:#018x})"
 
 
@@ -58,7 +58,6 @@ class Lanes:
     """Execute 64-bit instructions from the first until `end` -> instructions executed."""
     for count, word in enumerate(code, 1):
       cat = word >> 61
-      if cat not in OPC_FIELDS: raise IR3Error(f"{_name(word)}: category {cat} has no decoding table")
       entry = OPS[cat].get(bits(word, *OPC_FIELDS[cat]))
       if entry is None: raise IR3Error(f"{word:#018x}: cat{cat} opcode {bits(word, *OPC_FIELDS[cat]):#x} is no ir3 instruction")
       if cat == 0:
