@@ -19,6 +19,15 @@ def adreno(outdir: pathlib.Path) -> list[pathlib.Path]:
   return write(outdir)
 
 
+def ir3_tables(outdir: pathlib.Path) -> list[pathlib.Path]:
+  """autogen/ir3/tables.py from tinymesa's ir3 disassembler (autogen/ir3/gen.py; needs the tinymesa wheel)."""
+  from autogen.ir3.gen import generate
+  path = outdir / "ir3" / "tables.py"
+  path.parent.mkdir(parents=True, exist_ok=True)
+  path.write_text(generate())
+  return [path]
+
+
 def rdna3_tables(outdir: pathlib.Path) -> list[pathlib.Path]:
   """autogen/rdna3/tables.py from LLVM 22's disassembler (autogen/rdna3/gen.py; needs libLLVM 22, not headers)."""
   from autogen.rdna3.gen import generate
@@ -79,6 +88,7 @@ GENERATORS = {
                           doc="NVIDIA/Mellanox mlx5 command interface: big-endian bit layouts (autogen.bitlayout), enums."),
   "rdna3": rdna3_tables,
   "adreno": adreno,
+  "ir3": ir3_tables,
   # NVIDIA: the RM/UVM ioctl ABI of driver branch 580 and the Ampere/Hopper class methods and QMD layouts
   "nv.rm": NVModule("nv/rm.py", "kernel", (f"{SDK}/nvstatus.h", f"{SDK}/nvos.h", f"{UNIX}/nv_escape.h", f"{UNIX}/nv-ioctl-numbers.h",
                     f"{UNIX}/nv-ioctl.h", f"{UNIX}/nv-unix-nvos-params-wrappers.h"),

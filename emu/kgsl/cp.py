@@ -9,11 +9,12 @@ Packets (mesa adreno_pm4.xml via autogen.adreno; headers as mesa's cffdec.h chec
           event form only), CP_MEM_WRITE, CP_REG_TO_MEM of the 64-bit always-on counter (19.2 MHz, from the host's
           monotonic clock), CP_WAIT_REG_MEM on memory (every cp_cond_function, unsigned or SIGNED_COMPARE, masked;
           the CP stalls until it holds), CP_MEMCPY, CP_LOAD_STATE6(_FRAG/_GEOM) (the state read from memory and kept),
-          CP_EXEC_CS (refused: running ir3 code needs the ir3 executor, not in this build).
+          CP_EXEC_CS (refused: the ir3 executor skeleton, emu/kgsl/ir3.py, is not wired to the compute state).
 Any other packet type or opcode, a parity error, a payload of the wrong length, a field the model does not act on
 set (the event TIMESTAMP/IRQ bits, CP_REG_TO_MEM ACCUMULATE, register polling, WRITE_MEMORY) or an unmapped address
 stops the context with a fault naming it (KGSL then reports the context reset).
-Not modelled: caches (memory is coherent, so flushes and invalidates only check their encoding), preemption,
+Not modelled: caches (memory is coherent, so flushes and invalidates only check their encoding, and the objects'
+cache modes change nothing), preemption,
 the ringbuffer the kernel wraps IBs in, IB chaining (CP_INDIRECT_BUFFER inside an IB).
 """
 from __future__ import annotations
@@ -61,9 +62,10 @@ def _compare(function: int, value: int, ref: int, signed: bool) -> bool:
 
 
 class CommandProcessor:
-  """`translate(va, n)` -> a writable memoryview of n bytes of GPU memory (raises CPFault when unmapped);
+  """`translate(va, n, write=False)` -> a memoryview of n bytes of GPU memory (raises CPFault when unmapped, or for a
+  write to read-only memory);
   `retire(ctx, ts)` / `fault(ctx, message)` report each submission's end."""
-  def __init__(self, gen: int, translate: Callable[[int, int], memoryview], retire: Callable[[int, int], None],
+  def __init__(self, gen: int, translate: Callable[..., memoryview], retire: Callable[[int, int], None],
                fault: Callable[[int, str], None]):
     self.gen, self.translate, self.retire, self.fault = gen, translate, retire, fault
     self.regs: dict[int, int] = {}
@@ -166,18 +168,18 @@ class CommandProcessor:
       need(5)
       n, src, dst = p[0], p[1] | p[2] << 32, p[3] | p[4] << 32
       if src % 4 or dst % 4: raise CPFault(f"CP_MEMCPY of {src:#x} to {dst:#x}: addresses must be dword-aligned")
-      if n: self.translate(dst, 4 * n)[:] = bytes(self.translate(src, 4 * n))
+      if n: self.translate(dst, 4 * n, True)[:] = bytes(self.translate(src, 4 * n))
     elif op in (A.CP_LOAD_STATE6_FRAG, A.CP_LOAD_STATE6_GEOM, A.CP_LOAD_STATE6):
       self._load_state(p, at, name)
     elif op == A.CP_EXEC_CS:
       need(4)
-      raise CPFault(f"CP_EXEC_CS of {p[1]}x{p[2]}x{p[3]} workgroups at {at:#x}: running ir3 kernels needs the ir3 executor, "
-                    "which is not in this build (the KGSL model runs CP packets only)")
+      raise CPFault(f"CP_EXEC_CS of {p[1]}x{p[2]}x{p[3]} workgroups at {at:#x}: running ir3 kernels is not modelled (the "
+                    "ir3 executor, emu/kgsl/ir3.py, runs straight-line cat0/cat2 code and is not wired to the compute state)")
     else: raise CPFault(f"{name} at {at:#x} is not a packet the KGSL model executes")
 
   def _write(self, addr: int, dwords: list[int]) -> None:
     if addr % 4: raise CPFault(f"write to {addr:#x}: the CP writes dword-aligned memory")
-    self.translate(addr, 4 * len(dwords))[:] = array.array("I", dwords).tobytes()
+    self.translate(addr, 4 * len(dwords), True)[:] = array.array("I", dwords).tobytes()
 
   def _event(self, p: list[int], at: int, need) -> None:
     ev = bits(p[0], A.CP_EVENT_WRITE_0_EVENT) if p else None

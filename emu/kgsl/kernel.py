@@ -10,7 +10,8 @@ unknown context, object or property, a property size that is not the structure's
 implements, an IB outside GPU memory), process memory that is not mapped read-write EFAULT, a timestamp wait that
 runs out ETIMEDOUT, and work on a context a GPU fault reset EDEADLK (what KGSL returns for an invalidated context).
 GPU objects: mmap of offset id * 4096 maps one; with KGSL_MEMFLAGS_USE_CPU_MAP its GPU address is the mapping's
-address (0 before it is mapped), without it one from the GPU VA window. Timestamps are per context, from 1.
+address (0 before it is mapped), without it one from the GPU VA window; a GPU write to a KGSL_MEMFLAGS_GPUREADONLY
+object faults; cache modes, IOCOHERENT and the memory type are accepted and change nothing (memory is coherent). Timestamps are per context, from 1.
 `chip_id` picks the GPU (an a630, 0x06030001, by default); any chip id is served, so tests see the driver refuse
 other generations. Not modelled: sync points and object lists in GPU_COMMAND, FREE_ON_EVENT, secure and sparse
 memory, dma-buf/ion import, the memstore page, perf counters, preemption.
@@ -141,11 +142,13 @@ class KGSLModel:
     return o.cpu_va, o.mem
 
   # --- the GPU's view of memory
-  def translate(self, va: int, n: int) -> memoryview:
+  def translate(self, va: int, n: int, write: bool = False) -> memoryview:
     with self.lock: mapped = tuple(self.mapped.items())    # the CP thread reads it while ioctls change it
     for base, o in mapped:
       if base <= va < base + o.size:
         if va + n > base + o.size: raise CPFault(f"GPU access [{va:#x}, +{n:#x}) runs past the end of the object at {base:#x}")
+        if write and o.flags & K.KGSL_MEMFLAGS_GPUREADONLY:
+          raise CPFault(f"GPU write to {va:#x}: object {o.id} is KGSL_MEMFLAGS_GPUREADONLY (page fault)")
         return o.mem[va - base:va - base + n]
     raise CPFault(f"GPU access at {va:#x}: no GPU object or user memory is mapped there (page fault)")
 
@@ -188,7 +191,7 @@ class KGSLModel:
     if p.type == K.KGSL_PROP_DEVICE_INFO:
       if p.sizebytes != ctypes.sizeof(K.kgsl_devinfo):
         raise _fail(errno.EINVAL, f"DEVICE_INFO with sizebytes {p.sizebytes}: struct kgsl_devinfo is {ctypes.sizeof(K.kgsl_devinfo)}")
-      info = K.kgsl_devinfo(device_id=K.KGSL_PROP_DEVICE_INFO - 1, chip_id=self.chip_id, mmu_enabled=1,
+      info = K.kgsl_devinfo(device_id=0, chip_id=self.chip_id, mmu_enabled=1,                 # KGSL_DEVICE_3D0
                             gpu_id=(self.chip_id >> 24) * 100 + (self.chip_id >> 16 & 0xFF) * 10 + (self.chip_id >> 8 & 0xFF),
                             gmem_sizebytes=self.gmem_size)
       self._user(p.value, p.sizebytes, "DEVICE_INFO")[:] = bytes(info)

@@ -74,6 +74,14 @@ def test_submissions_retire_in_order_and_write_memory(kgsl):
   assert [out.view.read32(i) for i in (0, 4, 16, 20)] == [1, 2, 1, 2] and out.view.read64(8) > 0
 
 
+def test_a_gpu_write_to_a_read_only_object_faults_the_context(kgsl):
+  g, m = kgsl
+  a = g.call(K.IOCTL_KGSL_GPUOBJ_ALLOC, K.kgsl_gpuobj_alloc(size=0x1000, flags=K.KGSL_MEMFLAGS_GPUREADONLY))
+  ro = m.objects[a.id].gpuaddr
+  with pytest.raises(OSError) as e: run(g, cp.mem_write(ro, 1))
+  assert e.value.errno == errno.EDEADLK and "GPUREADONLY" in m.last_error and g.reset_status() == K.KGSL_CTX_STAT_GUILTY_CONTEXT_RESET_EXT
+
+
 def test_user_memory_import_is_what_the_gpu_writes(kgsl):
   g, m = kgsl
   host = mmap.mmap(-1, 0x2000)
