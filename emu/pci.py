@@ -92,7 +92,7 @@ class DMASpace:
   def read(self, addr: int, n: int) -> bytes:
     if n <= 0: return b""
     run, off, k = self._locate(addr, n)
-    if k >= n: return bytes(run[off:off + n])                 # (one bus-contiguous run: the common case)
+    if k >= n and isinstance(run, memoryview): return bytes(run[off:off + n])   # (one bus-contiguous run: the common case)
     out = bytearray()
     while n > 0:
       run, off, k = self._locate(addr, n)
