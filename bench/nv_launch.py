@@ -6,9 +6,12 @@ Figures (best of 5 rounds of N launches; one JSON line each):
   end_to_end_us      submit + the model running it (QMD decode, the PTX grid, the release) + waiting, per launch in a stream
   wait_us            one launch with wait=True (timestamps around it), submit to return
   engine_us          the same empty kernel launched straight on the PTX engine (no driver, no channel)
+  compute_kernel_us  per kernel of one compute-layer schedule of 50 adds of 256 floats (Tensor.realize_all), end to end
   pushbuffer_dwords  compute-channel pushbuffer dwords per launch"""
 import sys
+import numpy as np
 from common import best, emit, host_cpu, skipped
+from compute import Tensor
 from drivers.hcq import open_device
 from drivers.nv import image, nvrtc
 from emu.memory import Memory
@@ -16,6 +19,18 @@ from emu.nvgpu import ptx
 
 SRC = 'extern "C" __global__ void empty(int *x) { }'
 N = 200
+N_COMPUTE = 50
+
+
+def compute_layer(dev) -> float:
+  """Seconds per kernel of a compute-layer schedule of N_COMPUTE kernels in one submission."""
+  x = Tensor(np.zeros(256, np.float32), device=dev.name).realize()
+  ys = [Tensor(np.full(256, i, np.float32), device=dev.name).realize() for i in range(N_COMPUTE)]
+  (x + ys[0]).numpy()                                     # warm: the kernel compiled, loaded and translated
+  def kernels():
+    Tensor.realize_all(*(x + y for y in ys))
+    dev.synchronize()
+  return best(kernels) / N_COMPUTE
 
 
 def main() -> None:
@@ -40,7 +55,9 @@ def main() -> None:
     mem = Memory()
     x = mem.alloc(64)
     t_engine = best(lambda: [ptx.launch(engine, mem, 1, 32, engine.pack(x)) for _ in range(N)]) / N
-    for fig, value in [("driver_submit_us", t_driver), ("end_to_end_us", t_stream), ("wait_us", t_wait), ("engine_us", t_engine)]:
+    t_compute = compute_layer(dev)
+    for fig, value in [("driver_submit_us", t_driver), ("end_to_end_us", t_stream), ("wait_us", t_wait), ("engine_us", t_engine),
+                       ("compute_kernel_us", t_compute)]:
       emit(f"nv/launch_{fig}", value * 1e6, "us", device=name)
     emit("nv/launch_pushbuffer_dwords", dwords, "dwords per launch (with the timeline wait and signal)", device=name)
     dev.close()

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 
+from autogen.nvinfo import EIATTR_KPARAM_INFO, EIATTR_MIN_STACK_SIZE, EIATTR_PARAM_CBANK, EIATTR_REGCOUNT, per_symbol, records
+
 EM_CUDA = 190
-EIFMT_NVAL, EIFMT_BVAL, EIFMT_HVAL, EIFMT_SVAL = 1, 2, 3, 4
-EIATTR_PARAM_CBANK, EIATTR_KPARAM_INFO, EIATTR_MIN_STACK_SIZE, EIATTR_REGCOUNT = 0x0A, 0x17, 0x12, 0x2F
 R_CUDA_64, R_CUDA_ABS32_LO_32, R_CUDA_ABS32_HI_32 = 2, 0x38, 0x39
 
 
@@ -65,24 +65,6 @@ class Cubin:
     return bytes(out)
 
 
-def _attrs(data: bytes, where: str) -> list[tuple[int, bytes]]:
-  """The EIATTR records of an .nv.info section: (attribute, data; a 16-bit value inline as 2 bytes)."""
-  out, p = [], 0
-  while p < len(data):
-    if p + 4 > len(data): raise CubinError(f"{where}: an attribute record is cut off at byte {p}")
-    fmt, attr = data[p], data[p + 1]
-    if fmt == EIFMT_SVAL:
-      n = struct.unpack_from("<H", data, p + 2)[0]
-      if p + 4 + n > len(data): raise CubinError(f"{where}: attribute {attr:#x} of {n} bytes runs past the section")
-      out.append((attr, data[p + 4:p + 4 + n]))
-      p += 4 + n
-    elif fmt in (EIFMT_NVAL, EIFMT_BVAL, EIFMT_HVAL):
-      out.append((attr, data[p + 2:p + 4]))
-      p += 4
-    else: raise CubinError(f"{where}: attribute {attr:#x} has format {fmt}, not one of EIFMT_NVAL/BVAL/HVAL/SVAL")
-  return out
-
-
 def load(data: bytes) -> Cubin:
   """Parse a cubin; CubinError if it is not one or lacks what a launch needs."""
   if data[:4] != b"\x7fELF": raise CubinError("not an ELF file (want NVRTC's CUBIN output, nvrtcGetCUBIN)")
@@ -93,18 +75,14 @@ def load(data: bytes) -> Cubin:
     secs = {s.name: s for s in elf.iter_sections()}
     symtab = elf.get_section_by_name(".symtab")
     syms = {i: s.name for i, s in enumerate(symtab.iter_symbols())} if symtab is not None else {}
-    per_sym: dict[str, dict[int, bytes]] = {}
-    if ".nv.info" in secs:
-      for attr, d in _attrs(secs[".nv.info"].data(), ".nv.info"):
-        if attr in (EIATTR_REGCOUNT, EIATTR_MIN_STACK_SIZE) and len(d) >= 8:
-          per_sym.setdefault(syms.get(struct.unpack_from("<I", d)[0], ""), {})[attr] = d[4:8]
+    per_sym = per_symbol(secs[".nv.info"].data(), syms, (EIATTR_REGCOUNT, EIATTR_MIN_STACK_SIZE)) if ".nv.info" in secs else {}
     kernels = {}
     for name, s in secs.items():
       if not name.startswith(".text."): continue
       k = name[len(".text."):]
       info = f".nv.info.{k}"
       if info not in secs: raise CubinError(f"kernel {k}: no {info} section (its parameter layout)")
-      attrs = _attrs(secs[info].data(), info)
+      attrs = records(secs[info].data(), info)
       cbank = next((d for a, d in attrs if a == EIATTR_PARAM_CBANK), None)
       if cbank is None or len(cbank) < 8: raise CubinError(f"kernel {k}: {info} has no PARAM_CBANK attribute (0x0a)")
       _, poff, psize = struct.unpack_from("<IHH", cbank)
@@ -123,9 +101,8 @@ def load(data: bytes) -> Cubin:
       if cb0 is None or cb0["sh_size"] < poff + psize:
         raise CubinError(f"kernel {k}: no .nv.constant0.{k} section holding its {psize} parameter bytes at {poff:#x}")
       shared = secs.get(f".nv.shared.{k}")
-      kern = Kernel(k, s["sh_offset"], s["sh_size"], struct.unpack("<I", regs)[0], poff, psize, params,
-                    shared["sh_size"] if shared is not None else 0,
-                    struct.unpack("<I", per_sym[k].get(EIATTR_MIN_STACK_SIZE, bytes(4)))[0], cb0["sh_size"])
+      kern = Kernel(k, s["sh_offset"], s["sh_size"], regs, poff, psize, params, shared["sh_size"] if shared is not None else 0,
+                    per_sym[k].get(EIATTR_MIN_STACK_SIZE, 0), cb0["sh_size"])
       for n, c in secs.items():
         if n.startswith(".nv.constant") and not n.startswith(".nv.constant0"):
           slot, _, owner = n[len(".nv.constant"):].partition(".")
@@ -134,6 +111,9 @@ def load(data: bytes) -> Cubin:
     if not kernels: raise CubinError("the cubin has no kernels (.text.<name> sections)")
     cub = Cubin(elf["e_flags"] & 0xFF, bytes(data), kernels, _relocations(elf))
   except (ELFError, struct.error, KeyError) as e: raise CubinError(f"malformed cubin: {type(e).__name__}: {e}") from None
+  except ValueError as e:
+    if isinstance(e, CubinError): raise
+    raise CubinError(str(e)) from None
   return cub
 
 

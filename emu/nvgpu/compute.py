@@ -16,7 +16,8 @@ a time). Constant buffer 0 holds what the SASS reads: blockDim at 0x0-0x8 and gr
 QMD's), on sm_90 the global-memory descriptor at 0x208 (0: raw VAs), and the parameters at 0x210 (sm_90) or 0x160
 (sm_80/86) (reference section 8): the PTX kernel's parameter space is read there. Shared memory per CTA is the QMD's
 SHARED_MEMORY_SIZE less the 1 KiB sm_80+ reserves (reference section 6): what the kernel's static .shared leaves of it is
-its dynamic shared memory. A kernel with barriers needs BARRIER_COUNT >= 1. On completion the QMD's release semaphores
+its dynamic shared memory. A kernel with barriers needs BARRIER_COUNT >= 1; the QMD's register count and local memory
+must cover what the cubin's .nv.info says its SASS uses (REGCOUNT, MIN_STACK_SIZE). On completion the QMD's release semaphores
 are written in order. A fault or trap in the kernel stops the channel with the PTX engine's error (which names the
 kernel, thread, instruction and address).
 
@@ -37,6 +38,7 @@ from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 
 from autogen.nv import compute as C
+from autogen.nvinfo import EIATTR_MIN_STACK_SIZE, EIATTR_REGCOUNT, per_symbol
 from emu.nvgpu import ptx
 from emu.nvgpu.chips import Chip
 from emu.nvgpu.gpfifo import ClassModel, GPFIFOEngine, bits
@@ -76,7 +78,8 @@ class Compute(ClassModel):
     self.methods = {getattr(C, f"{self.prefix}_{m}"): m for m in METHODS if hasattr(C, f"{self.prefix}_{m}")}
     self.masks = {m: _fields(self.prefix, m) for m in self.methods.values()}
     self.regs: dict[str, int | None] = dict.fromkeys(self.methods.values())
-    self.programs: OrderedDict[tuple[int, int], tuple[bytes, ptx.Program]] = OrderedDict()   # (allocation, pc) -> (image, kernel)
+    # (allocation, pc) -> (image, kernel, its SASS's registers and stack bytes per thread from .nv.info)
+    self.programs: OrderedDict[tuple[int, int], tuple[bytes, ptx.Program, int, int]] = OrderedDict()
     self.launches = 0
 
   def _f(self, method: str, fld: str, v: int) -> int: return bits(v, getattr(C, f"{self.prefix}_{method}_{fld}"))
@@ -109,7 +112,13 @@ class Compute(ClassModel):
     mem = self.engine.mem
     try: launch = decode(self.cls, mem.read(qmd_va, LAYOUTS[self.cls].nbytes), self.chip.max_shared_kb, self.chip.sass_version)
     except QMDError as e: raise RingError(f"{self.engine.qname}: QMD at {qmd_va:#x}: {e}", qmd_va) from None
-    prog = self._program(launch.program)
+    prog, regs, stack = self._program(launch.program)
+    if launch.registers < regs:
+      raise RingError(f"{self.engine.qname}: QMD register count {launch.registers} is less than the {regs} registers kernel "
+                      f"{prog.name}'s SASS uses (REGCOUNT in its cubin's .nv.info)")
+    if launch.local_bytes < stack:
+      raise RingError(f"{self.engine.qname}: QMD local memory of {launch.local_bytes} bytes per thread is less than kernel "
+                      f"{prog.name}'s {stack}-byte stack (MIN_STACK_SIZE in its cubin's .nv.info)")
     windows = self._windows()
     self._check_local(launch)
     cb0, size = launch.cbs[0]
@@ -163,16 +172,16 @@ class Compute(ClassModel):
     total = per_tpc * chip.gpcs * chip.tpc_per_gpc
     for a in (base, base + total - 1): self.engine.mem.read(a, 1)   # an MMU fault if it is not mapped
 
-  def _program(self, pc: int) -> ptx.Program:
-    """The PTX kernel behind program address `pc`: the cubin at the start of its allocation, the PTX after it."""
+  def _program(self, pc: int) -> tuple[ptx.Program, int, int]:
+    """The PTX kernel behind program address `pc` (the cubin at the start of its allocation, the PTX after it), and the
+    registers and stack bytes per thread its SASS needs."""
     uvm = self.engine.mem
     m = uvm.mapping(pc)
     if m is None: raise RingError(f"{self.engine.qname}: the QMD's program address {pc:#x} is not mapped", pc)
     if (hit := self.programs.get((m.va, pc))) is not None:      # the same bytes still there: the same kernel
-      image, prog = hit
-      if len(image) <= m.length and uvm.read(m.va, len(image)) == image:
+      if len(hit[0]) <= m.length and uvm.read(m.va, len(hit[0])) == hit[0]:
         self.programs.move_to_end((m.va, pc))
-        return prog
+        return hit[1:]
     where = f"{self.engine.qname}: the program at {pc:#x} (allocation at {m.va:#x})"
     head = uvm.read(m.va, 64)
     if head[:4] != b"\x7fELF" or head[4] != 2:
@@ -185,17 +194,21 @@ class Compute(ClassModel):
       elf = ELFFile(io.BytesIO(uvm.read(m.va, end)))
       end = max([end] + [s["sh_offset"] + s["sh_size"] for s in elf.iter_sections() if s["sh_type"] != "SHT_NOBITS"])
       text = next((s.name for s in elf.iter_sections() if s.name.startswith(".text.") and s["sh_offset"] == pc - m.va), None)
+      if text is None: raise RingError(f"{where}: no .text.<kernel> section of the cubin starts at offset {pc - m.va:#x}")
+      info, symtab = elf.get_section_by_name(".nv.info"), elf.get_section_by_name(".symtab")
+      symbols = {i: s.name for i, s in enumerate(symtab.iter_symbols())} if symtab is not None else {}
+      attrs = per_symbol(info.data(), symbols, (EIATTR_REGCOUNT, EIATTR_MIN_STACK_SIZE)).get(text[6:], {}) if info else {}
     except (ELFError, ValueError) as e: raise RingError(f"{where}: the cubin is malformed ({e})") from None
-    if text is None: raise RingError(f"{where}: no .text.<kernel> section of the cubin starts at offset {pc - m.va:#x}")
+    if EIATTR_REGCOUNT not in attrs: raise RingError(f"{where}: the cubin's .nv.info has no REGCOUNT for kernel {text[6:]}")
     tail = b""
     while (nul := tail.find(b"\0")) < 0:
       if end + len(tail) >= m.length: raise RingError(f"{where}: no NUL-terminated PTX after the cubin")
       tail += uvm.read(m.va + end + len(tail), min(0x1000, m.length - end - len(tail)))
     try: prog = ptx.Program(tail[:nul].decode(), text[len(".text."):])
     except (ptx.PtxError, UnicodeDecodeError) as e: raise RingError(f"{where}: its PTX does not load: {e}") from None
-    self.programs[(m.va, pc)] = (uvm.read(m.va, end) + tail[:nul + 1], prog)
+    hit = self.programs[(m.va, pc)] = (uvm.read(m.va, end) + tail[:nul + 1], prog, attrs[EIATTR_REGCOUNT], attrs.get(EIATTR_MIN_STACK_SIZE, 0))
     if len(self.programs) > CACHE: self.programs.popitem(last=False)
-    return prog
+    return hit[1:]
 
   def _release(self, r: Release) -> None:
     mem, n = self.engine.mem, 8 if r.payload64 else 4

@@ -5,7 +5,7 @@ graph replay, and the faults a bad kernel or a bad cubin gives."""
 import sys, time
 import numpy as np
 import pytest
-from drivers.hcq import Graph, open_device
+from drivers.hcq import DeviceFault, Graph, open_device
 from drivers.nv import image
 from drivers.nv.cubin import CubinError
 from drivers.nv.device import NVDevice
@@ -139,6 +139,20 @@ def test_a_kernel_with_a_stack_gets_local_memory(nv):
   np.testing.assert_array_equal(read(out, np.int32).reshape(64, 48), np.roll(a, -5, axis=1))
   gr = nv.gpu.gr
   assert nv.local.size >= prg.kernel.local_bytes * 32 * gr["max_warps_per_sm"] * gr["sm_per_tpc"] * gr["tpc_per_gpc"] * gr["gpcs"]
+
+
+def test_a_qmd_with_less_local_memory_than_the_stack_is_refused(nv):
+  from autogen.qmdlayout import V04_HOPPER as L
+  prg = build(nv, LOCAL, "rotate")
+  buf = nv.alloc(64 * 48 * 4)
+  args = prg.fill_kernargs([buf, buf], [5], (1,), (64,))
+  o = prg.qmd_offset
+  q = L.set(int.from_bytes(args.view[o:o + L.nbytes], "little"), "SHADER_LOCAL_MEMORY_HIGH_SIZE", 16)
+  args.view[o:o + L.nbytes] = q.to_bytes(L.nbytes, "little")
+  nv.compute_queue().exec(prg, args, (1,), (64,)).signal(nv.timeline, v := nv.next_timeline()).submit()
+  with pytest.raises(DeviceFault, match="compute channel stopped"): nv.timeline.wait(v, timeout_ms=120000)
+  model = nv.gpu.k.model
+  assert "local memory of 16 bytes per thread is less than kernel rotate's" in model.hosts[model.rm.channels[nv.compute_ring.ch.token].chid].error
 
 
 def test_compute_waits_on_copy_signals_and_copy_on_compute_signals(nv):

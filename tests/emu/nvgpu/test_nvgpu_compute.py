@@ -178,6 +178,12 @@ def test_cb0_must_be_large_enough_for_the_parameters(dev, vadd):
         mutate=lambda a: qmd_set(a, CONSTANT_BUFFER_SIZE_SHIFTED4_0=16))
 
 
+def test_the_qmd_must_give_the_registers_the_cubin_says_the_sass_uses(dev, vadd):
+  f = "REGISTER_COUNT" if dev.chip == "GH100" else "REGISTER_COUNT_V"
+  fails(dev, vadd, rf"QMD register count {vadd.kernel.registers - 1} is less than the {vadd.kernel.registers} registers",
+        mutate=lambda a: qmd_set(a, **{f: vadd.kernel.registers - 1}))
+
+
 def test_local_memory_the_qmd_asks_for_must_be_set_up(dev, vadd):
   fails(dev, vadd, r"asks for 4096 bytes of local memory per thread; SET_SHADER_LOCAL_MEMORY_NON_THROTTLED gives None",
         mutate=lambda a: qmd_set(a, SHADER_LOCAL_MEMORY_HIGH_SIZE=4096))
