@@ -174,7 +174,7 @@ typedef struct {
   int ack;                     /* the last one asked for an ACK (AckReq) */
   uint32_t ack_psn;
   /* kind 1: one-packet RDMA WRITEs (ONLY) at a responder QP between messages; C also sends their ACKs */
-  int kind;                    /* 0: the MIDDLE packets of one WRITE, 1: single-packet WRITEs */
+  int kind;                    /* 0: the MIDDLE packets of one WRITE, 1: single-packet WRITEs, 2: ACKs (below) */
   uint32_t op, bth1;           /* the opcode (WRITE_ONLY or WRITE_ONLY_IMM) and BTH byte 1 (SE, pad count, TVer) */
   uint32_t rkey, dma_len;      /* the R_Key Python checked, and the length of every message (the frames' length) */
   uint64_t region_va, region_len;  /* the region it names, which grants REMOTE_WRITE; the pieces cover all of it */
