@@ -45,10 +45,11 @@ def test_collectives_match_numpy_on_every_rank(n, nic):
   assert not failed, failed
 
 
-def test_a_gpu_without_peer_to_peer_goes_through_host_memory_counting_the_copies():
+@pytest.mark.parametrize("nic", ["bnxt", "mlx5"])
+def test_a_gpu_without_peer_to_peer_goes_through_host_memory_counting_the_copies(nic):
   """MOCKKFD+AMD gives peers no bus addresses of VRAM: the NIC reaches host-visible buffers, and each all_reduce copies
   its input in and its result out (the rest of the collectives likewise)."""
-  r, lines = launch(2, "collectives", HCQ_NIC="bnxt", DEV="MOCKKFD+AMD")
+  r, lines = launch(2, "collectives", HCQ_NIC=nic, DEV="MOCKKFD+AMD")
   assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
   for k in range(2):
     checks = checks_of(lines, k)
