@@ -133,9 +133,35 @@ def test_the_ring_plans_of_all_ranks_sum_every_element_and_gather_every_segment(
   m, chunk = _ring_chunks(numel, n, 8)
   for r in range(n):
     plans.append(Plan())
-    _ring(plans[-1], SimpleNamespace(rank=r, world_size=n), 2 * (n - 1), 0, m, chunk, n - 1)
+    _ring(plans[-1], SimpleNamespace(rank=r, world_size=n), 2 * (n - 1), m, chunk, n - 1)
   run_plans(plans, works)
   for w in works: assert np.array_equal(w.view(np.int64), np.sum(data, 0))
+
+
+@pytest.mark.parametrize("n", [2, 3, 5])
+def test_the_chain_and_the_gather_plans_bring_every_rank_the_data(n):
+  """broadcast's chain from each src, and all_gather (the ring's second half), carried out on byte arrays."""
+  from types import SimpleNamespace
+  from compute.distributed import _chain, _ring, _ring_chunks
+  from compute.distributed.ring import Plan
+  numel = 300007
+  rng = np.random.default_rng(n)
+  for src in range(n):
+    data = rng.integers(-1 << 40, 1 << 40, numel)
+    works = [(data if r == src else np.zeros(numel, np.int64)).view(np.uint8).copy() for r in range(n)]
+    m, chunk = _ring_chunks(numel, 1, 8)
+    plans = [Plan() for _ in range(n)]
+    for r, p in enumerate(plans): _chain(p, SimpleNamespace(rank=r, world_size=n), src, [chunk(0, j) for j in range(m)])
+    run_plans(plans, works)
+    assert all(np.array_equal(w.view(np.int64), data) for w in works)
+  parts = [rng.integers(-1 << 40, 1 << 40, numel) for _ in range(n)]
+  works = [np.concatenate([parts[r] if k == r else np.zeros(numel, np.int64) for k in range(n)]).view(np.uint8).copy()
+           for r in range(n)]
+  m, chunk = _ring_chunks(numel * n, n, 8)
+  plans = [Plan() for _ in range(n)]
+  for r, p in enumerate(plans): _ring(p, SimpleNamespace(rank=r, world_size=n), n - 1, m, chunk, 0)
+  run_plans(plans, works)
+  assert all(np.array_equal(w.view(np.int64), np.concatenate(parts)) for w in works)
 
 
 def test_a_job_of_one_needs_no_mpi_and_bad_calls_are_refused(monkeypatch):
