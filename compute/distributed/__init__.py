@@ -152,14 +152,14 @@ def _ring_chunks(n: int, segments: int, itemsize: int):
   return m, chunk
 
 
-def _ring(plan: Plan, g: Group, steps: int, first: int, m: int, chunk, reduce_steps: int) -> None:
-  """Ring steps `first` .. `first + steps - 1`: at step k, rank r sends segment r-k to its right and receives
+def _ring(plan: Plan, g: Group, steps: int, m: int, chunk, reduce_steps: int) -> None:
+  """Ring steps 0 .. steps - 1: at step k, rank r sends segment r-k to its right and receives
   segment r-k-1 from its left (reduced during the first `reduce_steps` steps, copied after); a chunk it forwards
   waits for the same chunk of the step before."""
   r, n = g.rank, g.world_size
   right, left = (r + 1) % n, (r - 1) % n
   prev: list[Recv | None] = [None] * m
-  for k in range(first, first + steps):
+  for k in range(steps):
     cur = []
     for j in range(m):
       plan.send(right, *chunk((r - k) % n, j), after=prev[j])
@@ -184,7 +184,7 @@ def all_reduce(t: Tensor, op: str = ReduceOp.SUM) -> Tensor:
   _copy(src.view(0, nbytes), work.view(0, nbytes))
   m, chunk = _ring_chunks(t.numel(), g.world_size, t.dtype.itemsize)
   plan = Plan()
-  _ring(plan, g, 2 * (g.world_size - 1), 0, m, chunk, g.world_size - 1)
+  _ring(plan, g, 2 * (g.world_size - 1), m, chunk, g.world_size - 1)
   g.engine.run(_what("all_reduce", t), plan, mr, _consumer(work, t.dtype, op))
   out = _result(work, 0, t.shape, t.dtype)
   if op == ReduceOp.AVG: out = (out / g.world_size).cast(t.dtype)
@@ -206,7 +206,7 @@ def all_gather(tensor_list: list[Tensor], t: Tensor) -> list[Tensor]:
   if g.world_size > 1 and nbytes:
     m, chunk = _ring_chunks(t.numel() * g.world_size, g.world_size, t.dtype.itemsize)
     plan = Plan()
-    _ring(plan, g, g.world_size - 1, 0, m, chunk, 0)
+    _ring(plan, g, g.world_size - 1, m, chunk, 0)
     g.engine.run(_what("all_gather", t), plan, mr, _consumer(work, t.dtype, ReduceOp.SUM))
   for i, x in enumerate(tensor_list): x.assign(_result(work, i * nbytes, t.shape, t.dtype))
   return tensor_list
@@ -219,14 +219,20 @@ def broadcast(t: Tensor, src: int = 0) -> Tensor:
   buf, nbytes = _buffer(t, "broadcast"), t.numel() * t.dtype.itemsize
   if g.world_size == 1 or nbytes == 0: return t
   work, mr = g.work_buffer(nbytes)
-  d, n = (g.rank - src) % g.world_size, g.world_size
-  if d == 0: _copy(buf.view(0, nbytes), work.view(0, nbytes))
+  if g.rank == src: _copy(buf.view(0, nbytes), work.view(0, nbytes))
   plan = Plan()
-  for offset, length in _chunks(t):
+  _chain(plan, g, src, _chunks(t))
+  g.engine.run(f"{_what('broadcast', t)} from rank {src}", plan, mr, _consumer(work, t.dtype, ReduceOp.SUM))
+  return t if g.rank == src else t.assign(_result(work, 0, t.shape, t.dtype))
+
+
+def _chain(plan: Plan, g: Group, src: int, pieces: list[tuple[int, int]]) -> None:
+  """The chain from `src` along the ring: each rank after it receives every piece from its left, and forwards it to
+  its right (once received) unless the right is `src`."""
+  d, n = (g.rank - src) % g.world_size, g.world_size
+  for offset, length in pieces:
     got = plan.recv((g.rank - 1) % n, offset, length) if d else None
     if d < n - 1: plan.send((g.rank + 1) % n, offset, length, after=got)
-  g.engine.run(f"{_what('broadcast', t)} from rank {src}", plan, mr, _consumer(work, t.dtype, ReduceOp.SUM))
-  return t if d == 0 else t.assign(_result(work, 0, t.shape, t.dtype))
 
 
 def _chunks(t: Tensor) -> list[tuple[int, int]]:
@@ -274,5 +280,5 @@ def barrier() -> None:
   work, mr = g.work_buffer(4 * g.world_size)
   m, chunk = _ring_chunks(g.world_size, g.world_size, 4)
   plan = Plan()
-  _ring(plan, g, g.world_size - 1, 0, m, chunk, 0)
+  _ring(plan, g, g.world_size - 1, m, chunk, 0)
   g.engine.run("barrier", plan, mr, lambda r, slot: None)

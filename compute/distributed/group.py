@@ -15,7 +15,7 @@ MPI only launches and bootstraps: after init() no MPI call is made (the communic
 aborting, so a rank that dies later does not take the others down with MPI; mpirun's --enable-recovery keeps them
 running to report it)."""
 from __future__ import annotations
-import ipaddress, os, secrets
+import ipaddress, math, os, secrets
 from dataclasses import dataclass
 
 from drivers.hcq import Buffer as HCQBuffer, Device as HCQDevice, parse_device
@@ -28,6 +28,13 @@ from compute.distributed.ring import CHUNK, RECVS, SENDS, SLOTS, DistributedErro
 TIMEOUT_S = float(os.environ.get("HCQ_DIST_TIMEOUT_S", 60.0))   # no progress for this long fails a collective
 RW = Access.LOCAL_WRITE | Access.REMOTE_WRITE
 BASE_IP = int(ipaddress.IPv4Address("10.100.0.1"))
+
+
+def ack_timeout(timeout_s: float) -> int:
+  """The QPs' local ACK timeout exponent (4.096 us * 2^t per retry, IBA 9.7.6.1.3): the 8 tries of retry_cnt 7 span
+  at most about `timeout_s`, between 0.27 s and 2.1 s each. A peer busy for a moment (a kernel compiling, a loaded host)
+  is no dead peer; one that stays silent that long is reported (its retries run out)."""
+  return min(19, max(16, math.floor(math.log2(timeout_s / 8 / 4.096e-6))))
 
 
 @dataclass(frozen=True)
@@ -151,7 +158,8 @@ class Group:
         raise DistributedError(f"bootstrap on rank {self.rank}: rank {r} opened {theirs.size} bytes of landing slots, not "
                                f"{span * len(peers)} (another version of compute.distributed?)")
       mine_there = self.rank if self.rank < r else self.rank - 1    # our slots among the peer's peers
-      qps[r].connect(Endpoint(h["qpns"][self.rank], h["psn"], h["gid"], h["mac"], h["mtu"]), psn)
+      qps[r].connect(Endpoint(h["qpns"][self.rank], h["psn"], h["gid"], h["mac"], h["mtu"]), psn,
+                     timeout=ack_timeout(self.timeout_s))
       index = peers.index(r)
       links[r] = Link(r, qps[r], theirs.addr + mine_there * span, theirs.rkey, self.landing.view(index * span, span))
     self.engine = Engine(self.rank, links, cq, self.timeout_s)   # posts the receives

@@ -148,6 +148,7 @@ class MLX5Device:
 
   # --- the provider interface (drivers/rdma/provider.py)
   def alloc(self, size: int) -> DMAMemory: return self.pci.alloc_dma(size)
+  def map_dma(self, memory: memoryview) -> DMAMemory: return self.pci.map_dma(memory)
   def free(self, mem: DMAMemory) -> None: self.pci.free_dma(mem)
 
   def add_gid(self, gid: bytes) -> int:
