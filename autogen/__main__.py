@@ -13,6 +13,12 @@ from autogen.gen.nvmodule import NVModule, SDK, UNIX, UVM
 
 
 
+def adreno(outdir: pathlib.Path) -> list[pathlib.Path]:
+  """autogen/adreno.py from mesa's Adreno register database (autogen/gen/adreno.py; needs a mesa git dir, not headers)."""
+  from autogen.gen.adreno import write
+  return write(outdir)
+
+
 def rdna3_tables(outdir: pathlib.Path) -> list[pathlib.Path]:
   """autogen/rdna3/tables.py from LLVM 22's disassembler (autogen/rdna3/gen.py; needs libLLVM 22, not headers)."""
   from autogen.rdna3.gen import generate
@@ -72,6 +78,7 @@ GENERATORS = {
   "mlx5": BitLayoutModule("mlx5.py", ("include/linux/mlx5/mlx5_ifc.h", "include/linux/mlx5/mlx5_ifc_fpga.h"),
                           doc="NVIDIA/Mellanox mlx5 command interface: big-endian bit layouts (autogen.bitlayout), enums."),
   "rdna3": rdna3_tables,
+  "adreno": adreno,
   # NVIDIA: the RM/UVM ioctl ABI of driver branch 580 and the Ampere/Hopper class methods and QMD layouts
   "nv.rm": NVModule("nv/rm.py", "kernel", (f"{SDK}/nvstatus.h", f"{SDK}/nvos.h", f"{UNIX}/nv_escape.h", f"{UNIX}/nv-ioctl-numbers.h",
                     f"{UNIX}/nv-ioctl.h", f"{UNIX}/nv-unix-nvos-params-wrappers.h"),
@@ -110,8 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     try: paths = GENERATORS[name](args.out)
     except HeadersMissing as e:
       print(f"autogen: {name}: {e}", file=sys.stderr)
-      if args.names or not isinstance(GENERATORS[name], NVModule): return 1
-      continue   # NVIDIA's trees are extracted by hand (autogen/gen/nvheaders.py): a full run goes on without them
+      if args.names or not (isinstance(GENERATORS[name], NVModule) or name == "adreno"): return 1
+      continue   # NVIDIA's trees and mesa's git dir come from outside any package: a full run goes on without them
     sizes = ", ".join(f"{p.relative_to(args.out)} ({p.stat().st_size // 1024} KiB)" for p in paths)
     print(f"autogen: {name}: {sizes} in {time.perf_counter() - t:.1f} s")
   return 0

@@ -8,8 +8,8 @@ Figures (best of 5 rounds of N launches; one JSON line each):
   compute_kernel_us  per kernel of one compute-layer schedule of 50 adds (Tensor.realize_all), end to end
   compute_numpy_us   copying a realized 1 KiB tensor back to numpy (Tensor.numpy)
   compute_ring_dwords  compute-ring dwords per kernel of that schedule (the commands the GPU front end processes)"""
-import sys, time
-from common import best, emit, skipped
+import sys
+from common import best, emit, host_cpu, skipped
 from drivers.hcq import open_device
 from drivers.amd.elf import load_code_object
 import emu.rdna3 as rdna3
@@ -31,15 +31,6 @@ def emulator_only(lib: bytes) -> float:
   def run():
     for _ in range(N): rdna3.dispatch(mem, base + k.descriptor_offset, (1, 1, 1), (32, 1, 1), kernarg_ptr=args)
   return best(run) / N
-
-
-def host_cpu(fn, dev) -> float:
-  """CPU seconds this thread spends in fn() (not time it waits for the emulator's threads or other processes)."""
-  t0 = time.thread_time()
-  fn()
-  t = time.thread_time() - t0
-  dev.synchronize()
-  return t
 
 
 def compute_layer(dev) -> tuple[float, float, float]:

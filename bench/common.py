@@ -12,6 +12,16 @@ def best(fn, rounds: int = 5) -> float:
   return min(out)
 
 
+def host_cpu(fn, dev) -> float:
+  """CPU seconds this thread spends in fn() (not time it waits for an emulator's threads or other processes), then
+  waits for `dev` to finish what fn() submitted."""
+  t0 = time.thread_time()
+  fn()
+  t = time.thread_time() - t0
+  dev.synchronize()
+  return t
+
+
 def emit(bench: str, value: float, unit: str, **extra) -> None:
   print(json.dumps({"bench": bench, **extra, "value": round(value, 3), "unit": unit}), flush=True)
 

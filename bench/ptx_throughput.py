@@ -10,7 +10,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "emu",
 from common import best, emit                                 # noqa: E402
 from ptx_helpers import VADD, MATMUL                          # noqa: E402 (the kernels the tests check)
 from emu.memory import Memory                                 # noqa: E402
-from emu.nvgpu.ptx import Program, launch, nvrtc              # noqa: E402
+from emu.nvgpu.ptx import Program, launch                     # noqa: E402
+from drivers.nv import nvrtc                                  # noqa: E402
 
 
 def main() -> None:

@@ -9,12 +9,15 @@ Modules import only modules of lower layers (tests/compute/test_imports.py check
   dtypes, shape      element types; views (index -> memory offset and validity)
   lazy               the lazy graph of LazyBuffers and its Ops
   schedule           lazy graph -> kernels (fusion) and copies
-  codegen            kernel -> C / OpenCL C source and launch size
+  codegen            kernel -> C / OpenCL C / CUDA C source and launch size
   runtime            devices, buffers, compiling and running a schedule through drivers.hcq
   function           differentiable primitives on lazy buffers (apply() returns its first input's tensor class)
   movement, indexing, nnops, sorting, inplace  Tensor's mixins, each on the one before: views, indexing, ops, sort, in-place
   tensor             Tensor (on all of the above), no_grad
   nn, optim, jit     layers and optimizers; capture and replay (on tensor and the queue API's Graph)
+  distributed.launch, distributed.ring  the mpirun line for ranks on this host; the collectives' data plane (drivers.rdma)
+  distributed.group  a rank's devices, its links to the other ranks and their bootstrap
+  distributed        collectives between mpirun's ranks, shaped like torch.distributed (import it: it needs mpi4py)
 """
 from compute.dtypes import dtypes, DType
 from compute.runtime import Device

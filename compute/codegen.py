@@ -1,8 +1,8 @@
-"""Codegen: a scheduled Kernel -> C (CPU device) or OpenCL C (AMDGPU) source, plus its launch size.
+"""Codegen: a scheduled Kernel -> C (CPU device), OpenCL C (AMDGPU) or CUDA C (NV) source, plus its launch size.
 
 First the kernel's index space is simplified (size-1 dims dropped, neighbouring dims merged wherever every
 view agrees), then loops are laid out:
-- GPU: one work-item per output element, looping over the reduce dims;
+- GPU (OpenCL, CUDA): one work-item per output element, looping over the reduce dims (no local/shared memory);
 - CPU: one workgroup per tile of outputs; a reduce kernel keeps a U0 x U1 block of accumulators in
   registers (U1 along the dim most loads read contiguously, U0 along a dim that reuses a load), so the
   inner loops have constant trip counts that clang unrolls and vectorizes; an elementwise kernel runs
@@ -27,6 +27,7 @@ _FN = {"c": {Ops.EXP: "expf", Ops.LOG: "logf", Ops.EXP2: "exp2f", Ops.LOG2: "log
              Ops.SQRT: "sqrtf", Ops.TRUNC: "truncf"},
        "opencl": {Ops.EXP: "__builtin_expf", Ops.LOG: "__builtin_logf", Ops.EXP2: "__builtin_exp2f", Ops.LOG2: "__builtin_log2f",
                   Ops.SIN: "__builtin_sinf", Ops.COS: "__builtin_cosf", Ops.SQRT: "__builtin_sqrtf", Ops.TRUNC: "__builtin_truncf"}}
+_FN["cuda"] = _FN["c"]                                      # CUDA's device math library has the C names
 _BIN = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.DIV: "/", Ops.CMPLT: "<", Ops.CMPLE: "<=", Ops.CMPEQ: "==",
         Ops.CMPNE: "!=", Ops.AND: "&", Ops.OR: "|", Ops.XOR: "^"}
 # value type (what expressions compute in) and storage type, per language
@@ -36,10 +37,25 @@ _TYPES = {"c": {"bool": ("_Bool", "uint8_t"), "uint8": ("uint8_t",) * 2, "int8":
           "opencl": {"bool": ("bool", "uchar"), "uint8": ("uchar",) * 2, "int8": ("char",) * 2, "uint32": ("uint",) * 2,
                      "int32": ("int",) * 2, "int64": ("long",) * 2, "float16": ("half",) * 2, "bfloat16": ("float", "ushort"),
                      "float32": ("float",) * 2, "float64": ("double",) * 2}}
+# CUDA: half and bfloat16 are stored as cuda_fp16.h's half and cuda_bf16.h's __nv_bfloat16 and computed in float, rounded
+# back after each op (_ROUND): the same values as arithmetic in half (float's 24 bits make the double rounding exact), with
+# none of the ambiguous overloads mixing half and float operands would hit
+_TYPES["cuda"] = {**_TYPES["c"], "bool": ("bool", "uint8_t"), "float16": ("float", "half"), "bfloat16": ("float", "__nv_bfloat16")}
+# value -> its dtype's precision, for dtypes computed in a wider value type
+_ROUND = {"c": {"bfloat16": "hcq_bf16r"}, "opencl": {"bfloat16": "hcq_bf16r"}, "cuda": {"bfloat16": "hcq_bf16r", "float16": "hcq_f16r"}}
+# storage -> value ({} is the element read) and value -> storage, where a plain C conversion is not it
+_LOAD = {"c": {"bfloat16": "hcq_bits2f((uint32_t){} << 16)"}, "opencl": {"bfloat16": "hcq_bits2f((uint32_t){} << 16)"},
+         "cuda": {"float16": "__half2float({})", "bfloat16": "__bfloat162float({})"}}
+_STORE = {"c": {"bfloat16": "(hcq_f2bits(hcq_bf16r({})) >> 16)"}, "opencl": {"bfloat16": "(hcq_f2bits(hcq_bf16r({})) >> 16)"},
+          "cuda": {"float16": "__float2half_rn({})", "bfloat16": "__float2bfloat16_rn({})"}}
 # double versions of _FN: libm on the CPU; on AMDGPU the backend lowers only sqrt and trunc for f64 (exp, log, sin, cos have
 # no instruction and no device library is linked), so those are _F64_HELPERS below
 _FN64 = {"c": {Ops.EXP: "exp", Ops.LOG: "log", Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.COS: "cos", Ops.SQRT: "sqrt",
                Ops.TRUNC: "trunc"},
+         # CUDA: sin/cos of a double call a non-inlined slow path (__internal_trig_reduction_slowpathd, |x| >= 2^31), a call the
+         # PTX engine of MOCK+NV does not model: the series below instead, as on AMDGPU
+         "cuda": {Ops.EXP: "exp", Ops.LOG: "log", Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "hcq_sin64", Ops.COS: "hcq_cos64",
+                  Ops.SQRT: "sqrt", Ops.TRUNC: "trunc"},
          "opencl": {Ops.EXP: "hcq_exp64", Ops.LOG: "hcq_log64", Ops.EXP2: "hcq_exp2_64", Ops.LOG2: "hcq_log2_64", Ops.SIN: "hcq_sin64",
                     Ops.COS: "hcq_cos64", Ops.SQRT: "__builtin_sqrt", Ops.TRUNC: "__builtin_trunc"}}
 _PRELUDE = {
@@ -48,7 +64,18 @@ _PRELUDE = {
        "static inline uint32_t hcq_f2bits(float f) { uint32_t u; __builtin_memcpy(&u, &f, 4); return u; }\n",
   "opencl": "#pragma OPENCL EXTENSION cl_khr_fp16 : enable\n#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n"
             "static inline float hcq_bits2f(uint u) { return as_float(u); }\n"
-            "static inline uint hcq_f2bits(float f) { return as_uint(f); }\n"}
+            "static inline uint hcq_f2bits(float f) { return as_uint(f); }\n",
+  # NVRTC has no <stdint.h> or <math.h>: their names defined here; helpers are device functions (render adds __device__)
+  "cuda": "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n"
+          "typedef signed char int8_t; typedef unsigned char uint8_t; typedef unsigned short uint16_t; typedef int int32_t;\n"
+          "typedef unsigned int uint32_t; typedef long long int64_t; typedef unsigned long long uint64_t;\n"
+          "#define INFINITY __int_as_float(0x7f800000)\n#define NAN __int_as_float(0x7fc00000)\n"
+          "static inline float hcq_bits2f(uint32_t u) { return __uint_as_float(u); }\n"
+          "static inline uint32_t hcq_f2bits(float f) { return __float_as_uint(f); }\n"
+          "static inline float hcq_f16r(float x) { return __half2float(__float2half_rn(x)); }\n"
+          "static inline float hcq_f16r(double x) { return __half2float(__double2half(x)); }\n"}
+# the block and thread index of the first dim, per GPU language
+_IDS = {"opencl": ("__builtin_amdgcn_workgroup_id_x()", "__builtin_amdgcn_workitem_id_x()"), "cuda": ("blockIdx.x", "threadIdx.x")}
 # bfloat16: round a float to the nearest-even bfloat16, kept in a float; integer floor division/modulo like numpy
 # (x // 0 == 0 and x % 0 == 0 instead of a trap)
 _HELPERS = """static inline float hcq_bf16r(float x) {
@@ -156,7 +183,8 @@ def _fmt_const(v, dt: DType, lang: str) -> str:
   if f in (float("inf"), float("-inf")): return "INFINITY" if f > 0 else "(-INFINITY)"
   s = repr(f)
   if dt is dtypes.float64: return s if "e" in s or "." in s else f"{s}.0"
-  return (f"{s}f" if "e" in s or "." in s else f"{s}.0f") if dt is not dtypes.float16 else f"(({_TYPES[lang]['float16'][0]}){s}f)"
+  if dt is not dtypes.float16: return f"{s}f" if "e" in s or "." in s else f"{s}.0f"
+  return f"{_ROUND[lang]['float16']}({s}f)" if "float16" in _ROUND[lang] else f"(({_TYPES[lang]['float16'][0]}){s}f)"
 
 
 def _lin(coefs, const: int, idx: list[str]) -> str:
@@ -241,8 +269,7 @@ class Renderer:
     self.nvar = 0
     c = self.c
     name = f"{'r' if k.reduce is not None else 'e'}_{'_'.join(map(str, c.sizes)) or 'scalar'}"
-    if self.lang == "c": gsize, lsize, body = self._cpu_body()
-    else: gsize, lsize, body = self._gpu_body()
+    gsize, lsize, body = self._cpu_body() if self.lang == "c" else self._gpu_body()
     params = []
     for i, b in enumerate(k.bufs):
       ct = "" if i == 0 else "const "
@@ -250,13 +277,18 @@ class Renderer:
     if self.lang == "c":
       head = [f"void {name}(const uint8_t *restrict args, const uint32_t *restrict gid, const uint32_t *restrict lsize) {{"]
       for i, (t, n) in enumerate(params): head.append(f"  {t} *restrict {n}; __builtin_memcpy((void *)&{n}, args + {8 * i}, 8);")
-    else:
+    elif self.lang == "opencl":
       sig = ", ".join(f"__global {t} *restrict {n}" for t, n in params)
       head = [f"__kernel __attribute__((reqd_work_group_size({lsize[0]}, 1, 1))) void {name}({sig}) {{"]
+    else:
+      sig = ", ".join(f"{t} *__restrict__ {n}" for t, n in params)
+      head = [f'extern "C" __global__ void __launch_bounds__({lsize[0]}) {name}({sig}) {{']
     src = _HELPERS + "\n".join(head + body + ["}"]) + "\n"
     if self.lang == "opencl" and "double" in src: src = _F64_HELPERS + src
+    if self.lang == "cuda" and ("hcq_sin64" in src or "hcq_cos64" in src): src = _F64_HELPERS.replace("__builtin_", "") + src
     if self.lang == "opencl": src = src.replace("uint32_t", "uint").replace("int32_t", "int").replace("int64_t", "long")
     src = _PRELUDE[self.lang] + src
+    if self.lang == "cuda": src = src.replace("static inline ", "static __device__ inline ")
     return Program(name, src, gsize, lsize, len(k.bufs))
 
   # --- loop layouts
@@ -315,7 +347,7 @@ class Renderer:
                    f"acc[u0*{U1}] = {self.combine(op, red.dtype, f'acc[u0*{U1}]', f'acc[u0*{U1}+u1]')};")
       lines.append(f"  for (int u0 = 0; u0 < {U0}; u0++) {{ const int u1 = 0;")
     else: lines.append(f"  for (int u0 = 0; u0 < {U0}; u0++) for (int u1 = 0; u1 < {U1}; u1++) {{")
-    self.reduce_value = f"(({self.vtype(red.dtype)})acc[u0*{U1}+u1])"
+    self.reduce_value = self.rounded(red.dtype, f"(({self.vtype(red.dtype)})acc[u0*{U1}+u1])")
     self.lines, memo = [], {}
     val = self.expr(k.root, idx, memo)
     lines += ["    " + l for l in self.lines] + ["  " + self.store(idx, val), "  }"]
@@ -339,7 +371,8 @@ class Renderer:
     c, k = self.c, self.k
     n_out = prod(c.sizes[d] for d in c.out_dims)
     ls = min(GPU_LOCAL, max(1, n_out))
-    lines = [f"  long g = (long)__builtin_amdgcn_workgroup_id_x() * {ls} + (long)__builtin_amdgcn_workitem_id_x();",
+    block, thread = _IDS[self.lang]
+    lines = [f"  long g = (long){block} * {ls} + (long){thread};",
              f"  if (g >= {n_out}) return;"]
     lines += self._decode([(d, c.sizes[d], f"o{d}") for d in c.out_dims], "g")
     idx = [f"o{d}" if d in c.out_dims else f"r{d}" for d in range(len(c.sizes))]
@@ -350,7 +383,7 @@ class Renderer:
       self.lines, memo = [], {}
       upd = self.accumulate(red, idx, memo, "acc0")
       lines += ["    " + l for l in self.lines] + [f"    {upd}", "  " + "}" * len(c.red_dims)]
-      self.reduce_value = f"(({self.vtype(red.dtype)})acc0)"
+      self.reduce_value = self.rounded(red.dtype, f"(({self.vtype(red.dtype)})acc0)")
     self.lines, memo = [], {}
     val = self.expr(k.root, idx, memo)
     lines += ["  " + l for l in self.lines] + [self.store(idx, val)]
@@ -362,10 +395,14 @@ class Renderer:
     self.lines.append(f"const {t} v{self.nvar} = {e};")
     return f"v{self.nvar}"
 
+  def rounded(self, dt: DType, e: str) -> str:
+    """`e` rounded to `dt`'s precision where the value type is wider (bfloat16 in float, half in float on CUDA)."""
+    return f"{r}({e})" if (r := _ROUND[self.lang].get(dt.name)) else e
+
   def store(self, idx: list[str], val: str) -> str:
     i, _ = render_index(self.c.store, idx)
     dt = self.k.bufs[0].dtype
-    if dt is dtypes.bfloat16: val = f"(hcq_f2bits(hcq_bf16r({val})) >> 16)"
+    if (conv := _STORE[self.lang].get(dt.name)) is not None: val = conv.format(val)
     return f"  d0[{i}] = ({self.stype(dt)})({val});"
 
   def identity(self, op: Ops, dt: DType) -> str:
@@ -382,8 +419,8 @@ class Renderer:
     src, op = red.srcs[0], red.arg[0]
     if op is Ops.ADD and src.op is Ops.MUL and src.dtype in (dtypes.float32, dtypes.float64):   # multiply-accumulate, fused like BLAS
       a, b = (self.expr(s, idx, memo) for s in src.srcs)
-      fma = ("fmaf" if self.lang == "c" else "__builtin_fmaf") if src.dtype is dtypes.float32 else \
-        ("fma" if self.lang == "c" else "__builtin_fma")
+      fma = ("__builtin_fmaf" if self.lang == "opencl" else "fmaf") if src.dtype is dtypes.float32 else \
+        ("__builtin_fma" if self.lang == "opencl" else "fma")
       return f"{acc} = {fma}({a}, {b}, {acc});"
     v = self.expr(src, idx, memo)
     return f"{acc} = {self.combine(op, red.dtype, acc, v)};"
@@ -408,18 +445,20 @@ class Renderer:
       if n.op == "LOAD":
         v = f"d{n.arg[0]}[{i}]"
         if n.dtype is dtypes.bool: v = f"({v}!=0)"
-        elif n.dtype is dtypes.bfloat16: v = f"hcq_bits2f((uint32_t){v} << 16)"
+        elif (conv := _LOAD[self.lang].get(n.dtype.name)) is not None: v = conv.format(v)
       elif n.op is Ops.CONST: v = _fmt_const(n.arg[0], n.dtype, self.lang)
       else:
         start, step = n.arg[0], n.arg[1]
-        v = f"({_fmt_const(start, n.dtype, self.lang)}+({vt}){i}*{_fmt_const(step, n.dtype, self.lang)})"
+        r = (lambda e: self.rounded(n.dtype, e)) if n.dtype is dtypes.float16 else (lambda e: e)   # half arithmetic: each op rounded
+        c0, c1 = _fmt_const(start, n.dtype, self.lang), _fmt_const(step, n.dtype, self.lang)
+        v = r(f"({c0}+{r(r(f'({vt}){i}') + '*' + c1)})")
       out = self.var(vt, f"({'&&'.join(conds)} ? {v} : 0)" if conds else v)
     else:
       s = [self.expr(x, idx, memo) for x in n.srcs]
       sdt = n.srcs[0].dtype
       if n.op is Ops.CAST:
         if n.dtype is dtypes.bool: e = f"({s[0]}!=0)"
-        elif n.dtype is dtypes.bfloat16: e = f"hcq_bf16r((float){s[0]})"
+        elif n.dtype.name in _ROUND[self.lang]: e = self.rounded(n.dtype, s[0] if sdt is dtypes.float64 else f"(float){s[0]}")
         else: e = f"(({vt}){s[0]})"
       elif n.op is Ops.NEG: e = f"(-{s[0]})"
       elif n.op is Ops.NOT: e = f"(!{s[0]})"
@@ -429,7 +468,7 @@ class Renderer:
         e = f"{_FN[self.lang][n.op]}({s[0]})" if vt == "float" else f"(({vt}){_FN[self.lang][n.op]}((float){s[0]}))"
       elif n.op is Ops.WHERE: e = f"({s[0]} ? {s[1]} : {s[2]})"
       else: e = self.binary(n.op, sdt, s[0], s[1])
-      if n.dtype is dtypes.bfloat16 and n.op is not Ops.CAST and n.op is not Ops.WHERE: e = f"hcq_bf16r({e})"
+      if n.op is not Ops.CAST and n.op is not Ops.WHERE: e = self.rounded(n.dtype, e)
       out = self.var(vt, e)
     memo[id(n)] = out
     return out

@@ -85,6 +85,14 @@ class Buffer:
     weakref.finalize(self, _release, self.hcq)
     if Capture.active is not None: Capture.active.made.add(id(self))
 
+  @classmethod
+  def over(cls, device: str, hcq: HCQBuffer) -> Buffer:
+    """A Buffer over memory its caller owns (compute.distributed's work and landing buffers): not from the pool, and
+    not returned to it."""
+    self = cls.__new__(cls)
+    self.device, self.nbytes, self.hcq = device, hcq.size, hcq
+    return self
+
   def __repr__(self) -> str: return f"<Buffer {self.nbytes} B on {self.device}>"
 
 
@@ -133,7 +141,7 @@ def get_program(k: Kernel):
   key = kernel_key(k)
   if key not in _programs or _programs[key][0].device is not dev:   # new, or built for a device since closed
     lang = dev.compiler.language
-    if lang not in ("c", "opencl"):
+    if lang not in ("c", "opencl", "cuda"):
       raise NotImplementedError(f"{k.device}: the compute layer has no renderer for kernel language {lang!r}")
     spec = Renderer(lang, getattr(dev, "vector_registers", None)).render(k)
     t0, built = time.perf_counter(), dev.compiler.compiled

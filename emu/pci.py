@@ -90,9 +90,13 @@ class DMASpace:
     raise DMAFault(f"DMA access to bus address {addr:#x} ({n} bytes): {self.unmapped}")
 
   def read(self, addr: int, n: int) -> bytes:
+    if n <= 0: return b""
+    run, off, k = self._locate(addr, n)
+    if k >= n: return bytes(run[off:off + n])                 # (one bus-contiguous run: the common case)
     out = bytearray()
     while n > 0:
       run, off, k = self._locate(addr, n)
+      if not isinstance(run, memoryview): return bytes(out) + run.read(addr, off, n)   # a peer's register: one access
       out += run[off:off + k]
       addr, n = addr + k, n - k
     return bytes(out)
@@ -101,18 +105,23 @@ class DMASpace:
     data = memoryview(data).cast("B")
     while data.nbytes:
       run, off, k = self._locate(addr, data.nbytes)
+      if not isinstance(run, memoryview): return run.write(addr, off, data)          # a peer's register: one access
       run[off:off + k] = data[:k]
       addr, data = addr + k, data[k:]
 
-  def host_run(self, addr: int) -> tuple[int, int, int]:
-    """(bus start, length, host address) of the bus-contiguous run holding `addr`, for engines that
-    access host memory directly (the shader core's compiled code)."""
+  def host_run(self, addr: int) -> tuple[int, int, int | None, object]:
+    """(bus start, length, host address, the run itself) of the bus-contiguous run holding `addr`, for engines that
+    access host memory directly (the shader core's compiled code); they hold the run while they use the address, so
+    its memory (a peer's BAR: emu/topology.py) stays mapped. A peer's register BAR has no host address (None): every
+    access to it goes through read/write."""
     run, off, _ = self._locate(addr, 1)
-    return addr - off, run.nbytes, np.frombuffer(run, np.uint8).ctypes.data
+    if not isinstance(run, memoryview): return addr - off, run.region.size, None, run
+    return addr - off, run.nbytes, np.frombuffer(run, np.uint8).ctypes.data, run
 
   def view(self, addr: int, n: int) -> memoryview:
-    """Zero-copy view of `n` bytes at `addr`; they must lie in one bus-contiguous run."""
+    """Zero-copy view of `n` bytes at `addr`; they must lie in one bus-contiguous run of memory."""
     run, off, k = self._locate(addr, n)
+    if not isinstance(run, memoryview): raise DMAFault(f"{self.initiator}: DMA range {addr:#x}+{n} is in {run.name}, not memory")
     if k < n: raise DMAFault(f"DMA range {addr:#x}+{n} crosses the end of a bus-contiguous run")
     return run[off:off + n]
 

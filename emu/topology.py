@@ -6,15 +6,18 @@ bus address that no host memory is mapped at is then routed peer to peer: it rea
 BAR registers now read) holds it, of a function with memory decoding on (PCI_COMMAND bit 1). What no BAR claims is a
 bus error (an Unsupported Request completion, PCIe 3.0 2.3.1), a DMAFault naming the device that made the access.
 
+A peer access to a register BAR (a callback region: doorbells, MMIO) reaches that function's callback as a CPU access
+does (drivers/system/mmio.py): one access of 1, 2, 4 or 8 bytes, naturally aligned, inside the BAR, its value little
+endian; anything else is a DMAFault, and what the callback raises (the target model's strictness) reaches the initiator.
 Any change of what a bus address reaches (a function plugged in or out, a BAR moved, memory decoding switched) counts
 in the DMA generation of every plugged-in function, so engines that keep host views (emu/nic/fastpath.py) drop them.
-Not modelled: peer access to register BARs (callback regions: doorbells, MMIO) is a DMAFault saying so; ACS and
-switch routing (every function is on one root complex that forwards peer requests); access-size rules of the target.
+Not modelled: ACS and switch routing (every function is on one root complex that forwards peer requests); access-size
+rules of memory BARs; register reads and writes that a TLP would split.
 """
 from __future__ import annotations
 import threading, weakref
 
-from emu.pci import DMAFault, PCIFunction, PCI_BASE_ADDRESS_0, PCI_COMMAND, PCI_COMMAND_MEMORY
+from emu.pci import DMAFault, IORegion, PCIFunction, PCI_BASE_ADDRESS_0, PCI_COMMAND, PCI_COMMAND_MEMORY
 
 BAR_WINDOW = 0x80_0000_0000          # where enumeration starts placing BARs: 512 GiB, above any host DMA address here
 LOW_WINDOW = 0xC000_0000             # BAR5 goes below 4 GiB: the dword above its register is the CardBus CIS pointer
@@ -57,21 +60,38 @@ class Topology:
     """What some bus address reaches has changed: every function's DMA generation counts it."""
     for fn in list(self.functions): fn.dma.generation[0] += 1
 
-  def route(self, initiator: str, addr: int, n: int) -> tuple[memoryview, int, int]:
-    """(the BAR's memory, offset of `addr` in it, bytes of [addr, addr + n) within it) for a peer access by
-    `initiator`; DMAFault when no BAR claims `addr`."""
+  def route(self, initiator: str, addr: int, n: int) -> tuple[memoryview | Registers, int, int]:
+    """(the BAR's memory, or its Registers for a callback BAR; offset of `addr` in it; bytes of [addr, addr + n) within
+    it) for a peer access by `initiator`; DMAFault when no BAR claims `addr`."""
     for fn in list(self.functions):
       if not fn.config[PCI_COMMAND] & PCI_COMMAND_MEMORY: continue
       for bar, base in bar_addresses(fn).items():
         off = addr - base
         if not 0 <= off < fn.bar_size(bar): continue
         mem = fn.bars[bar]
-        if not isinstance(mem, memoryview):
-          raise DMAFault(f"{initiator}: DMA to bus address {addr:#x} ({n} bytes) reaches register BAR{bar} of {fn.bus}: "
-                         "peer-to-peer access to register BARs is not modelled")
+        if not isinstance(mem, memoryview): return Registers(initiator, f"register BAR{bar} of {fn.bus}", mem), off, min(n, mem.size - off)
         return mem, off, min(n, mem.nbytes - off)
     raise DMAFault(f"{initiator}: bus error: DMA to bus address {addr:#x} ({n} bytes): no host memory is mapped there "
                    "and no device's BAR claims it (Unsupported Request)")
+
+
+class Registers:
+  """A register BAR as a peer's DMA reaches it: each access is one call of the BAR's read/write callback."""
+  def __init__(self, initiator: str, name: str, region: IORegion):
+    self.initiator, self.name, self.region = initiator, name, region
+
+  def _check(self, addr: int, off: int, n: int) -> None:
+    if n not in (1, 2, 4, 8) or off % n or off + n > self.region.size:
+      raise DMAFault(f"{self.initiator}: DMA of {n} bytes to bus address {addr:#x} reaches {self.name} at {off:#x}: registers "
+                     "take one naturally aligned access of 1, 2, 4 or 8 bytes inside the BAR")
+
+  def read(self, addr: int, off: int, n: int) -> bytes:
+    self._check(addr, off, n)
+    return self.region.read(off, n).to_bytes(n, "little")
+
+  def write(self, addr: int, off: int, data: memoryview) -> None:
+    self._check(addr, off, data.nbytes)
+    self.region.write(off, data.nbytes, int.from_bytes(data, "little"))
 
 
 def bar_addresses(fn: PCIFunction) -> dict[int, int]:

@@ -11,6 +11,12 @@ def _isolated_dirs(tmp_path, monkeypatch):
   tempfile.tempdir = None
 
 
+def pytest_addoption(parser):
+  parser.addoption("--nv-ptx", action="store_true",
+                   help="tests/compute: run every kernel the CPU device runs again as CUDA C on the PTX engine (NVRTC) and "
+                        "compare it with the CPU's result (tests/compute/nv_ptx.py)")
+
+
 def pytest_configure(config):
   os.environ.setdefault("XDG_CACHE_HOME", os.path.join(tempfile.gettempdir(), f"hcq-test-cache-{os.getuid()}"))
   # a lock and device-state directory per test process: fixtures wider than a test (module-scoped devices) must not
@@ -51,6 +57,7 @@ HARDWARE = {"amd": ("an AMD GPU under amdgpu (/dev/kfd)", lambda: os.path.exists
             "nv": ("an NVIDIA GPU (/dev/nvidiactl)", lambda: os.path.exists("/dev/nvidiactl")),
             "bnxt": ("a Broadcom NetXtreme-E (Thor) NIC unbound from bnxt_en, and VFIO (/dev/vfio/vfio, the NIC on vfio-pci)",
                      _free_bnxt_nic),
+            "qcom": ("an Adreno GPU under the KGSL driver (/dev/kgsl-3d0)", lambda: os.path.exists("/dev/kgsl-3d0")),
             "mlx5": ("an NVIDIA/Mellanox ConnectX NIC unbound from mlx5_core, and VFIO (/dev/vfio/vfio, the NIC on vfio-pci)",
                      _free_mlx5_nic)}
 

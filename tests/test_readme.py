@@ -23,6 +23,8 @@ NOT_RUN = {
   ".venv/bin/python bench/emu_throughput.py": "a benchmark: measures, never fails",
   ".venv/bin/python -m pytest tests/emu/nvgpu -k ptx": "part of this test suite",
   ".venv/bin/python bench/ptx_throughput.py": "a benchmark: measures, never fails",
+  ".venv/bin/mpirun --allow-run-as-root --oversubscribe -np 2 --mca btl self,tcp --mca btl_tcp_if_include lo "
+  ".venv/bin/python examples/ddp_digits.py 2": "tests/compute/test_distributed.py runs it, and compares it with one rank",
 }
 
 

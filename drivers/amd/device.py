@@ -147,6 +147,12 @@ class AMDDevice(Device):
                                 "(the kernel driver would export it as a dma-buf); open the GPU through PCI (PCI+AMD, MOCKPCI+AMD)")
     return pages(mem), PAGE
 
+  def _import_peer(self, pages: list[int], page_size: int) -> tuple[int, AMDMemory]:
+    if (peer := getattr(self.iface, "import_peer", None)) is None or page_size != PAGE:
+      raise NotImplementedError(f"{self.name}: its {type(self.iface).__name__} cannot map another device's BAR")
+    mem = peer(pages)
+    return mem.va, mem
+
   def _import_host(self, view: memoryview) -> tuple[int, AMDMemory]:
     mem, first = self.iface.import_host(view)
     return mem.va + first, mem

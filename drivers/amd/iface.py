@@ -7,7 +7,9 @@ it)` (existing host memory mapped for the GPU, uncached: what other devices writ
 non-blocking look for a page fault or hang the GPU reported), `close()`, and optionally `before_doorbell()` (a
 host-side HDP flush, so host writes to VRAM are visible to the work the doorbell starts; without it, AMDDevice has
 each compute submission flush the HDP from the GPU side), and optionally `bus_pages(mem) -> list[int]` (the bus
-address of each page of VRAM memory `mem` through the GPU's BAR, where a peer's DMA reaches it).
+address of each page of VRAM memory `mem` through the GPU's BAR, where a peer's DMA reaches it) and
+`import_peer(pages) -> AMDMemory` (another device's memory, or registers such as a NIC's doorbell page, at those bus
+addresses, mapped for this GPU's engines).
 """
 from __future__ import annotations
 from dataclasses import dataclass

@@ -75,13 +75,24 @@ class PCIIface:
     base = self.pci.bar_address(0) + paddr
     return [base + i * PAGE for i in range(mem.size // PAGE)]
 
+  def import_peer(self, pages: list[int]) -> AMDMemory:
+    """Another device's memory (or registers) at bus addresses `pages` (its BAR), mapped at a GPU VA as system pages,
+    uncached: the GPU's accesses go out over PCIe to that BAR (peer to peer)."""
+    c, size = self.core, len(pages) * PAGE
+    va = c.mm.va.alloc(size, PAGE)
+    try: c.gmc.map(va, np.array(pages, np.uint64), system=True, uncached=True)
+    except BaseException:
+      c.mm.va.free(va)
+      raise
+    return AMDMemory(va, size, None, ("peer", None), True)
+
   def free(self, mem: AMDMemory) -> None:
     c = self.core
     c.gmc.unmap(mem.va, mem.size // PAGE)
     c.mm.va.free(mem.va)
     kind, h = mem.handle
     if kind == "host": self.pci.free_dma(h)
-    else: c.mm.pfree(h)
+    elif kind == "vram": c.mm.pfree(h)
 
   # --- queues
   def create_queue(self, kind: str, ring_size: int) -> QueueDesc:

@@ -3,6 +3,7 @@
 Packet formats: nvd.h (autogen.amd.nvd); launch sequence: reference/amd_driver.md 1.7 and 5.1.
 """
 from __future__ import annotations
+import struct
 from typing import TYPE_CHECKING
 
 from autogen.amd import nvd, gc_11_0_0 as gc, nbio_4_3_0 as nbio, soc21_enum as enum
@@ -16,7 +17,8 @@ EVENT_INDEX_PARTIAL_FLUSH = 4    # EVENT_WRITE EVENT_INDEX "4 - *S_PARTIAL_FLUSH
 WAIT_EQ, WAIT_GE = 3, 5          # WAIT_REG_MEM_FUNCTION "3 - ==", "5 - >="
 MEM_SPACE_REG, MEM_SPACE_MEM = 0, 1   # WAIT_REG_MEM_MEM_SPACE "0 - reg", "1 - mem"
 OP_WRITE_WAIT = 1                # WAIT_REG_MEM_OPERATION "1 - wr_wait_wr_reg": write reg0, then wait on reg1
-ENGINE_ME = 0                    # WAIT_REG_MEM_ENGINE "0 - me"
+ENGINE_ME = 0                    # WAIT_REG_MEM_ENGINE / WRITE_DATA_ENGINE_SEL "0 - me"
+DST_SEL_MEM_ASYNC = 5            # WRITE_DATA_DST_SEL "5 - memory (async - direct)"
 DATA_SEL_64, DATA_SEL_TIMESTAMP = 2, 3   # RELEASE_MEM_DATA_SEL "2 - send 64bit data", "3 - send 64bit GPU counter value"
 INT_SEL_NONE = 0                 # RELEASE_MEM_INT_SEL "0 - none"
 # poll intervals (in CP clocks) Linux uses: 4 for memory waits (gfx_v11_0_ring_emit_pipeline_sync), 0x20 for the HDP
@@ -34,6 +36,7 @@ RELEASE_GCR = (nvd.PACKET3_RELEASE_MEM_GCR_GLV_INV | nvd.PACKET3_RELEASE_MEM_GCR
 
 class PM4Queue(Queue):
   kind = "compute"
+  posts_rdma = True
 
   def __init__(self, device: AMDDevice):
     super().__init__(device)
@@ -113,6 +116,20 @@ class PM4Queue(Queue):
     self._patch_point("value", len(self.words) + 4, 64)   # payload dwords 3-4: the reference
     self.pkt3(nvd.PACKET3_WAIT_REG_MEM64, nvd.WAIT_REG_MEM_MEM_SPACE(MEM_SPACE_MEM) | nvd.WAIT_REG_MEM_FUNCTION(WAIT_GE),
               sig.va, sig.va >> 32, value & 0xFFFFFFFF, value >> 32, 0xFFFFFFFF, 0xFFFFFFFF, POLL_MEM)
+
+  def _rdma(self, cmds) -> None:
+    # the kernels before it are done (each launch ends with CS_PARTIAL_FLUSH) and their results written back from L2
+    # to memory the NIC reads (the barrier's GL2_WB); then WRITE_DATA the WQE into the NIC's send queue (host memory)
+    # and the doorbell into its BAR (one 64-bit store: both data dwords in one write), each confirmed before the next
+    # packet, and WAIT_REG_MEM until the completion word matches (reference/amd_driver.md 5.1 WAIT_REG_MEM)
+    self._memory_barrier()
+    for va, data in [*cmds.writes, cmds.doorbell]:
+      if va % 4 or len(data) % 4: raise ValueError(f"WRITE_DATA writes whole dwords at dword-aligned addresses: {len(data)} bytes at {va:#x}")
+      self.pkt3(nvd.PACKET3_WRITE_DATA, nvd.WRITE_DATA_DST_SEL(DST_SEL_MEM_ASYNC) | nvd.WR_CONFIRM | nvd.WRITE_DATA_ENGINE_SEL(ENGINE_ME),
+                va, va >> 32, *struct.unpack(f"<{len(data) // 4}I", data))
+    va, mask, value = cmds.done
+    self.pkt3(nvd.PACKET3_WAIT_REG_MEM, nvd.WAIT_REG_MEM_MEM_SPACE(MEM_SPACE_MEM) | nvd.WAIT_REG_MEM_FUNCTION(WAIT_EQ) |
+              nvd.WAIT_REG_MEM_ENGINE(ENGINE_ME), va, va >> 32, value, mask, POLL_MEM)
 
   def _timestamp(self, sig: Signal) -> None:
     self.keep.append(sig)

@@ -17,9 +17,12 @@ import numpy as np
 
 from autogen import bnxt as H
 from drivers.bnxt.hsi import REQ_STATUS, RES_RC_STATUS, Packer
+from drivers.bnxt.cq import CQE_SIZE
+from drivers.bnxt.doorbell import doorbell_value
 from drivers.bnxt.pbl import HWQueue
 from drivers.hcq.ring import Ring
-from drivers.rdma.provider import Completion
+from drivers.system.dma import PAGE
+from drivers.rdma.provider import Completion, DevicePost
 from drivers.rdma.verbs import (Access, QPAttr, QPAttrMask as M, QPCap, QPState, RecvWR, SendFlags, SendWR, VerbsError,
                                 WCOpcode, WCStatus as W, WROpcode)
 if TYPE_CHECKING:
@@ -194,6 +197,27 @@ class QP:
 
   def post_recv(self, wrs: list[tuple[int, RecvWR]]) -> None:
     self.rq.post([(seq, recv_wqe(seq, wr)) for seq, wr in wrs])
+
+  def device_targets(self, cq: CQ) -> tuple[list[memoryview], int]:
+    return [self.sq.q.mem.view, cq.q.mem.view], (self.dev.pci.bar_address(2) + self.dev.db.offset) & ~(PAGE - 1)
+
+  def device_post(self, seq: int, wr: SendWR, cq: CQ, cq_ahead: int) -> DevicePost:
+    """`wr` for another device to post: its WQE into the next SQ slot, then the SQ doorbell with the producer index
+    past it (one 64-bit store into BAR2); its cq_req arrives in CQ slot cons + cq_ahead, whose toggle bit (byte 24,
+    bit 0) is 1 in even passes of the ring and 0 in odd ones. The MSN entry (read by the hardware only to retransmit)
+    is written here."""
+    sq = self.sq
+    index = sq.ring.claim(WQE_SIZE)
+    nxt = (self.sq_psn + max(1, -(-wr.length // self.path_mtu))) & 0xFFFFFF
+    self.msn[index % self.msn_entries] = msn_entry(index % sq.q.entries, self.sq_psn, nxt)
+    self.sq_psn = nxt
+    sq.posted.append((index, seq))
+    put = index + 1
+    db = doorbell_value(self.qp_num, sq.kind, put % sq.q.entries, sq.q.epoch(put))
+    pos = cq.q.cons + cq_ahead
+    return DevicePost([(sq.q.mem.view, index % sq.q.entries * WQE_SIZE, bytes(send_wqe(wr)))],
+                      (self.dev.pci.bar_address(2) + self.dev.db.offset, db.to_bytes(8, "little")),
+                      (cq.q.mem.view, pos % cq.q.entries * CQE_SIZE + 24, H.CQ_BASE_TOGGLE, 1 - cq.q.epoch(pos)))
 
   # --- completions
   def req_completion(self, cqe) -> Completion:

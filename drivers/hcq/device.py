@@ -6,13 +6,15 @@ What every device gets from drivers/hcq, so a vendor writes only what is its own
 - ordering: one timeline signal. `ordered_submit(queue, work)` is how work joins it: wait for the last value,
   the work's commands, signal the next value, submit, all under `submit_lock` (so values only grow).
 - host copies: `copyin`/`copyout` go through a buffer's host view when it has one, else through Staging on the
-  copy queue; device-to-device copies run on the copy queue; copies between devices go through host memory both map
-  (`import_host`, PeerLink, kept until either closes), ordered by a signal there that one device's queue writes and
-  the other's waits on.
+  copy queue; device-to-device copies run on the copy queue; copies between devices go peer to peer where the source
+  maps the destination's memory at its bus addresses (`import_peer`: the source's copy queue writes through the
+  destination's BAR), else through host memory both map (`import_host`, PeerLink, kept until either closes), ordered
+  by a signal there that one device's queue writes and the other's waits on.
 - faults: `check_faults` (called by every wait) asks the vendor's `_poll_faults` at most every FAULT_POLL_S.
 A vendor supplies: `_alloc`/`_free`, `_signal_chunk`, `_kernarg_chunk`, `compute_queue`/`copy_queue` (its packet
 encoders, see Queue; hardware rings use drivers.hcq.ring.Ring), `program`, `ticks_to_us`, and optionally
-`_import_host` (existing host memory mapped for the device), `_poll_faults`, `_progress`, `_stop_queues` and `_shutdown`.
+`_import_host` (existing host memory mapped for the device), `_bus_pages` and `_import_peer` (peer to peer),
+`_poll_faults`, `_progress`, `_stop_queues` and `_shutdown`.
 drivers/cpu/device.py is the smallest complete example.
 """
 from __future__ import annotations
@@ -73,6 +75,10 @@ class Device:
     """Where the device memory `opaque` (from _alloc) sits on the PCI bus, for peers' DMA into the device's BAR ->
     (the bus address of each page, the page size)."""
     raise NotImplementedError(f"{self.name} cannot give peers the bus address of its memory (peer-to-peer DMA)")
+  def _import_peer(self, pages: list[int], page_size: int) -> tuple[int, object]:
+    """Map another device's memory at bus addresses `pages` (its BAR) for this device's queues -> (the address of
+    pages[0], opaque handle for _free)."""
+    raise NotImplementedError(f"{self.name} cannot map another device's memory (peer-to-peer DMA)")
   def _signal_chunk(self) -> tuple[memoryview, int]:
     """A page of host-visible, device-writable memory (and its device address) to carve signals from."""
     raise NotImplementedError
@@ -117,6 +123,25 @@ class Device:
       with self._lock: self._buffers.add(buf)
     return buf
 
+  def import_peer(self, buf: Buffer) -> Buffer:
+    """Another device's memory `buf` (on the PCI bus behind its BAR: Buffer.bus_pages) as a Buffer of this device:
+    this device's queues then reach it peer to peer, over PCIe, with no host memory in between. NotImplementedError
+    where either device cannot. Free it before `buf` goes."""
+    pages, page, first = buf.bus_pages()
+    return self.import_bus(pages, page, first, buf.size)
+
+  def import_bus(self, pages: list[int], page_size: int, first: int, size: int) -> Buffer:
+    """`size` bytes from offset `first` of the pages at bus addresses `pages` (another device's BAR: its memory, or its
+    registers, such as a NIC's doorbell) as a Buffer of this device, for its queues to reach peer to peer.
+    NotImplementedError where this device cannot map bus addresses."""
+    self._check_open()
+    if not 0 <= first < page_size or first + size > len(pages) * page_size:
+      raise ValueError(f"[{first}, +{size}) does not lie in {len(pages)} pages of {page_size} bytes")
+    va, opaque = self._import_peer(pages, page_size)
+    peer = Buffer(self, size, va + first, None, opaque)
+    with self._lock: self._buffers.add(peer)
+    return peer
+
   def _free_buffer(self, buf: Buffer) -> None:
     with self._lock:
       if buf not in self._buffers: return
@@ -159,9 +184,19 @@ class Device:
     self.timeline.wait(self.ordered_submit(self.copy_queue(), lambda q: q.copy(dest, src, src.size)))
 
   def _transfer(self, dest: Buffer, src: Buffer) -> None:
-    """Copy from another device's buffer into ours, device to device through host memory both map (PeerLink); through
+    """Copy from another device's buffer into ours: peer to peer when `dest` has a bus address the other device can map
+    (its copy queue writes through our BAR), else device to device through host memory both map (PeerLink); through
     the host (copyout, copyin) when either device cannot map host memory for the other. Blocks until done."""
     other = src.device
+    if not dest.host:
+      try: peer = other.import_peer(dest)
+      except NotImplementedError: peer = None
+      if peer is not None:
+        try:
+          self.synchronize()   # our earlier work on dest is done before the other device overwrites it
+          other.timeline.wait(other.ordered_submit(other.copy_queue(), lambda q: q.copy(peer, src, src.size)))
+        finally: peer.free()
+        return
     with self._lock:
       if (link := self._links.get(other)) is None:
         link = self._links[other] = PeerLink(other, self)

@@ -39,11 +39,13 @@ def _dims3(v: tuple[int, ...] | int, what: str) -> tuple[int, int, int]:
 
 class Queue:
   kind = "compute"   # or "copy"
+  posts_rdma = False # the vendor's queue can post RDMA requests itself (rdma_write: _rdma)
   _launches: ClassVar[weakref.WeakKeyDictionary[Program, dict]] = weakref.WeakKeyDictionary()   # program -> key -> encoding
 
   def __init__(self, device: Device):
     self.device = device
     self.submitted = False
+    self.posts = False         # it holds rdma_write commands: each took its own send-queue slot, so it runs once
     self.patches: list[tuple[tuple[Hashable, str], Any, int, int]] = []   # ((key, role), where, bits, addend)
     self._patch_key: Hashable | None = None
 
@@ -56,6 +58,11 @@ class Queue:
   def _wait(self, sig: Signal, value: int) -> None: raise NotImplementedError
   def _timestamp(self, sig: Signal) -> None: raise NotImplementedError
   def _memory_barrier(self) -> None: pass   # queues with coherent memory need nothing
+  def _rdma(self, cmds: Any) -> None:
+    """Encode a device-posted RDMA request (drivers.rdma.device_post.DeviceCommands): once earlier commands are done and
+    their writes visible to other devices, the memory writes in order, the one doorbell store, then a wait for the
+    completion word."""
+    raise NotImplementedError
   def _submit(self) -> None: raise NotImplementedError
   def _encode_launch(self, prg: Program, local_size: tuple[int, int, int]) -> Any:
     """The commands of a launch of `prg` with this workgroup size, with holes for arguments and grid (for
@@ -110,6 +117,25 @@ class Queue:
       self.patches[first:] = [(k, w, b, a + (dest_offset if k[1] == "dest" else src_offset)) for k, w, b, a in self.patches[first:]]
     return self
 
+  def rdma_write(self, qp: Any, local: Any, remote: Any, size: int | None = None, local_offset: int = 0,
+                 remote_offset: int = 0, wr_id: int = 0) -> Queue:
+    """Post an RDMA WRITE on `qp` (an RTS queue pair of drivers.rdma) from this queue itself: `size` bytes (default: the
+    rest of the MR) from `local` (this device's Buffer registered on the QP's PD, or the MR) + local_offset into the
+    peer's MR `remote` (an MR or a RemoteMR) at remote_offset; its completion carries `wr_id`. Once the commands before
+    it are done (a kernel's output goes out as soon as the kernel ends), the queue writes the WQE into the NIC's send
+    queue, rings its doorbell through the NIC's BAR, and waits until the completion arrived; commands after it (a
+    signal) follow that. The host polls the completion as for any request (qp.send_cq.wait, which raises for an error
+    completion). The request takes its send-queue slot here: submit the queue (it cannot be sealed for replay), as
+    until it runs the QP takes no other request. NotImplementedError where this device cannot post RDMA itself (post
+    from the host with qp.post_send after waiting for the queue's signal)."""
+    if not self.posts_rdma:
+      raise NotImplementedError(f"{type(self).__name__} ({self.device.name} {self.kind} queue) cannot post RDMA requests "
+                                "itself: post from the host (qp.post_send) once a signal says its work is done")
+    cmds = qp.device_write(self.device, local, remote, size, local_offset, remote_offset, wr_id)
+    with self._profiled(f"rdma_write {cmds.length} B"): self._rdma(cmds)
+    self.posts = True
+    return self
+
   def signal(self, sig: Signal, value: int, patch: Hashable | None = None) -> Queue:
     """Set `sig` to `value` (and its timestamp) once all earlier commands of this queue are done (patch role "value")."""
     sig.last_queue = f"{self.kind}"
@@ -146,6 +172,9 @@ class Queue:
   def seal(self) -> Sealed:
     """This queue's commands, encoded once, for submitting many times (Graph replay): constant words and the patch
     points of every command given a `patch` key. The queue itself is not submitted."""
+    if self.posts:
+      raise ValueError(f"a {self.device.name} queue with rdma_write commands cannot be sealed for replay: each request "
+                       "takes its own send-queue slot and completion, so build a new queue for each")
     sealed = self._seal()
     sealed.launch_state, sealed._state_of = self._launch_state(), self
     self.submitted = True

@@ -28,6 +28,7 @@ class Ring:
     polls (None if the doorbell alone carries it); `doorbell(wptr)`: tells the engine the new write pointer."""
     self.device, self.name, self.unit, self.pad = device, name, unit, pad
     self.words = np.frombuffer(mem, np.uint32)
+    self.bytes = memoryview(self.words).cast("B")           # (copies through memoryviews: numpy slicing costs more)
     self.size = self.words.nbytes
     self._rptr, self._wptr, self._doorbell = rptr.cast("B").cast("Q"), wptr.cast("B").cast("Q") if wptr is not None else None, doorbell
     self.put = 0                                            # the write pointer, in units
@@ -52,6 +53,14 @@ class Ring:
       if self._wptr is not None: self._wptr[0] = self.put
       self._doorbell(self.put)
 
+  def claim(self, nbytes: int) -> int:
+    """Take `nbytes` at the write pointer for commands another device writes and rings the doorbell for (waiting for
+    room as submit does): -> the write pointer they start at. Nothing is written or rung here."""
+    with self.lock:
+      self._reserve(nbytes)
+      at, self.put = self.put, self.put + nbytes // self.unit
+      return at
+
   def pending(self) -> list:
     """Objects kept by commands the engine has not read past yet (e.g. to name the kernel running at a fault)."""
     r = self.rptr
@@ -71,11 +80,12 @@ class Ring:
       wait.nap()
 
   def _write(self, arr: np.ndarray) -> None:
-    at = self.put * self.unit // 4 % len(self.words)
-    first = min(len(arr), len(self.words) - at)
-    self.words[at:at + first] = arr[:first]
-    self.words[:len(arr) - first] = arr[first:]
-    self.put += len(arr) * 4 // self.unit
+    data = memoryview(np.ascontiguousarray(arr)).cast("B")
+    at = self.put * self.unit // 4 % len(self.words) * 4
+    first = min(len(data), self.size - at)
+    self.bytes[at:at + first] = data[:first]
+    self.bytes[:len(data) - first] = data[first:]
+    self.put += len(data) // self.unit
 
 
 class RingSealed(Sealed):

@@ -200,3 +200,4 @@ class UARPage:
   def __init__(self, bar, base: int): self.bar, self.base = bar, base
   def write32(self, off: int, v: int) -> None: self.bar.write32(self.base + off, v)
   def write64(self, off: int, v: int) -> None: self.bar.write64(self.base + off, v)
+  def write64s(self, off: int, values: list[int]) -> None: self.bar.write64s(self.base + off, values)

@@ -9,12 +9,14 @@ the WQE when it is the only one and fits the register (BlueFlame). After an erro
 completion the verbs layer has flushed the QP's requests itself, so the hardware's flush CQEs that follow are dropped.
 """
 from __future__ import annotations
+import struct
 from collections import deque
 from typing import TYPE_CHECKING
 
 from autogen import mlx5 as H, mlx5_core as C
 from drivers.mlx5.ifc import SYNDROMES
-from drivers.rdma.provider import Completion
+from drivers.mlx5.cq import CQE
+from drivers.rdma.provider import Completion, DevicePost
 from drivers.rdma.verbs import (Access, QPAttr, QPAttrMask as M, QPCap, QPState, RecvWR, SendFlags, SendWR, VerbsError,
                                 WCOpcode, WCStatus as W, WROpcode)
 if TYPE_CHECKING:
@@ -33,6 +35,9 @@ SYNDROME_WC = {C.MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR: W.LOC_LEN_ERR, C.MLX5_CQE_S
                C.MLX5_CQE_SYNDROME_REMOTE_OP_ERR: W.REM_OP_ERR, C.MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR: W.RETRY_EXC_ERR,
                C.MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR: W.RNR_RETRY_EXC_ERR}
 MTU_CODE = {256: 1, 512: 2, 1024: 3, 2048: 4, 4096: 5}
+# SendFlags (each of the 8 combinations) -> the control segment's fm_ce_se byte
+FM_CE_SE = [(C.MLX5_WQE_CTRL_CQ_UPDATE if f & SendFlags.SIGNALED else 0) | (C.MLX5_WQE_CTRL_SOLICITED if f & SendFlags.SOLICITED else 0) |
+            (C.MLX5_FENCE_MODE_FENCE if f & SendFlags.FENCE else 0) for f in map(SendFlags, range(8))]
 
 
 def _log2(n: int) -> int: return max(n - 1, 0).bit_length()
@@ -65,6 +70,7 @@ class QP:
     self.rq_posted: deque[tuple[int, int]] = deque()
     self.flushed = False
     self.cqs = (send_cq, recv_cq)
+    self.blueflame = bool(dev._cap("bf"))     # the HCA takes BlueFlame copies (HCA capability bf)
     try:
       self.qp_num = dev.cmd(H.MLX5_CMD_OP_CREATE_QP, self._base() | {
         "qpc.log_msg_max": dev._cap("log_max_msg"), "qpc.log_rq_size": self.log_rq, "qpc.log_rq_stride": self.rq_stride,
@@ -132,32 +138,53 @@ class QP:
     off = self.sq_off + (index % (1 << self.log_sq)) * WQEBB
     self.mem.view[off:off + WQEBB] = data
 
+  def _send_wqe(self, wr: SendWR) -> bytes:
+    """The WQE of `wr` at the producer, whole WQEBBs: ctrl segment, raddr segment (RDMA), data segments."""
+    op, index = OPCODE[wr.opcode], self.sq_pi & 0xFFFF
+    segs = b""
+    if wr.opcode.is_rdma: segs += wr.remote_addr.to_bytes(8, "big") + wr.rkey.to_bytes(4, "big") + bytes(4)
+    segs += b"".join(data_seg(s.length, s.lkey, s.addr) for s in wr.sg_list if s.length)
+    ds = 1 + len(segs) // DS
+    flags = FM_CE_SE[int(wr.send_flags) & 7]
+    imm = wr.imm_data if wr.opcode.has_imm else 0
+    ctrl = (index << 8 | op).to_bytes(4, "big") + (self.qp_num << 8 | ds).to_bytes(4, "big") + bytes([0, 0, 0, flags]) + imm.to_bytes(4, "big")
+    wqe = ctrl + segs
+    return wqe.ljust(-(-len(wqe) // WQEBB) * WQEBB, b"\0")
+
   def post_send(self, wrs: list[tuple[int, SendWR]]) -> None:
     if not wrs: return
     last = b""
     for seq, wr in wrs:
-      op, index = OPCODE[wr.opcode], self.sq_pi & 0xFFFF
-      segs = b""
-      if wr.opcode.is_rdma: segs += wr.remote_addr.to_bytes(8, "big") + wr.rkey.to_bytes(4, "big") + bytes(4)
-      segs += b"".join(data_seg(s.length, s.lkey, s.addr) for s in wr.sg_list if s.length)
-      ds = 1 + len(segs) // DS
-      flags = (C.MLX5_WQE_CTRL_CQ_UPDATE if wr.send_flags & SendFlags.SIGNALED else 0) | \
-              (C.MLX5_WQE_CTRL_SOLICITED if wr.send_flags & SendFlags.SOLICITED else 0) | \
-              (C.MLX5_FENCE_MODE_FENCE if wr.send_flags & SendFlags.FENCE else 0)
-      imm = wr.imm_data if wr.opcode.has_imm else 0
-      ctrl = (index << 8 | op).to_bytes(4, "big") + (self.qp_num << 8 | ds).to_bytes(4, "big") + bytes([0, 0, 0, flags]) + imm.to_bytes(4, "big")
-      wqe = ctrl + segs
-      nbb = -(-len(wqe) // WQEBB)
-      wqe = wqe.ljust(nbb * WQEBB, b"\0")
+      wqe = self._send_wqe(wr)
+      nbb = len(wqe) // WQEBB
       for i in range(nbb): self._wqebb(self.sq_pi + i, wqe[i * WQEBB:(i + 1) * WQEBB])
-      self.sq_posted.append((index, seq, op))
+      self.sq_posted.append((self.sq_pi & 0xFFFF, seq, OPCODE[wr.opcode]))
       self.sq_pi += nbb
       last = wqe
     self.dev.dbr.view[self.dbr + 4:self.dbr + 8] = (self.sq_pi & 0xFFFF).to_bytes(4, "big")
     # one WQE that fits the register goes whole (BlueFlame: the doorbell, then the rest of the WQE), else the doorbell
-    words = len(last) // 8 if len(wrs) == 1 and len(last) <= BF_SIZE and self.dev._cap("bf") else 1
-    for i in range(words): self.dev.uar_bar.write64(BF[self.bf] + 8 * i, int.from_bytes(last[8 * i:8 * i + 8], "little"))
+    words = len(last) // 8 if len(wrs) == 1 and len(last) <= BF_SIZE and self.blueflame else 1
+    self.dev.uar_bar.write64s(BF[self.bf], list(struct.unpack_from(f"<{words}Q", last)))
     self.bf ^= 1
+
+  def device_targets(self, cq: CQ) -> tuple[list[memoryview], int]:
+    return [self.mem.view, self.dev.dbr.view, cq.mem.view], self.dev.pci.bar_address(0) + self.dev.uar_bar.base
+
+  def device_post(self, seq: int, wr: SendWR, cq: CQ, cq_ahead: int) -> DevicePost:
+    """`wr` for another device to post: its WQEBBs at the producer, the send counter into the doorbell record (word 1,
+    big-endian), then the send doorbell (the WQE's first 8 bytes, one 64-bit store into the UAR page's register at
+    0x800 or 0x900 in turn; no BlueFlame copy). Its CQE lands cq_ahead entries after the CQ's consumer; byte 63's owner
+    bit (bit 24 of the little-endian word at 60) is that position's pass parity once it is written."""
+    wqe, pi = self._send_wqe(wr), self.sq_pi
+    nbb = len(wqe) // WQEBB
+    writes = [(self.mem.view, self.sq_off + ((pi + i) % (1 << self.log_sq)) * WQEBB, wqe[i * WQEBB:(i + 1) * WQEBB]) for i in range(nbb)]
+    self.sq_posted.append((pi & 0xFFFF, seq, OPCODE[wr.opcode]))
+    self.sq_pi += nbb
+    writes.append((self.dev.dbr.view, self.dbr + 4, (self.sq_pi & 0xFFFF).to_bytes(4, "big")))
+    db = self.dev.pci.bar_address(0) + self.dev.uar_bar.base + BF[self.bf]
+    self.bf ^= 1
+    pos = cq.ci + cq_ahead
+    return DevicePost(writes, (db, wqe[:8]), (cq.mem.view, (pos % cq.depth) * CQE + 60, 1 << 24, ((pos >> cq.log_size) & 1) << 24))
 
   def post_recv(self, wrs: list[tuple[int, RecvWR]]) -> None:
     if not wrs: return

@@ -1,8 +1,8 @@
 """NVIDIA GPUs through nvidia.ko's RM and UVM ioctls, without CUDA (drivers.nv.rm: the ioctl ABI of driver branch 580;
 drivers.nv.gpu: one GPU's RM object tree, memory, channels and doorbell), and what hcq_smi needs to list, free and reset
 them. Device strings: RM+NV (nvidia.ko's /dev/nvidiactl), NV (the same), MOCK+NV (the same driver against the RM/UVM
-model, emu/nvgpu: kernel_interface(mock="nv")); drivers.nv.device is the queue-API driver: copies, signals and waits
-so far, no kernels. NV is not picked as the default device while it cannot run kernels."""
+model, emu/nvgpu: kernel_interface(mock="nv")); drivers.nv.device is the queue-API driver: copies, signals, waits and
+kernels (drivers.nv.program: cubin + PTX images). NV is not picked as the default device."""
 from __future__ import annotations
 from typing import TYPE_CHECKING
 from drivers.system.discovery import CLASS_DISPLAY

@@ -102,6 +102,7 @@ class Context:
   def close(self) -> None:
     if self.closed: return
     self.closed = True
+    for qp in list(self.qps.values()): qp.unmap_devices()   # (a GPU that posts on a QP maps its queues' memory)
     for mr in list(self.mrs):
       try: mr.dereg()
       except Exception: pass   # a NIC that cannot take the command is closed anyway; the MR's memory is let go

@@ -30,6 +30,19 @@ class Completion:
   opcode: WCOpcode | None = None # receive completions: RECV or RECV_RDMA_WITH_IMM
 
 
+@dataclass
+class DevicePost:
+  """A send request laid out for another device to post (GPU-initiated RDMA: hcq's Queue.rdma_write): that device
+  writes `writes` in order (each: the host memory of a NIC queue, the offset in it, the bytes), then makes one store of
+  `doorbell` (the bus address of the NIC's doorbell register, the bytes stored), and the request has completed (in
+  success or error) once the 32-bit little-endian word at `done` (the CQ's host memory, the offset of the word) has
+  (word & mask) == value. The memory is given as the same memoryview objects device_targets named. The provider wrote
+  what the host may write at once (bookkeeping the NIC reads only later)."""
+  writes: list[tuple[memoryview, int, bytes]]
+  doorbell: tuple[int, bytes]
+  done: tuple[memoryview, int, int, int]
+
+
 class ProviderCQ(Protocol):
   depth: int
   def poll(self, max_entries: int) -> list[Completion]: ...
@@ -44,6 +57,12 @@ class ProviderQP(Protocol):
   def modify(self, cur: QPState, new: QPState, attr: QPAttr, mask: QPAttrMask) -> None: ...
   def post_send(self, wrs: list[tuple[int, SendWR]]) -> None: ...   # (seq, wr); one doorbell for the batch
   def post_recv(self, wrs: list[tuple[int, RecvWR]]) -> None: ...
+  # optional, both or neither (GPU-initiated RDMA): the host memory a device-posted request is written into or waited on
+  # (with `cq` as the QP's send CQ) and the bus address of the page its doorbell is in, which the device maps once; the layout of
+  # request `seq` for another device to post (DevicePost), its completion the one after `cq_ahead` more on `cq`. The
+  # request is then outstanding as if posted (its SQ slot and PSNs are taken).
+  def device_targets(self, cq: ProviderCQ) -> tuple[list[memoryview], int]: ...
+  def device_post(self, seq: int, wr: SendWR, cq: ProviderCQ, cq_ahead: int) -> DevicePost: ...
   def destroy(self) -> None: ...
 
 

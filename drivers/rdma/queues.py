@@ -7,14 +7,15 @@ minimum RNR timer; RTR -> RTS the ACK timeout, retry counts, SQ PSN and requeste
 RESET or ERR. A wrong transition, a missing or an extra attribute, or a value out of range is a VerbsError naming it.
 """
 from __future__ import annotations
-import time
+import os, time
 from collections import deque
 from typing import TYPE_CHECKING, Iterable
 
+from drivers.rdma.device_post import device_write
 from drivers.rdma.exchange import Endpoint
 from drivers.rdma.provider import Completion
 from drivers.rdma.verbs import (AHAttr, Access, PATH_MTUS, QPAttr, QPAttrMask as M, QPCap, QPState as S, RecvWR, SendWR, SEND_WC,
-                                VerbsError, WCError, WCOpcode, WCStatus, WorkCompletion, WROpcode)
+                                SendFlags, VerbsError, WCError, WCOpcode, WCStatus, WorkCompletion, WROpcode)
 if TYPE_CHECKING: from drivers.rdma.context import Context, PD
 
 SPIN_S = 20e-6                       # CQ.wait polls this long before it sleeps on the CQ's completion notification
@@ -78,9 +79,9 @@ class CQ:
 
   def wait(self, n: int = 1, timeout_s: float = 10.0) -> list[WorkCompletion]:
     """Poll until `n` completions arrived; TimeoutError when none arrives for `timeout_s`. An error completion raises
-    WCError with the successful ones polled before it in `.completed`. Between empty polls it spins for SPIN_S, then
-    sleeps until the CQ notifies its next completion (ibv_req_notify_cq + a completion channel); a provider whose CQ
-    cannot notify is polled with growing sleeps."""
+    WCError with the successful ones polled before it in `.completed`. Between empty polls it spins for SPIN_S
+    (yielding the CPU between polls), then sleeps until the CQ notifies its next completion (ibv_req_notify_cq + a
+    completion channel); a provider whose CQ cannot notify is polled with growing sleeps."""
     out: list[WorkCompletion] = []
     deadline, spin_until, nap = time.monotonic() + timeout_s, None, POLL_S
     while len(out) < n:
@@ -98,7 +99,9 @@ class CQ:
         raise TimeoutError(f"{self.ctx.name}: {len(out)} of {n} completions arrived and then none for {timeout_s} s; "
                            f"outstanding: {'; '.join(p for p in pending if p) or 'nothing'}")
       if spin_until is None: spin_until = now + SPIN_S             # the first empty poll starts the spin
-      if now < spin_until: continue
+      if now < spin_until:
+        os.sched_yield()                   # (lets other threads, a NIC model's among them, have the interpreter)
+        continue
       if self._wait_event is None or not self._wait_event(min(deadline - now, EVENT_S)):
         time.sleep(nap)
         nap = min(2 * nap, POLL_MAX_S)
@@ -123,6 +126,8 @@ class QP:
     self.sq: deque[tuple[int, SendWR]] = deque()
     self.rq: deque[tuple[int, RecvWR]] = deque()
     self._sq_seq = self._rq_seq = 0
+    self.device_posted: set[int] = set()                # outstanding requests another device posts (device_post.py)
+    self.device_maps: dict = {}                         # device -> what it maps to post them (freed at destroy)
     self.ctx.qps[self.qp_num] = self
     send_cq.qps.add(self.qp_num)
     recv_cq.qps.add(self.qp_num)
@@ -156,6 +161,7 @@ class QP:
       for q, cq in ((self.sq, self.send_cq), (self.rq, self.recv_cq)):
         cq.expected -= len(q)
         q.clear()
+      self.device_posted.clear()
 
   def connect(self, remote: Endpoint, psn: int, access: Access = Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ,
               sgid_index: int = 0, mtu: int = 4096, timeout: int = 14, retry_cnt: int = 7, rnr_retry: int = 7) -> None:
@@ -209,6 +215,10 @@ class QP:
     if self.state in (S.RESET, S.INIT, S.RTR):
       raise VerbsError(f"QP {self.qp_num:#x} is in {self.state.name}: post_send needs RTS (modify it INIT -> RTR -> RTS first)")
     for wr in wrs: self._check_send(wr)
+    if self.device_posted:
+      raise VerbsError(f"QP {self.qp_num:#x}: {len(self.device_posted)} request(s) a device's queue posts (Queue.rdma_write) "
+                       "are outstanding; the host posts on this QP once their completions are polled (the device rings "
+                       "the doorbell for its slot only when its queue gets there)")
     if len(self.sq) + len(wrs) > self.cap.max_send_wr:
       raise VerbsError(f"QP {self.qp_num:#x}: the send queue holds {self.cap.max_send_wr} work requests and {len(self.sq)} "
                        f"are outstanding; poll the CQ before posting {len(wrs)} more")
@@ -234,6 +244,36 @@ class QP:
                               ("imm_data", wr.imm_data, U32, wr.opcode.has_imm)):
       if used and (isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= hi):
         raise VerbsError(f"QP {self.qp_num:#x}: {wr.describe()}: {name} {v!r} is outside [0, {hi:#x}]")
+
+  def device_write(self, device, local, remote, size: int | None = None, local_offset: int = 0, remote_offset: int = 0,
+                   wr_id: int = 0):
+    """An RDMA WRITE for `device`'s queue to post itself (hcq's Queue.rdma_write calls this): -> its DeviceCommands.
+    See drivers/rdma/device_post.py."""
+    return device_write(self, device, local, remote, size, local_offset, remote_offset, wr_id)
+
+  def check_device_post(self, wr: SendWR) -> None:
+    """What post_send checks, and that the place of the request's completion in the send CQ is known."""
+    if self.state != S.RTS: raise VerbsError(f"QP {self.qp_num:#x} is in {self.state.name}: a device posts on a QP in RTS")
+    self._check_send(wr)
+    if len(self.sq) + 1 > self.cap.max_send_wr:
+      raise VerbsError(f"QP {self.qp_num:#x}: the send queue holds {self.cap.max_send_wr} work requests and {len(self.sq)} "
+                       "are outstanding; poll the CQ first")
+    cq, unsignaled = self.send_cq, sum(not w.send_flags & SendFlags.SIGNALED for _, w in self.sq)
+    if (others := cq.expected - len(self.sq)) or unsignaled:
+      raise VerbsError(f"QP {self.qp_num:#x}: a device-posted request waits for its completion at a known place in the send "
+                       f"CQ, but the CQ has {others} completion(s) outstanding for other queues and this QP has "
+                       f"{unsignaled} unsignaled request(s) outstanding: give the QP a send CQ of its own, or poll first")
+    if cq.expected + 1 > cq.depth:
+      raise VerbsError(f"{self.ctx.name}: one more send request would overflow the CQ ({cq.expected} of {cq.depth} "
+                       "completions outstanding): poll it first")
+
+  def take_device_post(self, wr: SendWR) -> int:
+    """Take the request's place (checked by check_device_post) -> its sequence number."""
+    self.send_cq._reserve(1, "send requests")
+    seq, self._sq_seq = self._sq_seq, self._sq_seq + 1
+    self.sq.append((seq, wr))
+    self.device_posted.add(seq)
+    return seq
 
   def post_recv(self, wrs: RecvWR | Iterable[RecvWR]) -> None:
     """ibv_post_recv: buffers for incoming SENDs (and the completion of RDMA WRITE with immediate)."""
@@ -264,6 +304,7 @@ class QP:
       cq.expected -= 1
     _, wr = q.popleft()
     cq.expected -= 1
+    if not c.recv: self.device_posted.discard(c.seq)
     if c.recv: opcode, length = c.opcode or WCOpcode.RECV, c.byte_len
     else: opcode, length = SEND_WC[wr.opcode], c.byte_len or wr.length
     cq._ready.append(WorkCompletion(wr.wr_id, c.status, opcode, self.qp_num, length, c.imm_data, c.vendor_err,
@@ -273,6 +314,7 @@ class QP:
       self._flush()
 
   def _flush(self) -> None:
+    self.device_posted.clear()
     for q, cq, recv in ((self.sq, self.send_cq, False), (self.rq, self.recv_cq, True)):
       while q:
         _, wr = q.popleft()
@@ -285,7 +327,14 @@ class QP:
              for q, kind in ((self.sq, "send"), (self.rq, "receive")) if q]
     return f"QP {self.qp_num:#x} ({self.state.name}): {', '.join(parts)}" if parts else ""
 
+  def unmap_devices(self) -> None:
+    """Devices that post on this QP stop reaching its queues' memory and doorbell (before that memory goes)."""
+    for maps in self.device_maps.values():
+      for buf in maps.values(): buf.free()
+    self.device_maps.clear()
+
   def destroy(self) -> None:
+    self.unmap_devices()
     self.hw.destroy()
     self.ctx.qps.pop(self.qp_num, None)
     for cq, q in ((self.send_cq, self.sq), (self.recv_cq, self.rq)):

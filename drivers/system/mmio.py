@@ -14,7 +14,8 @@ _FMT = {1: "B", 2: "H", 4: "I", 8: "Q"}
 
 
 class IORegion(Protocol):
-  """A model's register region: every access goes through its callbacks."""
+  """A model's register region: every access goes through its callbacks. Optionally `write_many(offset, size,
+  values)`: the stores of `values` at offset, offset + size, ... in order, in one call (as `write` of each would do)."""
   size: int
   def read(self, offset: int, size: int) -> int: ...
   def write(self, offset: int, size: int, value: int) -> None: ...
@@ -42,6 +43,10 @@ class MMIO:
     """The region as a flat uint8 array (slices read and assigned like numpy's): the memory itself for RAM-like
     regions, else an MMIOArray whose every slice is an access."""
     return MMIOArray(self)
+
+  def write64s(self, off: int, values: list[int]) -> None:
+    """64-bit stores of `values` at off, off + 8, ... in order (a write-combining copy, such as a BlueFlame WQE)."""
+    for i, v in enumerate(values): self.write(off + 8 * i, 8, v)
 
   def _check(self, offset: int, size: int) -> None:
     if offset < 0 or offset + size > self.size:
@@ -92,6 +97,13 @@ class CallbackMMIO(MMIO):
     self._check(offset, size)
     if not 0 <= value < (1 << (8 * size)): raise ValueError(f"value {value:#x} does not fit a {size * 8}-bit register")
     self.region.write(offset, size, value)
+
+  def write64s(self, off: int, values: list[int]) -> None:
+    if (many := getattr(self.region, "write_many", None)) is None: return super().write64s(off, values)
+    self._check(off, 8 * len(values))
+    if off % 8: raise ValueError(f"unaligned 64-bit MMIO access at {off:#x}: registers need natural alignment")
+    if any(not 0 <= v < 1 << 64 for v in values): raise ValueError(f"a value of {[hex(v) for v in values]} does not fit a 64-bit register")
+    many(off, 8, values)
 
   def read_bytes(self, offset: int, n: int) -> bytes:
     self._check(offset, n)

@@ -17,7 +17,12 @@ What the walk acts on and checks:
   are not modelled and raise.
 - MTYPE is otherwise not acted on (there is no GPU L2 model) and the fault default/dummy pages are not used: a faulting
   access stops its engine.
-Translations are cached per 4 KiB page (per fragment) until the driver invalidates the TLB.
+Translations are cached per 4 KiB page (per fragment) until the driver invalidates the TLB. A cached SYSTEM page also
+stays only while what its bus address reaches is unchanged (the DMA generation: host mappings, bus mastering, and the
+PCI topology, so a peer's BAR that moved, stopped decoding or was unplugged is walked again and faults): the model keeps
+host addresses where the hardware keeps bus addresses. Each cached run holds the memory behind it, so a command
+processor's or SDMA's access in flight never touches memory a closed peer gave back (a shader dispatch keeps its own
+runs for the dispatch: emu/memory.py).
 Nothing translates until the hub's driver-programmed setup allows it (`set_enabled`: L1 TLB, L2, apertures; gmc.py).
 MC addresses inside the hub's system aperture bypass the tables: those in the framebuffer are VRAM
 (offset = address - FB base), those in an enabled AGP aperture are host bus addresses, any other aperture address faults.
@@ -97,7 +102,8 @@ class MMU:
     self.aperture: tuple[int, int, int, int] | None = None   # (low, high, fb first, fb last) MC addresses
     self.agp: tuple[int, int, int] | None = None              # (first, last MC address, bus address of the first)
     self.off: str | None = "the hub's L1 TLB and L2 are not set up"   # why nothing translates (None: translation on)
-    self._tlb: dict[int, tuple[int, int, int, int]] = {}   # va page -> (run start va, run length, host addr, flags)
+    # va page -> (run start va, run length, host addr, flags, DMA generation of a SYSTEM run (None: VRAM), its memory)
+    self._tlb: dict[int, tuple[int, int, int, int, int | None, object]] = {}
     self.on_fault: Callable[[Fault], None] | None = None
     self.last_fault: Fault | None = None
 
@@ -173,30 +179,41 @@ class MMU:
 
   def translate(self, va: int, write: bool, client: str = "shader", execute: bool = False) -> tuple[int, int, int] | None:
     """(run start va, run length, host address of the run) holding `va`, or None after reporting a fault."""
+    hit = self._lookup(va, write, client, execute)
+    if hit is not None and hit[2] is None:   # (the shader core's compiled code needs memory it can point at)
+      return self._fault(va, write, f"the page is a peer's register BAR (bus address {hit[5] + (va - hit[0]):#x}), which "
+                         f"{client} accesses are not modelled to reach", client, FAULT_NOT_PRESENT, execute)
+    return None if hit is None else hit[:3]
+
+  def _lookup(self, va: int, write: bool, client: str, execute: bool = False) -> tuple | None:
+    """The TLB entry for `va` (see _tlb), walked where it is missing or stale; None after reporting a fault. Callers
+    that access the run hold the entry meanwhile: its last element keeps the memory mapped."""
     if self.off is not None:
       raise TranslationOff(f"GPU {'fetch' if execute else 'write' if write else 'read'} at {va:#x} by {client}: {self.off}")
     hit = self._tlb.get(va >> 12)
-    if hit is None:
+    if hit is None or (hit[4] is not None and hit[4] != self.dma.generation[0]):
       walked = self._walk(va)
       if isinstance(walked[0], str): return self._fault(va, write, walked[1], client, walked[0], execute)
       base, size, phys, e = walked
       leaf_check(e, va)
       if e & PTE_SYSTEM:   # host memory: contiguous only as far as the bus run the host buffer backs
         page = va & ~0xFFF
-        bus = phys + (page - base)
-        try: bus_start, bus_len, host = self.dma.host_run(bus)
+        bus, gen = phys + (page - base), int(self.dma.generation[0])   # (read first: a change meanwhile walks again)
+        try: bus_start, bus_len, host, keep = self.dma.host_run(bus)
         except DMAFault as ex: return self._fault(va, write, f"system page {bus:#x} is not mapped for DMA ({ex})", client, FAULT_NOT_PRESENT, execute)
-        hit = (page, min(base + size - page, bus_start + bus_len - bus), host + (bus - bus_start), e)
+        if host is None: keep = bus                  # a peer's register BAR: accesses go out one by one (emu/topology.py)
+        else: host += bus - bus_start
+        hit = (page, min(base + size - page, bus_start + bus_len - bus), host, e, gen, keep)
       else:
         if phys + size > self.vram.size:
           return self._fault(va, write, f"VRAM page {phys:#x} is beyond the end of VRAM", client, FAULT_NOT_PRESENT, execute)
-        hit = (base, size, self.vram.host + phys, e)
+        hit = (base, size, self.vram.host + phys, e, None, None)
       for p in range(hit[0] >> 12, (hit[0] + hit[1]) >> 12): self._tlb[p] = hit
-    start, length, host, e = hit
+    e = hit[3]
     need, kind, what = ((PTE_EXECUTABLE, FAULT_EXECUTE, "executable") if execute else
                         (PTE_WRITEABLE, FAULT_WRITE, "writeable") if write else (PTE_READABLE, FAULT_READ, "readable"))
     if not e & need: return self._fault(va, write, f"page is not {what} (PTE {e:#x})", client, kind, execute)
-    return start, length, host
+    return hit
 
   def _fault(self, va: int, write: bool, reason: str, client: str, kind: str, execute: bool = False) -> None:
     self.last_fault = Fault(va, write, client, reason, kind, execute)
@@ -213,23 +230,37 @@ class MMU:
 
   # --- byte access for the command processors and copy engines
   def _runs(self, va: int, n: int, write: bool, client: str):
+    """(va, host address or None on a peer's register BAR, bus address there, bytes) of each run of [va, va + n), its
+    TLB entry held while the caller accesses it."""
     while n > 0:
-      run = self.translate(va, write, client)
+      run = self._lookup(va, write, client)
       if run is None: raise GPUPageFault(self.last_fault)
-      start, length, host = run
+      start, length, host = run[:3]
       k = min(n, start + length - va)
-      yield host + (va - start), k
+      yield (va, None, run[5] + (va - start), k) if host is None else (va, host + (va - start), None, k)
       va, n = va + k, n - k
 
+  def _peer(self, va: int, bus: int, write: bool, client: str, access):
+    """One access to a peer's register (emu/topology.py); a bus error, or the peer refusing what it would not take
+    (its model's strictness), is a fault of this access, reported like a page fault with the peer's words."""
+    try: return access()
+    except Exception as e:
+      self._fault(va, write, f"the peer's register at bus address {bus:#x} refused the {'write' if write else 'read'}: {e}",
+                  client, FAULT_NOT_PRESENT)
+      raise GPUPageFault(self.last_fault) from e
+
   def read(self, va: int, n: int, client: str = "CP") -> bytes:
-    return b"".join(ctypes.string_at(h, k) for h, k in self._runs(va, n, False, client))
+    return b"".join(ctypes.string_at(h, k) if h is not None else self._peer(v, bus, False, client, lambda: self.dma.read(bus, k))
+                    for v, h, bus, k in self._runs(va, n, False, client))
 
   def copy(self, dst: int, src: int, n: int, client: str = "SDMA") -> None:
     """GPU-to-GPU copy of `n` bytes, run by run, straight between the backing host memory."""
     while n > 0:
-      s_run, d_run = self.translate(src, False, client), self.translate(dst, True, client)
+      s_run, d_run = self._lookup(src, False, client), self._lookup(dst, True, client)   # (held across the memmove)
       if s_run is None or d_run is None: raise GPUPageFault(self.last_fault)
-      (s_start, s_len, s_host), (d_start, d_len, d_host) = s_run, d_run
+      (s_start, s_len, s_host), (d_start, d_len, d_host) = s_run[:3], d_run[:3]
+      if s_host is None or d_host is None:
+        raise ModelError(f"{client} copy of {n} bytes from {src:#x} to {dst:#x}: a copy to or from a peer's register BAR is not modelled")
       k = min(n, s_start + s_len - src, d_start + d_len - dst)
       ctypes.memmove(d_host + (dst - d_start), s_host + (src - s_start), k)
       src, dst, n = src + k, dst + k, n - k
@@ -237,8 +268,9 @@ class MMU:
   def write(self, va: int, data: bytes | memoryview, client: str = "CP") -> None:
     src = np.frombuffer(memoryview(data).cast("B"), np.uint8)
     off = 0
-    for h, k in self._runs(va, src.size, True, client):
-      ctypes.memmove(h, src.ctypes.data + off, k)
+    for v, h, bus, k in self._runs(va, src.size, True, client):
+      if h is None: self._peer(v, bus, True, client, lambda: self.dma.write(bus, src[off:off + k].data))   # one register write
+      else: ctypes.memmove(h, src.ctypes.data + off, k)
       off += k
 
 

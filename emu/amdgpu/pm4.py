@@ -9,6 +9,11 @@ field value below that a compute queue cannot use or the model does not model.
   the earlier work done. Then the GCR cache actions (caches.py), then the write (DST_SEL 0 memory or 1 through L2;
   DATA_SEL 1 low 32 bits, 2 64 bits, 3/4 the 100 MHz counter, aligned to the size), then the interrupt (INT_SEL 1:
   interrupt only, DATA_SEL must be 0; 2: after the write; 3: the write, no interrupt). CACHE_POLICY has no effect.
+- WRITE_DATA: DST_SEL 1 (memory, sync), 2 (through L2) or 5 (memory, async) from the ME (ENGINE_SEL 0, the only
+  engine a compute queue has), to a dword-aligned address: the data dwords go out as one write (so two dwords to a
+  peer's doorbell register are one 64-bit store: emu/topology.py), or with WR_ONE_ADDR each dword to the same address
+  in turn. WR_CONFIRM (wait for the write to land before the next packet) and CACHE_POLICY change nothing here: writes
+  land before the next packet either way. DST_SEL 0 (a register), 3 (GDS), 6 and 7 raise.
 - ACQUIRE_MEM: COHER_CNTL 0 (gfx11 selects caches by GCR_CNTL), then GCR_CNTL's actions (caches.py) over the whole
   cache whatever COHER_BASE/SIZE and the range modes say.
 """
@@ -121,6 +126,20 @@ class PM4Engine(GPUEngine):
     value = int.from_bytes(self.mem.read(p[1] | p[2] << 32, 8), "little")
     if not COMPARE[func](value & (p[5] | p[6] << 32), p[3] | p[4] << 32): raise Stalled
 
+  def _write_data(self, p: list[int]) -> None:
+    if len(p) < 4: raise RingError(f"{self.qname}: WRITE_DATA takes a control dword, an address and at least one data dword, got {len(p)} dwords")
+    dst_sel, engine = (p[0] >> 8) & 0xF, p[0] >> 30
+    if p[0] & ~WRITE_DATA_KNOWN: raise RingError(f"{self.qname}: WRITE_DATA control {p[0]:#010x} sets reserved bits {p[0] & ~WRITE_DATA_KNOWN:#x}")
+    if dst_sel not in WRITE_DATA_MEMORY:
+      raise RingError(f"{self.qname}: WRITE_DATA DST_SEL {dst_sel} is not modelled (1 memory sync, 2 through L2, 5 memory async are)")
+    if engine: raise RingError(f"{self.qname}: WRITE_DATA ENGINE_SEL {engine}: a compute queue has only the ME (0)")
+    addr = p[1] | p[2] << 32
+    if addr & 3: raise RingError(f"{self.qname}: WRITE_DATA address {addr:#x} is not dword aligned")
+    data = np.array(p[3:], np.uint32)
+    if p[0] & nvd.WR_ONE_ADDR:
+      for d in data: self.mem.write(addr, d.tobytes())
+    else: self.mem.write(addr, data.tobytes())
+
   def _acquire_mem(self, p: list[int]) -> None:
     # gfx10+ layout: COHER_CNTL (unused: 0), COHER_SIZE, COHER_SIZE_HI [7:0], COHER_BASE_LO, COHER_BASE_HI [23:0],
     # POLL_INTERVAL [15:0], GCR_CNTL [18:0] (nvd.h PACKET3_ACQUIRE_MEM_GCR_CNTL_*)
@@ -185,10 +204,15 @@ DATA_BYTES = {1: 4, 2: 8, DATA_SEL_GPU_CLOCK: 8, DATA_SEL_SYS_CLOCK: 8}
 # dword 2: DST_SEL [17:16], INT_SEL [26:24], DATA_SEL [31:29]
 RELEASE_DW1_KNOWN = 0x3F | 0xF << 8 | 0xFFF << 12 | 3 << 25 | nvd.PACKET3_RELEASE_MEM_EXECUTE
 RELEASE_DW2_KNOWN = 3 << 16 | 7 << 24 | 7 << 29
+# WRITE_DATA control (nvd.h WRITE_DATA_*): DST_SEL [11:8], WR_ONE_ADDR [16], WR_CONFIRM [20], CACHE_POLICY [26:25],
+# ENGINE_SEL [31:30]; DST_SEL 1 memory (sync), 2 TC/L2, 5 memory (async)
+WRITE_DATA_KNOWN = 0xF << 8 | nvd.WR_ONE_ADDR | nvd.WR_CONFIRM | 3 << 25 | 3 << 30
+WRITE_DATA_MEMORY = (1, 2, 5)
 
 
 HANDLERS = {nvd.PACKET3_NOP: PM4Engine._nop, nvd.PACKET3_SET_SH_REG: PM4Engine._set_sh_reg,
             nvd.PACKET3_SET_UCONFIG_REG: PM4Engine._set_uconfig_reg, nvd.PACKET3_DISPATCH_DIRECT: PM4Engine._dispatch_direct,
             nvd.PACKET3_RELEASE_MEM: PM4Engine._release_mem, nvd.PACKET3_WAIT_REG_MEM: PM4Engine._wait_reg_mem,
             nvd.PACKET3_ACQUIRE_MEM: PM4Engine._acquire_mem, nvd.PACKET3_EVENT_WRITE: PM4Engine._event_write,
-            nvd.PACKET3_INDIRECT_BUFFER: PM4Engine._indirect_buffer, nvd.PACKET3_WAIT_REG_MEM64: PM4Engine._wait_reg_mem64}
+            nvd.PACKET3_INDIRECT_BUFFER: PM4Engine._indirect_buffer, nvd.PACKET3_WAIT_REG_MEM64: PM4Engine._wait_reg_mem64,
+            nvd.PACKET3_WRITE_DATA: PM4Engine._write_data}

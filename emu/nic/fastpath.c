@@ -130,6 +130,7 @@ typedef struct {
   uint32_t len[BATCH];
   struct sockaddr_in addr[BATCH];
   uint32_t flags[BATCH];
+  uint8_t by[BATCH];           /* the flow that took each datagram rx_take took, so that Python follows their order */
 } batch_t;
 
 int rx_batch(int fd, batch_t *b) {
@@ -172,29 +173,116 @@ typedef struct {
   uint32_t done;               /* packets written since Python last looked */
   int ack;                     /* the last one asked for an ACK (AckReq) */
   uint32_t ack_psn;
+  /* kind 1: one-packet RDMA WRITEs (ONLY) at a responder QP between messages; C also sends their ACKs */
+  int kind;                    /* 0: the MIDDLE packets of one WRITE, 1: single-packet WRITEs */
+  uint32_t op, bth1;           /* the opcode (WRITE_ONLY or WRITE_ONLY_IMM) and BTH byte 1 (SE, pad count, TVer) */
+  uint32_t rkey, dma_len;      /* the R_Key Python checked, and the length of every message (the frames' length) */
+  uint64_t region_va, region_len;  /* the region it names, which grants REMOTE_WRITE; the pieces cover all of it */
+  uint32_t recvs;              /* receive WRs a WRITE with immediate may consume */
+  uint32_t msn;
+  uint32_t got[BATCH];         /* per packet taken, in order: its immediate data (kind 1), its PSN (kind 2) */
+  uint8_t ack_frame[MAX_HEAD + BTH_LEN + 4];   /* an ACK as Python builds it (lower headers, BTH, AETH), no ICRC */
+  uint32_t ack_head_len, ack_len, ack_lower_crc;
+  struct sockaddr_in ack_to;
+  int fd;
+  uint32_t acks;               /* ACKs sent since Python last looked */
+  int ack_err;                 /* errno of an ACK that could not be sent (lost, as a datagram the wire drops) */
+  const uint8_t *watch;        /* WRITE with immediate: host memory that must still hold ... */
+  uint32_t watch_len;
+  uint8_t watch_seen[8];       /* ... these bytes (a receive doorbell record the receive WRs were read at) */
+  /* kind 2: the ACKs a requester QP gets (op ACKNOWLEDGE, bth1, and this AETH syndrome: ACK, no credit count) */
+  uint32_t syndrome;
 } flow_t;
 
+uint64_t flow_size(void) { return sizeof(flow_t); }
+
+static uint64_t be64(const uint8_t *p) { return (uint64_t)be32(p) << 32 | be32(p + 4); }
+
+/* Write n bytes at offset `off` of the flow's pieces: 0 if they do not hold them */
+static int place(const flow_t *f, uint64_t off, const uint8_t *src, uint64_t n) {
+  int i = 0;
+  while (i < f->npieces && off >= f->piece_len[i]) off -= f->piece_len[i++];
+  for (uint64_t at = 0; n; i++) {
+    if (i >= f->npieces) return 0;
+    uint64_t k = f->piece_len[i] - off < n ? f->piece_len[i] - off : n;
+    memcpy((uint8_t *)(uintptr_t)f->piece[i] + off, src + at, k);
+    at += k;
+    n -= k;
+    off = 0;
+  }
+  return 1;
+}
+
+static void send_ack(flow_t *f, uint32_t psn) {
+  uint8_t a[MAX_HEAD + BTH_LEN + 4 + ICRC_LEN];
+  memcpy(a, f->ack_frame, f->ack_len);
+  uint8_t *bth = a + f->ack_head_len, *aeth = bth + BTH_LEN;
+  bth[8] = 0; bth[9] = psn >> 16; bth[10] = psn >> 8; bth[11] = psn;   /* AckReq 0 */
+  aeth[1] = f->msn >> 16; aeth[2] = f->msn >> 8; aeth[3] = f->msn;
+  uint32_t crc = crc32_update(bth_crc(f->ack_lower_crc, bth), aeth, 4);
+  uint8_t *t = a + f->ack_len;
+  t[0] = crc; t[1] = crc >> 8; t[2] = crc >> 16; t[3] = crc >> 24;
+  ssize_t r;
+  do r = sendto(f->fd, a, f->ack_len + ICRC_LEN, 0, (const struct sockaddr *)&f->ack_to, sizeof f->ack_to);   /* (blocking, as
+     the Python path's sends) */
+  while (r < 0 && errno == EINTR);
+  if (r < 0) f->ack_err = errno;
+  else f->acks++;
+}
+
+/* kind 1: a WRITE ONLY (with immediate) like the one Python executed, at the expected PSN, into the region */
+static int take_only(flow_t *f, const uint8_t *d) {
+  const uint8_t *bth = d + f->head_len, *reth = bth + BTH_LEN;
+  if (bth[0] != f->op || bth[1] != f->bth1 || ((uint32_t)bth[2] << 8 | bth[3]) != f->pkey) return 0;
+  if ((be32(bth + 4) & 0xFFFFFF) != f->qpn || (be32(bth + 8) & 0xFFFFFF) != f->epsn || f->done >= BATCH) return 0;
+  uint64_t va = be64(reth);
+  if (be32(reth + 8) != f->rkey || be32(reth + 12) != f->dma_len) return 0;
+  if (va < f->region_va || va - f->region_va > f->region_len || f->region_len - (va - f->region_va) < f->dma_len) return 0;
+  int imm = f->op == 0x0B;
+  if (imm && (!f->recvs || (f->watch_len && memcmp(f->watch, f->watch_seen, f->watch_len)))) return 0;   /* (Python
+     reads the receive WRs posted since, or sends the RNR NAK) */
+  uint32_t rest = f->frame_len - f->head_len - BTH_LEN - ICRC_LEN;
+  const uint8_t *tail = bth + BTH_LEN + rest;
+  uint32_t crc = crc32_update(bth_crc(f->lower_crc, bth), bth + BTH_LEN, rest);
+  if (crc != ((uint32_t)tail[0] | (uint32_t)tail[1] << 8 | (uint32_t)tail[2] << 16 | (uint32_t)tail[3] << 24)) return 0;
+  if (!place(f, va - f->region_va, reth + 16 + (imm ? 4 : 0), f->dma_len)) return 0;
+  if (imm) {
+    f->got[f->done] = be32(reth + 16);
+    f->recvs--;
+  }
+  f->epsn = (f->epsn + 1) & 0xFFFFFF;
+  f->msn = (f->msn + 1) & 0xFFFFFF;
+  f->done++;
+  if (bth[8] & 0x80) send_ack(f, be32(bth + 8) & 0xFFFFFF);
+  return 1;
+}
+
+/* kind 2: an ACK like the one Python handled (the same headers, BTH flags, P_Key, QPN and AETH syndrome): its PSN goes
+   to Python, which acknowledges what it covers (stale or bogus PSNs included: rc.py decides) */
+static int take_ack(flow_t *f, const uint8_t *d) {
+  const uint8_t *bth = d + f->head_len, *aeth = bth + BTH_LEN;
+  if (bth[0] != f->op || bth[1] != f->bth1 || ((uint32_t)bth[2] << 8 | bth[3]) != f->pkey) return 0;
+  if ((be32(bth + 4) & 0xFFFFFF) != f->qpn || aeth[0] != f->syndrome || f->done >= BATCH) return 0;
+  const uint8_t *tail = aeth + 4;
+  uint32_t crc = crc32_update(bth_crc(f->lower_crc, bth), aeth, 4);
+  if (crc != ((uint32_t)tail[0] | (uint32_t)tail[1] << 8 | (uint32_t)tail[2] << 16 | (uint32_t)tail[3] << 24)) return 0;
+  f->got[f->done++] = be32(bth + 8) & 0xFFFFFF;
+  return 1;
+}
+
 static int take(flow_t *f, const uint8_t *d, uint32_t len, const struct sockaddr_in *src, int64_t now) {
-  if (!f->armed || len != f->frame_len || f->left <= f->mtu || *f->generation != f->gen || now >= f->until_ns) return 0;
+  if (!f->armed || len != f->frame_len || (!f->kind && f->left <= f->mtu) || *f->generation != f->gen || now >= f->until_ns) return 0;
   if (src->sin_addr.s_addr != f->src_ip || src->sin_port != f->src_port) return 0;
   if (memcmp(d, f->head, f->head_len)) return 0;
+  if (f->kind == 1) return take_only(f, d);
+  if (f->kind == 2) return take_ack(f, d);
   const uint8_t *bth = d + f->head_len;
   if (bth[0] != OP_WRITE_MIDDLE || (bth[1] & 0x3F) || ((uint32_t)bth[2] << 8 | bth[3]) != f->pkey) return 0;
   if ((be32(bth + 4) & 0xFFFFFF) != f->qpn || (be32(bth + 8) & 0xFFFFFF) != f->epsn) return 0;
   const uint8_t *payload = bth + BTH_LEN, *tail = payload + f->mtu;
   uint32_t crc = crc32_update(bth_crc(f->lower_crc, bth), payload, f->mtu);
   if (crc != ((uint32_t)tail[0] | (uint32_t)tail[1] << 8 | (uint32_t)tail[2] << 16 | (uint32_t)tail[3] << 24)) return 0;
-  uint64_t off = f->off, at = 0;
-  int i = 0;
-  while (i < f->npieces && off >= f->piece_len[i]) off -= f->piece_len[i++];
-  for (uint32_t need = f->mtu; need; i++) {
-    if (i >= f->npieces) return 0;
-    uint64_t k = f->piece_len[i] - off < need ? f->piece_len[i] - off : need;
-    memcpy((uint8_t *)(uintptr_t)f->piece[i] + off, payload + at, k);
-    at += k;
-    need -= k;
-    off = 0;
-  }
+  if (!place(f, f->off, payload, f->mtu)) return 0;
   f->off += f->mtu;
   f->left -= f->mtu;
   f->epsn = (f->epsn + 1) & 0xFFFFFF;
@@ -208,7 +296,7 @@ static int take(flow_t *f, const uint8_t *d, uint32_t len, const struct sockaddr
 
 /* Datagrams [i, n) of the batch in order: -> the index of the first not taken, or one past a taken one that asked for
    an ACK (Python sends it, then calls again) */
-int rx_take(const batch_t *b, int i, int n, flow_t *flows, int nflows) {
+int rx_take(batch_t *b, int i, int n, flow_t *flows, int nflows) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   int64_t now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
@@ -218,6 +306,7 @@ int rx_take(const batch_t *b, int i, int n, flow_t *flows, int nflows) {
     int k = 0;
     while (k < nflows && !take(&flows[k], d, b->len[i], &b->addr[i], now)) k++;
     if (k == nflows) return i;
+    b->by[i] = k;
     if (flows[k].ack) return i + 1;
   }
   return n;

@@ -1,5 +1,6 @@
 """The NIC models' bulk datapath in C (fastpath.c, built once with the host C compiler and cached: emu/cc.py):
-the full-MTU MIDDLE packets of long messages, which are nearly all the packets of a large transfer. The Python transport
+the full-MTU MIDDLE packets of long messages, which are nearly all the packets of a large transfer, and the single-packet
+RDMA WRITEs of a latency-bound stream (received, written and ACKed in C) and the ACKs they get. The Python transport
 (rc.py, port.py, roce.py) stays the reference and handles every other packet; without a C compiler it handles all.
 
 - Transmit (`send_run`, used by WirePort.send_many): a roce.FrameRun, n consecutive MIDDLE packets of one message, is
@@ -15,7 +16,24 @@ the full-MTU MIDDLE packets of long messages, which are nearly all the packets o
   PSN, and stops after a packet with AckReq so that Python sends the ACK after the write. Anything else stops it: the
   port hands that datagram to the Python path, which checks, executes or drops it as always. Before each batch the port
   disarms flows whose QP, key, MAC filter or GIDs changed; C runs under the NIC model's lock, like the Python path.
-  SEND and READ responses, and WRITEs into regions over MAX_MAP bytes, stay on the Python path.
+- Single-packet WRITEs (`Receiver.arm_only`): after the Python path executed an RDMA WRITE ONLY (or ONLY with
+  immediate) at a responder QP between messages, a flow of kind 1 takes that QP's next ones: the same header bytes,
+  source endpoint, opcode, BTH flags, P_Key, QPN, the expected PSN, the same R_Key and DMA length (so the same frame
+  length) with the address anywhere the region's bounds allow, a correct ICRC, the memory's mappings unchanged; a WRITE
+  with immediate also needs a receive WR the QP holds, and, where the NIC model reads receive WQEs only when a packet
+  needs one (rc.QP.receive_watch), the doorbell record they were read at unchanged. C writes the payload, moves
+  the PSN and MSN and sends the ACK (roce.ack_template filled in) to where the Python path sends them; the port then
+  completes the receive WRs in order (Host.received, after the ACK as rc.py does). It is disarmed before a batch once
+  the QP leaves RTR/RTS, starts a message, loses remote write access, its PSN/MSN, P_Key, MTU, path or key change, or
+  the port's filters, GIDs or PHY loopback change, or taps or planned faults appear on the wire (which must see every
+  datagram), and on any request packet the Python path handles for the QP.
+- ACKs (`Receiver.arm_ack`): after the Python path handled a plain ACK (syndrome ACK, no credit count) at a requester
+  QP in RTS, a flow of kind 2 takes that QP's next ones with the same header bytes, source, BTH flags, P_Key, QPN and
+  syndrome and a correct ICRC, and the port hands their PSNs to the transport (rc.QP._acked, which ignores a stale one),
+  so that the WRs they cover complete as before; a NAK, an RNR NAK or any other ACK goes to the Python path. The
+  port follows the packets C took in their order (`batch.by`), whichever flows took them.
+  SEND and READ responses, and WRITEs into regions over MAX_MAP bytes stay on the Python path.
+  HCQ_NIC_FASTPATH=0 turns the C datapath off (the Python path then does everything, as without a C compiler).
 """
 from __future__ import annotations
 import ctypes.util, os, socket, weakref
@@ -29,13 +47,17 @@ from emu.pci import DMAFault
 
 BATCH, SLOT, FLOWS = 32, 65536, 16       # as fastpath.c; flows a port can have armed at once
 MAX_MAP = 256 << 20                      # the largest region a HostMap covers
+ENV = "HCQ_NIC_FASTPATH"                 # "0": no C datapath (to compare with the Python path)
 CDEF = """
 typedef struct { uint8_t head[64]; uint32_t head_len, lower_crc; uint8_t bth[12]; uint32_t mtu; } tx_t;
-typedef struct { uint8_t *buf; uint32_t len[32]; uint8_t addr[32][16]; uint32_t flags[32]; } batch_t;
+typedef struct { uint8_t *buf; uint32_t len[32]; uint8_t addr[32][16]; uint32_t flags[32]; uint8_t by[32]; } batch_t;
 typedef struct {
   uint8_t head[64]; uint32_t head_len, lower_crc, frame_len; uint32_t src_ip, src_port; int64_t until_ns;
   uint32_t qpn, pkey, mtu; uint32_t epsn; uint64_t left; uint64_t off; const uint64_t *piece, *piece_len; int npieces;
   const uint64_t *generation; uint64_t gen; int armed; uint32_t done; int ack; uint32_t ack_psn;
+  int kind; uint32_t op, bth1; uint32_t rkey, dma_len; uint64_t region_va, region_len; uint32_t recvs; uint32_t msn;
+  uint32_t got[32]; uint8_t ack_frame[80]; uint32_t ack_head_len, ack_len, ack_lower_crc; uint8_t ack_to[16]; int fd;
+  uint32_t acks; int ack_err; const uint8_t *watch; uint32_t watch_len; uint8_t watch_seen[8]; uint32_t syndrome;
 } flow_t;
 void crc_init(void);
 void crc_use(void *zlib_crc32);
@@ -44,7 +66,8 @@ uint32_t crc32_update(uint32_t crc, const uint8_t *p, uint64_t n);
 int tx_run(int fd, const void *dst, const tx_t *t, uint32_t psn0, int n, int k0, int ack_every, const uint64_t *piece,
            const uint64_t *piece_len, int npieces);
 int rx_batch(int fd, batch_t *b);
-int rx_take(const batch_t *b, int i, int n, flow_t *flows, int nflows);
+int rx_take(batch_t *b, int i, int n, flow_t *flows, int nflows);
+uint64_t flow_size(void);
 """
 ffi = FFI()
 ffi.cdef(CDEF)
@@ -52,11 +75,14 @@ ffi.cdef(CDEF)
 
 @cache
 def lib():
-  """The compiled datapath, or None without a host C compiler (the Python path then does everything)."""
+  """The compiled datapath, or None without a host C compiler or with HCQ_NIC_FASTPATH=0 (the Python path then does
+  everything)."""
+  if os.environ.get(ENV) == "0": return None
   from emu import cc
   try: path = cc.build(open(os.path.join(os.path.dirname(__file__), "fastpath.c")).read(), "fastpath", "-O3", where="nic")
   except cc.CompilerMissing: return None
   lib = ffi.dlopen(path)
+  if lib.flow_size() != ffi.sizeof("flow_t"): raise RuntimeError("emu/nic/fastpath.py's CDEF flow_t is not fastpath.c's")
   lib.crc_init()
   try: lib.crc_use(ffi.cast("void *", ffi.addressof(ffi.dlopen(ctypes.util.find_library("z") or "libz.so.1"), "crc32")))
   except OSError: pass                                   # no zlib to load: the table
@@ -147,7 +173,8 @@ def send_run(fd: int, endpoint: tuple[str, int], head: bytes, lower_crc: int, bt
 
 
 class Flow:
-  """A responder QP's RDMA WRITE handed to C: the QP, what the port checked for it, the memory, and the C state (`c`)."""
+  """A QP's packets handed to C (a WRITE's MIDDLE packets, its single-packet WRITEs, the ACKs it gets as requester): the
+  QP, what the port checked for it, the memory, and the C state (`c`)."""
   def __init__(self, c, qp, p, region, va: int, keep: tuple):
     self.c, self.qp, self.path, self.dst_mac, self.dgid = c, qp, qp.a.path, p.dst_mac, p.dgid
     self.region, self.va, self.keep = region, va, keep
@@ -177,18 +204,62 @@ class Receiver:
   def truncated(self, i: int) -> bool: return bool(self.batch.flags[i] & socket.MSG_TRUNC)
 
   def take(self, i: int, n: int) -> int:
+    """Let C take datagrams i, i + 1, ... (`batch.by` says which flow took each): -> the first it did not take."""
     return self.lib.rx_take(self.batch, i, n, self.cflows, FLOWS)
 
   def arm(self, qp, p, frame: memoryview, head_len: int, lower_crc: int, src: tuple[str, int], until: float) -> None:
     """Hand the rest of qp's WRITE (qp.wctx) to C: its next MIDDLE packets look like `frame` (packet `p`, which the
     Python path has just executed: its first `head_len` bytes, their ICRC part `lower_crc`), from `src` until `until`."""
-    slot = next((i for i, f in enumerate(self.flows) if f is None), None)
-    if slot is None: return                              # every slot busy: this WRITE stays on the Python path
     region, va, left = qp.wctx
-    try: m = host_map(region)
-    except DMAFault: return                              # (the Python path faults where it must)
-    if m is None: return                                 # too large a region to map: the Python path writes it
-    addrs, lens = m.spans(va - region.va, left)
+    if (got := self._flow(qp, region, va - region.va, left, frame, head_len, lower_crc, src, until)) is None: return
+    slot, c, keep = got
+    c.left, c.kind = left, 0
+    self.flows[slot] = Flow(c, qp, p, region, va, keep)
+
+  def arm_only(self, qp, p, frame: memoryview, head_len: int, lower_crc: int, src: tuple[str, int], until: float, region,
+               ack: tuple[bytes, int, int], ack_to: tuple[str, int], fd: int, watch: tuple[memoryview, bytes] | None) -> None:
+    """Hand qp's next single-packet WRITEs to C: they look like `frame` (packet `p`, a WRITE ONLY or ONLY with immediate
+    the Python path has just executed into `region`), from `src` until `until`; C sends their ACKs (`ack`:
+    roce.ack_template) to `ack_to` on socket `fd`. A WRITE with immediate consumes one of the receive WRs the QP holds,
+    and only while the bytes `watch` names still read as they did (the receive queue's doorbell record of a NIC that
+    reads its receive WQEs when a packet needs one)."""
+    if (got := self._flow(qp, region, 0, region.length, frame, head_len, lower_crc, src, until)) is None: return
+    slot, c, keep = got
+    c.kind, c.op, c.bth1, c.rkey, c.dma_len = 1, p.opcode, frame[head_len + 1], p.rkey, p.dma_len
+    c.region_va, c.region_len, c.recvs, c.msn = region.va, region.length, len(qp.recvs), qp.msn
+    body, c.ack_head_len, c.ack_lower_crc = ack
+    c.ack_frame[0:len(body)], c.ack_len = body, len(body)
+    c.ack_to[0:16] = bytes(sockaddr(ack_to))
+    c.fd, c.acks, c.ack_err = fd, 0, 0
+    if watch is not None:
+      view, seen = watch                                 # (the view keeps the memory where it is; no export is held)
+      c.watch, c.watch_len = ffi.cast("uint8_t *", _address(view)), len(seen)
+      c.watch_seen[0:len(seen)] = seen
+      keep = (*keep, view)
+    else: c.watch_len = 0
+    self.flows[slot] = Flow(c, qp, p, region, region.va, keep)
+
+  def arm_ack(self, qp, p, frame: memoryview, head_len: int, lower_crc: int, src: tuple[str, int], until: float) -> None:
+    """Hand the ACKs requester qp gets to C: they look like `frame` (packet `p`, an ACK the Python path has just
+    handled: the same headers, BTH flags and AETH syndrome), from `src` until `until`; the port acknowledges their PSNs."""
+    if (got := self._flow(qp, None, 0, 0, frame, head_len, lower_crc, src, until)) is None: return
+    slot, c, keep = got
+    c.kind, c.op, c.bth1, c.syndrome = 2, p.opcode, frame[head_len + 1], p.syndrome
+    self.flows[slot] = Flow(c, qp, p, None, 0, keep)
+
+  def _flow(self, qp, region, off: int, n: int, frame: memoryview, head_len: int, lower_crc: int, src: tuple[str, int],
+            until: float):
+    """A free slot's C flow with what every kind shares filled in, writing to [off, off + n) of `region` (None: no
+    memory): (slot, the C flow, what keeps its memory), or None (every slot busy, or a region C cannot write: the Python
+    path does it)."""
+    slot = next((i for i, f in enumerate(self.flows) if f is None), None)
+    if slot is None: return None
+    if region is None: addrs, lens, m, generation = np.zeros(0, np.uint64), np.zeros(0, np.uint64), None, np.zeros(1, np.uint64)
+    else:
+      try: m = host_map(region)
+      except DMAFault: return None                       # (the Python path faults where it must)
+      if m is None: return None                          # too large a region to map: the Python path writes it
+      (addrs, lens), generation = m.spans(off, n), region.generation
     c = self.cflows[slot]
     c.head[0:head_len] = bytes(frame[:head_len])
     c.head_len, c.lower_crc, c.frame_len = head_len, lower_crc, len(frame)
@@ -196,18 +267,19 @@ class Receiver:
     c.src_port = int.from_bytes(src[1].to_bytes(2, "big"), "little")
     c.until_ns = int(until * 1e9)
     c.qpn, c.pkey, c.mtu, c.epsn = qp.qpn, qp.a.pkey, qp.a.mtu, qp.epsn
-    c.left, c.off, c.npieces = left, 0, len(addrs)
+    c.off, c.npieces = 0, len(addrs)
     c.piece, c.piece_len = ffi.cast("uint64_t *", addrs.ctypes.data), ffi.cast("uint64_t *", lens.ctypes.data)
-    c.generation, c.gen = ffi.cast("uint64_t *", region.generation.ctypes.data), int(region.generation[0])
+    c.generation, c.gen = ffi.cast("uint64_t *", generation.ctypes.data), int(generation[0])
     c.done, c.ack, c.armed = 0, 0, 1
-    self.flows[slot] = Flow(c, qp, p, region, va, (addrs, lens, _maps[region], region.generation))
     self.count += 1
+    return slot, c, (addrs, lens, m, generation)
 
-  def disarm(self, qp) -> None:
+  def disarm(self, qp, keep: int | None = None) -> None:
+    """Disarm qp's flows (but one of kind `keep`)."""
     for i, f in enumerate(self.flows):
-      if f is not None and f.qp is qp: self._free(i)
+      if f is not None and f.qp is qp and f.c.kind != keep: self.free(i)
 
-  def _free(self, i: int) -> None:
+  def free(self, i: int) -> None:
     self.cflows[i].armed = 0
     self.flows[i] = None
     self.count -= 1

@@ -15,17 +15,18 @@ A `RoCEPort` owns the NIC's `WirePort` (emu/nic/wire.py) and does what the port'
   datagrams come in batches, and the MIDDLE packets of an RDMA WRITE a responder QP is in the middle of are written by
   C once a first one passed here (a flow armed for that QP), with every check above and the QP's made on each; the
   flows are disarmed when anything they rely on changes (the QP's state, P_Key, path MTU, path or R_Key, the MAC
-  filters, the GIDs) and after any packet this path handles for the QP.
+  filters, the GIDs) and after any packet this path handles for the QP. Single-packet WRITEs are taken the same way
+  once one passed here, C sending their ACKs (fastpath.py says when: never while taps or faults watch the wire).
 - `gids`: the GID table (index -> GID); `add_gid` publishes a GID on the wire, `delete_gid` withdraws it.
 All of it runs under the NIC model's lock, taken here for frames and timers (`call_later`) coming from the wire's thread.
 """
 from __future__ import annotations
-import threading
+import os, threading
 from collections import Counter
 from typing import Callable
 
 from emu.nic import fastpath, roce as R
-from emu.nic.rc import QP
+from emu.nic.rc import OK, QP, REMOTE_WRITE
 from emu.nic.wire import GIDTable, Timer, WirePort, format_gid
 
 
@@ -89,12 +90,14 @@ class RoCEPort:
     with self.lock:
       i = 0
       while i < n:
-        self._check_flows(rx)
-        j = rx.take(i, n) if rx.count else i
-        acked = self._sync_flows(rx)
-        if j > i and (acked or j == n):
-          i = j
-          continue
+        if rx.count:                                  # (nothing to check or to take while no flow is armed)
+          self._check_flows(rx)
+          j = rx.take(i, n) if rx.count else i
+          acked = self._sync_flows(rx, i, j)
+          if j > i and (acked or j == n):
+            i = j
+            continue
+        else: j = i
         frame, src = rx.datagram(j)
         if rx.truncated(j): self._rx_drop(f"a datagram longer than {fastpath.SLOT} bytes")
         elif (got := self._receive(frame, src)) is not None: self._flow_after(rx, *got, frame, src)
@@ -103,37 +106,101 @@ class RoCEPort:
   def _check_flows(self, rx: fastpath.Receiver) -> None:
     """Disarm the flows whose QP, its attributes or key, or this port's filters and GIDs no longer let C take them."""
     for slot, f in rx.armed():
-      qp = f.qp
-      if self.qps.get(qp.qpn) is not qp or qp.a.state not in ("RTR", "RTS") or qp.wctx is None or qp.a.pkey != f.c.pkey or \
-         qp.a.mtu != f.c.mtu or qp.a.path is not f.path or qp.host.lookup_key(qp, f.region.key) is not f.region or f.dst_mac not in self.accept_macs or \
-         f.dgid not in self.own:
-        rx.disarm(qp)
+      qp, c = f.qp, f.c
+      ok = self.qps.get(qp.qpn) is qp and qp.a.pkey == c.pkey and qp.a.path is f.path and f.dst_mac in self.accept_macs and \
+           f.dgid in self.own
+      if ok and c.kind == 2: ok = qp.a.state == "RTS"               # (responses reach the requester in RTS only)
+      elif ok:
+        ok = qp.a.state in ("RTR", "RTS") and (qp.wctx is None) == (c.kind == 1) and qp.a.mtu == c.mtu and \
+             qp.host.lookup_key(qp, c.rkey if c.kind else f.region.key) is f.region and \
+             (c.kind == 0 or self._only_ok(qp) and qp.epsn == c.epsn and qp.msn == c.msn)
+      if not ok: rx.free(slot)
+      elif c.kind == 1: c.recvs = len(qp.recvs)
 
-  def _sync_flows(self, rx: fastpath.Receiver) -> bool:
-    """Give the QPs what C did (PSN, the WRITE's progress) and send the ACKs it asked for: True if there were any."""
+  def _only_ok(self, qp: QP) -> bool:
+    """Whether C may take qp's single-packet WRITEs and send their ACKs: the QP between messages with remote write
+    access, its ACKs going where the Python path sends them (no PHY loopback, a peer's GID) and through a wire nothing
+    watches (no taps, no planned faults, nothing held back)."""
+    w = self.wire
+    return qp.sctx is None and bool(qp.a.access & REMOTE_WRITE) and not qp.nak_pending and not self.loopback and \
+      qp.a.path.dgid not in self.own and not w.taps and not w.faults.plan and w._held is None
+
+  def _sync_flows(self, rx: fastpath.Receiver, i: int, j: int) -> bool:
+    """Give the QPs what C did with datagrams [i, j) (PSN, the WRITE's progress; single-packet WRITEs: MSN, the ACKs it
+    sent, the receive WRs their immediates consumed; ACKs: the PSNs they acknowledge, in the order the packets came) and
+    send the ACKs MIDDLE packets asked for: True if there were any."""
     acked = False
     for slot, f in rx.armed():
       c = f.c
-      if not c.done: continue
+      if c.kind == 1: self._sync_only(f)
+      if c.kind or not c.done: continue
       qp, (region, _, _) = f.qp, f.qp.wctx
       qp.epsn, qp.wctx, qp.nak_pending = c.epsn, (region, f.va + c.off, c.left), False
       rx.taken, c.done = rx.taken + c.done, 0
       if c.ack:
         c.ack, acked = 0, True
         qp._ack(c.ack_psn)
+    seen = [0] * fastpath.FLOWS
+    for x in range(i, j):                                # the single-packet WRITEs' receive WRs and the ACKs, in order
+      k = rx.batch.by[x]
+      f = rx.flows[k]
+      if f is None or f.c.kind == 0: continue
+      c, qp, at = f.c, f.qp, seen[k]
+      seen[k] += 1
+      if c.kind == 1 and c.op == R.WRITE_ONLY_IMM: qp.host.received(qp, qp.recvs.popleft(), OK, 0, c.got[at], True)
+      elif c.kind == 2 and qp.a.state == "RTS":
+        qp._acked(c.got[at])
+        qp._pump()
+    for slot, f in rx.armed():
+      if f.c.kind: rx.taken, f.c.done = rx.taken + f.c.done, 0
     return acked
 
+  def _sync_only(self, f: fastpath.Flow) -> None:
+    c, qp = f.c, f.qp
+    if c.acks or c.ack_err:
+      qp.stats.sent += c.acks
+      with self.wire._txlock: self.wire.sent += c.acks
+      if c.ack_err: self.wire._error(f"send: {os.strerror(c.ack_err)} (an ACK the C datapath sent is lost)")
+      c.acks = c.ack_err = 0
+    if c.done: qp.epsn, qp.msn, qp.nak_pending = c.epsn, c.msn, False
+
   def _flow_after(self, rx: fastpath.Receiver, qp: QP, p: R.Packet, frame: memoryview, src: tuple[str, int]) -> None:
-    """After the Python path handled a packet for `qp`: its flow is re-armed from it if it was a WRITE MIDDLE packet that
-    executed (the next ones look the same), else disarmed."""
-    rx.disarm(qp)
+    """After the Python path handled a packet for `qp`: its flow is re-armed from it if it was a WRITE MIDDLE packet, a
+    single-packet WRITE that executed or an ACK (the next ones look the same), else disarmed; a response (ACK, READ
+    response) leaves the responder's single-packet flow armed, a request the requester's ACK flow."""
+    response = p.opcode == R.ACKNOWLEDGE or R.READ_RESPONSE_FIRST <= p.opcode <= R.READ_RESPONSE_ONLY
+    if rx.count: rx.disarm(qp, keep=1 if response else 2)
+    if p.opcode == R.ACKNOWLEDGE: return self._arm_ack(rx, qp, p, frame, src)
+    if p.opcode in (R.WRITE_ONLY, R.WRITE_ONLY_IMM): return self._arm_only(rx, qp, p, frame, src)
     if p.opcode != R.WRITE_MIDDLE or qp.wctx is None or qp.a.state not in ("RTR", "RTS") or qp.nak_pending: return
     region, va, left = qp.wctx
     if left <= qp.a.mtu or region.generation is None or qp.epsn != R.psn_add(p.psn, 1) or \
        qp.host.lookup_key(qp, region.key) is not region: return
-    head_len = len(frame) - R.BTH_LEN - len(p.payload) - R.ICRC_LEN
+    head_len = R.lower_len(frame)
     endpoint, until = self.wire.table.resolved(p.sgid)
     if endpoint == src: rx.arm(qp, p, frame, head_len, R.lower_crc(frame, head_len), src, until)
+
+  def _arm_ack(self, rx: fastpath.Receiver, qp: QP, p: R.Packet, frame: memoryview, src: tuple[str, int]) -> None:
+    """Arm C for the ACKs requester qp gets after the Python path handled `p`, one of them (a plain ACK)."""
+    if qp.a.state != "RTS" or p.syndrome != R.AETH_ACK | R.AETH_CREDITS_INVALID: return
+    endpoint, until = self.wire.table.resolved(p.sgid)
+    if endpoint != src: return
+    rx.arm_ack(qp, p, frame, (n := R.lower_len(frame)), R.lower_crc(frame, n), src, until)
+
+  def _arm_only(self, rx: fastpath.Receiver, qp: QP, p: R.Packet, frame: memoryview, src: tuple[str, int]) -> None:
+    """Arm C for qp's next single-packet WRITEs after the Python path executed `p`, one of them."""
+    if qp.a.state not in ("RTR", "RTS") or qp.wctx is not None or qp.epsn != R.psn_add(p.psn, 1) or not p.dma_len or \
+       not self._only_ok(qp) or (region := qp.host.lookup_key(qp, p.rkey)) is None or region.generation is None or \
+       not region.allows(p.va, p.dma_len, REMOTE_WRITE):
+      return
+    watch = qp.receive_watch() if p.opcode == R.WRITE_ONLY_IMM else None
+    if qp.a.state not in ("RTR", "RTS"): return                  # (reading the receive WRs failed)
+    endpoint, until = self.wire.table.resolved(p.sgid)
+    ack_to, ack_until = self.wire.table.resolved(qp.a.path.dgid)
+    if endpoint != src or ack_to is None: return
+    head_len = R.lower_len(frame)
+    rx.arm_only(qp, p, frame, head_len, R.lower_crc(frame, head_len), src, min(until, ack_until), region,
+                R.ack_template(qp.a.path, qp.a.dest_qpn, qp.a.pkey), ack_to, self.wire.sock.fileno(), watch)
 
   def _rx_drop(self, why: str, p: R.Packet | None = None) -> None:
     self.rx_dropped[why] += 1

@@ -28,9 +28,10 @@ destination are dropped silently):
   names no memory and is not checked); a failure moves the QP to ERR, then NAKs remote access error. A DMA fault on
   the memory is a NAK remote operational error. The data is written to memory before the ACK is sent. Opcode sequence and
   packet lengths (FIRST/MIDDLE a full MTU, LAST/ONLY the rest, the total the RETH's DMA length) are checked: a
-  violation is a NAK invalid request (QP to ERR). SEND and WRITE with immediate consume a receive WR; with none posted
-  the packet gets an RNR NAK (min_rnr_timer) and nothing is consumed. A SEND longer than its receive buffers completes
-  that WR with LOC_LEN_ERR, NAKs invalid request and moves the QP to ERR.
+  violation is a NAK invalid request (QP to ERR). SEND and WRITE with immediate consume a receive WR, whose completion
+  follows the message's ACK (the requester is answered first, then the host told); with none posted the packet gets
+  an RNR NAK (min_rnr_timer) and nothing is consumed. A SEND longer than its receive buffers completes that WR with
+  LOC_LEN_ERR, NAKs invalid request and moves the QP to ERR.
 - PSN behind (a duplicate): WRITE/SEND are not executed again but re-ACKed with the latest PSN; a READ is answered again
   (its R_Key checked again). A READ needs REMOTE_READ on the QP and max_dest_rd_atomic > 0; long responses go out
   READ_BURST packets at a time, between which the wire's other frames are served. A READ request that arrives while an
@@ -258,6 +259,11 @@ class QP:
     self.next_psn = psn_add(self.next_psn, wr.npkts)
     self.wrs.append(wr)
     self._pump()
+
+  def receive_watch(self) -> tuple[memoryview, bytes] | None:
+    """For the C datapath (fastpath.py): host memory whose change means receive WRs were posted that `recvs` does not
+    hold yet, and what it holds now; None where the NIC model puts every posted receive WR in `recvs` at once."""
+    return None
 
   def post_recv(self, wr: RecvWR) -> None:
     if self.a.state == "ERR": self.host.received(self, wr, WR_FLUSH_ERR, 0, None, False)
@@ -507,7 +513,7 @@ class QP:
        mid_send and op not in (R.SEND_MIDDLE, R.SEND_LAST, R.SEND_LAST_IMM):
       return self._fatal_nak(R.NAK_INVALID_REQUEST, f"{p.name} at PSN {p.psn} breaks the opcode sequence")
     if op == R.READ_REQUEST: return self._read(p)
-    last = op in R.LAST or op in R.ONLY
+    last, done = op in R.LAST or op in R.ONLY, None     # done: the receive WR the message completes (after its ACK)
     if op in R.MIDDLE or op in R.FIRST:
       if n != mtu: return self._fatal_nak(R.NAK_INVALID_REQUEST, f"{p.name} of {n} bytes: must be a full path MTU ({mtu})")
     elif not 0 < n <= mtu and not (op in R.ONLY and n == 0):
@@ -546,16 +552,12 @@ class QP:
         self.host.received(self, wr, LOC_PROT_ERR, got, None, False)
         return self._fatal_nak(R.NAK_REMOTE_OPERATIONAL_ERROR, f"{p.name} into the receive buffer: {e}", LOC_PROT_ERR)
       self.sctx = None if last else (wr, got + n)
-      if last:
-        self.recvs.popleft()
-        self.msn = (self.msn + 1) & 0xFFFFFF
-        self.host.received(self, wr, OK, got + n, p.imm, False)
-    if op in (R.WRITE_LAST_IMM, R.WRITE_ONLY_IMM):
-      wr = self.recvs.popleft()
-      self.host.received(self, wr, OK, 0, p.imm, True)
-    if last and op not in SENDS: self.msn = (self.msn + 1) & 0xFFFFFF
+      if last: done = (self.recvs.popleft(), got + n, False)
+    if op in (R.WRITE_LAST_IMM, R.WRITE_ONLY_IMM): done = (self.recvs.popleft(), 0, True)
+    if last: self.msn = (self.msn + 1) & 0xFFFFFF
     self.epsn = psn_add(self.epsn, 1)
     if p.ack_req: self._ack(p.psn)
+    if done is not None: self.host.received(self, done[0], OK, done[1], p.imm, done[2])
 
   def _region(self, p: R.Packet, access: int) -> Region | None:
     """The region p's R_Key names if it grants `access` over p's range; else NAK remote access error (QP to ERR)."""

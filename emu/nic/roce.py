@@ -208,6 +208,14 @@ def _lower_headers(path: Path, udp_len: int) -> tuple[bytes, int]:
   return hit
 
 
+def ack_template(path: Path, dest_qpn: int, pkey: int) -> tuple[bytes, int, int]:
+  """An ACK on `path` as `encode` builds it, without its ICRC, for the C datapath to fill in (PSN, MSN, ICRC): (the
+  bytes, the length of its Ethernet+IP+UDP headers, their ICRC part)."""
+  p = Packet(ACKNOWLEDGE, 0, dest_qpn, pkey=pkey, syndrome=AETH_ACK | AETH_CREDITS_INVALID)
+  head, crc = _lower_headers(path, UDP_HLEN + BTH_LEN + AETH_LEN + ICRC_LEN)
+  return head + transport_headers(p, 0), len(head), crc
+
+
 def encode(path: Path, p: Packet, payload_parts: tuple = ()) -> list:
   """The frame for packet `p` on `path`, as a list of buffers to send in one datagram. The payload is `p.payload`
   or, to send it without copying, the buffers in `payload_parts` (then `p.payload` must be empty)."""
@@ -276,6 +284,11 @@ def _check_lower(f: memoryview, n: int) -> tuple:
   if dport != ROCE_V2_UDP_DPORT: raise FrameError(f"UDP destination port {dport}, not {ROCE_V2_UDP_DPORT} (RoCEv2)")
   if ulen != n - u: raise FrameError(f"UDP length {ulen} but {n - u} bytes follow the IP header")
   return n, u + UDP_HLEN, _lower_crc(bytes(f[ETH_HLEN:u + UDP_HLEN]), ipv4), sgid, dgid, sport
+
+
+def lower_len(frame: bytes | bytearray | memoryview) -> int:
+  """The length of the Ethernet, IP and UDP headers of a frame `decode` accepted."""
+  return ETH_HLEN + (IPV4_HLEN if frame[12:14] == b"\x08\x00" else IPV6_HLEN) + UDP_HLEN
 
 
 def lower_crc(frame: memoryview, head_len: int) -> int:

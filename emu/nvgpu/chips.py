@@ -26,6 +26,12 @@ class Chip:
   tpc_per_gpc: int
   sm_per_tpc: int
   max_warps_per_sm: int
+  max_shared_kb: int                     # shared memory per SM (CUDA's sharedMemPerMultiprocessor): 228 GH100, 164 GA100, 100 GA102
+
+  @property
+  def sass_version(self) -> int:
+    """The QMD's SASS_VERSION: major and minor SM version in one byte (0x90 for sm_90)."""
+    return (self.sm_version >> 8) << 4 | (self.sm_version & 0xF)
 
   @property
   def classes(self) -> tuple[int, ...]: return COMMON_CLASSES + self.engine_classes
@@ -40,9 +46,9 @@ class Chip:
 CHIPS = {c.name: c for c in (
   Chip("GH100", 0x2335, "GH100 [H200 SXM 141GB]",
        (cl.HOPPER_CHANNEL_GPFIFO_A, cl.AMPERE_CHANNEL_GPFIFO_A, compute.HOPPER_COMPUTE_A, copy.HOPPER_DMA_COPY_A, cl.HOPPER_USERMODE_A),
-       0x900, 8, 9, 2, 64),
+       0x900, 8, 9, 2, 64, 228),
   Chip("GA100", 0x20B0, "GA100 [A100 SXM4 40GB]",
-       (cl.AMPERE_CHANNEL_GPFIFO_A, compute.AMPERE_COMPUTE_A, copy.AMPERE_DMA_COPY_A, cl.AMPERE_USERMODE_A), 0x800, 8, 8, 2, 64),
+       (cl.AMPERE_CHANNEL_GPFIFO_A, compute.AMPERE_COMPUTE_A, copy.AMPERE_DMA_COPY_A, cl.AMPERE_USERMODE_A), 0x800, 8, 8, 2, 64, 164),
   Chip("GA102", 0x2204, "GA102 [GeForce RTX 3090]",
-       (cl.AMPERE_CHANNEL_GPFIFO_A, compute.AMPERE_COMPUTE_B, copy.AMPERE_DMA_COPY_B, cl.AMPERE_USERMODE_A), 0x806, 7, 6, 2, 48),
+       (cl.AMPERE_CHANNEL_GPFIFO_A, compute.AMPERE_COMPUTE_B, copy.AMPERE_DMA_COPY_B, cl.AMPERE_USERMODE_A), 0x806, 7, 6, 2, 48, 100),
 )}

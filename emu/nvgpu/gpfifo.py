@@ -13,10 +13,14 @@ class methods (clc56f.h / clc86f.h, which agree on every field used here; refere
 - SEM_ADDR_HI holds address bits 39:32 (clc56f.h) or 56:32 (clc86f.h). SEM_EXECUTE: RELEASE writes SEM_PAYLOAD (32- or 64-bit by PAYLOAD_SIZE) at SEM_ADDR, with RELEASE_TIMESTAMP the
   PTIMER ns at +8 (a 16-byte semaphore); ACQUIRE (==), ACQ_STRICT_GEQ (>=), ACQ_CIRC_GEQ (wrapping >=, in the payload's
   width) and ACQ_AND (& != 0) wait until the semaphore satisfies them. NON_STALL_INTERRUPT counts an interrupt.
+A channel that stops (a bad method, a fault) gets RM's error notification: NvNotification (nvgputypes.h) at the start
+of its error notifier, timeStamp, info32 = the error (nverror.h: ROBUST_CHANNEL_FIFO_ERROR_MMU_ERR_FLT for an MMU fault,
+ROBUST_CHANNEL_GR_EXCEPTION otherwise), info16 0, then a nonzero status (RM's exact status value is not in the facts:
+the model writes 1).
 Not modelled: ACQ_NOR and REDUCTION (refused), subdevice masks, CRC entries, the ACQUIRE_SWITCH_TSG time-slicing.
 """
 from __future__ import annotations
-import threading, time
+import struct, threading, time
 from typing import Callable
 
 import numpy as np
@@ -28,6 +32,8 @@ from emu.ring import Memory, RingEngine, RingError, Stalled
 GPGET, GPPUT = 0x88, 0x8c                 # Nvc86fControl_struct (USERD)
 HOST_METHODS = 0x100                      # methods below this go to host, whatever the subchannel
 SEM = ("SEM_ADDR_LO", "SEM_ADDR_HI", "SEM_PAYLOAD_LO", "SEM_PAYLOAD_HI")
+ROBUST_CHANNEL_GR_EXCEPTION, ROBUST_CHANNEL_FIFO_ERROR_MMU_ERR_FLT = 13, 31   # nverror.h (580.142)
+NOTIFICATION = struct.Struct("<QIHH")     # NvNotification: timeStamp, info32, info16, status
 HOST_NAMES = {getattr(cl, f"NVC56F_{n}"): n for n in ("SET_OBJECT", "NOP", "NON_STALL_INTERRUPT", "WFI", "SEM_EXECUTE", *SEM)}
 
 
@@ -81,6 +87,9 @@ class GPFIFOEngine(RingEngine):
 
   def report(self, message: str, address: int | None, kind: str) -> None:
     self.error = message
+    if (n := self.ch.error_notifier) is not None and n.view is not None:
+      code = ROBUST_CHANNEL_FIFO_ERROR_MMU_ERR_FLT if kind == "fault" else ROBUST_CHANNEL_GR_EXCEPTION
+      n.view[:NOTIFICATION.size] = NOTIFICATION.pack(time.time_ns(), code, 0, 1)
     with self.changed: self.changed.notify_all()
 
   def interrupt(self) -> None:
@@ -130,8 +139,7 @@ class GPFIFOEngine(RingEngine):
       if cls not in self.ch.engines:
         raise RingError(f"{self.qname}: SET_OBJECT on subchannel {sub} to class {cls:#x}, which the channel has no object of "
                         f"(it has {', '.join(f'{c:#x}' for c in self.ch.engines) or 'none'})")
-      if cls not in self.classes: raise RingError(f"{self.qname}: SET_OBJECT to class {cls:#x}: its methods are not modelled yet "
-                                                  "(compute on NV needs the PTX engine)")
+      if cls not in self.classes: raise RingError(f"{self.qname}: SET_OBJECT to class {cls:#x}: its methods are not modelled")
       self.sub[sub] = self.classes[cls](self)
     elif addr < HOST_METHODS: self._host(addr, value)
     elif sub not in self.sub: raise RingError(f"{self.qname}: method {addr:#x} on subchannel {sub}, which no SET_OBJECT bound")

@@ -8,15 +8,16 @@ failures are NV_STATUS codes in the argument's status field with the ioctl itsel
 emu.nvgpu.rm, UVM emu.nvgpu.uvm. `chip` picks the GPU (GH100, an H200, by default; GA100, GA102) and `version`
 the driver version the model reports (a branch other than 580 lets tests see the driver refuse it).
 A channel's first doorbell starts its host (emu.nvgpu.gpfifo) on its GPFIFO, reading and writing through the UVM VA
-map, with the copy classes (emu.nvgpu.dmacopy) bindable; freeing the channel stops it.
-Not modelled: the compute class and kernel execution, more than one GPU.
+map, with the copy classes (emu.nvgpu.dmacopy) and the chip's compute class (emu.nvgpu.compute: QMD launches run by the
+PTX engine) bindable; freeing the channel stops it.
+Not modelled: more than one GPU.
 """
 from __future__ import annotations
 import ctypes, errno
 
 from autogen.nv import rm
 from emu.nvgpu.chips import CHIPS
-from emu.nvgpu.dmacopy import ENGINE_CLASSES
+from emu.nvgpu import compute, dmacopy
 from emu.nvgpu.gpfifo import GPFIFOEngine
 from emu.nvgpu.rm import Channel, Memory, RMModel, RMStatus, Usermode
 from emu.nvgpu.uvm import UVMModel
@@ -50,6 +51,7 @@ class NVKernelModel:
   def __init__(self, chip: str = "GH100", vram_size: int = 256 << 20, version: str = "580.142"):
     if chip not in CHIPS: raise ValueError(f"no NVIDIA chip model {chip!r} (available: {', '.join(CHIPS)})")
     self.rm = RMModel(CHIPS[chip], vram_size, version)
+    self.engine_classes = {**dmacopy.ENGINE_CLASSES, **compute.engine_classes(CHIPS[chip])}
     self.uvm = UVMModel(self.rm, lambda fd: self.fds.get(fd) == CTL)
     self.hosts: dict[int, GPFIFOEngine] = {}   # channel id -> its running host
     self.rm.on_doorbell.append(self._doorbell)
@@ -74,7 +76,7 @@ class NVKernelModel:
 
   def _doorbell(self, ch: Channel) -> None:
     if (host := self.hosts.get(ch.chid)) is None:
-      host = self.hosts[ch.chid] = GPFIFOEngine(ch, self.uvm, ENGINE_CLASSES)
+      host = self.hosts[ch.chid] = GPFIFOEngine(ch, self.uvm, self.engine_classes)
       host.start()
     host.ring_doorbell(ch.pending)
 

@@ -28,6 +28,7 @@ class Mapping:
   length: int
   memory: Memory
   offset: int
+  host: int | None = None                          # host address of its first byte, once a shader core asked
 
 
 @dataclass
@@ -198,6 +199,18 @@ class UVMModel:
       va += n
       if not size: break
     return out
+
+  def lookup(self, addr: int, write: bool) -> tuple[int, int, int] | None:
+    """The shader cores' view (emu.memory.GpuMemory): the mapped run holding `addr`, or None (an MMU fault)."""
+    if (m := self._mapping(addr)) is None: return None
+    if m.host is None: m.host = ctypes.addressof(ctypes.c_char.from_buffer(m.memory.view)) + m.offset
+    return m.va, m.length, m.host
+
+  def fetch(self, addr: int) -> tuple[int, int, int] | None: return self.lookup(addr, False)
+
+  def mapping(self, va: int) -> Mapping | None:
+    """The mapping that holds `va` (None where nothing is mapped)."""
+    return self._mapping(va)
 
   def _mapping(self, va: int) -> Mapping | None:
     i = bisect.bisect_right(self.ranges, va, key=lambda x: x.base) - 1

@@ -109,6 +109,18 @@ def test_qmd_field_ranges():
   assert f(v4, "QMD_TYPE") == (25, 23) and f(v4, "SASS_VERSION") == (543, 536)
 
 
+def test_qmd_layouts_expand_the_indexed_fields_and_pack_little_endian():
+  from autogen.qmdlayout import V03_AMPERE_A, V03_AMPERE_B, V04_HOPPER
+  assert V04_HOPPER.fields["CONSTANT_BUFFER_VALID_7"] == (444, 444) and "CONSTANT_BUFFER_VALID_8" not in V04_HOPPER.fields
+  assert V04_HOPPER.fields["RELEASE_PAYLOAD64B_2"] == (364, 364) and V03_AMPERE_A.fields["CONSTANT_BUFFER_SIZE_SHIFTED4_7"] == (1535, 1523)
+  raw = V04_HOPPER.build(GRID_WIDTH=0x12345678, QMD_MAJOR_VERSION=4)
+  assert len(raw) == 384 and raw[128:132] == (0x12345678).to_bytes(4, "little") and raw[72] == 0x40   # bits 1055:1024, 583:580
+  with pytest.raises(ValueError, match="GRID_HEIGHT: 0x10000 does not fit its 16 bits"): V04_HOPPER.build(GRID_HEIGHT=1 << 16)
+  for L in (V03_AMPERE_A, V03_AMPERE_B, V04_HOPPER):
+    spans = sorted(L.fields.values(), key=lambda f: f[1])
+    assert all(a[0] < b[1] for a, b in zip(spans, spans[1:])) and spans[-1][0] < L.bits   # no two fields overlap
+
+
 def _regenerate(name, tmp_path, tag=nvheaders.TAG):
   gen = replace(GENERATORS[name], tag=tag)
   if tag == OLD_TAG and name == "nv.uvm": gen = replace(gen, headers=gen.headers[1:])   # 535 has no nv_uvm_user_types.h

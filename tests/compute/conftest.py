@@ -2,6 +2,39 @@ import os
 import numpy as np
 import pytest
 from compute import Tensor, Device
+from compute import runtime, tensor
+from compute.schedule import Kernel
+
+MIRROR = None          # the nv_ptx.Mirror of this session under --nv-ptx
+
+
+@pytest.fixture(autouse=True)
+def _nv_ptx_mirror(request, monkeypatch):
+  """With --nv-ptx, each kernel the CPU device runs (one run_schedule item at a time) is checked against its CUDA C
+  rendering on the PTX engine, from the same input bytes; kernels run while compute.jit captures are not. The summary
+  line (how many kernels, per suite) needs a run without -n."""
+  global MIRROR
+  if not request.config.getoption("--nv-ptx"):
+    yield
+    return
+  from tests.compute.nv_ptx import Mirror
+  MIRROR = MIRROR or Mirror()
+  MIRROR.suite = request.module.__name__.rsplit(".", 1)[-1]
+  real = runtime.run_schedule
+  def mirrored(items):
+    for it in items:
+      real([it])
+      if isinstance(it, Kernel) and it.device == "CPU" and runtime.Capture.active is None: MIRROR.check(it)
+  monkeypatch.setattr(tensor, "run_schedule", mirrored)
+  yield
+
+
+def pytest_terminal_summary(terminalreporter):
+  if MIRROR is not None:
+    runs = sum(n for _, n in MIRROR.kernels.values())
+    terminalreporter.write_line(f"--nv-ptx: {runs} CPU kernel runs ({len(MIRROR.kernels)} distinct kernels) matched on the "
+                                f"PTX engine ({MIRROR.arch}); distinct kernels per suite: " +
+                                ", ".join(f"{m} {len(s)}" for m, s in sorted(MIRROR.suites.items())))
 
 
 @pytest.fixture(autouse=True)
@@ -13,14 +46,15 @@ def _cpu_default():
   Device._default = prev
 
 
-# the AMD device of cpu_and_amd: DEV when it names one (DEV=MOCKUSB+AMD runs the suites through the USB bridge model)
-AMD_DEV = os.environ["DEV"] if "AMD" in os.environ.get("DEV", "") else "MOCKPCI+AMD"
+# the devices of the numeric suites: CPU, MOCKPCI+AMD, and the device DEV names when it is another one (DEV=MOCK+NV: kernels
+# rendered as CUDA C, built by NVRTC, run by the NV model's PTX engine; DEV=MOCKUSB+AMD: through the USB bridge model)
+SUITE_DEVICES = list(dict.fromkeys(["CPU", "MOCKPCI+AMD"] + ([Device.canonicalize(os.environ["DEV"])] if os.environ.get("DEV") else [])))
 
 
-@pytest.fixture(params=["CPU", AMD_DEV])
+@pytest.fixture(params=SUITE_DEVICES)
 def cpu_and_amd(request):
-  """For modules that run every test on both the CPU device and the emulated AMD GPU (MOCKPCI+AMD, or the AMD device
-  DEV names: kernels rendered as OpenCL C, compiled by clang-22 for gfx1100, run by the RDNA3 emulator):
+  """For modules that run every test on both the CPU device and the emulated AMD GPU (MOCKPCI+AMD: kernels rendered as
+  OpenCL C, compiled by clang-22 for gfx1100, run by the RDNA3 emulator), and on DEV if it names another device:
   `pytestmark = pytest.mark.usefixtures(...)`."""
   prev = Device._default
   Device.DEFAULT = request.param

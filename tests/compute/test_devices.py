@@ -1,18 +1,21 @@
-"""A representative subset on every device: the CPU device, and the emulated AMD GPU through each of its
-interfaces (MOCKUSB+AMD: the AM driver through the ASM24xx bridge model). Emulated devices need no hardware, so one that does not open is a failure that gives the reason."""
+"""A representative subset on every device: the CPU device, the emulated AMD GPU through each of its interfaces
+(MOCKUSB+AMD: the AM driver through the ASM24xx bridge model), and the NVIDIA model (MOCK+NV: CUDA C by NVRTC, run by
+its PTX engine). Emulated devices need no hardware, so one that does not open is a failure that gives the reason."""
 import numpy as np
 import pytest
 from compute import Tensor, Device
-from drivers.hcq import available_vendors
+from drivers.hcq import available_vendors, parse_device
+from tests.compute.conftest import SUITE_DEVICES
 
-DEVICES = ["CPU", "MOCKKFD+AMD", "MOCKPCI+AMD", "MOCKUSB+AMD"]
+DEVICES = list(dict.fromkeys(["CPU", "MOCKKFD+AMD", "MOCKPCI+AMD", "MOCKUSB+AMD", "MOCK+NV"] + SUITE_DEVICES))   # and DEV's device, if another
 
 
 @pytest.fixture(params=DEVICES)
 def dev(request):
   name = request.param
   if name != "CPU":
-    assert "AMD" in available_vendors(), f"{name}: the AMD driver did not register (vendors: {available_vendors()})"
+    vendor = parse_device(name).vendor
+    assert vendor in available_vendors(), f"{name}: the {vendor} driver did not register (vendors: {available_vendors()})"
     try: Device[name]
     except Exception as e: pytest.fail(f"{name} is emulated and must open here, but: {type(e).__name__}: {e}")
   return name

@@ -7,9 +7,15 @@ from emu.topology import BAR_WINDOW, LOW_WINDOW, Topology, bar_addresses
 
 
 class Regs:
+  """A register BAR that logs each access; offset 0x100 is read-only (a write there raises, as a model's would)."""
   size = 1 << 16
-  def read(self, offset: int, size: int) -> int: return 0
-  def write(self, offset: int, size: int, value: int) -> None: pass
+  def __init__(self): self.log = []
+  def read(self, offset: int, size: int) -> int:
+    self.log.append(("read", offset, size))
+    return 0x1122334455667788 & ((1 << 8 * size) - 1)
+  def write(self, offset: int, size: int, value: int) -> None:
+    if offset == 0x100: raise RuntimeError("register 0x100 is read-only")
+    self.log.append(("write", offset, size, value))
 
 
 def function(bus: str, mem: int = 1 << 20) -> PCIFunction:
@@ -41,8 +47,6 @@ def test_dma_to_a_peers_memory_bar_reaches_it_and_an_unclaimed_address_is_a_bus_
   end = max(a + fn.bar_size(n) for fn in (nic, gpu) for n, a in bar_addresses(fn).items() if a >= BAR_WINDOW)
   with pytest.raises(DMAFault, match=f"^nic: bus error: DMA to bus address {end:#x} .*no device's BAR claims it"):
     nic.dma.read(end, 4)                                 # just past the last BAR
-  with pytest.raises(DMAFault, match=f"nic: DMA to bus address {bar_addresses(gpu)[2]:#x}.*register BAR2 of gpu.*not modelled"):
-    nic.dma.write(bar_addresses(gpu)[2], b"x")
 
 
 def test_memory_decoding_off_unclaims_the_bar_and_every_change_counts_in_the_peers_generation():
@@ -58,3 +62,22 @@ def test_memory_decoding_off_unclaims_the_bar_and_every_change_counts_in_the_pee
   top.unplug(gpu)
   assert int(nic.dma.generation[0]) > gen
   with pytest.raises(DMAFault, match="nic: bus error"): nic.dma.read(bar, 4)
+
+
+def test_a_peers_write_to_a_register_bar_is_one_callback_access_with_a_cpu_writes_rules():
+  """The NIC's 8-byte DMA write to the GPU's doorbell BAR is one 64-bit write of the little-endian value (a doorbell
+  rung by a peer); a read is one read; sizes a register cannot take, unaligned or straddling accesses are bus errors
+  naming the initiator, and the target's own refusal reaches the initiator."""
+  top, nic, gpu = Topology(), function("nic"), function("gpu")
+  top.plug(nic)
+  top.plug(gpu)
+  db = bar_addresses(gpu)[2]
+  nic.dma.write(db + 0x40, (0x0123456789ABCDEF).to_bytes(8, "little"))
+  assert nic.dma.read(db + 0x48, 4) == (0x55667788).to_bytes(4, "little")
+  assert gpu.bars[2].log == [("write", 0x40, 8, 0x0123456789ABCDEF), ("read", 0x48, 4)]
+  for addr, n in ((db + 0x40, 3), (db + 0x44, 8), (db + gpu.bars[2].size - 4, 8), (db, 16)):
+    with pytest.raises(DMAFault, match=f"^nic: DMA of {n} bytes to bus address {addr:#x} reaches register BAR2 of gpu"):
+      nic.dma.write(addr, bytes(n))
+  with pytest.raises(RuntimeError, match="register 0x100 is read-only"): nic.dma.write(db + 0x100, bytes(4))
+  with pytest.raises(DMAFault, match="register BAR2 of gpu, not memory"): nic.dma.view(db, 8)
+  assert len(gpu.bars[2].log) == 2

@@ -22,11 +22,16 @@ def test_device_string_round_trips():
   for s in ["CPU", "AMD", "MOCKKFD+AMD", "PCI+AMD:3", "MOCKPCI+AMD:2"]: assert str(parse_device(s)) == s
 
 
-@pytest.mark.parametrize("s", ["MOCK+QCOM", "QCOM:2", "BNXT"])
+@pytest.mark.parametrize("s", ["BNXT", "MLX5"])
 def test_unbuilt_driver_is_a_clear_error(s):
-  """BNXT and MLX5 register for hcq_smi only (no queue-API driver); QCOM is not registered at all."""
-  with pytest.raises(ValueError, match=r"not part of this build; available: AMD, NV, CPU\); valid forms: AMD, NV, CPU, KFD\+AMD.*MOCK\+NV"):
+  """BNXT and MLX5 register for hcq_smi only (no queue-API driver)."""
+  with pytest.raises(ValueError, match=r"not part of this build; available: AMD, NV, QCOM, CPU\); valid forms: AMD, NV, QCOM, "
+                                       r"CPU, KFD\+AMD.*MOCK\+NV, MOCK\+QCOM"):
     open_device(s)
+
+
+def test_qcom_has_one_device():
+  with pytest.raises(ValueError, match="one QCOM device"): parse_device("QCOM:2")
 
 
 def test_interface_not_in_this_build_names_the_vendor_and_the_forms():

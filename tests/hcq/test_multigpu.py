@@ -73,7 +73,8 @@ def test_memory_a_device_cannot_write_is_refused_with_what_to_pass(gpu):
 
 
 def test_transfer_between_two_gpus_is_device_to_device_through_shared_host_memory(pair, monkeypatch):
-  """No host copy; the shared memory is kept for the next transfer, so that one maps nothing new."""
+  """No host copy; the shared memory is kept for the next transfer, so that one maps nothing new. (Two PCI GPUs go
+  peer to peer instead, through the destination's BAR: tests/drivers/amd/test_am_peer.py.)"""
   a, b = pair
   x, y = rand(5000, 3), rand(5000, 4)
   src, dest = put(a, x), b.alloc(x.nbytes)

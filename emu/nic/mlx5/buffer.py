@@ -22,6 +22,8 @@ class PagedBuffer:
       off, n = off + k, n - k
 
   def read(self, off: int, n: int) -> bytes:
+    page, within = divmod(off, self.page_size)
+    if within + n <= self.page_size: return self.dma.read(self.pages[page] + within, n)   # (within one page)
     return b"".join(self.dma.read(a, k) for a, k in self._runs(off, n))
 
   def write(self, off: int, data: bytes) -> None:

@@ -21,7 +21,7 @@ that ends without TEARDOWN_HCA / DISABLE_HCA leaves the HCA enabled: the next on
 `reset()`) before ENABLE_HCA. What a driver created lived in its DMA memory and dies with its process.
 """
 from __future__ import annotations
-import threading
+import struct, threading
 from ctypes import Structure, c_uint8, c_uint32
 
 from emu.nic.mlx5 import ModelError
@@ -85,12 +85,27 @@ class BAR0:
       if page not in nic.hca.uars: raise ModelError(f"BAR0 store at {offset:#x}: UAR page {page} is not allocated (ALLOC_UAR)")
       if BF_0 <= off < BF_0 + 2 * BF_SIZE and size == 8:
         reg, within = divmod(off - BF_0, BF_SIZE)
-        if within: return nic.blueflame.store(page, reg, within, value)
+        if within: return nic.blueflame.store(page, reg, within, value.to_bytes(8, "little"))
         return nic.blueflame.doorbell(page, reg, sq_doorbell(nic.qps, page, value))
       if off == CQ_DB and size == 8: return nic.cqs.doorbell(page, _be(value, 8))
       if off in (DB_ARM, DB_NOARM) and size == 4: return nic.eqs.doorbell(page, off, _be(value, 4))
     raise ModelError(f"UAR page {page} store of {size} bytes at {off:#x}: no doorbell there (0x20 CQ, 0x40/0x48 EQ: 32-bit, "
                      "0x800/0x900 send: 64-bit)")
+
+  def write_many(self, offset: int, size: int, values: list[int]) -> None:
+    """Stores in a row: a BlueFlame copy (a send doorbell, then the rest of its WQE in the same register) is checked as
+    one block, as its 8-byte stores one by one would be."""
+    page, off = divmod(offset, UAR_PAGE)
+    reg, within = divmod(off - BF_0, BF_SIZE)
+    with self.nic.lock:
+      if size != 8 or page == 0 or page not in self.nic.hca.uars or not 0 <= reg < 2 or within + 8 * len(values) > BF_SIZE:
+        for i, v in enumerate(values): self.write(offset + size * i, size, v)
+        return
+      start = 0
+      if not within:
+        self.write(offset, 8, values[0])
+        start, within = 1, 8
+      if values[start:]: self.nic.blueflame.store(page, reg, within, struct.pack(f"<{len(values) - start}Q", *values[start:]))
 
   def _init_segment(self, offset: int, size: int, value: int) -> None:
     nic = self.nic

@@ -51,6 +51,12 @@ class TransportQP(rc.QP):
     if self.a.state != "ERR": self.host.sync(self)
     super().error(reason, status, requester)
 
+  def receive_watch(self) -> tuple[memoryview, bytes]:
+    """The doorbell record's receive counter, as the receive WQEs were last read at."""
+    self.host.sync(self)
+    qp = self.host.qps[self.qpn]
+    return self.host.nic.dma.view(qp.dbr, 4), qp.rq_record
+
 
 @dataclass
 class QP:
@@ -70,6 +76,7 @@ class QP:
   log_msg_max: int = 31
   sq_cons: int = 0
   rq_cons: int = 0
+  rq_record: bytes = bytes(4)   # the doorbell record's receive word when the receive WQEs were last read
 
 
 class QPs:

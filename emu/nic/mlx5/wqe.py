@@ -59,6 +59,7 @@ def be32(b: bytes, off: int) -> int: return int.from_bytes(b[off:off + 4], "big"
 
 def wqe_at(qp: QP, index: int, nbb: int) -> bytes:
   size = 1 << qp.log_sq
+  if nbb == 1: return qp.buf.read(qp.sq_off + (index % size) * WQEBB, WQEBB)
   return b"".join(qp.buf.read(qp.sq_off + ((index + i) % size) * WQEBB, WQEBB) for i in range(nbb))
 
 
@@ -75,17 +76,17 @@ def sq_doorbell(qps: QPs, uar: int, value: int) -> bytes:
   if pending > 1 << qp.log_sq: raise ModelError(f"{where}: the producer {prod} is {pending} WQEBBs past the consumer {qp.sq_cons & 0xFFFF}")
   starts, i = [], qp.sq_cons
   while (i - qp.sq_cons) & 0xFFFF < pending:
-    ds = be32(wqe_at(qp, i, 1), 4) & C.MLX5_WQE_CTRL_DS_MASK
+    first = wqe_at(qp, i, 1)
+    ds = be32(first, 4) & C.MLX5_WQE_CTRL_DS_MASK
     nbb = max(1, -(-ds // (WQEBB // DS)))
     if ((i + nbb - qp.sq_cons) & 0xFFFF) > pending: raise ModelError(f"{where}: WQE at {i & 0xFFFF} (ds {ds}) runs past the producer {prod}")
-    starts.append((i & 0xFFFF, nbb))
+    starts.append((i & 0xFFFF, nbb, first))
     i += nbb
-  if not starts or raw != wqe_at(qp, starts[-1][0], 1)[:8]:
-    last = wqe_at(qp, starts[-1][0], 1)[:8].hex() if starts else "none"
-    raise ModelError(f"{where}: a doorbell carries the last posted WQE's first 8 bytes ({last})")
-  for index, nbb in starts:
+  if not starts or raw != starts[-1][2][:8]:
+    raise ModelError(f"{where}: a doorbell carries the last posted WQE's first 8 bytes ({starts[-1][2][:8].hex() if starts else 'none'})")
+  for index, nbb, first in starts:
     qp.sq_cons = (index + nbb) & 0xFFFF
-    post_wqe(qps, qp, index, last := wqe_at(qp, index, nbb))
+    post_wqe(qps, qp, index, last := first if nbb == 1 else wqe_at(qp, index, nbb))
   return last
 
 
@@ -139,7 +140,8 @@ def local_region(qps: QPs, qp: QP, va: int, n: int, lkey: int, need: int) -> str
 def sync_rq(qps: QPs, qp: QP) -> None:
   """Take the receive WQEs the driver posted (doorbell record word 0) into the transport."""
   if qp.rc.state == "RESET": return
-  prod = be32(qps.nic.dma.read(qp.dbr, 4), 0) & 0xFFFF
+  qp.rq_record = qps.nic.dma.read(qp.dbr, 4)
+  prod = be32(qp.rq_record, 0) & 0xFFFF
   pending = (prod - qp.rq_cons) & 0xFFFF
   if pending > 1 << qp.log_rq:
     return rc.QP.error(qp.rc, f"receive doorbell record {prod} is {pending} WQEs past the consumer {qp.rq_cons}", rc.LOC_QP_OP_ERR, False)
@@ -197,13 +199,18 @@ class BlueFlame:
   def doorbell(self, uar: int, reg: int, wqe: bytes) -> None:
     self.expect[(uar, reg)] = (8, wqe[:BF_SIZE])
 
-  def store(self, uar: int, reg: int, within: int, value: int) -> None:
+  def store(self, uar: int, reg: int, within: int, data: bytes) -> None:
+    """8-byte stores of `data` (a multiple of 8 bytes, in order) at `within` of the register."""
     at, wqe = self.expect.get((uar, reg), (None, b""))
-    data = value.to_bytes(8, "little")
-    if within != at or within + 8 > len(wqe):
-      raise ModelError(f"BlueFlame store at UAR {uar} register {reg} offset {within:#x}: the copy of the last doorbell's WQE "
-                       f"continues at {at if at is not None else 'nothing (ring a doorbell at offset 0 first)'}")
-    if data != wqe[within:within + 8]:
-      raise ModelError(f"BlueFlame store at UAR {uar} register {reg} offset {within:#x}: {data.hex()} is not the send queue's "
-                       f"WQE bytes there ({wqe[within:within + 8].hex()})")
-    self.expect[(uar, reg)] = (within + 8, wqe)
+    if at == within and at + len(data) <= len(wqe) and data == wqe[at:at + len(data)]:
+      self.expect[(uar, reg)] = (at + len(data), wqe)
+      return
+    for i in range(0, len(data), 8):                      # (the first store that is wrong raises, those before it count)
+      if within + i != at or at + 8 > len(wqe):
+        raise ModelError(f"BlueFlame store at UAR {uar} register {reg} offset {within + i:#x}: the copy of the last doorbell's "
+                         f"WQE continues at {at if at is not None else 'nothing (ring a doorbell at offset 0 first)'}")
+      if data[i:i + 8] != wqe[at:at + 8]:
+        raise ModelError(f"BlueFlame store at UAR {uar} register {reg} offset {at:#x}: {data[i:i + 8].hex()} is not the send "
+                         f"queue's WQE bytes there ({wqe[at:at + 8].hex()})")
+      at += 8
+      self.expect[(uar, reg)] = (at, wqe)

@@ -2,10 +2,10 @@
 
 `parse` reads PTX text (parse.py); `Program(ptx, name)` translates a kernel to C per basic block and compiles it
 (translate.py, alu.py, c/rt.h; cached on disk); `launch(prog, mem, grid, block, params)` runs a grid over any
-emu.memory.GpuMemory (launch.py). `nvrtc` compiles CUDA C to PTX and cubins with NVIDIA's NVRTC.
+emu.memory.GpuMemory (launch.py). The PTX comes from NVIDIA's NVRTC (drivers.nv.nvrtc, which tests and benches use).
 
 Not modelled (each is a PtxError naming it and its line, never a silent wrong result): calls (`call`, .func), module-
-level .global/.const variables (__constant__ / __device__ arrays), bar.arrive, atom/red on f16/bf16 types,
+level .const variables (__constant__ arrays), bar.arrive, atom/red on f16/bf16 types,
 cp.async, ldmatrix / mma / wmma (tensor cores), textures and surfaces, packed-half compares, .L2::cache_hint.
 Modelled loosely, and documented where implemented: named barrier ids and thread counts are not distinguished;
 .approx math is the host's libm (within PTX's error bounds, not bit-equal to the hardware); a mul/add pair without

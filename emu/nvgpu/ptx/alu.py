@@ -230,6 +230,20 @@ def prmt(ctx, inst: Inst) -> str:
   return ctx.loop(ctx.wr(inst.args[0], "b32", f"prmt({a}, {b}, {c})"))
 
 
+def dot(ctx, inst: Inst) -> str:
+  """dp4a.atype.btype d, a, b, c: c + the products of the four bytes of a and b; dp2a.{lo,hi}.atype.btype: c + the
+  products of a's two 16-bit halves with bytes 0-1 (.lo) or 2-3 (.hi) of b. Parts are sign-extended for .s32,
+  zero-extended for .u32; d wraps at 32 bits (ISA "Integer Arithmetic Instructions: dp4a, dp2a")."""
+  types, mods = split(inst, {"lo", "hi"} if inst.op == "dp2a" else set(), ctx)
+  if len(types) != 2 or not set(types) <= {"u32", "s32"} or (inst.op == "dp2a" and len(mods) != 1):
+    ctx.unknown(inst, f"{inst.op}.{'.'.join(inst.mods)}")
+  (at, bt), (a, b, c) = types, (ctx.rd(x, "u32") for x in inst.args[1:4])
+  part = lambda v, t, w, i: f"(i64)({'i' if signed(t) else 'u'}{w})({v} >> {w * i})"
+  if inst.op == "dp4a": terms = [f"{part(a, at, 8, i)} * {part(b, bt, 8, i)}" for i in range(4)]
+  else: terms = [f"{part(a, at, 16, i)} * {part(b, bt, 8, i + (2 if 'hi' in mods else 0))}" for i in range(2)]
+  return ctx.loop(ctx.wr(inst.args[0], "b32", f"(u32)((i64){c} + {' + '.join(terms)})"))
+
+
 def _cond(cmp: str, t: str, a: str, b: str, inst: Inst, ctx) -> str:
   if t.endswith("x2"): ctx.unknown(inst, f"comparing packed .{t} values")
   if t in HALF:
@@ -342,4 +356,4 @@ GEN = {**{op: int_op for op in ("add", "sub", "mul", "mad", "addc", "subc", "mad
                                 "and", "or", "xor", "not", "cnot", "shl", "shr", "popc", "clz", "brev", "bfind", "bfe",
                                 "bfi")},
        **{op: float_op for op in ("fma", "rcp", "sqrt", "rsqrt", "sin", "cos", "ex2", "lg2", "tanh", "copysign")},
-       "lop3": lop3, "shf": shf, "prmt": prmt, "setp": setp, "set": set_, "selp": selp, "testp": testp, "cvt": cvt}
+       "lop3": lop3, "shf": shf, "prmt": prmt, "dp4a": dot, "dp2a": dot, "setp": setp, "set": set_, "selp": selp, "testp": testp, "cvt": cvt}

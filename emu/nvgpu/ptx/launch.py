@@ -2,9 +2,10 @@
 its parameters, the memory callback, and the errors a launch stops with.
 
 Memory is any emu.memory.GpuMemory (`lookup(addr, write) -> (start, length, host) | None`): emu.memory.Memory for
-tests, the RM model's GPU virtual address space later. Launch limits checked (CUDA compute capability 8.x/9.0):
+tests, UVM's GPU VA map in the NVIDIA model (emu.nvgpu.compute). Launch limits checked (CUDA compute capability 8.x/9.0):
 at most 1024 threads per block, block dimensions 1024 x 1024 x 64, grid 2^31-1 x 65535 x 65535, and 227 KiB of
-shared memory per block (static plus dynamic).
+shared memory per block (static plus dynamic). A Program has its own copy of the module-level .global variables
+(initialised from the PTX, kept across its launches) at translate.GLOBAL_WINDOW, outside the memory object.
 """
 from __future__ import annotations
 import struct
@@ -14,7 +15,7 @@ from cffi import FFI
 from emu import cc, memory
 from emu.nvgpu.ptx import runtime
 from emu.nvgpu.ptx.parse import Module, PtxError, parse
-from emu.nvgpu.ptx.translate import Translator
+from emu.nvgpu.ptx.translate import GLOBAL_WINDOW, Translator
 
 STOP_NONE, STOP_FAULT, STOP_LIMIT, STOP_WARP, STOP_TRAP = range(5)
 SPACES = {0: "global", 1: "shared", 2: "local", 3: "param", 4: "generic (global)"}
@@ -73,6 +74,8 @@ class Program:
     if name not in self.module.kernels: raise PtxError(f"kernel {name!r} is not in the PTX module (it has {sorted(self.module.kernels)})")
     self.name, self.kernel = name, self.module.kernels[name]
     self.t = Translator(self.module, self.kernel)
+    self.globals = ffi().new("uint8_t[]", max(1, len(self.t.global_image)))
+    ffi().memmove(self.globals, bytes(self.t.global_image), len(self.t.global_image))
     src = runtime.header() + self.t.source()
     with cc.timed(f"the PTX engine's C translation of kernel {name}", runtime.CACHE):
       self.lib = ffi().dlopen(cc.build(src, "ptx", where=runtime.CACHE))
@@ -110,9 +113,10 @@ def _dims(v: int | tuple[int, ...], what: str, limit: tuple[int, int, int]) -> t
 
 
 def launch(prog: Program, mem: memory.GpuMemory, grid: int | tuple, block: int | tuple, params: bytes = b"", *,
-           shared_bytes: int = 0, max_instructions: int = 0) -> Stats:
-  """Run `prog` over `grid` blocks of `block` threads; `params` is the parameter buffer (Program.pack), and
-  `shared_bytes` the dynamic shared memory per block. Raises a LaunchError subclass when a thread faults."""
+           shared_bytes: int = 0, max_instructions: int = 0, windows: tuple[int, int] = (SHARED_WINDOW, LOCAL_WINDOW)) -> Stats:
+  """Run `prog` over `grid` blocks of `block` threads; `params` is the parameter buffer (Program.pack),
+  `shared_bytes` the dynamic shared memory per block, `windows` the generic addresses of shared and local memory (a GPU
+  model's window registers). Raises a LaunchError subclass when a thread faults."""
   g, b = _dims(grid, "grid", MAX_GRID), _dims(block, "block", MAX_BLOCK)
   nthreads = b[0] * b[1] * b[2]
   if nthreads > MAX_THREADS: raise ValueError(f"block {b} has {nthreads} threads; at most {MAX_THREADS}")
@@ -129,7 +133,8 @@ def launch(prog: Program, mem: memory.GpuMemory, grid: int | tuple, block: int |
   d = f.new("launch_t *")
   d.grid, d.block = list(g), list(b)
   d.shared_bytes, d.local_bytes, d.reg_bytes, d.param_bytes = shared, prog.t.local_bytes, prog.t.reg_bytes, len(params)
-  d.shared_window, d.local_window, d.max_instructions = SHARED_WINDOW, LOCAL_WINDOW, max_instructions
+  (d.shared_window, d.local_window), d.max_instructions = windows, max_instructions
+  d.globals_window, d.globals_bytes, d.globals = GLOBAL_WINDOW, len(prog.t.global_image), prog.globals
   f.memmove(keep[0], params, len(params))
   d.params, d.shared, d.local, d.regs, d.warps = keep
   d.nwarps = nwarps

@@ -2,9 +2,10 @@
 
 Module level (ISA "PTX Module Directives", "Kernel and Function Directives"): .version, .target, .address_size,
 `.visible/.weak .entry NAME(.param ...)` with performance directives (.maxntid, .reqntid, .minnctapersm, ...),
-`.extern .shared` arrays (dynamic shared memory) and module-level `.shared` variables. Module-level `.global` /
-`.const` variables with initialisers and `.func` definitions are recognised; a kernel that uses them is rejected
-by the translator with a clear error (calls are not modelled).
+`.extern .shared` arrays (dynamic shared memory), module-level `.shared` variables and `.global` variables with their
+initialisers (`= {1, 2, ...}`: integer or 0f/0d float literals; CUDA's math library keeps its tables there).
+Module-level `.const` variables and `.func` definitions are recognised; a kernel that uses them is rejected by the
+translator with a clear error (calls are not modelled).
 
 Kernel body (ISA "Instruction Statements", "Variables"): `.reg .T %name<N>;` (registers %name0..%nameN-1) and
 `.reg .T a, b;`, `.shared` / `.local` variables (`.align`, arrays), labels, predicated statements `@%p` / `@!%p`,
@@ -49,6 +50,7 @@ class Var:
   size: int
   align: int
   space: str
+  init: bytes = b""              # a module-level .global's initial bytes (the rest of it is zero)
 
 
 @dataclass
@@ -138,8 +140,9 @@ def _split_args(s: str) -> list[str]:
   return out
 
 
-def _var(toks: list[str], space: str, line: int) -> tuple[Var, bool]:
-  """A variable declaration's tokens after the state space: (.align N)? .T name([N])? -> (Var, is_unsized_array)."""
+def _var(toks: list[str], space: str, line: int, init: str = "") -> tuple[Var, bool]:
+  """A variable declaration's tokens after the state space: (.align N)? .T name([N])? -> (Var, is_unsized_array);
+  `init`: the text after its `=`, a (nested) list of literals of type .T."""
   align, typ, i = 0, None, 0
   while i < len(toks) and toks[i].startswith("."):
     if toks[i] == ".align": align = int(toks[i + 1]); i += 2; continue
@@ -150,7 +153,17 @@ def _var(toks: list[str], space: str, line: int) -> tuple[Var, bool]:
   if i + 1 < len(toks) and toks[i + 1] == "[":
     if toks[i + 2] == "]": unsized = True; n = 0
     else: n = int_literal(toks[i + 2])
-  return Var(name, TYPES[typ] * n, align or TYPES[typ], space), unsized
+  data = b""
+  if init:
+    vals = re.findall(r"[^\s{},]+", init)
+    if len(vals) > max(n, 1): raise PtxError(f"line {line}: {name} has {len(vals)} initial values for {max(n, 1)} elements")
+    for v in vals:
+      x = int_literal(v)
+      if x is None and (fl := re.fullmatch(r"0([fd])([0-9a-fA-F]+)", v)) and TYPES[typ] == (4 if fl.group(1) == "f" else 8):
+        x = int(fl.group(2), 16)
+      if x is None: raise PtxError(f"line {line}: cannot parse the initial value {v!r} of {name} (.{typ})")
+      data += (x & ((1 << 8 * TYPES[typ]) - 1)).to_bytes(TYPES[typ], "little")
+  return Var(name, TYPES[typ] * n, align or TYPES[typ], space, data), unsized
 
 
 class _Parser:
@@ -201,7 +214,8 @@ class _Parser:
         m.funcs.append(re.search(r"([$\w]+)\s*\(", st + "(").group(1) if "(" in st else words[-1])
         if self.pos < len(self.text) and self.text[self.pos] == "{": self.skip_scope()
       elif kind in (".shared", ".global", ".const"):
-        var, unsized = _var(_words(st.split("=")[0])[1 + len(quals):], kind[1:], ln)
+        decl, _, init = st.partition("=")
+        var, unsized = _var(_words(decl)[1 + len(quals):], kind[1:], ln, init)
         if kind == ".shared" and (unsized or ".extern" in quals): m.extern_shared.append(var.name)
         else: m.vars.append(var)
       else: raise PtxError(f"line {ln}: unexpected {st[:40]!r} at module level")

@@ -33,6 +33,7 @@ SREGS = {"%laneid": "(u32)l", "%warpid": "w->id", "%nwarpid": "w->d->nwarps", "%
          "%lanemask_le": "((2u << l) - 1)", "%lanemask_gt": "~((2u << l) - 1)", "%lanemask_ge": "~((1u << l) - 1)",
          "%dynamic_smem_size": "(w->d->shared_bytes - STATIC_SHARED)", "%total_smem_size": "w->d->shared_bytes"}
 ATOM_OPS = {"add", "min", "max", "inc", "dec", "exch", "cas", "and", "or", "xor"}
+GLOBAL_WINDOW = 0x7E00_0000_0000   # global address of the module-level .global variables (no launch buffer lives there)
 
 
 class Translator:
@@ -62,7 +63,15 @@ class Translator:
     for name in module.extern_shared: self.shared[name] = soff
     self.static_shared, self.local_bytes = soff, (loff + 15) // 16 * 16
     self.params = {p.name: p for p in kernel.params}
-    self.globals = {v.name for v in module.vars if v.space != "shared"}
+    # module-level .global variables: one image, at GLOBAL_WINDOW in the global space (launch.py gives each Program a copy)
+    self.globals: dict[str, int] = {}
+    self.global_image = bytearray()
+    for v in module.vars:
+      if v.space != "global": continue
+      goff = (len(self.global_image) + v.align - 1) // v.align * v.align
+      self.globals[v.name] = goff
+      self.global_image += bytes(goff - len(self.global_image)) + v.init + bytes(v.size - len(v.init))
+    self.consts = {v.name for v in module.vars if v.space == "const"}
 
   # ---- errors ----
   def unknown(self, inst: Inst, what: str) -> None:
@@ -103,7 +112,8 @@ class Translator:
     if name in self.shared: return self.shared[name]
     if name in self.local: return self.local[name]
     if name in self.params: return self.params[name].offset
-    if name in self.globals: self.unknown(inst, f"the module-level .global/.const variable {name}")
+    if name in self.globals: return GLOBAL_WINDOW + self.globals[name]
+    if name in self.consts: self.unknown(inst, f"the module-level .const variable {name}")
     raise PtxError(f"kernel {self.k.name}, line {inst.line}: unknown symbol {name} (in `{inst.text}`)")
 
   def wr(self, o: Op, t: str, val: str) -> str:

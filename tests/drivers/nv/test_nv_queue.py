@@ -1,19 +1,10 @@
 """The queue API on MOCK+NV (drivers/nv/device.py over the RM/UVM model and its channel host and copy engine):
-copies of any size, signals and waits across queues, 64-bit values, timestamps, timeouts, and the refusal of kernels."""
+copies of any size, signals and waits across queues, 64-bit values, timestamps, timeouts (kernels: test_nv_kernels.py)."""
 import os, time
 import numpy as np
 import pytest
 from drivers.hcq import Graph, SignalTimeout, open_device
 from tests.hcq.contract import check_copies
-
-
-@pytest.fixture
-def nv():
-  d = open_device("MOCK+NV")
-  model = d.gpu.k.model
-  yield d
-  d.close()
-  assert model.rm.clients == {} and model.hosts == {} and model.uvm.ranges == []   # nothing left in RM, UVM or the host
 
 
 @pytest.mark.parametrize("size", [1, 7, 4096, 4099, (5 << 20) + 3])
@@ -90,10 +81,8 @@ def test_graph_replay_of_copies(nv):
   assert bytes(d.copyout()) == bytes(range(100, 164)) and bytes(b.copyout()) == bytes(range(64))
 
 
-def test_kernels_are_refused_naming_what_is_missing(nv):
-  with pytest.raises(NotImplementedError, match="PTX engine"): nv.program("k", b"")
-  with pytest.raises(NotImplementedError, match="compute class"): nv.compute_queue()
-  with pytest.raises(NotImplementedError, match="not in this build yet"): nv.compiler
+def test_program_refuses_what_is_not_a_kernel_image(nv):
+  with pytest.raises(ValueError, match="no HCQNVIMG header"): nv.program("k", b"")
 
 
 def test_nv_without_the_kernel_module_says_which_to_load():

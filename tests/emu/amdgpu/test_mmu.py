@@ -160,3 +160,41 @@ def test_nothing_translates_while_the_hub_is_off(mmu):
   mmu.set_enabled("the L1 TLB is off")
   with pytest.raises(TranslationOff, match=r"GPU write at 0x200000005000 by SDMA0: the L1 TLB is off"):
     mmu.write(START + 0x5000, b"x", "SDMA0")
+
+
+def test_a_cached_system_page_follows_the_dma_mappings_and_a_peers_register_page_is_reached_access_by_access(mmu):
+  """The TLB keeps a SYSTEM page's translation only while the DMA space is unchanged: after its host memory is unmapped
+  the next access walks again and faults. A SYSTEM page at a peer's register BAR (emu/topology.py): a CP write is one
+  callback write, a read one read; the shader core (which needs host memory) faults on it, SDMA copies refuse it, and
+  an access the peer refuses (or the bus does) is a fault of that access with the peer's words."""
+  from emu.pci import PCIFunction, PCI_COMMAND, PCI_COMMAND_MEMORY
+  from emu.topology import Topology, bar_addresses
+  host = memoryview(bytearray(4096))
+  bus = mmu.dma.map(host, contiguous=True)
+  _pte(mmu.vram, PTB, 7, bus[0] | RW | PTE_SYSTEM | PTE_SNOOPED)
+  mmu.invalidate()
+  mmu.write(START + 0x7000, b"host")
+  mmu.dma.unmap(bus)                                                 # (no TLB invalidate: the DMA generation moved)
+  with pytest.raises(GPUPageFault, match="system page .* is not mapped for DMA"): mmu.read(START + 0x7000, 4)
+  class Regs:
+    size, log = 0x4000, []
+    def read(self, off, size): return self.log.append(("read", off, size)) or 0x1234
+    def write(self, off, size, value):
+      if off == 0x1100: raise RuntimeError("register 0x1100 is read-only")
+      self.log.append(("write", off, size, value))
+  top, gpu, nic = Topology(), PCIFunction("gpu", 1, 1, 0x030000), PCIFunction("nic", 2, 2, 0x020000)
+  gpu.dma, nic.bars[2] = mmu.dma, (regs := Regs())
+  nic.config[PCI_COMMAND] |= PCI_COMMAND_MEMORY
+  top.plug(gpu)
+  top.plug(nic)
+  _pte(mmu.vram, PTB, 9, bar_addresses(nic)[2] + 0x1000 | RW | PTE_SYSTEM | PTE_SNOOPED)
+  mmu.invalidate()
+  mmu.write(START + 0x9040, (0xAABBCCDD_11223344).to_bytes(8, "little"))
+  assert mmu.read(START + 0x9048, 4) == (0x1234).to_bytes(4, "little")
+  assert regs.log == [("write", 0x1040, 8, 0xAABBCCDD_11223344), ("read", 0x1048, 4)]
+  assert mmu.lookup(START + 0x9040, True) is None and "register BAR" in mmu.faults[-1].reason
+  with pytest.raises(ModelError, match="copy to or from a peer's register BAR is not modelled"): mmu.copy(START + 0x9000, START + 0x5000, 8)
+  with pytest.raises(GPUPageFault, match=r"at 0x200000009100 \(write by CP\): the peer's register at bus address .* refused "
+                                         r"the write: register 0x1100 is read-only"):
+    mmu.write(START + 0x9100, bytes(4))
+  with pytest.raises(GPUPageFault, match="refused the read: .*registers take one naturally aligned access"): mmu.read(START + 0x9000, 3)

@@ -3,6 +3,7 @@ the Python path builds; the MIDDLE packets of a long WRITE are written by C once
 and every packet C may not take (a bad ICRC, another sender, a wrong PSN or P_Key, a QP or key or mapping that changed)
 goes to the Python path, which checks it as always. Facts: emu/nic/roce.py (frames), rc.py (the responder)."""
 import os, random, socket, zlib
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -166,3 +167,182 @@ def test_without_the_c_datapath_the_python_path_does_everything(monkeypatch):
   finally:
     a.close()
     b.close()
+
+
+class HandMade:
+  """The other end of b's QP 20 made by hand: a plain socket that owns GID 10.0.0.9 on the wire, as QP 9."""
+  def __init__(self, b):
+    self.b, self.sock = b, socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    self.sock.bind(("127.0.0.1", 0))
+    self.sock.settimeout(10)
+    self.endpoint, self.gid, self.mac = self.sock.getsockname(), bytes(10) + b"\xff\xff\x0a\0\0\x09", b"\2\0\0\0\0\x09"
+    self.fd, token = b.wire.table.hold(self.endpoint)
+    b.wire.table.publish(self.gid, self.endpoint, token)
+    self.qb = b.qp(20)
+    b.connect(self.qb, SimpleNamespace(mac=self.mac, gid=self.gid), 9, mtu=MTU)
+    self.path = R.Path(self.mac, b.mac, self.gid, b.gid)
+
+  def close(self) -> None:
+    self.b.wire.table.withdraw(self.gid, self.endpoint)
+    os.close(self.fd)
+    self.sock.close()
+
+
+class Requester(HandMade):
+  """A requester made by hand, sending single-packet WRITEs to b's QP 20 and reading what b answers."""
+  def __init__(self, b, receives: int = 8):
+    super().__init__(b)
+    self.dk, self.dmem = b.region(4 * MTU)
+    self.ro, _ = b.region(MTU, access=rc.LOCAL_WRITE | rc.REMOTE_READ, va=0x90000)
+    for i in range(receives): b.post_recv(self.qb, rc.RecvWR(rc.Buffer(), ctx=i))
+    self.answers: list[bytes] = []
+
+  def write(self, psn: int, n: int = 8, va: int = 0x10000, rkey: int | None = None, imm: bool = True, byte: int = 1,
+            answers: int = 1, corrupt: bool = False) -> None:
+    """Send one WRITE ONLY (with immediate), then wait for the `answers` datagrams it gets back."""
+    p = R.Packet(R.WRITE_ONLY_IMM if imm else R.WRITE_ONLY, psn, 20, True, False, 0xFFFF, va=va,
+                 rkey=self.dk if rkey is None else rkey, dma_len=n, imm=0x1000 + psn if imm else None, payload=bytes([byte]) * n)
+    frame = bytearray(b"".join(bytes(x) for x in R.encode(self.path, p)))
+    if corrupt: frame[-5] ^= 1
+    dropped = sum(self.b.port.rx_dropped.values())
+    self.sock.sendto(bytes(frame), self.b.wire.endpoint)
+    if corrupt: wait(lambda: sum(self.b.port.rx_dropped.values()) > dropped, "the frame to be dropped")
+    self.answers += [self.sock.recv(65536) for _ in range(answers)]
+
+  def outcome(self) -> tuple:
+    with self.b.lock:
+      return (self.answers, self.b.recvs, self.b.fatals, self.qb.state, self.qb.epsn, self.qb.msn, bytes(self.b.regions[self.dk][1]))
+
+
+# after three good WRITEs with immediate (PSN 0-2; C takes the second and third): the packet, then what follows it
+CASES = {
+  "bad rkey": lambda r: r.write(3, rkey=0x77),
+  "no remote write": lambda r: r.write(3, va=0x90000, rkey=r.ro),
+  "out of bounds": lambda r: r.write(3, va=0x10000 + 4 * MTU - 4),
+  "psn ahead": lambda r: (r.write(5), r.write(3), r.write(4)),
+  "duplicate": lambda r: (r.write(1, byte=9), r.write(3)),
+  "no receive": lambda r: (r.write(3), r.write(4), r.write(5), r.write(6), r.b.post_recv(r.qb, rc.RecvWR(rc.Buffer(), ctx=6)),
+                          r.write(6), r.write(7)),
+  "another length": lambda r: (r.write(3, n=24), r.write(4, n=24), r.write(5)),
+  "without immediate": lambda r: (r.write(3, imm=False), r.write(4, imm=False), r.write(5)),
+  "bad icrc": lambda r: (r.write(3, answers=0, corrupt=True), r.write(3)),
+}
+TAKEN = {"psn ahead": 1, "duplicate": 0, "no receive": 3, "another length": 1, "without immediate": 1, "bad icrc": 1}
+
+
+def small_writes(case: str) -> tuple[tuple, int]:
+  b = MemNIC("b", "10.0.0.2", 2)
+  r = Requester(b, receives=6 if case == "no receive" else 8)
+  try:
+    for psn in range(3): r.write(psn, va=0x10000 + 8 * psn, byte=psn + 1)
+    CASES[case](r)
+    return r.outcome(), b.wire.rx.taken if b.wire.rx is not None else 0
+  finally:
+    r.close()
+    b.close()
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_small_write_gets_the_same_answer_with_and_without_c(monkeypatch, case):
+  """Single-packet WRITEs after the first go to C, which writes them and sends their ACKs byte for byte as the Python
+  path does; any it may not take (a bad R_Key, a region without remote write, out of bounds, a PSN ahead or behind, no
+  receive WR left, another length or opcode, a bad ICRC) gets what the Python path gives it (rc.py: NAKs, ERR, RNR)."""
+  with_c, taken = small_writes(case)
+  monkeypatch.setattr(fastpath, "lib", lambda: None)
+  without_c, _ = small_writes(case)
+  assert with_c == without_c
+  assert taken == 2 + TAKEN.get(case, 0)
+  answers = [R.decode(a) for a in with_c[0]]
+  assert all(a.opcode == R.ACKNOWLEDGE for a in answers)
+  if case in ("bad rkey", "no remote write", "out of bounds"):
+    assert answers[-1].syndrome == R.AETH_NAK | R.NAK_REMOTE_ACCESS_ERROR and with_c[3] == "ERR"
+  if case == "no receive":                            # PSN 6, then it again once a receive is posted, then PSN 7
+    assert [a.syndrome & R.AETH_KIND_MASK for a in answers[-3:]] == [R.AETH_RNR_NAK, R.AETH_ACK, R.AETH_RNR_NAK]
+
+
+@pytest.mark.parametrize("change", ["remote write revoked", "qp to ERR", "key gone", "remapped", "tap", "fault planned", "loopback"])
+def test_a_small_write_flow_is_disarmed_when_what_it_relies_on_changes(change):
+  """The next single-packet WRITE goes to the Python path, which does with it what it always does."""
+  b = MemNIC("b", "10.0.0.2", 2)
+  r = Requester(b)
+  try:
+    for psn in range(3): r.write(psn)
+    seen = []
+    with b.lock:                        # (C sent the ACK under the lock: taken is up to date once it is ours)
+      assert b.wire.rx.taken == 2 and b.wire.rx.count == 1
+      if change == "remote write revoked": r.qb.modify("RTS", access=rc.LOCAL_WRITE)
+      elif change == "qp to ERR": r.qb.modify("ERR")
+      elif change == "key gone": del b.regions[r.dk]
+      elif change == "remapped": b.remap()
+      elif change == "tap": b.wire.taps.append(seen.append)
+      elif change == "fault planned": b.wire.faults.add("drop", b.wire.sent + 1)
+      elif change == "loopback": b.port.loopback = True
+    answers = 0 if change in ("qp to ERR", "fault planned", "loopback") else 1
+    r.write(3, byte=7, answers=answers)
+    if not answers:
+      wait(lambda: r.qb.stats.dropped or b.wire.faults.applied or r.qb.epsn == 4, "the Python path to handle it")
+    with b.lock: assert b.wire.rx.taken == 2
+    if change in ("remote write revoked", "key gone"):
+      assert R.decode(r.answers[-1]).syndrome == R.AETH_NAK | R.NAK_REMOTE_ACCESS_ERROR and r.qb.state == "ERR"
+    if change in ("remapped", "tap", "fault planned"): assert r.qb.epsn == 4 and r.dmem[:8] == b"\7" * 8
+    if change == "tap": assert [R.decode(f).opcode for f in seen] == [R.ACKNOWLEDGE]
+    if change == "fault planned": assert b.wire.faults.applied == [(b.wire.sent, "drop")]
+  finally:
+    r.close()
+    b.close()
+
+
+class Responder(HandMade):
+  """A responder made by hand, answering the WRITEs b's QP 20 sends with ACKs made by hand."""
+  def __init__(self, b):
+    super().__init__(b)
+    self.sk, _ = b.region(64)
+    self.msn = 0
+
+  def post(self, n: int = 1) -> list[int]:
+    """b posts n WRITEs; -> their PSNs, as they arrive here."""
+    for _ in range(n): self.b.post_send(self.qb, rc.SendWR(rc.WRITE, self.b.buffer(self.sk, 0, 8), 0x10000, 0x77, ctx=len(self.b.sends)))
+    return [R.decode(self.sock.recv(65536)).psn for _ in range(n)]
+
+  def ack(self, psn: int, syndrome: int = R.AETH_ACK | R.AETH_CREDITS_INVALID, corrupt: bool = False, completes: int = 1) -> None:
+    """Answer with an ACK (or NAK) for `psn`, then wait until b has `completes` more completions."""
+    self.msn += 1
+    frame = bytearray(b"".join(bytes(x) for x in R.encode(self.path, R.Packet(R.ACKNOWLEDGE, psn, 20, pkey=0xFFFF, syndrome=syndrome, msn=self.msn))))
+    if corrupt: frame[-1] ^= 1
+    done, dropped = len(self.b.sends), sum(self.b.port.rx_dropped.values())
+    self.sock.sendto(bytes(frame), self.b.wire.endpoint)
+    if corrupt: wait(lambda: sum(self.b.port.rx_dropped.values()) > dropped, "the ACK to be dropped")
+    else: wait(lambda: len(self.b.sends) >= done + completes, "the completions")
+
+
+ACK_CASES = {                            # after three WRITEs ACKed one by one (C takes the second and third ACK)
+  "coalesced": lambda r: r.ack(r.post(2)[1], completes=2),
+  "stale": lambda r: (r.ack(1, completes=0), r.ack(r.post()[0])),
+  "credit count": lambda r: r.ack(r.post()[0], syndrome=R.AETH_ACK | 5),
+  "nak remote access": lambda r: r.ack(r.post()[0], syndrome=R.AETH_NAK | R.NAK_REMOTE_ACCESS_ERROR),
+  "bad icrc": lambda r: (psn := r.post()[0], r.ack(psn, corrupt=True), r.ack(psn)),
+}
+ACK_TAKEN = {"coalesced": 1, "stale": 2, "bad icrc": 1}
+
+
+def acked_writes(case: str) -> tuple[tuple, int]:
+  b = MemNIC("b", "10.0.0.2", 2)
+  r = Responder(b)
+  try:
+    for _ in range(3): r.ack(r.post()[0])
+    ACK_CASES[case](r)
+    with b.lock: return (b.sends, b.fatals, r.qb.state, r.qb.una, r.qb.stats.retransmitted), b.wire.rx.taken if b.wire.rx else 0
+  finally:
+    r.close()
+    b.close()
+
+
+@pytest.mark.parametrize("case", ACK_CASES)
+def test_an_ack_gets_the_same_handling_with_and_without_c(monkeypatch, case):
+  """The ACKs a requester gets after the first go to C, which checks them (headers, source, P_Key, QPN, AETH syndrome,
+  ICRC) and hands their PSNs to the transport in order; a NAK, another syndrome or a bad ICRC goes to the Python path."""
+  with_c, taken = acked_writes(case)
+  monkeypatch.setattr(fastpath, "lib", lambda: None)
+  without_c, _ = acked_writes(case)
+  assert with_c == without_c and taken == 2 + ACK_TAKEN.get(case, 0)
+  if case == "nak remote access": assert with_c[0][-1][2] == rc.REM_ACCESS_ERR and with_c[2] == "ERR"

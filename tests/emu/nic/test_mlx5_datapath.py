@@ -135,3 +135,10 @@ def test_a_blueflame_copy_must_repeat_the_wqe_in_order(nic):
     bar.write64(0x800 + 8, int.from_bytes(wqe[8:16], "little") ^ 1)
   bar.write64(0x800 + 8, int.from_bytes(wqe[8:16], "little"))              # the right bytes carry on
   p.cq.wait(1, timeout_s=30)
+  wqe = write_wqe(p.a, p.a.hw.sq_pi, src, dst)             # stores in a row (MMIO.write64s) are checked as each would be
+  post_raw(p.a, [wqe])
+  words = [int.from_bytes(wqe[i:i + 8], "little") for i in range(8, 64, 8)]
+  with pytest.raises(ModelError, match="offset 0x20: .* is not the send queue's WQE bytes there"):
+    bar.write64s(0x800 + 8, words[:3] + [words[3] ^ 1] + words[4:])
+  bar.write64s(0x800 + 0x20, words[3:])                    # the three before it counted
+  p.cq.wait(1, timeout_s=30)

@@ -4,7 +4,8 @@ from functools import cache
 import numpy as np
 import pytest
 from emu.memory import Memory
-from emu.nvgpu.ptx import Program, launch, nvrtc
+from emu.nvgpu.ptx import Program, launch
+from drivers.nv import nvrtc
 
 try: nvrtc.lib(); HAVE_NVRTC = ""
 except nvrtc.NvrtcMissing as e: HAVE_NVRTC = str(e)

@@ -2,7 +2,8 @@
 import numpy as np
 import pytest
 from emu.memory import Memory
-from emu.nvgpu.ptx import Program, PtxError, PtxFault, PtxTrap, WarpError, InstructionLimit, launch, nvrtc
+from emu.nvgpu.ptx import Program, PtxError, PtxFault, PtxTrap, WarpError, InstructionLimit, launch
+from drivers.nv import nvrtc
 from ptx_helpers import needs_nvrtc, program, run
 
 PTX = """
@@ -114,7 +115,9 @@ def test_nvrtc_compile_error_carries_the_log():
 def test_nvrtc_builds_cubins_for_ampere_and_hopper(arch, flag):
   from elftools.elf.elffile import ELFFile
   import io
-  cub = nvrtc.cubin('extern "C" __global__ void k(float *a) { a[threadIdx.x] *= 2.0f; }', arch)
+  src = 'extern "C" __global__ void k(float *a) { a[threadIdx.x] *= 2.0f; }'
+  cub, text = nvrtc.build(src, arch)                  # one compile: the SASS and the PTX it came from
+  assert f".target {arch}" in text and ".entry k(" in text and cub == nvrtc.cubin(src, arch)
   elf = ELFFile(io.BytesIO(cub))
   assert cub[:4] == b"\x7fELF" and elf["e_machine"] == "EM_CUDA"
   assert elf["e_flags"] & 0xff == flag or (elf["e_flags"] >> 8) & 0xff == flag     # the SM in the ELF flags
@@ -137,3 +140,13 @@ def test_a_memory_object_that_raises_stops_the_launch_with_its_error():
   pr = prog("ld.global.u32 %r2, [%rd1];")
   with pytest.raises(KeyError, match=r"page table walk failed at 0x1000"):
     launch(pr, Broken(), 1, 1, pr.pack(0x1000))
+
+
+def test_module_level_const_variables_and_bad_initialisers_are_errors():
+  head = PTX.replace(".visible", ".const .align 4 .b32 tab[2] = {1, 2};\n.visible")
+  with pytest.raises(PtxError, match=r"kernel k, line 12: the module-level \.const variable tab is not supported .*mov.u64 %rd2, tab"):
+    Program(head.replace("BODY", "mov.u64 %rd2, tab;"))
+  with pytest.raises(PtxError, match=r"line 5: t has 3 initial values for 2 elements"):
+    Program(PTX.replace(".visible", ".global .b32 t[2] = {1, 2, 3};\n.visible").replace("BODY", ""))
+  with pytest.raises(PtxError, match=r"cannot parse the initial value '1.5' of t \(\.b32\)"):
+    Program(PTX.replace(".visible", ".global .b32 t[2] = {1.5, 2};\n.visible").replace("BODY", ""))

@@ -244,3 +244,26 @@ def test_extended_precision_mad_and_sub_carry_chains():
     sub = ((b << 32) | a) - ((a << 32) | b)                 # {hi, lo} pairs: (b:a) - (a:b)
     c = (a + b) >> 32
     assert list(o[t][:7]) == [m & U, (m >> 32) & U, sub & U, (sub >> 32) & U, (a + b) & U, c, (a + 5) & U], t
+
+
+def test_integer_dot_products_dp4a_and_dp2a():
+  body = """
+  dp4a.u32.u32 %r10, %r1, %r2, %r30;
+  dp4a.s32.s32 %r11, %r1, %r2, %r30;
+  dp4a.s32.u32 %r12, %r1, %r2, 0xfffffff0;
+  dp2a.lo.u32.u32 %r13, %r1, %r2, %r30;
+  dp2a.hi.s32.s32 %r14, %r1, %r2, %r30;
+  dp2a.lo.u32.s32 %r15, %r1, %r2, 5;
+""" + stores(6)
+  x = rng.integers(0, 1 << 32, 32, dtype=np.uint64).astype(np.uint32)
+  y = rng.integers(0, 1 << 32, 32, dtype=np.uint64).astype(np.uint32)
+  x[0], y[0] = U, U
+  o = run_ptx(body, x, y)
+  def parts(v: int, w: int, sgn: bool) -> list[int]:
+    ps = [(v >> (w * i)) & ((1 << w) - 1) for i in range(32 // w)]
+    return [p - (1 << w) if sgn and p >> (w - 1) else p for p in ps]
+  for t in range(32):
+    a, b = int(x[t]), int(y[t])
+    dp4 = lambda sa, sb, c: (c + sum(p * q for p, q in zip(parts(a, 8, sa), parts(b, 8, sb)))) & U
+    dp2 = lambda hi, sa, sb, c: (c + sum(p * q for p, q in zip(parts(a, 16, sa), parts(b, 8, sb)[2 * hi:]))) & U
+    assert list(o[t][:6]) == [dp4(0, 0, t), dp4(1, 1, t), dp4(1, 0, 0xfffffff0), dp2(0, 0, 0, t), dp2(1, 1, 1, t), dp2(0, 0, 1, 5)], t

@@ -296,3 +296,32 @@ def test_128_bit_integers_through_carry_chains():
     x, y = u128(raw, 2 * t), u128(raw, 2 * t + 1)
     want = [(x + y) & M, (x * y) & M, (x - y) & M, ((x >> 7) * 1000003 + (y << 3)) & M]
     assert [u128(o, 4 * t + k) for k in range(4)] == want, t
+
+
+def test_module_level_global_variables_start_initialised_and_persist_across_launches():
+  src = r'''
+  __device__ int table[5] = {3, -1, 4, 1, -5};
+  __device__ unsigned int launches;
+  extern "C" __global__ void lut(const int *i, int *out) {
+    out[threadIdx.x] = table[i[threadIdx.x]] * 10 + launches;
+    __syncthreads();
+    if (threadIdx.x == 0) launches += 1;
+  }'''
+  from ptx_helpers import program
+  from emu.memory import Memory
+  from emu.nvgpu.ptx import launch
+  p, mem, idx = program(src, "lut"), Memory(), rng.integers(0, 5, 32).astype(np.int32)
+  pi, po = mem.alloc(128), mem.alloc(128)
+  mem.write(pi, idx.tobytes())
+  for n in range(3):
+    launch(p, mem, 1, 32, p.pack(pi, po))
+    np.testing.assert_array_equal(np.frombuffer(mem.read(po, 128), np.int32), np.array([3, -1, 4, 1, -5])[idx] * 10 + n)
+
+
+def test_sinf_of_huge_arguments_reads_cudas_reduction_table():
+  """CUDA's sinf / cosf reduce |x| > 105615 with the bits of 2/pi from a table in a module-level .global variable."""
+  src = r'''
+  extern "C" __global__ void s(const float *x, float *y) { y[threadIdx.x] = sinf(x[threadIdx.x]) + cosf(x[threadIdx.x]); }'''
+  x = np.array([1e5, 3e7, 1e20, -7.5e37, 0.5, 2e9, 1e38, 12345.678] * 4, np.float32)
+  (_, y), _ = run(src, "s", 1, 32, x, np.zeros(32, np.float32))
+  np.testing.assert_allclose(y, np.sin(x.astype(np.float64)) + np.cos(x.astype(np.float64)), atol=1e-6)

@@ -53,7 +53,11 @@ static u8 *addr(warp_t *w, int l, u32 space, u64 a, u32 n, int wr, u32 inst) {
   }
   u8 *p = 0;
   switch (sp) {
-    case SP_GLOBAL: p = mem_at(d, off, n, wr); break;
+    case SP_GLOBAL:
+      if (off - d->globals_window < d->globals_bytes) {   /* a module-level .global variable: the program's copy */
+        if (d->globals_bytes - (off - d->globals_window) >= n) p = d->globals + (off - d->globals_window);
+      } else p = mem_at(d, off, n, wr);
+      break;
     case SP_SHARED: if (off < d->shared_bytes && d->shared_bytes - off >= n) p = d->shared + off; break;
     case SP_LOCAL: if (off < d->local_bytes && d->local_bytes - off >= n) p = w->local + (u64)l * d->local_bytes + off; break;
     case SP_PARAM: if (!wr && off < d->param_bytes && d->param_bytes - off >= n) p = d->params + off; break;

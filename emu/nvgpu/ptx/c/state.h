@@ -20,8 +20,9 @@ typedef struct launch {
   uint32_t grid[3], block[3];
   uint32_t shared_bytes, local_bytes, reg_bytes, param_bytes;
   uint64_t shared_window, local_window;   /* generic addresses of shared / local memory (cvta) */
+  uint64_t globals_window, globals_bytes; /* global addresses of the module-level .global variables (globals) */
   uint64_t max_instructions;              /* 0: unlimited */
-  uint8_t *params, *shared, *local, *regs;
+  uint8_t *params, *shared, *local, *regs, *globals;
   warp_t *warps;
   uint32_t nwarps;
   /* progress */

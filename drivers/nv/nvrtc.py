@@ -5,10 +5,13 @@ needs only libc/libm/libdl/librt/libpthread; `#include <cuda_fp16.h>` / `<cuda_b
 
 The library is found in the installed wheel (site-packages/nvidia/cuda_nvrtc/lib), else through $NVRTC_PATH, else
 the loader's search path. Every nvrtc call is checked; a failed compile raises CompileError carrying NVRTC's log.
+A compile for a real arch (sm_XX) yields both the cubin and the PTX NVRTC generated on the way (`build`): the NV
+compiler ships both (drivers.nv.image), since MOCK+NV runs the PTX.
 """
 from __future__ import annotations
 import ctypes, glob, os, sys
 from functools import cache
+from drivers.hcq.compiler import CompileError as HCQCompileError
 
 ARCHS = ("sm_80", "sm_86", "sm_89", "sm_90", "sm_90a")   # what the NV backend builds for (Ampere, Ada, Hopper)
 
@@ -17,7 +20,7 @@ class NvrtcMissing(RuntimeError):
   """libnvrtc.so.12 is not installed."""
 
 
-class CompileError(RuntimeError):
+class CompileError(HCQCompileError):
   """NVRTC rejected the source; `log` is its compile log."""
   def __init__(self, msg: str, log: str):
     super().__init__(msg)
@@ -69,16 +72,13 @@ def _get(prog: ctypes.c_void_p, size_fn: str, get_fn: str) -> bytes:
   return buf.raw
 
 
-def compile(src: str, arch: str = "sm_90", *, ptx: bool = True, name: str = "kernel.cu",
-            options: tuple[str, ...] = ()) -> bytes:
-  """Compile CUDA C `src` for `arch`: PTX text (`ptx=True`, NUL stripped) or a cubin (ELF) for that SM.
-  The cuda-runtime wheel's headers are on the include path when installed."""
+def _run(src: str, arch_flag: str, arch: str, name: str, options: tuple[str, ...], *getters: tuple[str, str]) -> list[bytes]:
+  """Compile `src` with --gpu-architecture=`arch_flag`, then return each (size fn, get fn) output."""
   if arch not in ARCHS: raise ValueError(f"arch {arch!r} is not one the NV backend builds for ({', '.join(ARCHS)})")
   l, prog = lib(), ctypes.c_void_p()
   _check(l.nvrtcCreateProgram(ctypes.byref(prog), src.encode(), name.encode(), 0, None, None), "nvrtcCreateProgram")
   try:
-    # PTX for the virtual arch compute_XX; a cubin holds SASS for the real sm_XX
-    opts = [f"--gpu-architecture={'compute_' + arch[3:] if ptx else arch}", "--std=c++17", *options]
+    opts = [f"--gpu-architecture={arch_flag}", "--std=c++17", *options]
     if (inc := include_dir()) is not None: opts.append(f"-I{inc}")
     argv = (ctypes.c_char_p * len(opts))(*[o.encode() for o in opts])
     rc = l.nvrtcCompileProgram(prog, len(opts), argv)
@@ -86,17 +86,25 @@ def compile(src: str, arch: str = "sm_90", *, ptx: bool = True, name: str = "ker
     if rc != 0:
       raise CompileError(f"NVRTC could not compile {name} for {arch} "
                          f"({l.nvrtcGetErrorString(rc).decode()}):\n{log}", log)
-    if ptx: return _get(prog, "nvrtcGetPTXSize", "nvrtcGetPTX").rstrip(b"\0")
-    return _get(prog, "nvrtcGetCUBINSize", "nvrtcGetCUBIN")
+    return [_get(prog, size_fn, get_fn) for size_fn, get_fn in getters]
   finally:
     l.nvrtcDestroyProgram(ctypes.byref(prog))
 
 
-def ptx(src: str, arch: str = "sm_90", **kw) -> str:
-  """PTX text of CUDA C `src` (targeting compute_<arch>)."""
-  return compile(src, arch, ptx=True, **kw).decode()
+_PTX, _CUBIN = ("nvrtcGetPTXSize", "nvrtcGetPTX"), ("nvrtcGetCUBINSize", "nvrtcGetCUBIN")
 
 
-def cubin(src: str, arch: str = "sm_90", **kw) -> bytes:
-  """An ELF cubin with SASS for `arch`."""
-  return compile(src, arch, ptx=False, **kw)
+def ptx(src: str, arch: str = "sm_90", *, name: str = "kernel.cu", options: tuple[str, ...] = ()) -> str:
+  """PTX text of CUDA C `src`, for the virtual arch compute_<arch> (no SASS generated)."""
+  return _run(src, "compute_" + arch[3:], arch, name, options, _PTX)[0].rstrip(b"\0").decode()
+
+
+def cubin(src: str, arch: str = "sm_90", *, name: str = "kernel.cu", options: tuple[str, ...] = ()) -> bytes:
+  """An ELF cubin with SASS for the real `arch`."""
+  return _run(src, arch, arch, name, options, _CUBIN)[0]
+
+
+def build(src: str, arch: str = "sm_90", *, name: str = "kernel.cu", options: tuple[str, ...] = ()) -> tuple[bytes, str]:
+  """(cubin, PTX) of one compile for the real `arch`: the SASS and the PTX it was generated from."""
+  cub, text = _run(src, arch, arch, name, options, _CUBIN, _PTX)
+  return cub, text.rstrip(b"\0").decode()

@@ -1,0 +1,223 @@
+"""The data plane of compute.distributed: one RC queue pair per peer (a full mesh), the landing slots each rank opens to
+its peers, and the engine that moves a collective's chunks over them.
+
+Flow control is by credits, per direction of a link: each rank keeps SLOTS slots of CHUNK bytes for each peer in its
+landing MR, and a sender holds one credit per free slot. A chunk goes out as one RDMA WRITE WITH IMMEDIATE into slot
+`seq % SLOTS` of the receiver; the immediate (`tag << 24 | seq`) raises a receive completion there (a WRITE with
+immediate consumes a posted receive: IBTA vol. 1, 9.4.1.1), so the receiver learns the chunk landed without polling
+memory. Once it consumed the slot (reduced into or copied to its work buffer, on the GPU) it returns the credit with
+a SEND WITH IMMEDIATE of no data (`CREDIT | 1`). `tag` counts the collectives each link carried: a chunk of another
+collective, or out of sequence, is an error naming the peer, never data folded into the wrong result (a chunk's
+length is checked too where the provider reports it for a WRITE with immediate: mlx5 does, bnxt reports 0).
+
+A chunk that lands before this rank reached the collective it belongs to waits in its slot (no credit goes back)
+until that collective consumes it. A peer that dies leaves its QP's WRITEs unacknowledged until the retry count is
+exhausted (an error completion) and its chunks missing (no progress for `timeout_s`): both end the collective with
+a DistributedError naming the peer and the collective.
+"""
+from __future__ import annotations
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable
+
+from drivers.hcq import Buffer as HCQBuffer
+from drivers.rdma import MR, QP, RecvWR, SendWR, VerbsError, WCError, WCOpcode, WROpcode
+from drivers.rdma.queues import CQ
+
+CHUNK = 1 << 20            # bytes per landing slot: a chunk is one RDMA WRITE
+SLOTS = 4                  # slots per sender at each receiver (its credits)
+RECVS = 2 * SLOTS + 2      # receives posted per QP: at most SLOTS chunks and SLOTS credits are in flight toward it
+SENDS = 4 * SLOTS          # send queue depth per QP (chunks and credits)
+CREDIT = 1 << 31           # an immediate with this bit returns credits (its low bits: how many)
+BYE = 1 << 30              # with CREDIT: the peer is leaving, and sends nothing after this
+SEQ_MASK, TAG_MASK = (1 << 24) - 1, 0x7f
+
+
+class DistributedError(RuntimeError):
+  """A collective failed: the message names the collective, this rank and the peer rank it could not reach."""
+
+
+@dataclass(eq=False)
+class Recv:
+  """A chunk from `peer` into [offset, offset+length) of the work buffer; `reduce`: combine (else copy)."""
+  peer: int
+  offset: int
+  length: int
+  reduce: bool = False
+  done: bool = False
+
+
+@dataclass(eq=False)
+class Send:
+  """A chunk of the work buffer to `peer`, posted once `after` (a Recv whose data it forwards) is done."""
+  peer: int
+  offset: int
+  length: int
+  after: Recv | None = None
+
+
+@dataclass(eq=False)
+class Link:
+  """The RC connection to one peer rank."""
+  peer: int
+  qp: QP
+  remote_addr: int           # the first of our SLOTS slots in the peer's landing MR
+  rkey: int
+  slots: HCQBuffer           # the peer's SLOTS slots in our landing MR
+  credits: int = SLOTS
+  send_seq: int = 0
+  recv_seq: int = 0
+  tag: int = 0
+  sends_out: int = 0         # posted send requests not completed yet
+  arrived: deque = field(default_factory=deque)   # (seq, tag, length) of chunks landed but not consumed yet
+  wr_ids: int = 0
+  bye: bool = False          # the peer said it leaves
+
+
+class Plan:
+  """The chunks of one collective: sends and receives per peer, in the order they go on the wire. Chunks of no
+  bytes are left out (both sides compute the same plan); a send after one of them does not wait."""
+  def __init__(self):
+    self.sends: dict[int, deque[Send]] = {}
+    self.recvs: dict[int, deque[Recv]] = {}
+
+  def recv(self, peer: int, offset: int, length: int, reduce: bool = False) -> Recv | None:
+    if length == 0: return None
+    r = Recv(peer, offset, length, reduce)
+    self.recvs.setdefault(peer, deque()).append(r)
+    return r
+
+  def send(self, peer: int, offset: int, length: int, after: Recv | None = None) -> None:
+    if length: self.sends.setdefault(peer, deque()).append(Send(peer, offset, length, after))
+
+
+def chunks(offset: int, nbytes: int, itemsize: int) -> list[tuple[int, int]]:
+  """[offset, offset+nbytes) cut into pieces of at most CHUNK bytes on element boundaries: (offset, length)."""
+  step = CHUNK // itemsize * itemsize
+  return [(offset + o, min(step, nbytes - o)) for o in range(0, nbytes, step)] or [(offset, 0)]
+
+
+class Engine:
+  """Runs plans over the links of one rank. `consume(recv, slot)` folds a landed chunk into the work buffer (it
+  returns once the slot may be reused); `describe(peer)` names a peer rank for messages."""
+  def __init__(self, rank: int, links: dict[int, Link], cq: CQ, timeout_s: float):
+    self.rank, self.links, self.cq, self.timeout_s = rank, links, cq, timeout_s
+    self.by_qp = {l.qp.qp_num: l for l in links.values()}
+    self.failed: str | None = None
+    for l in links.values(): l.qp.post_recv([RecvWR(i) for i in range(RECVS)])
+
+  def run(self, what: str, plan: Plan, work_mr: MR, consume: Callable[[Recv, HCQBuffer], None]) -> None:
+    if self.failed is not None: raise DistributedError(f"{what}: the process group failed earlier ({self.failed})")
+    for peer in set(plan.sends) | set(plan.recvs): self.links[peer].tag = (self.links[peer].tag + 1) & TAG_MASK
+    try: self._run(what, plan, work_mr, consume)
+    except DistributedError as e:
+      self.failed = str(e)
+      raise
+
+  def _run(self, what: str, plan: Plan, work_mr: MR, consume: Callable[[Recv, HCQBuffer], None]) -> None:
+    sends, recvs = plan.sends, plan.recvs
+    while True:
+      moved = self._consume(what, recvs, consume) | self._post(sends, work_mr)
+      if not any(sends.values()) and not any(recvs.values()) and not any(l.sends_out for l in self.links.values()): return
+      try: wcs = self.cq.poll(64) if moved else self.cq.wait(1, self.timeout_s)
+      except WCError as e:
+        link = self.by_qp.get(e.wc.qp_num)
+        peer = f"rank {link.peer}" if link else f"QP {e.wc.qp_num:#x}"
+        raise DistributedError(f"{what} on rank {self.rank}: the connection to {peer} failed ({peer} died or stopped "
+                               f"answering?): {e}") from None
+      except TimeoutError:
+        raise DistributedError(f"{what} on rank {self.rank}: no progress for {self.timeout_s:g} s waiting for "
+                               f"{self._waiting(sends, recvs)} (did that rank die, or call another collective?)") from None
+      except VerbsError as e: raise DistributedError(f"{what} on rank {self.rank}: {e}") from None
+      for wc in wcs: self._completion(what, wc)
+
+  def goodbye(self) -> None:
+    """Tell every peer this rank leaves and wait until each said the same (or the timeout passed): a rank that left
+    at once could leave a peer's last credit unacknowledged, which that peer would report as a failure. A process
+    group that failed skips this."""
+    if self.failed is not None: return
+    for link in self.links.values():
+      link.qp.post_send(SendWR(self._wr_id(link), WROpcode.SEND_WITH_IMM, [], imm_data=CREDIT | BYE))
+      link.sends_out += 1
+    while any(not l.bye or l.sends_out for l in self.links.values()):
+      try: wcs = self.cq.wait(1, self.timeout_s)
+      except WCError as e:      # a peer that said bye may be gone before our last message's acknowledgement
+        if not (link := self.by_qp[e.wc.qp_num]).bye: return
+        link.sends_out = 0
+        continue
+      except (TimeoutError, VerbsError): return
+      for wc in wcs:
+        if (link := self.by_qp[wc.qp_num]).bye and wc.opcode not in (WCOpcode.RDMA_WRITE, WCOpcode.SEND): continue
+        self._completion("goodbye", wc)
+
+  def _waiting(self, sends: dict[int, deque[Send]], recvs: dict[int, deque[Recv]]) -> str:
+    parts = [f"a chunk from rank {p} ({len(q)} to come)" for p, q in sorted(recvs.items()) if q]
+    parts += [f"a free slot at rank {p} ({len(q)} chunks to send)" for p, q in sorted(sends.items())
+              if q and self.links[p].credits == 0]
+    parts += [f"rank {l.peer} to acknowledge {l.sends_out} writes" for l in self.links.values() if l.sends_out]
+    return ", ".join(parts) or "nothing"
+
+  def _post(self, sends: dict[int, deque[Send]], work_mr: MR) -> bool:
+    moved = False
+    for peer, q in sends.items():
+      link = self.links[peer]
+      batch = []
+      while q and link.credits and link.sends_out + len(batch) < SENDS and (q[0].after is None or q[0].after.done):
+        s = q.popleft()
+        slot = link.send_seq % SLOTS
+        imm = link.tag << 24 | (link.send_seq & SEQ_MASK)
+        batch.append(SendWR(self._wr_id(link), WROpcode.RDMA_WRITE_WITH_IMM, [work_mr.sge(s.offset, s.length)], imm_data=imm,
+                            remote_addr=link.remote_addr + slot * CHUNK, rkey=link.rkey))
+        link.credits -= 1
+        link.send_seq += 1
+      if batch:
+        link.qp.post_send(batch)
+        link.sends_out += len(batch)
+        moved = True
+    return moved
+
+  def _wr_id(self, link: Link) -> int:
+    link.wr_ids += 1
+    return link.wr_ids
+
+  def _completion(self, what: str, wc) -> None:
+    link = self.by_qp[wc.qp_num]
+    if wc.opcode in (WCOpcode.RDMA_WRITE, WCOpcode.SEND):
+      link.sends_out -= 1
+      return
+    link.qp.post_recv(RecvWR(self._wr_id(link)))      # the receive it consumed, again
+    imm = wc.imm_data
+    if imm is None:
+      raise DistributedError(f"{what} on rank {self.rank}: rank {link.peer} sent a message without immediate data")
+    if imm & CREDIT and imm & BYE:
+      link.bye = True
+      return
+    if imm & CREDIT:
+      link.credits += imm & ~CREDIT
+      if link.credits > SLOTS:
+        raise DistributedError(f"{what} on rank {self.rank}: rank {link.peer} returned more credits than it holds slots")
+      return
+    if imm & SEQ_MASK != link.recv_seq & SEQ_MASK:
+      raise DistributedError(f"{what} on rank {self.rank}: rank {link.peer} sent chunk #{imm & SEQ_MASK}, expected "
+                             f"#{link.recv_seq & SEQ_MASK}")
+    link.arrived.append((link.recv_seq, imm >> 24, wc.byte_len))
+    link.recv_seq += 1
+
+  def _consume(self, what: str, recvs: dict[int, deque[Recv]], consume: Callable[[Recv, HCQBuffer], None]) -> bool:
+    moved = False
+    for peer, q in recvs.items():
+      link = self.links[peer]
+      while q and link.arrived:
+        seq, tag, length = link.arrived.popleft()
+        r = q.popleft()
+        # the chunk's length where the provider reports it (mlx5 does; bnxt's responder CQE for a WRITE with
+        # immediate carries 0)
+        if tag != link.tag or (length and length != r.length):
+          raise DistributedError(f"{what} on rank {self.rank}: rank {peer} sent a {length}-byte chunk of collective "
+                                 f"#{tag}, while this rank expects {r.length} bytes of #{link.tag}: the ranks called "
+                                 "different collectives, or with different sizes")
+        consume(r, link.slots.view((seq % SLOTS) * CHUNK, CHUNK))
+        r.done = moved = True
+        link.qp.post_send(SendWR(self._wr_id(link), WROpcode.SEND_WITH_IMM, [], imm_data=CREDIT | 1))
+        link.sends_out += 1
+    return moved

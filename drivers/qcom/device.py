@@ -1,0 +1,178 @@
+"""QCOMDevice: the queue API on an Adreno a6xx/a7xx GPU through KGSL (drivers.qcom.kgsl), over the kernel or its model.
+
+Commands are CP packets (drivers.qcom.cp) written into a command arena in GPU memory (a Ring: each submission is one
+contiguous indirect buffer, NOP-padded at the arena's end) and handed to KGSL by one IOCTL_KGSL_GPU_COMMAND per
+submission: KGSL has no user ring. Each IB ends with a CP_MEM_WRITE of the arena's write pointer after it, which is
+the ring's read pointer (how far the CP has read), so a submit makes exactly one system call.
+- signal: CP_WAIT_FOR_IDLE, a CACHE_FLUSH_TS event (a6xx: written to a scratch fence; a7xx: CP_EVENT_WRITE7, event
+  only), CP_WAIT_MEM_WRITES, the always-on counter to the signal's timestamp (CP_REG_TO_MEM), then the 64-bit value
+  (CP_MEM_WRITE, its two dwords in one packet);
+- wait: CP_WAIT_REG_MEM, WRITE_GE on memory: one dword is compared, so a wait value must fit 32 bits;
+- timestamp: CP_WAIT_FOR_IDLE, then CP_REG_TO_MEM of CP_ALWAYS_ON_COUNTER (19.2 MHz) to the signal's +8;
+- memory barrier: CACHE_FLUSH_TS, CACHE_INVALIDATE, CP_WAIT_MEM_WRITES, CP_WAIT_FOR_IDLE (reference §3.2).
+Copies. Adreno memory is unified (reference §3.3): every buffer is a GPU object mapped to the CPU at its GPU address,
+so copyin/copyout and transfers between buffers of one device are CPU copies after the queues drained (what the facts'
+driver does). The copy queue exists to order copies with signals and waits inside a command stream: it copies with
+CP_MEMCPY, which moves whole dwords, so its addresses and sizes must be multiples of 4. Compute and copy queues feed the
+one KGSL context, in submission order.
+Kernels: `program` and `compiler` refuse (see NO_KERNELS).
+"""
+from __future__ import annotations
+import threading
+
+import numpy as np
+import autogen.adreno as A
+from drivers.hcq import Device, Queue, Signal
+from drivers.hcq.buffer import Buffer
+from drivers.hcq.ring import Ring, RingSealed
+from drivers.qcom import cp
+from drivers.qcom.kgsl import KGSL, GPUObject, PAGE
+from drivers.system.dma import host_pages
+
+ARENA_SIZE = 1 << 20                     # bytes of command arena
+MAX_MEMCPY_DWORDS = 1 << 30              # per CP_MEMCPY packet (DWORDS is 32 bits; 4 GiB chunks keep addresses simple)
+TRAILER_DWORDS = 5                       # the CP_MEM_WRITE of the read pointer that ends every IB
+NO_KERNELS = ("kernels on QCOM are compiled by mesa's ir3 (the tinymesa wheel, mesa 25.2.7), which is driven through "
+              "NIR/ir3 API declarations generated from mesa 25.2.7's source tree; no such tree is available to this build "
+              "(the mesa3d/mesa and freedesktop/mesa mirrors exceed the 500 MiB fetch limit, and the Igalia/mesa mirror is "
+              "from 2021), and MOCK+QCOM's ir3 executor is not in this build either: copies, signals, waits and timestamps "
+              "work (copy_queue, compute_queue)")
+
+
+class CommandArena(Ring):
+  """The command arena as a Ring whose doorbell is IOCTL_KGSL_GPU_COMMAND of the IB just written."""
+  def __init__(self, device: QCOMDevice, arena: GPUObject, rptr: Signal):
+    self.gpu, self.arena, self.rptr_sig = device.gpu, arena, rptr
+    self.sublock = threading.Lock()
+    self.ib_bytes = 0
+    self.last_timestamp = 0                           # what the last GPU_COMMAND returned
+    super().__init__(device, "command", arena.view.view, rptr._mem, None, self._publish, 4, 0)
+
+  def submit(self, packets, keep: list) -> None:
+    """All of `packets` as one IB, ended by the write of the read pointer it leaves."""
+    words = np.concatenate([np.asarray(p, np.uint32) for p in packets]) if packets else np.zeros(0, np.uint32)
+    with self.sublock:
+      n = len(words) + TRAILER_DWORDS
+      tail = (self.size - self.put * 4 % self.size) // 4
+      after = self.put + (tail if n > tail else 0) + n
+      ib = np.concatenate([words, np.asarray(cp.mem_write(self.rptr_sig.va, after & 0xFFFFFFFF, after >> 32), np.uint32)])
+      self.ib_bytes = ib.nbytes
+      super().submit([ib], keep)
+
+  def _publish(self, put: int) -> None:
+    start = (put * 4 - self.ib_bytes) % self.size
+    self.last_timestamp = self.gpu.submit(self.arena.va + start, self.ib_bytes)
+
+
+class QCOMQueue(Queue):
+  """The CP packet encoder for both queue kinds (they share the context)."""
+  def __init__(self, device: QCOMDevice):
+    super().__init__(device)
+    self.words: list[int] = []
+    self.keep: list = []
+
+  def _flush(self) -> None:
+    gen = self.device.gen
+    self.words += cp.event_write(gen, A.CACHE_FLUSH_TS, self.device.fence.va) if gen == 6 else cp.event_write(gen, A.CACHE_FLUSH_TS)
+
+  def _signal(self, sig: Signal, value: int) -> None:
+    self.keep.append(sig)
+    self.words += cp.wait_for_idle()
+    self._flush()
+    self.words += cp.wait_mem_writes() + cp.always_on_to_mem(sig.timestamp_va)
+    self._patch_point("value", len(self.words) + 3, 64)
+    self.words += cp.mem_write(sig.va, value & 0xFFFFFFFF, value >> 32)
+
+  def _wait(self, sig: Signal, value: int) -> None:
+    if value >> 32:
+      raise ValueError(f"wait for {value:#x} on {self.device.name}: CP_WAIT_REG_MEM compares one dword, so QCOM waits take "
+                       "values below 2^32")
+    self.keep.append(sig)
+    self._patch_point("value", len(self.words) + 4, 32)
+    self.words += cp.wait_reg_mem(sig.va, value)
+
+  def _timestamp(self, sig: Signal) -> None:
+    self.keep.append(sig)
+    self.words += cp.wait_for_idle() + cp.always_on_to_mem(sig.timestamp_va)
+
+  def _memory_barrier(self) -> None:
+    self._flush()
+    self.words += cp.event_write(self.device.gen, A.CACHE_INVALIDATE) + cp.wait_mem_writes() + cp.wait_for_idle()
+
+  def _copy(self, dest_va: int, src_va: int, size: int) -> None:
+    if dest_va % 4 or src_va % 4 or size % 4:
+      raise ValueError(f"copy of {size} bytes from {src_va:#x} to {dest_va:#x} on a {self.device.name} queue: CP_MEMCPY moves "
+                       "whole dwords, so addresses and size must be multiples of 4 (Buffer.transfer and copyin/copyout "
+                       "copy any bytes)")
+    for off in range(0, size, 4 * MAX_MEMCPY_DWORDS):
+      n, at = min(4 * MAX_MEMCPY_DWORDS, size - off), len(self.words)
+      self._patch_point("src", at + 2, 64, off)
+      self._patch_point("dest", at + 4, 64, off)
+      self.words += cp.memcpy(dest_va + off, src_va + off, n // 4)
+
+  def _submit(self) -> None: self.device.ring.submit([self.words], self.keep)
+  def _seal(self) -> RingSealed: return RingSealed(self.device.ring, self.kind, self.words, self.patches, self.keep)
+
+
+class QCOMComputeQueue(QCOMQueue):
+  kind = "compute"
+
+
+class QCOMCopyQueue(QCOMQueue):
+  kind = "copy"
+
+
+class QCOMDevice(Device):
+  def __init__(self, name: str, gpu: KGSL):
+    self.gpu, self.arch, self.gen = gpu, gpu.arch, gpu.generation
+    self.ring: CommandArena | None = None
+    try:
+      super().__init__(name)
+      self.fence = self.new_signal(0, "flush fence")         # where a6xx's CACHE_FLUSH_TS events write
+      self.ring = CommandArena(self, gpu.alloc(ARENA_SIZE), self.new_signal(0, "command read pointer"))
+    except BaseException:
+      self._shutdown()
+      raise
+
+  def _alloc(self, size: int, host: bool):
+    obj = self.gpu.alloc(size, uncached=host)
+    return obj.va, obj.view.view[:size], obj
+
+  def _free(self, obj: GPUObject) -> None: self.gpu.free(obj)
+
+  def _import_host(self, view: memoryview) -> tuple[int, GPUObject]:
+    addr, size, offset = host_pages(view)
+    obj = self.gpu.import_host(addr, size)
+    return obj.va + offset, obj
+
+  def _signal_chunk(self) -> tuple[memoryview, int]:
+    obj = self.gpu.alloc(PAGE, uncached=True)
+    return obj.view.view, obj.va
+
+  def _kernarg_chunk(self, size: int) -> tuple[memoryview, int]:
+    obj = self.gpu.alloc(size)
+    return obj.view.view, obj.va
+
+  def _copy_sync(self, dest: Buffer, src: Buffer) -> None:
+    """Unified memory: a CPU copy once earlier work is done (reference §3.3)."""
+    self.synchronize()
+    dest.host_view[:src.size] = src.host_view[:src.size]
+
+  @property
+  def compiler(self): raise NotImplementedError(f"{self.name}: {NO_KERNELS}")
+  def program(self, name: str, lib: bytes): raise NotImplementedError(f"{self.name}: {NO_KERNELS}")
+  def compute_queue(self) -> QCOMComputeQueue: return QCOMComputeQueue(self)
+  def copy_queue(self) -> QCOMCopyQueue: return QCOMCopyQueue(self)
+  def ticks_to_us(self, ticks: int) -> float: return ticks * 1e6 / cp.ALWAYS_ON_HZ
+
+  def _poll_faults(self) -> str | None:
+    if self.gpu.ctx is None or (stat := self.gpu.reset_status()) == 0: return None
+    return f"KGSL reset context {self.gpu.ctx} after a GPU fault (reset status {stat}: guilty); its later work is dropped"
+
+  def _progress(self) -> tuple: return (self.ring.rptr,) if self.ring is not None else ()
+
+  def _stop_queues(self) -> None:
+    self.gpu.destroy_context()                                # KGSL drops the context's queued IBs
+    self.ring = None
+
+  def _shutdown(self) -> None: self.gpu.close()

