@@ -173,6 +173,14 @@ class USBIface(PCIIface):
     raise NotImplementedError(f"{self.pci.name}: the GPU cannot reach host memory through the USB bridge; copy into a "
                               "device buffer instead (Buffer.copyin)")
 
+  def bus_pages(self, mem: AMDMemory) -> list[int]:
+    raise NotImplementedError(f"{self.pci.name}: the GPU's VRAM is not on this host's PCI bus (the bridge carries no "
+                              "peer-to-peer DMA); copy through the host instead")
+
+  def import_peer(self, pages: list[int]) -> AMDMemory:
+    raise NotImplementedError(f"{self.pci.name}: the GPU behind the USB bridge reaches only the bridge's SRAM, not "
+                              "another device's BAR; copy through the host instead")
+
   def free(self, mem: AMDMemory) -> None:
     if mem.mmio is not None:
       with self.mirror_lock: self.mirrors.remove(mem.mmio)
