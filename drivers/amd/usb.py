@@ -20,7 +20,8 @@ CPU-visible memory (what drivers/hcq writes through memoryviews: rings, signals,
 mapping through the bridge, so each CPU-visible allocation is a Mirror: a host copy of its VRAM whose changed dwords
 are written back before every doorbell, and which, for memory the GPU writes (signals and queue read pointers: the
 uncached allocations), is read back whenever the host polls the device (refresh, from AMDDevice.progress). A dword
-both sides changed between two syncs keeps the host's value.
+both sides changed between two syncs keeps the host's value. Not covered: a host write from another thread landing
+in the instant a refresh rewrites that same dword (signals are written by the host before their work is submitted).
 """
 from __future__ import annotations
 import struct, threading, time
@@ -55,13 +56,15 @@ class Mirror(MemMMIO):
     self.synced = self.host.copy()     # what VRAM held at the last sync
 
   def flush(self) -> None:
-    """Write the dwords the host changed since the last sync back to VRAM (runs of consecutive dwords at once)."""
-    changed = np.flatnonzero(self.host != self.synced)
+    """Write the dwords the host changed since the last sync back to VRAM (runs of consecutive dwords at once). From a
+    snapshot: what another thread writes meanwhile stays changed, for the next flush."""
+    now = self.host.copy()
+    changed = np.flatnonzero(now != self.synced)
     if not len(changed): return
     for run in np.split(changed, np.flatnonzero(np.diff(changed) != 1) + 1):
       a, b = int(run[0]), int(run[-1]) + 1
-      self.bar.write_bytes(self.offset + 4 * a, self.host[a:b].tobytes())
-    self.synced[changed] = self.host[changed]
+      self.bar.write_bytes(self.offset + 4 * a, now[a:b].tobytes())
+    self.synced[changed] = now[changed]
 
   def refresh(self) -> None:
     """Read VRAM back into the dwords the host did not change since the last sync."""
@@ -172,6 +175,14 @@ class USBIface(PCIIface):
   def import_host(self, view: memoryview) -> tuple[AMDMemory, int]:
     raise NotImplementedError(f"{self.pci.name}: the GPU cannot reach host memory through the USB bridge; copy into a "
                               "device buffer instead (Buffer.copyin)")
+
+  def bus_pages(self, mem: AMDMemory) -> list[int]:
+    raise NotImplementedError(f"{self.pci.name}: the GPU's VRAM is not on this host's PCI bus (the bridge carries no "
+                              "peer-to-peer DMA); copy through the host instead")
+
+  def import_peer(self, pages: list[int]) -> AMDMemory:
+    raise NotImplementedError(f"{self.pci.name}: the GPU behind the USB bridge reaches only the bridge's SRAM, not "
+                              "another device's BAR; copy through the host instead")
 
   def free(self, mem: AMDMemory) -> None:
     if mem.mmio is not None:

@@ -47,7 +47,7 @@ def _cpu_default():
 
 
 # the devices of the numeric suites: CPU, MOCKPCI+AMD, and the device DEV names when it is another one (DEV=MOCK+NV: kernels
-# rendered as CUDA C, built by NVRTC, run by the NV model's PTX engine)
+# rendered as CUDA C, built by NVRTC, run by the NV model's PTX engine; DEV=MOCKUSB+AMD: through the USB bridge model)
 SUITE_DEVICES = list(dict.fromkeys(["CPU", "MOCKPCI+AMD"] + ([Device.canonicalize(os.environ["DEV"])] if os.environ.get("DEV") else [])))
 
 

@@ -121,3 +121,22 @@ def test_real_bridge_boots_and_runs_a_kernel():
   d = open_device("USB+AMD")
   assert vadd_ok(d)
   check_copies(d, 700_000)
+
+
+def test_transfer_to_and_from_a_pci_gpu_goes_through_the_host():
+  # behind the bridge there is no peer-to-peer DMA (import_peer, bus_pages) and no host memory for the GPU
+  # (import_host), so Buffer.transfer copies out and in, both ways
+  from tests.drivers.amd.test_am import boot as boot_pci
+  u, p = boot(4), boot_pci(5)
+  try:
+    data = np.random.default_rng(5).integers(0, 256, 300_000, dtype=np.uint8)
+    a, b, c = u.alloc(data.nbytes), p.alloc(data.nbytes), u.alloc(data.nbytes)
+    a.copyin(data.data)
+    a.transfer(b)
+    b.transfer(c)
+    assert np.array_equal(np.frombuffer(c.copyout(), np.uint8), data)
+    with pytest.raises(NotImplementedError, match="not on this host's PCI bus"): a.bus_pages()
+    with pytest.raises(NotImplementedError, match="reaches only the bridge's SRAM"): u.import_peer(b)
+  finally:
+    u.close()
+    p.close()
