@@ -45,7 +45,6 @@ class CommandArena(Ring):
     self.gpu, self.arena, self.rptr_sig = device.gpu, arena, rptr
     self.sublock = threading.Lock()
     self.ib_bytes = 0
-    self.last_timestamp = 0                           # what the last GPU_COMMAND returned
     super().__init__(device, "command", arena.view.view, rptr._mem, None, self._publish, 4, 0)
 
   def submit(self, packets, keep: list) -> None:
@@ -61,7 +60,7 @@ class CommandArena(Ring):
 
   def _publish(self, put: int) -> None:
     start = (put * 4 - self.ib_bytes) % self.size
-    self.last_timestamp = self.gpu.submit(self.arena.va + start, self.ib_bytes)
+    self.gpu.submit(self.arena.va + start, self.ib_bytes)
 
 
 class QCOMQueue(Queue):
