@@ -35,7 +35,7 @@ TRAILER_DWORDS = 5                       # the CP_MEM_WRITE of the read pointer 
 NO_KERNELS = ("kernels on QCOM are compiled by mesa's ir3 (the tinymesa wheel, mesa 25.2.7), which is driven through "
               "NIR/ir3 API declarations generated from mesa 25.2.7's source tree; no such tree is available to this build "
               "(the mesa3d/mesa and freedesktop/mesa mirrors exceed the 500 MiB fetch limit, and the Igalia/mesa mirror is "
-              "from 2021); MOCK+QCOM's ir3 executor runs straight-line cat0/cat2 code only and is not wired to CP_EXEC_CS: "
+              "from 2021); MOCK+QCOM's ir3 executor runs straight-line cat0-cat2 code only and is not wired to CP_EXEC_CS: "
               "copies, signals, waits and timestamps work (copy_queue, compute_queue)")
 
 
