@@ -35,7 +35,7 @@ TRAILER_DWORDS = 5                       # the CP_MEM_WRITE of the read pointer 
 NO_KERNELS = ("kernels on QCOM are compiled by mesa's ir3 (the tinymesa wheel, mesa 25.2.7), which is driven through "
               "NIR/ir3 API declarations generated from mesa 25.2.7's source tree; no such tree is available to this build "
               "(the mesa3d/mesa and freedesktop/mesa mirrors exceed the 500 MiB fetch limit, and the Igalia/mesa mirror is "
-              "from 2021); MOCK+QCOM's ir3 executor runs straight-line cat0/cat2 code only and is not wired to CP_EXEC_CS: "
+              "from 2021); MOCK+QCOM's ir3 executor runs straight-line cat0-cat2 code only and is not wired to CP_EXEC_CS: "
               "copies, signals, waits and timestamps work (copy_queue, compute_queue)")
 
 
@@ -45,7 +45,6 @@ class CommandArena(Ring):
     self.gpu, self.arena, self.rptr_sig = device.gpu, arena, rptr
     self.sublock = threading.Lock()
     self.ib_bytes = 0
-    self.last_timestamp = 0                           # what the last GPU_COMMAND returned
     super().__init__(device, "command", arena.view.view, rptr._mem, None, self._publish, 4, 0)
 
   def submit(self, packets, keep: list) -> None:
@@ -61,7 +60,7 @@ class CommandArena(Ring):
 
   def _publish(self, put: int) -> None:
     start = (put * 4 - self.ib_bytes) % self.size
-    self.last_timestamp = self.gpu.submit(self.arena.va + start, self.ib_bytes)
+    self.gpu.submit(self.arena.va + start, self.ib_bytes)
 
 
 class QCOMQueue(Queue):

@@ -174,7 +174,7 @@ class CommandProcessor:
     elif op == A.CP_EXEC_CS:
       need(4)
       raise CPFault(f"CP_EXEC_CS of {p[1]}x{p[2]}x{p[3]} workgroups at {at:#x}: running ir3 kernels is not modelled (the "
-                    "ir3 executor, emu/kgsl/ir3.py, runs straight-line cat0/cat2 code and is not wired to the compute state)")
+                    "ir3 executor, emu/kgsl/ir3.py, runs straight-line cat0-cat2 code and is not wired to the compute state)")
     else: raise CPFault(f"{name} at {at:#x} is not a packet the KGSL model executes")
 
   def _write(self, addr: int, dwords: list[int]) -> None:

@@ -17,7 +17,7 @@ other generations. Not modelled: sync points and object lists in GPU_COMMAND, FR
 memory, dma-buf/ion import, the memstore page, perf counters, preemption.
 """
 from __future__ import annotations
-import ctypes, errno, mmap, threading, time
+import ctypes, errno, mmap, os, threading, time
 
 from drivers.qcom import msm_kgsl as K
 from emu.addrspace import ProcessAddressSpace
@@ -84,6 +84,7 @@ class KGSLModel:
     self.last_error = ""
     self.cv = threading.Condition()
     self.lock = threading.Lock()                          # guards `mapped`
+    self.mem_fd = os.open("/proc/self/mem", os.O_RDONLY | os.O_CLOEXEC)   # to check ioctl argument pointers
     self._next = {"fd": 3000, "ctx": 1, "obj": 1}
     self.cp = CommandProcessor(chip_id >> 24, self.translate, self._retire, self._fault)
     self.handlers = {K.IOCTL_KGSL_DEVICE_GETPROPERTY: (K.kgsl_device_getproperty, self._getproperty),
@@ -116,6 +117,7 @@ class KGSLModel:
   def shutdown(self) -> None:
     """The last file closed: contexts and memory go, the CP stops."""
     self.cp.stop()
+    os.close(self.mem_fd)
     self.contexts.clear()
     self.objects.clear()
     with self.lock: self.mapped.clear()
@@ -179,8 +181,14 @@ class KGSLModel:
       raise
     return 0
 
-  def _user(self, addr: int, size: int, what: str) -> memoryview:
-    if not addr or not _mapped_rw(addr, size): raise _fail(errno.EFAULT, f"{what}: [{addr:#x}, +{size}) is not process memory")
+  def _user(self, addr: int, size: int, what: str, pin: bool = False) -> memoryview:
+    """The process memory an ioctl argument points at: copy_from_user's check (readable: one pread of /proc/self/mem,
+    which fails where nothing is mapped) or, for pages to pin, mapped read-write (/proc/self/maps)."""
+    if addr and not pin:
+      try: ok = len(os.pread(self.mem_fd, size, addr)) == size
+      except OSError: ok = False
+    else: ok = bool(addr) and _mapped_rw(addr, size)
+    if not ok: raise _fail(errno.EFAULT, f"{what}: [{addr:#x}, +{size}) is not process memory{' mapped read-write' if pin else ''}")
     return memoryview((ctypes.c_uint8 * size).from_address(addr)).cast("B")
 
   def _context(self, cid: int, what: str) -> Context:
@@ -270,7 +278,7 @@ class KGSLModel:
     if p.flags or p.offset: raise _fail(errno.EINVAL, f"MAP_USER_MEM with flags {p.flags:#x} / offset {p.offset}: not modelled")
     if not p.len or p.hostptr % PAGE or p.len % PAGE:
       raise _fail(errno.EINVAL, f"MAP_USER_MEM of [{p.hostptr:#x}, +{p.len:#x}): the range must be whole pages")
-    mem = self._user(p.hostptr, p.len, "MAP_USER_MEM")
+    mem = self._user(p.hostptr, p.len, "MAP_USER_MEM", pin=True)
     p.gpuaddr = self.gpu_space.reserve(p.len, PAGE)
     with self.lock: self.mapped[p.gpuaddr] = Obj(0, p.len, 0, mem, p.gpuaddr)
 

@@ -76,6 +76,36 @@ def test_hand_encoded_cat2_matches_the_disassembler_and_numpy(word, text, ref):
   np.testing.assert_array_equal(lanes.regs[:, reg("r0.w")], ref(a, b))
 
 
+def mov(src_t: int, dst_t: int, dst: str, src: int | str) -> int:
+  """cat1 mov: a str source is a GPR (form 00), an int a 32-bit immediate (form 10)."""
+  form, val = (0, reg(src)) if isinstance(src, str) else (2, src & 0xFFFFFFFF)
+  return 1 << 61 | form << 53 | src_t << 50 | dst_t << 46 | reg(dst) << 32 | val
+
+
+@pytest.mark.parametrize("word,text,value", [
+  (mov(3, 3, "r2.z", 0xDEADBEEF), "mov.u32u32 r2.z, 0xdeadbeef", lambda a: np.full_like(a, 0xDEADBEEF)),
+  (mov(1, 1, "r2.z", "r1.x"), "mov.f32f32 r2.z, r1.x", lambda a: a),
+  (mov(5, 5, "r2.z", "r1.x"), "mov.s32s32 r2.z, r1.x", lambda a: a),
+])
+def test_hand_encoded_movs_match_the_disassembler(word, text, value):
+  if disasm.available(): assert disasm.disasm([word]) == [text]
+  lanes = Lanes(8)
+  lanes.regs[:, reg("r1.x")] = a = np.arange(8, dtype=np.uint32) * 977
+  lanes.run([word, END])
+  np.testing.assert_array_equal(lanes.regs[:, reg("r2.z")], value(a))
+
+
+@pytest.mark.parametrize("word,why", [
+  (mov(1, 3, "r0.x", "r1.x"), "mov.f32u32 .*only same-type 32-bit"),
+  (mov(0, 0, "r0.x", "r1.x"), "mov.f16f16 .*only same-type 32-bit"),
+  (mov(3, 3, "r0.x", "r1.x") | 1 << 55, "ROUND"),
+  (mov(3, 3, "r0.x", "r1.x") | 1 << 53, "const, relative"),
+  (1 << 61 | 2 << 57, "ir3 instruction swz"),
+])
+def test_unmodelled_movs_are_named(word, why):
+  with pytest.raises(IR3Error, match=why): Lanes(2).run([word, END])
+
+
 @needs_disasm
 def test_end_and_nop_decode_as_the_disassembler_says():
   assert disasm.disasm([0, END]) == ["nop", "end"]
