@@ -1,4 +1,4 @@
-"""Qualcomm Adreno GPUs (a6xx, a7xx) through the KGSL kernel driver (drivers.qcom.msm_kgsl: its ioctl ABI;
+"""Qualcomm Adreno GPUs (a6xx, a7xx) through the KGSL kernel driver (autogen.msm_kgsl: its ioctl ABI;
 drivers.qcom.kgsl: one GPU's context, memory, submission and timestamps; drivers.qcom.cp: CP packets;
 drivers.qcom.device: the queue API). Device strings: QCOM (/dev/kgsl-3d0), MOCK+QCOM (the same driver against the
 KGSL model, emu/kgsl: kernel_interface(mock="kgsl")). Copies, signals, waits and timestamps; no kernels yet, so QCOM is

@@ -1,5 +1,5 @@
 """One Adreno GPU through the KGSL kernel driver (/dev/kgsl-3d0): a draw context, GPU objects, imported host memory,
-command submission and timestamps (reference hcq_compute.md §3.1; ABI: drivers.qcom.msm_kgsl).
+command submission and timestamps (reference hcq_compute.md §3.1; ABI: autogen.msm_kgsl).
 
 Written against drivers.system.kernel.KernelInterface, so the same code runs on the kernel and on the KGSL model
 (emu/kgsl). Every GPU object is allocated with KGSL_MEMFLAGS_USE_CPU_MAP and mmapped at offset id * 4096, so its
@@ -10,7 +10,7 @@ from __future__ import annotations
 import ctypes
 from dataclasses import dataclass
 
-from drivers.qcom import msm_kgsl as K
+from autogen import msm_kgsl as K
 from drivers.qcom.cp import GENERATIONS
 from drivers.system.kernel import KernelInterface
 from drivers.system.mmio import MMIO

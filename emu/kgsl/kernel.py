@@ -1,7 +1,7 @@
 """A model of the KGSL kernel driver (/dev/kgsl-3d0) over one Adreno GPU, implementing
 drivers.system.kernel.KernelInterface; its command processor is emu.kgsl.cp.
 
-ioctls (msm_kgsl.h layouts, drivers.qcom.msm_kgsl): the request must be exactly one the model implements (the same
+ioctls (msm_kgsl.h layouts, autogen.msm_kgsl): the request must be exactly one the model implements (the same
 number, direction and argument size: anything else is ENOTTY, as for an ioctl KGSL does not know), its argument
 that many bytes. Implemented: DEVICE_GETPROPERTY (DEVICE_INFO, GPU_RESET_STAT), SETPROPERTY (PWR_CONSTRAINT),
 DRAWCTXT_CREATE/DESTROY, GPUOBJ_ALLOC/FREE/INFO, MAP_USER_MEM (KGSL_USER_MEM_TYPE_ADDR), SHAREDMEM_FREE,
@@ -19,7 +19,7 @@ memory, dma-buf/ion import, the memstore page, perf counters, preemption.
 from __future__ import annotations
 import ctypes, errno, mmap, os, threading, time
 
-from drivers.qcom import msm_kgsl as K
+from autogen import msm_kgsl as K
 from emu.addrspace import ProcessAddressSpace
 from emu.kgsl.cp import CommandProcessor, CPFault
 from emu.plugin import KernelModel

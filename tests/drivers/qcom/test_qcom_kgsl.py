@@ -6,7 +6,8 @@ import pytest
 import autogen.adreno as A
 from drivers.hcq import open_device
 from drivers.hcq.faults import DeviceFault
-from drivers.qcom import cp, msm_kgsl as K
+from autogen import msm_kgsl as K
+from drivers.qcom import cp
 from drivers.qcom.kgsl import KGSL, UnsupportedChip
 from drivers.system.dma import host_address
 from drivers.system.kernel import kernel_interface

@@ -1,4 +1,5 @@
-"""The KGSL ioctl ABI (/dev/kgsl-3d0), written by hand: no registry package ships msm_kgsl.h (it is a downstream
+"""The KGSL ioctl ABI (/dev/kgsl-3d0). NOT GENERATED: written by hand (the one such module in autogen/, where both
+drivers/qcom and its model emu/kgsl read it): no registry package ships msm_kgsl.h (it is a downstream
 Android/Qualcomm kernel header). Source of the facts: msm_kgsl.h as mesa carries it for turnip's KGSL backend,
 src/freedreno/vulkan/msm_kgsl.h at mesa commit 33ede796 (Igalia/mesa mirror, 2021; KGSL_VERSION 3.14), and the
 ioctls and flags the hcq_compute reference section 3.1 lists. Layouts are LP64 (aarch64 phones, x86-64 hosts for the
