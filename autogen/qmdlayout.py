@@ -6,7 +6,7 @@ headers' indexed fields (`CONSTANT_BUFFER_VALID(i)`, `RELEASE_ENABLE(i)`, ...) a
 `CONSTANT_BUFFER_VALID_3`; value names (`..._TRUE`) stay in autogen.nv.qmd.
 """
 from __future__ import annotations
-from autogen.nv import qmd as Q
+from autogen.nv import compute as C, qmd as Q
 
 # index ranges of the indexed fields, from the gaps the headers leave for them
 _COUNTS = {"CONSTANT_BUFFER_": 8, "RELEASE_": 3, "DEPENDENT_QMD_": 2, "TPC_DISABLE_MASK": 18}
@@ -54,3 +54,4 @@ class QMDLayout:
 V03_AMPERE_A = QMDLayout("NVC6C0_QMDV03_00", 2048)
 V03_AMPERE_B = QMDLayout("NVC7C0_QMDV03_00", 2048)
 V04_HOPPER = QMDLayout("NVCBC0_QMDV04_00", 3072)
+LAYOUTS = {C.AMPERE_COMPUTE_A: V03_AMPERE_A, C.AMPERE_COMPUTE_B: V03_AMPERE_B, C.HOPPER_COMPUTE_A: V04_HOPPER}   # by compute class

@@ -31,6 +31,11 @@ PB_SIZE = 1 << 20                        # bytes of pushbuffer ring
 COPY_SUB, COMPUTE_SUB = 4, 1             # the subchannels the copy and compute objects are bound on (reference section 4)
 # generic-address windows of shared and local memory (reference section 3, step 23; the shared one 4 GiB-aligned)
 LOCAL_WINDOW, SHARED_WINDOW = 0x729300000000, 0x729400000000
+# the compute methods sent (NVC6C0_* names): the same offsets in clc6c0.h, clc7c0.h and clcbc0.h (reference section 4)
+assert all(getattr(K, f"{p}_{m}") == getattr(K, f"NVC6C0_{m}") for p in ("NVC7C0", "NVCBC0") for m in (
+  "SET_SHADER_SHARED_MEMORY_WINDOW_A", "SET_SHADER_LOCAL_MEMORY_WINDOW_A", "SET_SHADER_LOCAL_MEMORY_A",
+  "SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A", "INVALIDATE_SHADER_CACHES_NO_WFI", "SEND_PCAS_A", "SEND_SIGNALING_PCAS2_B",
+  "SEND_SIGNALING_PCAS2_B_PCAS_ACTION_PREFETCH_SCHEDULE"))
 ERRORS = {13: "ROBUST_CHANNEL_GR_EXCEPTION", 31: "ROBUST_CHANNEL_FIFO_ERROR_MMU_ERR_FLT (an MMU fault)"}   # nverror.h
 LOCAL_ALIGN = 0x20000                    # local memory is allocated in 128 KiB steps, per TPC in 32 KiB (section 3, step 25)
 MAX_COPY = 1 << 31                       # bytes per LAUNCH_DMA (LINE_LENGTH_IN is 32 bits; 2 GiB as the facts' copies)

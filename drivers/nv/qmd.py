@@ -7,10 +7,8 @@ import struct
 from dataclasses import dataclass
 
 from autogen import qmdlayout
-from autogen.nv import compute as C
 
-LAYOUTS = {C.AMPERE_COMPUTE_A: qmdlayout.V03_AMPERE_A, C.AMPERE_COMPUTE_B: qmdlayout.V03_AMPERE_B,
-           C.HOPPER_COMPUTE_A: qmdlayout.V04_HOPPER}
+LAYOUTS = qmdlayout.LAYOUTS
 RESERVED_SHARED = 0x400                  # shared memory sm_80+ reserves per CTA (reference section 6)
 # the SM shared-memory carveouts (KiB) and the most per SM: GA100 164, GA10x/AD10x 100, GH100 228
 CARVEOUTS = (8, 16, 32, 64, 100, 132, 164, 196, 228)

@@ -15,10 +15,8 @@ import functools
 from dataclasses import dataclass, field
 
 from autogen import qmdlayout
-from autogen.nv import compute as C
 
-LAYOUTS = {C.AMPERE_COMPUTE_A: qmdlayout.V03_AMPERE_A, C.AMPERE_COMPUTE_B: qmdlayout.V03_AMPERE_B,
-           C.HOPPER_COMPUTE_A: qmdlayout.V04_HOPPER}
+LAYOUTS = qmdlayout.LAYOUTS
 MAX_REGISTERS = 255                      # per thread (sm_80, sm_90)
 REGISTER_FILE = 65536                    # 32-bit registers per SM
 # hints a model with no caches, no prefetcher and one CTA at a time honours by doing nothing: the values accepted
