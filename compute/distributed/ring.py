@@ -2,13 +2,14 @@
 its peers, and the engine that moves a collective's chunks over them.
 
 Flow control is by credits, per direction of a link: each rank keeps SLOTS slots of CHUNK bytes for each peer in its
-landing MR, and a sender holds one credit per free slot. A chunk goes out as one RDMA WRITE WITH IMMEDIATE into slot
-`seq % SLOTS` of the receiver; the immediate (`tag << 24 | seq`) raises a receive completion there (a WRITE with
-immediate consumes a posted receive: IBTA vol. 1, 9.4.1.1), so the receiver learns the chunk landed without polling
-memory. Once it consumed the slot (reduced into or copied to its work buffer, on the GPU) it returns the credit with
+landing MR, and a sender holds one credit per free slot. A chunk goes out as one RDMA WRITE WITH IMMEDIATE into
+slot `seq % SLOTS` of the receiver; the immediate (`tag << 28 | seq << 21 | length`) raises a receive completion there
+(a WRITE with immediate consumes a posted receive: IBTA vol. 1, 9.4.1.1), so the receiver learns the chunk landed
+without polling memory. Once it consumed the slot (reduced into or copied to its work buffer, on the GPU) it returns the credit with
 a SEND WITH IMMEDIATE of no data (`CREDIT | 1`). `tag` counts the collectives each link carried: a chunk of another
-collective, or out of sequence, is an error naming the peer, never data folded into the wrong result (a chunk's
-length is checked too where the provider reports it for a WRITE with immediate: mlx5 does, bnxt reports 0).
+collective, out of sequence or of another length than the receiver expects (the ranks called different collectives,
+or with different sizes) is an error naming the peer, never data folded into the wrong result. The length travels
+in the immediate because not every NIC reports it for a WRITE with immediate (mlx5's CQE does, bnxt's carries 0).
 
 A chunk that lands before this rank reached the collective it belongs to waits in its slot (no credit goes back)
 until that collective consumes it. A peer that dies leaves its QP's WRITEs unacknowledged until the retry count is
@@ -30,7 +31,9 @@ RECVS = 2 * SLOTS + 2      # receives posted per QP: at most SLOTS chunks and SL
 SENDS = 4 * SLOTS          # send queue depth per QP (chunks and credits)
 CREDIT = 1 << 31           # an immediate with this bit returns credits (its low bits: how many)
 BYE = 1 << 30              # with CREDIT: the peer is leaving, and sends nothing after this
-SEQ_MASK, TAG_MASK = (1 << 24) - 1, 0x7f
+TAG_SHIFT, SEQ_SHIFT = 28, 21 # a chunk's immediate: tag (3 bits), seq mod 128 (7 bits), length (21 bits: up to CHUNK)
+TAG_MASK, SEQ_MASK, LEN_MASK = 0x7, 0x7f, (1 << SEQ_SHIFT) - 1
+assert CHUNK <= LEN_MASK
 
 
 class DistributedError(RuntimeError):
@@ -165,7 +168,7 @@ class Engine:
       while q and link.credits and link.sends_out + len(batch) < SENDS and (q[0].after is None or q[0].after.done):
         s = q.popleft()
         slot = link.send_seq % SLOTS
-        imm = link.tag << 24 | (link.send_seq & SEQ_MASK)
+        imm = link.tag << TAG_SHIFT | (link.send_seq & SEQ_MASK) << SEQ_SHIFT | s.length
         batch.append(SendWR(self._wr_id(link), WROpcode.RDMA_WRITE_WITH_IMM, [work_mr.sge(s.offset, s.length)], imm_data=imm,
                             remote_addr=link.remote_addr + slot * CHUNK, rkey=link.rkey))
         link.credits -= 1
@@ -197,10 +200,10 @@ class Engine:
       if link.credits > SLOTS:
         raise DistributedError(f"{what} on rank {self.rank}: rank {link.peer} returned more credits than it holds slots")
       return
-    if imm & SEQ_MASK != link.recv_seq & SEQ_MASK:
-      raise DistributedError(f"{what} on rank {self.rank}: rank {link.peer} sent chunk #{imm & SEQ_MASK}, expected "
-                             f"#{link.recv_seq & SEQ_MASK}")
-    link.arrived.append((link.recv_seq, imm >> 24, wc.byte_len))
+    if imm >> SEQ_SHIFT & SEQ_MASK != link.recv_seq & SEQ_MASK:
+      raise DistributedError(f"{what} on rank {self.rank}: rank {link.peer} sent chunk #{imm >> SEQ_SHIFT & SEQ_MASK}, "
+                             f"expected #{link.recv_seq & SEQ_MASK}")
+    link.arrived.append((link.recv_seq, imm >> TAG_SHIFT & TAG_MASK, imm & LEN_MASK))
     link.recv_seq += 1
 
   def _consume(self, what: str, recvs: dict[int, deque[Recv]], consume: Callable[[Recv, HCQBuffer], None]) -> bool:
@@ -210,9 +213,7 @@ class Engine:
       while q and link.arrived:
         seq, tag, length = link.arrived.popleft()
         r = q.popleft()
-        # the chunk's length where the provider reports it (mlx5 does; bnxt's responder CQE for a WRITE with
-        # immediate carries 0)
-        if tag != link.tag or (length and length != r.length):
+        if tag != link.tag or length != r.length:
           raise DistributedError(f"{what} on rank {self.rank}: rank {peer} sent a {length}-byte chunk of collective "
                                  f"#{tag}, while this rank expects {r.length} bytes of #{link.tag}: the ranks called "
                                  "different collectives, or with different sizes")

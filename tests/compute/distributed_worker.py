@@ -3,6 +3,7 @@ one JSON line per check, {"rank", "check", "ok", "detail"}, comparing against nu
 itself (seeded by size and rank).
 
   python distributed_worker.py collectives   all_reduce (sizes, dtypes, ops), broadcast, all_gather, send/recv, barrier
+  python distributed_worker.py mismatch      rank 0 all-reduces 1000 elements, the others 2000: each must say so
   python distributed_worker.py die           rank 1 kills itself in the middle of a 1 MiB all_reduce; the others
                                              report the error they get
 """
@@ -74,6 +75,15 @@ def collectives() -> None:
   report("no staging copies", dist.stats["staging_copies"] == 0, json.dumps(dist.stats))
 
 
+def mismatch() -> None:
+  t = Tensor(np.ones(1000 if dist.rank() == 0 else 2000, np.float32), device=dist.device())
+  try: dist.all_reduce(t)
+  except dist.DistributedError as e:
+    report("error", True, str(e))
+    return
+  report("error", False, "all_reduce returned")
+
+
 def die() -> None:
   """Rank 1 dies once it has folded its second chunk of a 4 MiB all_reduce; the others must fail, naming it."""
   if dist.rank() == 1:
@@ -99,5 +109,5 @@ def die() -> None:
 if __name__ == "__main__":
   faulthandler.dump_traceback_later(float(os.environ.get("WORKER_STACKS_AFTER_S", 240)), exit=True)   # a hang shows where
   dist.init()
-  {"collectives": collectives, "die": die}[sys.argv[1]]()
+  {"collectives": collectives, "mismatch": mismatch, "die": die}[sys.argv[1]]()
   dist.destroy_process_group()

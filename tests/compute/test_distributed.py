@@ -58,6 +58,18 @@ def test_a_gpu_without_peer_to_peer_goes_through_host_memory_counting_the_copies
     assert all(c["ok"] for c in checks.values()), [c for c in checks.values() if not c["ok"]]
 
 
+@pytest.mark.parametrize("nic", ["bnxt", "mlx5"])
+def test_ranks_that_all_reduce_different_sizes_are_told_so(nic):
+  """The chunk's length travels in the immediate, so every vendor catches it (bnxt reports no length for a WRITE
+  with immediate)."""
+  r, lines = launch(2, "mismatch", timeout=300, HCQ_NIC=nic, HCQ_DIST_TIMEOUT_S="20")
+  for k, (mine, theirs) in enumerate(((2000, 4000), (4000, 2000))):
+    got = checks_of(lines, k).get("error", {})
+    assert got.get("ok"), (k, r.stdout[-3000:], r.stderr[-3000:])
+    assert re.search(rf"sent a {theirs}-byte chunk of collective #\d, while this rank expects {mine} bytes of #\d: the "
+                     "ranks called different collectives, or with different sizes", got["detail"]), got["detail"]
+
+
 def test_a_rank_that_dies_mid_all_reduce_fails_the_others_naming_it():
   """mpirun --enable-recovery keeps the others running once rank 1 is killed; they report and end. (mpirun itself
   sometimes stays up after such a job: once both survivors have reported, its process group is ended here.)"""
