@@ -7,6 +7,10 @@ Fusion rules:
   consume it (the epilogue, e.g. `+ bias` and `relu` after a matmul) up to the furthest node that all of
   the epilogue feeds into; where that stops (results used twice, a broadcast, another reduce), the
   result is realized. One reduce per kernel: a second reduce meeting the same epilogue is realized alone;
+- an inlined node is recomputed once per distinct view it is read through (a shifted or padded read), so a chain of such
+  reads multiplies: each step of a log-step scan reads the step before at two offsets, 2^steps copies in one kernel.
+  Past RECOMPUTE_LIMIT extra copies in a kernel, the recomputed node nearest its root is realized (and the kernel looked
+  at again), which bounds every kernel's expression; stencils of a few shifted reads stay fused;
 - targets, CONTIGUOUS and device copies are realization boundaries.
 
 Schedules are cached by the structure of the graph they realize (ops, arguments, shapes, dtypes, devices, which nodes
@@ -15,7 +19,7 @@ schedule bound to its own nodes, and its kernels carry the runtime's compiled pr
 """
 from __future__ import annotations
 import dataclasses
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Any
 from compute.dtypes import DType, dtypes
@@ -135,7 +139,7 @@ def _schedule(targets: list[LazyBuffer]) -> list[Kernel | Copy]:
     if id(root) in fused: root = n
     fused.add(id(root))
     realize.add(id(root))
-  while _split_extra_reduces(order, realize): pass
+  while _split_extra_reduces(order, realize) | _split_recomputation(order, realize, topo): pass
   items: list[Kernel | Copy] = []
   for n in order:
     if id(n) not in realize: continue
@@ -190,6 +194,42 @@ def _split_extra_reduces(order: list[LazyBuffer], realize: set[int]) -> bool:
       elif n.op is Ops.VIEW and not n.st.is_reshape_of(n.base.shape): inside = True
       stack.extend((s, inside) for s in n.srcs)
   return changed
+
+
+RECOMPUTE_LIMIT = 64   # extra copies of inlined elementwise nodes one kernel may hold (a padded 3x3 conv backward in tests: 28)
+
+
+def _split_recomputation(order: list[LazyBuffer], realize: set[int], topo: dict[int, int]) -> bool:
+  """Realize recomputed nodes until no kernel holds more than RECOMPUTE_LIMIT extra copies of its inlined elementwise
+  nodes (see the module docstring). Returns whether anything changed."""
+  changed = False
+  for root in reversed(order):   # a node realized here comes earlier in `order`: it is looked at as a root later
+    if id(root) not in realize or root.op is Ops.COPY: continue
+    while (n := _recomputed(root, realize, topo)) is not None:
+      realize.add(id(n)); changed = True
+  return changed
+
+
+def _recomputed(root: LazyBuffer, realize: set[int], topo: dict[int, int]) -> LazyBuffer | None:
+  """Once `root`'s kernel holds more than RECOMPUTE_LIMIT extra copies of inlined elementwise nodes (one copy per
+  distinct chain of views a node is read through, as _lower builds them), the copied node nearest the root; else None.
+  Walked breadth first from the root and stopped at the limit, so an exponential expression costs the limit to find."""
+  views: dict[int, int] = {}
+  copied: dict[int, LazyBuffer] = {}
+  seen, extra = set(), 0
+  todo = deque([(root.srcs[0] if root.op is Ops.CONTIGUOUS else root, ())])
+  while todo and extra <= RECOMPUTE_LIMIT:
+    n, pending = todo.popleft()
+    if (id(n), pending) in seen or n.realized or (n is not root and id(n) in realize): continue
+    seen.add((id(n), pending))
+    if n.op is Ops.VIEW: pending = n.arg + pending
+    elif n.op is Ops.REDUCE: pending = ()   # a reduce's input is indexed by the reduce's own loop
+    elif n.op in ELEMENTWISE:
+      views[id(n)] = views.get(id(n), 0) + 1
+      if views[id(n)] > 1: extra += 1; copied[id(n)] = n
+    todo.extend((s, pending) for s in n.srcs)
+  if extra <= RECOMPUTE_LIMIT: return None
+  return max(copied.values(), key=lambda c: topo[id(c)])
 
 
 def _lower(root: LazyBuffer, realize: set[int]) -> Kernel:

@@ -116,3 +116,20 @@ def test_mixed_devices_are_an_error():
   b = rnd(2)
   b.lazydata.device = "MOCKPCI+AMD"
   with pytest.raises(RuntimeError, match=r"different devices \(CPU and MOCKPCI\+AMD\); move one with .to\(\)"): a + b
+
+
+def _expr_nodes(k: Kernel) -> int:
+  seen, todo = set(), [k.root]
+  while todo:
+    n = todo.pop()
+    if id(n) not in seen: seen.add(id(n)); todo.extend(n.srcs)
+  return len(seen)
+
+
+@pytest.mark.parametrize("n", [300, 1000, 5000])
+def test_log_step_scan_kernels_stay_bounded(n):
+  x = np.random.default_rng(n).standard_normal(n).astype(np.float32)
+  t = Tensor(x).cumsum()
+  ks = kernels(t)
+  assert max(_expr_nodes(k) for k in ks) <= 2 * 64 and len(ks) <= n.bit_length()   # not 2^steps nodes in one kernel
+  np.testing.assert_allclose(t.numpy(), np.cumsum(x.astype(np.float64)), rtol=1e-4, atol=1e-4)
