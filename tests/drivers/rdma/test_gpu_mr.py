@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 
 from drivers.hcq import open_device
-from drivers.hcq.staging import Staging
 from drivers.rdma import Access, SendWR, WCError, WCStatus, WROpcode, open_context
 from emu.nic import fastpath
 from emu.pci import PCI_COMMAND, PCI_COMMAND_MEMORY
@@ -46,18 +45,6 @@ class Pair:
     length = local.length if length is None else length
     self.a.post_send(SendWR(1, opcode, [local.sge(0, length)], remote_addr=remote.addr, rkey=remote.rkey))
     return self.cq.wait(1, timeout_s=30)
-
-
-@pytest.fixture
-def staged(monkeypatch):
-  """Every staging copy (drivers/hcq/staging.py) made from here on, as (what, bytes)."""
-  copies = []
-  real = Staging._copy
-  def counted(self, dest_va, src_va, size, what):
-    copies.append((what, size))
-    return real(self, dest_va, src_va, size, what)
-  monkeypatch.setattr(Staging, "_copy", counted)
-  return copies
 
 
 def model(dev): return dev.iface.pci.model

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from drivers.hcq import open_device
-from drivers.hcq.staging import Staging
 from drivers.rdma import Access, RecvWR, SendWR, VerbsError, WCError, WCStatus, WROpcode, open_context
 from tests.drivers.amd.kernels import SRC as AMD_SRC
 
@@ -51,18 +50,6 @@ def link(request):
   link = Link(request.param)
   yield link
   link.close()
-
-
-@pytest.fixture
-def staged(monkeypatch):
-  """Every staging copy (drivers/hcq/staging.py) made from here on, as (what, bytes)."""
-  copies = []
-  real = Staging._copy
-  def counted(self, dest_va, src_va, size, what):
-    copies.append((what, size))
-    return real(self, dest_va, src_va, size, what)
-  monkeypatch.setattr(Staging, "_copy", counted)
-  return copies
 
 
 def rand(n, seed): return np.random.default_rng(seed).standard_normal(n, dtype=np.float32)
