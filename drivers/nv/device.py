@@ -9,8 +9,8 @@ argument memory); signals are host SEM_EXECUTE releases (64-bit, after the engin
 into ring buffers in CPU-visible vidmem (a GPFIFO entry reaches VA below 2^40 only); each submission becomes one GPFIFO
 entry (two where it wraps), published by USERD GPPut and the usermode doorbell. Signals live in sysmem.
 Timestamps: the copy queue releases a scratch semaphore with its timestamp and copies the timestamp over; the compute
-channel has no copy engine, so a compute-queue timestamp is a timestamped release of the signal itself, with the value
-the signal had when the command was built (give timestamps signals of their own, as Program.__call__ and the profiler do).
+channel has no copy engine, so a compute-queue timestamp is a timestamped REDUCTION IADD of 0 on the signal itself:
+the time is stamped when it runs and the value stays what it is then (a reduction counts as a release).
 A channel that stops is seen in its error notifier (NvNotification, nvgputypes.h: a nonzero status, info32 the
 nverror.h code): waits then raise DeviceFault naming the channel and the code.
 """
@@ -49,6 +49,11 @@ RELEASE = field(cl.NVC56F_SEM_EXECUTE_OPERATION, cl.NVC56F_SEM_EXECUTE_OPERATION
   field(cl.NVC56F_SEM_EXECUTE_RELEASE_WFI, cl.NVC56F_SEM_EXECUTE_RELEASE_WFI_EN) | \
   field(cl.NVC56F_SEM_EXECUTE_RELEASE_TIMESTAMP, cl.NVC56F_SEM_EXECUTE_RELEASE_TIMESTAMP_EN)
 ACQUIRE = field(cl.NVC56F_SEM_EXECUTE_OPERATION, cl.NVC56F_SEM_EXECUTE_OPERATION_ACQ_STRICT_GEQ) | SEM64
+# a reduction counts as a release, so it takes the timestamp; adding 0 leaves the value (dev_pbdma.ref.txt)
+STAMP = field(cl.NVC56F_SEM_EXECUTE_OPERATION, cl.NVC56F_SEM_EXECUTE_OPERATION_REDUCTION) | SEM64 | \
+  field(cl.NVC56F_SEM_EXECUTE_REDUCTION, cl.NVC56F_SEM_EXECUTE_REDUCTION_IADD) | \
+  field(cl.NVC56F_SEM_EXECUTE_RELEASE_WFI, cl.NVC56F_SEM_EXECUTE_RELEASE_WFI_EN) | \
+  field(cl.NVC56F_SEM_EXECUTE_RELEASE_TIMESTAMP, cl.NVC56F_SEM_EXECUTE_RELEASE_TIMESTAMP_EN)
 INVALIDATE = field(K.NVC6C0_INVALIDATE_SHADER_CACHES_NO_WFI_INSTRUCTION, 1) | \
   field(K.NVC6C0_INVALIDATE_SHADER_CACHES_NO_WFI_GLOBAL_DATA, 1) | field(K.NVC6C0_INVALIDATE_SHADER_CACHES_NO_WFI_CONSTANT, 1)
 
@@ -151,8 +156,9 @@ class NVComputeQueue(NVQueue):
     self.words += methods(COMPUTE_SUB, K.NVC6C0_SEND_SIGNALING_PCAS2_B, K.NVC6C0_SEND_SIGNALING_PCAS2_B_PCAS_ACTION_PREFETCH_SCHEDULE)
 
   def _timestamp(self, sig: Signal) -> None:
+    """An IADD of 0 with the timestamp: the GPU stamps the time when it runs it, and the value stays whatever it is then."""
     self.keep.append(sig)
-    self._semaphore(sig.va, sig.value, RELEASE)
+    self._semaphore(sig.va, 0, STAMP)
 
 
 class NVCopyQueue(NVQueue):

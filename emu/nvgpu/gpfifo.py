@@ -12,12 +12,15 @@ class methods (clc56f.h / clc86f.h, which agree on every field used here; refere
   implement, stops the channel with an error naming both).
 - SEM_ADDR_HI holds address bits 39:32 (clc56f.h) or 56:32 (clc86f.h). SEM_EXECUTE: RELEASE writes SEM_PAYLOAD (32- or 64-bit by PAYLOAD_SIZE) at SEM_ADDR, with RELEASE_TIMESTAMP the
   PTIMER ns at +8 (a 16-byte semaphore); ACQUIRE (==), ACQ_STRICT_GEQ (>=), ACQ_CIRC_GEQ (wrapping >=, in the payload's
-  width) and ACQ_AND (& != 0) wait until the semaphore satisfies them. NON_STALL_INTERRUPT counts an interrupt.
+  width) and ACQ_AND (& != 0) wait until the semaphore satisfies them. REDUCTION IADD adds the payload (signed and
+  unsigned agree modulo the width) and, being a release, takes RELEASE_TIMESTAMP too (dev_pbdma.ref.txt): one lock makes
+  every channel's semaphore read-modify-write atomic against the others' releases (a CPU store is not ordered by it).
+  NON_STALL_INTERRUPT counts an interrupt.
 A channel that stops (a bad method, a fault) gets RM's error notification: NvNotification (nvgputypes.h) at the start
 of its error notifier, timeStamp, info32 = the error (nverror.h: ROBUST_CHANNEL_FIFO_ERROR_MMU_ERR_FLT for an MMU fault,
 ROBUST_CHANNEL_GR_EXCEPTION otherwise), info16 0, then a nonzero status (RM's exact status value is not in the facts:
 the model writes 1).
-Not modelled: ACQ_NOR and REDUCTION (refused), subdevice masks, CRC entries, the ACQUIRE_SWITCH_TSG time-slicing.
+Not modelled: ACQ_NOR and the reductions other than IADD (refused), subdevice masks, CRC entries, the ACQUIRE_SWITCH_TSG time-slicing.
 """
 from __future__ import annotations
 import struct, threading, time
@@ -35,6 +38,8 @@ SEM = ("SEM_ADDR_LO", "SEM_ADDR_HI", "SEM_PAYLOAD_LO", "SEM_PAYLOAD_HI")
 ROBUST_CHANNEL_GR_EXCEPTION, ROBUST_CHANNEL_FIFO_ERROR_MMU_ERR_FLT = 13, 31   # nverror.h (580.142)
 NOTIFICATION = struct.Struct("<QIHH")     # NvNotification: timeStamp, info32, info16, status
 HOST_NAMES = {getattr(cl, f"NVC56F_{n}"): n for n in ("SET_OBJECT", "NOP", "NON_STALL_INTERRUPT", "WFI", "SEM_EXECUTE", *SEM)}
+
+SEMAPHORES = threading.Lock()         # semaphore releases and reductions of every channel, one at a time
 
 
 def bits(v: int, f: tuple[int, int]) -> int:
@@ -159,13 +164,19 @@ class GPFIFOEngine(RingEngine):
     addr = (self.sem["SEM_ADDR_LO"] & ~3) | bits(self.sem["SEM_ADDR_HI"], self.sem_hi) << 32
     payload = self.sem["SEM_PAYLOAD_LO"] | (self.sem["SEM_PAYLOAD_HI"] << 32 if wide else 0)
     n = 8 if wide else 4
-    stamp = op == cl.NVC56F_SEM_EXECUTE_OPERATION_RELEASE and bits(v, cl.NVC56F_SEM_EXECUTE_RELEASE_TIMESTAMP)
+    red = op == cl.NVC56F_SEM_EXECUTE_OPERATION_REDUCTION
+    if red and bits(v, cl.NVC56F_SEM_EXECUTE_REDUCTION) != cl.NVC56F_SEM_EXECUTE_REDUCTION_IADD:
+      raise RingError(f"{self.qname}: SEM_EXECUTE reduction {bits(v, cl.NVC56F_SEM_EXECUTE_REDUCTION)} is not modelled (IADD is)")
+    release = red or op == cl.NVC56F_SEM_EXECUTE_OPERATION_RELEASE
+    stamp = release and bits(v, cl.NVC56F_SEM_EXECUTE_RELEASE_TIMESTAMP)
     if addr % (16 if stamp else n):
       raise RingError(f"{self.qname}: semaphore at {addr:#x} is not {16 if stamp else n}-byte aligned", addr)
-    if op == cl.NVC56F_SEM_EXECUTE_OPERATION_RELEASE:
-      self.mem.write(addr, payload.to_bytes(n, "little"))
-      if stamp: self.mem.write(addr + 8, time.monotonic_ns().to_bytes(8, "little"))   # the usermode PTIMER's clock
+    if release:
+      with SEMAPHORES:
+        if red: payload = (int.from_bytes(self.mem.read(addr, n), "little") + payload) & ((1 << 8 * n) - 1)
+        self.mem.write(addr, payload.to_bytes(n, "little"))
+        if stamp: self.mem.write(addr + 8, time.monotonic_ns().to_bytes(8, "little"))   # the usermode PTIMER's clock
     elif op in (cl.NVC56F_SEM_EXECUTE_OPERATION_ACQUIRE, cl.NVC56F_SEM_EXECUTE_OPERATION_ACQ_STRICT_GEQ,
                 cl.NVC56F_SEM_EXECUTE_OPERATION_ACQ_CIRC_GEQ, cl.NVC56F_SEM_EXECUTE_OPERATION_ACQ_AND):
       if not acquired(op, int.from_bytes(self.mem.read(addr, n), "little"), payload, 8 * n): raise Stalled
-    else: raise RingError(f"{self.qname}: SEM_EXECUTE operation {op} is not modelled (RELEASE, ACQUIRE, ACQ_STRICT_GEQ, ACQ_CIRC_GEQ, ACQ_AND are)")
+    else: raise RingError(f"{self.qname}: SEM_EXECUTE operation {op} is not modelled (RELEASE, REDUCTION, ACQUIRE, ACQ_STRICT_GEQ, ACQ_CIRC_GEQ, ACQ_AND are)")

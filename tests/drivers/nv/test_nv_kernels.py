@@ -184,6 +184,17 @@ def test_timestamps_on_the_compute_queue_bracket_the_kernel(nv):
   np.testing.assert_array_equal(read(A, np.float32), np.full(64, 2, np.float32))
 
 
+def test_a_compute_queue_timestamp_keeps_the_value_another_queue_gave_the_signal(nv):
+  """The timestamp is stamped when the command runs, and the signal keeps the value the copy queue wrote after the
+  compute queue was built (a release of the build-time value would put 0 back)."""
+  go, sig = nv.new_signal(), nv.new_signal()
+  q = nv.compute_queue().wait(go, 1).timestamp(sig).signal(nv.timeline, v := nv.next_timeline())
+  q.submit()
+  nv.copy_queue().signal(sig, 41).signal(go, 1).submit()
+  nv.timeline.wait(v, timeout_ms=60000)
+  assert sig.value == 41 and sig.timestamp > 0
+
+
 def test_graph_replays_kernels_with_other_buffers_and_values(nv):
   n = 200
   prg = build(nv, VADD, "vadd")

@@ -75,6 +75,20 @@ def test_semaphore_release_32_64_and_timestamp(rig):
   assert rig.engine.nonstall == 1
 
 
+def test_reduction_iadd_adds_the_payload_and_takes_the_timestamp(rig):
+  """dev_pbdma.ref.txt: a REDUCTION counts as a release, so RELEASE_TIMESTAMP stamps it; IADD wraps in the width."""
+  mem = rig.g.alloc(64, cpu_access=True)
+  mem.view.write64(0, (1 << 64) - 2)
+  iadd64 = 6 | 5 << 27 | 1 << 24 | 1 << 25               # REDUCTION, IADD, 64-bit, timestamp
+  before = time.monotonic_ns()
+  rig.submit(inc(0, SEM_ADDR_LO, mem.va & 0xFFFFFFFF, mem.va >> 32, 5, 0) + inc(0, SEM_EXECUTE, iadd64))
+  assert rig.engine.error is None
+  assert mem.view.read64(0) == 3 and before <= mem.view.read64(8) <= time.monotonic_ns()
+  rig.submit(inc(0, SEM_ADDR_LO, (mem.va + 32) & 0xFFFFFFFF, mem.va >> 32, 7, 0) + inc(0, SEM_EXECUTE, 6 | 5 << 27)
+             + inc(0, SEM_EXECUTE, 6 | 5 << 27))  # 32-bit IADD twice, no timestamp
+  assert mem.view.read32(32) == 14 and mem.view.read64(40) == 0
+
+
 def test_acquire_stalls_until_the_semaphore_reaches_the_payload(rig):
   sem, out = rig.g.alloc_host(0x1000), rig.g.alloc(0x1000, cpu_access=True)
   acquire = lambda v, op: inc(0, SEM_ADDR_LO, sem.va & 0xFFFFFFFF, sem.va >> 32, v & 0xFFFFFFFF, v >> 32) + inc(0, SEM_EXECUTE, op | SIZE64)
@@ -127,7 +141,8 @@ def test_copy_multi_line_and_non_incrementing_methods(rig):
   (inc(COPY_SUB, 0, C.HOPPER_DMA_COPY_A) + inc(COPY_SUB, 0x700, 1), r"method 0x700 of copy class 0xc8b5 is not modelled"),
   (inc(COPY_SUB, 0, C.AMPERE_DMA_COPY_B), r"class 0xc7b5, which the channel has no object of \(it has 0xc8b5\)"),
   (inc(COPY_SUB, 0, C.HOPPER_DMA_COPY_A) + inc(COPY_SUB, 0x300, 2), r"SRC_MEMORY_LAYOUT BLOCKLINEAR"),
-  (inc(0, SEM_EXECUTE, 6), r"SEM_EXECUTE operation 6 is not modelled"),
+  (inc(0, SEM_EXECUTE, 5), r"SEM_EXECUTE operation 5 is not modelled"),
+  (inc(0, SEM_EXECUTE, 6), r"SEM_EXECUTE reduction 0 is not modelled \(IADD is\)"),
   ([6 << 29], r"SEC_OP 6"),
   (inc(0, SEM_ADDR_LO, 0, 0, 0)[:3], r"runs past the 3-dword segment"),
 ])
