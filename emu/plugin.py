@@ -4,7 +4,7 @@
   mymodel = "mypackage.model:MODEL"      # the entry point's name is the model's name
 
 drivers/system hands them out: a `PCIModel` through open_model/list_models (bus "mock-<index>"), a `KernelModel`
-through kernel_interface(mock=<name>). The declaration sits beside the model it declares.
+through kernel_interface(mock=<name>), a `BridgeModel` through the bridge's PCIDevice (drivers/system/usb.py, MOCKUSB). The declaration sits beside the model it declares.
 """
 from __future__ import annotations
 from dataclasses import dataclass
@@ -28,3 +28,10 @@ class KernelModel:
   """A kernel driver's model: open/ioctl/mmap/... on the device files it serves, as drivers/system.kernel expects."""
   name: str
   create: Callable[..., Any]             # (**options) -> the model
+
+
+@dataclass(frozen=True)
+class BridgeModel:
+  """A USB-to-PCIe bridge in front of an emulated PCI function, as its USB device."""
+  name: str
+  create: Callable[..., Any]             # (the emu.pci.PCIFunction behind it, bus=, address=) -> a pyusb-like device

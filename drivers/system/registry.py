@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any, Callable, Mapping
 
-from emu.plugin import PCIModel, KernelModel
+from emu.plugin import BridgeModel, PCIModel, KernelModel
 
 VENDOR_GROUP, MODEL_GROUP = "hcq.vendors", "hcq.models"
+MODEL_KINDS = (PCIModel, KernelModel, BridgeModel)
 
 
 @dataclass(frozen=True)
@@ -86,13 +87,13 @@ def vendors() -> list[Vendor]:
   return sorted((_load(VENDOR_GROUP, ep, (Vendor,)) for ep in eps.values()), key=lambda v: (v.priority, v.name))
 
 
-def model(name: str) -> PCIModel | KernelModel | None:
+def model(name: str) -> PCIModel | KernelModel | BridgeModel | None:
   """The registered model of that name, or None."""
   ep = _entry_points(MODEL_GROUP).get(name)
-  return _load(MODEL_GROUP, ep, (PCIModel, KernelModel)) if ep is not None else None
+  return _load(MODEL_GROUP, ep, MODEL_KINDS) if ep is not None else None
 
 
 def models(kind: type = object) -> list[Any]:
-  """Every registered model (of that declaration type: PCIModel, KernelModel), by name."""
-  found = [_load(MODEL_GROUP, ep, (PCIModel, KernelModel)) for _, ep in sorted(_entry_points(MODEL_GROUP).items())]
+  """Every registered model (of that declaration type: PCIModel, KernelModel, BridgeModel), by name."""
+  found = [_load(MODEL_GROUP, ep, MODEL_KINDS) for _, ep in sorted(_entry_points(MODEL_GROUP).items())]
   return [m for m in found if isinstance(m, kind)]

@@ -403,17 +403,22 @@ def open_usb(index: int, lock_prefix: str) -> USBPCIDevice:
   return USBPCIDevice(found[index], lock_prefix)
 
 
+BRIDGE_MODEL = "asm24xx"      # the registered model (hcq.models) of the bridge this module drives
+
+
 class ModelUSBPCIDevice(USBPCIDevice):
-  """Emulated device `index` of the PCI model `kind` behind the bridge model (emu/usb/asm24xx.py): the same device,
-  state and lock as open_model(kind, index)'s mock-<index>, reached over USB (MOCKUSB). Closing it powers the model off."""
+  """Emulated device `index` of the PCI model `kind` behind the registered bridge model: the same device, state and
+  lock as open_model(kind, index)'s mock-<index>, reached over USB (MOCKUSB). Closing it powers the model off."""
   def __init__(self, kind: str, index: int, lock_prefix: str | None, **options: Any):
     from drivers.system.pci import emulated_model
-    from emu.usb.asm24xx import ASM24xx, MockUSBDevice
+    from drivers.system.registry import BridgeModel, model
+    if not isinstance(bridge := model(BRIDGE_MODEL), BridgeModel):
+      raise RuntimeError(f"no USB bridge model {BRIDGE_MODEL!r} is registered (hcq.models): reinstall hcq (scripts/setup.sh)")
     m, bus = emulated_model(kind, index)
     self.function = None
     def make():
       self.function = m.create(bus, index, **options)
-      return MockUSBDevice(ASM24xx(self.function), bus=1, address=2 + index)
+      return bridge.create(self.function, bus=1, address=2 + index)
     super().__init__(make, lock_prefix, bus=bus)
 
   def close(self) -> None:

@@ -38,6 +38,7 @@ import array, errno, struct
 import usb.core
 
 from emu.pci import PCIFunction
+from emu.plugin import BridgeModel
 
 VID_PID = ((0xADD1, 0x0001), (0x3801, 0x0001))
 EP_OUT, EP_IN = 0x02, 0x81
@@ -331,3 +332,4 @@ class MockUSBDevice:
   def disconnect(self) -> None: self.connected = False
 
 
+MODEL = BridgeModel("asm24xx", lambda function, bus, address: MockUSBDevice(ASM24xx(function), bus=bus, address=address))

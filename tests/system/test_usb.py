@@ -198,3 +198,13 @@ def test_xdata_write_is_one_e5_per_byte_value_in_windex(gpu):
     d.xdata_write(0xA804, b"\x01\x02")
     assert d.usb.requests[-2:] == [(0x40, 0xE5, 0xA804, 1), (0x40, 0xE5, 0xA805, 2)]
     assert d.xdata_read(0xA804, 2) == b"\x01\x02" and gpu.dma.read(0x820804, 2) == b"\x01\x02"   # sys_buf, as the GPU sees it
+
+
+def test_the_bridge_model_is_the_registered_one_and_its_absence_is_named(monkeypatch):
+  from drivers.system import registry
+  from drivers.system.usb import BRIDGE_MODEL, ModelUSBPCIDevice
+  import emu.usb.asm24xx
+  assert registry.model(BRIDGE_MODEL) is emu.usb.asm24xx.MODEL
+  monkeypatch.setattr(registry, "model", lambda name: None)
+  with pytest.raises(RuntimeError, match="no USB bridge model 'asm24xx' is registered"):
+    ModelUSBPCIDevice("navi31", 0, None)
