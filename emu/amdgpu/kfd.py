@@ -27,11 +27,12 @@ import numpy as np
 from autogen import kfd
 from autogen.amd import gc_11_0_0 as gc, soc21_enum
 from emu.addrspace import ProcessAddressSpace
+from emu.alloc import RangeAllocator
 from emu.plugin import KernelModel
 from emu.amdgpu.gpu import GPUModel, IP_BASES, DeviceError
 from emu.amdgpu.mmu import FAULT_EXECUTE, FAULT_WRITE, Fault, PTE_VALID, PTE_SYSTEM, PTE_SNOOPED, PTE_READABLE, PTE_WRITEABLE, PTE_EXECUTABLE, \
   MTYPE_SHIFT
-from emu.amdgpu.pagetable import PageTables, VRAMAllocator, PAGE
+from emu.amdgpu.pagetable import PageTables, PAGE
 from emu.amdgpu.pm4 import PM4Engine
 from emu.amdgpu.sdma import SDMAEngine
 
@@ -106,8 +107,8 @@ class Node:
     self.gpu.on_error.append(lambda err: on_error(self, err))
     self.gpu.on_interrupt.append(on_interrupt)
     # the top 64 MiB of VRAM are the kernel's (page tables); the rest is for buffers
-    self.vram_alloc = VRAMAllocator(0, vram_size - (64 << 20))
-    self.pt_alloc = VRAMAllocator(vram_size - (64 << 20), vram_size)
+    self.vram_alloc = RangeAllocator(0, vram_size - (64 << 20), "VRAM")
+    self.pt_alloc = RangeAllocator(vram_size - (64 << 20), 64 << 20, "page-table VRAM")
     self.vm: PageTables | None = None
     self.vm_fd: int | None = None
 
@@ -304,7 +305,7 @@ class KFDModel:
     bo = BO(node.gpu_id << 32 | self._new("handle"), a.va_addr, size, "", flags, node)   # MAKE_HANDLE(gpu_id, idr handle)
     if flags & kfd.KFD_IOC_ALLOC_MEM_FLAGS_VRAM:
       bo.kind = "vram"
-      try: bo.paddr = node.vram_alloc.alloc(size)
+      try: bo.paddr = node.vram_alloc.alloc(size, PAGE)
       except MemoryError as e: raise _ioc_fail(errno.ENOMEM, str(e)) from None
       bo.view = node.gpu.vram.view[bo.paddr:bo.paddr + size]
       node.gpu.vram.u8[bo.paddr:bo.paddr + size] = 0

@@ -1,4 +1,4 @@
-"""Writing gfx11 GPU page tables into emulated VRAM, and the physical VRAM allocator behind them.
+"""Writing gfx11 GPU page tables into emulated VRAM.
 
 Used by the KFD model, which plays the role of the kernel driver: it owns the VM of its process and
 keeps real 4-level tables (the format emu/amdgpu/mmu.py walks) for every buffer it maps.
@@ -6,50 +6,22 @@ keeps real 4-level tables (the format emu/amdgpu/mmu.py walks) for every buffer 
 from __future__ import annotations
 import numpy as np
 
+from emu.alloc import RangeAllocator
 from emu.amdgpu.vram import VRAM
 from emu.amdgpu.mmu import PTE_VALID, ADDR_MASK, LEVEL_SHIFTS
 
 PAGE = 4096
 
 
-class VRAMAllocator:
-  """First-fit allocator over a range of VRAM, with coalescing frees."""
-  def __init__(self, start: int, end: int):
-    self.free_ranges: list[tuple[int, int]] = [(start, end)]
-    self.used: dict[int, int] = {}
-
-  def alloc(self, size: int, align: int = PAGE) -> int:
-    size = (size + PAGE - 1) & ~(PAGE - 1)
-    for i, (s, e) in enumerate(self.free_ranges):
-      a = (s + align - 1) & ~(align - 1)
-      if a + size <= e:
-        self.free_ranges[i:i + 1] = [r for r in ((s, a), (a + size, e)) if r[1] > r[0]]
-        self.used[a] = size
-        return a
-    raise MemoryError(f"out of VRAM: no free {size:#x}-byte range ({self.free_bytes:#x} bytes free in total)")
-
-  def free(self, addr: int) -> None:
-    size = self.used.pop(addr)
-    ranges = sorted(self.free_ranges + [(addr, addr + size)])
-    merged = [ranges[0]]
-    for s, e in ranges[1:]:
-      if s == merged[-1][1]: merged[-1] = (merged[-1][0], e)
-      else: merged.append((s, e))
-    self.free_ranges = merged
-
-  @property
-  def free_bytes(self) -> int: return sum(e - s for s, e in self.free_ranges)
-
-
 class PageTables:
   """A 4-level page-table tree rooted in VRAM; maps runs of 4 KiB pages."""
-  def __init__(self, vram: VRAM, alloc: VRAMAllocator, start: int = 0):
+  def __init__(self, vram: VRAM, alloc: RangeAllocator, start: int = 0):
     self.vram, self.alloc, self.start = vram, alloc, start
     self.root = self._new_table()
     self.tables = [self.root]
 
   def _new_table(self) -> int:
-    t = self.alloc.alloc(PAGE)
+    t = self.alloc.alloc(PAGE, PAGE)   # a table is one 4 KiB page of 512 PTEs, page aligned
     self.vram.u64[t >> 3:(t >> 3) + 512] = 0
     return t
 
