@@ -53,15 +53,16 @@ class CQ:
     return True
 
   def poll(self, max_entries: int) -> list[Completion]:
-    q, out = self.q, []
+    q, out, start = self.q, [], self.q.cons
     while len(out) < max_entries and self._new():
       cqe = bytes(q.slot(q.cons))
       q.cons += 1
-      out.append(self._decode(cqe))
-    if out: self.dev.db.ring(self.cq_id, H.DBC_DBC_TYPE_CQ, q.cons % q.entries, q.epoch(q.cons))
+      if (c := self._decode(cqe)) is not None: out.append(c)
+    if q.cons != start: self.dev.db.ring(self.cq_id, H.DBC_DBC_TYPE_CQ, q.cons % q.entries, q.epoch(q.cons))
     return out
 
-  def _decode(self, cqe: bytes) -> Completion:
+  def _decode(self, cqe: bytes) -> Completion | None:
+    """The entry's completion (None: one for a request of a QP the verbs layer has flushed, dropped: qp.py)."""
     kind = cqe[24] & H.CQ_BASE_CQE_TYPE_MASK
     if kind == H.CQ_BASE_CQE_TYPE_REQ:
       req = decode(H.cq_req, cqe)

@@ -7,6 +7,9 @@ doorbell indexes, the MSN table's start index and the CQE's consumer index count
 sq_msn_search per message, entry m % roundup_pow2(sq_size): its WQE's ring position, first PSN, next PSN) follows
 the ring's pages in the same page table; the hardware requester retransmits from it (INITIALIZE_FW
 HW_REQUESTER_RETX_SUPPORTED). A requester CQE's sq_cons_idx counts the WQEs completed, this one included.
+Once the verbs layer has flushed the QP's requests itself (after an error completion, or a move to ERR), the NIC's
+CQEs for them that follow (its flush CQEs, one per outstanding WQE) are dropped, as the kernel's bnxt_qplib does for a
+queue on its flush list.
 """
 from __future__ import annotations
 import ctypes
@@ -156,6 +159,7 @@ class QP:
       self._free()
       raise
     self.sq_psn, self.path_mtu, self.network_type = 0, 1024, H.CMDQ_MODIFY_QP_NETWORK_TYPE_ROCEV1   # until the AV says
+    self.flushed = False                                # the verbs layer completed every request as flushed
 
   # --- state
   def modify(self, cur: QPState, new: QPState, attr: QPAttr, mask: M) -> None:
@@ -179,9 +183,11 @@ class QP:
     self.dev.rcfw("modify_qp", qp_cid=self.qp_num, qp_type=H.CMDQ_MODIFY_QP_QP_TYPE_RC, modify_mask=modify_mask(mask),
                   network_type_en_sqd_async_notify_new_state=self.network_type | int(new), **f)
     if mask & M.SQ_PSN: self.sq_psn = attr.sq_psn
+    if new == QPState.ERR: self.flushed = True
     if new == QPState.RESET:                     # the hardware's queue indexes start again at 0
       self.sq.reset()
       self.rq.reset()
+      self.flushed = False
 
   # --- work requests
   def post_send(self, wrs: list[tuple[int, SendWR]]) -> None:
@@ -220,19 +226,28 @@ class QP:
                       (cq.q.mem.view, pos % cq.q.entries * CQE_SIZE + 24, H.CQ_BASE_TOGGLE, 1 - cq.q.epoch(pos)))
 
   # --- completions
-  def req_completion(self, cqe) -> Completion:
-    """cq_req: sq_cons_idx is the SQ consumer index after the WQE that completed (WQEs before it completed too)."""
+  def _reported(self, c: Completion) -> Completion:
+    """An error completion: the verbs layer flushes the QP's other requests (IBTA 10.8.3.3)."""
+    if c.status != W.SUCCESS: self.flushed = True
+    return c
+
+  def req_completion(self, cqe) -> Completion | None:
+    """cq_req: sq_cons_idx is the SQ consumer index after the WQE that completed (WQEs before it completed too);
+    None for a request the verbs layer has flushed."""
+    if self.flushed: return None
     sq, cons = self.sq, cqe.sq_cons_idx % self.sq.q.entries
     while sq.posted and (sq.posted[0][0] + 1) % sq.q.entries != cons: sq.posted.popleft()   # unsignaled: done silently
     if not sq.posted:
       raise VerbsError(f"{self.dev.name}: QP {self.qp_num:#x} send completion names SQ consumer index {cqe.sq_cons_idx}, "
                        "which no posted WQE ends at")
     index = sq.posted[0][0]
-    return Completion(self.qp_num, False, sq.retire(index), REQ_WC.get(cqe.status, W.GENERAL_ERR), cqe.status,
-                      f"CQ_REQ_STATUS_{REQ_STATUS.get(cqe.status, '?')}" if cqe.status else "")
+    return self._reported(Completion(self.qp_num, False, sq.retire(index), REQ_WC.get(cqe.status, W.GENERAL_ERR), cqe.status,
+                                     f"CQ_REQ_STATUS_{REQ_STATUS.get(cqe.status, '?')}" if cqe.status else ""))
 
-  def res_completion(self, cqe) -> Completion:
-    """cq_res_rc: the RQ WQE's wr_id (we write the request's sequence number), the length and immediate data."""
+  def res_completion(self, cqe) -> Completion | None:
+    """cq_res_rc: the RQ WQE's wr_id (we write the request's sequence number), the length and immediate data; None
+    for a receive the verbs layer has flushed."""
+    if self.flushed: return None
     rq = self.rq
     wr_id = cqe.srq_or_rq_wr_id & H.CQ_RES_RC_SRQ_OR_RQ_WR_ID_MASK
     if not rq.posted or rq.posted[0][1] & H.RQ_WQE_WR_ID_MASK != wr_id:
@@ -241,8 +256,9 @@ class QP:
     seq = rq.retire(rq.posted[0][0])
     imm = cqe.imm_data_or_inv_r_key if cqe.flags & H.CQ_RES_RC_FLAGS_IMM else None
     opcode = WCOpcode.RECV_RDMA_WITH_IMM if cqe.flags & H.CQ_RES_RC_FLAGS_RDMA else WCOpcode.RECV
-    return Completion(self.qp_num, True, seq, RES_WC.get(cqe.status, W.GENERAL_ERR), cqe.status,
-                      f"CQ_RES_RC_STATUS_{RES_RC_STATUS.get(cqe.status, '?')}" if cqe.status else "", cqe.length, imm, opcode)
+    return self._reported(Completion(self.qp_num, True, seq, RES_WC.get(cqe.status, W.GENERAL_ERR), cqe.status,
+                                     f"CQ_RES_RC_STATUS_{RES_RC_STATUS.get(cqe.status, '?')}" if cqe.status else "",
+                                     cqe.length, imm, opcode))
 
   def destroy(self) -> None:
     try: self.dev.rcfw("destroy_qp", qp_cid=self.qp_num)

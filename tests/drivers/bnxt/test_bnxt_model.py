@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from drivers.rdma import queues
-from drivers.rdma import (Access, QPAttr, QPAttrMask as M, QPState, RecvWR, SendWR, VerbsError, WCError, WCOpcode,
+from drivers.rdma import (Access, QPAttr, QPAttrMask as M, QPState, RecvWR, SendFlags, SendWR, VerbsError, WCError, WCOpcode,
                           WCStatus, WROpcode, open_context)
 from drivers.system import DeviceBusyError
 
@@ -173,3 +173,37 @@ def test_cq_wait_sleeps_on_the_nq_interrupt_and_wakes_for_the_completion(nic, mo
   ready.join()
   assert sleeping.is_set() and bytes(dst.view) == bytes(src.view)
   assert prov.nq.q.cons >= 1 and p.cq.hw.toggle == prov.nq.q.cons % 4     # each notification advanced the arm toggle
+
+
+def test_after_an_error_completion_the_hardwares_flush_cqes_are_not_completed_again(nic):
+  """The requests behind a failed one and the posted receives complete once each, flushed: the verbs layer flushes the
+  QP on the error completion, so the NIC's own flush CQEs that follow (one per request) complete nothing again."""
+  p = Pair(nic)
+  src, dst = p.mr(64, fill=True), p.mr(64)
+  p.a.post_recv([RecvWR(50 + i) for i in range(2)])
+  wrs = [SendWR(i, WROpcode.RDMA_WRITE, [src.sge()], remote_addr=dst.addr, rkey=dst.rkey ^ 0x5A00 if i == 1 else dst.rkey,
+                send_flags=SendFlags.SIGNALED if i != 2 else SendFlags(0)) for i in range(4)]
+  p.a.post_send(wrs)
+  assert [wc.wr_id for wc in p.cq.wait(1, timeout_s=30)] == [0]
+  with pytest.raises(WCError) as e: p.cq.wait(1, timeout_s=30)
+  assert (e.value.wc.wr_id, e.value.wc.status) == (1, WCStatus.REM_ACCESS_ERR)
+  with nic.provider.pci.model.port.lock: pass       # the model has handled the NAK: all its CQEs are written
+  flushed = []
+  while len(flushed) < 4:
+    with pytest.raises(WCError) as e: p.cq.poll(64)
+    flushed.append((e.value.wc.wr_id, e.value.wc.status))
+  assert flushed == [(2, WCStatus.WR_FLUSH_ERR), (3, WCStatus.WR_FLUSH_ERR), (50, WCStatus.WR_FLUSH_ERR), (51, WCStatus.WR_FLUSH_ERR)]
+  assert p.cq.poll(64) == [] and p.cq.expected == 0 and not p.a.sq and not p.a.rq
+  assert p.cq.hw.q.cons == 6      # the NIC's CQEs were all consumed: WR 0, WR 1's error, two sends and two receives flushed
+
+
+def test_moving_to_err_flushes_the_posted_receives_once_each(nic):
+  p = Pair(nic)
+  p.b.post_recv([RecvWR(i) for i in range(3)])
+  p.b.modify(QPAttr(QPState.ERR), M.STATE)
+  flushed = []
+  for _ in range(3):
+    with pytest.raises(WCError) as e: p.cq.poll()
+    flushed.append((e.value.wc.wr_id, e.value.wc.status))
+  assert flushed == [(i, WCStatus.WR_FLUSH_ERR) for i in range(3)] and p.cq.poll() == []
+  assert p.cq.hw.q.cons == 3      # the NIC wrote a flush CQE for each (the verbs layer had flushed them already)

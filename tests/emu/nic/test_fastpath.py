@@ -2,7 +2,7 @@
 the Python path builds; the MIDDLE packets of a long WRITE are written by C once a first one passed the Python path,
 and every packet C may not take (a bad ICRC, another sender, a wrong PSN or P_Key, a QP or key or mapping that changed)
 goes to the Python path, which checks it as always. Facts: emu/nic/roce.py (frames), rc.py (the responder)."""
-import os, random, socket, zlib
+import os, random, socket, time, zlib
 from types import SimpleNamespace
 
 import numpy as np
@@ -301,8 +301,18 @@ class Responder(HandMade):
 
   def post(self, n: int = 1) -> list[int]:
     """b posts n WRITEs; -> their PSNs, as they arrive here."""
-    for _ in range(n): self.b.post_send(self.qb, rc.SendWR(rc.WRITE, self.b.buffer(self.sk, 0, 8), 0x10000, 0x77, ctx=len(self.b.sends)))
+    for i in range(n): self.b.post_send(self.qb, rc.SendWR(rc.WRITE, self.b.buffer(self.sk, 0, 8), 0x10000, 0x77, ctx=len(self.b.sends) + i))
+    return self.packets(n)
+
+  def packets(self, n: int) -> list[int]:
+    """The PSNs of the next n packets b sends here."""
     return [R.decode(self.sock.recv(65536)).psn for _ in range(n)]
+
+  def expire(self) -> None:
+    """b's ACK timer runs out now (what the wire's thread runs at the deadline)."""
+    with self.b.lock:
+      self.qb.deadline = time.monotonic()
+      self.qb._timer()
 
   def ack(self, psn: int, syndrome: int = R.AETH_ACK | R.AETH_CREDITS_INVALID, corrupt: bool = False, completes: int = 1) -> None:
     """Answer with an ACK (or NAK) for `psn`, then wait until b has `completes` more completions."""
@@ -321,8 +331,12 @@ ACK_CASES = {                            # after three WRITEs ACKed one by one (
   "credit count": lambda r: r.ack(r.post()[0], syndrome=R.AETH_ACK | 5),
   "nak remote access": lambda r: r.ack(r.post()[0], syndrome=R.AETH_NAK | R.NAK_REMOTE_ACCESS_ERROR),
   "bad icrc": lambda r: (psn := r.post()[0], r.ack(psn, corrupt=True), r.ack(psn)),
+  # the timer runs out while the ACK covering two WRITEs is in flight: both go again; that ACK completes each once, and
+  # the responder's ACK for the copies (a duplicate, now stale) completes nothing again
+  "retransmitted": lambda r: (psns := r.post(2), r.expire(), r.packets(2) == psns or pytest.fail("not sent again"),
+                              r.ack(psns[1], completes=2), r.ack(psns[1], completes=0), r.ack(r.post()[0])),
 }
-ACK_TAKEN = {"coalesced": 1, "stale": 2, "bad icrc": 1}
+ACK_TAKEN = {"coalesced": 1, "stale": 2, "bad icrc": 1, "retransmitted": 3}
 
 
 def acked_writes(case: str) -> tuple[tuple, int]:
@@ -346,3 +360,4 @@ def test_an_ack_gets_the_same_handling_with_and_without_c(monkeypatch, case):
   without_c, _ = acked_writes(case)
   assert with_c == without_c and taken == 2 + ACK_TAKEN.get(case, 0)
   if case == "nak remote access": assert with_c[0][-1][2] == rc.REM_ACCESS_ERR and with_c[2] == "ERR"
+  if case == "retransmitted": assert with_c[0] == [(20, i, rc.OK) for i in range(6)] and with_c[4] == 2

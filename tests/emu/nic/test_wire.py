@@ -116,6 +116,7 @@ def test_rnr_nak_then_retry_after_the_receive_is_posted(pair):
   assert not a.sends
   b.post_recv(qb, rc.RecvWR(b.buffer(rk), ctx="late"))
   done(a)
+  wait(lambda: b.recvs, "the receive completion (the responder tells its host after the ACK)")
   assert a.sends == [(10, "w", rc.OK)] and b.recvs[0][:3] == (20, "late", rc.OK)
 
 
