@@ -57,11 +57,11 @@ class CQ:
     while len(out) < max_entries and self._new():
       cqe = bytes(q.slot(q.cons))
       q.cons += 1
-      out.append(self._decode(cqe))
+      if (c := self._decode(cqe)) is not None: out.append(c)
     if out: self.dev.db.ring(self.cq_id, H.DBC_DBC_TYPE_CQ, q.cons % q.entries, q.epoch(q.cons))
     return out
 
-  def _decode(self, cqe: bytes) -> Completion:
+  def _decode(self, cqe: bytes) -> Completion | None:
     kind = cqe[24] & H.CQ_BASE_CQE_TYPE_MASK
     if kind == H.CQ_BASE_CQE_TYPE_REQ:
       req = decode(H.cq_req, cqe)

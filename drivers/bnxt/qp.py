@@ -6,7 +6,9 @@ sq_send / sq_rdma / rq_wqe: a 32-byte header and up to six 16-byte SGEs), sq_siz
 doorbell indexes, the MSN table's start index and the CQE's consumer index count WQEs. The SQ's MSN table (one
 sq_msn_search per message, entry m % roundup_pow2(sq_size): its WQE's ring position, first PSN, next PSN) follows
 the ring's pages in the same page table; the hardware requester retransmits from it (INITIALIZE_FW
-HW_REQUESTER_RETX_SUPPORTED). A requester CQE's sq_cons_idx counts the WQEs completed, this one included.
+HW_REQUESTER_RETX_SUPPORTED). A requester CQE's sq_cons_idx counts the WQEs completed, this one included. After an
+error completion (or a move to ERR) the verbs layer has flushed the QP's requests itself, so the flush CQEs the
+hardware writes for them afterwards retire their WQEs and are dropped.
 """
 from __future__ import annotations
 import ctypes
@@ -156,6 +158,7 @@ class QP:
       self._free()
       raise
     self.sq_psn, self.path_mtu, self.network_type = 0, 1024, H.CMDQ_MODIFY_QP_NETWORK_TYPE_ROCEV1   # until the AV says
+    self.flushed = False                                # the verbs layer has flushed the requests (ERR)
 
   # --- state
   def modify(self, cur: QPState, new: QPState, attr: QPAttr, mask: M) -> None:
@@ -179,6 +182,7 @@ class QP:
     self.dev.rcfw("modify_qp", qp_cid=self.qp_num, qp_type=H.CMDQ_MODIFY_QP_QP_TYPE_RC, modify_mask=modify_mask(mask),
                   network_type_en_sqd_async_notify_new_state=self.network_type | int(new), **f)
     if mask & M.SQ_PSN: self.sq_psn = attr.sq_psn
+    if new in (QPState.ERR, QPState.RESET): self.flushed = new == QPState.ERR
     if new == QPState.RESET:                     # the hardware's queue indexes start again at 0
       self.sq.reset()
       self.rq.reset()
@@ -220,18 +224,19 @@ class QP:
                       (cq.q.mem.view, pos % cq.q.entries * CQE_SIZE + 24, H.CQ_BASE_TOGGLE, 1 - cq.q.epoch(pos)))
 
   # --- completions
-  def req_completion(self, cqe) -> Completion:
+  def req_completion(self, cqe) -> Completion | None:
     """cq_req: sq_cons_idx is the SQ consumer index after the WQE that completed (WQEs before it completed too)."""
     sq, cons = self.sq, cqe.sq_cons_idx % self.sq.q.entries
     while sq.posted and (sq.posted[0][0] + 1) % sq.q.entries != cons: sq.posted.popleft()   # unsignaled: done silently
     if not sq.posted:
       raise VerbsError(f"{self.dev.name}: QP {self.qp_num:#x} send completion names SQ consumer index {cqe.sq_cons_idx}, "
                        "which no posted WQE ends at")
-    index = sq.posted[0][0]
-    return Completion(self.qp_num, False, sq.retire(index), REQ_WC.get(cqe.status, W.GENERAL_ERR), cqe.status,
+    seq = sq.retire(sq.posted[0][0])
+    if self._dropped(REQ_WC.get(cqe.status, W.GENERAL_ERR)): return None
+    return Completion(self.qp_num, False, seq, REQ_WC.get(cqe.status, W.GENERAL_ERR), cqe.status,
                       f"CQ_REQ_STATUS_{REQ_STATUS.get(cqe.status, '?')}" if cqe.status else "")
 
-  def res_completion(self, cqe) -> Completion:
+  def res_completion(self, cqe) -> Completion | None:
     """cq_res_rc: the RQ WQE's wr_id (we write the request's sequence number), the length and immediate data."""
     rq = self.rq
     wr_id = cqe.srq_or_rq_wr_id & H.CQ_RES_RC_SRQ_OR_RQ_WR_ID_MASK
@@ -239,10 +244,17 @@ class QP:
       expected = f"expected {rq.posted[0][1] & H.RQ_WQE_WR_ID_MASK:#x}" if rq.posted else "with no receive posted"
       raise VerbsError(f"{self.dev.name}: QP {self.qp_num:#x} receive completion names wr_id {wr_id:#x}, {expected}")
     seq = rq.retire(rq.posted[0][0])
+    if self._dropped(RES_WC.get(cqe.status, W.GENERAL_ERR)): return None
     imm = cqe.imm_data_or_inv_r_key if cqe.flags & H.CQ_RES_RC_FLAGS_IMM else None
     opcode = WCOpcode.RECV_RDMA_WITH_IMM if cqe.flags & H.CQ_RES_RC_FLAGS_RDMA else WCOpcode.RECV
     return Completion(self.qp_num, True, seq, RES_WC.get(cqe.status, W.GENERAL_ERR), cqe.status,
                       f"CQ_RES_RC_STATUS_{RES_RC_STATUS.get(cqe.status, '?')}" if cqe.status else "", cqe.length, imm, opcode)
+
+  def _dropped(self, status: W) -> bool:
+    """Whether a completion with `status` is one the verbs layer has flushed already (noting an error: it flushes next)."""
+    dropped = self.flushed and status == W.WR_FLUSH_ERR
+    self.flushed |= status != W.SUCCESS
+    return dropped
 
   def destroy(self) -> None:
     try: self.dev.rcfw("destroy_qp", qp_cid=self.qp_num)
