@@ -233,27 +233,27 @@ class QP:
 
   def req_completion(self, cqe) -> Completion | None:
     """cq_req: sq_cons_idx is the SQ consumer index after the WQE that completed (WQEs before it completed too);
-    None for a request the verbs layer has flushed."""
-    if self.flushed: return None
+    None for a request the verbs layer has flushed (its WQE is retired all the same)."""
     sq, cons = self.sq, cqe.sq_cons_idx % self.sq.q.entries
     while sq.posted and (sq.posted[0][0] + 1) % sq.q.entries != cons: sq.posted.popleft()   # unsignaled: done silently
     if not sq.posted:
       raise VerbsError(f"{self.dev.name}: QP {self.qp_num:#x} send completion names SQ consumer index {cqe.sq_cons_idx}, "
                        "which no posted WQE ends at")
-    index = sq.posted[0][0]
-    return self._reported(Completion(self.qp_num, False, sq.retire(index), REQ_WC.get(cqe.status, W.GENERAL_ERR), cqe.status,
+    seq = sq.retire(sq.posted[0][0])
+    if self.flushed: return None
+    return self._reported(Completion(self.qp_num, False, seq, REQ_WC.get(cqe.status, W.GENERAL_ERR), cqe.status,
                                      f"CQ_REQ_STATUS_{REQ_STATUS.get(cqe.status, '?')}" if cqe.status else ""))
 
   def res_completion(self, cqe) -> Completion | None:
     """cq_res_rc: the RQ WQE's wr_id (we write the request's sequence number), the length and immediate data; None
-    for a receive the verbs layer has flushed."""
-    if self.flushed: return None
+    for a receive the verbs layer has flushed (its WQE is retired all the same)."""
     rq = self.rq
     wr_id = cqe.srq_or_rq_wr_id & H.CQ_RES_RC_SRQ_OR_RQ_WR_ID_MASK
     if not rq.posted or rq.posted[0][1] & H.RQ_WQE_WR_ID_MASK != wr_id:
       expected = f"expected {rq.posted[0][1] & H.RQ_WQE_WR_ID_MASK:#x}" if rq.posted else "with no receive posted"
       raise VerbsError(f"{self.dev.name}: QP {self.qp_num:#x} receive completion names wr_id {wr_id:#x}, {expected}")
     seq = rq.retire(rq.posted[0][0])
+    if self.flushed: return None
     imm = cqe.imm_data_or_inv_r_key if cqe.flags & H.CQ_RES_RC_FLAGS_IMM else None
     opcode = WCOpcode.RECV_RDMA_WITH_IMM if cqe.flags & H.CQ_RES_RC_FLAGS_RDMA else WCOpcode.RECV
     return self._reported(Completion(self.qp_num, True, seq, RES_WC.get(cqe.status, W.GENERAL_ERR), cqe.status,

@@ -323,7 +323,7 @@ class QP:
         cq._ready.append(WorkCompletion(wr.wr_id, WCStatus.WR_FLUSH_ERR, opcode, self.qp_num, wr=wr))
 
   def describe_outstanding(self) -> str:
-    parts = [f"{len(q)} {kind} (first: {q[0][1].describe() if kind == 'send' else f'wr_id {q[0][1].wr_id}'})"
+    parts = [f"{len(q)} {kind} (first: {q[0][1].describe()})"
              for q, kind in ((self.sq, "send"), (self.rq, "receive")) if q]
     return f"QP {self.qp_num:#x} ({self.state.name}): {', '.join(parts)}" if parts else ""
 

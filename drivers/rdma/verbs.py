@@ -154,6 +154,10 @@ class RecvWR:
   wr_id: int
   sg_list: list[SGE] = field(default_factory=list)
 
+  def describe(self) -> str:
+    return f"RECV wr_id {self.wr_id} ({sum(s.length for s in self.sg_list)} B" + \
+      "".join(f", {s.length} at {s.addr:#x} lkey {s.lkey:#x}" for s in self.sg_list) + ")"
+
 
 class WCOpcode(enum.IntEnum):
   """ibv_wc_opcode."""
@@ -223,6 +227,6 @@ class WCError(VerbsError):
   """An error completion, raised by CQ.poll: `wc` carries the status, the hardware status and the work request."""
   def __init__(self, wc: WorkCompletion):
     self.wc = wc
-    what = wc.wr.describe() if isinstance(wc.wr, SendWR) else f"{wc.opcode.name} wr_id {wc.wr_id}"
+    what = wc.wr.describe() if isinstance(wc.wr, (SendWR, RecvWR)) else f"{wc.opcode.name} wr_id {wc.wr_id}"
     hw = f"hardware status {wc.vendor_err:#x}" + (f" {wc.vendor_status}" if wc.vendor_status else "")
     super().__init__(f"QP {wc.qp_num:#x}: {what} failed: {wc.status.name}, {WC_MEANING.get(wc.status, 'error')} [{hw}]")

@@ -178,7 +178,7 @@ typedef struct {
   uint32_t op, bth1;           /* the opcode (WRITE_ONLY or WRITE_ONLY_IMM) and BTH byte 1 (SE, pad count, TVer) */
   uint32_t rkey, dma_len;      /* the R_Key Python checked, and the length of every message (the frames' length) */
   uint64_t region_va, region_len;  /* the region it names, which grants REMOTE_WRITE; the pieces cover all of it */
-  uint32_t recvs;              /* receive WRs a WRITE with immediate may consume */
+  uint32_t recvs;              /* receive WRs a WRITE with immediate may consume (before one Python must fail) */
   uint32_t msn;
   uint32_t got[BATCH];         /* per packet taken, in order: its immediate data (kind 1), its PSN (kind 2) */
   uint8_t ack_frame[MAX_HEAD + BTH_LEN + 4];   /* an ACK as Python builds it (lower headers, BTH, AETH), no ICRC */
@@ -240,7 +240,7 @@ static int take_only(flow_t *f, const uint8_t *d) {
   if (va < f->region_va || va - f->region_va > f->region_len || f->region_len - (va - f->region_va) < f->dma_len) return 0;
   int imm = f->op == 0x0B;
   if (imm && (!f->recvs || (f->watch_len && memcmp(f->watch, f->watch_seen, f->watch_len)))) return 0;   /* (Python
-     reads the receive WRs posted since, or sends the RNR NAK) */
+     reads the receive WRs posted since, sends the RNR NAK, or fails the bad receive WR) */
   uint32_t rest = f->frame_len - f->head_len - BTH_LEN - ICRC_LEN;
   const uint8_t *tail = bth + BTH_LEN + rest;
   uint32_t crc = crc32_update(bth_crc(f->lower_crc, bth), bth + BTH_LEN, rest);

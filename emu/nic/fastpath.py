@@ -20,9 +20,9 @@ RDMA WRITEs of a latency-bound stream (received, written and ACKed in C) and the
   immediate) at a responder QP between messages, a flow of kind 1 takes that QP's next ones: the same header bytes,
   source endpoint, opcode, BTH flags, P_Key, QPN, the expected PSN, the same R_Key and DMA length (so the same frame
   length) with the address anywhere the region's bounds allow, a correct ICRC, the memory's mappings unchanged; a WRITE
-  with immediate also needs a receive WR the QP holds, and, where the NIC model reads receive WQEs only when a packet
-  needs one (rc.QP.receive_watch), the doorbell record they were read at unchanged. C writes the payload, moves
-  the PSN and MSN and sends the ACK (roce.ack_template filled in) to where the Python path sends them; the port then
+  with immediate also needs a receive WR the QP holds ahead of any that fails (rc.QP.usable_recvs: the Python path
+  fails that one), and, where the NIC model reads receive WQEs only when a packet needs one (rc.QP.receive_watch), the
+  doorbell record they were read at unchanged. C writes the payload, moves the PSN and MSN and sends the ACK (roce.ack_template filled in) to where the Python path sends them; the port then
   completes the receive WRs in order (Host.received, after the ACK as rc.py does). It is disarmed before a batch once
   the QP leaves RTR/RTS, starts a message, loses remote write access, its PSN/MSN, P_Key, MTU, path or key change, or
   the port's filters, GIDs or PHY loopback change, or taps or planned faults appear on the wire (which must see every
@@ -220,13 +220,13 @@ class Receiver:
                ack: tuple[bytes, int, int], ack_to: tuple[str, int], fd: int, watch: tuple[memoryview, bytes] | None) -> None:
     """Hand qp's next single-packet WRITEs to C: they look like `frame` (packet `p`, a WRITE ONLY or ONLY with immediate
     the Python path has just executed into `region`), from `src` until `until`; C sends their ACKs (`ack`:
-    roce.ack_template) to `ack_to` on socket `fd`. A WRITE with immediate consumes one of the receive WRs the QP holds,
-    and only while the bytes `watch` names still read as they did (the receive queue's doorbell record of a NIC that
-    reads its receive WQEs when a packet needs one)."""
+    roce.ack_template) to `ack_to` on socket `fd`. A WRITE with immediate consumes one of the receive WRs the QP holds
+    before any that fails, and only while the bytes `watch` names still read as they did (the receive queue's doorbell
+    record of a NIC that reads its receive WQEs when a packet needs one)."""
     if (got := self._flow(qp, region, 0, region.length, frame, head_len, lower_crc, src, until)) is None: return
     slot, c, keep = got
     c.kind, c.op, c.bth1, c.rkey, c.dma_len = 1, p.opcode, frame[head_len + 1], p.rkey, p.dma_len
-    c.region_va, c.region_len, c.recvs, c.msn = region.va, region.length, len(qp.recvs), qp.msn
+    c.region_va, c.region_len, c.recvs, c.msn = region.va, region.length, qp.usable_recvs(), qp.msn
     body, c.ack_head_len, c.ack_lower_crc = ack
     c.ack_frame[0:len(body)], c.ack_len = body, len(body)
     c.ack_to[0:16] = bytes(sockaddr(ack_to))

@@ -115,7 +115,7 @@ class RoCEPort:
              qp.host.lookup_key(qp, c.rkey if c.kind else f.region.key) is f.region and \
              (c.kind == 0 or self._only_ok(qp) and qp.epsn == c.epsn and qp.msn == c.msn)
       if not ok: rx.free(slot)
-      elif c.kind == 1: c.recvs = len(qp.recvs)
+      elif c.kind == 1: c.recvs = qp.usable_recvs()
 
   def _only_ok(self, qp: QP) -> bool:
     """Whether C may take qp's single-packet WRITEs and send their ACKs: the QP between messages with remote write

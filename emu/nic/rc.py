@@ -31,7 +31,10 @@ destination are dropped silently):
   violation is a NAK invalid request (QP to ERR). SEND and WRITE with immediate consume a receive WR, whose completion
   follows the message's ACK (the requester is answered first, then the host told); with none posted the packet gets
   an RNR NAK (min_rnr_timer) and nothing is consumed. A SEND longer than its receive buffers completes that WR with
-  LOC_LEN_ERR, NAKs invalid request and moves the QP to ERR.
+  LOC_LEN_ERR, NAKs invalid request and moves the QP to ERR. Receive WRs are consumed and complete in posting order
+  (IBA 10.8.3); one the NIC model could not decode (a bad L_Key, a malformed WQE) carries `local_error` and fails only
+  when a message reaches it: before anything of that packet is written, the WR completes with that status, the QP goes
+  to ERR (the later receive WRs flush) and the packet is NAKed remote operational error.
 - PSN behind (a duplicate): WRITE/SEND are not executed again but re-ACKed with the latest PSN; a READ is answered again
   (its R_Key checked again). A READ needs REMOTE_READ on the QP and max_dest_rd_atomic > 0; long responses go out
   READ_BURST packets at a time, between which the wire's other frames are served. A READ request that arrives while an
@@ -140,6 +143,8 @@ class SendWR:
 class RecvWR:
   buffer: Buffer
   ctx: Any = None
+  local_error: str | None = None       # set by the NIC model for a WQE it cannot use: fails when a message consumes it
+  why: str = ""                        # (what is wrong with it)
 
 
 @dataclass
@@ -192,6 +197,7 @@ class QP:
     self.a = Attrs()
     self.stats = Stats()
     self.recvs: deque[RecvWR] = deque()
+    self.bad_recvs = 0                        # of them, with a local_error
     self.timer = None                         # the host timer chasing `deadline` (at most one)
     self._reset()
 
@@ -227,6 +233,7 @@ class QP:
     if state == "RESET":
       self._cancel_timer()
       self.recvs.clear()
+      self.bad_recvs = 0
       self._reset()
     elif state == "RTR" and old != "RTR": self.epsn, self.msn = self.a.rq_psn, 0
     elif state == "RTS" and old == "RTR":
@@ -247,6 +254,7 @@ class QP:
     while self.wrs: self.host.completed(self, self.wrs.popleft(), WR_FLUSH_ERR)
     if self.sctx is not None: self.sctx = None
     while self.recvs: self.host.received(self, self.recvs.popleft(), WR_FLUSH_ERR, 0, None, False)
+    self.bad_recvs = 0
 
   # --- work posting
   def post_send(self, wr: SendWR) -> None:
@@ -267,7 +275,14 @@ class QP:
 
   def post_recv(self, wr: RecvWR) -> None:
     if self.a.state == "ERR": self.host.received(self, wr, WR_FLUSH_ERR, 0, None, False)
-    else: self.recvs.append(wr)
+    else:
+      self.recvs.append(wr)
+      self.bad_recvs += wr.local_error is not None
+
+  def usable_recvs(self) -> int:
+    """How many receive WRs messages can consume before one that fails (the C datapath consumes only those)."""
+    if not self.bad_recvs: return len(self.recvs)
+    return next(i for i, wr in enumerate(self.recvs) if wr.local_error is not None)
 
   # --- requester: transmit
   def _wr_at(self, psn: int) -> SendWR | None:
@@ -518,8 +533,13 @@ class QP:
       if n != mtu: return self._fatal_nak(R.NAK_INVALID_REQUEST, f"{p.name} of {n} bytes: must be a full path MTU ({mtu})")
     elif not 0 < n <= mtu and not (op in R.ONLY and n == 0):
       return self._fatal_nak(R.NAK_INVALID_REQUEST, f"{p.name} of {n} bytes with path MTU {mtu}")
-    if op in (R.WRITE_LAST_IMM, R.WRITE_ONLY_IMM, R.SEND_FIRST, R.SEND_ONLY, R.SEND_ONLY_IMM) and not self.recvs:
-      return self._nak(R.AETH_RNR_NAK | (a.min_rnr_timer & 0x1F))       # receiver not ready: nothing consumed
+    if op in (R.WRITE_LAST_IMM, R.WRITE_ONLY_IMM, R.SEND_FIRST, R.SEND_ONLY, R.SEND_ONLY_IMM):
+      if not self.recvs: return self._nak(R.AETH_RNR_NAK | (a.min_rnr_timer & 0x1F))   # receiver not ready: nothing consumed
+      if (bad := self.recvs[0]).local_error is not None:
+        self.recvs.popleft()
+        self.bad_recvs -= 1
+        self.host.received(self, bad, bad.local_error, 0, None, False)
+        return self._fatal_nak(R.NAK_REMOTE_OPERATIONAL_ERROR, f"{p.name} consumes a bad receive WQE: {bad.why}", bad.local_error)
     if op in (R.WRITE_FIRST, R.WRITE_ONLY, R.WRITE_ONLY_IMM):
       if not a.access & REMOTE_WRITE:
         return self._fatal_nak(R.NAK_REMOTE_ACCESS_ERROR, "RDMA WRITE to a QP without remote write access")

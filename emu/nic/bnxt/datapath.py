@@ -22,7 +22,9 @@ with it, an NQ/NQ_ARM/NQ_MASK doorbell an NQ ring (or the CREQ) in page 0. Anyth
   start_idx = its ring index (WQE or slot), start_psn = its first PSN, next_psn = first + packets. A wrong entry
   completes the WQE with LOCAL_QP_OPERATION_ERR (the hardware would retransmit from it).
 - RQ (xid QPN, index = producer in WQEs of 128 bytes, rq_wqe_hdr with wqe_type RCV 0x80, wr_id, then SGEs <= rq_sge):
-  the QP must not be in RESET; SGEs need LOCAL_WRITE. A malformed WQE completes with an error CQE and the QP goes to ERR.
+  the QP must not be in RESET; SGEs need LOCAL_WRITE in an MR of the QP's PD. WQEs are used in order, when messages
+  arrive: a bad one completes (LOCAL_PROTECTION_ERR for an SGE, LOCAL_QP_OPERATION_ERR for a malformed header) when a
+  message reaches it, after the WQEs before it, and the QP goes to ERR (rc.py).
 - CQ (CQ, CQ_ARMSE, CQ_ARMALL, CQ_ARMENA; index = consumer): the consumer must not pass the producer. ARMALL/ARMSE arm
   the CQ: its next CQE (ARMSE: the next solicited one) writes an nq_cn (type CQ_NOTIFICATION, cq_handle, toggle =
   the CQ's arm toggle, which advances with each notification) to the CQ's CNQ; an arm whose toggle is stale is ignored.
@@ -258,24 +260,19 @@ class RoCEEngine:
       wr_id = int.from_bytes(raw[8:12], "little")
       wr = rc.RecvWR(rc.Buffer(), ctx=wr_id)
       nsge = raw[2] - 2
-      err = None
-      if raw[0] != B.RQ_WQE_WQE_TYPE_RCV: err = f"wqe_type {raw[0]:#x}, not RCV"
-      elif not 0 <= nsge <= qp.rq_sge: err = f"wqe_size {raw[2]} with rq_sge {qp.rq_sge}"
+      if raw[0] != B.RQ_WQE_WQE_TYPE_RCV: wr.local_error, why = rc.LOC_QP_OP_ERR, f"wqe_type {raw[0]:#x}, not RCV"
+      elif not 0 <= nsge <= qp.rq_sge: wr.local_error, why = rc.LOC_QP_OP_ERR, f"wqe_size {raw[2]} with rq_sge {qp.rq_sge}"
       else:
         pieces = []
         for va, lkey, n in (struct.unpack_from("<QII", raw, 32 + 16 * i) for i in range(nsge)):
           mr = self.mrs.get(lkey)
           if mr is None or (mr.pd is not None and mr.pd != qp.pd) or not mr.region.allows(va, n, rc.LOCAL_WRITE):
-            err = f"receive SGE [{va:#x}, +{n:#x}) L_Key {lkey:#x} is not in a local-writable MR of the QP's PD"
+            wr.local_error, why = rc.LOC_PROT_ERR, f"SGE [{va:#x}, +{n:#x}) L_Key {lkey:#x} is not in a local-writable MR of the QP's PD"
             break
           pieces.append((mr.region, va, n))
         wr.buffer = rc.Buffer(pieces)
-      if err is None:
-        qp.rc.post_recv(wr)
-        continue
-      self.nic.log(f"{what}: {err}")
-      self.received(qp.rc, wr, rc.LOC_QP_OP_ERR, 0, None, False)
-      qp.rc.error(err, rc.LOC_QP_OP_ERR, False)
+      if wr.local_error is not None: wr.why = f"{what} WQE wr_id {wr_id:#x}: {why}"
+      qp.rc.post_recv(wr)
 
   # --- rc.Host
   def _qp(self, q: rc.QP) -> QP: return self.qps[q.qpn]

@@ -16,8 +16,9 @@ read (and local write for a READ's destination): else a local protection error. 
 bytes is a local length error.
 Receive queue: 2^log_rq_size WQEs of 16 << log_rq_stride bytes, each data segments ended by lkey 0x100 (MLX5_INVALID_LKEY,
 rdma-core providers/mlx5) or the stride; the doorbell record's first word is the producer (16 bits), read when a packet
-needs a receive WQE (or the QP moves to ERR). A bad receive WQE completes with a local protection error and the QP goes
-to ERR.
+needs a receive WQE (or the QP moves to ERR). WQEs are used in order, when messages arrive: a bad one (an SGE outside
+a local-writable MKEY of the QP's PD) completes with a local protection error when a message reaches it, after the WQEs
+before it, and the QP goes to ERR (rc.py).
 CQEs: requester REQ (sop_drop_qpn = WQE opcode << 24 | qpn, wqe_counter = the WQE's index, byte_cnt = a READ's length)
 for signaled WQEs; responder RESP_SEND / RESP_SEND_IMM / RESP_WR_IMM (byte_cnt, imm at 36, qpn, wqe_counter = the
 receive WQE's index); REQ_ERR / RESP_ERR with the syndrome (MLX5_CQE_SYNDROME_*) at 55 and vendor_err_synd at 54 for every
@@ -157,13 +158,8 @@ def sync_rq(qps: QPs, qp: QP) -> None:
       if (why := local_region(qps, qp, va, n, lkey, rc.LOCAL_WRITE)) is not None: break
       pieces.append((qps.nic.mkeys.lookup(lkey).region, va, n))
     wr = rc.RecvWR(rc.Buffer(pieces), ctx=index)
-    if why is None:
-      qp.rc.post_recv(wr)
-      continue
-    qps.nic.log(f"QP {qp.qpn:#x} receive WQE {index}: {why}")
-    qps.received(qp.rc, wr, rc.LOC_PROT_ERR, 0, None, False)
-    rc.QP.error(qp.rc, why, rc.LOC_PROT_ERR, False)   # the transport's own: the receive WQEs after it stay unread
-    return
+    if why is not None: wr.local_error, wr.why = rc.LOC_PROT_ERR, f"QP {qp.qpn:#x} receive WQE {index}: {why}"
+    qp.rc.post_recv(wr)
 
 
 def req_cqe(qp: QP, ctx: WQECtx, status: str) -> bytearray:
