@@ -107,10 +107,14 @@ class WROpcode(enum.IntEnum):
   RDMA_READ = 4
 
   @property
-  def is_rdma(self) -> bool: return self in (WROpcode.RDMA_WRITE, WROpcode.RDMA_WRITE_WITH_IMM, WROpcode.RDMA_READ)
+  def is_rdma(self) -> bool: return self in _RDMA            # (sets of the values: enum attribute lookups are slow)
 
   @property
-  def has_imm(self) -> bool: return self in (WROpcode.RDMA_WRITE_WITH_IMM, WROpcode.SEND_WITH_IMM)
+  def has_imm(self) -> bool: return self in _IMM
+
+
+_RDMA = frozenset((WROpcode.RDMA_WRITE.value, WROpcode.RDMA_WRITE_WITH_IMM.value, WROpcode.RDMA_READ.value))
+_IMM = frozenset((WROpcode.RDMA_WRITE_WITH_IMM.value, WROpcode.SEND_WITH_IMM.value))
 
 
 class SendFlags(enum.IntFlag):

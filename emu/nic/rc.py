@@ -71,6 +71,9 @@ NAK_STATUS = {R.NAK_INVALID_REQUEST: REM_INV_REQ_ERR, R.NAK_REMOTE_ACCESS_ERROR:
 STATES = ("RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR")
 WRITE, WRITE_IMM, SEND, SEND_IMM, READ = "WRITE", "WRITE_IMM", "SEND", "SEND_IMM", "READ"
 SENDS = frozenset(range(R.SEND_FIRST, R.SEND_ONLY_IMM + 1))
+# a message's packet opcodes (FIRST, MIDDLE, LAST, ONLY) and whether its last packet carries ImmDt (the opcode after)
+_WRITES, _SENDS = (R.WRITE_FIRST, R.WRITE_MIDDLE, R.WRITE_LAST, R.WRITE_ONLY), (R.SEND_FIRST, R.SEND_MIDDLE, R.SEND_LAST, R.SEND_ONLY)
+_OPCODES = {WRITE: (*_WRITES, False), WRITE_IMM: (*_WRITES, True), SEND: (*_SENDS, False), SEND_IMM: (*_SENDS, True)}
 
 
 def timeout_s(timeout: int) -> float | None:
@@ -323,11 +326,9 @@ class QP:
       self.tx_psn = psn_add(wr.first_psn, n)
       self._sent_to(self.tx_psn)
       return
-    base = (R.WRITE_FIRST, R.WRITE_MIDDLE, R.WRITE_LAST, R.WRITE_ONLY) if wr.opcode in (WRITE, WRITE_IMM) else \
-           (R.SEND_FIRST, R.SEND_MIDDLE, R.SEND_LAST, R.SEND_ONLY)
-    p.opcode = base[3] if n == 1 else base[0] if k == 0 else base[2] if k == n - 1 else base[1]
-    if k == n - 1 and wr.opcode in (WRITE_IMM, SEND_IMM):
-      p.opcode, p.imm = p.opcode + 1, wr.imm
+    first, middle, last, only, imm = _OPCODES[wr.opcode]
+    p.opcode = only if n == 1 else first if k == 0 else last if k == n - 1 else middle
+    if k == n - 1 and imm: p.opcode, p.imm = p.opcode + 1, wr.imm
     if p.opcode in R.HAS_RETH: p.va, p.rkey, p.dma_len = wr.remote_va, wr.rkey, wr.length
     p.ack_req = k == n - 1 or (k + 1) % ACK_EVERY == 0
     try: payload = tuple(wr.local.chunks(k * mtu, min(mtu, wr.length - k * mtu)))

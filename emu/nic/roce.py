@@ -171,22 +171,38 @@ def icrc(ip_udp: bytes | bytearray | memoryview, transport: bytes | bytearray | 
   return _transport_crc(_lower_crc(bytes(ip_udp), ipv4), transport, rest)
 
 
+def _bth_fixed(p: Packet, payload_len: int) -> bytes:
+  """The BTH's first 8 bytes (opcode, flags with the pad count, P_Key, resv8a, dest QPN): the same for every packet of
+  a connection with that opcode and pad."""
+  return struct.pack("!BBHI", p.opcode, (0x80 if p.solicited else 0) | (-payload_len % 4) << 4, p.pkey, p.dest_qpn & 0xFFFFFF)
+
+
+# opcode -> the struct of the BTH's last word (AckReq, PSN) and the extension headers after it
+_VARIABLE = {op: struct.Struct("!I" + "QII" * (op in HAS_RETH) + "I" * (op in HAS_AETH) + "I" * (op in HAS_IMM))
+             for op in range(256)}
+
+
+def _bth_variable(p: Packet) -> bytes:
+  """The BTH's AckReq/PSN word and the extension headers of `p` (RETH, AETH, ImmDt)."""
+  op, fields = p.opcode, [(0x80000000 if p.ack_req else 0) | (p.psn & PSN_MASK)]
+  if op in HAS_RETH: fields += (p.va, p.rkey, p.dma_len)
+  if op in HAS_AETH: fields.append((p.syndrome & 0xFF) << 24 | (p.msn & 0xFFFFFF))
+  if op in HAS_IMM:
+    if p.imm is None: raise ValueError(f"{p.name} carries immediate data: imm is required")
+    fields.append(p.imm)
+  return _VARIABLE[op].pack(*fields)
+
+
 def transport_headers(p: Packet, payload_len: int) -> bytes:
   """BTH and the extension headers of `p`, whose payload is `payload_len` bytes (the BTH's pad count)."""
-  pad = -payload_len % 4
-  out = struct.pack("!BBHI I", p.opcode, (0x80 if p.solicited else 0) | pad << 4, p.pkey, p.dest_qpn & 0xFFFFFF,
-                    (0x80000000 if p.ack_req else 0) | (p.psn & PSN_MASK))
-  if p.opcode in HAS_RETH: out += struct.pack("!QII", p.va, p.rkey, p.dma_len)
-  if p.opcode in HAS_AETH: out += struct.pack("!I", (p.syndrome & 0xFF) << 24 | (p.msn & 0xFFFFFF))
-  if p.opcode in HAS_IMM:
-    if p.imm is None: raise ValueError(f"{p.name} carries immediate data: imm is required")
-    out += struct.pack("!I", p.imm)
-  return out
+  return _bth_fixed(p, payload_len) + _bth_variable(p)
 
 
 # Frames of one flow repeat their lower headers: both ends keep what they built or checked, keyed by it.
 _BUILT: dict[tuple[Path, int], tuple[bytes, int]] = {}       # (path, UDP length) -> (Ethernet+IP+UDP bytes, lower CRC)
 _CHECKED: dict[bytes, tuple] = {}                             # Ethernet+IP+UDP bytes -> what _check_lower found
+_FIXED: dict[tuple, tuple[bytes, int]] = {}   # (path, UDP length, opcode, BTH byte 1, P_Key, dest QPN) -> (Ethernet+IP+UDP
+                                              # and the BTH's first 8 bytes, the ICRC's CRC after them, resv8a masked)
 _CACHE_MAX = 4096
 
 
@@ -216,18 +232,32 @@ def ack_template(path: Path, dest_qpn: int, pkey: int) -> tuple[bytes, int, int]
   return head + transport_headers(p, 0), len(head), crc
 
 
+def _fixed_headers(path: Path, udp_len: int, p: Packet, payload_len: int) -> tuple[bytes, int]:
+  """The bytes every frame of p's connection with its opcode and length starts with, up to the BTH's PSN word, and
+  their CRC (the frame's template)."""
+  key = (path, udp_len, p.opcode, p.solicited, payload_len % 4, p.pkey, p.dest_qpn)
+  if (hit := _FIXED.get(key)) is not None: return hit
+  if len(_FIXED) > _CACHE_MAX: _FIXED.clear()
+  head, crc = _lower_headers(path, udp_len)
+  bth = _bth_fixed(p, payload_len)
+  hit = _FIXED[key] = (head + bth, zlib.crc32(bth[5:], zlib.crc32(b"\xff", zlib.crc32(bth[:4], crc))))   # (resv8a masked)
+  return hit
+
+
 def encode(path: Path, p: Packet, payload_parts: tuple = ()) -> list:
   """The frame for packet `p` on `path`, as a list of buffers to send in one datagram. The payload is `p.payload`
   or, to send it without copying, the buffers in `payload_parts` (then `p.payload` must be empty)."""
   parts = payload_parts or ((p.payload,) if len(p.payload) else ())
-  plen = sum(len(x) for x in parts)
+  plen = sum(map(len, parts))
   if p.opcode not in HAS_PAYLOAD and plen: raise ValueError(f"{p.name} carries no payload")
   pad = -plen % 4
-  transport = transport_headers(p, plen)
-  head, crc = _lower_headers(path, UDP_HLEN + len(transport) + plen + pad + ICRC_LEN)
-  tail = (b"\0" * pad,) if pad else ()
-  crc = _transport_crc(crc, transport, tuple(parts) + tail)
-  return [head + transport, *parts, *tail, struct.pack("<I", crc)]
+  variable = _bth_variable(p)
+  fixed, crc = _fixed_headers(path, UDP_HLEN + 8 + len(variable) + plen + pad + ICRC_LEN, p, plen)
+  crc = zlib.crc32(variable, crc)
+  for part in parts: crc = zlib.crc32(part, crc)
+  if not pad: return [fixed + variable, *parts, crc.to_bytes(4, "little")]
+  tail = b"\0" * pad
+  return [fixed + variable, *parts, tail, zlib.crc32(tail, crc).to_bytes(4, "little")]
 
 
 class FrameRun:

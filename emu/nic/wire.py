@@ -204,6 +204,9 @@ class WirePort:
     for tap in self.taps: tap(b"".join(parts))
     with self._txlock:
       self.sent += 1
+      if not self.faults.plan and self._held is None:          # (nothing planned or held back: most frames)
+        self.sock.sendmsg(parts, [], 0, endpoint)
+        return
       n, kind = self.sent, self.faults.take(self.sent)
       held, self._held = self._held, None
       if kind == "drop": pass

@@ -153,23 +153,23 @@ class RoCEEngine:
     lo, hi = value & 0xFFFFFFFF, value >> 32
     index, epoch, toggle = lo & B.DBC_DBC_INDEX_MASK, lo >> 24 & 1, lo >> B.DBC_DBC_TOGGLE_SFT & 3
     xid, path, dtype = hi & B.DBC_DBC_XID_MASK, (hi & B.DBC_DBC_PATH_MASK) >> B.DBC_DBC_PATH_SFT, hi & B.DBC_DBC_TYPE_MASK
-    where = f"doorbell {value:#018x} at BAR2 {offset:#x}"
-    if not hi & B.DBC_DBC_VALID: raise ModelError(f"{where}: the VALID bit (bit 58) is clear")
-    if lo >> 27 or hi & 0x00F00000: raise ModelError(f"{where}: reserved bits are set")
+    def bad(why: str) -> ModelError: return ModelError(f"doorbell {value:#018x} at BAR2 {offset:#x}: {why}")   # (formatted on errors only)
+    if not hi & B.DBC_DBC_VALID: raise bad("the VALID bit (bit 58) is clear")
+    if lo >> 27 or hi & 0x00F00000: raise bad("reserved bits are set")
     l2_size = self.nic.l2_db_size
     if offset < l2_size:
-      if path != B.DBC_DBC_PATH_L2 >> B.DBC_DBC_PATH_SFT: raise ModelError(f"{where}: the L2 doorbell area takes path L2 doorbells")
-      if (ring := self.nic.hwrm.rings.get(xid)) is None: raise ModelError(f"{where}: no ring {xid}")
+      if path != B.DBC_DBC_PATH_L2 >> B.DBC_DBC_PATH_SFT: raise bad("the L2 doorbell area takes path L2 doorbells")
+      if (ring := self.nic.hwrm.rings.get(xid)) is None: raise bad(f"no ring {xid}")
       ring.doorbell_index = index
       return
     dpi, within = divmod(offset - l2_size, DB_PAGE)
-    if within: raise ModelError(f"{where}: RoCE doorbells go to offset 0 of a doorbell page")
-    if path != B.DBC_DBC_PATH_ROCE: raise ModelError(f"{where}: path {path}, RoCE doorbells have path 0 (ROCE)")
+    if within: raise bad("RoCE doorbells go to offset 0 of a doorbell page")
+    if path != B.DBC_DBC_PATH_ROCE: raise bad(f"path {path}, RoCE doorbells have path 0 (ROCE)")
     if dtype in (B.DBC_DBC_TYPE_SQ, B.DBC_DBC_TYPE_RQ):
-      if (qp := self.qps.get(xid)) is None or qp.dpi != dpi: raise ModelError(f"{where}: no QP {xid} with doorbell page {dpi}")
+      if (qp := self.qps.get(xid)) is None or qp.dpi != dpi: raise bad(f"no QP {xid} with doorbell page {dpi}")
       return self._sq(qp, index, epoch) if dtype == B.DBC_DBC_TYPE_SQ else self._rq(qp, index, epoch)
     if dtype in (B.DBC_DBC_TYPE_CQ, B.DBC_DBC_TYPE_CQ_ARMSE, B.DBC_DBC_TYPE_CQ_ARMALL, B.DBC_DBC_TYPE_CQ_ARMENA):
-      if (cq := self.cqs.get(xid)) is None or cq.dpi != dpi: raise ModelError(f"{where}: no CQ {xid} with doorbell page {dpi}")
+      if (cq := self.cqs.get(xid)) is None or cq.dpi != dpi: raise bad(f"no CQ {xid} with doorbell page {dpi}")
       cq.events.consumed(index, epoch)
       if dtype in (B.DBC_DBC_TYPE_CQ_ARMALL, B.DBC_DBC_TYPE_CQ_ARMSE):
         if toggle == cq.toggle: cq.armed = dtype
@@ -177,11 +177,11 @@ class RoCEEngine:
       return
     if dtype in (B.DBC_DBC_TYPE_NQ, B.DBC_DBC_TYPE_NQ_ARM, B.DBC_DBC_TYPE_NQ_MASK):
       ring = self.nic.hwrm.rings.get(xid)
-      if ring is None or ring.events is None or dpi != 0: raise ModelError(f"{where}: no NQ ring {xid} (NQ doorbells use page 0)")
+      if ring is None or ring.events is None or dpi != 0: raise bad(f"no NQ ring {xid} (NQ doorbells use page 0)")
       ring.events.consumed(index, epoch)
       if dtype != B.DBC_DBC_TYPE_NQ: ring.events.arm(dtype == B.DBC_DBC_TYPE_NQ_ARM)
       return
-    raise ModelError(f"{where}: doorbell type {dtype >> 28:#x} is not modelled (SQ, RQ, CQ, CQ_ARM*, NQ* are)")
+    raise bad(f"doorbell type {dtype >> 28:#x} is not modelled (SQ, RQ, CQ, CQ_ARM*, NQ* are)")
 
   def _sq(self, qp: QP, index: int, epoch: int) -> None:
     what = f"QP {qp.qpn} SQ"
