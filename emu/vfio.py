@@ -12,10 +12,11 @@ once the buffer is unmapped or the group is released. Structures and ioctl numbe
 are made. ioctls it does not model fail with ENOTTY naming them.
 """
 from __future__ import annotations
-import ctypes, errno, mmap
+import ctypes, errno
 from dataclasses import dataclass, field
 
 from autogen import vfio as V
+from emu.addrspace import ProcessAddressSpace
 from emu.plugin import KernelModel
 from emu.pci import PCIFunction, IORegion, CONFIG_SIZE, PAGE, PCI_COMMAND, PCI_COMMAND_MEMORY, PCI_COMMAND_MASTER
 
@@ -30,7 +31,7 @@ IOVA_PGSIZES = PAGE | 2 << 20 | 1 << 30
 # drivers that leave DMA ownership to the group's user (driver_managed_dma): the group stays viable
 DMA_SAFE_DRIVERS = ("vfio-pci", "pci-stub", "pcieport")
 RW = V.VFIO_REGION_INFO_FLAG_READ | V.VFIO_REGION_INFO_FLAG_WRITE
-VA_BASE = 0x7E00_0000_0000   # where the model's mmaps of BARs land
+VA_BASE, VA_END = 0x7E00_0000_0000, 0x7F00_0000_0000   # where the model's mmaps of BARs and its reservations land
 _IOCTL_BASE = V.VFIO_TYPE << 8 | V.VFIO_BASE   # _IO(VFIO_TYPE, VFIO_BASE + n)
 # which ioctl a number names depends on the file (they reuse numbers); the container's are type1's (x86), not SPAPR's
 _IOCTL_PREFIXES = {"container": ("VFIO_GET_API_VERSION", "VFIO_CHECK_EXTENSION", "VFIO_SET_IOMMU", "VFIO_IOMMU_"),
@@ -106,10 +107,10 @@ class VFIOModel:
     self.group_fd: int | None = None
     self.container: Container | None = None     # the container the group is attached to
     self.device_fds: set[int] = set()
-    self.anon_maps: dict[int, tuple[mmap.mmap, memoryview]] = {}
+    self.space = ProcessAddressSpace(VA_BASE, VA_END, "VFIO model")
     self.mmaps: dict[int, int] = {}             # BAR mappings: address -> size
     self.calls: list[str] = []                  # the ioctls served, in order
-    self._next_fd, self._next_va = 3, VA_BASE
+    self._next_fd = 3
     self.handlers = {
       "container": {V.VFIO_GET_API_VERSION: self._api_version, V.VFIO_CHECK_EXTENSION: self._check_extension,
                     V.VFIO_SET_IOMMU: self._set_iommu, V.VFIO_IOMMU_GET_INFO: self._iommu_info,
@@ -189,26 +190,19 @@ class VFIOModel:
     c.iommu, c.pinned = None, 0
 
   # --- memory
-  def reserve(self, size: int, align: int) -> int:
-    va = (self._next_va + align - 1) & ~(align - 1)
-    self._next_va = va + size
-    return va
+  def reserve(self, size: int, align: int) -> int: return self.space.reserve(size, align)
 
   def anon(self, size: int) -> tuple[int, memoryview]:
     """Process memory (what mmap(MAP_ANONYMOUS) gives); VFIO_IOMMU_MAP_DMA finds it by its address."""
-    m = mmap.mmap(-1, size)
-    view = memoryview(m)
-    addr = ctypes.addressof(ctypes.c_char.from_buffer(m))
-    self.anon_maps[addr] = (m, view)
-    return addr, view
+    return self.space.anon(size)
 
   def release(self, va: int, size: int) -> None:
-    self.anon_maps.pop(va, None)   # pages still mapped for DMA stay alive through the IOMMU mapping, as pinned pages do
+    self.space.release(va, size)   # pages still mapped for DMA stay alive through the IOMMU mapping, as pinned pages do
     self.mmaps.pop(va, None)
 
   def _host(self, vaddr: int, size: int) -> memoryview:
-    for addr, (_, view) in self.anon_maps.items():
-      if addr <= vaddr and vaddr + size <= addr + view.nbytes: return view[vaddr - addr:vaddr - addr + size]
+    for addr, m in self.space.anon_maps.items():
+      if addr <= vaddr and vaddr + size <= addr + len(m): return memoryview(m)[vaddr - addr:vaddr - addr + size]
     raise _fail(errno.EFAULT, f"VFIO_IOMMU_MAP_DMA of vaddr {vaddr:#x}+{size:#x}: not memory of this process (allocate it with anon())")
 
   # --- the device file's regions

@@ -117,7 +117,7 @@ def test_freed_dma_is_unmapped_from_the_iommu(opened):
   dev.free_dma(mem)
   with pytest.raises(DMAFault): ring(regs, iova, 1, 1)
   with pytest.raises(ValueError, match="released"): mem.view[0]      # the host memory is gone too
-  assert k.model.anon_maps == {} and k.model.calls[-1] == "VFIO_IOMMU_UNMAP_DMA"
+  assert k.model.space.anon_maps == {} and k.model.calls[-1] == "VFIO_IOMMU_UNMAP_DMA"
   assert dev.alloc_dma(4096).bus_addr(0) == iova                     # the IOVA range is free again
 
 
@@ -157,7 +157,7 @@ def test_close_unmaps_everything_closes_the_files_and_frees_the_lock():
   for b in bufs:
     with pytest.raises(DMAFault): model.dma.write(b.bus_addrs[0], b"x")   # the device can no longer reach freed memory
   assert k.model.calls[-2:] == ["VFIO_IOMMU_UNMAP_DMA"] * 2              # unmapped by the driver, not only by the kernel
-  assert k.model.fds == {} and k.model.anon_maps == {} and k.model.mmaps == {} and not model.bus_master
+  assert k.model.fds == {} and k.model.space.anon_maps == {} and k.model.mmaps == {} and not model.bus_master
   dev.close()                                                            # closing twice is harmless
   VFIOPCIDevice(BUS, "am", k).close()                                    # lock and group are free again
 
@@ -266,7 +266,7 @@ def test_pinned_memory_over_the_memlock_limit_says_ulimit_and_rolls_back():
     assert e.value.errno == errno.ENOMEM and str(e.value) == (
       f"[Errno 12] VFIO_IOMMU_MAP_DMA on /dev/vfio/vfio ({BUS}) failed: VFIO model: VFIO_IOMMU_MAP_DMA: pinning 0x2000 more "
       "bytes exceeds RLIMIT_MEMLOCK (0x2000); DMA memory is pinned against the locked-memory limit: raise `ulimit -l` or run as root")
-    assert len(k.model.anon_maps) == 1 and dev.alloc_dma(4096).bus_addr(0) == first + 4096   # nothing leaked
+    assert len(k.model.space.anon_maps) == 1 and dev.alloc_dma(4096).bus_addr(0) == first + 4096   # nothing leaked
 
 
 def test_noiommu_group_uses_the_noiommu_driver_and_warns():
