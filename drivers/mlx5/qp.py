@@ -17,8 +17,8 @@ from autogen import mlx5 as H, mlx5_core as C
 from drivers.mlx5.ifc import SYNDROMES
 from drivers.mlx5.cq import CQE
 from drivers.rdma.provider import Completion, DevicePost
-from drivers.rdma.verbs import (Access, QPAttr, QPAttrMask as M, QPCap, QPState, RecvWR, SendFlags, SendWR, VerbsError,
-                                WCOpcode, WCStatus as W, WROpcode)
+from drivers.rdma.verbs import (Access, IMM_OPS, QPAttr, QPAttrMask as M, QPCap, QPState, RDMA_OPS, RecvWR, SendFlags, SendWR,
+                                VerbsError, WCOpcode, WCStatus as W, WROpcode)
 if TYPE_CHECKING:
   from drivers.mlx5.cq import CQ
   from drivers.mlx5.device import MLX5Device
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 WQEBB, DS, MAX_SGE, INVALID_LKEY = C.MLX5_SEND_WQE_BB, C.MLX5_SEND_WQE_DS, 8, 0x100
 BF_SIZE = 0x100                             # a doorbell / BlueFlame register (log_bf_reg_size 9: two per UAR page)
 BF = (C.MLX5_BF_OFFSET, C.MLX5_BF_OFFSET + BF_SIZE)
+DBR_WORD = struct.Struct(">I")              # a doorbell record counter
 OPCODE = {WROpcode.RDMA_WRITE: C.MLX5_OPCODE_RDMA_WRITE, WROpcode.RDMA_WRITE_WITH_IMM: C.MLX5_OPCODE_RDMA_WRITE_IMM,
           WROpcode.SEND: C.MLX5_OPCODE_SEND, WROpcode.SEND_WITH_IMM: C.MLX5_OPCODE_SEND_IMM, WROpcode.RDMA_READ: C.MLX5_OPCODE_RDMA_READ}
 SYNDROME_WC = {C.MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR: W.LOC_LEN_ERR, C.MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR: W.LOC_QP_OP_ERR,
@@ -53,6 +54,21 @@ def udp_sport(lqpn: int, rqpn: int) -> int:
 
 def data_seg(length: int, lkey: int, addr: int) -> bytes:
   return length.to_bytes(4, "big") + lkey.to_bytes(4, "big") + addr.to_bytes(8, "big")
+
+
+def wqe_struct(rdma: bool, segs: int) -> struct.Struct:
+  """A send WQE in whole WQEBBs, big-endian: mlx5_wqe_ctrl_seg (opmod_idx_opcode, qpn_ds, signature and two reserved
+  bytes, fm_ce_se, imm), mlx5_wqe_raddr_seg for RDMA (raddr, rkey, reserved), `segs` mlx5_wqe_data_seg (byte_count,
+  lkey, addr), zeros to the end of the last WQEBB (struct packs pad bytes as zeros)."""
+  fmt = ">II3xBI" + ("QI4x" if rdma else "") + "IIQ" * segs
+  size = struct.calcsize(fmt)
+  return struct.Struct(fmt + "x" * (-size % WQEBB))
+
+
+# (RDMA, data segments) -> the WQE's struct
+WQE_STRUCTS = {(rdma, n): wqe_struct(rdma, n) for rdma in (False, True) for n in range(MAX_SGE + 1)}
+# 64-bit stores to the doorbell: its first 8 bytes, or a BlueFlame copy of a WQE of 1 to BF_SIZE / WQEBB WQEBBs
+BF_WORDS = {n: struct.Struct(f"<{n}Q") for n in (1, *range(WQEBB // 8, BF_SIZE // 8 + 1, WQEBB // 8))}
 
 
 class QP:
@@ -139,32 +155,33 @@ class QP:
     self.mem.view[off:off + WQEBB] = data
 
   def _send_wqe(self, wr: SendWR) -> bytes:
-    """The WQE of `wr` at the producer, whole WQEBBs: ctrl segment, raddr segment (RDMA), data segments."""
-    op, index = OPCODE[wr.opcode], self.sq_pi & 0xFFFF
-    segs = b""
-    if wr.opcode.is_rdma: segs += wr.remote_addr.to_bytes(8, "big") + wr.rkey.to_bytes(4, "big") + bytes(4)
-    segs += b"".join(data_seg(s.length, s.lkey, s.addr) for s in wr.sg_list if s.length)
-    ds = 1 + len(segs) // DS
-    flags = FM_CE_SE[int(wr.send_flags) & 7]
-    imm = wr.imm_data if wr.opcode.has_imm else 0
-    ctrl = (index << 8 | op).to_bytes(4, "big") + (self.qp_num << 8 | ds).to_bytes(4, "big") + bytes([0, 0, 0, flags]) + imm.to_bytes(4, "big")
-    wqe = ctrl + segs
-    return wqe.ljust(-(-len(wqe) // WQEBB) * WQEBB, b"\0")
+    """The WQE of `wr` at the producer, whole WQEBBs: ctrl segment, raddr segment (RDMA), data segments (those of
+    SGEs with bytes)."""
+    data = []
+    for s in wr.sg_list:
+      if s.length: data += (s.length, s.lkey, s.addr)
+    ds = 1 + (wr.opcode in RDMA_OPS) + len(data) // 3
+    ctrl = ((self.sq_pi & 0xFFFF) << 8 | OPCODE[wr.opcode], self.qp_num << 8 | ds, FM_CE_SE[int(wr.send_flags) & 7],
+            wr.imm_data if wr.opcode in IMM_OPS else 0)
+    if wr.opcode in RDMA_OPS: return WQE_STRUCTS[True, len(data) // 3].pack(*ctrl, wr.remote_addr, wr.rkey, *data)
+    return WQE_STRUCTS[False, len(data) // 3].pack(*ctrl, *data)
 
   def post_send(self, wrs: list[tuple[int, SendWR]]) -> None:
     if not wrs: return
-    last = b""
+    last, view, sq_bytes = b"", self.mem.view, WQEBB << self.log_sq
     for seq, wr in wrs:
       wqe = self._send_wqe(wr)
-      nbb = len(wqe) // WQEBB
-      for i in range(nbb): self._wqebb(self.sq_pi + i, wqe[i * WQEBB:(i + 1) * WQEBB])
+      nbb, off = len(wqe) // WQEBB, (self.sq_pi % (1 << self.log_sq)) * WQEBB
+      if off + len(wqe) <= sq_bytes: view[self.sq_off + off:self.sq_off + off + len(wqe)] = wqe
+      else:                                  # it wraps: WQEBB by WQEBB
+        for i in range(nbb): self._wqebb(self.sq_pi + i, wqe[i * WQEBB:(i + 1) * WQEBB])
       self.sq_posted.append((self.sq_pi & 0xFFFF, seq, OPCODE[wr.opcode]))
       self.sq_pi += nbb
       last = wqe
-    self.dev.dbr.view[self.dbr + 4:self.dbr + 8] = (self.sq_pi & 0xFFFF).to_bytes(4, "big")
+    DBR_WORD.pack_into(self.dev.dbr.view, self.dbr + 4, self.sq_pi & 0xFFFF)
     # one WQE that fits the register goes whole (BlueFlame: the doorbell, then the rest of the WQE), else the doorbell
     words = len(last) // 8 if len(wrs) == 1 and len(last) <= BF_SIZE and self.blueflame else 1
-    self.dev.uar_bar.write64s(BF[self.bf], list(struct.unpack_from(f"<{words}Q", last)))
+    self.dev.uar_bar.write64s(BF[self.bf], list(BF_WORDS[words].unpack_from(last)))
     self.bf ^= 1
 
   def device_targets(self, cq: CQ) -> tuple[list[memoryview], int]:
