@@ -59,6 +59,7 @@ MODIFY_MASK = {M.STATE: "STATE", M.ACCESS_FLAGS: "ACCESS", M.PKEY_INDEX: "PKEY",
 QP_ACCESS = {Access.LOCAL_WRITE: H.CMDQ_MODIFY_QP_ACCESS_LOCAL_WRITE, Access.REMOTE_WRITE: H.CMDQ_MODIFY_QP_ACCESS_REMOTE_WRITE,
              Access.REMOTE_READ: H.CMDQ_MODIFY_QP_ACCESS_REMOTE_READ, Access.REMOTE_ATOMIC: H.CMDQ_MODIFY_QP_ACCESS_REMOTE_ATOMIC}
 DEFAULT_PKEY = 0xFFFF
+SUCCESS, RECV, RECV_RDMA_WITH_IMM = W.SUCCESS, WCOpcode.RECV, WCOpcode.RECV_RDMA_WITH_IMM   # (enum members, looked up once)
 
 
 def modify_mask(mask: M) -> int:
@@ -230,39 +231,40 @@ class QP:
                       (cq.q.mem.view, pos % cq.q.entries * CQE_SIZE + 24, H.CQ_BASE_TOGGLE, 1 - cq.q.epoch(pos)))
 
   # --- completions
-  def _reported(self, c: Completion) -> Completion:
-    """An error completion: the verbs layer flushes the QP's other requests (IBTA 10.8.3.3)."""
-    if c.status != W.SUCCESS: self.flushed = True
-    return c
-
-  def req_completion(self, cqe) -> Completion | None:
+  def req_completion(self, sq_cons_idx: int, status: int) -> Completion | None:
     """cq_req: sq_cons_idx is the SQ consumer index after the WQE that completed (WQEs before it completed too);
-    None for a request the verbs layer has flushed (its WQE is retired all the same)."""
-    sq, cons = self.sq, cqe.sq_cons_idx % self.sq.q.entries
-    while sq.posted and (sq.posted[0][0] + 1) % sq.q.entries != cons: sq.posted.popleft()   # unsignaled: done silently
+    None for a request the verbs layer has flushed (its WQE is retired all the same). An error completion: the verbs
+    layer flushes the QP's other requests (IBTA 10.8.3.3)."""
+    sq, entries = self.sq, self.sq.q.entries
+    cons = sq_cons_idx % entries
+    while sq.posted and (sq.posted[0][0] + 1) % entries != cons: sq.posted.popleft()   # unsignaled: done silently
     if not sq.posted:
-      raise VerbsError(f"{self.dev.name}: QP {self.qp_num:#x} send completion names SQ consumer index {cqe.sq_cons_idx}, "
+      raise VerbsError(f"{self.dev.name}: QP {self.qp_num:#x} send completion names SQ consumer index {sq_cons_idx}, "
                        "which no posted WQE ends at")
     seq = sq.retire(sq.posted[0][0])
     if self.flushed: return None
-    return self._reported(Completion(self.qp_num, False, seq, REQ_WC.get(cqe.status, W.GENERAL_ERR), cqe.status,
-                                     f"CQ_REQ_STATUS_{REQ_STATUS.get(cqe.status, '?')}" if cqe.status else ""))
+    if status == H.CQ_REQ_STATUS_OK: return Completion(self.qp_num, False, seq, SUCCESS)
+    self.flushed = True
+    return Completion(self.qp_num, False, seq, REQ_WC.get(status, W.GENERAL_ERR), status,
+                      f"CQ_REQ_STATUS_{REQ_STATUS.get(status, '?')}")
 
-  def res_completion(self, cqe) -> Completion | None:
+  def res_completion(self, length: int, imm: int, status: int, flags: int, wr_id: int) -> Completion | None:
     """cq_res_rc: the RQ WQE's wr_id (we write the request's sequence number), the length and immediate data; None
     for a receive the verbs layer has flushed (its WQE is retired all the same)."""
     rq = self.rq
-    wr_id = cqe.srq_or_rq_wr_id & H.CQ_RES_RC_SRQ_OR_RQ_WR_ID_MASK
+    wr_id &= H.CQ_RES_RC_SRQ_OR_RQ_WR_ID_MASK
     if not rq.posted or rq.posted[0][1] & H.RQ_WQE_WR_ID_MASK != wr_id:
       expected = f"expected {rq.posted[0][1] & H.RQ_WQE_WR_ID_MASK:#x}" if rq.posted else "with no receive posted"
       raise VerbsError(f"{self.dev.name}: QP {self.qp_num:#x} receive completion names wr_id {wr_id:#x}, {expected}")
     seq = rq.retire(rq.posted[0][0])
     if self.flushed: return None
-    imm = cqe.imm_data_or_inv_r_key if cqe.flags & H.CQ_RES_RC_FLAGS_IMM else None
-    opcode = WCOpcode.RECV_RDMA_WITH_IMM if cqe.flags & H.CQ_RES_RC_FLAGS_RDMA else WCOpcode.RECV
-    return self._reported(Completion(self.qp_num, True, seq, RES_WC.get(cqe.status, W.GENERAL_ERR), cqe.status,
-                                     f"CQ_RES_RC_STATUS_{RES_RC_STATUS.get(cqe.status, '?')}" if cqe.status else "",
-                                     cqe.length, imm, opcode))
+    opcode = RECV_RDMA_WITH_IMM if flags & H.CQ_RES_RC_FLAGS_RDMA else RECV
+    if status == H.CQ_RES_RC_STATUS_OK:
+      return Completion(self.qp_num, True, seq, SUCCESS, 0, "", length, imm if flags & H.CQ_RES_RC_FLAGS_IMM else None, opcode)
+    self.flushed = True
+    return Completion(self.qp_num, True, seq, RES_WC.get(status, W.GENERAL_ERR), status,
+                      f"CQ_RES_RC_STATUS_{RES_RC_STATUS.get(status, '?')}", length,
+                      imm if flags & H.CQ_RES_RC_FLAGS_IMM else None, opcode)
 
   def destroy(self) -> None:
     try: self.dev.rcfw("destroy_qp", qp_cid=self.qp_num)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from autogen import mlx5 as H, mlx5_core as C
 from drivers.mlx5.ifc import SYNDROMES
-from drivers.mlx5.cq import CQE
+from drivers.mlx5.cq import CQE, DBR_WORD
 from drivers.rdma.provider import Completion, DevicePost
 from drivers.rdma.verbs import (Access, IMM_OPS, QPAttr, QPAttrMask as M, QPCap, QPState, RDMA_OPS, RecvWR, SendFlags, SendWR,
                                 VerbsError, WCOpcode, WCStatus as W, WROpcode)
@@ -26,7 +26,6 @@ if TYPE_CHECKING:
 WQEBB, DS, MAX_SGE, INVALID_LKEY = C.MLX5_SEND_WQE_BB, C.MLX5_SEND_WQE_DS, 8, 0x100
 BF_SIZE = 0x100                             # a doorbell / BlueFlame register (log_bf_reg_size 9: two per UAR page)
 BF = (C.MLX5_BF_OFFSET, C.MLX5_BF_OFFSET + BF_SIZE)
-DBR_WORD = struct.Struct(">I")              # a doorbell record counter
 OPCODE = {WROpcode.RDMA_WRITE: C.MLX5_OPCODE_RDMA_WRITE, WROpcode.RDMA_WRITE_WITH_IMM: C.MLX5_OPCODE_RDMA_WRITE_IMM,
           WROpcode.SEND: C.MLX5_OPCODE_SEND, WROpcode.SEND_WITH_IMM: C.MLX5_OPCODE_SEND_IMM, WROpcode.RDMA_READ: C.MLX5_OPCODE_RDMA_READ}
 SYNDROME_WC = {C.MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR: W.LOC_LEN_ERR, C.MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR: W.LOC_QP_OP_ERR,
@@ -35,6 +34,7 @@ SYNDROME_WC = {C.MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR: W.LOC_LEN_ERR, C.MLX5_CQE_S
                C.MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR: W.REM_INV_REQ_ERR, C.MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR: W.REM_ACCESS_ERR,
                C.MLX5_CQE_SYNDROME_REMOTE_OP_ERR: W.REM_OP_ERR, C.MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR: W.RETRY_EXC_ERR,
                C.MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR: W.RNR_RETRY_EXC_ERR}
+SUCCESS, RECV, RECV_RDMA_WITH_IMM = W.SUCCESS, WCOpcode.RECV, WCOpcode.RECV_RDMA_WITH_IMM   # (enum members, looked up once)
 MTU_CODE = {256: 1, 512: 2, 1024: 3, 2048: 4, 4096: 5}
 # SendFlags (each of the 8 combinations) -> the control segment's fm_ce_se byte
 FM_CE_SE = [(C.MLX5_WQE_CTRL_CQ_UPDATE if f & SendFlags.SIGNALED else 0) | (C.MLX5_WQE_CTRL_SOLICITED if f & SendFlags.SOLICITED else 0) |
@@ -216,12 +216,13 @@ class QP:
     self.dev.dbr.view[self.dbr:self.dbr + 4] = (self.rq_pi & 0xFFFF).to_bytes(4, "big")
 
   # --- completions
-  def completion(self, cqe: bytes) -> Completion | None:
-    op, counter = cqe[63] >> 4, int.from_bytes(cqe[60:62], "big")
-    recv = op not in (C.MLX5_CQE_REQ, C.MLX5_CQE_REQ_ERR)
+  def completion(self, op: int, counter: int, byte_len: int, imm: int, syndrome: int, vendor_syndrome: int) -> Completion | None:
+    """A CQE of this QP (its opcode, wqe_counter, byte_cnt, immediate, and an error CQE's syndromes); None for one the
+    verbs layer has flushed already."""
+    recv = op != C.MLX5_CQE_REQ and op != C.MLX5_CQE_REQ_ERR
     q = self.rq_posted if recv else self.sq_posted
-    error = op in (C.MLX5_CQE_REQ_ERR, C.MLX5_CQE_RESP_ERR)
-    if error and self.flushed and cqe[55] == C.MLX5_CQE_SYNDROME_WR_FLUSH_ERR: return None   # the verbs layer flushed it
+    error = op == C.MLX5_CQE_REQ_ERR or op == C.MLX5_CQE_RESP_ERR
+    if error and self.flushed and syndrome == C.MLX5_CQE_SYNDROME_WR_FLUSH_ERR: return None   # the verbs layer flushed it
     while q and q[0][0] != counter: q.popleft()                   # unsignaled sends before it completed silently
     if not q:
       raise VerbsError(f"{self.dev.name}: QP {self.qp_num:#x} {'receive' if recv else 'send'} completion names WQE {counter}, "
@@ -229,13 +230,12 @@ class QP:
     seq = q.popleft()[1]
     if error:
       self.flushed = True
-      synd = cqe[55]
-      return Completion(self.qp_num, recv, seq, SYNDROME_WC.get(synd, W.GENERAL_ERR), synd,
-                        f"MLX5_CQE_SYNDROME_{SYNDROMES.get(synd, '?')} (vendor syndrome {cqe[54]:#x})")
-    if not recv: return Completion(self.qp_num, False, seq, W.SUCCESS, byte_len=int.from_bytes(cqe[44:48], "big"))
-    imm = int.from_bytes(cqe[36:40], "big") if op in (C.MLX5_CQE_RESP_WR_IMM, C.MLX5_CQE_RESP_SEND_IMM) else None
-    return Completion(self.qp_num, True, seq, W.SUCCESS, byte_len=int.from_bytes(cqe[44:48], "big"), imm_data=imm,
-                      opcode=WCOpcode.RECV_RDMA_WITH_IMM if op == C.MLX5_CQE_RESP_WR_IMM else WCOpcode.RECV)
+      return Completion(self.qp_num, recv, seq, SYNDROME_WC.get(syndrome, W.GENERAL_ERR), syndrome,
+                        f"MLX5_CQE_SYNDROME_{SYNDROMES.get(syndrome, '?')} (vendor syndrome {vendor_syndrome:#x})")
+    if not recv: return Completion(self.qp_num, False, seq, SUCCESS, byte_len=byte_len)
+    return Completion(self.qp_num, True, seq, SUCCESS, byte_len=byte_len,
+                      imm_data=imm if op == C.MLX5_CQE_RESP_WR_IMM or op == C.MLX5_CQE_RESP_SEND_IMM else None,
+                      opcode=RECV_RDMA_WITH_IMM if op == C.MLX5_CQE_RESP_WR_IMM else RECV)
 
   def destroy(self) -> None:
     try: self.dev.cmd(H.MLX5_CMD_OP_DESTROY_QP, qpn=self.qp_num)
