@@ -232,10 +232,10 @@ class QP:
       self.flushed = True
       return Completion(self.qp_num, recv, seq, SYNDROME_WC.get(syndrome, W.GENERAL_ERR), syndrome,
                         f"MLX5_CQE_SYNDROME_{SYNDROMES.get(syndrome, '?')} (vendor syndrome {vendor_syndrome:#x})")
-    if not recv: return Completion(self.qp_num, False, seq, SUCCESS, byte_len=byte_len)
-    return Completion(self.qp_num, True, seq, SUCCESS, byte_len=byte_len,
-                      imm_data=imm if op == C.MLX5_CQE_RESP_WR_IMM or op == C.MLX5_CQE_RESP_SEND_IMM else None,
-                      opcode=RECV_RDMA_WITH_IMM if op == C.MLX5_CQE_RESP_WR_IMM else RECV)
+    if not recv: return Completion(self.qp_num, False, seq, SUCCESS, 0, "", byte_len)
+    return Completion(self.qp_num, True, seq, SUCCESS, 0, "", byte_len,
+                      imm if op == C.MLX5_CQE_RESP_WR_IMM or op == C.MLX5_CQE_RESP_SEND_IMM else None,
+                      RECV_RDMA_WITH_IMM if op == C.MLX5_CQE_RESP_WR_IMM else RECV)
 
   def destroy(self) -> None:
     try: self.dev.cmd(H.MLX5_CMD_OP_DESTROY_QP, qpn=self.qp_num)
