@@ -150,8 +150,10 @@ class SendWR:
   def length(self) -> int: return sum(map(_LENGTH, self.sg_list))
 
   def describe(self) -> str:
-    what = f"{self.opcode.name} wr_id {self.wr_id} ({self.length} B"
-    if self.opcode.is_rdma: what += f", remote {self.remote_addr:#x} rkey {self.rkey:#x}"
+    """For messages, also about a request whose fields the checks refuse (a length or key that is no int)."""
+    hx = lambda v: f"{v:#x}" if isinstance(v, int) else repr(v)
+    what = f"{self.opcode.name} wr_id {self.wr_id} ({sum(s.length for s in self.sg_list if isinstance(s.length, int))} B"
+    if self.opcode.is_rdma: what += f", remote {hx(self.remote_addr)} rkey {hx(self.rkey)}"
     return what + ")"
 
 
