@@ -233,8 +233,7 @@ class QP:
   # --- completions
   def req_completion(self, sq_cons_idx: int, status: int) -> Completion | None:
     """cq_req: sq_cons_idx is the SQ consumer index after the WQE that completed (WQEs before it completed too);
-    None for a request the verbs layer has flushed (its WQE is retired all the same). An error completion: the verbs
-    layer flushes the QP's other requests (IBTA 10.8.3.3)."""
+    None for a request the verbs layer has flushed (its WQE is retired all the same)."""
     sq, entries = self.sq, self.sq.q.entries
     cons = sq_cons_idx % entries
     while sq.posted and (sq.posted[0][0] + 1) % entries != cons: sq.posted.popleft()   # unsignaled: done silently
@@ -244,7 +243,7 @@ class QP:
     seq = sq.retire(sq.posted[0][0])
     if self.flushed: return None
     if status == H.CQ_REQ_STATUS_OK: return Completion(self.qp_num, False, seq, SUCCESS)
-    self.flushed = True
+    self.flushed = True                  # an error completion: the verbs layer flushes the QP's other requests (IBTA 10.8.3.3)
     return Completion(self.qp_num, False, seq, REQ_WC.get(status, W.GENERAL_ERR), status,
                       f"CQ_REQ_STATUS_{REQ_STATUS.get(status, '?')}")
 
@@ -259,12 +258,11 @@ class QP:
     seq = rq.retire(rq.posted[0][0])
     if self.flushed: return None
     opcode = RECV_RDMA_WITH_IMM if flags & H.CQ_RES_RC_FLAGS_RDMA else RECV
-    if status == H.CQ_RES_RC_STATUS_OK:
-      return Completion(self.qp_num, True, seq, SUCCESS, 0, "", length, imm if flags & H.CQ_RES_RC_FLAGS_IMM else None, opcode)
-    self.flushed = True
+    imm = imm if flags & H.CQ_RES_RC_FLAGS_IMM else None
+    if status == H.CQ_RES_RC_STATUS_OK: return Completion(self.qp_num, True, seq, SUCCESS, 0, "", length, imm, opcode)
+    self.flushed = True                  # an error completion: the verbs layer flushes the QP's other requests
     return Completion(self.qp_num, True, seq, RES_WC.get(status, W.GENERAL_ERR), status,
-                      f"CQ_RES_RC_STATUS_{RES_RC_STATUS.get(status, '?')}", length,
-                      imm if flags & H.CQ_RES_RC_FLAGS_IMM else None, opcode)
+                      f"CQ_RES_RC_STATUS_{RES_RC_STATUS.get(status, '?')}", length, imm, opcode)
 
   def destroy(self) -> None:
     try: self.dev.rcfw("destroy_qp", qp_cid=self.qp_num)

@@ -51,8 +51,7 @@ class Ring:
         if (self.put - self.rptr) * self.unit + nbytes > self.size: self._reserve(nbytes)   # (no room: _reserve waits)
         self._write(data)
       if keep: self.inflight.append((self.put, keep))
-      if self.inflight:
-        while self.inflight and self.inflight[0][0] <= self.rptr: self.inflight.popleft()
+      while self.inflight and self.inflight[0][0] <= self.rptr: self.inflight.popleft()
       if self._wptr is not None: self._wptr[0] = self.put
       self._doorbell(self.put)
 
