@@ -32,12 +32,15 @@ class Side:
   """One process's end of the ping-pong: a QP, its buffer, and the peer's buffer."""
   def __init__(self, nic: str, pci: str, ip: str, size: int):
     from drivers.rdma import Access, RecvWR, SendFlags, SendWR, WROpcode, open_context
-    self.verbs = SendFlags, SendWR, WROpcode               # (imported once: send is the measured path)
+    self.SendWR = SendWR                                   # (what send uses, looked up once: send is the measured path)
+    self.flags = {True: SendFlags.SIGNALED, False: SendFlags(0)}
+    self.opcode = WROpcode.RDMA_WRITE_WITH_IMM
     self.ctx = open_context(nic, pci, ip=ip)
     self.pd, self.cq = self.ctx.alloc_pd(), self.ctx.create_cq(64)
     self.qp, self.size = self.pd.create_qp(self.cq), size
     self.buf = self.pd.reg_mr(self.ctx.alloc(size), Access.LOCAL_WRITE | Access.REMOTE_WRITE, size)
     self.out = self.pd.reg_mr(self.ctx.alloc(size), Access.LOCAL_WRITE, size)
+    self.sg_list = [self.out.sge()]        # every WRITE sends the whole buffer (the verbs and drivers only read the list)
     self.recv = RecvWR(0)                  # a WRITE with immediate consumes a receive request and writes no data there
     self.used = 0                          # receive requests consumed since the last refill
     self.sent = 0
@@ -55,12 +58,10 @@ class Side:
     self.remote = RemoteMR.from_fields(f, "the peer")
 
   def send(self, mark: int) -> None:
-    SendFlags, SendWR, WROpcode = self.verbs
     self.out.view[-1] = mark
     self.sent += 1
-    flags = SendFlags.SIGNALED if self.sent % SIGNAL_EVERY == 0 else SendFlags(0)
-    self.qp.post_send(SendWR(mark, WROpcode.RDMA_WRITE_WITH_IMM, [self.out.sge()], flags, imm_data=mark,
-                             remote_addr=self.remote.addr, rkey=self.remote.rkey))
+    self.qp.post_send(self.SendWR(mark, self.opcode, self.sg_list, self.flags[self.sent % SIGNAL_EVERY == 0], mark,
+                                  self.remote.addr, self.remote.rkey))
 
   def wait_for(self, mark: int, timeout_s: float = 30.0) -> None:
     """Until the peer's WRITE carrying `mark` has landed (its receive completion); our own completions are reaped as

@@ -12,12 +12,14 @@ import ctypes
 from typing import TYPE_CHECKING
 
 from autogen import bnxt as H
-from drivers.bnxt.hsi import decode
+from drivers.bnxt.hsi import Packer
 from drivers.bnxt.pbl import HWQueue
 from drivers.rdma.provider import Completion
 if TYPE_CHECKING: from drivers.bnxt.device import BNXTDevice
 
 CQE_SIZE = ctypes.sizeof(H.cq_base)
+REQ = Packer(H.cq_req, "qp_handle sq_cons_idx status")
+RES_RC = Packer(H.cq_res_rc, "length imm_data_or_inv_r_key qp_handle status flags srq_or_rq_wr_id")
 
 
 class CQ:
@@ -38,8 +40,8 @@ class CQ:
   def notified(self, toggle: int) -> None: self.toggle = toggle
 
   def _new(self) -> bool:
-    e = self.q.slot(self.q.cons)
-    return bool(e[24] & H.CQ_BASE_TOGGLE) != bool(self.q.epoch(self.q.cons))   # written in this pass
+    q = self.q
+    return bool(q.ring[q.cons % q.entries * CQE_SIZE + 24] & H.CQ_BASE_TOGGLE) != q.epoch(q.cons)   # written in this pass
 
   def wait_event(self, timeout_s: float) -> bool:
     """Arm the CQ and sleep until its next completion is notified or `timeout_s` passes; False at once where the
@@ -55,23 +57,24 @@ class CQ:
   def poll(self, max_entries: int) -> list[Completion]:
     q, out, start = self.q, [], self.q.cons
     while len(out) < max_entries and self._new():
-      cqe = bytes(q.slot(q.cons))
+      at = q.cons % q.entries * CQE_SIZE
       q.cons += 1
-      if (c := self._decode(cqe)) is not None: out.append(c)
+      if (c := self._decode(q.ring, at)) is not None: out.append(c)
     if q.cons != start: self.dev.db.ring(self.cq_id, H.DBC_DBC_TYPE_CQ, q.cons % q.entries, q.epoch(q.cons))
     return out
 
-  def _decode(self, cqe: bytes) -> Completion | None:
-    """The entry's completion (None: one for a request of a QP the verbs layer has flushed, dropped: qp.py)."""
-    kind = cqe[24] & H.CQ_BASE_CQE_TYPE_MASK
+  def _decode(self, ring: memoryview, at: int) -> Completion | None:
+    """The entry at byte `at` of the ring as a completion (None: one for a request of a QP the verbs layer has flushed,
+    dropped: qp.py). The NIC does not write an entry again before the consumer index has passed it."""
+    kind = ring[at + 24] & H.CQ_BASE_CQE_TYPE_MASK
     if kind == H.CQ_BASE_CQE_TYPE_REQ:
-      req = decode(H.cq_req, cqe)
-      return self.dev.qp_by_handle(req.qp_handle, self).req_completion(req)
+      handle, cons, status = REQ.unpack_from(ring, at)
+      return self.dev.qp_by_handle(handle, self).req_completion(cons, status)
     if kind == H.CQ_BASE_CQE_TYPE_RES_RC:
-      res = decode(H.cq_res_rc, cqe)
-      return self.dev.qp_by_handle(res.qp_handle, self).res_completion(res)
+      length, imm, handle, status, flags, wr_id = RES_RC.unpack_from(ring, at)
+      return self.dev.qp_by_handle(handle, self).res_completion(length, imm, status, flags, wr_id)
     raise RuntimeError(f"{self.dev.name}: CQ {self.cq_id:#x} entry {self.q.cons - 1} has type {kind >> 1:#x}, which an RC QP "
-                       f"does not produce: {cqe.hex()}")
+                       f"does not produce: {bytes(ring[at:at + CQE_SIZE]).hex()}")
 
   def destroy(self) -> None:
     try: self.dev.rcfw("destroy_cq", cq_cid=self.cq_id)

@@ -26,4 +26,4 @@ class Doorbell:
 
   def ring(self, xid: int, kind: int, index: int, epoch: int, toggle: int = 0) -> None:
     """`kind` is a DBC_DBC_TYPE_* value (SQ, RQ, CQ, CQ_ARMALL, NQ_ARM, ...)."""
-    self.bar2.write64(self.offset, doorbell_value(xid, kind, index, epoch, toggle))
+    self.bar2.write(self.offset, 8, doorbell_value(xid, kind, index, epoch, toggle))

@@ -22,8 +22,8 @@ def encode(cls: type[ctypes.Structure], **fields) -> bytes:
 
 
 class Packer:
-  """Writes the fields `names` (in offset order) of `cls` into a buffer with one struct call, leaving its other bytes as
-  they are: for the datapath (WQEs), where filling a ctypes structure field by field costs tens of microseconds."""
+  """Writes (or reads) the fields `names` (in offset order) of `cls` in a buffer with one struct call, leaving its other
+  bytes as they are: for the datapath (WQEs, CQEs), where a ctypes structure costs microseconds per entry."""
   CODES = {1: "B", 2: "H", 4: "I", 8: "Q"}
 
   def __init__(self, cls: type[ctypes.Structure], names: str):
@@ -36,6 +36,9 @@ class Packer:
 
   def pack_into(self, buf: bytearray | memoryview, offset: int, *values: int) -> None:
     self.struct.pack_into(buf, offset, *values)
+
+  def unpack_from(self, buf: bytes | memoryview, offset: int = 0) -> tuple[int, ...]:
+    return self.struct.unpack_from(buf, offset)
 
 
 def decode(cls: type[ctypes.Structure], data: bytes | memoryview) -> ctypes.Structure:

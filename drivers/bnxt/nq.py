@@ -13,12 +13,14 @@ from typing import TYPE_CHECKING
 
 from autogen import bnxt as H
 from drivers.bnxt.doorbell import Doorbell
+from drivers.bnxt.hsi import Packer
 from drivers.bnxt.hwrm import HWRM
 from drivers.bnxt.pbl import HWQueue
 from drivers.bnxt.rcfw import NQ_ENTRIES, alloc_nq_ring
 from drivers.system.pci import PCIDevice
 if TYPE_CHECKING: from drivers.bnxt.device import BNXTDevice
 
+NQ_CN = Packer(H.nq_cn, "type cq_handle_low cq_handle_high")
 VECTOR = 1                   # MSI-X vector of the NQ (vector 0 would be the CREQ's, which the RCFW polls)
 
 
@@ -39,13 +41,12 @@ class NQ:
     """Consume the NQ's entries: each CQ notification hands its CQ the arm toggle to use next."""
     q, got = self.q, False
     while True:
-      e = q.slot(q.cons)
-      if bool(e[8] & H.NQ_CN_V) == bool(q.epoch(q.cons)): break      # not written in this pass yet
+      at = q.cons % q.entries * q.stride
+      if bool(q.ring[at + 8] & H.NQ_CN_V) == bool(q.epoch(q.cons)): break   # not written in this pass yet
       q.cons, got = q.cons + 1, True
-      kind = int.from_bytes(e[0:2], "little")
+      kind, low, high = NQ_CN.unpack_from(q.ring, at)
       if kind & H.NQ_CN_TYPE_MASK != H.NQ_CN_TYPE_CQ_NOTIFICATION: continue   # SRQ/QP events: not used here
-      handle = int.from_bytes(e[4:8], "little") | int.from_bytes(e[12:16], "little") << 32
-      self.dev.cq_by_handle(handle).notified((kind & H.NQ_CN_TOGGLE_MASK) >> H.NQ_CN_TOGGLE_SFT)
+      self.dev.cq_by_handle(low | high << 32).notified((kind & H.NQ_CN_TOGGLE_MASK) >> H.NQ_CN_TOGGLE_SFT)
     if got: self.arm()
 
   def wait(self, timeout_s: float) -> None:

@@ -12,11 +12,9 @@ CQEs for them that follow (its flush CQEs, one per outstanding WQE) are dropped,
 queue on its flush list.
 """
 from __future__ import annotations
-import ctypes
+import ctypes, struct
 from collections import deque
 from typing import TYPE_CHECKING
-
-import numpy as np
 
 from autogen import bnxt as H
 from drivers.bnxt.hsi import REQ_STATUS, RES_RC_STATUS, Packer
@@ -61,6 +59,7 @@ MODIFY_MASK = {M.STATE: "STATE", M.ACCESS_FLAGS: "ACCESS", M.PKEY_INDEX: "PKEY",
 QP_ACCESS = {Access.LOCAL_WRITE: H.CMDQ_MODIFY_QP_ACCESS_LOCAL_WRITE, Access.REMOTE_WRITE: H.CMDQ_MODIFY_QP_ACCESS_REMOTE_WRITE,
              Access.REMOTE_READ: H.CMDQ_MODIFY_QP_ACCESS_REMOTE_READ, Access.REMOTE_ATOMIC: H.CMDQ_MODIFY_QP_ACCESS_REMOTE_ATOMIC}
 DEFAULT_PKEY = 0xFFFF
+SUCCESS, RECV, RECV_RDMA_WITH_IMM = W.SUCCESS, WCOpcode.RECV, WCOpcode.RECV_RDMA_WITH_IMM   # (enum members, looked up once)
 
 
 def modify_mask(mask: M) -> int:
@@ -77,33 +76,35 @@ RQ_HDR = Packer(H.rq_wqe_hdr, "wqe_type wqe_size wr_id")
 SGE_AT, SGE_PACK = ctypes.sizeof(H.sq_send_hdr), Packer(H.sq_sge, "va_or_pa l_key size")
 SEND_FLAGS = {int(f): (H.SQ_SEND_HDR_FLAGS_SIGNAL_COMP if f & SendFlags.SIGNALED else 0) | (H.SQ_SEND_HDR_FLAGS_SE if f & SendFlags.SOLICITED else 0) |
                       (H.SQ_SEND_HDR_FLAGS_RD_OR_ATOMIC_FENCE if f & SendFlags.FENCE else 0) for f in map(SendFlags, range(8))}
-# opcode -> (header, wqe_type, carries immediate data)
-SEND_HEADERS = {op: (RDMA_HDR if op.is_rdma else SEND_HDR, WQE_TYPE[op], op.has_imm) for op in WROpcode}
 
 
-def _sges(wqe: bytearray, wr: SendWR | RecvWR) -> int:
-  """Write the SGEs after the header: -> the bytes they hold."""
-  total = 0
-  for i, s in enumerate(wr.sg_list):
-    SGE_PACK.pack_into(wqe, SGE_AT + 16 * i, s.addr, s.lkey, s.length)
-    total += s.length
-  return total
+def wqe_struct(hdr: Packer, sges: int) -> struct.Struct:
+  """A whole 128-byte WQE in one struct: the header's fields, `sges` SGEs (va_or_pa l_key size) after it, zeros in the
+  rest (struct packs pad bytes as zeros)."""
+  sge = SGE_PACK.struct.format.lstrip("<") + "x" * (ctypes.sizeof(H.sq_sge) - SGE_PACK.struct.size)
+  return struct.Struct(hdr.struct.format + "x" * (SGE_AT - hdr.struct.size) + sge * sges +
+                       "x" * (WQE_SIZE - SGE_AT - sges * ctypes.sizeof(H.sq_sge)))
 
 
-def send_wqe(wr: SendWR) -> bytearray:
+# opcode -> (the WQE's struct for each SGE count, wqe_type, carries immediate data, RDMA: has remote_va and remote_key)
+SEND_WQES = {op: ([wqe_struct(RDMA_HDR if op.is_rdma else SEND_HDR, n) for n in range(MAX_SGE + 1)], WQE_TYPE[op], op.has_imm,
+                  op.is_rdma) for op in WROpcode}
+
+
+def send_wqe(wr: SendWR) -> bytes:
   """The 128-byte static SQ WQE of a work request: sq_rdma_hdr (RDMA) or sq_send_hdr (SEND), then the SGEs."""
-  hdr, wqe_type, imm = SEND_HEADERS[wr.opcode]
-  wqe = bytearray(WQE_SIZE)
-  length = _sges(wqe, wr)
-  args = (wqe_type, SEND_FLAGS[int(wr.send_flags)], HDR_SLOTS + len(wr.sg_list), wr.imm_data if imm else 0, length)
-  if hdr is RDMA_HDR: hdr.pack_into(wqe, 0, *args, wr.remote_addr, wr.rkey)
-  else: hdr.pack_into(wqe, 0, *args)
-  return wqe
+  structs, wqe_type, imm, rdma = SEND_WQES[wr.opcode]
+  sges, length, fields = wr.sg_list, 0, []
+  for s in sges:
+    fields += (s.addr, s.lkey, s.length)
+    length += s.length
+  hdr = (wqe_type, SEND_FLAGS[wr.send_flags], HDR_SLOTS + len(sges), wr.imm_data if imm else 0, length)
+  return structs[len(sges)].pack(*hdr, wr.remote_addr, wr.rkey, *fields) if rdma else structs[len(sges)].pack(*hdr, *fields)
 
 
 def recv_wqe(seq: int, wr: RecvWR) -> bytearray:
   wqe = bytearray(WQE_SIZE)
-  _sges(wqe, wr)
+  for i, s in enumerate(wr.sg_list): SGE_PACK.pack_into(wqe, SGE_AT + 16 * i, s.addr, s.lkey, s.length)
   RQ_HDR.pack_into(wqe, 0, H.RQ_WQE_WQE_TYPE_RCV, HDR_SLOTS + len(wr.sg_list), seq & H.RQ_WQE_WR_ID_MASK)
   return wqe
 
@@ -123,11 +124,14 @@ class WorkQueue:
     self.posted: deque[tuple[int, int]] = deque()      # (WQE index, request sequence number)
 
   def _doorbell(self, put: int) -> None:
-    self.qp.dev.db.ring(self.qp.qp_num, self.kind, put % self.q.entries, self.q.epoch(put))
+    q = self.q
+    self.qp.dev.db.ring(self.qp.qp_num, self.kind, put % q.entries, put // q.entries & 1)   # (HWQueue.epoch)
 
-  def post(self, items: list[tuple[int, bytes]]) -> None:
-    self.posted.extend((self.ring.put + i, seq) for i, (seq, _) in enumerate(items))
-    self.ring.submit([np.frombuffer(w, np.uint32) for _, w in items], [])
+  def post(self, seqs: list[int], wqes: list[bytes]) -> None:
+    """The WQEs of requests `seqs` at the producer, then one doorbell."""
+    put = self.ring.put
+    self.posted.extend(zip(range(put, put + len(seqs)), seqs))
+    self.ring.submit(wqes, [])
 
   def retire(self, index: int) -> int:
     """The request whose WQE is at `index` completed (and the WQEs before it): -> its sequence number."""
@@ -148,7 +152,7 @@ class QP:
     self.msn_entries = sq_wqes                          # roundup_pow_of_two(sq_size) (kernel bnxt_re, static WQEs)
     self.sq = WorkQueue(self, "SQ", sq_wqes, H.DBC_DBC_TYPE_SQ, aux=self.msn_entries * MSN_SIZE)
     self.rq = WorkQueue(self, "RQ", rq_wqes, H.DBC_DBC_TYPE_RQ)
-    self.msn = np.frombuffer(self.sq.q.aux, np.uint64)
+    self.msn = self.sq.q.aux.cast("Q")
     try:
       self.qp_num = dev.rcfw("create_qp", qp_handle=self.handle, type=H.CMDQ_CREATE_QP_TYPE_RC, pd_id=pd,
                              sq_size=sq_wqes, rq_size=rq_wqes, sq_fwo_sq_sge=cap.max_send_sge, rq_fwo_rq_sge=cap.max_recv_sge,
@@ -191,18 +195,19 @@ class QP:
 
   # --- work requests
   def post_send(self, wrs: list[tuple[int, SendWR]]) -> None:
-    items = []
+    index, entries, msn, seqs, wqes = self.sq.ring.put, self.sq.q.entries, self.msn, [], []
     for seq, wr in wrs:
-      index = self.sq.ring.put + len(items)
       npsn = max(1, -(-wr.length // self.path_mtu))     # packets the request (or a READ's response) takes
       nxt = (self.sq_psn + npsn) & 0xFFFFFF
-      self.msn[index % self.msn_entries] = msn_entry(index % self.sq.q.entries, self.sq_psn, nxt)   # start: the ring slot
+      msn[index % self.msn_entries] = msn_entry(index % entries, self.sq_psn, nxt)   # start: the ring slot
       self.sq_psn = nxt
-      items.append((seq, send_wqe(wr)))
-    self.sq.post(items)
+      seqs.append(seq)
+      wqes.append(send_wqe(wr))
+      index += 1
+    self.sq.post(seqs, wqes)
 
   def post_recv(self, wrs: list[tuple[int, RecvWR]]) -> None:
-    self.rq.post([(seq, recv_wqe(seq, wr)) for seq, wr in wrs])
+    self.rq.post([seq for seq, _ in wrs], [recv_wqe(seq, wr) for seq, wr in wrs])
 
   def device_targets(self, cq: CQ) -> tuple[list[memoryview], int]:
     return [self.sq.q.mem.view, cq.q.mem.view], (self.dev.pci.bar_address(2) + self.dev.db.offset) & ~(PAGE - 1)
@@ -221,44 +226,43 @@ class QP:
     put = index + 1
     db = doorbell_value(self.qp_num, sq.kind, put % sq.q.entries, sq.q.epoch(put))
     pos = cq.q.cons + cq_ahead
-    return DevicePost([(sq.q.mem.view, index % sq.q.entries * WQE_SIZE, bytes(send_wqe(wr)))],
+    return DevicePost([(sq.q.mem.view, index % sq.q.entries * WQE_SIZE, send_wqe(wr))],
                       (self.dev.pci.bar_address(2) + self.dev.db.offset, db.to_bytes(8, "little")),
                       (cq.q.mem.view, pos % cq.q.entries * CQE_SIZE + 24, H.CQ_BASE_TOGGLE, 1 - cq.q.epoch(pos)))
 
   # --- completions
-  def _reported(self, c: Completion) -> Completion:
-    """An error completion: the verbs layer flushes the QP's other requests (IBTA 10.8.3.3)."""
-    if c.status != W.SUCCESS: self.flushed = True
-    return c
-
-  def req_completion(self, cqe) -> Completion | None:
+  def req_completion(self, sq_cons_idx: int, status: int) -> Completion | None:
     """cq_req: sq_cons_idx is the SQ consumer index after the WQE that completed (WQEs before it completed too);
     None for a request the verbs layer has flushed (its WQE is retired all the same)."""
-    sq, cons = self.sq, cqe.sq_cons_idx % self.sq.q.entries
-    while sq.posted and (sq.posted[0][0] + 1) % sq.q.entries != cons: sq.posted.popleft()   # unsignaled: done silently
+    sq, entries = self.sq, self.sq.q.entries
+    cons = sq_cons_idx % entries
+    while sq.posted and (sq.posted[0][0] + 1) % entries != cons: sq.posted.popleft()   # unsignaled: done silently
     if not sq.posted:
-      raise VerbsError(f"{self.dev.name}: QP {self.qp_num:#x} send completion names SQ consumer index {cqe.sq_cons_idx}, "
+      raise VerbsError(f"{self.dev.name}: QP {self.qp_num:#x} send completion names SQ consumer index {sq_cons_idx}, "
                        "which no posted WQE ends at")
     seq = sq.retire(sq.posted[0][0])
     if self.flushed: return None
-    return self._reported(Completion(self.qp_num, False, seq, REQ_WC.get(cqe.status, W.GENERAL_ERR), cqe.status,
-                                     f"CQ_REQ_STATUS_{REQ_STATUS.get(cqe.status, '?')}" if cqe.status else ""))
+    if status == H.CQ_REQ_STATUS_OK: return Completion(self.qp_num, False, seq, SUCCESS)
+    self.flushed = True                  # an error completion: the verbs layer flushes the QP's other requests (IBTA 10.8.3.3)
+    return Completion(self.qp_num, False, seq, REQ_WC.get(status, W.GENERAL_ERR), status,
+                      f"CQ_REQ_STATUS_{REQ_STATUS.get(status, '?')}")
 
-  def res_completion(self, cqe) -> Completion | None:
+  def res_completion(self, length: int, imm: int, status: int, flags: int, wr_id: int) -> Completion | None:
     """cq_res_rc: the RQ WQE's wr_id (we write the request's sequence number), the length and immediate data; None
     for a receive the verbs layer has flushed (its WQE is retired all the same)."""
     rq = self.rq
-    wr_id = cqe.srq_or_rq_wr_id & H.CQ_RES_RC_SRQ_OR_RQ_WR_ID_MASK
+    wr_id &= H.CQ_RES_RC_SRQ_OR_RQ_WR_ID_MASK
     if not rq.posted or rq.posted[0][1] & H.RQ_WQE_WR_ID_MASK != wr_id:
       expected = f"expected {rq.posted[0][1] & H.RQ_WQE_WR_ID_MASK:#x}" if rq.posted else "with no receive posted"
       raise VerbsError(f"{self.dev.name}: QP {self.qp_num:#x} receive completion names wr_id {wr_id:#x}, {expected}")
     seq = rq.retire(rq.posted[0][0])
     if self.flushed: return None
-    imm = cqe.imm_data_or_inv_r_key if cqe.flags & H.CQ_RES_RC_FLAGS_IMM else None
-    opcode = WCOpcode.RECV_RDMA_WITH_IMM if cqe.flags & H.CQ_RES_RC_FLAGS_RDMA else WCOpcode.RECV
-    return self._reported(Completion(self.qp_num, True, seq, RES_WC.get(cqe.status, W.GENERAL_ERR), cqe.status,
-                                     f"CQ_RES_RC_STATUS_{RES_RC_STATUS.get(cqe.status, '?')}" if cqe.status else "",
-                                     cqe.length, imm, opcode))
+    opcode = RECV_RDMA_WITH_IMM if flags & H.CQ_RES_RC_FLAGS_RDMA else RECV
+    imm = imm if flags & H.CQ_RES_RC_FLAGS_IMM else None
+    if status == H.CQ_RES_RC_STATUS_OK: return Completion(self.qp_num, True, seq, SUCCESS, 0, "", length, imm, opcode)
+    self.flushed = True                  # an error completion: the verbs layer flushes the QP's other requests
+    return Completion(self.qp_num, True, seq, RES_WC.get(status, W.GENERAL_ERR), status,
+                      f"CQ_RES_RC_STATUS_{RES_RC_STATUS.get(status, '?')}", length, imm, opcode)
 
   def destroy(self) -> None:
     try: self.dev.rcfw("destroy_qp", qp_cid=self.qp_num)

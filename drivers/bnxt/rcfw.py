@@ -13,8 +13,6 @@ notifications, function events) arrive on the CREQ too; they are kept in `events
 from __future__ import annotations
 import ctypes
 
-import numpy as np
-
 from autogen import bnxt as H, bnxt_re as R
 from drivers.bnxt.doorbell import Doorbell
 from drivers.bnxt.hsi import RCFW_COMMANDS, decode, encode
@@ -80,7 +78,7 @@ class RCFW:
     cookie = self.seq & R.RCFW_MAX_COOKIE_VALUE
     cmd = encode(cls, opcode=opcode, cmd_size=slots, cookie=cookie | R.RCFW_CMD_IS_BLOCKING, **fields)
     cmd += bytes(slots * R.BNXT_QPLIB_CMDQE_UNITS - len(cmd))
-    self.ring.submit([np.frombuffer(cmd, np.uint32)], [])
+    self.ring.submit([cmd], [])
     answer: list[bytes] = []
 
     def answered() -> bool:

@@ -38,17 +38,19 @@ class Ring:
   @property
   def rptr(self) -> int: return self._rptr[0]
 
-  def submit(self, packets: Iterable[Sequence[int]], keep: list) -> None:
-    """Write `packets` (each a sequence of dwords), publish the write pointer, ring the doorbell once."""
+  def submit(self, packets: Iterable[Sequence[int] | bytes | bytearray], keep: list) -> None:
+    """Write `packets` (each a sequence of dwords, or bytes holding whole dwords: copied as they are), publish the
+    write pointer, ring the doorbell once. A submission that keeps nothing alive is not tracked in `inflight`."""
     with self.lock:
       for p in packets:
-        nbytes = len(p) * 4
+        data = p if isinstance(p, (bytes, bytearray)) else memoryview(np.ascontiguousarray(p, np.uint32)).cast("B")
+        nbytes = len(data)
         if self.pad is not None and nbytes > (tail := self.size - self.put * self.unit % self.size):
           self._reserve(tail)                               # it does not fit before the end: NOP-pad, restart at 0
-          self._write(np.full(tail // 4, self.pad, np.uint32))
-        self._reserve(nbytes)
-        self._write(np.asarray(p, np.uint32))
-      self.inflight.append((self.put, keep))
+          self._write(memoryview(np.full(tail // 4, self.pad, np.uint32)).cast("B"))
+        if (self.put - self.rptr) * self.unit + nbytes > self.size: self._reserve(nbytes)   # (no room: _reserve waits)
+        self._write(data)
+      if keep: self.inflight.append((self.put, keep))
       while self.inflight and self.inflight[0][0] <= self.rptr: self.inflight.popleft()
       if self._wptr is not None: self._wptr[0] = self.put
       self._doorbell(self.put)
@@ -79,13 +81,14 @@ class Ring:
                            f"{r}, write pointer {self.put}): the queue is stuck on a wait that is never satisfied")
       wait.nap()
 
-  def _write(self, arr: np.ndarray) -> None:
-    data = memoryview(np.ascontiguousarray(arr)).cast("B")
-    at = self.put * self.unit // 4 % len(self.words) * 4
-    first = min(len(data), self.size - at)
-    self.bytes[at:at + first] = data[:first]
-    self.bytes[:len(data) - first] = data[first:]
-    self.put += len(data) // self.unit
+  def _write(self, data: bytes | bytearray | memoryview) -> None:
+    n, at = len(data), self.put * self.unit // 4 % len(self.words) * 4
+    if n <= self.size - at: self.bytes[at:at + n] = data
+    else:                                                   # it wraps: the rest goes to the start of the ring
+      first, data = self.size - at, memoryview(data)
+      self.bytes[at:] = data[:first]
+      self.bytes[:n - first] = data[first:]
+    self.put += n // self.unit
 
 
 class RingSealed(Sealed):

@@ -5,6 +5,7 @@ the consumer's pass parity (every CQE starts as INVALID with owner 1). The consu
 first word (big-endian, 24 bits) after each poll. The QP number is in the low 24 bits of the big-endian word at 56.
 `wait_event` arms the CQ and sleeps on the completion EQ's interrupt (eq.py)."""
 from __future__ import annotations
+import struct
 from typing import TYPE_CHECKING
 
 from autogen import mlx5 as H, mlx5_core as C
@@ -12,6 +13,10 @@ from drivers.rdma.provider import Completion
 if TYPE_CHECKING: from drivers.mlx5.device import MLX5Device
 
 CQE = 64
+# what a CQE's consumer reads, big-endian: imm_inval_pkey (36), byte_cnt (44), the error CQE's vendor_err_synd (54) and
+# syndrome (55), sop_drop_qpn / s_wqe_opcode_qpn (56, QPN in the low 24 bits), wqe_counter (60), op_own (63)
+FIELDS = struct.Struct(">36xI4xI6xBBIHxB")
+DBR_WORD = struct.Struct(">I")               # a doorbell record word
 
 
 class CQ:
@@ -37,14 +42,13 @@ class CQ:
       e = (self.ci % self.depth) * CQE
       op = v[e + 63]
       if op >> 4 == C.MLX5_CQE_INVALID or op & 1 != (self.ci >> self.log_size) & 1: break
-      cqe = bytes(v[e:e + CQE])
-      self.ci += 1
-      qpn = int.from_bytes(cqe[56:60], "big") & 0xFFFFFF
-      if (qp := self.dev.qps.get(qpn)) is None:
-        raise RuntimeError(f"{self.dev.name}: CQ {self.cqn:#x} entry {self.ci - 1} names QP {qpn:#x}, which this driver has not created")
-      if (c := qp.completion(cqe)) is not None: out.append(c)
-    if self.ci != start:
-      self.dev.dbr.view[self.dbr:self.dbr + 4] = (self.ci & 0xFFFFFF).to_bytes(4, "big")
+      imm, byte_cnt, vendor_syndrome, syndrome, qpn, counter, op = FIELDS.unpack_from(v, e)   # (not written again before
+      self.ci += 1                                                                         # the consumer passes it)
+      if (qp := self.dev.qps.get(qpn & 0xFFFFFF)) is None:
+        raise RuntimeError(f"{self.dev.name}: CQ {self.cqn:#x} entry {self.ci - 1} names QP {qpn & 0xFFFFFF:#x}, which this "
+                           "driver has not created")
+      if (c := qp.completion(op >> 4, counter, byte_cnt, imm, syndrome, vendor_syndrome)) is not None: out.append(c)
+    if self.ci != start: DBR_WORD.pack_into(self.dev.dbr.view, self.dbr, self.ci & 0xFFFFFF)
     return out
 
   def _new(self) -> bool:

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING
 
 from autogen import mlx5 as H, mlx5_core as C
 from drivers.mlx5.ifc import SYNDROMES
-from drivers.mlx5.cq import CQE
+from drivers.mlx5.cq import CQE, DBR_WORD
 from drivers.rdma.provider import Completion, DevicePost
-from drivers.rdma.verbs import (Access, QPAttr, QPAttrMask as M, QPCap, QPState, RecvWR, SendFlags, SendWR, VerbsError,
-                                WCOpcode, WCStatus as W, WROpcode)
+from drivers.rdma.verbs import (Access, IMM_OPS, QPAttr, QPAttrMask as M, QPCap, QPState, RDMA_OPS, RecvWR, SendFlags, SendWR,
+                                VerbsError, WCOpcode, WCStatus as W, WROpcode)
 if TYPE_CHECKING:
   from drivers.mlx5.cq import CQ
   from drivers.mlx5.device import MLX5Device
@@ -34,6 +34,7 @@ SYNDROME_WC = {C.MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR: W.LOC_LEN_ERR, C.MLX5_CQE_S
                C.MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR: W.REM_INV_REQ_ERR, C.MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR: W.REM_ACCESS_ERR,
                C.MLX5_CQE_SYNDROME_REMOTE_OP_ERR: W.REM_OP_ERR, C.MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR: W.RETRY_EXC_ERR,
                C.MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR: W.RNR_RETRY_EXC_ERR}
+SUCCESS, RECV, RECV_RDMA_WITH_IMM = W.SUCCESS, WCOpcode.RECV, WCOpcode.RECV_RDMA_WITH_IMM   # (enum members, looked up once)
 MTU_CODE = {256: 1, 512: 2, 1024: 3, 2048: 4, 4096: 5}
 # SendFlags (each of the 8 combinations) -> the control segment's fm_ce_se byte
 FM_CE_SE = [(C.MLX5_WQE_CTRL_CQ_UPDATE if f & SendFlags.SIGNALED else 0) | (C.MLX5_WQE_CTRL_SOLICITED if f & SendFlags.SOLICITED else 0) |
@@ -53,6 +54,21 @@ def udp_sport(lqpn: int, rqpn: int) -> int:
 
 def data_seg(length: int, lkey: int, addr: int) -> bytes:
   return length.to_bytes(4, "big") + lkey.to_bytes(4, "big") + addr.to_bytes(8, "big")
+
+
+def wqe_struct(rdma: bool, segs: int) -> struct.Struct:
+  """A send WQE in whole WQEBBs, big-endian: mlx5_wqe_ctrl_seg (opmod_idx_opcode, qpn_ds, signature and two reserved
+  bytes, fm_ce_se, imm), mlx5_wqe_raddr_seg for RDMA (raddr, rkey, reserved), `segs` mlx5_wqe_data_seg (byte_count,
+  lkey, addr), zeros to the end of the last WQEBB (struct packs pad bytes as zeros)."""
+  fmt = ">II3xBI" + ("QI4x" if rdma else "") + "IIQ" * segs
+  size = struct.calcsize(fmt)
+  return struct.Struct(fmt + "x" * (-size % WQEBB))
+
+
+# (RDMA, data segments) -> the WQE's struct
+WQE_STRUCTS = {(rdma, n): wqe_struct(rdma, n) for rdma in (False, True) for n in range(MAX_SGE + 1)}
+# 64-bit stores to the doorbell: its first 8 bytes, or a BlueFlame copy of a WQE of 1 to BF_SIZE / WQEBB WQEBBs
+BF_WORDS = {n: struct.Struct(f"<{n}Q") for n in (1, *range(WQEBB // 8, BF_SIZE // 8 + 1, WQEBB // 8))}
 
 
 class QP:
@@ -139,32 +155,33 @@ class QP:
     self.mem.view[off:off + WQEBB] = data
 
   def _send_wqe(self, wr: SendWR) -> bytes:
-    """The WQE of `wr` at the producer, whole WQEBBs: ctrl segment, raddr segment (RDMA), data segments."""
-    op, index = OPCODE[wr.opcode], self.sq_pi & 0xFFFF
-    segs = b""
-    if wr.opcode.is_rdma: segs += wr.remote_addr.to_bytes(8, "big") + wr.rkey.to_bytes(4, "big") + bytes(4)
-    segs += b"".join(data_seg(s.length, s.lkey, s.addr) for s in wr.sg_list if s.length)
-    ds = 1 + len(segs) // DS
-    flags = FM_CE_SE[int(wr.send_flags) & 7]
-    imm = wr.imm_data if wr.opcode.has_imm else 0
-    ctrl = (index << 8 | op).to_bytes(4, "big") + (self.qp_num << 8 | ds).to_bytes(4, "big") + bytes([0, 0, 0, flags]) + imm.to_bytes(4, "big")
-    wqe = ctrl + segs
-    return wqe.ljust(-(-len(wqe) // WQEBB) * WQEBB, b"\0")
+    """The WQE of `wr` at the producer, whole WQEBBs: ctrl segment, raddr segment (RDMA), data segments (those of
+    SGEs with bytes)."""
+    data = []
+    for s in wr.sg_list:
+      if s.length: data += (s.length, s.lkey, s.addr)
+    ds = 1 + (wr.opcode in RDMA_OPS) + len(data) // 3
+    ctrl = ((self.sq_pi & 0xFFFF) << 8 | OPCODE[wr.opcode], self.qp_num << 8 | ds, FM_CE_SE[int(wr.send_flags) & 7],
+            wr.imm_data if wr.opcode in IMM_OPS else 0)
+    if wr.opcode in RDMA_OPS: return WQE_STRUCTS[True, len(data) // 3].pack(*ctrl, wr.remote_addr, wr.rkey, *data)
+    return WQE_STRUCTS[False, len(data) // 3].pack(*ctrl, *data)
 
   def post_send(self, wrs: list[tuple[int, SendWR]]) -> None:
     if not wrs: return
-    last = b""
+    last, view, sq_bytes = b"", self.mem.view, WQEBB << self.log_sq
     for seq, wr in wrs:
       wqe = self._send_wqe(wr)
-      nbb = len(wqe) // WQEBB
-      for i in range(nbb): self._wqebb(self.sq_pi + i, wqe[i * WQEBB:(i + 1) * WQEBB])
+      nbb, off = len(wqe) // WQEBB, (self.sq_pi % (1 << self.log_sq)) * WQEBB
+      if off + len(wqe) <= sq_bytes: view[self.sq_off + off:self.sq_off + off + len(wqe)] = wqe
+      else:                                  # it wraps: WQEBB by WQEBB
+        for i in range(nbb): self._wqebb(self.sq_pi + i, wqe[i * WQEBB:(i + 1) * WQEBB])
       self.sq_posted.append((self.sq_pi & 0xFFFF, seq, OPCODE[wr.opcode]))
       self.sq_pi += nbb
       last = wqe
-    self.dev.dbr.view[self.dbr + 4:self.dbr + 8] = (self.sq_pi & 0xFFFF).to_bytes(4, "big")
+    DBR_WORD.pack_into(self.dev.dbr.view, self.dbr + 4, self.sq_pi & 0xFFFF)
     # one WQE that fits the register goes whole (BlueFlame: the doorbell, then the rest of the WQE), else the doorbell
     words = len(last) // 8 if len(wrs) == 1 and len(last) <= BF_SIZE and self.blueflame else 1
-    self.dev.uar_bar.write64s(BF[self.bf], list(struct.unpack_from(f"<{words}Q", last)))
+    self.dev.uar_bar.write64s(BF[self.bf], list(BF_WORDS[words].unpack_from(last)))
     self.bf ^= 1
 
   def device_targets(self, cq: CQ) -> tuple[list[memoryview], int]:
@@ -199,12 +216,13 @@ class QP:
     self.dev.dbr.view[self.dbr:self.dbr + 4] = (self.rq_pi & 0xFFFF).to_bytes(4, "big")
 
   # --- completions
-  def completion(self, cqe: bytes) -> Completion | None:
-    op, counter = cqe[63] >> 4, int.from_bytes(cqe[60:62], "big")
-    recv = op not in (C.MLX5_CQE_REQ, C.MLX5_CQE_REQ_ERR)
+  def completion(self, op: int, counter: int, byte_len: int, imm: int, syndrome: int, vendor_syndrome: int) -> Completion | None:
+    """A CQE of this QP (its opcode, wqe_counter, byte_cnt, immediate, and an error CQE's syndromes); None for one the
+    verbs layer has flushed already."""
+    recv = op != C.MLX5_CQE_REQ and op != C.MLX5_CQE_REQ_ERR
     q = self.rq_posted if recv else self.sq_posted
-    error = op in (C.MLX5_CQE_REQ_ERR, C.MLX5_CQE_RESP_ERR)
-    if error and self.flushed and cqe[55] == C.MLX5_CQE_SYNDROME_WR_FLUSH_ERR: return None   # the verbs layer flushed it
+    error = op == C.MLX5_CQE_REQ_ERR or op == C.MLX5_CQE_RESP_ERR
+    if error and self.flushed and syndrome == C.MLX5_CQE_SYNDROME_WR_FLUSH_ERR: return None   # the verbs layer flushed it
     while q and q[0][0] != counter: q.popleft()                   # unsignaled sends before it completed silently
     if not q:
       raise VerbsError(f"{self.dev.name}: QP {self.qp_num:#x} {'receive' if recv else 'send'} completion names WQE {counter}, "
@@ -212,13 +230,12 @@ class QP:
     seq = q.popleft()[1]
     if error:
       self.flushed = True
-      synd = cqe[55]
-      return Completion(self.qp_num, recv, seq, SYNDROME_WC.get(synd, W.GENERAL_ERR), synd,
-                        f"MLX5_CQE_SYNDROME_{SYNDROMES.get(synd, '?')} (vendor syndrome {cqe[54]:#x})")
-    if not recv: return Completion(self.qp_num, False, seq, W.SUCCESS, byte_len=int.from_bytes(cqe[44:48], "big"))
-    imm = int.from_bytes(cqe[36:40], "big") if op in (C.MLX5_CQE_RESP_WR_IMM, C.MLX5_CQE_RESP_SEND_IMM) else None
-    return Completion(self.qp_num, True, seq, W.SUCCESS, byte_len=int.from_bytes(cqe[44:48], "big"), imm_data=imm,
-                      opcode=WCOpcode.RECV_RDMA_WITH_IMM if op == C.MLX5_CQE_RESP_WR_IMM else WCOpcode.RECV)
+      return Completion(self.qp_num, recv, seq, SYNDROME_WC.get(syndrome, W.GENERAL_ERR), syndrome,
+                        f"MLX5_CQE_SYNDROME_{SYNDROMES.get(syndrome, '?')} (vendor syndrome {vendor_syndrome:#x})")
+    if not recv: return Completion(self.qp_num, False, seq, SUCCESS, 0, "", byte_len)
+    return Completion(self.qp_num, True, seq, SUCCESS, 0, "", byte_len,
+                      imm if op == C.MLX5_CQE_RESP_WR_IMM or op == C.MLX5_CQE_RESP_SEND_IMM else None,
+                      RECV_RDMA_WITH_IMM if op == C.MLX5_CQE_RESP_WR_IMM else RECV)
 
   def destroy(self) -> None:
     try: self.dev.cmd(H.MLX5_CMD_OP_DESTROY_QP, qpn=self.qp_num)

@@ -14,14 +14,17 @@ from typing import TYPE_CHECKING, Iterable
 from drivers.rdma.device_post import device_write
 from drivers.rdma.exchange import Endpoint
 from drivers.rdma.provider import Completion
-from drivers.rdma.verbs import (AHAttr, Access, PATH_MTUS, QPAttr, QPAttrMask as M, QPCap, QPState as S, RecvWR, SendWR, SEND_WC,
-                                SendFlags, VerbsError, WCError, WCOpcode, WCStatus, WorkCompletion, WROpcode)
+from drivers.rdma.verbs import (AHAttr, Access, IMM_OPS, PATH_MTUS, RDMA_OPS, QPAttr, QPAttrMask as M, QPCap, QPState as S,
+                                RecvWR, SendWR, SEND_WC, SendFlags, VerbsError, WCError, WCOpcode, WCStatus, WorkCompletion,
+                                WROpcode)
 if TYPE_CHECKING: from drivers.rdma.context import Context, PD
 
 SPIN_S = 20e-6                       # CQ.wait polls this long before it sleeps on the CQ's completion notification
 EVENT_S = 1.0                        # the longest one sleep on a notification lasts before the CQ is polled again
 POLL_S, POLL_MAX_S = 10e-6, 250e-6   # a CQ without notifications: sleeps between empty polls double from one to the other
-U24, U32, U64 = (1 << 24) - 1, (1 << 32) - 1, (1 << 64) - 1
+U24, U31, U32, U64 = (1 << 24) - 1, (1 << 31) - 1, (1 << 32) - 1, (1 << 64) - 1
+# enum members read on every post and poll, looked up once (Python 3.11 finds a member through a descriptor, ~0.1 us each)
+UNSENDABLE, ERR, SUCCESS, RECV, READ = (S.RESET, S.INIT, S.RTR), S.ERR, WCStatus.SUCCESS, WCOpcode.RECV, WROpcode.RDMA_READ
 
 # (current, next) -> (required, optional) attributes besides STATE; any state goes to RESET or ERR with STATE alone
 TRANSITIONS = {
@@ -36,6 +39,12 @@ TRANSITIONS = {
 
 
 def _names(mask: M) -> str: return ", ".join(m.name for m in M if m & mask)
+
+
+def _uint(qp: QP, wr: SendWR, name: str, v, hi: int) -> None:
+  """A work request's field `name` is an int in [0, hi] (bool is not)."""
+  if (v.__class__ is not int and (isinstance(v, bool) or not isinstance(v, int))) or not 0 <= v <= hi:
+    raise VerbsError(f"QP {qp.qp_num:#x}: {wr.describe()}: {name} {v!r} is outside [0, {hi:#x}]")
 
 
 def _field(qp: QP, name: str, value, lo: int, hi: int) -> None:
@@ -62,14 +71,15 @@ class CQ:
     self.expected += n
 
   def poll(self, num_entries: int = 16) -> list[WorkCompletion]:
-    while len(self._ready) < num_entries and (got := self.hw.poll(num_entries - len(self._ready))):
+    ready = self._ready
+    while len(ready) < num_entries and (got := self.hw.poll(num_entries - len(ready))):
       for c in got: self._resolve(c)
     out: list[WorkCompletion] = []
-    while self._ready and len(out) < num_entries:
-      if self._ready[0].status != WCStatus.SUCCESS:
+    while ready and len(out) < num_entries:
+      if ready[0].status != SUCCESS:
         if out: break
-        raise WCError(self._ready.popleft())
-      out.append(self._ready.popleft())
+        raise WCError(ready.popleft())
+      out.append(ready.popleft())
     return out
 
   def _resolve(self, c: Completion) -> None:
@@ -212,38 +222,42 @@ class QP:
   def post_send(self, wrs: SendWR | Iterable[SendWR]) -> None:
     """ibv_post_send: the requests go to the hardware in order, with one doorbell."""
     wrs = [wrs] if isinstance(wrs, SendWR) else list(wrs)
-    if self.state in (S.RESET, S.INIT, S.RTR):
-      raise VerbsError(f"QP {self.qp_num:#x} is in {self.state.name}: post_send needs RTS (modify it INIT -> RTR -> RTS first)")
+    if (state := self.state) in UNSENDABLE:
+      raise VerbsError(f"QP {self.qp_num:#x} is in {state.name}: post_send needs RTS (modify it INIT -> RTR -> RTS first)")
     for wr in wrs: self._check_send(wr)
     if self.device_posted:
       raise VerbsError(f"QP {self.qp_num:#x}: {len(self.device_posted)} request(s) a device's queue posts (Queue.rdma_write) "
                        "are outstanding; the host posts on this QP once their completions are polled (the device rings "
                        "the doorbell for its slot only when its queue gets there)")
-    if len(self.sq) + len(wrs) > self.cap.max_send_wr:
-      raise VerbsError(f"QP {self.qp_num:#x}: the send queue holds {self.cap.max_send_wr} work requests and {len(self.sq)} "
-                       f"are outstanding; poll the CQ before posting {len(wrs)} more")
-    self.send_cq._reserve(len(wrs), "send requests")
-    batch = [(self._sq_seq + i, wr) for i, wr in enumerate(wrs)]
-    self._sq_seq += len(wrs)
-    self.sq.extend(batch)
-    if self.state == S.ERR: self._flush()        # a QP in ERR completes new requests as flushed
+    n, sq, seq = len(wrs), self.sq, self._sq_seq
+    if len(sq) + n > self.cap.max_send_wr:
+      raise VerbsError(f"QP {self.qp_num:#x}: the send queue holds {self.cap.max_send_wr} work requests and {len(sq)} "
+                       f"are outstanding; poll the CQ before posting {n} more")
+    self.send_cq._reserve(n, "send requests")
+    batch = [(seq, wrs[0])] if n == 1 else [(seq + i, wr) for i, wr in enumerate(wrs)]
+    self._sq_seq = seq + n
+    sq.extend(batch)
+    if state == ERR: self._flush()               # a QP in ERR completes new requests as flushed
     else: self.hw.post_send(batch)
 
   def _check_send(self, wr: SendWR) -> None:
-    if not isinstance(wr.opcode, WROpcode): raise VerbsError(f"QP {self.qp_num:#x}: opcode {wr.opcode!r} is not a WROpcode")
-    if len(wr.sg_list) > self.cap.max_send_sge:
-      raise VerbsError(f"QP {self.qp_num:#x}: {wr.describe()} has {len(wr.sg_list)} SGEs; the QP takes {self.cap.max_send_sge}")
-    if wr.opcode == WROpcode.RDMA_READ and not wr.sg_list:
+    op, sges = wr.opcode, wr.sg_list
+    if not isinstance(op, WROpcode): raise VerbsError(f"QP {self.qp_num:#x}: opcode {op!r} is not a WROpcode")
+    if len(sges) > self.cap.max_send_sge:
+      raise VerbsError(f"QP {self.qp_num:#x}: {wr.describe()} has {len(sges)} SGEs; the QP takes {self.cap.max_send_sge}")
+    if op == READ and not sges:
       raise VerbsError(f"QP {self.qp_num:#x}: {wr.describe()} needs an SGE to read into")
-    for s in wr.sg_list:
-      for name, v, hi in (("addr", s.addr, U64), ("length", s.length, (1 << 31) - 1), ("lkey", s.lkey, U32)):
-        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= hi:
-          raise VerbsError(f"QP {self.qp_num:#x}: {wr.describe()}: SGE {name} {v!r} is outside [0, {hi:#x}]")
-    if wr.length >= 1 << 31: raise VerbsError(f"QP {self.qp_num:#x}: {wr.describe()} is longer than 2^31 - 1 bytes")
-    for name, v, hi, used in (("remote_addr", wr.remote_addr, U64, wr.opcode.is_rdma), ("rkey", wr.rkey, U32, wr.opcode.is_rdma),
-                              ("imm_data", wr.imm_data, U32, wr.opcode.has_imm)):
-      if used and (isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= hi):
-        raise VerbsError(f"QP {self.qp_num:#x}: {wr.describe()}: {name} {v!r} is outside [0, {hi:#x}]")
+    length = 0
+    for s in sges:
+      _uint(self, wr, "SGE addr", s.addr, U64)
+      _uint(self, wr, "SGE length", s.length, U31)
+      _uint(self, wr, "SGE lkey", s.lkey, U32)
+      length += s.length
+    if length > U31: raise VerbsError(f"QP {self.qp_num:#x}: {wr.describe()} is longer than 2^31 - 1 bytes")
+    if op in RDMA_OPS:
+      _uint(self, wr, "remote_addr", wr.remote_addr, U64)
+      _uint(self, wr, "rkey", wr.rkey, U32)
+    if op in IMM_OPS: _uint(self, wr, "imm_data", wr.imm_data, U32)
 
   def device_write(self, device, local, remote, size: int | None = None, local_offset: int = 0, remote_offset: int = 0,
                    wr_id: int = 0):
@@ -295,22 +309,24 @@ class QP:
 
   # --- completions (called by the CQ that polled them)
   def _complete(self, c: Completion) -> None:
-    q, cq = (self.rq, self.recv_cq) if c.recv else (self.sq, self.send_cq)
-    if not q or not q[0][0] <= c.seq <= q[-1][0]:
-      raise VerbsError(f"{self.ctx.name}: QP {self.qp_num:#x} completed {'receive' if c.recv else 'send'} request #{c.seq}, "
+    recv, seq = c.recv, c.seq
+    q, cq = (self.rq, self.recv_cq) if recv else (self.sq, self.send_cq)
+    if not q or not q[0][0] <= seq <= q[-1][0]:
+      raise VerbsError(f"{self.ctx.name}: QP {self.qp_num:#x} completed {'receive' if recv else 'send'} request #{seq}, "
                        "which is not outstanding")
-    while q[0][0] < c.seq:          # unsignaled requests before it completed without a record (IBTA 10.8.3.1)
+    while q[0][0] < seq:            # unsignaled requests before it completed without a record (IBTA 10.8.3.1)
       q.popleft()
       cq.expected -= 1
     _, wr = q.popleft()
     cq.expected -= 1
-    if not c.recv: self.device_posted.discard(c.seq)
-    if c.recv: opcode, length = c.opcode or WCOpcode.RECV, c.byte_len
-    else: opcode, length = SEND_WC[wr.opcode], c.byte_len or wr.length
+    if recv: opcode, length = c.opcode or RECV, c.byte_len
+    else:
+      if self.device_posted: self.device_posted.discard(seq)
+      opcode, length = SEND_WC[wr.opcode], c.byte_len or wr.length
     cq._ready.append(WorkCompletion(wr.wr_id, c.status, opcode, self.qp_num, length, c.imm_data, c.vendor_err,
                                     c.vendor_status, wr))
-    if c.status != WCStatus.SUCCESS and self.state != S.ERR:
-      self.state = S.ERR           # an error completion puts the QP in ERR: the rest is flushed (IBTA 10.8.3.3)
+    if c.status != SUCCESS and self.state != ERR:
+      self.state = ERR             # an error completion puts the QP in ERR: the rest is flushed (IBTA 10.8.3.3)
       self._flush()
 
   def _flush(self) -> None:

@@ -4,7 +4,7 @@ Names and flag values are rdma-core's (libibverbs verbs.h: enum ibv_access_flags
 ibv_wr_opcode, ibv_wc_opcode, ibv_wc_status), so a verbs user reads them without a glossary.
 """
 from __future__ import annotations
-import enum
+import enum, operator
 from dataclasses import dataclass, field
 
 
@@ -107,14 +107,14 @@ class WROpcode(enum.IntEnum):
   RDMA_READ = 4
 
   @property
-  def is_rdma(self) -> bool: return self in _RDMA            # (sets of the values: enum attribute lookups are slow)
+  def is_rdma(self) -> bool: return self in RDMA_OPS         # (sets of the values: enum attribute lookups are slow)
 
   @property
-  def has_imm(self) -> bool: return self in _IMM
+  def has_imm(self) -> bool: return self in IMM_OPS
 
 
-_RDMA = frozenset((WROpcode.RDMA_WRITE.value, WROpcode.RDMA_WRITE_WITH_IMM.value, WROpcode.RDMA_READ.value))
-_IMM = frozenset((WROpcode.RDMA_WRITE_WITH_IMM.value, WROpcode.SEND_WITH_IMM.value))
+RDMA_OPS = frozenset((WROpcode.RDMA_WRITE.value, WROpcode.RDMA_WRITE_WITH_IMM.value, WROpcode.RDMA_READ.value))
+IMM_OPS = frozenset((WROpcode.RDMA_WRITE_WITH_IMM.value, WROpcode.SEND_WITH_IMM.value))
 
 
 class SendFlags(enum.IntFlag):
@@ -132,6 +132,9 @@ class SGE:
   lkey: int
 
 
+_LENGTH = operator.attrgetter("length")
+
+
 @dataclass
 class SendWR:
   """ibv_send_wr. `remote_addr`/`rkey` are the target (RDMA WRITE) or source (RDMA READ) in the peer's MR."""
@@ -144,11 +147,13 @@ class SendWR:
   rkey: int = 0
 
   @property
-  def length(self) -> int: return sum(s.length for s in self.sg_list)
+  def length(self) -> int: return sum(map(_LENGTH, self.sg_list))
 
   def describe(self) -> str:
-    what = f"{self.opcode.name} wr_id {self.wr_id} ({self.length} B"
-    if self.opcode.is_rdma: what += f", remote {self.remote_addr:#x} rkey {self.rkey:#x}"
+    """For messages, also about a request whose fields the checks refuse (a length or key that is no int)."""
+    hx = lambda v: f"{v:#x}" if isinstance(v, int) else repr(v)
+    what = f"{self.opcode.name} wr_id {self.wr_id} ({sum(s.length for s in self.sg_list if isinstance(s.length, int))} B"
+    if self.opcode.is_rdma: what += f", remote {hx(self.remote_addr)} rkey {hx(self.rkey)}"
     return what + ")"
 
 

@@ -87,6 +87,28 @@ def test_a_bad_rkey_gives_an_error_completion_naming_it(nic):
   assert p.a.state == QPState.ERR
 
 
+@pytest.mark.parametrize("bit", ["wqe_size", "msn_entry"])
+def test_a_wrong_field_in_what_the_driver_writes_is_a_local_qp_operation_error(nic, monkeypatch, bit):
+  """The WQE's wqe_size one slot too many (two SGEs on a QP created with sq_sge 1), or an MSN entry one PSN off: the
+  NIC refuses the request (a cq_req with LOCAL_QP_OPERATION_ERR) and writes nothing."""
+  from drivers.bnxt import qp as bnxt_qp
+  if bit == "wqe_size":
+    real = bnxt_qp.send_wqe
+    def one_slot_more(wr):
+      w = bytearray(real(wr))
+      w[2] += 1                                             # sq_rdma_hdr.wqe_size: 16-byte slots
+      return bytes(w)
+    monkeypatch.setattr(bnxt_qp, "send_wqe", one_slot_more)
+  else:
+    real = bnxt_qp.msn_entry
+    monkeypatch.setattr(bnxt_qp, "msn_entry", lambda index, psn, nxt: real(index, psn, nxt + 1))
+  p = Pair(nic)
+  src, dst = p.mr(64, fill=True), p.mr(64)
+  with pytest.raises(WCError) as e: p.write(src, dst)
+  assert (e.value.wc.status, e.value.wc.vendor_status) == (WCStatus.LOC_QP_OP_ERR, "CQ_REQ_STATUS_LOCAL_QP_OPERATION_ERR")
+  assert bytes(dst.view) == bytes(64) and p.a.state == QPState.ERR
+
+
 def test_a_write_past_the_end_of_the_remote_mr_is_refused(nic):
   p = Pair(nic)
   src, dst = p.mr(4096, fill=True), p.mr(4096)

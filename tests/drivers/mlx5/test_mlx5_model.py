@@ -78,6 +78,44 @@ def test_a_bad_rkey_gives_an_error_cqe_with_the_remote_access_syndrome(nic):
   assert p.a.state == QPState.ERR
 
 
+def test_the_send_wqe_is_a_ctrl_raddr_and_data_segment_in_one_wqebb_and_a_wrong_wqe_index_is_refused(nic, monkeypatch):
+  """mlx5_wqe_ctrl_seg (big-endian: wqe_index << 8 | opcode, qpn << 8 | ds, fm_ce_se in byte 11, the immediate),
+  mlx5_wqe_raddr_seg, one mlx5_wqe_data_seg, zeros to the end of the 64-byte WQEBB. With the wqe_index one off, the NIC
+  completes the request with a local QP operation error and writes nothing."""
+  from drivers.mlx5 import qp as mlx5_qp
+  p = Pair(nic)
+  src, dst = p.mr(64, fill=True), p.mr(64)
+  p.b.post_recv(RecvWR(5))                                # (the WRITE's immediate consumes a receive)
+  p.a.post_send(SendWR(1, WROpcode.RDMA_WRITE_WITH_IMM, [src.sge()], imm_data=0xFEEDF00D, remote_addr=dst.addr, rkey=dst.rkey))
+  assert sorted(wc.wr_id for wc in p.cq.wait(2, timeout_s=30)) == [1, 5]
+  hw = p.a.hw
+  wqe = bytes(hw.mem.view[hw.sq_off:hw.sq_off + 64])
+  assert wqe[:16] == (0 << 8 | C.MLX5_OPCODE_RDMA_WRITE_IMM).to_bytes(4, "big") + (p.a.qp_num << 8 | 3).to_bytes(4, "big") + \
+    bytes([0, 0, 0, C.MLX5_WQE_CTRL_CQ_UPDATE]) + (0xFEEDF00D).to_bytes(4, "big")
+  assert wqe[16:32] == dst.addr.to_bytes(8, "big") + dst.rkey.to_bytes(4, "big") + bytes(4)
+  assert wqe[32:48] == (64).to_bytes(4, "big") + src.lkey.to_bytes(4, "big") + src.addr.to_bytes(8, "big") and wqe[48:] == bytes(16)
+  real = mlx5_qp.QP._send_wqe
+  monkeypatch.setattr(mlx5_qp.QP, "_send_wqe", lambda self, wr: (w := real(self, wr))[:2] + bytes([w[2] ^ 1]) + w[3:])  # wqe_index
+  dst.view[:] = bytes(64)
+  with pytest.raises(WCError) as e: p.write(src, dst)
+  assert (e.value.wc.status, e.value.wc.vendor_err) == (WCStatus.LOC_QP_OP_ERR, C.MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR)
+  assert bytes(dst.view) == bytes(64)
+
+
+def test_a_zero_length_sge_gets_no_data_segment(nic):
+  pd, cq = nic.alloc_pd(), nic.create_cq(64)
+  a, b = (pd.create_qp(cq, cap=QPCap(max_send_sge=2)) for _ in range(2))
+  a.connect(b.endpoint(200), 100)
+  b.connect(a.endpoint(100), 200)
+  src, dst = (pd.reg_mr(nic.alloc(64), RW, 64) for _ in range(2))
+  src.view[:] = bytes(range(64))
+  a.post_send(SendWR(1, WROpcode.RDMA_WRITE, [src.sge(0, 0), src.sge(0, 16)], remote_addr=dst.addr, rkey=dst.rkey))
+  assert cq.wait(1, timeout_s=30)[0].byte_len == 16
+  wqe = bytes(a.hw.mem.view[a.hw.sq_off:a.hw.sq_off + 64])
+  assert wqe[7] == 3 and wqe[32:36] == (16).to_bytes(4, "big") and wqe[48:] == bytes(16)   # ds 3: ctrl, raddr, one data
+  assert bytes(dst.view[:16]) == bytes(range(16)) and bytes(dst.view[16:]) == bytes(48)
+
+
 def test_a_bad_lkey_is_a_local_protection_error(nic):
   p = Pair(nic)
   src, dst = p.mr(64, fill=True), p.mr(64)

@@ -3,7 +3,7 @@ takes, queue depths, completions mapped to their work requests, error completion
 import numpy as np
 import pytest
 
-from drivers.rdma import (AHAttr, Access, Endpoint, QPAttr, QPAttrMask as M, QPCap, QPState as S, RecvWR, SendFlags,
+from drivers.rdma import (AHAttr, Access, Endpoint, QPAttr, QPAttrMask as M, QPCap, QPState as S, RecvWR, SGE, SendFlags,
                           SendWR, VerbsError, WCError, WCOpcode, WCStatus, WROpcode)
 from tests.drivers.rdma.fakenic import fake_context
 
@@ -165,7 +165,13 @@ def test_work_requests_are_checked_before_they_reach_the_hardware(ctx):
                      (SendWR(1, WROpcode.SEND_WITH_IMM, [mr.sge()], imm_data=-1), "imm_data -1"),
                      (SendWR(1, WROpcode.SEND, [mr.sge()] * 3), "has 3 SGEs; the QP takes 2"),
                      (SendWR(1, WROpcode.RDMA_READ, [], remote_addr=0, rkey=1), "needs an SGE to read into"),
-                     (SendWR(1, 9), "opcode 9 is not a WROpcode")):
+                     (SendWR(1, 9), "opcode 9 is not a WROpcode"),
+                     (SendWR(1, WROpcode.SEND, [SGE(mr.addr, 8, 1 << 32)]), "SGE lkey 4294967296 is outside"),
+                     (SendWR(1, WROpcode.SEND, [SGE(mr.addr, -1, mr.lkey)]), "SGE length -1 is outside"),
+                     (SendWR(1, WROpcode.SEND, [SGE(True, 8, mr.lkey)]), "SGE addr True is outside"),   # a bool is no address
+                     (SendWR(1, WROpcode.SEND, [SGE(mr.addr, 1 << 30, mr.lkey)] * 2), r"is longer than 2\^31 - 1 bytes"),
+                     (SendWR(1, WROpcode.RDMA_WRITE, [mr.sge()], remote_addr=None, rkey=1), "remote None .*remote_addr None is outside"),
+                     (SendWR(1, WROpcode.SEND, [SGE(mr.addr, None, mr.lkey)]), r"\(0 B\): SGE length None is outside")):
     with pytest.raises(VerbsError, match=expect):
       qp.post_send(wr)
   assert qp.hw.sent == []
