@@ -41,6 +41,7 @@ class RoCEPort:
     self.accept_macs: set[bytes] = set()
     self.loopback = False
     self.tx_dropped: Counter[str] = Counter()
+    self.tx_taken = 0                             # single-packet WRITEs C posted and sent (emu/nic/txflow.py)
     self.rx_dropped: Counter[str] = Counter()
     self.drop_log: list[str] = []
 

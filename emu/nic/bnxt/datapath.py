@@ -41,10 +41,10 @@ expect these between command responses.
 from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from autogen import bnxt as B
-from emu.nic import rc
+from emu.nic import rc, txflow
 from emu.nic.bnxt import ModelError
 from emu.nic.bnxt.pbl import HostRing
 from emu.nic.bnxt.rings import EventRing, L2Ring, doorbell_position
@@ -127,6 +127,7 @@ class QP:
   wqes: int = 0                 # WQEs posted
   done: int = 0                 # WQEs completed (sq_cons_idx)
   last_error: str = rc.OK
+  tx: Any = None                # its transmit flow (txflow.TxFlow: WQEs posted in C) and the MR its SGEs name
 
   @property
   def msn_entries(self) -> int: return pow2_ceil(self.sq.depth) // (2 if self.variable else 1)
@@ -188,6 +189,7 @@ class RoCEEngine:
     end = doorbell_position(index, epoch, qp.sq_cons, qp.sq_cons + qp.sq.depth, qp.sq.depth, what)
     if qp.rc.state not in ("RTS", "ERR"): raise ModelError(f"{what} doorbell in state {qp.rc.state}: the QP must be in RTS")
     while qp.sq_cons < end:
+      if qp.tx is not None and self._sq_c(qp, end): continue
       start = qp.sq_cons
       if qp.variable:
         head = qp.sq.read(start)
@@ -200,6 +202,25 @@ class RoCEEngine:
         size = 1
       qp.sq_cons += size
       self._post_wqe(qp, raw, start % qp.sq.depth)
+
+  def _sq_c(self, qp: QP, end: int) -> int:
+    """The WQEs from the consumer to `end` that the QP's transmit flow posts and sends in C (emu/nic/txflow.py): it
+    stops before the first that is not the shape it was armed with or fails a check the Python path makes (those go to
+    it); -> how many it took (the flow is dropped if it may not take any)."""
+    (f, mr), q = qp.tx, qp.rc
+    if not f.usable(q) or self.mrs.get(mr.key) is not mr:
+      qp.tx = None
+      return 0
+    c = f.c
+    if not (n := f.lib.tx_bnxt(c, qp.sq_cons, end, qp.msn, q.next_psn, q.una)): return 0
+    psn, count, region, length, op, se, force = q.next_psn, qp.wqes, f.region, f.length, f.opcode, f.solicited, qp.force_completion
+    imm, signal = op == rc.WRITE_IMM, B.SQ_SEND_FLAGS_SIGNAL_COMP
+    wrs = [rc.SendWR(op, rc.Buffer([(region, sva, length)]), va, rkey, i if imm else None, True, False, se,
+                     WQECtx(at, count + j, bool(flags & signal) or force), (psn + j) & 0xFFFFFF)
+           for j, (va, sva, at, flags, i, rkey) in enumerate(f.taken())]
+    qp.sq_cons, qp.wqes, qp.msn = c.pos, count + n, qp.msn + n
+    f.sent(q, wrs)
+    return n
 
   def _post_wqe(self, qp: QP, raw: bytes, index: int) -> None:
     wqe_type, flags, size = raw[0], raw[1], raw[2]
@@ -222,6 +243,20 @@ class RoCEEngine:
       self.nic.log(f"QP {qp.qpn} WQE {ctx.count} at {index}: {why}")
       wr.local_error = error
     qp.rc.post_send(wr)
+    if error is None and not qp.variable and not flags & (B.SQ_SEND_FLAGS_INLINE | B.SQ_SEND_FLAGS_RD_OR_ATOMIC_FENCE):
+      self._arm_tx(qp, raw, wr)
+
+  def _arm_tx(self, qp: QP, raw: bytes, wr: rc.SendWR) -> None:
+    """Arm the QP's transmit flow for WQEs like `raw` after the Python path posted and sent it (txflow.arm says when)."""
+    qp.tx = None
+    if (f := txflow.arm(self.nic.port, qp.rc, wr, self.nic.dma, qp.sq.pages, qp.sq.page_size,
+                        qp.sq.depth * qp.sq.stride + 8 * qp.msn_entries)) is None:
+      return
+    c = f.c
+    c.depth, c.stride, c.msn_off, c.msn_entries = qp.sq.depth, qp.sq.stride, qp.sq.depth * qp.sq.stride, qp.msn_entries
+    c.wqe_type, c.vary, c.size, c.lkey = raw[0], B.SQ_SEND_FLAGS_SIGNAL_COMP, raw[2], int.from_bytes(raw[40:44], "little")
+    c.flags = raw[1] & ~c.vary
+    qp.tx = (f, self.mrs[c.lkey])
 
   def _decode(self, qp: QP, raw: bytes, opcode: str | None, flags: int, size: int, length: int, wr: rc.SendWR):
     """Fill `wr` from the WQE; (None, "") or (the error status, why)."""

@@ -1,0 +1,115 @@
+"""Transmit flows: a requester QP's single-packet RDMA WRITEs (and WRITEs with immediate) posted and sent in C
+(fastpath.c, its transmit section), vendor-neutral; the NIC model's Python doorbell path (its WQE decoder, rc.py's
+post_send and _transmit, port.py, wire.py) stays the reference and handles every other WQE.
+
+- Arming (`arm`): after the Python path posted a WQE that went out as one RDMA WRITE ONLY (with immediate) packet: a WR
+  of at most one path MTU, one SGE in a region with a mapping generation, no fence, no inline data, decoded without
+  error, the QP in RTS with nothing else left to send (no retransmission, no RNR wait), PHY loopback off with the
+  destination GID resolved to a peer's port, or on, and a wire with no taps, no planned faults and no datagram held
+  back. The flow keeps the WQE's shape (type, flags but those that may vary, size, length, L_Key), the QP's path, P_Key,
+  destination QPN and MTU, where the SQ's pages and the region's bytes are in host memory (fastpath.HostMap), the frame
+  template (roce.request_template) and the endpoint with until when its resolution holds.
+- At each SQ doorbell (`usable`, then the NIC model's C decoder, e.g. tx_bnxt) C takes the WQEs from the consumer on
+  while each has that shape and passes the checks the model's Python decoder makes (bnxt: wqe_type, flags, wqe_size,
+  length = the SGE's size, the SGE inside the same MR, the MSN table entry; the DMA mappings unchanged), the window is
+  open and the resolution fresh: it builds the frame (PSN, AckReq, RETH, ImmDt, payload, ICRC) and sends it. Python then
+  builds each rc.SendWR (the model's WQE context included) and does the transport's bookkeeping (rc.QP.posted_sent:
+  PSNs, statistics, the ACK timer) and the wire's (its datagram count). The first WQE C may not take, and all after it
+  in that doorbell, go to the Python path, which handles them as always (an error completion, a queued WR, ...) and
+  arms the flow again from a WQE it sent as one packet.
+- The flow is dropped at a doorbell once the QP left RTS, has something left to send or waits on an RNR NAK, its path,
+  MTU, P_Key or destination QPN changed, PHY loopback changed, or taps or planned faults or a held datagram appeared on
+  the wire (they must see every datagram); the NIC model also drops it when the SGE's key names another MR.
+HCQ_NIC_FASTPATH=0 (or no C compiler) turns it off with the rest of the C datapath.
+"""
+from __future__ import annotations
+import struct
+import numpy as np
+
+from emu.nic import fastpath, rc, roce as R
+from emu.nic.fastpath import ffi
+from emu.pci import DMAFault
+
+ffi.cdef("""
+typedef struct {
+  const uint64_t *page; uint32_t npages, page_size; uint32_t depth, stride; uint64_t msn_off;
+  uint32_t msn_entries; const uint64_t *generation; uint64_t gen; uint32_t wqe_type, flags, vary, size, length, lkey;
+  uint64_t mr_va, mr_len; const uint64_t *piece, *piece_start, *piece_len; int npieces; uint8_t head[72];
+  uint32_t head_len, head_crc, frame_len; int imm; uint8_t to[16]; int fd; int64_t until_ns; uint32_t window;
+  uint32_t n; uint64_t pos; struct { uint64_t va, sge_va; uint32_t at, flags, imm, rkey; } sent[32];
+} txflow_t;
+uint64_t txflow_size(void);
+int tx_bnxt(txflow_t *f, uint64_t pos, uint64_t end, uint32_t msn, uint32_t psn, uint32_t una);
+""")
+MAX_PAYLOAD = 4096                       # the largest single packet C builds (fastpath.c tx_only)
+SENT = struct.Struct("<QQIIII")          # txflow_t.sent[i]: remote va, SGE va, ring index, flags, immediate, R_Key
+
+
+def lib():
+  """The compiled datapath with its transmit flows, or None (fastpath.lib)."""
+  if (lib := fastpath.lib()) is not None and lib.txflow_size() != ffi.sizeof("txflow_t"):
+    raise RuntimeError("emu/nic/txflow.py's txflow_t is not fastpath.c's")
+  return lib
+
+
+class TxFlow:
+  """One requester QP's single-packet WRITEs in C: what was checked when it was armed, the C state (`c`) and what keeps
+  the memory it reads where it is."""
+  def __init__(self, port, q: rc.QP, wr: rc.SendWR, endpoint: tuple[str, int], until: float, keep: tuple):
+    self.lib, self.port, self.wire = lib(), port, port.wire
+    self.path, self.mtu, self.pkey, self.dest_qpn, self.loopback = q.a.path, q.a.mtu, q.a.pkey, q.a.dest_qpn, port.loopback
+    (self.region, _, self.length), = wr.local.sges
+    self.opcode, self.solicited, self.keep = wr.opcode, wr.solicited, keep
+    self.c = ffi.new("txflow_t *")
+    self.out = memoryview(ffi.buffer(self.c.sent))
+
+  def taken(self) -> list[tuple]:
+    """What C read from each WQE it sent: (remote va, SGE va, ring index, flags, immediate, R_Key)."""
+    return list(SENT.iter_unpack(self.out[:SENT.size * self.c.n]))
+
+  def usable(self, q: rc.QP) -> bool:
+    """Whether C may post q's next WQEs (the checks C does not make itself)."""
+    a, w = q.a, self.wire
+    return a.state == "RTS" and q.tx_psn == q.next_psn and not q.rnr_wait and a.path is self.path and a.mtu == self.mtu and \
+      a.pkey == self.pkey and a.dest_qpn == self.dest_qpn and self.port.loopback == self.loopback and \
+      (self.loopback or a.path.dgid not in self.port.own) and not w.taps and not w.faults.plan and w._held is None
+
+  def sent(self, q: rc.QP, wrs: list[rc.SendWR]) -> None:
+    """The transport's and the wire's bookkeeping of the WRs C sent."""
+    q.posted_sent(wrs)
+    self.port.tx_taken += len(wrs)
+    with self.wire._txlock: self.wire.sent += len(wrs)
+
+
+def arm(port, q: rc.QP, wr: rc.SendWR, dma, pages: list[int], page_size: int, ring_bytes: int) -> TxFlow | None:
+  """A flow for q's next single-packet WRITEs like `wr`, which the Python path has just posted and sent (see the module
+  docstring), reading the SQ from the first `ring_bytes` of `pages` (bus addresses of `page_size` bytes in `dma`); None
+  where C may not take them. The NIC model fills in the WQE shape and its ring's layout."""
+  if lib() is None or wr.opcode not in (rc.WRITE, rc.WRITE_IMM) or wr.local_error is not None or wr.npkts != 1 or \
+     wr.fence or len(wr.local.sges) != 1 or wr.length > MAX_PAYLOAD or q.a.state != "RTS" or q.tx_psn != q.next_psn or \
+     q.rnr_wait:
+    return None
+  w = port.wire
+  if w.taps or w.faults.plan or w._held is not None: return None
+  if port.loopback: endpoint, until = w.endpoint, float("inf")
+  elif q.a.path.dgid in port.own: return None
+  else: endpoint, until = w.table.resolved(q.a.path.dgid)
+  region, _, n = wr.local.sges[0]
+  try:
+    if endpoint is None or region.generation is not dma.generation or (m := fastpath.host_map(region)) is None: return None
+    views = [dma.view(page, page_size) for page in pages[:-(-ring_bytes // page_size)]]
+  except DMAFault: return None
+  addrs = np.array([fastpath._address(v) for v in views], np.uint64)
+  f = TxFlow(port, q, wr, endpoint, until, (m, views, addrs, region.generation))
+  c = f.c
+  c.page, c.npages, c.page_size = ffi.cast("uint64_t *", addrs.ctypes.data), len(addrs), page_size
+  c.generation, c.gen = ffi.cast("uint64_t *", region.generation.ctypes.data), int(region.generation[0])
+  c.length, c.mr_va, c.mr_len, c.npieces = n, region.va, region.length, len(m.addrs)
+  c.piece, c.piece_start, c.piece_len = (ffi.cast("uint64_t *", a.ctypes.data) for a in (m.addrs, m.starts, m.lens))
+  op = R.WRITE_ONLY_IMM if wr.opcode == rc.WRITE_IMM else R.WRITE_ONLY
+  head, c.head_crc, c.frame_len = R.request_template(q.a.path, R.Packet(op, 0, q.a.dest_qpn, pkey=q.a.pkey,
+                                                     solicited=wr.solicited, imm=0 if op == R.WRITE_ONLY_IMM else None), n)
+  c.head[0:len(head)], c.head_len, c.imm = head, len(head), op == R.WRITE_ONLY_IMM
+  c.to[0:16] = bytes(fastpath.sockaddr(endpoint))
+  c.fd, c.until_ns, c.window = w.sock.fileno(), int(min(until, 1e9) * 1e9), rc.WINDOW
+  return f

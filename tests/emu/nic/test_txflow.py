@@ -1,0 +1,166 @@
+"""The C transmit flows (emu/nic/txflow.py): after the Python path sent a single-packet RDMA WRITE (with immediate) from
+a bnxt QP, C posts and sends that QP's next WQEs of the same shape, with the same result (CQEs, data, frames, the QP's
+state and counters) as the Python path; a WQE C may not take (every check bnxt's decoder makes, another shape, a wire
+that taps or faults must see) goes to the Python path, which handles it as always. Facts: emu/nic/bnxt/datapath.py."""
+import os, random, socket
+
+import pytest
+
+from autogen import bnxt as B
+from drivers.system import open_model
+from emu.nic import fastpath, roce as R
+from tests.emu.nic.bnxt_cmds import Bnxt, QPair, wait
+
+pytestmark = pytest.mark.skipif(fastpath.lib() is None, reason="the C datapath needs a host C compiler (clang-22 or gcc)")
+WRITE, WRITE_IMM = B.SQ_BASE_WQE_TYPE_WRITE_WQE, B.SQ_BASE_WQE_TYPE_WRITE_W_IMMEAD
+SIGNAL, FENCE = B.SQ_SEND_FLAGS_SIGNAL_COMP, B.SQ_SEND_FLAGS_RD_OR_ATOMIC_FENCE
+RECVS = 16
+
+
+class Link:
+  """bnxt NIC 0's QP a writing into NIC 1's QP b (or, through PHY loopback, into NIC 0's QP b), 8 bytes at a time (the
+  source and destination regions of 4 KiB)."""
+  def __init__(self, loopback: bool = False):
+    self.pcis = [open_model("bnxt", i) for i in ((0,) if loopback else (0, 1))]
+    nics = [Bnxt(p) for p in self.pcis]
+    self.up, self.peer = nics[0], nics[-1]
+    for nic, ip in zip(nics, ("10.0.0.1", "10.0.0.2")): nic.bring_up(ip)
+    if loopback: self.up.hwrm("port_phy_cfg", enables=B.PORT_PHY_CFG_REQ_ENABLES_LPBK, lpbk=B.PORT_PHY_CFG_REQ_LPBK_LOCAL)
+    self.a, self.b = QPair(self.up), QPair(self.peer)
+    self.a.connect(self.b.qpn, self.peer.gid, self.peer.mac)
+    self.b.connect(self.a.qpn, self.up.gid, self.up.mac)
+    self.dst, self.dmem, self.dva = self.peer.register(4096)
+    self.key, self.mem, self.va = self.up.register(4096)
+    self.mem.view[:] = random.Random(1).randbytes(4096)
+    for i in range(RECVS): self.b.post_recv([], i)
+    self.n = 0
+    self.qa, self.qb = self.up.model.roce.qps[self.a.qpn], self.peer.model.roce.qps[self.b.qpn]
+    self.logged = len(self.up.model.log_lines)
+
+  def write(self, n: int = 8, wqe_type: int = WRITE_IMM, flags: int = SIGNAL, off: int | None = None, **post) -> None:
+    """Post one WRITE of n bytes from (and to) offset `off` (the next 8 bytes by default)."""
+    off = 8 * self.n if off is None else off
+    self.n += 1
+    sges = post.pop("sges", [(self.va + off, self.key, n)])
+    self.a.post(wqe_type, sges, n, self.dva + off, self.dst, imm=0x100 + self.n, flags=flags, **post)
+
+  def outcome(self) -> tuple:
+    """Once a's WRs are all done: its CQEs, b's receive CQEs, the data, the QPs' states and counters."""
+    wait(lambda: not self.qa.rc.wrs, "a's WRs to complete")
+    with self.peer.model.lock: got = [self._drain(self.a), self._drain(self.b)]
+    qa, qb, wire = self.qa.rc, self.qb.rc, self.up.model.port.wire
+    return (*got, bytes(self.dmem.view[:256]), qa.state, qa.next_psn, qa.una, qa.stats.sent, qa.stats.retransmitted, wire.sent,
+            self.qa.wqes, self.qa.msn, self.qa.sq_cons, qb.state, qb.epsn, qb.msn, self.up.model.log_lines[self.logged:])
+
+  @staticmethod
+  def _drain(q: QPair) -> list:
+    out, c = [], q.cq
+    while c.get(c.cons)[24] & 1 == c.phase(c.cons):
+      raw = c.get(c.cons)
+      out.append((raw[0] & B.CQ_BASE_CQE_TYPE_MASK, B.cq_base.from_buffer_copy(raw).status, raw[:24].hex()))
+      c.cons += 1
+    return out
+
+  def close(self) -> None:
+    for p in self.pcis: p.close()
+
+
+# after three WRITEs with immediate (the Python path sends the first, C the others): the WQEs of the case, then one more
+CASES = {
+  "same shape": lambda k: k.write(),
+  "unsignaled": lambda k: k.write(flags=0),
+  "bad MSN entry": lambda k: k.write(msn_entry=0x1234),
+  "bad lkey": lambda k: k.write(sges=[(k.va, k.key + 0x100, 8)]),
+  "length is not the SGE's": lambda k: k.write(sges=[(k.va, k.key, 4)]),
+  "SGE past the MR": lambda k: k.write(sges=[(k.va + 4092, k.key, 8)]),
+  "unmodelled wqe_type": lambda k: k.write(wqe_type=B.SQ_BASE_WQE_TYPE_ATOMIC_CS),
+  "another length": lambda k: (k.write(n=16), k.write(n=16)),
+  "without immediate": lambda k: (k.write(wqe_type=WRITE), k.write(wqe_type=WRITE)),
+  "fence": lambda k: k.write(flags=SIGNAL | FENCE),
+  "two packets": lambda k: k.write(n=1500, off=1024),
+  "a batch with a bad one": lambda k: (k.write(ring=False), k.write(ring=False, sges=[(k.va, k.key + 0x100, 8)]), k.write()),
+  "MR deregistered": lambda k: (k.up.rcfw("deregister_mr", lkey=k.key), k.write()),
+  "new DMA mapping": lambda k: (k.up.pci.alloc_dma(4096), k.write()),
+  "tap": lambda k: (k.up.model.port.wire.taps.append(lambda frame: None), k.write()),
+  "fault planned": lambda k: (k.up.model.port.wire.faults.add("dup", k.up.model.port.wire.sent + 1), k.write()),
+}
+# WQEs C sends after the first three (the case's and the last one)
+TAKEN = {"same shape": 2, "unsignaled": 2, "another length": 1, "without immediate": 1, "fence": 1, "a batch with a bad one": 1,
+         "new DMA mapping": 1, "fault planned": 1}
+
+
+def run(case: str, loopback: bool = False) -> tuple[tuple, int]:
+  link = Link(loopback)
+  try:
+    for _ in range(3): link.write()
+    for post in (CASES[case], Link.write):            # (each once the WRs before it are done: a bad WQE fails at once, and
+      wait(lambda: not link.qa.rc.wrs, "the WRs before") # the next one is flushed, whatever the timing)
+      post(link)
+    return link.outcome(), link.up.model.port.tx_taken
+  finally:
+    link.close()
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_wqe_gets_the_same_outcome_with_and_without_c(monkeypatch, case):
+  """C takes a WQE only if it is the flow's shape and passes bnxt's checks (the MSN table entry, the SGE's L_Key, MR and
+  bounds, the length) on a wire nothing watches; the others get the Python path's error CQE, or its handling."""
+  with_c, taken = run(case)
+  monkeypatch.setattr(fastpath, "lib", lambda: None)
+  without_c, none = run(case)
+  assert with_c == without_c and none == 0
+  assert taken == 2 + TAKEN.get(case, 0)
+  statuses = [s for _, s, _ in with_c[0]]
+  if case in ("same shape", "another length", "new DMA mapping"): assert statuses == [B.CQ_REQ_STATUS_OK] * len(statuses)
+  if case == "bad MSN entry": assert statuses[3:] == [B.CQ_REQ_STATUS_LOCAL_QP_OPERATION_ERR, B.CQ_REQ_STATUS_WORK_REQUEST_FLUSHED_ERR]
+  if case in ("bad lkey", "SGE past the MR", "MR deregistered"): assert statuses[3] == B.CQ_REQ_STATUS_LOCAL_PROTECTION_ERR
+  if case == "length is not the SGE's": assert statuses[3] == B.CQ_REQ_STATUS_LOCAL_LENGTH_ERR
+  if case == "unsignaled": assert len(statuses) == 4                        # (the unsignaled one completes silently)
+
+
+@pytest.mark.parametrize("case", ["same shape", "bad MSN entry"])
+def test_through_phy_loopback_the_same_outcome_with_and_without_c(monkeypatch, case):
+  """With PHY loopback on, C sends each frame back into the port, as the Python path does, whatever its destination."""
+  with_c, taken = run(case, loopback=True)
+  monkeypatch.setattr(fastpath, "lib", lambda: None)
+  assert with_c == run(case, loopback=True)[0] and taken == 2 + TAKEN.get(case, 0)
+
+
+def test_frames_c_sends_are_what_the_python_path_sends(monkeypatch):
+  """To a requester's peer made by hand (a plain socket with a GID on the wire), ACKing each WRITE by hand."""
+  def frames() -> list[bytes]:
+    pci = open_model("bnxt", 0)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.settimeout(10)
+    up = Bnxt(pci)
+    try:
+      up.bring_up("10.0.0.1")
+      gid, mac = bytes(10) + b"\xff\xff\x0a\0\0\x09", b"\2\0\0\0\0\x09"
+      table = up.model.port.wire.table
+      fd, token = table.hold(sock.getsockname())
+      table.publish(gid, sock.getsockname(), token)
+      a = QPair(up)
+      a.connect(9, gid, mac)
+      key, mem, va = up.register(4096)
+      mem.view[:] = random.Random(2).randbytes(4096)
+      path, got = R.Path(mac, up.mac, gid, up.gid), []
+      for j, (n, wqe_type) in enumerate(((8, WRITE_IMM), (3, WRITE_IMM), (5, WRITE))):
+        for i in range(4):
+          a.post(wqe_type, [(va + 64 * i + 8 * j, key, n)], n, 0x10000 + 8 * i, 0x77, imm=i << 8 | j)
+          got.append(sock.recv(65536))
+          p = R.decode(got[-1])
+          ack = R.Packet(R.ACKNOWLEDGE, p.psn, a.qpn, syndrome=R.AETH_ACK | R.AETH_CREDITS_INVALID, msn=len(got))
+          sock.sendto(b"".join(bytes(x) for x in R.encode(path, ack)), up.model.port.wire.endpoint)
+          assert B.cq_req.from_buffer_copy(a.poll()).status == B.CQ_REQ_STATUS_OK
+      table.withdraw(gid, sock.getsockname())
+      os.close(fd)
+      return got, up.model.port.tx_taken
+    finally:
+      pci.close()
+      sock.close()
+  with_c, taken = frames()
+  monkeypatch.setattr(fastpath, "lib", lambda: None)
+  without_c, _ = frames()
+  assert with_c == without_c and taken == 12 - 3                            # (each shape's first WQE: Python; then C)
+  assert [R.decode(f).opcode for f in with_c[::4]] == [R.WRITE_ONLY_IMM, R.WRITE_ONLY_IMM, R.WRITE_ONLY]
