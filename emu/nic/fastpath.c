@@ -321,6 +321,9 @@ typedef struct {
   uint32_t depth, stride;      /* ring entries (WQEs) and their bytes (128: bnxt static mode) */
   uint64_t msn_off;            /* bnxt: where the MSN table starts in that memory, and its entries */
   uint32_t msn_entries;
+  uint64_t ring_off;           /* mlx5: where the send queue starts in that memory (after the receive queue) ... */
+  const uint8_t *dbr;          /* ... the doorbell record (its second word: the send producer) */
+  uint32_t qpn;                /* ... and the QP's number, which each WQE's ctrl segment repeats */
   const uint64_t *generation;  /* the DMA space's mapping generation ... */
   uint64_t gen;                /* ... when the pages and pieces were resolved */
   uint32_t wqe_type, flags, vary, size, length, lkey;   /* the WQE shape: type, flags but the `vary` bits, wqe_size, length,
@@ -340,6 +343,8 @@ typedef struct {
   uint64_t pos;                /* the ring position after them */
   struct { uint64_t va, sge_va; uint32_t at, flags, imm, rkey; } sent[BATCH];   /* remote and local address, ring index,
                                                                                  flags, immediate, R_Key of each */
+  uint8_t last[64];            /* mlx5: the doorbell's last WQE (what a BlueFlame copy repeats) ... */
+  int all;                     /* ... when all were taken */
 } txflow_t;
 
 uint64_t txflow_size(void) { return sizeof(txflow_t); }
@@ -422,6 +427,51 @@ int tx_bnxt(txflow_t *f, uint64_t pos, uint64_t end, uint32_t msn, uint32_t psn,
     f->pos = at + 1;
     psn++;
     msn++;
+  }
+  return f->n;
+}
+
+/* mlx5 (emu/nic/mlx5/wqe.py sq_doorbell, post_wqe, sges): the send doorbell `value` (the last WQE's first 8 bytes as
+   they lie in memory) with the consumer at `cons`: the WQEs from it to the doorbell record's producer while each is the
+   flow's shape and passes every check (nothing if the doorbell itself is wrong: the Python path raises); PSN `psn` for
+   the first, `una` the oldest unacknowledged PSN. -> how many were sent (f->pos: the consumer after them) */
+int tx_mlx5(txflow_t *f, uint32_t cons, uint64_t value, uint32_t psn, uint32_t una) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  f->n = f->all = 0;
+  f->pos = cons;
+  if (*f->generation != f->gen || (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec >= f->until_ns) return 0;
+  uint32_t pending = (be32(f->dbr + 4) - cons) & 0xFFFF, i = cons, last = cons;
+  if (!pending || pending > f->depth) return 0;
+  while (((i - cons) & 0xFFFF) < pending) {                 /* the WQEs' starts: the doorbell names the last one */
+    uint32_t ds = be32(sq_at(f, f->ring_off + (i % f->depth) * 64) + 4) & 0x3F, nbb = ds > 4 ? (ds + 3) / 4 : 1;
+    if (((i + nbb - cons) & 0xFFFF) > pending) return 0;
+    last = i;
+    i += nbb;
+  }
+  uint8_t db[8];
+  memcpy(db, &value, 8);                                   /* (little-endian: the bytes as stored) */
+  if (memcmp(sq_at(f, f->ring_off + (last % f->depth) * 64), db, 8)) return 0;
+  for (i = cons; ((i - cons) & 0xFFFF) < pending && f->n < BATCH; i++) {
+    const uint8_t *w = sq_at(f, f->ring_off + (i % f->depth) * 64);
+    uint32_t head = be32(w), qpn_ds = be32(w + 4), index = i & 0xFFFF;
+    if ((head & 0xFF) != f->wqe_type || (head >> 8 & 0xFFFF) != index || head >> 24 || qpn_ds >> 8 != f->qpn) break;
+    if ((qpn_ds & 0x3F) != f->size || (w[11] & ~f->vary) != f->flags) break;
+    uint64_t va = be64(w + 16), sva = be64(w + 40);
+    uint32_t rkey = be32(w + 24), imm = be32(w + 12);
+    if (be32(w + 32) != f->length || be32(w + 36) != f->lkey) break;                       /* one data segment: all of it */
+    if (sva < f->mr_va || sva - f->mr_va > f->mr_len || f->mr_len - (sva - f->mr_va) < f->length) break;
+    if ((int32_t)((psn - una + 0x800000u) & 0xFFFFFF) - 0x800000 >= (int32_t)f->window) break;
+    if (!tx_only(f, psn & 0xFFFFFF, va, rkey, imm, sva)) break;
+    uint32_t k = f->n++;
+    f->sent[k].va = va; f->sent[k].sge_va = sva; f->sent[k].at = index; f->sent[k].flags = w[11];
+    f->sent[k].imm = imm; f->sent[k].rkey = rkey;
+    f->pos = (i + 1) & 0xFFFF;
+    psn++;
+    if (i == last) {
+      memcpy(f->last, w, 64);
+      f->all = 1;
+    }
   }
   return f->n;
 }

@@ -9,10 +9,11 @@ post_send and _transmit, port.py, wire.py) stays the reference and handles every
   back. The flow keeps the WQE's shape (type, flags but those that may vary, size, length, L_Key), the QP's path, P_Key,
   destination QPN and MTU, where the SQ's pages and the region's bytes are in host memory (fastpath.HostMap), the frame
   template (roce.request_template) and the endpoint with until when its resolution holds.
-- At each SQ doorbell (`usable`, then the NIC model's C decoder, e.g. tx_bnxt) C takes the WQEs from the consumer on
-  while each has that shape and passes the checks the model's Python decoder makes (bnxt: wqe_type, flags, wqe_size,
-  length = the SGE's size, the SGE inside the same MR, the MSN table entry; the DMA mappings unchanged), the window is
-  open and the resolution fresh: it builds the frame (PSN, AckReq, RETH, ImmDt, payload, ICRC) and sends it. Python then
+- At each SQ doorbell (`usable`, then the NIC model's C decoder) C takes the WQEs from the consumer on while each has
+  that shape and passes the checks the model's Python decoder makes (tx_bnxt, static WQE mode: wqe_type, flags,
+  wqe_size, length = the SGE's size, the SGE inside the same MR, the MSN table entry; tx_mlx5: the doorbell record's
+  producer and the doorbell naming the last WQE, opcode, wqe_index, qpn, opmod, ds, fm_ce_se, byte_count, the data
+  segment inside the same MKey), with the DMA mappings unchanged, the window open and the resolution fresh: it builds the frame (PSN, AckReq, RETH, ImmDt, payload, ICRC) and sends it. Python then
   builds each rc.SendWR (the model's WQE context included) and does the transport's bookkeeping (rc.QP.posted_sent:
   PSNs, statistics, the ACK timer) and the wire's (its datagram count). The first WQE C may not take, and all after it
   in that doorbell, go to the Python path, which handles them as always (an error completion, a queued WR, ...) and
@@ -33,13 +34,14 @@ from emu.pci import DMAFault
 ffi.cdef("""
 typedef struct {
   const uint64_t *page; uint32_t npages, page_size; uint32_t depth, stride; uint64_t msn_off;
-  uint32_t msn_entries; const uint64_t *generation; uint64_t gen; uint32_t wqe_type, flags, vary, size, length, lkey;
+  uint32_t msn_entries; uint64_t ring_off; const uint8_t *dbr; uint32_t qpn; const uint64_t *generation; uint64_t gen; uint32_t wqe_type, flags, vary, size, length, lkey;
   uint64_t mr_va, mr_len; const uint64_t *piece, *piece_start, *piece_len; int npieces; uint8_t head[72];
   uint32_t head_len, head_crc, frame_len; int imm; uint8_t to[16]; int fd; int64_t until_ns; uint32_t window;
-  uint32_t n; uint64_t pos; struct { uint64_t va, sge_va; uint32_t at, flags, imm, rkey; } sent[32];
+  uint32_t n; uint64_t pos; struct { uint64_t va, sge_va; uint32_t at, flags, imm, rkey; } sent[32]; uint8_t last[64]; int all;
 } txflow_t;
 uint64_t txflow_size(void);
 int tx_bnxt(txflow_t *f, uint64_t pos, uint64_t end, uint32_t msn, uint32_t psn, uint32_t una);
+int tx_mlx5(txflow_t *f, uint32_t cons, uint64_t value, uint32_t psn, uint32_t una);
 """)
 MAX_PAYLOAD = 4096                       # the largest single packet C builds (fastpath.c tx_only)
 SENT = struct.Struct("<QQIIII")          # txflow_t.sent[i]: remote va, SGE va, ring index, flags, immediate, R_Key
@@ -62,6 +64,11 @@ class TxFlow:
     self.opcode, self.solicited, self.keep = wr.opcode, wr.solicited, keep
     self.c = ffi.new("txflow_t *")
     self.out = memoryview(ffi.buffer(self.c.sent))
+
+  def pin(self, view: memoryview) -> int:
+    """The host address of `view`, whose memory stays where it is while the flow lives."""
+    self.keep = (*self.keep, view)
+    return fastpath._address(view)
 
   def taken(self) -> list[tuple]:
     """What C read from each WQE it sent: (remote va, SGE va, ring index, flags, immediate, R_Key)."""

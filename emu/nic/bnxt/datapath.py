@@ -16,6 +16,10 @@ with it, an NQ/NQ_ARM/NQ_MASK doorbell an NQ ring (or the CREQ) in page 0. Anyth
   <= 8 in static mode); length = the sum of the SGE sizes (else LOCAL_LENGTH_ERR); imm_data, remote_va, remote_key.
   SGEs (va, l_key, size) must lie in an MR of the QP's PD (if the MR has one), with LOCAL_WRITE for a READ's
   destination (else LOCAL_PROTECTION_ERR). A bad WQE completes with its error, in order, and the QP goes to ERR.
+  Once a QP in static mode sent a one-packet RDMA WRITE (with immediate) of one SGE, its transmit flow (emu/nic/txflow.py:
+  tx_bnxt in C) takes its next WQEs of that shape (type, flags but SIGNAL_COMP, wqe_size, length, L_Key) with the same
+  checks (the SGE in the same MR, the MSN entry); the first that is another shape or fails one, and those after it, come
+  here.
 - MSN table (hardware requester retransmission, the only mode modelled): entry m % T of the QP's table, which starts
   right after the SQ ring in the SQ's pages (byte sq_size * 128 static, sq_size * 16 variable; T = roundup_pow2(sq_size),
   half that in variable mode), must describe message m (the m-th WQE since the QP was created) before its doorbell:

@@ -6,10 +6,14 @@ import os, random, socket
 
 import pytest
 
-from autogen import bnxt as B
+from autogen import bnxt as B, mlx5_core as C
+from drivers.mlx5.qp import data_seg
+from drivers.rdma import Access, RecvWR, WCError, WCStatus, open_context
 from drivers.system import open_model
 from emu.nic import fastpath, roce as R
+from emu.nic.mlx5 import ModelError
 from tests.emu.nic.bnxt_cmds import Bnxt, QPair, wait
+from tests.emu.nic.test_mlx5_datapath import post_raw
 
 pytestmark = pytest.mark.skipif(fastpath.lib() is None, reason="the C datapath needs a host C compiler (clang-22 or gcc)")
 WRITE, WRITE_IMM = B.SQ_BASE_WQE_TYPE_WRITE_WQE, B.SQ_BASE_WQE_TYPE_WRITE_W_IMMEAD
@@ -47,7 +51,8 @@ class Link:
   def outcome(self) -> tuple:
     """Once a's WRs are all done: its CQEs, b's receive CQEs, the data, the QPs' states and counters."""
     wait(lambda: not self.qa.rc.wrs, "a's WRs to complete")
-    with self.peer.model.lock: got = [self._drain(self.a), self._drain(self.b)]
+    with self.up.model.lock, self.peer.model.lock:   # (a CQE follows the WR's retirement, b's its ACK: once the locks are
+      got = [self._drain(self.a), self._drain(self.b)]   # ours, all are written)
     qa, qb, wire = self.qa.rc, self.qb.rc, self.up.model.port.wire
     return (*got, bytes(self.dmem.view[:256]), qa.state, qa.next_psn, qa.una, qa.stats.sent, qa.stats.retransmitted, wire.sent,
             self.qa.wqes, self.qa.msn, self.qa.sq_cons, qb.state, qb.epsn, qb.msn, self.up.model.log_lines[self.logged:])
@@ -164,3 +169,97 @@ def test_frames_c_sends_are_what_the_python_path_sends(monkeypatch):
   without_c, _ = frames()
   assert with_c == without_c and taken == 12 - 3                            # (each shape's first WQE: Python; then C)
   assert [R.decode(f).opcode for f in with_c[::4]] == [R.WRITE_ONLY_IMM, R.WRITE_ONLY_IMM, R.WRITE_ONLY]
+
+
+class Verbs:
+  """mlx5 NIC 0's QP a writing into NIC 1's QP b (QPs set up by drivers/mlx5), its WQEs made by hand: WRITEs with
+  immediate of 8 bytes, signaled, one data segment each."""
+  def __init__(self):
+    self.ca, self.cb = open_context("mlx5", "mock-0", ip="10.0.0.1"), open_context("mlx5", "mock-1", ip="10.0.0.2")
+    pa, pb = self.ca.alloc_pd(), self.cb.alloc_pd()
+    self.cqa, self.cqb = self.ca.create_cq(64), self.cb.create_cq(64)
+    self.a, self.b = pa.create_qp(self.cqa), pb.create_qp(self.cqb)
+    self.a.connect(self.b.endpoint(200), 100)
+    self.b.connect(self.a.endpoint(100), 200)
+    self.src = pa.reg_mr(self.ca.alloc(4096), Access.LOCAL_WRITE, 4096)
+    self.src.view[:] = random.Random(3).randbytes(4096)
+    self.dst = pb.reg_mr(self.cb.alloc(4096), Access.LOCAL_WRITE | Access.REMOTE_WRITE, 4096)
+    self.b.post_recv([RecvWR(i) for i in range(RECVS)])
+    self.model = self.ca.provider.pci.model
+    self.qa, self.n = self.model.qps.qps[self.a.qp_num], 0
+    self.done: list = []
+
+  def wqe(self, n: int = 8, flags: int = C.MLX5_WQE_CTRL_CQ_UPDATE, index: int = 0, qpn: int = 0, lkey: int = 0,
+          at: int | None = None, opmod: int = 0) -> bytes:
+    """The next WRITE with immediate (its fields as given, the right ones by default)."""
+    at, index = 8 * self.n if at is None else at, self.a.hw.sq_pi + index
+    self.n += 1
+    ctrl = (opmod << 24 | (index & 0xFFFF) << 8 | C.MLX5_OPCODE_RDMA_WRITE_IMM).to_bytes(4, "big") + \
+           ((qpn or self.a.qp_num) << 8 | 3).to_bytes(4, "big") + bytes([0, 0, 0, flags]) + (0x100 + self.n).to_bytes(4, "big")
+    raddr = (self.dst.addr + at % 4096).to_bytes(8, "big") + self.dst.rkey.to_bytes(4, "big") + bytes(4)
+    return ctrl + raddr + data_seg(n, lkey or self.src.lkey, self.src.addr + at)
+
+  def post(self, *wqes: bytes, doorbell: bytes | None = None) -> None:
+    try: post_raw(self.a, list(wqes), doorbell)
+    except ModelError as e: self.done.append(str(e))
+
+  def outcome(self) -> tuple:
+    wait(lambda: not self.qa.rc.wrs, "a's WRs to complete")
+    with self.model.lock, self.cb.provider.pci.model.lock:   # (as Link.outcome)
+      for cq in (self.cqa, self.cqb):
+        while True:
+          try: got = cq.poll()
+          except WCError as e: got = [e.wc]
+          if not got: break
+          self.done += [(wc.wr_id, wc.status, wc.opcode, wc.imm_data, wc.vendor_err) for wc in got]
+    q, wire = self.qa.rc, self.model.port.wire
+    return (self.done, bytes(self.dst.view[:256]), q.state, q.next_psn, q.una, q.stats.sent, wire.sent, self.qa.sq_cons,
+            self.model.log_lines[-2:])
+
+  def close(self) -> None:
+    self.ca.close()
+    self.cb.close()
+
+
+MLX5_CASES = {                 # after three good WQEs (C takes the second and third): the case's, then one more
+  "same shape": lambda v: v.post(v.wqe()),
+  "unsignaled": lambda v: v.post(v.wqe(flags=0)),
+  "wrong wqe_index": lambda v: v.post(v.wqe(index=5)),
+  "wrong qpn": lambda v: v.post(v.wqe(qpn=v.a.qp_num + 1), v.wqe(index=1)),    # (the doorbell names the QP)
+  "opmod": lambda v: v.post(v.wqe(opmod=1)),
+  "bad lkey": lambda v: v.post(v.wqe(lkey=v.src.lkey ^ 0x100)),
+  "SGE past the MR": lambda v: v.post(v.wqe(at=4092)),
+  "another length": lambda v: (v.post(v.wqe(n=16)), v.post(v.wqe(n=16))),
+  "a batch": lambda v: v.post(v.wqe(), v.wqe(index=1), v.wqe(index=2)),
+  "a batch with a bad one": lambda v: v.post(v.wqe(), v.wqe(index=1, lkey=1), v.wqe(index=2)),
+  "doorbell not the last WQE": lambda v: (wqe := v.wqe(), v.post(wqe, doorbell=wqe[:4] + (v.a.qp_num << 8 | 2).to_bytes(4, "big"))),
+}
+MLX5_TAKEN = {"same shape": 2, "unsignaled": 2, "another length": 1, "a batch": 4, "a batch with a bad one": 1, "wrong qpn": 0,
+              "doorbell not the last WQE": 2}             # (its WQE goes with the next doorbell's)
+
+
+def run_mlx5(case: str) -> tuple[tuple, int]:
+  v = Verbs()
+  try:
+    for post in [lambda v: v.post(v.wqe())] * 3 + [MLX5_CASES[case], lambda v: v.post(v.wqe())]:
+      wait(lambda: not v.qa.rc.wrs, "the WRs before")
+      post(v)
+    return v.outcome(), v.model.port.tx_taken
+  finally:
+    v.close()
+
+
+@pytest.mark.parametrize("case", MLX5_CASES)
+def test_an_mlx5_wqe_gets_the_same_outcome_with_and_without_c(monkeypatch, case):
+  """mlx5's checks (opcode, wqe_index, qpn, opmod, ds, fm_ce_se but CQ_UPDATE, byte_count, the data segment in the same
+  MKey), the doorbell naming the last WQE: C takes what passes, the Python path gets the rest, with the same outcome."""
+  with_c, taken = run_mlx5(case)
+  monkeypatch.setattr(fastpath, "lib", lambda: None)
+  without_c, none = run_mlx5(case)
+  assert with_c == without_c and none == 0
+  assert taken == 2 + MLX5_TAKEN.get(case, 0)
+  errors = [done[1] for done in with_c[0] if isinstance(done, tuple) and done[1] != WCStatus.SUCCESS]
+  if case == "doorbell not the last WQE": assert "a doorbell carries the last posted WQE's first 8 bytes" in with_c[0][0]
+  if case in ("wrong wqe_index", "wrong qpn", "opmod"): assert errors[0] == WCStatus.LOC_QP_OP_ERR
+  if case in ("bad lkey", "SGE past the MR", "a batch with a bad one"): assert errors[0] == WCStatus.LOC_PROT_ERR
+  if case in ("same shape", "a batch", "another length"): assert not errors
