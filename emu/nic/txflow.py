@@ -25,6 +25,8 @@ HCQ_NIC_FASTPATH=0 (or no C compiler) turns it off with the rest of the C datapa
 """
 from __future__ import annotations
 import struct
+from typing import Any, Callable
+
 import numpy as np
 
 from emu.nic import fastpath, rc, roce as R
@@ -61,7 +63,7 @@ class TxFlow:
     self.lib, self.port, self.wire = lib(), port, port.wire
     self.path, self.mtu, self.pkey, self.dest_qpn, self.loopback = q.a.path, q.a.mtu, q.a.pkey, q.a.dest_qpn, port.loopback
     (self.region, _, self.length), = wr.local.sges
-    self.opcode, self.solicited, self.keep = wr.opcode, wr.solicited, keep
+    self.opcode, self.imm, self.solicited, self.keep = wr.opcode, wr.opcode == rc.WRITE_IMM, wr.solicited, keep
     self.c = ffi.new("txflow_t *")
     self.out = memoryview(ffi.buffer(self.c.sent))
 
@@ -70,10 +72,6 @@ class TxFlow:
     self.keep = (*self.keep, view)
     return fastpath._address(view)
 
-  def taken(self) -> list[tuple]:
-    """What C read from each WQE it sent: (remote va, SGE va, ring index, flags, immediate, R_Key)."""
-    return list(SENT.iter_unpack(self.out[:SENT.size * self.c.n]))
-
   def usable(self, q: rc.QP) -> bool:
     """Whether C may post q's next WQEs (the checks C does not make itself)."""
     a, w = q.a, self.wire
@@ -81,8 +79,15 @@ class TxFlow:
       a.pkey == self.pkey and a.dest_qpn == self.dest_qpn and self.port.loopback == self.loopback and \
       (self.loopback or a.path.dgid not in self.port.own) and not w.taps and not w.faults.plan and w._held is None
 
-  def sent(self, q: rc.QP, wrs: list[rc.SendWR]) -> None:
-    """The transport's and the wire's bookkeeping of the WRs C sent."""
+  def book(self, q: rc.QP, ctx: Callable[[int, int, int], tuple[Any, bool]]) -> None:
+    """The bookkeeping of the WQEs C sent: their SendWRs (the NIC model's context and signaled flag of the j-th WQE are
+    `ctx(its ring index, j, its flags)`) posted and sent as far as the transport (rc.QP.posted_sent) and the wire know."""
+    psn, region, length, op, se, imm = q.next_psn, self.region, self.length, self.opcode, self.solicited, self.imm
+    wrs = []
+    for j, (va, sva, at, flags, i, rkey) in enumerate(SENT.iter_unpack(self.out[:SENT.size * self.c.n])):
+      wctx, signaled = ctx(at, j, flags)
+      wrs.append(rc.SendWR(op, rc.Buffer([(region, sva, length)]), va, rkey, i if imm else None, signaled, False, se, wctx,
+                           (psn + j) & 0xFFFFFF))
     q.posted_sent(wrs)
     self.port.tx_taken += len(wrs)
     with self.wire._txlock: self.wire.sent += len(wrs)

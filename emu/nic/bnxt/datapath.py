@@ -217,13 +217,9 @@ class RoCEEngine:
       return 0
     c = f.c
     if not (n := f.lib.tx_bnxt(c, qp.sq_cons, end, qp.msn, q.next_psn, q.una)): return 0
-    psn, count, region, length, op, se, force = q.next_psn, qp.wqes, f.region, f.length, f.opcode, f.solicited, qp.force_completion
-    imm, signal = op == rc.WRITE_IMM, B.SQ_SEND_FLAGS_SIGNAL_COMP
-    wrs = [rc.SendWR(op, rc.Buffer([(region, sva, length)]), va, rkey, i if imm else None, True, False, se,
-                     WQECtx(at, count + j, bool(flags & signal) or force), (psn + j) & 0xFFFFFF)
-           for j, (va, sva, at, flags, i, rkey) in enumerate(f.taken())]
+    count, force, signal = qp.wqes, qp.force_completion, B.SQ_SEND_FLAGS_SIGNAL_COMP
+    f.book(q, lambda at, j, flags: (WQECtx(at, count + j, bool(flags & signal) or force), True))
     qp.sq_cons, qp.wqes, qp.msn = c.pos, count + n, qp.msn + n
-    f.sent(q, wrs)
     return n
 
   def _post_wqe(self, qp: QP, raw: bytes, index: int) -> None:

@@ -106,16 +106,10 @@ def sq_c(qps: QPs, qp: QP, value: int) -> bytes | None:
     qp.tx = None
     return None
   c = f.c
-  if not (n := f.lib.tx_mlx5(c, qp.sq_cons, value, q.next_psn, q.una)): return None
-  psn, region, length, op, se, code = q.next_psn, f.region, f.length, f.opcode, f.solicited, c.wqe_type
-  imm, signal = op == rc.WRITE_IMM, C.MLX5_WQE_CTRL_CQ_UPDATE
-  wrs = []
-  for j, (va, sva, at, flags, i, rkey) in enumerate(f.taken()):
-    ctx = WQECtx(at, code, bool(flags & signal), length)
-    wrs.append(rc.SendWR(op, rc.Buffer([(region, sva, length)]), va, rkey, i if imm else None, ctx.signaled, False, se, ctx,
-                         (psn + j) & 0xFFFFFF))
+  if not f.lib.tx_mlx5(c, qp.sq_cons, value, q.next_psn, q.una): return None
+  code, length, signal = c.wqe_type, c.length, C.MLX5_WQE_CTRL_CQ_UPDATE
+  f.book(q, lambda at, j, flags: (ctx := WQECtx(at, code, bool(flags & signal), length), ctx.signaled))
   qp.sq_cons = c.pos
-  f.sent(q, wrs)
   return bytes(c.last) if c.all else None
 
 
