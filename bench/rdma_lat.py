@@ -10,16 +10,17 @@ Usage: python bench/rdma_lat.py [--nic bnxt|mlx5] [SIZE ...]   (message sizes in
 
 Where one hop (an 8-byte WRITE with immediate from one side to the other) spends its CPU, thread time per call, median,
 both sides in one process on the shared 2-core machine (load 13-19), C datapath on; bnxt / mlx5, microseconds:
-  post (Side.send: verbs post_send and everything under it)                       67 / 75
-    verbs checks 4 / 4; driver WQE, MSN entry or doorbell record, doorbell ~22 / ~11; NIC model: doorbell,
-    WQE fetch, decode and checks (MSN table / BlueFlame copy) ~11 / ~28; rc packetisation, ICRC, port and wire ~16 / ~18;
-    sendmsg ~7
+  post (Side.send: verbs post_send and everything under it)                       42 / 41 (Python path: 63 / 63)
+    verbs checks 4 / 4; driver WQE, MSN entry or doorbell record, doorbell ~22 / ~11; NIC model ~18 / ~22 (Python
+    path ~41 / ~44: WQE fetch, decode and checks, rc packetisation, ICRC, port and wire, sendmsg): the doorbell's decode
+    (bnxt) or BlueFlame copy check (mlx5) ~4 / ~8; the transmit flow's checks ~1; in C (emu/nic/txflow.py: WQE fetch and
+    checks, MSN entry, frame, ICRC, sendto) ~6; the WR's bookkeeping (rc.SendWR, PSNs, ACK timer, wire) ~5
   receive, two batches (the WRITE at the responder, its ACK at the requester)    ~21 / ~27 each
     C checks, writes, sends the ACK or hands over the ACK's PSN ~3; flow checks ~4; syncing the transport ~1-5;
     the receive CQE + NQ/EQ entry + MSI-X eventfd 6 / 10 (Python path instead: ~35 a frame)
   the waiting side: CQ.wait and its polls (sleeping on the notification when the spin runs out)   ~16 / ~11
-So a hop costs ~120 us of CPU in Python drivers and models against the 4 us of a UDP ping-pong one way: the post path
-alone is ~16x it. The 3x target needs the driver's post and poll and the model's doorbell path out of Python.
+So a hop costs ~95 us of CPU in Python drivers and models against the 4 us of a UDP ping-pong one way: the post path
+alone is ~10x it. The 3x target needs the driver's post and poll and the rest of the model's doorbell path out of Python.
 """
 from common import emit
 from rdma_bw import arguments

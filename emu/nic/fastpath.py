@@ -32,9 +32,9 @@ RDMA WRITEs of a latency-bound stream (posted and sent, received, written and AC
   syndrome and a correct ICRC, and the port hands their PSNs to the transport (rc.QP._acked, which ignores a stale one),
   so that the WRs they cover complete as before; a NAK, an RNR NAK or any other ACK goes to the Python path. The
   port follows the packets C took in their order (`batch.by`), whichever flows took them.
-- Single-packet WRITEs sent (emu/nic/txflow.py, which says when): after the Python path posted and sent a WRITE ONLY
-  (with immediate) from a requester QP, the NIC model arms a transmit flow, and C takes that QP's next SQ doorbells' WQEs
-  of the same shape: it reads them from the SQ's pages in host memory, makes the checks the model's WQE decoder makes,
+- Single-packet WRITEs sent (emu/nic/txflow.py, which says when): after the Python path posted and sent WRITE ONLY
+  (with immediate) packets of one WQE shape from a requester QP, the NIC model arms a transmit flow, and C takes that
+  QP's next SQ doorbells' WQEs of that shape: it reads them from the SQ's pages in host memory, makes the checks the model's WQE decoder makes,
   builds each frame from the flow's header template (PSN, AckReq, RETH, ImmDt, payload, ICRC) and sends it; Python then
   does the transport's bookkeeping (the SendWRs, PSNs, the ACK timer). The first WQE that is another shape or fails a
   check, and those after it, go to the Python path.

@@ -16,10 +16,10 @@ with it, an NQ/NQ_ARM/NQ_MASK doorbell an NQ ring (or the CREQ) in page 0. Anyth
   <= 8 in static mode); length = the sum of the SGE sizes (else LOCAL_LENGTH_ERR); imm_data, remote_va, remote_key.
   SGEs (va, l_key, size) must lie in an MR of the QP's PD (if the MR has one), with LOCAL_WRITE for a READ's
   destination (else LOCAL_PROTECTION_ERR). A bad WQE completes with its error, in order, and the QP goes to ERR.
-  Once a QP in static mode sent a one-packet RDMA WRITE (with immediate) of one SGE, its transmit flow (emu/nic/txflow.py:
-  tx_bnxt in C) takes its next WQEs of that shape (type, flags but SIGNAL_COMP, wqe_size, length, L_Key) with the same
-  checks (the SGE in the same MR, the MSN entry); the first that is another shape or fails one, and those after it, come
-  here.
+  Once a QP in static mode sent two one-packet RDMA WRITEs (with immediate) of one SGE and shape, its transmit flow
+  (emu/nic/txflow.py: tx_bnxt in C) takes its next WQEs of that shape (type, flags but SIGNAL_COMP, wqe_size, length,
+  L_Key) with the same checks (the SGE in the same MR, the MSN entry); the first that is another shape or fails one, and
+  those after it, come here.
 - MSN table (hardware requester retransmission, the only mode modelled): entry m % T of the QP's table, which starts
   right after the SQ ring in the SQ's pages (byte sq_size * 128 static, sq_size * 16 variable; T = roundup_pow2(sq_size),
   half that in variable mode), must describe message m (the m-th WQE since the QP was created) before its doorbell:
@@ -132,6 +132,7 @@ class QP:
   done: int = 0                 # WQEs completed (sq_cons_idx)
   last_error: str = rc.OK
   tx: Any = None                # its transmit flow (txflow.TxFlow: WQEs posted in C) and the MR its SGEs name
+  tx_shape: tuple = ()          # the shape of the last WQE the Python path sent as one RDMA WRITE packet
 
   @property
   def msn_entries(self) -> int: return pow2_ceil(self.sq.depth) // (2 if self.variable else 1)
@@ -210,13 +211,15 @@ class RoCEEngine:
   def _sq_c(self, qp: QP, end: int) -> int:
     """The WQEs from the consumer to `end` that the QP's transmit flow posts and sends in C (emu/nic/txflow.py): it
     stops before the first that is not the shape it was armed with or fails a check the Python path makes (those go to
-    it); -> how many it took (the flow is dropped if it may not take any)."""
+    it); -> how many it took (the flow is dropped if it may not take any, or keeps missing)."""
     (f, mr), q = qp.tx, qp.rc
     if not f.usable(q) or self.mrs.get(mr.key) is not mr:
       qp.tx = None
       return 0
     c = f.c
-    if not (n := f.lib.tx_bnxt(c, qp.sq_cons, end, qp.msn, q.next_psn, q.una)): return 0
+    n = f.lib.tx_bnxt(c, qp.sq_cons, end, qp.msn, q.next_psn, q.una)
+    if not f.worth(n): qp.tx = None
+    if not n: return 0
     count, force, signal = qp.wqes, qp.force_completion, B.SQ_SEND_FLAGS_SIGNAL_COMP
     f.book(q, lambda at, j, flags: (WQECtx(at, count + j, bool(flags & signal) or force), True))
     qp.sq_cons, qp.wqes, qp.msn = c.pos, count + n, qp.msn + n
@@ -247,11 +250,14 @@ class RoCEEngine:
       self._arm_tx(qp, raw, wr)
 
   def _arm_tx(self, qp: QP, raw: bytes, wr: rc.SendWR) -> None:
-    """Arm the QP's transmit flow for WQEs like `raw` after the Python path posted and sent it (txflow.arm says when)."""
-    qp.tx = None
-    if (f := txflow.arm(self.nic.port, qp.rc, wr, self.nic.dma, qp.sq.pages, qp.sq.page_size,
-                        qp.sq.depth * qp.sq.stride + 8 * qp.msn_entries)) is None:
+    """Arm the QP's transmit flow for WQEs like `raw` after the Python path posted and sent it and the one before it of
+    this path was of its shape (txflow.arm says when)."""
+    if (shape := (raw[0], raw[1] & ~B.SQ_SEND_FLAGS_SIGNAL_COMP, raw[2], raw[8:12], raw[40:44])) != qp.tx_shape:
+      qp.tx_shape = shape
       return
+    if (f := txflow.arm(self.nic.port, qp.rc, wr, self.nic.dma, qp.sq.pages, qp.sq.page_size,
+                        qp.sq.depth * qp.sq.stride + 8 * qp.msn_entries, qp.tx and qp.tx[0])) is None:
+      return                                             # (a flow it has stays: C checks each WQE against its own shape)
     c = f.c
     c.depth, c.stride, c.msn_off, c.msn_entries = qp.sq.depth, qp.sq.stride, qp.sq.depth * qp.sq.stride, qp.msn_entries
     c.wqe_type, c.vary, c.size, c.lkey = raw[0], B.SQ_SEND_FLAGS_SIGNAL_COMP, raw[2], int.from_bytes(raw[40:44], "little")

@@ -78,6 +78,7 @@ class QP:
   rq_cons: int = 0
   rq_record: bytes = bytes(4)   # the doorbell record's receive word when the receive WQEs were last read
   tx: Any = None                # its transmit flow (txflow.TxFlow: WQEs posted in C) and the MKey its data segments name
+  tx_shape: tuple = ()          # the shape of the last WQE the Python path sent as one RDMA WRITE packet
 
 
 class QPs:

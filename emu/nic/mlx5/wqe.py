@@ -14,10 +14,10 @@ register (offset 8, 16, ... up to the WQE's WQEBBs, at most 256 bytes) are the r
 send queue holds (a copy that differs raises ModelError; the model executes the send queue's bytes either way). SGEs must lie in an MKEY of the QP's PD with local
 read (and local write for a READ's destination): else a local protection error. A message longer than 2^log_msg_max
 bytes is a local length error.
-Once a QP sent a one-packet RDMA WRITE (with immediate) of one data segment, its transmit flow (emu/nic/txflow.py:
-tx_mlx5 in C) takes the WQEs of its next send doorbells that have that shape (opcode, ds, fm_ce_se but CQ_UPDATE,
-byte_count, lkey) and pass the same checks (wqe_index, qpn, opmod, the segment in the same MKey), when the doorbell names
-the last WQE; the first that is another shape or fails one, and those after it, come here.
+Once a QP sent two one-packet RDMA WRITEs (with immediate) of one data segment and shape, its transmit flow
+(emu/nic/txflow.py: tx_mlx5 in C) takes the WQEs of its next send doorbells that have that shape (opcode, ds, fm_ce_se
+but CQ_UPDATE, byte_count, lkey) and pass the same checks (wqe_index, qpn, opmod, the segment in the same MKey), when the
+doorbell names the last WQE; the first that is another shape or fails one, and those after it, come here.
 Receive queue: 2^log_rq_size WQEs of 16 << log_rq_stride bytes, each data segments ended by lkey 0x100 (MLX5_INVALID_LKEY,
 rdma-core providers/mlx5) or the stride; the doorbell record's first word is the producer (16 bits), read when a packet
 needs a receive WQE (or the QP moves to ERR). WQEs are used in order, when messages arrive: a bad one (an SGE outside
@@ -106,7 +106,9 @@ def sq_c(qps: QPs, qp: QP, value: int) -> bytes | None:
     qp.tx = None
     return None
   c = f.c
-  if not f.lib.tx_mlx5(c, qp.sq_cons, value, q.next_psn, q.una): return None
+  n = f.lib.tx_mlx5(c, qp.sq_cons, value, q.next_psn, q.una)
+  if not f.worth(n): qp.tx = None
+  if not n: return None
   code, length, signal = c.wqe_type, c.length, C.MLX5_WQE_CTRL_CQ_UPDATE
   f.book(q, lambda at, j, flags: (ctx := WQECtx(at, code, bool(flags & signal), length), ctx.signaled))
   qp.sq_cons = c.pos
@@ -114,11 +116,15 @@ def sq_c(qps: QPs, qp: QP, value: int) -> bytes | None:
 
 
 def arm_tx(qps: QPs, qp: QP, w: bytes, wr: rc.SendWR) -> None:
-  """Arm the QP's transmit flow for WQEs like `w` after the Python path posted and sent it (txflow.arm says when)."""
-  qp.tx = None
-  buf = qp.buf
-  if (f := txflow.arm(qps.nic.port, qp.rc, wr, qps.nic.dma, buf.pages, buf.page_size, buf.nbytes)) is None: return
-  try: c, dbr = f.c, f.pin(qps.nic.dma.view(qp.dbr, 8))
+  """Arm the QP's transmit flow for WQEs like `w` after the Python path posted and sent it and the one before it of this
+  path was of its shape (txflow.arm says when)."""
+  if (shape := (w[3], w[4:8], w[11] & ~C.MLX5_WQE_CTRL_CQ_UPDATE, w[32:40])) != qp.tx_shape:
+    qp.tx_shape = shape
+    return
+  old, buf = qp.tx and qp.tx[0], qp.buf
+  if (f := txflow.arm(qps.nic.port, qp.rc, wr, qps.nic.dma, buf.pages, buf.page_size, buf.nbytes, old)) is None:
+    return                                                 # (a flow it has stays: C checks each WQE against its own shape)
+  try: c, dbr = f.c, (f.c.dbr if f is old else f.pin(qps.nic.dma.view(qp.dbr, 8)))
   except DMAFault: return
   c.depth, c.stride, c.ring_off, c.dbr, c.qpn = 1 << qp.log_sq, WQEBB, qp.sq_off, txflow.ffi.cast("uint8_t *", dbr), qp.qpn
   c.wqe_type, c.size, c.lkey = be32(w, 0) & C.MLX5_WQE_CTRL_OPCODE_MASK, be32(w, 4) & C.MLX5_WQE_CTRL_DS_MASK, be32(w, 36)

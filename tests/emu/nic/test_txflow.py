@@ -1,5 +1,5 @@
-"""The C transmit flows (emu/nic/txflow.py): after the Python path sent a single-packet RDMA WRITE (with immediate) from
-a bnxt QP, C posts and sends that QP's next WQEs of the same shape, with the same result (CQEs, data, frames, the QP's
+"""The C transmit flows (emu/nic/txflow.py): after the Python path sent two single-packet RDMA WRITEs (with immediate) of
+one shape in a row from a bnxt or mlx5 QP, C posts and sends that QP's next WQEs of that shape, with the same result (CQEs, data, frames, the QP's
 state and counters) as the Python path; a WQE C may not take (every check bnxt's decoder makes, another shape, a wire
 that taps or faults must see) goes to the Python path, which handles it as always. Facts: emu/nic/bnxt/datapath.py."""
 import os, random, socket
@@ -70,7 +70,7 @@ class Link:
     for p in self.pcis: p.close()
 
 
-# after three WRITEs with immediate (the Python path sends the first, C the others): the WQEs of the case, then one more
+# after four WRITEs with immediate (the Python path sends two, C the others): the WQEs of the case, then one more
 CASES = {
   "same shape": lambda k: k.write(),
   "unsignaled": lambda k: k.write(flags=0),
@@ -80,6 +80,7 @@ CASES = {
   "SGE past the MR": lambda k: k.write(sges=[(k.va + 4092, k.key, 8)]),
   "unmodelled wqe_type": lambda k: k.write(wqe_type=B.SQ_BASE_WQE_TYPE_ATOMIC_CS),
   "another length": lambda k: (k.write(n=16), k.write(n=16)),
+  "shapes that keep changing": lambda k: [k.write(n=16 + 8 * (i % 2)) for i in range(4)],   # (the flow is dropped)
   "without immediate": lambda k: (k.write(wqe_type=WRITE), k.write(wqe_type=WRITE)),
   "fence": lambda k: k.write(flags=SIGNAL | FENCE),
   "two packets": lambda k: k.write(n=1500, off=1024),
@@ -90,14 +91,14 @@ CASES = {
   "fault planned": lambda k: (k.up.model.port.wire.faults.add("dup", k.up.model.port.wire.sent + 1), k.write()),
 }
 # WQEs C sends after the first three (the case's and the last one)
-TAKEN = {"same shape": 2, "unsignaled": 2, "another length": 1, "without immediate": 1, "fence": 1, "a batch with a bad one": 1,
-         "new DMA mapping": 1, "fault planned": 1}
+TAKEN = {"same shape": 2, "unsignaled": 2, "fence": 1, "two packets": 1, "a batch with a bad one": 1, "new DMA mapping": 1,
+         "fault planned": 1}
 
 
 def run(case: str, loopback: bool = False) -> tuple[tuple, int]:
   link = Link(loopback)
   try:
-    for _ in range(3): link.write()
+    for _ in range(4): link.write()
     for post in (CASES[case], Link.write):            # (each once the WRs before it are done: a bad WQE fails at once, and
       wait(lambda: not link.qa.rc.wrs, "the WRs before") # the next one is flushed, whatever the timing)
       post(link)
@@ -117,10 +118,10 @@ def test_a_wqe_gets_the_same_outcome_with_and_without_c(monkeypatch, case):
   assert taken == 2 + TAKEN.get(case, 0)
   statuses = [s for _, s, _ in with_c[0]]
   if case in ("same shape", "another length", "new DMA mapping"): assert statuses == [B.CQ_REQ_STATUS_OK] * len(statuses)
-  if case == "bad MSN entry": assert statuses[3:] == [B.CQ_REQ_STATUS_LOCAL_QP_OPERATION_ERR, B.CQ_REQ_STATUS_WORK_REQUEST_FLUSHED_ERR]
-  if case in ("bad lkey", "SGE past the MR", "MR deregistered"): assert statuses[3] == B.CQ_REQ_STATUS_LOCAL_PROTECTION_ERR
-  if case == "length is not the SGE's": assert statuses[3] == B.CQ_REQ_STATUS_LOCAL_LENGTH_ERR
-  if case == "unsignaled": assert len(statuses) == 4                        # (the unsignaled one completes silently)
+  if case == "bad MSN entry": assert statuses[4:] == [B.CQ_REQ_STATUS_LOCAL_QP_OPERATION_ERR, B.CQ_REQ_STATUS_WORK_REQUEST_FLUSHED_ERR]
+  if case in ("bad lkey", "SGE past the MR", "MR deregistered"): assert statuses[4] == B.CQ_REQ_STATUS_LOCAL_PROTECTION_ERR
+  if case == "length is not the SGE's": assert statuses[4] == B.CQ_REQ_STATUS_LOCAL_LENGTH_ERR
+  if case == "unsignaled": assert len(statuses) == 5                        # (the unsignaled one completes silently)
 
 
 @pytest.mark.parametrize("case", ["same shape", "bad MSN entry"])
@@ -167,7 +168,7 @@ def test_frames_c_sends_are_what_the_python_path_sends(monkeypatch):
   with_c, taken = frames()
   monkeypatch.setattr(fastpath, "lib", lambda: None)
   without_c, _ = frames()
-  assert with_c == without_c and taken == 12 - 3                            # (each shape's first WQE: Python; then C)
+  assert with_c == without_c and taken == 12 - 6                            # (each shape's first two WQEs: Python; then C)
   assert [R.decode(f).opcode for f in with_c[::4]] == [R.WRITE_ONLY_IMM, R.WRITE_ONLY_IMM, R.WRITE_ONLY]
 
 
@@ -221,7 +222,7 @@ class Verbs:
     self.cb.close()
 
 
-MLX5_CASES = {                 # after three good WQEs (C takes the second and third): the case's, then one more
+MLX5_CASES = {                 # after four good WQEs (C takes the third and fourth): the case's, then one more
   "same shape": lambda v: v.post(v.wqe()),
   "unsignaled": lambda v: v.post(v.wqe(flags=0)),
   "wrong wqe_index": lambda v: v.post(v.wqe(index=5)),
@@ -234,14 +235,14 @@ MLX5_CASES = {                 # after three good WQEs (C takes the second and t
   "a batch with a bad one": lambda v: v.post(v.wqe(), v.wqe(index=1, lkey=1), v.wqe(index=2)),
   "doorbell not the last WQE": lambda v: (wqe := v.wqe(), v.post(wqe, doorbell=wqe[:4] + (v.a.qp_num << 8 | 2).to_bytes(4, "big"))),
 }
-MLX5_TAKEN = {"same shape": 2, "unsignaled": 2, "another length": 1, "a batch": 4, "a batch with a bad one": 1, "wrong qpn": 0,
+MLX5_TAKEN = {"same shape": 2, "unsignaled": 2, "a batch": 4, "a batch with a bad one": 1, "wrong qpn": 0,
               "doorbell not the last WQE": 2}             # (its WQE goes with the next doorbell's)
 
 
 def run_mlx5(case: str) -> tuple[tuple, int]:
   v = Verbs()
   try:
-    for post in [lambda v: v.post(v.wqe())] * 3 + [MLX5_CASES[case], lambda v: v.post(v.wqe())]:
+    for post in [lambda v: v.post(v.wqe())] * 4 + [MLX5_CASES[case], lambda v: v.post(v.wqe())]:
       wait(lambda: not v.qa.rc.wrs, "the WRs before")
       post(v)
     return v.outcome(), v.model.port.tx_taken
