@@ -326,8 +326,8 @@ typedef struct {
   uint32_t qpn;                /* ... and the QP's number, which each WQE's ctrl segment repeats */
   const uint64_t *generation;  /* the DMA space's mapping generation ... */
   uint64_t gen;                /* ... when the pages and pieces were resolved */
-  uint32_t wqe_type, flags, vary, size, length, lkey;   /* the WQE shape: type, flags but the `vary` bits, wqe_size, length,
-                                                           the L_Key of its one SGE */
+  uint32_t wqe_type, flags, vary, size, length, lkey;   /* the WQE shape: type, flags but the `vary` bits, wqe_size,
+                                                           length, the L_Key of its one SGE */
   uint64_t mr_va, mr_len;      /* the region that L_Key names (no access needed to read it for a WRITE) ... */
   const uint64_t *piece, *piece_start, *piece_len;     /* ... and where its bytes are (fastpath.HostMap) */
   int npieces;
@@ -352,7 +352,9 @@ uint64_t txflow_size(void) { return sizeof(txflow_t); }
 static const uint8_t *sq_at(const txflow_t *f, uint64_t off) {
   return (const uint8_t *)(uintptr_t)f->page[off / f->page_size] + off % f->page_size;
 }
-static uint32_t le32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
+static uint32_t le32(const uint8_t *p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
 static uint64_t le64(const uint8_t *p) { return le32(p) | (uint64_t)le32(p + 4) << 32; }
 static void put32(uint8_t *p, uint32_t v) { p[0] = v >> 24; p[1] = v >> 16; p[2] = v >> 8; p[3] = v; }
 
@@ -396,35 +398,43 @@ static int tx_only(txflow_t *f, uint32_t psn, uint64_t va, uint32_t rkey, uint32
   return r == (ssize_t)f->frame_len;
 }
 
-/* bnxt in static WQE mode (emu/nic/bnxt/datapath.py _sq, _post_wqe, _decode): the WQEs at ring positions [pos, end) while each is the
-   flow's shape and passes every check; message `msn` and PSN `psn` for the first, `una` the oldest unacknowledged PSN.
-   -> how many were sent (f->n, f->pos and the out arrays say which) */
-int tx_bnxt(txflow_t *f, uint64_t pos, uint64_t end, uint32_t msn, uint32_t psn, uint32_t una) {
+/* Whether the flow's memory and destination are still the ones it was armed with */
+static int tx_fresh(txflow_t *f) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   f->n = 0;
+  return *f->generation == f->gen && (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec < f->until_ns;
+}
+
+/* A WQE of the flow's shape that passed the vendor's checks: its SGE inside the region, the window open (rc.psn_delta
+   < WINDOW from the oldest unacknowledged PSN, else it waits), then sent at `psn` and recorded for Python: 0 if not */
+static int tx_wqe(txflow_t *f, uint32_t psn, uint32_t una, uint32_t at, uint32_t flags, uint32_t imm, uint64_t va,
+                  uint32_t rkey, uint64_t sva) {
+  if (sva < f->mr_va || sva - f->mr_va > f->mr_len || f->mr_len - (sva - f->mr_va) < f->length) return 0;
+  if ((int32_t)((psn - una + 0x800000u) & 0xFFFFFF) - 0x800000 >= (int32_t)f->window) return 0;
+  if (!tx_only(f, psn & 0xFFFFFF, va, rkey, imm, sva)) return 0;
+  uint32_t k = f->n++;
+  f->sent[k].va = va; f->sent[k].sge_va = sva; f->sent[k].at = at; f->sent[k].flags = flags;
+  f->sent[k].imm = imm; f->sent[k].rkey = rkey;
+  return 1;
+}
+
+/* bnxt in static WQE mode (emu/nic/bnxt/datapath.py _sq, _post_wqe, _decode): the WQEs at ring positions [pos, end)
+   while each is the flow's shape and passes every check; message `msn` and PSN `psn` for the first, `una` the oldest
+   unacknowledged PSN. -> how many were sent (f->sent says what they were, f->pos where the next one is) */
+int tx_bnxt(txflow_t *f, uint64_t pos, uint64_t end, uint32_t msn, uint32_t psn, uint32_t una) {
   f->pos = pos;
-  if (*f->generation != f->gen || (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec >= f->until_ns) return 0;
+  if (!tx_fresh(f)) return 0;
   while (f->pos < end && f->n < BATCH) {
     uint8_t raw[128];
-    uint64_t at = f->pos;
-    memcpy(raw, sq_at(f, (at % f->depth) * f->stride), 128);
+    memcpy(raw, sq_at(f, (f->pos % f->depth) * f->stride), 128);
     if (raw[0] != f->wqe_type || (raw[1] & ~f->vary) != f->flags || raw[2] != f->size || le32(raw + 8) != f->length) break;
-    uint64_t sva = le64(raw + 32);
     if (le32(raw + 40) != f->lkey || le32(raw + 44) != f->length) break;                    /* one SGE: all the length */
-    if (sva < f->mr_va || sva - f->mr_va > f->mr_len || f->mr_len - (sva - f->mr_va) < f->length) break;
-    uint32_t index = (uint32_t)(at % f->depth), first = psn & 0xFFFFFF, next = (psn + 1) & 0xFFFFFF;
+    uint32_t index = (uint32_t)(f->pos % f->depth), first = psn & 0xFFFFFF, next = (psn + 1) & 0xFFFFFF;
     uint64_t want = (uint64_t)index << 48 | (uint64_t)next << 24 | first;
     if (le64(sq_at(f, f->msn_off + 8 * (msn % f->msn_entries))) != want) break;            /* (a LOCAL_QP_OPERATION_ERR) */
-    if ((int32_t)((first - una + 0x800000u) & 0xFFFFFF) - 0x800000 >= (int32_t)f->window) break;   /* window full: it
-       waits (rc.psn_delta) */
-    uint64_t va = le64(raw + 16);
-    uint32_t rkey = le32(raw + 24), imm = le32(raw + 4);
-    if (!tx_only(f, first, va, rkey, imm, sva)) break;
-    uint32_t k = f->n++;
-    f->sent[k].va = va; f->sent[k].sge_va = sva; f->sent[k].at = index; f->sent[k].flags = raw[1];
-    f->sent[k].imm = imm; f->sent[k].rkey = rkey;
-    f->pos = at + 1;
+    if (!tx_wqe(f, psn, una, index, raw[1], le32(raw + 4), le64(raw + 16), le32(raw + 24), le64(raw + 32))) break;
+    f->pos++;
     psn++;
     msn++;
   }
@@ -436,11 +446,9 @@ int tx_bnxt(txflow_t *f, uint64_t pos, uint64_t end, uint32_t msn, uint32_t psn,
    flow's shape and passes every check (nothing if the doorbell itself is wrong: the Python path raises); PSN `psn` for
    the first, `una` the oldest unacknowledged PSN. -> how many were sent (f->pos: the consumer after them) */
 int tx_mlx5(txflow_t *f, uint32_t cons, uint64_t value, uint32_t psn, uint32_t una) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  f->n = f->all = 0;
   f->pos = cons;
-  if (*f->generation != f->gen || (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec >= f->until_ns) return 0;
+  f->all = 0;
+  if (!tx_fresh(f)) return 0;
   uint32_t pending = (be32(f->dbr + 4) - cons) & 0xFFFF, i = cons, last = cons;
   if (!pending || pending > f->depth) return 0;
   while (((i - cons) & 0xFFFF) < pending) {                 /* the WQEs' starts: the doorbell names the last one */
@@ -452,22 +460,14 @@ int tx_mlx5(txflow_t *f, uint32_t cons, uint64_t value, uint32_t psn, uint32_t u
   uint8_t db[8];
   memcpy(db, &value, 8);                                   /* (little-endian: the bytes as stored) */
   if (memcmp(sq_at(f, f->ring_off + (last % f->depth) * 64), db, 8)) return 0;
-  for (i = cons; ((i - cons) & 0xFFFF) < pending && f->n < BATCH; i++) {
+  for (i = cons; ((i - cons) & 0xFFFF) < pending && f->n < BATCH; i++, psn++) {
     const uint8_t *w = sq_at(f, f->ring_off + (i % f->depth) * 64);
     uint32_t head = be32(w), qpn_ds = be32(w + 4), index = i & 0xFFFF;
     if ((head & 0xFF) != f->wqe_type || (head >> 8 & 0xFFFF) != index || head >> 24 || qpn_ds >> 8 != f->qpn) break;
     if ((qpn_ds & 0x3F) != f->size || (w[11] & ~f->vary) != f->flags) break;
-    uint64_t va = be64(w + 16), sva = be64(w + 40);
-    uint32_t rkey = be32(w + 24), imm = be32(w + 12);
     if (be32(w + 32) != f->length || be32(w + 36) != f->lkey) break;                       /* one data segment: all of it */
-    if (sva < f->mr_va || sva - f->mr_va > f->mr_len || f->mr_len - (sva - f->mr_va) < f->length) break;
-    if ((int32_t)((psn - una + 0x800000u) & 0xFFFFFF) - 0x800000 >= (int32_t)f->window) break;
-    if (!tx_only(f, psn & 0xFFFFFF, va, rkey, imm, sva)) break;
-    uint32_t k = f->n++;
-    f->sent[k].va = va; f->sent[k].sge_va = sva; f->sent[k].at = index; f->sent[k].flags = w[11];
-    f->sent[k].imm = imm; f->sent[k].rkey = rkey;
+    if (!tx_wqe(f, psn, una, index, w[11], be32(w + 12), be64(w + 16), be32(w + 24), be64(w + 40))) break;
     f->pos = (i + 1) & 0xFFFF;
-    psn++;
     if (i == last) {
       memcpy(f->last, w, 64);
       f->all = 1;
