@@ -2,7 +2,7 @@
 one shape in a row from a bnxt or mlx5 QP, C posts and sends that QP's next WQEs of that shape, with the same result (CQEs, data, frames, the QP's
 state and counters) as the Python path; a WQE C may not take (every check bnxt's decoder makes, another shape, a wire
 that taps or faults must see) goes to the Python path, which handles it as always. Facts: emu/nic/bnxt/datapath.py."""
-import os, random, socket
+import os, random, socket, time
 
 import pytest
 
@@ -133,7 +133,8 @@ def test_through_phy_loopback_the_same_outcome_with_and_without_c(monkeypatch, c
 
 
 def test_frames_c_sends_are_what_the_python_path_sends(monkeypatch):
-  """To a requester's peer made by hand (a plain socket with a GID on the wire), ACKing each WRITE by hand."""
+  """To a requester's peer made by hand (a plain socket with a GID on the wire), ACKing each WRITE by hand; a WRITE C
+  sent whose ACK does not come in time goes again from the Python path, byte for byte."""
   def frames() -> list[bytes]:
     pci = open_model("bnxt", 0)
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -155,21 +156,28 @@ def test_frames_c_sends_are_what_the_python_path_sends(monkeypatch):
         for i in range(4):
           a.post(wqe_type, [(va + 64 * i + 8 * j, key, n)], n, 0x10000 + 8 * i, 0x77, imm=i << 8 | j)
           got.append(sock.recv(65536))
+          if i == 3:                                 # not ACKed in time: the transport sends it again (rc.py, Python)
+            with up.model.lock:
+              q = up.model.roce.qps[a.qpn].rc
+              q.deadline = time.monotonic()
+              q._timer()
+            got.append(sock.recv(65536))
+            assert got[-1] == got[-2]
           p = R.decode(got[-1])
           ack = R.Packet(R.ACKNOWLEDGE, p.psn, a.qpn, syndrome=R.AETH_ACK | R.AETH_CREDITS_INVALID, msn=len(got))
           sock.sendto(b"".join(bytes(x) for x in R.encode(path, ack)), up.model.port.wire.endpoint)
           assert B.cq_req.from_buffer_copy(a.poll()).status == B.CQ_REQ_STATUS_OK
       table.withdraw(gid, sock.getsockname())
       os.close(fd)
-      return got, up.model.port.tx_taken
+      return got, up.model.port.tx_taken, up.model.roce.qps[a.qpn].rc.stats.retransmitted
     finally:
       pci.close()
       sock.close()
-  with_c, taken = frames()
+  with_c, taken, again = frames()
   monkeypatch.setattr(fastpath, "lib", lambda: None)
-  without_c, _ = frames()
-  assert with_c == without_c and taken == 12 - 6                            # (each shape's first two WQEs: Python; then C)
-  assert [R.decode(f).opcode for f in with_c[::4]] == [R.WRITE_ONLY_IMM, R.WRITE_ONLY_IMM, R.WRITE_ONLY]
+  without_c, _, _ = frames()
+  assert with_c == without_c and again == 3 and taken == 12 - 6     # (each shape's first two WQEs: Python; then C)
+  assert [R.decode(f).opcode for f in with_c[::5]] == [R.WRITE_ONLY_IMM, R.WRITE_ONLY_IMM, R.WRITE_ONLY]
 
 
 class Verbs:
