@@ -87,7 +87,8 @@ class TxFlow:
       head, c.head_crc, c.frame_len = t
       c.head[0:len(head)], c.head_len, c.imm, c.length, self.key = head, len(head), self.imm, wr.length, key
     if endpoint != self.endpoint:
-      c.to[0:16], c.fd, c.window, self.endpoint = bytes(fastpath.sockaddr(endpoint)), self.wire.sock.fileno(), rc.WINDOW, endpoint
+      c.to[0:16], c.window, self.endpoint = bytes(fastpath.sockaddr(endpoint)), rc.WINDOW, endpoint
+    c.fd = self.fd = self.wire.sock.fileno()
     c.until_ns = int(min(until, 1e9) * 1e9)
 
   def pin(self, view: memoryview) -> int:
@@ -100,7 +101,8 @@ class TxFlow:
     a, w = q.a, self.wire
     return a.state == "RTS" and q.tx_psn == q.next_psn and not q.rnr_wait and a.path is self.path and a.mtu == self.mtu and \
       a.pkey == self.pkey and a.dest_qpn == self.dest_qpn and self.port.loopback == self.loopback and \
-      (self.loopback or a.path.dgid not in self.port.own) and not w.taps and not w.faults.plan and w._held is None
+      (self.loopback or a.path.dgid not in self.port.own) and not w.taps and not w.faults.plan and w._held is None and \
+      w.sock.fileno() == self.fd                         # (a port that closed its socket: the Python path raises)
 
   def worth(self, n: int) -> bool:
     """Whether the flow is worth keeping after C took n WQEs of a doorbell: not after MISSES doorbells in a row whose
