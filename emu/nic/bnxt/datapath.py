@@ -217,7 +217,7 @@ class RoCEEngine:
       qp.tx = None
       return 0
     c = f.c
-    n = f.lib.tx_bnxt(c, qp.sq_cons, end, qp.msn, q.next_psn, q.una)
+    n = f.lib.tx_bnxt(c, qp.sq_cons, end, qp.msn & 0xFFFFFFFF, q.next_psn, q.una)   # (the table has 2^k entries)
     if not f.worth(n): qp.tx = None
     if not n: return 0
     count, force, signal = qp.wqes, qp.force_completion, B.SQ_SEND_FLAGS_SIGNAL_COMP
