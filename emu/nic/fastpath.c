@@ -317,7 +317,7 @@ int rx_take(batch_t *b, int i, int n, flow_t *flows, int nflows) {
    them, built (the flow's header template) and sent here; Python then does the transport's bookkeeping ===== */
 typedef struct {
   const uint64_t *page;        /* host address of each page of the SQ's memory (the ring, then the MSN table) */
-  uint32_t npages, page_size;
+  uint32_t page_size;
   uint32_t depth, stride;      /* ring entries (WQEs) and their bytes (128: bnxt static mode) */
   uint64_t msn_off;            /* bnxt: where the MSN table starts in that memory, and its entries */
   uint32_t msn_entries;

@@ -36,11 +36,13 @@ from emu.pci import DMAFault
 
 ffi.cdef("""
 typedef struct {
-  const uint64_t *page; uint32_t npages, page_size; uint32_t depth, stride; uint64_t msn_off;
-  uint32_t msn_entries; uint64_t ring_off; const uint8_t *dbr; uint32_t qpn; const uint64_t *generation; uint64_t gen; uint32_t wqe_type, flags, vary, size, length, lkey;
-  uint64_t mr_va, mr_len; const uint64_t *piece, *piece_start, *piece_len; int npieces; uint8_t head[72];
-  uint32_t head_len, head_crc, frame_len; int imm; uint8_t to[16]; int fd; int64_t until_ns; uint32_t window;
-  uint32_t n; uint64_t pos; struct { uint64_t va, sge_va; uint32_t at, flags, imm, rkey; } sent[32]; uint8_t last[64]; int all;
+  const uint64_t *page; uint32_t page_size; uint32_t depth, stride; uint64_t msn_off; uint32_t msn_entries;
+  uint64_t ring_off; const uint8_t *dbr; uint32_t qpn; const uint64_t *generation; uint64_t gen;
+  uint32_t wqe_type, flags, vary, size, length, lkey; uint64_t mr_va, mr_len;
+  const uint64_t *piece, *piece_start, *piece_len; int npieces; uint8_t head[72]; uint32_t head_len, head_crc, frame_len;
+  int imm; uint8_t to[16]; int fd; int64_t until_ns; uint32_t window;
+  uint32_t n; uint64_t pos; struct { uint64_t va, sge_va; uint32_t at, flags, imm, rkey; } sent[32]; uint8_t last[64];
+  int all;
 } txflow_t;
 uint64_t txflow_size(void);
 int tx_bnxt(txflow_t *f, uint64_t pos, uint64_t end, uint32_t msn, uint32_t psn, uint32_t una);
@@ -49,6 +51,7 @@ int tx_mlx5(txflow_t *f, uint32_t cons, uint64_t value, uint32_t psn, uint32_t u
 MAX_PAYLOAD = 4096                       # the largest single packet C builds (fastpath.c tx_only)
 SENT = struct.Struct("<QQIIII")          # txflow_t.sent[i]: remote va, SGE va, ring index, flags, immediate, R_Key
 MISSES = 2                               # doorbells in a row whose first WQE C cannot take before the flow is dropped
+TEMPLATES = 64                           # frame templates a flow keeps (one per shape it had)
 
 
 U64P = ffi.typeof("uint64_t *")
@@ -72,15 +75,15 @@ class TxFlow:
     self.out = memoryview(ffi.buffer(self.c.sent))
     self.templates: dict[tuple, tuple[bytes, int, int]] = {}   # the frame templates of the shapes it had
     self.key = self.endpoint = None
-    self.misses = 0
 
   def shape(self, q: rc.QP, wr: rc.SendWR, endpoint: tuple[str, int], until: float) -> None:
     """Take q's WRs like `wr` (one SGE in the flow's region) to `endpoint` (resolved until `until`)."""
-    a, c = q.a, self.c
+    a, c, self.misses = q.a, self.c, 0
     self.path, self.mtu, self.pkey, self.dest_qpn, self.loopback = a.path, a.mtu, a.pkey, a.dest_qpn, self.port.loopback
     self.opcode, self.imm, self.solicited, self.length = wr.opcode, wr.opcode == rc.WRITE_IMM, wr.solicited, wr.length
     if (key := (a.path, a.pkey, a.dest_qpn, wr.opcode, wr.solicited, wr.length)) != self.key:
       if (t := self.templates.get(key)) is None:
+        if len(self.templates) >= TEMPLATES: self.templates.clear()
         p = R.Packet(R.WRITE_ONLY_IMM if self.imm else R.WRITE_ONLY, 0, a.dest_qpn, pkey=a.pkey, solicited=wr.solicited,
                      imm=0 if self.imm else None)
         t = self.templates[key] = R.request_template(a.path, p, wr.length)
@@ -151,7 +154,7 @@ def arm(port, q: rc.QP, wr: rc.SendWR, dma, pages: list[int], page_size: int, ri
   addrs = ffi.new("uint64_t[]", [fastpath._address(v) for v in views])
   f = TxFlow(port, region, pages, (m, views, addrs, region.generation))
   c = f.c
-  c.page, c.npages, c.page_size = addrs, len(views), page_size
+  c.page, c.page_size = addrs, page_size
   c.generation, c.gen = ffi.cast(U64P, region.generation.ctypes.data), int(region.generation[0])
   c.mr_va, c.mr_len, c.npieces = region.va, region.length, len(m.addrs)
   c.piece, c.piece_start, c.piece_len = (ffi.cast(U64P, a.ctypes.data) for a in (m.addrs, m.starts, m.lens))
