@@ -10,7 +10,7 @@ from autogen import bnxt as B, mlx5_core as C
 from drivers.mlx5.qp import data_seg
 from drivers.rdma import Access, RecvWR, WCError, WCStatus, open_context
 from drivers.system import open_model
-from emu.nic import fastpath, roce as R
+from emu.nic import fastpath, rc, roce as R
 from emu.nic.mlx5 import ModelError
 from tests.emu.nic.bnxt_cmds import Bnxt, QPair, wait
 from tests.emu.nic.test_mlx5_datapath import post_raw
@@ -98,9 +98,8 @@ TAKEN = {"same shape": 2, "unsignaled": 2, "fence": 1, "two packets": 1, "a batc
 def run(case: str, loopback: bool = False) -> tuple[tuple, int]:
   link = Link(loopback)
   try:
-    for _ in range(4): link.write()
-    for post in (CASES[case], Link.write):            # (each once the WRs before it are done: a bad WQE fails at once, and
-      wait(lambda: not link.qa.rc.wrs, "the WRs before") # the next one is flushed, whatever the timing)
+    for post in [Link.write] * 4 + [CASES[case], Link.write]:   # (each once the WRs before it are done: a bad WQE fails
+      wait(lambda: not link.qa.rc.wrs, "the WRs before")          # at once, and the next one is flushed, whatever the timing)
       post(link)
     return link.outcome(), link.up.model.port.tx_taken
   finally:
@@ -122,6 +121,18 @@ def test_a_wqe_gets_the_same_outcome_with_and_without_c(monkeypatch, case):
   if case in ("bad lkey", "SGE past the MR", "MR deregistered"): assert statuses[4] == B.CQ_REQ_STATUS_LOCAL_PROTECTION_ERR
   if case == "length is not the SGE's": assert statuses[4] == B.CQ_REQ_STATUS_LOCAL_LENGTH_ERR
   if case == "unsignaled": assert len(statuses) == 5                        # (the unsignaled one completes silently)
+
+
+def test_wqes_past_the_window_wait_with_and_without_c(monkeypatch):
+  """Four WQEs in one doorbell with a window of 2 PSNs: C sends the first two, the others wait for their ACKs (and the
+  flow is dropped while they do: the next WQE is the Python path's)."""
+  monkeypatch.setattr(rc, "WINDOW", 2)
+  CASES["past the window"] = lambda k: (k.write(ring=False), k.write(ring=False), k.write(ring=False), k.write())
+  try:
+    with_c, taken = run("past the window")
+    monkeypatch.setattr(fastpath, "lib", lambda: None)
+    assert with_c == run("past the window")[0] and taken == 2 + 2 and with_c[0][-1][1] == B.CQ_REQ_STATUS_OK
+  finally: del CASES["past the window"]
 
 
 @pytest.mark.parametrize("case", ["same shape", "bad MSN entry"])
