@@ -10,10 +10,11 @@ Usage: python bench/rdma_lat.py [--nic bnxt|mlx5] [SIZE ...]   (message sizes in
 
 Where one hop (an 8-byte WRITE with immediate from one side to the other) spends its CPU, thread time per call, median,
 both sides in one process on the shared 2-core machine (load 13-19), C datapath on; bnxt / mlx5, microseconds:
-  post (Side.send: verbs post_send and everything under it)                       67 / 75
-    verbs checks 4 / 4; driver WQE, MSN entry or doorbell record, doorbell ~22 / ~11; NIC model: doorbell,
-    WQE fetch, decode and checks (MSN table / BlueFlame copy) ~11 / ~28; rc packetisation, ICRC, port and wire ~16 / ~18;
-    sendmsg ~7
+  post (Side.send: verbs post_send and everything under it)                       42 / 41 (Python path: 63 / 63)
+    verbs checks 4 / 4; driver WQE, MSN entry or doorbell record, doorbell ~22 / ~11; NIC model ~18 / ~22 (Python
+    path ~41 / ~44: WQE fetch, decode and checks, rc packetisation, ICRC, port and wire, sendmsg): the doorbell's decode
+    (bnxt) or BlueFlame copy check (mlx5) ~4 / ~8; the transmit flow's checks ~1; in C (emu/nic/txflow.py: WQE fetch and
+    checks, MSN entry, frame, ICRC, sendto) ~6; the WR's bookkeeping (rc.SendWR, PSNs, ACK timer, wire) ~5
   receive, two batches (the WRITE at the responder, its ACK at the requester)    ~21 / ~27 each
     C checks, writes, sends the ACK or hands over the ACK's PSN ~3; flow checks ~4; syncing the transport ~1-5;
     the receive CQE + NQ/EQ entry + MSI-X eventfd 6 / 10 (Python path instead: ~35 a frame)
@@ -22,8 +23,8 @@ bench/rdma_post.py measures the host side alone (the SendWR, verbs and driver of
 receive completion), against a UDP sendto / recv in the same run: after the driver's post and poll paths were cut down
 (one struct per WQE and CQE, no numpy or ctypes per entry, enum members looked up once) post ~15 / ~13 (was ~27 / ~23),
 poll ~9 / ~7 (was ~13 / ~10), about 12x a sendto and 15x a recv of a waiting datagram.
-So a hop costs ~120 us of CPU in Python drivers and models against the 4 us of a UDP ping-pong one way: the post path
-alone is ~16x it. The 3x target needs the driver's post and poll and the model's doorbell path out of Python.
+So a hop costs ~95 us of CPU in Python drivers and models against the 4 us of a UDP ping-pong one way: the post path
+alone is ~10x it. The 3x target needs the driver's post and poll and the rest of the model's doorbell path out of Python.
 """
 from common import emit
 from rdma_bw import arguments

@@ -1,6 +1,6 @@
 """The NIC models' bulk datapath in C (fastpath.c, built once with the host C compiler and cached: emu/cc.py):
 the full-MTU MIDDLE packets of long messages, which are nearly all the packets of a large transfer, and the single-packet
-RDMA WRITEs of a latency-bound stream (received, written and ACKed in C) and the ACKs they get. The Python transport
+RDMA WRITEs of a latency-bound stream (posted and sent, received, written and ACKed in C) and the ACKs they get. The Python transport
 (rc.py, port.py, roce.py) stays the reference and handles every other packet; without a C compiler it handles all.
 
 - Transmit (`send_run`, used by WirePort.send_many): a roce.FrameRun, n consecutive MIDDLE packets of one message, is
@@ -32,6 +32,12 @@ RDMA WRITEs of a latency-bound stream (received, written and ACKed in C) and the
   syndrome and a correct ICRC, and the port hands their PSNs to the transport (rc.QP._acked, which ignores a stale one),
   so that the WRs they cover complete as before; a NAK, an RNR NAK or any other ACK goes to the Python path. The
   port follows the packets C took in their order (`batch.by`), whichever flows took them.
+- Single-packet WRITEs sent (emu/nic/txflow.py, which says when): after the Python path posted and sent WRITE ONLY
+  (with immediate) packets of one WQE shape from a requester QP, the NIC model arms a transmit flow, and C takes that
+  QP's next SQ doorbells' WQEs of that shape: it reads them from the SQ's pages in host memory, makes the checks the model's WQE decoder makes,
+  builds each frame from the flow's header template (PSN, AckReq, RETH, ImmDt, payload, ICRC) and sends it; Python then
+  does the transport's bookkeeping (the SendWRs, PSNs, the ACK timer). The first WQE that is another shape or fails a
+  check, and those after it, go to the Python path.
   SEND and READ responses, and WRITEs into regions over MAX_MAP bytes stay on the Python path.
   HCQ_NIC_FASTPATH=0 turns the C datapath off (the Python path then does everything, as without a C compiler).
 """

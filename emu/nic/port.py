@@ -16,7 +16,9 @@ A `RoCEPort` owns the NIC's `WirePort` (emu/nic/wire.py) and does what the port'
   C once a first one passed here (a flow armed for that QP), with every check above and the QP's made on each; the
   flows are disarmed when anything they rely on changes (the QP's state, P_Key, path MTU, path or R_Key, the MAC
   filters, the GIDs) and after any packet this path handles for the QP. Single-packet WRITEs are taken the same way
-  once one passed here, C sending their ACKs (fastpath.py says when: never while taps or faults watch the wire).
+  once one passed here, C sending their ACKs (fastpath.py says when: never while taps or faults watch the wire). A
+  requester QP's single-packet WRITEs may be posted and sent by C as well (emu/nic/txflow.py), to where `transmit`
+  sends them, while nothing watches the wire; `tx_taken` counts them.
 - `gids`: the GID table (index -> GID); `add_gid` publishes a GID on the wire, `delete_gid` withdraws it.
 All of it runs under the NIC model's lock, taken here for frames and timers (`call_later`) coming from the wire's thread.
 """
@@ -41,6 +43,7 @@ class RoCEPort:
     self.accept_macs: set[bytes] = set()
     self.loopback = False
     self.tx_dropped: Counter[str] = Counter()
+    self.tx_taken = 0                             # single-packet WRITEs C posted and sent (emu/nic/txflow.py)
     self.rx_dropped: Counter[str] = Counter()
     self.drop_log: list[str] = []
 

@@ -271,6 +271,14 @@ class QP:
     self.wrs.append(wr)
     self._pump()
 
+  def posted_sent(self, wrs: list[SendWR]) -> None:
+    """WRs of one packet each (first_psn from next_psn on) that the C datapath posted and sent (emu/nic/txflow.py) while
+    post_send would have sent them at once (RTS, nothing left to send before them, the window open): its bookkeeping."""
+    self.wrs.extend(wrs)
+    self.next_psn = self.tx_psn = self.high = psn_add(self.next_psn, len(wrs))
+    self.stats.sent += len(wrs)
+    self._arm()
+
   def receive_watch(self) -> tuple[memoryview, bytes] | None:
     """For the C datapath (fastpath.py): host memory whose change means receive WRs were posted that `recvs` does not
     hold yet, and what it holds now; None where the NIC model puts every posted receive WR in `recvs` at once."""

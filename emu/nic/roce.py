@@ -232,6 +232,15 @@ def ack_template(path: Path, dest_qpn: int, pkey: int) -> tuple[bytes, int, int]
   return head + transport_headers(p, 0), len(head), crc
 
 
+def request_template(path: Path, p: Packet, payload_len: int) -> tuple[bytes, int, int]:
+  """A single-packet request like `p` (its opcode, SE, P_Key, dest QPN) with `payload_len` bytes of payload on `path` as
+  `encode` builds it, for the C datapath to fill in (PSN word, RETH, ImmDt, payload, pad, ICRC): (the bytes up to the
+  BTH's PSN word, their ICRC part, the frame's length)."""
+  n = len(_bth_variable(p)) + payload_len + -payload_len % 4
+  fixed, crc = _fixed_headers(path, UDP_HLEN + 8 + n + ICRC_LEN, p, payload_len)
+  return fixed, crc, len(fixed) + n + ICRC_LEN
+
+
 def _fixed_headers(path: Path, udp_len: int, p: Packet, payload_len: int) -> tuple[bytes, int]:
   """The bytes every frame of p's connection with its opcode and length starts with, up to the BTH's PSN word, and
   their CRC (the frame's template)."""

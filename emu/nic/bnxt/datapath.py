@@ -16,6 +16,10 @@ with it, an NQ/NQ_ARM/NQ_MASK doorbell an NQ ring (or the CREQ) in page 0. Anyth
   <= 8 in static mode); length = the sum of the SGE sizes (else LOCAL_LENGTH_ERR); imm_data, remote_va, remote_key.
   SGEs (va, l_key, size) must lie in an MR of the QP's PD (if the MR has one), with LOCAL_WRITE for a READ's
   destination (else LOCAL_PROTECTION_ERR). A bad WQE completes with its error, in order, and the QP goes to ERR.
+  Once a QP in static mode sent two one-packet RDMA WRITEs (with immediate) of one SGE and shape, its transmit flow
+  (emu/nic/txflow.py: tx_bnxt in C) takes its next WQEs of that shape (type, flags but SIGNAL_COMP, wqe_size, length,
+  L_Key) with the same checks (the SGE in the same MR, the MSN entry); the first that is another shape or fails one, and
+  those after it, come here.
 - MSN table (hardware requester retransmission, the only mode modelled): entry m % T of the QP's table, which starts
   right after the SQ ring in the SQ's pages (byte sq_size * 128 static, sq_size * 16 variable; T = roundup_pow2(sq_size),
   half that in variable mode), must describe message m (the m-th WQE since the QP was created) before its doorbell:
@@ -41,10 +45,10 @@ expect these between command responses.
 from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from autogen import bnxt as B
-from emu.nic import rc
+from emu.nic import rc, txflow
 from emu.nic.bnxt import ModelError
 from emu.nic.bnxt.pbl import HostRing
 from emu.nic.bnxt.rings import EventRing, L2Ring, doorbell_position
@@ -127,6 +131,8 @@ class QP:
   wqes: int = 0                 # WQEs posted
   done: int = 0                 # WQEs completed (sq_cons_idx)
   last_error: str = rc.OK
+  tx: Any = None                # its transmit flow (txflow.TxFlow: WQEs posted in C) and the MR its SGEs name
+  tx_shape: tuple = ()          # the shape of the last WQE the Python path sent as one RDMA WRITE packet
 
   @property
   def msn_entries(self) -> int: return pow2_ceil(self.sq.depth) // (2 if self.variable else 1)
@@ -188,6 +194,7 @@ class RoCEEngine:
     end = doorbell_position(index, epoch, qp.sq_cons, qp.sq_cons + qp.sq.depth, qp.sq.depth, what)
     if qp.rc.state not in ("RTS", "ERR"): raise ModelError(f"{what} doorbell in state {qp.rc.state}: the QP must be in RTS")
     while qp.sq_cons < end:
+      if qp.tx is not None and self._sq_c(qp, end): continue
       start = qp.sq_cons
       if qp.variable:
         head = qp.sq.read(start)
@@ -200,6 +207,23 @@ class RoCEEngine:
         size = 1
       qp.sq_cons += size
       self._post_wqe(qp, raw, start % qp.sq.depth)
+
+  def _sq_c(self, qp: QP, end: int) -> int:
+    """The WQEs from the consumer to `end` that the QP's transmit flow posts and sends in C (emu/nic/txflow.py): it
+    stops before the first that is not the shape it was armed with or fails a check the Python path makes (those go to
+    it); -> how many it took (the flow is dropped if it may not take any, or keeps missing)."""
+    (f, mr), q = qp.tx, qp.rc
+    if not f.usable(q) or self.mrs.get(mr.key) is not mr:
+      qp.tx = None
+      return 0
+    c = f.c
+    n = f.lib.tx_bnxt(c, qp.sq_cons, end, qp.msn & 0xFFFFFFFF, q.next_psn, q.una)   # (the table has 2^k entries)
+    if not f.worth(n): qp.tx = None
+    if not n: return 0
+    count, force, signal = qp.wqes, qp.force_completion, B.SQ_SEND_FLAGS_SIGNAL_COMP
+    f.book(q, lambda at, j, flags: (WQECtx(at, count + j, bool(flags & signal) or force), True))
+    qp.sq_cons, qp.wqes, qp.msn = c.pos, count + n, qp.msn + n
+    return n
 
   def _post_wqe(self, qp: QP, raw: bytes, index: int) -> None:
     wqe_type, flags, size = raw[0], raw[1], raw[2]
@@ -222,6 +246,23 @@ class RoCEEngine:
       self.nic.log(f"QP {qp.qpn} WQE {ctx.count} at {index}: {why}")
       wr.local_error = error
     qp.rc.post_send(wr)
+    if error is None and not qp.variable and not flags & (B.SQ_SEND_FLAGS_INLINE | B.SQ_SEND_FLAGS_RD_OR_ATOMIC_FENCE):
+      self._arm_tx(qp, raw, wr)
+
+  def _arm_tx(self, qp: QP, raw: bytes, wr: rc.SendWR) -> None:
+    """Arm the QP's transmit flow for WQEs like `raw` after the Python path posted and sent it and the one before it of
+    this path was of its shape (txflow.arm says when)."""
+    if (shape := (raw[0], raw[1] & ~B.SQ_SEND_FLAGS_SIGNAL_COMP, raw[2], raw[8:12], raw[40:44])) != qp.tx_shape:
+      qp.tx_shape = shape
+      return
+    if (f := txflow.arm(self.nic.port, qp.rc, wr, self.nic.dma, qp.sq.pages, qp.sq.page_size,
+                        qp.sq.depth * qp.sq.stride + 8 * qp.msn_entries, qp.tx and qp.tx[0])) is None:
+      return                                             # (a flow it has stays: C checks each WQE against its own shape)
+    c = f.c
+    c.depth, c.stride, c.msn_off, c.msn_entries = qp.sq.depth, qp.sq.stride, qp.sq.depth * qp.sq.stride, qp.msn_entries
+    c.wqe_type, c.vary, c.size, c.lkey = raw[0], B.SQ_SEND_FLAGS_SIGNAL_COMP, raw[2], int.from_bytes(raw[40:44], "little")
+    c.flags = raw[1] & ~c.vary
+    qp.tx = (f, self.mrs[c.lkey])
 
   def _decode(self, qp: QP, raw: bytes, opcode: str | None, flags: int, size: int, length: int, wr: rc.SendWR):
     """Fill `wr` from the WQE; (None, "") or (the error status, why)."""

@@ -16,7 +16,7 @@ goes to ERR by itself posts a WQ_CATAS_ERROR event (qpn at data+24).
 """
 from __future__ import annotations
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from autogen import mlx5 as H, mlx5_core as C
 from emu.nic import rc
@@ -77,6 +77,8 @@ class QP:
   sq_cons: int = 0
   rq_cons: int = 0
   rq_record: bytes = bytes(4)   # the doorbell record's receive word when the receive WQEs were last read
+  tx: Any = None                # its transmit flow (txflow.TxFlow: WQEs posted in C) and the MKey its data segments name
+  tx_shape: tuple = ()          # the shape of the last WQE the Python path sent as one RDMA WRITE packet
 
 
 class QPs:

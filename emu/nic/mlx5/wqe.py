@@ -14,6 +14,10 @@ register (offset 8, 16, ... up to the WQE's WQEBBs, at most 256 bytes) are the r
 send queue holds (a copy that differs raises ModelError; the model executes the send queue's bytes either way). SGEs must lie in an MKEY of the QP's PD with local
 read (and local write for a READ's destination): else a local protection error. A message longer than 2^log_msg_max
 bytes is a local length error.
+Once a QP sent two one-packet RDMA WRITEs (with immediate) of one data segment and shape, its transmit flow
+(emu/nic/txflow.py: tx_mlx5 in C) takes the WQEs of its next send doorbells that have that shape (opcode, ds, fm_ce_se
+but CQ_UPDATE, byte_count, lkey) and pass the same checks (wqe_index, qpn, opmod, the segment in the same MKey), when the
+doorbell names the last WQE; the first that is another shape or fails one, and those after it, come here.
 Receive queue: 2^log_rq_size WQEs of 16 << log_rq_stride bytes, each data segments ended by lkey 0x100 (MLX5_INVALID_LKEY,
 rdma-core providers/mlx5) or the stride; the doorbell record's first word is the producer (16 bits), read when a packet
 needs a receive WQE (or the QP moves to ERR). WQEs are used in order, when messages arrive: a bad one (an SGE outside
@@ -29,8 +33,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from autogen import mlx5_core as C
-from emu.nic import rc
+from emu.nic import rc, txflow
 from emu.nic.mlx5 import ModelError
+from emu.pci import DMAFault
 
 if TYPE_CHECKING: from emu.nic.mlx5.qp import QP, QPs
 
@@ -72,6 +77,7 @@ def sq_doorbell(qps: QPs, uar: int, value: int) -> bytes:
   where = f"send doorbell {raw.hex()} on UAR {uar}"
   if qp is None or qp.uar != uar: raise ModelError(f"{where}: no QP {qpn:#x} on this UAR page")
   if qp.rc.state not in ("RTS", "ERR"): raise ModelError(f"{where}: QP {qpn:#x} is in {qp.rc.state}; send doorbells need RTS")
+  if qp.tx is not None and (last := sq_c(qps, qp, value)) is not None: return last
   prod = be32(qps.nic.dma.read(qp.dbr + 4, 4), 0) & 0xFFFF
   pending = (prod - qp.sq_cons) & 0xFFFF
   if pending > 1 << qp.log_sq: raise ModelError(f"{where}: the producer {prod} is {pending} WQEBBs past the consumer {qp.sq_cons & 0xFFFF}")
@@ -89,6 +95,42 @@ def sq_doorbell(qps: QPs, uar: int, value: int) -> bytes:
     qp.sq_cons = (index + nbb) & 0xFFFF
     post_wqe(qps, qp, index, last := first if nbb == 1 else wqe_at(qp, index, nbb))
   return last
+
+
+def sq_c(qps: QPs, qp: QP, value: int) -> bytes | None:
+  """The WQEs before the producer that the QP's transmit flow posts and sends in C (emu/nic/txflow.py): it stops before
+  the first that is not the shape it was armed with or fails a check post_wqe makes, and takes none if the doorbell is
+  wrong; -> the last WQE's bytes if it took them all (else the Python path goes on from the consumer)."""
+  (f, mk), q = qp.tx, qp.rc
+  if not f.usable(q) or qps.nic.mkeys.lookup(mk.key) is not mk:
+    qp.tx = None
+    return None
+  c = f.c
+  n = f.lib.tx_mlx5(c, qp.sq_cons, value, q.next_psn, q.una)
+  if not f.worth(n): qp.tx = None
+  if not n: return None
+  code, length, signal = c.wqe_type, c.length, C.MLX5_WQE_CTRL_CQ_UPDATE
+  f.book(q, lambda at, j, flags: (ctx := WQECtx(at, code, bool(flags & signal), length), ctx.signaled))
+  qp.sq_cons = c.pos
+  return bytes(c.last) if c.all else None
+
+
+def arm_tx(qps: QPs, qp: QP, w: bytes, wr: rc.SendWR) -> None:
+  """Arm the QP's transmit flow for WQEs like `w` after the Python path posted and sent it and the one before it of this
+  path was of its shape (txflow.arm says when)."""
+  if (shape := (w[3], w[4:8], w[11] & ~C.MLX5_WQE_CTRL_CQ_UPDATE, w[32:40])) != qp.tx_shape:
+    qp.tx_shape = shape
+    return
+  old, buf = qp.tx and qp.tx[0], qp.buf
+  if (f := txflow.arm(qps.nic.port, qp.rc, wr, qps.nic.dma, buf.pages, buf.page_size, buf.nbytes, old)) is None:
+    return                                                 # (a flow it has stays: C checks each WQE against its own shape)
+  try: c, dbr = f.c, (f.c.dbr if f is old else f.pin(qps.nic.dma.view(qp.dbr, 8)))
+  except DMAFault: return
+  c.depth, c.stride, c.ring_off, c.dbr, c.qpn = 1 << qp.log_sq, WQEBB, qp.sq_off, txflow.ffi.cast("uint8_t *", dbr), qp.qpn
+  c.wqe_type, c.size, c.lkey = be32(w, 0) & C.MLX5_WQE_CTRL_OPCODE_MASK, be32(w, 4) & C.MLX5_WQE_CTRL_DS_MASK, be32(w, 36)
+  c.vary = C.MLX5_WQE_CTRL_CQ_UPDATE
+  c.flags = w[11] & ~c.vary
+  qp.tx = (f, qps.nic.mkeys.lookup(c.lkey))
 
 
 def post_wqe(qps: QPs, qp: QP, index: int, w: bytes) -> None:
@@ -115,6 +157,7 @@ def post_wqe(qps: QPs, qp: QP, index: int, w: bytes) -> None:
     qps.nic.log(f"QP {qp.qpn:#x} WQE at {index}: {why}")
     wr.local_error = rc.LOC_PROT_ERR if why.startswith("SGE") else rc.LOC_LEN_ERR if "log_msg_max" in why else rc.LOC_QP_OP_ERR
   qp.rc.post_send(wr)
+  if why is None and ds == 3: arm_tx(qps, qp, w, wr)           # (ctrl, raddr and one data segment)
 
 
 def sges(qps: QPs, qp: QP, segs: list[bytes], wr: rc.SendWR, kind: str) -> str | None:
