@@ -28,6 +28,7 @@ from typing import Callable
 from emu.nic import fastpath, roce as R
 from emu.nic.rc import OK, QP, REMOTE_WRITE
 from emu.nic.wire import GIDTable, Timer, WirePort, format_gid
+from emu.pci import DMAFault
 
 
 class RoCEPort:
@@ -94,7 +95,7 @@ class RoCEPort:
           self._check_flows(rx)
           j = rx.take(i, n) if rx.count else i
           acked = self._sync_flows(rx, i, j)
-          if j > i and (acked or j == n):
+          if j > i and (acked or j == n or rx.batch.resync):
             i = j
             continue
         else: j = i
@@ -115,7 +116,7 @@ class RoCEPort:
              qp.host.lookup_key(qp, c.rkey if c.kind else f.region.key) is f.region and \
              (c.kind == 0 or self._only_ok(qp) and qp.epsn == c.epsn and qp.msn == c.msn)
       if not ok: rx.free(slot)
-      elif c.kind == 1: c.recvs = qp.usable_recvs()
+      elif c.kind == 1: rx.refresh(f, qp.usable_recvs())
 
   def _only_ok(self, qp: QP) -> bool:
     """Whether C may take qp's single-packet WRITEs and send their ACKs: the QP between messages with remote write
@@ -130,6 +131,8 @@ class RoCEPort:
     sent, the receive WRs their immediates consumed; ACKs: the PSNs they acknowledge, in the order the packets came) and
     send the ACKs MIDDLE packets asked for: True if there were any."""
     acked = False
+    for slot, f in rx.armed():                           # first the CQEs C wrote, which every later one follows
+      if f.recipe is not None: f.recipe.ring.sync()
     for slot, f in rx.armed():
       c = f.c
       if c.kind == 1: self._sync_only(f)
@@ -147,7 +150,9 @@ class RoCEPort:
       if f is None or f.c.kind == 0: continue
       c, qp, at = f.c, f.qp, seen[k]
       seen[k] += 1
-      if c.kind == 1 and c.op == R.WRITE_ONLY_IMM: qp.host.received(qp, qp.recvs.popleft(), OK, 0, c.got[at], True)
+      if c.kind == 1 and c.op == R.WRITE_ONLY_IMM:
+        wr = qp.recvs.popleft()
+        if f.recipe is None: qp.host.received(qp, wr, OK, 0, c.got[at], True)   # (else C wrote its completion)
       elif c.kind == 2 and qp.a.state == "RTS":
         qp._acked(c.got[at])
         qp._pump()
@@ -198,9 +203,12 @@ class RoCEPort:
     endpoint, until = self.wire.table.resolved(p.sgid)
     ack_to, ack_until = self.wire.table.resolved(qp.a.path.dgid)
     if endpoint != src or ack_to is None: return
-    head_len = R.lower_len(frame)
+    head_len, recipe = R.lower_len(frame), None
+    if p.opcode == R.WRITE_ONLY_IMM and (completion_recipe := getattr(qp.host, "completion_recipe", None)) is not None:
+      try: recipe = completion_recipe(qp)
+      except DMAFault: pass                                      # (a CQ outside host memory: the model writes its CQEs)
     rx.arm_only(qp, p, frame, head_len, R.lower_crc(frame, head_len), src, min(until, ack_until), region,
-                R.ack_template(qp.a.path, qp.a.dest_qpn, qp.a.pkey), ack_to, self.wire.sock.fileno(), watch)
+                R.ack_template(qp.a.path, qp.a.dest_qpn, qp.a.pkey), ack_to, self.wire.sock.fileno(), watch, recipe)
 
   def _rx_drop(self, why: str, p: R.Packet | None = None) -> None:
     self.rx_dropped[why] += 1

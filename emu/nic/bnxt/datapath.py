@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from autogen import bnxt as B
-from emu.nic import rc
+from emu.nic import fastpath, rc
 from emu.nic.bnxt import ModelError
 from emu.nic.bnxt.pbl import HostRing
 from emu.nic.bnxt.rings import EventRing, L2Ring, doorbell_position
@@ -97,6 +97,7 @@ class CQ:
   armed: int = 0                # 0, DBC_DBC_TYPE_CQ_ARMALL or _ARMSE
   toggle: int = 0
   users: set = field(default_factory=set)
+  fast: fastpath.CQRing | None = None     # the ring as the C datapath writes into it (completion_recipe)
 
 
 @dataclass
@@ -131,6 +132,14 @@ class QP:
   @property
   def msn_entries(self) -> int: return pow2_ceil(self.sq.depth) // (2 if self.variable else 1)
   def msn_addr(self, m: int) -> int: return self.sq.addr(self.sq.depth * self.sq.stride + 8 * (m % self.msn_entries))
+
+
+def _res_cqe(qp: QP, status: str, byte_len: int, imm: int | None, write_imm: bool, wr_id: int) -> bytes:
+  """A responder completion (cq_res_rc), its toggle bit clear."""
+  flags = (B.CQ_RES_RC_FLAGS_IMM if imm is not None else 0) | (B.CQ_RES_RC_FLAGS_RDMA_RDMA_WRITE if write_imm else 0)
+  return bytes(B.cq_res_rc(length=byte_len, imm_data_or_inv_r_key=imm or 0, qp_handle=qp.handle, flags=flags,
+                           status=RES_STATUS.get(status, B.CQ_RES_RC_STATUS_LOCAL_QP_OPERATION_ERR),
+                           cqe_type_toggle=B.CQ_BASE_CQE_TYPE_RES_RC, srq_or_rq_wr_id=wr_id))
 
 
 class RoCEEngine:
@@ -296,11 +305,22 @@ class RoCEEngine:
 
   def received(self, q: rc.QP, wr: rc.RecvWR, status: str, byte_len: int, imm: int | None, write_imm: bool) -> None:
     qp = self._qp(q)
-    flags = (B.CQ_RES_RC_FLAGS_IMM if imm is not None else 0) | (B.CQ_RES_RC_FLAGS_RDMA_RDMA_WRITE if write_imm else 0)
-    cqe = B.cq_res_rc(length=byte_len, imm_data_or_inv_r_key=imm or 0, qp_handle=qp.handle, flags=flags,
-                      status=RES_STATUS.get(status, B.CQ_RES_RC_STATUS_LOCAL_QP_OPERATION_ERR),
-                      cqe_type_toggle=B.CQ_BASE_CQE_TYPE_RES_RC, srq_or_rq_wr_id=wr.ctx & B.CQ_RES_RC_SRQ_OR_RQ_WR_ID_MASK)
-    self._cqe(qp.rcq, bytes(cqe), True)
+    self._cqe(qp.rcq, _res_cqe(qp, status, byte_len, imm, write_imm, wr.ctx & B.CQ_RES_RC_SRQ_OR_RQ_WR_ID_MASK), True)
+
+  def completion_recipe(self, q: rc.QP) -> fastpath.Recipe:
+    """How the C datapath writes q's receive completions of WRITEs with immediate (emu/nic/fastpath.py): the cq_res_rc
+    `received` writes (imm_data at byte 4, srq_or_rq_wr_id at 28, little-endian), into the receive CQ's ring at its
+    producer with the pass's toggle (byte 24 bit 0, 1 on even passes); the one an armed CQ notifies, or a full CQ
+    loses, the model writes."""
+    qp = self._qp(q)
+    cq = qp.rcq
+    if cq.fast is None or not cq.fast.current():
+      ev, ring = cq.events, cq.events.ring
+      def produced(n: int) -> None: ev.prod += n
+      cq.fast = fastpath.CQRing(self.nic.dma, ring.pages, ring.page_size, ring.depth, CQE, (24, 1, 1), (1 << 64) - 1,
+                                lambda: (ev.prod, ev.cons, bool(cq.armed)), produced)
+    return fastpath.Recipe(cq.fast, _res_cqe(qp, rc.OK, 0, 0, True, 0), 28, 4, 4, False,
+                           lambda wr: wr.ctx & B.CQ_RES_RC_SRQ_OR_RQ_WR_ID_MASK)
 
   def fatal(self, q: rc.QP, reason: str, status: str, requester: bool) -> None:
     qp = self._qp(q)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from autogen import mlx5 as H, mlx5_core as C
+from emu.nic import fastpath
 from emu.nic.mlx5 import CommandFailed, ModelError
 from emu.nic.mlx5.buffer import PagedBuffer, check_pages, page_list
 from emu.nic.mlx5.cmdq import Command
@@ -36,6 +37,7 @@ class CQ:
   prod: int = 0
   armed: bool = False
   users: set = field(default_factory=set)
+  fast: fastpath.CQRing | None = None     # the CQ as the C datapath writes into it (qp.py completion_recipe)
 
 
 class CQs:

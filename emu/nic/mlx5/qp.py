@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from autogen import mlx5 as H, mlx5_core as C
-from emu.nic import rc
+from emu.nic import fastpath, rc
 from emu.nic.mlx5 import CommandFailed
 from emu.nic.mlx5.buffer import PagedBuffer, check_pages, page_list
 from emu.nic.mlx5.cmdq import Command
-from emu.nic.mlx5.cq import CQ
+from emu.nic.mlx5.cq import CQE as CQ_ENTRY, CQ
 from emu.nic.mlx5.pages import BAD_PARAM, BAD_STATE
 from emu.nic.mlx5 import wqe as W
 from emu.nic import roce as R
@@ -256,6 +256,19 @@ class QPs:
   def received(self, q: rc.QP, wr: rc.RecvWR, status: str, byte_len: int, imm: int | None, write_imm: bool) -> None:
     qp = self.qps[q.qpn]
     self.nic.cqs.push(qp.rcq, W.resp_cqe(qp, wr.ctx, status, byte_len, imm, write_imm))
+
+  def completion_recipe(self, q: rc.QP) -> fastpath.Recipe:
+    """How the C datapath writes q's receive completions of WRITEs with immediate (emu/nic/fastpath.py): the RESP_WR_IMM
+    CQE `received` writes (imm at byte 36, wqe_counter at 60, big-endian) into the receive CQ at its producer with the
+    pass's owner bit (byte 63 bit 0, 0 on even passes), full against the doorbell record's consumer (cq.py); the one an
+    armed CQ notifies, or an overrun loses, the model writes."""
+    qp = self.qps[q.qpn]
+    cq = qp.rcq
+    if cq.fast is None or not cq.fast.current():
+      def produced(n: int) -> None: cq.prod = (cq.prod + n) % (1 << 24)
+      cq.fast = fastpath.CQRing(self.nic.dma, cq.buf.pages, cq.buf.page_size, 1 << cq.log_size, CQ_ENTRY, (63, 1, 0),
+                                0xFFFFFF, lambda: (cq.prod, 0, cq.armed), produced, consumer=cq.dbr)
+    return fastpath.Recipe(cq.fast, bytes(W.resp_cqe(qp, 0, rc.OK, 0, 0, True)), 60, 2, 36, True, lambda wr: wr.ctx)
 
   def fatal(self, q: rc.QP, reason: str, status: str, requester: bool) -> None:
     self.nic.log(f"QP {q.qpn:#x} went to ERR: {reason}")
