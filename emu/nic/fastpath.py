@@ -23,7 +23,17 @@ RDMA WRITEs of a latency-bound stream (received, written and ACKed in C) and the
   with immediate also needs a receive WR the QP holds ahead of any that fails (rc.QP.usable_recvs: the Python path
   fails that one), and, where the NIC model reads receive WQEs only when a packet needs one (rc.QP.receive_watch), the
   doorbell record they were read at unchanged. C writes the payload, moves the PSN and MSN and sends the ACK (roce.ack_template filled in) to where the Python path sends them; the port then
-  completes the receive WRs in order (Host.received, after the ACK as rc.py does). It is disarmed before a batch once
+  completes the receive WRs in order (Host.received, after the ACK as rc.py does).
+  Where the NIC model gives a completion recipe (rc.Host.completion_recipe -> `Recipe`: the QP's receive CQ as a
+  `CQRing`, its CQE with the wr_id and immediate positions), C writes that completion too, after the ACK: the CQE at the
+  ring's producer, the body first and the byte with the pass's phase bit last, and the port then only moves the model's
+  producer on (`CQRing.sync`) and takes the receive WRs off the QP. The port gives C the CQ's producer, consumer and
+  arm state and the receive WRs' wr_ids before each call (`Receiver.refresh`) and syncs right after it, all under the
+  NIC model's lock, so every CQE the model writes itself (requester completions, errors, flushes, the packets the Python
+  path handles) comes after the ones C wrote, in the order the packets came. C leaves the packet to the Python path
+  when the CQ is armed (the model writes the notification), is full against the consumer (the model reports the
+  overflow) or its mappings changed, and stops (`batch.resync`) before writing a CQE after an ACK it took in the same
+  call (the model writes the requester completions that ACK brings first). It is disarmed before a batch once
   the QP leaves RTR/RTS, starts a message, loses remote write access, its PSN/MSN, P_Key, MTU, path or key change, or
   the port's filters, GIDs or PHY loopback change, or taps or planned faults appear on the wire (which must see every
   datagram), and on any request packet the Python path handles for the QP.
@@ -212,11 +222,12 @@ class CQRing:
     c.prod, c.cons, c.armed = self.state()
     c.wrote = 0
 
-  def sync(self) -> None:
-    """After C took: the CQEs it wrote to the model's producer."""
+  def sync(self) -> int:
+    """After C took: the CQEs it wrote to the model's producer; -> how many."""
     if n := self.c.wrote:
       self.c.wrote = 0
       self.produced(n)
+    return n
 
 
 @dataclass
@@ -254,6 +265,7 @@ class Receiver:
     self.flows: list[Flow | None] = [None] * FLOWS
     self.count = 0                                       # flows armed
     self.taken = 0                                       # packets C has written (statistics, tests)
+    self.cqes = 0                                        # receive completions C has written (statistics, tests)
 
   def recv(self, fd: int) -> int:
     """Up to BATCH datagrams: how many (0: none waiting; -errno on an error)."""

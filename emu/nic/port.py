@@ -16,7 +16,10 @@ A `RoCEPort` owns the NIC's `WirePort` (emu/nic/wire.py) and does what the port'
   C once a first one passed here (a flow armed for that QP), with every check above and the QP's made on each; the
   flows are disarmed when anything they rely on changes (the QP's state, P_Key, path MTU, path or R_Key, the MAC
   filters, the GIDs) and after any packet this path handles for the QP. Single-packet WRITEs are taken the same way
-  once one passed here, C sending their ACKs (fastpath.py says when: never while taps or faults watch the wire).
+  once one passed here, C sending their ACKs (fastpath.py says when: never while taps or faults watch the wire) and, for
+  a WRITE with immediate where the QP's NIC model gives a completion recipe (its `completion_recipe(qp)`), writing its
+  receive completion into the CQ: before each C call the port gives it the CQ's state, right after it syncs the
+  model's producer, so the model's own CQEs always follow the ones C wrote.
 - `gids`: the GID table (index -> GID); `add_gid` publishes a GID on the wire, `delete_gid` withdraws it.
 All of it runs under the NIC model's lock, taken here for frames and timers (`call_later`) coming from the wire's thread.
 """
@@ -132,7 +135,7 @@ class RoCEPort:
     send the ACKs MIDDLE packets asked for: True if there were any."""
     acked = False
     for slot, f in rx.armed():                           # first the CQEs C wrote, which every later one follows
-      if f.recipe is not None: f.recipe.ring.sync()
+      if f.recipe is not None: rx.cqes += f.recipe.ring.sync()
     for slot, f in rx.armed():
       c = f.c
       if c.kind == 1: self._sync_only(f)

@@ -32,7 +32,8 @@ with it, an NQ/NQ_ARM/NQ_MASK doorbell an NQ ring (or the CREQ) in page 0. Anyth
   (MSI-X, rings.py), NQ_MASK disarms it.
 CQEs: requester (cq_req: qp_handle, sq_cons_idx = WQEs completed so far including this one, mod 2^16; status
 CQ_REQ_STATUS_*) after the ACK, for signaled WQEs and every error; responder (cq_res_rc: length, imm, flags IMM/RDMA,
-wr_id from the RQ WQE, status CQ_RES_RC_STATUS_*) for SENDs and WRITEs with immediate. A CQ that is full (the driver
+wr_id from the RQ WQE, status CQ_RES_RC_STATUS_*) for SENDs and WRITEs with immediate (those of single-packet WRITEs
+the C datapath takes it writes itself, as `completion_recipe` says, while the CQ is neither armed nor full). A CQ that is full (the driver
 has not published consumption) overflows: the CQE is lost and a CQ_ERROR_NOTIFICATION goes to the CREQ (unless
 created with DISABLE_CQ_OVERFLOW_DETECTION, when it is overwritten). A QP that goes to ERR by itself (an error
 completion, a NAK it sent) posts a QP_ERROR_NOTIFICATION (event 0xc0) to the CREQ, as the firmware does: drivers must

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from emu.nic import fastpath, rc, roce as R
+from emu.pci import DMASpace
 from tests.emu.nic.memnic import MemNIC, wait
 
 pytestmark = pytest.mark.skipif(fastpath.lib() is None, reason="the C datapath needs a host C compiler (clang-22 or gcc)")
@@ -290,6 +291,101 @@ def test_a_small_write_flow_is_disarmed_when_what_it_relies_on_changes(change):
   finally:
     r.close()
     b.close()
+
+
+class CQNIC(MemNIC):
+  """A MemNIC whose receive completions go to a CQ ring in DMA memory, as a NIC model's: 16-byte CQEs (wr_id at 0, imm
+  at 4, little-endian; status at 8; the phase bit, bit 0 of byte 15, 1 on even passes); a full ring loses the CQE, an
+  armed one notifies once. It gives the C datapath the recipe for that ring (fastpath.Recipe)."""
+  DEPTH = 4
+
+  def __init__(self, *args, **kw):
+    super().__init__(*args, **kw)
+    self.dma, self.mem = DMASpace(), memoryview(bytearray(4096))
+    self.page = self.dma.map(self.mem)[0]
+    self.prod = self.cons = self.lost = self.notified = 0
+    self.armed, self.ring = False, None
+
+  @staticmethod
+  def cqe(wr_id: int, status: str, imm: int | None, phase: int = 0) -> bytearray:
+    e = bytearray(16)
+    e[0:4], e[4:8], e[8], e[15] = wr_id.to_bytes(4, "little"), (imm or 0).to_bytes(4, "little"), status != rc.OK, phase
+    return e
+
+  def received(self, qp, wr, status, byte_len, imm, write_imm):
+    if self.prod - self.cons >= self.DEPTH:
+      self.lost += 1
+      return
+    e = self.cqe(wr.ctx, status, imm, (self.prod // self.DEPTH) & 1 ^ 1)
+    at = 16 * (self.prod % self.DEPTH)
+    self.mem[at:at + 16] = e
+    self.prod += 1
+    if self.armed: self.armed, self.notified = False, self.notified + 1
+
+  def completion_recipe(self, qp):
+    if self.ring is None:
+      def produced(n: int) -> None: self.prod += n
+      self.ring = fastpath.CQRing(self.dma, [self.page], 4096, self.DEPTH, 16, (15, 1, 1), (1 << 64) - 1,
+                                  lambda: (self.prod, self.cons, self.armed), produced)
+    return fastpath.Recipe(self.ring, bytes(self.cqe(0, rc.OK, 0)), 0, 4, 4, False, lambda wr: wr.ctx)
+
+  def consume(self) -> None:
+    """The driver publishes that it consumed every CQE so far."""
+    with self.lock: self.cons = self.prod
+
+
+def consumed_writes(r, psns, bad: bool = False) -> None:
+  for psn in psns:
+    r.b.consume()
+    r.write(psn, va=0x10000 + 8 * psn, byte=psn + 1)
+
+
+def armed_writes(r) -> None:
+  r.b.consume()
+  with r.b.lock: r.b.armed = True
+  r.write(3)
+  consumed_writes(r, (4, 5))
+
+
+CQ_CASES = {                        # after three WRITEs with immediate (PSN 0-2, C takes the second and third)
+  "consumed as they come": lambda r: consumed_writes(r, range(3, 9)),        # around the ring, then once more
+  "full": lambda r: (r.write(3), r.write(4), r.write(5), consumed_writes(r, (6, 7))),  # 4 and 5 are lost
+  "armed": armed_writes,                                                     # 3 notifies
+  "bad receive": lambda r: (r.b.post_recv(r.qb, rc.RecvWR(rc.Buffer(), ctx=0xBAD, local_error=rc.LOC_PROT_ERR)),
+                            consumed_writes(r, (3, 4, 5))),                  # 5 reaches it
+}
+CQ_TAKEN = {"consumed as they come": 8, "full": 5, "armed": 4, "bad receive": 4}
+
+
+def written_cqes(case: str) -> tuple[tuple, int, int]:
+  b = CQNIC("b", "10.0.0.2", 2)
+  r = Requester(b, receives=5 if case == "bad receive" else 12)
+  try:
+    for psn in range(3): r.write(psn, va=0x10000 + 8 * psn, byte=psn + 1)
+    CQ_CASES[case](r)
+    with b.lock:
+      rx = b.wire.rx
+      return (r.outcome(), bytes(b.mem[:16 * b.DEPTH]), b.prod, b.cons, b.lost, b.notified), rx.taken if rx else 0, rx.cqes if rx else 0
+  finally:
+    r.close()
+    b.close()
+
+
+@pytest.mark.parametrize("case", CQ_CASES)
+def test_c_writes_the_receive_completions_the_model_writes(monkeypatch, case):
+  """C writes a WRITE with immediate's CQE as the model's recipe says, byte for byte what the model writes (the wr_id
+  and immediate in place, the phase bit of the pass), at the producer, and advances the model's producer; one the model
+  must write itself goes to the Python path: the CQ is armed (the model notifies), full against the consumer the driver
+  published (the model loses it), or the receive WR fails (its error CQE, the NAK, ERR)."""
+  with_c, taken, cqes = written_cqes(case)
+  monkeypatch.setattr(fastpath, "lib", lambda: None)
+  without_c, _, _ = written_cqes(case)
+  assert with_c == without_c and taken == cqes == CQ_TAKEN[case]
+  outcome, ring, prod, cons, lost, notified = with_c
+  assert (lost, notified) == ({"full": 2}.get(case, 0), {"armed": 1}.get(case, 0))
+  if case == "consumed as they come":                  # 9 CQEs in a ring of 4: the last one is the ninth, in a third pass
+    assert prod == 9 and ring[0:16] == CQNIC.cqe(8, rc.OK, 0x1008, 1) and ring[16:32] == CQNIC.cqe(5, rc.OK, 0x1005, 0)
+  if case == "bad receive": assert outcome[3] == "ERR" and ring[16 * 5 % 64 + 8] == 1   # its error CQE, after the 5 good ones
 
 
 class Responder(HandMade):
