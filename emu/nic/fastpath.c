@@ -158,8 +158,9 @@ int rx_batch(int fd, batch_t *b) {
 }
 
 /* A CQ C writes receive completions into, as the NIC model describes it (fastpath.CQRing): its entries in host memory,
-   where the phase bit is, and the producer, consumer and arm state Python gives it before each rx_take */
-typedef struct {
+   where the phase bit is, the producer, consumer and arm state Python gives it before each rx_take, and the ring (an
+   NQ / EQ, the same struct) an armed CQ's notification goes to */
+typedef struct cq_s {
   const uint64_t *entry;       /* host address of each entry */
   uint32_t depth, size;        /* entries, bytes each (<= MAX_CQE) */
   uint32_t phase_at, phase_bit, phase_even;   /* the byte and bit of the phase (valid / owner) bit, its value on even passes */
@@ -169,6 +170,11 @@ typedef struct {
   uint32_t wrote;              /* CQEs written since Python last looked */
   const uint64_t *generation;  /* the entries' DMA mapping generation ... */
   uint64_t gen;                /* ... when they were resolved */
+  struct cq_s *note;           /* where an armed CQ's notification goes (NULL: Python writes those) */
+  uint8_t note_entry[MAX_CQE]; /* the notification, its toggle field 0 */
+  uint32_t toggle_at, toggle_shift, toggle_mask, toggle;   /* the CQ's arm toggle, advanced by each notification and
+                                                              written into it at byte toggle_at (mask 0: none) */
+  uint32_t notified;           /* notifications written since Python last looked */
 } cq_t;
 
 /* One RDMA WRITE in progress at a responder QP, as the Python transport handed it over (fastpath.Flow) */
@@ -253,32 +259,46 @@ static void send_ack(flow_t *f, uint32_t psn) {
   else f->acks++;
 }
 
-/* Whether the CQ takes a CQE from C now: not if a notification is due, it is full, or its mapping changed (Python
-   writes that one) */
-static int cq_room(const cq_t *q) {
-  if (*q->generation != q->gen) return 0;
+static int ring_free(const cq_t *q) {
   uint64_t cons = q->cons_be ? be32(q->cons_be) : q->cons;
-  return !q->armed && ((q->prod - cons) & q->index_mask) < q->depth;
+  return *q->generation == q->gen && ((q->prod - cons) & q->index_mask) < q->depth;
 }
+
+/* Whether the CQ takes a CQE from C now: not if it is full or its mapping changed, nor if a notification is due that
+   C cannot write (Python writes that one) */
+static int cq_room(const cq_t *q) { return ring_free(q) && (!q->armed || (q->note && ring_free(q->note))); }
 
 static void put(uint8_t *p, uint32_t v, uint32_t n, int big) {
   for (uint32_t k = 0; k < n; k++) p[big ? n - 1 - k : k] = v >> 8 * k;
 }
 
-/* The receive completion at the producer: the body first, the byte with the phase bit of this pass last */
-static void write_cqe(flow_t *f, uint32_t wr_id, uint32_t imm) {
-  cq_t *q = f->cq;
-  uint8_t e[MAX_CQE], *slot = (uint8_t *)(uintptr_t)q->entry[q->prod % q->depth];
-  memcpy(e, f->cqe, q->size);
-  put(e + f->wr_id_at, wr_id, f->wr_id_len, f->big_endian);
-  put(e + f->imm_at, imm, 4, f->big_endian);
+/* Entry e at the ring's producer: the body first, the byte with the phase bit of this pass last */
+static void ring_write(cq_t *q, uint8_t *e) {
+  uint8_t *slot = (uint8_t *)(uintptr_t)q->entry[q->prod % q->depth];
   int odd = (q->prod / q->depth) & 1;
   e[q->phase_at] = (e[q->phase_at] & ~q->phase_bit) | ((odd ? !q->phase_even : q->phase_even) ? q->phase_bit : 0);
   memcpy(slot, e, q->phase_at);
   memcpy(slot + q->phase_at + 1, e + q->phase_at + 1, q->size - q->phase_at - 1);
   __atomic_store_n(slot + q->phase_at, e[q->phase_at], __ATOMIC_RELEASE);
   q->prod++;
+}
+
+/* The receive completion, then the notification an armed CQ owes (one per arm) */
+static void write_cqe(flow_t *f, uint32_t wr_id, uint32_t imm) {
+  cq_t *q = f->cq;
+  uint8_t e[MAX_CQE];
+  memcpy(e, f->cqe, q->size);
+  put(e + f->wr_id_at, wr_id, f->wr_id_len, f->big_endian);
+  put(e + f->imm_at, imm, 4, f->big_endian);
+  ring_write(q, e);
   q->wrote++;
+  if (!q->armed) return;
+  memcpy(e, q->note_entry, q->note->size);
+  q->toggle = (q->toggle + 1) & q->toggle_mask;
+  e[q->toggle_at] |= q->toggle << q->toggle_shift;
+  ring_write(q->note, e);
+  q->armed = 0;
+  q->notified++;
 }
 
 /* kind 1: a WRITE ONLY (with immediate) like the one Python executed, at the expected PSN, into the region */
@@ -293,8 +313,7 @@ static int take_only(flow_t *f, const uint8_t *d, int held) {
   if (imm && (!f->recvs || (f->watch_len && memcmp(f->watch, f->watch_seen, f->watch_len)))) return 0;   /* (Python
      reads the receive WRs posted since, sends the RNR NAK, or fails the bad receive WR) */
   if (imm && f->cq) {
-    int room = cq_room(f->cq);
-    if (room <= 0) return room;          /* (Python writes the CQE that notifies or overflows) */
+    if (!cq_room(f->cq)) return 0;       /* (Python writes the CQE that overflows, or the notification C cannot) */
     if (held) return -1;                 /* after ACKs C took: Python completes their WRs first, then calls again */
   }
   uint32_t rest = f->frame_len - f->head_len - BTH_LEN - ICRC_LEN;

@@ -30,10 +30,12 @@ RDMA WRITEs of a latency-bound stream (received, written and ACKed in C) and the
   producer on (`CQRing.sync`) and takes the receive WRs off the QP. The port gives C the CQ's producer, consumer and
   arm state and the receive WRs' wr_ids before each call (`Receiver.refresh`) and syncs right after it, all under the
   NIC model's lock, so every CQE the model writes itself (requester completions, errors, flushes, the packets the Python
-  path handles) comes after the ones C wrote, in the order the packets came. C leaves the packet to the Python path
-  when the CQ is armed (the model writes the notification), is full against the consumer (the model reports the
-  overflow) or its mappings changed, and stops (`batch.resync`) before writing a CQE after an ACK it took in the same
-  call (the model writes the requester completions that ACK brings first). It is disarmed before a batch once
+  path handles) comes after the ones C wrote, in the order the packets came. An armed CQ's CQE is followed by its
+  notification (one per arm: the recipe's entry with the CQ's advanced arm toggle, into the NQ / EQ ring the recipe
+  names, the CQ disarmed), and the model raises the interrupt it calls for when it syncs. C leaves the packet to the
+  Python path when the CQ is full against the consumer (the model reports the overflow), an armed CQ's notification
+  ring is full or missing, or a mapping changed, and stops (`batch.resync`) before writing a CQE after an ACK it took
+  in the same call (the model writes the requester completions that ACK brings first). It is disarmed before a batch once
   the QP leaves RTR/RTS, starts a message, loses remote write access, its PSN/MSN, P_Key, MTU, path or key change, or
   the port's filters, GIDs or PHY loopback change, or taps or planned faults appear on the wire (which must see every
   datagram), and on any request packet the Python path handles for the QP.
@@ -63,9 +65,10 @@ ENV = "HCQ_NIC_FASTPATH"                 # "0": no C datapath (to compare with t
 CDEF = """
 typedef struct { uint8_t head[64]; uint32_t head_len, lower_crc; uint8_t bth[12]; uint32_t mtu; } tx_t;
 typedef struct { uint8_t *buf; uint32_t len[32]; uint8_t addr[32][16]; uint32_t flags[32]; uint8_t by[32]; int resync; } batch_t;
-typedef struct {
+typedef struct cq_s {
   const uint64_t *entry; uint32_t depth, size; uint32_t phase_at, phase_bit, phase_even; uint64_t prod, cons, index_mask;
   const uint8_t *cons_be; int armed; uint32_t wrote; const uint64_t *generation; uint64_t gen;
+  struct cq_s *note; uint8_t note_entry[64]; uint32_t toggle_at, toggle_shift, toggle_mask, toggle; uint32_t notified;
 } cq_t;
 typedef struct {
   uint8_t head[64]; uint32_t head_len, lower_crc, frame_len; uint32_t src_ip, src_port; int64_t until_ns;
@@ -192,16 +195,19 @@ def send_run(fd: int, endpoint: tuple[str, int], head: bytes, lower_crc: int, bt
 
 
 class CQRing:
-  """A NIC model's completion queue as C writes receive completions into it (the model builds one for a CQ and keeps it
-  while `current()`: the DMA mappings are the ones it was built at). `depth` entries of `size` bytes lie back to back in
-  `pages` (bus addresses of `page_size`-byte pages of `dma`); the phase bit (valid / owner) is `phase` = (byte, bit
-  mask, its value during even passes over the ring); the ring is full when (producer - consumer) & index_mask >= depth.
-  `state()` gives (producer, consumer, armed) as the model holds them, `produced(n)`: C wrote n more CQEs; `consumer`,
-  if given, is the bus address of the big-endian word the consumer is read from at each CQE instead (the driver's
-  doorbell record). DMAFault if some of it is not host memory."""
+  """A NIC model's completion queue as C writes receive completions into it, or the ring (NQ, EQ) its notifications go
+  to (the model builds one for each and keeps it while `current()`: the DMA mappings are the ones it was built at).
+  `depth` entries of `size` bytes lie back to back in `pages` (bus addresses of `page_size`-byte pages of `dma`); the
+  phase bit (valid / owner) is `phase` = (byte, bit mask, its value during even passes over the ring); the ring is full
+  when (producer - consumer) & index_mask >= depth. `state()` gives (producer, consumer, armed, arm toggle) as the model
+  holds them; `consumer`, if given, is the bus address of the big-endian word the consumer is read from at each entry
+  instead (the driver's doorbell record). A CQ's `produced(n, notes)`: C wrote n more CQEs and `notes` notifications
+  (each disarms the CQ and advances its toggle; the model raises the interrupt they call for). `notify` = (the ring,
+  the notification entry, (byte, shift, mask) of the toggle field in it) where an armed CQ's notification goes (None:
+  the model writes those). DMAFault if some of it is not host memory."""
   def __init__(self, dma, pages: list[int], page_size: int, depth: int, size: int, phase: tuple[int, int, int],
-               index_mask: int, state: Callable[[], tuple[int, int, bool]], produced: Callable[[int], None],
-               consumer: int | None = None):
+               index_mask: int, state: Callable[[], tuple[int, int, bool, int]], produced: Callable[[int, int], None] | None,
+               consumer: int | None = None, notify: tuple[CQRing, bytes, tuple[int, int, int]] | None = None):
     self.generation, self.gen, self.state, self.produced = dma.generation, int(dma.generation[0]), state, produced
     nbytes = depth * size
     self.views = [dma.view(a, min(page_size, nbytes - k * page_size)) for k, a in enumerate(pages) if k * page_size < nbytes]
@@ -213,20 +219,26 @@ class CQRing:
       self.views.append(view := dma.view(consumer, 4))
       c.cons_be = ffi.cast("uint8_t *", _address(view))
     c.generation, c.gen = ffi.cast("uint64_t *", self.generation.ctypes.data), self.gen
+    self.notify = None if notify is None else notify[0]
+    if notify is not None:
+      ring, entry, (c.toggle_at, c.toggle_shift, c.toggle_mask) = notify
+      c.note, c.note_entry[0:len(entry)] = ring.c, entry
 
-  def current(self) -> bool: return int(self.generation[0]) == self.gen
+  def current(self) -> bool: return int(self.generation[0]) == self.gen and (self.notify is None or self.notify.current())
 
   def refresh(self) -> None:
-    """Before C takes: the producer, consumer and arm state the model holds now."""
+    """Before C takes: the producer, consumer, arm state and toggle the model holds now (its notification ring's too)."""
     c = self.c
-    c.prod, c.cons, c.armed = self.state()
-    c.wrote = 0
+    c.prod, c.cons, c.armed, c.toggle = self.state()
+    c.wrote = c.notified = 0
+    if self.notify is not None: self.notify.refresh()
 
   def sync(self) -> int:
-    """After C took: the CQEs it wrote to the model's producer; -> how many."""
-    if n := self.c.wrote:
-      self.c.wrote = 0
-      self.produced(n)
+    """After C took: the CQEs and notifications it wrote to the model; -> how many CQEs."""
+    c = self.c
+    if (n := c.wrote) or c.notified:
+      notes, c.wrote, c.notified = c.notified, 0, 0
+      self.produced(n, notes)
     return n
 
 

@@ -33,7 +33,7 @@ with it, an NQ/NQ_ARM/NQ_MASK doorbell an NQ ring (or the CREQ) in page 0. Anyth
 CQEs: requester (cq_req: qp_handle, sq_cons_idx = WQEs completed so far including this one, mod 2^16; status
 CQ_REQ_STATUS_*) after the ACK, for signaled WQEs and every error; responder (cq_res_rc: length, imm, flags IMM/RDMA,
 wr_id from the RQ WQE, status CQ_RES_RC_STATUS_*) for SENDs and WRITEs with immediate (those of single-packet WRITEs
-the C datapath takes it writes itself, as `completion_recipe` says, while the CQ is neither armed nor full). A CQ that is full (the driver
+the C datapath takes it writes itself, with an armed CQ's nq_cn, as `completion_recipe` says). A CQ that is full (the driver
 has not published consumption) overflows: the CQE is lost and a CQ_ERROR_NOTIFICATION goes to the CREQ (unless
 created with DISABLE_CQ_OVERFLOW_DETECTION, when it is overwritten). A QP that goes to ERR by itself (an error
 completion, a NAK it sent) posts a QP_ERROR_NOTIFICATION (event 0xc0) to the CREQ, as the firmware does: drivers must
@@ -311,15 +311,27 @@ class RoCEEngine:
   def completion_recipe(self, q: rc.QP) -> fastpath.Recipe:
     """How the C datapath writes q's receive completions of WRITEs with immediate (emu/nic/fastpath.py): the cq_res_rc
     `received` writes (imm_data at byte 4, srq_or_rq_wr_id at 28, little-endian), into the receive CQ's ring at its
-    producer with the pass's toggle (byte 24 bit 0, 1 on even passes); the one an armed CQ notifies, or a full CQ
-    loses, the model writes."""
+    producer with the pass's toggle (byte 24 bit 0, 1 on even passes), and an armed CQ's nq_cn (its toggle at byte 0
+    bits 6-7) into its CNQ, whose interrupt the model raises; the CQE a full CQ loses, or one whose notification a
+    full CNQ would lose, the model writes."""
     qp = self._qp(q)
     cq = qp.rcq
     if cq.fast is None or not cq.fast.current():
-      ev, ring = cq.events, cq.events.ring
-      def produced(n: int) -> None: ev.prod += n
-      cq.fast = fastpath.CQRing(self.nic.dma, ring.pages, ring.page_size, ring.depth, CQE, (24, 1, 1), (1 << 64) - 1,
-                                lambda: (ev.prod, ev.cons, bool(cq.armed)), produced)
+      ev, nq = cq.events, cq.cnq.events
+      if nq.fast is None or not nq.fast.current():
+        r = nq.ring
+        nq.fast = fastpath.CQRing(self.nic.dma, r.pages, r.page_size, r.depth, NQE, (8, 1, 1), (1 << 64) - 1,
+                                  lambda: (nq.prod, nq.cons, False, 0), None)
+      def produced(n: int, notes: int) -> None:
+        ev.prod += n
+        if notes:
+          cq.armed, cq.toggle = 0, (cq.toggle + notes) & 3
+          nq.produced(notes)
+      note = B.nq_cn(type=B.NQ_CN_TYPE_CQ_NOTIFICATION, cq_handle_low=cq.handle & 0xFFFFFFFF, cq_handle_high=cq.handle >> 32)
+      r = ev.ring
+      cq.fast = fastpath.CQRing(self.nic.dma, r.pages, r.page_size, r.depth, CQE, (24, 1, 1), (1 << 64) - 1,
+                                lambda: (ev.prod, ev.cons, bool(cq.armed), cq.toggle), produced,
+                                notify=(nq.fast, bytes(note), (0, B.NQ_CN_TOGGLE_SFT, 3)))
     return fastpath.Recipe(cq.fast, _res_cqe(qp, rc.OK, 0, 0, True, 0), 28, 4, 4, False,
                            lambda wr: wr.ctx & B.CQ_RES_RC_SRQ_OR_RQ_WR_ID_MASK)
 

@@ -38,6 +38,7 @@ class EventRing:
     self.ring, self.valid_byte, self.interrupt = ring, valid_byte, interrupt
     self.prod = self.cons = 0
     self.armed = False
+    self.fast = None                          # an NQ as the C datapath writes into it (datapath.completion_recipe)
 
   @property
   def what(self) -> str: return self.ring.what
@@ -53,6 +54,11 @@ class EventRing:
     self.prod += 1
     self._raise()
     return True
+
+  def produced(self, n: int) -> None:
+    """n entries were written at the producer (by the C datapath, emu/nic/fastpath.py): the interrupt they call for."""
+    self.prod += n
+    self._raise()
 
   def arm(self, on: bool = True) -> None:
     """NQ_ARM (on) or NQ_MASK (off)."""

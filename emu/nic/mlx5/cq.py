@@ -8,7 +8,7 @@ big-endian word the driver sets to its consumer index (24 bits). A CQE's byte 63
 (CQ overrun) goes to the EQs subscribed to it. The CQ doorbell (UAR offset 0x20, 64-bit: sn << 28 | cmd << 24 | consumer
 in the high word, cqn in the low) arms the CQ: its next CQE writes a completion EQE (cqn at data+24) to its EQ, at once
 if the CQ already holds CQEs past the consumer index the doorbell names. The C datapath writes the RESP_WR_IMM CQEs of
-the single-packet WRITEs it takes itself (qp.py completion_recipe) while the CQ is neither armed nor full.
+the single-packet WRITEs it takes itself, with an armed CQ's completion EQE (qp.py completion_recipe).
 """
 from __future__ import annotations
 from dataclasses import dataclass, field

@@ -1,9 +1,9 @@
 """The receive completions of single-packet RDMA WRITEs with immediate, which each NIC model's C datapath writes itself
 into the receive CQ (emu/nic/fastpath.py: the model's completion recipe), are byte for byte the CQEs the model writes
 with the C datapath off (HCQ_NIC_FASTPATH=0), over more than one pass of the ring (the phase bit); the requester
-completions the model writes into the same CQ between them land after them, never in their slots; and a CQE that
-notifies (the CQ armed) is left to the model, with the same notification. Two emulated NICs ping-pong: each WRITE's
-receiver polls its CQ for it, then answers with one of its own."""
+completions the model writes into the same CQ between them land after them, never in their slots; and an armed CQ
+gets the same notification (bnxt: the nq_cn with the CQ's toggle, mlx5: the completion EQE). Two emulated NICs
+ping-pong: each WRITE's receiver polls its CQ for it, then answers with one of its own."""
 import os, time
 
 import pytest
