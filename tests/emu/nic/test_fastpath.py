@@ -296,14 +296,15 @@ def test_a_small_write_flow_is_disarmed_when_what_it_relies_on_changes(change):
 class CQNIC(MemNIC):
   """A MemNIC whose receive completions go to a CQ ring in DMA memory, as a NIC model's: 16-byte CQEs (wr_id at 0, imm
   at 4, little-endian; status at 8; the phase bit, bit 0 of byte 15, 1 on even passes); a full ring loses the CQE, an
-  armed one notifies once. It gives the C datapath the recipe for that ring (fastpath.Recipe)."""
-  DEPTH = 4
+  armed one notifies once: with `notify`, a 16-byte entry into a ring of 2 (0x30 | the CQ's arm toggle, advanced, << 6
+  at byte 0; the phase bit as the CQ's), which loses it when full. It gives the C datapath the recipe (fastpath.Recipe)."""
+  DEPTH, NOTES = 4, 2
 
-  def __init__(self, *args, **kw):
+  def __init__(self, *args, notify: bool = True, **kw):
     super().__init__(*args, **kw)
     self.dma, self.mem = DMASpace(), memoryview(bytearray(4096))
-    self.page = self.dma.map(self.mem)[0]
-    self.prod = self.cons = self.lost = self.notified = 0
+    self.page, self.notify = self.dma.map(self.mem)[0], notify
+    self.prod = self.cons = self.lost = self.notified = self.toggle = self.nprod = self.ncons = 0
     self.armed, self.ring = False, None
 
   @staticmethod
@@ -316,56 +317,69 @@ class CQNIC(MemNIC):
     if self.prod - self.cons >= self.DEPTH:
       self.lost += 1
       return
-    e = self.cqe(wr.ctx, status, imm, (self.prod // self.DEPTH) & 1 ^ 1)
-    at = 16 * (self.prod % self.DEPTH)
-    self.mem[at:at + 16] = e
+    self.mem[16 * (self.prod % self.DEPTH):][:16] = self.cqe(wr.ctx, status, imm, (self.prod // self.DEPTH) & 1 ^ 1)
     self.prod += 1
-    if self.armed: self.armed, self.notified = False, self.notified + 1
+    if not self.armed: return
+    self.armed, self.toggle = False, (self.toggle + 1) & 3
+    if not self.notify or self.nprod - self.ncons >= self.NOTES: self.lost += 1
+    else:
+      self.mem[2048 + 16 * (self.nprod % self.NOTES):][:16] = bytes([0x30 | self.toggle << 6]) + bytes(14) + bytes([(self.nprod // self.NOTES) & 1 ^ 1])
+      self.nprod, self.notified = self.nprod + 1, self.notified + 1
 
   def completion_recipe(self, qp):
     if self.ring is None:
-      def produced(n: int, notes: int) -> None: self.prod += n          # (no notification ring: C writes none)
+      def produced(n: int, notes: int) -> None:
+        self.prod += n
+        if notes: self.armed, self.toggle, self.nprod, self.notified = False, (self.toggle + notes) & 3, self.nprod + notes, self.notified + notes
+      notes = fastpath.CQRing(self.dma, [self.page + 2048], 2048, self.NOTES, 16, (15, 1, 1), (1 << 64) - 1,
+                              lambda: (self.nprod, self.ncons, False, 0), None)
       self.ring = fastpath.CQRing(self.dma, [self.page], 4096, self.DEPTH, 16, (15, 1, 1), (1 << 64) - 1,
-                                  lambda: (self.prod, self.cons, self.armed, 0), produced)
+                                  lambda: (self.prod, self.cons, self.armed, self.toggle), produced,
+                                  notify=(notes, b"\x30" + bytes(15), (0, 6, 3)) if self.notify else None)
     return fastpath.Recipe(self.ring, bytes(self.cqe(0, rc.OK, 0)), 0, 4, 4, False, lambda wr: wr.ctx)
 
-  def consume(self) -> None:
-    """The driver publishes that it consumed every CQE so far."""
-    with self.lock: self.cons = self.prod
+  def consume(self, arm: bool = False) -> None:
+    """The driver publishes that it consumed every CQE (and notification) so far, and arms the CQ."""
+    with self.lock: self.cons, self.ncons, self.armed = self.prod, self.nprod, self.armed or arm
 
 
-def consumed_writes(r, psns, bad: bool = False) -> None:
+def consumed_writes(r, psns, arm=()) -> None:
   for psn in psns:
-    r.b.consume()
+    r.b.consume(arm=psn in arm)
     r.write(psn, va=0x10000 + 8 * psn, byte=psn + 1)
 
 
-def armed_writes(r) -> None:
-  r.b.consume()
-  with r.b.lock: r.b.armed = True
-  r.write(3)
-  consumed_writes(r, (4, 5))
+def unconsumed_notes(r) -> None:
+  consumed_writes(r, (3,), arm=(3,))
+  for psn in (4, 5):                   # the CQ's entries consumed, the notifications not: the third one is lost
+    with r.b.lock: r.b.cons, r.b.armed = r.b.prod, True
+    r.write(psn, va=0x10000 + 8 * psn, byte=psn + 1)
 
 
 CQ_CASES = {                        # after three WRITEs with immediate (PSN 0-2, C takes the second and third)
   "consumed as they come": lambda r: consumed_writes(r, range(3, 9)),        # around the ring, then once more
   "full": lambda r: (r.write(3), r.write(4), r.write(5), consumed_writes(r, (6, 7))),  # 4 and 5 are lost
-  "armed": armed_writes,                                                     # 3 notifies
+  "armed": lambda r: consumed_writes(r, range(3, 8), arm=(3, 5, 6, 7)),      # and the notifications go around their ring
+  "armed, no notification ring": lambda r: consumed_writes(r, (3, 4, 5), arm=(3,)),
+  "notification ring full": unconsumed_notes,
   "bad receive": lambda r: (r.b.post_recv(r.qb, rc.RecvWR(rc.Buffer(), ctx=0xBAD, local_error=rc.LOC_PROT_ERR)),
                             consumed_writes(r, (3, 4, 5))),                  # 5 reaches it
 }
-CQ_TAKEN = {"consumed as they come": 8, "full": 5, "armed": 4, "bad receive": 4}
+CQ_TAKEN = {"consumed as they come": 8, "full": 5, "armed": 7, "armed, no notification ring": 4, "notification ring full": 4,
+            "bad receive": 4}
+CQ_LOST_NOTIFIED = {"full": (2, 0), "armed": (0, 4), "armed, no notification ring": (1, 0), "notification ring full": (1, 2)}
 
 
 def written_cqes(case: str) -> tuple[tuple, int, int]:
-  b = CQNIC("b", "10.0.0.2", 2)
+  b = CQNIC("b", "10.0.0.2", 2, notify=case != "armed, no notification ring")
   r = Requester(b, receives=5 if case == "bad receive" else 12)
   try:
     for psn in range(3): r.write(psn, va=0x10000 + 8 * psn, byte=psn + 1)
     CQ_CASES[case](r)
     with b.lock:
       rx = b.wire.rx
-      return (r.outcome(), bytes(b.mem[:16 * b.DEPTH]), b.prod, b.cons, b.lost, b.notified), rx.taken if rx else 0, rx.cqes if rx else 0
+      return (r.outcome(), bytes(b.mem[:16 * b.DEPTH]), bytes(b.mem[2048:2048 + 16 * b.NOTES]), b.prod, b.cons, b.lost,
+              b.notified, b.toggle), rx.taken if rx else 0, rx.cqes if rx else 0
   finally:
     r.close()
     b.close()
@@ -374,17 +388,21 @@ def written_cqes(case: str) -> tuple[tuple, int, int]:
 @pytest.mark.parametrize("case", CQ_CASES)
 def test_c_writes_the_receive_completions_the_model_writes(monkeypatch, case):
   """C writes a WRITE with immediate's CQE as the model's recipe says, byte for byte what the model writes (the wr_id
-  and immediate in place, the phase bit of the pass), at the producer, and advances the model's producer; one the model
-  must write itself goes to the Python path: the CQ is armed (the model notifies), full against the consumer the driver
-  published (the model loses it), or the receive WR fails (its error CQE, the NAK, ERR)."""
+  and immediate in place, the phase bit of the pass), at the producer, then an armed CQ's notification (the CQ's toggle
+  advanced), and advances the model's producers; one the model must write itself goes to the Python path: the CQ full
+  against the consumer the driver published (the model loses the CQE), an armed CQ whose notification C cannot write
+  (no ring for it, or that ring full: the model loses the notification), or a receive WR that fails (its error CQE,
+  the NAK, ERR)."""
   with_c, taken, cqes = written_cqes(case)
   monkeypatch.setattr(fastpath, "lib", lambda: None)
   without_c, _, _ = written_cqes(case)
   assert with_c == without_c and taken == cqes == CQ_TAKEN[case]
-  outcome, ring, prod, cons, lost, notified = with_c
-  assert (lost, notified) == ({"full": 2}.get(case, 0), {"armed": 1}.get(case, 0))
+  outcome, ring, notes, prod, cons, lost, notified, toggle = with_c
+  assert (lost, notified) == CQ_LOST_NOTIFIED.get(case, (0, 0))
   if case == "consumed as they come":                  # 9 CQEs in a ring of 4: the last one is the ninth, in a third pass
     assert prod == 9 and ring[0:16] == CQNIC.cqe(8, rc.OK, 0x1008, 1) and ring[16:32] == CQNIC.cqe(5, rc.OK, 0x1005, 0)
+  if case == "armed":                                  # the fourth notification: toggle 0, the second pass over 2 entries
+    assert toggle == 0 and notes[16:] == b"\x30" + bytes(14) + b"\0" and notes[:16] == b"\xf0" + bytes(14) + b"\0"
   if case == "bad receive": assert outcome[3] == "ERR" and ring[16 * 5 % 64 + 8] == 1   # its error CQE, after the 5 good ones
 
 
