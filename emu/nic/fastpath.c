@@ -164,17 +164,18 @@ typedef struct cq_s {
   const uint64_t *entry;       /* host address of each entry */
   uint32_t depth, size;        /* entries, bytes each (<= MAX_CQE) */
   uint32_t phase_at, phase_bit, phase_even;   /* the byte and bit of the phase (valid / owner) bit, its value on even passes */
-  uint64_t prod, cons, index_mask;            /* positions; the ring is full when (prod - cons) & index_mask >= depth */
+  uint64_t index_mask;         /* the ring is full when (prod - cons) & index_mask >= depth */
   const uint8_t *cons_be;      /* if set, the consumer is the big-endian 32-bit word there (the driver's doorbell record) */
-  int armed;                   /* a completion notification is due at the next CQE: Python writes that one */
-  uint32_t wrote;              /* CQEs written since Python last looked */
   const uint64_t *generation;  /* the entries' DMA mapping generation ... */
   uint64_t gen;                /* ... when they were resolved */
   struct cq_s *note;           /* where an armed CQ's notification goes (NULL: Python writes those) */
   uint8_t note_entry[MAX_CQE]; /* the notification, its toggle field 0 */
-  uint32_t toggle_at, toggle_shift, toggle_mask, toggle;   /* the CQ's arm toggle, advanced by each notification and
-                                                              written into it at byte toggle_at (mask 0: none) */
-  uint32_t notified;           /* notifications written since Python last looked */
+  uint32_t toggle_at, toggle_shift, toggle_mask;   /* where the CQ's arm toggle goes in it (mask 0: nowhere) */
+  /* what Python gives C before each rx_take (one store: fastpath.CQRing.refresh) and reads back after it */
+  uint64_t prod, cons;         /* positions */
+  uint32_t armed;              /* a completion notification is due at the next CQE */
+  uint32_t toggle;             /* the CQ's arm toggle, advanced by each notification */
+  uint32_t wrote, notified;    /* entries and notifications written since Python last looked */
 } cq_t;
 
 /* One RDMA WRITE in progress at a responder QP, as the Python transport handed it over (fastpath.Flow) */

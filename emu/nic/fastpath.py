@@ -48,7 +48,7 @@ RDMA WRITEs of a latency-bound stream (received, written and ACKed in C) and the
   HCQ_NIC_FASTPATH=0 turns the C datapath off (the Python path then does everything, as without a C compiler).
 """
 from __future__ import annotations
-import ctypes.util, itertools, os, socket, weakref
+import ctypes.util, itertools, os, socket, struct, weakref
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, Callable
@@ -66,9 +66,9 @@ CDEF = """
 typedef struct { uint8_t head[64]; uint32_t head_len, lower_crc; uint8_t bth[12]; uint32_t mtu; } tx_t;
 typedef struct { uint8_t *buf; uint32_t len[32]; uint8_t addr[32][16]; uint32_t flags[32]; uint8_t by[32]; int resync; } batch_t;
 typedef struct cq_s {
-  const uint64_t *entry; uint32_t depth, size; uint32_t phase_at, phase_bit, phase_even; uint64_t prod, cons, index_mask;
-  const uint8_t *cons_be; int armed; uint32_t wrote; const uint64_t *generation; uint64_t gen;
-  struct cq_s *note; uint8_t note_entry[64]; uint32_t toggle_at, toggle_shift, toggle_mask, toggle; uint32_t notified;
+  const uint64_t *entry; uint32_t depth, size; uint32_t phase_at, phase_bit, phase_even; uint64_t index_mask;
+  const uint8_t *cons_be; const uint64_t *generation; uint64_t gen; struct cq_s *note; uint8_t note_entry[64];
+  uint32_t toggle_at, toggle_shift, toggle_mask; uint64_t prod, cons; uint32_t armed, toggle, wrote, notified;
 } cq_t;
 typedef struct {
   uint8_t head[64]; uint32_t head_len, lower_crc, frame_len; uint32_t src_ip, src_port; int64_t until_ns;
@@ -194,6 +194,9 @@ def send_run(fd: int, endpoint: tuple[str, int], head: bytes, lower_crc: int, bt
                       ffi.cast("uint64_t *", lens.ctypes.data), len(addrs))
 
 
+_STATE = struct.Struct("=QQIIII")
+
+
 class CQRing:
   """A NIC model's completion queue as C writes receive completions into it, or the ring (NQ, EQ) its notifications go
   to (the model builds one for each and keeps it while `current()`: the DMA mappings are the ones it was built at).
@@ -219,6 +222,7 @@ class CQRing:
       self.views.append(view := dma.view(consumer, 4))
       c.cons_be = ffi.cast("uint8_t *", _address(view))
     c.generation, c.gen = ffi.cast("uint64_t *", self.generation.ctypes.data), self.gen
+    self._state = ffi.buffer(ffi.addressof(c, "prod"), _STATE.size)     # (prod, cons, armed, toggle, wrote, notified)
     self.notify = None if notify is None else notify[0]
     if notify is not None:
       ring, entry, (c.toggle_at, c.toggle_shift, c.toggle_mask) = notify
@@ -228,9 +232,7 @@ class CQRing:
 
   def refresh(self) -> None:
     """Before C takes: the producer, consumer, arm state and toggle the model holds now (its notification ring's too)."""
-    c = self.c
-    c.prod, c.cons, c.armed, c.toggle = self.state()
-    c.wrote = c.notified = 0
+    _STATE.pack_into(self._state, 0, *self.state(), 0, 0)
     if self.notify is not None: self.notify.refresh()
 
   def sync(self) -> int:
