@@ -198,12 +198,16 @@ class Requester(HandMade):
     for i in range(receives): b.post_recv(self.qb, rc.RecvWR(rc.Buffer(), ctx=i))
     self.answers: list[bytes] = []
 
+  def frame(self, psn: int, n: int = 8, va: int = 0x10000, rkey: int | None = None, imm: bool = True, byte: int = 1) -> bytearray:
+    """A WRITE ONLY (with immediate 0x1000 + psn) of n bytes `byte`, AckReq set."""
+    p = R.Packet(R.WRITE_ONLY_IMM if imm else R.WRITE_ONLY, psn, 20, True, False, 0xFFFF, va=va,
+                 rkey=self.dk if rkey is None else rkey, dma_len=n, imm=0x1000 + psn if imm else None, payload=bytes([byte]) * n)
+    return bytearray(b"".join(bytes(x) for x in R.encode(self.path, p)))
+
   def write(self, psn: int, n: int = 8, va: int = 0x10000, rkey: int | None = None, imm: bool = True, byte: int = 1,
             answers: int = 1, corrupt: bool = False) -> None:
     """Send one WRITE ONLY (with immediate), then wait for the `answers` datagrams it gets back."""
-    p = R.Packet(R.WRITE_ONLY_IMM if imm else R.WRITE_ONLY, psn, 20, True, False, 0xFFFF, va=va,
-                 rkey=self.dk if rkey is None else rkey, dma_len=n, imm=0x1000 + psn if imm else None, payload=bytes([byte]) * n)
-    frame = bytearray(b"".join(bytes(x) for x in R.encode(self.path, p)))
+    frame = self.frame(psn, n, va, rkey, imm, byte)
     if corrupt: frame[-5] ^= 1
     dropped = sum(self.b.port.rx_dropped.values())
     self.sock.sendto(bytes(frame), self.b.wire.endpoint)
@@ -313,13 +317,23 @@ class CQNIC(MemNIC):
     e[0:4], e[4:8], e[8], e[15] = wr_id.to_bytes(4, "little"), (imm or 0).to_bytes(4, "little"), status != rc.OK, phase
     return e
 
-  def received(self, qp, wr, status, byte_len, imm, write_imm):
+  def _push(self, e: bytearray) -> bool:
     if self.prod - self.cons >= self.DEPTH:
       self.lost += 1
-      return
-    self.mem[16 * (self.prod % self.DEPTH):][:16] = self.cqe(wr.ctx, status, imm, (self.prod // self.DEPTH) & 1 ^ 1)
+      return False
+    e[15] = (self.prod // self.DEPTH) & 1 ^ 1
+    self.mem[16 * (self.prod % self.DEPTH):][:16] = e
     self.prod += 1
-    if not self.armed: return
+    return True
+
+  def completed(self, qp, wr, status):               # (requester completions: byte 8 bit 1, no notification)
+    super().completed(qp, wr, status)
+    e = self.cqe(wr.ctx, status, None)
+    e[8] |= 2
+    self._push(e)
+
+  def received(self, qp, wr, status, byte_len, imm, write_imm):
+    if not self._push(self.cqe(wr.ctx, status, imm)) or not self.armed: return
     self.armed, self.toggle = False, (self.toggle + 1) & 3
     if not self.notify or self.nprod - self.ncons >= self.NOTES: self.lost += 1
     else:
@@ -475,3 +489,55 @@ def test_an_ack_gets_the_same_handling_with_and_without_c(monkeypatch, case):
   assert with_c == without_c and taken == 2 + ACK_TAKEN.get(case, 0)
   if case == "nak remote access": assert with_c[0][-1][2] == rc.REM_ACCESS_ERR and with_c[2] == "ERR"
   if case == "retransmitted": assert with_c[0] == [(20, i, rc.OK) for i in range(6)] and with_c[4] == 2
+
+
+class Peer(Requester):
+  """b's QP 20 gets WRITEs with immediate from here, and sends its WRITEs here, ACKed by hand."""
+  ack, post, packets = Responder.ack, Responder.post, Responder.packets
+
+  def __init__(self, b):
+    super().__init__(b, receives=12)
+    self.sk, _ = b.region(64)
+    self.msn = 0
+
+
+def ack_then_write() -> tuple[tuple, int, int]:
+  b = CQNIC("b", "10.0.0.2", 2)
+  p = Peer(b)
+  try:
+    for psn in range(3): p.write(psn, va=0x10000 + 8 * psn, byte=psn + 1)   # C takes the second and third
+    for _ in range(2):                                 # C takes the second ACK
+      b.consume()
+      p.ack(p.post()[0])
+    b.consume()
+    psn = p.post()[0]
+    with b.lock:                                       # the ACK for that WRITE and a WRITE with immediate in one batch:
+      seen = b.wire.received                          # b's thread waits for the lock with a datagram it drops ...
+      p.sock.sendto(b"not a frame", b.wire.endpoint)
+      wait(lambda: b.wire.received > seen, "the datagram before them")
+      p.msn += 1                                       # ... while these two come in
+      p.sock.sendto(b"".join(bytes(x) for x in R.encode(p.path, R.Packet(R.ACKNOWLEDGE, psn, 20, pkey=0xFFFF,
+                    syndrome=R.AETH_ACK | R.AETH_CREDITS_INVALID, msn=p.msn))), b.wire.endpoint)
+      p.sock.sendto(bytes(p.frame(3, va=0x10000 + 24, byte=4)), b.wire.endpoint)
+    p.answers.append(p.sock.recv(65536))
+    wait(lambda: len(b.sends) == 3, "the third send completion")
+    with b.lock:
+      rx = b.wire.rx
+      return (p.outcome(), bytes(b.mem[:16 * b.DEPTH]), b.prod, b.lost), rx.taken if rx else 0, rx.cqes if rx else 0
+  finally:
+    p.close()
+    b.close()
+
+
+def test_a_requester_completion_before_a_c_written_one_comes_first(monkeypatch):
+  """An ACK C takes and a WRITE with immediate right behind it in one batch: the model writes the requester completion
+  the ACK brings before C writes the receive completion (C stops, the port syncs, C goes on: batch.resync), the order
+  the Python path writes them in; each lands in its own slot."""
+  with_c, taken, cqes = ack_then_write()
+  monkeypatch.setattr(fastpath, "lib", lambda: None)
+  without_c, _, _ = ack_then_write()
+  assert with_c == without_c and (taken, cqes) == (2 + 1 + 2, 2 + 1)
+  outcome, ring, prod, lost = with_c
+  send = CQNIC.cqe(2, rc.OK, None, 0)
+  send[8] |= 2
+  assert (prod, lost) == (7, 0) and ring[16:32] == send and ring[32:48] == CQNIC.cqe(3, rc.OK, 0x1003, 0)
