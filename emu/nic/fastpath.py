@@ -308,7 +308,7 @@ class Receiver:
       del wrs[:u]
       ffi.memmove(c.wr_ids, c.wr_ids + u, 4 * len(wrs))
       c.used = 0
-    if wrs and wrs[0] is not recvs[0]: del wrs[:]       # (not the QP's first receive WRs any more: read them again)
+    if wrs and (not recvs or wrs[0] is not recvs[0]): del wrs[:]   # (not the QP's first receive WRs: read them again)
     if n > len(wrs):
       new = list(itertools.islice(recvs, len(wrs), n))
       c.wr_ids[len(wrs):n] = [r.wr_id(wr) for wr in new]
