@@ -9,7 +9,8 @@ driver returns entries with the EQ doorbell of the EQ's UAR page (offset 0x40 to
 counted in `overruns`). Events: command completion (data: BE32 vector of slots), page request (data+2 function id,
 data+4 signed BE32 pages), CQ completion (data+24 BE32 cqn). Interrupts: an EQ armed by the 0x40 doorbell raises its
 MSI-X vector (eqc.intr; emu/pci.py signal_msix) once, at its next EQE or at once if the doorbell leaves entries
-unconsumed, and is disarmed until the next arm.
+unconsumed, and is disarmed until the next arm. The C datapath writes some CQ completion EQEs the same way itself
+(emu/nic/fastpath.py; `produced` counts them in).
 """
 from __future__ import annotations
 from dataclasses import dataclass
