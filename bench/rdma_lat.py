@@ -14,12 +14,12 @@ both sides in one process on the shared 2-core machine (load 13-19), C datapath 
     verbs checks 4 / 4; driver WQE, MSN entry or doorbell record, doorbell ~22 / ~11; NIC model: doorbell,
     WQE fetch, decode and checks (MSN table / BlueFlame copy) ~11 / ~28; rc packetisation, ICRC, port and wire ~16 / ~18;
     sendmsg ~7
-  receive, two batches (the WRITE at the responder, its ACK at the requester)    ~21 / ~23 each
-    C checks, writes, sends the ACK or hands over the ACK's PSN ~3; flow checks ~4, and giving C the receive CQ's
-    state and the receive WRs' wr_ids ~4; syncing the transport and the model's CQ/NQ/EQ producers ~1-5; the receive
+  receive, two batches (the WRITE at the responder, its ACK at the requester)    ~18 / ~20 each
+    C checks, writes, sends the ACK or hands over the ACK's PSN ~3; flow checks ~3, and giving C the receive CQ's
+    state and the receive WRs' wr_ids ~3; syncing the transport and the model's CQ/NQ/EQ producers ~1-4; the receive
     CQE and an armed CQ's NQ/EQ entry are written by C (<1), the MSI-X eventfd by the model after the sync ~1
     (the model writing them instead: 6 / 10; the Python path: ~35 a frame). The responder's batch with its CQ armed,
-    both ends in one process, load 3-5: 25 / 31 when the model wrote them, 22 / 23 now.
+    thread time, both ends in one process, load 2-3: 25 / 29 when the model wrote them, 18 / 20 now.
   the waiting side: CQ.wait and its polls (sleeping on the notification when the spin runs out)   ~16 / ~11
 So a hop costs ~120 us of CPU in Python drivers and models against the 4 us of a UDP ping-pong one way: the post path
 alone is ~16x it. The 3x target needs the driver's post and poll and the model's doorbell path out of Python.

@@ -277,6 +277,7 @@ class Receiver:
     self.mem = memoryview(self.buf)
     self.cflows = ffi.new(f"flow_t[{FLOWS}]")
     self.flows: list[Flow | None] = [None] * FLOWS
+    self._armed: list[tuple[int, Flow]] = []            # (slot, flow) of those armed, in slot order
     self.count = 0                                       # flows armed
     self.taken = 0                                       # packets C has written (statistics, tests)
     self.cqes = 0                                        # receive completions C has written (statistics, tests)
@@ -324,7 +325,7 @@ class Receiver:
     if (got := self._flow(qp, region, va - region.va, left, frame, head_len, lower_crc, src, until)) is None: return
     slot, c, keep = got
     c.left, c.kind = left, 0
-    self.flows[slot] = Flow(c, qp, p, region, va, keep)
+    self._set(slot, Flow(c, qp, p, region, va, keep))
 
   def arm_only(self, qp, p, frame: memoryview, head_len: int, lower_crc: int, src: tuple[str, int], until: float, region,
                ack: tuple[bytes, int, int], ack_to: tuple[str, int], fd: int, watch: tuple[memoryview, bytes] | None,
@@ -352,7 +353,7 @@ class Receiver:
     if recipe is not None:
       c.cq, c.cqe[0:len(recipe.cqe)] = recipe.ring.c, recipe.cqe
       c.wr_id_at, c.wr_id_len, c.imm_at, c.big_endian = recipe.wr_id_at, recipe.wr_id_len, recipe.imm_at, recipe.big_endian
-    self.flows[slot] = Flow(c, qp, p, region, region.va, keep, recipe)
+    self._set(slot, Flow(c, qp, p, region, region.va, keep, recipe))
 
   def arm_ack(self, qp, p, frame: memoryview, head_len: int, lower_crc: int, src: tuple[str, int], until: float) -> None:
     """Hand the ACKs requester qp gets to C: they look like `frame` (packet `p`, an ACK the Python path has just
@@ -360,7 +361,7 @@ class Receiver:
     if (got := self._flow(qp, None, 0, 0, frame, head_len, lower_crc, src, until)) is None: return
     slot, c, keep = got
     c.kind, c.op, c.bth1, c.syndrome = 2, p.opcode, frame[head_len + 1], p.syndrome
-    self.flows[slot] = Flow(c, qp, p, None, 0, keep)
+    self._set(slot, Flow(c, qp, p, None, 0, keep))
 
   def _flow(self, qp, region, off: int, n: int, frame: memoryview, head_len: int, lower_crc: int, src: tuple[str, int],
             until: float):
@@ -396,7 +397,11 @@ class Receiver:
 
   def free(self, i: int) -> None:
     self.cflows[i].armed = 0
-    self.flows[i] = None
+    self._set(i, None)
     self.count -= 1
 
-  def armed(self) -> list[tuple[int, Flow]]: return [(i, f) for i, f in enumerate(self.flows) if f is not None]
+  def _set(self, i: int, f: Flow | None) -> None:
+    self.flows[i] = f
+    self._armed = [(k, g) for k, g in enumerate(self.flows) if g is not None]   # (a new list: callers may free meanwhile)
+
+  def armed(self) -> list[tuple[int, Flow]]: return self._armed
