@@ -231,9 +231,11 @@ class CQRing:
   def current(self) -> bool: return int(self.generation[0]) == self.gen and (self.notify is None or self.notify.current())
 
   def refresh(self) -> None:
-    """Before C takes: the producer, consumer, arm state and toggle the model holds now (its notification ring's too)."""
-    _STATE.pack_into(self._state, 0, *self.state(), 0, 0)
-    if self.notify is not None: self.notify.refresh()
+    """Before C takes: the producer, consumer, arm state and toggle the model holds now (an armed CQ's notification
+    ring's too)."""
+    state = self.state()
+    _STATE.pack_into(self._state, 0, *state, 0, 0)
+    if self.notify is not None and state[2]: self.notify.refresh()   # (C writes there only for an armed CQ)
 
   def sync(self) -> int:
     """After C took: the CQEs and notifications it wrote to the model; -> how many CQEs."""
@@ -264,6 +266,7 @@ class Flow:
   def __init__(self, c, qp, p, region, va: int, keep: tuple, recipe: Recipe | None = None):
     self.c, self.qp, self.path, self.dst_mac, self.dgid = c, qp, qp.a.path, p.dst_mac, p.dgid
     self.region, self.va, self.keep, self.recipe = region, va, keep, recipe
+    self.kind, self.op, self.pkey, self.mtu, self.rkey = c.kind, c.op, c.pkey, c.mtu, c.rkey   # (what C never changes)
     self.wrs: list = []                  # the receive WRs whose wr_id fields c.wr_ids holds (the QP's first ones)
 
 

@@ -111,15 +111,15 @@ class RoCEPort:
     """Disarm the flows whose QP, its attributes or key, or this port's filters and GIDs no longer let C take them."""
     for slot, f in rx.armed():
       qp, c = f.qp, f.c
-      ok = self.qps.get(qp.qpn) is qp and qp.a.pkey == c.pkey and qp.a.path is f.path and f.dst_mac in self.accept_macs and \
+      ok = self.qps.get(qp.qpn) is qp and qp.a.pkey == f.pkey and qp.a.path is f.path and f.dst_mac in self.accept_macs and \
            f.dgid in self.own
-      if ok and c.kind == 2: ok = qp.a.state == "RTS"               # (responses reach the requester in RTS only)
+      if ok and f.kind == 2: ok = qp.a.state == "RTS"               # (responses reach the requester in RTS only)
       elif ok:
-        ok = qp.a.state in ("RTR", "RTS") and (qp.wctx is None) == (c.kind == 1) and qp.a.mtu == c.mtu and \
-             qp.host.lookup_key(qp, c.rkey if c.kind else f.region.key) is f.region and \
-             (c.kind == 0 or self._only_ok(qp) and qp.epsn == c.epsn and qp.msn == c.msn)
+        ok = qp.a.state in ("RTR", "RTS") and (qp.wctx is None) == (f.kind == 1) and qp.a.mtu == f.mtu and \
+             qp.host.lookup_key(qp, f.rkey if f.kind else f.region.key) is f.region and \
+             (f.kind == 0 or self._only_ok(qp) and qp.epsn == c.epsn and qp.msn == c.msn)
       if not ok: rx.free(slot)
-      elif c.kind == 1: rx.refresh(f, qp.usable_recvs())
+      elif f.kind == 1: rx.refresh(f, qp.usable_recvs())
 
   def _only_ok(self, qp: QP) -> bool:
     """Whether C may take qp's single-packet WRITEs and send their ACKs: the QP between messages with remote write
@@ -138,8 +138,8 @@ class RoCEPort:
       if f.recipe is not None: rx.cqes += f.recipe.ring.sync()
     for slot, f in rx.armed():
       c = f.c
-      if c.kind == 1: self._sync_only(f)
-      if c.kind or not c.done: continue
+      if f.kind == 1: self._sync_only(f)
+      if f.kind or not c.done: continue
       qp, (region, _, _) = f.qp, f.qp.wctx
       qp.epsn, qp.wctx, qp.nak_pending = c.epsn, (region, f.va + c.off, c.left), False
       rx.taken, c.done = rx.taken + c.done, 0
@@ -150,17 +150,17 @@ class RoCEPort:
     for x in range(i, j):                                # the single-packet WRITEs' receive WRs and the ACKs, in order
       k = rx.batch.by[x]
       f = rx.flows[k]
-      if f is None or f.c.kind == 0: continue
+      if f is None or f.kind == 0: continue
       c, qp, at = f.c, f.qp, seen[k]
       seen[k] += 1
-      if c.kind == 1 and c.op == R.WRITE_ONLY_IMM:
+      if f.kind == 1 and f.op == R.WRITE_ONLY_IMM:
         wr = qp.recvs.popleft()
         if f.recipe is None: qp.host.received(qp, wr, OK, 0, c.got[at], True)   # (else C wrote its completion)
-      elif c.kind == 2 and qp.a.state == "RTS":
+      elif f.kind == 2 and qp.a.state == "RTS":
         qp._acked(c.got[at])
         qp._pump()
     for slot, f in rx.armed():
-      if f.c.kind: rx.taken, f.c.done = rx.taken + f.c.done, 0
+      if f.kind: rx.taken, f.c.done = rx.taken + f.c.done, 0
     return acked
 
   def _sync_only(self, f: fastpath.Flow) -> None:
