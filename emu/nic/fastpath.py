@@ -389,7 +389,7 @@ class Receiver:
     c.off, c.npieces = 0, len(addrs)
     c.piece, c.piece_len = ffi.cast("uint64_t *", addrs.ctypes.data), ffi.cast("uint64_t *", lens.ctypes.data)
     c.generation, c.gen = ffi.cast("uint64_t *", generation.ctypes.data), int(generation[0])
-    c.done, c.ack, c.armed, c.cq = 0, 0, 1, ffi.NULL
+    c.done, c.ack, c.armed, c.cq, c.used = 0, 0, 1, ffi.NULL, 0
     self.count += 1
     return slot, c, (addrs, lens, m, generation)
 
