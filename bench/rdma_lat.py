@@ -15,9 +15,12 @@ both sides in one process on the shared 2-core machine (load 13-19), C datapath 
     path ~41 / ~44: WQE fetch, decode and checks, rc packetisation, ICRC, port and wire, sendmsg): the doorbell's decode
     (bnxt) or BlueFlame copy check (mlx5) ~4 / ~8; the transmit flow's checks ~1; in C (emu/nic/txflow.py: WQE fetch and
     checks, MSN entry, frame, ICRC, sendto) ~6; the WR's bookkeeping (rc.SendWR, PSNs, ACK timer, wire) ~5
-  receive, two batches (the WRITE at the responder, its ACK at the requester)    ~21 / ~27 each
-    C checks, writes, sends the ACK or hands over the ACK's PSN ~3; flow checks ~4; syncing the transport ~1-5;
-    the receive CQE + NQ/EQ entry + MSI-X eventfd 6 / 10 (Python path instead: ~35 a frame)
+  receive, two batches (the WRITE at the responder, its ACK at the requester)    ~18 / ~20 each
+    C checks, writes, sends the ACK or hands over the ACK's PSN ~3; flow checks ~3, and giving C the receive CQ's
+    state and the receive WRs' wr_ids ~3; syncing the transport and the model's CQ/NQ/EQ producers ~1-4; the receive
+    CQE and an armed CQ's NQ/EQ entry are written by C (<1), the MSI-X eventfd by the model after the sync ~1
+    (the model writing them instead: 6 / 10; the Python path: ~35 a frame). The responder's batch with its CQ armed,
+    thread time, both ends in one process, load 2-3: 25 / 29 when the model wrote them, 18 / 20 now.
   the waiting side: CQ.wait and its polls (sleeping on the notification when the spin runs out)   ~16 / ~11
 bench/rdma_post.py measures the host side alone (the SendWR, verbs and driver of a post; the poll that returns the
 receive completion), against a UDP sendto / recv in the same run: after the driver's post and poll paths were cut down

@@ -16,6 +16,7 @@
 #define SLOT 65536
 #define MAX_HEAD 64
 #define MAX_IOV 8
+#define MAX_CQE 64
 
 /* CRC-32 (the Ethernet polynomial, reflected, as zlib computes it): zlib's own crc32 when the loader hands it over
    (crc_use; it is several times faster than this table), else slicing by 8 */
@@ -131,6 +132,7 @@ typedef struct {
   struct sockaddr_in addr[BATCH];
   uint32_t flags[BATCH];
   uint8_t by[BATCH];           /* the flow that took each datagram rx_take took, so that Python follows their order */
+  int resync;                  /* rx_take stopped only for Python to catch up (the completions of ACKs it took first) */
 } batch_t;
 
 int rx_batch(int fd, batch_t *b) {
@@ -154,6 +156,27 @@ int rx_batch(int fd, batch_t *b) {
   }
   return r;
 }
+
+/* A CQ C writes receive completions into, as the NIC model describes it (fastpath.CQRing): its entries in host memory,
+   where the phase bit is, the producer, consumer and arm state Python gives it before each rx_take, and the ring (an
+   NQ / EQ, the same struct) an armed CQ's notification goes to */
+typedef struct cq_s {
+  const uint64_t *entry;       /* host address of each entry */
+  uint32_t depth, size;        /* entries, bytes each (<= MAX_CQE) */
+  uint32_t phase_at, phase_bit, phase_even;   /* the byte and bit of the phase (valid / owner) bit, its value on even passes */
+  uint64_t index_mask;         /* the ring is full when (prod - cons) & index_mask >= depth */
+  const uint8_t *cons_be;      /* if set, the consumer is the big-endian 32-bit word there (the driver's doorbell record) */
+  const uint64_t *generation;  /* the entries' DMA mapping generation ... */
+  uint64_t gen;                /* ... when they were resolved */
+  struct cq_s *note;           /* where an armed CQ's notification goes (NULL: Python writes those) */
+  uint8_t note_entry[MAX_CQE]; /* the notification, its toggle field 0 */
+  uint32_t toggle_at, toggle_shift, toggle_mask;   /* where the CQ's arm toggle goes in it (mask 0: nowhere) */
+  /* what Python gives C before each rx_take (one store: fastpath.CQRing.refresh) and reads back after it */
+  uint64_t prod, cons;         /* positions */
+  uint32_t armed;              /* a completion notification is due at the next CQE */
+  uint32_t toggle;             /* the CQ's arm toggle, advanced by each notification */
+  uint32_t wrote, notified;    /* entries and notifications written since Python last looked */
+} cq_t;
 
 /* One RDMA WRITE in progress at a responder QP, as the Python transport handed it over (fastpath.Flow) */
 typedef struct {
@@ -192,9 +215,16 @@ typedef struct {
   uint8_t watch_seen[8];       /* ... these bytes (a receive doorbell record the receive WRs were read at) */
   /* kind 2: the ACKs a requester QP gets (op ACKNOWLEDGE, bth1, and this AETH syndrome: ACK, no credit count) */
   uint32_t syndrome;
+  /* kind 1, WRITE with immediate: C writes the receive completion (else Python does) into `cq`, the QP's receive CQ */
+  cq_t *cq;
+  uint8_t cqe[MAX_CQE];        /* the QP's receive completion of a WRITE with immediate, wr_id and imm 0 */
+  uint32_t wr_id_at, wr_id_len, imm_at, big_endian;   /* where they go (wr_id 2 or 4 bytes, imm 4), byte order */
+  uint32_t wr_ids[BATCH];      /* the wr_id fields of the receive WRs `recvs` counts, in order */
+  uint32_t used;               /* of them, consumed since Python last looked */
 } flow_t;
 
 uint64_t flow_size(void) { return sizeof(flow_t); }
+uint64_t cq_size(void) { return sizeof(cq_t); }
 
 static uint64_t be64(const uint8_t *p) { return (uint64_t)be32(p) << 32 | be32(p + 4); }
 
@@ -230,8 +260,50 @@ static void send_ack(flow_t *f, uint32_t psn) {
   else f->acks++;
 }
 
+static int ring_free(const cq_t *q) {
+  uint64_t cons = q->cons_be ? be32(q->cons_be) : q->cons;
+  return *q->generation == q->gen && ((q->prod - cons) & q->index_mask) < q->depth;
+}
+
+/* Whether the CQ takes a CQE from C now: not if it is full or its mapping changed, nor if a notification is due that
+   C cannot write (Python writes that one) */
+static int cq_room(const cq_t *q) { return ring_free(q) && (!q->armed || (q->note && ring_free(q->note))); }
+
+static void put(uint8_t *p, uint32_t v, uint32_t n, int big) {
+  for (uint32_t k = 0; k < n; k++) p[big ? n - 1 - k : k] = v >> 8 * k;
+}
+
+/* Entry e at the ring's producer: the body first, the byte with the phase bit of this pass last */
+static void ring_write(cq_t *q, uint8_t *e) {
+  uint8_t *slot = (uint8_t *)(uintptr_t)q->entry[q->prod % q->depth];
+  int odd = (q->prod / q->depth) & 1;
+  e[q->phase_at] = (e[q->phase_at] & ~q->phase_bit) | ((odd ? !q->phase_even : q->phase_even) ? q->phase_bit : 0);
+  memcpy(slot, e, q->phase_at);
+  memcpy(slot + q->phase_at + 1, e + q->phase_at + 1, q->size - q->phase_at - 1);
+  __atomic_store_n(slot + q->phase_at, e[q->phase_at], __ATOMIC_RELEASE);
+  q->prod++;
+}
+
+/* The receive completion, then the notification an armed CQ owes (one per arm) */
+static void write_cqe(flow_t *f, uint32_t wr_id, uint32_t imm) {
+  cq_t *q = f->cq;
+  uint8_t e[MAX_CQE];
+  memcpy(e, f->cqe, q->size);
+  put(e + f->wr_id_at, wr_id, f->wr_id_len, f->big_endian);
+  put(e + f->imm_at, imm, 4, f->big_endian);
+  ring_write(q, e);
+  q->wrote++;
+  if (!q->armed) return;
+  memcpy(e, q->note_entry, q->note->size);
+  q->toggle = (q->toggle + 1) & q->toggle_mask;
+  e[q->toggle_at] |= q->toggle << q->toggle_shift;
+  ring_write(q->note, e);
+  q->armed = 0;
+  q->notified++;
+}
+
 /* kind 1: a WRITE ONLY (with immediate) like the one Python executed, at the expected PSN, into the region */
-static int take_only(flow_t *f, const uint8_t *d) {
+static int take_only(flow_t *f, const uint8_t *d, int held) {
   const uint8_t *bth = d + f->head_len, *reth = bth + BTH_LEN;
   if (bth[0] != f->op || bth[1] != f->bth1 || ((uint32_t)bth[2] << 8 | bth[3]) != f->pkey) return 0;
   if ((be32(bth + 4) & 0xFFFFFF) != f->qpn || (be32(bth + 8) & 0xFFFFFF) != f->epsn || f->done >= BATCH) return 0;
@@ -241,6 +313,10 @@ static int take_only(flow_t *f, const uint8_t *d) {
   int imm = f->op == 0x0B;
   if (imm && (!f->recvs || (f->watch_len && memcmp(f->watch, f->watch_seen, f->watch_len)))) return 0;   /* (Python
      reads the receive WRs posted since, sends the RNR NAK, or fails the bad receive WR) */
+  if (imm && f->cq) {
+    if (!cq_room(f->cq)) return 0;       /* (Python writes the CQE that overflows, or the notification C cannot) */
+    if (held) return -1;                 /* after ACKs C took: Python completes their WRs first, then calls again */
+  }
   uint32_t rest = f->frame_len - f->head_len - BTH_LEN - ICRC_LEN;
   const uint8_t *tail = bth + BTH_LEN + rest;
   uint32_t crc = crc32_update(bth_crc(f->lower_crc, bth), bth + BTH_LEN, rest);
@@ -254,6 +330,7 @@ static int take_only(flow_t *f, const uint8_t *d) {
   f->msn = (f->msn + 1) & 0xFFFFFF;
   f->done++;
   if (bth[8] & 0x80) send_ack(f, be32(bth + 8) & 0xFFFFFF);
+  if (imm && f->cq) write_cqe(f, f->wr_ids[f->used++], be32(reth + 16));   /* (after the ACK, as rc.py) */
   return 1;
 }
 
@@ -270,11 +347,12 @@ static int take_ack(flow_t *f, const uint8_t *d) {
   return 1;
 }
 
-static int take(flow_t *f, const uint8_t *d, uint32_t len, const struct sockaddr_in *src, int64_t now) {
+/* 1: taken; 0: not by this flow; -1: not yet (Python must catch up first, then call again) */
+static int take(flow_t *f, const uint8_t *d, uint32_t len, const struct sockaddr_in *src, int64_t now, int held) {
   if (!f->armed || len != f->frame_len || (!f->kind && f->left <= f->mtu) || *f->generation != f->gen || now >= f->until_ns) return 0;
   if (src->sin_addr.s_addr != f->src_ip || src->sin_port != f->src_port) return 0;
   if (memcmp(d, f->head, f->head_len)) return 0;
-  if (f->kind == 1) return take_only(f, d);
+  if (f->kind == 1) return take_only(f, d, held);
   if (f->kind == 2) return take_ack(f, d);
   const uint8_t *bth = d + f->head_len;
   if (bth[0] != OP_WRITE_MIDDLE || (bth[1] & 0x3F) || ((uint32_t)bth[2] << 8 | bth[3]) != f->pkey) return 0;
@@ -295,18 +373,25 @@ static int take(flow_t *f, const uint8_t *d, uint32_t len, const struct sockaddr
 }
 
 /* Datagrams [i, n) of the batch in order: -> the index of the first not taken, or one past a taken one that asked for
-   an ACK (Python sends it, then calls again) */
+   an ACK (Python sends it, then calls again), or (b->resync) of one C takes once Python has caught up */
 int rx_take(batch_t *b, int i, int n, flow_t *flows, int nflows) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   int64_t now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+  int held = 0;                /* C took ACKs whose WRs Python completes: a CQE C wrote now would come before theirs */
+  b->resync = 0;
   for (; i < n; i++) {
     if (b->flags[i] & MSG_TRUNC || b->addr[i].sin_family != AF_INET) return i;
     const uint8_t *d = b->buf + (uint64_t)i * SLOT;
-    int k = 0;
-    while (k < nflows && !take(&flows[k], d, b->len[i], &b->addr[i], now)) k++;
+    int k = 0, r = 0;
+    while (k < nflows && !(r = take(&flows[k], d, b->len[i], &b->addr[i], now, held))) k++;
     if (k == nflows) return i;
+    if (r < 0) {
+      b->resync = 1;
+      return i;
+    }
     b->by[i] = k;
+    held |= flows[k].kind == 2;
     if (flows[k].ack) return i + 1;
   }
   return n;

@@ -23,7 +23,19 @@ RDMA WRITEs of a latency-bound stream (posted and sent, received, written and AC
   with immediate also needs a receive WR the QP holds ahead of any that fails (rc.QP.usable_recvs: the Python path
   fails that one), and, where the NIC model reads receive WQEs only when a packet needs one (rc.QP.receive_watch), the
   doorbell record they were read at unchanged. C writes the payload, moves the PSN and MSN and sends the ACK (roce.ack_template filled in) to where the Python path sends them; the port then
-  completes the receive WRs in order (Host.received, after the ACK as rc.py does). It is disarmed before a batch once
+  completes the receive WRs in order (Host.received, after the ACK as rc.py does).
+  Where the NIC model gives a completion recipe (rc.Host.completion_recipe -> `Recipe`: the QP's receive CQ as a
+  `CQRing`, its CQE with the wr_id and immediate positions), C writes that completion too, after the ACK: the CQE at the
+  ring's producer, the body first and the byte with the pass's phase bit last, and the port then only moves the model's
+  producer on (`CQRing.sync`) and takes the receive WRs off the QP. The port gives C the CQ's producer, consumer and
+  arm state and the receive WRs' wr_ids before each call (`Receiver.refresh`) and syncs right after it, all under the
+  NIC model's lock, so every CQE the model writes itself (requester completions, errors, flushes, the packets the Python
+  path handles) comes after the ones C wrote, in the order the packets came. An armed CQ's CQE is followed by its
+  notification (one per arm: the recipe's entry with the CQ's advanced arm toggle, into the NQ / EQ ring the recipe
+  names, the CQ disarmed), and the model raises the interrupt it calls for when it syncs. C leaves the packet to the
+  Python path when the CQ is full against the consumer (the model reports the overflow), an armed CQ's notification
+  ring is full or missing, or a mapping changed, and stops (`batch.resync`) before writing a CQE after an ACK it took
+  in the same call (the model writes the requester completions that ACK brings first). It is disarmed before a batch once
   the QP leaves RTR/RTS, starts a message, loses remote write access, its PSN/MSN, P_Key, MTU, path or key change, or
   the port's filters, GIDs or PHY loopback change, or taps or planned faults appear on the wire (which must see every
   datagram), and on any request packet the Python path handles for the QP.
@@ -42,8 +54,10 @@ RDMA WRITEs of a latency-bound stream (posted and sent, received, written and AC
   HCQ_NIC_FASTPATH=0 turns the C datapath off (the Python path then does everything, as without a C compiler).
 """
 from __future__ import annotations
-import ctypes.util, os, socket, weakref
+import ctypes.util, itertools, os, socket, struct, weakref
+from dataclasses import dataclass
 from functools import cache
+from typing import Any, Callable
 
 import numpy as np
 
@@ -56,7 +70,12 @@ MAX_MAP = 256 << 20                      # the largest region a HostMap covers
 ENV = "HCQ_NIC_FASTPATH"                 # "0": no C datapath (to compare with the Python path)
 CDEF = """
 typedef struct { uint8_t head[64]; uint32_t head_len, lower_crc; uint8_t bth[12]; uint32_t mtu; } tx_t;
-typedef struct { uint8_t *buf; uint32_t len[32]; uint8_t addr[32][16]; uint32_t flags[32]; uint8_t by[32]; } batch_t;
+typedef struct { uint8_t *buf; uint32_t len[32]; uint8_t addr[32][16]; uint32_t flags[32]; uint8_t by[32]; int resync; } batch_t;
+typedef struct cq_s {
+  const uint64_t *entry; uint32_t depth, size; uint32_t phase_at, phase_bit, phase_even; uint64_t index_mask;
+  const uint8_t *cons_be; const uint64_t *generation; uint64_t gen; struct cq_s *note; uint8_t note_entry[64];
+  uint32_t toggle_at, toggle_shift, toggle_mask; uint64_t prod, cons; uint32_t armed, toggle, wrote, notified;
+} cq_t;
 typedef struct {
   uint8_t head[64]; uint32_t head_len, lower_crc, frame_len; uint32_t src_ip, src_port; int64_t until_ns;
   uint32_t qpn, pkey, mtu; uint32_t epsn; uint64_t left; uint64_t off; const uint64_t *piece, *piece_len; int npieces;
@@ -64,6 +83,7 @@ typedef struct {
   int kind; uint32_t op, bth1; uint32_t rkey, dma_len; uint64_t region_va, region_len; uint32_t recvs; uint32_t msn;
   uint32_t got[32]; uint8_t ack_frame[80]; uint32_t ack_head_len, ack_len, ack_lower_crc; uint8_t ack_to[16]; int fd;
   uint32_t acks; int ack_err; const uint8_t *watch; uint32_t watch_len; uint8_t watch_seen[8]; uint32_t syndrome;
+  cq_t *cq; uint8_t cqe[64]; uint32_t wr_id_at, wr_id_len, imm_at, big_endian; uint32_t wr_ids[32]; uint32_t used;
 } flow_t;
 void crc_init(void);
 void crc_use(void *zlib_crc32);
@@ -74,6 +94,7 @@ int tx_run(int fd, const void *dst, const tx_t *t, uint32_t psn0, int n, int k0,
 int rx_batch(int fd, batch_t *b);
 int rx_take(batch_t *b, int i, int n, flow_t *flows, int nflows);
 uint64_t flow_size(void);
+uint64_t cq_size(void);
 """
 ffi = FFI()
 ffi.cdef(CDEF)
@@ -88,7 +109,8 @@ def lib():
   try: path = cc.build(open(os.path.join(os.path.dirname(__file__), "fastpath.c")).read(), "fastpath", "-O3", where="nic")
   except cc.CompilerMissing: return None
   lib = ffi.dlopen(path)
-  if lib.flow_size() != ffi.sizeof("flow_t"): raise RuntimeError("emu/nic/fastpath.py's CDEF flow_t is not fastpath.c's")
+  if lib.flow_size() != ffi.sizeof("flow_t") or lib.cq_size() != ffi.sizeof("cq_t"):
+    raise RuntimeError("emu/nic/fastpath.py's CDEF flow_t or cq_t is not fastpath.c's")
   lib.crc_init()
   try: lib.crc_use(ffi.cast("void *", ffi.addressof(ffi.dlopen(ctypes.util.find_library("z") or "libz.so.1"), "crc32")))
   except OSError: pass                                   # no zlib to load: the table
@@ -178,12 +200,80 @@ def send_run(fd: int, endpoint: tuple[str, int], head: bytes, lower_crc: int, bt
                       ffi.cast("uint64_t *", lens.ctypes.data), len(addrs))
 
 
+_STATE = struct.Struct("=QQIIII")
+
+
+class CQRing:
+  """A NIC model's completion queue as C writes receive completions into it, or the ring (NQ, EQ) its notifications go
+  to (the model builds one for each and keeps it while `current()`: the DMA mappings are the ones it was built at).
+  `depth` entries of `size` bytes lie back to back in `pages` (bus addresses of `page_size`-byte pages of `dma`); the
+  phase bit (valid / owner) is `phase` = (byte, bit mask, its value during even passes over the ring); the ring is full
+  when (producer - consumer) & index_mask >= depth. `state()` gives (producer, consumer, armed, arm toggle) as the model
+  holds them; `consumer`, if given, is the bus address of the big-endian word the consumer is read from at each entry
+  instead (the driver's doorbell record). A CQ's `produced(n, notes)`: C wrote n more CQEs and `notes` notifications
+  (each disarms the CQ and advances its toggle; the model raises the interrupt they call for). `notify` = (the ring,
+  the notification entry, (byte, shift, mask) of the toggle field in it) where an armed CQ's notification goes (None:
+  the model writes those). DMAFault if some of it is not host memory."""
+  def __init__(self, dma, pages: list[int], page_size: int, depth: int, size: int, phase: tuple[int, int, int],
+               index_mask: int, state: Callable[[], tuple[int, int, bool, int]], produced: Callable[[int, int], None] | None,
+               consumer: int | None = None, notify: tuple[CQRing, bytes, tuple[int, int, int]] | None = None):
+    self.generation, self.gen, self.state, self.produced = dma.generation, int(dma.generation[0]), state, produced
+    nbytes = depth * size
+    self.views = [dma.view(a, min(page_size, nbytes - k * page_size)) for k, a in enumerate(pages) if k * page_size < nbytes]
+    self.entry = np.concatenate([np.uint64(_address(v)) + np.arange(0, len(v), size, dtype=np.uint64) for v in self.views])
+    c = self.c = ffi.new("cq_t *")
+    c.entry, c.depth, c.size = ffi.cast("uint64_t *", self.entry.ctypes.data), depth, size
+    (c.phase_at, c.phase_bit, c.phase_even), c.index_mask = phase, index_mask
+    if consumer is not None:                             # (the view keeps that memory where it is)
+      self.views.append(view := dma.view(consumer, 4))
+      c.cons_be = ffi.cast("uint8_t *", _address(view))
+    c.generation, c.gen = ffi.cast("uint64_t *", self.generation.ctypes.data), self.gen
+    self._state = ffi.buffer(ffi.addressof(c, "prod"), _STATE.size)     # (prod, cons, armed, toggle, wrote, notified)
+    self.notify = None if notify is None else notify[0]
+    if notify is not None:
+      ring, entry, (c.toggle_at, c.toggle_shift, c.toggle_mask) = notify
+      c.note, c.note_entry[0:len(entry)] = ring.c, entry
+
+  def current(self) -> bool: return int(self.generation[0]) == self.gen and (self.notify is None or self.notify.current())
+
+  def refresh(self) -> None:
+    """Before C takes: the producer, consumer, arm state and toggle the model holds now (an armed CQ's notification
+    ring's too)."""
+    state = self.state()
+    _STATE.pack_into(self._state, 0, *state, 0, 0)
+    if self.notify is not None and state[2]: self.notify.refresh()   # (C writes there only for an armed CQ)
+
+  def sync(self) -> int:
+    """After C took: the CQEs and notifications it wrote to the model; -> how many CQEs."""
+    c = self.c
+    if (n := c.wrote) or c.notified:
+      notes, c.wrote, c.notified = c.notified, 0, 0
+      self.produced(n, notes)
+    return n
+
+
+@dataclass
+class Recipe:
+  """How C writes a QP's receive completion of a WRITE with immediate (rc.Host.completion_recipe): into `ring`, the
+  QP's receive CQ, `cqe` (a successful one with wr_id and imm 0) with the receive WR's wr_id field (`wr_id(wr)`,
+  `wr_id_len` bytes) at `wr_id_at` and the immediate (4 bytes) at `imm_at`, big- or little-endian."""
+  ring: CQRing
+  cqe: bytes
+  wr_id_at: int
+  wr_id_len: int
+  imm_at: int
+  big_endian: bool
+  wr_id: Callable[[Any], int]
+
+
 class Flow:
   """A QP's packets handed to C (a WRITE's MIDDLE packets, its single-packet WRITEs, the ACKs it gets as requester): the
-  QP, what the port checked for it, the memory, and the C state (`c`)."""
-  def __init__(self, c, qp, p, region, va: int, keep: tuple):
+  QP, what the port checked for it, the memory, the receive completions C writes (`recipe`), and the C state (`c`)."""
+  def __init__(self, c, qp, p, region, va: int, keep: tuple, recipe: Recipe | None = None):
     self.c, self.qp, self.path, self.dst_mac, self.dgid = c, qp, qp.a.path, p.dst_mac, p.dgid
-    self.region, self.va, self.keep = region, va, keep
+    self.region, self.va, self.keep, self.recipe = region, va, keep, recipe
+    self.kind, self.op, self.pkey, self.mtu, self.rkey = c.kind, c.op, c.pkey, c.mtu, c.rkey   # (what C never changes)
+    self.wrs: list = []                  # the receive WRs whose wr_id fields c.wr_ids holds (the QP's first ones)
 
 
 class Receiver:
@@ -196,8 +286,10 @@ class Receiver:
     self.mem = memoryview(self.buf)
     self.cflows = ffi.new(f"flow_t[{FLOWS}]")
     self.flows: list[Flow | None] = [None] * FLOWS
+    self._armed: list[tuple[int, Flow]] = []            # (slot, flow) of those armed, in slot order
     self.count = 0                                       # flows armed
     self.taken = 0                                       # packets C has written (statistics, tests)
+    self.cqes = 0                                        # receive completions C has written (statistics, tests)
 
   def recv(self, fd: int) -> int:
     """Up to BATCH datagrams: how many (0: none waiting; -errno on an error)."""
@@ -210,8 +302,30 @@ class Receiver:
   def truncated(self, i: int) -> bool: return bool(self.batch.flags[i] & socket.MSG_TRUNC)
 
   def take(self, i: int, n: int) -> int:
-    """Let C take datagrams i, i + 1, ... (`batch.by` says which flow took each): -> the first it did not take."""
+    """Let C take datagrams i, i + 1, ... (`batch.by` says which flow took each): -> the first it did not take (with
+    `batch.resync` set: one it takes once the port has synced the others)."""
     return self.lib.rx_take(self.batch, i, n, self.cflows, FLOWS)
+
+  def refresh(self, f: Flow, usable: int) -> None:
+    """Before C takes for single-packet flow `f`: the receive WRs its WRITEs with immediate may consume (`usable`, the
+    first of the QP's), and where C writes their completions, the CQ's state and those WRs' wr_ids."""
+    c, r = f.c, f.recipe
+    if r is None:
+      c.recvs = usable
+      return
+    recvs, wrs, n = f.qp.recvs, f.wrs, min(usable, BATCH)
+    if u := c.used:                                      # (the port has taken them from the QP since)
+      del wrs[:u]
+      ffi.memmove(c.wr_ids, c.wr_ids + u, 4 * len(wrs))
+      c.used = 0
+    if wrs and (not recvs or wrs[0] is not recvs[0]): del wrs[:]   # (not the QP's first receive WRs: read them again)
+    if n > len(wrs):
+      new = list(itertools.islice(recvs, len(wrs), n))
+      c.wr_ids[len(wrs):n] = [r.wr_id(wr) for wr in new]
+      wrs += new
+    else: del wrs[n:]
+    c.recvs = n
+    r.ring.refresh()
 
   def arm(self, qp, p, frame: memoryview, head_len: int, lower_crc: int, src: tuple[str, int], until: float) -> None:
     """Hand the rest of qp's WRITE (qp.wctx) to C: its next MIDDLE packets look like `frame` (packet `p`, which the
@@ -220,15 +334,17 @@ class Receiver:
     if (got := self._flow(qp, region, va - region.va, left, frame, head_len, lower_crc, src, until)) is None: return
     slot, c, keep = got
     c.left, c.kind = left, 0
-    self.flows[slot] = Flow(c, qp, p, region, va, keep)
+    self._set(slot, Flow(c, qp, p, region, va, keep))
 
   def arm_only(self, qp, p, frame: memoryview, head_len: int, lower_crc: int, src: tuple[str, int], until: float, region,
-               ack: tuple[bytes, int, int], ack_to: tuple[str, int], fd: int, watch: tuple[memoryview, bytes] | None) -> None:
+               ack: tuple[bytes, int, int], ack_to: tuple[str, int], fd: int, watch: tuple[memoryview, bytes] | None,
+               recipe: Recipe | None = None) -> None:
     """Hand qp's next single-packet WRITEs to C: they look like `frame` (packet `p`, a WRITE ONLY or ONLY with immediate
     the Python path has just executed into `region`), from `src` until `until`; C sends their ACKs (`ack`:
     roce.ack_template) to `ack_to` on socket `fd`. A WRITE with immediate consumes one of the receive WRs the QP holds
     before any that fails, and only while the bytes `watch` names still read as they did (the receive queue's doorbell
-    record of a NIC that reads its receive WQEs when a packet needs one)."""
+    record of a NIC that reads its receive WQEs when a packet needs one); C writes its completion as `recipe` says (else
+    the port has the model write it)."""
     if (got := self._flow(qp, region, 0, region.length, frame, head_len, lower_crc, src, until)) is None: return
     slot, c, keep = got
     c.kind, c.op, c.bth1, c.rkey, c.dma_len = 1, p.opcode, frame[head_len + 1], p.rkey, p.dma_len
@@ -243,7 +359,10 @@ class Receiver:
       c.watch_seen[0:len(seen)] = seen
       keep = (*keep, view)
     else: c.watch_len = 0
-    self.flows[slot] = Flow(c, qp, p, region, region.va, keep)
+    if recipe is not None:
+      c.cq, c.cqe[0:len(recipe.cqe)] = recipe.ring.c, recipe.cqe
+      c.wr_id_at, c.wr_id_len, c.imm_at, c.big_endian = recipe.wr_id_at, recipe.wr_id_len, recipe.imm_at, recipe.big_endian
+    self._set(slot, Flow(c, qp, p, region, region.va, keep, recipe))
 
   def arm_ack(self, qp, p, frame: memoryview, head_len: int, lower_crc: int, src: tuple[str, int], until: float) -> None:
     """Hand the ACKs requester qp gets to C: they look like `frame` (packet `p`, an ACK the Python path has just
@@ -251,7 +370,7 @@ class Receiver:
     if (got := self._flow(qp, None, 0, 0, frame, head_len, lower_crc, src, until)) is None: return
     slot, c, keep = got
     c.kind, c.op, c.bth1, c.syndrome = 2, p.opcode, frame[head_len + 1], p.syndrome
-    self.flows[slot] = Flow(c, qp, p, None, 0, keep)
+    self._set(slot, Flow(c, qp, p, None, 0, keep))
 
   def _flow(self, qp, region, off: int, n: int, frame: memoryview, head_len: int, lower_crc: int, src: tuple[str, int],
             until: float):
@@ -276,7 +395,7 @@ class Receiver:
     c.off, c.npieces = 0, len(addrs)
     c.piece, c.piece_len = ffi.cast("uint64_t *", addrs.ctypes.data), ffi.cast("uint64_t *", lens.ctypes.data)
     c.generation, c.gen = ffi.cast("uint64_t *", generation.ctypes.data), int(generation[0])
-    c.done, c.ack, c.armed = 0, 0, 1
+    c.done, c.ack, c.armed, c.cq, c.used = 0, 0, 1, ffi.NULL, 0
     self.count += 1
     return slot, c, (addrs, lens, m, generation)
 
@@ -287,7 +406,11 @@ class Receiver:
 
   def free(self, i: int) -> None:
     self.cflows[i].armed = 0
-    self.flows[i] = None
+    self._set(i, None)
     self.count -= 1
 
-  def armed(self) -> list[tuple[int, Flow]]: return [(i, f) for i, f in enumerate(self.flows) if f is not None]
+  def _set(self, i: int, f: Flow | None) -> None:
+    self.flows[i] = f
+    self._armed = [(k, g) for k, g in enumerate(self.flows) if g is not None]   # (a new list: callers may free meanwhile)
+
+  def armed(self) -> list[tuple[int, Flow]]: return self._armed

@@ -16,9 +16,12 @@ A `RoCEPort` owns the NIC's `WirePort` (emu/nic/wire.py) and does what the port'
   C once a first one passed here (a flow armed for that QP), with every check above and the QP's made on each; the
   flows are disarmed when anything they rely on changes (the QP's state, P_Key, path MTU, path or R_Key, the MAC
   filters, the GIDs) and after any packet this path handles for the QP. Single-packet WRITEs are taken the same way
-  once one passed here, C sending their ACKs (fastpath.py says when: never while taps or faults watch the wire). A
-  requester QP's single-packet WRITEs may be posted and sent by C as well (emu/nic/txflow.py), to where `transmit`
-  sends them, while nothing watches the wire; `tx_taken` counts them.
+  once one passed here, C sending their ACKs (fastpath.py says when: never while taps or faults watch the wire) and, for
+  a WRITE with immediate where the QP's NIC model gives a completion recipe (its `completion_recipe(qp)`), writing its
+  receive completion into the CQ: before each C call the port gives it the CQ's state, right after it syncs the
+  model's producer, so the model's own CQEs always follow the ones C wrote. A requester QP's single-packet WRITEs may
+  be posted and sent by C as well (emu/nic/txflow.py), to where `transmit` sends them, while nothing watches the wire;
+  `tx_taken` counts them.
 - `gids`: the GID table (index -> GID); `add_gid` publishes a GID on the wire, `delete_gid` withdraws it.
 All of it runs under the NIC model's lock, taken here for frames and timers (`call_later`) coming from the wire's thread.
 """
@@ -30,6 +33,7 @@ from typing import Callable
 from emu.nic import fastpath, roce as R
 from emu.nic.rc import OK, QP, REMOTE_WRITE
 from emu.nic.wire import GIDTable, Timer, WirePort, format_gid
+from emu.pci import DMAFault
 
 
 class RoCEPort:
@@ -97,7 +101,7 @@ class RoCEPort:
           self._check_flows(rx)
           j = rx.take(i, n) if rx.count else i
           acked = self._sync_flows(rx, i, j)
-          if j > i and (acked or j == n):
+          if j > i and (acked or j == n or rx.batch.resync):
             i = j
             continue
         else: j = i
@@ -110,15 +114,15 @@ class RoCEPort:
     """Disarm the flows whose QP, its attributes or key, or this port's filters and GIDs no longer let C take them."""
     for slot, f in rx.armed():
       qp, c = f.qp, f.c
-      ok = self.qps.get(qp.qpn) is qp and qp.a.pkey == c.pkey and qp.a.path is f.path and f.dst_mac in self.accept_macs and \
+      ok = self.qps.get(qp.qpn) is qp and qp.a.pkey == f.pkey and qp.a.path is f.path and f.dst_mac in self.accept_macs and \
            f.dgid in self.own
-      if ok and c.kind == 2: ok = qp.a.state == "RTS"               # (responses reach the requester in RTS only)
+      if ok and f.kind == 2: ok = qp.a.state == "RTS"               # (responses reach the requester in RTS only)
       elif ok:
-        ok = qp.a.state in ("RTR", "RTS") and (qp.wctx is None) == (c.kind == 1) and qp.a.mtu == c.mtu and \
-             qp.host.lookup_key(qp, c.rkey if c.kind else f.region.key) is f.region and \
-             (c.kind == 0 or self._only_ok(qp) and qp.epsn == c.epsn and qp.msn == c.msn)
+        ok = qp.a.state in ("RTR", "RTS") and (qp.wctx is None) == (f.kind == 1) and qp.a.mtu == f.mtu and \
+             qp.host.lookup_key(qp, f.rkey if f.kind else f.region.key) is f.region and \
+             (f.kind == 0 or self._only_ok(qp) and qp.epsn == c.epsn and qp.msn == c.msn)
       if not ok: rx.free(slot)
-      elif c.kind == 1: c.recvs = qp.usable_recvs()
+      elif f.kind == 1: rx.refresh(f, qp.usable_recvs())
 
   def _only_ok(self, qp: QP) -> bool:
     """Whether C may take qp's single-packet WRITEs and send their ACKs: the QP between messages with remote write
@@ -133,10 +137,12 @@ class RoCEPort:
     sent, the receive WRs their immediates consumed; ACKs: the PSNs they acknowledge, in the order the packets came) and
     send the ACKs MIDDLE packets asked for: True if there were any."""
     acked = False
+    for slot, f in rx.armed():                           # first the CQEs C wrote, which every later one follows
+      if f.recipe is not None: rx.cqes += f.recipe.ring.sync()
     for slot, f in rx.armed():
       c = f.c
-      if c.kind == 1: self._sync_only(f)
-      if c.kind or not c.done: continue
+      if f.kind == 1: self._sync_only(f)
+      if f.kind or not c.done: continue
       qp, (region, _, _) = f.qp, f.qp.wctx
       qp.epsn, qp.wctx, qp.nak_pending = c.epsn, (region, f.va + c.off, c.left), False
       rx.taken, c.done = rx.taken + c.done, 0
@@ -147,15 +153,17 @@ class RoCEPort:
     for x in range(i, j):                                # the single-packet WRITEs' receive WRs and the ACKs, in order
       k = rx.batch.by[x]
       f = rx.flows[k]
-      if f is None or f.c.kind == 0: continue
+      if f is None or f.kind == 0: continue
       c, qp, at = f.c, f.qp, seen[k]
       seen[k] += 1
-      if c.kind == 1 and c.op == R.WRITE_ONLY_IMM: qp.host.received(qp, qp.recvs.popleft(), OK, 0, c.got[at], True)
-      elif c.kind == 2 and qp.a.state == "RTS":
+      if f.kind == 1 and f.op == R.WRITE_ONLY_IMM:
+        wr = qp.recvs.popleft()
+        if f.recipe is None: qp.host.received(qp, wr, OK, 0, c.got[at], True)   # (else C wrote its completion)
+      elif f.kind == 2 and qp.a.state == "RTS":
         qp._acked(c.got[at])
         qp._pump()
     for slot, f in rx.armed():
-      if f.c.kind: rx.taken, f.c.done = rx.taken + f.c.done, 0
+      if f.kind: rx.taken, f.c.done = rx.taken + f.c.done, 0
     return acked
 
   def _sync_only(self, f: fastpath.Flow) -> None:
@@ -201,9 +209,12 @@ class RoCEPort:
     endpoint, until = self.wire.table.resolved(p.sgid)
     ack_to, ack_until = self.wire.table.resolved(qp.a.path.dgid)
     if endpoint != src or ack_to is None: return
-    head_len = R.lower_len(frame)
+    head_len, recipe = R.lower_len(frame), None
+    if p.opcode == R.WRITE_ONLY_IMM and (completion_recipe := getattr(qp.host, "completion_recipe", None)) is not None:
+      try: recipe = completion_recipe(qp)
+      except DMAFault: pass                                      # (a CQ outside host memory: the model writes its CQEs)
     rx.arm_only(qp, p, frame, head_len, R.lower_crc(frame, head_len), src, min(until, ack_until), region,
-                R.ack_template(qp.a.path, qp.a.dest_qpn, qp.a.pkey), ack_to, self.wire.sock.fileno(), watch)
+                R.ack_template(qp.a.path, qp.a.dest_qpn, qp.a.pkey), ack_to, self.wire.sock.fileno(), watch, recipe)
 
   def _rx_drop(self, why: str, p: R.Packet | None = None) -> None:
     self.rx_dropped[why] += 1

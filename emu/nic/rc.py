@@ -166,7 +166,9 @@ class Stats:
 
 class Host(Protocol):
   """What the NIC model does for its QPs. `transmit` takes one frame (a list of buffers) or a roce.FrameRun (the
-  MIDDLE packets of a message, to send as one batch): both go to the port's RoCEPort.transmit."""
+  MIDDLE packets of a message, to send as one batch): both go to the port's RoCEPort.transmit. Optional:
+  `completion_recipe(qp) -> fastpath.Recipe`, how the C datapath writes the `received` completion of a single-packet
+  WRITE with immediate into qp's receive CQ itself (emu/nic/fastpath.py); without it `received` is always called."""
   def transmit(self, qp: QP, frame: list | R.FrameRun) -> None: ...
   def lookup_key(self, qp: QP, rkey: int) -> Region | None: ...
   def completed(self, qp: QP, wr: SendWR, status: str) -> None: ...

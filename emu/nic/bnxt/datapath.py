@@ -36,7 +36,8 @@ with it, an NQ/NQ_ARM/NQ_MASK doorbell an NQ ring (or the CREQ) in page 0. Anyth
   (MSI-X, rings.py), NQ_MASK disarms it.
 CQEs: requester (cq_req: qp_handle, sq_cons_idx = WQEs completed so far including this one, mod 2^16; status
 CQ_REQ_STATUS_*) after the ACK, for signaled WQEs and every error; responder (cq_res_rc: length, imm, flags IMM/RDMA,
-wr_id from the RQ WQE, status CQ_RES_RC_STATUS_*) for SENDs and WRITEs with immediate. A CQ that is full (the driver
+wr_id from the RQ WQE, status CQ_RES_RC_STATUS_*) for SENDs and WRITEs with immediate (those of single-packet WRITEs
+the C datapath takes it writes itself, with an armed CQ's nq_cn, as `completion_recipe` says). A CQ that is full (the driver
 has not published consumption) overflows: the CQE is lost and a CQ_ERROR_NOTIFICATION goes to the CREQ (unless
 created with DISABLE_CQ_OVERFLOW_DETECTION, when it is overwritten). A QP that goes to ERR by itself (an error
 completion, a NAK it sent) posts a QP_ERROR_NOTIFICATION (event 0xc0) to the CREQ, as the firmware does: drivers must
@@ -48,7 +49,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from autogen import bnxt as B
-from emu.nic import rc, txflow
+from emu.nic import fastpath, rc, txflow
 from emu.nic.bnxt import ModelError
 from emu.nic.bnxt.pbl import HostRing
 from emu.nic.bnxt.rings import EventRing, L2Ring, doorbell_position
@@ -101,6 +102,7 @@ class CQ:
   armed: int = 0                # 0, DBC_DBC_TYPE_CQ_ARMALL or _ARMSE
   toggle: int = 0
   users: set = field(default_factory=set)
+  fast: fastpath.CQRing | None = None     # the ring as the C datapath writes into it (completion_recipe)
 
 
 @dataclass
@@ -137,6 +139,14 @@ class QP:
   @property
   def msn_entries(self) -> int: return pow2_ceil(self.sq.depth) // (2 if self.variable else 1)
   def msn_addr(self, m: int) -> int: return self.sq.addr(self.sq.depth * self.sq.stride + 8 * (m % self.msn_entries))
+
+
+def _res_cqe(qp: QP, status: str, byte_len: int, imm: int | None, write_imm: bool, wr_id: int) -> bytes:
+  """A responder completion (cq_res_rc), its toggle bit clear."""
+  flags = (B.CQ_RES_RC_FLAGS_IMM if imm is not None else 0) | (B.CQ_RES_RC_FLAGS_RDMA_RDMA_WRITE if write_imm else 0)
+  return bytes(B.cq_res_rc(length=byte_len, imm_data_or_inv_r_key=imm or 0, qp_handle=qp.handle, flags=flags,
+                           status=RES_STATUS.get(status, B.CQ_RES_RC_STATUS_LOCAL_QP_OPERATION_ERR),
+                           cqe_type_toggle=B.CQ_BASE_CQE_TYPE_RES_RC, srq_or_rq_wr_id=wr_id))
 
 
 class RoCEEngine:
@@ -337,11 +347,34 @@ class RoCEEngine:
 
   def received(self, q: rc.QP, wr: rc.RecvWR, status: str, byte_len: int, imm: int | None, write_imm: bool) -> None:
     qp = self._qp(q)
-    flags = (B.CQ_RES_RC_FLAGS_IMM if imm is not None else 0) | (B.CQ_RES_RC_FLAGS_RDMA_RDMA_WRITE if write_imm else 0)
-    cqe = B.cq_res_rc(length=byte_len, imm_data_or_inv_r_key=imm or 0, qp_handle=qp.handle, flags=flags,
-                      status=RES_STATUS.get(status, B.CQ_RES_RC_STATUS_LOCAL_QP_OPERATION_ERR),
-                      cqe_type_toggle=B.CQ_BASE_CQE_TYPE_RES_RC, srq_or_rq_wr_id=wr.ctx & B.CQ_RES_RC_SRQ_OR_RQ_WR_ID_MASK)
-    self._cqe(qp.rcq, bytes(cqe), True)
+    self._cqe(qp.rcq, _res_cqe(qp, status, byte_len, imm, write_imm, wr.ctx & B.CQ_RES_RC_SRQ_OR_RQ_WR_ID_MASK), True)
+
+  def completion_recipe(self, q: rc.QP) -> fastpath.Recipe:
+    """How the C datapath writes q's receive completions of WRITEs with immediate (emu/nic/fastpath.py): the cq_res_rc
+    `received` writes (imm_data at byte 4, srq_or_rq_wr_id at 28, little-endian), into the receive CQ's ring at its
+    producer with the pass's toggle (byte 24 bit 0, 1 on even passes), and an armed CQ's nq_cn (its toggle at byte 0
+    bits 6-7) into its CNQ, whose interrupt the model raises; the CQE a full CQ loses, or one whose notification a
+    full CNQ would lose, the model writes."""
+    qp = self._qp(q)
+    cq = qp.rcq
+    if cq.fast is None or not cq.fast.current():
+      ev, nq = cq.events, cq.cnq.events
+      if nq.fast is None or not nq.fast.current():
+        r = nq.ring
+        nq.fast = fastpath.CQRing(self.nic.dma, r.pages, r.page_size, r.depth, NQE, (8, 1, 1), (1 << 64) - 1,
+                                  lambda: (nq.prod, nq.cons, False, 0), None)
+      def produced(n: int, notes: int) -> None:
+        ev.prod += n
+        if notes:
+          cq.armed, cq.toggle = 0, (cq.toggle + notes) & 3
+          nq.produced(notes)
+      note = B.nq_cn(type=B.NQ_CN_TYPE_CQ_NOTIFICATION, cq_handle_low=cq.handle & 0xFFFFFFFF, cq_handle_high=cq.handle >> 32)
+      r = ev.ring
+      cq.fast = fastpath.CQRing(self.nic.dma, r.pages, r.page_size, r.depth, CQE, (24, 1, 1), (1 << 64) - 1,
+                                lambda: (ev.prod, ev.cons, bool(cq.armed), cq.toggle), produced,
+                                notify=(nq.fast, bytes(note), (0, B.NQ_CN_TOGGLE_SFT, 3)))
+    return fastpath.Recipe(cq.fast, _res_cqe(qp, rc.OK, 0, 0, True, 0), 28, 4, 4, False,
+                           lambda wr: wr.ctx & B.CQ_RES_RC_SRQ_OR_RQ_WR_ID_MASK)
 
   def fatal(self, q: rc.QP, reason: str, status: str, requester: bool) -> None:
     qp = self._qp(q)

@@ -9,7 +9,8 @@ An `EventRing` entry is written with the valid bit of its pass (pbl.HostRing.val
 CREQ entries at byte 8 bit 0 (creq_base.v), NQ entries at byte 8 bit 0 (nq_base / nq_cn.v), CQEs at byte 24 bit 0
 (cq_base.cqe_type_toggle TOGGLE). The body is written first, the byte holding the valid bit last. The driver publishes
 how far it consumed with doorbells (CQ for CQs, NQ/NQ_ARM for NQs and the CREQ); the NIC never writes into an entry
-the driver has not released: a full ring overflows (`push` returns False) and the caller reports it.
+the driver has not released: a full ring overflows (`push` returns False) and the caller reports it. The C datapath
+writes some CQEs and NQ entries the same way itself (emu/nic/fastpath.py; `produced` counts them in).
 An NQ-type ring (the CREQ, a notification queue) allocated with int_mode MSIX interrupts: armed by an NQ_ARM doorbell,
 it raises its MSI-X vector once when an entry is written (or at once, if the doorbell leaves entries unconsumed), and
 is disarmed until the next NQ_ARM; NQ_MASK disarms it. (bnxt_en passes the NQ's MSI-X vector index as the ring's
@@ -38,6 +39,7 @@ class EventRing:
     self.ring, self.valid_byte, self.interrupt = ring, valid_byte, interrupt
     self.prod = self.cons = 0
     self.armed = False
+    self.fast = None                          # an NQ as the C datapath writes into it (datapath.completion_recipe)
 
   @property
   def what(self) -> str: return self.ring.what
@@ -53,6 +55,11 @@ class EventRing:
     self.prod += 1
     self._raise()
     return True
+
+  def produced(self, n: int) -> None:
+    """n entries were written at the producer (by the C datapath, emu/nic/fastpath.py): the interrupt they call for."""
+    self.prod += n
+    self._raise()
 
   def arm(self, on: bool = True) -> None:
     """NQ_ARM (on) or NQ_MASK (off)."""

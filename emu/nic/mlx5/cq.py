@@ -7,13 +7,15 @@ big-endian word the driver sets to its consumer index (24 bits). A CQE's byte 63
 (producer index >> log_cq_size) & 1. A CQE for a full CQ (producer - consumer = size) is lost and a CQ_ERROR event
 (CQ overrun) goes to the EQs subscribed to it. The CQ doorbell (UAR offset 0x20, 64-bit: sn << 28 | cmd << 24 | consumer
 in the high word, cqn in the low) arms the CQ: its next CQE writes a completion EQE (cqn at data+24) to its EQ, at once
-if the CQ already holds CQEs past the consumer index the doorbell names.
+if the CQ already holds CQEs past the consumer index the doorbell names. The C datapath writes the RESP_WR_IMM CQEs of
+the single-packet WRITEs it takes itself, with an armed CQ's completion EQE (qp.py completion_recipe).
 """
 from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from autogen import mlx5 as H, mlx5_core as C
+from emu.nic import fastpath
 from emu.nic.mlx5 import CommandFailed, ModelError
 from emu.nic.mlx5.buffer import PagedBuffer, check_pages, page_list
 from emu.nic.mlx5.cmdq import Command
@@ -36,6 +38,7 @@ class CQ:
   prod: int = 0
   armed: bool = False
   users: set = field(default_factory=set)
+  fast: fastpath.CQRing | None = None     # the CQ as the C datapath writes into it (qp.py completion_recipe)
 
 
 class CQs:

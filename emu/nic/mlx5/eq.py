@@ -9,13 +9,15 @@ driver returns entries with the EQ doorbell of the EQ's UAR page (offset 0x40 to
 counted in `overruns`). Events: command completion (data: BE32 vector of slots), page request (data+2 function id,
 data+4 signed BE32 pages), CQ completion (data+24 BE32 cqn). Interrupts: an EQ armed by the 0x40 doorbell raises its
 MSI-X vector (eqc.intr; emu/pci.py signal_msix) once, at its next EQE or at once if the doorbell leaves entries
-unconsumed, and is disarmed until the next arm.
+unconsumed, and is disarmed until the next arm. The C datapath writes some CQ completion EQEs the same way itself
+(emu/nic/fastpath.py; `produced` counts them in).
 """
 from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 from autogen import mlx5 as H, mlx5_core as C
+from emu.nic import fastpath
 from emu.nic.mlx5 import CommandFailed, ModelError
 from emu.nic.mlx5.buffer import PagedBuffer, check_pages, page_list
 from emu.nic.mlx5.cmdq import Command
@@ -42,19 +44,31 @@ class EQ:
   cons: int = 0
   armed: bool = False
   overruns: int = 0
+  fast: fastpath.CQRing | None = None   # the EQ as the C datapath writes into it (qp.py completion_recipe)
+
+  @staticmethod
+  def entry(kind: int, sub: int, data: bytes) -> bytearray:
+    """An EQE, its owner bit clear."""
+    e = bytearray(EQE)
+    e[1], e[3] = kind, sub
+    e[32:32 + len(data)] = data
+    return e
 
   def push(self, kind: int, sub: int, data: bytes) -> bool:
     if self.prod - self.cons >= 1 << self.log_size:
       self.overruns += 1
       return False
-    e = bytearray(EQE)
-    e[1], e[3] = kind, sub
-    e[32:32 + len(data)] = data
+    e = self.entry(kind, sub, data)
     e[63] = self.prod >> self.log_size & 1
     self.buf.write((self.prod % (1 << self.log_size)) * EQE, bytes(e))
-    self.prod += 1
-    self.interrupt()
+    self.produced(1)
     return True
+
+  def produced(self, n: int) -> None:
+    """n EQEs were written at the producer (by push, or by the C datapath: emu/nic/fastpath.py): the interrupt they
+    call for."""
+    self.prod += n
+    self.interrupt()
 
   def interrupt(self) -> None:
     """An armed EQ with an entry the driver has not consumed raises its vector once and is disarmed."""

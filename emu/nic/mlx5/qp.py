@@ -19,11 +19,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from autogen import mlx5 as H, mlx5_core as C
-from emu.nic import rc
+from emu.nic import fastpath, rc
 from emu.nic.mlx5 import CommandFailed
 from emu.nic.mlx5.buffer import PagedBuffer, check_pages, page_list
 from emu.nic.mlx5.cmdq import Command
-from emu.nic.mlx5.cq import CQ
+from emu.nic.mlx5.cq import CQE as CQ_ENTRY, CQ
+from emu.nic.mlx5.eq import EQE, EQ
 from emu.nic.mlx5.pages import BAD_PARAM, BAD_STATE
 from emu.nic.mlx5 import wqe as W
 from emu.nic import roce as R
@@ -258,6 +259,30 @@ class QPs:
   def received(self, q: rc.QP, wr: rc.RecvWR, status: str, byte_len: int, imm: int | None, write_imm: bool) -> None:
     qp = self.qps[q.qpn]
     self.nic.cqs.push(qp.rcq, W.resp_cqe(qp, wr.ctx, status, byte_len, imm, write_imm))
+
+  def completion_recipe(self, q: rc.QP) -> fastpath.Recipe:
+    """How the C datapath writes q's receive completions of WRITEs with immediate (emu/nic/fastpath.py): the RESP_WR_IMM
+    CQE `received` writes (imm at byte 36, wqe_counter at 60, big-endian) into the receive CQ at its producer with the
+    pass's owner bit (byte 63 bit 0, 0 on even passes), full against the doorbell record's consumer, and an armed CQ's
+    completion EQE into its EQ, whose interrupt the model raises (cq.py, eq.py); the CQE an overrun loses, or one whose
+    event a full EQ would lose, the model writes."""
+    qp = self.qps[q.qpn]
+    cq = qp.rcq
+    if cq.fast is None or not cq.fast.current():
+      eq, notify = self.nic.eqs.eqs.get(cq.eqn), None
+      if eq is not None:
+        if eq.fast is None or not eq.fast.current():
+          eq.fast = fastpath.CQRing(self.nic.dma, eq.buf.pages, eq.buf.page_size, 1 << eq.log_size, EQE, (63, 1, 0),
+                                    (1 << 64) - 1, lambda: (eq.prod, eq.cons, False, 0), None)
+        notify = (eq.fast, bytes(EQ.entry(C.MLX5_EVENT_TYPE_COMP, 0, bytes(24) + cq.cqn.to_bytes(4, "big"))), (0, 0, 0))
+      def produced(n: int, notes: int) -> None:
+        cq.prod = (cq.prod + n) % (1 << 24)
+        if notes:
+          cq.armed = False
+          eq.produced(notes)
+      cq.fast = fastpath.CQRing(self.nic.dma, cq.buf.pages, cq.buf.page_size, 1 << cq.log_size, CQ_ENTRY, (63, 1, 0),
+                                0xFFFFFF, lambda: (cq.prod, 0, cq.armed, 0), produced, consumer=cq.dbr, notify=notify)
+    return fastpath.Recipe(cq.fast, bytes(W.resp_cqe(qp, 0, rc.OK, 0, 0, True)), 60, 2, 36, True, lambda wr: wr.ctx)
 
   def fatal(self, q: rc.QP, reason: str, status: str, requester: bool) -> None:
     self.nic.log(f"QP {q.qpn:#x} went to ERR: {reason}")

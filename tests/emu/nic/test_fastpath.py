@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from emu.nic import fastpath, rc, roce as R
+from emu.pci import DMASpace
 from tests.emu.nic.memnic import MemNIC, wait
 
 pytestmark = pytest.mark.skipif(fastpath.lib() is None, reason="the C datapath needs a host C compiler (clang-22 or gcc)")
@@ -197,12 +198,16 @@ class Requester(HandMade):
     for i in range(receives): b.post_recv(self.qb, rc.RecvWR(rc.Buffer(), ctx=i))
     self.answers: list[bytes] = []
 
+  def frame(self, psn: int, n: int = 8, va: int = 0x10000, rkey: int | None = None, imm: bool = True, byte: int = 1) -> bytearray:
+    """A WRITE ONLY (with immediate 0x1000 + psn) of n bytes `byte`, AckReq set."""
+    p = R.Packet(R.WRITE_ONLY_IMM if imm else R.WRITE_ONLY, psn, 20, True, False, 0xFFFF, va=va,
+                 rkey=self.dk if rkey is None else rkey, dma_len=n, imm=0x1000 + psn if imm else None, payload=bytes([byte]) * n)
+    return bytearray(b"".join(bytes(x) for x in R.encode(self.path, p)))
+
   def write(self, psn: int, n: int = 8, va: int = 0x10000, rkey: int | None = None, imm: bool = True, byte: int = 1,
             answers: int = 1, corrupt: bool = False) -> None:
     """Send one WRITE ONLY (with immediate), then wait for the `answers` datagrams it gets back."""
-    p = R.Packet(R.WRITE_ONLY_IMM if imm else R.WRITE_ONLY, psn, 20, True, False, 0xFFFF, va=va,
-                 rkey=self.dk if rkey is None else rkey, dma_len=n, imm=0x1000 + psn if imm else None, payload=bytes([byte]) * n)
-    frame = bytearray(b"".join(bytes(x) for x in R.encode(self.path, p)))
+    frame = self.frame(psn, n, va, rkey, imm, byte)
     if corrupt: frame[-5] ^= 1
     dropped = sum(self.b.port.rx_dropped.values())
     self.sock.sendto(bytes(frame), self.b.wire.endpoint)
@@ -292,6 +297,129 @@ def test_a_small_write_flow_is_disarmed_when_what_it_relies_on_changes(change):
     b.close()
 
 
+class CQNIC(MemNIC):
+  """A MemNIC whose receive completions go to a CQ ring in DMA memory, as a NIC model's: 16-byte CQEs (wr_id at 0, imm
+  at 4, little-endian; status at 8; the phase bit, bit 0 of byte 15, 1 on even passes); a full ring loses the CQE, an
+  armed one notifies once: with `notify`, a 16-byte entry into a ring of 2 (0x30 | the CQ's arm toggle, advanced, << 6
+  at byte 0; the phase bit as the CQ's), which loses it when full. It gives the C datapath the recipe (fastpath.Recipe)."""
+  DEPTH, NOTES = 4, 2
+
+  def __init__(self, *args, notify: bool = True, **kw):
+    super().__init__(*args, **kw)
+    self.dma, self.mem = DMASpace(), memoryview(bytearray(4096))
+    self.page, self.notify = self.dma.map(self.mem)[0], notify
+    self.prod = self.cons = self.lost = self.notified = self.toggle = self.nprod = self.ncons = 0
+    self.armed, self.ring = False, None
+
+  @staticmethod
+  def cqe(wr_id: int, status: str, imm: int | None, phase: int = 0) -> bytearray:
+    e = bytearray(16)
+    e[0:4], e[4:8], e[8], e[15] = wr_id.to_bytes(4, "little"), (imm or 0).to_bytes(4, "little"), status != rc.OK, phase
+    return e
+
+  def _push(self, e: bytearray) -> bool:
+    if self.prod - self.cons >= self.DEPTH:
+      self.lost += 1
+      return False
+    e[15] = (self.prod // self.DEPTH) & 1 ^ 1
+    self.mem[16 * (self.prod % self.DEPTH):][:16] = e
+    self.prod += 1
+    return True
+
+  def completed(self, qp, wr, status):               # (requester completions: byte 8 bit 1, no notification)
+    super().completed(qp, wr, status)
+    e = self.cqe(wr.ctx, status, None)
+    e[8] |= 2
+    self._push(e)
+
+  def received(self, qp, wr, status, byte_len, imm, write_imm):
+    if not self._push(self.cqe(wr.ctx, status, imm)) or not self.armed: return
+    self.armed, self.toggle = False, (self.toggle + 1) & 3
+    if not self.notify or self.nprod - self.ncons >= self.NOTES: self.lost += 1
+    else:
+      self.mem[2048 + 16 * (self.nprod % self.NOTES):][:16] = bytes([0x30 | self.toggle << 6]) + bytes(14) + bytes([(self.nprod // self.NOTES) & 1 ^ 1])
+      self.nprod, self.notified = self.nprod + 1, self.notified + 1
+
+  def completion_recipe(self, qp):
+    if self.ring is None:
+      def produced(n: int, notes: int) -> None:
+        self.prod += n
+        if notes: self.armed, self.toggle, self.nprod, self.notified = False, (self.toggle + notes) & 3, self.nprod + notes, self.notified + notes
+      notes = fastpath.CQRing(self.dma, [self.page + 2048], 2048, self.NOTES, 16, (15, 1, 1), (1 << 64) - 1,
+                              lambda: (self.nprod, self.ncons, False, 0), None)
+      self.ring = fastpath.CQRing(self.dma, [self.page], 4096, self.DEPTH, 16, (15, 1, 1), (1 << 64) - 1,
+                                  lambda: (self.prod, self.cons, self.armed, self.toggle), produced,
+                                  notify=(notes, b"\x30" + bytes(15), (0, 6, 3)) if self.notify else None)
+    return fastpath.Recipe(self.ring, bytes(self.cqe(0, rc.OK, 0)), 0, 4, 4, False, lambda wr: wr.ctx)
+
+  def consume(self, arm: bool = False) -> None:
+    """The driver publishes that it consumed every CQE (and notification) so far, and arms the CQ."""
+    with self.lock: self.cons, self.ncons, self.armed = self.prod, self.nprod, self.armed or arm
+
+
+def consumed_writes(r, psns, arm=()) -> None:
+  for psn in psns:
+    r.b.consume(arm=psn in arm)
+    r.write(psn, va=0x10000 + 8 * psn, byte=psn + 1)
+
+
+def unconsumed_notes(r) -> None:
+  consumed_writes(r, (3,), arm=(3,))
+  for psn in (4, 5):                   # the CQ's entries consumed, the notifications not: the third one is lost
+    with r.b.lock: r.b.cons, r.b.armed = r.b.prod, True
+    r.write(psn, va=0x10000 + 8 * psn, byte=psn + 1)
+
+
+CQ_CASES = {                        # after three WRITEs with immediate (PSN 0-2, C takes the second and third)
+  "consumed as they come": lambda r: consumed_writes(r, range(3, 9)),        # around the ring, then once more
+  "full": lambda r: (r.write(3), r.write(4), r.write(5), consumed_writes(r, (6, 7))),  # 4 and 5 are lost
+  "armed": lambda r: consumed_writes(r, range(3, 8), arm=(3, 5, 6, 7)),      # and the notifications go around their ring
+  "armed, no notification ring": lambda r: consumed_writes(r, (3, 4, 5), arm=(3,)),
+  "notification ring full": unconsumed_notes,
+  "bad receive": lambda r: (r.b.post_recv(r.qb, rc.RecvWR(rc.Buffer(), ctx=0xBAD, local_error=rc.LOC_PROT_ERR)),
+                            consumed_writes(r, (3, 4, 5))),                  # 5 reaches it
+}
+CQ_TAKEN = {"consumed as they come": 8, "full": 5, "armed": 7, "armed, no notification ring": 4, "notification ring full": 4,
+            "bad receive": 4}
+CQ_LOST_NOTIFIED = {"full": (2, 0), "armed": (0, 4), "armed, no notification ring": (1, 0), "notification ring full": (1, 2)}
+
+
+def written_cqes(case: str) -> tuple[tuple, int, int]:
+  b = CQNIC("b", "10.0.0.2", 2, notify=case != "armed, no notification ring")
+  r = Requester(b, receives=5 if case == "bad receive" else 12)
+  try:
+    for psn in range(3): r.write(psn, va=0x10000 + 8 * psn, byte=psn + 1)
+    CQ_CASES[case](r)
+    with b.lock:
+      rx = b.wire.rx
+      return (r.outcome(), bytes(b.mem[:16 * b.DEPTH]), bytes(b.mem[2048:2048 + 16 * b.NOTES]), b.prod, b.cons, b.lost,
+              b.notified, b.toggle), rx.taken if rx else 0, rx.cqes if rx else 0
+  finally:
+    r.close()
+    b.close()
+
+
+@pytest.mark.parametrize("case", CQ_CASES)
+def test_c_writes_the_receive_completions_the_model_writes(monkeypatch, case):
+  """C writes a WRITE with immediate's CQE as the model's recipe says, byte for byte what the model writes (the wr_id
+  and immediate in place, the phase bit of the pass), at the producer, then an armed CQ's notification (the CQ's toggle
+  advanced), and advances the model's producers; one the model must write itself goes to the Python path: the CQ full
+  against the consumer the driver published (the model loses the CQE), an armed CQ whose notification C cannot write
+  (no ring for it, or that ring full: the model loses the notification), or a receive WR that fails (its error CQE,
+  the NAK, ERR)."""
+  with_c, taken, cqes = written_cqes(case)
+  monkeypatch.setattr(fastpath, "lib", lambda: None)
+  without_c, _, _ = written_cqes(case)
+  assert with_c == without_c and taken == cqes == CQ_TAKEN[case]
+  outcome, ring, notes, prod, cons, lost, notified, toggle = with_c
+  assert (lost, notified) == CQ_LOST_NOTIFIED.get(case, (0, 0))
+  if case == "consumed as they come":                  # 9 CQEs in a ring of 4: the last one is the ninth, in a third pass
+    assert prod == 9 and ring[0:16] == CQNIC.cqe(8, rc.OK, 0x1008, 1) and ring[16:32] == CQNIC.cqe(5, rc.OK, 0x1005, 0)
+  if case == "armed":                                  # the fourth notification: toggle 0, the second pass over 2 entries
+    assert toggle == 0 and notes[16:] == b"\x30" + bytes(14) + b"\0" and notes[:16] == b"\xf0" + bytes(14) + b"\0"
+  if case == "bad receive": assert outcome[3] == "ERR" and ring[16 * 5 % 64 + 8] == 1   # its error CQE, after the 5 good ones
+
+
 class Responder(HandMade):
   """A responder made by hand, answering the WRITEs b's QP 20 sends with ACKs made by hand."""
   def __init__(self, b):
@@ -361,3 +489,55 @@ def test_an_ack_gets_the_same_handling_with_and_without_c(monkeypatch, case):
   assert with_c == without_c and taken == 2 + ACK_TAKEN.get(case, 0)
   if case == "nak remote access": assert with_c[0][-1][2] == rc.REM_ACCESS_ERR and with_c[2] == "ERR"
   if case == "retransmitted": assert with_c[0] == [(20, i, rc.OK) for i in range(6)] and with_c[4] == 2
+
+
+class Peer(Requester):
+  """b's QP 20 gets WRITEs with immediate from here, and sends its WRITEs here, ACKed by hand."""
+  ack, post, packets = Responder.ack, Responder.post, Responder.packets
+
+  def __init__(self, b):
+    super().__init__(b, receives=12)
+    self.sk, _ = b.region(64)
+    self.msn = 0
+
+
+def ack_then_write() -> tuple[tuple, int, int]:
+  b = CQNIC("b", "10.0.0.2", 2)
+  p = Peer(b)
+  try:
+    for psn in range(3): p.write(psn, va=0x10000 + 8 * psn, byte=psn + 1)   # C takes the second and third
+    for _ in range(2):                                 # C takes the second ACK
+      b.consume()
+      p.ack(p.post()[0])
+    b.consume()
+    psn = p.post()[0]
+    with b.lock:                                       # the ACK for that WRITE and a WRITE with immediate in one batch:
+      seen = b.wire.received                          # b's thread waits for the lock with a datagram it drops ...
+      p.sock.sendto(b"not a frame", b.wire.endpoint)
+      wait(lambda: b.wire.received > seen, "the datagram before them")
+      p.msn += 1                                       # ... while these two come in
+      p.sock.sendto(b"".join(bytes(x) for x in R.encode(p.path, R.Packet(R.ACKNOWLEDGE, psn, 20, pkey=0xFFFF,
+                    syndrome=R.AETH_ACK | R.AETH_CREDITS_INVALID, msn=p.msn))), b.wire.endpoint)
+      p.sock.sendto(bytes(p.frame(3, va=0x10000 + 24, byte=4)), b.wire.endpoint)
+    p.answers.append(p.sock.recv(65536))
+    wait(lambda: len(b.sends) == 3, "the third send completion")
+    with b.lock:
+      rx = b.wire.rx
+      return (p.outcome(), bytes(b.mem[:16 * b.DEPTH]), b.prod, b.lost), rx.taken if rx else 0, rx.cqes if rx else 0
+  finally:
+    p.close()
+    b.close()
+
+
+def test_a_requester_completion_before_a_c_written_one_comes_first(monkeypatch):
+  """An ACK C takes and a WRITE with immediate right behind it in one batch: the model writes the requester completion
+  the ACK brings before C writes the receive completion (C stops, the port syncs, C goes on: batch.resync), the order
+  the Python path writes them in; each lands in its own slot."""
+  with_c, taken, cqes = ack_then_write()
+  monkeypatch.setattr(fastpath, "lib", lambda: None)
+  without_c, _, _ = ack_then_write()
+  assert with_c == without_c and (taken, cqes) == (2 + 1 + 2, 2 + 1)
+  outcome, ring, prod, lost = with_c
+  send = CQNIC.cqe(2, rc.OK, None, 0)
+  send[8] |= 2
+  assert (prod, lost) == (7, 0) and ring[16:32] == send and ring[32:48] == CQNIC.cqe(3, rc.OK, 0x1003, 0)
