@@ -120,22 +120,26 @@ def rdma(nic: str, size: int) -> dict[str, float]:
     b.ctx.close()
 
 
+def driver_cpu(nic: str, size: int) -> tuple[float, float, dict[str, float]]:
+  """(the driver's part of a post, of the poll that returns the peer's completion, rdma()'s figures), seconds."""
+  r = rdma(nic, size)
+  return r["post"] - r["post_model"] - r["post_wrap"], r["poll"] - r["poll_model"] - r["poll_wrap"], r
+
+
 def main() -> None:
   args, nic = sys.argv[1:], "bnxt"
   if args[:1] == ["--nic"]: nic, args = args[1], args[2:]
   if nic not in DOORBELL_REGION: sys.exit(f"--nic {nic}: {' or '.join(DOORBELL_REGION)}")
   for size in [int(a) for a in args] or [8]:
     sendto, recv = udp(size)
-    r = rdma(nic, size)
+    post, poll, r = driver_cpu(nic, size)
     us = lambda s: round(s * 1e6, 2)
     emit("udp/sendto_cpu_us", sendto * 1e6, "us", size=size)
-    driver = r["post"] - r["post_model"] - r["post_wrap"]
-    emit("rdma/post_cpu_us", (r["post"] - r["post_wrap"]) * 1e6, "us", size=size, nic=nic, driver_us=us(driver),
-         model_us=us(r["post_model"]), vs_udp=round(driver / sendto, 2))
+    emit("rdma/post_cpu_us", (r["post"] - r["post_wrap"]) * 1e6, "us", size=size, nic=nic, driver_us=us(post),
+         model_us=us(r["post_model"]), vs_udp=round(post / sendto, 2))
     emit("udp/recv_cpu_us", recv * 1e6, "us", size=size)
-    driver = r["poll"] - r["poll_model"] - r["poll_wrap"]
-    emit("rdma/poll_cpu_us", (r["poll"] - r["poll_wrap"]) * 1e6, "us", size=size, nic=nic, driver_us=us(driver),
-         model_us=us(r["poll_model"]), vs_udp=round(driver / recv, 2))
+    emit("rdma/poll_cpu_us", (r["poll"] - r["poll_wrap"]) * 1e6, "us", size=size, nic=nic, driver_us=us(poll),
+         model_us=us(r["poll_model"]), vs_udp=round(poll / recv, 2))
 
 
 if __name__ == "__main__":

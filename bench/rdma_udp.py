@@ -9,8 +9,11 @@ Usage: python bench/rdma_udp.py [SIZE ...]   (message sizes in bytes; default 8 
                        share of datagrams that did not; the model recovers those by retransmission)
   udp/pingpong_us      one way, half the median round trip (p99 too): one process sends a message, the other sends each
                        datagram back as it arrives (at most WINDOW datagrams in flight, so none is lost to a full buffer)
+  udp/relay_pingpong_us  the same for one datagram, each process receiving it in a second thread that hands it to the
+                       first through an eventfd, which then sends: the hand-off every hop over the model's wire has (the
+                       NIC model's wire thread receives, the CQ waiter sleeps on the MSI-X eventfd), with no work at all
 """
-import json, os, select, socket, subprocess, sys, time
+import json, os, select, socket, subprocess, sys, threading, time
 from common import emit
 from emu.nic.rc import WINDOW           # datagrams in flight in the ping-pong, as the model's requester
 
@@ -130,13 +133,71 @@ def udp_pingpong(size: int, iters: int = 2000) -> tuple[float, float]:
   return rtts[len(rtts) // 2] / 2 * 1e6, rtts[len(rtts) * 99 // 100] / 2 * 1e6
 
 
+class Relay:
+  """A socket's datagrams received by a thread of their own and handed to the caller of get() through an eventfd."""
+  def __init__(self, s: socket.socket):
+    self.s, self.ev, self.got = s, os.eventfd(0, os.EFD_NONBLOCK), []
+    threading.Thread(target=self._receive, daemon=True).start()
+
+  def _receive(self) -> None:
+    while True:
+      try: d = self.s.recv(65536)
+      except OSError: return                     # (closed, or nothing for STALL_S: get() reports it)
+      self.got.append(d)
+      os.eventfd_write(self.ev, 1)
+      if d == b"E": return
+
+  def get(self) -> bytes:
+    while not self.got:
+      if not select.select([self.ev], [], [], STALL_S)[0]: raise RuntimeError(f"no datagram for {STALL_S:g} s")
+      try: os.eventfd_read(self.ev)
+      except BlockingIOError: pass
+    return self.got.pop(0)
+
+
+def _relay_peer() -> None:
+  s = _socket()
+  s.bind(("127.0.0.1", 0))
+  s.settimeout(STALL_S)
+  print(s.getsockname()[1], flush=True)
+  back, r = int(sys.stdin.readline()), Relay(s)
+  while (d := r.get()) != b"E": s.sendto(d, ("127.0.0.1", back))
+
+
+def udp_relay_pingpong(size: int, iters: int = 2000) -> tuple[float, float]:
+  """(p50, p99) one-way latency in microseconds of one datagram of `size` bytes (at most MTU) relayed at both ends."""
+  if size > MTU: raise ValueError(f"the relay ping-pong sends one datagram: {size} bytes is over {MTU}")
+  p = subprocess.Popen([sys.executable, __file__, "--relay-peer"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+  s = _socket()
+  try:
+    if not select.select([p.stdout], [], [], STALL_S)[0]: raise RuntimeError(f"the UDP relay process did not start within {STALL_S:g} s")
+    port = int(p.stdout.readline())
+    s.bind(("127.0.0.1", 0))
+    s.settimeout(STALL_S)
+    p.stdin.write(f"{s.getsockname()[1]}\n")
+    p.stdin.flush()
+    r, msg, rtts = Relay(s), os.urandom(size + HEADERS), []
+    for _ in range(iters):
+      t0 = time.perf_counter()
+      s.sendto(msg, ("127.0.0.1", port))
+      r.get()
+      rtts.append(time.perf_counter() - t0)
+    s.sendto(b"E", ("127.0.0.1", port))
+  finally: _stop(p, s)
+  rtts.sort()
+  return rtts[len(rtts) // 2] / 2 * 1e6, rtts[len(rtts) * 99 // 100] / 2 * 1e6
+
+
 def main() -> None:
   for size in [int(a) for a in sys.argv[1:]] or SIZES:
     mbps, loss = udp_throughput(size)
     emit("udp/throughput_mbps", mbps, "MB/s", size=size, loss=round(loss, 4))
     p50, p99 = udp_pingpong(size)
     emit("udp/pingpong_us", p50, "us", size=size, p99=round(p99, 1))
+    if size <= MTU:
+      p50, p99 = udp_relay_pingpong(size)
+      emit("udp/relay_pingpong_us", p50, "us", size=size, p99=round(p99, 1))
 
 
 if __name__ == "__main__":
-  main()
+  _relay_peer() if sys.argv[1:] == ["--relay-peer"] else main()
