@@ -124,8 +124,7 @@ class WorkQueue:
     self.posted: deque[tuple[int, int]] = deque()      # (WQE index, request sequence number)
 
   def _doorbell(self, put: int) -> None:
-    q = self.q
-    self.qp.dev.db.ring(self.qp.qp_num, self.kind, put % q.entries, put // q.entries & 1)   # (HWQueue.epoch)
+    self.qp.dev.db.ring(self.qp.qp_num, self.kind, put % self.q.entries, self.q.epoch(put))
 
   def post(self, seqs: list[int], wqes: list[bytes]) -> None:
     """The WQEs of requests `seqs` at the producer, then one doorbell."""

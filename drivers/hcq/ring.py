@@ -48,7 +48,7 @@ class Ring:
         if self.pad is not None and nbytes > (tail := self.size - self.put * self.unit % self.size):
           self._reserve(tail)                               # it does not fit before the end: NOP-pad, restart at 0
           self._write(memoryview(np.full(tail // 4, self.pad, np.uint32)).cast("B"))
-        if (self.put - self.rptr) * self.unit + nbytes > self.size: self._reserve(nbytes)   # (no room: _reserve waits)
+        self._reserve(nbytes)
         self._write(data)
       if keep: self.inflight.append((self.put, keep))
       while self.inflight and self.inflight[0][0] <= self.rptr: self.inflight.popleft()

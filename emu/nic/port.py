@@ -128,9 +128,8 @@ class RoCEPort:
     """Whether C may take qp's single-packet WRITEs and send their ACKs: the QP between messages with remote write
     access, its ACKs going where the Python path sends them (no PHY loopback, a peer's GID) and through a wire nothing
     watches (no taps, no planned faults, nothing held back)."""
-    w = self.wire
     return qp.sctx is None and bool(qp.a.access & REMOTE_WRITE) and not qp.nak_pending and not self.loopback and \
-      qp.a.path.dgid not in self.own and not w.taps and not w.faults.plan and w._held is None
+      qp.a.path.dgid not in self.own and self.wire.unwatched
 
   def _sync_flows(self, rx: fastpath.Receiver, i: int, j: int) -> bool:
     """Give the QPs what C did with datagrams [i, j) (PSN, the WRITE's progress; single-packet WRITEs: MSN, the ACKs it

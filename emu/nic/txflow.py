@@ -66,6 +66,11 @@ def lib():
   return lib
 
 
+def _between(q: rc.QP) -> bool:
+  """q is in RTS with everything posted to it sent and no RNR wait: between messages."""
+  return q.a.state == "RTS" and q.tx_psn == q.next_psn and not q.rnr_wait
+
+
 class TxFlow:
   """One requester QP's single-packet WRITEs in C: what was checked when it was armed, the C state (`c`) and what keeps
   the memory it reads where it is (the SQ's pages, the region's HostMap)."""
@@ -102,9 +107,9 @@ class TxFlow:
   def usable(self, q: rc.QP) -> bool:
     """Whether C may post q's next WQEs (the checks C does not make itself)."""
     a, w = q.a, self.wire
-    return a.state == "RTS" and q.tx_psn == q.next_psn and not q.rnr_wait and a.path is self.path and a.mtu == self.mtu and \
+    return _between(q) and a.path is self.path and a.mtu == self.mtu and \
       a.pkey == self.pkey and a.dest_qpn == self.dest_qpn and self.port.loopback == self.loopback and \
-      (self.loopback or a.path.dgid not in self.port.own) and not w.taps and not w.faults.plan and w._held is None and \
+      (self.loopback or a.path.dgid not in self.port.own) and w.unwatched and \
       w.sock.fileno() == self.fd                         # (a port that closed its socket: the Python path raises)
 
   def worth(self, n: int) -> bool:
@@ -134,11 +139,10 @@ def arm(port, q: rc.QP, wr: rc.SendWR, dma, pages: list[int], page_size: int, ri
   where C may not take them. `old`, the QP's flow before, is reshaped if its memory is still the one to read. The NIC
   model fills in the WQE shape and its ring's layout."""
   if lib() is None or wr.opcode not in (rc.WRITE, rc.WRITE_IMM) or wr.local_error is not None or wr.npkts != 1 or \
-     wr.fence or len(wr.local.sges) != 1 or wr.length > MAX_PAYLOAD or q.a.state != "RTS" or q.tx_psn != q.next_psn or \
-     q.rnr_wait:
+     wr.fence or len(wr.local.sges) != 1 or wr.length > MAX_PAYLOAD or not _between(q):
     return None
   w = port.wire
-  if w.taps or w.faults.plan or w._held is not None: return None
+  if not w.unwatched: return None
   if port.loopback: endpoint, until = w.endpoint, float("inf")
   elif q.a.path.dgid in port.own: return None
   else: endpoint, until = w.table.resolved(q.a.path.dgid)

@@ -197,6 +197,12 @@ class WirePort:
     self._thread = threading.Thread(target=self._run, name=f"emu-wire-{name}", daemon=True)
     self._thread.start()
 
+  @property
+  def unwatched(self) -> bool:
+    """Nothing sees or mistreats the datagrams this port sends: no taps, no planned faults, none held back (so the C
+    datapath may send them itself)."""
+    return not self.taps and not self.faults.plan and self._held is None
+
   # --- sending
   def send(self, endpoint: tuple[str, int], parts: list) -> None:
     """Send one frame (a list of buffers) as one datagram to `endpoint`, applying the planned faults."""
