@@ -289,8 +289,11 @@ def open_device(name: str | None = None) -> Device:
   """Open (or return the already-open) device for a device string; None means the default device."""
   spec = parse_device(name if name is not None else default_device_name())
   for dev in _open.values():
-    if dev.spec == spec or (spec.iface is None and dev.spec.vendor == spec.vendor and dev.spec.index == spec.index): return dev
-  dev = vendor(spec.vendor).open(spec)
+    if (s := dev.spec) == spec or (s is not None and spec.iface is None and s.vendor == spec.vendor and s.index == spec.index):
+      return dev
+  v = vendor(spec.vendor)
+  assert v is not None and v.open is not None   # parse_device accepts only vendors that open devices
+  dev = v.open(spec)
   dev.spec = spec
   _open[dev.name] = dev
   # exit handlers run last-registered first: (re)registering after the device made its weakref finalizers (which

@@ -38,8 +38,8 @@ class _Exec:
   global_size: tuple[int, ...]
   local_size: tuple[int, ...]
   cur: tuple[tuple[Buffer, ...], tuple[int, ...]]   # what the next replay uses
-  args: KernArgs | None = None                       # the arguments the sealed stream points at
-  held: tuple | None = None                          # what they hold
+  args: KernArgs                                     # the arguments the sealed stream points at
+  held: tuple                                        # what they hold
   used: int = 0                                      # the timeline value of the last replay that read them
   spare: deque = field(default_factory=deque)        # (arguments, timeline value after which they are free)
 
@@ -62,7 +62,7 @@ class _Run:
   device: Device
   kind: str                          # "compute" or "copy"
   steps: list[int]
-  sealed: Sealed | None = None
+  sealed: Sealed = field(init=False)   # set when the graph is sealed
   after: Signal | None = None        # written by the run before, on another device
   then: Signal | None = None         # written for the run after, on another device
 
@@ -76,7 +76,8 @@ def _swap(orig: Buffer, cur: Buffer, replace: dict[Buffer, Buffer]) -> Buffer:
 
 class Graph:
   def __init__(self, device: Device | None = None):
-    self.device, self.steps = device, []
+    self.device = device
+    self.steps: list[_Exec | _Copy] = []
     self.runs: list[_Run] | None = None
     self.replays = 0
     self._owned: list[HostShare] = []   # bounce buffers of copies between devices
@@ -84,9 +85,8 @@ class Graph:
 
   def exec(self, prg: Program, *bufs: Buffer, global_size=(1, 1, 1), local_size=(1, 1, 1), vals: Sequence[int] = ()) -> int:
     """Record a launch; returns its step index (the key for replacing its values on replay)."""
-    st = _Exec(prg, bufs, tuple(vals), global_size, local_size, (bufs, tuple(vals)))
-    st.args, st.held = prg.fill_kernargs(bufs, vals, global_size, local_size), st.cur
-    return self._add(st)
+    cur = (bufs, tuple(vals))
+    return self._add(_Exec(prg, bufs, cur[1], global_size, local_size, cur, prg.fill_kernargs(bufs, vals, global_size, local_size), cur))
 
   def copy(self, dest: Buffer, src: Buffer, size: int | None = None) -> int:
     """Record a copy (between two devices too); returns its step index."""
@@ -108,7 +108,7 @@ class Graph:
   def devices(self) -> list[Device]: return list({st.device: None for st in self.steps})
 
   # --- sealing
-  def _seal(self) -> None:
+  def _seal(self) -> list[_Run]:
     runs = [_Run(dev, kind, [i for i, _ in grp]) for (dev, kind), grp in
             itertools.groupby(enumerate(self.steps), lambda e: (e[1].device, "copy" if isinstance(e[1], _Copy) else "compute"))]
     for share in self._order: share.free()   # after the replays that wait on them (freeing waits for their devices)
@@ -128,13 +128,14 @@ class Graph:
         st = self.steps[i]
         if isinstance(st, _Exec): q.exec(st.prg, st.args, st.global_size, st.local_size, patch=i)
         else:
-          q.copy(*st.cur, st.size, patch=i)
+          q.copy(st.cur[0], st.cur[1], st.size, patch=i)
           st.held = st.cur
       q.signal(dev.timeline, 0, patch="timeline signal")
       if run.then is not None: q.signal(run.then, 0, patch="then")
       run.sealed = q.seal()
     self.runs = runs
     self._locks = [dev.submit_lock for dev in sorted(self.devices, key=id)]   # one order for every graph: no deadlock
+    return runs
 
   # --- replay
   def __call__(self, replace: dict[Buffer, Buffer] | None = None, vals: dict[int, Sequence[int]] | None = None,
@@ -142,7 +143,7 @@ class Graph:
     """Replay. `replace` maps recorded buffers to the ones to use now (a recorded view follows its base); `vals` maps a
     step index to new values. Replacements last until a later replay changes them."""
     replace, vals = replace or {}, vals or {}
-    if self.runs is None or any(r.sealed.stale for r in self.runs): self._seal()
+    runs = self.runs if self.runs is not None and not any(r.sealed.stale for r in self.runs) else self._seal()
     for lock in self._locks: lock.acquire()   # the devices' submit locks: also one replay of this graph at a time
     try:
       n, changed, done = self.replays + 1, set(), {}
@@ -161,11 +162,11 @@ class Graph:
         else:
           if replace: st.cur = (_swap(st.dest, st.cur[0], replace), _swap(st.src, st.cur[1], replace))
           if st.held != st.cur and st.size: changed.add(i)
-      for run in self.runs:
+      for run in runs:
         sealed, dev = run.sealed, run.device
         sealed.patch("timeline wait", "value", dev.timeline_value - 1)
         sealed.patch("timeline signal", "value", v := dev.next_timeline())
-        if run.after is not None: sealed.patch("after", "value", n - 1 if run is self.runs[0] else n)   # the first: replay n-1's last
+        if run.after is not None: sealed.patch("after", "value", n - 1 if run is runs[0] else n)   # the first: replay n-1's last
         if run.then is not None: sealed.patch("then", "value", n)
         for i in run.steps:
           st = self.steps[i]

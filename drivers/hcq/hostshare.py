@@ -35,7 +35,8 @@ class HostShare:
     """One signal in the shared bytes at `offset` (8-byte aligned), as each device addresses it; its value starts at 0."""
     if offset % 8 or offset + SIGNAL_BYTES > self.size:
       raise ValueError(f"a signal at offset {offset} does not fit, aligned, in the {self.size}-byte shared memory")
-    return {dev: Signal(dev, buf.host_view[offset:offset + SIGNAL_BYTES], buf.va + offset, 0, name) for dev, buf in self.bufs.items()}
+    view = memoryview(self.memory)[offset:offset + SIGNAL_BYTES]   # the bytes every device's buffer maps
+    return {dev: Signal(dev, view, buf.va + offset, 0, name) for dev, buf in self.bufs.items()}
 
   def free(self) -> None:
     """Unmap the memory from every device (after work that may still use it); the memory goes with the last reference."""

@@ -190,6 +190,7 @@ class Sealed:
   A vendor supplies `_put` (write one field) and `submit` (hand the whole stream to the device: for a hardware
   ring one copy and one doorbell)."""
   launch_state: Hashable = None
+  _state_of: Queue   # the queue it was sealed from
 
   def __init__(self, device: Device, kind: str, patches: list[tuple[tuple[Hashable, str], Any, int, int]], keep: list):
     self.device, self.kind, self.keep = device, kind, keep

@@ -20,6 +20,8 @@ class Staging:
   def __init__(self, device: Device, size: int = STAGING_SIZE, count: int = STAGING_COUNT):
     self.device, self.size = device, size
     self.bufs = [device.alloc(size, host=True) for _ in range(count)]
+    self.views = [v for b in self.bufs if (v := b.host_view) is not None]
+    assert len(self.views) == count   # host memory is host-visible
     self.lock = threading.Lock()  # one staged copy at a time: the buffers are shared
 
   def _copy(self, dest_va: int, src_va: int, size: int, what: str) -> int:
@@ -34,17 +36,17 @@ class Staging:
       for i, off in enumerate(range(0, data.nbytes, self.size)):
         k, b = min(self.size, data.nbytes - off), i % len(self.bufs)
         dev.timeline.wait(ready[b])
-        self.bufs[b].host_view[:k] = data[off:off + k]
+        self.views[b][:k] = data[off:off + k]
         ready[b] = last = self._copy(va + off, self.bufs[b].va, k, "copyin")
       dev.timeline.wait(last)
 
   def copyout(self, dest: memoryview, va: int) -> None:
     """Copy dest.nbytes bytes from device address `va` (after all earlier work on the device) into `dest`."""
-    dev, inflight = self.device, deque()
+    dev, inflight = self.device, deque[tuple[int, int, int, int]]()
     def drain() -> None:
       v, b, off, k = inflight.popleft()
       dev.timeline.wait(v)
-      dest[off:off + k] = self.bufs[b].host_view[:k]
+      dest[off:off + k] = self.views[b][:k]
     with self.lock:
       for i, off in enumerate(range(0, dest.nbytes, self.size)):
         if len(inflight) == len(self.bufs): drain()

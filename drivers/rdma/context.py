@@ -156,7 +156,7 @@ class MR:
   """A memory region (ibv_mr): `length` bytes at I/O virtual address `addr`, reachable locally by `lkey` and remotely by
   `rkey` with `access`. The context gives each MR its own page-aligned address range (the NIC translates it through
   the MR's page table), so no process or physical address reaches a peer."""
-  def __init__(self, pd: PD, mem: DMAMemory | Buffer | Any, access: Access, length: int | None = None):
+  def __init__(self, pd: PD, mem: Any, access: Access, length: int | None = None):   # DMAMemory, a Buffer, host memory
     size = mem.size if isinstance(mem, (DMAMemory, Buffer)) else memoryview(mem).nbytes if _buffer(mem) else None
     if size is None:
       raise TypeError(f"reg_mr takes DMA memory from Context.alloc, host memory (a writable buffer: bytearray, memoryview, "
@@ -167,12 +167,14 @@ class MR:
       raise VerbsError("an MR with REMOTE_WRITE or REMOTE_ATOMIC needs LOCAL_WRITE too (IBTA 10.6.3.1)")
     self.pd, self.access, self.length, self.buffer = pd, access, length, mem if isinstance(mem, Buffer) else None
     ctx = pd.ctx
+    self.mem: DMAMemory | None
     if _device_memory(mem):                                  # GPU memory: its pages through the GPU's BAR
       self.mapped, self.mem = None, None
       pages, page_size, self.first = _bus_pages(mem, ctx.name)
     else:
       # memory the context did not allocate is mapped for the NIC here, and unmapped at dereg
       host = mem.host_view if isinstance(mem, Buffer) else mem
+      assert host is not None   # a Buffer that is not device memory has a host view
       self.mapped = None if isinstance(mem, DMAMemory) else ctx.provider.map_dma(memoryview(host))
       self.mem = dma = mem if self.mapped is None else self.mapped
       pages, page_size, self.first = dma.bus_addrs, dma.page_size, dma.first

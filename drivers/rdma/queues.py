@@ -9,7 +9,7 @@ RESET or ERR. A wrong transition, a missing or an extra attribute, or a value ou
 from __future__ import annotations
 import os, time
 from collections import deque
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Iterable, cast
 
 from drivers.rdma.device_post import device_write
 from drivers.rdma.exchange import Endpoint
@@ -38,7 +38,7 @@ TRANSITIONS = {
 }
 
 
-def _names(mask: M) -> str: return ", ".join(m.name for m in M if m & mask)
+def _names(mask: M) -> str: return ", ".join(str(m.name) for m in M if m & mask)
 
 
 def _uint(qp: QP, wr: SendWR, name: str, v, hi: int) -> None:
@@ -150,7 +150,7 @@ class QP:
       raise VerbsError(f"QP {self.qp_num:#x} is in {cur.name}, not {attr.cur_qp_state!r} (cur_qp_state)")
     if mask & M.STATE and not isinstance(attr.qp_state, S):
       raise VerbsError(f"QP {self.qp_num:#x}: the mask has STATE but qp_state is {attr.qp_state!r}")
-    new = attr.qp_state if mask & M.STATE else cur
+    new = attr.qp_state if mask & M.STATE and isinstance(attr.qp_state, S) else cur   # STATE with no S raised above
     if mask & M.STATE and new in (S.RESET, S.ERR): required, optional = M(0), M(0)
     elif (cur, new) in TRANSITIONS: required, optional = TRANSITIONS[(cur, new)]
     else:
@@ -322,7 +322,8 @@ class QP:
     if recv: opcode, length = c.opcode or RECV, c.byte_len
     else:
       if self.device_posted: self.device_posted.discard(seq)
-      opcode, length = SEND_WC[wr.opcode], c.byte_len or wr.length
+      swr = cast(SendWR, wr)
+      opcode, length = SEND_WC[swr.opcode], c.byte_len or swr.length
     cq._ready.append(WorkCompletion(wr.wr_id, c.status, opcode, self.qp_num, length, c.imm_data, c.vendor_err,
                                     c.vendor_status, wr))
     if c.status != SUCCESS and self.state != ERR:
@@ -335,7 +336,7 @@ class QP:
       while q:
         _, wr = q.popleft()
         cq.expected -= 1
-        opcode = WCOpcode.RECV if recv else SEND_WC[wr.opcode]
+        opcode = WCOpcode.RECV if recv else SEND_WC[cast(SendWR, wr).opcode]
         cq._ready.append(WorkCompletion(wr.wr_id, WCStatus.WR_FLUSH_ERR, opcode, self.qp_num, wr=wr))
 
   def describe_outstanding(self) -> str:

@@ -234,6 +234,8 @@ class WorkCompletion:
 
 class WCError(VerbsError):
   """An error completion, raised by CQ.poll: `wc` carries the status, the hardware status and the work request."""
+  completed: list[WorkCompletion]   # CQ.poll_wait: the successful completions polled before it
+
   def __init__(self, wc: WorkCompletion):
     self.wc = wc
     what = wc.wr.describe() if isinstance(wc.wr, (SendWR, RecvWR)) else f"{wc.opcode.name} wr_id {wc.wr_id}"

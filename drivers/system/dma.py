@@ -22,7 +22,7 @@ class DMAMemory:
   view: memoryview
   bus_addrs: list[int]
   page_size: int = PAGE
-  _free: Callable[[], None] | None = field(default=None, repr=False)
+  _free: Callable[[], object] | None = field(default=None, repr=False)
   first: int = 0   # where view[0] lies in the first page (memory mapped by PCIDevice.map_dma need not start on a page)
 
   @property

@@ -8,7 +8,7 @@ hardware. No monkeypatching of open/ioctl/mmap.
 """
 from __future__ import annotations
 import ctypes, errno, fcntl, mmap, os
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 from drivers.system.mmio import MMIO, MemMMIO, CallbackMMIO
 from drivers.system.registry import KernelModel, model, models
@@ -30,7 +30,7 @@ class KernelInterface(Protocol):
   def pread(self, fd: int, n: int, offset: int) -> bytes: ...
   def pwrite(self, fd: int, data: bytes, offset: int) -> int: ...
   def reserve(self, size: int, align: int) -> int: ...
-  def anon(self, size: int) -> tuple[int, MMIO]: ...
+  def anon(self, size: int) -> tuple[int, MemMMIO]: ...
   def mmap(self, fd: int, va: int | None, size: int, offset: int) -> tuple[int, MMIO]: ...
   def release(self, va: int, size: int) -> None: ...
   def read_text(self, path: str) -> str: ...
@@ -73,7 +73,7 @@ class OSKernel:
     if (end := raw + size + align) > va + size: _libc.munmap(va + size, end - va - size)
     return va
 
-  def anon(self, size: int) -> tuple[int, MMIO]:
+  def anon(self, size: int) -> tuple[int, MemMMIO]:
     """Private read-write memory of this process (USERPTR buffers)."""
     addr = _check(_libc.mmap(None, size, PROT_RW, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, -1, 0), f"allocating {size} bytes")
     return addr, MemMMIO(memoryview((ctypes.c_uint8 * size).from_address(addr)).cast("B"), "host memory")
@@ -99,7 +99,20 @@ class OSKernel:
 class ModelKernel:
   """A kernel-driver model from emu/ behind KernelInterface: its mmaps come back as MMIO like real ones
   (memory as MemMMIO, register pages such as doorbells as CallbackMMIO)."""
-  def __init__(self, model):
+  # the model's own calls, bound in __init__
+  open: Callable[[str], int]
+  close: Callable[[int], None]
+  ioctl: Callable[..., int]
+  reserve: Callable[[int, int], int]
+  release: Callable[[int, int], None]
+  read_text: Callable[[str], str]
+  listdir: Callable[[str], list[str]]
+  exists: Callable[[str], bool]
+  pread: Callable[[int, int, int], bytes]
+  pwrite: Callable[[int, bytes, int], int]
+  readlink: Callable[[str], str]
+
+  def __init__(self, model: Any):
     self.model = model
     for name in ("open", "close", "ioctl", "reserve", "release", "read_text", "listdir", "exists"):
       setattr(self, name, getattr(model, name))
@@ -111,7 +124,7 @@ class ModelKernel:
       raise OSError(errno.EINVAL, f"{type(self.model).__name__}: {name} is not supported on the files it models")
     return fail
 
-  def anon(self, size: int) -> tuple[int, MMIO]:
+  def anon(self, size: int) -> tuple[int, MemMMIO]:
     addr, view = self.model.anon(size)
     return addr, MemMMIO(view, "host memory")
 

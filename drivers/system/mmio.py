@@ -6,11 +6,11 @@ a callback (`read(offset, size) -> int`, `write(offset, size, value)`), which is
 implement registers. Drivers only ever see `MMIO`, so they cannot tell the two apart.
 """
 from __future__ import annotations
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
-_FMT = {1: "B", 2: "H", 4: "I", 8: "Q"}
+_FMT: dict[int, Any] = {1: "B", 2: "H", 4: "I", 8: "Q"}
 
 
 class IORegion(Protocol):
@@ -24,6 +24,7 @@ class IORegion(Protocol):
 class MMIO:
   """Register/memory access over one region. Offsets are bytes from the start of the region."""
   size: int
+  name: str
 
   def read(self, offset: int, size: int) -> int: raise NotImplementedError
   def write(self, offset: int, size: int, value: int) -> None: raise NotImplementedError

@@ -6,7 +6,7 @@ and `ModelPCIDevice` (a registered emu/ model: `open_model`); the USB bridge imp
 picks VFIO or sysfs for a real function. Opening a device takes its ownership lock; close() releases everything it handed out.
 """
 from __future__ import annotations
-import ctypes, mmap, os, re, warnings
+import ctypes, errno, mmap, os, re, warnings
 from typing import Any
 
 from autogen.pci import (PCI_BASE_ADDRESS_0, PCI_BASE_ADDRESS_MEM_MASK, PCI_BASE_ADDRESS_MEM_TYPE_64,
@@ -40,7 +40,9 @@ class PCIDevice:
 
   def __init__(self, bus: str, lock_prefix: str | None):
     """lock_prefix None: open without taking ownership (monitors that only read, like am_smi)."""
-    self.bus, self._bars, self._dma = bus, {}, []
+    self.bus = bus
+    self._bars: dict[int, MMIO] = {}
+    self._dma: list[DMAMemory] = []
     self._lock: DeviceLock | None = DeviceLock(lock_prefix, bus) if lock_prefix is not None else None
 
   def map_bar(self, n: int) -> MMIO:
@@ -179,6 +181,7 @@ def open_model(kind: str, index: int = 0, lock_prefix: str | None | object = OWN
   if lock_prefix is OWNER:
     if (lock_prefix := next((v.lock_prefix for v in vendors() if kind in v.models), None)) is None:
       raise ValueError(f"no registered vendor with a lock prefix lists model {kind!r}; pass lock_prefix")
+  assert lock_prefix is None or isinstance(lock_prefix, str)
   return ModelPCIDevice(lambda: m.create(bus, index, **options), lock_prefix, bus=bus)
 
 
@@ -221,6 +224,7 @@ def _sysfs_error(path: str, e: OSError) -> OSError:
 
 class SysfsPCIDevice(PCIDevice):
   """A real PCI function through sysfs: needs root (or udev rules) and no kernel driver bound to it."""
+  _cfg: int | None = None   # the config-space file, open while the device is
   def __init__(self, bus: str, lock_prefix: str, sysfs: str = SYSFS_PCI):
     self.path = os.path.join(sysfs, bus)
     if not os.path.isdir(self.path):
@@ -239,11 +243,15 @@ class SysfsPCIDevice(PCIDevice):
     self.vendor_id, self.device_id = self.read_config(0, 2), self.read_config(2, 2)
     self._maps: list[mmap.mmap] = []
 
+  def _config_fd(self) -> int:
+    if self._cfg is None: raise OSError(errno.EBADF, f"config space of {self.bus}: the device is closed")
+    return self._cfg
+
   def read_config(self, offset: int, size: int) -> int:
-    return int.from_bytes(os.pread(self._cfg, size, offset), "little")
+    return int.from_bytes(os.pread(self._config_fd(), size, offset), "little")
 
   def write_config(self, offset: int, size: int, value: int) -> None:
-    os.pwrite(self._cfg, value.to_bytes(size, "little"), offset)
+    os.pwrite(self._config_fd(), value.to_bytes(size, "little"), offset)
 
   def bar_size(self, n: int) -> int:
     with open(os.path.join(self.path, "resource")) as f: lines = f.read().splitlines()
@@ -279,7 +287,7 @@ class SysfsPCIDevice(PCIDevice):
     for m in getattr(self, "_maps", []):
       try: m.close()
       except BufferError: pass   # a caller still holds a view of the BAR; the mapping goes with it
-    if getattr(self, "_cfg", None) is not None: os.close(self._cfg)
+    if self._cfg is not None: os.close(self._cfg)
     self._cfg = None
 
 

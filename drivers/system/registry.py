@@ -66,7 +66,7 @@ def _load(group: str, ep: EntryPoint, kinds: tuple[type, ...]) -> Any:
   key = (group, ep.name, ep.value)
   if key not in _loaded:
     obj = ep.load()
-    if not isinstance(obj, kinds) or obj.name != ep.name:
+    if not isinstance(obj, kinds) or getattr(obj, "name", None) != ep.name:
       raise TypeError(f"entry point {ep.name} = {ep.value!r} (group {group}) is {obj!r}, not a "
                       f"{' or '.join(k.__name__ for k in kinds)} named {ep.name!r}")
     _loaded[key] = obj

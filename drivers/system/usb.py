@@ -70,6 +70,8 @@ def udev_rule(vid: int, pid: int) -> str:
 class _BARMMIO(CallbackMMIO):
   """A BAR: register accesses are memory TLPs (writes batched); aligned block reads are streaming reads, aligned block
   writes join the batch at once."""
+  region: _BAR
+
   def read_bytes(self, offset: int, n: int) -> bytes:
     self._check(offset, n)
     if offset % 4 or n % 4: return super().read_bytes(offset, n)
@@ -101,7 +103,8 @@ class USBPCIDevice(PCIDevice):
   lock is taken under), `device` is a callable that makes it once the lock is held (a model's state is not touched
   before)."""
   def __init__(self, device: Any, lock_prefix: str | None, bus: str | None = None):
-    self.usb, self.io = None, threading.RLock()
+    self.usb: Any = None   # the pyusb device, once identified
+    self.io = threading.RLock()
     if bus is None: self._identify(device)
     super().__init__(bus or f"usb-{device.bus}-{device.address}", lock_prefix)
     self._batch: list[tuple[int, int]] = []      # (address, dword) of posted writes not sent yet
@@ -109,7 +112,7 @@ class USBPCIDevice(PCIDevice):
     self._bar_len: dict[int, int] = {}
     try:
       if bus is not None: self._identify(device())
-      product = self._usb(lambda: self.usb.product) or ""
+      product = self._usb(lambda: getattr(self.usb, "product")) or ""
       if not product.startswith(PRODUCTS):
         raise ValueError(f"{self.name} has product string {product!r}, not one of the bridge firmware's ({', '.join(PRODUCTS)}...)")
       self._usb(self._setup_usb)

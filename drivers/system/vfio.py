@@ -63,7 +63,7 @@ class VFIOPCIDevice(PCIDevice):
                          f"protection), then {self._bind_hint(bus, driver)}")
     if driver != "vfio-pci":
       raise RuntimeError(f"PCI device {bus} is bound to {driver or 'no driver'}, not vfio-pci; {self._bind_hint(bus, driver)}")
-    self.iommu_group = int(self._link(f"{path}/iommu_group"))
+    self.iommu_group = int(self._link(f"{path}/iommu_group") or "")   # exists: checked above
     name = f"{IOMMU_GROUPS}/{self.iommu_group}/name"
     self.noiommu = k.exists(name) and k.read_text(name).strip() == NOIOMMU_GROUP_NAME
     self.group_path = f"/dev/vfio/{'noiommu-' if self.noiommu else ''}{self.iommu_group}"
@@ -83,7 +83,8 @@ class VFIOPCIDevice(PCIDevice):
             f"echo {bus} > /sys/bus/pci/drivers_probe`, or unload its kernel driver (`hcq_smi <vendor> rmmod`) and "
             f"`modprobe vfio-pci ids={ids}`")
 
-  def _ioctl(self, fd: int, file: str, name: str, arg=None) -> int:
+  def _ioctl(self, fd: int | None, file: str, name: str, arg=None) -> int:
+    if fd is None: raise OSError(errno.EBADF, f"{name} on {file} ({self.bus}): the device is closed")
     try: return self.kernel.ioctl(fd, getattr(V, name), arg)
     except OSError as e: raise OSError(e.errno, f"{name} on {file} ({self.bus}) failed: {e.strerror}") from None
 
@@ -167,8 +168,9 @@ class VFIOPCIDevice(PCIDevice):
   def _map_bar(self, n: int) -> MMIO:
     if not self.bar_size(n): raise ValueError(f"{self.bus} has no BAR{n}")
     r, name = self._regions[n], f"{self.bus} BAR{n}"
-    if not r.flags & V.VFIO_REGION_INFO_FLAG_MMAP: return CallbackMMIO(RegionIO(self.kernel, self.device, r, name), name)
-    try: addr, mmio = self.kernel.mmap(self.device, None, r.size, r.offset)
+    if (fd := self.device) is None: raise OSError(errno.EBADF, f"mapping {name}: the device is closed")
+    if not r.flags & V.VFIO_REGION_INFO_FLAG_MMAP: return CallbackMMIO(RegionIO(self.kernel, fd, r, name), name)
+    try: addr, mmio = self.kernel.mmap(fd, None, r.size, r.offset)
     except OSError as e: raise OSError(e.errno, f"mmap of {name} ({r.size:#x} bytes) failed: {e.strerror}") from None
     self._maps.append((addr, r.size))
     mmio.name = name
@@ -197,12 +199,13 @@ class VFIOPCIDevice(PCIDevice):
 
   def _iommu_map(self, addr: int, size: int) -> tuple[int, Callable[[], None]]:
     """Map [addr, addr+size) of this process at fresh IOVAs (VFIO_IOMMU_MAP_DMA) -> (iova, what unmaps it)."""
-    iova = self._iova.alloc(size, PAGE)
+    assert (iovas := self._iova) is not None   # no IOMMU mapping in no-IOMMU mode
+    iova = iovas.alloc(size, PAGE)
     m = V.vfio_iommu_type1_dma_map(argsz=ctypes.sizeof(V.vfio_iommu_type1_dma_map), flags=V.VFIO_DMA_MAP_FLAG_READ |
                                    V.VFIO_DMA_MAP_FLAG_WRITE, vaddr=addr, iova=iova, size=size)
     try: self._ioctl(self.container, CONTAINER, "VFIO_IOMMU_MAP_DMA", m)
     except OSError as e:
-      self._iova.free(iova)
+      iovas.free(iova)
       if e.errno == errno.ENOMEM:
         raise OSError(e.errno, f"{e.strerror}; DMA memory is pinned against the locked-memory limit: raise `ulimit -l` "
                       "or run as root") from None
@@ -211,7 +214,7 @@ class VFIOPCIDevice(PCIDevice):
     def unmap():
       u = V.vfio_iommu_type1_dma_unmap(argsz=ctypes.sizeof(V.vfio_iommu_type1_dma_unmap), iova=iova, size=size)
       self._ioctl(self.container, CONTAINER, "VFIO_IOMMU_UNMAP_DMA", u)
-      self._iova.free(iova)
+      iovas.free(iova)
     return iova, unmap
 
   def reset(self) -> None: self._ioctl(self.device, self.bus, "VFIO_DEVICE_RESET")
