@@ -1,4 +1,4 @@
-"""The layer rules of ARCHITECTURE.md that imports can break: emu/ (the hardware models) imports only autogen/ and
+"""The layer rules (README, "Layout") that imports can break: emu/ (the hardware models) imports only autogen/ and
 itself, never the drivers that are its clients; drivers/system is the only importer of emu/. Every import counts,
 module- or function-level."""
 import ast

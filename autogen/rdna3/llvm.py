@@ -3,7 +3,7 @@ the disassembler tests compare against. Never imported by emu/ at run time.
 
 `Disassembler` calls libLLVM's C API in-process (LLVMDisasmInstruction returns the byte count, or 0 for an
 invalid encoding). `disasm_batch` runs it in a child process because LLVM can crash on odd encodings
-(reference/toolchain.md A.2); a crashed batch is bisected so one bad encoding costs only itself.
+(seen with llvm-mc-22 on random words); a crashed batch is bisected so one bad encoding costs only itself.
 """
 from __future__ import annotations
 import ctypes, ctypes.util, glob, os, struct, subprocess, sys

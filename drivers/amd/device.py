@@ -108,7 +108,7 @@ class AMDDevice(Device):
       super().__init__(name)
       if not self.host_flushes_hdp: self.pm4_hdp_flush = PM4Queue(self).hdp_flush_words()
       # the MEC counts dwords and lets a packet wrap; SDMA counts bytes and the tail is NOP-padded instead of splitting a
-      # packet (reference/amd_driver.md 1.3, "SDMA submission")
+      # packet (sdma_v6_0.c sdma_v6_0_ring_insert_nop)
       self.compute_ring = self._ring("compute", unit=4, pad=None)
       self.sdma_ring = self._ring("sdma", unit=1, pad=SDMA_NOP)
       # an interface with placement rules of its own (drivers/amd/usb.py) sizes kernel-argument chunks and copies host
@@ -192,7 +192,7 @@ class AMDDevice(Device):
 
   def tmpring_size(self, per_lane: int) -> int:
     # WAVESIZE: one wave64's slot in 256-byte units; WAVES: the slots of each shader engine, whose rings follow each
-    # other from COMPUTE_DISPATCH_SCRATCH_BASE (per SE on gfx11, reference/amd_driver.md 1.8), so the scratch buffer
+    # other from COMPUTE_DISPATCH_SCRATCH_BASE (per SE on gfx11: mesa ac_get_scratch_tmpring_size), so the scratch buffer
     # holds WAVES slots for every engine
     p = self.iface.props
     engines = p["array_count"] // p["simd_arrays_per_engine"]

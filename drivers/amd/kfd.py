@@ -1,7 +1,7 @@
 """The KFD interface: an AMD GPU through the amdgpu kernel driver (/dev/kfd + its render node).
 
 Written against drivers.system.kernel.KernelInterface, so the same code runs on the real kernel and on
-the KFD model (MOCKKFD+AMD). Sequence and structures: kfd_ioctl.h; reference/amd_driver.md section 4.
+the KFD model (MOCKKFD+AMD). Sequence and structures: kfd_ioctl.h; ROCT-Thunk-Interface (libhsakmt) hsaKmtOpenKFD, hsaKmtCreateQueue.
 """
 from __future__ import annotations
 import ctypes, errno

@@ -1,6 +1,6 @@
 """The compute queue: hcq Queue commands encoded as gfx11 PM4 type-3 packets for the MEC.
 
-Packet formats: nvd.h (autogen.amd.nvd); launch sequence: reference/amd_driver.md 1.7 and 5.1.
+Packet formats: nvd.h (autogen.amd.nvd); launch sequence: mesa radeonsi si_compute.c and Linux gfx_v11_0.c's ring emitters.
 """
 from __future__ import annotations
 import struct
@@ -80,8 +80,8 @@ class PM4Queue(Queue):
     saved, self.words = self.words, []
     kd, dev = prg.kernel.descriptor, self.device
     # The one cache invalidation a launch needs: earlier kernels' results are in L2, which every CU shares, so
-    # invalidating the per-CU/SE caches (GL1, GLV, GLK, GLM, GLI) before the dispatch is enough (reference/amd_driver.md
-    # 1.7, exec step 1). Host visibility is the end-of-submission RELEASE_MEM's job (it writes L2 back), and host
+    # invalidating the per-CU/SE caches (GL1, GLV, GLK, GLM, GLI) before the dispatch is enough (gfx_v11_0.c
+    # gfx_v11_0_emit_mem_sync). Host visibility is the end-of-submission RELEASE_MEM's job (it writes L2 back), and host
     # writes reach VRAM through one HDP flush per submission (_submit), so a launch needs no memory_barrier; Linux
     # likewise syncs caches once per job (gfx_v11_0_emit_mem_sync), not per dispatch.
     self._acquire_mem(GCR_INV)
@@ -121,7 +121,7 @@ class PM4Queue(Queue):
     # the kernels before it are done (each launch ends with CS_PARTIAL_FLUSH) and their results written back from L2
     # to memory the NIC reads (the barrier's GL2_WB); then WRITE_DATA the WQE into the NIC's send queue (host memory)
     # and the doorbell into its BAR (one 64-bit store: both data dwords in one write), each confirmed before the next
-    # packet, and WAIT_REG_MEM until the completion word matches (reference/amd_driver.md 5.1 WAIT_REG_MEM)
+    # packet, and WAIT_REG_MEM until the completion word matches (nvd.h PACKET3_WAIT_REG_MEM)
     self._memory_barrier()
     for va, data in [*cmds.writes, cmds.doorbell]:
       if va % 4 or len(data) % 4: raise ValueError(f"WRITE_DATA writes whole dwords at dword-aligned addresses: {len(data)} bytes at {va:#x}")
@@ -137,7 +137,7 @@ class PM4Queue(Queue):
 
   def _hdp_flush(self) -> None:
     # write GPU_HDP_FLUSH_REQ, wait until GPU_HDP_FLUSH_DONE matches (all client bits as reference and mask,
-    # reference/amd_driver.md 5.1 WAIT_REG_MEM)
+    # gfx_v11_0_ring_emit_hdp_flush)
     req, done = (self.device.nbio_addr(r) for r in (nbio.regBIF_BX_PF0_GPU_HDP_FLUSH_REQ, nbio.regBIF_BX_PF0_GPU_HDP_FLUSH_DONE))
     self.pkt3(nvd.PACKET3_WAIT_REG_MEM, nvd.WAIT_REG_MEM_MEM_SPACE(MEM_SPACE_REG) | nvd.WAIT_REG_MEM_OPERATION(OP_WRITE_WAIT) |
               nvd.WAIT_REG_MEM_FUNCTION(WAIT_EQ) | nvd.WAIT_REG_MEM_ENGINE(ENGINE_ME), req, done, 0xFFFFFFFF, 0xFFFFFFFF, POLL_HDP)

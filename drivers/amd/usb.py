@@ -1,7 +1,7 @@
 """The AM driver on a GPU behind the ASMedia ASM24xx USB-to-PCIe bridge (USB+AMD, MOCKUSB+AMD): where memory goes and
 how host copies travel when the GPU cannot reach host memory. The AM boot itself is PCIIface's, unchanged.
 
-Facts (reference/amd_driver.md 1.2.1, "USB-specific sizing and behaviour"):
+Facts (tinygrad's runtime/support/usb.py and ops_amd.py USBIface):
 - Placement: every allocation is in VRAM; the compute ring is 0x2000 B, the SDMA ring 1 MB; kernel arguments come in
   8 KB chunks and signals in 0x100 B pages; no interrupts (the driver polls).
 - copyin is pipelined through the bridge's bounce SRAM: the host writes a window (drivers/system/usb.py sram_write)

@@ -1,5 +1,5 @@
 """Backing store (context memory), HWRM v2: host memory the firmware keeps its QP, CQ, MR, ... contexts in
-(reference/rdma.md 5.5; kernel bnxt.c bnxt_hwrm_func_backing_store_qcaps_v2 / _cfg_v2).
+(kernel bnxt.c bnxt_hwrm_func_backing_store_qcaps_v2 / _cfg_v2).
 
 Discovery starts at type 0 and follows `next_valid_type` until FUNC_BACKING_STORE_QCAPS_V2_RESP_TYPE_INVALID; a type
 without FLAGS_TYPE_VALID is skipped. Each valid type gets, per instance in `instance_bit_map` (or instance 0), a block

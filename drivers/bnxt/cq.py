@@ -1,4 +1,4 @@
-"""Completion queues: RCFW CREATE_CQ and polling with toggle bits (reference/rdma.md 5.9, 5.13; roce_hsi.h cq_*).
+"""Completion queues: RCFW CREATE_CQ and polling with toggle bits (roce_hsi.h cq_*; kernel qplib_fp.c bnxt_qplib_poll_cq).
 
 A CQE is 32 bytes; byte 24 holds the toggle bit (bit 0) and the type (bits 1-4: REQ for the send queue, RES_RC for
 the receive queue), byte 25 the status. The hardware writes toggle 1 during the ring's first pass, 0 during the

@@ -1,5 +1,5 @@
 """The bnxt RoCE provider: brings a NetXtreme-E function up in the firmware's order and serves drivers/rdma's verbs
-(reference/rdma.md 5.4; kernel bnxt_en bnxt_init_one + bnxt_re probe, rdma-core providers/bnxt_re).
+(kernel bnxt_en bnxt_init_one + bnxt_re probe, rdma-core providers/bnxt_re).
 
   1. HWRM: VER_GET, FUNC_RESET, FUNC_QCAPS (MAC, port), FUNC_DRV_RGTR, FUNC_QCFG (doorbell offset)
   2. backing store v2 for every context type the firmware reports

@@ -1,4 +1,4 @@
-"""The HWRM channel: the driver's command interface to the NIC firmware (bnxt_hsi.h; reference/rdma.md 5.3).
+"""The HWRM channel: the driver's command interface to the NIC firmware (bnxt_hsi.h; kernel bnxt_hwrm.c).
 
 A request is an `hwrm_<name>_input` struct (header: req_type, cmpl_ring, seq_id, target_id, resp_addr) written as
 little-endian dwords into BAR0's request window (GRCPF CHIMP_COMM, 128 bytes, zero-padded); writing 1 to the trigger

@@ -1,4 +1,4 @@
-"""The port's L2 side: the receive path RoCE ingress needs, and PHY loopback (reference/rdma.md 5.7, 7.1).
+"""The port's L2 side: the receive path RoCE ingress needs, and PHY loopback (bnxt_hsi.h hwrm_vnic_alloc, hwrm_ring_alloc, hwrm_port_mac_cfg).
 
 Frames reach the RoCE engine only through a VNIC whose L2 filter matches the port's MAC, so even with no Ethernet
 buffers ever posted the function gets: an L2 completion ring and an RX ring (HWRM RING_ALLOC, both on the NQ), a VNIC

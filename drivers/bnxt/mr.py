@@ -1,4 +1,4 @@
-"""Memory regions: RCFW REGISTER_MR with ALLOC_MR, the firmware choosing the key (reference/rdma.md 5.11).
+"""Memory regions: RCFW REGISTER_MR with ALLOC_MR, the firmware choosing the key (roce_hsi.h cmdq_register_mr; kernel qplib_sp.c bnxt_qplib_reg_mr).
 
 The MR's pages go behind a page table (level 0: one page is named directly; 1 and 2 for more), `va` is the MR's
 I/O virtual address and `mr_size` its length; requests name bytes by va, and the key serves as lkey and rkey. The

@@ -1,4 +1,4 @@
-"""The notification queue (NQ) the RoCE CQs report to, and its interrupt (reference/rdma.md 5.6 step 8; roce_hsi.h
+"""The notification queue (NQ) the RoCE CQs report to, and its interrupt (roce_hsi.h
 nq_cn; kernel qplib_fp.c bnxt_qplib_service_nq, bnxt_qplib_arm_cq).
 
 A CQ armed with a CQ_ARMALL doorbell (index = its consumer, toggle = its arm toggle) makes the NIC write one nq_cn

@@ -1,5 +1,5 @@
 """RC queue pairs: RCFW CREATE_QP / MODIFY_QP / DESTROY_QP, SQ and RQ WQEs, the MSN table, doorbells and the
-completions they produce (reference/rdma.md 5.9-5.12; roce_hsi.h sq_*, rq_*, cq_req, cq_res_rc, cmdq_modify_qp).
+completions they produce (roce_hsi.h sq_*, rq_*, cq_req, cq_res_rc, cmdq_modify_qp).
 
 The QP uses static WQEs (qp_flags without VARIABLE_SIZED_WQE_ENABLED): every SQ and RQ WQE is 128 bytes (struct
 sq_send / sq_rdma / rq_wqe: a 32-byte header and up to six 16-byte SGEs), sq_size and rq_size count WQEs, and

@@ -1,5 +1,5 @@
 """The RoCE firmware channel (RCFW): command queue (CMDQ), its completion ring (CREQ) and the notification queue
-(reference/rdma.md 5.6; roce_hsi.h cmdq_* / creq_*, kernel qplib_rcfw.c).
+(roce_hsi.h cmdq_* / creq_*, kernel qplib_rcfw.c).
 
 Bring-up: the CREQ is an NQ-type ring (HWRM RING_ALLOC) and is armed with an NQ_ARM doorbell; the CMDQ's page table,
 size and CREQ id go to the RCFW mailbox (struct cmdq_init at BAR0 + RCFW_COMM_BASE_OFFSET). A command is a cmdq_<name>

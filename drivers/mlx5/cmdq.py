@@ -1,4 +1,4 @@
-"""The command queue (reference/rdma.md 6.2; include/linux/mlx5/device.h mlx5_cmd_layout, mlx5_cmd_prot_block).
+"""The command queue (kernel mlx5_core cmd.c; include/linux/mlx5/device.h mlx5_cmd_layout, mlx5_cmd_prot_block).
 
 One 4 KiB page of 64-byte command slots (the init segment says how many and their stride) plus a pool of 1 KiB
 mailbox blocks: inputs past 16 bytes and outputs past 16 bytes go through chains of 512-byte data blocks, each with the

@@ -1,4 +1,4 @@
-"""Completion queues: CREATE_CQ and polling by owner bit (reference/rdma.md 6.4-6.5; device.h mlx5_cqe64, mlx5_err_cqe).
+"""Completion queues: CREATE_CQ and polling by owner bit (device.h mlx5_cqe64, mlx5_err_cqe).
 
 64-byte CQEs; byte 63 is opcode << 4 | owner, and a CQE is new when its opcode is not INVALID and its owner bit equals
 the consumer's pass parity (every CQE starts as INVALID with owner 1). The consumer index goes to the doorbell record's

@@ -1,5 +1,5 @@
 """The mlx5 RoCE provider: brings a ConnectX function up in the firmware's order and serves drivers/rdma's verbs
-(reference/rdma.md 6.1-6.3; kernel mlx5_core mlx5_function_setup / mlx5_load, rdma-core providers/mlx5).
+(kernel mlx5_core mlx5_function_setup / mlx5_load, rdma-core providers/mlx5).
 
   1. FLR; the init segment: firmware version, command interface revision 5, wait for the initializing bit
   2. the command queue (wait for the initializing bit again), ENABLE_HCA, QUERY_ISSI / SET_ISSI 1

@@ -1,4 +1,4 @@
-"""The driver's event queues (CREATE_EQ; include/linux/mlx5/device.h mlx5_eqe; reference/rdma.md 6.4).
+"""The driver's event queues (CREATE_EQ; include/linux/mlx5/device.h mlx5_eqe; kernel mlx5_core eq.c).
 
 The async EQ is subscribed to page requests, command completions, CQ errors and QP errors and polled after every command
 (a QP's errors reach the verbs layer as its error CQEs). The completion EQ takes the completion events of armed CQs and

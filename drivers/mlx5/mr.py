@@ -1,4 +1,4 @@
-"""Memory regions: CREATE_MKEY with an MTT (reference/rdma.md 6.3 register_mem; mlx5_ifc.h mkc).
+"""Memory regions: CREATE_MKEY with an MTT (mlx5_ifc.h mkc; kernel mlx5_ib mr.c).
 
 The MKEY translates [iova, iova + length) through one big-endian page address per MR page (after input byte 0x110,
 two per 16-byte octword). Rights: lr always, lw, rr, rw from the access flags. The key is mkey_index << 8 | a variant

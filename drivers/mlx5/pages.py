@@ -1,4 +1,4 @@
-"""Pages for the firmware (QUERY_PAGES, MANAGE_PAGES; reference/rdma.md 6.3 step 5): the driver gives the 4 KiB pages
+"""Pages for the firmware (QUERY_PAGES, MANAGE_PAGES; kernel mlx5_core pagealloc.c): the driver gives the 4 KiB pages
 the firmware asks for (boot, init, then regular pages on page-request events) and takes them back when it returns
 them; at teardown every page is reclaimed, so none stays with the device."""
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """RC queue pairs: CREATE_QP and the transitions, send and receive WQEs, doorbells, and the completions they produce
-(reference/rdma.md 6.4-6.5; include/linux/mlx5/qp.h mlx5_wqe_ctrl_seg, mlx5_wqe_raddr_seg, mlx5_wqe_data_seg).
+(include/linux/mlx5/qp.h mlx5_wqe_ctrl_seg, mlx5_wqe_raddr_seg, mlx5_wqe_data_seg).
 
 One buffer holds the receive queue (WQEs of 16 << log_rq_stride bytes: data segments, ended by lkey 0x100 when shorter)
 and, after it, the send queue (64-byte WQEBBs; a WQE is a ctrl segment, a raddr segment for RDMA, then data segments).
@@ -45,7 +45,7 @@ def _log2(n: int) -> int: return max(n - 1, 0).bit_length()
 
 
 def udp_sport(lqpn: int, rqpn: int) -> int:
-  """The RoCEv2 UDP source port of a flow (reference/rdma.md 6.4, the kernel's rdma_flow_label_to_udp_sport of the
+  """The RoCEv2 UDP source port of a flow (the kernel's rdma_flow_label_to_udp_sport of the
   flow label made from both QPNs): in 0xC000-0xFFFF."""
   v = lqpn * rqpn
   v = (v ^ v >> 20 ^ v >> 40) & 0xFFFFF

@@ -1,6 +1,6 @@
 """USBPCIDevice: a PCI function behind a USB3/USB4-to-PCIe bridge (ASMedia ASM24xx, custom firmware), through pyusb.
 
-Facts: ../shared/reference/amd_driver.md 1.2.1. The bridge is driven by vendor control requests: 0xF3 powers PCIe
+Facts: tinygrad's runtime/support/usb.py (ASM24Controller). The bridge is driven by vendor control requests: 0xF3 powers PCIe
 (link up: XDATA 0xB450, the LTSSM state, reads 0x78), 0xE4/0xE5 read/write XDATA, 0xF0 OUT sends a TLP
 (wValue = fmt_type | byte_enable<<8, wIndex = mode, payload addr_lo, addr_hi, value_or_dwordcount) and 0xF0 IN reads
 its 8-byte completion (data u32 [0:4], completion status (byte4>>5)&7, return status byte7, non-zero: retry up to

@@ -23,7 +23,7 @@ from emu.amdgpu.spi import SHRegisters, launch as spi_launch
 from emu.rdna3.dispatch import execute, WaveError
 
 # Segment base addresses (dwords) of each IP block of a Navi31, as its IP discovery table lists them
-# (reference/amd_driver.md 2.2). Register dword address = base[reg.base_idx] + reg.offset.
+# (discovery.h ip_v4 base_address). Register dword address = base[reg.base_idx] + reg.offset.
 IP_BASES = {
   "GC": (0x1260, 0xA000, 0x1C000, 0x2402C00),
   "MMHUB": (0x1A000, 0x2408800),

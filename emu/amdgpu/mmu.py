@@ -1,6 +1,6 @@
 """The GPU MMU (GCVM/MMVM, VMID 0): walks the real 4-level page tables for every GPU access.
 
-Format (gfx10/gfx11, amdgpu_vm.h; reference/amd_driver.md 2.6): PDB2 -> PDB1 -> PDB0 -> PTB, each a 4 KiB
+Format (gfx10/gfx11, amdgpu_vm.h, gmc_v11_0.c): PDB2 -> PDB1 -> PDB0 -> PTB, each a 4 KiB
 table of 512 u64 entries indexed by VA bits 39/30/21/12 of the VA relative to the context start.
 Entry bits: 0 VALID, 1 SYSTEM (address is a host bus address, else VRAM), 2 SNOOPED, 4 EXECUTABLE,
 5 READABLE, 6 WRITEABLE, 7-11 FRAG, 12-47 address, 48-50 MTYPE, 54 PDE_PTE (a leaf above the PTB level).

@@ -1,7 +1,7 @@
 """The register file of the emulated GPU and the shape of its IP blocks (QEMU's MemoryRegionOps, per register).
 
 Storage is one u32 per dword address (the address a driver computes as `IP base[segment] + offset`,
-reference/amd_driver.md 2.3), in a MAP_SHARED sparse file when the device persists across processes: a
+soc15_common.h SOC15_REG_OFFSET), in a MAP_SHARED sparse file when the device persists across processes: a
 store is on disk the moment it is made, so a driver killed with -9 leaves its registers behind exactly as
 hardware would. Registers that hardware banks behind a selector (per-queue HQD registers selected by
 GRBM_GFX_CNTL, per-VMID SH_MEM_*) keep their copies in the `banks` area after the flat space.

@@ -3,7 +3,7 @@ the runtime's vector memory operations (c/mem.c).
 
 Memory is synchronous in the emulator (every access completes before the next instruction, so s_waitcnt has
 nothing to wait for) and lanes access it in lane order, which makes atomics deterministic. Facts:
-reference/emulator.md section 3, 43-45: DS offsets, 2ADDR scaling (x4 / x8, stride64 x256 / x512), 2ADDR loads
+the RDNA3 ISA guide chapters 10-12: DS offsets, 2ADDR scaling (x4 / x8, stride64 x256 / x512), 2ADDR loads
 read the address before writing; non-RTN atomics leave vdst alone; sub-dword loads sign/zero-extend, D16 loads
 keep the other half (DS and FLAT alike); GLOBAL's 13-bit signed offset applies with and without saddr; SCRATCH with SVE=0 ignores
 VADDR. Atomics return the old value when GLC is set (FLAT/GLOBAL/MUBUF) or the opcode is *_rtn_* (DS).

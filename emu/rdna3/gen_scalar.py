@@ -1,6 +1,6 @@
 """C for the scalar encodings: SOP1, SOP2, SOPK, SOPC, SOPP (control flow) and SMEM.
 
-SCC rules follow reference/emulator.md section 3 facts 1-8 (S_MAX/S_MIN compare strictly, S_ABSDIFF takes
+SCC rules follow the RDNA3 ISA guide chapter 4 pseudocode (S_MAX/S_MIN compare strictly, S_ABSDIFF takes
 the wrapped difference, sdst=NULL still writes SCC, 64-bit operands zero-extend a 32-bit literal and take
 float constants as f64). In wave32 the *_b32 EXEC ops act on EXEC_LO and VCCZ/EXECZ test the low half.
 """

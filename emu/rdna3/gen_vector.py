@@ -169,7 +169,7 @@ def compare(v: Valu, wave64: bool) -> str:
 def mask_op(v: Valu, wave64: bool) -> str:
   """Carry-in/out ops (VOP2 e32 use VCC, VOP3SD sdst / src2), v_mad_u64/i64, v_div_scale."""
   rt, st, ct, _ = CARRY[v.op]
-  if v.op == "v_div_scale_f64": st = ct = "f64"   # f64 operands: a literal is their high 32 bits (reference/emulator.md 1.4)
+  if v.op == "v_div_scale_f64": st = ct = "f64"   # f64 operands: a literal is their high 32 bits (RDNA3 ISA guide, literal constants)
   g, wm = Glue(wave64), []
   a, b = g.source(v, 0, st, wm), g.source(v, 1, st, wm)
   c = g.source(v, 2, ct, wm) if v.op.startswith(("v_mad_", "v_div_scale")) else "0"

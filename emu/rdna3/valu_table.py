@@ -5,7 +5,7 @@ i64 u64 b64; a 16-bit value sits in the low bits of a u32, a 64-bit one is a u64
 a, b, c are the sources after abs/neg, D is the old destination (accumulating ops), K the literal of
 FMAMK/FMAAK, MB the lane's bit of the condition mask (VCC or the VOP3 SGPR operand), CL the clamp bit,
 l the lane; FI32/FO32/FI16/FO16/FI64/FO64 are the MODE denormal flags (flush inputs / outputs) and
-IEEE the MODE.IEEE bit. Floats follow reference/emulator.md section 3 through the helpers in c/*.h.
+IEEE the MODE.IEEE bit. Floats follow the RDNA3 ISA guide chapter 6 through the helpers in c/*.h.
 Compares produce one bit per lane: CMP[name] = (source type, C condition).
 """
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The ASMedia ASM24xx USB-to-PCIe bridge (custom firmware) in front of a PCI function model, behind an in-process
 stand-in for a pyusb `usb.core.Device`, so drivers/system/usb.py runs unchanged against it.
 
-Facts (../shared/reference/amd_driver.md, 1.2.1): VID:PID 0xADD1:0x0001 or 0x3801:0x0001, product string "custom..."
+Facts (tinygrad's runtime/support/usb.py, ASM24Controller): VID:PID 0xADD1:0x0001 or 0x3801:0x0001, product string "custom..."
 or "AS2462..."; bulk OUT 0x02, bulk IN 0x81; vendor control requests 0xF3 (PCIe power), 0xE4 (XDATA read, up to 255
 bytes), 0xE5 (XDATA byte write), 0xF0 OUT (a TLP request: wValue = fmt_type | byte_enable<<8, wIndex = mode, 12-byte
 payload addr_lo, addr_hi, value_or_dwordcount), 0xF0 IN (8-byte completion: data u32 [0:4], completion status

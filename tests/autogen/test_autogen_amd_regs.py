@@ -32,7 +32,7 @@ def test_every_register_and_field_matches_the_header_text(ip):
 
 
 def test_gc11_compute_dispatch_registers():
-  from autogen.amd import gc_11_0_0 as gc  # offsets per reference/amd_driver.md §1.7 (GC 11, segment 0)
+  from autogen.amd import gc_11_0_0 as gc  # offsets as gc_11_0_0_offset.h has them (segment 0)
   facts = {"COMPUTE_DISPATCH_INITIATOR": 0x1ba0, "COMPUTE_START_X": 0x1ba4, "COMPUTE_NUM_THREAD_X": 0x1ba7,
            "COMPUTE_PGM_LO": 0x1bac, "COMPUTE_PGM_RSRC1": 0x1bb2, "COMPUTE_PGM_RSRC2": 0x1bb3,
            "COMPUTE_TMPRING_SIZE": 0x1bb8, "COMPUTE_PGM_RSRC3": 0x1bc8, "COMPUTE_USER_DATA_0": 0x1be0}

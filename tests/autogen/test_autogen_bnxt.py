@@ -1,4 +1,4 @@
-"""bnxt bindings (6.12 bnxt_hsi.h / roce_hsi.h): HWRM and RoCE command sizes and offsets per reference/rdma.md §5."""
+"""bnxt bindings (6.12 bnxt_hsi.h / roce_hsi.h): HWRM and RoCE command sizes and offsets as the kernel's bnxt_re uses them."""
 import ctypes
 from autogen import bnxt
 
@@ -33,7 +33,7 @@ def test_roce_cmdq_layouts():
 
 
 def test_rcfw_and_doorbell_constants():
-  from autogen import bnxt_re  # kernel-internal headers, constants only (reference/rdma.md §5.2, §5.6)
+  from autogen import bnxt_re  # kernel-internal headers, constants only (bnxt_re qplib_rcfw.h)
   assert (bnxt_re.RCFW_COMM_BASE_OFFSET, bnxt_re.RCFW_PF_VF_COMM_PROD_OFFSET, bnxt_re.RCFW_COMM_TRIG_OFFSET) == (0x600, 0xc, 0x100)
   assert bnxt_re.RCFW_CMDQ_TRIG_VAL == 1 and bnxt_re.FIRMWARE_FIRST_FLAG == 31  # a bit number: the flag is 1 << 31
   assert bnxt_re.BNXT_QPLIB_DBR_VALID == 1 << 26 and bnxt_re.BNXT_QPLIB_DBR_EPOCH_SHIFT == 24

@@ -48,7 +48,7 @@ def test_set_get_agree_with_mlx5_set():
 
 
 def test_command_layout_facts():
-  # reference/rdma.md §6: permanent MAC at absolute bit 0x820 of QUERY_NIC_VPORT_CONTEXT's output; MTTs at byte 0x110
+  # mlx5_ifc.h: permanent MAC at absolute bit 0x820 of QUERY_NIC_VPORT_CONTEXT's output; MTTs at byte 0x110
   assert mlx5.query_nic_vport_context_out.locate("nic_vport_context.permanent_address")[:2] == (0x820, 64)
   assert mlx5.create_mkey_in.locate("klm_pas_mtt")[0] == 0x110 * 8
   assert (mlx5.MLX5_CMD_OP_QUERY_HCA_CAP, mlx5.MLX5_CMD_OP_INIT_HCA, mlx5.MLX5_CMD_OP_CREATE_QP) == (0x100, 0x102, 0x500)
@@ -63,7 +63,7 @@ def test_bad_paths_and_values_are_clear_errors():
 
 
 def test_core_driver_constants():
-  from autogen import mlx5_core  # kernel-internal headers, constants only (reference/rdma.md §3)
+  from autogen import mlx5_core  # kernel-internal headers, constants only (include/linux/mlx5/*.h)
   assert (mlx5_core.MLX5_BF_OFFSET, mlx5_core.CMD_OWNER_HW, mlx5_core.MLX5_REG_HOST_ENDIANNESS) == (0x800, 1, 0x7004)
   assert mlx5_core.MLX5_CMD_DATA_BLOCK_SIZE == 512 and mlx5_core.MLX5_OPCODE_RDMA_WRITE == 0x08
   assert mlx5_core.CQE_RSS_HTYPE_IP == 0b1100  # GENMASK(3, 2)

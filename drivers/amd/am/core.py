@@ -1,7 +1,7 @@
 """AMCore: the AM driver's boot core, an AMD GPU driven from userspace through its PCI function.
 
 It reads the IP discovery table, lets ip_table pick a class for every IP block and helper from the discovered
-versions, and runs the boot state machine of reference/amd_driver.md 2.4 over the blocks (lifecycle: ip_block.py):
+versions, and runs a boot state machine (tinygrad's am/amdev.py) over the blocks (lifecycle: ip_block.py):
   sw_init of every block (after the firmware files are read), then
   - partial boot, when SCRATCH_REG7 says this driver booted the GPU and SCRATCH_REG6 says the last instance closed
     cleanly and no fault is pending: resume() of every block;
@@ -22,7 +22,7 @@ from drivers.amd.am.mm import MemoryManager
 
 AM_VERSION = 0xA0000008        # SCRATCH_REG7 value meaning "booted by this driver version"
 # RCC_CONFIG_MEMSIZE (VRAM in MiB) sits at a fixed address, read before discovery gives the segment bases: NBIO
-# segment 2 at dword 0xD20 (reference/amd_driver.md 2.2)
+# segment 2 at dword 0xD20 (as tinygrad's am/amdev.py reads it)
 MEMSIZE_DWORD = nbio_4_3_0.regRCC_DEV0_EPF0_RCC_CONFIG_MEMSIZE.offset + 0xD20
 MODE1_RESET_WAIT_S = 0.05      # the SMU restarts itself after a mode-1 reset and answers nothing meanwhile
 TIMEOUT_S = 10

@@ -1,5 +1,5 @@
 """IP discovery: the table the GPU keeps at the end of VRAM, naming every IP block, its version and the
-register segment bases of each instance (discovery.h; reference/amd_driver.md 2.2)."""
+register segment bases of each instance (discovery.h; amdgpu_discovery.c amdgpu_discovery_reg_base_init)."""
 from __future__ import annotations
 import ctypes
 from dataclasses import dataclass, field

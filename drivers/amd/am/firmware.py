@@ -2,7 +2,7 @@
 
 Files: /lib/firmware/amdgpu/<ip>_<maj>_<min>_<rev><suffix>.bin (Debian firmware-amd-graphics, in the
 non-free-firmware component), or $HCQ_FIRMWARE_DIR. Headers: amdgpu_ucode.h (autogen.amd.amdgpu_ucode);
-which piece goes where: reference/amd_driver.md section 3.
+which piece goes where: amdgpu_ucode.c and psp_v13_0.c.
 """
 from __future__ import annotations
 import ctypes, os

@@ -1,6 +1,6 @@
 """GFX 11.0 (GC 11.0), the graphics/compute IP block (Linux gfx_v11_0.c): the GC hub, the RS64 MEC (compute
 micro-engine) and its hardware queue (HQD), programmed directly from a v11 compute MQD (no KIQ/MES), GFX clock gating,
-and the AM driver's boot marks in two GC scratch registers (reference/amd_driver.md 2.4, 2.10-2.12)."""
+and the AM driver's boot marks in two GC scratch registers (gfx_v11_0.c gfx_v11_0_compute_mqd_init, gfx_v11_0_kiq_init_register)."""
 from __future__ import annotations
 import ctypes
 import numpy as np
@@ -11,7 +11,7 @@ MEC_ME, MEC_PIPE, MEC_QUEUE = 1, 0, 0
 DOORBELL_MEC_RING0 = 3              # AMDGPU_NAVI10_DOORBELL_MEC_RING0 (amdgpu_doorbell.h): 64-bit doorbell slot 3 of BAR2
 MQD_HEADER = 0xC0310800             # v11 compute MQD header (gfx_v11_0_compute_mqd_init)
 EOP_SIZE = 4096
-# the MEC doorbell range, in BAR2 bytes: 0 up to 0xF8 holds slot 3 (reference/amd_driver.md 2.10; Linux ends it at
+# the MEC doorbell range, in BAR2 bytes: 0 up to 0xF8 holds slot 3 (tinygrad's am/ip.py; Linux ends it at
 # its KIQ/user-queue range instead, gfx_v11_0_cp_set_doorbell_range)
 DOORBELL_RANGE_UPPER = 0xF8
 N_VMIDS = 16

@@ -1,6 +1,6 @@
 """GMC 11.0, the memory-controller IP block of GC 11 GPUs (Linux gmc_v11_0.c): where VRAM sits in the MC address space,
 the scratch and dummy pages the hubs point at, VMID 0 page-table updates and the TLB flushes of both hubs
-(reference/amd_driver.md 2.5-2.7). The hubs themselves are the core's gfxhub and mmhub helpers."""
+(gmc_v11_0.c gmc_v11_0_gart_enable, gmc_v11_0_flush_gpu_tlb). The hubs themselves are the core's gfxhub and mmhub helpers."""
 from __future__ import annotations
 import numpy as np
 from autogen.amd import gc_11_0_0 as gc, mmhub_3_0_0 as mm

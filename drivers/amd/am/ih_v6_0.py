@@ -1,5 +1,5 @@
 """IH 6.0 (OSSSYS 6.0), the interrupt-handler IP block (Linux ih_v6_0.c): the two rings the GPU writes 32-byte entries
-into, and the driver's walk over ring 0 to find faults (reference/amd_driver.md 2.10, 2.12; entry layout:
+into, and the driver's walk over ring 0 to find faults (ih_v6_0_irq_init; entry layout:
 amdgpu_ih.c's decode)."""
 from __future__ import annotations
 from dataclasses import dataclass

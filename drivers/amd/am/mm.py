@@ -1,5 +1,5 @@
 """GPU memory management for the AM driver: VRAM partitioning, GPU virtual addresses, and the page tables
-(gfx11 4-level format, amdgpu_vm.h; reference/amd_driver.md 2.5-2.6). Everything runs in VMID 0.
+(gfx11 4-level format: amdgpu_vm.h AMDGPU_PTE_*/AMDGPU_PDE_*, gmc_v11_0.c). Everything runs in VMID 0.
 
 VRAM layout: [0, 32 MiB) boot allocations (made in the same order on every boot, so a partial boot finds
 firmware-owned structures where it left them), then general allocations up to the reserved top 64 MiB

@@ -1,13 +1,13 @@
 """PSP 13.0 (MP0 13.0), the security processor that loads every other firmware (Linux psp_v13_0.c, amdgpu_psp.c):
 the bootloader handshake, the KM ring, and the command sequence TOC -> SMU -> TMR -> IP firmware -> RLC autoload
-(reference/amd_driver.md 2.9; structures: psp_gfx_if.h)."""
+(psp_v13_0.c, amdgpu_psp.c psp_load_fw; structures: psp_gfx_if.h)."""
 from __future__ import annotations
 import ctypes, time
 from autogen.amd import mp_13_0_0 as mp, psp_gfx_if as g, amdgpu_psp
 from drivers.amd.am.ip_block import IPBlock
 
 MSG1_SIZE, RING_SIZE = 1 << 20, 0x10000
-TMR_SIZE = 0x1300000                 # the TMR reserved: what Navi31's TOC asks for (reference/amd_driver.md 2.5), the size without a TOC
+TMR_SIZE = 0x1300000                 # the TMR reserved: what Navi31's TOC asks for (amdgpu_psp.c psp_tmr_init), the size without a TOC
 FRAME_DW = ctypes.sizeof(g.psp_gfx_rb_frame) // 4
 # the MP0 mailbox registers (psp_v13_0.c)
 BL_CMD = mp.regMP0_SMN_C2PMSG_35      # bootloader: command in, bit 31 = ready for the next one (psp_v13_0_wait_for_bootloader)

@@ -1,5 +1,5 @@
 """SDMA 6.0, the system-DMA IP block (Linux sdma_v6_0.c): engine 0's setup and its queue 0 ring registers
-(reference/amd_driver.md 2.10-2.11). The SDMA registers live in GC."""
+(sdma_v6_0_gfx_resume). The SDMA registers live in GC."""
 from __future__ import annotations
 from autogen.amd import gc_11_0_0 as gc
 from drivers.amd.am.ip_block import IPBlock

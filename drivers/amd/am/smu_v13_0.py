@@ -1,5 +1,5 @@
 """SMU 13.0 (MP1 13.0.0), the power-management firmware's IP block (Linux smu_v13_0.c, smu_v13_0_0_ppt.c): its
-mailbox, DPM clock levels, power limit, the metrics table, and the mode-1 reset (reference/amd_driver.md 2.8; ids:
+mailbox, DPM clock levels, power limit, the metrics table, and the mode-1 reset (ids:
 smu_v13_0_0_ppsmc.h, smu13_driver_if_v13_0_0.h)."""
 from __future__ import annotations
 import ctypes, time
@@ -10,7 +10,7 @@ TABLE_SIZE = 16 << 10
 # the mailbox (smu_v13_0_set_smu_mailbox_registers) and the debug mailbox (smu_v13_0_0_set_smu_mailbox_registers)
 MSG, PARAM, RESP = mp.regMP1_SMN_C2PMSG_66, mp.regMP1_SMN_C2PMSG_82, mp.regMP1_SMN_C2PMSG_90
 DEBUG_MSG, DEBUG_PARAM, DEBUG_RESP = mp.regMP1_SMN_C2PMSG_75, mp.regMP1_SMN_C2PMSG_53, mp.regMP1_SMN_C2PMSG_54
-# debug-mailbox message (smu_v13_0_0_ppt.c DEBUGSMC_MSG_Mode1Reset; reference/amd_driver.md 2.8 for MP0 13.0.0)
+# debug-mailbox message (smu_v13_0_0_ppt.c DEBUGSMC_MSG_Mode1Reset)
 DEBUGSMC_MSG_MODE1_RESET = 2
 CLOCKS = {"gfx": drv.PPCLK_GFXCLK, "soc": drv.PPCLK_SOCCLK, "mem": drv.PPCLK_UCLK, "fclk": drv.PPCLK_FCLK}
 LEVEL_COUNT = 0xFF               # GetDpmFreqByIndex index that asks for the number of levels (smu_v13_0_get_dpm_level_count)

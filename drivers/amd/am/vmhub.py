@@ -3,7 +3,7 @@ gfxhub_v3_0_gart_enable, the TLB flush of gmc_v11_0_flush_vm_hub, and the L2 pro
 
 Both hubs have the same registers under their own prefixes (GCVM_/GCMC_ in GC, MMVM_/MMMC_ in MMHUB): gmc_v11_0.HUB_REGS
 pairs them by the name the steps use, each subclass (gfxhub_v3_0.py, mmhub_v3_0.py) takes its column. Everything runs in VMID 0
-(reference/amd_driver.md 2.6-2.7)."""
+(gfxhub_v3_0.c, mmhub_v3_0.c *_gart_enable)."""
 from __future__ import annotations
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
@@ -16,7 +16,7 @@ VA_END = (1 << 47) - 1          # context 0 covers [VA_BASE, 0x7fff_ffff_ffff]
 N_ENGINES = 18                  # invalidation engines per hub (mmhub_v3_0_program_invalidation)
 PAGE_TABLE_DEPTH = 3            # VM_CONTEXT0_CNTL: 4 levels, PDB2 -> PTB (mm.SHIFTS)
 # VM_CONTEXT0_CNTL: each of the seven kinds of protection fault raises an interrupt and is redirected to the dummy page
-# (reference/amd_driver.md 2.6)
+# (tinygrad's am/ip.py; Linux sets them for contexts 1-15 in gfxhub_v3_0_setup_vmid_config)
 FAULT_ENABLES = ("RANGE_PROTECTION_FAULT_ENABLE_INTERRUPT", "RANGE_PROTECTION_FAULT_ENABLE_DEFAULT",
                  "DUMMY_PAGE_PROTECTION_FAULT_ENABLE_INTERRUPT", "DUMMY_PAGE_PROTECTION_FAULT_ENABLE_DEFAULT",
                  "PDE0_PROTECTION_FAULT_ENABLE_INTERRUPT", "PDE0_PROTECTION_FAULT_ENABLE_DEFAULT",
@@ -36,7 +36,7 @@ class VMHub(IPRegisters):
 
   def gart_enable(self) -> None:
     """The hub's VM setup, step by step. Linux programs the GART aperture first; this driver does it after the caches
-    (the order of reference/amd_driver.md 2.7). Either way context 0 is enabled only by enable_system_domain, after
+    (the order of tinygrad's am/ip.py init_hub). Either way context 0 is enabled only by enable_system_domain, after
     its window and root are in place. Linux's setup_vmid_config (contexts 1-15) has no counterpart: all runs in VMID 0."""
     self.init_system_aperture_regs()
     self.init_tlb_regs()

@@ -1,4 +1,4 @@
-"""The mlx5 command interface as the firmware serves it (reference/rdma.md 6.2; include/linux/mlx5/device.h
+"""The mlx5 command interface as the firmware serves it (kernel mlx5_core cmd.c; include/linux/mlx5/device.h
 mlx5_cmd_layout, mlx5_cmd_prot_block; mlx5_ifc.h for every command's input and output).
 
 The command queue is one 4 KiB page the driver names in the init segment (cmdq_addr_h/l): 2^LOG_SIZE slots of 2^LOG_STRIDE

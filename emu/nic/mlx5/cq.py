@@ -1,5 +1,4 @@
-"""Completion queues (CREATE_CQ / DESTROY_CQ, mlx5_ifc.h cqc; include/linux/mlx5/device.h mlx5_cqe64, mlx5_err_cqe;
-reference/rdma.md 6.4-6.5).
+"""Completion queues (CREATE_CQ / DESTROY_CQ, mlx5_ifc.h cqc; include/linux/mlx5/device.h mlx5_cqe64, mlx5_err_cqe).
 
 A CQ is 2^log_cq_size 64-byte CQEs (cqe_sz 0; compression, other sizes and moderation are not modelled) in the pages
 `pas` names, bound to an existing EQ (c_eqn) and UAR page, with an 8-byte doorbell record at dbr_addr whose first

@@ -1,7 +1,7 @@
 """The emulated ConnectX-6 Dx (MT2892, mlx5) as the PCI function a userspace mlx5 driver brings up from cold.
 
 PCI: vendor 0x15B3, device 0x101D, class 0x020000 (Ethernet). BAR0 (1 MiB), big-endian registers:
-  page 0, the init segment (aligned 32-bit accesses; include/linux/mlx5/device.h mlx5_init_seg, reference/rdma.md 6.1):
+  page 0, the init segment (aligned 32-bit accesses; include/linux/mlx5/device.h mlx5_init_seg):
     0x000 fw_rev (minor << 16 | major), 0x004 cmdif_rev_fw_sub (command interface revision 5 << 16 | subminor),
     0x010 cmdq_addr_h, 0x014 cmdq_addr_l_sz (low byte read-only: log_cmdq_size << 4 | log_cmdq_stride; the driver
     writes the 4 KiB aligned address with bits 8-11 clear: the full-driver NIC interface), 0x018 cmd_dbell (a bit per

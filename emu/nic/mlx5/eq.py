@@ -1,4 +1,4 @@
-"""Event queues (CREATE_EQ / DESTROY_EQ, mlx5_ifc.h eqc; include/linux/mlx5/device.h mlx5_eqe; reference/rdma.md 6.4).
+"""Event queues (CREATE_EQ / DESTROY_EQ, mlx5_ifc.h eqc; include/linux/mlx5/device.h mlx5_eqe; kernel mlx5_core eq.c).
 
 An EQ is 2^log_eq_size 64-byte EQEs in the pages `pas` names (4 KiB << log_page_size, page_offset 0), subscribed to the
 event types whose bits event_bitmask sets (bit t of the first 64-bit word: type t). An EQE: type at byte 1, sub_type

@@ -1,4 +1,4 @@
-"""The HCA's life cycle and function-wide objects (mlx5_ifc.h; reference/rdma.md 6.3):
+"""The HCA's life cycle and function-wide objects (mlx5_ifc.h; kernel mlx5_core main.c mlx5_function_setup):
 ENABLE_HCA -> QUERY_ISSI / SET_ISSI (1) -> boot pages -> ACCESS_REG HOST_ENDIANNESS -> QUERY_HCA_CAP / SET_HCA_CAP (general, RoCE) -> init pages ->
 INIT_HCA -> ... -> TEARDOWN_HCA -> page reclaim -> DISABLE_HCA. Out of order is BAD_SYS_STATE_ERR.
 

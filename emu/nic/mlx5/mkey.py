@@ -1,4 +1,4 @@
-"""Memory keys (CREATE_MKEY / DESTROY_MKEY, mlx5_ifc.h mkc; reference/rdma.md 6.3 register_mem).
+"""Memory keys (CREATE_MKEY / DESTROY_MKEY, mlx5_ifc.h mkc).
 
 An MKEY translates [start_addr, start_addr + len) through its MTT: access_mode MTT (access_mode_1_0 1, 4_2 0; PA, KLM
 and the rest are not modelled), pages of 2^log_page_size bytes (12..30), one big-endian 64-bit page address per entry

@@ -1,5 +1,5 @@
 """The firmware's memory: pages the driver gives it (QUERY_PAGES, MANAGE_PAGES; mlx5_ifc.h query_pages_*,
-manage_pages_*; reference/rdma.md 6.3 step 5). The model keeps nothing of its own for the driver's objects: each QP, CQ,
+manage_pages_*; kernel mlx5_core pagealloc.c). The model keeps nothing of its own for the driver's objects: each QP, CQ,
 EQ and MKEY context is written into a 256-byte ICM slot of a page the driver gave, and the model uses no page it was
 not given or has returned.
 

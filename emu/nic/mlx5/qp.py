@@ -1,5 +1,5 @@
-"""RC queue pairs: CREATE_QP, RST2INIT_QP, INIT2INIT_QP, INIT2RTR_QP, RTR2RTS_QP, RTS2RTS_QP, 2ERR_QP, 2RST_QP, DESTROY_QP (mlx5_ifc.h qpc, ads;
-reference/rdma.md 6.4), and the rc.Host the transport calls back (emu/nic/rc.py).
+"""RC queue pairs: CREATE_QP, RST2INIT_QP, INIT2INIT_QP, INIT2RTR_QP, RTR2RTS_QP, RTS2RTS_QP, 2ERR_QP, 2RST_QP, DESTROY_QP (mlx5_ifc.h qpc, ads),
+and the rc.Host the transport calls back (emu/nic/rc.py).
 
 CREATE_QP: st RC, pm_state MIGRATED, an allocated PD and UAR page, existing CQs (cqn_snd, cqn_rcv), log_msg_max <= the
 capability, a regular RQ (rq_type 0, log_rq_stride: 16 << stride bytes a WQE) followed in one buffer by the SQ (64-byte

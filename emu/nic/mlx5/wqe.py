@@ -1,5 +1,5 @@
 """Send and receive queue formats and completions (include/linux/mlx5/qp.h mlx5_wqe_ctrl_seg, mlx5_wqe_raddr_seg,
-mlx5_wqe_data_seg; device.h mlx5_cqe64, mlx5_err_cqe; reference/rdma.md 6.5).
+mlx5_wqe_data_seg; device.h mlx5_cqe64, mlx5_err_cqe).
 
 Send queue: 64-byte basic blocks (WQEBBs) after the receive queue in the QP's buffer. A WQE is `ds` 16-byte segments
 (ctrl: opmod_idx_opcode = wqe_index << 8 | opcode, qpn_ds = qpn << 8 | ds, fm_ce_se at byte 11 (CQ_UPDATE 0x08: a

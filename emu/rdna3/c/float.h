@@ -1,5 +1,5 @@
 /* RDNA3 floating-point semantics on raw bit patterns (u32 for f32 and f16-in-low-bits, u64 for f64).
-   Facts: reference/emulator.md section 3 (18-40). Every helper takes the denormal flags explicitly:
+   Facts: RDNA3 ISA guide chapter 6 and MODE. Every helper takes the denormal flags explicitly:
    fi = flush denormal inputs to signed zero, fo = flush denormal results (MODE.FP_DENORM, per precision).
    NaN results: the first NaN operand (src0, src1, src2 order) quieted with sign and payload kept; an
    invalid operation on non-NaN inputs gives the canonical quiet NaN. */

@@ -1,5 +1,5 @@
 /* RDNA3 VALU helpers beyond plain arithmetic: conversions, rounding, transcendentals, the division
-   macro-ops, integer bit ops. Facts: reference/emulator.md section 3 (9-17, 25-37). */
+   macro-ops, integer bit ops. Facts: RDNA3 ISA guide chapter 6. */
 
 /* ---- integer ---- */
 static inline u32 sat_u32(u64 x) { return x > 0xffffffffull ? 0xffffffffu : (u32)x; }

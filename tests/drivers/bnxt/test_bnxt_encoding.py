@@ -1,4 +1,4 @@
-"""What the bnxt driver puts in memory and registers, against the bnxt_hsi.h / roce_hsi.h layouts (reference/rdma.md 5):
+"""What the bnxt driver puts in memory and registers, against the bnxt_hsi.h / roce_hsi.h layouts (kernel qplib_fp.c):
 doorbells, WQEs, the MSN table, page tables of levels 0-2, modify_qp masks, and the HWRM channel's handshake."""
 import ctypes, struct
 

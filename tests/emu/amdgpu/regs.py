@@ -1,7 +1,7 @@
 """Register-level helpers for the Navi31 model tests. Booting is the real AM driver's (drivers.amd.pci.PCIIface); these
 are the accesses a test makes itself: BAR5 registers by their generated objects (beyond BAR5 through the RSMU window),
 and the few handshakes a test drives by hand, often wrongly on purpose: PSP bootloader and ring commands, SMU messages,
-the IH ring, and packets fed into a queue the driver created. Facts: reference/amd_driver.md 2.2-2.3, 2.6, 2.8-2.9, 2.12.
+the IH ring, and packets fed into a queue the driver created. Facts: discovery.h, gmc_v11_0.c, psp_v13_0.c, smu_v13_0.c, ih_v6_0.c.
 """
 from __future__ import annotations
 import ctypes, struct, time

@@ -1,6 +1,6 @@
 """The GC/MM hubs of a booted emulated Navi31 act on what the driver programs: the flat apertures of SH_MEM_BASES, the
 L1 TLB / L2 / aperture enables, EXECUTABLE on instruction fetch, and the fault type in the status and the IH entry.
-Facts: reference/amd_driver.md 2.6-2.7 and 2.10 (SH_MEM_BASES 0x10002), kfd_flat_memory.c (gfx9+: LDS aperture at
+Facts: gmc_v11_0.c, gfxhub_v3_0.c, gfx_v11_0_init_compute_vmid (SH_MEM_BASES 0x10002), kfd_flat_memory.c (gfx9+: LDS aperture at
 1 << 48, scratch at 2 << 48), gc_11_0_0 register fields, gfxhub_v3_0's UTCL2 client ids."""
 import numpy as np
 import pytest

@@ -1,5 +1,5 @@
 """The emulated Navi31 as a PCI function: identity, BARs, the discovery table in VRAM, register decode (direct, RSMU and
-MM_INDEX indirection), the HDP flush remap. Facts: reference/amd_driver.md 2.1-2.3 and 10, discovery.h, pci_regs.h."""
+MM_INDEX indirection), the HDP flush remap. Facts: discovery.h, pci_regs.h, amdgpu_device.c amdgpu_device_indirect_rreg."""
 import pytest
 
 from autogen.amd import discovery as D, gc_11_0_0 as gc, nbio_4_3_0 as nbio, mmhub_3_0_0 as mmhub
@@ -12,7 +12,7 @@ NAVI31 = {11: ((11, 0, 0), BASES["GC"]), 42: ((6, 0, 0), None), 34: ((3, 0, 0), 
           255: ((13, 0, 0), BASES["MP0"]), 1: ((13, 0, 0), BASES["MP1"]), 41: ((6, 0, 0), BASES["HDP"]), 40: ((6, 0, 0), BASES["OSSSYS"])}
 
 
-# every register the AM boot touches: the Navi31 boot trace next to reference/amd_driver.md, plus those its text names
+# every register the AM boot touches: a register trace of tinygrad's AM boot of Navi31, plus those its code names
 AM_REGISTERS = """
 BIF_BX_PF0_RSMU_DATA BIF_BX_PF0_RSMU_INDEX BIF_BX_PF0_MM_INDEX BIF_BX_PF0_MM_INDEX_HI BIF_BX_PF0_MM_DATA
 BIF_BX0_REMAP_HDP_MEM_FLUSH_CNTL BIF_BX_PF0_GPU_HDP_FLUSH_REQ BIF_BX_PF0_GPU_HDP_FLUSH_DONE BIF_BX0_BIF_DOORBELL_INT_CNTL

@@ -1,6 +1,6 @@
 """The device outlives the driver process: a clean exit leaves a device the next driver boots partially; kill -9 leaves
 it dirty (SCRATCH_REG6 = 1, PSP and SMU alive, an HQD active with no engine) until the driver's mode-1 reset recovers it.
-Facts: reference/amd_driver.md 2.4 and 8."""
+Facts: amdgpu_device.c amdgpu_device_mode1_reset, smu_v13_0_0_ppt.c."""
 import os, signal, subprocess, sys
 import pytest
 

@@ -1,5 +1,5 @@
 """PSP (MP0 13.0.0): bootloader handshake, KM ring, firmware loading in Navi31's order; every refusal names the
-component. Facts: reference/amd_driver.md 2.9 and 3, psp_gfx_if.h, the Debian firmware headers."""
+component. Facts: psp_v13_0.c, amdgpu_psp.c, psp_gfx_if.h, the Debian firmware headers."""
 import os
 import pytest
 

@@ -1,5 +1,5 @@
 """GMC TLB invalidation, MEC HQD queues and SDMA0 rings of a device the AM driver booted, fed through their doorbells,
-and the IH entries device errors raise. Facts: reference/amd_driver.md 2.6-2.7, 2.11-2.12, gfx_v11_0/gmc_v11_0 ids,
+and the IH entries device errors raise. Facts: gmc_v11_0_flush_gpu_tlb, gfx_v11_0_compute_mqd_init, sdma_v6_0_gfx_resume, gfx_v11_0/gmc_v11_0 ids,
 soc15 IV format."""
 import pytest
 

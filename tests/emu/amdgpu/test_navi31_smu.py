@@ -1,5 +1,5 @@
 """SMU (MP1 13.0.0): the mailbox, DPM tables, soft limits, power limit, the metrics table and the mode-1 reset.
-Facts: reference/amd_driver.md 2.8 and 7.2, smu_v13_0_0_ppsmc.h, smu13_driver_if_v13_0_0.h."""
+Facts: smu_v13_0.c, smu_v13_0_0_ppt.c, smu_v13_0_0_ppsmc.h, smu13_driver_if_v13_0_0.h."""
 import ctypes, time
 import pytest
 

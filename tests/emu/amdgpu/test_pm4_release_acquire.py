@@ -2,7 +2,7 @@
 actions happen as the packet's fields say, combinations a compute queue cannot use stop the queue with an error
 naming the packet, and the scalar (K$) and instruction (I$) caches stay stale until a GCR invalidate.
 Facts: nvd.h PACKET3_RELEASE_MEM_* / PACKET3_ACQUIRE_MEM_GCR_CNTL_*, soc21_enum.h VGT_EVENT_TYPE, RELEASE_MEM's
-DATA_SEL/INT_SEL values (reference/amd_driver.md 5.1)."""
+DATA_SEL/INT_SEL values (gfx_v11_0.c gfx_v11_0_ring_emit_fence)."""
 import pytest
 
 from autogen.amd import gc_11_0_0 as gc, nvd, soc21_enum as E

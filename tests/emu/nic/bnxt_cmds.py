@@ -1,6 +1,6 @@
 """Struct-level helpers for the bnxt model tests: a minimal HWRM/RCFW command writer, rings and page lists in DMA memory,
 and the WQE/doorbell/CQE formats, which a test drives by hand (often wrongly on purpose). Not a driver (that is
-drivers/bnxt): no error recovery, no verbs. Facts: reference/rdma.md 5.3-5.14; the layouts are autogen.bnxt's."""
+drivers/bnxt): no error recovery, no verbs. Facts: kernel bnxt_re qplib_*.c; the layouts are autogen.bnxt's."""
 from __future__ import annotations
 import ctypes, socket, time
 

@@ -1,6 +1,6 @@
 """The emulated BCM57508 as a PCI function and its HWRM channel: identity, BAR decode, the request window, trigger and
 response DMA (valid byte, sequence ids, error responses), the bring-up commands, backing store v2 and its checks, the
-L2 receive path, PHY loopback and the state a NIC keeps across processes. Facts: reference/rdma.md 5.2-5.7, 8.2;
+L2 receive path, PHY loopback and the state a NIC keeps across processes. Facts: kernel bnxt.c, bnxt_hwrm.c;
 bnxt_hsi.h; emu/nic/bnxt/hwrm.py and backing.py."""
 import pytest
 

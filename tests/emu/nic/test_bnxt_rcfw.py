@@ -1,6 +1,6 @@
 """The RCFW channel of the emulated BCM57508: the CMDQ mailbox and trigger, CREQ responses (cookie, xid, valid bit by
-pass), the first-command flag, INITIALIZE_FW's checks, and the QP/CQ/MR/GID commands' checks. Facts: reference/rdma.md
-5.6, 5.8-5.11; roce_hsi.h; emu/nic/bnxt/rcfw.py."""
+pass), the first-command flag, INITIALIZE_FW's checks, and the QP/CQ/MR/GID commands' checks. Facts: kernel
+qplib_rcfw.c, qplib_sp.c; roce_hsi.h; emu/nic/bnxt/rcfw.py."""
 import pytest
 
 from autogen import bnxt as B

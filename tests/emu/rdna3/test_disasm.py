@@ -1,5 +1,5 @@
 """Disassembler output for hand-encoded words, in LLVM 22's syntax (reference texts: llvm-mc-22 -mcpu=gfx1100
---show-encoding, reference/toolchain.md A.2, and LLVM's gfx11 conventions for true16, lit() and DPP)."""
+--show-encoding, and LLVM's gfx11 conventions for true16, lit() and DPP)."""
 import struct
 from emu.rdna3.disasm import disasm
 

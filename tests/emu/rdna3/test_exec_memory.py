@@ -1,5 +1,5 @@
 """Memory instructions (DS, GLOBAL, FLAT, SCRATCH, MUBUF) and memory-fault reporting.
-Facts: reference/emulator.md section 3, items 43-46; RDNA3 ISA guide chapters 10-12."""
+Facts: RDNA3 ISA guide chapters 10-12."""
 import numpy as np
 import pytest
 from exec_helpers import run_wave, assemble, read

@@ -1,5 +1,5 @@
 """VOP3P (packed math, dot products, FMA_MIX, WMMA), VOPD dual issue, DPP16/DPP8 and cross-lane VALU ops.
-Facts: reference/emulator.md section 3, items 39, 41, 42, 47; RDNA3 ISA guide chapters 6-7 (DPP, WMMA layout)."""
+Facts: RDNA3 ISA guide chapters 6-7 (DPP, WMMA layout)."""
 import numpy as np
 from exec_helpers import run_wave, raw, f32, f16
 

@@ -1,5 +1,5 @@
 """Scalar ALU, SMEM and control flow (SOP1/SOP2/SOPK/SOPC/SOPP/SMEM) against hand-computed bit patterns.
-Facts: reference/emulator.md section 3, items 1-8; RDNA3 ISA guide chapter 4 (scalar ops)."""
+Facts: RDNA3 ISA guide chapter 4 (scalar ops)."""
 import pytest
 from exec_helpers import run_wave
 

@@ -1,6 +1,6 @@
 """RDNA3.5 (gfx1150 / gfx1151) scalar float instructions, selected by the target, against numpy float32 / float16.
 Facts: AMD "RDNA3.5" ISA guide 6.8 (scalar float ops give their VALU counterparts' results: MODE's denormal flush, the
-first NaN operand quieted (reference/emulator.md fact 21); f16 ops read bits 15:0 and zero bits 31:16 of the result)
+first NaN operand quieted); f16 ops read bits 15:0 and zero bits 31:16 of the result)
 and 16.1-16.3 (the pseudocode: S_FMAAK/S_FMAMK take the literal, S_FMAC accumulates, S_MIN/S_MAX in IEEE mode
 return an sNaN quieted and ignore a qNaN, S_CVT_HI_F32_F16 converts bits 31:16)."""
 import numpy as np
@@ -15,7 +15,7 @@ SNAN, QNAN = 0x7F800005, 0x7FC00007
 VALS = [1.5, -2.25, 3e38, -0.0, 0.0, 1e-3, 7.0, -1e30, 2.0 ** -126, 123456.789, np.inf, -np.inf]
 
 
-def flush(x: np.float32) -> np.float32:   # the default mode flushes f32 denormals (reference/emulator.md fact 18)
+def flush(x: np.float32) -> np.float32:   # the default mode flushes f32 denormals (MODE.FP_DENORM)
   return np.copysign(np.float32(0), x) if 0 < abs(x) < 2.0 ** -126 else x
 
 

@@ -1,5 +1,5 @@
 """Vector float semantics (f16 / f32 / f64) against hand-computed bit patterns, one case per lane.
-Facts: reference/emulator.md section 3, items 18-40 (default compute mode: f32 denormals flushed, f16/f64 kept)."""
+Facts: RDNA3 ISA guide chapter 6 and MODE (default compute mode: f32 denormals flushed, f16/f64 kept)."""
 import math
 import numpy as np
 import pytest
@@ -196,7 +196,7 @@ def test_div_fmas_rounds_a_denormal_result_once():
   assert int(r.u64(4)[0]) == 0x4000001                   # 2^-1048 + 2^-1074
 
 
-def test_div_scale_f64_literal_is_the_high_half():    # reference/emulator.md 1.4: an F64 operand's literal is its high 32 bits
+def test_div_scale_f64_literal_is_the_high_half():    # RDNA3 ISA guide: an F64 operand's literal is its high 32 bits
   # clang emits these for x / 7.0: the denominator 7.0 (0x401C000000000000) as the literal 0x401c0000
   r = run_wave("v_div_scale_f64 v[4:5], vcc_lo, v[0:1], 0x401c0000, v[0:1]\ns_mov_b32 s10, vcc_lo\n"
                "v_div_scale_f64 v[6:7], vcc_lo, 0x401c0000, 0x401c0000, v[0:1]",

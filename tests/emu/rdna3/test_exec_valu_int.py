@@ -1,5 +1,5 @@
 """Vector integer ALU (VOP1/VOP2/VOP3/VOP3SD/VOPC) against hand-computed bit patterns, one test case per lane.
-Facts: reference/emulator.md section 3, items 9-17 and 30-31; RDNA3 ISA guide chapter 6."""
+Facts: RDNA3 ISA guide chapter 6."""
 from exec_helpers import run_wave, raw
 
 M32 = 0xFFFFFFFF
