@@ -2665,8 +2665,7 @@ record(ir3_shader_options, 228, [
   (224, 'fragdata_dynamic_remap', c_bool),
 ])
 
-record(ir3_shader_key__0__0, 4, [
-],
+record(ir3_shader_key__0__0, 4, [],
        bits="ucp_enables:0:8 has_per_samp:8:1 sample_shading:9:1 msaa:10:1 rasterflat:11:1 tessellation:12:2 has_gs:14:1 tcs_store_primid:15:1 "
        "safe_constlen:16:1 force_dual_color_blend:17:1")
 
@@ -2689,8 +2688,7 @@ record(ir3_shader_key, 80, [
        bits="ucp_enables:0:8 has_per_samp:8:1 sample_shading:9:1 msaa:10:1 rasterflat:11:1 tessellation:12:2 has_gs:14:1 tcs_store_primid:15:1 "
        "safe_constlen:16:1 force_dual_color_blend:17:1", anonymous=('_0',))
 
-record(ir3_stream_output, 4, [
-],
+record(ir3_stream_output, 4, [],
        bits="register_index:0:6 start_component:6:2 num_components:8:3 output_buffer:11:3 dst_offset:14:16 stream:30:2")
 
 record(ir3_stream_output_info, 532, [
@@ -3182,7 +3180,7 @@ record(glsl_type, 48, [
        bits="base_type:32:8 sampled_type:40:8 sampler_dimensionality:48:4 sampler_shadow:52:1 sampler_array:53:1 interface_packing:54:2 "
        "interface_row_major:56:1 packed:96:1 has_builtin_name:97:1")
 
-# exported functions: {name: (restype, argtypes)} for autogen.clayout.bind
+# exported functions: {name: (restype, argtypes)}, for autogen.clayout.load
 PROTOTYPES = {
 # void glsl_type_singleton_init_or_ref(void)
   'glsl_type_singleton_init_or_ref': (None, ()),

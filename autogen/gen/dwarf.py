@@ -9,7 +9,7 @@ before the file is written, so a layout ctypes cannot reproduce fails generation
 have the size .dynsym gives it.
 """
 from __future__ import annotations
-import base64, ctypes, hashlib, pathlib, re
+import base64, ctypes, hashlib, io, pathlib, re, struct
 from dataclasses import dataclass
 from importlib import metadata
 from elftools.dwarf.die import DIE
@@ -23,6 +23,7 @@ QUALIFIERS = ("DW_TAG_const_type", "DW_TAG_volatile_type", "DW_TAG_restrict_type
 # DW_ATE_* (DWARF 5, 7.8): base type encodings
 ATE_BOOL, ATE_FLOAT, ATE_SIGNED, ATE_SIGNED_CHAR, ATE_UNSIGNED, ATE_UNSIGNED_CHAR = 2, 4, 5, 6, 7, 8
 INTS = {1: "8", 2: "16", 4: "32", 8: "64"}
+STT_FUNC = 2                                           # elf.h: a symbol's type, the low 4 bits of st_info
 
 
 class DwarfError(RuntimeError):
@@ -71,32 +72,44 @@ def installed_wheel(dist: str, library: str) -> Wheel:
   return Wheel(dist, d.version, tag, path, sha.hex())
 
 
+def _exports(elf: ELFFile) -> dict[str, tuple[int, int, int]]:
+  """{name: (type, st_value, st_size)} of each symbol .dynsym defines: Elf64_Sym entries (elf.h) read directly, which
+  is many times faster than pyelftools' per-symbol parse."""
+  if elf.elfclass != 64 or not elf.little_endian: raise DwarfError("only little-endian ELF64 libraries are read")
+  dynsym = elf.get_section_by_name(".dynsym")
+  names = elf.get_section(dynsym["sh_link"]).data()
+  out = {}
+  for st_name, st_info, _, st_shndx, st_value, st_size in struct.iter_unpack("<IBBHQQ", dynsym.data()):
+    if st_shndx: out[names[st_name:names.index(b"\0", st_name)].decode()] = (st_info & 0xF, st_value, st_size)
+  return out
+
+
 class Dwarf:
   """The compile units of one library that define a set of exported functions, indexed by their top-level names."""
 
-  def __init__(self, path: pathlib.Path, functions: tuple[str, ...]):
-    self._file = open(path, "rb")
-    self.elf = ELFFile(self._file)
+  def __init__(self, path: pathlib.Path, functions: tuple[str, ...], variables: tuple[str, ...] = ()):
+    self.elf = ELFFile(io.BytesIO(path.read_bytes()))
     self.info = self.elf.get_dwarf_info()
     aranges = self.info.get_aranges()
-    dynsym = self.elf.get_section_by_name(".dynsym")
-    self.symbols = {s.name: s for s in dynsym.iter_symbols() if s["st_shndx"] != "SHN_UNDEF"}
+    self.symbols = _exports(self.elf)
     self.units: list = []                                # the compile units read, in the order first needed
     self.functions: dict[str, DIE] = {}
     self.types: dict[str, DIE] = {}                      # record/enum tag or typedef name -> complete definition
     self.typedefs: dict[int, list[str]] = {}             # DIE offset of a record or enum -> typedef names of it
     self.variables: dict[str, DIE] = {}
     self.unnamed_enums: dict[str, DIE] = {}              # first enumerator -> an enum with neither tag nor typedef
+    self._resolved: dict[tuple[int, bool], DIE | None] = {}
     for fn in functions:
       sym = self.symbols.get(fn)
-      if sym is None or sym["st_info"]["type"] != "STT_FUNC": raise DwarfError(f"{path.name} exports no function {fn}")
-      off = aranges.cu_offset_at_addr(sym["st_value"])
+      if sym is None or sym[0] != STT_FUNC: raise DwarfError(f"{path.name} exports no function {fn}")
+      off = aranges.cu_offset_at_addr(sym[1])
       if off is None: raise DwarfError(f"{path.name}: no compile unit covers {fn} (.debug_aranges)")
       cu = self.info.get_CU_at(off)
       if cu not in self.units: self._index(cu)
       self.functions[fn] = self._subprogram(cu, fn)
-
-  def close(self) -> None: self._file.close()
+    for v in variables:
+      if v not in self.variables: raise DwarfError(f"no compile unit read declares the variable {v}")
+      if v not in self.symbols: raise DwarfError(f"{path.name} does not export {v}")
 
   def _index(self, cu) -> None:
     self.units.append(cu)
@@ -132,6 +145,12 @@ class Dwarf:
     """A type without qualifiers and typedefs; a record or enum as its one definition (found by its tag or, if it
     has none, the typedef that names it), so every compile unit's copy of it is the same DIE. `strict`: a record
     declared but defined in no unit read is an error (else the declaration is returned)."""
+    if die is None: return None
+    key = (die.offset, strict)
+    if key not in self._resolved: self._resolved[key] = self._resolve(die, strict)
+    return self._resolved[key]
+
+  def _resolve(self, die: DIE | None, strict: bool) -> DIE | None:
     typedef = None
     while die is not None and die.tag in QUALIFIERS:
       if die.tag == "DW_TAG_typedef": typedef = _name(die)
@@ -158,9 +177,7 @@ class DwarfModule:
 
   def __call__(self, outdir: pathlib.Path) -> list[pathlib.Path]:
     wheel = installed_wheel(self.dist, self.library)
-    dw = Dwarf(wheel.library, self.functions)
-    try: text = Emitter(dw, wheel, self).text()
-    finally: dw.close()
+    text = Emitter(Dwarf(wheel.library, self.functions, self.variables), wheel, self).text()
     path = outdir / self.out
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
@@ -193,9 +210,11 @@ class Emitter:
     units = [_name(cu.get_top_DIE()).removeprefix("../") for cu in dw.units]
     self.mod = DwarfSource(f"autogen/{spec.out}", wheel, units, spec.doc)
     for name in spec.records: self._need_record(dw.type(name), name)
-    for fn in dw.functions.values():
-      for t in [_type(fn)] + [_type(p) for p in fn.iter_children() if p.tag == "DW_TAG_formal_parameter"]:
-        if (s := dw.resolve(t)) is not None and s.tag in RECORD_TAGS: self._need_record(s)
+    used = [_type(dw.variables[v]) for v in spec.variables]            # records passed, returned or exported by value
+    for fn in dw.functions.values(): used += [_type(fn)] + [_type(p) for p in fn.iter_children() if p.tag == "DW_TAG_formal_parameter"]
+    for t in used:
+      while (s := dw.resolve(t)) is not None and s.tag == "DW_TAG_array_type": t = _type(s)
+      if s is not None and s.tag in RECORD_TAGS: self._need_record(s)
     self.enum_names: dict[int, str] = {}     # DIE offset -> the name the generator's spec gives an unnamed enum
     for name in spec.enums:
       name, _, first = name.partition(":")
@@ -254,7 +273,7 @@ class Emitter:
     if t is None or t.tag == "DW_TAG_subroutine_type": return "c_void_p"
     if t.tag == "DW_TAG_base_type" and _name(t) == "char": return "c_char_p"
     if t.tag in RECORD_TAGS and t.offset not in self.names: return "c_void_p"   # a record not laid out here: a handle
-    elif t.tag == "DW_TAG_pointer_type" and self._pointer(_type(t)) == "c_void_p": return "c_void_p"
+    if t.tag == "DW_TAG_pointer_type" and self._pointer(_type(t)) == "c_void_p": return "c_void_p"
     return f"POINTER({self.ctype(target)})"
 
   def _base(self, t: DIE) -> str:
@@ -315,6 +334,7 @@ class Emitter:
     tail = "]"
     if bits: tail += ",\n       " + _wrap(bits, 'bits="', '"')
     if anonymous: tail += f", anonymous={tuple(anonymous)!r}"
+    if not fields: return f"record({name}, {size}, [{tail})"
     return "\n".join([f"record({name}, {size}, ["] + [f"  ({off}, {f!r}, {t})," for off, f, t in fields] + [tail + ")"])
 
   # ---- prototypes
@@ -339,7 +359,7 @@ class Emitter:
   def text(self) -> str:
     records = [self._record(die) for die in self.records]
     protos = [self._prototype(fn, die) for fn, die in self.dw.functions.items()]
-    data = {v: self.ctype(_type(self.dw.variables[v])) for v in self.spec.variables if self._declared(v)}
+    data = {v: self.ctype(_type(self.dw.variables[v])) for v in self.spec.variables}
     mod = self.mod
     mod.section(f"the build these bindings describe: another {mod.wheel.library.name} may lay records out differently")
     mod.define("WHEEL", repr(mod.wheel.filename))
@@ -356,22 +376,18 @@ class Emitter:
     for die, line in zip(self.records, classes): mod._claim(self.names[die.offset], line)   # NameClash if an enum took it
     mod.parts.append("\n".join(classes))
     for die, text in zip(self.records, records): mod.block(f"record {self.names[die.offset]}", text)
-    mod.section("exported functions: {name: (restype, argtypes)} for autogen.clayout.bind")
+    mod.section("exported functions: {name: (restype, argtypes)}, for autogen.clayout.load")
     mod.parts.append("PROTOTYPES = {\n" + "\n".join(f"{c}\n{line}" for c, line in protos) + "\n}")
     mod.section("exported data: {name: ctypes type}, for type.in_dll(lib, name)")
     mod.parts.append("VARIABLES = {\n" + "".join(f"  {v!r}: {t},\n" for v, t in data.items()) + "}")
-    mod.imports("ctypes", sorted(set(re.findall(r"\b(?:c_\w+|POINTER|Structure|Union)\b", "\n".join(mod.parts)))))
+    words = set(re.findall(r"\b(?:c_\w+|POINTER|Structure|Union)\b", "\n".join(mod.parts)))
+    mod.imports("ctypes", sorted(w for w in words if hasattr(ctypes, w)))
     mod.imports("autogen.clayout", ["record"])
     ns = mod.execute()                     # lays every record out: autogen.clayout.LayoutError names what is off
     for v, t in data.items():
-      if (want := self.dw.symbols[v]["st_size"]) != (got := ctypes.sizeof(ns["VARIABLES"][v])):
+      if (want := self.dw.symbols[v][2]) != (got := ctypes.sizeof(ns["VARIABLES"][v])):
         raise DwarfError(f"{v}: its declared type {t} is {got} bytes, .dynsym says {want}")
     return mod.text()
-
-  def _declared(self, v: str) -> bool:
-    if v not in self.dw.variables: raise DwarfError(f"no compile unit read declares the variable {v}")
-    if v not in self.dw.symbols: raise DwarfError(f"{self.mod.wheel.library.name} does not export {v}")
-    return True
 
 
 def _paren(t: str) -> str: return f"({t})" if "*" in t else t
