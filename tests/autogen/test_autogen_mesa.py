@@ -5,6 +5,7 @@ import pytest
 import autogen
 from autogen import clayout, mesa
 from autogen.__main__ import GENERATORS
+from autogen.ir3.disasm import disasm
 
 tinymesa = pytest.importorskip("tinymesa", reason="the tinymesa wheel is not installed (scripts/setup.sh)")
 LIB = pathlib.Path(tinymesa.libtinymesa)
@@ -98,6 +99,34 @@ def test_records_read_what_the_library_writes(lib):
       assert (const.instr.type, const.def_.num_components, const.def_.bit_size) == (mesa.nir_instr_type_load_const, 3, 16)
       assert ctypes.addressof(const.def_.parent_instr.contents) == ctypes.addressof(const.instr)
     finally: lib.ralloc_free(b.shader)
+  finally:
+    lib.ir3_compiler_destroy(compiler)
+    lib.glsl_type_singleton_decref()
+
+
+def test_the_bindings_drive_an_ir3_compile(lib):
+  # turnip's sequence (src/freedreno/vulkan/tu_clear_blit.cc): an empty a630 compute kernel is `end` then nops, padded to
+  # whole 16-instruction units of 8 bytes (ir3.c, ir3_collect_info); the variant's bin holds info.sizedwords dwords
+  lib.glsl_type_singleton_init_or_ref()
+  dev_id = mesa.fd_dev_id(gpu_id=630)
+  compiler = lib.ir3_compiler_create(None, ctypes.byref(dev_id), lib.fd_dev_info_raw(ctypes.byref(dev_id)),
+                                     ctypes.byref(mesa.ir3_compiler_options()))
+  try:
+    b = lib.nir_builder_init_simple_shader(mesa.MESA_SHADER_COMPUTE, lib.ir3_get_compiler_options(compiler), b"empty")
+    b.shader.contents.info.workgroup_size[:] = [64, 1, 1]
+    lib.nir_validate_shader(b.shader, b"before ir3_finalize_nir")
+    lib.ir3_finalize_nir(compiler, ctypes.byref(mesa.ir3_shader_nir_options()), b.shader)
+    opts = mesa.ir3_shader_options(api_wavesize=mesa.IR3_SINGLE_OR_DOUBLE, real_wavesize=mesa.IR3_SINGLE_OR_DOUBLE)
+    shader = lib.ir3_shader_from_nir(compiler, b.shader, ctypes.byref(opts), None)   # takes the NIR shader over
+    try:
+      created = ctypes.c_bool()
+      v = lib.ir3_shader_get_variant(shader, ctypes.byref(mesa.ir3_shader_key()), False, False, ctypes.byref(created)).contents
+      assert created.value and v.type == mesa.MESA_SHADER_COMPUTE and v.compiler.contents.gen == 6
+      assert v.info.size == v.info.sizedwords * 4 == v.instrlen * 16 * 8 > 0
+      words = v.bin[:v.info.sizedwords]
+      lines = disasm([lo | hi << 32 for lo, hi in zip(words[::2], words[1::2])])
+      assert lines[0] == "end" and set(lines[1:]) == {"nop"}
+    finally: lib.ir3_shader_destroy(shader)
   finally:
     lib.ir3_compiler_destroy(compiler)
     lib.glsl_type_singleton_decref()
