@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse, pathlib, sys, time
 from autogen.gen.asic_reg import AsicRegModule
 from autogen.gen.cmodule import CModule
+from autogen.gen.dwarf import DwarfModule
 from autogen.gen.headers import ASIC_REG_IPS, HeadersMissing
 from autogen.gen.mlx5_ifc import BitLayoutModule
 from autogen.gen.nvmodule import NVModule, SDK, UNIX, UVM
@@ -36,6 +37,31 @@ def rdna3_tables(outdir: pathlib.Path) -> list[pathlib.Path]:
   path.write_text(generate())
   return [path]
 
+
+# what compute drives in mesa 25.2.7 (tinymesa): NIR built through exported constructors, compiled by ir3 (turnip's sequence,
+# src/freedreno/vulkan/tu_clear_blit.cc), disassembled and assembled for tests
+MESA = DwarfModule(
+  "mesa.py", "tinymesa", "tinymesa/libtinymesa.so",
+  functions=("glsl_type_singleton_init_or_ref", "glsl_type_singleton_decref", "glsl_vec_type", "glsl_uvec_type", "glsl_array_type",
+             "nir_shader_create", "nir_builder_init_simple_shader", "nir_builder_instr_insert", "nir_def_init",
+             "nir_alu_instr_create", "nir_intrinsic_instr_create", "nir_load_const_instr_create", "nir_undef_instr_create", "nir_jump_instr_create",
+             "nir_build_alu1", "nir_build_alu2", "nir_build_alu3", "nir_build_alu4", "nir_push_if", "nir_push_else",
+             "nir_pop_if", "nir_push_loop", "nir_pop_loop", "nir_if_phi", "nir_local_variable_create", "nir_validate_shader",
+             "nir_print_shader", "nir_serialize", "fd_dev_info_raw", "fd_dev_name", "ir3_compiler_create", "ir3_compiler_destroy",
+             "ir3_get_compiler_options", "ir3_finalize_nir", "ir3_nir_post_finalize", "ir3_shader_from_nir", "ir3_shader_destroy",
+             "ir3_shader_get_variant", "ir3_shader_create_variant", "ir3_compile_shader_nir", "ir3_shader_assemble",
+             "ir3_trim_constlen", "ir3_parse", "ir3_legalize", "ir3_delayslots", "ir3_required_sync_flags", "disasm_a3xx",
+             "ir3_isa_disasm", "rzalloc_size", "ralloc_free"),
+  records=("nir_shader_compiler_options", "nir_shader", "shader_info", "nir_builder", "nir_def", "nir_src", "nir_alu_src",
+           "nir_alu_instr", "nir_intrinsic_instr", "nir_load_const_instr", "nir_intrinsic_info", "nir_op_info", "ir3_compiler",
+           "ir3_compiler_options", "ir3_shader_options", "ir3_shader_key", "ir3_shader", "ir3_shader_variant", "ir3_const_state",
+           "ir3_info", "fd_dev_id", "fd_dev_info", "glsl_type"),
+  enums=("nir_op", "nir_intrinsic_op", "nir_intrinsic_index_flag:NIR_INTRINSIC_BASE", "gl_shader_stage", "mesa_scope", "gl_access_qualifier",
+         "nir_variable_mode", "nir_alu_type", "nir_instr_type", "nir_memory_semantics", "glsl_base_type", "nir_jump_type"),
+  variables=("nir_op_infos", "nir_intrinsic_infos", "nir_intrinsic_index_names", "glsl_type_builtin_void", "glsl_type_builtin_bool",
+             "glsl_type_builtin_int", "glsl_type_builtin_uint", "glsl_type_builtin_float", "glsl_type_builtin_int64_t",
+             "glsl_type_builtin_uint64_t"),
+  doc="mesa 25.2.7 NIR and ir3 (tinymesa's libtinymesa.so): records, enums and exported functions and data, from its DWARF.")
 
 _AMD, _AMDGPU, _PMFW = "drivers/gpu/drm/amd/include", "drivers/gpu/drm/amd/amdgpu", "drivers/gpu/drm/amd/pm/swsmu/inc/pmfw_if"
 
@@ -89,6 +115,7 @@ GENERATORS = {
   "rdna3": rdna3_tables,
   "adreno": adreno,
   "ir3": ir3_tables,
+  "mesa": MESA,
   # NVIDIA: the RM/UVM ioctl ABI of driver branch 580 and the Ampere/Hopper class methods and QMD layouts
   "nv.rm": NVModule("nv/rm.py", "kernel", (f"{SDK}/nvstatus.h", f"{SDK}/nvos.h", f"{UNIX}/nv_escape.h", f"{UNIX}/nv-ioctl-numbers.h",
                     f"{UNIX}/nv-ioctl.h", f"{UNIX}/nv-unix-nvos-params-wrappers.h"),
