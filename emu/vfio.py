@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from autogen import vfio as V
 from emu.addrspace import ProcessAddressSpace
-from emu.plugin import KernelModel
+from common.plugin import KernelModel
 from emu.pci import PCIFunction, IORegion, CONFIG_SIZE, PAGE, PCI_COMMAND, PCI_COMMAND_MEMORY, PCI_COMMAND_MASTER
 
 SYSFS_PCI = "/sys/bus/pci/devices"

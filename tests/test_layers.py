@@ -1,11 +1,11 @@
-"""The layer rules (README, "Layout") that imports can break: emu/ (the hardware models) imports only autogen/ and
-itself, never the drivers that are its clients; drivers/system is the only importer of emu/. Every import counts,
-module- or function-level."""
-import ast
+"""The layer rules (README, "Layout") that imports can break: emu/ (the hardware models) imports only autogen/, common/
+and itself, never the drivers that are its clients; common/ imports nothing of the repository; drivers/system is the
+only importer of emu/, and only once a model is opened. Every import counts, module- or function-level."""
+import ast, subprocess, sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("autogen", "emu", "drivers", "compute", "tools")
+PACKAGES = ("autogen", "common", "emu", "drivers", "compute", "tools")
 
 
 def imports(path: Path) -> list[tuple[str, int]]:
@@ -22,7 +22,22 @@ def test_emu_imports_only_autogen_and_emu():
   files = sorted((REPO / "emu").rglob("*.py"))
   assert len(files) > 50
   assert [f"{p.relative_to(REPO)}:{line}: {m}" for p in files for m, line in imports(p)
-          if m.split(".")[0] not in ("autogen", "emu")] == []
+          if m.split(".")[0] not in ("autogen", "common", "emu")] == []
+
+
+def test_common_imports_nothing_of_the_repository():
+  files = sorted((REPO / "common").rglob("*.py"))
+  assert len(files) >= 3
+  assert [f"{p.relative_to(REPO)}:{line}: {m}" for p in files for m, line in imports(p) if m.split(".")[0] != "common"] == []
+
+
+def test_the_shared_driver_layers_load_no_model():
+  """Importing every module of drivers/system, drivers/hcq and drivers/rdma loads nothing of emu/: models are imported
+  when one is opened."""
+  mods = [f"drivers.{top}.{p.stem}" for top in ("system", "hcq", "rdma") for p in sorted((REPO / "drivers" / top).glob("*.py"))]
+  code = f"import sys\nfor m in {mods!r}: __import__(m)\nprint(sorted(m for m in sys.modules if m.split('.')[0] == 'emu'))"
+  out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True).stdout
+  assert out.strip() == "[]"
 
 
 def test_only_drivers_system_imports_emu():

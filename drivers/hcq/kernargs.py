@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 from typing import Callable
 
-from drivers.system.alloc import RangeAllocator
+from common.alloc import RangeAllocator
 
 CHUNK_SIZE = 2 << 20
 ALIGN = 64                # enough for every backend: AMD places a 64-byte-aligned dispatch packet after the arguments

@@ -9,7 +9,7 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
-from drivers.system.alloc import RangeAllocator
+from common.alloc import RangeAllocator
 from drivers.hcq.buffer import Buffer
 from drivers.system.dma import DMAMemory
 from drivers.system.registry import vendor, vendors

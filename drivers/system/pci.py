@@ -17,7 +17,6 @@ from drivers.system.kernel import KernelInterface, OSKernel
 from drivers.system.lock import DeviceLock
 from drivers.system.mmio import MMIO, MemMMIO, CallbackMMIO
 from drivers.system.registry import PCIModel, model, models, vendors
-from emu.topology import HOST
 
 SYSFS_PCI = "/sys/bus/pci/devices"
 # drivers that hand the function to userspace; any other bound driver owns the hardware
@@ -103,6 +102,8 @@ class ModelPCIDevice(PCIDevice):
   def __init__(self, model: Any, lock_prefix: str | None, bus: str | None = None):
     super().__init__(model.bus if bus is None else bus, lock_prefix)
     self._msix: dict[int, int] = {}
+    from emu.topology import HOST   # the models' side: imported once a model is opened
+    self._host = HOST
     try:
       self.model = model if bus is None else model()
       HOST.plug(self.model)
@@ -146,7 +147,7 @@ class ModelPCIDevice(PCIDevice):
 
   def close(self) -> None:
     if getattr(self, "model", None) is not None:
-      HOST.unplug(self.model)               # peers' DMA no longer reaches it
+      self._host.unplug(self.model)         # peers' DMA no longer reaches it
       self.model.close()                    # its engines stop before their DMA memory and interrupts go
       for vector in self._msix: self.model.connect_msix(vector, None)
     for fd in self._msix.values(): os.close(fd)

@@ -5,7 +5,7 @@ A vendor declares itself once, as a `Vendor`, and names it in its distribution's
   [project.entry-points."hcq.vendors"]
   CPU = "drivers.cpu:VENDOR"             # the entry point's name is the vendor's name
 
-Models do the same with an emu.plugin.PCIModel or KernelModel. Discovery reads the installed distributions'
+Models do the same with a common.plugin.PCIModel or KernelModel. Discovery reads the installed distributions'
 metadata (importlib.metadata, so any package on sys.path can plug in) and imports a declaration only when its
 vendor or model is asked for, or when all of them are (listings); a declaration lives in a light module that
 imports its driver only inside `open`.
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any, Callable, Mapping
 
-from emu.plugin import BridgeModel, PCIModel, KernelModel
+from common.plugin import BridgeModel, PCIModel, KernelModel
 
 VENDOR_GROUP, MODEL_GROUP = "hcq.vendors", "hcq.models"
 MODEL_KINDS = (PCIModel, KernelModel, BridgeModel)

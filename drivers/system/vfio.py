@@ -14,7 +14,7 @@ import ctypes, errno, warnings
 from typing import Callable
 
 from autogen import vfio as V
-from drivers.system.alloc import RangeAllocator
+from common.alloc import RangeAllocator
 from drivers.system.dma import DMAMemory, alloc_pinned, host_pages, pin_existing, round_up, PAGE
 from drivers.system.kernel import KernelInterface, OSKernel
 from drivers.system.mmio import MMIO, CallbackMMIO

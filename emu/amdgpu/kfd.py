@@ -27,8 +27,8 @@ import numpy as np
 from autogen import kfd
 from autogen.amd import gc_11_0_0 as gc, soc21_enum
 from emu.addrspace import ProcessAddressSpace
-from emu.alloc import RangeAllocator
-from emu.plugin import KernelModel
+from common.alloc import RangeAllocator
+from common.plugin import KernelModel
 from emu.amdgpu.gpu import GPUModel, IP_BASES, DeviceError
 from emu.amdgpu.mmu import FAULT_EXECUTE, FAULT_WRITE, Fault, PTE_VALID, PTE_SYSTEM, PTE_SNOOPED, PTE_READABLE, PTE_WRITEABLE, PTE_EXECUTABLE, \
   MTYPE_SHIFT

@@ -34,7 +34,7 @@ import ctypes, os, tempfile
 from ctypes import Structure, c_uint32, c_uint64
 
 from autogen.amd import gc_11_0_0, soc15_ih_clientid as C, irqsrcs_gfx_11_0_0 as S
-from emu.plugin import PCIModel
+from common.plugin import PCIModel
 from emu.pci import PCIFunction, DMASpace, DMAFault, PCI_COMMAND, PCI_COMMAND_MEMORY, PCI_COMMAND_MASTER
 from emu.amdgpu import discovery
 from emu.amdgpu.gpu import GPUModel, IP_BASES, DeviceError

@@ -6,7 +6,7 @@ keeps real 4-level tables (the format emu/amdgpu/mmu.py walks) for every buffer 
 from __future__ import annotations
 import numpy as np
 
-from emu.alloc import RangeAllocator
+from common.alloc import RangeAllocator
 from emu.amdgpu.vram import VRAM
 from emu.amdgpu.mmu import PTE_VALID, ADDR_MASK, LEVEL_SHIFTS
 

@@ -22,7 +22,7 @@ import ctypes, errno, mmap, os, threading, time
 from autogen import msm_kgsl as K
 from emu.addrspace import ProcessAddressSpace
 from emu.kgsl.cp import CommandProcessor, CPFault
-from emu.plugin import KernelModel
+from common.plugin import KernelModel
 
 DEV = "/dev/kgsl-3d0"
 PAGE = 0x1000

@@ -22,7 +22,7 @@ from emu.nvgpu.gpfifo import GPFIFOEngine
 from emu.nvgpu.rm import Channel, Memory, RMModel, RMStatus, Usermode
 from emu.nvgpu.uvm import UVMModel
 from emu.addrspace import ProcessAddressSpace
-from emu.plugin import KernelModel
+from common.plugin import KernelModel
 
 CTL, DEV, UVM = "/dev/nvidiactl", "/dev/nvidia0", "/dev/nvidia-uvm"
 # VA handed out by reserve(): inside FERMI_VASPACE_A's range and below 2^40, which a GPFIFO entry's address reaches

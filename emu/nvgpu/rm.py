@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from autogen.nv import classes as cl, compute, copy, ctrl, rm
-from emu.alloc import RangeAllocator
+from common.alloc import RangeAllocator
 from emu.nvgpu.chips import Chip
 
 PAGE = 0x1000

@@ -38,7 +38,7 @@ import array, errno, struct
 import usb.core
 
 from emu.pci import PCIFunction
-from emu.plugin import BridgeModel
+from common.plugin import BridgeModel
 
 VID_PID = ((0xADD1, 0x0001), (0x3801, 0x0001))
 EP_OUT, EP_IN = 0x02, 0x81

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from autogen.amd import amdgpu_vm as vm, soc21_enum
-from drivers.system.alloc import RangeAllocator
+from common.alloc import RangeAllocator
 
 PAGE = 4096
 BOOT_SIZE = 32 << 20

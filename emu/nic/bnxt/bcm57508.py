@@ -24,7 +24,7 @@ from __future__ import annotations
 import threading
 from ctypes import Structure, c_uint8, c_uint32
 
-from emu.plugin import PCIModel
+from common.plugin import PCIModel
 from emu.pci import PCIFunction, PCI_COMMAND, PCI_COMMAND_MEMORY
 from emu.nic import state
 from emu.nic.memory import HostMemory

@@ -37,7 +37,7 @@ from emu.nic import state
 from emu.nic.port import RoCEPort
 from emu.nic.memory import HostMemory
 from emu.pci import PCIFunction, PCI_COMMAND, PCI_COMMAND_MEMORY
-from emu.plugin import PCIModel
+from common.plugin import PCIModel
 
 VENDOR_ID, DEVICE_ID, REVISION, CLASS_ETHERNET = 0x15B3, 0x101D, 0x00, 0x020000
 BAR0_SIZE, UAR_PAGE = 1 << 20, 4096

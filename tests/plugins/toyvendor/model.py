@@ -1,7 +1,7 @@
 """The toy vendor's device model: a bare PCI function whose state is a directory per index."""
 import os, tempfile
 from emu.pci import PCIFunction
-from emu.plugin import PCIModel
+from common.plugin import PCIModel
 from toyvendor import PCI_VENDOR, PCI_DEVICE
 
 CLASS_CODE = 0x120000     # processing accelerator

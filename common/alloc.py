@@ -1,5 +1,5 @@
 """A first-fit range allocator with coalescing frees over [start, start+size): VRAM and GPU virtual addresses in the
-models, and (through drivers/system/alloc) device memory, VA, IOVA and argument arenas in the drivers."""
+models, and device memory, VA, IOVA and argument arenas in the drivers."""
 from __future__ import annotations
 import bisect
 

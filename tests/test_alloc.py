@@ -1,13 +1,8 @@
-"""The range allocator shared by the models and (through drivers/system/alloc) the drivers: first fit with alignment,
+"""The range allocator shared by the models and the drivers (common/alloc.py): first fit with alignment,
 frees that coalesce with both neighbours, fixed-address takes, and errors that name the space and the sizes."""
 import pytest
 
-from emu.alloc import RangeAllocator
-from drivers.system.alloc import RangeAllocator as DriverRangeAllocator
-
-
-def test_drivers_get_the_same_allocator():
-  assert DriverRangeAllocator is RangeAllocator
+from common.alloc import RangeAllocator
 
 
 def test_first_fit_rounds_each_start_up_to_its_alignment():
