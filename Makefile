@@ -11,4 +11,6 @@ demo:
 	$(PY) examples/digits.py
 
 test: setup
+	$(PY) -m ruff check --quiet .
+	$(PY) -m mypy
 	$(PY) -m pytest -n auto -q

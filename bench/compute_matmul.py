@@ -3,7 +3,8 @@
 Usage: DEV=CPU python bench/compute_matmul.py [size ...]   (default 512; target: time_vs_numpy <= 1.3 at 512 float32)
 Ours is timed end to end: graph building, scheduling, launch and synchronize. The two take turns in blocks of BLOCK
 calls (ROUNDS blocks each, best single call kept), each block after SETTLE_S idle: OpenBLAS's threads spin for about
-0.1 s after a call, and a block of ours started meanwhile would share the cores with them. Where OPENBLAS_CORETYPE (or OPENBLAS_L2_SIZE) is set, numpy's OpenBLAS runs a slower
+0.1 s after a call, and a block of ours started meanwhile would share the cores with them. Where OPENBLAS_CORETYPE (or OPENBLAS_L2_SIZE) is set,
+numpy's OpenBLAS runs a slower
 kernel than this CPU has: unset both for the run to compare against numpy at its best; the numpy line names the
 kernel it ran (threadpoolctl, when installed). Prints one JSON line per figure."""
 import os, sys, time

@@ -171,8 +171,10 @@ def theirs(run: Run, sizes: dict, torch, what: str) -> None:
   def copies():
     size = sizes["copy"]
     host, dev = torch.empty(size, dtype=torch.uint8, pin_memory=True), torch.empty(size, dtype=torch.uint8, device="cuda")
-    emit("nv_h200/torch_h2d_gbps", size / events(lambda: dev.copy_(host, non_blocking=True), sizes["rounds"]) / 1e9, "GB/s (pinned)", bytes=size, **tag)
-    emit("nv_h200/torch_d2h_gbps", size / events(lambda: host.copy_(dev, non_blocking=True), sizes["rounds"]) / 1e9, "GB/s (pinned)", bytes=size, **tag)
+    emit("nv_h200/torch_h2d_gbps", size / events(lambda: dev.copy_(host, non_blocking=True), sizes["rounds"]) / 1e9, "GB/s (pinned)",
+         bytes=size, **tag)
+    emit("nv_h200/torch_d2h_gbps", size / events(lambda: host.copy_(dev, non_blocking=True), sizes["rounds"]) / 1e9, "GB/s (pinned)",
+         bytes=size, **tag)
   run.section("nv_h200/torch_copy", copies, **tag)
 
   def matmul(dtype, n: int, fig: str):

@@ -292,8 +292,10 @@ def sweep_symbols(p: Prober) -> dict[str, dict[int, str]]:
       if n and (name := pick(t)): out[v] = name
     return out
   return {
-    "HWREG": names(((i, [0xB8800000 | 31 << 11 | i]) for i in range(64)), lambda t: re.search(r"hwreg\((HW_REG_\w+)\)", t) and re.search(r"hwreg\((\w+)", t).group(1)),
-    "SENDMSG": names(((i, [0xBFB60000 | i]) for i in range(256)), lambda t: re.search(r"sendmsg\((MSG_\w+)\)", t) and re.search(r"sendmsg\((\w+)", t).group(1)),
+    "HWREG": names(((i, [0xB8800000 | 31 << 11 | i]) for i in range(64)),
+                   lambda t: re.search(r"hwreg\((HW_REG_\w+)\)", t) and re.search(r"hwreg\((\w+)", t).group(1)),
+    "SENDMSG": names(((i, [0xBFB60000 | i]) for i in range(256)),
+                     lambda t: re.search(r"sendmsg\((MSG_\w+)\)", t) and re.search(r"sendmsg\((\w+)", t).group(1)),
     "VERSION": names(((i, [0xB0800000 | i]) for i in range(256)), lambda t: re.fullmatch(r"s_version (UC_\w+)", t) and t.split()[1]),
     "EXP_TARGET": names(((i, [0xF8000000 | i << 4, 0]) for i in range(64)), lambda t: None if "invalid_target" in t else t.split()[1]),
     "BUF_FORMAT": names(((i, [0xE8000000 | i << 19, 0]) for i in range(128)), lambda t: (re.search(r"format:\[(\w+)\]", t) or [None, None])[1]),

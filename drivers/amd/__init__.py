@@ -3,7 +3,8 @@
 Device strings: KFD+AMD (through the kernel driver), PCI+AMD (the AM userspace driver on the bare PCI
 function), USB+AMD (the AM driver on a GPU behind an ASM24xx USB bridge), MOCKKFD+AMD / MOCKPCI+AMD / MOCKUSB+AMD
 (the same driver code against the emulated Navi31, MOCKUSB through the bridge model), and AMD (KFD when /dev/kfd
-exists, else PCI when a supported GPU is on the PCI bus, else USB when a bridge is attached, else PCI's error). `VENDOR` is what registers (entry point group hcq.vendors); the driver
+exists, else PCI when a supported GPU is on the PCI bus, else USB when a bridge is attached, else PCI's error). `VENDOR` is what registers (entry
+point group hcq.vendors); the driver
 itself is imported when a device is opened."""
 from __future__ import annotations
 import os

@@ -2,7 +2,8 @@
 
 An interface provides: `arch`, `props` (KFD-style topology numbers), `ip_bases`/`ip_versions`,
 `alloc(size, host=, uncached=, cpu_access=) -> AMDMemory`, `import_host(view) -> (AMDMemory, offset of view[0] in
-it)` (existing host memory mapped for the GPU, uncached: what other devices write must be seen), `free(mem)`, `create_queue(kind, ring_size) -> QueueDesc`
+it)` (existing host memory mapped for the GPU, uncached: what other devices write must be seen), `free(mem)`, `create_queue(kind, ring_size) ->
+QueueDesc`
 ("compute": the MEC PM4 queue, "sdma": SDMA queue 0), `destroy_queue(q)`, `poll_faults() -> str | None` (one
 non-blocking look for a page fault or hang the GPU reported), `close()`, and optionally `before_doorbell()` (a
 host-side HDP flush, so host writes to VRAM are visible to the work the doorbell starts; without it, AMDDevice has

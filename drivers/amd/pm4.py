@@ -58,7 +58,8 @@ class PM4Queue(Queue):
 
   def _release_mem(self, addr: int, data_sel: int, value: int = 0) -> None:
     self.pkt3(nvd.PACKET3_RELEASE_MEM,
-              nvd.PACKET3_RELEASE_MEM_EVENT_TYPE(enum.CACHE_FLUSH_AND_INV_TS_EVENT) | nvd.PACKET3_RELEASE_MEM_EVENT_INDEX(EVENT_INDEX_EOP) | RELEASE_GCR,
+              nvd.PACKET3_RELEASE_MEM_EVENT_TYPE(enum.CACHE_FLUSH_AND_INV_TS_EVENT) | nvd.PACKET3_RELEASE_MEM_EVENT_INDEX(EVENT_INDEX_EOP)
+              | RELEASE_GCR,
               nvd.PACKET3_RELEASE_MEM_DATA_SEL(data_sel) | nvd.PACKET3_RELEASE_MEM_INT_SEL(INT_SEL_NONE),
               addr, addr >> 32, value, value >> 32, 0)
 

@@ -2,7 +2,8 @@
 of hardware queues (kernel qplib_res.c bnxt_qplib_alloc_init_hwq).
 
 Level 0: the one page itself. Level 1: a page of up to 512 PTEs (u64: page address | PTU_PTE_VALID). Level 2: a page
-of up to 256 PDEs (MAX_PBL_LVL_1_PGS_FOR_LVL_2: page address | PTU_PDE_VALID), each naming a level-1 table page. In a queue's table the last PTE also carries PTU_PTE_LAST and
+of up to 256 PDEs (MAX_PBL_LVL_1_PGS_FOR_LVL_2: page address | PTU_PDE_VALID), each naming a level-1 table page. In a queue's table the last PTE also
+carries PTU_PTE_LAST and
 the one before it PTU_PTE_NEXT_TO_LAST, which is how the hardware knows where the ring wraps.
 """
 from __future__ import annotations

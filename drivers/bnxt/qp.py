@@ -74,7 +74,8 @@ RDMA_HDR = Packer(H.sq_rdma_hdr, "wqe_type flags wqe_size imm_data length remote
 SEND_HDR = Packer(H.sq_send_hdr, "wqe_type flags wqe_size inv_key_or_imm_data length")
 RQ_HDR = Packer(H.rq_wqe_hdr, "wqe_type wqe_size wr_id")
 SGE_AT, SGE_PACK = ctypes.sizeof(H.sq_send_hdr), Packer(H.sq_sge, "va_or_pa l_key size")
-SEND_FLAGS = {int(f): (H.SQ_SEND_HDR_FLAGS_SIGNAL_COMP if f & SendFlags.SIGNALED else 0) | (H.SQ_SEND_HDR_FLAGS_SE if f & SendFlags.SOLICITED else 0) |
+SEND_FLAGS = {int(f): (H.SQ_SEND_HDR_FLAGS_SIGNAL_COMP if f & SendFlags.SIGNALED else 0) |
+                     (H.SQ_SEND_HDR_FLAGS_SE if f & SendFlags.SOLICITED else 0) |
                       (H.SQ_SEND_HDR_FLAGS_RD_OR_ATOMIC_FENCE if f & SendFlags.FENCE else 0) for f in map(SendFlags, range(8))}
 
 

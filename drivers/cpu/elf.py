@@ -28,7 +28,8 @@ def check_shared_object(lib: bytes) -> None:
     elf = ELFFile(io.BytesIO(lib))
     h = elf.header
   except (ELFError, ValueError, EOFError) as e: raise SharedObjectError(f"its ELF header is malformed ({e})") from None
-  if elf.elfclass != 64 or not elf.little_endian: raise SharedObjectError(f"it is a {elf.elfclass}-bit {'little' if elf.little_endian else 'big'}-endian ELF, not 64-bit little-endian")
+  if elf.elfclass != 64 or not elf.little_endian:
+    raise SharedObjectError(f"it is a {elf.elfclass}-bit {'little' if elf.little_endian else 'big'}-endian ELF, not 64-bit little-endian")
   if h.e_type != "ET_DYN": raise SharedObjectError(f"it is of type {h.e_type}, not a shared object (ET_DYN)")
   if (want := MACHINES.get(platform.machine())) is not None and h.e_machine != want:
     raise SharedObjectError(f"it is for {h.e_machine}, this host is {want}")

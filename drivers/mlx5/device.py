@@ -3,7 +3,8 @@
 
   1. FLR; the init segment: firmware version, command interface revision 5, wait for the initializing bit
   2. the command queue (wait for the initializing bit again), ENABLE_HCA, QUERY_ISSI / SET_ISSI 1
-  3. boot pages; the host's endianness (ACCESS_REG HOST_ENDIANNESS); QUERY_HCA_CAP / SET_HCA_CAP general (RoCE on, no command checksums, 4 KiB UAR pages) and RoCE
+  3. boot pages; the host's endianness (ACCESS_REG HOST_ENDIANNESS); QUERY_HCA_CAP / SET_HCA_CAP general (RoCE on, no command checksums, 4 KiB UAR
+  pages) and RoCE
      (software-chosen UDP source ports); init pages; INIT_HCA; regular pages
   4. ALLOC_UAR, the event queues (async: page requests, command completions, errors; completions: CQ events on MSI-X
      vector 1), the NIC vport context (MAC, roce_en)

@@ -1,7 +1,8 @@
 """NVProgram: a kernel of a cubin loaded on an NV device, and its launch arguments (constant buffer 0 + the QMD).
 
 The upload: the cubin file as it is (relocated for its address), then the PTX it was compiled from, NUL-terminated, then
-the constant buffers other than cb0 (64-byte aligned), in one CPU-visible vidmem allocation with 4 KiB of padding after (SASS prefetch may read past the end,
+the constant buffers other than cb0 (64-byte aligned), in one CPU-visible vidmem allocation with 4 KiB of padding after (SASS prefetch may read past
+the end,
 reference section 7). The QMD's program address is the kernel's .text section there. Real GPUs run that SASS; the GPU
 model (emu.nvgpu.compute) cannot, and runs the PTX after the cubin.
 

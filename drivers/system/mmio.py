@@ -103,7 +103,8 @@ class CallbackMMIO(MMIO):
     if (many := getattr(self.region, "write_many", None)) is None: return super().write64s(off, values)
     self._check(off, 8 * len(values))
     if off % 8: raise ValueError(f"unaligned 64-bit MMIO access at {off:#x}: registers need natural alignment")
-    if values and not (0 <= min(values) and max(values) < 1 << 64): raise ValueError(f"a value of {[hex(v) for v in values]} does not fit a 64-bit register")
+    if values and not (0 <= min(values) and max(values) < 1 << 64):
+      raise ValueError(f"a value of {[hex(v) for v in values]} does not fit a 64-bit register")
     many(off, 8, values)
 
   def read_bytes(self, offset: int, n: int) -> bytes:

@@ -136,7 +136,8 @@ def write_firmware(path: str, omit: tuple[str, ...] = (), damage: dict[str, str]
   (iram_n, iram), (dram_n, dram), (p_n, p), (v_n, v) = pieces
   hdr.v2_2.rlc_iram_ucode_size_bytes, hdr.v2_2.rlc_iram_ucode_offset_bytes = len(iram), offsets[iram_n]
   hdr.v2_2.rlc_dram_ucode_size_bytes, hdr.v2_2.rlc_dram_ucode_offset_bytes = len(dram), offsets[dram_n]
-  hdr.rlcp_ucode_size_bytes, hdr.rlcp_ucode_offset_bytes, hdr.rlcv_ucode_size_bytes, hdr.rlcv_ucode_offset_bytes = len(p), offsets[p_n], len(v), offsets[v_n]
+  hdr.rlcp_ucode_size_bytes, hdr.rlcp_ucode_offset_bytes = len(p), offsets[p_n]
+  hdr.rlcv_ucode_size_bytes, hdr.rlcv_ucode_offset_bytes = len(v), offsets[v_n]
   hdr.v2_2.v2_1.v2_0.ucode_feature_version = 1
   _common(hdr, at, U.rlc_firmware_header_v2_3, 2, 3, (11, 0), g, "gc_11_0_0_rlc.bin" in bad_header)
   files["gc_11_0_0_rlc.bin"] = _file(hdr, g + b"".join(d for _, d in pieces))

@@ -48,7 +48,8 @@ FAULT_INTERRUPT = {FAULT_RANGE: "RANGE", FAULT_NOT_PRESENT: "VALID", FAULT_READ:
                    FAULT_EXECUTE: "EXECUTE", FAULT_PDE: "PDE0"}
 STORAGE_NAMES = ("MC_VM_SYSTEM_APERTURE_DEFAULT_ADDR_LSB",
                  "MC_VM_SYSTEM_APERTURE_DEFAULT_ADDR_MSB", "VM_L2_PROTECTION_FAULT_DEFAULT_ADDR_LO32",
-                 "VM_L2_PROTECTION_FAULT_DEFAULT_ADDR_HI32", "VM_L2_PROTECTION_FAULT_CNTL2", "VM_L2_CNTL3", "VM_L2_CNTL4", "VM_L2_CNTL5", "MC_VM_FB_OFFSET",
+                 "VM_L2_PROTECTION_FAULT_DEFAULT_ADDR_HI32", "VM_L2_PROTECTION_FAULT_CNTL2", "VM_L2_CNTL3", "VM_L2_CNTL4", "VM_L2_CNTL5",
+                 "MC_VM_FB_OFFSET",
                  "VM_L2_CONTEXT1_IDENTITY_APERTURE_LOW_ADDR_LO32", "VM_L2_CONTEXT1_IDENTITY_APERTURE_LOW_ADDR_HI32",
                  "VM_L2_CONTEXT1_IDENTITY_APERTURE_HIGH_ADDR_LO32", "VM_L2_CONTEXT1_IDENTITY_APERTURE_HIGH_ADDR_HI32",
                  "VM_L2_CONTEXT_IDENTITY_PHYSICAL_OFFSET_LO32", "VM_L2_CONTEXT_IDENTITY_PHYSICAL_OFFSET_HI32",
@@ -192,7 +193,8 @@ class HubModel(Block):
 
   def _read_only(self, addr: int, value: int) -> None:
     raise ModelError(f"{self.regs.name_of(addr)} is read-only" +
-                     (" (clear a fault with VM_L2_PROTECTION_FAULT_CNTL.CLEAR_PROTECTION_FAULT_STATUS_ADDR)" if "FAULT" in self.regs.name_of(addr) else ""))
+                     (" (clear a fault with VM_L2_PROTECTION_FAULT_CNTL.CLEAR_PROTECTION_FAULT_STATUS_ADDR)"
+                      if "FAULT" in self.regs.name_of(addr) else ""))
 
   # --- faults
   def _fault_cntl(self, addr: int, value: int) -> None:

@@ -135,7 +135,8 @@ class GPUModel:
     config = gc.regSH_MEM_CONFIG.decode(self.regs[self.sh_mem_slot(vmid, False)])
     bases = gc.regSH_MEM_BASES.decode(self.regs[self.sh_mem_slot(vmid, True)])
     if config["ADDRESS_MODE"] != soc21_enum.SH_MEM_ADDRESS_MODE_64:
-      raise_engine(queue, f"SH_MEM_CONFIG of VMID {vmid}: ADDRESS_MODE {config['ADDRESS_MODE']} (32-bit) is not modelled: program SH_MEM_ADDRESS_MODE_64")
+      raise_engine(queue, f"SH_MEM_CONFIG of VMID {vmid}: ADDRESS_MODE {config['ADDRESS_MODE']} (32-bit) is not modelled: "
+                          "program SH_MEM_ADDRESS_MODE_64")
     if config["ALIGNMENT_MODE"] != soc21_enum.SH_MEM_ALIGNMENT_MODE_UNALIGNED:
       raise_engine(queue, f"SH_MEM_CONFIG of VMID {vmid}: ALIGNMENT_MODE {config['ALIGNMENT_MODE']} is not modelled (the shader "
                           "core allows unaligned accesses: program SH_MEM_ALIGNMENT_MODE_UNALIGNED)")

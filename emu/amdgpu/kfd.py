@@ -301,7 +301,8 @@ class KFDModel:
   def _alloc(self, a) -> None:
     node = self._bind(a.gpu_id, "ALLOC_MEMORY_OF_GPU")
     size, flags = a.size, a.flags & 0xFFFFFFFF
-    if size == 0 or size % PAGE or a.va_addr % PAGE: raise _ioc_fail(errno.EINVAL, f"ALLOC_MEMORY_OF_GPU of {size:#x} bytes at {a.va_addr:#x}: both must be page aligned and non-zero")
+    if size == 0 or size % PAGE or a.va_addr % PAGE:
+      raise _ioc_fail(errno.EINVAL, f"ALLOC_MEMORY_OF_GPU of {size:#x} bytes at {a.va_addr:#x}: both must be page aligned and non-zero")
     bo = BO(node.gpu_id << 32 | self._new("handle"), a.va_addr, size, "", flags, node)   # MAKE_HANDLE(gpu_id, idr handle)
     if flags & kfd.KFD_IOC_ALLOC_MEM_FLAGS_VRAM:
       bo.kind = "vram"

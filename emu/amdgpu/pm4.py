@@ -45,9 +45,11 @@ class PM4Engine(GPUEngine):
 
   def packet(self, words: np.ndarray, pos: int) -> int:
     hdr = int(words[pos])
-    if hdr >> 30 != 3: raise RingError(f"{self.qname}: PM4 packet of type {hdr >> 30} (header {hdr:#010x}) at ring dword {self.rptr}: only type-3 packets are valid")
+    if hdr >> 30 != 3:
+      raise RingError(f"{self.qname}: PM4 packet of type {hdr >> 30} (header {hdr:#010x}) at ring dword {self.rptr}: only type-3 packets are valid")
     n = ((hdr >> 16) & 0x3FFF) + 1
-    if len(words) - pos < n + 1: raise RingError(f"{self.qname}: PM4 packet at ring dword {self.rptr} needs {n + 1} dwords, only {len(words) - pos} written")
+    if len(words) - pos < n + 1:
+      raise RingError(f"{self.qname}: PM4 packet at ring dword {self.rptr} needs {n + 1} dwords, only {len(words) - pos} written")
     self.execute(hdr, words[pos + 1:pos + 1 + n], in_ib=False)
     return n + 1
 
@@ -121,7 +123,8 @@ class PM4Engine(GPUEngine):
     if len(p) != 8: raise RingError(f"{self.qname}: WAIT_REG_MEM64 takes 8 payload dwords, got {len(p)}")
     func, mem_space, operation = p[0] & 7, (p[0] >> 4) & 3, (p[0] >> 6) & 3
     if func not in COMPARE: raise RingError(f"{self.qname}: WAIT_REG_MEM64 function {func} is reserved")
-    if (mem_space, operation) != (1, 0): raise RingError(f"{self.qname}: WAIT_REG_MEM64 is modelled on memory only (mem_space 1, operation 0), got {mem_space}, {operation}")
+    if (mem_space, operation) != (1, 0):
+      raise RingError(f"{self.qname}: WAIT_REG_MEM64 is modelled on memory only (mem_space 1, operation 0), got {mem_space}, {operation}")
     if p[1] & 7: raise RingError(f"{self.qname}: WAIT_REG_MEM64 address {p[2] << 32 | p[1]:#x} is not 8-byte aligned")
     value = int.from_bytes(self.mem.read(p[1] | p[2] << 32, 8), "little")
     if not COMPARE[func](value & (p[5] | p[6] << 32), p[3] | p[4] << 32): raise Stalled

@@ -126,7 +126,8 @@ class PSPModel(Block):
       mc, size = self.get(mp.regMP0_SMN_C2PMSG_70) << 32 | self.get(mp.regMP0_SMN_C2PMSG_69), self.get(mp.regMP0_SMN_C2PMSG_71)
       try:
         if self.s.ring_ok: raise ValueError("a KM ring already exists (DESTROY_RINGS first)")
-        if size < 4096 or size % (FRAME_DW * 4) or mc % 4096: raise ValueError(f"ring of {size:#x} bytes at {mc:#x}: need a 4 KiB-aligned ring of whole 64-byte frames, at least 4 KiB")
+        if size < 4096 or size % (FRAME_DW * 4) or mc % 4096:
+          raise ValueError(f"ring of {size:#x} bytes at {mc:#x}: need a 4 KiB-aligned ring of whole 64-byte frames, at least 4 KiB")
         self.dev.gmc_mm.vram_offset(mc, size, "KM ring")
         self.s.ring_ok, self.s.ring_rptr = 1, 0
         self.set(mp.regMP0_SMN_C2PMSG_67, 0)
@@ -143,7 +144,8 @@ class PSPModel(Block):
     if self.s.stage != STAGE_SOS or not self.s.ring_ok:
       raise ModelError("C2PMSG_67 (KM ring write pointer) written but the sOS has no ring: INIT_GPCOM_RING first")
     size_dw = self.get(mp.regMP0_SMN_C2PMSG_71) // 4
-    if wptr % FRAME_DW or wptr > size_dw: raise ModelError(f"KM ring write pointer {wptr:#x}: must be a multiple of {FRAME_DW} dwords within the {size_dw:#x}-dword ring")
+    if wptr % FRAME_DW or wptr > size_dw:
+      raise ModelError(f"KM ring write pointer {wptr:#x}: must be a multiple of {FRAME_DW} dwords within the {size_dw:#x}-dword ring")
     self.regs[addr] = wptr
     ring = self.get(mp.regMP0_SMN_C2PMSG_70) << 32 | self.get(mp.regMP0_SMN_C2PMSG_69)
     while self.s.ring_rptr != wptr % size_dw:

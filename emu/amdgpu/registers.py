@@ -135,5 +135,6 @@ def storage(module, *names: str) -> tuple[Reg, ...]:
 def reg_name(addr: int, modules: Iterable[tuple[object, tuple[int, ...]]]) -> str:
   """The header name(s) of the register at a dword address, for error messages."""
   names = [k[3:] for mod, bases in modules for k, v in vars(mod).items()
-           if k.startswith("reg") and isinstance(v, Reg) and v.offset is not None and v.base_idx is not None and v.base_idx < len(bases) and v.addr(bases) == addr]
+           if k.startswith("reg") and isinstance(v, Reg) and v.offset is not None and v.base_idx is not None and v.base_idx < len(bases)
+           and v.addr(bases) == addr]
   return "/".join(names[:3])

@@ -134,7 +134,8 @@ class SDMAModel(Block):
 
   def _start(self, cntl: dict[str, int]) -> SDMAEngine:
     if cntl["RB_VMID"]: raise ModelError("SDMA0_QUEUE0_RB_CNTL.RB_VMID: only VMID 0 queues are modelled")
-    if not cntl["RPTR_WRITEBACK_ENABLE"]: raise ModelError("SDMA0_QUEUE0_RB_CNTL.RPTR_WRITEBACK_ENABLE is 0: the model always writes the read pointer back")
+    if not cntl["RPTR_WRITEBACK_ENABLE"]:
+      raise ModelError("SDMA0_QUEUE0_RB_CNTL.RPTR_WRITEBACK_ENABLE is 0: the model always writes the read pointer back")
     if not self.get(gc.regSDMA0_QUEUE0_DOORBELL) & gc.regSDMA0_QUEUE0_DOORBELL.mask("ENABLE"):
       raise ModelError("SDMA0 queue 0 enabled without SDMA0_QUEUE0_DOORBELL.ENABLE (queues without a doorbell are not modelled)")
     r = self.get

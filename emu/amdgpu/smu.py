@@ -162,7 +162,8 @@ class SMUModel(Block):
   def _transfer(self, p: int) -> tuple[int, int]:
     table = p & 0xFFFF
     if not (self.s.table_hi or self.s.table_lo): return PREREQ, 0
-    if table != D.TABLE_SMU_METRICS: return self._fail(f"TransferTableSmu2Dram: table {table} is not modelled (TABLE_SMU_METRICS = {D.TABLE_SMU_METRICS} is)")
+    if table != D.TABLE_SMU_METRICS:
+      return self._fail(f"TransferTableSmu2Dram: table {table} is not modelled (TABLE_SMU_METRICS = {D.TABLE_SMU_METRICS} is)")
     try: self.dev.gmc_mm.mmu.write(self.s.table_hi << 32 | self.s.table_lo, bytes(self.metrics()), "SMU")
     except GPUPageFault as e: return self._fail(f"TransferTableSmu2Dram: {e}")
     return OK, 0

@@ -22,7 +22,8 @@ RDMA WRITEs of a latency-bound stream (posted and sent, received, written and AC
   length) with the address anywhere the region's bounds allow, a correct ICRC, the memory's mappings unchanged; a WRITE
   with immediate also needs a receive WR the QP holds ahead of any that fails (rc.QP.usable_recvs: the Python path
   fails that one), and, where the NIC model reads receive WQEs only when a packet needs one (rc.QP.receive_watch), the
-  doorbell record they were read at unchanged. C writes the payload, moves the PSN and MSN and sends the ACK (roce.ack_template filled in) to where the Python path sends them; the port then
+  doorbell record they were read at unchanged. C writes the payload, moves the PSN and MSN and sends the ACK (roce.ack_template filled in) to where
+  the Python path sends them; the port then
   completes the receive WRs in order (Host.received, after the ACK as rc.py does).
   Where the NIC model gives a completion recipe (rc.Host.completion_recipe -> `Recipe`: the QP's receive CQ as a
   `CQRing`, its CQE with the wr_id and immediate positions), C writes that completion too, after the ACK: the CQE at the

@@ -63,7 +63,8 @@ ACK_EVERY = 64              # AckReq at least this often within a long message (
 READ_BURST = 64             # READ response packets sent per turn before incoming frames are served again
 
 # completion status (the ibv_wc_status names)
-OK, LOC_LEN_ERR, LOC_QP_OP_ERR, LOC_PROT_ERR, WR_FLUSH_ERR, BAD_RESP_ERR = "OK", "LOC_LEN_ERR", "LOC_QP_OP_ERR", "LOC_PROT_ERR", "WR_FLUSH_ERR", "BAD_RESP_ERR"
+OK, LOC_LEN_ERR, LOC_QP_OP_ERR = "OK", "LOC_LEN_ERR", "LOC_QP_OP_ERR"
+LOC_PROT_ERR, WR_FLUSH_ERR, BAD_RESP_ERR = "LOC_PROT_ERR", "WR_FLUSH_ERR", "BAD_RESP_ERR"
 REM_INV_REQ_ERR, REM_ACCESS_ERR, REM_OP_ERR = "REM_INV_REQ_ERR", "REM_ACCESS_ERR", "REM_OP_ERR"
 RETRY_EXC_ERR, RNR_RETRY_EXC_ERR = "RETRY_EXC_ERR", "RNR_RETRY_EXC_ERR"
 NAK_STATUS = {R.NAK_INVALID_REQUEST: REM_INV_REQ_ERR, R.NAK_REMOTE_ACCESS_ERROR: REM_ACCESS_ERR,

@@ -25,7 +25,7 @@ a NIC model owns a `WirePort`, gives it a receive callback, and routes frames by
 """
 from __future__ import annotations
 import fcntl, heapq, ipaddress, itertools, os, select, socket, tempfile, threading, time, weakref
-from typing import Callable
+from typing import Any, Callable
 
 from emu.nic import fastpath
 
@@ -302,7 +302,7 @@ class WirePort:
         break
       self.received += 1
       if (cb := self._on_frame()) is None: return True
-      self._call(lambda: cb(view[:n], addr))
+      self._call(cb, view[:n], addr)
       del cb
     return False
 
@@ -314,12 +314,12 @@ class WirePort:
       if n <= 0: return False
       self.received += n
       if (cb := self._on_batch()) is None: return True
-      self._call(lambda: cb(self.rx, n))
+      self._call(cb, self.rx, n)
       del cb
     return False
 
-  def _call(self, fn: Callable[[], None]) -> None:
-    try: fn()
+  def _call(self, fn: Callable[..., None], *args: Any) -> None:
+    try: fn(*args)
     except Exception as e: self._error(f"{type(e).__name__}: {e}")
 
   def _error(self, msg: str) -> None:

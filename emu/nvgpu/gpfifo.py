@@ -10,7 +10,8 @@ class methods (clc56f.h / clc86f.h, which agree on every field used here; refere
 - Methods below 0x100 are host methods on every subchannel; SET_OBJECT (0) binds a subchannel to one of the channel's
   engine objects; other methods go to the bound class (a subchannel with none, or a method the class model does not
   implement, stops the channel with an error naming both).
-- SEM_ADDR_HI holds address bits 39:32 (clc56f.h) or 56:32 (clc86f.h). SEM_EXECUTE: RELEASE writes SEM_PAYLOAD (32- or 64-bit by PAYLOAD_SIZE) at SEM_ADDR, with RELEASE_TIMESTAMP the
+- SEM_ADDR_HI holds address bits 39:32 (clc56f.h) or 56:32 (clc86f.h). SEM_EXECUTE: RELEASE writes SEM_PAYLOAD (32- or 64-bit by PAYLOAD_SIZE) at
+SEM_ADDR, with RELEASE_TIMESTAMP the
   PTIMER ns at +8 (a 16-byte semaphore); ACQUIRE (==), ACQ_STRICT_GEQ (>=), ACQ_CIRC_GEQ (wrapping >=, in the payload's
   width) and ACQ_AND (& != 0) wait until the semaphore satisfies them. REDUCTION IADD adds the payload (signed and
   unsigned agree modulo the width) and, being a release, takes RELEASE_TIMESTAMP too (dev_pbdma.ref.txt): one lock makes
@@ -178,5 +179,7 @@ class GPFIFOEngine(RingEngine):
         if stamp: self.mem.write(addr + 8, time.monotonic_ns().to_bytes(8, "little"))   # the usermode PTIMER's clock
     elif op in (cl.NVC56F_SEM_EXECUTE_OPERATION_ACQUIRE, cl.NVC56F_SEM_EXECUTE_OPERATION_ACQ_STRICT_GEQ,
                 cl.NVC56F_SEM_EXECUTE_OPERATION_ACQ_CIRC_GEQ, cl.NVC56F_SEM_EXECUTE_OPERATION_ACQ_AND):
-      if not acquired(op, int.from_bytes(self.mem.read(addr, n), "little"), payload, 8 * n): raise Stalled
-    else: raise RingError(f"{self.qname}: SEM_EXECUTE operation {op} is not modelled (RELEASE, REDUCTION, ACQUIRE, ACQ_STRICT_GEQ, ACQ_CIRC_GEQ, ACQ_AND are)")
+      if not acquired(op, int.from_bytes(self.mem.read(addr, n), "little"), payload, 8 * n):
+        raise Stalled
+    else: raise RingError(f"{self.qname}: SEM_EXECUTE operation {op} is not modelled (RELEASE, REDUCTION, ACQUIRE, ACQ_STRICT_GEQ, "
+                          "ACQ_CIRC_GEQ, ACQ_AND are)")

@@ -5,7 +5,8 @@ engines will read through (the VA space is created IS_EXTERNALLY_OWNED: UVM owns
 UVM copies its own struct size with no check (reference section 2), so a wrong layout corrupts silently on the real
 driver; the model instead rejects an argument that is not the 580 structure's size (EINVAL, naming both), so a
 driver on other layouts fails a test. `read`/`write` are the GPU's accesses through this VA map (what emu.ring engines
-take as their memory); an access to an unmapped address is an MMU fault (emu.pci.DMAFault). Status codes land in `rmStatus`: before UVM_INITIALIZE NV_ERR_ILLEGAL_ACTION;
+take as their memory); an access to an unmapped address is an MMU fault (emu.pci.DMAFault). Status codes land in `rmStatus`: before UVM_INITIALIZE
+NV_ERR_ILLEGAL_ACTION;
 an unknown GPU UUID NV_ERR_GPU_UUID_NOT_FOUND; a GPU or VA space not registered NV_ERR_INVALID_DEVICE; ranges
 that overlap NV_ERR_UVM_ADDRESS_IN_USE; addresses not 4 KiB-aligned or outside a range NV_ERR_INVALID_ADDRESS.
 Not modelled: managed memory, faults and migration, peer access, tools; a mapping over an existing one is refused

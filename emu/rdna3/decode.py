@@ -182,7 +182,8 @@ def inline_constant(code: int, bits: int = 32, fp: bool = True) -> int | None:
 
 
 def _err(code: bytes, offset: int, n: int, why: str) -> DecodeError:
-  words = " ".join(f"{w:#010x}" for w in struct.unpack_from(f"<{n}I", code, offset)) if len(code) >= offset + 4 * n else code[offset:offset + 4 * n].hex()
+  words = " ".join(f"{w:#010x}" for w in struct.unpack_from(f"<{n}I", code, offset)) if len(code) >= offset + 4 * n else \
+    code[offset:offset + 4 * n].hex()
   return DecodeError(f"offset {offset:#x}: {why} (words {words})")
 
 

@@ -252,7 +252,8 @@ def _fmt_vop3(inst: Inst) -> str:
       hi = bool(opsel >> i & 1) and op.bits == 16
       if op.field == "src0" and dpp is not None: t = vgpr(dpp["src0"], 32 if op.bits == 16 and fake16 else op.bits, hi)
       else: t = src(f[op.field], op, inst.literal, hi, fake16)
-      return with_mods(t, bool(neg >> i & 1) and nm[i:i + 1] == "p", bool(abs_ >> i & 1) and am[i:i + 1] == "p", f[op.field] if not (op.field == "src0" and dpp) else 256)
+      return with_mods(t, bool(neg >> i & 1) and nm[i:i + 1] == "p", bool(abs_ >> i & 1) and am[i:i + 1] == "p",
+                       f[op.field] if not (op.field == "src0" and dpp) else 256)
     if op.field == "vdst" and op.kind == "vgpr":
       return vgpr(f["vdst"], 32 if op.bits == 16 and fake16 else op.bits, bool(opsel >> 3 & 1))
     return None

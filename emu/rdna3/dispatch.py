@@ -132,7 +132,8 @@ def execute(mem: memory.GpuMemory, launch: Launch, grid: tuple[int, int, int], b
   f = ffi()
   if launch.target not in TARGETS: raise ValueError(f"unknown target {launch.target!r}: one of {', '.join(TARGETS)}")
   if mem.fetch(launch.pc) is None:
-    raise WaveFault(f"instruction fetch at the entry point {launch.pc:#x} faulted (not mapped, or not executable)", (0, 0, 0), 0, launch.pc, "", launch.pc)
+    raise WaveFault(f"instruction fetch at the entry point {launch.pc:#x} faulted (not mapped, or not executable)", (0, 0, 0), 0, launch.pc, "",
+                    launch.pc)
   p = program_for(mem, launch.pc, launch.wave64, launch.target)
   sched = runtime.dispatch_run(launch.wave64)
   d = f.new("dispatch_t *")
@@ -190,9 +191,11 @@ def execute(mem: memory.GpuMemory, launch: Launch, grid: tuple[int, int, int], b
     text = _describe(p, pc)
     if rc == STOP_FAULT:
       space, addr = SPACES.get(int(d.stop_arg), "memory"), int(d.stop_addr)
-      limit = {1: f" (each lane has {int(d.scratch_per_lane)} bytes)", 2: f" (the workgroup has {launch.lds_bytes} bytes)"}.get(int(d.stop_arg), " (not mapped)")
+      limits = {1: f" (each lane has {int(d.scratch_per_lane)} bytes)", 2: f" (the workgroup has {launch.lds_bytes} bytes)"}
+      limit = limits.get(int(d.stop_arg), " (not mapped)")
       raise WaveFault(f"{where}: `{text}` faulted on {space} address {addr:#x}{limit}", wg, int(d.stop_wave), pc, text, addr)
-    if rc == STOP_TRAP: raise WaveTrap(f"{where}: `{text}` trapped (s_trap {int(d.stop_arg)}; no trap handler is modelled)", wg, int(d.stop_wave), pc, text)
+    if rc == STOP_TRAP:
+      raise WaveTrap(f"{where}: `{text}` trapped (s_trap {int(d.stop_arg)}; no trap handler is modelled)", wg, int(d.stop_wave), pc, text)
     if rc == STOP_HALT: raise WaveTrap(f"{where}: `{text}` halted the wave (on hardware the dispatch would hang)", wg, int(d.stop_wave), pc, text)
     if rc == STOP_LIMIT: raise InstructionLimit(f"{where}: more than {max_instructions} wave-instructions executed", wg, int(d.stop_wave), pc, text)
     why = p.problems.get(pc) if int(d.stop_arg) in (ILLEGAL_UNSUPPORTED, ILLEGAL_DECODE) else ILLEGAL.get(int(d.stop_arg))

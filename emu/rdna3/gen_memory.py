@@ -118,7 +118,8 @@ def cross_lane(op: str, f: dict, off: int) -> str:
     return glue(["u32 t_[W] = {0};", f"for (int l = 0; l < W; l++) if ((ex >> l) & 1) t_[((V({addr}, l) + {off}) >> 2) & (W - 1)] = V({d0}, l);",
                  f"p_32(w, {vdst}, t_, ex);"])
   if op == "ds_bpermute_b32":  # lane l reads data0 of lane (addr + offset) / 4 (0 from an inactive lane)
-    return glue(["u32 t_[W];", f"for (int l = 0; l < W; l++) {{ int s = ((V({addr}, l) + {off}) >> 2) & (W - 1); t_[l] = ((ex >> s) & 1) ? V({d0}, s) : 0; }}",
+    return glue(["u32 t_[W];",
+                 f"for (int l = 0; l < W; l++) {{ int s = ((V({addr}, l) + {off}) >> 2) & (W - 1); t_[l] = ((ex >> s) & 1) ? V({d0}, s) : 0; }}",
                  f"p_32(w, {vdst}, t_, ex);"])
   # ds_swizzle_b32 (data in the ADDR field): offset[15] = 1 -> quad permute (offset[7:0]); offset[15] = 0 ->
   # and/or/xor lane masks within each group of 32 lanes
@@ -145,7 +146,8 @@ def mubuf(inst, pc: int) -> str:
   voff = f["vaddr"] + f["idxen"] if f["offen"] else -1
   soff = O.scalar(f["soffset"], 32, inst.literal)
   # out-of-range lanes: loads read 0, stores and atomics do nothing; a swizzled resource is not modelled
-  addr = [f"u64 a[W], in; if (!a_buffer(a, &in, w, {4 * f['srsrc']}, {idx}, {voff}, {f['offset']}, {soff}, {n})) STOP(STOP_ILLEGAL, BASE + {pc:#x}, 6);"]
+  addr = [f"u64 a[W], in; if (!a_buffer(a, &in, w, {4 * f['srsrc']}, {idx}, {voff}, {f['offset']}, {soff}, {n})) "
+          f"STOP(STOP_ILLEGAL, BASE + {pc:#x}, 6);"]
   if "_load_" in op:
     sign = int(kind in ("i8", "i16"))
     return glue([*addr, "u32 t[4 * W] = {0};", f"if (!m_load(w, {SP_GLOBAL}, a, t, {n}, {sign}, ex & in)) {fail}", *loaded(op, f["vdata"], "t")])

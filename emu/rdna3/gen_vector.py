@@ -204,14 +204,16 @@ def lane_ops(v: Valu, wave64: bool, pc: int) -> str:
     src = O.vgpr(v.srcs[0], 32, lane="t_[l]")
     return ("{ const u64 ex = EXEC; " + f"const u64 sel_ = {sel}; u32 dp_[W]; int t_[W]; "
             f"for (int l = 0; l < W; l++) {{ t_[l] = {row} | ((sel_ >> ((l & 15) * 4)) & 15); dp_[l] = ({fi} || ((ex >> t_[l]) & 1)) ? {src} : 0; }} "
-            f"for (int l = 0; l < W; l++) {{ int ok = {fi} || ((ex >> t_[l]) & 1); if (((ex >> l) & 1) && (ok || {bc})) V({v.vdst}, l) = dp_[l]; }} }}")
+            f"for (int l = 0; l < W; l++) {{ int ok = {fi} || ((ex >> t_[l]) & 1); "
+            f"if (((ex >> l) & 1) && (ok || {bc})) V({v.vdst}, l) = dp_[l]; }} }}")
   if op == "v_permlane64_b32":      # fact 41: a no-op in wave32
     if not wave64: return ""
     return ("{ const u64 ex = EXEC; " + f"u32 dp_[W]; for (int l = 0; l < W; l++) dp_[l] = V({v.srcs[0] - 256}, l ^ 32); "
             f"for (int l = 0; l < W; l++) if ((ex >> l) & 1) V({v.vdst}, l) = dp_[l]; }}")
   if op == "v_swap_b32":
     s = v.srcs[0] - 256
-    return "{ const u64 ex = EXEC; " + f"for (int l = 0; l < W; l++) if ((ex >> l) & 1) {{ u32 t = V({v.vdst}, l); V({v.vdst}, l) = V({s}, l); V({s}, l) = t; }} }}"
+    return "{ const u64 ex = EXEC; " + \
+      f"for (int l = 0; l < W; l++) if ((ex >> l) & 1) {{ u32 t = V({v.vdst}, l); V({v.vdst}, l) = V({s}, l); V({s}, l) = t; }} }}"
   if op == "v_swap_b16":
     g, other = Glue(wave64), Valu(op, [], vdst=v.srcs[0] - 256, dhi=v.hi[0])
     x, y = g.temp("b16"), g.temp("b16")

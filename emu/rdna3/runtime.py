@@ -97,7 +97,8 @@ def carry_kernel(name: str) -> str:
   rt, st, ct, stmt = CARRY[name]
   return "\n".join([f"u64 kc_{name}(const wave_t *w, {rt} *r, const {st} *A, const {st} *B, const {ct} *Cc, u64 cin, u32 CL) {{",
                     "  u64 m = 0;",
-                    f"  for (int l = 0; l < W; l++) {{ {st} a = A[l], b = B[l]; {ct} c = Cc ? Cc[l] : 0; u32 ci = (cin >> l) & 1; int co = 0; {rt} v;",
+                    f"  for (int l = 0; l < W; l++) {{ {st} a = A[l], b = B[l]; {ct} c = Cc ? Cc[l] : 0; u32 ci = (cin >> l) & 1; "
+                    f"int co = 0; {rt} v;",
                     f"    {stmt} r[l] = v; m |= (u64)(co != 0) << l; }}", "  return m;", "}"])
 
 

@@ -93,8 +93,10 @@ def dpp_ctrl(c: int) -> str:
   if kind == 0x10 and n: return f"row_shl:{n}"
   if kind == 0x11 and n: return f"row_shr:{n}"
   if kind == 0x12 and n: return f"row_ror:{n}"
-  if c in (0x130, 0x134): return "/* wave_shl is not supported starting from GFX10 */" if c == 0x130 else "/* wave_rol is not supported starting from GFX10 */"
-  if c in (0x138, 0x13C): return "/* wave_shr is not supported starting from GFX10 */" if c == 0x138 else "/* wave_ror is not supported starting from GFX10 */"
+  if c in (0x130, 0x134):
+    return "/* wave_shl is not supported starting from GFX10 */" if c == 0x130 else "/* wave_rol is not supported starting from GFX10 */"
+  if c in (0x138, 0x13C):
+    return "/* wave_shr is not supported starting from GFX10 */" if c == 0x138 else "/* wave_ror is not supported starting from GFX10 */"
   if c == 0x140: return "row_mirror"
   if c == 0x141: return "row_half_mirror"
   if c in (0x142, 0x143): return "/* row_bcast is not supported starting from GFX10 */"

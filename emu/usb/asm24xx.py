@@ -157,7 +157,8 @@ class ASM24xx:
     addr = lo | hi << 32
     if addr & 3: raise stall(f"a TLP at unaligned address {addr:#x}: addresses are dword-aligned, byte enables pick bytes")
     if fmt_type in (MEM_WR, MEM_RD) and mode in (MODE_STREAM_WRITE, MODE_STREAM_READ):
-      if (fmt_type == MEM_WR) != (mode == MODE_STREAM_WRITE) or be != 0xF: raise stall(f"streaming mode {mode} with fmt_type {fmt_type:#x} byte enables {be:#x}")
+      if (fmt_type == MEM_WR) != (mode == MODE_STREAM_WRITE) or be != 0xF:
+        raise stall(f"streaming mode {mode} with fmt_type {fmt_type:#x} byte enables {be:#x}")
       if not 1 <= arg <= MAX_STREAM_DWORDS or (addr & 0xFFF) + 4 * arg > 0x1000:
         raise stall(f"a streaming TLP of {arg} dwords at {addr:#x}: 1..{MAX_STREAM_DWORDS} dwords, not crossing a 4 KB boundary")
       self.stream = (addr, arg)

@@ -1,7 +1,7 @@
 """autogen.gen.dwarf against gcc: a C library compiled with -g, its records generated from its DWARF, then read and
 written from Python while the C code writes and checks the same members (bit fields, signed enums, anonymous members,
 nested arrays, packing, flexible arrays)."""
-import ctypes, hashlib, pathlib, shutil, subprocess
+import ctypes, hashlib, shutil, subprocess
 import pytest
 from autogen import clayout
 from autogen.gen import dwarf

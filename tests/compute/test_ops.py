@@ -207,7 +207,8 @@ def test_pooling():
   check([(1, 2, 6, 6)], lambda x: x.max_pool2d(2), lambda x: np_pool(x, 2, 2, np.max))
   check([(1, 2, 7, 7)], lambda x: x.max_pool2d(3, stride=2), lambda x: np_pool(x, 3, 2, np.max))
   check([(1, 2, 6, 6)], lambda x: x.avg_pool2d(2), lambda x: np_pool(x, 2, 2, np.mean))
-  check([(1, 1, 4, 4)], lambda x: x.max_pool2d(2, padding=1), lambda x: np_pool(np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=-np.inf), 2, 2, np.max))
+  check([(1, 1, 4, 4)], lambda x: x.max_pool2d(2, padding=1),
+        lambda x: np_pool(np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=-np.inf), 2, 2, np.max))
 
 
 def _np_log_softmax(x, axis=-1):

@@ -1,6 +1,7 @@
 """The shared ring engine (emu/ring.py) with a toy command format, no GPU involved: header = opcode | payload dwords
 << 8; WRITE (addr lo, addr hi, value) stores a u32, WAIT (addr lo, addr hi, value) stalls until the u32 there is >=
-value, NOP skips its payload, HOLD blocks until the test releases it, anything else stops the queue. Ring, write pointer and read pointer live in a DMASpace."""
+value, NOP skips its payload, HOLD blocks until the test releases it, anything else stops the queue. Ring, write pointer and read pointer live in a
+DMASpace."""
 import struct, threading, time
 import numpy as np
 import pytest

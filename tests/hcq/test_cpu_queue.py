@@ -32,7 +32,8 @@ def test_wait_in_one_queue_orders_it_after_a_signal_from_another(cpu, vadd):
   ba, bb, tmp, out = _ints(cpu, a), _ints(cpu, a), cpu.alloc(n * 4), cpu.alloc(n * 4)
   go, copied = cpu.new_signal(0), cpu.new_signal(0)
   # compute waits for `copied`, which the copy queue writes only after `go` is set by the host
-  cpu.compute_queue().wait(copied, 1).exec(vadd, vadd.fill_kernargs([out, tmp, bb], [n]), (4,), (64,)).signal(cpu.timeline, v := cpu.next_timeline()).submit()
+  cpu.compute_queue().wait(copied, 1).exec(vadd, vadd.fill_kernargs([out, tmp, bb], [n]), (4,), (64,)) \
+    .signal(cpu.timeline, v := cpu.next_timeline()).submit()
   cpu.copy_queue().wait(go, 1).copy(tmp, ba).signal(copied, 1).submit()
   time.sleep(0.05)   # a window for a queue that ignores its wait to run ahead; a correct one stays blocked however long
   assert copied.value == 0 and cpu.timeline.value < v    # both queues are blocked on the host

@@ -193,7 +193,8 @@ class HWRM:
   def func_qcfg(self, req):
     self._own_fid(req.fid)
     out = B.hwrm_func_qcfg_output(fid=0, port_id=0, mru=9600, admin_mtu=9600, alloc_cmpl_rings=self._count(B.RING_ALLOC_REQ_RING_TYPE_L2_CMPL),
-                                  alloc_rx_rings=self._count(B.RING_ALLOC_REQ_RING_TYPE_RX), alloc_tx_rings=self._count(B.RING_ALLOC_REQ_RING_TYPE_TX),
+                                  alloc_rx_rings=self._count(B.RING_ALLOC_REQ_RING_TYPE_RX),
+                                  alloc_tx_rings=self._count(B.RING_ALLOC_REQ_RING_TYPE_TX),
                                   alloc_vnics=len(self.vnics), alloc_stat_ctx=len(self.stat_ctxs), legacy_l2_db_size_kb=L2_DB_SIZE_KB,
                                   l2_doorbell_bar_size_kb=L2_DB_SIZE_KB, db_page_size=B.FUNC_QCFG_RESP_DB_PAGE_SIZE_4KB, always_1=1)
     out.mac_address[:] = self.nic.mac
@@ -217,7 +218,8 @@ class HWRM:
     out = B.hwrm_func_backing_store_qcaps_v2_output(type=req.type, next_valid_type=nxt)
     if t is not None:
       out.entry_size, out.instance_bit_map = t.entry_size, t.instances
-      out.flags = B.FUNC_BACKING_STORE_QCAPS_V2_RESP_FLAGS_TYPE_VALID | (B.FUNC_BACKING_STORE_QCAPS_V2_RESP_FLAGS_ENABLE_CTX_KIND_INIT if t.init_value else 0)
+      out.flags = B.FUNC_BACKING_STORE_QCAPS_V2_RESP_FLAGS_TYPE_VALID | \
+        (B.FUNC_BACKING_STORE_QCAPS_V2_RESP_FLAGS_ENABLE_CTX_KIND_INIT if t.init_value else 0)
       out.ctx_init_value, out.ctx_init_offset = t.init_value, t.init_offset
       out.min_num_entries, out.max_num_entries = t.min_entries, t.max_entries
     return out
@@ -240,7 +242,8 @@ class HWRM:
     allowed = {"NQ": 0, "L2_CMPL": B.RING_ALLOC_REQ_ENABLES_NQ_RING_ID_VALID,
                "RX": B.RING_ALLOC_REQ_ENABLES_NQ_RING_ID_VALID | B.RING_ALLOC_REQ_ENABLES_RX_BUF_SIZE_VALID,
                "TX": B.RING_ALLOC_REQ_ENABLES_STAT_CTX_ID_VALID}[kind]
-    if req.enables & ~allowed: raise self._fail(f"{kind} ring enables {req.enables:#x}: only {allowed:#x} are modelled", B.HWRM_ERR_CODE_INVALID_ENABLES)
+    if req.enables & ~allowed:
+      raise self._fail(f"{kind} ring enables {req.enables:#x}: only {allowed:#x} are modelled", B.HWRM_ERR_CODE_INVALID_ENABLES)
     if req.page_size != 12: raise self._fail(f"page_size {req.page_size}: rings use 4 KiB pages (12)")
     if not 1 <= req.length <= 1 << 20: raise self._fail(f"length {req.length}")
     nq = None
@@ -308,7 +311,8 @@ class HWRM:
 
   def vnic_cfg(self, req):
     allowed = B.VNIC_CFG_REQ_ENABLES_MRU | B.VNIC_CFG_REQ_ENABLES_DEFAULT_RX_RING_ID | B.VNIC_CFG_REQ_ENABLES_DEFAULT_CMPL_RING_ID
-    if req.enables & ~allowed: raise self._fail(f"vnic_cfg enables {req.enables:#x}: only MRU and the default rings are modelled", B.HWRM_ERR_CODE_INVALID_ENABLES)
+    if req.enables & ~allowed:
+      raise self._fail(f"vnic_cfg enables {req.enables:#x}: only MRU and the default rings are modelled", B.HWRM_ERR_CODE_INVALID_ENABLES)
     if req.flags: raise self._fail(f"vnic_cfg flags {req.flags:#x}: not modelled", B.HWRM_ERR_CODE_INVALID_FLAGS)
     if (v := self.vnics.get(req.vnic_id)) is None: raise self._fail(f"no vnic {req.vnic_id}")
     for bit, field_, ring_type in ((B.VNIC_CFG_REQ_ENABLES_DEFAULT_RX_RING_ID, "default_rx_ring_id", B.RING_ALLOC_REQ_RING_TYPE_RX),
@@ -331,8 +335,10 @@ class HWRM:
   def cfa_l2_filter_alloc(self, req):
     self._allocating()
     need = B.CFA_L2_FILTER_ALLOC_REQ_ENABLES_L2_ADDR | B.CFA_L2_FILTER_ALLOC_REQ_ENABLES_L2_ADDR_MASK | B.CFA_L2_FILTER_ALLOC_REQ_ENABLES_DST_ID
-    if req.enables != need: raise self._fail(f"filter enables {req.enables:#x}: the model matches one MAC exactly (enables {need:#x})", B.HWRM_ERR_CODE_INVALID_ENABLES)
-    if req.flags != B.CFA_L2_FILTER_ALLOC_REQ_FLAGS_PATH_RX: raise self._fail(f"filter flags {req.flags:#x}: only PATH_RX is modelled", B.HWRM_ERR_CODE_INVALID_FLAGS)
+    if req.enables != need:
+      raise self._fail(f"filter enables {req.enables:#x}: the model matches one MAC exactly (enables {need:#x})", B.HWRM_ERR_CODE_INVALID_ENABLES)
+    if req.flags != B.CFA_L2_FILTER_ALLOC_REQ_FLAGS_PATH_RX:
+      raise self._fail(f"filter flags {req.flags:#x}: only PATH_RX is modelled", B.HWRM_ERR_CODE_INVALID_FLAGS)
     if bytes(req.l2_addr_mask) != b"\xff" * 6: raise self._fail(f"l2_addr_mask {bytes(req.l2_addr_mask).hex(':')}: only exact matches are modelled")
     if req.dst_id not in self.vnics: raise self._fail(f"dst_id {req.dst_id} is not a vnic")
     fid = self._id("filter")

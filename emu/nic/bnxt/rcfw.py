@@ -324,7 +324,8 @@ class RCFW:
     if new in ("RESET", "ERR"):
       if mask & ~_MASK["STATE"]: raise _fail(f"{cur}->{new} takes no attributes (mask {mask:#x})")
       return qp.rc.modify(new)
-    if (cur, new) not in TRANSITIONS: raise _fail(f"{cur}->{new} is not a modelled transition", BAD_STATE if new not in ("SQD", "SQE") else UNSUPPORTED)
+    if (cur, new) not in TRANSITIONS:
+      raise _fail(f"{cur}->{new} is not a modelled transition", BAD_STATE if new not in ("SQD", "SQE") else UNSUPPORTED)
     required, optional = TRANSITIONS[(cur, new)]
     names = lambda m: ", ".join(n for n, v in _MASK.items() if m & v)
     if (missing := required & ~mask): raise _fail(f"{cur}->{new} needs {names(missing)}")

@@ -117,7 +117,8 @@ class CommandQueue:
       if not ptr: raise Delivery(len_err, f"the mailbox chain ends after {len(blocks)} blocks; {nbytes} bytes need more")
       if ptr % BLOCK_ALIGN: raise Delivery(align_err, f"mailbox block at {ptr:#x} is not {BLOCK_ALIGN}-byte aligned")
       tail = self.nic.dma.read(ptr + BLOCK_DATA + 48, 16)
-      if int.from_bytes(tail[8:12], "big") != len(blocks): raise Delivery(BAD_BLK_NUM_ERR, f"mailbox block {len(blocks)} says block_num {int.from_bytes(tail[8:12], 'big')}")
+      if int.from_bytes(tail[8:12], "big") != len(blocks):
+        raise Delivery(BAD_BLK_NUM_ERR, f"mailbox block {len(blocks)} says block_num {int.from_bytes(tail[8:12], 'big')}")
       if tail[13] != token: raise Delivery(TOK_ERR, f"mailbox block {len(blocks)} has token {tail[13]}, the command {token}")
       blocks.append(ptr)
       ptr = int.from_bytes(tail[0:8], "big")

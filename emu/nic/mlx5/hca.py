@@ -225,7 +225,8 @@ class HCA:
       if i in port_.gids: port_.delete_gid(i)
       self.roce_macs.pop(i, None)
       return
-    if a("roce_version") != C.MLX5_ROCE_VERSION_2: raise CommandFailed(BAD_PARAM, "roce version", f"roce_version {a('roce_version')}: only RoCEv2 (2) is modelled")
+    if a("roce_version") != C.MLX5_ROCE_VERSION_2:
+      raise CommandFailed(BAD_PARAM, "roce version", f"roce_version {a('roce_version')}: only RoCEv2 (2) is modelled")
     if a("vlan_valid"): raise CommandFailed(BAD_PARAM, "vlan not modelled", "vlan_valid must be 0")
     want = C.MLX5_ROCE_L3_TYPE_IPV4 if R.is_ipv4_gid(gid) else C.MLX5_ROCE_L3_TYPE_IPV6
     if a("roce_l3_type") != want: raise CommandFailed(BAD_PARAM, "roce l3 type", f"roce_l3_type {a('roce_l3_type')} for a GID that needs {want}")

@@ -52,9 +52,11 @@ class MKeys:
     hca = self.nic.hca
     hca.need_init("CREATE_MKEY")
     m = lambda n: c.get(f"memory_key_mkey_entry.{n}")
-    if m("access_mode_1_0") != 1 or m("access_mode_4_2"): raise CommandFailed(BAD_PARAM, "mkey access mode not modelled", f"access_mode {m('access_mode_4_2') << 2 | m('access_mode_1_0')}: MTT (1) is")
+    if m("access_mode_1_0") != 1 or m("access_mode_4_2"):
+      raise CommandFailed(BAD_PARAM, "mkey access mode not modelled", f"access_mode {m('access_mode_4_2') << 2 | m('access_mode_1_0')}: MTT (1) is")
     if m("qpn") != 0xFFFFFF: raise CommandFailed(BAD_PARAM, "mkey bound to a qp", f"qpn {m('qpn'):#x}: must be 0xffffff")
-    if m("length64") or m("umr_en") or m("bsf_en") or m("free"): raise CommandFailed(BAD_PARAM, "mkey context not modelled", "length64, umr_en, bsf_en and free must be 0")
+    if m("length64") or m("umr_en") or m("bsf_en") or m("free"):
+      raise CommandFailed(BAD_PARAM, "mkey context not modelled", "length64, umr_en, bsf_en and free must be 0")
     if m("pd") not in hca.pds: raise CommandFailed(BAD_PARAM, "no such pd", f"pd {m('pd')}")
     if (m("rw") or m("a")) and not m("lw"): raise CommandFailed(BAD_PARAM, "remote write without local write", "rw/a need lw")
     log_pg = m("log_page_size")

@@ -5,7 +5,8 @@ CREATE_QP: st RC, pm_state MIGRATED, an allocated PD and UAR page, existing CQs 
 capability, a regular RQ (rq_type 0, log_rq_stride: 16 << stride bytes a WQE) followed in one buffer by the SQ (64-byte
 WQEBBs; no_sq 0), pages of 4 KiB << log_page_size (page_offset 0) listed from byte 0x110, and an 8-byte aligned doorbell
 record. A transition from the wrong state is BAD_QP_STATE_ERR. RST2INIT takes the port (primary_address_path.vhca_port_num
-1), P_Key index 0 and rre/rwe (rae: atomics are not modelled), INIT2INIT the same where opt_param_mask says; INIT2RTR the MTU (256 << (mtu - 1), up to 4096),
+1), P_Key index 0 and rre/rwe (rae: atomics are not modelled), INIT2INIT the same where opt_param_mask says; INIT2RTR the MTU (256 << (mtu - 1), up to
+4096),
 remote_qpn, next_rcv_psn, log_rra_max (READs as responder, <= log_max_ra_res_qp), min_rnr_nak and the address path
 (src_addr_index a set RoCE address, rgid_rip, rmac, hop_limit, tclass, flow_label, udp_sport), with rre/rwe/P_Key index
 again only where opt_param_mask says (RRE, RWE, PKEY_INDEX; other bits are BAD_PARAM), and needs RoCE enabled (the
@@ -115,7 +116,8 @@ class QPs:
     if q("no_sq") or q("rq_type") or q("page_offset") or c.get("wq_umem_valid") or q("dbr_umem_valid"):
       raise CommandFailed(BAD_PARAM, "qp context not modelled", "no_sq, rq_type, page_offset and the umem fields must be 0")
     log_sq, log_rq, stride = q("log_sq_size"), q("log_rq_size"), q("log_rq_stride")
-    if max(log_sq, log_rq) > hca.cap(0, "log_max_qp_sz"): raise CommandFailed(BAD_PARAM, "qp too large", f"log_sq_size {log_sq}, log_rq_size {log_rq}")
+    if max(log_sq, log_rq) > hca.cap(0, "log_max_qp_sz"):
+      raise CommandFailed(BAD_PARAM, "qp too large", f"log_sq_size {log_sq}, log_rq_size {log_rq}")
     dbr = q("dbr_addr")
     if dbr % 8 or not dbr: raise CommandFailed(BAD_PARAM, "doorbell record alignment", f"dbr_addr {dbr:#x}")
     if len(self.qps) >= 1 << hca.cap(0, "log_max_qp"): raise CommandFailed(C.MLX5_CMD_STAT_NO_RES_ERR, "out of qps", f"{len(self.qps)} QPs")
@@ -184,7 +186,8 @@ class QPs:
   def init2rtr(self, c: Command) -> None:
     qp, hca = self._qp(c, "INIT"), self.nic.hca
     opt = self._opt(c)
-    if not (hca.roce_en and hca.cap(0, "roce")): raise CommandFailed(BAD_STATE, "roce disabled", "enable RoCE (SET_HCA_CAP roce, MODIFY_NIC_VPORT_CONTEXT roce_en)")
+    if not (hca.roce_en and hca.cap(0, "roce")):
+      raise CommandFailed(BAD_STATE, "roce disabled", "enable RoCE (SET_HCA_CAP roce, MODIFY_NIC_VPORT_CONTEXT roce_en)")
     q, a = (lambda n: c.get(f"qpc.{n}")), (lambda n: c.get(f"qpc.primary_address_path.{n}"))
     self._port(c, bool(opt & C.MLX5_QP_OPTPAR_PKEY_INDEX))
     if not 1 <= q("mtu") <= H.MLX5_QPC_MTU_4K_BYTES: raise CommandFailed(BAD_PARAM, "mtu", f"mtu {q('mtu')}: 1 (256) .. 5 (4096)")

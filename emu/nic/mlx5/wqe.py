@@ -11,7 +11,8 @@ the QP's. The doorbell record's second word (big-endian, 16 bits) is the produce
 (BlueFlame offset 0x800 or 0x900: a 64-bit store of the last WQE's first 8 bytes) starts the QP on everything before
 the producer, and must name that last WQE (ModelError otherwise). BlueFlame: the 8-byte stores that follow it in the same
 register (offset 8, 16, ... up to the WQE's WQEBBs, at most 256 bytes) are the rest of that WQE and must be what the
-send queue holds (a copy that differs raises ModelError; the model executes the send queue's bytes either way). SGEs must lie in an MKEY of the QP's PD with local
+send queue holds (a copy that differs raises ModelError; the model executes the send queue's bytes either way). SGEs must lie in an MKEY of the QP's
+PD with local
 read (and local write for a READ's destination): else a local protection error. A message longer than 2^log_msg_max
 bytes is a local length error.
 Once a QP sent two one-packet RDMA WRITEs (with immediate) of one data segment and shape, its transmit flow

@@ -360,7 +360,8 @@ class Translator:
         code.append(self.lanes_of("a_", A[1], t))
         f = {"add": "r + v", "min": "(v < r ? v : r)", "max": "(v > r ? v : r)", "and": "r & v", "or": "r | v", "xor": "r ^ v"}[kind]
         init = {"add": "0", "or": "0", "xor": "0", "and": "~0u"}.get(kind, "a_[l]")
-        code.append(self.loop(f"{CT[t]} r = {init}; for (int j = 0; j < LANES; j++) if ((m_ & mm_[l]) >> j & 1) {{ {CT[t]} v = a_[j]; r = {f}; }} {self.wr(A[0], t, 'r')}"))
+        code.append(self.loop(f"{CT[t]} r = {init}; for (int j = 0; j < LANES; j++) if ((m_ & mm_[l]) >> j & 1) {{ {CT[t]} v = a_[j]; r = {f}; }} "
+                              f"{self.wr(A[0], t, 'r')}"))
       else:
         code.append(self.lanes_of("a_", A[1], t))
         d, p = (A[0].v if A[0].kind == "pair" else [A[0], Op("sink")])

@@ -9,7 +9,7 @@ import pytest
 from drivers.hcq import open_device
 from drivers.rdma import Access, WCError, WCStatus, WROpcode
 from tests.drivers.amd.kernels import SRC as AMD_SRC
-from tests.drivers.bnxt.test_bnxt_model import Pair, RW, nic  # noqa: F401 (the fixture)
+from tests.drivers.bnxt.test_bnxt_model import Pair, RW
 
 
 def nic_mappings(ctx) -> int: return len(ctx.provider.pci.model.dma._runs)

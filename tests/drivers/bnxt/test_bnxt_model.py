@@ -15,14 +15,6 @@ from drivers.system import DeviceBusyError
 RW = Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ
 
 
-@pytest.fixture
-def nic():
-  ctx = open_context("bnxt", "mock-0", ip="10.0.0.1")
-  ctx.set_loopback(True)
-  yield ctx
-  ctx.close()
-
-
 class Pair:
   """Two QPs of one NIC connected to each other (through its PHY loopback), with one CQ."""
   def __init__(self, ctx, timeout: int = 14, retry_cnt: int = 7, connect_b: bool = True):

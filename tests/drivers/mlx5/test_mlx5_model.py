@@ -9,7 +9,8 @@ import pytest
 
 from autogen import mlx5 as H, mlx5_core as C
 from drivers.mlx5.ifc import CommandError
-from drivers.rdma import SGE, Access, QPAttr, QPAttrMask, QPCap, RecvWR, SendFlags, SendWR, WCError, WCOpcode, WCStatus, WROpcode, QPState, open_context
+from drivers.rdma import (SGE, Access, QPAttr, QPAttrMask, QPCap, RecvWR, SendFlags, SendWR, WCError, WCOpcode, WCStatus, WROpcode, QPState,
+                          open_context)
 from drivers.system import DeviceBusyError
 from emu.nic.mlx5 import syndrome
 from emu.nic.mlx5.pages import REGULAR
@@ -261,7 +262,8 @@ def test_the_firmware_refuses_transitions_from_the_wrong_state_and_rtr_without_r
   qp.modify(QPAttr(QPState.INIT, qp_access_flags=RW), QPAttrMask.STATE | QPAttrMask.PKEY_INDEX | QPAttrMask.PORT | QPAttrMask.ACCESS_FLAGS)
   qp.modify(QPAttr(QPState.INIT, qp_access_flags=Access.LOCAL_WRITE), QPAttrMask.STATE | QPAttrMask.ACCESS_FLAGS)   # INIT2INIT
   assert model(nic).qps.qps[qp.qp_num].rc.a.access == 1                                              # no remote rights now
-  with pytest.raises(CommandError, match=rf"INIT2RTR_QP \(0x503\) failed: status BAD_SYS_STATE_ERR \(0x4\), syndrome {syndrome('roce disabled'):#010x}"):
+  with pytest.raises(CommandError,
+                     match=rf"INIT2RTR_QP \(0x503\) failed: status BAD_SYS_STATE_ERR \(0x4\), syndrome {syndrome('roce disabled'):#010x}"):
     qp.connect(p.b.endpoint(0), 0)
 
 
@@ -301,7 +303,8 @@ def test_a_cq_the_driver_does_not_drain_overruns_and_the_driver_reports_it(nic):
 def test_a_failed_bring_up_leaves_no_lock_no_pages_and_no_enabled_hca():
   first = open_context("mlx5", "mock-1", ip="10.0.9.9")
   try:
-    with pytest.raises(CommandError, match=rf"SET_ROCE_ADDRESS \(0x761\) failed: status BAD_PARAM_ERR \(0x3\), syndrome {syndrome('gid in use on the wire'):#010x}"):
+    with pytest.raises(CommandError, match=rf"SET_ROCE_ADDRESS \(0x761\) failed: status BAD_PARAM_ERR \(0x3\), "
+                                           rf"syndrome {syndrome('gid in use on the wire'):#010x}"):
       open_context("mlx5", "mock-2", ip="10.0.9.9")                         # the GID is mock-1's
   finally: first.close()
   again = open_context("mlx5", "mock-2", ip="10.0.9.9")                     # free again, brought up from cold
@@ -352,7 +355,8 @@ def test_an_ipv6_gid_carries_roce_over_ipv6(nic):
 def test_rts_to_rts_changes_the_access_flags_and_the_rnr_timer(nic):
   p = Pair(nic)
   src, dst = p.mr(64, fill=True), p.mr(64)
-  p.b.modify(QPAttr(QPState.RTS, qp_access_flags=Access.LOCAL_WRITE, min_rnr_timer=3), QPAttrMask.STATE | QPAttrMask.ACCESS_FLAGS | QPAttrMask.MIN_RNR_TIMER)
+  p.b.modify(QPAttr(QPState.RTS, qp_access_flags=Access.LOCAL_WRITE, min_rnr_timer=3),
+             QPAttrMask.STATE | QPAttrMask.ACCESS_FLAGS | QPAttrMask.MIN_RNR_TIMER)
   a = model(nic).qps.qps[p.b.qp_num].rc.a
   assert (a.access, a.min_rnr_timer) == (1, 3)                 # no remote rights any more
   with pytest.raises(WCError, match="REM_ACCESS_ERR"): p.write(src, dst)

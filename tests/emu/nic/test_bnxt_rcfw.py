@@ -54,7 +54,8 @@ def test_query_func_reports_the_modelled_capabilities(up):
   up.rcfw("query_func", resp_addr=sb.bus_addrs[0], resp_size=10)
   f = B.creq_query_func_resp_sb.from_buffer_copy(sb.view)
   assert f.dev_cap_flags & B.CREQ_QUERY_FUNC_RESP_SB_HW_REQUESTER_RETX_ENABLED
-  assert f.dev_cap_ext_flags_2 & B.CREQ_QUERY_FUNC_RESP_SB_REQ_RETRANSMISSION_SUPPORT_MASK == B.CREQ_QUERY_FUNC_RESP_SB_REQ_RETRANSMISSION_SUPPORT_HOST_MSN_TABLE
+  assert f.dev_cap_ext_flags_2 & B.CREQ_QUERY_FUNC_RESP_SB_REQ_RETRANSMISSION_SUPPORT_MASK == \
+    B.CREQ_QUERY_FUNC_RESP_SB_REQ_RETRANSMISSION_SUPPORT_HOST_MSN_TABLE
   assert f.dev_cap_ext_flags & B.CREQ_QUERY_FUNC_RESP_SB_ATOMIC_OPS_NOT_SUPPORTED
   assert (f.max_qp, f.max_gid) == (32, 256)                          # the QP context entries the backing store holds
 
@@ -130,7 +131,8 @@ def test_queue_pbls_need_their_ring_marks(up):
 
 def test_modify_qp_transitions_and_required_attributes(up):
   q = QPair(up)
-  init, rtr, rts = B.CMDQ_MODIFY_QP_NEW_STATE_INIT, B.CMDQ_MODIFY_QP_NEW_STATE_RTR | B.CMDQ_MODIFY_QP_NETWORK_TYPE_ROCEV2_IPV4, B.CMDQ_MODIFY_QP_NEW_STATE_RTS
+  init, rts = B.CMDQ_MODIFY_QP_NEW_STATE_INIT, B.CMDQ_MODIFY_QP_NEW_STATE_RTS
+  rtr = B.CMDQ_MODIFY_QP_NEW_STATE_RTR | B.CMDQ_MODIFY_QP_NETWORK_TYPE_ROCEV2_IPV4
   assert q.modify(rtr, "STATE", check=False) == BAD_STATE                                    # RESET -> RTR
   assert q.modify(init, "STATE ACCESS", check=False, access=7) == BAD_PARAM                 # P_Key missing
   assert "needs PKEY" in up.model.log_lines[-1]

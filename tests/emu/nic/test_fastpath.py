@@ -338,7 +338,8 @@ class CQNIC(MemNIC):
     self.armed, self.toggle = False, (self.toggle + 1) & 3
     if not self.notify or self.nprod - self.ncons >= self.NOTES: self.lost += 1
     else:
-      self.mem[2048 + 16 * (self.nprod % self.NOTES):][:16] = bytes([0x30 | self.toggle << 6]) + bytes(14) + bytes([(self.nprod // self.NOTES) & 1 ^ 1])
+      self.mem[2048 + 16 * (self.nprod % self.NOTES):][:16] = \
+        bytes([0x30 | self.toggle << 6]) + bytes(14) + bytes([(self.nprod // self.NOTES) & 1 ^ 1])
       self.nprod, self.notified = self.nprod + 1, self.notified + 1
 
   def completion_recipe(self, qp):

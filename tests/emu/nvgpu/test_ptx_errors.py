@@ -54,7 +54,8 @@ def _st(body_addr: str, mem: Memory, p: int, block: int = 64):
 def test_out_of_bounds_global_store_faults_naming_thread_address_and_instruction():
   mem = Memory()
   p = mem.alloc(64 * 4)                      # room for one block of 64 u32; block 1 runs past the end
-  src = "mov.u32 %r3, %ctaid.x;\n  mad.lo.s32 %r2, %r3, 64, %r1;\n  mul.wide.u32 %rd2, %r2, 4;\n  add.s64 %rd2, %rd2, %rd1;\n  st.global.u32 [%rd2], %r1;"
+  src = ("mov.u32 %r3, %ctaid.x;\n  mad.lo.s32 %r2, %r3, 64, %r1;\n  mul.wide.u32 %rd2, %r2, 4;\n  add.s64 %rd2, %rd2, %rd1;\n"
+         "  st.global.u32 [%rd2], %r1;")
   pr = prog(src)
   with pytest.raises(PtxFault) as e: launch(pr, mem, 2, 64, pr.pack(p))
   msg = str(e.value)

@@ -83,7 +83,8 @@ def test_f64_arithmetic_and_conversions():
     r[0] = __double_as_longlong(x + y); r[1] = __double_as_longlong(x * y); r[2] = __double_as_longlong(x / y);
     r[3] = __double_as_longlong(sqrt(fabs(x))); r[4] = __double_as_longlong(__dadd_rz(x, y));
     r[5] = __double_as_longlong(__dmul_ru(x, y)); r[6] = __double_as_longlong(__ddiv_rd(x, y));
-    r[7] = __double_as_longlong(fma(x, y, 1.0)); r[8] = __float_as_uint(__double2float_rd(x)) | (unsigned long long)__float_as_uint(__double2float_rz(y)) << 32;
+    r[7] = __double_as_longlong(fma(x, y, 1.0));
+    r[8] = __float_as_uint(__double2float_rd(x)) | (unsigned long long)__float_as_uint(__double2float_rz(y)) << 32;
     r[9] = (unsigned long long)__double2ll_rn(x * 1e6) ; r[10] = (unsigned long long)__double2uint_rz(fabs(y) * 1e3);
     r[11] = __double_as_longlong(__ll2double_rz((long long)(x * 1e17)));
   }'''

@@ -179,7 +179,8 @@ def test_integer_ops_64_bit_mul_hi_and_bits():
     r[6] = (unsigned long long)xl * yl; r[7] = (unsigned long long)((long long)(int)xl * (int)yl);
     r[8] = __popcll(x) | (unsigned long long)__clzll(y) << 8 | (unsigned long long)__ffsll(x) << 16 | (unsigned long long)__popc(xl) << 24;
     r[9] = __brevll(x); r[10] = (x << (yl & 63)) ^ (x >> (yl & 63)) ^ (unsigned long long)(p >> (yl & 63));
-    r[11] = (unsigned long long)(p < q) | (unsigned long long)(x < y) << 1 | (unsigned long long)(xl < yl) << 2 | (unsigned long long)((int)xl < (int)yl) << 3;
+    r[11] = (unsigned long long)(p < q) | (unsigned long long)(x < y) << 1 | (unsigned long long)(xl < yl) << 2
+          | (unsigned long long)((int)xl < (int)yl) << 3;
     r[12] = (unsigned long long)max(p, q) + (unsigned long long)min(x, y) + (unsigned long long)llabs(p);
     r[13] = __funnelshift_l(xl, yl, t) | (unsigned long long)__funnelshift_r(xl, yl, t) << 32;
     r[14] = __byte_perm(xl, yl, 0x5140 + t) | (unsigned long long)__brev(xl) << 32;

@@ -14,7 +14,8 @@ def pk(lo: int, hi: int) -> int: return lo | hi << 16
 
 def test_pk_f16_math_with_op_sel_and_neg():
   a, b = pk(f16(1.5), f16(-2.0)), pk(f16(4.0), f16(0.25))
-  r = run_wave("v_pk_add_f16 v3, v0, v1\nv_pk_mul_f16 v4, v0, v1 op_sel:[1,0] op_sel_hi:[0,1]\nv_pk_fma_f16 v5, v0, v1, v0 neg_lo:[1,0,0] neg_hi:[0,0,1]\n"
+  r = run_wave("v_pk_add_f16 v3, v0, v1\nv_pk_mul_f16 v4, v0, v1 op_sel:[1,0] op_sel_hi:[0,1]\n"
+               "v_pk_fma_f16 v5, v0, v1, v0 neg_lo:[1,0,0] neg_hi:[0,0,1]\n"
                "v_pk_max_f16 v6, v0, v1", v={0: [a], 1: [b]}, vout=(3, 4, 5, 6))
   assert col(r, 3, 1) == [pk(f16(5.5), f16(-1.75))]
   assert col(r, 4, 1) == [pk(f16(-8.0), f16(0.375))]          # lo = a.hi * b.lo, hi = a.lo * b.hi

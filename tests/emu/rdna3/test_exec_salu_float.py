@@ -35,7 +35,8 @@ def test_f32_arithmetic_matches_numpy(op):
   cases = _binary_cases()
   for k in range(0, len(cases), 24):
     chunk = cases[k:k + 24]
-    lines = [l for i, (a, b) in enumerate(chunk) for l in (f"s_mov_b32 s0, {F32(a):#x}", f"s_mov_b32 s1, {F32(b):#x}", f"s_{op}_f32 s{10 + i}, s0, s1")]
+    lines = [l for i, (a, b) in enumerate(chunk)
+             for l in (f"s_mov_b32 s0, {F32(a):#x}", f"s_mov_b32 s1, {F32(b):#x}", f"s_{op}_f32 s{10 + i}, s0, s1")]
     got = salu(lines, [10 + i for i in range(len(chunk))])
     for i, (a, b) in enumerate(chunk):
       with np.errstate(all="ignore"): want = flush(ref(a, b))
