@@ -58,11 +58,15 @@ def _host_id() -> str:
 EMU_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
-def inline_includes(text: str) -> str:
-  """`text` with each `#include "emu/<path>"` line replaced by that file: sources are compiled from stdin and cached
-  by their text, so a shared header's text must be in the source itself."""
+def inline_includes(text: str, seen: set[str] | None = None) -> str:
+  """`text` with each `#include "emu/<path>"` line replaced by that file, itself inlined the same way, each file once
+  (a header included again is dropped): sources are compiled from stdin and cached by their text, so a shared
+  header's text must be in the source itself."""
+  seen = set() if seen is None else seen
   def read(m: re.Match) -> str:
-    with open(os.path.join(EMU_DIR, m.group(1))) as f: return f.read()
+    if m.group(1) in seen: return ""
+    seen.add(m.group(1))
+    with open(os.path.join(EMU_DIR, m.group(1))) as f: return inline_includes(f.read(), seen)
   return re.sub(r'^#include "emu/([\w/.]+)"$', read, text, flags=re.M)
 
 

@@ -60,8 +60,10 @@ def test_toy_vendor_is_absent_without_its_metadata():
 # ---- the shared layers name no vendor in code: not in an import, not in a string literal. Comments and docstrings
 # may name one as an example (a docstring is documentation, not behaviour). The host's IOMMU kernel parameters
 # (intel_iommu=on, amd_iommu=on, in VFIO's advice) name the host CPU's platform, not a device vendor.
+# The shared model layers are emu/'s and emu/nic/'s own files (their vendor folders are the vendors' rooms), C included.
 SHARED = sorted([*REPO.glob("drivers/hcq/**/*.py"), *REPO.glob("drivers/system/**/*.py"), *REPO.glob("drivers/rdma/**/*.py"),
-                 *REPO.glob("emu/*.py")])
+                 *REPO.glob("common/*.py"), *REPO.glob("emu/*.py"), *REPO.glob("emu/nic/*.py")])
+SHARED_C = sorted([*REPO.glob("emu/*.[ch]"), *REPO.glob("emu/c/*.[ch]"), *REPO.glob("emu/nic/*.[ch]")])
 VENDOR_WORDS = re.compile(r"(?<![a-z0-9])(amd|amdgpu|am|ati|radeon|navi\d*|gfx\d*|rdna\d*|kfd|nv|nvidia|nvrm|cuda|uvm|"
                           r"qcom|qualcomm|adreno|kgsl|bnxt|broadcom|mlx5|mellanox|connectx|intel)(?![a-z]|_iommu=)", re.I)
 
@@ -84,10 +86,23 @@ def vendor_names_in_code(path: Path) -> list[str]:
   return found
 
 
+def vendor_names_in_c(path: Path) -> list[str]:
+  """Vendor words in C code, comments aside (a comment may name one as an example)."""
+  code = re.sub(r"//[^\n]*|/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), path.read_text(), flags=re.S)
+  return [f"{path}:{n}: {m.group(0)!r}" for n, line in enumerate(code.splitlines(), 1) for m in VENDOR_WORDS.finditer(line)]
+
+
 def test_shared_layers_name_no_vendor_in_code():
   assert len(SHARED) > 20 and REPO / "drivers/hcq/device.py" in SHARED and REPO / "emu/pci.py" in SHARED
-  assert REPO / "drivers/rdma/queues.py" in SHARED
+  assert REPO / "drivers/rdma/queues.py" in SHARED and REPO / "emu/nic/txflow.py" in SHARED
   assert [hit for path in SHARED for hit in vendor_names_in_code(path)] == []
+
+
+def test_shared_c_sources_name_no_vendor_in_code(tmp_path):
+  assert REPO / "emu/nic/fastpath.c" in SHARED_C and REPO / "emu/nic/txflow.h" in SHARED_C
+  assert [hit for path in SHARED_C for hit in vendor_names_in_c(path)] == []
+  (f := tmp_path / "x.c").write_text("/* bnxt in a comment */\nint tx_mlx5(void);  // mlx5\n")
+  assert [h.split(": ", 1)[1] for h in vendor_names_in_c(f)] == ["'mlx5'"]
 
 
 def test_the_vendor_name_check_finds_imports_and_literals(tmp_path):

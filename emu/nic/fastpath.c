@@ -9,52 +9,12 @@
 #include <sys/uio.h>
 #include <time.h>
 
-#define BTH_LEN 12
-#define ICRC_LEN 4
+#include "emu/nic/frame.h"
+
 #define OP_WRITE_MIDDLE 0x07
-#define BATCH 32
 #define SLOT 65536
-#define MAX_HEAD 64
 #define MAX_IOV 8
 #define MAX_CQE 64
-
-/* CRC-32 (the Ethernet polynomial, reflected, as zlib computes it): zlib's own crc32 when the loader hands it over
-   (crc_use; it is several times faster than this table), else slicing by 8 */
-typedef unsigned long (*zcrc_t)(unsigned long, const unsigned char *, unsigned int);
-static zcrc_t zcrc;
-static uint32_t T[8][256];
-
-void crc_use(zcrc_t f) { zcrc = f; }
-
-void crc_init(void) {
-  for (uint32_t i = 0; i < 256; i++) {
-    uint32_t c = i;
-    for (int k = 0; k < 8; k++) c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-    T[0][i] = c;
-  }
-  for (uint32_t i = 0; i < 256; i++)
-    for (int t = 1; t < 8; t++) T[t][i] = (T[t - 1][i] >> 8) ^ T[0][T[t - 1][i] & 0xFF];
-}
-
-uint32_t crc32_update(uint32_t crc, const uint8_t *p, uint64_t n) {
-  if (zcrc && n < (1u << 30)) return (uint32_t)zcrc(crc, p, (unsigned)n);
-  uint32_t c = ~crc;
-  while (n && ((uintptr_t)p & 7)) { c = T[0][(c ^ *p++) & 0xFF] ^ (c >> 8); n--; }
-  while (n >= 8) {
-    uint32_t a, b;
-    memcpy(&a, p, 4);
-    memcpy(&b, p + 4, 4);
-    a ^= c;
-    c = T[7][a & 0xFF] ^ T[6][(a >> 8) & 0xFF] ^ T[5][(a >> 16) & 0xFF] ^ T[4][a >> 24] ^
-        T[3][b & 0xFF] ^ T[2][(b >> 8) & 0xFF] ^ T[1][(b >> 16) & 0xFF] ^ T[0][b >> 24];
-    p += 8;
-    n -= 8;
-  }
-  while (n--) c = T[0][(c ^ *p++) & 0xFF] ^ (c >> 8);
-  return ~c;
-}
-
-static uint32_t be32(const uint8_t *p) { return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]; }
 
 /* The ICRC's transport part: the BTH with resv8a (byte 4) masked to ones, then the rest */
 static uint32_t bth_crc(uint32_t crc, const uint8_t *bth) {
@@ -226,7 +186,6 @@ typedef struct {
 uint64_t flow_size(void) { return sizeof(flow_t); }
 uint64_t cq_size(void) { return sizeof(cq_t); }
 
-static uint64_t be64(const uint8_t *p) { return (uint64_t)be32(p) << 32 | be32(p + 4); }
 
 /* Write n bytes at offset `off` of the flow's pieces: 0 if they do not hold them */
 static int place(const flow_t *f, uint64_t off, const uint8_t *src, uint64_t n) {
@@ -395,168 +354,4 @@ int rx_take(batch_t *b, int i, int n, flow_t *flows, int nflows) {
     if (flows[k].ack) return i + 1;
   }
   return n;
-}
-
-/* ===== transmit flows (emu/nic/txflow.py says what they take and when): the single-packet RDMA WRITEs (with immediate)
-   a requester QP's SQ doorbell starts, read from the SQ in host memory, checked as the NIC model's Python decoder checks
-   them, built (the flow's header template) and sent here; Python then does the transport's bookkeeping ===== */
-typedef struct {
-  const uint64_t *page;        /* host address of each page of the SQ's memory (the ring, then the MSN table) */
-  uint32_t page_size;
-  uint32_t depth, stride;      /* ring entries (WQEs) and their bytes (128: bnxt static mode) */
-  uint64_t msn_off;            /* bnxt: where the MSN table starts in that memory, and its entries */
-  uint32_t msn_entries;
-  uint64_t ring_off;           /* mlx5: where the send queue starts in that memory (after the receive queue) ... */
-  const uint8_t *dbr;          /* ... the doorbell record (its second word: the send producer) */
-  uint32_t qpn;                /* ... and the QP's number, which each WQE's ctrl segment repeats */
-  const uint64_t *generation;  /* the DMA space's mapping generation ... */
-  uint64_t gen;                /* ... when the pages and pieces were resolved */
-  uint32_t wqe_type, flags, vary, size, length, lkey;   /* the WQE shape: type, flags but the `vary` bits, wqe_size,
-                                                           length, the L_Key of its one SGE */
-  uint64_t mr_va, mr_len;      /* the region that L_Key names (no access needed to read it for a WRITE) ... */
-  const uint64_t *piece, *piece_start, *piece_len;     /* ... and where its bytes are (fastpath.HostMap) */
-  int npieces;
-  uint8_t head[MAX_HEAD + 8];  /* the frame up to the BTH's PSN word (roce.request_template) */
-  uint32_t head_len, head_crc, frame_len;
-  int imm;                     /* the opcode carries ImmDt */
-  struct sockaddr_in to;
-  int fd;
-  int64_t until_ns;            /* CLOCK_MONOTONIC: when the destination must be resolved again */
-  uint32_t window;             /* PSNs the requester lets be unacknowledged (rc.WINDOW) */
-  /* out: the WQEs sent, in order */
-  uint32_t n;
-  uint64_t pos;                /* the ring position after them */
-  struct { uint64_t va, sge_va; uint32_t at, flags, imm, rkey; } sent[BATCH];   /* remote and local address, ring index,
-                                                                                 flags, immediate, R_Key of each */
-  uint8_t last[64];            /* mlx5: the doorbell's last WQE (what a BlueFlame copy repeats) ... */
-  int all;                     /* ... when all were taken */
-} txflow_t;
-
-uint64_t txflow_size(void) { return sizeof(txflow_t); }
-
-static const uint8_t *sq_at(const txflow_t *f, uint64_t off) {
-  return (const uint8_t *)(uintptr_t)f->page[off / f->page_size] + off % f->page_size;
-}
-static uint32_t le32(const uint8_t *p) {
-  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static uint64_t le64(const uint8_t *p) { return le32(p) | (uint64_t)le32(p + 4) << 32; }
-static void put32(uint8_t *p, uint32_t v) { p[0] = v >> 24; p[1] = v >> 16; p[2] = v >> 8; p[3] = v; }
-
-/* Copy n bytes at offset `off` of the flow's region: 0 if its pieces do not hold them */
-static int gather(const txflow_t *f, uint64_t off, uint8_t *dst, uint64_t n) {
-  int lo = 0, hi = f->npieces;
-  while (hi - lo > 1) {                                   /* the last piece starting at or before off */
-    int mid = (lo + hi) / 2;
-    if (f->piece_start[mid] <= off) lo = mid; else hi = mid;
-  }
-  for (int i = lo; n; i++) {
-    if (i >= f->npieces) return 0;
-    uint64_t within = off - f->piece_start[i], k = f->piece_len[i] - within < n ? f->piece_len[i] - within : n;
-    memcpy(dst, (const uint8_t *)(uintptr_t)f->piece[i] + within, k);
-    dst += k;
-    off += k;
-    n -= k;
-  }
-  return 1;
-}
-
-/* Build and send the frame of a single-packet request at `psn` (AckReq set: a message's last packet) */
-static int tx_only(txflow_t *f, uint32_t psn, uint64_t va, uint32_t rkey, uint32_t imm, uint64_t sge_va) {
-  uint8_t frame[MAX_HEAD + 8 + 4 + 16 + 4 + 4096 + 3 + ICRC_LEN];
-  if (f->frame_len > sizeof frame) return 0;
-  memcpy(frame, f->head, f->head_len);
-  uint8_t *p = frame + f->head_len;
-  put32(p, 0x80000000u | (psn & 0xFFFFFF));
-  put32(p + 4, va >> 32); put32(p + 8, (uint32_t)va); put32(p + 12, rkey); put32(p + 16, f->length);
-  p += 20;
-  if (f->imm) { put32(p, imm); p += 4; }
-  if (!gather(f, sge_va - f->mr_va, p, f->length)) return 0;
-  p += f->length;
-  while ((p - frame) < f->frame_len - ICRC_LEN) *p++ = 0;                  /* pad */
-  uint32_t crc = crc32_update(f->head_crc, frame + f->head_len, (uint64_t)(p - frame - f->head_len));
-  p[0] = crc; p[1] = crc >> 8; p[2] = crc >> 16; p[3] = crc >> 24;
-  ssize_t r;
-  do r = sendto(f->fd, frame, f->frame_len, 0, (const struct sockaddr *)&f->to, sizeof f->to);   /* (blocking, as the
-     Python path's sends; on an error the Python path sends it again and reports it as always) */
-  while (r < 0 && errno == EINTR);
-  return r == (ssize_t)f->frame_len;
-}
-
-/* Whether the flow's memory and destination are still the ones it was armed with */
-static int tx_fresh(txflow_t *f) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  f->n = 0;
-  return *f->generation == f->gen && (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec < f->until_ns;
-}
-
-/* A WQE of the flow's shape that passed the vendor's checks: its SGE inside the region, the window open (rc.psn_delta
-   < WINDOW from the oldest unacknowledged PSN, else it waits), then sent at `psn` and recorded for Python: 0 if not */
-static int tx_wqe(txflow_t *f, uint32_t psn, uint32_t una, uint32_t at, uint32_t flags, uint32_t imm, uint64_t va,
-                  uint32_t rkey, uint64_t sva) {
-  if (sva < f->mr_va || sva - f->mr_va > f->mr_len || f->mr_len - (sva - f->mr_va) < f->length) return 0;
-  if ((int32_t)((psn - una + 0x800000u) & 0xFFFFFF) - 0x800000 >= (int32_t)f->window) return 0;
-  if (!tx_only(f, psn & 0xFFFFFF, va, rkey, imm, sva)) return 0;
-  uint32_t k = f->n++;
-  f->sent[k].va = va; f->sent[k].sge_va = sva; f->sent[k].at = at; f->sent[k].flags = flags;
-  f->sent[k].imm = imm; f->sent[k].rkey = rkey;
-  return 1;
-}
-
-/* bnxt in static WQE mode (emu/nic/bnxt/datapath.py _sq, _post_wqe, _decode): the WQEs at ring positions [pos, end)
-   while each is the flow's shape and passes every check; message `msn` and PSN `psn` for the first, `una` the oldest
-   unacknowledged PSN. -> how many were sent (f->sent says what they were, f->pos where the next one is) */
-int tx_bnxt(txflow_t *f, uint64_t pos, uint64_t end, uint32_t msn, uint32_t psn, uint32_t una) {
-  f->pos = pos;
-  if (!tx_fresh(f)) return 0;
-  while (f->pos < end && f->n < BATCH) {
-    uint8_t raw[128];
-    memcpy(raw, sq_at(f, (f->pos % f->depth) * f->stride), 128);
-    if (raw[0] != f->wqe_type || (raw[1] & ~f->vary) != f->flags || raw[2] != f->size || le32(raw + 8) != f->length) break;
-    if (le32(raw + 40) != f->lkey || le32(raw + 44) != f->length) break;                    /* one SGE: all the length */
-    uint32_t index = (uint32_t)(f->pos % f->depth), first = psn & 0xFFFFFF, next = (psn + 1) & 0xFFFFFF;
-    uint64_t want = (uint64_t)index << 48 | (uint64_t)next << 24 | first;
-    if (le64(sq_at(f, f->msn_off + 8 * (msn % f->msn_entries))) != want) break;            /* (a LOCAL_QP_OPERATION_ERR) */
-    if (!tx_wqe(f, psn, una, index, raw[1], le32(raw + 4), le64(raw + 16), le32(raw + 24), le64(raw + 32))) break;
-    f->pos++;
-    psn++;
-    msn++;
-  }
-  return f->n;
-}
-
-/* mlx5 (emu/nic/mlx5/wqe.py sq_doorbell, post_wqe, sges): the send doorbell `value` (the last WQE's first 8 bytes as
-   they lie in memory) with the consumer at `cons`: the WQEs from it to the doorbell record's producer while each is the
-   flow's shape and passes every check (nothing if the doorbell itself is wrong: the Python path raises); PSN `psn` for
-   the first, `una` the oldest unacknowledged PSN. -> how many were sent (f->pos: the consumer after them) */
-int tx_mlx5(txflow_t *f, uint32_t cons, uint64_t value, uint32_t psn, uint32_t una) {
-  f->pos = cons;
-  f->all = 0;
-  if (!tx_fresh(f)) return 0;
-  uint32_t pending = (be32(f->dbr + 4) - cons) & 0xFFFF, i = cons, last = cons;
-  if (!pending || pending > f->depth) return 0;
-  while (((i - cons) & 0xFFFF) < pending) {                 /* the WQEs' starts: the doorbell names the last one */
-    uint32_t ds = be32(sq_at(f, f->ring_off + (i % f->depth) * 64) + 4) & 0x3F, nbb = ds > 4 ? (ds + 3) / 4 : 1;
-    if (((i + nbb - cons) & 0xFFFF) > pending) return 0;
-    last = i;
-    i += nbb;
-  }
-  uint8_t db[8];
-  memcpy(db, &value, 8);                                   /* (little-endian: the bytes as stored) */
-  if (memcmp(sq_at(f, f->ring_off + (last % f->depth) * 64), db, 8)) return 0;
-  for (i = cons; ((i - cons) & 0xFFFF) < pending && f->n < BATCH; i++, psn++) {
-    const uint8_t *w = sq_at(f, f->ring_off + (i % f->depth) * 64);
-    uint32_t head = be32(w), qpn_ds = be32(w + 4), index = i & 0xFFFF;
-    if ((head & 0xFF) != f->wqe_type || (head >> 8 & 0xFFFF) != index || head >> 24 || qpn_ds >> 8 != f->qpn) break;
-    if ((qpn_ds & 0x3F) != f->size || (w[11] & ~f->vary) != f->flags) break;
-    if (be32(w + 32) != f->length || be32(w + 36) != f->lkey) break;                       /* one data segment: all of it */
-    if (!tx_wqe(f, psn, una, index, w[11], be32(w + 12), be64(w + 16), be32(w + 24), be64(w + 40))) break;
-    f->pos = (i + 1) & 0xFFFF;
-    if (i == last) {
-      memcpy(f->last, w, 64);
-      f->all = 1;
-    }
-  }
-  return f->n;
 }

@@ -105,13 +105,21 @@ ffi.cdef(CDEF)
 def lib():
   """The compiled datapath, or None without a host C compiler or with HCQ_NIC_FASTPATH=0 (the Python path then does
   everything)."""
+  if (lib := load("nic/fastpath.c", "fastpath")) is not None and \
+     (lib.flow_size() != ffi.sizeof("flow_t") or lib.cq_size() != ffi.sizeof("cq_t")):
+    raise RuntimeError("emu/nic/fastpath.py's CDEF flow_t or cq_t is not fastpath.c's")
+  return lib
+
+
+def load(source: str, tag: str) -> Any:
+  """The C file `source` (a path under emu/; it includes emu/nic/frame.h) built and loaded with its CRC-32 set up, or
+  None without a host C compiler or with HCQ_NIC_FASTPATH=0."""
   if os.environ.get(ENV) == "0": return None
   from emu import cc
-  try: path = cc.build(open(os.path.join(os.path.dirname(__file__), "fastpath.c")).read(), "fastpath", "-O3", where="nic")
+  with open(os.path.join(cc.EMU_DIR, source)) as f: text = cc.inline_includes(f.read())
+  try: path = cc.build(text, tag, "-O3", where="nic")
   except cc.CompilerMissing: return None
   lib = ffi.dlopen(path)
-  if lib.flow_size() != ffi.sizeof("flow_t") or lib.cq_size() != ffi.sizeof("cq_t"):
-    raise RuntimeError("emu/nic/fastpath.py's CDEF flow_t or cq_t is not fastpath.c's")
   lib.crc_init()
   try: lib.crc_use(ffi.cast("void *", ffi.addressof(ffi.dlopen(ctypes.util.find_library("z") or "libz.so.1"), "crc32")))
   except OSError: pass                                   # no zlib to load: the table

@@ -1,6 +1,7 @@
 """Transmit flows: a requester QP's single-packet RDMA WRITEs (and WRITEs with immediate) posted and sent in C
-(fastpath.c, its transmit section), vendor-neutral; the NIC model's Python doorbell path (its WQE decoder, rc.py's
-post_send and _transmit, port.py, wire.py) stays the reference and handles every other WQE.
+(emu/nic/txflow.h, vendor-neutral, and each NIC model's decoder in a C file of its own: Decoder); the NIC model's
+Python doorbell path (its WQE decoder, rc.py's post_send and _transmit, port.py, wire.py) stays the reference and
+handles every other WQE.
 
 - Arming (`arm`): after the Python path posted two WQEs in a row of one shape (the NIC model's: type, flags but those
   that may vary, size, length, L_Key), the second of which went out as one RDMA WRITE ONLY (with immediate) packet: a
@@ -12,8 +13,8 @@ post_send and _transmit, port.py, wire.py) stays the reference and handles every
   (fastpath.HostMap), the frame template (roce.request_template) and the endpoint with until when its resolution holds.
   A flow armed again with its memory unchanged is only reshaped.
 - At each SQ doorbell (`usable`, then the NIC model's C decoder) C takes the WQEs from the consumer on while each has
-  that shape and passes the checks the model's Python decoder makes (tx_bnxt, static WQE mode: wqe_type, flags,
-  wqe_size, length = the SGE's size, the SGE inside the same MR, the MSN table entry; tx_mlx5: the doorbell record's
+  that shape and passes the checks the model's Python decoder makes (bnxt/txflow.c tx_bnxt, static WQE mode: wqe_type, flags,
+  wqe_size, length = the SGE's size, the SGE inside the same MR, the MSN table entry; mlx5/txflow.c tx_mlx5: the doorbell record's
   producer and the doorbell naming the last WQE, opcode, wqe_index, qpn, opmod, ds, fm_ce_se, byte_count, the data
   segment inside the same MKey), with the DMA mappings unchanged, the window open and the resolution fresh: it builds
   the frame (PSN, AckReq, RETH, ImmDt, payload, ICRC) and sends it. Python then builds each rc.SendWR (the model's WQE
@@ -45,25 +46,32 @@ typedef struct {
   int all;
 } txflow_t;
 uint64_t txflow_size(void);
-int tx_bnxt(txflow_t *f, uint64_t pos, uint64_t end, uint32_t msn, uint32_t psn, uint32_t una);
-int tx_mlx5(txflow_t *f, uint32_t cons, uint64_t value, uint32_t psn, uint32_t una);
 """)
-MAX_PAYLOAD = 4096                       # the largest single packet C builds (fastpath.c tx_only)
+MAX_PAYLOAD = 4096                       # the largest single packet C builds (txflow.h tx_only)
 SENT = struct.Struct("<QQIIII")          # txflow_t.sent[i]: remote va, SGE va, ring index, flags, immediate, R_Key
 MISSES = 2                               # doorbells in a row whose first WQE C cannot take before the flow is dropped
 TEMPLATES = 64                           # frame templates a flow keeps (one per shape it had)
 
 
 U64P = ffi.typeof("uint64_t *")
-_checked: set = set()                    # the libraries whose txflow_t is this one
 
 
-def lib():
-  """The compiled datapath with its transmit flows, or None (fastpath.lib)."""
-  if (lib := fastpath.lib()) is not None and id(lib) not in _checked:
-    if lib.txflow_size() != ffi.sizeof("txflow_t"): raise RuntimeError("emu/nic/txflow.py's txflow_t is not fastpath.c's")
-    _checked.add(id(lib))
-  return lib
+class Decoder:
+  """A NIC model's transmit-flow decoder: its C file (`source`, a path under emu/ that includes emu/nic/txflow.h) and
+  the declaration of its entry point (`cdef`), which walks the model's send ring and hands each WQE to tx_wqe. Built
+  and loaded when a flow is first armed; None while the C datapath is off (fastpath.lib)."""
+  def __init__(self, source: str, cdef: str):
+    self.source, self._lib, self._loaded = source, None, False
+    ffi.cdef(cdef)
+
+  def lib(self) -> Any:
+    if fastpath.lib() is None: return None
+    if not self._loaded:
+      lib = fastpath.load(self.source, self.source.removesuffix(".c").replace("/", "-"))
+      if lib is not None and lib.txflow_size() != ffi.sizeof("txflow_t"):
+        raise RuntimeError(f"emu/nic/txflow.py's txflow_t is not emu/nic/txflow.h's (built with {self.source})")
+      self._lib, self._loaded = lib, True
+    return self._lib
 
 
 def _between(q: rc.QP) -> bool:
@@ -74,8 +82,8 @@ def _between(q: rc.QP) -> bool:
 class TxFlow:
   """One requester QP's single-packet WRITEs in C: what was checked when it was armed, the C state (`c`) and what keeps
   the memory it reads where it is (the SQ's pages, the region's HostMap)."""
-  def __init__(self, port, region: rc.Region, pages: list[int], keep: tuple):
-    self.lib, self.port, self.wire, self.region, self.pages, self.keep = lib(), port, port.wire, region, pages, keep
+  def __init__(self, lib: Any, port, region: rc.Region, pages: list[int], keep: tuple):
+    self.lib, self.port, self.wire, self.region, self.pages, self.keep = lib, port, port.wire, region, pages, keep
     self.c = ffi.new("txflow_t *")
     self.out = memoryview(ffi.buffer(self.c.sent))
     self.templates: dict[tuple, tuple[bytes, int, int]] = {}   # the frame templates of the shapes it had
@@ -132,13 +140,13 @@ class TxFlow:
     with self.wire._txlock: self.wire.sent += len(wrs)
 
 
-def arm(port, q: rc.QP, wr: rc.SendWR, dma, pages: list[int], page_size: int, ring_bytes: int,
+def arm(decoder: Decoder, port, q: rc.QP, wr: rc.SendWR, dma, pages: list[int], page_size: int, ring_bytes: int,
         old: TxFlow | None = None) -> TxFlow | None:
   """A flow for q's next single-packet WRITEs like `wr`, which the Python path has just posted and sent (see the module
   docstring), reading the SQ from the first `ring_bytes` of `pages` (bus addresses of `page_size` bytes in `dma`); None
   where C may not take them. `old`, the QP's flow before, is reshaped if its memory is still the one to read. The NIC
   model fills in the WQE shape and its ring's layout."""
-  if lib() is None or wr.opcode not in (rc.WRITE, rc.WRITE_IMM) or wr.local_error is not None or wr.npkts != 1 or \
+  if (lib := decoder.lib()) is None or wr.opcode not in (rc.WRITE, rc.WRITE_IMM) or wr.local_error is not None or wr.npkts != 1 or \
      wr.fence or len(wr.local.sges) != 1 or wr.length > MAX_PAYLOAD or not _between(q):
     return None
   w = port.wire
@@ -156,7 +164,7 @@ def arm(port, q: rc.QP, wr: rc.SendWR, dma, pages: list[int], page_size: int, ri
     views = [dma.view(page, page_size) for page in pages[:-(-ring_bytes // page_size)]]
   except DMAFault: return None
   addrs = ffi.new("uint64_t[]", [fastpath._address(v) for v in views])
-  f = TxFlow(port, region, pages, (m, views, addrs, region.generation))
+  f = TxFlow(lib, port, region, pages, (m, views, addrs, region.generation))
   c = f.c
   c.page, c.page_size = addrs, page_size
   c.generation, c.gen = ffi.cast(U64P, region.generation.ctypes.data), int(region.generation[0])

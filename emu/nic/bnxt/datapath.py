@@ -58,6 +58,8 @@ if TYPE_CHECKING: from emu.nic.bnxt.bcm57508 import BCM57508
 
 SLOT, STATIC_WQE, RQ_WQE, CQE, NQE = 16, 128, 128, 32, 16
 DB_PAGE = 4096
+# the transmit flows' decoder of this model's send queue (its WQEs in static mode, the MSN table)
+TX = txflow.Decoder("nic/bnxt/txflow.c", "int tx_bnxt(txflow_t *f, uint64_t pos, uint64_t end, uint32_t msn, uint32_t psn, uint32_t una);")
 REQ_STATUS = {rc.OK: B.CQ_REQ_STATUS_OK, rc.BAD_RESP_ERR: B.CQ_REQ_STATUS_BAD_RESPONSE_ERR,
               rc.LOC_LEN_ERR: B.CQ_REQ_STATUS_LOCAL_LENGTH_ERR, rc.LOC_QP_OP_ERR: B.CQ_REQ_STATUS_LOCAL_QP_OPERATION_ERR,
               rc.LOC_PROT_ERR: B.CQ_REQ_STATUS_LOCAL_PROTECTION_ERR, rc.REM_INV_REQ_ERR: B.CQ_REQ_STATUS_REMOTE_INVALID_REQUEST_ERR,
@@ -265,7 +267,7 @@ class RoCEEngine:
     if (shape := (raw[0], raw[1] & ~B.SQ_SEND_FLAGS_SIGNAL_COMP, raw[2], raw[8:12], raw[40:44])) != qp.tx_shape:
       qp.tx_shape = shape
       return
-    if (f := txflow.arm(self.nic.port, qp.rc, wr, self.nic.dma, qp.sq.pages, qp.sq.page_size,
+    if (f := txflow.arm(TX, self.nic.port, qp.rc, wr, self.nic.dma, qp.sq.pages, qp.sq.page_size,
                         qp.sq.depth * qp.sq.stride + 8 * qp.msn_entries, qp.tx and qp.tx[0])) is None:
       return                                             # (a flow it has stays: C checks each WQE against its own shape)
     c = f.c

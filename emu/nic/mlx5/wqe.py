@@ -41,6 +41,8 @@ from emu.pci import DMAFault
 if TYPE_CHECKING: from emu.nic.mlx5.qp import QP, QPs
 
 WQEBB, DS = C.MLX5_SEND_WQE_BB, C.MLX5_SEND_WQE_DS
+# the transmit flows' decoder of this model's send queue (the doorbell record, the doorbell, the WQEs' segments)
+TX = txflow.Decoder("nic/mlx5/txflow.c", "int tx_mlx5(txflow_t *f, uint32_t cons, uint64_t value, uint32_t psn, uint32_t una);")
 BF_SIZE = 256                   # each of a UAR page's two doorbell / BlueFlame registers (log_bf_reg_size 9)
 INVALID_LKEY = 0x100
 OPCODES = {C.MLX5_OPCODE_RDMA_WRITE: rc.WRITE, C.MLX5_OPCODE_RDMA_WRITE_IMM: rc.WRITE_IMM, C.MLX5_OPCODE_SEND: rc.SEND,
@@ -123,7 +125,7 @@ def arm_tx(qps: QPs, qp: QP, w: bytes, wr: rc.SendWR) -> None:
     qp.tx_shape = shape
     return
   old, buf = qp.tx and qp.tx[0], qp.buf
-  if (f := txflow.arm(qps.nic.port, qp.rc, wr, qps.nic.dma, buf.pages, buf.page_size, buf.nbytes, old)) is None:
+  if (f := txflow.arm(TX, qps.nic.port, qp.rc, wr, qps.nic.dma, buf.pages, buf.page_size, buf.nbytes, old)) is None:
     return                                                 # (a flow it has stays: C checks each WQE against its own shape)
   try: c, dbr = f.c, (f.c.dbr if f is old else f.pin(qps.nic.dma.view(qp.dbr, 8)))
   except DMAFault: return
