@@ -17,7 +17,7 @@ from drivers.system.mmio import MMIO
 
 DEV = "/dev/kgsl-3d0"
 PAGE = 0x1000
-# context priorities (0 the highest, 15 the lowest): with preemption KGSL runs a context on ringbuffer priority // 4 and
+# context priorities (1 the highest, 15 the lowest; 0 is unset, which KGSL makes 8): with preemption KGSL runs a context on ringbuffer priority // 4 and
 # the CP runs the highest ringbuffer with work, preempting lower ones (adreno_dispatch.c dispatch_get_rb,
 # adreno_a6xx_preempt.c a6xx_next_ringbuffer)
 PRIORITY = 8                      # the compute context: the priority the facts use (QCOM_PRIORITY's default), ringbuffer 2
@@ -91,7 +91,9 @@ class KGSL:
 
   def create_context(self, priority: int) -> int:
     """A draw context with the compute flags at `priority`, held at the highest power level -> its id."""
-    if not 0 <= priority <= 15: raise ValueError(f"KGSL context priority {priority}: 0 (the highest) to 15")
+    if not 1 <= priority <= 15:
+      raise ValueError(f"KGSL context priority {priority}: 1 (the highest) to 15; 0 is KGSL_CONTEXT_PRIORITY_UNDEF, which KGSL "
+                       "makes KGSL_CONTEXT_PRIORITY_MED (8)")
     ctx = self.call(K.IOCTL_KGSL_DRAWCTXT_CREATE, K.kgsl_drawctxt_create(
       flags=CONTEXT_FLAGS | K.KGSL_CONTEXT_PRIORITY(priority))).drawctxt_id
     self.contexts.append(ctx)

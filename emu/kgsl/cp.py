@@ -3,7 +3,7 @@ writing through the model's GPU address map.
 
 Ringbuffers and preemption (a6xx and a7xx with ADRENO_PREEMPTION, as the a630 has: adreno-gpulist.h): KGSL keeps
 RINGBUFFERS ringbuffers and puts a context on the one of its priority level (adreno_dispatch.c dispatch_get_rb:
-priority // 4, 0 the highest); each ringbuffer runs its submissions in order. The CP runs the highest-priority
+priority // 4, ringbuffer 0 the highest); each ringbuffer runs its submissions in order. The CP runs the highest-priority
 ringbuffer that holds work (adreno_a6xx_preempt.c a6xx_next_ringbuffer), so work on a higher one preempts a lower one,
 which resumes where it stopped once the higher ones are empty; a higher ringbuffer that stalls keeps the CP.
 Where it switches: at the end of every submission (the CP_CONTEXT_SWITCH_YIELD KGSL ends each with:
