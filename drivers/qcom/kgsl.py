@@ -1,4 +1,4 @@
-"""One Adreno GPU through the KGSL kernel driver (/dev/kgsl-3d0): a draw context, GPU objects, imported host memory,
+"""One Adreno GPU through the KGSL kernel driver (/dev/kgsl-3d0): draw contexts, GPU objects, imported host memory,
 command submission and timestamps (reference hcq_compute.md §3.1; ABI: autogen.msm_kgsl).
 
 Written against drivers.system.kernel.KernelInterface, so the same code runs on the kernel and on the KGSL model

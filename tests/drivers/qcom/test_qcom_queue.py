@@ -222,3 +222,22 @@ def test_transfers_with_the_cpu_device_both_ways_while_the_compute_queue_waits(q
   held.value = 1
   stalled.wait(1, timeout_ms=30000)
   c.free()
+
+
+def test_a_copy_submission_waiting_for_what_nothing_handed_over_writes_is_held_on_the_host():
+  """On the higher-priority copy ringbuffer such a wait would stall the CP for the compute queue too."""
+  qcom = open_device("MOCK+QCOM")
+  try:
+    m = qcom.gpu.k.model
+    gate, a, b = qcom.new_signal(0, "gate"), qcom.new_signal(0), qcom.new_signal(0)
+    qcom.copy_queue().signal(a, 1).submit()
+    n = m.calls.count("GPU_COMMAND")
+    qcom.copy_queue().wait(a, 1).signal(b, 1).submit()            # met by a signal handed over before it: goes at once
+    assert m.calls.count("GPU_COMMAND") == n + 1
+    qcom.copy_queue().wait(gate, 1).signal(b, 2).submit()         # nothing handed over writes the gate: held
+    qcom.copy_queue().signal(b, 3).submit()                       # and the copy queue's later work behind it
+    assert m.calls.count("GPU_COMMAND") == n + 1
+    gate.value = 1
+    b.wait(3, timeout_ms=30000)
+    assert m.calls.count("GPU_COMMAND") == n + 3
+  finally: qcom.close()
