@@ -1,6 +1,6 @@
 """drivers/qcom/kgsl.py against the KGSL model (emu/kgsl): the ioctl sequence, context flags, chip ids, GPU objects,
 user memory, submission and timestamps; the model's errnos for bad requests, and its CP's strictness."""
-import ctypes, errno, mmap, os
+import ctypes, errno, mmap, os, time
 import numpy as np
 import pytest
 import autogen.adreno as A
@@ -142,6 +142,14 @@ def times_out(g, ts, ctx) -> bool:
   return e.value.errno == errno.ETIMEDOUT
 
 
+def stalled(m, rb: int) -> None:
+  """Wait until the model's CP stalls in a CP_WAIT_REG_MEM on ringbuffer `rb`."""
+  deadline = time.monotonic() + 30
+  while rb not in m.cp.stalls:
+    assert time.monotonic() < deadline, f"ringbuffer {rb} never stalled: {m.cp.stalled_on}"
+    time.sleep(1e-4)
+
+
 def test_contexts_run_on_the_ringbuffer_of_their_priority_level(kgsl):
   g, m = kgsl
   ctxs = [g.create_context(p) for p in (1, 3, 4, 8, 15)]
@@ -167,6 +175,7 @@ def test_a_stalled_higher_ringbuffer_keeps_the_cp_from_lower_ones(kgsl):
   g, m = kgsl
   hi, out = g.create_context(1), g.alloc(0x1000)
   hi_ts = submit(g, cp.wait_reg_mem(out.va, 1), hi)
+  stalled(m, 0)
   lo_ts = submit(g, cp.mem_write(out.va + 4, 7))
   assert times_out(g, lo_ts, None) and "ringbuffer 0: CP_WAIT_REG_MEM" in m.last_error and out.view.read32(4) == 0
   out.view.write32(0, 1)
@@ -193,6 +202,7 @@ def test_a_ringbuffer_style_context_is_preempted_only_between_its_submissions(kg
   hi, out = g.create_context(4), g.alloc(0x1000)
   submit(g, cp.wait_reg_mem(out.va, 1), lo)
   lo_after = submit(g, cp.mem_write(out.va + 4, 7), lo)
+  stalled(m, 2)                                                       # lo's first IB runs (and stalls) before hi's work
   hi_ts = submit(g, cp.mem_write(out.va + 8, 9), hi)
   assert times_out(g, hi_ts, hi) and out.view.read32(8) == 0          # no preemption inside lo's IB
   out.view.write32(0, 1)
