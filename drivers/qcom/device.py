@@ -57,8 +57,8 @@ def sync_values(words, waits: list[tuple[Signal, int]], signals: list[tuple[Sign
 class CommandArena(Ring):
   """The command arena of one context as a Ring whose doorbell is IOCTL_KGSL_GPU_COMMAND of the IB just written.
   With `hold`, a submission is kept on the host (with every later one behind it) while one of its waits neither holds
-  in memory nor is met by a signal of a submission handed over before it (the context runs those first, in order):
-  `release` hands over what is ready."""
+  in memory nor is met by a signal of a submission handed over before it (the context runs those first, in order); a
+  thread of its own (`_release`) hands the held ones over as they become ready."""
   def __init__(self, device: QCOMDevice, name: str, ctx: int, hold: bool):
     self.gpu, self.ctx, self.hold = device.gpu, ctx, hold
     self.arena = device.gpu.alloc(ARENA_SIZE)
@@ -66,6 +66,7 @@ class CommandArena(Ring):
     self.sublock = threading.Lock()
     self.held: deque[tuple[list, list, Sequence, Sequence]] = deque()   # (packets, keep, waits, signals)
     self.promised: weakref.WeakKeyDictionary[Signal, int] = weakref.WeakKeyDictionary()   # what handed-over IBs write last
+    self.releasing = False                                  # the thread that hands held submissions over runs
     self.ib_bytes = 0
     super().__init__(device, name, self.arena.view.view, self.rptr_sig._mem, None, self._publish, 4, 0)
 
@@ -75,19 +76,34 @@ class CommandArena(Ring):
     with self.sublock:
       if self.hold and (self.held or not self._ready(waits)):
         self.held.append((packets, keep, waits, signals))
-        self.device._watch_held()
+        if not self.releasing:
+          self.releasing = True
+          threading.Thread(target=self._release, name=f"{self.device.name} held {self.name} work", daemon=True).start()
       else: self._put(packets, keep, signals)
 
   def _ready(self, waits: Sequence[tuple[Signal, int]]) -> bool:
     return all(s.value >= v or self.promised.get(s, -1) >= v for s, v in waits)
 
-  def release(self) -> bool:
-    """Hand KGSL the held submissions that are ready, in order -> whether any are still held."""
-    with self.sublock:
-      while self.held and self._ready(self.held[0][2]):
-        packets, keep, _, signals = self.held.popleft()
-        self._put(packets, keep, signals)
-      return bool(self.held)
+  def _release(self) -> None:
+    """Hand KGSL the held submissions as they become ready, in order, until none is held."""
+    nap = 0.0
+    while True:
+      with self.sublock:
+        try:
+          while self.held and self._ready(self.held[0][2]):
+            packets, keep, _, signals = self.held.popleft()
+            self._put(packets, keep, signals)
+        except Exception as e:
+          self.held.clear()
+          self.device.report_fault(f"{self.name} queue: handing a held submission to KGSL failed: {e}")
+        if not self.held:
+          self.releasing = False
+          return
+      time.sleep(nap)
+      nap = min(nap * 2 + 1e-6, HELD_NAP_MAX_S)
+
+  def drop_held(self) -> None:
+    with self.sublock: self.held.clear()
 
   def _put(self, packets, keep: list, signals: Sequence[tuple[Signal, int]]) -> None:
     words = np.concatenate([np.asarray(p, np.uint32) for p in packets]) if packets else np.zeros(0, np.uint32)
@@ -186,7 +202,6 @@ class QCOMDevice(Device):
   def __init__(self, name: str, gpu: KGSL):
     self.gpu, self.arch, self.gen = gpu, gpu.arch, gpu.generation
     self.arenas: dict[str, CommandArena] = {}
-    self._held_watch: threading.Thread | None = None         # hands held copy submissions over (CommandArena.release)
     try:
       super().__init__(name)
       self.fence = self.new_signal(0, "flush fence")         # where a6xx's CACHE_FLUSH_TS events write
@@ -227,20 +242,6 @@ class QCOMDevice(Device):
   def copy_queue(self) -> QCOMCopyQueue: return QCOMCopyQueue(self)
   def ticks_to_us(self, ticks: int) -> float: return ticks * 1e6 / cp.ALWAYS_ON_HZ
 
-  def _watch_held(self) -> None:
-    """Start the thread that hands held copy submissions over, unless it runs (called under the arena's sublock)."""
-    if self._held_watch is None or not self._held_watch.is_alive():
-      self._held_watch = threading.Thread(target=self._release_held, name=f"{self.name} held copies", daemon=True)
-      self._held_watch.start()
-
-  def _release_held(self) -> None:
-    nap = 0.0
-    try:
-      while (arena := self.arenas.get("copy")) is not None and arena.release():
-        time.sleep(nap)
-        nap = min(nap * 2 + 1e-6, HELD_NAP_MAX_S)
-    except Exception as e: self.report_fault(f"copy queue: handing a held submission to KGSL failed: {e}")
-
   def _poll_faults(self) -> str | None:
     for kind, arena in self.arenas.items():
       if (stat := self.gpu.reset_status(arena.ctx)) != 0:
@@ -251,8 +252,7 @@ class QCOMDevice(Device):
   def _progress(self) -> tuple: return tuple(a.rptr for a in self.arenas.values())
 
   def _stop_queues(self) -> None:
-    for arena in self.arenas.values():
-      with arena.sublock: arena.held.clear()                 # held copy submissions are dropped with the rest
+    for arena in self.arenas.values(): arena.drop_held()     # held copy submissions are dropped with the rest
     self.gpu.destroy_contexts()                               # KGSL drops the contexts' queued IBs
     self.arenas = {}
 
