@@ -2,11 +2,11 @@
 writing through the model's GPU address map.
 
 Ringbuffers and preemption (a6xx and a7xx with ADRENO_PREEMPTION, as the a630 has: adreno-gpulist.h): KGSL keeps
-RINGBUFFERS ringbuffers and puts a context on the one of its priority level (adreno_dispatch.c dispatch_get_rb:
-priority // 4, ringbuffer 0 the highest); each ringbuffer runs its submissions in order. The CP runs the highest-priority
-ringbuffer that holds work (adreno_a6xx_preempt.c a6xx_next_ringbuffer), so work on a higher one preempts a lower one,
-which resumes where it stopped once the higher ones are empty; a higher ringbuffer that stalls keeps the CP.
-Where it switches: at the end of every submission (the CP_CONTEXT_SWITCH_YIELD KGSL ends each with:
+several ringbuffers (emu.kgsl.kernel) and puts a context on the one of its priority level (adreno_dispatch.c
+dispatch_get_rb: priority // 4, ringbuffer 0 the highest); each ringbuffer runs its submissions in order. The CP runs
+the highest-priority ringbuffer that holds work (adreno_a6xx_preempt.c a6xx_next_ringbuffer), so work on a higher one
+preempts a lower one, which resumes where it stopped once the higher ones are empty; a higher ringbuffer that stalls
+keeps the CP. Where it switches: at the end of every submission (the CP_CONTEXT_SWITCH_YIELD KGSL ends each with:
 a6xx_preemption_post_ibsubmit), and, for contexts created with KGSL_CONTEXT_PREEMPT_STYLE_FINEGRAIN, inside their IBs
 too: the model's preemption points there are packet boundaries and each poll of a CP_WAIT_REG_MEM that does not hold.
 
@@ -62,7 +62,6 @@ def _compare(function: int, value: int, ref: int, signed: bool) -> bool:
           A.WRITE_NE: value != ref, A.WRITE_GE: value >= ref, A.WRITE_GT: value > ref}[function]
 
 
-RINGBUFFERS = 4        # KGSL_PRIORITY_MAX_RB_LEVELS (kgsl.h): the ringbuffers of a GPU with preemption
 PREEMPT, STALL = "preempt", "stall"   # what a submission stops at: a preemption point with higher work waiting, a failed poll
 
 
@@ -77,12 +76,12 @@ class CommandProcessor:
   """`translate(va, n, write=False)` -> a memoryview of n bytes of GPU memory (raises CPFault when unmapped, or for a
   write to read-only memory);
   `retire(ctx, ts)` / `fault(ctx, message)` report each submission's end."""
-  def __init__(self, gen: int, translate: Callable[..., memoryview], retire: Callable[[int, int], None],
+  def __init__(self, gen: int, ringbuffers: int, translate: Callable[..., memoryview], retire: Callable[[int, int], None],
                fault: Callable[[int, str], None]):
     self.gen, self.translate, self.retire, self.fault = gen, translate, retire, fault
     self.regs: dict[int, int] = {}
     self.state: dict[tuple[int, int], bytes] = {}           # (state block, state type) -> what CP_LOAD_STATE6 loaded
-    self.rbs: list[deque[Submission]] = [deque() for _ in range(RINGBUFFERS)]   # 0: the highest priority
+    self.rbs: list[deque[Submission]] = [deque() for _ in range(ringbuffers)]   # 0: the highest priority
     self.cv = threading.Condition()
     self.stopping = False
     self.stalls: dict[int, str] = {}                        # ringbuffer -> the CP_WAIT_REG_MEM it stalls in
@@ -95,7 +94,7 @@ class CommandProcessor:
     return "; ".join(f"ringbuffer {rb}: {w}" for rb, w in sorted(self.stalls.items())) or None
 
   def submit(self, rb: int, ctx: int, ts: int, ibs: list[tuple[int, int]], finegrain: bool) -> None:
-    if not 0 <= rb < RINGBUFFERS: raise ValueError(f"ringbuffer {rb}: the CP has {RINGBUFFERS}")
+    if not 0 <= rb < len(self.rbs): raise ValueError(f"ringbuffer {rb}: the CP has {len(self.rbs)}")
     with self.cv:
       self.rbs[rb].append(Submission(ctx, ts, ibs, finegrain))
       self.cv.notify_all()
@@ -167,7 +166,7 @@ class CommandProcessor:
     for va, n in sub.ibs: yield from self.execute(va, n, rb, sub.finegrain)
 
   # --- packets
-  def execute(self, va: int, nbytes: int, rb: int = 0, finegrain: bool = False) -> Generator[str, None, None]:
+  def execute(self, va: int, nbytes: int, rb: int, finegrain: bool) -> Generator[str, None, None]:
     """Run one IB of a submission on ringbuffer `rb`, yielding at its preemption points (see the module docstring)."""
     words = memoryview(bytes(self.translate(va, nbytes))).cast("I")
     i = 0

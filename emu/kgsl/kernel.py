@@ -23,7 +23,7 @@ import ctypes, errno, mmap, os, threading, time
 
 from autogen import msm_kgsl as K
 from emu.addrspace import ProcessAddressSpace
-from emu.kgsl.cp import RINGBUFFERS, CommandProcessor, CPFault
+from emu.kgsl.cp import CommandProcessor, CPFault
 from emu.plugin import KernelModel
 
 DEV = "/dev/kgsl-3d0"
@@ -31,6 +31,7 @@ PAGE = 0x1000
 VA_BASE, VA_END = 0x40_0000_0000, 0x80_0000_0000      # CPU mappings of GPU objects (model addresses)
 GPU_VA_BASE, GPU_VA_END = 0x80_0000_0000, 0xC0_0000_0000   # GPU addresses of objects not at their CPU mapping
 PRIORITY_MED = 8                                      # KGSL_CONTEXT_PRIORITY_MED (adreno_drawctxt.c)
+RINGBUFFERS = 4          # KGSL_PRIORITY_MAX_RB_LEVELS (kgsl.h): a6xx/a7xx with preemption (adreno_a6xx_ringbuffer.c)
 CONTEXT_FLAGS_KNOWN = (K.KGSL_CONTEXT_SAVE_GMEM | K.KGSL_CONTEXT_NO_GMEM_ALLOC | K.KGSL_CONTEXT_SUBMIT_IB_LIST |
                        K.KGSL_CONTEXT_CTX_SWITCH | K.KGSL_CONTEXT_PREAMBLE | K.KGSL_CONTEXT_TRASH_STATE |
                        K.KGSL_CONTEXT_PER_CONTEXT_TS | K.KGSL_CONTEXT_USER_GENERATED_TS | K.KGSL_CONTEXT_NO_FAULT_TOLERANCE |
@@ -95,7 +96,7 @@ class KGSLModel:
     self.lock = threading.Lock()                          # guards `mapped`
     self.mem_fd = os.open("/proc/self/mem", os.O_RDONLY | os.O_CLOEXEC)   # to check ioctl argument pointers
     self._next = {"fd": 3000, "ctx": 1, "obj": 1}
-    self.cp = CommandProcessor(chip_id >> 24, self.translate, self._retire, self._fault)
+    self.cp = CommandProcessor(chip_id >> 24, RINGBUFFERS, self.translate, self._retire, self._fault)
     self.handlers = {K.IOCTL_KGSL_DEVICE_GETPROPERTY: (K.kgsl_device_getproperty, self._getproperty),
                      K.IOCTL_KGSL_SETPROPERTY: (K.kgsl_device_getproperty, self._setproperty),
                      K.IOCTL_KGSL_DRAWCTXT_CREATE: (K.kgsl_drawctxt_create, self._ctx_create),
