@@ -19,6 +19,9 @@ def qcom(request):
     assert model.objects == {} and model.mapped == {} and model.contexts == {} and model.fds == set()
 
 
+def _queue(dev, kind): return dev.copy_queue() if kind == "copy" else dev.compute_queue()
+
+
 @pytest.mark.parametrize("size", [1, 7, 4096, 4099, (5 << 20) + 3])
 def test_copies_of_any_size_are_exact(qcom, size):
   assert qcom.alloc(size).host_view is not None       # unified memory: every buffer is mapped to the CPU
@@ -74,12 +77,13 @@ def test_timestamps_are_ordered_and_on_the_always_on_clock(qcom):
   assert t0.value == 0 and t1.value == 0              # a timestamp leaves the signal's value alone
 
 
-def test_a_wait_that_never_completes_times_out_saying_no_progress(qcom):
+@pytest.mark.parametrize("kind", ["compute", "copy"])
+def test_a_wait_that_never_completes_times_out_saying_no_progress(qcom, kind):
   sig = qcom.new_signal(3, name="never")
-  qcom.compute_queue().wait(sig, 10).signal(sig, 4).signal(qcom.timeline, v := qcom.next_timeline()).submit()
+  _queue(qcom, kind).wait(sig, 10).signal(sig, 4).signal(qcom.timeline, v := qcom.next_timeline()).submit()
   with pytest.raises(SignalTimeout) as e: sig.wait(5, stall_ms=300)
   msg = str(e.value)
-  assert qcom.name in msg and "compute queue" in msg and "did not reach 5" in msg and "last seen 3" in msg and "progress" in msg
+  assert qcom.name in msg and f"{kind} queue" in msg and "did not reach 5" in msg and "last seen 3" in msg and "progress" in msg
   sig.value = 10
   qcom.timeline.wait(v, timeout_ms=30000)
   assert sig.value == 4                               # the queue went on after its wait, in order
@@ -149,8 +153,6 @@ def test_close_without_waiting_drops_a_queue_stalled_in_a_wait():
 
 # --- the two queues run independently: each has its own KGSL context, the copy context on the higher-priority
 # ringbuffer (it preempts compute work stalled in a wait), copy submissions whose waits do not hold yet held on the host
-
-def _queue(dev, kind): return dev.copy_queue() if kind == "copy" else dev.compute_queue()
 
 
 @pytest.mark.parametrize("waiter,setter", [("compute", "copy"), ("copy", "compute")])
