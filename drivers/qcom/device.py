@@ -74,8 +74,8 @@ class CommandArena(Ring):
     """All of `packets` as one IB, ended by the write of the read pointer it leaves; `waits` / `signals`: the
     (signal, value) pairs its CP_WAIT_REG_MEMs wait for / its CP_MEM_WRITEs set."""
     with self.sublock:
-      if self.hold and (self.held or not self._ready(waits)):
-        self.held.append((packets, keep, waits, signals))
+      if self.hold and (self.held or not self._ready(waits)):   # a copy: the caller may patch or extend its words
+        self.held.append(([np.array(p, np.uint32) for p in packets], keep, waits, signals))
         if not self.releasing:
           self.releasing = True
           threading.Thread(target=self._release, name=f"{self.device.name} held {self.name} work", daemon=True).start()

@@ -111,6 +111,23 @@ def test_graph_replay_of_copies(qcom):
   assert bytes(d.copyout()) == bytes(range(100, 164)) and bytes(b.copyout()) == bytes(range(64))
 
 
+def test_graph_replays_held_behind_a_host_gate_keep_their_own_addresses(qcom):
+  a, b, c, d = (qcom.alloc(64) for _ in range(4))
+  a.copyin(bytes(range(64)))
+  c.copyin(bytes(range(100, 164)))
+  g = Graph(qcom)
+  g.copy(b, a)
+  g(wait=True)
+  b.copyin(bytes(64))
+  gate = qcom.new_signal(0)
+  qcom.ordered_submit(qcom.compute_queue(), lambda q: q.wait(gate, 1))   # the timeline waits for the host
+  g()                                                 # both replays wait for the timeline on the copy queue: held
+  g(replace={a: c, b: d})
+  gate.value = 1
+  qcom.synchronize(timeout_ms=30000)
+  assert bytes(b.copyout()) == bytes(range(64)) and bytes(d.copyout()) == bytes(range(100, 164))
+
+
 def test_transfers_with_the_cpu_device_go_through_imported_host_memory(qcom):
   cpu = open_device("CPU")
   data = np.arange(4096, dtype=np.uint8)
