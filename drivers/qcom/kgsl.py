@@ -20,9 +20,9 @@ PAGE = 0x1000
 # context priorities (1 the highest, 15 the lowest; 0 is unset, which KGSL makes 8): with preemption KGSL runs a context
 # on ringbuffer priority // 4, and the CP runs the highest ringbuffer with work, preempting lower ones
 # (adreno_dispatch.c dispatch_get_rb, adreno_a6xx_preempt.c a6xx_next_ringbuffer)
-PRIORITY = 8                      # the compute context: the priority the facts use (QCOM_PRIORITY's default), ringbuffer 2
+PRIORITY = 8                      # the compute context (tinygrad ops_qcom.py's QCOM_PRIORITY default), ringbuffer 2
 COPY_PRIORITY = 4                 # the copy context, ringbuffer 1: it preempts compute work stalled in a wait
-# reference §3.1: the context flags of a compute context, less the priority
+# the flags of a compute context (tinygrad ops_qcom.py QCOMDevice's context), less the priority
 CONTEXT_FLAGS = (K.KGSL_CONTEXT_PREAMBLE | K.KGSL_CONTEXT_PWR_CONSTRAINT | K.KGSL_CONTEXT_NO_FAULT_TOLERANCE |
                  K.KGSL_CONTEXT_NO_GMEM_ALLOC | K.KGSL_CONTEXT_PREEMPT_STYLE(K.KGSL_CONTEXT_PREEMPT_STYLE_FINEGRAIN))
 WAIT_FOREVER = 0xFFFFFFFF
