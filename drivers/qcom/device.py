@@ -1,5 +1,12 @@
 """QCOMDevice: the queue API on an Adreno a6xx/a7xx GPU through KGSL (drivers.qcom.kgsl), over the kernel or its model.
 
+Queues: each queue kind has its own KGSL context and command arena, so the two run independently, as the contexts of
+two priority levels do: KGSL runs each level's contexts on its own ringbuffer, and the CP runs the highest one with
+work, preempting lower ones (drivers.qcom.kgsl). The copy context outranks the compute one: copies, signals and waits
+on the copy queue run while the compute queue stalls in a wait. A copy-queue submission is therefore never handed to
+KGSL while one of its waits does not hold yet (it would stall its ringbuffer and starve the compute queue, whose work
+may be what it waits for): it is held on the host, with every later copy submission behind it, and handed over once
+its waits hold (as mesa's vk_queue holds wait-before-signal submissions in its submit thread).
 Commands are CP packets (drivers.qcom.cp) written into a command arena in GPU memory (a Ring: each submission is one
 contiguous indirect buffer, NOP-padded at the arena's end) and handed to KGSL by one IOCTL_KGSL_GPU_COMMAND per
 submission: KGSL has no user ring. Each IB ends with a CP_MEM_WRITE of the arena's write pointer after it, which is
@@ -13,12 +20,13 @@ the ring's read pointer (how far the CP has read), so a submit makes exactly one
 Copies. Adreno memory is unified (reference §3.3): every buffer is a GPU object mapped to the CPU at its GPU address,
 so copyin/copyout and transfers between buffers of one device are CPU copies after the queues drained (what the facts'
 driver does). The copy queue exists to order copies with signals and waits inside a command stream: it copies with
-CP_MEMCPY, which moves whole dwords, so its addresses and sizes must be multiples of 4. Compute and copy queues feed the
-one KGSL context, in submission order.
+CP_MEMCPY, which moves whole dwords, so its addresses and sizes must be multiples of 4.
 Kernels: `program` and `compiler` refuse (see NO_KERNELS).
 """
 from __future__ import annotations
-import threading
+import threading, time, weakref
+from collections import deque
+from typing import Sequence
 
 import numpy as np
 import autogen.adreno as A
@@ -26,12 +34,13 @@ from drivers.hcq import Device, Queue, Signal
 from drivers.hcq.buffer import Buffer
 from drivers.hcq.ring import Ring, RingSealed
 from drivers.qcom import cp
-from drivers.qcom.kgsl import KGSL, GPUObject, PAGE
+from drivers.qcom.kgsl import COPY_PRIORITY, KGSL, GPUObject, PAGE
 from drivers.system.dma import host_pages
 
 ARENA_SIZE = 1 << 20                     # bytes of command arena
 MAX_MEMCPY_DWORDS = 1 << 30              # per CP_MEMCPY packet (DWORDS is 32 bits; 4 GiB chunks keep addresses simple)
 TRAILER_DWORDS = 5                       # the CP_MEM_WRITE of the read pointer that ends every IB
+HELD_NAP_MAX_S = 1e-3                    # how often held copy submissions look at their waits again, at most
 NO_KERNELS = ("kernels on QCOM are compiled by mesa's ir3 (the tinymesa wheel, mesa 25.2.7), which is driven through "
               "NIR/ir3 API declarations generated from mesa 25.2.7's source tree; no such tree is available to this build "
               "(the mesa3d/mesa and freedesktop/mesa mirrors exceed the 500 MiB fetch limit, and the Igalia/mesa mirror is "
@@ -39,36 +48,102 @@ NO_KERNELS = ("kernels on QCOM are compiled by mesa's ir3 (the tinymesa wheel, m
               "copies, signals, waits and timestamps work (copy_queue, compute_queue)")
 
 
-class CommandArena(Ring):
-  """The command arena as a Ring whose doorbell is IOCTL_KGSL_GPU_COMMAND of the IB just written."""
-  def __init__(self, device: QCOMDevice, arena: GPUObject, rptr: Signal):
-    self.gpu, self.arena, self.rptr_sig = device.gpu, arena, rptr
-    self.sublock = threading.Lock()
-    self.ib_bytes = 0
-    super().__init__(device, "command", arena.view.view, rptr._mem, None, self._publish, 4, 0)
+def sync_values(words, waits: list[tuple[Signal, int]], signals: list[tuple[Signal, int]]) -> tuple[list, list]:
+  """The (signal, value) pairs of a stream's waits and signals, read from its words (where replays patch them): a wait's
+  value is one dword, a signal's two."""
+  return ([(s, int(words[i])) for s, i in waits], [(s, int(words[i]) | int(words[i + 1]) << 32) for s, i in signals])
 
-  def submit(self, packets, keep: list) -> None:
-    """All of `packets` as one IB, ended by the write of the read pointer it leaves."""
-    words = np.concatenate([np.asarray(p, np.uint32) for p in packets]) if packets else np.zeros(0, np.uint32)
+
+class CommandArena(Ring):
+  """The command arena of one context as a Ring whose doorbell is IOCTL_KGSL_GPU_COMMAND of the IB just written.
+  With `hold`, a submission is kept on the host (with every later one behind it) while one of its waits neither holds
+  in memory nor is met by a signal of a submission handed over before it (the context runs those first, in order); a
+  thread of its own (`_release`) hands the held ones over as they become ready."""
+  def __init__(self, device: QCOMDevice, name: str, ctx: int, hold: bool):
+    self.gpu, self.ctx, self.hold = device.gpu, ctx, hold
+    self.arena = device.gpu.alloc(ARENA_SIZE)
+    self.rptr_sig = device.new_signal(0, f"{name} read pointer")
+    self.sublock = threading.Lock()
+    self.held: deque[tuple[list, list, Sequence, Sequence]] = deque()   # (packets, keep, waits, signals)
+    self.promised: weakref.WeakKeyDictionary[Signal, int] = weakref.WeakKeyDictionary()   # what handed-over IBs write last
+    self.releasing = False                                  # the thread that hands held submissions over runs
+    self.ib_bytes = 0
+    super().__init__(device, name, self.arena.view.view, self.rptr_sig._mem, None, self._publish, 4, 0)
+
+  def submit(self, packets, keep: list, waits: Sequence[tuple[Signal, int]] = (), signals: Sequence[tuple[Signal, int]] = ()) -> None:
+    """All of `packets` as one IB, ended by the write of the read pointer it leaves; `waits` / `signals`: the
+    (signal, value) pairs its CP_WAIT_REG_MEMs wait for / its CP_MEM_WRITEs set."""
     with self.sublock:
-      n = len(words) + TRAILER_DWORDS
-      tail = (self.size - self.put * 4 % self.size) // 4
-      after = self.put + (tail if n > tail else 0) + n
-      ib = np.concatenate([words, np.asarray(cp.mem_write(self.rptr_sig.va, after & 0xFFFFFFFF, after >> 32), np.uint32)])
-      self.ib_bytes = ib.nbytes
-      super().submit([ib], keep)
+      if self.hold and (self.held or not self._ready(waits)):   # a copy: the caller may patch or extend its words
+        self.held.append(([np.array(p, np.uint32) for p in packets], keep, waits, signals))
+        if not self.releasing:
+          self.releasing = True
+          threading.Thread(target=self._release, name=f"{self.device.name} held {self.name} work", daemon=True).start()
+      else: self._put(packets, keep, signals)
+
+  def _ready(self, waits: Sequence[tuple[Signal, int]]) -> bool:
+    return all(s.value >= v or self.promised.get(s, -1) >= v for s, v in waits)
+
+  def _release(self) -> None:
+    """Hand KGSL the held submissions as they become ready, in order, until none is held."""
+    nap = 0.0
+    while True:
+      with self.sublock:
+        try:
+          while self.held and self._ready(self.held[0][2]):
+            packets, keep, _, signals = self.held.popleft()
+            self._put(packets, keep, signals)
+        except Exception as e:
+          self.held.clear()
+          self.device.report_fault(f"{self.name} queue: handing a held submission to KGSL failed: {e}")
+        if not self.held:
+          self.releasing = False
+          return
+      time.sleep(nap)
+      nap = min(nap * 2 + 1e-6, HELD_NAP_MAX_S)
+
+  def drop_held(self) -> None:
+    with self.sublock: self.held.clear()
+
+  def _put(self, packets, keep: list, signals: Sequence[tuple[Signal, int]]) -> None:
+    words = np.concatenate([np.asarray(p, np.uint32) for p in packets]) if packets else np.zeros(0, np.uint32)
+    n = len(words) + TRAILER_DWORDS
+    tail = (self.size - self.put * 4 % self.size) // 4
+    after = self.put + (tail if n > tail else 0) + n
+    ib = np.concatenate([words, np.asarray(cp.mem_write(self.rptr_sig.va, after & 0xFFFFFFFF, after >> 32), np.uint32)])
+    self.ib_bytes = ib.nbytes
+    super().submit([ib], keep)
+    for sig, v in signals: self.promised[sig] = v
 
   def _publish(self, put: int) -> None:
     start = (put * 4 - self.ib_bytes) % self.size
-    self.gpu.submit(self.arena.va + start, self.ib_bytes)
+    self.gpu.submit(self.arena.va + start, self.ib_bytes, self.ctx)
+
+
+class QCOMSealed(RingSealed):
+  """A sealed stream that hands its arena the values its waits and signals have now (patched by a replay)."""
+  def __init__(self, q: QCOMQueue):
+    super().__init__(q.arena, q.kind, q.words, q.patches, q.keep)
+    self.waits, self.signals = q.waits, q.signals
+
+  def submit(self) -> None:
+    self.device.check_faults()
+    self.ring.submit(self.packets, self.keep, *sync_values(self.words, self.waits, self.signals))
 
 
 class QCOMQueue(Queue):
-  """The CP packet encoder for both queue kinds (they share the context)."""
+  """The CP packet encoder for both queue kinds (each submits to its own context's arena)."""
   def __init__(self, device: QCOMDevice):
     super().__init__(device)
     self.words: list[int] = []
     self.keep: list = []
+    self.waits: list[tuple[Signal, int]] = []          # (signal, index of the value its CP_WAIT_REG_MEM compares with)
+    self.signals: list[tuple[Signal, int]] = []        # (signal, index of the value's low dword its CP_MEM_WRITE writes)
+
+  @property
+  def arena(self) -> CommandArena:
+    if (arena := self.device.arenas.get(self.kind)) is None: raise RuntimeError(f"{self.device.name} is closed")
+    return arena
 
   def _flush(self) -> None:
     gen = self.device.gen
@@ -79,6 +154,7 @@ class QCOMQueue(Queue):
     self.words += cp.wait_for_idle()
     self._flush()
     self.words += cp.wait_mem_writes() + cp.always_on_to_mem(sig.timestamp_va)
+    self.signals.append((sig, len(self.words) + 3))
     self._patch_point("value", len(self.words) + 3, 64)
     self.words += cp.mem_write(sig.va, value & 0xFFFFFFFF, value >> 32)
 
@@ -87,6 +163,7 @@ class QCOMQueue(Queue):
       raise ValueError(f"wait for {value:#x} on {self.device.name}: CP_WAIT_REG_MEM compares one dword, so QCOM waits take "
                        "values below 2^32")
     self.keep.append(sig)
+    self.waits.append((sig, len(self.words) + 4))
     self._patch_point("value", len(self.words) + 4, 32)
     self.words += cp.wait_reg_mem(sig.va, value)
 
@@ -109,8 +186,8 @@ class QCOMQueue(Queue):
       self._patch_point("dest", at + 4, 64, off)
       self.words += cp.memcpy(dest_va + off, src_va + off, n // 4)
 
-  def _submit(self) -> None: self.device.ring.submit([self.words], self.keep)
-  def _seal(self) -> RingSealed: return RingSealed(self.device.ring, self.kind, self.words, self.patches, self.keep)
+  def _submit(self) -> None: self.arena.submit([self.words], self.keep, *sync_values(self.words, self.waits, self.signals))
+  def _seal(self) -> QCOMSealed: return QCOMSealed(self)
 
 
 class QCOMComputeQueue(QCOMQueue):
@@ -124,11 +201,12 @@ class QCOMCopyQueue(QCOMQueue):
 class QCOMDevice(Device):
   def __init__(self, name: str, gpu: KGSL):
     self.gpu, self.arch, self.gen = gpu, gpu.arch, gpu.generation
-    self.ring: CommandArena | None = None
+    self.arenas: dict[str, CommandArena] = {}
     try:
       super().__init__(name)
       self.fence = self.new_signal(0, "flush fence")         # where a6xx's CACHE_FLUSH_TS events write
-      self.ring = CommandArena(self, gpu.alloc(ARENA_SIZE), self.new_signal(0, "command read pointer"))
+      self.arenas["compute"] = CommandArena(self, "compute", gpu.ctx, hold=False)
+      self.arenas["copy"] = CommandArena(self, "copy", gpu.create_context(COPY_PRIORITY), hold=True)
     except BaseException:
       self._shutdown()
       raise
@@ -165,13 +243,17 @@ class QCOMDevice(Device):
   def ticks_to_us(self, ticks: int) -> float: return ticks * 1e6 / cp.ALWAYS_ON_HZ
 
   def _poll_faults(self) -> str | None:
-    if self.gpu.ctx is None or (stat := self.gpu.reset_status()) == 0: return None
-    return f"KGSL reset context {self.gpu.ctx} after a GPU fault (reset status {stat}: guilty); its later work is dropped"
+    for kind, arena in self.arenas.items():
+      if (stat := self.gpu.reset_status(arena.ctx)) != 0:
+        return (f"KGSL reset the {kind} queue's context {arena.ctx} after a GPU fault (reset status {stat}: guilty); its "
+                "later work is dropped")
+    return None
 
-  def _progress(self) -> tuple: return (self.ring.rptr,) if self.ring is not None else ()
+  def _progress(self) -> tuple: return tuple(a.rptr for a in self.arenas.values())
 
   def _stop_queues(self) -> None:
-    self.gpu.destroy_context()                                # KGSL drops the context's queued IBs
-    self.ring = None
+    for arena in self.arenas.values(): arena.drop_held()     # held copy submissions are dropped with the rest
+    self.gpu.destroy_contexts()                               # KGSL drops the contexts' queued IBs
+    self.arenas = {}
 
   def _shutdown(self) -> None: self.gpu.close()

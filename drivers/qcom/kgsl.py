@@ -1,4 +1,4 @@
-"""One Adreno GPU through the KGSL kernel driver (/dev/kgsl-3d0): a draw context, GPU objects, imported host memory,
+"""One Adreno GPU through the KGSL kernel driver (/dev/kgsl-3d0): draw contexts, GPU objects, imported host memory,
 command submission and timestamps (reference hcq_compute.md §3.1; ABI: autogen.msm_kgsl).
 
 Written against drivers.system.kernel.KernelInterface, so the same code runs on the kernel and on the KGSL model
@@ -17,11 +17,14 @@ from drivers.system.mmio import MMIO
 
 DEV = "/dev/kgsl-3d0"
 PAGE = 0x1000
-PRIORITY = 8                      # the context priority the facts use (QCOM_PRIORITY's default)
-# reference §3.1: the context flags of a compute context
+# context priorities (1 the highest, 15 the lowest; 0 is unset, which KGSL makes 8): with preemption KGSL runs a context
+# on ringbuffer priority // 4, and the CP runs the highest ringbuffer with work, preempting lower ones
+# (adreno_dispatch.c dispatch_get_rb, adreno_a6xx_preempt.c a6xx_next_ringbuffer)
+PRIORITY = 8                      # the compute context (tinygrad ops_qcom.py's QCOM_PRIORITY default), ringbuffer 2
+COPY_PRIORITY = 4                 # the copy context, ringbuffer 1: it preempts compute work stalled in a wait
+# the flags of a compute context (tinygrad ops_qcom.py QCOMDevice's context), less the priority
 CONTEXT_FLAGS = (K.KGSL_CONTEXT_PREAMBLE | K.KGSL_CONTEXT_PWR_CONSTRAINT | K.KGSL_CONTEXT_NO_FAULT_TOLERANCE |
-                 K.KGSL_CONTEXT_NO_GMEM_ALLOC | K.KGSL_CONTEXT_PRIORITY(PRIORITY) |
-                 K.KGSL_CONTEXT_PREEMPT_STYLE(K.KGSL_CONTEXT_PREEMPT_STYLE_FINEGRAIN))
+                 K.KGSL_CONTEXT_NO_GMEM_ALLOC | K.KGSL_CONTEXT_PREEMPT_STYLE(K.KGSL_CONTEXT_PREEMPT_STYLE_FINEGRAIN))
 WAIT_FOREVER = 0xFFFFFFFF
 
 
@@ -51,7 +54,8 @@ class KGSL:
       raise FileNotFoundError(f"{DEV} does not exist: this machine has no Adreno GPU under the KGSL driver (QCOM needs a "
                               "Qualcomm SoC running a kernel with msm_kgsl; MOCK+QCOM runs on the KGSL model)")
     self.fd = kernel.open(DEV)
-    self.ctx: int | None = None
+    self.ctx: int | None = None                      # the context opened with the device (compute), the default below
+    self.contexts: list[int] = []
     self.objects: dict[int, GPUObject] = {}          # by GPU address
     try:
       info = self.getproperty(K.KGSL_PROP_DEVICE_INFO, K.kgsl_devinfo())
@@ -59,10 +63,7 @@ class KGSL:
       if self.gpu_id[0] not in GENERATIONS:
         raise UnsupportedChip(f"the Adreno GPU has chip id {info.chip_id:#010x} (a{''.join(map(str, self.gpu_id))}): hcq drives "
                               f"a6xx and a7xx only ({', '.join(f'a{g}xx' for g in GENERATIONS)}); its packets differ")
-      self.ctx = self.call(K.IOCTL_KGSL_DRAWCTXT_CREATE, K.kgsl_drawctxt_create(flags=CONTEXT_FLAGS)).drawctxt_id
-      level = K.kgsl_device_constraint_pwrlevel(level=K.KGSL_CONSTRAINT_PWR_MAX)
-      self.setproperty(K.KGSL_PROP_PWR_CONSTRAINT, K.kgsl_device_constraint(
-        type=K.KGSL_CONSTRAINT_PWRLEVEL, context_id=self.ctx, data=ctypes.addressof(level), size=ctypes.sizeof(level)))
+      self.ctx = self.create_context(PRIORITY)
     except BaseException:
       self.close()
       raise
@@ -87,6 +88,19 @@ class KGSL:
   def setproperty(self, prop: int, value: ctypes.Structure) -> None:
     self.call(K.IOCTL_KGSL_SETPROPERTY, K.kgsl_device_getproperty(
       type=prop, value=ctypes.addressof(value), sizebytes=ctypes.sizeof(value)))
+
+  def create_context(self, priority: int) -> int:
+    """A draw context with the compute flags at `priority`, held at the highest power level -> its id."""
+    if not 1 <= priority <= 15:
+      raise ValueError(f"KGSL context priority {priority}: 1 (the highest) to 15; 0 is KGSL_CONTEXT_PRIORITY_UNDEF, which KGSL "
+                       "makes KGSL_CONTEXT_PRIORITY_MED (8)")
+    ctx = self.call(K.IOCTL_KGSL_DRAWCTXT_CREATE, K.kgsl_drawctxt_create(
+      flags=CONTEXT_FLAGS | K.KGSL_CONTEXT_PRIORITY(priority))).drawctxt_id
+    self.contexts.append(ctx)
+    level = K.kgsl_device_constraint_pwrlevel(level=K.KGSL_CONSTRAINT_PWR_MAX)
+    self.setproperty(K.KGSL_PROP_PWR_CONSTRAINT, K.kgsl_device_constraint(
+      type=K.KGSL_CONSTRAINT_PWRLEVEL, context_id=ctx, data=ctypes.addressof(level), size=ctypes.sizeof(level)))
+    return ctx
 
   # --- memory
   def alloc(self, size: int, uncached: bool = False) -> GPUObject:
@@ -128,37 +142,39 @@ class KGSL:
     self._release(obj)
 
   # --- submission and timestamps
-  def submit(self, ib_va: int, nbytes: int) -> int:
+  # (`ctx`: the context, default the one opened with the device)
+  def submit(self, ib_va: int, nbytes: int, ctx: int | None = None) -> int:
     """One GPU_COMMAND of one indirect buffer on the context -> the timestamp it retires at."""
     cmd = K.kgsl_command_object(gpuaddr=ib_va, size=nbytes, flags=K.KGSL_CMDLIST_IB)
-    req = K.kgsl_gpu_command(cmdlist=ctypes.addressof(cmd), cmdsize=ctypes.sizeof(cmd), numcmds=1, context_id=self.ctx)
+    req = K.kgsl_gpu_command(cmdlist=ctypes.addressof(cmd), cmdsize=ctypes.sizeof(cmd), numcmds=1, context_id=ctx or self.ctx)
     return self.call(K.IOCTL_KGSL_GPU_COMMAND, req).timestamp
 
-  def retired(self) -> int:
+  def retired(self, ctx: int | None = None) -> int:
     """The context's last retired timestamp."""
     return self.call(K.IOCTL_KGSL_CMDSTREAM_READTIMESTAMP_CTXTID, K.kgsl_cmdstream_readtimestamp_ctxtid(
-      context_id=self.ctx, type=K.KGSL_TIMESTAMP_RETIRED)).timestamp
+      context_id=ctx or self.ctx, type=K.KGSL_TIMESTAMP_RETIRED)).timestamp
 
-  def wait_timestamp(self, timestamp: int, timeout_ms: int = WAIT_FOREVER) -> None:
+  def wait_timestamp(self, timestamp: int, timeout_ms: int = WAIT_FOREVER, ctx: int | None = None) -> None:
     """Block until the context retired `timestamp`; OSError ETIMEDOUT after `timeout_ms`."""
     self.call(K.IOCTL_KGSL_DEVICE_WAITTIMESTAMP_CTXTID, K.kgsl_device_waittimestamp_ctxtid(
-      context_id=self.ctx, timestamp=timestamp, timeout=timeout_ms))
+      context_id=ctx or self.ctx, timestamp=timestamp, timeout=timeout_ms))
 
-  def reset_status(self) -> int:
+  def reset_status(self, ctx: int | None = None) -> int:
     """KGSL_PROP_GPU_RESET_STAT of the context: KGSL_CTX_STAT_NO_ERROR unless a GPU fault reset it."""
-    stat = ctypes.c_uint32(self.ctx)
+    stat = ctypes.c_uint32(ctx or self.ctx)
     self.call(K.IOCTL_KGSL_DEVICE_GETPROPERTY, K.kgsl_device_getproperty(
       type=K.KGSL_PROP_GPU_RESET_STAT, value=ctypes.addressof(stat), sizebytes=4))
     return stat.value
 
-  def destroy_context(self) -> None:
-    """DRAWCTXT_DESTROY: KGSL drops what the context has queued and not yet run."""
-    if self.ctx is not None:
-      self.call(K.IOCTL_KGSL_DRAWCTXT_DESTROY, K.kgsl_drawctxt_destroy(drawctxt_id=self.ctx))
-      self.ctx = None
+  def destroy_contexts(self) -> None:
+    """DRAWCTXT_DESTROY of every context: KGSL drops what they have queued and not yet run."""
+    while self.contexts:
+      self.call(K.IOCTL_KGSL_DRAWCTXT_DESTROY, K.kgsl_drawctxt_destroy(drawctxt_id=self.contexts[-1]))
+      self.contexts.pop()
+    self.ctx = None
 
   def close(self) -> None:
-    self.destroy_context()
+    self.destroy_contexts()
     for obj in list(self.objects.values()): self.free(obj)
     if self.fd is not None:
       self.k.close(self.fd)

@@ -1,5 +1,14 @@
-"""The Adreno command processor (CP) of the KGSL model: it runs the indirect buffers GPU_COMMAND submits, in order,
-on one thread, reading and writing through the model's GPU address map.
+"""The Adreno command processor (CP) of the KGSL model: it runs the indirect buffers GPU_COMMAND submits, reading and
+writing through the model's GPU address map.
+
+Ringbuffers and preemption (a6xx and a7xx with ADRENO_PREEMPTION, as the a630 has: adreno-gpulist.h): KGSL keeps
+several ringbuffers (emu.kgsl.kernel) and puts a context on the one of its priority level (adreno_dispatch.c
+dispatch_get_rb: priority // 4, ringbuffer 0 the highest); each ringbuffer runs its submissions in order. The CP runs
+the highest-priority ringbuffer that holds work (adreno_a6xx_preempt.c a6xx_next_ringbuffer), so work on a higher one
+preempts a lower one, which resumes where it stopped once the higher ones are empty; a higher ringbuffer that stalls
+keeps the CP. Where it switches: at the end of every submission (the CP_CONTEXT_SWITCH_YIELD KGSL ends each with:
+a6xx_preemption_post_ibsubmit), and, for contexts created with KGSL_CONTEXT_PREEMPT_STYLE_FINEGRAIN, inside their IBs
+too: the model's preemption points there are packet boundaries and each poll of a CP_WAIT_REG_MEM that does not hold.
 
 Packets (mesa adreno_pm4.xml via autogen.adreno; headers as mesa's cffdec.h checks them, parity included):
   type 4  register writes into the register file; a register outside the A6XX domain is an error;
@@ -8,19 +17,19 @@ Packets (mesa adreno_pm4.xml via autogen.adreno; headers as mesa's cffdec.h chec
           earlier writes are flushed; CACHE_FLUSH / CACHE_INVALIDATE without; a7xx CP_EVENT_WRITE7: the one-dword
           event form only), CP_MEM_WRITE, CP_REG_TO_MEM of the 64-bit always-on counter (19.2 MHz, from the host's
           monotonic clock), CP_WAIT_REG_MEM on memory (every cp_cond_function, unsigned or SIGNED_COMPARE, masked;
-          the CP stalls until it holds), CP_MEMCPY, CP_LOAD_STATE6(_FRAG/_GEOM) (the state read from memory and kept),
-          CP_EXEC_CS (refused: the ir3 executor skeleton, emu/kgsl/ir3.py, is not wired to the compute state).
+          the ringbuffer stalls until it holds), CP_MEMCPY, CP_LOAD_STATE6(_FRAG/_GEOM) (the state read from memory and
+          kept), CP_EXEC_CS (refused: the ir3 executor skeleton, emu/kgsl/ir3.py, is not wired to the compute state).
 Any other packet type or opcode, a parity error, a payload of the wrong length, a field the model does not act on
 set (the event TIMESTAMP/IRQ bits, CP_REG_TO_MEM ACCUMULATE, register polling, WRITE_MEMORY) or an unmapped address
 stops the context with a fault naming it (KGSL then reports the context reset).
 Not modelled: caches (memory is coherent, so flushes and invalidates only check their encoding, and the objects'
-cache modes change nothing), preemption,
-the ringbuffer the kernel wraps IBs in, IB chaining (CP_INDIRECT_BUFFER inside an IB).
+cache modes change nothing), the time a switch takes, the ringbuffer the kernel wraps IBs in, IB chaining
+(CP_INDIRECT_BUFFER inside an IB).
 """
 from __future__ import annotations
 import array, threading, time
 from collections import deque
-from typing import Callable
+from typing import Callable, Generator
 
 import autogen.adreno as A
 
@@ -47,48 +56,57 @@ class CPFault(Exception):
   """A packet the CP rejects, or an access to an address the context has not mapped."""
 
 
-class Stopped(Exception):
-  """The model is shutting down while the CP stalls."""
-
-
-class Dropped(Exception):
-  """The context of the submission the CP stalls in was destroyed: the rest of it is not run."""
-
-
 def _compare(function: int, value: int, ref: int, signed: bool) -> bool:
   if signed: value, ref = (value ^ 1 << 31) - (1 << 31), (ref ^ 1 << 31) - (1 << 31)
   return {A.WRITE_ALWAYS: True, A.WRITE_LT: value < ref, A.WRITE_LE: value <= ref, A.WRITE_EQ: value == ref,
           A.WRITE_NE: value != ref, A.WRITE_GE: value >= ref, A.WRITE_GT: value > ref}[function]
 
 
+PREEMPT, STALL = "preempt", "stall"   # what a submission stops at: a preemption point with higher work waiting, a failed poll
+
+
+class Submission:
+  """One GPU_COMMAND on a ringbuffer: its context, timestamp, IBs [(va, bytes)], and whether the CP may switch
+  ringbuffers inside it (KGSL_CONTEXT_PREEMPT_STYLE_FINEGRAIN)."""
+  def __init__(self, ctx: int, ts: int, ibs: list[tuple[int, int]], finegrain: bool):
+    self.ctx, self.ts, self.ibs, self.finegrain = ctx, ts, ibs, finegrain
+
+
 class CommandProcessor:
   """`translate(va, n, write=False)` -> a memoryview of n bytes of GPU memory (raises CPFault when unmapped, or for a
   write to read-only memory);
   `retire(ctx, ts)` / `fault(ctx, message)` report each submission's end."""
-  def __init__(self, gen: int, translate: Callable[..., memoryview], retire: Callable[[int, int], None],
+  def __init__(self, gen: int, ringbuffers: int, translate: Callable[..., memoryview], retire: Callable[[int, int], None],
                fault: Callable[[int, str], None]):
     self.gen, self.translate, self.retire, self.fault = gen, translate, retire, fault
     self.regs: dict[int, int] = {}
     self.state: dict[tuple[int, int], bytes] = {}           # (state block, state type) -> what CP_LOAD_STATE6 loaded
-    self.pending: deque[tuple[int, int, list[tuple[int, int]]]] = deque()   # (context, timestamp, [(IB va, bytes)])
+    self.rbs: list[deque[Submission]] = [deque() for _ in range(ringbuffers)]   # 0: the highest priority
     self.cv = threading.Condition()
     self.stopping = False
-    self.stalled_on: str | None = None                      # what a CP_WAIT_REG_MEM waits for, while it does
-    self.current: int | None = None                         # the context of the submission being run
-    self.dropped = False                                    # that context was dropped meanwhile
+    self.stalls: dict[int, str] = {}                        # ringbuffer -> the CP_WAIT_REG_MEM it stalls in
     self.thread = threading.Thread(target=self._run, name="kgsl-cp", daemon=True)
     self.thread.start()
 
-  def submit(self, ctx: int, ts: int, ibs: list[tuple[int, int]]) -> None:
+  @property
+  def stalled_on(self) -> str | None:
+    """What CP_WAIT_REG_MEMs the ringbuffers stall in, if any."""
+    return "; ".join(f"ringbuffer {rb}: {w}" for rb, w in sorted(self.stalls.items())) or None
+
+  def submit(self, rb: int, ctx: int, ts: int, ibs: list[tuple[int, int]], finegrain: bool) -> None:
+    if not 0 <= rb < len(self.rbs): raise ValueError(f"ringbuffer {rb}: the CP has {len(self.rbs)}")
     with self.cv:
-      self.pending.append((ctx, ts, ibs))
+      self.rbs[rb].append(Submission(ctx, ts, ibs, finegrain))
       self.cv.notify_all()
 
   def drop(self, ctx: int) -> None:
     """Forget the context's queued submissions (it faulted or was destroyed); one stalled in a wait ends there."""
     with self.cv:
-      self.pending = deque(p for p in self.pending if p[0] != ctx)
-      if self.current == ctx: self.dropped = True
+      for q in self.rbs:
+        if any(s.ctx == ctx for s in q):
+          kept = [s for s in q if s.ctx != ctx]
+          q.clear()
+          q.extend(kept)
       self.cv.notify_all()
 
   def stop(self) -> None:
@@ -97,27 +115,59 @@ class CommandProcessor:
       self.cv.notify_all()
     self.thread.join()
 
+  def _outranked(self, rb: int) -> bool:
+    """Does a ringbuffer of higher priority than `rb` hold work?"""
+    return any(self.rbs[:rb])
+
   def _run(self) -> None:
+    """Run the highest-priority ringbuffer with work up to its next preemption point, then choose again. A submission
+    preempted or stalled there is kept (its generator) and resumes where it stopped."""
+    running: dict[int, tuple[Submission, Generator[str, None, None]]] = {}
+    held: int | None = None                                 # a ringbuffer stalled where it cannot be preempted
+    nap = 0.0
     while True:
       with self.cv:
-        while not self.pending and not self.stopping: self.cv.wait()
-        if self.stopping: return
-        ctx, ts, ibs = self.pending[0]
-        self.current, self.dropped = ctx, False
-      try:
-        for va, n in ibs: self.execute(va, n)
-      except Stopped: return
-      except Dropped: continue
-      except CPFault as e:
-        self.drop(ctx)
-        self.fault(ctx, f"timestamp {ts}: {e}")
+        while True:
+          if self.stopping: return
+          for r, (sub, steps) in list(running.items()):     # submissions dropped meanwhile end here
+            if not self.rbs[r] or self.rbs[r][0] is not sub:
+              steps.close()
+              del running[r]
+              self.stalls.pop(r, None)
+              if held == r: held = None
+          rb = held if held is not None else next((r for r, q in enumerate(self.rbs) if q), None)
+          if rb is not None: break
+          self.cv.wait()
+        sub = self.rbs[rb][0]
+      if rb not in running: running[rb] = (sub, self._steps(sub, rb))
+      try: point = next(running[rb][1])
+      except StopIteration:
+        del running[rb]
+        with self.cv:
+          if self.rbs[rb] and self.rbs[rb][0] is sub: self.rbs[rb].popleft()
+        held, nap = None, 0.0
+        self.retire(sub.ctx, sub.ts)
         continue
-      with self.cv:
-        if self.pending and self.pending[0][1:] == (ts, ibs): self.pending.popleft()
-      self.retire(ctx, ts)
+      except CPFault as e:
+        del running[rb]
+        self.stalls.pop(rb, None)
+        held, nap = None, 0.0
+        self.drop(sub.ctx)
+        self.fault(sub.ctx, f"timestamp {sub.ts}: {e}")
+        continue
+      held = None if sub.finegrain else rb
+      if point == STALL:
+        with self.cv:
+          if held is not None or not self._outranked(rb): self.cv.wait(nap)   # a submit or drop wakes it at once
+        nap = min(nap * 2 + 1e-5, 1e-3)
+      else: nap = 0.0
+
+  def _steps(self, sub: Submission, rb: int) -> Generator[str, None, None]:
+    for va, n in sub.ibs: yield from self.execute(va, n, rb, sub.finegrain)
 
   # --- packets
-  def execute(self, va: int, nbytes: int) -> None:
+  def execute(self, va: int, nbytes: int, rb: int, finegrain: bool) -> Generator[str, None, None]:
+    """Run one IB of a submission on ringbuffer `rb`, yielding at its preemption points (see the module docstring)."""
     words = memoryview(bytes(self.translate(va, nbytes))).cast("I")
     i = 0
     while i < len(words):
@@ -138,9 +188,11 @@ class CommandProcessor:
           raise CPFault(f"type-7 header {hdr:#010x} at {at:#x} fails its parity check or has reserved bits 27:24 set")
         payload = list(words[i + 1:i + 1 + n])
         if len(payload) < n: raise CPFault(f"type-7 packet at {at:#x} runs past the end of its IB")
-        self.opcode(op, payload, at)
+        if op == A.CP_WAIT_REG_MEM: yield from self._wait_reg_mem(payload, at, rb)
+        else: self.opcode(op, payload, at)
       else: raise CPFault(f"packet header {hdr:#010x} at {at:#x} is type {kind}: a6xx/a7xx IBs hold type-4 and type-7 packets")
       i += 1 + n
+      if finegrain and self._outranked(rb): yield PREEMPT
 
   def opcode(self, op: int, p: list[int], at: int) -> None:
     name = _OPCODES.get(op, f"opcode {op:#x}")
@@ -161,9 +213,6 @@ class CommandProcessor:
                       "the 64-bit CP_ALWAYS_ON_COUNTER (CNT 2, 64B, no ACCUMULATE)")
       t = always_on()
       self._write(p[1] | p[2] << 32, [t & 0xFFFFFFFF, t >> 32])
-    elif op == A.CP_WAIT_REG_MEM:
-      need(6)
-      self._wait_reg_mem(p, at)
     elif op == A.CP_MEMCPY:
       need(5)
       n, src, dst = p[0], p[1] | p[2] << 32, p[3] | p[4] << 32
@@ -196,7 +245,9 @@ class CommandProcessor:
     elif ev in plain and len(p) == 1: return
     else: raise CPFault(f"CP_EVENT_WRITE event {ev} with {len(p)} dwords at {at:#x} is not one the model executes")
 
-  def _wait_reg_mem(self, p: list[int], at: int) -> None:
+  def _wait_reg_mem(self, p: list[int], at: int, rb: int) -> Generator[str, None, None]:
+    """Poll memory until the condition holds, yielding STALL after each poll that fails."""
+    if len(p) != 6: raise CPFault(f"CP_WAIT_REG_MEM at {at:#x} carries {len(p)} dwords, not 6")
     fn, signed, mem, scratch, wr = (bits(p[0], f) for f in (
       A.CP_WAIT_REG_MEM_0_FUNCTION, A.CP_WAIT_REG_MEM_0_SIGNED_COMPARE, A.CP_WAIT_REG_MEM_0_POLL_MEMORY,
       A.CP_WAIT_REG_MEM_0_POLL_SCRATCH, A.CP_WAIT_REG_MEM_0_WRITE_MEMORY))
@@ -206,15 +257,10 @@ class CommandProcessor:
     addr, ref, mask = p[1] | p[2] << 32, p[3], p[4]
     if addr % 4: raise CPFault(f"CP_WAIT_REG_MEM on {addr:#x}: the address must be dword-aligned")
     word = self.translate(addr, 4).cast("I")
-    nap = 0.0
     while not _compare(fn, word[0] & mask, ref & mask, bool(signed)):
-      self.stalled_on = f"CP_WAIT_REG_MEM at {at:#x}: [{addr:#x}] & {mask:#x} (now {word[0]:#x}) vs {ref:#x}"
-      with self.cv:
-        if self.stopping: raise Stopped
-        if self.dropped: raise Dropped
-        self.cv.wait(nap)
-      nap = min(nap * 2 + 1e-5, 1e-3)
-    self.stalled_on = None
+      self.stalls[rb] = f"CP_WAIT_REG_MEM at {at:#x}: [{addr:#x}] & {mask:#x} (now {word[0]:#x}) vs {ref:#x}"
+      yield STALL
+    self.stalls.pop(rb, None)
 
   def _load_state(self, p: list[int], at: int, name: str) -> None:
     if not p: raise CPFault(f"{name} at {at:#x} carries no dwords")

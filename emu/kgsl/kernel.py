@@ -12,9 +12,11 @@ runs out ETIMEDOUT, and work on a context a GPU fault reset EDEADLK (what KGSL r
 GPU objects: mmap of offset id * 4096 maps one; with KGSL_MEMFLAGS_USE_CPU_MAP its GPU address is the mapping's
 address (0 before it is mapped), without it one from the GPU VA window; a GPU write to a KGSL_MEMFLAGS_GPUREADONLY
 object faults; cache modes, IOCOHERENT and the memory type are accepted and change nothing (memory is coherent). Timestamps are per context, from 1.
+Contexts: each runs on the ringbuffer of its priority level (contexts of one level share it, in submission order), and
+the CP runs the highest-priority ringbuffer with work, preempting lower ones (emu.kgsl.cp).
 `chip_id` picks the GPU (an a630, 0x06030001, by default); any chip id is served, so tests see the driver refuse
 other generations. Not modelled: sync points and object lists in GPU_COMMAND, FREE_ON_EVENT, secure and sparse
-memory, dma-buf/ion import, the memstore page, perf counters, preemption.
+memory, dma-buf/ion import, the memstore page, perf counters, the dispatcher's hang timeout.
 """
 from __future__ import annotations
 import ctypes, errno, mmap, os, threading, time
@@ -28,6 +30,8 @@ DEV = "/dev/kgsl-3d0"
 PAGE = 0x1000
 VA_BASE, VA_END = 0x40_0000_0000, 0x80_0000_0000      # CPU mappings of GPU objects (model addresses)
 GPU_VA_BASE, GPU_VA_END = 0x80_0000_0000, 0xC0_0000_0000   # GPU addresses of objects not at their CPU mapping
+PRIORITY_MED = 8                                      # KGSL_CONTEXT_PRIORITY_MED (adreno_drawctxt.c)
+RINGBUFFERS = 4          # KGSL_PRIORITY_MAX_RB_LEVELS (kgsl.h): a6xx/a7xx with preemption (adreno_a6xx_ringbuffer.c)
 CONTEXT_FLAGS_KNOWN = (K.KGSL_CONTEXT_SAVE_GMEM | K.KGSL_CONTEXT_NO_GMEM_ALLOC | K.KGSL_CONTEXT_SUBMIT_IB_LIST |
                        K.KGSL_CONTEXT_CTX_SWITCH | K.KGSL_CONTEXT_PREAMBLE | K.KGSL_CONTEXT_TRASH_STATE |
                        K.KGSL_CONTEXT_PER_CONTEXT_TS | K.KGSL_CONTEXT_USER_GENERATED_TS | K.KGSL_CONTEXT_NO_FAULT_TOLERANCE |
@@ -67,6 +71,12 @@ class Context:
     self.id, self.flags = id, flags
     self.queued = self.retired = 0
     self.fault: str | None = None
+    # an unset priority is KGSL_CONTEXT_PRIORITY_MED (adreno_drawctxt.c adreno_drawctxt_create); the ringbuffer is the
+    # priority's level, priority // 4 (adreno_dispatch.c dispatch_get_rb, with preemption on)
+    self.priority = (flags & K.KGSL_CONTEXT_PRIORITY_MASK) >> K.KGSL_CONTEXT_PRIORITY_SHIFT or PRIORITY_MED
+    self.rb = min(self.priority // RINGBUFFERS, RINGBUFFERS - 1)
+    self.finegrain = (flags & K.KGSL_CONTEXT_PREEMPT_STYLE_MASK) >> K.KGSL_CONTEXT_PREEMPT_STYLE_SHIFT == \
+      K.KGSL_CONTEXT_PREEMPT_STYLE_FINEGRAIN
 
 
 class KGSLModel:
@@ -86,7 +96,7 @@ class KGSLModel:
     self.lock = threading.Lock()                          # guards `mapped`
     self.mem_fd = os.open("/proc/self/mem", os.O_RDONLY | os.O_CLOEXEC)   # to check ioctl argument pointers
     self._next = {"fd": 3000, "ctx": 1, "obj": 1}
-    self.cp = CommandProcessor(chip_id >> 24, self.translate, self._retire, self._fault)
+    self.cp = CommandProcessor(chip_id >> 24, RINGBUFFERS, self.translate, self._retire, self._fault)
     self.handlers = {K.IOCTL_KGSL_DEVICE_GETPROPERTY: (K.kgsl_device_getproperty, self._getproperty),
                      K.IOCTL_KGSL_SETPROPERTY: (K.kgsl_device_getproperty, self._setproperty),
                      K.IOCTL_KGSL_DRAWCTXT_CREATE: (K.kgsl_drawctxt_create, self._ctx_create),
@@ -305,7 +315,7 @@ class KGSLModel:
       ibs.append((cmd.gpuaddr, cmd.size))
     c.queued += 1
     p.timestamp = c.queued
-    self.cp.submit(c.id, c.queued, ibs)
+    self.cp.submit(c.rb, c.id, c.queued, ibs, c.finegrain)
 
   def _read_ts(self, p) -> None:
     c = self._context(p.context_id, "READTIMESTAMP")

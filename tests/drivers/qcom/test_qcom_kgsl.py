@@ -1,6 +1,6 @@
 """drivers/qcom/kgsl.py against the KGSL model (emu/kgsl): the ioctl sequence, context flags, chip ids, GPU objects,
 user memory, submission and timestamps; the model's errnos for bad requests, and its CP's strictness."""
-import ctypes, errno, mmap, os
+import ctypes, errno, mmap, os, time
 import numpy as np
 import pytest
 import autogen.adreno as A
@@ -20,11 +20,16 @@ def kgsl():
   g.close()
 
 
-def run(g, words, timeout_ms=10000) -> int:
-  """Submit `words` as one IB from a fresh GPU object; wait for it to retire."""
+def submit(g, words, ctx=None) -> int:
+  """Submit `words` as one IB from a fresh GPU object on the context (default: the device's) -> its timestamp."""
   ib = g.alloc(len(words) * 4)
   ib.view.view[:len(words) * 4] = np.asarray(words, np.uint32).tobytes()
-  ts = g.submit(ib.va, len(words) * 4)
+  return g.submit(ib.va, len(words) * 4, ctx)
+
+
+def run(g, words, timeout_ms=10000) -> int:
+  """Submit `words` as one IB from a fresh GPU object; wait for it to retire."""
+  ts = submit(g, words)
   g.wait_timestamp(ts, timeout_ms)
   return ts
 
@@ -131,6 +136,81 @@ def test_a_timestamp_wait_that_runs_out_is_etimedout_naming_the_stall(kgsl):
   g.wait_timestamp(1, 10000)
 
 
+def times_out(g, ts, ctx) -> bool:
+  """Does the context still not retire `ts` after a short wait (what a stalled ringbuffer keeps from running)?"""
+  with pytest.raises(OSError) as e: g.wait_timestamp(ts, 200, ctx)
+  return e.value.errno == errno.ETIMEDOUT
+
+
+def stalled(m, rb: int) -> None:
+  """Wait until the model's CP stalls in a CP_WAIT_REG_MEM on ringbuffer `rb`."""
+  deadline = time.monotonic() + 30
+  while rb not in m.cp.stalls:
+    assert time.monotonic() < deadline, f"ringbuffer {rb} never stalled: {m.cp.stalled_on}"
+    time.sleep(1e-4)
+
+
+def test_contexts_run_on_the_ringbuffer_of_their_priority_level(kgsl):
+  g, m = kgsl
+  ctxs = [g.create_context(p) for p in (1, 3, 4, 8, 15)]
+  unset = g.call(K.IOCTL_KGSL_DRAWCTXT_CREATE, K.kgsl_drawctxt_create(flags=K.KGSL_CONTEXT_PREAMBLE)).drawctxt_id
+  assert [m.contexts[c].rb for c in ctxs] == [0, 0, 1, 2, 3]      # priority // 4 (dispatch_get_rb)
+  assert (m.contexts[unset].priority, m.contexts[unset].rb) == (8, 2)   # unset: KGSL_CONTEXT_PRIORITY_MED
+  with pytest.raises(ValueError, match="1 .the highest. to 15"): g.create_context(0)
+  g.call(K.IOCTL_KGSL_DRAWCTXT_DESTROY, K.kgsl_drawctxt_destroy(drawctxt_id=unset))
+
+
+def test_a_higher_priority_context_preempts_a_lower_one_stalled_in_a_wait(kgsl):
+  g, m = kgsl
+  hi, out = g.create_context(4), g.alloc(0x1000)
+  lo_ts = submit(g, cp.wait_reg_mem(out.va, 1) + cp.mem_write(out.va + 4, 7))          # ringbuffer 2 stalls
+  g.wait_timestamp(submit(g, cp.mem_write(out.va + 8, 9), hi), 10000, hi)            # ringbuffer 1 runs meanwhile
+  assert g.retired() == 0 and out.view.read32(8) == 9 and out.view.read32(4) == 0
+  out.view.write32(0, 1)
+  g.wait_timestamp(lo_ts, 10000)
+  assert out.view.read32(4) == 7
+
+
+def test_a_stalled_higher_ringbuffer_keeps_the_cp_from_lower_ones(kgsl):
+  g, m = kgsl
+  hi, out = g.create_context(1), g.alloc(0x1000)
+  hi_ts = submit(g, cp.wait_reg_mem(out.va, 1), hi)
+  stalled(m, 0)
+  lo_ts = submit(g, cp.mem_write(out.va + 4, 7))
+  assert times_out(g, lo_ts, None) and "ringbuffer 0: CP_WAIT_REG_MEM" in m.last_error and out.view.read32(4) == 0
+  out.view.write32(0, 1)
+  g.wait_timestamp(lo_ts, 10000)
+  assert g.retired(hi) == hi_ts and out.view.read32(4) == 7
+
+
+def test_contexts_of_one_priority_level_share_its_ringbuffer_in_submission_order(kgsl):
+  g, m = kgsl
+  other, out = g.create_context(9), g.alloc(0x1000)                   # 9 // 4: ringbuffer 2, as the device's 8
+  submit(g, cp.wait_reg_mem(out.va, 1))
+  ts = submit(g, cp.mem_write(out.va + 4, 7), other)
+  assert times_out(g, ts, other) and out.view.read32(4) == 0
+  out.view.write32(0, 1)
+  g.wait_timestamp(ts, 10000, other)
+
+
+def test_a_ringbuffer_style_context_is_preempted_only_between_its_submissions(kgsl):
+  g, m = kgsl
+  flags = K.KGSL_CONTEXT_PREAMBLE | K.KGSL_CONTEXT_NO_GMEM_ALLOC | K.KGSL_CONTEXT_PRIORITY(8) | \
+    K.KGSL_CONTEXT_PREEMPT_STYLE(K.KGSL_CONTEXT_PREEMPT_STYLE_RINGBUFFER)
+  lo = g.call(K.IOCTL_KGSL_DRAWCTXT_CREATE, K.kgsl_drawctxt_create(flags=flags)).drawctxt_id
+  g.contexts.append(lo)
+  hi, out = g.create_context(4), g.alloc(0x1000)
+  submit(g, cp.wait_reg_mem(out.va, 1), lo)
+  lo_after = submit(g, cp.mem_write(out.va + 4, 7), lo)
+  stalled(m, 2)                                                       # lo's first IB runs (and stalls) before hi's work
+  hi_ts = submit(g, cp.mem_write(out.va + 8, 9), hi)
+  assert times_out(g, hi_ts, hi) and out.view.read32(8) == 0          # no preemption inside lo's IB
+  out.view.write32(0, 1)
+  g.wait_timestamp(hi_ts, 10000, hi)                                  # lo's next submission is preempted for it
+  g.wait_timestamp(lo_after, 10000, lo)
+  assert out.view.read32(8) == 9 and out.view.read32(4) == 7
+
+
 @pytest.mark.parametrize("words,why", [
   ([0x70268000 ^ 1 << 15], "parity"),
   ([cp.pkt7(0x7E)[0]], "opcode 0x7e"),
@@ -150,7 +230,7 @@ def test_the_cp_faults_the_context_on_what_it_does_not_execute(words, why):
     ts = d.gpu.submit(ib.va, len(words) * 4)
     with pytest.raises(OSError) as e: d.gpu.wait_timestamp(ts, 10000)
     assert e.value.errno == errno.EDEADLK and why in m.last_error
-    with pytest.raises(DeviceFault, match="reset context"): d.synchronize(timeout_ms=10000)
+    with pytest.raises(DeviceFault, match="reset the compute queue.s context"): d.synchronize(timeout_ms=10000)
     with pytest.raises(OSError) as e: d.gpu.submit(ib.va, 4)
     assert e.value.errno == errno.EDEADLK
   finally: d.close()

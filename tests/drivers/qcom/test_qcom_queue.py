@@ -19,6 +19,9 @@ def qcom(request):
     assert model.objects == {} and model.mapped == {} and model.contexts == {} and model.fds == set()
 
 
+def _queue(dev, kind): return dev.copy_queue() if kind == "copy" else dev.compute_queue()
+
+
 @pytest.mark.parametrize("size", [1, 7, 4096, 4099, (5 << 20) + 3])
 def test_copies_of_any_size_are_exact(qcom, size):
   assert qcom.alloc(size).host_view is not None       # unified memory: every buffer is mapped to the CPU
@@ -48,10 +51,10 @@ def test_waits_order_queues_after_signals_from_the_host_and_from_earlier_work(qc
   a = np.arange(1024, dtype=np.int32)
   src, tmp, out = qcom.alloc(a.nbytes), qcom.alloc(a.nbytes), qcom.alloc(a.nbytes)
   src.copyin(a.data)
-  go, copied = qcom.new_signal(0), qcom.new_signal(0)
+  go, copied, ready = qcom.new_signal(0), qcom.new_signal(0), qcom.new_signal(0)
   big = 5 << 32                                       # a 64-bit value: both dwords written by one CP_MEM_WRITE
-  qcom.copy_queue().wait(go, 7).copy(tmp, src).signal(copied, big).submit()
-  qcom.compute_queue().wait(copied, 0).copy(out, tmp).signal(qcom.timeline, v := qcom.next_timeline()).submit()
+  qcom.copy_queue().wait(go, 7).copy(tmp, src).signal(copied, big).signal(ready, 1).submit()
+  qcom.compute_queue().wait(ready, 1).copy(out, tmp).signal(qcom.timeline, v := qcom.next_timeline()).submit()
   assert copied.value == 0 and qcom.timeline.value < v
   go.value = 7
   qcom.timeline.wait(v, timeout_ms=30000)
@@ -74,12 +77,13 @@ def test_timestamps_are_ordered_and_on_the_always_on_clock(qcom):
   assert t0.value == 0 and t1.value == 0              # a timestamp leaves the signal's value alone
 
 
-def test_a_wait_that_never_completes_times_out_saying_no_progress(qcom):
+@pytest.mark.parametrize("kind", ["compute", "copy"])
+def test_a_wait_that_never_completes_times_out_saying_no_progress(qcom, kind):
   sig = qcom.new_signal(3, name="never")
-  qcom.compute_queue().wait(sig, 10).signal(sig, 4).signal(qcom.timeline, v := qcom.next_timeline()).submit()
+  _queue(qcom, kind).wait(sig, 10).signal(sig, 4).signal(qcom.timeline, v := qcom.next_timeline()).submit()
   with pytest.raises(SignalTimeout) as e: sig.wait(5, stall_ms=300)
   msg = str(e.value)
-  assert qcom.name in msg and "compute queue" in msg and "did not reach 5" in msg and "last seen 3" in msg and "progress" in msg
+  assert qcom.name in msg and f"{kind} queue" in msg and "did not reach 5" in msg and "last seen 3" in msg and "progress" in msg
   sig.value = 10
   qcom.timeline.wait(v, timeout_ms=30000)
   assert sig.value == 4                               # the queue went on after its wait, in order
@@ -87,7 +91,8 @@ def test_a_wait_that_never_completes_times_out_saying_no_progress(qcom):
 
 def test_many_submissions_wrap_the_command_arena(qcom):
   sig, i = qcom.new_signal(0), 0
-  while qcom.ring.put * 4 < qcom.ring.size + (64 << 10):   # until the 1 MiB arena wrapped
+  arena = qcom.arenas["compute"]
+  while arena.put * 4 < arena.size + (64 << 10):      # until the 1 MiB arena wrapped
     qcom.compute_queue().signal(sig, i := i + 1).submit()
   sig.wait(i, timeout_ms=60000)
   assert sig.value == i
@@ -104,6 +109,23 @@ def test_graph_replay_of_copies(qcom):
   c.copyin(bytes(range(100, 164)))
   g(replace={a: c, b: d}, wait=True)                  # the patched CP_MEMCPY addresses
   assert bytes(d.copyout()) == bytes(range(100, 164)) and bytes(b.copyout()) == bytes(range(64))
+
+
+def test_graph_replays_held_behind_a_host_gate_keep_their_own_addresses(qcom):
+  a, b, c, d = (qcom.alloc(64) for _ in range(4))
+  a.copyin(bytes(range(64)))
+  c.copyin(bytes(range(100, 164)))
+  g = Graph(qcom)
+  g.copy(b, a)
+  g(wait=True)
+  b.copyin(bytes(64))
+  gate = qcom.new_signal(0)
+  qcom.ordered_submit(qcom.compute_queue(), lambda q: q.wait(gate, 1))   # the timeline waits for the host
+  g()                                                 # both replays wait for the timeline on the copy queue: held
+  g(replace={a: c, b: d})
+  gate.value = 1
+  qcom.synchronize(timeout_ms=30000)
+  assert bytes(b.copyout()) == bytes(range(64)) and bytes(d.copyout()) == bytes(range(100, 164))
 
 
 def test_transfers_with_the_cpu_device_go_through_imported_host_memory(qcom):
@@ -144,3 +166,97 @@ def test_close_without_waiting_drops_a_queue_stalled_in_a_wait():
   d.compute_queue().wait(never, 1).signal(never, 2).submit()
   d.close(wait=False)                                 # DRAWCTXT_DESTROY ends the stalled submission
   assert never.value == 0 and not model.cp.thread.is_alive() and model.contexts == {}
+
+
+# --- the two queues run independently: each has its own KGSL context, the copy context on the higher-priority
+# ringbuffer (it preempts compute work stalled in a wait), copy submissions whose waits do not hold yet held on the host
+
+
+@pytest.mark.parametrize("waiter,setter", [("compute", "copy"), ("copy", "compute")])
+def test_a_wait_for_a_signal_the_other_queue_sets_later_does_not_block_that_queue(qcom, waiter, setter):
+  gate, ran, done = qcom.new_signal(0), qcom.new_signal(0), qcom.new_signal(0)
+  _queue(qcom, waiter).wait(gate, 1).signal(done, 1).submit()
+  _queue(qcom, setter).signal(ran, 1).signal(gate, 1).submit()
+  ran.wait(1, timeout_ms=30000)
+  done.wait(1, timeout_ms=30000)
+
+
+@pytest.mark.parametrize("kind,other", [("compute", "copy"), ("copy", "compute")])
+def test_host_released_wait_signal_chains_reach_signal_wait_while_the_other_queue_waits(qcom, kind, other):
+  held, stalled = qcom.new_signal(0, "other gate"), qcom.new_signal(0)
+  _queue(qcom, other).wait(held, 1).signal(stalled, 1).submit()      # the other queue waits on the host all along
+  gates, outs = [qcom.new_signal(0) for _ in range(3)], [qcom.new_signal(0) for _ in range(3)]
+  for g, o in zip(gates, outs): _queue(qcom, kind).wait(g, 2).signal(o, 3).submit()
+  for g, o in zip(gates, outs):
+    assert o.value == 0                                               # the chain waits for the host
+    g.value = 2
+    o.wait(3, timeout_ms=30000)
+  assert stalled.value == 0
+  held.value = 1
+  stalled.wait(1, timeout_ms=30000)
+
+
+@pytest.mark.parametrize("kind,other", [("compute", "copy"), ("copy", "compute")])
+def test_timestamps_around_a_barrier_reach_signal_wait_and_never_go_backwards(qcom, kind, other):
+  held = qcom.new_signal(0)
+  _queue(qcom, other).wait(held, 1).submit()
+  stamps = []
+  for _ in range(5):
+    t1, t2, s = qcom.new_signal(), qcom.new_signal(), qcom.new_signal()
+    _queue(qcom, kind).timestamp(t1).memory_barrier().timestamp(t2).signal(s, 1).submit()
+    s.wait(1, timeout_ms=30000)
+    stamps += [t1.timestamp, t2.timestamp, s.timestamp]
+  assert stamps == sorted(stamps) and stamps[0] > 0
+  held.value = 1
+
+
+@pytest.mark.parametrize("first,second", [("copy", "compute"), ("compute", "copy")])
+def test_cross_queue_order_through_a_host_gate(qcom, first, second):
+  """`second` waits on `first`, which waits on a host gate: the data moves gate -> first's copy -> second's copy."""
+  a = np.arange(256, dtype=np.int32)
+  src, mid, out = qcom.alloc(a.nbytes), qcom.alloc(a.nbytes), qcom.alloc(a.nbytes)
+  src.copyin(a.data)
+  gate, passed, done, t = qcom.new_signal(0), qcom.new_signal(0), qcom.new_signal(0), qcom.new_signal()
+  _queue(qcom, first).wait(gate, 1).copy(mid, src).signal(passed, 1).submit()
+  _queue(qcom, second).wait(passed, 1).timestamp(t).copy(out, mid).signal(done, 1).submit()
+  assert passed.value == done.value == 0
+  gate.value = 1
+  done.wait(1, timeout_ms=30000)
+  assert passed.timestamp <= t.timestamp <= done.timestamp
+  np.testing.assert_array_equal(np.frombuffer(out.copyout(), np.int32), a)
+
+
+def test_transfers_with_the_cpu_device_both_ways_while_the_compute_queue_waits(qcom):
+  cpu = open_device("CPU")
+  held, stalled = qcom.new_signal(0), qcom.new_signal(0)
+  qcom.compute_queue().wait(held, 1).signal(stalled, 1).submit()
+  data = np.random.default_rng(1).integers(0, 256, 8192, dtype=np.uint8)
+  q, c = qcom.alloc(data.nbytes), cpu.alloc(data.nbytes)
+  q.copyin(data.data)
+  q.transfer(c)
+  np.testing.assert_array_equal(np.frombuffer(c.copyout(), np.uint8), data)
+  c.copyin(data[::-1].copy().data)
+  c.transfer(q)
+  assert bytes(q.copyout()) == data[::-1].tobytes() and stalled.value == 0
+  held.value = 1
+  stalled.wait(1, timeout_ms=30000)
+  c.free()
+
+
+def test_a_copy_submission_waiting_for_what_nothing_handed_over_writes_is_held_on_the_host():
+  """On the higher-priority copy ringbuffer such a wait would stall the CP for the compute queue too."""
+  qcom = open_device("MOCK+QCOM")
+  try:
+    m = qcom.gpu.k.model
+    gate, a, b = qcom.new_signal(0, "gate"), qcom.new_signal(0), qcom.new_signal(0)
+    qcom.copy_queue().signal(a, 1).submit()
+    n = m.calls.count("GPU_COMMAND")
+    qcom.copy_queue().wait(a, 1).signal(b, 1).submit()            # met by a signal handed over before it: goes at once
+    assert m.calls.count("GPU_COMMAND") == n + 1
+    qcom.copy_queue().wait(gate, 1).signal(b, 2).submit()         # nothing handed over writes the gate: held
+    qcom.copy_queue().signal(b, 3).submit()                       # and the copy queue's later work behind it
+    assert m.calls.count("GPU_COMMAND") == n + 1
+    gate.value = 1
+    b.wait(3, timeout_ms=30000)
+    assert m.calls.count("GPU_COMMAND") == n + 3
+  finally: qcom.close()
