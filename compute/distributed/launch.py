@@ -33,7 +33,7 @@ def local_mpirun(n: int, argv: list[str], recovery: bool = False) -> list[str]:
           "--mca", "btl", "self,tcp", "--mca", "btl_tcp_if_include", "lo", *argv]
 
 
-def session(sid: int) -> dict[int, bool]:
+def _session(sid: int) -> dict[int, bool]:
   """The processes of session `sid`: pid -> whether it has ended (a zombie its parent has not reaped)."""
   found = {}
   for name in os.listdir("/proc"):
@@ -46,7 +46,7 @@ def session(sid: int) -> dict[int, bool]:
 
 
 def _signal(sid: int, sig: int) -> None:
-  for pid, ended in session(sid).items():
+  for pid, ended in _session(sid).items():
     if ended: continue
     try: os.kill(pid, sig)
     except ProcessLookupError: pass
@@ -66,7 +66,7 @@ def run(argv: list[str], timeout: float | None = None, grace_s: float = GRACE_S,
         out, err = p.communicate(timeout=POLL_S)
         break
       except subprocess.TimeoutExpired: pass
-      now, ranks = time.monotonic(), session(p.pid)
+      now, ranks = time.monotonic(), _session(p.pid)
       ranks.pop(p.pid, None)
       if timeout is not None and now - start > timeout:
         _signal(p.pid, signal.SIGKILL)
