@@ -9,7 +9,7 @@ Usage: python bench/allreduce.py [--nic bnxt|mlx5] [SIZE ...]   (bytes of float3
                              (the mean over the timed iterations, after one untimed; `algbw` is printed beside it)
 Run as `python bench/allreduce.py rank SIZE ...` it is one rank (started by mpirun), printing its times.
 """
-import json, os, subprocess, sys, time
+import json, os, sys, time
 from pathlib import Path
 from common import emit, skipped
 from rdma_udp import udp_throughput
@@ -38,12 +38,12 @@ def rank(sizes: list[int]) -> None:
 
 
 def main(nic: str, sizes: list[int]) -> None:
-  from compute.distributed.launch import local_mpirun
+  from compute.distributed.launch import local_mpirun, run
   mbps, loss = udp_throughput(4 << 20)
   emit("udp/throughput_mbps", mbps, "MB/s", size=4 << 20, loss=round(loss, 4))
   for n in (2, 3):
-    r = subprocess.run(local_mpirun(n, [sys.executable, __file__, "rank", *map(str, sizes)]), cwd=ROOT, capture_output=True,
-                       text=True, timeout=600, env={**os.environ, "HCQ_NIC": nic})
+    r = run(local_mpirun(n, [sys.executable, __file__, "rank", *map(str, sizes)]), timeout=600, cwd=ROOT,
+            env={**os.environ, "HCQ_NIC": nic})
     got = [json.loads(l) for l in r.stdout.splitlines() if l.startswith("{")]
     if r.returncode or len(got) != len(sizes):
       skipped("allreduce/busbw_mbps", f"mpirun -np {n} failed: {(r.stderr or r.stdout).strip()[-400:]}", ranks=n, nic=nic)

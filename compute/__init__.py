@@ -15,7 +15,7 @@ Modules import only modules of lower layers (tests/compute/test_imports.py check
   movement, indexing, nnops, sorting, inplace  Tensor's mixins, each on the one before: views, indexing, ops, sort, in-place
   tensor             Tensor (on all of the above), no_grad
   nn, optim, jit     layers and optimizers; capture and replay (on tensor and the queue API's Graph)
-  distributed.launch, distributed.ring  the mpirun line for ranks on this host; the collectives' data plane (drivers.rdma)
+  distributed.launch, distributed.ring  mpirun for ranks on this host (run: never outliving them); the collectives' data plane (drivers.rdma)
   distributed.group  a rank's devices, its links to the other ranks and their bootstrap
   distributed        collectives between mpirun's ranks, shaped like torch.distributed (import it: it needs mpi4py)
 """

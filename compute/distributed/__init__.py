@@ -4,28 +4,31 @@ moves GPU to GPU by RDMA WRITE over hcq's NICs (drivers/rdma), MPI only bootstra
   mpirun -np 2 python script.py          # as root add --allow-run-as-root; on a small machine --oversubscribe
   from compute import Tensor, distributed as dist
   dist.init()                            # rank and world size from mpirun's environment; connects every pair of ranks
-  t = Tensor([1.0, 2.0], device=dist.device())
+  t = Tensor([1.0, 2.0])                 # on this rank's device, dist.device(): init() made it the default device
   dist.all_reduce(t)                     # t (updated in place, and returned) is the sum over the ranks
   dist.broadcast(t, src=0); dist.all_gather(parts, t); dist.send(t, dst=1); dist.recv(t, src=0); dist.barrier()
   dist.destroy_process_group()           # also done at exit
 
 Reduction ops are torch's ReduceOp names: "sum", "product", "min", "max" and "avg" (floating point only); the
-reductions run on the rank's GPU (a compute kernel per chunk). Tensors must be on the rank's device (`device()`);
-results are outside the autograd graph. all_reduce is a ring all-reduce (reduce-scatter then all-gather, each chunk
+reductions run on the rank's GPU (a compute kernel per chunk). Tensors must be on the rank's device (`device()`,
+the process's default device from init() on, as torch.cuda.set_device(local_rank) after torchrun); results are outside
+the autograd graph. all_reduce is a ring all-reduce (reduce-scatter then all-gather, each chunk
 one RDMA WRITE into the next rank's landing slots); all_gather is the ring's second half; broadcast is a pipelined
 chain from `src` along the ring; send/recv use the link between the two ranks. A rank that dies or stops answering
 makes the collective fail on the others with a DistributedError naming it and the collective, after at most
-`timeout_s` (HCQ_DIST_TIMEOUT_S, default 60) without progress. Devices: compute/distributed/group.py; the wire
-protocol: compute/distributed/ring.py.
+`timeout_s` (HCQ_DIST_TIMEOUT_S, default 60) without progress. A rank that raises an exception it does not catch
+ends the whole job at once (init() installs a sys.excepthook that prints it, then calls MPI_Abort): left alone, the
+rank would wait in MPI_Finalize for the others while they wait for it in a collective. Devices:
+compute/distributed/group.py; the wire protocol: compute/distributed/ring.py.
 """
 from __future__ import annotations
-import atexit
+import atexit, sys
 from math import prod
 from typing import Callable
 
 from compute.dtypes import DType
 from compute.lazy import LazyBuffer, Ops
-from compute.runtime import Buffer
+from compute.runtime import Buffer, Device
 from compute.tensor import Tensor
 from compute.distributed.group import Group, place
 from compute.distributed.ring import CHUNK, DistributedError, Plan, Recv
@@ -50,12 +53,28 @@ stats = {"staging_copies": 0, "staging_bytes": 0}   # copies between the GPU and
 
 def init(timeout_s: float | None = None) -> None:
   """Join the job: rank and world size from mpirun's environment (a job of one without it), open this rank's GPU and
-  NIC and connect to every other rank (bootstrapped through mpi4py's allgather). `timeout_s`: how long a collective
-  waits without progress before it fails (default HCQ_DIST_TIMEOUT_S, else 60)."""
-  global _group
+  NIC, make the GPU the process's default device and connect to every other rank (bootstrapped through mpi4py's
+  allgather). In a job of several, an exception no one catches from here on aborts the job (MPI_Abort) once printed.
+  `timeout_s`: how long a collective waits without progress before it fails (default HCQ_DIST_TIMEOUT_S, else 60)."""
+  global _group, _excepthook
   if _group is not None: raise RuntimeError("compute.distributed is initialized already; destroy_process_group() first")
+  if place().world_size > 1 and _excepthook is None: _excepthook, sys.excepthook = sys.excepthook, _abort_job
   _group = Group(timeout_s)
+  Device.DEFAULT = _group.device_name
   atexit.register(destroy_process_group)
+
+
+_excepthook = None    # the sys.excepthook that _abort_job replaced (a rank of a job of several keeps _abort_job)
+
+
+def _abort_job(kind, value, tb) -> None:
+  """sys.excepthook of a rank: the exception as Python prints it, then MPI_Abort, which makes mpirun end every rank.
+  (Python's exit would run MPI_Finalize, which waits for every rank to finalize: the others wait in their collective
+  for this rank, until their timeout.)"""
+  _excepthook(kind, value, tb)
+  sys.stderr.flush()
+  from mpi4py import MPI
+  MPI.COMM_WORLD.Abort(1)
 
 
 def is_initialized() -> bool: return _group is not None
@@ -69,7 +88,7 @@ def _g() -> Group:
 def rank() -> int: return _g().rank if _group is not None else place().rank
 def world_size() -> int: return _g().world_size if _group is not None else place().world_size
 def device() -> str:
-  """This rank's device (DEV, or the emulated GPU with the rank's local index)."""
+  """This rank's device (DEV, or the emulated GPU with the rank's local index): the default device after init()."""
   return _g().device_name
 
 

@@ -6,6 +6,7 @@ itself (seeded by size and rank).
   python distributed_worker.py mismatch      rank 0 all-reduces 1000 elements, the others 2000: each must say so
   python distributed_worker.py die           rank 1 kills itself in the middle of a 1 MiB all_reduce; the others
                                              report the error they get
+  python distributed_worker.py raise         rank 1 raises before its first collective (its excepthook aborts the job)
 """
 import faulthandler, json, os, signal, sys
 import numpy as np
@@ -106,8 +107,15 @@ def die() -> None:
   report("error", False, "all_reduce returned")
 
 
+def fail() -> None:
+  """Rank 1 raises (and no one catches it) while the others start an all_reduce."""
+  if dist.rank() == 1: raise RuntimeError("rank 1 fails before its first collective")
+  dist.all_reduce(Tensor(np.ones(1000, np.float32)))
+  report("all_reduce returned", False)
+
+
 if __name__ == "__main__":
   faulthandler.dump_traceback_later(float(os.environ.get("WORKER_STACKS_AFTER_S", 240)), exit=True)   # a hang shows where
   dist.init()
-  {"collectives": collectives, "mismatch": mismatch, "die": die}[sys.argv[1]]()
+  {"collectives": collectives, "mismatch": mismatch, "die": die, "raise": fail}[sys.argv[1]]()
   dist.destroy_process_group()

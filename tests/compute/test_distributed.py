@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from compute.distributed import launch as launcher
 from compute.distributed.launch import local_mpirun
 
 WORKER = Path(__file__).with_name("distributed_worker.py")
@@ -14,15 +15,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def run(argv: list[str], timeout: float, **env) -> subprocess.CompletedProcess:
-  """Run mpirun (in its own process group); past `timeout` the group is killed and the test fails with the output."""
-  p = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-                       env={**os.environ, **env})
-  try: out, err = p.communicate(timeout=timeout)
-  except subprocess.TimeoutExpired:
-    os.killpg(p.pid, signal.SIGKILL)
-    out, err = p.communicate()
-    pytest.fail(f"mpirun ran past {timeout} s:\n{out[-3000:]}\n{err[-6000:]}")
-  return subprocess.CompletedProcess(argv, p.returncode, out, err)
+  """Run mpirun through compute.distributed.launch; past `timeout` it is killed and the test fails with the output."""
+  try: return launcher.run(argv, timeout, cwd=ROOT, env={**os.environ, **env})
+  except subprocess.TimeoutExpired as e: pytest.fail(f"mpirun ran past {timeout} s:\n{(e.stdout or '')[-3000:]}\n{(e.stderr or '')[-6000:]}")
 
 
 def launch(n: int, what: str, timeout: float = 600, recovery: bool = False, **env) -> tuple[subprocess.CompletedProcess, list[dict]]:
@@ -97,9 +92,42 @@ def test_a_rank_that_dies_mid_all_reduce_fails_the_others_naming_it():
   assert not checks_of(lines, 1)
 
 
+def test_a_rank_that_raises_before_its_first_collective_ends_the_job_with_its_error():
+  """Its excepthook prints the error and calls MPI_Abort: the job ends long before rank 0's all_reduce would give up
+  on it (HCQ_DIST_TIMEOUT_S=900, past the launch's timeout), and no other rank reports an error of its own."""
+  r, lines = launch(2, "raise", timeout=300, HCQ_DIST_TIMEOUT_S="900", WORKER_STACKS_AFTER_S="900")
+  assert r.returncode != 0 and not lines, (r.stdout[-3000:], r.stderr[-3000:])
+  assert "RuntimeError: rank 1 fails before its first collective" in r.stderr, r.stderr[-3000:]
+  assert "MPI_ABORT was invoked on rank 1" in r.stderr and "DistributedError" not in r.stderr, r.stderr[-3000:]
+
+
+def test_the_launcher_ends_an_mpirun_that_outlives_its_ranks(tmp_path):
+  """Each rank leaves a file and stops mpirun (SIGSTOP: like the prterun seen hanging after a rank failed, it ignores
+  SIGTERM then); once mpirun has been up grace_s past its last rank, launch.run ends it: SIGTERM, then SIGKILL."""
+  stop = "import os, signal, sys; open(sys.argv[1] + str(os.getpid()), 'w').close(); os.kill(os.getppid(), signal.SIGSTOP)"
+  r = launcher.run(local_mpirun(2, [sys.executable, "-c", stop, str(tmp_path / "rank-")]), timeout=120, grace_s=1)
+  assert r.returncode == -signal.SIGKILL, (r.returncode, r.stdout[-2000:], r.stderr[-2000:])
+  assert "launch: mpirun was still up 1 s after its last rank ended: ended it (SIGTERM, then SIGKILL)" in r.stderr
+  assert list(tmp_path.glob("rank-*")), "no rank ran"
+
+
+def test_the_readme_example_runs_on_two_ranks_each_on_its_own_gpu(tmp_path):
+  """README.md's compute.distributed block as written (no device named anywhere): after init() each rank's default
+  device is its own GPU, the emulated MOCKPCI+AMD with the local rank's index."""
+  section = (ROOT / "README.md").read_text().split("### compute.distributed", 1)[1]
+  script = tmp_path / "example.py"
+  script.write_text(re.search(r"^```python\n(.*?)^```", section, re.S | re.M).group(1))
+  r = run(local_mpirun(2, [sys.executable, str(script)]), 600, DEV="")
+  assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+  got = {int(k): (dev, json.loads(x)) for k, dev, x in re.findall(r"^rank (\d) of 2 on (\S+): (\[.*\])$", r.stdout, re.M)}
+  want = np.sum([np.arange(4, dtype=np.float32) * (k + 1) for k in range(2)], 0).tolist()
+  assert got == {0: ("MOCKPCI+AMD", want), 1: ("MOCKPCI+AMD:1", want)}, r.stdout
+
+
 def test_ddp_digits_on_two_ranks_reaches_one_ranks_accuracy():
   """examples/ddp_digits.py averages the gradients of the two halves of each batch: the one-rank step on the whole batch."""
-  one = run([sys.executable, "examples/digits.py", "2"], 600, DEV="MOCKPCI+AMD")
+  one = subprocess.run([sys.executable, "examples/digits.py", "2"], cwd=ROOT, capture_output=True, text=True, timeout=600,
+                       env={**os.environ, "DEV": "MOCKPCI+AMD"})
   assert one.returncode == 0, one.stderr[-3000:]
   one = float(re.search(r"test accuracy ([\d.]+)%", one.stdout).group(1)) / 100
   r = run(local_mpirun(2, [sys.executable, "examples/ddp_digits.py", "2"]), 600)
@@ -179,12 +207,13 @@ def test_the_chain_and_the_gather_plans_bring_every_rank_the_data(n):
 def test_a_job_of_one_needs_no_mpi_and_bad_calls_are_refused(monkeypatch):
   for name in ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"): monkeypatch.delenv(name, raising=False)
   monkeypatch.setenv("DEV", "CPU")
-  from compute import Tensor
+  from compute import Device, Tensor
   from compute import distributed as dist
+  monkeypatch.setattr(Device, "_default", Device._default)   # init() sets this process's default device
   with pytest.raises(RuntimeError, match="not initialized: call compute.distributed.init"): dist.all_reduce(Tensor([1.0]))
   dist.init()
   try:
-    assert (dist.rank(), dist.world_size(), dist.device()) == (0, 1, "CPU")
+    assert (dist.rank(), dist.world_size(), dist.device(), Device.DEFAULT) == (0, 1, "CPU", "CPU")
     t = Tensor([1.0, 2.0])
     assert dist.all_reduce(t) is t and t.tolist() == [1.0, 2.0]
     with pytest.raises(ValueError, match="unknown op 'mean'; ops are torch's ReduceOp names: sum, avg, product, min, max"):
