@@ -33,6 +33,15 @@ def test_boot_through_the_bridge_runs_a_kernel(dev):
   assert vadd_ok(dev)
 
 
+def test_a_second_driver_instance_runs_its_own_commands_not_the_first_ones():
+  # VRAM keeps the first instance's rings and their control pages (read and write pointers); the engines poll the write
+  # pointer as soon as their queue is enabled, so the second instance zeroes both in VRAM before it enables them
+  for partial in (False, True):
+    d = boot()
+    try: assert d.iface.core.partial_boot == partial and vadd_ok(d)
+    finally: d.close()
+
+
 def test_usb_placement_rules(dev):
   # amd_driver.md 1.2.1: every allocation in VRAM; compute ring 0x2000 B, SDMA ring 1 MB, kernargs 8 KB, signals 0x100 B
   assert not dev.iface.pci._dma                                          # no host memory was ever asked for
