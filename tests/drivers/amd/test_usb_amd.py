@@ -42,6 +42,15 @@ def test_a_second_driver_instance_runs_its_own_commands_not_the_first_ones():
     finally: d.close()
 
 
+@pytest.mark.parametrize("queue", ["copy_queue", "compute_queue"])
+def test_a_queue_signal_is_seen_by_a_wait_with_an_explicit_timeout(dev, queue):
+  # signals live in VRAM and the host polls its copy of them, read back at every look of a wait, timed or not
+  s = dev.new_signal(0)
+  getattr(dev, queue)().signal(s, 7).submit()
+  s.wait(7, timeout_ms=20_000)
+  assert s.value == 7
+
+
 def test_usb_placement_rules(dev):
   # amd_driver.md 1.2.1: every allocation in VRAM; compute ring 0x2000 B, SDMA ring 1 MB, kernargs 8 KB, signals 0x100 B
   assert not dev.iface.pci._dma                                          # no host memory was ever asked for
