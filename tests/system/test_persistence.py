@@ -15,7 +15,7 @@ NO_KERNELS = {"MOCK+QCOM"}      # README, "Qualcomm Adreno GPUs": copies, signal
 CHILD_TIMEOUT_S = 300           # a child that hangs fails the test instead of stalling it
 
 OPEN = r"""
-import sys, numpy as np
+import numpy as np
 from drivers.hcq import open_device
 from tests.hcq.contract import check_copies
 dev = open_device({dev!r})
