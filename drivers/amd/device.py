@@ -214,9 +214,11 @@ class AMDDevice(Device):
     kernels = [k.kernel.name for k in self.compute_ring.pending() if isinstance(k, AMDKernArgs)] if self.compute_ring else []
     return fault + (f" while running kernel {kernels[0]}" if kernels else "")
 
-  def _progress(self) -> tuple:
+  def _refresh(self) -> None:
     # an interface whose memory the host sees only by reading it back (drivers/amd/usb.py) reads it now
     if (refresh := getattr(self.iface, "refresh", None)) is not None: refresh()
+
+  def _progress(self) -> tuple:
     return tuple(r.rptr for r in (self.compute_ring, self.sdma_ring) if r is not None)
 
   def _stop_queues(self) -> None:

@@ -99,8 +99,12 @@ class PCIIface:
     ring, ctl = self._queue_memory(kind, ring_size)
     rptr_va, wptr_va = ctl.va, ctl.va + 8
     block = {"compute": self.core.gfx, "sdma": self.core.sdma}[kind]
-    doorbell = block.setup_ring(ring.va, ring_size, rptr_va, wptr_va)
+    # the engine polls its write pointer from the moment the queue is enabled: both pointers read 0 in memory first,
+    # whatever it held (VRAM keeps an earlier process's queue), as amdgpu_ring.c amdgpu_ring_init zeroes them
     words = ctl.view.cast("Q")
+    words[0] = words[1] = 0
+    self.before_doorbell()
+    doorbell = block.setup_ring(ring.va, ring_size, rptr_va, wptr_va)
     return QueueDesc(ring, words[0:1], words[1:2], self.core.doorbells, doorbell, (kind, ring, ctl))
 
   def _queue_memory(self, kind: str, ring_size: int) -> tuple[AMDMemory, AMDMemory]:

@@ -97,11 +97,11 @@ class USBStaging:
       window = bytearray(WINDOW_SIZE)
       for i, (off, k) in enumerate(chunks):
         seq = first + i
-        if i >= WINDOWS: iface.wait_drained(dev, seq - WINDOWS, "copyin")
+        if i >= WINDOWS: iface.wait_drained(dev, seq - WINDOWS, done - 1, "copyin")
         window[:k] = data[off:off + k]
         window[-4:] = struct.pack("<I", SENTINEL | seq & 0xFFFFFF)
         pci.sram_write(i % WINDOWS, window)
-      iface.wait_drained(dev, first + len(chunks) - 1, "copyin")
+      iface.wait_drained(dev, first + len(chunks) - 1, done - 1, "copyin")
       dev.timeline.wait(done)
 
   def copyout(self, dest: memoryview, va: int) -> None:
@@ -118,7 +118,7 @@ class USBStaging:
           q.fence(iface.sys_buf_va + DRAIN_FENCE, first + i)
       done = dev.ordered_submit(dev.copy_queue(), work)
       for i, (off, k) in enumerate(chunks):
-        iface.wait_drained(dev, first + i, "copyout")
+        iface.wait_drained(dev, first + i, done - 1, "copyout")
         dest[off:off + k] = pci.sram_read(i % WINDOWS, -(-k // SECTOR) * SECTOR)[:k]
         iface.release(first + i)
       dev.timeline.wait(done)
@@ -218,8 +218,11 @@ class USBIface(PCIIface):
       if old[i] != new[i]: self.pci.xdata_write(SYS_BUF_XDATA + RELEASE + i, new[i:i + 1])
     self.released = seq
 
-  def wait_drained(self, device: AMDDevice, seq: int, what: str) -> None:
-    """Until the drain fence reaches `seq`; TimeoutError when it does not move for DRAIN_STALL_S."""
+  def wait_drained(self, device: AMDDevice, seq: int, after: int, what: str) -> None:
+    """Until the drain fence reaches `seq`; TimeoutError when it does not move for DRAIN_STALL_S once the engine is at
+    the copy. Before, it waits for the work the copy follows (timeline value `after`), as long as that takes
+    (Signal.wait's patience): a long kernel ahead of the copy is not a stuck drain."""
+    if self.drained < seq: device.timeline.wait(after)
     deadline = time.monotonic() + DRAIN_STALL_S
     while self.drained < seq:
       device.check_faults()

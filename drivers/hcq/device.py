@@ -14,7 +14,7 @@ What every device gets from drivers/hcq, so a vendor writes only what is its own
 A vendor supplies: `_alloc`/`_free`, `_signal_chunk`, `_kernarg_chunk`, `compute_queue`/`copy_queue` (its packet
 encoders, see Queue; hardware rings use drivers.hcq.ring.Ring), `program`, `ticks_to_us`, and optionally
 `_import_host` (existing host memory mapped for the device), `_bus_pages` and `_import_peer` (peer to peer),
-`_poll_faults`, `_progress`, `_stop_queues` and `_shutdown`.
+`_poll_faults`, `_refresh`, `_progress`, `_stop_queues` and `_shutdown`.
 drivers/cpu/device.py is the smallest complete example.
 """
 from __future__ import annotations
@@ -92,6 +92,9 @@ class Device:
   def copy_queue(self) -> Queue: raise NotImplementedError
   def program(self, name: str, lib: bytes) -> Program: raise NotImplementedError
   def ticks_to_us(self, ticks: int) -> float: raise NotImplementedError
+  def _refresh(self) -> None:
+    """Bring the host's view of memory the device writes (signals, read pointers) up to date, where the host sees
+    only a copy it reads back (a device behind a bus that maps none of its memory): `progress` does it first."""
   def _progress(self) -> tuple:
     """Values that change while the device works besides the timeline (e.g. its rings' read pointers)."""
     return ()
@@ -224,7 +227,9 @@ class Device:
     self.timeline.wait(self.timeline_value - 1, timeout_ms, stall_ms)
 
   def progress(self) -> tuple:
-    """Changes whenever the device moves forward: a wait that sees it change is not stuck."""
+    """Changes whenever the device moves forward: a wait that sees it change is not stuck. It reads back what the device
+    wrote first (`_refresh`), so what a wait looks at next is current."""
+    self._refresh()
     return (self.timeline.value, *self._progress())
 
   def report_fault(self, message: str) -> None:

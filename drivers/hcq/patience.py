@@ -14,19 +14,22 @@ NAP_MAX_S = 1e-4        # a polling wait sleeps at most this long between looks 
 
 class Patience:
   """The deadline of one polling wait. `progress()` returns anything that changes whenever the device moves forward
-  (a signal value, read pointers); with `timeout_ms` the deadline is absolute, else it is renewed at every change."""
+  (a signal value, read pointers); with `timeout_ms` the deadline is absolute, else it is renewed at every change.
+  progress() is called at every look in both cases: it is also what brings the host's copy of device-written memory up
+  to date where the host sees only a copy (Device.progress), so the waiter's next look sees what the device did."""
   def __init__(self, progress: Callable[[], object], timeout_ms: float | None = None, stall_ms: float | None = None,
                nap_max_s: float = NAP_MAX_S):
     self.absolute = timeout_ms is not None
     self.ms = timeout_ms if timeout_ms is not None else stall_ms if stall_ms is not None else STALL_MS
     self._progress, self._nap, self._nap_max = progress, 0.0, nap_max_s
-    self._seen = None if self.absolute else progress()
+    self._seen = progress()
     self._deadline = time.monotonic() + self.ms / 1000
 
   def expired(self) -> bool:
     """True once the deadline passed; without an explicit timeout, any progress since the last look renews it."""
     now = time.monotonic()
-    if not self.absolute and (p := self._progress()) != self._seen: self._seen, self._deadline = p, now + self.ms / 1000
+    if (p := self._progress()) != self._seen and not self.absolute: self._deadline = now + self.ms / 1000
+    self._seen = p
     return now > self._deadline
 
   def nap(self) -> None:

@@ -73,6 +73,10 @@ class IHv6_0(IPBlock):
     self.rmw(oss.regIH_RB_CNTL_RING1, RB_ENABLE=1)
     self.rptr = 0
 
+  # partial boot: the rings from scratch again, as ih_v6_0_resume does (it is ih_v6_0_hw_init): sw_init cleared them, so
+  # the read and write pointers an earlier instance left go back to 0 too
+  resume = hw_init
+
   def entries(self) -> list[Entry]:
     """New entries of ring 0 since the last call (the driver's read pointer then follows the write pointer)."""
     c = self.core
@@ -87,5 +91,6 @@ class IHv6_0(IPBlock):
     return out
 
   def hw_fini(self) -> None:
-    """Drain ring 0: the next instance starts with no stale entries."""
-    self.entries()
+    """Drain ring 0; a fault among what is left (one no wait collected) leaves the device in error state, so the next
+    instance resets it rather than resuming it."""
+    if any(e.is_fault for e in self.entries()): self.core.is_err_state = True

@@ -11,6 +11,7 @@ from drivers.hcq import open_device
 from drivers.system import DeviceBusyError, open_model
 from drivers.system import usb as system_usb
 from drivers.system.usb import ModelUSBPCIDevice
+from tests.drivers.amd.kernels import SRC
 from tests.drivers.amd.test_am import vadd_ok
 from tests.hcq.contract import check_copies
 
@@ -31,6 +32,24 @@ def test_boot_through_the_bridge_runs_a_kernel(dev):
   assert dev.arch == "gfx1100" and not dev.iface.core.partial_boot and usb.control_transfers > 1000
   assert [br.secondary() for br in usb.bridge.bridges] == [1, 2, 3, 4] and dev.iface.pci.function.bus_master
   assert vadd_ok(dev)
+
+
+def test_a_second_driver_instance_runs_its_own_commands_not_the_first_ones():
+  # VRAM keeps the first instance's rings and their control pages (read and write pointers); the engines poll the write
+  # pointer as soon as their queue is enabled, so the second instance zeroes both in VRAM before it enables them
+  for partial in (False, True):
+    d = boot()
+    try: assert d.iface.core.partial_boot == partial and vadd_ok(d)
+    finally: d.close()
+
+
+@pytest.mark.parametrize("queue", ["copy_queue", "compute_queue"])
+def test_a_queue_signal_is_seen_by_a_wait_with_an_explicit_timeout(dev, queue):
+  # signals live in VRAM and the host polls its copy of them, read back at every look of a wait, timed or not
+  s = dev.new_signal(0)
+  getattr(dev, queue)().signal(s, 7).submit()
+  s.wait(7, timeout_ms=20_000)
+  assert s.value == 7
 
 
 def test_usb_placement_rules(dev):
@@ -79,6 +98,18 @@ def test_a_drain_that_stops_is_a_timeout_naming_the_fence(monkeypatch):
                                            r"sys_buf\+0x800 stayed 0x\w+, waiting for 0x\w+\) for 0.2 s"):
       buf.copyin(bytes(3 << 18))
   finally: d.close(wait=False)
+
+
+def test_a_copy_behind_long_work_waits_for_it_before_the_drain_can_stall(dev, monkeypatch):
+  # the drain fence stands still while the SDMA engine waits for the work ahead of the copy: that is the timeline's wait
+  # (no progress for patience.STALL_MS); DRAIN_STALL_S counts once the engine is at the copy
+  monkeypatch.setattr(amd_usb, "DRAIN_STALL_S", 0.1)
+  n = 1 << 16
+  x = dev.alloc(4 * n)
+  x.copyin(np.zeros(n, np.int32).data)
+  add1 = dev.program("add1", dev.compiler.compile(SRC))
+  for _ in range(4): add1(x, global_size=(n // 64,), local_size=(64,))   # about a second of emulation ahead of the copy
+  assert np.array_equal(np.frombuffer(x.copyout(), np.int32), np.full(n, 4, np.int32))
 
 
 def test_no_host_memory_for_the_gpu(dev):
