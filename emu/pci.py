@@ -71,10 +71,8 @@ class DMASpace:
 
   def unmap(self, bus_addrs: list[int]) -> None:
     self.generation[0] += 1
-    for a in bus_addrs:
-      if a in self._runs:
-        del self._runs[a]
-        self._starts.remove(a)
+    gone = {a for a in bus_addrs if self._runs.pop(a, None) is not None}
+    if gone: self._starts = [a for a in self._starts if a not in gone]   # (one pass: a buffer of many pages is many runs)
 
   def _insert(self, start: int, view: memoryview) -> None:
     bisect.insort(self._starts, start)

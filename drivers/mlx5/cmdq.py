@@ -4,9 +4,10 @@ One 4 KiB page of 64-byte command slots (the init segment says how many and thei
 mailbox blocks: inputs past 16 bytes and outputs past 16 bytes go through chains of 512-byte data blocks, each with the
 next block's address, its number and the command's token. A chain is a linked list of any length (inlen and outlen are
 32-bit): a command that needs more blocks than the pool has (CREATE_MKEY of a large MR) gets a chain of its own for its
-run, as the kernel allocates messages past its caches (drivers/net/ethernet/mellanox/mlx5/core/cmd.c mlx5_alloc_cmd_msg). A command is handed over with status_own = 1 and a doorbell
-bit; the firmware clears bit 0 when done, with the delivery status in bits 1-7 and the command's status and syndrome
-in the first output bytes. MANAGE_PAGES uses the last slot (as the kernel does), everything else slot 0.
+run, as the kernel allocates messages past its caches (drivers/net/ethernet/mellanox/mlx5/core/cmd.c mlx5_alloc_cmd_msg).
+A command is handed over with status_own = 1 and a doorbell bit; the firmware clears bit 0 when done, with the delivery
+status in bits 1-7 and the command's status and syndrome in the first output bytes. MANAGE_PAGES uses the last slot (as
+the kernel does), everything else slot 0.
 """
 from __future__ import annotations
 
