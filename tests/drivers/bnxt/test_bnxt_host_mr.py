@@ -113,3 +113,26 @@ def test_a_1_gib_mr_of_4_kib_pages_registers_and_takes_writes_at_both_ends(nic):
   finally:
     hw.deregister()
     nic.provider.free(mem)
+
+
+def test_a_1_gib_mr_over_one_bus_run_takes_1_gib_pages(nic, monkeypatch):
+  """Existing memory the model maps at one bus run (as an IOMMU does): the MR names it in 1 GiB pages (both NICs take
+  them), one or two (where the run does not start on a 1 GiB boundary) instead of 262144 pages of 4 KiB."""
+  p, size, asked = Pair(nic), 1 << 30, []
+  real = nic.provider.reg_mr
+  def reg_mr(pd, pages, page_size, iova, length, access):
+    if length == size: asked.append((pages, page_size))
+    return real(pd, pages, page_size, iova, length, access)
+  monkeypatch.setattr(nic.provider, "reg_mr", reg_mr)
+  backing = mmap.mmap(-1, size)
+  mr = p.pd.reg_mr(backing, RW)
+  ((pages, page_size),) = asked
+  start = mr.mapped.bus_addrs[0]
+  assert page_size == size and pages == [start - start % size + size * i for i in range(1 + bool(start % size))]
+  src, back = p.mr(8192, fill=True), p.mr(8192)
+  for at in (0, size - 8192, size // 2 - 100):
+    p.write(src, mr, offset=at)
+    assert backing[at:at + 8192] == bytes(src.view)
+    p.write(back, mr, offset=at, opcode=WROpcode.RDMA_READ)
+    assert bytes(back.view) == bytes(src.view)
+  mr.dereg()
