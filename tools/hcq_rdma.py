@@ -7,8 +7,8 @@
                    --remote-cmd CMD) [--remote-nic NIC] [--remote-ip IP] [-s N | -a] [-n K] [--read] [--report_gbits] [--json]
       this NIC to another one whose side `hcq-rdma serve` runs: over ssh (BatchMode), as a local subprocess (emulated
       NICs on one machine), or as any command whose stdin/stdout carry the control channel
-  hcq-rdma serve --nic NIC --pci BUS [--ip IP]
-      the other side: the control channel on stdin/stdout, messages on stderr
+  hcq-rdma serve --nic NIC --pci BUS [--ip IP] [--max-size N]
+      the other side: the control channel on stdin/stdout, messages on stderr; its hello advertises --max-size (1G)
 
 Each size is one row of perftest's ib_write_bw table: bandwidth in MB/sec of 2^20 bytes (Gb/sec of 10^9 bits with
 --report_gbits), the message rate in Mpps; -a runs every power of two from 2 B to 8 MiB, as `ib_write_bw -a` does.
@@ -16,9 +16,9 @@ Each size is one row of perftest's ib_write_bw table: bandwidth in MB/sec of 2^2
 The control channel is JSON lines (drivers/rdma/exchange.py checks every field): the server says hello (its QPN,
 PSN, GID, MAC, MTU and the largest MR it registers), the client answers with its own and the largest size it writes,
 the server registers that MR and says where it is (ready); for each size the client WRITEs into it (sending progress
-while it does), asks the server to verify that many bytes by CRC-32 and optionally READs them back; then it says bye. A malformed, hostile or
-silent peer ends the tool within --timeout with one line on stderr and exit status 1; the client never writes
-outside the MR the peer registered for it.
+while it does), asks the server to verify that many bytes by CRC-32 and optionally READs them back; then it says bye.
+A malformed, hostile or silent peer ends the tool within --timeout with one line on stderr and exit status 1; the
+client never writes outside the MR the peer registered for it.
 """
 from __future__ import annotations
 import argparse, json, os, re, secrets, select, shlex, signal, subprocess, sys, time, zlib
@@ -208,7 +208,8 @@ class Report:
     self.rows.append(res)
     scale = UNITS[self.gbits][1]
     if self.json: print(json.dumps(res.json(self.gbits)), flush=True)
-    else: print(f" {res.size:<11}{res.iters:<14}{res.peak_bytes_per_s / scale:<19.2f}{res.bytes_per_s / scale:<22.2f}{res.mpps:.6f}", flush=True)
+    else: print(f" {res.size:<11}{res.iters:<14}{res.peak_bytes_per_s / scale:<19.2f}{res.bytes_per_s / scale:<22.2f}"
+                f"{res.mpps:.6f}", flush=True)
 
   def end(self) -> int:
     """The exit status: 0 when every size's data was verified."""
