@@ -25,7 +25,7 @@ def write_bw(size: int, nic: str = "bnxt", pci: str = "mock-0", remote_pci: str 
                       "--size", str(size), "--iters", str(iters), "--depth", str(DEPTH), "--json"],
                      capture_output=True, text=True, timeout=600)
   if r.returncode: raise RuntimeError(f"hcq-rdma connect failed: {r.stderr.strip()}")
-  return json.loads(r.stdout.splitlines()[-1])["gbps"] * 1e3
+  return json.loads(r.stdout.splitlines()[-1])["gbytes_per_s"] * 1e3
 
 
 class Side:

@@ -71,10 +71,12 @@ class DMASpace:
 
   def unmap(self, bus_addrs: list[int]) -> None:
     self.generation[0] += 1
-    for a in bus_addrs:
-      if a in self._runs:
-        del self._runs[a]
-        self._starts.remove(a)
+    gone = [a for a in bus_addrs if self._runs.pop(a, None) is not None]
+    if len(gone) < 64:
+      for a in gone: del self._starts[bisect.bisect_left(self._starts, a)]
+    else:                                            # (a buffer of many scattered pages: one pass, not one per page)
+      drop = set(gone)
+      self._starts = [a for a in self._starts if a not in drop]
 
   def _insert(self, start: int, view: memoryview) -> None:
     bisect.insort(self._starts, start)

@@ -1,21 +1,24 @@
 """hcq-rdma: RDMA WRITE between queue pairs of hcq's NICs (real or emulated), measured like perftest's ib_write_bw.
 
-  hcq-rdma loopback --nic NIC --pci BUS [--ip IP] [--size N] [--iters K] [--json]
+  hcq-rdma loopback --nic NIC --pci BUS [--ip IP] [-s N | -a] [-n K] [--report_gbits] [--json]
       two QPs on one NIC through its loopback (bnxt: PHY loopback; mlx5: the NIC's internal loopback): WRITE a random
       buffer K times, verify it, loopback off again
   hcq-rdma connect --nic NIC --pci BUS [--ip IP] (--remote USER@HOST --remote-pci BUS | --local --remote-pci BUS |
-                   --remote-cmd CMD) [--remote-nic NIC] [--remote-ip IP] [--size N] [--iters K] [--read] [--json]
+                   --remote-cmd CMD) [--remote-nic NIC] [--remote-ip IP] [-s N | -a] [-n K] [--read] [--report_gbits] [--json]
       this NIC to another one whose side `hcq-rdma serve` runs: over ssh (BatchMode), as a local subprocess (emulated
       NICs on one machine), or as any command whose stdin/stdout carry the control channel
-  hcq-rdma serve --nic NIC --pci BUS [--ip IP]
-      the other side: the control channel on stdin/stdout, messages on stderr
+  hcq-rdma serve --nic NIC --pci BUS [--ip IP] [--max-size N]
+      the other side: the control channel on stdin/stdout, messages on stderr; its hello advertises --max-size (1G)
+
+Each size is one row of perftest's ib_write_bw table: bandwidth in MB/sec of 2^20 bytes (Gb/sec of 10^9 bits with
+--report_gbits), the message rate in Mpps; -a runs every power of two from 2 B to 8 MiB, as `ib_write_bw -a` does.
 
 The control channel is JSON lines (drivers/rdma/exchange.py checks every field): the server says hello (its QPN,
-PSN, GID, MAC, MTU and the largest MR it registers), the client answers with its own and the size it writes, the
-server registers that MR and says where it is (ready), the client WRITEs into it (sending progress while it does),
-asks the server to verify the bytes by CRC-32, optionally READs them back, and says bye. A malformed, hostile or
-silent peer ends the tool within --timeout with one line on stderr and exit status 1; the client never writes
-outside the MR the peer registered for it.
+PSN, GID, MAC, MTU and the largest MR it registers), the client answers with its own and the largest size it writes,
+the server registers that MR and says where it is (ready); for each size the client WRITEs into it (sending progress
+while it does), asks the server to verify that many bytes by CRC-32 and optionally READs them back; then it says bye.
+A malformed, hostile or silent peer ends the tool within --timeout with one line on stderr and exit status 1; the
+client never writes outside the MR the peer registered for it.
 """
 from __future__ import annotations
 import argparse, json, os, re, secrets, select, shlex, signal, subprocess, sys, time, zlib
@@ -27,9 +30,12 @@ import numpy as np
 from drivers.rdma import (Access, Context, Endpoint, ProtocolError, RemoteMR, SendWR, VerbsError, WROpcode, open_context,
                           rdma_vendors)
 from drivers.rdma.exchange import BOOL, MAX_LINE, TEXT, U32, check, choice, decode, size as size_field
+from drivers.system.pci import MOCK_BUS
 
-VERSION = 1
+VERSION = 2                        # 2: a verify per size (-a), of any size up to the registered one
 MAX_SIZE = 1 << 30                 # the largest buffer a transfer moves (a WR is at most 2^31 - 1 bytes)
+ALL_SIZES = [1 << k for k in range(1, 24)]   # -a: 2 B ... 8 MiB, as perftest's -a
+UNITS = {False: ("MB/sec", 1 << 20), True: ("Gb/sec", 10**9 / 8)}   # perftest: MB = 2^20 bytes; --report_gbits: 10^9 bits
 DEPTH, MAX_DEPTH = 16, 64          # WRITEs in flight: by default, at most (the send queue and CQ are sized for it)
 PROGRESS_S = 1.0                   # the client reports progress this often; the bar appears after this long
 DEFAULT_IP, DEFAULT_REMOTE_IP = "10.0.0.1", "10.0.0.2"
@@ -38,7 +44,8 @@ HELLO_SERVER = {**Endpoint.FIELDS, "version": choice((VERSION,), f"protocol vers
                 "max_size": size_field(1, MAX_SIZE)}
 HELLO_CLIENT = {**Endpoint.FIELDS, "version": choice((VERSION,), f"protocol version {VERSION}"),
                 "size": size_field(1, MAX_SIZE), "read": BOOL}
-READY, PROGRESS, VERIFY, VERIFIED = RemoteMR.FIELDS, {"bytes": size_field(0, 1 << 62)}, {"crc32": U32, "size": size_field(1, MAX_SIZE)}, {"crc32": U32}
+READY, PROGRESS, VERIFIED = RemoteMR.FIELDS, {"bytes": size_field(0, 1 << 62)}, {"crc32": U32}
+VERIFY = {"crc32": U32, "size": size_field(1, MAX_SIZE)}
 
 
 class ToolError(Exception):
@@ -102,9 +109,9 @@ class Result:
   @property
   def bytes(self) -> int: return self.size * self.iters
   @property
-  def gbps(self) -> float: return self.bytes / self.seconds / 1e9
+  def bytes_per_s(self) -> float: return self.bytes / self.seconds
   @property
-  def peak_gbps(self) -> float: return self.size * min(self.depth, self.iters) / self.peak_s / 1e9
+  def peak_bytes_per_s(self) -> float: return self.size * min(self.depth, self.iters) / self.peak_s
   @property
   def mpps(self) -> float: return self.iters / self.seconds / 1e6
 
@@ -112,10 +119,12 @@ class Result:
     s = sorted(self.lat_us)
     return s[min(len(s) - 1, int(p / 100 * len(s)))]
 
-  def json(self) -> dict:
+  def json(self, gbits: bool) -> dict:
+    unit, scale = ("gbits_per_s", 1e9 / 8) if gbits else ("gbytes_per_s", 1e9)
     return {"verified": self.verified, "bytes": self.bytes, "size": self.size, "iters": self.iters, "seconds": round(self.seconds, 6),
-            "gbps": round(self.gbps, 6), "gbps_peak": round(self.peak_gbps, 6), "msg_rate_mpps": round(self.mpps, 6),
-            "lat_us": {"p50": round(self.percentile(50), 3), "p99": round(self.percentile(99), 3)}, **self.extra}
+            unit: round(self.bytes_per_s / scale, 6), f"{unit}_peak": round(self.peak_bytes_per_s / scale, 6),
+            "msg_rate_mpps": round(self.mpps, 6), "lat_us": {"p50": round(self.percentile(50), 3), "p99": round(self.percentile(99), 3)},
+            **self.extra}
 
 
 class Progress:
@@ -177,47 +186,76 @@ def random_fill(view: memoryview) -> None: view[:] = np.random.default_rng().byt
 
 
 # --- output
-def report(res: Result, args: argparse.Namespace, title: str) -> None:
-  if args.json:
-    print(json.dumps(res.json()))
-    return
-  rule = "-" * 87
-  print(rule)
-  print(f" RDMA_Write BW Test ({title})")
-  print(f" Number of qps : 1   Transport type : IB (RoCEv2)   Connection type : RC   TX depth : {args.depth}")
-  print(rule)
-  print(f" {'#bytes':<11}{'#iterations':<14}{'BW peak[GB/sec]':<19}{'BW average[GB/sec]':<22}{'MsgRate[Mpps]'}")
-  print(f" {res.size:<11}{res.iters:<14}{res.peak_gbps:<19.6f}{res.gbps:<22.6f}{res.mpps:.6f}")
-  print(rule)
-  print(f" latency [usec]: p50 {res.percentile(50):.2f}   p99 {res.percentile(99):.2f}")
-  print(f" data {'verified' if res.verified else 'NOT verified'}" + "".join(f"   {k}: {v}" for k, v in res.extra.items()))
+RULE = "-" * 87
+
+
+class Report:
+  """perftest's table on stdout, a row as each size ends (with --json: one object a line, one per size)."""
+  def __init__(self, args: argparse.Namespace):
+    self.json, self.gbits, self.depth = args.json, args.report_gbits, args.depth
+    self.rows: list[Result] = []
+
+  def start(self, title: str) -> None:
+    if self.json: return
+    unit = UNITS[self.gbits][0]
+    print(RULE)
+    print(f" RDMA_Write BW Test ({title})")
+    print(f" Number of qps : 1   Transport type : IB (RoCEv2)   Connection type : RC   TX depth : {self.depth}")
+    print(RULE)
+    print(f" {'#bytes':<11}{'#iterations':<14}{f'BW peak[{unit}]':<19}{f'BW average[{unit}]':<22}{'MsgRate[Mpps]'}", flush=True)
+
+  def row(self, res: Result) -> None:
+    self.rows.append(res)
+    scale = UNITS[self.gbits][1]
+    if self.json: print(json.dumps(res.json(self.gbits)), flush=True)
+    else: print(f" {res.size:<11}{res.iters:<14}{res.peak_bytes_per_s / scale:<19.2f}{res.bytes_per_s / scale:<22.2f}"
+                f"{res.mpps:.6f}", flush=True)
+
+  def end(self) -> int:
+    """The exit status: 0 when every size's data was verified."""
+    bad = [str(r.size) for r in self.rows if not r.verified]
+    if not self.json:
+      print(RULE)
+      verdict = f"NOT verified (sizes {', '.join(bad)})" if bad else "verified"
+      if len(self.rows) == 1:       # one size: its latency and what the other side said
+        res = self.rows[0]
+        print(f" latency [usec]: p50 {res.percentile(50):.2f}   p99 {res.percentile(99):.2f}")
+        verdict += "".join(f"   {k}: {v}" for k, v in res.extra.items())
+      print(f" data {verdict}")
+    return 1 if bad else 0
+
+
+def sizes(args: argparse.Namespace) -> list[int]: return ALL_SIZES if args.all else [args.size]
 
 
 # --- commands
 def cmd_loopback(args: argparse.Namespace) -> int:
   ctx = open_context(args.nic, args.pci, ip=args.ip)
+  out = Report(args)
   try:
     ctx.set_loopback(True)
-    try: res = _loopback(ctx, args)
+    try: _loopback(ctx, args, out)
     finally: ctx.set_loopback(False)
   finally: ctx.close()
-  report(res, args, f"loopback on {ctx.name}")
-  return 0 if res.verified else 1
+  return out.end()
 
 
-def _loopback(ctx: Context, args: argparse.Namespace) -> Result:
+def _loopback(ctx: Context, args: argparse.Namespace, out: Report) -> None:
   pd, cq = ctx.alloc_pd(), ctx.create_cq(2 * MAX_DEPTH)
   tx, rx = pd.create_qp(cq), pd.create_qp(cq)
   tx_psn, rx_psn = secrets.randbits(24), secrets.randbits(24)
   tx.connect(rx.endpoint(rx_psn), tx_psn)
   rx.connect(tx.endpoint(tx_psn), rx_psn)
-  src = pd.reg_mr(ctx.alloc(args.size), Access.LOCAL_WRITE, args.size)
-  dst = pd.reg_mr(ctx.alloc(args.size), Access.LOCAL_WRITE | Access.REMOTE_WRITE, args.size)
+  top = max(sizes(args))
+  src = pd.reg_mr(ctx.alloc(top), Access.LOCAL_WRITE, top)
+  dst = pd.reg_mr(ctx.alloc(top), Access.LOCAL_WRITE | Access.REMOTE_WRITE, top)
   random_fill(src.view)
-  res = write_loop(tx, cq, src, RemoteMR(dst.addr, dst.rkey, dst.length), args.size, args.iters, args.depth, args.timeout,
-                   Progress(args.size * args.iters, not args.json, None))
-  res.verified = bytes(dst.view) == bytes(src.view)
-  return res
+  out.start(f"loopback on {ctx.name}")
+  for size in sizes(args):
+    res = write_loop(tx, cq, src, RemoteMR(dst.addr, dst.rkey, dst.length), size, args.iters, args.depth, args.timeout,
+                     Progress(size * args.iters, not args.json, None))
+    res.verified = bytes(dst.view[:size]) == bytes(src.view[:size])
+    out.row(res)
 
 
 def remote_argv(args: argparse.Namespace) -> list[str]:
@@ -243,7 +281,8 @@ def cmd_connect(args: argparse.Namespace) -> int:
   try:
     child = subprocess.Popen(remote_argv(args), stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True)
     ch = Channel(child.stdout.fileno(), child.stdin, "the remote side", args.timeout)
-    try: res = _connect(ctx, ch, args)
+    out = Report(args)
+    try: _connect(ctx, ch, args, out)
     except Exception as e:            # tell the other side why it is ended (it may be on another host)
       if not isinstance(e, RemoteError):
         try: ch.send("error", message=str(e))
@@ -256,40 +295,43 @@ def cmd_connect(args: argparse.Namespace) -> int:
   finally:
     if child is not None: stop(child)
     ctx.close()
-  report(res, args, f"{ctx.name} -> remote {args.remote_pci or args.remote_cmd}")
-  return 0 if res.verified else 1
+  return out.end()
 
 
-def _connect(ctx: Context, ch: Channel, args: argparse.Namespace) -> Result:
+def _connect(ctx: Context, ch: Channel, args: argparse.Namespace, out: Report) -> None:
   _, hello = ch.recv("hello", HELLO_SERVER, "waiting for its hello")
-  if args.size > hello["max_size"]:
-    raise ToolError(f"the remote side registers at most {hello['max_size']} bytes; --size is {args.size}")
+  top = max(sizes(args))
+  if top > hello["max_size"]:
+    raise ToolError(f"the remote side registers at most {hello['max_size']} bytes; "
+                    f"{'-a writes up to' if args.all else '--size is'} {top}")
   peer = Endpoint.from_fields(hello)
   pd, cq = ctx.alloc_pd(), ctx.create_cq(2 * MAX_DEPTH)
   qp, psn = pd.create_qp(cq), secrets.randbits(24)
-  src = pd.reg_mr(ctx.alloc(args.size), Access.LOCAL_WRITE, args.size)
+  src = pd.reg_mr(ctx.alloc(top), Access.LOCAL_WRITE, top)
+  back = pd.reg_mr(ctx.alloc(top), Access.LOCAL_WRITE, top) if args.read else None
   random_fill(src.view)
-  ch.send("hello", version=VERSION, size=args.size, read=args.read, **qp.endpoint(psn).to_json())
+  ch.send("hello", version=VERSION, size=top, read=args.read, **qp.endpoint(psn).to_json())
   _, ready = ch.recv("ready", READY, "waiting for it to register its MR")
   remote = RemoteMR.from_fields(ready, ch.peer)
-  if remote.size < args.size:
+  if remote.size < top:
     raise ToolError(f"the remote MR is too small: it registered {remote.size} bytes at {remote.addr:#x}; the transfer "
-                    f"writes {args.size}")
+                    f"writes {top}")
   qp.connect(peer, psn)
-  res = write_loop(qp, cq, src, remote, args.size, args.iters, args.depth, args.timeout,
-                   Progress(args.size * args.iters, not args.json, lambda n: ch.send("progress", bytes=n)))
-  crc = zlib.crc32(src.view)
-  ch.send("verify", crc32=crc, size=args.size)
-  _, v = ch.recv("verified", VERIFIED, "waiting for it to verify the data")
-  res.verified = v["crc32"] == crc
-  res.extra["remote_crc32"] = f"{v['crc32']:08x}"
-  if args.read:
-    back = pd.reg_mr(ctx.alloc(args.size), Access.LOCAL_WRITE, args.size)
-    read_back(qp, cq, back, remote, args.size, args.timeout)
-    res.extra["read_back"] = bytes(back.view) == bytes(src.view)
-    res.verified = res.verified and res.extra["read_back"]
+  out.start(f"{ctx.name} -> remote {args.remote_pci or args.remote_cmd}")
+  for size in sizes(args):
+    res = write_loop(qp, cq, src, remote, size, args.iters, args.depth, args.timeout,
+                     Progress(size * args.iters, not args.json, lambda n: ch.send("progress", bytes=n)))
+    crc = zlib.crc32(src.view[:size])
+    ch.send("verify", crc32=crc, size=size)
+    _, v = ch.recv("verified", VERIFIED, "waiting for it to verify the data")
+    res.verified = v["crc32"] == crc
+    res.extra["remote_crc32"] = f"{v['crc32']:08x}"
+    if back is not None:
+      read_back(qp, cq, back, remote, size, args.timeout)
+      res.extra["read_back"] = bytes(back.view[:size]) == bytes(src.view[:size])
+      res.verified = res.verified and res.extra["read_back"]
+    out.row(res)
   ch.send("bye")
-  return res
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -319,12 +361,18 @@ def _serve(ctx: Context, ch: Channel, args: argparse.Namespace) -> None:
   mr = pd.reg_mr(ctx.alloc(size), access, size)
   qp.connect(Endpoint.from_fields(hello), psn)
   ch.send("ready", **RemoteMR(mr.addr, mr.rkey, mr.length).to_json())
-  while (got := ch.recv("verify", VERIFY, "waiting for the transfer to end", also={"progress": PROGRESS}))[0] == "progress": pass
-  if got[1]["size"] != size: raise ToolError(f"the client verifies {got[1]['size']} bytes of the {size} it wrote")
-  crc = zlib.crc32(mr.view[:size])
-  ch.send("verified", crc32=crc)
-  ch.recv("bye", {}, "waiting for its bye")
-  print(f"hcq-rdma serve: {size} bytes received into {ctx.name}, CRC-32 {crc:08x}", file=sys.stderr)
+  verified: list[tuple[int, int]] = []          # (size, CRC-32) of each verify: one per size the client writes
+  while True:
+    also = {"progress": PROGRESS, **({"bye": {}} if verified else {})}
+    kind, msg = ch.recv("verify", VERIFY, "waiting for the transfer to end", also=also)
+    if kind == "bye": break
+    if kind == "progress": continue
+    if msg["size"] > size: raise ToolError(f"the client verifies {msg['size']} bytes of the {size} it registered")
+    verified.append((msg["size"], zlib.crc32(mr.view[:msg["size"]])))
+    ch.send("verified", crc32=verified[-1][1])
+  n, crc = verified[-1]
+  what = f"{n} bytes" if len(verified) == 1 else f"{len(verified)} sizes, the last {n} bytes,"
+  print(f"hcq-rdma serve: {what} received into {ctx.name}, CRC-32 {crc:08x}", file=sys.stderr)
 
 
 # --- the command line
@@ -333,8 +381,29 @@ def parse_size(text: str) -> int:
   if not m: raise argparse.ArgumentTypeError(f"{text!r} is not a size (e.g. 4096, 64K, 4M, 4M+1)")
   n = int(m[1]) << {"": 0, "k": 10, "m": 20, "g": 30}[m[2]]
   n += int(m[3] or 0)
-  if not 1 <= n <= MAX_SIZE: raise argparse.ArgumentTypeError(f"size {n} is outside [1, {MAX_SIZE}]")
+  if n < 1: raise argparse.ArgumentTypeError(f"size {text!r} is 0 bytes: a transfer moves at least 1")
+  if n > MAX_SIZE:
+    raise argparse.ArgumentTypeError(f"size {text!r} ({n} bytes) is more than one transfer moves: at most 1G ({MAX_SIZE} "
+                                     "bytes), the largest power of two an RDMA WRITE carries (2^31 - 1 bytes)")
   return n
+
+
+MOCK_TYPO = re.compile(r"mock\W*_?(\d+)", re.I)
+BUS_ID = re.compile(r"([0-9a-f]{4,}:)?[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]", re.I)
+
+
+def bus_id(text: str) -> str:
+  """A PCI bus id (0000:41:00.0, 41:00.0) or mock-<n>; a near miss of mock-<n> (mock0, MOCK_1) is named."""
+  if MOCK_BUS.fullmatch(text) or BUS_ID.fullmatch(text): return text
+  if m := MOCK_TYPO.fullmatch(text): raise argparse.ArgumentTypeError(f"{text!r} is no device: did you mean mock-{int(m[1])}?")
+  raise argparse.ArgumentTypeError(f"{text!r} is not a PCI bus id (0000:41:00.0) or mock-<n> (emulated NIC n)")
+
+
+def count(text: str) -> int:
+  try: v = int(text)
+  except ValueError: v = 0
+  if v < 1: raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+  return v
 
 
 def positive(text: str) -> float:
@@ -352,16 +421,22 @@ def parser() -> argparse.ArgumentParser:
 
   def common(sp: argparse.ArgumentParser, ip: str) -> None:
     sp.add_argument("--nic", required=True, help=f"the NIC's driver: {nics}")
-    sp.add_argument("--pci", required=True, metavar="BUS", help="its PCI bus id (0000:41:00.0), or mock-<n> for emulated NIC n")
+    sp.add_argument("--pci", required=True, type=bus_id, metavar="BUS",
+                    help="its PCI bus id (0000:41:00.0), or mock-<n> for emulated NIC n")
     sp.add_argument("--ip", default=ip, help=f"its IPv4 address, GID 0 (default {ip})")
     sp.add_argument("--timeout", type=positive, default=30.0, metavar="S",
                     help="give up after S seconds without progress (default 30)")
 
   def transfer(sp: argparse.ArgumentParser) -> None:
-    sp.add_argument("--size", type=parse_size, default=1 << 20, metavar="N", help="bytes per WRITE (4096, 64K, 4M+1; default 1M)")
-    sp.add_argument("--iters", type=int, default=100, metavar="K", help="WRITEs (default 100)")
+    size = sp.add_mutually_exclusive_group()
+    size.add_argument("-s", "--size", type=parse_size, default=1 << 20, metavar="N",
+                      help="bytes per WRITE (4096, 64K, 4M+1; at most 1G; default 1M)")
+    size.add_argument("-a", "--all", action="store_true", help="every power of two from 2 B to 8 MiB, a row each (as ib_write_bw -a)")
+    sp.add_argument("-n", "--iters", type=count, default=100, metavar="K", help="WRITEs of each size (default 100)")
     sp.add_argument("--depth", type=int, default=DEPTH, metavar="D", help=f"WRITEs in flight (perftest's tx depth; default {DEPTH})")
-    sp.add_argument("--json", action="store_true", help="the result as one JSON object on the last line")
+    sp.add_argument("--report_gbits", action="store_true", help="bandwidth in Gb/sec (10^9 bits) instead of MB/sec (2^20 bytes)")
+    sp.add_argument("--json", action="store_true", help="each size's result as one JSON object a line (bandwidth as "
+                    "gbytes_per_s, 10^9 bytes, or gbits_per_s with --report_gbits)")
 
   lb = sub.add_parser("loopback", help="two QPs on one NIC through its loopback (PHY or internal)")
   common(lb, DEFAULT_IP)
@@ -373,7 +448,7 @@ def parser() -> argparse.ArgumentParser:
   where.add_argument("--remote", metavar="USER@HOST", help="start the other side over ssh (BatchMode)")
   where.add_argument("--local", action="store_true", help="start the other side as a local process (emulated NICs)")
   where.add_argument("--remote-cmd", metavar="CMD", help="a command whose stdin and stdout carry the control channel")
-  cn.add_argument("--remote-pci", metavar="BUS", help="the other NIC's PCI bus id or mock-<n>")
+  cn.add_argument("--remote-pci", type=bus_id, metavar="BUS", help="the other NIC's PCI bus id or mock-<n>")
   cn.add_argument("--remote-nic", metavar="NIC", help="the other NIC's driver (default: --nic)")
   cn.add_argument("--remote-ip", default=DEFAULT_REMOTE_IP, help=f"the other NIC's IPv4 address (default {DEFAULT_REMOTE_IP})")
   cn.add_argument("--read", action="store_true", help="RDMA READ the buffer back after the writes and compare")

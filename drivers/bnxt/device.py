@@ -16,7 +16,7 @@ from drivers.bnxt.cq import CQ
 from drivers.bnxt.doorbell import Doorbell
 from drivers.bnxt.hwrm import HWRM, RESET_TIMEOUT_S
 from drivers.bnxt.l2 import open_rx_path, set_phy_loopback
-from drivers.bnxt.mr import MR
+from drivers.bnxt.mr import MR, MR_PAGE_SIZES
 from drivers.bnxt.nq import NQ
 from drivers.bnxt.qp import MAX_SGE, QP
 from drivers.bnxt.rcfw import RCFW
@@ -36,6 +36,7 @@ LIMITS = {getattr(H, f"{T}QP"): MAX_QP + 4, getattr(H, f"{T}CQ"): MAX_CQ + 4, ge
 class BNXTDevice:
   """One NetXtreme-E PCI function as a drivers/rdma provider."""
   max_mtu, max_rd_atomic, max_sge = 4096, 16, MAX_SGE
+  mr_page_sizes = MR_PAGE_SIZES
 
   def __init__(self, pci: PCIDevice):
     self.pci, self.name = pci, f"bnxt {pci.bus}"

@@ -16,6 +16,11 @@ MR_ACCESS = {Access.LOCAL_WRITE: H.CMDQ_REGISTER_MR_ACCESS_LOCAL_WRITE, Access.R
              Access.REMOTE_WRITE: H.CMDQ_REGISTER_MR_ACCESS_REMOTE_WRITE, Access.REMOTE_ATOMIC: H.CMDQ_REGISTER_MR_ACCESS_REMOTE_ATOMIC}
 
 
+# the page sizes REGISTER_MR names (roce_hsi.h CMDQ_REGISTER_MR_LOG2_PG_SIZE_PG_*: log2 of the size, a bit each)
+MR_PAGE_SIZES = sum(1 << (v >> H.CMDQ_REGISTER_MR_LOG2_PG_SIZE_SFT) for k, v in vars(H).items()
+                    if k.startswith("CMDQ_REGISTER_MR_LOG2_PG_SIZE_PG_"))
+
+
 def mr_access(access: Access) -> int: return sum(bit for flag, bit in MR_ACCESS.items() if access & flag)
 
 

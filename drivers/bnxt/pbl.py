@@ -2,9 +2,15 @@
 of hardware queues (kernel qplib_res.c bnxt_qplib_alloc_init_hwq).
 
 Level 0: the one page itself. Level 1: a page of up to 512 PTEs (u64: page address | PTU_PTE_VALID). Level 2: a page
+<<<<<<< HEAD
 of up to 256 PDEs (MAX_PBL_LVL_1_PGS_FOR_LVL_2: page address | PTU_PDE_VALID), each naming a level-1 table page. In a queue's table the last PTE also
 carries PTU_PTE_LAST and
 the one before it PTU_PTE_NEXT_TO_LAST, which is how the hardware knows where the ring wraps.
+=======
+of up to 512 PDEs (1 << MAX_PDL_LVL_SHIFT, qplib_res.h: page address | PTU_PDE_VALID), each naming a level-1 table page:
+512 * 512 pages, 1 GiB of 4 KiB pages. In a queue's table the last PTE also carries PTU_PTE_LAST and the one before it
+PTU_PTE_NEXT_TO_LAST, which is how the hardware knows where the ring wraps.
+>>>>>>> rdmatool
 """
 from __future__ import annotations
 from dataclasses import dataclass, field
@@ -16,6 +22,8 @@ from drivers.system.dma import DMAMemory, PAGE
 from drivers.system.pci import PCIDevice
 
 PTES = PAGE // 8                 # PTEs per table page (MAX_PBL_LVL_1_PGS)
+PDES = 1 << R.MAX_PDL_LVL_SHIFT  # PDEs in a level-2 table's top page
+MAX_PAGES = PDES * PTES          # the most pages a page table names
 
 
 @dataclass
@@ -30,10 +38,11 @@ class PageTable:
 
 
 def page_table(pci: PCIDevice, pages: list[int], queue: bool = False) -> PageTable:
-  """The PBL over `pages` (bus addresses): level 0 for one page, 1 for up to 512, 2 for up to 256 * 512."""
+  """The PBL over `pages` (bus addresses): level 0 for one page, 1 for up to 512, 2 for up to 512 * 512."""
   if not pages: raise ValueError("a page table needs at least one page")
-  if len(pages) > R.MAX_PBL_LVL_2_PGS:
-    raise ValueError(f"{len(pages)} pages are more than a level-2 page table holds ({R.MAX_PBL_LVL_2_PGS})")
+  if len(pages) > MAX_PAGES:
+    raise ValueError(f"{len(pages)} pages are more than a level-2 page table holds ({MAX_PAGES}: {PDES} PDEs of {PTES} PTEs); "
+                     "register less, or memory in larger pages")
   if len(pages) == R.MAX_PBL_LVL_0_PGS: return PageTable(R.PBL_LVL_0, pages[0])
   ptes = np.array(pages, np.uint64) | H.PTU_PTE_VALID
   if queue:

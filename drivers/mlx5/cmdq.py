@@ -2,21 +2,25 @@
 
 One 4 KiB page of 64-byte command slots (the init segment says how many and their stride) plus a pool of 1 KiB
 mailbox blocks: inputs past 16 bytes and outputs past 16 bytes go through chains of 512-byte data blocks, each with the
-next block's address, its number and the command's token. A command is handed over with status_own = 1 and a doorbell
-bit; the firmware clears bit 0 when done, with the delivery status in bits 1-7 and the command's status and syndrome
-in the first output bytes. MANAGE_PAGES uses the last slot (as the kernel does), everything else slot 0.
+next block's address, its number and the command's token. A chain is a linked list of any length (inlen and outlen are
+32-bit): a command that needs more blocks than the pool has (CREATE_MKEY of a large MR) gets a chain of its own for its
+run, as the kernel allocates messages past its caches (drivers/net/ethernet/mellanox/mlx5/core/cmd.c mlx5_alloc_cmd_msg).
+A command is handed over with status_own = 1 and a doorbell bit; the firmware clears bit 0 when done, with the delivery
+status in bits 1-7 and the command's status and syndrome in the first output bytes. MANAGE_PAGES uses the last slot (as
+the kernel does), everything else slot 0.
 """
 from __future__ import annotations
 
 from autogen import mlx5 as H, mlx5_core as C
 from drivers.system.poll import wait_until
 from drivers.mlx5.ifc import COMMANDS, DELIVERY, CommandError, swap32
+from drivers.system.dma import DMAMemory
 from drivers.system.mmio import MMIO
 from drivers.system.pci import PCIDevice
 
 CMDQ_ADDR_H, CMDQ_ADDR_L_SZ, CMD_DBELL = 0x010, 0x014, 0x018
 LAYOUT, BLOCK, DATA = 64, 1024, C.MLX5_CMD_DATA_BLOCK_SIZE
-MAILBOXES = 128                     # 64 KiB of input and output data per command
+MAILBOXES = 128                     # the standing pool: 64 KiB of input and output data per command
 TIMEOUT_S = 60.0
 
 
@@ -34,11 +38,11 @@ class CommandQueue:
     bar.write32(CMDQ_ADDR_H, swap32(addr >> 32))
     bar.write32(CMDQ_ADDR_L_SZ, swap32(addr & 0xFFFFF000))
 
-  def _chain(self, first: int, data: bytes, nblocks: int) -> None:
-    v = self.mbox.view
+  def _chain(self, mbox: DMAMemory, first: int, data: bytes, nblocks: int) -> None:
+    v = mbox.view
     for i in range(nblocks):
       b = (first + i) * BLOCK
-      nxt = self.mbox.bus_addr((first + i + 1) * BLOCK) if i + 1 < nblocks else 0
+      nxt = mbox.bus_addr((first + i + 1) * BLOCK) if i + 1 < nblocks else 0
       v[b:b + BLOCK] = bytes(BLOCK)
       chunk = data[i * DATA:(i + 1) * DATA]
       v[b:b + len(chunk)] = chunk
@@ -50,18 +54,29 @@ class CommandQueue:
     """Run one command (`inp`: its input bytes); its output bytes, or CommandError with its status and syndrome."""
     opcode, op_mod = int.from_bytes(inp[0:2], "big"), int.from_bytes(inp[6:8], "big")
     nin, nout = -(-max(0, len(inp) - 16) // DATA), -(-max(0, outlen - 16) // DATA)
-    if nin + nout > MAILBOXES:
-      raise ValueError(f"{self.name}: {COMMANDS.get(opcode)} needs {nin + nout} mailbox blocks; the pool has {MAILBOXES}")
+    mbox = self.mbox if nin + nout <= MAILBOXES else self.pci.alloc_dma((nin + nout) * BLOCK)
+    stuck = False
+    try: out = self._run(mbox, opcode, inp, outlen, nin, nout)
+    except TimeoutError:
+      stuck = True              # the firmware may still write a chain it never gave back: close frees it
+      raise
+    finally:
+      if mbox is not self.mbox and not stuck: self.pci.free_dma(mbox)
+    if status := out[0]: raise CommandError(self.name, opcode, status, int.from_bytes(out[4:8], "big"), op_mod)
+    return out[:outlen]
+
+  def _run(self, mbox: DMAMemory, opcode: int, inp: bytes, outlen: int, nin: int, nout: int) -> bytes:
+    """The command's output bytes once the firmware gave its slot back."""
     self.token = self.token % 255 + 1
-    self._chain(0, inp[16:], nin)
-    self._chain(nin, b"", nout)
+    self._chain(mbox, 0, inp[16:], nin)
+    self._chain(mbox, nin, b"", nout)
     slot = self.slots - 1 if opcode == H.MLX5_CMD_OP_MANAGE_PAGES else 0
     lay = bytearray(LAYOUT)
     lay[0] = C.MLX5_PCI_CMD_XPORT
     lay[4:8] = len(inp).to_bytes(4, "big")
-    lay[8:16] = self.mbox.bus_addr(0).to_bytes(8, "big")
+    lay[8:16] = mbox.bus_addr(0).to_bytes(8, "big")
     lay[16:16 + min(16, len(inp))] = inp[:16]
-    lay[48:56] = self.mbox.bus_addr(nin * BLOCK).to_bytes(8, "big")
+    lay[48:56] = mbox.bus_addr(nin * BLOCK).to_bytes(8, "big")
     lay[56:60] = outlen.to_bytes(4, "big")
     lay[60], lay[63] = self.token, C.CMD_OWNER_HW
     base = slot << self.log_stride
@@ -73,9 +88,7 @@ class CommandQueue:
     if delivery := v[base + 63] >> 1:
       raise RuntimeError(f"{self.name}: {COMMANDS.get(opcode)} ({opcode:#x}) was not delivered: delivery status "
                          f"{DELIVERY.get(delivery, '?')} ({delivery:#x})")
-    out = bytes(v[base + 32:base + 48]) + b"".join(bytes(self.mbox.view[(nin + i) * BLOCK:(nin + i) * BLOCK + DATA]) for i in range(nout))
-    if status := out[0]: raise CommandError(self.name, opcode, status, int.from_bytes(out[4:8], "big"), op_mod)
-    return out[:outlen]
+    return bytes(v[base + 32:base + 48]) + b"".join(bytes(mbox.view[(nin + i) * BLOCK:(nin + i) * BLOCK + DATA]) for i in range(nout))
 
   def close(self) -> None:
     self.pci.free_dma(self.mbox)

@@ -19,7 +19,7 @@ from drivers.mlx5.cmdq import CommandQueue
 from drivers.mlx5.cq import CQ
 from drivers.mlx5.eq import COMP_VECTOR, EQ
 from drivers.mlx5.ifc import CommandError, layouts, swap32
-from drivers.mlx5.mr import MR
+from drivers.mlx5.mr import MR, MR_PAGE_SIZES
 from drivers.mlx5.pages import Pages
 from drivers.mlx5.qp import MAX_SGE, QP
 from drivers.rdma.verbs import Access, QPCap
@@ -42,6 +42,7 @@ class Out:
 class MLX5Device:
   """One ConnectX PCI function as a drivers/rdma provider."""
   max_mtu, max_sge = 4096, MAX_SGE
+  mr_page_sizes = MR_PAGE_SIZES
 
   def __init__(self, pci: PCIDevice):
     self.pci, self.name = pci, f"mlx5 {pci.bus}"

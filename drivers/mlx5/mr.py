@@ -11,6 +11,8 @@ from drivers.rdma.verbs import Access
 
 if TYPE_CHECKING: from drivers.mlx5.device import MLX5Device
 
+MR_PAGE_SIZES = sum(1 << s for s in range(12, 31))     # mkc log_page_size 12 (4 KiB) ... 30 (1 GiB), what __init__ takes
+
 
 class MR:
   def __init__(self, dev: MLX5Device, pd: int, pages: list[int], page_size: int, iova: int, length: int, access: Access):

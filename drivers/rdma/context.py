@@ -9,6 +9,8 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
+import numpy as np
+
 from common.alloc import RangeAllocator
 from drivers.hcq.buffer import Buffer
 from drivers.system.dma import DMAMemory
@@ -152,6 +154,31 @@ def _bus_pages(mem: Buffer, nic: str) -> tuple[list[int], int, int]:
                      f"but {e}; or register a host-visible buffer (device.alloc(size, host=True))") from None
 
 
+def best_pages(pages: list[int], page_size: int, first: int, sizes: int) -> tuple[list[int], int, int]:
+  """(pages, page size, offset of byte 0 in the first) in the page size of `sizes` (a bit each) that names the memory in
+  the fewest pages, the smallest of those: each larger page a bus-contiguous run of the given pages, aligned to its size
+  (the first and last may reach past the memory: the MR's bounds keep the NIC inside it), as ib_umem_find_best_pgsz
+  picks (drivers/infiniband/core/umem.c). A size that fails the memory fails every larger one."""
+  best = (pages, page_size, first)
+  a = np.asarray(pages, np.uint64)
+  step = np.diff(a)
+  for log in range(page_size.bit_length(), sizes.bit_length()):
+    big = 1 << log
+    if not sizes & big: continue
+    at: Any = (np.arange(len(a)) + int(a[0]) % big // page_size) % (big // page_size)   # each page's place in its big page
+    starts = at == 0
+    if (a[starts] % big).any() or (step[~starts[1:]] != page_size).any(): break
+    if 1 + np.count_nonzero(starts[1:]) < len(best[0]):
+      best = ([int(a[0]) - int(at[0]) * page_size] + [int(p) for p in a[1:][starts[1:]]], big, int(a[0]) % big + first)
+  if best[1] == page_size and not sizes & page_size:
+    raise ValueError(f"the NIC's MRs take pages of {_sizes(sizes)} bytes; this memory's {page_size}-byte pages do not "
+                     "make any of them")
+  return best
+
+
+def _sizes(bits: int) -> str: return ", ".join(f"{1 << i:#x}" for i in range(bits.bit_length()) if bits >> i & 1)
+
+
 class MR:
   """A memory region (ibv_mr): `length` bytes at I/O virtual address `addr`, reachable locally by `lkey` and remotely by
   `rkey` with `access`. The context gives each MR its own page-aligned address range (the NIC translates it through
@@ -179,6 +206,7 @@ class MR:
       self.mem = dma = mem if self.mapped is None else self.mapped
       pages, page_size, self.first = dma.bus_addrs, dma.page_size, dma.first
     pages = pages[:-(-(self.first + length) // page_size)]
+    pages, page_size, self.first = best_pages(pages, page_size, self.first, ctx.provider.mr_page_sizes)
     # the MR's address keeps the memory's offset in its first page: the NIC's translation starts there
     base = ctx.iova.alloc(len(pages) * page_size, page_size)
     self.addr = base + self.first

@@ -1,6 +1,7 @@
 """hcq-rdma on emulated NICs (mock-<n>), each side its own process: loopback, connect (WRITE, READ back, sizes from 1 B
-to 4 MiB + 1), and peers that are hostile, broken or silent: each run ends within its timeout with one line and exit 1,
-never a traceback or a hang. Ctrl-C ends it quietly; hcq_smi bnxt lists the NICs the runs left state in."""
+to 32 MiB, -a's 2 B ... 8 MiB), perftest's units (MB/sec of 2^20 bytes, Gb/sec with --report_gbits), and peers that are
+hostile, broken or silent: each run ends within its timeout with one line and exit 1, never a traceback or a hang.
+Ctrl-C ends it quietly; hcq_smi bnxt lists the NICs the runs left state in."""
 import json, os, signal, subprocess, sys, time
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import pytest
 BIN = Path(sys.executable).parent
 HCQ_RDMA, HCQ_SMI = BIN / "hcq-rdma", BIN / "hcq_smi"
 REPO = Path(__file__).resolve().parents[2]
-HELLO = ('{"type": "hello", "version": 1, "qpn": 5, "psn": 7, "gid": "00000000000000000000ffff0a000002", '
+HELLO = ('{"type": "hello", "version": 2, "qpn": 5, "psn": 7, "gid": "00000000000000000000ffff0a000002", '
          '"mac": "02aabbccdd02", "mtu": 4096, "max_size": 1073741824}')
 
 
@@ -28,19 +29,68 @@ def clean_failure(r: subprocess.CompletedProcess, expect: str) -> None:
   assert "Traceback" not in r.stderr and expect in r.stderr, r.stderr
 
 
-def test_loopback_writes_verifies_and_reports_json():
-  out = last_json(run("loopback", "--nic", "bnxt", "--pci", "mock-0", "--size", "64K", "--iters", "8", "--json"))
+@pytest.mark.parametrize("flags,unit,per_s", [((), "gbytes_per_s", 1e9), (("--report_gbits",), "gbits_per_s", 1e9 / 8)])
+def test_loopback_writes_verifies_and_reports_json_whose_keys_name_their_unit(flags, unit, per_s):
+  out = last_json(run("loopback", "--nic", "bnxt", "--pci", "mock-0", "-s", "64K", "-n", "8", *flags, "--json"))
   assert out["verified"] is True and out["bytes"] == 8 * 65536 and out["size"] == 65536 and out["iters"] == 8
-  assert out["gbps"] > 0 and 0 < out["lat_us"]["p50"] <= out["lat_us"]["p99"]
+  assert out[unit] == pytest.approx(out["bytes"] / out["seconds"] / per_s, rel=1e-3, abs=1e-6) and out[f"{unit}_peak"] >= out[unit]
+  assert out["msg_rate_mpps"] == pytest.approx(8 / out["seconds"] / 1e6, rel=1e-3, abs=1e-6) and "gbps" not in out
+  assert 0 < out["lat_us"]["p50"] <= out["lat_us"]["p99"]
 
 
-def test_loopback_prints_the_perftest_table():
-  r = run("loopback", "--nic", "bnxt", "--pci", "mock-0", "--size", "4096", "--iters", "4")
+def table(stdout: str) -> tuple[list[str], list[list[str]]]:
+  """perftest's table: its header and its rows (up to the rule under them)."""
+  lines = stdout.splitlines()
+  at = next(i for i, line in enumerate(lines) if "#bytes" in line)
+  end = next(i for i in range(at, len(lines)) if lines[i].startswith("---"))
+  return lines[at].split(), [line.split() for line in lines[at + 1:end]]
+
+
+@pytest.mark.parametrize("flags,unit,unit_bytes", [((), "MB/sec", 1 << 20), (("--report_gbits",), "Gb/sec", 1e9 / 8)])
+def test_loopback_prints_the_perftest_table_in_its_units(flags, unit, unit_bytes):
+  """BW average in MB/sec is 2^20 bytes a second (perftest's MB), in Gb/sec 10^9 bits: size * message rate."""
+  r = run("loopback", "--nic", "bnxt", "--pci", "mock-0", "--size", "256K", "--iters", "4", *flags)
   assert r.returncode == 0, r.stderr
-  header = next(line for line in r.stdout.splitlines() if "#bytes" in line).split()
-  assert header == ["#bytes", "#iterations", "BW", "peak[GB/sec]", "BW", "average[GB/sec]", "MsgRate[Mpps]"]
-  row = r.stdout.splitlines()[r.stdout.splitlines().index(next(l for l in r.stdout.splitlines() if "#bytes" in l)) + 1].split()
-  assert row[:2] == ["4096", "4"] and "data verified" in r.stdout
+  header, (row,) = table(r.stdout)
+  assert header == ["#bytes", "#iterations", "BW", f"peak[{unit}]", "BW", f"average[{unit}]", "MsgRate[Mpps]"]
+  assert row[:2] == ["262144", "4"] and "data verified" in r.stdout
+  # (within what the printed digits hold: 2 decimals of bandwidth, 6 of the message rate)
+  assert float(row[3]) * unit_bytes == pytest.approx(262144 * float(row[4]) * 1e6, rel=1e-3, abs=0.006 * unit_bytes + 262144 * 0.6)
+
+
+def test_all_sizes_prints_a_row_for_each_power_of_two_from_2_bytes_to_8_mib():
+  r = run("loopback", "--nic", "bnxt", "--pci", "mock-0", "-a", "-n", "2")
+  assert r.returncode == 0, r.stderr
+  _, rows = table(r.stdout)
+  assert [int(row[0]) for row in rows] == [1 << k for k in range(1, 24)] and {row[1] for row in rows} == {"2"}
+  assert r.stdout.splitlines()[-1].strip() == "data verified"
+
+
+def test_connect_all_sizes_verifies_and_reads_back_each_size_on_the_other_side():
+  r = run("connect", "--nic", "mlx5", "--pci", "mock-0", "--local", "--remote-pci", "mock-1", "-a", "-n", "1", "--read", "--json")
+  assert r.returncode == 0, r.stderr
+  rows = [json.loads(line) for line in r.stdout.splitlines()]
+  assert [o["size"] for o in rows] == [1 << k for k in range(1, 24)]
+  assert all(o["verified"] is True and o["read_back"] is True for o in rows)
+  assert "23 sizes, the last 8388608 bytes, received into mlx5 mock-1" in r.stderr
+
+
+@pytest.mark.parametrize("nic", ["bnxt", "mlx5"])
+def test_a_32_mib_transfer_works_on_both_nics(nic):
+  """The largest transfer the test machine affords in a few seconds (a 1 GiB MR: tests/drivers/bnxt/test_bnxt_host_mr.py);
+  mlx5 needs a mailbox chain past the command queue's standing pool for its MR (129 blocks)."""
+  out = last_json(run("connect", "--nic", nic, "--pci", "mock-0", "--local", "--remote-pci", "mock-1", "-s", "32M", "-n", "1",
+                      "--json"))
+  assert out["verified"] is True and out["size"] == 32 << 20
+
+
+@pytest.mark.parametrize("flag,typo,meant", [("--pci", "mock0", "mock-0"), ("--pci", "MOCK_1", "mock-1"), ("--remote-pci", "mock2", "mock-2")])
+def test_a_mistyped_emulated_nic_is_named_before_anything_opens(flag, typo, meant):
+  argv = ["--pci", "mock-0", "--local", "--remote-pci", "mock-1"]
+  argv[argv.index(flag) + 1] = typo
+  r = run("connect", "--nic", "bnxt", *argv)
+  assert r.returncode == 2 and f"argument {flag}: {typo!r} is no device: did you mean {meant}?" in r.stderr
+  assert "Warning" not in r.stderr and "sysfs" not in r.stderr, r.stderr
 
 
 @pytest.mark.parametrize("size", ["1", "4M+1"])

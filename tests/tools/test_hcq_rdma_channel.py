@@ -1,15 +1,15 @@
 """hcq-rdma's control channel without a NIC: every message a peer sends is checked (schema, types, 24-bit QPNs and
 PSNs, 32-bit keys, 64-bit addresses, sizes), a silent or vanished peer ends the wait within the timeout, and the
 client never posts a WRITE that does not fit the MR the peer registered."""
-import argparse, json, os, threading
+import argparse, json, os, re, threading
 
 import pytest
 
 from drivers.rdma import Endpoint, ProtocolError
 from tests.drivers.rdma.fakenic import fake_context
-from tools.hcq_rdma import HELLO_SERVER, Channel, RemoteError, ToolError, _connect, parse_size
+from tools.hcq_rdma import HELLO_SERVER, Channel, RemoteError, Report, ToolError, _connect, parse_size, parser
 
-SERVER_HELLO = {"type": "hello", "version": 1, "qpn": 0x12, "psn": 0x345, "gid": "00000000000000000000ffff0a000002",
+SERVER_HELLO = {"type": "hello", "version": 2, "qpn": 0x12, "psn": 0x345, "gid": "00000000000000000000ffff0a000002",
                 "mac": "02aabbccdd02", "mtu": 4096, "max_size": 1 << 20}
 
 
@@ -56,7 +56,7 @@ def test_a_valid_hello_gives_its_endpoint(pipe):
   (msg(mtu=1500), "mtu must be a path MTU \\(256, 512, 1024, 2048, 4096\\), got 1500"),
   (msg(max_size=0), "max_size must be a size in \\[1, 1073741824\\] bytes, got 0"),
   (msg(max_size=2.5), "max_size must be a size"),
-  (msg(version=2), "version must be protocol version 1, got 2"),
+  (msg(version=1), "version must be protocol version 2, got 1"),
   (msg(extra=1), "'hello' message has unknown fields extra"),
   ((json.dumps({"type": "hello", "qpn": 1}) + "\n").encode(), "'hello' message lacks gid, mac, max_size, mtu, psn, version"),
   (b'{"type": "ready", "addr": 0, "rkey": 0, "size": 1}\n', "sent a 'ready' message while waiting for its hello \\(expected 'hello'\\)"),
@@ -97,7 +97,7 @@ def test_the_peers_error_message_is_raised_as_its_failure(pipe):
 
 
 def connect_args(size: int) -> argparse.Namespace:
-  return argparse.Namespace(size=size, iters=1, read=False, json=True, timeout=0.3)
+  return argparse.Namespace(size=size, all=False, iters=1, depth=16, read=False, json=True, report_gbits=False, timeout=0.3)
 
 
 @pytest.mark.parametrize("ready,expect", [
@@ -111,7 +111,7 @@ def test_the_client_never_writes_outside_the_mr_the_peer_registered(pipe, ready,
   ctx = fake_context()
   feed(msg() + (json.dumps({"type": "ready", **ready}) + "\n").encode())
   with pytest.raises((ToolError, ProtocolError), match=expect):
-    _connect(ctx, ch, connect_args(4097))
+    _connect(ctx, ch, connect_args(4097), Report(connect_args(4097)))
   (qp,) = ctx.provider.qps
   assert qp.sent == [] and qp.modifies == []               # not even connected
   assert json.loads(os.read(peer_r, 4096).splitlines()[0])["size"] == 4097   # what the client asked for
@@ -122,7 +122,7 @@ def test_a_size_above_the_peers_limit_is_refused_before_anything_is_registered(p
   ctx = fake_context()
   feed(msg(max_size=4096))
   with pytest.raises(ToolError, match="the remote side registers at most 4096 bytes; --size is 4097"):
-    _connect(ctx, ch, connect_args(4097))
+    _connect(ctx, ch, connect_args(4097), Report(connect_args(4097)))
   assert ctx.provider.mrs == []
 
 
@@ -131,10 +131,29 @@ def test_sizes_take_binary_suffixes_and_a_remainder(text, n):
   assert parse_size(text) == n
 
 
-@pytest.mark.parametrize("text", ["0", "-1", "2G", "4X", ""])
-def test_bad_sizes_are_refused(text):
-  with pytest.raises(argparse.ArgumentTypeError):
+@pytest.mark.parametrize("text,expect", [("0", "'0' is 0 bytes"), ("-1", "not a size"), ("4X", "not a size"), ("", "not a size"),
+                                         ("2G", "'2G' \\(2147483648 bytes\\) is more than one transfer moves: at most 1G")])
+def test_bad_sizes_are_refused_in_words(text, expect):
+  with pytest.raises(argparse.ArgumentTypeError, match=expect):
     parse_size(text)
+
+
+def test_perftests_short_flags_name_the_same_settings():
+  short = parser().parse_args(["loopback", "--nic", "bnxt", "--pci", "mock-0", "-s", "4K", "-n", "7", "--report_gbits"])
+  long = parser().parse_args(["loopback", "--nic", "bnxt", "--pci", "mock-0", "--size", "4096", "--iters", "7", "--report_gbits"])
+  assert short == long and (short.size, short.iters, short.all, short.report_gbits) == (4096, 7, False, True)
+  assert parser().parse_args(["connect", "--nic", "bnxt", "--pci", "0000:41:00.0", "--local", "--remote-pci", "41:00.1", "-a"]).all
+
+
+@pytest.mark.parametrize("argv,expect", [
+  (["-s", "4K", "-a"], "argument -a/--all: not allowed with argument -s/--size"),
+  (["-n", "0"], "argument -n/--iters: '0' is not a whole number of at least 1"),
+  (["--pci", "mock-0", "--pci", "41:00"], "argument --pci: '41:00' is not a PCI bus id \\(0000:41:00.0\\) or mock-<n>"),
+])
+def test_bad_flags_are_refused_in_words(capsys, argv, expect):
+  with pytest.raises(SystemExit) as e:
+    parser().parse_args(["loopback", "--nic", "bnxt", "--pci", "mock-0", *argv])
+  assert e.value.code == 2 and re.search(expect, capsys.readouterr().err)
 
 
 def test_the_remote_side_starts_over_ssh_in_batch_mode_or_locally():

@@ -3,6 +3,7 @@
 host-visible buffer, a CPU-device buffer). The responder enforces their bounds and access flags like any MR's. MRs over
 GPU memory (peer to peer): tests/drivers/rdma/test_gpu_mr.py."""
 import mmap, re
+from types import SimpleNamespace
 import numpy as np
 import pytest
 
@@ -90,3 +91,48 @@ def test_closing_the_context_deregisters_its_mrs_and_lets_their_buffers_go(nic):
   nic.close()
   assert nic.mrs == set()
   buf.free()
+
+
+def test_a_1_gib_mr_of_4_kib_pages_registers_and_takes_writes_at_both_ends(nic):
+  """262144 pages, 4 KiB each (a level-2 page table of 512 PDEs on bnxt, a 4096-block mailbox chain of MTT entries on
+  mlx5), over a lazily zeroed mapping: only the pages the WRITEs and READs touch become memory."""
+  p, size = Pair(nic), 1 << 30
+  backing = mmap.mmap(-1, size)
+  mem = nic.provider.map_dma(backing)
+  iova = 1 << 44
+  hw = nic.provider.reg_mr(p.pd.handle, mem.bus_addrs, 4096, iova, size, RW)
+  try:
+    dst = SimpleNamespace(addr=iova, rkey=hw.rkey)
+    src, back = p.mr(8192, fill=True), p.mr(8192)
+    for at in (0, size - 8192, size // 2 + 4000):
+      p.write(src, dst, offset=at)
+      assert backing[at:at + 8192] == bytes(src.view)
+      p.write(back, dst, offset=at, opcode=WROpcode.RDMA_READ)
+      assert bytes(back.view) == bytes(src.view)
+    with pytest.raises(WCError, match="REM_ACCESS_ERR"): p.write(src, dst, offset=size - 4096)   # past its end
+  finally:
+    hw.deregister()
+    nic.provider.free(mem)
+
+
+def test_a_1_gib_mr_over_one_bus_run_takes_1_gib_pages(nic, monkeypatch):
+  """Existing memory the model maps at one bus run (as an IOMMU does): the MR names it in 1 GiB pages (both NICs take
+  them), one or two (where the run does not start on a 1 GiB boundary) instead of 262144 pages of 4 KiB."""
+  p, size, asked = Pair(nic), 1 << 30, []
+  real = nic.provider.reg_mr
+  def reg_mr(pd, pages, page_size, iova, length, access):
+    if length == size: asked.append((pages, page_size))
+    return real(pd, pages, page_size, iova, length, access)
+  monkeypatch.setattr(nic.provider, "reg_mr", reg_mr)
+  backing = mmap.mmap(-1, size)
+  mr = p.pd.reg_mr(backing, RW)
+  ((pages, page_size),) = asked
+  start = mr.mapped.bus_addrs[0]
+  assert page_size == size and pages == [start - start % size + size * i for i in range(1 + bool(start % size))]
+  src, back = p.mr(8192, fill=True), p.mr(8192)
+  for at in (0, size - 8192, size // 2 - 100):
+    p.write(src, mr, offset=at)
+    assert backing[at:at + 8192] == bytes(src.view)
+    p.write(back, mr, offset=at, opcode=WROpcode.RDMA_READ)
+    assert bytes(back.view) == bytes(src.view)
+  mr.dereg()

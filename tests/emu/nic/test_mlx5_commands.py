@@ -113,7 +113,7 @@ def test_a_mailbox_block_with_a_wrong_token_is_a_delivery_error(raw):
   q, lin = raw.q, layouts(H.MLX5_CMD_OP_SET_HCA_CAP)[0]
   data = bytes(lin.build({"opcode": H.MLX5_CMD_OP_SET_HCA_CAP}))
   q.token = 9
-  q._chain(0, data[16:], 8)
+  q._chain(q.mbox, 0, data[16:], 8)
   q.mbox.view[3 * 1024 + 573] = 10                       # block 3 says another command's token
   lay = bytearray(64)
   lay[0], lay[4:8], lay[8:16], lay[16:32] = C.MLX5_PCI_CMD_XPORT, len(data).to_bytes(4, "big"), q.mbox.bus_addr(0).to_bytes(8, "big"), data[:16]
