@@ -17,6 +17,7 @@ from drivers.system.lock import LockInfo, alive, holder, list_locks, lock_dir, p
 from drivers.system.pci import SysfsPCIDevice, list_models, open_model
 from drivers.system.registry import Vendor, vendors
 from drivers.system.usb import BridgeInfo, list_bridges
+from tools.cli import UserError, add_version, run
 
 NOT_IN_USE = "No processes found using this device"
 NOT_VISIBLE = "run hcq_smi as root to see every process"
@@ -30,7 +31,7 @@ def backends() -> dict[str, Vendor]:
 
 
 class SmiError(Exception):
-  """A failure reported in one line; the command exits 1."""
+  """A failure reported in one line (a command hcq_smi ran, a process it could not kill); the command exits 1."""
 
 
 def _run(argv: list[str]) -> subprocess.CompletedProcess:
@@ -102,7 +103,7 @@ def find_devices(backend: Vendor, host: Host, pci_bus: str | None = None) -> lis
   want = pci_bus.lower()
   if not (found := [d for d in devs if d.bus.startswith(want) or d.bus.startswith(f"0000:{want}")]):
     have = ", ".join(d.bus for d in devs) or "none"
-    raise SmiError(f"no {backend.smi_name} device matches --pci_bus {pci_bus} (devices: {have}); "
+    raise UserError(f"no {backend.smi_name} device matches --pci_bus {pci_bus} (devices: {have}); "
                    f"`hcq_smi {backend.smi_name} list` shows them")
   return found
 
@@ -193,7 +194,7 @@ def cmd_reset(backend: Vendor, host: Host, args: argparse.Namespace) -> int:
     elif d.pci is None: print(f"{d.bus}: {d.kind} device known only by its lock ({d.holder_text()}): no PCI function here "
                             "and no emulated state to reset, skipped")
   if not (found := [d for d in devs if d.pci is not None]):
-    raise SmiError(f"no {backend.smi_name} device to reset" + (f" matches --pci_bus {args.pci_bus}" if args.pci_bus else ""))
+    raise UserError(f"no {backend.smi_name} device to reset" + (f" matches --pci_bus {args.pci_bus}" if args.pci_bus else ""))
   return 0 if _reset(backend, host, found) else 1
 
 
@@ -265,6 +266,7 @@ COMMANDS = {"list": cmd_list, "rmmod": cmd_rmmod, "insmod": cmd_insmod, "reset":
 
 def parser() -> argparse.ArgumentParser:
   p = argparse.ArgumentParser(prog="hcq_smi", description="List, free and reset the GPUs and NICs hcq drives.")
+  add_version(p)
   p.add_argument("backend", choices=backends(), help=f"device family (a registered vendor): {', '.join(backends())}")
   sub = p.add_subparsers(dest="command", required=True, metavar="command")
   sub.add_parser("list", help="every device: bus, ids, name, kernel driver, IOMMU group, lock holder").add_argument(
@@ -282,10 +284,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None, host: Host | None = None) -> int:
   args = parser().parse_args(argv)
-  try: return COMMANDS[args.command](backends()[args.backend], host or Host(), args)
-  except (SmiError, OSError) as e:
-    print(f"hcq_smi: {e}", file=sys.stderr)
-    return 1
+  return run("hcq_smi", lambda: COMMANDS[args.command](backends()[args.backend], host or Host(), args), failures=(SmiError,))
 
 
 if __name__ == "__main__":

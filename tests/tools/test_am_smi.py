@@ -134,7 +134,7 @@ def test_lists_amd_gpus_only_and_makes_no_model_state(capsys):
   assert main(["--list"]) == 0
   out = capsys.readouterr().out
   assert re.findall(r"╭─+ (mock-\d+)", out) == ["mock-2"] and "ConnectX" not in out and "emulated Navi31" in out, out
-  assert main(["--list", "--dev", "mock-5"]) == 1 and main(["--pids"]) == 0
+  assert main(["--list", "--dev", "mock-5"]) == 2 and main(["--pids"]) == 0
   assert capsys.readouterr().out == "mock-2: No processes found using this device\n"
   with pytest.raises(FileNotFoundError, match="navi31 device 5 .mock-5. has no state yet"): open_model("navi31", 5, None)
   assert sorted(p.name for p in emu.iterdir()) == before           # no navi31-0 or navi31-5 appeared
@@ -143,7 +143,7 @@ def test_lists_amd_gpus_only_and_makes_no_model_state(capsys):
 
 
 def test_bad_arguments():
-  assert main(["--dev", "0000:99:00.0"]) == 1
+  assert main(["--dev", "0000:99:00.0"]) == 2
   with pytest.raises(SystemExit) as e: main(["--kill"])
   assert e.value.code == 2
 

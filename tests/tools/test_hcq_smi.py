@@ -189,8 +189,8 @@ def test_bad_backend_or_command_prints_usage_and_exits_2(argv, tmp_path, capsys)
 
 
 @pytest.mark.parametrize("command", ["reset", "pids", "kill_pids"])
-def test_bus_matching_nothing_exits_1(amd_tree, command, capsys):
-  assert main(["amd", command, "--pci_bus", "0000:09"], host(amd_tree)) == 1
+def test_bus_matching_nothing_is_a_user_error(amd_tree, command, capsys):
+  assert main(["amd", command, "--pci_bus", "0000:09"], host(amd_tree)) == 2
   err = capsys.readouterr().err
   assert "no amd device matches --pci_bus 0000:09" in err and "0000:03:00.0, 0000:05:00.0" in err
 
@@ -273,7 +273,7 @@ def test_reset_refuses_bound_and_busy_devices(amd_tree, hold, capsys):
 
 def test_reset_of_a_device_known_only_by_its_lock_says_why_not(amd_tree, hold, capsys):
   p = hold("am", "mock-0")                   # a holder of the lock, no emulated state behind it
-  assert main(["amd", "reset", "--pci_bus", "mock-0"], host(amd_tree)) == 1
+  assert main(["amd", "reset", "--pci_bus", "mock-0"], host(amd_tree)) == 2
   out, err = capsys.readouterr()
   assert f"mock-0: emulated device known only by its lock (pid {p.pid} (" in out and "no emulated state to reset" in out
   assert "no amd device to reset matches --pci_bus mock-0" in err
@@ -440,5 +440,5 @@ def test_list_shows_gpus_behind_usb_bridges_with_path_firmware_and_holder(amd_tr
   assert line.split()[:3] == ["usb-3-6", "usb", "3801:0001"] and "path 3-5, bridge firmware 1.00" in line
   assert main(["nv", "list", "--json"], host(amd_tree)) == 0
   assert "usb-3" not in capsys.readouterr().out                       # bridges are listed for vendors behind them only
-  assert main(["amd", "reset", "--pci_bus", "usb-3-6"], host(amd_tree)) == 1
+  assert main(["amd", "reset", "--pci_bus", "usb-3-6"], host(amd_tree)) == 2
   assert "usb-3-6: a GPU behind a USB bridge (path 3-5) has no function reset through the bridge" in capsys.readouterr().out
