@@ -1,7 +1,7 @@
 """What the console scripts and the examples' entries share (tools/cli.py): --version, and an error the user can act
 on (no such device, a busy device, a bad DEV, missing firmware) as one line and exit status 2; HCQ_DEBUG=1 adds the
 traceback."""
-import os, subprocess, sys
+import os, shutil, subprocess, sys, tempfile
 from importlib.metadata import version
 from pathlib import Path
 
@@ -53,3 +53,42 @@ def test_examples_report_a_bad_dev_and_missing_firmware_in_one_line(tmp_path):
   (empty := tmp_path / "firmware").mkdir()
   one_line(script("examples/queue_demo.py", DEV="MOCKPCI+AMD", HCQ_FIRMWARE_DIR=str(empty)), "queue_demo",
            f"firmware file {empty}/psp_13_0_0_sos.bin not found")
+
+
+def test_a_missing_tmpdir_is_named_not_a_failed_compile_or_lock(tmp_path):
+  gone = tmp_path / "gone"
+  expect = f"TMPDIR={gone} does not exist; hcq keeps device locks"
+  one_line(script("-m", "tools.hcq_smi", "amd", "list", TMPDIR=str(gone)), "hcq_smi", expect)
+  one_line(script("examples/queue_demo.py", "4096", DEV="CPU", TMPDIR=str(gone)), "queue_demo", expect)           # clang's scratch
+  one_line(script("examples/queue_demo.py", "4096", DEV="MOCKPCI+AMD", TMPDIR=str(gone)), "queue_demo", expect)   # the lock
+  assert not gone.exists()
+
+
+def test_an_unusable_compile_cache_is_named(tmp_path, monkeypatch):
+  from drivers.cpu.compiler import ClangCompiler
+  from emu import cc
+  (blocked := tmp_path / "file").write_text("")            # a file where the cache directory would go
+  monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
+  fix = "set XDG_CACHE_HOME to a directory you can write"
+  with pytest.raises(NotADirectoryError, match=f"cannot make the compile cache directory {blocked}/hcq/clangcompiler/.*; {fix}"):
+    ClangCompiler().compile("int hcq_cache_test;")
+  with pytest.raises(NotADirectoryError, match=f"cannot make the compile cache directory {blocked}/hcq/emu/.*; {fix}"):
+    cc.build("int hcq_cache_test;")
+
+
+# a lock taken as an unprivileged user: imports and the registry first (the checkout may be unreadable to that user)
+AS_USER = "import os, sys; from tools.cli import run; from drivers.system.lock import DeviceLock; " \
+          "from drivers.system.registry import vendors; vendors(); os.setgroups([]); os.setresgid(65534, 65534, 65534); " \
+          "os.setresuid(65533, 65533, 65533); sys.exit(run('locker', lambda: DeviceLock('bnxt', 'mock-0') and 0))"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to take the lock as another user")
+def test_an_unwritable_tmpdir_is_named():
+  shared = Path(tempfile.mkdtemp(dir="/tmp"))              # root's: other users reach and read it, cannot write it
+  try:
+    shared.chmod(0o755)
+    r = subprocess.run([sys.executable, "-c", AS_USER], cwd=REPO, capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(shared)})
+    one_line(r, "locker", f"TMPDIR={shared} is not writable by this user; hcq keeps device locks")
+    assert list(shared.iterdir()) == []
+  finally: shutil.rmtree(shared)
