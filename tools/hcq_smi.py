@@ -45,6 +45,8 @@ class Host:
   proc: str = "/proc"
   run: Callable[[list[str]], subprocess.CompletedProcess] = _run
   root: bool = field(default_factory=lambda: os.geteuid() == 0)
+  tty: bool = field(default_factory=lambda: sys.stdin.isatty())   # may hcq_smi ask before resetting every device?
+  ask: Callable[[str], str] = input
   tries: int = 100            # kill_pids probes each lock this many times, poll_s apart, before giving up
   poll_s: float = 0.05
 
@@ -195,6 +197,14 @@ def cmd_reset(backend: Vendor, host: Host, args: argparse.Namespace) -> int:
                             "and no emulated state to reset, skipped")
   if not (found := [d for d in devs if d.pci is not None]):
     raise UserError(f"no {backend.smi_name} device to reset" + (f" matches --pci_bus {args.pci_bus}" if args.pci_bus else ""))
+  if args.pci_bus is None and not args.yes:   # every device: confirmed first, as amd-smi's reset asks
+    every = f"every {backend.smi_name} device ({', '.join(d.bus for d in found)})"
+    if not host.tty: raise UserError(f"reset without --pci_bus resets {every}: confirm with --yes, or pick one with --pci_bus BUS")
+    try: answer = host.ask(f"Reset {every}? [y/N] ")
+    except EOFError: answer = ""
+    if answer.strip().lower() not in ("y", "yes"):
+      print("Nothing was reset")
+      return 1
   return 0 if _reset(backend, host, found) else 1
 
 
@@ -279,6 +289,7 @@ def parser() -> argparse.ArgumentParser:
     sp = sub.add_parser(name, help=text)
     sp.add_argument("--pci_bus", metavar="BUS", help="only devices whose bus id starts with BUS (0000:03:00.0, 03:00, mock-0)")
     if name == "kill_pids": sp.add_argument("--sudoless", action="store_true", help="signal directly, not through sudo kill")
+    if name == "reset": sp.add_argument("--yes", action="store_true", help="without --pci_bus: reset every device without asking")
   return p
 
 

@@ -254,7 +254,7 @@ def test_reset_writes_sysfs_reset_of_matched_functions(amd_tree, capsys):
   (devs / "0000:03:00.0" / "driver").unlink()
   assert main(["amd", "reset", "--pci_bus", "05:00"], host(amd_tree)) == 0
   assert (devs / "0000:05:00.0" / "reset").read_text() == "1" and (devs / "0000:03:00.0" / "reset").read_text() == ""
-  assert main(["amd", "reset"], host(amd_tree)) == 0
+  assert main(["amd", "reset", "--yes"], host(amd_tree)) == 0
   assert (devs / "0000:03:00.0" / "reset").read_text() == "1" and (devs / "0000:01:00.0" / "reset").read_text() == ""
   assert capsys.readouterr().out.splitlines() == ["0000:05:00.0: reset", "0000:03:00.0: reset", "0000:05:00.0: reset"]
   assert holder(lock_path("am", "0000:03:00.0")) is None   # the lock taken for the reset is released
@@ -263,12 +263,44 @@ def test_reset_writes_sysfs_reset_of_matched_functions(amd_tree, capsys):
 @pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")   # a refused DeviceLock cleans up quietly
 def test_reset_refuses_bound_and_busy_devices(amd_tree, hold, capsys):
   gpu = hold("am", "0000:05:00.0")
-  assert main(["amd", "reset"], host(amd_tree)) == 1
+  assert main(["amd", "reset", "--yes"], host(amd_tree)) == 1
   err = capsys.readouterr().err
   assert "0000:03:00.0: reset failed: PCI device 0000:03:00.0 is bound to kernel driver amdgpu" in err
   assert f"in use by pid {gpu.pid}" in err and "kill_pids --pci_bus 0000:05:00.0" in err
   devs = amd_tree / "sys" / "bus" / "pci" / "devices"
   assert (devs / "0000:03:00.0" / "reset").read_text() == (devs / "0000:05:00.0" / "reset").read_text() == ""
+
+
+def test_reset_of_every_device_is_refused_without_a_terminal_or_yes(amd_tree, capsys):
+  from drivers.system import open_model
+  open_model("navi31", 1, "am").close()                                 # a device to reset on any machine: emulated mock-1
+  r = subprocess.run([sys.executable, "-m", "tools.hcq_smi", "amd", "reset"], cwd=REPO, stdin=subprocess.DEVNULL,
+                     capture_output=True, text=True, timeout=120)       # stdin is no terminal: nobody to ask
+  assert (r.returncode, r.stdout) == (2, ""), r.stderr
+  assert r.stderr.count("\n") == 1 and r.stderr.startswith("hcq_smi: reset without --pci_bus resets every amd device (")
+  assert "mock-1)" in r.stderr and "confirm with --yes" in r.stderr
+  devs = amd_tree / "sys" / "bus" / "pci" / "devices"
+  (devs / "0000:03:00.0" / "driver").unlink()
+  assert main(["amd", "reset"], host(amd_tree)) == 2                     # the same through Host (tty False)
+  assert capsys.readouterr().err == ("hcq_smi: reset without --pci_bus resets every amd device (0000:03:00.0, 0000:05:00.0, "
+                                     "mock-1): confirm with --yes, or pick one with --pci_bus BUS\n")
+  assert [(devs / b / "reset").read_text() for b in ("0000:03:00.0", "0000:05:00.0")] == ["", ""]
+
+
+@pytest.mark.parametrize("answer,reset", [("y\n", True), ("YES", True), ("n", False), ("", False), (EOFError, False)])
+def test_reset_of_every_device_asks_on_a_terminal(amd_tree, answer, reset, capsys):
+  devs = amd_tree / "sys" / "bus" / "pci" / "devices"
+  (devs / "0000:03:00.0" / "driver").unlink()
+  asked = []
+  def ask(question: str) -> str:
+    asked.append(question)
+    if answer is EOFError: raise EOFError
+    return answer
+  assert main(["amd", "reset"], host(amd_tree, tty=True, ask=ask)) == (0 if reset else 1)
+  assert asked == ["Reset every amd device (0000:03:00.0, 0000:05:00.0)? [y/N] "]
+  assert [(devs / b / "reset").read_text() for b in ("0000:03:00.0", "0000:05:00.0")] == (["1", "1"] if reset else ["", ""])
+  assert capsys.readouterr().out.splitlines() == (["0000:03:00.0: reset", "0000:05:00.0: reset"] if reset else ["Nothing was reset"])
+  assert main(["amd", "reset", "--pci_bus", "05:00"], host(amd_tree, tty=True, ask=ask)) == 0 and len(asked) == 1   # one device: no question
 
 
 def test_reset_of_a_device_known_only_by_its_lock_says_why_not(amd_tree, hold, capsys):
