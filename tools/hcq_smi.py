@@ -9,18 +9,20 @@ GPUs come behind USB bridges, the bridges attached (USB path, bridge firmware). 
 """
 from __future__ import annotations
 import argparse, json, os, re, shlex, signal, subprocess, sys, time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from drivers.system.discovery import PCIInfo, list_pci
 from drivers.system.lock import LockInfo, alive, holder, list_locks, lock_dir, process_name
 from drivers.system.pci import SysfsPCIDevice, list_models, open_model
-from drivers.system.registry import Vendor, vendors
+from drivers.system.registry import Usage, Vendor, model, vendors
 from drivers.system.usb import BridgeInfo, list_bridges
 from tools.cli import UserError, add_version, run
 
 NOT_IN_USE = "No processes found using this device"
 NOT_VISIBLE = "run hcq_smi as root to see every process"
+IN_PROCESS = "in each process that opens it"
+MIB = 1 << 20
 # a PCI function address as sysfs names it: domain:bus:device.function
 PCI_ADDRESS = re.compile(r"[0-9a-f]{4,}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
 
@@ -95,7 +97,7 @@ class Device:
 def find_devices(backend: Vendor, host: Host, pci_bus: str | None = None) -> list[Device]:
   """The backend's PCI functions plus every held lock of its prefix that is not one of them; with `pci_bus`,
   those whose bus id starts with it (the PCI domain may be left out, as lspci does)."""
-  locks = {lk.bus: lk for lk in list_locks(backend.lock_prefix)}
+  locks = {lk.bus: lk for lk in list_locks(backend.lock_prefix)} if backend.lock_prefix else {}
   devs = [Device(p.bus, p, locks.pop(p.bus, None)) for p in list_pci(sysfs=host.sysfs)
           if p.vendor_id in backend.pci_vendors and p.base_class in backend.pci_classes]
   devs += [Device(m.bus, m, locks.pop(m.bus, None), kind) for kind in backend.models for m in list_models(kind)]
@@ -110,10 +112,26 @@ def find_devices(backend: Vendor, host: Host, pci_bus: str | None = None) -> lis
   return found
 
 
-def _none_found(backend: Vendor) -> str:
+def _how_to_make(v: Vendor) -> str | None:
+  """How the vendor's emulated PCI devices come to be (they have no state, so no row, before), if it has any."""
+  if not v.models: return None
+  what = model(v.models[0]).description
+  if v.emulated:
+    default = ", the default device when no DEV is set and no hardware is found," if v is next(x for x in vendors() if x.emulated) else ","
+    return (f"{v.emulated}: {what}{default} made when a program first opens it (then listed as mock-0): "
+            f"python -c \"from drivers.hcq import open_device; open_device('{v.emulated}')\"")
+  if v.rdma: return f"{v.smi_name} mock-<n>: {what} NICs, made when first opened: hcq-rdma loopback --nic {v.smi_name} --pci mock-0"
+  return None
+
+
+def _nothing_found(backend: Vendor) -> list[str]:
+  """What `hcq_smi <backend> list` says with no device to show: where it looked, what exists anyway, how to make one."""
   ids = " or ".join(f"{v:#06x}" for v in backend.pci_vendors) or "(none)"
-  return (f"No {backend.smi_name} devices found (no PCI function of vendor {ids} and no held "
-          f"{backend.lock_prefix}_*.lock in {lock_dir()})")
+  made = ", no emulated device made yet" if backend.models else ""
+  lines = [f"No {backend.smi_name} hardware here (no PCI function of vendor {ids}){made}, no held {backend.lock_prefix}_*.lock "
+           f"in {lock_dir()}. What there is:"]
+  lines += [f"{iface}+{backend.name}: {model(kind).description}, built {IN_PROCESS}" for iface, kind in backend.kernel_models.items()]
+  return lines + [hint] if (hint := _how_to_make(backend)) else lines
 
 
 def _json_row(d: Device) -> dict:
@@ -127,24 +145,89 @@ def _json_row(d: Device) -> dict:
           "bridge_firmware": d.usb.firmware if d.usb else None}
 
 
+def _print_table(rows: list[tuple[str, ...]]) -> None:
+  widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+  for r in rows: print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+
+
+def _name(d: Device) -> str:
+  if d.pci is not None: return d.pci.name or "?"
+  return f"GPU behind a USB bridge (path {d.usb.path}, bridge firmware {d.usb.firmware})" if d.usb else "-"
+
+
 def cmd_list(backend: Vendor, host: Host, args: argparse.Namespace) -> int:
   devs = find_devices(backend, host)
   if args.json:
     print(json.dumps([_json_row(d) for d in devs], indent=2))
     return 0
   if not devs:
-    print(_none_found(backend))
+    print("\n".join(_nothing_found(backend)))
     return 0
   rows = [("BUS", "KIND", "ID", "NAME", "DRIVER", "IOMMU", "IN USE")]
   for d in devs:
     p, u = d.pci, d.usb
     ident = f"{p.vendor_id:04x}:{p.device_id:04x}" if p else f"{u.vendor_id:04x}:{u.product_id:04x}" if u else "-"
-    name = (p.name or "?") if p else f"GPU behind a USB bridge (path {u.path}, bridge firmware {u.firmware})" if u else "-"
-    rows.append((d.bus, d.kind, ident, name,
-                 (p.driver or "none") if p else "-", str(p.iommu_group) if p and p.iommu_group is not None else "-",
-                 "no" if d.pid is None else d.holder_text()))
-  widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-  for r in rows: print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+    rows.append((d.bus, d.kind, ident, _name(d), (p.driver or "none") if p else "-",
+                 str(p.iommu_group) if p and p.iommu_group is not None else "-", "no" if d.pid is None else d.holder_text()))
+  _print_table(rows)
+  return 0
+
+
+@dataclass(frozen=True)
+class Row:
+  """One device of any family in `hcq_smi list`."""
+  family: str
+  device: Device | None       # None: an emulated device each process builds for itself (a kernel-driver model)
+  name: str
+  usage: Usage
+
+  @property
+  def holder(self) -> str:
+    if self.device is None: return "one per process"
+    return "no" if self.device.pid is None else self.device.holder_text()
+
+
+def _interface(d: Device) -> str:
+  """How hcq reaches a device whose vendor does not say: through a USB bridge, a model, VFIO, sysfs or a kernel driver."""
+  if d.usb is not None: return "USB bridge"
+  if d.pci is None: return "-"                 # known only by its lock
+  if d.kind == "emulated": return "model"
+  return {"vfio-pci": "VFIO", None: "sysfs"}.get(d.pci.driver, f"kernel ({d.pci.driver})")
+
+
+def family_rows(v: Vendor, host: Host) -> list[Row]:
+  """A vendor's devices (`find_devices`) with what its driver reads of them, then the emulated devices each process
+  builds for itself. Vendors with device strings are named as in them (AMD), the others as their NICs are (bnxt)."""
+  family, rows = v.name if v.interfaces else v.smi_name, []
+  for d in find_devices(v, host):
+    u = v.usage(d.bus, d.pci) if v.usage else Usage()
+    rows.append(Row(family, d, _name(d), replace(u, interface=u.interface or _interface(d))))
+  return rows + [Row(family, None, model(kind).description, Usage(f"{iface}+{v.name}")) for iface, kind in v.kernel_models.items()]
+
+
+def _memory(u: Usage) -> str:
+  if u.memory_used is None or u.memory_total is None: return "-"
+  return f"{u.memory_used / MIB:.0f} / {u.memory_total / MIB:.0f} MiB"
+
+
+def list_all(host: Host, as_json: bool) -> int:
+  """Every family's devices in one table, as nvidia-smi shows every GPU; then how to make the emulated devices a family
+  has none of yet."""
+  found = [(v, family_rows(v, host)) for v in vendors()]
+  rows = [r for _, rs in found for r in rs]
+  if as_json:
+    print(json.dumps([{"family": r.family, "bus": r.device.bus if r.device else None, "kind": r.device.kind if r.device else "in-process",
+                       "name": r.name, "interface": r.usage.interface, "memory_used": r.usage.memory_used,
+                       "memory_total": r.usage.memory_total, "utilisation": r.usage.utilisation,
+                       "in_use": r.device is not None and r.device.pid is not None,
+                       "pid": r.device.pid if r.device and r.device.pid and r.device.pid > 0 else None, "holder": r.holder}
+                      for r in rows], indent=2))
+    return 0
+  _print_table([("FAMILY", "BUS", "NAME", "INTERFACE", "MEMORY", "UTIL", "IN USE")] +
+               [(r.family, r.device.bus if r.device else "-", r.name, r.usage.interface or "-", _memory(r.usage),
+                 "-" if r.usage.utilisation is None else f"{r.usage.utilisation}%", r.holder) for r in rows])
+  for v, rs in found:
+    if (hint := _how_to_make(v)) and not any(r.device is not None and r.device.model for r in rs): print(hint)
   return 0
 
 
@@ -219,7 +302,7 @@ def cmd_insmod(backend: Vendor, host: Host, args: argparse.Namespace) -> int:
 
 
 def cmd_pids(backend: Vendor, host: Host, args: argparse.Namespace) -> int:
-  if not (devs := find_devices(backend, host, args.pci_bus)): print(_none_found(backend))
+  if not (devs := find_devices(backend, host, args.pci_bus)): print("\n".join(_nothing_found(backend)))
   for d in devs: print(f"{d.bus}: {d.holder_text()}")
   return 0
 
@@ -257,7 +340,7 @@ def free_lock(host: Host, bus: str, path: str, sudoless: bool) -> None:
 
 
 def cmd_kill_pids(backend: Vendor, host: Host, args: argparse.Namespace) -> int:
-  if not (devs := find_devices(backend, host, args.pci_bus)): print(_none_found(backend))
+  if not (devs := find_devices(backend, host, args.pci_bus)): print("\n".join(_nothing_found(backend)))
   failed = 0
   for d in devs:
     if d.pid is None:
@@ -275,10 +358,19 @@ COMMANDS = {"list": cmd_list, "rmmod": cmd_rmmod, "insmod": cmd_insmod, "reset":
 
 
 def parser() -> argparse.ArgumentParser:
-  p = argparse.ArgumentParser(prog="hcq_smi", description="List, free and reset the GPUs and NICs hcq drives.")
+  p = argparse.ArgumentParser(prog="hcq_smi", description="List, free and reset the GPUs and NICs hcq drives. With no "
+                              "arguments: `list`, every family's devices in one table.")
   add_version(p)
-  p.add_argument("backend", choices=backends(), help=f"device family (a registered vendor): {', '.join(backends())}")
-  sub = p.add_subparsers(dest="command", required=True, metavar="command")
+  top = p.add_subparsers(dest="backend", metavar="{list," + ",".join(backends()) + "}")
+  top.add_parser("list", help="every device of every family: bus, name, interface, memory, utilisation, lock holder").add_argument(
+    "--json", action="store_true", help="machine-readable output")
+  for name, v in backends().items():
+    _commands(top.add_parser(name, help=f"the {v.name} devices: list, rmmod, insmod, reset, pids, kill_pids"))
+  return p
+
+
+def _commands(backend: argparse.ArgumentParser) -> None:
+  sub = backend.add_subparsers(dest="command", required=True, metavar="command")
   sub.add_parser("list", help="every device: bus, ids, name, kernel driver, IOMMU group, lock holder").add_argument(
     "--json", action="store_true", help="machine-readable output")
   sub.add_parser("rmmod", help="unload the kernel modules (modprobe -r)").add_argument(
@@ -290,11 +382,11 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("--pci_bus", metavar="BUS", help="only devices whose bus id starts with BUS (0000:03:00.0, 03:00, mock-0)")
     if name == "kill_pids": sp.add_argument("--sudoless", action="store_true", help="signal directly, not through sudo kill")
     if name == "reset": sp.add_argument("--yes", action="store_true", help="without --pci_bus: reset every device without asking")
-  return p
 
 
-def main(argv: list[str] | None = None, host: Host | None = None) -> int:
+def main(argv: list[str] | None = None, host: Host | None = None) -> int | None:
   args = parser().parse_args(argv)
+  if args.backend in (None, "list"): return run("hcq_smi", lambda: list_all(host or Host(), getattr(args, "json", False)))
   return run("hcq_smi", lambda: COMMANDS[args.command](backends()[args.backend], host or Host(), args), failures=(SmiError,))
 
 
