@@ -1,12 +1,14 @@
 """hcq_smi: list, free and reset the devices hcq drives (GPUs and RDMA NICs).
 
-`hcq_smi <backend> {list,rmmod,insmod,reset,pids,kill_pids}`. The backends are the registered vendors that have
-a lock prefix (drivers/system/registry.py), named in lower case (amd, nv, ...). A backend's devices are its vendor's
-PCI functions (drivers/system/discovery), its models' emulated devices that have state, and the held ownership
-locks of its prefix (drivers/system/lock), so devices an emulated model opened show up too, and, for vendors whose
-GPUs come behind USB bridges, the bridges attached (USB path, bridge firmware). Root-only commands
-(modprobe, kill) run through sudo unless hcq_smi already is root; sysfs writes name the file when permission is missing.
-"""
+`hcq_smi` (or `hcq_smi list [--json]`) shows every registered vendor's devices in one table, with what each vendor's
+driver reads of them (Vendor.usage) and the emulated devices its kernel-driver models build in each process
+(Vendor.kernel_models). `hcq_smi <backend> {list,rmmod,insmod,reset,pids,kill_pids}` works on one family; the
+backends are the registered vendors that have a lock prefix (drivers/system/registry.py), named in lower case (amd, nv,
+...). A backend's devices are its vendor's PCI functions (drivers/system/discovery), its models' emulated devices that
+have state, and the held ownership locks of its prefix (drivers/system/lock), so devices an emulated model opened show
+up too, and, for vendors whose GPUs come behind USB bridges, the bridges attached (USB path, bridge firmware). Root-only
+commands (modprobe, kill) run through sudo unless hcq_smi already is root; sysfs writes name the file when permission
+is missing. Resetting every device of a family asks first (--yes on no terminal)."""
 from __future__ import annotations
 import argparse, json, os, re, shlex, signal, subprocess, sys, time
 from dataclasses import dataclass, field, replace
