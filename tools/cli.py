@@ -21,6 +21,7 @@ class UserError(Exception):
 # errors a user causes and can act on: ValueError (bad device strings, flag values), OSError (missing, busy or
 # inaccessible files, directories and devices), RuntimeError (busy devices, the drivers' firmware and hardware errors)
 USER_ERRORS: tuple[type[Exception], ...] = (UserError, OSError, ValueError, RuntimeError)
+BUGS = (NotImplementedError, RecursionError)   # RuntimeErrors no user causes: their traceback is what to report
 
 
 def version() -> str:
@@ -49,6 +50,7 @@ def run(prog: str, body: Callable[[], int | None], failures: tuple[type[Exceptio
     print(f"{prog}: interrupted", file=sys.stderr)
     return 130
   except failures + USER_ERRORS as e:
+    if isinstance(e, BUGS) and not isinstance(e, failures): raise
     if os.environ.get(DEBUG) == "1": traceback.print_exc()
     print(f"{prog}: {str(e) or type(e).__name__}", file=sys.stderr)
     return 1 if isinstance(e, failures) else 2

@@ -92,3 +92,26 @@ def test_an_unwritable_tmpdir_is_named():
     one_line(r, "locker", f"TMPDIR={shared} is not writable by this user; hcq keeps device locks")
     assert list(shared.iterdir()) == []
   finally: shutil.rmtree(shared)
+
+
+class Failed(Exception): pass
+
+
+def raising(e: BaseException):
+  def body():
+    raise e
+  return body
+
+
+@pytest.mark.parametrize("error,status", [(Failed("peer went away"), 1), (ValueError("bad DEV"), 2), (KeyboardInterrupt(), 130)])
+def test_run_maps_errors_to_one_line_and_a_status(error, status, capsys, monkeypatch):
+  from tools.cli import run
+  monkeypatch.delenv("HCQ_DEBUG", raising=False)
+  assert run("prog", raising(error), failures=(Failed,)) == status
+  assert capsys.readouterr().err == f"prog: {error if status != 130 else 'interrupted'}\n"
+
+
+@pytest.mark.parametrize("bug", [TypeError("x"), KeyError("k"), NotImplementedError("hook")])
+def test_run_lets_a_bug_show_its_traceback(bug):
+  from tools.cli import run
+  with pytest.raises(type(bug)): run("prog", raising(bug))
