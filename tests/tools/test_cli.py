@@ -74,6 +74,8 @@ def test_an_unusable_compile_cache_is_named(tmp_path, monkeypatch):
     ClangCompiler().compile("int hcq_cache_test;")
   with pytest.raises(NotADirectoryError, match=f"cannot make the compile cache directory {blocked}/hcq/emu/.*; {fix}"):
     cc.build("int hcq_cache_test;")
+  r = script("examples/queue_demo.py", "4096", DEV="CPU", XDG_CACHE_HOME=str(blocked))   # the CPU queues' launcher too
+  one_line(r, "queue_demo", f"cannot make the compile cache directory {blocked}/hcq/clangcompiler/")
 
 
 # a lock taken as an unprivileged user: imports and the registry first (the checkout may be unreadable to that user)
