@@ -378,8 +378,8 @@ def _commands(backend: argparse.ArgumentParser) -> None:
   sub.add_parser("rmmod", help="unload the kernel modules (modprobe -r)").add_argument(
     "--expect", action="store_true", help="only check they are unloaded (exit 1 if any is loaded)")
   sub.add_parser("insmod", help="rmmod, reset the devices, load the kernel driver again")
-  for name, text in (("reset", "PCI function reset through sysfs (an emulated device: through its model)"), ("pids", "pid holding each device's lock"),
-                     ("kill_pids", "kill the lock holders and wait until the locks are free")):
+  for name, text in (("reset", "PCI function reset through sysfs (an emulated device: through its model)"),
+                     ("pids", "pid holding each device's lock"), ("kill_pids", "kill the lock holders and wait until the locks are free")):
     sp = sub.add_parser(name, help=text)
     sp.add_argument("--pci_bus", metavar="BUS", help="only devices whose bus id starts with BUS (0000:03:00.0, 03:00, mock-0)")
     if name == "kill_pids": sp.add_argument("--sudoless", action="store_true", help="signal directly, not through sudo kill")
