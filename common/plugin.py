@@ -29,6 +29,7 @@ class KernelModel:
   """A kernel driver's model: open/ioctl/mmap/... on the device files it serves, as drivers/system.kernel expects."""
   name: str
   create: Callable[..., Any]             # (**options) -> the model
+  description: str = ""                  # the device it emulates, in device listings (each process builds its own)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import contextlib, fcntl, hashlib, os, platform, re, shutil, subprocess, sys, tempfile, time
 from functools import cache
 
+from common.dirs import cache_dir, make_cache_dir, temp_dir
+
 COMPILERS = ("clang-22", "clang-19", "gcc")
 # -ffp-contract=off: a*b+c is never fused behind our back (GPUs round their multiply and add instructions separately).
 # -fno-math-errno lets sqrt/fma inline to single instructions; no -ffast-math (NaN/inf/-0 must be exact).
@@ -70,10 +72,6 @@ def inline_includes(text: str, seen: set[str] | None = None) -> str:
   return re.sub(r'^#include "emu/([\w/.]+)"$', read, text, flags=re.M)
 
 
-def cache_dir(where: str = "emu") -> str:
-  return os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "hcq", where)
-
-
 def key(src: str, opt: str = "-O2") -> str:
   """Cache key of a shared object built from `src` on this host with this compiler."""
   return hashlib.sha256("\0".join((compiler()[1], _host_id(), opt, *CFLAGS, src)).encode()).hexdigest()[:32]
@@ -84,7 +82,7 @@ def build(src: str, tag: str = "prog", opt: str = "-O2", where: str = "emu") -> 
   cc, k = compiler()[0], key(src, opt)
   path = os.path.join(cache_dir(where), k[:2], f"{tag}-{k}.so")
   if os.path.exists(path): return path
-  os.makedirs(os.path.dirname(path), exist_ok=True)
+  make_cache_dir(os.path.dirname(path))
   with open(path + ".lock", "w") as lock:     # one builder per object; the others wait for it
     fcntl.flock(lock, fcntl.LOCK_EX)
     if not os.path.exists(path): _compile(cc, src, opt, path)
@@ -93,6 +91,7 @@ def build(src: str, tag: str = "prog", opt: str = "-O2", where: str = "emu") -> 
 
 def _compile(cc: str, src: str, opt: str, path: str) -> None:
   global built
+  temp_dir()                                  # the compiler's scratch files go there: a bad TMPDIR is named, not a failed build
   fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".so")
   os.close(fd)
   try:

@@ -7,6 +7,7 @@ import numpy as np
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from sklearn.datasets import load_digits
 from compute import Tensor, Device, nn, optim, no_grad
+from tools.cli import run
 
 
 class MLP:
@@ -62,4 +63,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-  main()
+  sys.exit(run("digits", main))   # a bad DEV, missing firmware, a busy device: one line

@@ -4,6 +4,7 @@ Runs on DEV (default: the default device). Usage: python examples/queue_demo.py 
 import sys, time
 import numpy as np
 from drivers.hcq import open_device
+from tools.cli import run
 
 SRC = {"c": r"""
 #include <stdint.h>
@@ -48,4 +49,4 @@ def main(n: int = 1 << 20) -> None:
 
 
 if __name__ == "__main__":
-  main(*(int(x) for x in sys.argv[1:]))
+  sys.exit(run("queue_demo", lambda: main(*(int(x) for x in sys.argv[1:]))))   # a bad DEV, missing firmware, a busy device: one line

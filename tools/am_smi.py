@@ -16,6 +16,7 @@ from rich.text import Text
 
 from drivers.amd.smi import GPUStatus, devices, status
 from drivers.system.lock import lock_path
+from tools.cli import UserError, add_version, run
 from tools.hcq_smi import Host, SmiError, free_lock
 
 HOT, CRITICAL = 80, 87          # degrees C: yellow, red
@@ -70,16 +71,20 @@ def render(bus: str | None, last: dict[str, GPUStatus] | None = None) -> Group:
 
 def main(argv: list[str] | None = None) -> int:
   p = argparse.ArgumentParser(prog="am_smi", description="Monitor the GPUs the AM userspace driver runs.")
+  add_version(p)
   p.add_argument("--list", action="store_true", help="print once and exit")
   p.add_argument("--dev", metavar="BUS", help="only the device whose bus id starts with BUS (0000:03:00.0, mock-0)")
   p.add_argument("--pids", action="store_true", help="print the process owning each device")
   p.add_argument("--kill", action="store_true", help="with --pids: kill those processes")
   args = p.parse_args(argv)
   if args.kill and not args.pids: p.error("--kill needs --pids")
-  console = Console()
+  return run("am_smi", lambda: _monitor(args), failures=(SmiError,))
+
+
+def _monitor(args: argparse.Namespace) -> int:
   if args.dev is not None and not devices(args.dev):
-    print(f"am_smi: no AM-driven GPU matches --dev {args.dev}", file=sys.stderr)
-    return 1
+    raise UserError(f"no AM-driven GPU matches --dev {args.dev}; `am_smi --list` shows them")
+  console = Console()
   if args.pids:
     failed = 0
     for d in devices(args.dev):

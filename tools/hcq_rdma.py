@@ -31,6 +31,7 @@ from drivers.rdma import (Access, Context, Endpoint, ProtocolError, RemoteMR, Se
                           rdma_vendors)
 from drivers.rdma.exchange import BOOL, MAX_LINE, TEXT, U32, check, choice, decode, size as size_field
 from drivers.system.pci import MOCK_BUS
+from tools.cli import add_version, run
 
 VERSION = 2                        # 2: a verify per size (-a), of any size up to the registered one
 MAX_SIZE = 1 << 30                 # the largest buffer a transfer moves (a WR is at most 2^31 - 1 bytes)
@@ -417,6 +418,7 @@ def parser() -> argparse.ArgumentParser:
   nics = ", ".join(rdma_vendors()) or "none"
   p = argparse.ArgumentParser(prog="hcq-rdma", description="RDMA WRITE between hcq's NICs (real or emulated), "
                               "measured like perftest's ib_write_bw.")
+  add_version(p)
   sub = p.add_subparsers(dest="command", required=True, metavar="command")
 
   def common(sp: argparse.ArgumentParser, ip: str) -> None:
@@ -465,15 +467,9 @@ def main(argv: list[str] | None = None) -> int:
   args = parser().parse_args(argv)
   if getattr(args, "iters", 1) < 1: parser().error("--iters must be at least 1")
   if not 1 <= getattr(args, "depth", 1) <= MAX_DEPTH: parser().error(f"--depth must be in [1, {MAX_DEPTH}]")
-  try: return COMMANDS[args.command](args)
-  except KeyboardInterrupt:
-    print("hcq-rdma: interrupted", file=sys.stderr)
-    return 130
-  except Exception as e:       # a clear line, never a traceback: the NIC, the peer and the verbs all say what went wrong
-    kind = "" if isinstance(e, (ToolError, ProtocolError, VerbsError, TimeoutError, OSError, RuntimeError, ValueError)) \
-      else f"{type(e).__name__}: "
-    print(f"hcq-rdma{' serve' if args.command == 'serve' else ''}: {kind}{e}", file=sys.stderr)
-    return 1
+  # the NIC, the peer and the verbs say what went wrong: those failures exit 1, the user's errors (tools/cli.py) 2
+  return run(f"hcq-rdma{' serve' if args.command == 'serve' else ''}", lambda: COMMANDS[args.command](args),
+             failures=(ToolError, ProtocolError, VerbsError, TimeoutError))
 
 
 if __name__ == "__main__":

@@ -1,25 +1,30 @@
 """hcq_smi: list, free and reset the devices hcq drives (GPUs and RDMA NICs).
 
-`hcq_smi <backend> {list,rmmod,insmod,reset,pids,kill_pids}`. The backends are the registered vendors that have
-a lock prefix (drivers/system/registry.py), named in lower case (amd, nv, ...). A backend's devices are its vendor's
-PCI functions (drivers/system/discovery), its models' emulated devices that have state, and the held ownership
-locks of its prefix (drivers/system/lock), so devices an emulated model opened show up too, and, for vendors whose
-GPUs come behind USB bridges, the bridges attached (USB path, bridge firmware). Root-only commands
-(modprobe, kill) run through sudo unless hcq_smi already is root; sysfs writes name the file when permission is missing.
-"""
+`hcq_smi` (or `hcq_smi list [--json]`) shows every registered vendor's devices in one table, with what each vendor's
+driver reads of them (Vendor.usage) and the emulated devices its kernel-driver models build in each process
+(Vendor.kernel_models). `hcq_smi <backend> {list,rmmod,insmod,reset,pids,kill_pids}` works on one family; the
+backends are the registered vendors that have a lock prefix (drivers/system/registry.py), named in lower case (amd, nv,
+...). A backend's devices are its vendor's PCI functions (drivers/system/discovery), its models' emulated devices that
+have state, and the held ownership locks of its prefix (drivers/system/lock), so devices an emulated model opened show
+up too, and, for vendors whose GPUs come behind USB bridges, the bridges attached (USB path, bridge firmware). Root-only
+commands (modprobe, kill) run through sudo unless hcq_smi already is root; sysfs writes name the file when permission
+is missing. Resetting every device of a family asks first (--yes on no terminal)."""
 from __future__ import annotations
 import argparse, json, os, re, shlex, signal, subprocess, sys, time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from drivers.system.discovery import PCIInfo, list_pci
 from drivers.system.lock import LockInfo, alive, holder, list_locks, lock_dir, process_name
 from drivers.system.pci import SysfsPCIDevice, list_models, open_model
-from drivers.system.registry import Vendor, vendors
+from drivers.system.registry import Usage, Vendor, model, vendors
 from drivers.system.usb import BridgeInfo, list_bridges
+from tools.cli import UserError, add_version, run
 
 NOT_IN_USE = "No processes found using this device"
 NOT_VISIBLE = "run hcq_smi as root to see every process"
+IN_PROCESS = "in each process that opens it"
+MIB = 1 << 20
 # a PCI function address as sysfs names it: domain:bus:device.function
 PCI_ADDRESS = re.compile(r"[0-9a-f]{4,}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
 
@@ -30,7 +35,7 @@ def backends() -> dict[str, Vendor]:
 
 
 class SmiError(Exception):
-  """A failure reported in one line; the command exits 1."""
+  """A failure reported in one line (a command hcq_smi ran, a process it could not kill); the command exits 1."""
 
 
 def _run(argv: list[str]) -> subprocess.CompletedProcess:
@@ -44,6 +49,8 @@ class Host:
   proc: str = "/proc"
   run: Callable[[list[str]], subprocess.CompletedProcess] = _run
   root: bool = field(default_factory=lambda: os.geteuid() == 0)
+  tty: bool = field(default_factory=lambda: sys.stdin.isatty())   # may hcq_smi ask before resetting every device?
+  ask: Callable[[str], str] = input
   tries: int = 100            # kill_pids probes each lock this many times, poll_s apart, before giving up
   poll_s: float = 0.05
 
@@ -92,7 +99,7 @@ class Device:
 def find_devices(backend: Vendor, host: Host, pci_bus: str | None = None) -> list[Device]:
   """The backend's PCI functions plus every held lock of its prefix that is not one of them; with `pci_bus`,
   those whose bus id starts with it (the PCI domain may be left out, as lspci does)."""
-  locks = {lk.bus: lk for lk in list_locks(backend.lock_prefix)}
+  locks = {lk.bus: lk for lk in list_locks(backend.lock_prefix)} if backend.lock_prefix else {}
   devs = [Device(p.bus, p, locks.pop(p.bus, None)) for p in list_pci(sysfs=host.sysfs)
           if p.vendor_id in backend.pci_vendors and p.base_class in backend.pci_classes]
   devs += [Device(m.bus, m, locks.pop(m.bus, None), kind) for kind in backend.models for m in list_models(kind)]
@@ -102,15 +109,31 @@ def find_devices(backend: Vendor, host: Host, pci_bus: str | None = None) -> lis
   want = pci_bus.lower()
   if not (found := [d for d in devs if d.bus.startswith(want) or d.bus.startswith(f"0000:{want}")]):
     have = ", ".join(d.bus for d in devs) or "none"
-    raise SmiError(f"no {backend.smi_name} device matches --pci_bus {pci_bus} (devices: {have}); "
+    raise UserError(f"no {backend.smi_name} device matches --pci_bus {pci_bus} (devices: {have}); "
                    f"`hcq_smi {backend.smi_name} list` shows them")
   return found
 
 
-def _none_found(backend: Vendor) -> str:
+def _how_to_make(v: Vendor) -> str | None:
+  """How the vendor's emulated PCI devices come to be (they have no state, so no row, before), if it has any."""
+  if not v.models: return None
+  what = model(v.models[0]).description
+  if v.emulated:
+    default = ", the default device when no DEV is set and no hardware is found," if v is next(x for x in vendors() if x.emulated) else ","
+    return (f"{v.emulated}: {what}{default} made when a program first opens it (then listed as mock-0): "
+            f"python -c \"from drivers.hcq import open_device; open_device('{v.emulated}')\"")
+  if v.rdma: return f"{v.smi_name} mock-<n>: {what} NICs, made when first opened: hcq-rdma loopback --nic {v.smi_name} --pci mock-0"
+  return None
+
+
+def _nothing_found(backend: Vendor) -> list[str]:
+  """What `hcq_smi <backend> list` says with no device to show: where it looked, what exists anyway, how to make one."""
   ids = " or ".join(f"{v:#06x}" for v in backend.pci_vendors) or "(none)"
-  return (f"No {backend.smi_name} devices found (no PCI function of vendor {ids} and no held "
-          f"{backend.lock_prefix}_*.lock in {lock_dir()})")
+  made = ", no emulated device made yet" if backend.models else ""
+  lines = [f"No {backend.smi_name} hardware here (no PCI function of vendor {ids}){made}, no held {backend.lock_prefix}_*.lock "
+           f"in {lock_dir()}. What there is:"]
+  lines += [f"{iface}+{backend.name}: {model(kind).description}, built {IN_PROCESS}" for iface, kind in backend.kernel_models.items()]
+  return lines + [hint] if (hint := _how_to_make(backend)) else lines
 
 
 def _json_row(d: Device) -> dict:
@@ -124,24 +147,89 @@ def _json_row(d: Device) -> dict:
           "bridge_firmware": d.usb.firmware if d.usb else None}
 
 
+def _print_table(rows: list[tuple[str, ...]]) -> None:
+  widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+  for r in rows: print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+
+
+def _name(d: Device) -> str:
+  if d.pci is not None: return d.pci.name or "?"
+  return f"GPU behind a USB bridge (path {d.usb.path}, bridge firmware {d.usb.firmware})" if d.usb else "-"
+
+
 def cmd_list(backend: Vendor, host: Host, args: argparse.Namespace) -> int:
   devs = find_devices(backend, host)
   if args.json:
     print(json.dumps([_json_row(d) for d in devs], indent=2))
     return 0
   if not devs:
-    print(_none_found(backend))
+    print("\n".join(_nothing_found(backend)))
     return 0
   rows = [("BUS", "KIND", "ID", "NAME", "DRIVER", "IOMMU", "IN USE")]
   for d in devs:
     p, u = d.pci, d.usb
     ident = f"{p.vendor_id:04x}:{p.device_id:04x}" if p else f"{u.vendor_id:04x}:{u.product_id:04x}" if u else "-"
-    name = (p.name or "?") if p else f"GPU behind a USB bridge (path {u.path}, bridge firmware {u.firmware})" if u else "-"
-    rows.append((d.bus, d.kind, ident, name,
-                 (p.driver or "none") if p else "-", str(p.iommu_group) if p and p.iommu_group is not None else "-",
-                 "no" if d.pid is None else d.holder_text()))
-  widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-  for r in rows: print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+    rows.append((d.bus, d.kind, ident, _name(d), (p.driver or "none") if p else "-",
+                 str(p.iommu_group) if p and p.iommu_group is not None else "-", "no" if d.pid is None else d.holder_text()))
+  _print_table(rows)
+  return 0
+
+
+@dataclass(frozen=True)
+class Row:
+  """One device of any family in `hcq_smi list`."""
+  family: str
+  device: Device | None       # None: an emulated device each process builds for itself (a kernel-driver model)
+  name: str
+  usage: Usage
+
+  @property
+  def holder(self) -> str:
+    if self.device is None: return "one per process"
+    return "no" if self.device.pid is None else self.device.holder_text()
+
+
+def _interface(d: Device) -> str:
+  """How hcq reaches a device whose vendor does not say: through a USB bridge, a model, VFIO, sysfs or a kernel driver."""
+  if d.usb is not None: return "USB bridge"
+  if d.pci is None: return "-"                 # known only by its lock
+  if d.kind == "emulated": return "model"
+  return {"vfio-pci": "VFIO", None: "sysfs"}.get(d.pci.driver, f"kernel ({d.pci.driver})")
+
+
+def family_rows(v: Vendor, host: Host) -> list[Row]:
+  """A vendor's devices (`find_devices`) with what its driver reads of them, then the emulated devices each process
+  builds for itself. Vendors with device strings are named as in them (AMD), the others as their NICs are (bnxt)."""
+  family, rows = v.name if v.interfaces else v.smi_name, []
+  for d in find_devices(v, host):
+    u = v.usage(d.bus, d.pci) if v.usage else Usage()
+    rows.append(Row(family, d, _name(d), replace(u, interface=u.interface or _interface(d))))
+  return rows + [Row(family, None, model(kind).description, Usage(f"{iface}+{v.name}")) for iface, kind in v.kernel_models.items()]
+
+
+def _memory(u: Usage) -> str:
+  if u.memory_used is None or u.memory_total is None: return "-"
+  return f"{u.memory_used / MIB:.0f} / {u.memory_total / MIB:.0f} MiB"
+
+
+def list_all(host: Host, as_json: bool) -> int:
+  """Every family's devices in one table, as nvidia-smi shows every GPU; then how to make the emulated devices a family
+  has none of yet."""
+  found = [(v, family_rows(v, host)) for v in vendors()]
+  rows = [r for _, rs in found for r in rs]
+  if as_json:
+    print(json.dumps([{"family": r.family, "bus": r.device.bus if r.device else None, "kind": r.device.kind if r.device else "in-process",
+                       "name": r.name, "interface": r.usage.interface, "memory_used": r.usage.memory_used,
+                       "memory_total": r.usage.memory_total, "utilisation": r.usage.utilisation,
+                       "in_use": r.device is not None and r.device.pid is not None,
+                       "pid": r.device.pid if r.device and r.device.pid and r.device.pid > 0 else None, "holder": r.holder}
+                      for r in rows], indent=2))
+    return 0
+  _print_table([("FAMILY", "BUS", "NAME", "INTERFACE", "MEMORY", "UTIL", "IN USE")] +
+               [(r.family, r.device.bus if r.device else "-", r.name, r.usage.interface or "-", _memory(r.usage),
+                 "-" if r.usage.utilisation is None else f"{r.usage.utilisation}%", r.holder) for r in rows])
+  for v, rs in found:
+    if (hint := _how_to_make(v)) and not any(r.device is not None and r.device.model for r in rs): print(hint)
   return 0
 
 
@@ -193,7 +281,15 @@ def cmd_reset(backend: Vendor, host: Host, args: argparse.Namespace) -> int:
     elif d.pci is None: print(f"{d.bus}: {d.kind} device known only by its lock ({d.holder_text()}): no PCI function here "
                             "and no emulated state to reset, skipped")
   if not (found := [d for d in devs if d.pci is not None]):
-    raise SmiError(f"no {backend.smi_name} device to reset" + (f" matches --pci_bus {args.pci_bus}" if args.pci_bus else ""))
+    raise UserError(f"no {backend.smi_name} device to reset" + (f" matches --pci_bus {args.pci_bus}" if args.pci_bus else ""))
+  if args.pci_bus is None and not args.yes:   # every device: confirmed first, as amd-smi's reset asks
+    every = f"every {backend.smi_name} device ({', '.join(d.bus for d in found)})"
+    if not host.tty: raise UserError(f"reset without --pci_bus resets {every}: confirm with --yes, or pick one with --pci_bus BUS")
+    try: answer = host.ask(f"Reset {every}? [y/N] ")
+    except EOFError: answer = ""
+    if answer.strip().lower() not in ("y", "yes"):
+      print("Nothing was reset")
+      return 1
   return 0 if _reset(backend, host, found) else 1
 
 
@@ -208,7 +304,7 @@ def cmd_insmod(backend: Vendor, host: Host, args: argparse.Namespace) -> int:
 
 
 def cmd_pids(backend: Vendor, host: Host, args: argparse.Namespace) -> int:
-  if not (devs := find_devices(backend, host, args.pci_bus)): print(_none_found(backend))
+  if not (devs := find_devices(backend, host, args.pci_bus)): print("\n".join(_nothing_found(backend)))
   for d in devs: print(f"{d.bus}: {d.holder_text()}")
   return 0
 
@@ -246,7 +342,7 @@ def free_lock(host: Host, bus: str, path: str, sudoless: bool) -> None:
 
 
 def cmd_kill_pids(backend: Vendor, host: Host, args: argparse.Namespace) -> int:
-  if not (devs := find_devices(backend, host, args.pci_bus)): print(_none_found(backend))
+  if not (devs := find_devices(backend, host, args.pci_bus)): print("\n".join(_nothing_found(backend)))
   failed = 0
   for d in devs:
     if d.pid is None:
@@ -264,28 +360,36 @@ COMMANDS = {"list": cmd_list, "rmmod": cmd_rmmod, "insmod": cmd_insmod, "reset":
 
 
 def parser() -> argparse.ArgumentParser:
-  p = argparse.ArgumentParser(prog="hcq_smi", description="List, free and reset the GPUs and NICs hcq drives.")
-  p.add_argument("backend", choices=backends(), help=f"device family (a registered vendor): {', '.join(backends())}")
-  sub = p.add_subparsers(dest="command", required=True, metavar="command")
+  p = argparse.ArgumentParser(prog="hcq_smi", description="List, free and reset the GPUs and NICs hcq drives. With no "
+                              "arguments: `list`, every family's devices in one table.")
+  add_version(p)
+  top = p.add_subparsers(dest="backend", metavar="{list," + ",".join(backends()) + "}")
+  top.add_parser("list", help="every device of every family: bus, name, interface, memory, utilisation, lock holder").add_argument(
+    "--json", action="store_true", help="machine-readable output")
+  for name, v in backends().items():
+    _commands(top.add_parser(name, help=f"the {v.name} devices: list, rmmod, insmod, reset, pids, kill_pids"))
+  return p
+
+
+def _commands(backend: argparse.ArgumentParser) -> None:
+  sub = backend.add_subparsers(dest="command", required=True, metavar="command")
   sub.add_parser("list", help="every device: bus, ids, name, kernel driver, IOMMU group, lock holder").add_argument(
     "--json", action="store_true", help="machine-readable output")
   sub.add_parser("rmmod", help="unload the kernel modules (modprobe -r)").add_argument(
     "--expect", action="store_true", help="only check they are unloaded (exit 1 if any is loaded)")
   sub.add_parser("insmod", help="rmmod, reset the devices, load the kernel driver again")
-  for name, text in (("reset", "PCI function reset through sysfs (an emulated device: through its model)"), ("pids", "pid holding each device's lock"),
-                     ("kill_pids", "kill the lock holders and wait until the locks are free")):
+  for name, text in (("reset", "PCI function reset through sysfs (an emulated device: through its model)"),
+                     ("pids", "pid holding each device's lock"), ("kill_pids", "kill the lock holders and wait until the locks are free")):
     sp = sub.add_parser(name, help=text)
     sp.add_argument("--pci_bus", metavar="BUS", help="only devices whose bus id starts with BUS (0000:03:00.0, 03:00, mock-0)")
     if name == "kill_pids": sp.add_argument("--sudoless", action="store_true", help="signal directly, not through sudo kill")
-  return p
+    if name == "reset": sp.add_argument("--yes", action="store_true", help="without --pci_bus: reset every device without asking")
 
 
-def main(argv: list[str] | None = None, host: Host | None = None) -> int:
+def main(argv: list[str] | None = None, host: Host | None = None) -> int | None:
   args = parser().parse_args(argv)
-  try: return COMMANDS[args.command](backends()[args.backend], host or Host(), args)
-  except (SmiError, OSError) as e:
-    print(f"hcq_smi: {e}", file=sys.stderr)
-    return 1
+  if args.backend in (None, "list"): return run("hcq_smi", lambda: list_all(host or Host(), getattr(args, "json", False)))
+  return run("hcq_smi", lambda: COMMANDS[args.command](backends()[args.backend], host or Host(), args), failures=(SmiError,))
 
 
 if __name__ == "__main__":

@@ -9,8 +9,8 @@ itself is imported when a device is opened."""
 from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
-from drivers.system.discovery import CLASS_DISPLAY, CLASS_ACCELERATOR
-from drivers.system.registry import Vendor
+from drivers.system.discovery import CLASS_DISPLAY, CLASS_ACCELERATOR, PCIInfo
+from drivers.system.registry import Usage, Vendor
 
 if TYPE_CHECKING:
   from drivers.amd.device import AMDDevice
@@ -56,6 +56,11 @@ def _auto() -> str:
   return "USB" if not _pci_gpus() and _usb_bridges() else "PCI"
 
 
+def _usage(bus: str, pci: PCIInfo | None) -> Usage:
+  from drivers.amd.smi import usage
+  return usage(bus, pci)
+
+
 def _open(spec: DeviceSpec) -> AMDDevice:
   from drivers.amd.device import AMDDevice
   iface = spec.iface or _auto()
@@ -80,4 +85,4 @@ VENDOR = Vendor(
   emulated="MOCKPCI+AMD", priority=0,
   lock_prefix=LOCK_PREFIX, modules=("amdgpu",), load=("amdgpu",), pci_vendors=(PCI_VENDOR,),
   pci_classes=(CLASS_DISPLAY, CLASS_ACCELERATOR), device_names=DEVICE_NAMES, models=("navi31",),
-  usb_bridges=True)
+  kernel_models={"MOCKKFD": "kfd"}, usage=_usage, usb_bridges=True)

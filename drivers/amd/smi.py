@@ -7,10 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from autogen.amd import smu13_driver_if_v13_0_0 as drv
-from drivers.system import list_pci, open_model, list_models, SysfsPCIDevice, PCIDevice
+from drivers.system import list_pci, open_model, list_models, SysfsPCIDevice, PCIDevice, PCIInfo
+from drivers.system.pci import MOCK_BUS
+from drivers.system.registry import Usage
 from drivers.system.lock import holder, lock_path
 from drivers.amd.am.core import AMCore, NotBootedError
-from drivers.amd import AM_DEVICE_IDS, PCI_VENDOR
+from drivers.amd import AM_DEVICE_IDS, PCI_VENDOR, LOCK_PREFIX, VENDOR
 
 BUSY_THRESHOLD = 15          # % activity above which the pre-deep-sleep clock is the one to show (SMU 13.0.0)
 TEMPS = {"edge": drv.TEMP_EDGE, "hotspot": drv.TEMP_HOTSPOT, "mem": drv.TEMP_MEM}
@@ -45,17 +47,24 @@ class MonitoredGPU:
   bus: str
   name: str
   emulated_index: int | None      # the model's index for emulated devices
+  model: str | None = None        # the AMD PCI model (hcq.models) emulating it
 
   def open(self) -> PCIDevice:
-    """The PCI function without taking its lock (read-only monitoring)."""
-    return open_model("navi31", self.emulated_index, None) if self.emulated_index is not None else SysfsPCIDevice(self.bus, None)
+    """The PCI function without taking its lock (read-only monitoring: an emulated device without state is not made)."""
+    if self.model is not None and self.emulated_index is not None: return open_model(self.model, self.emulated_index, None)
+    return SysfsPCIDevice(self.bus, None)
+
+
+def _am_free(p: PCIInfo) -> bool:
+  """A GPU the AM driver boots, free of amdgpu (bound to vfio-pci, or to nothing)."""
+  return p.device_id in AM_DEVICE_IDS and p.driver in (None, "vfio-pci")
 
 
 def devices(bus: str | None = None) -> list[MonitoredGPU]:
-  """GPUs the AM driver can drive: supported AMD functions on the PCI bus and the emulated ones with state."""
-  out = [MonitoredGPU(p.bus, p.name or "AMD GPU", None) for p in list_pci(PCI_VENDOR)
-         if p.device_id in AM_DEVICE_IDS and p.driver in (None, "vfio-pci")]
-  out += [MonitoredGPU(m.bus, m.name or "emulated Navi31", int(m.bus.split("-")[1])) for m in list_models()]
+  """GPUs the AM driver can drive: supported AMD functions on the PCI bus and the AMD models' emulated devices with state
+  (never another vendor's, whose emulated devices share the mock-<n> bus names)."""
+  out = [MonitoredGPU(p.bus, p.name or "AMD GPU", None) for p in list_pci(PCI_VENDOR) if _am_free(p)]
+  out += [MonitoredGPU(m.bus, m.name, int(m.bus.split("-")[1]), kind) for kind in VENDOR.models for m in list_models(kind)]
   return [d for d in out if bus is None or d.bus.startswith(bus) or d.bus.startswith(f"0000:{bus}")]
 
 
@@ -64,7 +73,7 @@ def _clock(pre: int, post: int, activity: int) -> int: return pre if activity > 
 
 def status(ref: MonitoredGPU, last: GPUStatus | None = None) -> GPUStatus:
   """One reading of the device; `last`, the previous reading of it, tells whether the SMU updated its metrics since."""
-  st = GPUStatus(ref.bus, ref.name, holder(lock_path("am", ref.bus)))
+  st = GPUStatus(ref.bus, ref.name, holder(lock_path(LOCK_PREFIX, ref.bus)))
   if st.pid is None: st.stale = "idle: no process holds the device"
   try:
     pci = ref.open()
@@ -91,3 +100,17 @@ def status(ref: MonitoredGPU, last: GPUStatus | None = None) -> GPUStatus:
   except Exception as e: st.error = f"{type(e).__name__}: {e}"
   finally: pci.close()
   return st
+
+
+def usage(bus: str, pci: PCIInfo | None) -> Usage:
+  """What hcq_smi list shows of an AMD device: the device string that reaches it and, for one the AM driver runs (an
+  emulated GPU, a supported one free of amdgpu), its VRAM in use and GFX activity as status() reads them (the activity
+  only while a process owns the device; nothing of a device that cannot be read, or was never booted)."""
+  if bus.startswith("usb-"): return Usage("USB+AMD")
+  if pci is None: return Usage()                   # known only by its lock
+  if m := MOCK_BUS.fullmatch(bus): ref, iface = MonitoredGPU(bus, pci.name, int(m[1]), VENDOR.models[0]), f"MOCKPCI+AMD:{m[1]}"
+  elif pci.driver == "amdgpu": return Usage("KFD+AMD")
+  elif _am_free(pci): ref, iface = MonitoredGPU(bus, pci.name, None), "PCI+AMD"
+  else: return Usage()
+  if (st := status(ref)).error: return Usage(iface)
+  return Usage(iface, st.vram_used, st.vram_total, None if st.stale else st.gfx_activity)

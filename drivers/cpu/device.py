@@ -211,7 +211,10 @@ class _Worker(threading.Thread):
   def put(self, cmds: list) -> None: self.inbox.put(cmds)
 
   def run(self) -> None:
-    ffi, lib = _launcher()
+    try: ffi, lib = _launcher()
+    except Exception as e:   # no launcher (no C compiler, an unusable compile cache): the device is faulted, saying why
+      self.device.report_fault(f"{self.kind} queue: {e}")
+      return
     while (cmds := self.inbox.get()) is not None:
       for cmd in cmds:
         if self.stopping: return   # the queue was stopped: what is left in it is dropped

@@ -2,6 +2,8 @@
 from __future__ import annotations
 import hashlib, os, shutil, subprocess, tempfile
 
+from common.dirs import cache_dir, make_cache_dir, temp_dir
+
 LLVM_VERSIONS = (22, 19)   # LLVM 22 from Debian bookworm-security; 19 is the accepted fallback
 
 
@@ -17,11 +19,8 @@ def llvm_tool(name: str) -> str:
                           f"`scripts/setup.sh` (Debian packages clang-22 lld-22 llvm-22)")
 
 
-def cache_dir() -> str:
-  return os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "hcq")
-
-
 def run_tool(cmd: list[str], what: str, stdin: bytes | None = None) -> bytes:
+  temp_dir()                 # the tools write scratch files there: a bad TMPDIR is named, not a failed run
   p = subprocess.run(cmd, input=stdin, capture_output=True)
   if p.returncode != 0:
     raise CompileError(f"{what} failed ({os.path.basename(cmd[0])} exit {p.returncode}):\n{p.stderr.decode(errors='replace')}")
@@ -46,10 +45,10 @@ class Compiler:
       with open(path, "rb") as f: lib = f.read()
       self.cache_hits += 1
       return lib
-    except FileNotFoundError: pass
+    except (FileNotFoundError, NotADirectoryError): pass
     lib = self._compile(src)
     self.compiled += 1
-    os.makedirs(os.path.dirname(path), exist_ok=True)
+    make_cache_dir(os.path.dirname(path))
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path))   # write then rename: concurrent runs never see half a file
     with os.fdopen(fd, "wb") as f: f.write(lib)
     os.replace(tmp, path)

@@ -33,7 +33,7 @@ def _open(spec: DeviceSpec) -> NVDevice:
 
 
 VENDOR = Vendor(
-  "NV", interfaces=("RM", "MOCK"), open=_open, lock_prefix="nv", probe=_present, priority=10,
+  "NV", interfaces=("RM", "MOCK"), open=_open, lock_prefix="nv", probe=_present, priority=10, kernel_models={"MOCK": "nv"},
   modules=("nvidia_drm", "nvidia_modeset", "nvidia_uvm", "nvidia"), load=("nvidia", "nvidia_uvm"),
   pci_vendors=(PCI_VENDOR,), pci_classes=(CLASS_DISPLAY,),
   device_names={(PCI_VENDOR, 0x2684): "AD102 [GeForce RTX 4090]", (PCI_VENDOR, 0x2B85): "GB202 [GeForce RTX 5090]",

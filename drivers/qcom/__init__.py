@@ -20,4 +20,4 @@ def _open(spec: DeviceSpec) -> QCOMDevice:
   return QCOMDevice("MOCK+QCOM" if mock else "QCOM", KGSL(kernel_interface("kgsl" if mock else None)))
 
 
-VENDOR = Vendor("QCOM", interfaces=("MOCK",), open=_open, single=True)
+VENDOR = Vendor("QCOM", interfaces=("MOCK",), open=_open, single=True, kernel_models={"MOCK": "kgsl"})

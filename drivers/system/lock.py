@@ -7,9 +7,10 @@ and vanish when the last process holding it dies, so a killed driver never leave
 created 0644: other users only read it.
 """
 from __future__ import annotations
-import fcntl, os, tempfile
+import fcntl, os
 from dataclasses import dataclass
 
+from common.dirs import temp_dir
 from drivers.system.registry import Vendor, vendors
 
 
@@ -18,7 +19,8 @@ class DeviceBusyError(RuntimeError):
 
 
 def lock_dir() -> str:
-  return os.environ.get("TMPDIR") or tempfile.gettempdir()
+  """$TMPDIR (checked: a missing one is named; a listing needs only to read it), else the system's temporary directory."""
+  return temp_dir(write=False)
 
 
 def lock_owners() -> dict[str, Vendor]:
@@ -97,6 +99,7 @@ class DeviceLock:
   def __init__(self, prefix: str, bus: str):
     self.fd: int | None = None
     self.prefix, self.bus, self.path = prefix, bus, lock_path(prefix, bus)
+    temp_dir()                                     # the lock file is made there: an unwritable TMPDIR is named as such
     try: fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     except PermissionError as e:
       raise PermissionError(f"cannot open lock file {self.path}: {e.strerror}; another user created it — remove it as root "

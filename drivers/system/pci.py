@@ -176,9 +176,12 @@ def _pci_model(kind: str) -> PCIModel:
 
 def open_model(kind: str, index: int = 0, lock_prefix: str | None | object = OWNER, **options: Any) -> ModelPCIDevice:
   """A registered PCI device model (entry point group hcq.models) as a PCI function on bus "mock-<index>", holding
-  the lock `lock_prefix` (by default its vendor's; None: no lock, for monitors); `options` go to the model. `index`
-  is below emulated_devices()."""
+  the lock `lock_prefix` (by default its vendor's; None: no lock, for monitors, which attach only to a device that has
+  state); `options` go to the model. `index` is below emulated_devices()."""
   m, bus = emulated_model(kind, index)
+  if lock_prefix is None and index not in m.saved():   # a monitor attaches to a device that exists, it never makes one
+    raise FileNotFoundError(f"emulated {kind} device {index} ({bus}) has no state yet: there is nothing to attach to "
+                            "until a driver opens it (which powers it on)")
   if lock_prefix is OWNER:
     if (lock_prefix := next((v.lock_prefix for v in vendors() if kind in v.models), None)) is None:
       raise ValueError(f"no registered vendor with a lock prefix lists model {kind!r}; pass lock_prefix")

@@ -23,6 +23,15 @@ MODEL_KINDS = (PCIModel, KernelModel, BridgeModel)
 
 
 @dataclass(frozen=True)
+class Usage:
+  """What a vendor's driver tells `hcq_smi list` about one of its devices; None where it does not know."""
+  interface: str | None = None               # the device string that reaches it (MOCKPCI+AMD:0, KFD+AMD)
+  memory_used: int | None = None             # bytes of device memory in use
+  memory_total: int | None = None
+  utilisation: int | None = None             # % of the time the device was busy
+
+
+@dataclass(frozen=True)
 class Vendor:
   """One vendor package. All but the name is optional: a vendor without `open` has no queue-API driver in this build
   (hcq_smi may still manage its devices); one without `lock_prefix` is no hcq_smi backend; one with `rdma` drives
@@ -41,6 +50,8 @@ class Vendor:
   pci_classes: tuple[int, ...] = ()          # PCI base classes of the functions it drives
   device_names: Mapping[tuple[int, int], str] = field(default_factory=dict)   # (vendor id, device id) -> marketing name
   models: tuple[str, ...] = ()               # the PCI models (hcq.models) emulating its devices
+  kernel_models: Mapping[str, str] = field(default_factory=dict)   # <iface> -> the kernel-driver model (hcq.models) it runs on
+  usage: Callable[[str, Any], Usage] | None = None   # (bus, its discovery PCIInfo or None) -> what hcq_smi list shows
   usb_bridges: bool = False                  # its devices also come behind USB-to-PCIe bridges (drivers/system/usb.py)
   rdma: Callable[..., Any] | None = None     # its NICs' verbs provider: (PCI bus or mock-<n>, **options) -> drivers.rdma Provider
 

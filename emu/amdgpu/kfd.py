@@ -478,4 +478,4 @@ class KFDModel:
 
 
 # registered under hcq.models (pyproject.toml): kernel_interface(mock="kfd") is this model
-MODEL = KernelModel("kfd", KFDModel)
+MODEL = KernelModel("kfd", KFDModel, "two emulated Navi31s (KFD model)")

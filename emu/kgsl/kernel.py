@@ -337,4 +337,4 @@ class KGSLModel:
 
 
 # registered under hcq.models (pyproject.toml): kernel_interface(mock="kgsl", chip_id=...) is this model
-MODEL = KernelModel("kgsl", KGSLModel)
+MODEL = KernelModel("kgsl", KGSLModel, "emulated Adreno 630 (KGSL model)")

@@ -122,8 +122,28 @@ def test_device_not_booted_by_am_is_reported_not_read(capsys):
   assert "has not been booted by the AM driver" in capsys.readouterr().out
 
 
+def test_lists_amd_gpus_only_and_makes_no_model_state(capsys):
+  """Every model's emulated devices are named mock-<n>: am_smi shows the AMD models' ones, and attaches only to devices
+  that have state (a monitor never powers one on)."""
+  import json, tempfile
+  from pathlib import Path
+  from tools.hcq_smi import main as hcq_smi
+  for kind, index in (("bnxt", 0), ("mlx5", 0), ("mlx5", 5), ("navi31", 2)): open_model(kind, index).close()
+  emu = Path(tempfile.gettempdir()) / "hcq-emu"
+  before = sorted(p.name for p in emu.iterdir())
+  assert main(["--list"]) == 0
+  out = capsys.readouterr().out
+  assert re.findall(r"╭─+ (mock-\d+)", out) == ["mock-2"] and "ConnectX" not in out and "emulated Navi31" in out, out
+  assert main(["--list", "--dev", "mock-5"]) == 2 and main(["--pids"]) == 0
+  assert capsys.readouterr().out == "mock-2: No processes found using this device\n"
+  with pytest.raises(FileNotFoundError, match="navi31 device 5 .mock-5. has no state yet"): open_model("navi31", 5, None)
+  assert sorted(p.name for p in emu.iterdir()) == before           # no navi31-0 or navi31-5 appeared
+  assert hcq_smi(["amd", "list", "--json"]) == 0
+  assert [r["bus"] for r in json.loads(capsys.readouterr().out) if r["kind"] == "emulated"] == ["mock-2"]
+
+
 def test_bad_arguments():
-  assert main(["--dev", "0000:99:00.0"]) == 1
+  assert main(["--dev", "0000:99:00.0"]) == 2
   with pytest.raises(SystemExit) as e: main(["--kill"])
   assert e.value.code == 2
 

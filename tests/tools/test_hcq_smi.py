@@ -162,9 +162,59 @@ def test_marketing_name_prefers_the_udev_database():
   assert replace(gpu, device_id=0x1234).name == ""
 
 
-def test_list_without_devices_says_where_it_looked(tmp_path, capsys):
+def test_list_without_devices_says_where_it_looked_and_what_there_is(tmp_path, capsys):
   assert main(["nv", "list"], host(tmp_path)) == 0
-  assert "No nv devices found" in (out := capsys.readouterr().out) and str(tmp_path) in out
+  assert capsys.readouterr().out.splitlines() == [
+    f"No nv hardware here (no PCI function of vendor 0x10de), no held nv_*.lock in {tmp_path}. What there is:",
+    "MOCK+NV: emulated GH100 [H200 SXM 141GB] (RM/UVM model), built in each process that opens it"]
+
+
+def test_a_fresh_machine_says_how_to_make_the_default_device(tmp_path, capsys):
+  """No hardware and no emulated device made yet: the listing names what exists and a command that makes the default
+  device, which then lists."""
+  assert main(["amd", "list"], host(tmp_path)) == 0
+  out = capsys.readouterr().out.splitlines()
+  assert out[0].startswith("No amd hardware here (no PCI function of vendor 0x1002), no emulated device made yet")
+  assert out[1] == "MOCKKFD+AMD: two emulated Navi31s (KFD model), built in each process that opens it"
+  assert out[2].startswith("MOCKPCI+AMD: emulated Navi31 (hcq model), the default device when no DEV is set and no hardware")
+  assert main([], host(tmp_path)) == 0
+  assert out[2] in (every := capsys.readouterr().out.splitlines())
+  assert "bnxt mock-<n>: emulated BCM57508 NetXtreme-E (hcq model) NICs, made when first opened: " \
+         "hcq-rdma loopback --nic bnxt --pci mock-0" in every
+  make = out[2].split("(then listed as mock-0): ", 1)[1]
+  assert make.startswith("python -c ")
+  r = subprocess.run(sys.executable + make[len("python"):], shell=True, cwd=REPO, capture_output=True, text=True, timeout=300)
+  assert r.returncode == 0, r.stderr
+  assert main(["amd", "list", "--json"], host(tmp_path)) == 0
+  assert [(r["bus"], r["kind"], r["in_use"]) for r in json.loads(capsys.readouterr().out)] == [("mock-0", "emulated", False)]
+  assert main([], host(tmp_path)) == 0
+  assert not any(ln.startswith("MOCKPCI+AMD: ") for ln in capsys.readouterr().out.splitlines())   # made: a row, no hint
+
+
+def test_list_shows_every_family_in_one_table(amd_tree, capsys):
+  from drivers.system import open_model
+  add_pci(amd_tree / "sys", "0000:41:00.0", 0x15B3, 0x101D, 0x020000, driver="vfio-pci")
+  for kind in ("bnxt", "mlx5"): open_model(kind, 0).close()   # an emulated NIC of each with state: both are mock-0
+  owner = _owner("amd")                                        # boots emulated mock-0 and keeps it
+  try:
+    assert main(["list", "--json"], host(amd_tree)) == 0
+    rows = {(r["family"], r["bus"], r["interface"]): r for r in json.loads(capsys.readouterr().out)}
+    assert list(rows) == [("AMD", "0000:03:00.0", "KFD+AMD"), ("AMD", "0000:05:00.0", "sysfs"), ("AMD", "mock-0", "MOCKPCI+AMD:0"),
+                          ("AMD", None, "MOCKKFD+AMD"), ("NV", "0000:01:00.0", "kernel (nvidia)"), ("NV", None, "MOCK+NV"),
+                          ("bnxt", "mock-0", "model"), ("mlx5", "0000:41:00.0", "VFIO"), ("mlx5", "mock-0", "model"),
+                          ("QCOM", None, "MOCK+QCOM")]
+    gpu = rows["AMD", "mock-0", "MOCKPCI+AMD:0"]
+    assert (gpu["pid"], gpu["in_use"], gpu["memory_total"]) == (owner.pid, True, 512 << 20)   # the model's 512 MiB of VRAM
+    assert 0 < gpu["memory_used"] < gpu["memory_total"] and 0 <= gpu["utilisation"] <= 100
+    assert rows["mlx5", "mock-0", "model"]["name"] == "emulated ConnectX-6 Dx (hcq model)"
+    assert rows["NV", None, "MOCK+NV"]["kind"] == "in-process" and rows["NV", None, "MOCK+NV"]["holder"] == "one per process"
+    assert all(r["memory_used"] is None for k, r in rows.items() if k[2] != "MOCKPCI+AMD:0")   # no other driver reads it
+    assert main([], host(amd_tree)) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["FAMILY", "BUS", "NAME", "INTERFACE", "MEMORY", "UTIL", "IN", "USE"] and len(lines) == 11
+    row = next(ln for ln in lines if "MOCKPCI+AMD:0" in ln)
+    assert row.split()[:2] == ["AMD", "mock-0"] and " / 512 MiB " in row and row.endswith(f"pid {owner.pid} (python)")
+  finally: owner.kill(); owner.wait()
 
 
 def test_python_m_and_console_script(hold, tmp_path):
@@ -181,7 +231,7 @@ def test_python_m_and_console_script(hold, tmp_path):
 
 # ---- bad input
 
-@pytest.mark.parametrize("argv", [["intel", "list"], ["amd", "frobnicate"], ["amd"], [], ["amd", "list", "--pci_bus", "x"],
+@pytest.mark.parametrize("argv", [["intel", "list"], ["amd", "frobnicate"], ["amd"], ["amd", "list", "--pci_bus", "x"],
                                   ["amd", "pids", "--sudoless"]])
 def test_bad_backend_or_command_prints_usage_and_exits_2(argv, tmp_path, capsys):
   with pytest.raises(SystemExit) as e: main(argv, host(tmp_path))
@@ -189,8 +239,8 @@ def test_bad_backend_or_command_prints_usage_and_exits_2(argv, tmp_path, capsys)
 
 
 @pytest.mark.parametrize("command", ["reset", "pids", "kill_pids"])
-def test_bus_matching_nothing_exits_1(amd_tree, command, capsys):
-  assert main(["amd", command, "--pci_bus", "0000:09"], host(amd_tree)) == 1
+def test_bus_matching_nothing_is_a_user_error(amd_tree, command, capsys):
+  assert main(["amd", command, "--pci_bus", "0000:09"], host(amd_tree)) == 2
   err = capsys.readouterr().err
   assert "no amd device matches --pci_bus 0000:09" in err and "0000:03:00.0, 0000:05:00.0" in err
 
@@ -254,7 +304,7 @@ def test_reset_writes_sysfs_reset_of_matched_functions(amd_tree, capsys):
   (devs / "0000:03:00.0" / "driver").unlink()
   assert main(["amd", "reset", "--pci_bus", "05:00"], host(amd_tree)) == 0
   assert (devs / "0000:05:00.0" / "reset").read_text() == "1" and (devs / "0000:03:00.0" / "reset").read_text() == ""
-  assert main(["amd", "reset"], host(amd_tree)) == 0
+  assert main(["amd", "reset", "--yes"], host(amd_tree)) == 0
   assert (devs / "0000:03:00.0" / "reset").read_text() == "1" and (devs / "0000:01:00.0" / "reset").read_text() == ""
   assert capsys.readouterr().out.splitlines() == ["0000:05:00.0: reset", "0000:03:00.0: reset", "0000:05:00.0: reset"]
   assert holder(lock_path("am", "0000:03:00.0")) is None   # the lock taken for the reset is released
@@ -263,7 +313,7 @@ def test_reset_writes_sysfs_reset_of_matched_functions(amd_tree, capsys):
 @pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")   # a refused DeviceLock cleans up quietly
 def test_reset_refuses_bound_and_busy_devices(amd_tree, hold, capsys):
   gpu = hold("am", "0000:05:00.0")
-  assert main(["amd", "reset"], host(amd_tree)) == 1
+  assert main(["amd", "reset", "--yes"], host(amd_tree)) == 1
   err = capsys.readouterr().err
   assert "0000:03:00.0: reset failed: PCI device 0000:03:00.0 is bound to kernel driver amdgpu" in err
   assert f"in use by pid {gpu.pid}" in err and "kill_pids --pci_bus 0000:05:00.0" in err
@@ -271,9 +321,41 @@ def test_reset_refuses_bound_and_busy_devices(amd_tree, hold, capsys):
   assert (devs / "0000:03:00.0" / "reset").read_text() == (devs / "0000:05:00.0" / "reset").read_text() == ""
 
 
+def test_reset_of_every_device_is_refused_without_a_terminal_or_yes(amd_tree, capsys):
+  from drivers.system import open_model
+  open_model("navi31", 1, "am").close()                                 # a device to reset on any machine: emulated mock-1
+  r = subprocess.run([sys.executable, "-m", "tools.hcq_smi", "amd", "reset"], cwd=REPO, stdin=subprocess.DEVNULL,
+                     capture_output=True, text=True, timeout=120)       # stdin is no terminal: nobody to ask
+  assert (r.returncode, r.stdout) == (2, ""), r.stderr
+  assert r.stderr.count("\n") == 1 and r.stderr.startswith("hcq_smi: reset without --pci_bus resets every amd device (")
+  assert "mock-1)" in r.stderr and "confirm with --yes" in r.stderr
+  devs = amd_tree / "sys" / "bus" / "pci" / "devices"
+  (devs / "0000:03:00.0" / "driver").unlink()
+  assert main(["amd", "reset"], host(amd_tree)) == 2                     # the same through Host (tty False)
+  assert capsys.readouterr().err == ("hcq_smi: reset without --pci_bus resets every amd device (0000:03:00.0, 0000:05:00.0, "
+                                     "mock-1): confirm with --yes, or pick one with --pci_bus BUS\n")
+  assert [(devs / b / "reset").read_text() for b in ("0000:03:00.0", "0000:05:00.0")] == ["", ""]
+
+
+@pytest.mark.parametrize("answer,reset", [("y\n", True), ("YES", True), ("n", False), ("", False), (EOFError, False)])
+def test_reset_of_every_device_asks_on_a_terminal(amd_tree, answer, reset, capsys):
+  devs = amd_tree / "sys" / "bus" / "pci" / "devices"
+  (devs / "0000:03:00.0" / "driver").unlink()
+  asked = []
+  def ask(question: str) -> str:
+    asked.append(question)
+    if answer is EOFError: raise EOFError
+    return answer
+  assert main(["amd", "reset"], host(amd_tree, tty=True, ask=ask)) == (0 if reset else 1)
+  assert asked == ["Reset every amd device (0000:03:00.0, 0000:05:00.0)? [y/N] "]
+  assert [(devs / b / "reset").read_text() for b in ("0000:03:00.0", "0000:05:00.0")] == (["1", "1"] if reset else ["", ""])
+  assert capsys.readouterr().out.splitlines() == (["0000:03:00.0: reset", "0000:05:00.0: reset"] if reset else ["Nothing was reset"])
+  assert main(["amd", "reset", "--pci_bus", "05:00"], host(amd_tree, tty=True, ask=ask)) == 0 and len(asked) == 1   # one device: no question
+
+
 def test_reset_of_a_device_known_only_by_its_lock_says_why_not(amd_tree, hold, capsys):
   p = hold("am", "mock-0")                   # a holder of the lock, no emulated state behind it
-  assert main(["amd", "reset", "--pci_bus", "mock-0"], host(amd_tree)) == 1
+  assert main(["amd", "reset", "--pci_bus", "mock-0"], host(amd_tree)) == 2
   out, err = capsys.readouterr()
   assert f"mock-0: emulated device known only by its lock (pid {p.pid} (" in out and "no emulated state to reset" in out
   assert "no amd device to reset matches --pci_bus mock-0" in err
@@ -440,5 +522,5 @@ def test_list_shows_gpus_behind_usb_bridges_with_path_firmware_and_holder(amd_tr
   assert line.split()[:3] == ["usb-3-6", "usb", "3801:0001"] and "path 3-5, bridge firmware 1.00" in line
   assert main(["nv", "list", "--json"], host(amd_tree)) == 0
   assert "usb-3" not in capsys.readouterr().out                       # bridges are listed for vendors behind them only
-  assert main(["amd", "reset", "--pci_bus", "usb-3-6"], host(amd_tree)) == 1
+  assert main(["amd", "reset", "--pci_bus", "usb-3-6"], host(amd_tree)) == 2
   assert "usb-3-6: a GPU behind a USB bridge (path 3-5) has no function reset through the bridge" in capsys.readouterr().out
