@@ -11,7 +11,7 @@ Run as `python bench/allreduce.py rank SIZE ...` it is one rank (started by mpir
 """
 import json, os, sys, time
 from pathlib import Path
-from common import emit, skipped
+from figures import emit, skipped
 from rdma_udp import udp_throughput
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -5,7 +5,7 @@ Usage: python bench/amd_boot.py   (each boot runs in a fresh process: a cold boo
   warm_reopen_s   open it again after a clean close (partial boot: the firmware is still running)
   launch_us       end-to-end launch of an empty kernel on MOCKPCI+AMD, and on MOCKKFD+AMD for comparison"""
 import os, subprocess, sys, tempfile
-from common import emit
+from figures import emit
 
 OPEN = r"""
 import sys, time

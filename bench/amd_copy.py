@@ -3,7 +3,7 @@ memcpy of the same size on the host as the reference measured in the same run.
 
 Usage: python bench/amd_copy.py [DEV ...]   (default: MOCKKFD+AMD MOCKPCI+AMD); one JSON line per figure."""
 import sys
-from common import best, emit, skipped
+from figures import best, emit, skipped
 import numpy as np
 from drivers.hcq import open_device
 

@@ -9,7 +9,7 @@ Figures (best of 5 rounds of N launches; one JSON line each):
   compute_numpy_us   copying a realized 1 KiB tensor back to numpy (Tensor.numpy)
   compute_ring_dwords  compute-ring dwords per kernel of that schedule (the commands the GPU front end processes)"""
 import sys
-from common import best, emit, host_cpu, skipped
+from figures import best, emit, host_cpu, skipped
 from drivers.hcq import open_device
 from drivers.amd.elf import load_code_object
 import emu.rdna3 as rdna3

@@ -6,7 +6,7 @@ and the path through the host (copyout, then copyin), all measured in the same r
 Usage: python bench/amd_peer_copy.py [DEV_A DEV_B]   (default: a MOCKPCI+AMD pair and a MOCKKFD+AMD pair); one JSON
 line per figure."""
 import sys
-from common import best, emit, skipped
+from figures import best, emit, skipped
 import numpy as np
 from drivers.hcq import open_device
 from drivers.hcq.hostshare import PeerLink

@@ -10,7 +10,7 @@ kernel it ran (threadpoolctl, when installed). Prints one JSON line per figure."
 import os, sys, time
 sys.path.insert(0, os.path.dirname(__file__))
 import numpy as np
-from common import emit
+from figures import emit
 from compute import Tensor, Device
 
 ROUNDS, BLOCK, SETTLE_S = 10, 5, 0.3

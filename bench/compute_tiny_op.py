@@ -11,7 +11,7 @@ Rounds alternate the modes (best of ROUNDS each). Prints one JSON line per figur
 import os, sys, time
 sys.path.insert(0, os.path.dirname(__file__))
 import numpy as np
-from common import emit
+from figures import emit
 from compute import Tensor, Device, jit
 
 N, ROUNDS = 200, 7

@@ -7,7 +7,7 @@ Usage: python bench/nv_h200.py [--mock] [--small] [--budget S]
   --budget seconds for the whole run (default 480: a device command may run 10 minutes); a section that would start
            with too little left is skipped with a line saying so, and a run that outlasts the budget by 60 s dumps its
            threads' stacks and exits (faulthandler), so it cannot hang the machine's command
-The first line names the driver version, the GPU and what ran; then one JSON line per figure (bench/common.py emit):
+The first line names the driver version, the GPU and what ran; then one JSON line per figure (bench/figures.py emit):
   nv_h200/vector_add, matmul_f32_check, matmul_bf16_check   results of compute-layer kernels checked against numpy (max error)
   nv_h200/launch_us         empty kernel, submit to done (wait=True, host clock), median of N
   nv_h200/launch_gpu_us     the same, between the compute queue's two timestamps (device clock)
@@ -18,7 +18,7 @@ and the torch_* counterparts (CUDA events; torch.cuda._sleep(0) as the empty ker
 printed as a `skipped` line and the next section runs."""
 import argparse, faulthandler, os, statistics, sys, time, traceback
 import numpy as np
-from common import emit, skipped
+from figures import emit, skipped
 
 EMPTY = 'extern "C" __global__ void empty(int *x) { }'
 

@@ -10,7 +10,7 @@ Figures (best of 5 rounds of N launches; one JSON line each):
   pushbuffer_dwords  compute-channel pushbuffer dwords per launch"""
 import sys
 import numpy as np
-from common import best, emit, host_cpu, skipped
+from figures import best, emit, host_cpu, skipped
 from compute import Tensor
 from drivers.hcq import open_device
 from drivers.nv import image, nvrtc

@@ -7,7 +7,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "emu", "nvgpu"))
-from common import best, emit                                 # noqa: E402
+from figures import best, emit                                 # noqa: E402
 from ptx_helpers import VADD, MATMUL                          # noqa: E402 (the kernels the tests check)
 from emu.memory import Memory                                 # noqa: E402
 from emu.nvgpu.ptx import Program, launch                     # noqa: E402

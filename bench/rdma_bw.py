@@ -7,7 +7,7 @@ Usage: python bench/rdma_bw.py [--nic bnxt|mlx5] [SIZE ...]   (message sizes in 
   rdma/write_bw_mbps    RDMA WRITE of SIZE-byte messages, one process to another (the emulated NICs of --nic)
 """
 import sys
-from common import emit
+from figures import emit
 from rdma_common import write_bw
 from rdma_udp import udp_throughput
 

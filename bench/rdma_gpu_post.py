@@ -8,7 +8,7 @@ behind its own emulated NIC, in one process. Both start when the host opens a ga
 Usage: python bench/rdma_gpu_post.py [--nic bnxt|mlx5] [SIZE ...]   (bytes; default 64 B and 1 MiB); one JSON line per
 figure: rdma/gpu_post_us (best of ROUNDS) with host_posted_us beside it."""
 import sys, time
-from common import emit, skipped
+from figures import emit, skipped
 from drivers.hcq import open_device
 from drivers.rdma import Access, SendWR, WROpcode, open_context
 

@@ -33,7 +33,7 @@ Where a hop's time goes now (thread time, two processes as measured here, C data
   the waiting side's wait_for ~67 / ~68: the spin (SPIN_S), arming the CQ, the sleep on the MSI-X eventfd, the NQ, the
     poll and its CQ doorbell (bnxt ~5 of model time)
 """
-from common import emit
+from figures import emit
 from rdma_bw import arguments
 from rdma_common import write_lat
 from rdma_post import driver_cpu

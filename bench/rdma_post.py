@@ -16,7 +16,7 @@ The model's share is timed by wrapping its doorbell region's callbacks; the wrap
 callback in the same run, is taken out of both shares.
 """
 import socket, statistics, sys, time
-from common import emit
+from figures import emit
 from rdma_common import RECVS, SIGNAL_EVERY, Side
 
 ITERS = 2000

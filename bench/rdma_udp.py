@@ -14,7 +14,7 @@ Usage: python bench/rdma_udp.py [SIZE ...]   (message sizes in bytes; default 8 
                        NIC model's wire thread receives, the CQ waiter sleeps on the MSI-X eventfd), with no work at all
 """
 import json, os, select, socket, subprocess, sys, threading, time
-from common import emit
+from figures import emit
 from emu.nic.rc import WINDOW           # datagrams in flight in the ping-pong, as the model's requester
 
 MTU, HEADERS = 4096, 58           # a MIDDLE packet's frame: Ethernet 14 + IPv4 20 + UDP 8 + BTH 12 + ICRC 4, then the payload

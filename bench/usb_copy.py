@@ -5,7 +5,7 @@ through a real bridge (USB+AMD) when one is attached.
 
 Usage: python bench/usb_copy.py [DEV ...]   (default: MOCKUSB+AMD, plus USB+AMD with a bridge); one JSON line per figure."""
 import sys
-from common import best, emit, skipped
+from figures import best, emit, skipped
 import numpy as np
 from drivers.hcq import open_device
 from drivers.system.usb import list_usb
