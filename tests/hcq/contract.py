@@ -12,6 +12,7 @@ from drivers.hcq.devspec import openable_vendors
 
 WAIT_MS = 60_000      # the limit of the wait the signal check makes with an explicit timeout (others: no progress)
 BLOCKED_MS = 200      # how long a queue held by a wait must stay held for a check to see it
+RELEASED = (1 << 32) - 1   # what _Gates sets: above every value the checks wait for, in one dword (waits that compare one)
 
 
 def device_strings() -> list[str]:
@@ -37,11 +38,11 @@ def _held(sig: Signal, value: int) -> None:
 
 
 class _Gates:
-  """Signals the host sets to release queues: set at exit whatever happened, so no queue stays held after a check."""
-  def __init__(self, dev: Device, n: int): self.sigs = [dev.new_signal(0, f"gate {i}") for i in range(n)]
+  """Signals queues wait on, set by the host at exit whatever happened, so no queue stays held after a check."""
+  def __init__(self, dev: Device, *names: str): self.sigs = [dev.new_signal(0, name) for name in names]
   def __enter__(self) -> list[Signal]: return self.sigs
   def __exit__(self, *exc) -> None:
-    for s in self.sigs: s.value = max(s.value, 1 << 62)
+    for s in self.sigs: s.value = max(s.value, RELEASED)
 
 
 def check_copy(dev: Device, size: int, dest_offset: int = 0, src_offset: int = 0) -> None:
@@ -97,7 +98,7 @@ def check_signal_reaches_host(dev: Device, kind: str) -> None:
 
 def check_host_released_wait(dev: Device, kind: str) -> None:
   """A queue waiting on a signal the host sets later runs on only once the host set it."""
-  with _Gates(dev, 1) as (gate,):
+  with _Gates(dev, "gate") as (gate,):
     done = dev.new_signal(0)
     getattr(dev, f"{kind}_queue")().wait(gate, 5).signal(done, 1).submit()
     gate.value = 4                                    # below the value waited for: still held
@@ -110,8 +111,8 @@ def check_cross_queue_order(dev: Device) -> None:
   """compute waits on copy, which waits on the host: nothing runs before the host opens the gate, then both in order."""
   data = _bytes(8195, 2)
   src, dst = _put(dev, data), dev.alloc(8195)
-  with _Gates(dev, 1) as (gate,):
-    copied, done = dev.new_signal(0), dev.new_signal(0)
+  with _Gates(dev, "gate", "copied") as (gate, copied):
+    done = dev.new_signal(0)
     dev.compute_queue().wait(copied, 1).signal(done, 2).submit()
     dev.copy_queue().wait(gate, 1).copy(dst, src).signal(copied, 1).submit()
     _held(done, 2)
@@ -127,7 +128,7 @@ def check_queues_are_independent(dev: Device) -> None:
   """A compute queue waiting on a signal the copy queue sets later does not hold the copy queue up."""
   data = _bytes(4097, 3)
   src, dst = _put(dev, data), dev.alloc(4097)
-  with _Gates(dev, 1) as (later,):
+  with _Gates(dev, "later") as (later,):
     done, copied = dev.new_signal(0), dev.new_signal(0)
     dev.compute_queue().wait(later, 1).signal(done, 1).submit()
     dev.copy_queue().copy(dst, src).signal(copied, 1).submit()
