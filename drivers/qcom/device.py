@@ -76,16 +76,11 @@ class QCOMQueue(Queue):
     gen = self.device.gen
     self.words += cp.event_write(gen, A.CACHE_FLUSH_TS, self.device.fence.va) if gen == 6 else cp.event_write(gen, A.CACHE_FLUSH_TS)
 
-  def _drain(self) -> None:
-    """Wait until earlier commands are done and their writes are in memory (for the host, or a write after them)."""
-    self.words += cp.wait_for_idle()
-    self._flush()
-    self.words += cp.wait_mem_writes()
-
   def _signal(self, sig: Signal, value: int) -> None:
     self.keep.append(sig)
-    self._drain()
-    self.words += cp.always_on_to_mem(sig.timestamp_va)
+    self.words += cp.wait_for_idle()
+    self._flush()
+    self.words += cp.wait_mem_writes() + cp.always_on_to_mem(sig.timestamp_va)
     self._patch_point("value", len(self.words) + 3, 64)
     self.words += cp.mem_write(sig.va, value & 0xFFFFFFFF, value >> 32)
 
@@ -120,36 +115,45 @@ class QCOMQueue(Queue):
 class HostCopier:
   """Copies CP_MEMCPY cannot express (it moves whole dwords between dword-aligned addresses: adreno_pm4.xml CP_MEMCPY),
   done by the host through the CPU mappings of unified memory at their place in the command stream: once earlier
-  commands are done and written, the CP writes the request (destination, source, size) into a mailbox, then raises its
-  flag and waits until the flag is down again; this thread, started with the first such copy, copies and lowers it.
-  Only one request is ever raised (the CP runs one context's IBs in order and stalls on each), so one mailbox serves all."""
+  commands are done and written, the CP writes the request (destination, source, size) into its queue kind's mailbox,
+  raises the mailbox's flag and waits until the flag is down again; this thread, started with the first such copy,
+  copies and lowers it. A queue kind's IBs run in order and stall on each request, so a mailbox holds at most one."""
+  KINDS, SLOT = ("compute", "copy"), 32   # a mailbox: the flag (u32) at 0, the request (3 x u64) at 8
+
   def __init__(self, device: QCOMDevice):
     self.device, self.obj = device, device.gpu.alloc(PAGE, uncached=True)
-    self.flag, self.request = self.obj.view.view[:4].cast("I"), self.obj.view.view[8:32].cast("Q")
+    view = self.obj.view.view
+    self.boxes = [(view[i:i + 4].cast("I"), view[i + 8:i + 32].cast("Q")) for i in range(0, len(self.KINDS) * self.SLOT, self.SLOT)]
     self.stopping = False
     self.thread = threading.Thread(target=self._run, name=f"{device.name} host copies", daemon=True)
     self.thread.start()
 
   def encode(self, q: QCOMQueue, dest_va: int, src_va: int, size: int) -> None:
-    q._drain()
+    box = self.obj.va + self.KINDS.index(q.kind) * self.SLOT
+    q.words += cp.wait_for_idle()
+    q._flush()
+    q.words += cp.wait_mem_writes()
     at = len(q.words)
     q._patch_point("dest", at + 3, 64)
     q._patch_point("src", at + 5, 64)
-    q.words += cp.mem_write(self.obj.va + 8, *(w for v in (dest_va, src_va, size) for w in (v & 0xFFFFFFFF, v >> 32)))
-    q.words += cp.wait_mem_writes() + cp.mem_write(self.obj.va, 1) + cp.wait_reg_mem(self.obj.va, 0, function=A.WRITE_EQ)
+    q.words += cp.mem_write(box + 8, *(w for v in (dest_va, src_va, size) for w in (v & 0xFFFFFFFF, v >> 32)))
+    q.words += cp.wait_mem_writes() + cp.mem_write(box, 1) + cp.wait_reg_mem(box, 0, function=A.WRITE_EQ)
     q.words += cp.event_write(self.device.gen, A.CACHE_INVALIDATE)   # later reads see what the host wrote
 
   def _run(self) -> None:
     nap = 0.0
     while not self.stopping:
-      if not self.flag[0]:
+      if not any(flag[0] for flag, _ in self.boxes):
         time.sleep(nap)
         nap = min(nap * 2 + 1e-6, HOST_COPY_NAP_S)
         continue
-      dest, src, size = self.request
-      try: self.device.host_range(dest, size)[:] = self.device.host_range(src, size)
-      except ValueError as e: self.device.report_fault(f"host copy of {size} bytes from {src:#x} to {dest:#x}: {e}")
-      self.flag[0], nap = 0, 0.0
+      for flag, request in self.boxes:
+        if not flag[0]: continue
+        dest, src, size = request
+        try: self.device.host_range(dest, size)[:] = self.device.host_range(src, size)
+        except ValueError as e: self.device.report_fault(f"host copy of {size} bytes from {src:#x} to {dest:#x}: {e}")
+        flag[0] = 0
+      nap = 0.0
 
   def stop(self) -> None:
     self.stopping = True
