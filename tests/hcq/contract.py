@@ -173,3 +173,11 @@ CHECKS: list[tuple[str, Callable[[Device], None]]] = [
   *((f"{what} ({kind})", lambda dev, f=f, kind=kind: f(dev, kind)) for kind in ("copy", "compute")
     for what, f in (("signal reaches host", check_signal_reaches_host), ("host-released wait", check_host_released_wait),
                     ("timestamps", check_timestamps)))]
+
+
+def check_device(name: str) -> None:
+  """Every check on the device string `name` (real hardware: test_contract.py runs the emulated devices)."""
+  dev = open_device(name)
+  try:
+    for _, check in CHECKS: check(dev)
+  finally: dev.close()

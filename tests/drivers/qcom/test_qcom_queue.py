@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from drivers.hcq import Graph, SignalTimeout, open_device
 from drivers.qcom import cp
-from tests.hcq.contract import CHECKS
+from tests.hcq.contract import check_device
 
 
 @pytest.fixture(params=["MOCK+QCOM", pytest.param("QCOM", marks=pytest.mark.hardware("qcom"))])
@@ -22,10 +22,7 @@ def qcom(request):
 
 @pytest.mark.hardware("qcom")
 def test_the_contract_on_a_real_adreno():
-  d = open_device("QCOM")
-  try:
-    for _, check in CHECKS: check(d)
-  finally: d.close()
+  check_device("QCOM")
 
 
 def test_copies_cp_memcpy_cannot_express_are_done_by_the_host_in_stream_order(qcom):
