@@ -20,7 +20,8 @@ the ring's read pointer (how far the CP has read), so a submit makes exactly one
 Copies. Adreno memory is unified (reference §3.3): every buffer is a GPU object mapped to the CPU at its GPU address,
 so copyin/copyout and transfers between buffers of one device are CPU copies after the queues drained (what the facts'
 driver does). The copy queue exists to order copies with signals and waits inside a command stream: it copies with
-CP_MEMCPY, which moves whole dwords, so its addresses and sizes must be multiples of 4.
+CP_MEMCPY, which moves whole dwords between dword-aligned addresses; a copy it cannot express (any other size or
+offset) is done by the host at its place in the stream (HostCopier).
 Kernels: `program` and `compiler` refuse (see NO_KERNELS).
 """
 from __future__ import annotations
@@ -41,6 +42,7 @@ ARENA_SIZE = 1 << 20                     # bytes of command arena
 MAX_MEMCPY_DWORDS = 1 << 30              # per CP_MEMCPY packet (DWORDS is 32 bits; 4 GiB chunks keep addresses simple)
 TRAILER_DWORDS = 5                       # the CP_MEM_WRITE of the read pointer that ends every IB
 HELD_NAP_MAX_S = 1e-3                    # how often held copy submissions look at their waits again, at most
+HOST_COPY_NAP_S = 1e-3                   # how long the host copier sleeps between looks at its mailbox, at most
 NO_KERNELS = ("kernels on QCOM are compiled by mesa's ir3 (the tinymesa wheel, mesa 25.2.7), which is driven through "
               "NIR/ir3 API declarations generated from mesa 25.2.7's source tree; no such tree is available to this build "
               "(the mesa3d/mesa and freedesktop/mesa mirrors exceed the 500 MiB fetch limit, and the Igalia/mesa mirror is "
@@ -176,10 +178,7 @@ class QCOMQueue(Queue):
     self.words += cp.event_write(self.device.gen, A.CACHE_INVALIDATE) + cp.wait_mem_writes() + cp.wait_for_idle()
 
   def _copy(self, dest_va: int, src_va: int, size: int) -> None:
-    if dest_va % 4 or src_va % 4 or size % 4:
-      raise ValueError(f"copy of {size} bytes from {src_va:#x} to {dest_va:#x} on a {self.device.name} queue: CP_MEMCPY moves "
-                       "whole dwords, so addresses and size must be multiples of 4 (Buffer.transfer and copyin/copyout "
-                       "copy any bytes)")
+    if dest_va % 4 or src_va % 4 or size % 4: return self.device.host_copier.encode(self, dest_va, src_va, size)
     for off in range(0, size, 4 * MAX_MEMCPY_DWORDS):
       n, at = min(4 * MAX_MEMCPY_DWORDS, size - off), len(self.words)
       self._patch_point("src", at + 2, 64, off)
@@ -188,6 +187,55 @@ class QCOMQueue(Queue):
 
   def _submit(self) -> None: self.arena.submit([self.words], self.keep, *sync_values(self.words, self.waits, self.signals))
   def _seal(self) -> QCOMSealed: return QCOMSealed(self)
+
+
+class HostCopier:
+  """Copies CP_MEMCPY cannot express (it moves whole dwords between dword-aligned addresses: adreno_pm4.xml CP_MEMCPY),
+  done by the host through the CPU mappings of unified memory at their place in the command stream: once earlier
+  commands are done and written, the CP writes the request (destination, source, size) into its queue kind's mailbox,
+  raises the mailbox's flag and waits until the flag is down again; this thread, started with the first such copy,
+  copies and lowers it. A queue kind's IBs run in order and stall on each request, so a mailbox holds at most one."""
+  KINDS, SLOT = ("compute", "copy"), 32   # a mailbox: the flag (u32) at 0, the request (3 x u64) at 8
+
+  def __init__(self, device: QCOMDevice):
+    self.device, self.obj = device, device.gpu.alloc(PAGE, uncached=True)
+    view = self.obj.view.view
+    self.boxes = [(view[i:i + 4].cast("I"), view[i + 8:i + 32].cast("Q")) for i in range(0, len(self.KINDS) * self.SLOT, self.SLOT)]
+    self.stopping = False
+    self.thread = threading.Thread(target=self._run, name=f"{device.name} host copies", daemon=True)
+    self.thread.start()
+
+  def encode(self, q: QCOMQueue, dest_va: int, src_va: int, size: int) -> None:
+    box = self.obj.va + self.KINDS.index(q.kind) * self.SLOT
+    q.words += cp.wait_for_idle()
+    q._flush()
+    q.words += cp.wait_mem_writes()
+    at = len(q.words)
+    q._patch_point("dest", at + 3, 64)
+    q._patch_point("src", at + 5, 64)
+    q.words += cp.mem_write(box + 8, *(w for v in (dest_va, src_va, size) for w in (v & 0xFFFFFFFF, v >> 32)))
+    q.words += cp.wait_mem_writes() + cp.mem_write(box, 1) + cp.wait_reg_mem(box, 0, function=A.WRITE_EQ)
+    q.words += cp.event_write(self.device.gen, A.CACHE_INVALIDATE)   # later reads see what the host wrote
+
+  def _run(self) -> None:
+    nap = 0.0
+    while not self.stopping:
+      if not any(flag[0] for flag, _ in self.boxes):
+        time.sleep(nap)
+        nap = min(nap * 2 + 1e-6, HOST_COPY_NAP_S)
+        continue
+      for flag, request in self.boxes:
+        if not flag[0]: continue
+        dest, src, size = request
+        try: self.device.host_range(dest, size)[:] = self.device.host_range(src, size)
+        except ValueError as e: self.device.report_fault(f"host copy of {size} bytes from {src:#x} to {dest:#x}: {e}")
+        flag[0] = 0
+      nap = 0.0
+
+  def stop(self) -> None:
+    self.stopping = True
+    self.thread.join()
+    self.device.gpu.free(self.obj)
 
 
 class QCOMComputeQueue(QCOMQueue):
@@ -202,6 +250,7 @@ class QCOMDevice(Device):
   def __init__(self, name: str, gpu: KGSL):
     self.gpu, self.arch, self.gen = gpu, gpu.arch, gpu.generation
     self.arenas: dict[str, CommandArena] = {}
+    self._host_copier: HostCopier | None = None
     try:
       super().__init__(name)
       self.fence = self.new_signal(0, "flush fence")         # where a6xx's CACHE_FLUSH_TS events write
@@ -230,6 +279,19 @@ class QCOMDevice(Device):
     obj = self.gpu.alloc(size)
     return obj.view.view, obj.va
 
+  @property
+  def host_copier(self) -> HostCopier:
+    with self._lock:
+      if self._host_copier is None: self._host_copier = HostCopier(self)
+      return self._host_copier
+
+  def host_range(self, va: int, size: int) -> memoryview:
+    """The CPU mapping of [va, va + size), which must lie in one buffer of this device."""
+    with self._lock: bufs = list(self._buffers)
+    if (b := next((b for b in bufs if b.host_view is not None and b.va <= va and va + size <= b.va + b.size), None)) is None:
+      raise ValueError(f"[{va:#x}, +{size}) lies in no buffer of {self.name}")
+    return b.host_view[va - b.va:va - b.va + size]
+
   def _copy_sync(self, dest: Buffer, src: Buffer) -> None:
     """Unified memory: a CPU copy once earlier work is done (reference §3.3)."""
     self.synchronize()
@@ -255,5 +317,6 @@ class QCOMDevice(Device):
     for arena in self.arenas.values(): arena.drop_held()     # held copy submissions are dropped with the rest
     self.gpu.destroy_contexts()                               # KGSL drops the contexts' queued IBs
     self.arenas = {}
+    if self._host_copier is not None: self._host_copier.stop()
 
   def _shutdown(self) -> None: self.gpu.close()

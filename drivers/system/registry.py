@@ -58,6 +58,12 @@ class Vendor:
   @property
   def smi_name(self) -> str: return self.name.lower()
 
+  @property
+  def emulated_devices(self) -> tuple[str, ...]:
+    """Its device strings that run on its models, not hardware: `emulated`, then each MOCK* interface's."""
+    mocks = [f"{i}+{self.name}" for i in self.interfaces if i.startswith("MOCK")]
+    return tuple(dict.fromkeys([self.emulated, *mocks] if self.emulated else mocks))
+
 
 _found: dict[tuple[str, tuple[str, ...]], dict[str, EntryPoint]] = {}
 _loaded: dict[tuple[str, str, str], Any] = {}

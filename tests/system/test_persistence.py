@@ -5,26 +5,23 @@ and compute correctly again. The emulated GPUs behind the AM driver keep their s
 registers, firmware), so every later process meets what the earlier one left, as it would meet real hardware."""
 import os, signal, subprocess, sys, threading
 import pytest
-from drivers.hcq.devspec import openable_vendors
+from tests.hcq.contract import device_strings
 
-# every emulated device string: the registered interfaces that serve a model (MOCK...), and the vendors whose emulated
-# default is their bare name (the CPU device)
-EMULATED = [f"{i}+{v.name}" for v in openable_vendors() for i in v.interfaces if i.startswith("MOCK")] + \
-           [v.name for v in openable_vendors() if v.emulated == v.name]
+EMULATED = device_strings()     # every emulated device string the registered vendors offer
 NO_KERNELS = {"MOCK+QCOM"}      # README, "Qualcomm Adreno GPUs": copies, signals, waits and timestamps; no kernels yet
 CHILD_TIMEOUT_S = 300           # a child that hangs fails the test instead of stalling it
 
 OPEN = r"""
 import numpy as np
 from drivers.hcq import open_device
-from tests.hcq.contract import check_copies
+from tests.hcq.contract import check_copy
 dev = open_device({dev!r})
 """
 
 # one process's work: copies (host to device, device to device, back), a signal on each queue reaching its value under an
 # explicit timeout, and a reduction computed on the device
 WORK = OPEN + r"""
-check_copies(dev, 300_000, queue_align=4)
+check_copy(dev, 300_001, 3, 1)
 for queue in (dev.copy_queue, dev.compute_queue):
   s = dev.new_signal(0)
   queue().signal(s, 7).submit()

@@ -13,7 +13,7 @@ from drivers.system import usb as system_usb
 from drivers.system.usb import ModelUSBPCIDevice
 from tests.drivers.amd.kernels import SRC
 from tests.drivers.amd.test_am import vadd_ok
-from tests.hcq.contract import check_copies
+from tests.hcq.contract import check_device
 
 
 def boot(index: int = 0) -> AMDDevice:
@@ -61,11 +61,6 @@ def test_usb_placement_rules(dev):
   assert {view.nbytes for view, _, _ in dev.kernargs._chunks} == {8 << 10}
   view, va = dev._signal_chunk()
   assert view.nbytes == 0x100 and va % 0x1000 == 0
-
-
-@pytest.mark.parametrize("size", [1, 4097, 700_000])
-def test_copies_through_the_sram_windows(dev, size):
-  check_copies(dev, size)
 
 
 def test_copyin_fills_windows_in_turn_and_copyout_reads_them(dev):
@@ -148,10 +143,11 @@ def test_usb_with_no_bridge_says_what_to_check(monkeypatch):
 
 
 @pytest.mark.hardware("usb")
-def test_real_bridge_boots_and_runs_a_kernel():
+def test_real_bridge_boots_runs_a_kernel_and_keeps_the_contract():
   d = open_device("USB+AMD")
-  assert vadd_ok(d)
-  check_copies(d, 700_000)
+  try: assert vadd_ok(d)
+  finally: d.close()
+  check_device("USB+AMD")
 
 
 def test_transfer_to_and_from_a_pci_gpu_goes_through_the_host():

@@ -1,11 +1,12 @@
-"""The queue API on MOCK+QCOM (drivers/qcom/device.py over the KGSL model and its CP): copies, signals and waits across
-queues, 64-bit signal values, timestamps on the always-on clock, no-progress timeouts, one ioctl per submit, the
+"""The queue API on MOCK+QCOM (drivers/qcom/device.py over the KGSL model and its CP) beyond the contract
+(tests/hcq/contract.py): copies the host does, signals and waits across queues, 64-bit signal values, timestamps on the always-on clock, no-progress timeouts, one ioctl per submit, the
 command arena wrapping, graph replay, the refusal of kernels, and a close that leaves nothing in the model."""
 import time
 import numpy as np
 import pytest
 from drivers.hcq import Graph, SignalTimeout, open_device
-from tests.hcq.contract import check_copies
+from drivers.qcom import cp
+from tests.hcq.contract import check_device
 
 
 @pytest.fixture(params=["MOCK+QCOM", pytest.param("QCOM", marks=pytest.mark.hardware("qcom"))])
@@ -19,19 +20,31 @@ def qcom(request):
     assert model.objects == {} and model.mapped == {} and model.contexts == {} and model.fds == set()
 
 
+@pytest.mark.hardware("qcom")
+def test_the_contract_on_a_real_adreno():
+  check_device("QCOM")
+
+
 def _queue(dev, kind): return dev.copy_queue() if kind == "copy" else dev.compute_queue()
 
 
-@pytest.mark.parametrize("size", [1, 7, 4096, 4099, (5 << 20) + 3])
-def test_copies_of_any_size_are_exact(qcom, size):
-  assert qcom.alloc(size).host_view is not None       # unified memory: every buffer is mapped to the CPU
-  check_copies(qcom, size, queue_align=4)
-
-
-def test_the_copy_queue_moves_whole_dwords_only(qcom):
-  a, b = qcom.alloc(64), qcom.alloc(64)
-  with pytest.raises(ValueError, match="CP_MEMCPY moves whole dwords"): qcom.copy_queue().copy(b, a, 6)
-  with pytest.raises(ValueError, match="multiples of 4"): qcom.copy_queue().copy(b, a, 8, dest_offset=2)
+def test_copies_cp_memcpy_cannot_express_are_done_by_the_host_in_stream_order(qcom):
+  """CP_MEMCPY moves whole dwords: an odd copy between two of them in one stream sees the first's result, and the
+  second sees its; the queue holds at its wait until the host opens the gate, and the CP still refuses unaligned
+  CP_MEMCPY packets."""
+  data = np.random.default_rng(0).integers(0, 256, 4096, dtype=np.uint8)
+  a, b, c, d = (qcom.alloc(4096) for _ in range(4))
+  a.copyin(data.data)
+  gate, done = qcom.new_signal(0), qcom.new_signal(0)
+  q = qcom.copy_queue().wait(gate, 1).copy(b, a).copy(c, b, 1001, dest_offset=7, src_offset=2).copy(d, c)
+  q.signal(done, 1).submit()
+  with pytest.raises(SignalTimeout): done.wait(1, timeout_ms=200)
+  gate.value = 1
+  done.wait(1, timeout_ms=30000)
+  want = np.zeros(4096, np.uint8)
+  want[7:1008] = data[2:1003]
+  np.testing.assert_array_equal(np.frombuffer(d.copyout(), np.uint8), want)
+  with pytest.raises(ValueError, match="dword-aligned"): cp.memcpy(b.va + 2, a.va, 1)
 
 
 def test_one_submit_is_one_ioctl():
@@ -126,6 +139,17 @@ def test_graph_replays_held_behind_a_host_gate_keep_their_own_addresses(qcom):
   gate.value = 1
   qcom.synchronize(timeout_ms=30000)
   assert bytes(b.copyout()) == bytes(range(64)) and bytes(d.copyout()) == bytes(range(100, 164))
+
+
+def test_graph_replay_of_copies_the_host_does(qcom):
+  a, b, c, d = (qcom.alloc(64) for _ in range(4))
+  a.copyin(bytes(range(64)))
+  c.copyin(bytes(range(100, 164)))
+  g = Graph(qcom)
+  g.copy(b, a.view(3, 33))
+  g(wait=True)
+  g(replace={a: c, b: d}, wait=True)                  # the patched addresses of the host's copy request
+  assert bytes(b.copyout())[:33] == bytes(range(3, 36)) and bytes(d.copyout())[:33] == bytes(range(103, 136))
 
 
 def test_transfers_with_the_cpu_device_go_through_imported_host_memory(qcom):
