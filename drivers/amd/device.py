@@ -218,6 +218,10 @@ class AMDDevice(Device):
     # an interface whose memory the host sees only by reading it back (drivers/amd/usb.py) reads it now
     if (refresh := getattr(self.iface, "refresh", None)) is not None: refresh()
 
+  def _host_wrote(self) -> None:
+    # ... and writes back what the host changed
+    if (publish := getattr(self.iface, "publish", None)) is not None: publish()
+
   def _progress(self) -> tuple:
     return tuple(r.rptr for r in (self.compute_ring, self.sdma_ring) if r is not None)
 

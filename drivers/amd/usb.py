@@ -201,6 +201,10 @@ class USBIface(PCIIface):
       for m in sorted(self.mirrors, key=lambda m: m.polled): m.flush()
     super().before_doorbell()
 
+  def publish(self) -> None:
+    """What the host wrote (a signal a queue may be waiting on) reaches VRAM now, as before a doorbell."""
+    self.before_doorbell()
+
   def refresh(self) -> None:
     """Read back the memory the GPU writes, in allocation order (the timeline's page first: what it says is done was
     written before it, so is seen in the pages read after)."""

@@ -95,6 +95,9 @@ class Device:
   def _refresh(self) -> None:
     """Bring the host's view of memory the device writes (signals, read pointers) up to date, where the host sees
     only a copy it reads back (a device behind a bus that maps none of its memory): `progress` does it first."""
+  def _host_wrote(self) -> None:
+    """Make what the host just wrote to device-visible memory (a signal's value) reach the device now, where the host
+    writes a copy of that memory (a device behind a bus that maps none of it): the counterpart of `_refresh`."""
   def _progress(self) -> tuple:
     """Values that change while the device works besides the timeline (e.g. its rings' read pointers)."""
     return ()

@@ -15,13 +15,16 @@ class Signal:
     self.device, self.va, self.name = device, va, name
     self._mem = mem.cast("B").cast("Q")
     self.last_queue = "host"   # which queue was last asked to write it (for error messages)
-    self.value = value
+    self._mem[0] = value       # (the device sees it with the commands that use it: they are published after it)
 
   @property
   def value(self) -> int: return self._mem[0]
 
   @value.setter
-  def value(self, v: int) -> None: self._mem[0] = v
+  def value(self, v: int) -> None:
+    """Set by the host: it reaches the device at once (a queue may be waiting for it)."""
+    self._mem[0] = v
+    self.device._host_wrote()
 
   @property
   def timestamp_va(self) -> int: return self.va + 8
