@@ -16,7 +16,7 @@ def qcom(request):
   yield d
   d.close()
   if model is not None:
-    assert model.objects == {} and model.mapped == {} and model.contexts == {} and model.fds == set()
+    assert model.objects == {} and model.mapped == {} and model.contexts == {} and model.fds == {}
 
 
 def _queue(dev, kind): return dev.copy_queue() if kind == "copy" else dev.compute_queue()
