@@ -34,6 +34,7 @@ from typing import Any, Callable, Iterable
 
 from emu.addrspace import ProcessAddressSpace
 
+Struct = type[ctypes.Structure]
 IOC_NONE, IOC_WRITE, IOC_READ = 0, 1, 2
 EXACT, AT_LEAST, COPY_IN, ARGSZ, RAW = "exact", "at least", "copy-in", "argsz", "raw"
 
@@ -61,13 +62,13 @@ class Ioctl:
   request: int
   name: str
   handler: Callable[[int, Any], int | None]
-  struct: type | tuple[type, ...] | None = None
+  struct: Struct | tuple[Struct, ...] | None = None
   size: str = EXACT
   files: tuple[str, ...] = ()
   detail: Callable[[Any], str] | None = None
 
   @property
-  def structs(self) -> tuple[type, ...]: return self.struct if isinstance(self.struct, tuple) else (self.struct,) if self.struct else ()
+  def structs(self) -> tuple[Struct, ...]: return self.struct if isinstance(self.struct, tuple) else (self.struct,) if self.struct else ()
 
 
 class Ioctls:
@@ -178,7 +179,7 @@ class KernelDriverModel:
     finally:
       if copy_out is not None: copy_out()
 
-  def _argument(self, io: Ioctl, arg: Any, size: int | None) -> tuple[Any, Callable[[], None] | None]:
+  def _argument(self, io: Ioctl, arg: Any, size: int | None) -> tuple[Any, Callable[[], Any] | None]:
     """What `io`'s handler gets for `arg` under its size rule (see the module docstring), and the copy out to run after
     it (COPY_IN)."""
     if io.size == RAW: return arg, None
@@ -201,9 +202,9 @@ class KernelDriverModel:
       return view, None
     n = ctypes.sizeof(arg) if size is None else size
     if io.size == AT_LEAST:
-      if n >= ctypes.sizeof(structs[0]): return (structs[0] * (n // ctypes.sizeof(structs[0]))).from_buffer(arg), None
+      if n >= ctypes.sizeof(structs[0]): return (structs[0] * (n // ctypes.sizeof(structs[0]))).from_buffer(arg), None   # type: ignore[operator]
       expected = f"at least {ctypes.sizeof(structs[0])} bytes ({structs[0].__name__})"
     else:
-      if (s := next((s for s in structs if ctypes.sizeof(s) == n), None)) is not None: return s.from_buffer(arg), None
+      if (match := next((s for s in structs if ctypes.sizeof(s) == n), None)) is not None: return match.from_buffer(arg), None
       expected = " or ".join(f"{ctypes.sizeof(s)} bytes ({s.__name__})" for s in structs)
     raise self._fail(errno.EINVAL, f"{io.name} with a {n}-byte argument: {self.layout} is {expected}")
