@@ -29,6 +29,7 @@ CTL, DEV, UVM = "/dev/nvidiactl", "/dev/nvidia0", "/dev/nvidia-uvm"
 # (ENTRY0.GET 31:2, ENTRY1.GET_HI 7:0): the low range of reference section 5
 VA_BASE, VA_END = 0x10_0000_0000, 0x80_0000_0000
 PAGE = 0x1000
+DEFAULT_CHIP = "GH100"                                   # an H200
 PCI_BUS = (0, 0x41, 0, 0)                               # domain, bus, slot, function of the model GPU
 # escape.c, nv.c (580.142): NV_CTL_DEVICE_ONLY / NV_ACTUAL_DEVICE_ONLY; on the other file an escape is EINVAL
 CTL_ONLY, DEVICE_ONLY = (CTL,), (DEV,)
@@ -45,7 +46,7 @@ class WriteOnly:
 class NVKernelModel(KernelDriverModel):
   name, first_fd, layout = "NVIDIA model", 2000, "the 580 layout"
 
-  def __init__(self, chip: str = "GH100", vram_size: int = 256 << 20, version: str = "580.142"):
+  def __init__(self, chip: str = DEFAULT_CHIP, vram_size: int = 256 << 20, version: str = "580.142"):
     if chip not in CHIPS: raise ValueError(f"no NVIDIA chip model {chip!r} (available: {', '.join(CHIPS)})")
     super().__init__(VA_BASE, VA_END)
     self.rm = RMModel(CHIPS[chip], vram_size, version)
