@@ -11,6 +11,7 @@ Config-space layout facts: PCI Local Bus Spec 3.0, section 6.1 (type-0 header); 
 """
 from __future__ import annotations
 import bisect, os
+from dataclasses import dataclass, field
 import numpy as np
 from typing import Protocol
 
@@ -25,6 +26,11 @@ PAGE = 4096
 
 class DMAFault(RuntimeError):
   """A device accessed a bus address no DMA buffer is mapped at (an IOMMU fault on real hardware)."""
+
+
+class ModelError(RuntimeError):
+  """An access the emulated hardware rejects (a register that does not exist, an access size it does not take, a bad
+  value for a register's function, a malformed doorbell): raised from the access that made it."""
 
 
 class DMASpace:
@@ -132,6 +138,57 @@ class IORegion(Protocol):
   size: int
   def read(self, offset: int, size: int) -> int: ...
   def write(self, offset: int, size: int, value: int) -> None: ...
+
+
+@dataclass(frozen=True)
+class Access:
+  """The accesses a range of a register region takes, as QEMU's MemoryRegionOps.valid declares them (min_access_size,
+  max_access_size, unaligned; include/exec/memory.h), and whether it is read or written at all. `what` names the range
+  in messages (plural: "registers"); `end`: the offset where the range ends (None: the end of the region)."""
+  what: str
+  min_size: int = 1
+  max_size: int = 8
+  unaligned: bool = False
+  readable: bool = True
+  writable: bool = True
+  end: int | None = None
+  sizes: frozenset[int] = field(init=False, repr=False)
+
+  def __post_init__(self) -> None:
+    object.__setattr__(self, "sizes", frozenset(s for s in (1, 2, 4, 8) if self.min_size <= s <= self.max_size))
+
+  def refusal(self, region: str, offset: int, size: int, write: bool) -> str | None:
+    """Why `region` refuses the access (None: it takes it)."""
+    op = "write" if write else "read"
+    if not (self.writable if write else self.readable): return f"{region} {op} at {offset:#x}: {self.what} are {'read' if write else 'write'}-only"
+    if size in self.sizes and (self.unaligned or not offset & (size - 1)): return None
+    bits = "/".join(str(8 * s) for s in sorted(self.sizes))
+    return f"{region} {op} of {size} bytes at {offset:#x}: {self.what} take {'' if self.unaligned else 'aligned '}{bits}-bit {op}s"
+
+
+class Region:
+  """A register region (a BAR decoded by callbacks, a doorbell page): `read`/`write` check each access against the
+  ranges the region declares in `valid` (memory_region_access_valid in QEMU's softmmu/memory.c) and raise ModelError
+  for one it does not take; the model's `_read`/`_write` decode the rest. `name` names the region in messages."""
+  name = "region"
+  size: int
+  valid: tuple[Access, ...] = (Access("registers"),)
+
+  def _check(self, offset: int, size: int, write: bool) -> None:
+    for v in self.valid:
+      if v.end is None or offset < v.end: break
+    if (why := v.refusal(self.name, offset, size, write)) is not None: raise ModelError(why)
+
+  def read(self, offset: int, size: int) -> int:
+    self._check(offset, size, False)
+    return self._read(offset, size)
+
+  def write(self, offset: int, size: int, value: int) -> None:
+    self._check(offset, size, True)
+    self._write(offset, size, value)
+
+  def _read(self, offset: int, size: int) -> int: raise NotImplementedError
+  def _write(self, offset: int, size: int, value: int) -> None: raise NotImplementedError
 
 
 class PCIFunction:

@@ -16,13 +16,14 @@ import ctypes, errno
 from dataclasses import dataclass, field
 
 from autogen import vfio as V
-from emu.addrspace import ProcessAddressSpace
+from emu.kernel_model import ARGSZ, RAW, Ioctl, Ioctls, KernelDriverModel
 from common.plugin import KernelModel
 from emu.pci import PCIFunction, IORegion, CONFIG_SIZE, PAGE, PCI_COMMAND, PCI_COMMAND_MEMORY, PCI_COMMAND_MASTER
 
 SYSFS_PCI = "/sys/bus/pci/devices"
 IOMMU_GROUPS = "/sys/kernel/iommu_groups"
 CONTAINER = "/dev/vfio/vfio"
+DEVICE = "anon_inode:[vfio-device]"   # what a device fd is a file of (VFIO_GROUP_GET_DEVICE_FD: anon_inode_getfile)
 REGION_SHIFT = 40   # vfio-pci places region i at file offset i << 40 (VFIO_PCI_OFFSET_SHIFT, linux/vfio_pci_core.h)
 NUM_BARS = 6
 # what type1 reports on x86 with a 48-bit IOMMU: every IOVA but the MSI doorbell window at 0xfee00000
@@ -38,30 +39,10 @@ _IOCTL_PREFIXES = {"container": ("VFIO_GET_API_VERSION", "VFIO_CHECK_EXTENSION",
                    "group": ("VFIO_GROUP_",), "device": ("VFIO_DEVICE_", "VFIO_MIG_")}
 
 
-def _fail(code: int, what: str) -> OSError:
-  return OSError(code, f"VFIO model: {what}")
-
-
 def _ioctl_name(kind: str, request: int) -> str:
   names = [n for n, v in vars(V).items() if type(v) is int and v == request and _IOCTL_BASE <= v < _IOCTL_BASE + 32
            and n.startswith(_IOCTL_PREFIXES[kind]) and "SPAPR" not in n]
   return "/".join(names) or f"ioctl {request:#x}"
-
-
-def _struct(arg, cls):
-  """The ioctl argument as `cls`, checked the way the kernel does: argsz covers the structure (and the buffer)."""
-  if not isinstance(arg, ctypes.Array | ctypes.Structure) or ctypes.sizeof(arg) < ctypes.sizeof(cls):
-    raise _fail(errno.EFAULT, f"{cls.__name__} argument expected, got {type(arg).__name__}")
-  s = cls.from_buffer(arg)
-  if not ctypes.sizeof(cls) <= s.argsz <= ctypes.sizeof(arg):
-    raise _fail(errno.EINVAL, f"{cls.__name__}.argsz = {s.argsz}: must cover the structure ({ctypes.sizeof(cls)} bytes) "
-                f"and lie within the buffer passed ({ctypes.sizeof(arg)} bytes)")
-  return s
-
-
-def _int(arg, what: str) -> int:
-  if type(arg) is not int: raise _fail(errno.EINVAL, f"{what} takes an integer argument, got {type(arg).__name__}")
-  return arg
 
 
 def _chunks(offset: int, n: int, sizes: tuple[int, ...]):
@@ -87,7 +68,9 @@ class Container:
   pinned: int = 0
 
 
-class VFIOModel:
+class VFIOModel(KernelDriverModel):
+  name = "VFIO model"
+
   def __init__(self, function: PCIFunction, group: int = 12, *, iommu: bool = True, noiommu: bool = False,
                driver: str | None = "vfio-pci", peers: dict[str, str | None] | None = None, vfio_loaded: bool = True,
                denied: tuple[str, ...] = (), memlock: int | None = None):
@@ -98,28 +81,28 @@ class VFIOModel:
     bytes for pinned DMA memory (None: unlimited, as with CAP_IPC_LOCK)."""
     if not isinstance(function, PCIFunction):
       raise TypeError(f"the VFIO model serves an emu.pci.PCIFunction, not {type(function).__name__}")
+    super().__init__(VA_BASE, VA_END)
     self.function, self.group, self.noiommu, self.driver = function, group, noiommu, driver
     self.iommu_type = {V.VFIO_NOIOMMU_IOMMU} if noiommu else {V.VFIO_TYPE1_IOMMU, V.VFIO_TYPE1v2_IOMMU}
     self.members = {function.bus: driver, **(peers or {})} if iommu else {}
     self.vfio_loaded, self.denied, self.memlock = vfio_loaded, denied, memlock
     self.group_node = f"/dev/vfio/{'noiommu-' if noiommu else ''}{group}"
-    self.fds: dict[int, Container | str] = {}
-    self.group_fd: int | None = None
+    self.containers: dict[int, Container] = {}   # open /dev/vfio/vfio files
     self.container: Container | None = None     # the container the group is attached to
-    self.device_fds: set[int] = set()
-    self.space = ProcessAddressSpace(VA_BASE, VA_END, "VFIO model")
     self.mmaps: dict[int, int] = {}             # BAR mappings: address -> size
-    self.calls: list[str] = []                  # the ioctls served, in order
-    self._next_fd = 3
-    self.handlers = {
-      "container": {V.VFIO_GET_API_VERSION: self._api_version, V.VFIO_CHECK_EXTENSION: self._check_extension,
-                    V.VFIO_SET_IOMMU: self._set_iommu, V.VFIO_IOMMU_GET_INFO: self._iommu_info,
-                    V.VFIO_IOMMU_MAP_DMA: self._map_dma, V.VFIO_IOMMU_UNMAP_DMA: self._unmap_dma},
-      "group": {V.VFIO_GROUP_GET_STATUS: self._group_status, V.VFIO_GROUP_SET_CONTAINER: self._set_container,
-                V.VFIO_GROUP_UNSET_CONTAINER: self._unset_container, V.VFIO_GROUP_GET_DEVICE_FD: self._get_device_fd},
-      "device": {V.VFIO_DEVICE_GET_INFO: self._device_info, V.VFIO_DEVICE_GET_REGION_INFO: self._region_info,
-                 V.VFIO_DEVICE_RESET: self._reset}}
     self._sysfs()
+    # vfio's ioctls are _IO(VFIO_TYPE, VFIO_BASE + n), by file; structures start with argsz
+    io = lambda name, handler, struct=None: Ioctl(getattr(V, name), name, handler, struct, ARGSZ if struct else RAW)
+    self.ioctls = {
+      CONTAINER: Ioctls((io("VFIO_GET_API_VERSION", self._api_version), io("VFIO_CHECK_EXTENSION", self._check_extension),
+                         io("VFIO_SET_IOMMU", self._set_iommu), io("VFIO_IOMMU_GET_INFO", self._iommu_info, V.vfio_iommu_type1_info),
+                         io("VFIO_IOMMU_MAP_DMA", self._map_dma, V.vfio_iommu_type1_dma_map),
+                         io("VFIO_IOMMU_UNMAP_DMA", self._unmap_dma, V.vfio_iommu_type1_dma_unmap))),
+      self.group_node: Ioctls((io("VFIO_GROUP_GET_STATUS", self._group_status, V.vfio_group_status),
+                               io("VFIO_GROUP_SET_CONTAINER", self._set_container), io("VFIO_GROUP_UNSET_CONTAINER", self._unset_container),
+                               io("VFIO_GROUP_GET_DEVICE_FD", self._get_device_fd))),
+      DEVICE: Ioctls((io("VFIO_DEVICE_GET_INFO", self._device_info, V.vfio_device_info),
+                      io("VFIO_DEVICE_GET_REGION_INFO", self._region_info, V.vfio_region_info), io("VFIO_DEVICE_RESET", self._reset)))}
 
   # --- sysfs and /dev/vfio
   def _sysfs(self) -> None:
@@ -138,14 +121,10 @@ class VFIOModel:
     # the group's file appears once a device of it is bound to vfio-pci
     nodes = [CONTAINER, self.group_node] if "vfio-pci" in self.members.values() else [CONTAINER]
     if self.vfio_loaded: self.dirs["/dev/vfio"] = [n.rsplit("/", 1)[1] for n in nodes]
-    self.nodes = set(nodes) if self.vfio_loaded else set()
-    self.paths = {*self.files, *self.links, *self.dirs, *self.nodes}
+    self.devices = set(nodes) if self.vfio_loaded else set()
+    self.paths = {*self.files, *self.links, *self.dirs, *self.devices}
     for p in list(self.paths):
       while (p := p.rsplit("/", 1)[0]): self.paths.add(p)
-
-  def read_text(self, path: str) -> str:
-    if (text := self.files.get(path)) is None: raise FileNotFoundError(errno.ENOENT, f"VFIO model: no such file {path}")
-    return text
 
   def listdir(self, path: str) -> list[str]:
     if (names := self.dirs.get(path.rstrip("/"))) is None: raise FileNotFoundError(errno.ENOENT, f"VFIO model: no such directory {path}")
@@ -159,27 +138,20 @@ class VFIOModel:
     return target
 
   def open(self, path: str) -> int:
-    if path not in self.nodes: raise FileNotFoundError(errno.ENOENT, f"VFIO model: no device file {path}")
-    if path in self.denied: raise PermissionError(errno.EACCES, f"VFIO model: permission denied: {path}")
-    if path == CONTAINER: return self._new_fd(Container())
+    if path in self.devices and path in self.denied: raise PermissionError(errno.EACCES, f"VFIO model: permission denied: {path}")
     # one open file per group (vfio_group_fops_open); device files keep it open (they hold the group file)
-    if self.group_fd is not None or self.device_fds: raise _fail(errno.EBUSY, f"{path} is already open")
-    self.group_fd = self._new_fd("group")
-    return self.group_fd
-
-  def _new_fd(self, obj: Container | str) -> int:
-    fd, self._next_fd = self._next_fd, self._next_fd + 1
-    self.fds[fd] = obj
+    if path == self.group_node and (self._open_fds(path) or self._open_fds(DEVICE)): raise self._fail(errno.EBUSY, f"{path} is already open")
+    fd = super().open(path)
+    if path == CONTAINER: self.containers[fd] = Container()
     return fd
 
-  def close(self, fd: int) -> None:
-    if (obj := self.fds.pop(fd, None)) is None: raise _fail(errno.EBADF, f"close of fd {fd}, which is not open")
-    if obj == "group": self.group_fd = None
-    elif obj == "device":
-      self.device_fds.discard(fd)
-      if not self.device_fds:   # vfio_pci_core_disable: bus mastering off when the last user goes
-        self.function.config[PCI_COMMAND] &= ~PCI_COMMAND_MASTER & 0xFF
-    if self.group_fd is None and not self.device_fds and self.container is not None: self._detach()
+  def _closed(self, fd: int, path: str) -> None:
+    self.containers.pop(fd, None)
+    if not self._open_fds(self.group_node) and not self._open_fds(DEVICE) and self.container is not None: self._detach()
+
+  def _last_closed(self, path: str) -> None:
+    if path == DEVICE:   # vfio_pci_core_disable: bus mastering off when the last user goes
+      self.function.config[PCI_COMMAND] &= ~PCI_COMMAND_MASTER & 0xFF
 
   def _detach(self) -> None:
     """The group leaves its container; the container's last group takes the IOMMU with it and type1's
@@ -189,13 +161,7 @@ class VFIOModel:
     c.maps.clear()
     c.iommu, c.pinned = None, 0
 
-  # --- memory
-  def reserve(self, size: int, align: int) -> int: return self.space.reserve(size, align)
-
-  def anon(self, size: int) -> tuple[int, memoryview]:
-    """Process memory (what mmap(MAP_ANONYMOUS) gives); VFIO_IOMMU_MAP_DMA finds it by its address."""
-    return self.space.anon(size)
-
+  # --- memory (anon(): process memory VFIO_IOMMU_MAP_DMA finds by its address)
   def release(self, va: int, size: int) -> None:
     self.space.release(va, size)   # pages still mapped for DMA stay alive through the IOMMU mapping, as pinned pages do
     self.mmaps.pop(va, None)
@@ -203,7 +169,7 @@ class VFIOModel:
   def _host(self, vaddr: int, size: int) -> memoryview:
     for addr, m in self.space.anon_maps.items():
       if addr <= vaddr and vaddr + size <= addr + len(m): return memoryview(m)[vaddr - addr:vaddr - addr + size]
-    raise _fail(errno.EFAULT, f"VFIO_IOMMU_MAP_DMA of vaddr {vaddr:#x}+{size:#x}: not memory of this process (allocate it with anon())")
+    raise self._fail(errno.EFAULT, f"VFIO_IOMMU_MAP_DMA of vaddr {vaddr:#x}+{size:#x}: not memory of this process (allocate it with anon())")
 
   # --- the device file's regions
   def _region(self, index: int) -> tuple[int, int]:
@@ -216,10 +182,10 @@ class VFIOModel:
     return 0, 0
 
   def _locate(self, fd: int, offset: int, n: int, op: str) -> tuple[int, int]:
-    if self.fds.get(fd) != "device": raise _fail(errno.EINVAL, f"{op} on fd {fd}, which is not a VFIO device file")
+    if self._file(fd, f"{op} on") != DEVICE: raise self._fail(errno.EINVAL, f"{op} on fd {fd}, which is not a VFIO device file")
     index, off = offset >> REGION_SHIFT, offset & ((1 << REGION_SHIFT) - 1)
     size, _ = self._region(index) if index < V.VFIO_PCI_NUM_REGIONS else (0, 0)
-    if off + n > size: raise _fail(errno.EINVAL, f"{op} of {n} bytes at {off:#x} of region {index} ({size:#x} bytes)")
+    if off + n > size: raise self._fail(errno.EINVAL, f"{op} of {n} bytes at {off:#x} of region {index} ({size:#x} bytes)")
     return index, off
 
   def pread(self, fd: int, n: int, offset: int) -> bytes:
@@ -244,7 +210,7 @@ class VFIOModel:
   def mmap(self, fd: int, va: int | None, size: int, offset: int) -> tuple[int, memoryview | IORegion]:
     index, off = self._locate(fd, offset, size, "mmap")
     if not self._region(index)[1] & V.VFIO_REGION_INFO_FLAG_MMAP or off % PAGE:
-      raise _fail(errno.EINVAL, f"mmap of region {index} at {off:#x}: the region cannot be mapped there")
+      raise self._fail(errno.EINVAL, f"mmap of region {index} at {off:#x}: the region cannot be mapped there")
     bar = self.function.bars[index]
     region = bar[off:off + size] if isinstance(bar, memoryview) else Window(bar, off, size)
     va = va if va is not None else self.reserve(size, PAGE)
@@ -252,33 +218,31 @@ class VFIOModel:
     return va, region
 
   # --- ioctls
-  def ioctl(self, fd: int, request: int, arg=None) -> int:
-    if (obj := self.fds.get(fd)) is None: raise _fail(errno.EBADF, f"ioctl on fd {fd}, which is not open")
-    kind = "container" if isinstance(obj, Container) else obj
-    name = _ioctl_name(kind, request)
-    if (handler := self.handlers[kind].get(request)) is None:
-      raise _fail(errno.ENOTTY, f"{name} on a VFIO {kind} file is not modelled")
-    ret = handler(obj, arg) or 0
-    self.calls.append(name)
-    return ret
+  def _unknown_ioctl(self, fd: int, path: str, request: int) -> OSError:
+    kind = "container" if path == CONTAINER else "device" if path == DEVICE else "group"
+    return self._fail(errno.ENOTTY, f"{_ioctl_name(kind, request)} on a VFIO {kind} file is not modelled")
 
-  def _api_version(self, c: Container, arg) -> int: return V.VFIO_API_VERSION
-  def _check_extension(self, c: Container, arg) -> int: return int(_int(arg, "VFIO_CHECK_EXTENSION") in self.iommu_type)
+  def _int(self, arg, what: str) -> int:
+    if type(arg) is not int: raise self._fail(errno.EINVAL, f"{what} takes an integer argument, got {type(arg).__name__}")
+    return arg
 
-  def _set_iommu(self, c: Container, arg) -> None:
+  def _api_version(self, fd: int, arg) -> int: return V.VFIO_API_VERSION
+  def _check_extension(self, fd: int, arg) -> int: return int(self._int(arg, "VFIO_CHECK_EXTENSION") in self.iommu_type)
+
+  def _set_iommu(self, fd: int, arg) -> None:
     # vfio_ioctl_set_iommu: a group must be attached and no IOMMU set yet
-    if self.container is not c: raise _fail(errno.EINVAL, "VFIO_SET_IOMMU on a container without a group (VFIO_GROUP_SET_CONTAINER first)")
-    if c.iommu is not None: raise _fail(errno.EINVAL, "VFIO_SET_IOMMU: the container's IOMMU is already set")
-    if _int(arg, "VFIO_SET_IOMMU") not in self.iommu_type: raise _fail(errno.ENODEV, f"VFIO_SET_IOMMU: no IOMMU driver of type {arg}")
+    c = self.containers[fd]
+    if self.container is not c: raise self._fail(errno.EINVAL, "VFIO_SET_IOMMU on a container without a group (VFIO_GROUP_SET_CONTAINER first)")
+    if c.iommu is not None: raise self._fail(errno.EINVAL, "VFIO_SET_IOMMU: the container's IOMMU is already set")
+    if self._int(arg, "VFIO_SET_IOMMU") not in self.iommu_type: raise self._fail(errno.ENODEV, f"VFIO_SET_IOMMU: no IOMMU driver of type {arg}")
     c.iommu = arg
 
   def _type1(self, c: Container, what: str) -> None:
-    if c.iommu is None: raise _fail(errno.EINVAL, f"{what} before VFIO_SET_IOMMU")
-    if c.iommu == V.VFIO_NOIOMMU_IOMMU: raise _fail(errno.ENOTTY, f"{what}: the no-IOMMU driver does no DMA mapping")
+    if c.iommu is None: raise self._fail(errno.EINVAL, f"{what} before VFIO_SET_IOMMU")
+    if c.iommu == V.VFIO_NOIOMMU_IOMMU: raise self._fail(errno.ENOTTY, f"{what}: the no-IOMMU driver does no DMA mapping")
 
-  def _iommu_info(self, c: Container, arg) -> None:
-    self._type1(c, "VFIO_IOMMU_GET_INFO")
-    info = _struct(arg, V.vfio_iommu_type1_info)
+  def _iommu_info(self, fd: int, info) -> None:
+    self._type1(self.containers[fd], "VFIO_IOMMU_GET_INFO")
     cap = V.vfio_iommu_type1_info_cap_iova_range(V.vfio_info_cap_header(V.VFIO_IOMMU_TYPE1_INFO_CAP_IOVA_RANGE, 1, 0), len(IOVA_RANGES))
     ranges = (V.vfio_iova_range * len(IOVA_RANGES))(*(V.vfio_iova_range(s, e) for s, e in IOVA_RANGES))
     base = ctypes.sizeof(V.vfio_iommu_type1_info)
@@ -287,36 +251,34 @@ class VFIOModel:
     if info.argsz < need: info.argsz, info.cap_offset = need, 0   # too small for the capabilities: say how big
     else:
       info.cap_offset = base
-      ctypes.memmove(ctypes.addressof(arg) + base, ctypes.addressof(cap), ctypes.sizeof(cap))
-      ctypes.memmove(ctypes.addressof(arg) + base + ctypes.sizeof(cap), ctypes.addressof(ranges), ctypes.sizeof(ranges))
+      ctypes.memmove(ctypes.addressof(info) + base, ctypes.addressof(cap), ctypes.sizeof(cap))
+      ctypes.memmove(ctypes.addressof(info) + base + ctypes.sizeof(cap), ctypes.addressof(ranges), ctypes.sizeof(ranges))
 
-  def _map_dma(self, c: Container, arg) -> None:
-    self._type1(c, "VFIO_IOMMU_MAP_DMA")
-    m = _struct(arg, V.vfio_iommu_type1_dma_map)
+  def _map_dma(self, fd: int, m) -> None:
+    self._type1(c := self.containers[fd], "VFIO_IOMMU_MAP_DMA")
     if m.flags & ~(V.VFIO_DMA_MAP_FLAG_READ | V.VFIO_DMA_MAP_FLAG_WRITE):
-      raise _fail(errno.EINVAL, f"VFIO_IOMMU_MAP_DMA flags {m.flags:#x} are not modelled")
+      raise self._fail(errno.EINVAL, f"VFIO_IOMMU_MAP_DMA flags {m.flags:#x} are not modelled")
     if not m.size or (m.iova | m.vaddr | m.size) % PAGE:
-      raise _fail(errno.EINVAL, f"VFIO_IOMMU_MAP_DMA of {m.size:#x} bytes at iova {m.iova:#x}, vaddr {m.vaddr:#x}: "
+      raise self._fail(errno.EINVAL, f"VFIO_IOMMU_MAP_DMA of {m.size:#x} bytes at iova {m.iova:#x}, vaddr {m.vaddr:#x}: "
                   "not whole, aligned pages")
     if not any(s <= m.iova and m.iova + m.size - 1 <= e for s, e in IOVA_RANGES):
-      raise _fail(errno.EINVAL, f"VFIO_IOMMU_MAP_DMA: iova {m.iova:#x}+{m.size:#x} is outside the IOMMU's IOVA ranges")
+      raise self._fail(errno.EINVAL, f"VFIO_IOMMU_MAP_DMA: iova {m.iova:#x}+{m.size:#x} is outside the IOMMU's IOVA ranges")
     if any(i < m.iova + m.size and m.iova < i + n for i, n in c.maps.items()):
-      raise _fail(errno.EEXIST, f"VFIO_IOMMU_MAP_DMA: iova {m.iova:#x}+{m.size:#x} overlaps an existing mapping")
+      raise self._fail(errno.EEXIST, f"VFIO_IOMMU_MAP_DMA: iova {m.iova:#x}+{m.size:#x} overlaps an existing mapping")
     if self.memlock is not None and c.pinned + m.size > self.memlock:   # vfio_lock_acct against RLIMIT_MEMLOCK
-      raise _fail(errno.ENOMEM, f"VFIO_IOMMU_MAP_DMA: pinning {m.size:#x} more bytes exceeds RLIMIT_MEMLOCK ({self.memlock:#x})")
+      raise self._fail(errno.ENOMEM, f"VFIO_IOMMU_MAP_DMA: pinning {m.size:#x} more bytes exceeds RLIMIT_MEMLOCK ({self.memlock:#x})")
     self.function.dma.map_at(m.iova, self._host(m.vaddr, m.size))
     c.maps[m.iova] = m.size
     c.pinned += m.size
 
-  def _unmap_dma(self, c: Container, arg) -> None:
-    self._type1(c, "VFIO_IOMMU_UNMAP_DMA")
-    u = _struct(arg, V.vfio_iommu_type1_dma_unmap)
-    if u.flags: raise _fail(errno.EINVAL, f"VFIO_IOMMU_UNMAP_DMA flags {u.flags:#x} are not modelled")
-    if (u.iova | u.size) % PAGE: raise _fail(errno.EINVAL, f"VFIO_IOMMU_UNMAP_DMA of {u.size:#x} bytes at {u.iova:#x}: not aligned pages")
+  def _unmap_dma(self, fd: int, u) -> None:
+    self._type1(c := self.containers[fd], "VFIO_IOMMU_UNMAP_DMA")
+    if u.flags: raise self._fail(errno.EINVAL, f"VFIO_IOMMU_UNMAP_DMA flags {u.flags:#x} are not modelled")
+    if (u.iova | u.size) % PAGE: raise self._fail(errno.EINVAL, f"VFIO_IOMMU_UNMAP_DMA of {u.size:#x} bytes at {u.iova:#x}: not aligned pages")
     end = u.iova + u.size
     # type1v2 refuses to split a mapping (vfio_dma_do_unmap)
     if any(i < u.iova < i + n or i < end < i + n for i, n in c.maps.items()):
-      raise _fail(errno.EINVAL, f"VFIO_IOMMU_UNMAP_DMA of [{u.iova:#x}, {end:#x}) would split a mapping")
+      raise self._fail(errno.EINVAL, f"VFIO_IOMMU_UNMAP_DMA of [{u.iova:#x}, {end:#x}) would split a mapping")
     gone = [i for i in c.maps if u.iova <= i < end]
     self.function.dma.unmap(gone)
     u.size = sum(c.maps.pop(i) for i in gone)   # the kernel reports how much it unmapped
@@ -325,48 +287,43 @@ class VFIOModel:
   @property
   def viable(self) -> bool: return all(d is None or d in DMA_SAFE_DRIVERS for d in self.members.values())
 
-  def _group_status(self, group: str, arg) -> None:
-    st = _struct(arg, V.vfio_group_status)
+  def _group_status(self, fd: int, st) -> None:
     st.flags = (V.VFIO_GROUP_FLAGS_CONTAINER_SET | V.VFIO_GROUP_FLAGS_VIABLE if self.container is not None
                 else V.VFIO_GROUP_FLAGS_VIABLE if self.viable else 0)
 
-  def _set_container(self, group: str, arg) -> None:
-    if not isinstance(arg, ctypes.c_int32): raise _fail(errno.EFAULT, "VFIO_GROUP_SET_CONTAINER takes a pointer to the container's fd")
-    if not isinstance(c := self.fds.get(arg.value), Container):
-      raise _fail(errno.EBADF, f"VFIO_GROUP_SET_CONTAINER: fd {arg.value} is not a container")
-    if self.container is not None: raise _fail(errno.EINVAL, "VFIO_GROUP_SET_CONTAINER: the group is already in a container")
-    if not self.viable: raise _fail(errno.EPERM, "VFIO_GROUP_SET_CONTAINER: the group is not viable")
+  def _set_container(self, fd: int, arg) -> None:
+    if not isinstance(arg, ctypes.c_int32): raise self._fail(errno.EFAULT, "VFIO_GROUP_SET_CONTAINER takes a pointer to the container's fd")
+    if (c := self.containers.get(arg.value)) is None:
+      raise self._fail(errno.EBADF, f"VFIO_GROUP_SET_CONTAINER: fd {arg.value} is not a container")
+    if self.container is not None: raise self._fail(errno.EINVAL, "VFIO_GROUP_SET_CONTAINER: the group is already in a container")
+    if not self.viable: raise self._fail(errno.EPERM, "VFIO_GROUP_SET_CONTAINER: the group is not viable")
     self.container = c
 
-  def _unset_container(self, group: str, arg) -> None:
-    if self.container is None: raise _fail(errno.EINVAL, "VFIO_GROUP_UNSET_CONTAINER: the group is in no container")
-    if self.device_fds: raise _fail(errno.EBUSY, "VFIO_GROUP_UNSET_CONTAINER with device files open")
+  def _unset_container(self, fd: int, arg) -> None:
+    if self.container is None: raise self._fail(errno.EINVAL, "VFIO_GROUP_UNSET_CONTAINER: the group is in no container")
+    if self._open_fds(DEVICE): raise self._fail(errno.EBUSY, "VFIO_GROUP_UNSET_CONTAINER with device files open")
     self._detach()
 
-  def _get_device_fd(self, group: str, arg) -> int:
-    if not isinstance(arg, ctypes.Array): raise _fail(errno.EFAULT, "VFIO_GROUP_GET_DEVICE_FD takes a pointer to the device name")
+  def _get_device_fd(self, fd: int, arg) -> int:
+    if not isinstance(arg, ctypes.Array): raise self._fail(errno.EFAULT, "VFIO_GROUP_GET_DEVICE_FD takes a pointer to the device name")
     name = ctypes.string_at(ctypes.addressof(arg), ctypes.sizeof(arg)).split(b"\0")[0].decode()
     if self.container is None or self.container.iommu is None:
-      raise _fail(errno.EINVAL, "VFIO_GROUP_GET_DEVICE_FD before the group has a container with an IOMMU")
+      raise self._fail(errno.EINVAL, "VFIO_GROUP_GET_DEVICE_FD before the group has a container with an IOMMU")
     if name != self.function.bus or self.driver != "vfio-pci":
-      raise _fail(errno.ENODEV, f"VFIO_GROUP_GET_DEVICE_FD: no device {name!r} bound to vfio-pci (the model serves {self.function.bus})")
-    if not self.device_fds:   # vfio_pci_core_enable -> pci_enable_device: memory decoding on
+      raise self._fail(errno.ENODEV, f"VFIO_GROUP_GET_DEVICE_FD: no device {name!r} bound to vfio-pci (the model serves {self.function.bus})")
+    if not self._open_fds(DEVICE):   # vfio_pci_core_enable -> pci_enable_device: memory decoding on
       self.function.config[PCI_COMMAND] |= PCI_COMMAND_MEMORY
-    fd = self._new_fd("device")
-    self.device_fds.add(fd)
-    return fd
+    return self._new_fd(DEVICE)
 
-  def _device_info(self, device: str, arg) -> None:
-    info = _struct(arg, V.vfio_device_info)
+  def _device_info(self, fd: int, info) -> None:
     info.flags = V.VFIO_DEVICE_FLAGS_PCI | V.VFIO_DEVICE_FLAGS_RESET
     info.num_regions, info.num_irqs, info.cap_offset = V.VFIO_PCI_NUM_REGIONS, V.VFIO_PCI_NUM_IRQS, 0
 
-  def _region_info(self, device: str, arg) -> None:
-    r = _struct(arg, V.vfio_region_info)
-    if r.index >= V.VFIO_PCI_NUM_REGIONS: raise _fail(errno.EINVAL, f"VFIO_DEVICE_GET_REGION_INFO: no region {r.index}")
+  def _region_info(self, fd: int, r) -> None:
+    if r.index >= V.VFIO_PCI_NUM_REGIONS: raise self._fail(errno.EINVAL, f"VFIO_DEVICE_GET_REGION_INFO: no region {r.index}")
     (r.size, r.flags), r.offset, r.cap_offset = self._region(r.index), r.index << REGION_SHIFT, 0
 
-  def _reset(self, device: str, arg) -> None: self.function.reset()
+  def _reset(self, fd: int, arg) -> None: self.function.reset()
 
 
 # registered under hcq.models (pyproject.toml): kernel_interface(mock="vfio", function=...) is this model

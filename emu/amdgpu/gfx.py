@@ -28,7 +28,8 @@ from autogen.amd import gc_11_0_0 as gc
 from emu.amdgpu.firmware import MEC_ENTRY
 from emu.amdgpu.gpu import BANK_SH_MEM
 from emu.amdgpu.pm4 import PM4Engine
-from emu.amdgpu.registers import Block, ModelError, storage
+from emu.amdgpu.registers import Block, storage
+from emu.pci import ModelError
 if TYPE_CHECKING: from emu.amdgpu.navi31 import Navi31
 
 PIPES, QUEUES, VMIDS = 4, 8, 16

@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING
 
 from autogen.amd import gc_11_0_0 as gc, mmhub_3_0_0 as mmhub
 from emu.amdgpu.mmu import MMU, Fault, ADDR_MASK, MTYPES, FAULT_NOT_PRESENT, FAULT_READ, FAULT_WRITE, FAULT_EXECUTE, FAULT_RANGE, FAULT_PDE
-from emu.amdgpu.registers import Block, ModelError
+from emu.amdgpu.registers import Block
+from emu.pci import ModelError
 if TYPE_CHECKING: from emu.amdgpu.navi31 import Navi31
 
 FB_BASE_UNITS = 0x8000           # VBIOS placement of VRAM in the MC space: 0x80_0000_0000 (16 MiB units)

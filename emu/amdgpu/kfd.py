@@ -26,7 +26,6 @@ import numpy as np
 
 from autogen import kfd
 from autogen.amd import gc_11_0_0 as gc, soc21_enum
-from emu.addrspace import ProcessAddressSpace
 from common.alloc import RangeAllocator
 from common.plugin import KernelModel
 from emu.amdgpu.gpu import GPUModel, IP_BASES, DeviceError
@@ -35,6 +34,8 @@ from emu.amdgpu.mmu import FAULT_EXECUTE, FAULT_WRITE, Fault, PTE_VALID, PTE_SYS
 from emu.amdgpu.pagetable import PageTables, PAGE
 from emu.amdgpu.pm4 import PM4Engine
 from emu.amdgpu.sdma import SDMAEngine
+from emu.kernel_model import COPY_IN, Ioctl, Ioctls, KernelDriverModel, ioc_nr
+from emu.pci import Access, Region
 
 TOPOLOGY = "/sys/devices/virtual/kfd/kfd/topology/nodes"
 GPU_IDS, RENDER_MINORS = (0x5A1E, 0x7C3B), (128, 129)   # topology nodes 1 and 2 (node 0 is the CPU)
@@ -56,12 +57,7 @@ LDS_APERTURE, SCRATCH_APERTURE = 1 << 48, 2 << 48        # kfd_flat_memory.c, gf
 
 
 ENOTSUPP = 524                                           # the kernel-internal errno CREATE_QUEUE returns for a bad type
-IOC_WRITE, IOC_READ = 1, 2                               # _IOC direction bits (asm-generic/ioctl.h): user -> kernel, kernel -> user
 MAX_QUEUE_PERCENTAGE, MAX_QUEUE_PRIORITY, MIN_RING_SIZE = 100, 15, 1024   # kfd_priv.h
-
-
-def _ioc_fail(code: int, what: str) -> OSError:
-  return OSError(code, f"KFD model: {what}")
 
 
 def render_node(minor: int) -> str: return f"/dev/dri/renderD{minor}"
@@ -69,11 +65,6 @@ def ip_discovery(minor: int) -> str: return f"/sys/class/drm/renderD{minor}/devi
 
 
 RENDER_NODE = render_node(RENDER_MINORS[0])
-
-
-def _ioc_nr(request: int) -> int: return request & 0xFF
-def _ioc_size(request: int) -> int: return (request >> 16) & 0x3FFF
-def _ioc_dir(request: int) -> int: return (request >> 30) & 3
 
 
 def memory_exception(fault: Fault | None, va: int, gpu_id: int = GPU_ID) -> kfd.kfd_hsa_memory_exception_data:
@@ -143,18 +134,17 @@ class Event:
   fault_gpu: int = 0           # the gpu_id of the GPU that reported `fault`
 
 
-class DoorbellPage:
+class DoorbellPage(Region):
   """The process's doorbell page: a 64-bit store to slot i wakes queue i."""
-  size = DOORBELL_PAGE
+  name, size, valid = "doorbell page", DOORBELL_PAGE, (Access("doorbells", 4, 8),)
 
   def __init__(self, model: KFDModel):
     self.model, self.values = model, [0] * (DOORBELL_PAGE // 8)
 
-  def read(self, offset: int, size: int) -> int:
+  def _read(self, offset: int, size: int) -> int:
     return self.values[offset // 8] >> (8 * (offset % 8)) & ((1 << (8 * size)) - 1)
 
-  def write(self, offset: int, size: int, value: int) -> None:
-    if size not in (4, 8) or offset % size: raise ValueError(f"doorbell write of {size} bytes at {offset:#x}: use aligned 32/64-bit stores")
+  def _write(self, offset: int, size: int, value: int) -> None:
     slot = offset // 8
     self.values[slot] = value
     q = self.model.queues.get(slot)
@@ -162,33 +152,31 @@ class DoorbellPage:
     q.ring_doorbell(value)
 
 
-class KFDModel:
+class KFDModel(KernelDriverModel):
+  name, first_fd = "KFD model", 1000
+
   def __init__(self, vram_size: int = 512 << 20):
+    super().__init__(VA_BASE, VA_END)
     self.vram_size = vram_size
     self.nodes: dict[int, Node] = {}   # gpu_id -> the GPUs whose VM this process acquired
-    self.fds: dict[int, str] = {}
     self.bos: dict[int, BO] = {}
     self.queues: dict[int, PM4Engine | SDMAEngine] = {}
     self.events: dict[int, Event] = {}
     self.cond = threading.Condition()
     self.doorbells = DoorbellPage(self)
-    self.files = self._files()
-    self.space = ProcessAddressSpace(VA_BASE, VA_END, "KFD model")
-    self.reserve, self.anon, self.release = self.space.reserve, self.space.anon, self.space.release
-    self._next = {"fd": 1000, "handle": 1, "event": 1}
+    self.files, self.devices = self._files(), {"/dev/kfd", *map(render_node, RENDER_MINORS)}
+    self._next = {"handle": 1, "event": 1}
     self.version = (kfd.KFD_IOCTL_MAJOR_VERSION, kfd.KFD_IOCTL_MINOR_VERSION)
-    # ioctl number -> (handler, the kernel's command, its argument structure)
-    self.handlers = {}
-    for name, handler in (("GET_VERSION", self._get_version), ("ACQUIRE_VM", self._acquire_vm),
-                          ("RUNTIME_ENABLE", self._runtime_enable), ("ALLOC_MEMORY_OF_GPU", self._alloc),
-                          ("FREE_MEMORY_OF_GPU", self._free), ("MAP_MEMORY_TO_GPU", self._map),
-                          ("UNMAP_MEMORY_FROM_GPU", self._unmap), ("CREATE_QUEUE", self._create_queue),
-                          ("DESTROY_QUEUE", self._destroy_queue), ("CREATE_EVENT", self._create_event),
-                          ("DESTROY_EVENT", self._destroy_event), ("SET_EVENT", self._set_event),
-                          ("WAIT_EVENTS", self._wait_events)):
-      cmd = getattr(kfd, f"AMDKFD_IOC_{name}")
-      self.handlers[_ioc_nr(cmd)] = (handler, cmd, getattr(kfd, f"kfd_ioctl_{name.lower()}_args"))
-    self.ioctl_names = {_ioc_nr(v): k for k, v in vars(kfd).items() if k.startswith("AMDKFD_IOC_")}
+    # kfd_ioctl: only _IOC_NR selects the command; the argument is copied with the kernel's definition of it
+    handlers = {"GET_VERSION": self._get_version, "ACQUIRE_VM": self._acquire_vm, "RUNTIME_ENABLE": self._runtime_enable,
+                "ALLOC_MEMORY_OF_GPU": self._alloc, "FREE_MEMORY_OF_GPU": self._free, "MAP_MEMORY_TO_GPU": self._map,
+                "UNMAP_MEMORY_FROM_GPU": self._unmap, "CREATE_QUEUE": self._create_queue, "DESTROY_QUEUE": self._destroy_queue,
+                "CREATE_EVENT": self._create_event, "DESTROY_EVENT": self._destroy_event, "SET_EVENT": self._set_event,
+                "WAIT_EVENTS": self._wait_events}
+    self.ioctls = {"/dev/kfd": Ioctls((Ioctl(getattr(kfd, f"AMDKFD_IOC_{name}"), f"AMDKFD_IOC_{name}", handler,
+                                             getattr(kfd, f"kfd_ioctl_{name.lower()}_args"), COPY_IN)
+                                       for name, handler in handlers.items()), by_nr=True)}
+    self.ioctl_names = {ioc_nr(v): k for k, v in vars(kfd).items() if k.startswith("AMDKFD_IOC_")}
 
   def _new(self, what: str) -> int:
     self._next[what] += 1
@@ -207,71 +195,40 @@ class KFDModel:
         out[f"{d}/base_addr"] = "".join(f"0x{b:08X}\n" for b in IP_BASES[ip])
     return out
 
-  def _device_file(self, path: str) -> bool: return path == "/dev/kfd" or path in map(render_node, RENDER_MINORS)
-
-  def read_text(self, path: str) -> str:
-    if (text := self.files.get(path)) is None: raise FileNotFoundError(errno.ENOENT, f"KFD model: no such file {path}")
-    return text
-
-  def listdir(self, path: str) -> list[str]:
-    path = path.rstrip("/") + "/"
-    names = sorted({p[len(path):].split("/")[0] for p in self.files if p.startswith(path)})
-    if not names: raise FileNotFoundError(errno.ENOENT, f"KFD model: no such directory {path}")
-    return names
-
-  def exists(self, path: str) -> bool:
-    return self._device_file(path) or path in self.files or any(p.startswith(path.rstrip("/") + "/") for p in self.files)
-
-  def open(self, path: str) -> int:
-    if not self._device_file(path): raise FileNotFoundError(errno.ENOENT, f"KFD model: no device file {path}")
-    fd = self._new("fd")
-    self.fds[fd] = path
-    return fd
-
-  def close(self, fd: int) -> None:
-    # the process's KFD state goes with its last /dev/kfd file
-    if self.fds.pop(fd, None) == "/dev/kfd" and "/dev/kfd" not in self.fds.values(): self.shutdown()
+  def _last_closed(self, path: str) -> None:
+    if path == "/dev/kfd": self.shutdown()      # the process's KFD state goes with its last /dev/kfd file
 
   def mmap(self, fd: int, va: int | None, size: int, offset: int) -> tuple[int, memoryview | DoorbellPage]:
     """-> (address, memory): a memoryview for buffer objects, the doorbell page's register callbacks for doorbells."""
-    path = self.fds.get(fd)
+    path = self._file(fd, "mmap of")
     if path == "/dev/kfd" and offset == DOORBELL_MMAP:
       return va or self.reserve(DOORBELL_PAGE, PAGE), self.doorbells
     bo = next((b for b in self.bos.values() if b.mmap_offset == offset), None)
     if bo is None or bo.view is None or bo.node.render != path:
-      raise _ioc_fail(errno.EINVAL, f"mmap of offset {offset:#x} on {path}: no such buffer object of that GPU")
-    if size > bo.size: raise _ioc_fail(errno.EINVAL, f"mmap of {size:#x} bytes of a {bo.size:#x}-byte buffer object")
+      raise self._fail(errno.EINVAL, f"mmap of offset {offset:#x} on {path}: no such buffer object of that GPU")
+    if size > bo.size: raise self._fail(errno.EINVAL, f"mmap of {size:#x} bytes of a {bo.size:#x}-byte buffer object")
     return va if va is not None else bo.va, bo.view[:size]
 
   # --- ioctls
-  def ioctl(self, fd: int, request: int, arg: ctypes.Structure) -> None:
-    if self.fds.get(fd) != "/dev/kfd": raise _ioc_fail(errno.ENOTTY, f"ioctl {request:#x} on fd {fd}, which is not /dev/kfd")
-    nr = _ioc_nr(request)
+  def _unknown_ioctl(self, fd: int, path: str, request: int) -> OSError:
+    nr = ioc_nr(request)
+    if path != "/dev/kfd": return self._fail(errno.ENOTTY, f"ioctl {request:#x} on fd {fd}, which is not /dev/kfd")
     if not kfd.AMDKFD_COMMAND_START <= nr < kfd.AMDKFD_COMMAND_END:
-      raise _ioc_fail(errno.ENOTTY, f"ioctl {request:#x}: number {nr:#x} is not a KFD command "
-                                    f"({kfd.AMDKFD_COMMAND_START:#x}..{kfd.AMDKFD_COMMAND_END - 1:#x})")
-    if nr not in self.handlers: raise _ioc_fail(errno.EOPNOTSUPP, f"{self.ioctl_names[nr]} is not modelled")
-    handler, cmd, struct = self.handlers[nr]
-    usize = _ioc_size(request)
-    if usize and (not isinstance(arg, ctypes.Structure | ctypes.Array) or ctypes.sizeof(arg) < usize):
-      raise _ioc_fail(errno.EFAULT, f"{self.ioctl_names[nr]}: the argument is not {usize} bytes of memory, as the request says")
-    karg, n = struct(), min(usize, ctypes.sizeof(struct))   # the kernel's copy: its own layout, zero past what was copied in
-    if _ioc_dir(cmd) & IOC_WRITE: ctypes.memmove(ctypes.addressof(karg), ctypes.addressof(arg), n)
-    try: handler(karg)
-    finally:
-      if _ioc_dir(cmd) & IOC_READ: ctypes.memmove(ctypes.addressof(arg), ctypes.addressof(karg), n)
+      return self._fail(errno.ENOTTY, f"ioctl {request:#x}: number {nr:#x} is not a KFD command "
+                                      f"({kfd.AMDKFD_COMMAND_START:#x}..{kfd.AMDKFD_COMMAND_END - 1:#x})")
+    return self._fail(errno.EOPNOTSUPP, f"{self.ioctl_names[nr]} is not modelled")
 
-  def _get_version(self, a) -> None: a.major_version, a.minor_version = self.version
+  def _get_version(self, fd: int, a) -> None: a.major_version, a.minor_version = self.version
 
-  def _acquire_vm(self, a) -> None:
-    if a.gpu_id not in GPU_IDS: raise _ioc_fail(errno.EINVAL, f"ACQUIRE_VM for unknown gpu_id {a.gpu_id:#x}")
+  def _acquire_vm(self, fd: int, a) -> None:
+    if a.gpu_id not in GPU_IDS: raise self._fail(errno.EINVAL, f"ACQUIRE_VM for unknown gpu_id {a.gpu_id:#x}")
     minor = RENDER_MINORS[GPU_IDS.index(a.gpu_id)]
     if self.fds.get(a.drm_fd) != render_node(minor):
-      raise _ioc_fail(errno.EINVAL, f"ACQUIRE_VM of gpu_id {a.gpu_id:#x} with drm_fd {a.drm_fd}, not an open {render_node(minor)}")
+      raise self._fail(errno.EINVAL, f"ACQUIRE_VM of gpu_id {a.gpu_id:#x} with drm_fd {a.drm_fd}, not an open {render_node(minor)}")
     if (node := self.nodes.get(a.gpu_id)) is None:
       node = self.nodes[a.gpu_id] = Node(a.gpu_id, minor, self.vram_size, self._on_error, self._on_interrupt)
     if node.vm_fd not in (None, a.drm_fd):   # kfd_process_device_init_vm: one render node file per process and GPU
-      raise _ioc_fail(errno.EBUSY, f"ACQUIRE_VM with drm_fd {a.drm_fd}: the VM was acquired through drm_fd {node.vm_fd}")
+      raise self._fail(errno.EBUSY, f"ACQUIRE_VM with drm_fd {a.drm_fd}: the VM was acquired through drm_fd {node.vm_fd}")
     node.vm_fd = a.drm_fd
     if node.vm is None:
       node.vm = PageTables(node.gpu.vram, node.pt_alloc)
@@ -289,88 +246,88 @@ class KFDModel:
       ADDRESS_MODE=soc21_enum.SH_MEM_ADDRESS_MODE_64, ALIGNMENT_MODE=soc21_enum.SH_MEM_ALIGNMENT_MODE_UNALIGNED, INITIAL_INST_PREFETCH=3)
     gpu.regs[gpu.sh_mem_slot(0, True)] = gc.regSH_MEM_BASES.encode(SHARED_BASE=LDS_APERTURE >> 48, PRIVATE_BASE=SCRATCH_APERTURE >> 48)
 
-  def _runtime_enable(self, a) -> None: a.capabilities_mask = 0
+  def _runtime_enable(self, fd: int, a) -> None: a.capabilities_mask = 0
 
   def _bind(self, gpu_id: int, what: str) -> Node:
     """kfd_process_device_data_by_id + kfd_bind_process_to_device: the GPU must exist and its VM be acquired."""
-    if gpu_id not in GPU_IDS: raise _ioc_fail(errno.EINVAL, f"{what} for unknown gpu_id {gpu_id:#x}")
+    if gpu_id not in GPU_IDS: raise self._fail(errno.EINVAL, f"{what} for unknown gpu_id {gpu_id:#x}")
     if (node := self.nodes.get(gpu_id)) is None or node.vm is None:
-      raise _ioc_fail(errno.ENODEV, f"{what}: no VM on GPU {gpu_id:#x}: call AMDKFD_IOC_ACQUIRE_VM first")
+      raise self._fail(errno.ENODEV, f"{what}: no VM on GPU {gpu_id:#x}: call AMDKFD_IOC_ACQUIRE_VM first")
     return node
 
-  def _alloc(self, a) -> None:
+  def _alloc(self, fd: int, a) -> None:
     node = self._bind(a.gpu_id, "ALLOC_MEMORY_OF_GPU")
     size, flags = a.size, a.flags & 0xFFFFFFFF
     if size == 0 or size % PAGE or a.va_addr % PAGE:
-      raise _ioc_fail(errno.EINVAL, f"ALLOC_MEMORY_OF_GPU of {size:#x} bytes at {a.va_addr:#x}: both must be page aligned and non-zero")
+      raise self._fail(errno.EINVAL, f"ALLOC_MEMORY_OF_GPU of {size:#x} bytes at {a.va_addr:#x}: both must be page aligned and non-zero")
     bo = BO(node.gpu_id << 32 | self._new("handle"), a.va_addr, size, "", flags, node)   # MAKE_HANDLE(gpu_id, idr handle)
     if flags & kfd.KFD_IOC_ALLOC_MEM_FLAGS_VRAM:
       bo.kind = "vram"
       try: bo.paddr = node.vram_alloc.alloc(size, PAGE)
-      except MemoryError as e: raise _ioc_fail(errno.ENOMEM, str(e)) from None
+      except MemoryError as e: raise self._fail(errno.ENOMEM, str(e)) from None
       bo.view = node.gpu.vram.view[bo.paddr:bo.paddr + size]
       node.gpu.vram.u8[bo.paddr:bo.paddr + size] = 0
     elif flags & kfd.KFD_IOC_ALLOC_MEM_FLAGS_GTT:
       bo.kind, bo.host = "gtt", mmap.mmap(-1, size)
       bo.view = memoryview(bo.host)
     elif flags & kfd.KFD_IOC_ALLOC_MEM_FLAGS_USERPTR:
-      if not a.mmap_offset: raise _ioc_fail(errno.EINVAL, "USERPTR allocation without the user address in mmap_offset")
+      if not a.mmap_offset: raise self._fail(errno.EINVAL, "USERPTR allocation without the user address in mmap_offset")
       if a.mmap_offset % PAGE:   # the kernel pins whole pages, so the BO would start before the address: the model refuses
-        raise _ioc_fail(errno.EINVAL, f"USERPTR address {a.mmap_offset:#x} is not page aligned (the model maps whole pages only)")
+        raise self._fail(errno.EINVAL, f"USERPTR address {a.mmap_offset:#x} is not page aligned (the model maps whole pages only)")
       # the kernel pins the user pages (EFAULT where nothing writable is mapped): what anon() handed out, or any
       # writable mapping of this process
       if not self.space.holds(a.mmap_offset, size) and not process_memory(a.mmap_offset, size):
-        raise _ioc_fail(errno.EFAULT, f"USERPTR allocation of {size:#x} bytes at {a.mmap_offset:#x}: not writable memory "
+        raise self._fail(errno.EFAULT, f"USERPTR allocation of {size:#x} bytes at {a.mmap_offset:#x}: not writable memory "
                                       "of this process")
       bo.kind, bo.host = "userptr", (ctypes.c_uint8 * size).from_address(a.mmap_offset)
       bo.view = memoryview(bo.host).cast("B")
-    else: raise _ioc_fail(errno.EINVAL, f"ALLOC_MEMORY_OF_GPU flags {flags:#x} name no domain (VRAM, GTT or USERPTR)")
+    else: raise self._fail(errno.EINVAL, f"ALLOC_MEMORY_OF_GPU flags {flags:#x} name no domain (VRAM, GTT or USERPTR)")
     if bo.kind != "vram": bo.bus = node.gpu.dma.map(bo.view, contiguous=True)   # an IOMMU mapping: one IOVA range
     self.bos[bo.handle] = bo
     a.handle, a.mmap_offset = bo.handle, bo.mmap_offset
 
   def _bo(self, handle: int, what: str, missing: int = errno.EINVAL) -> BO:
     self._bind(handle >> 32, what)        # GET_GPU_ID(handle): the BO's GPU
-    if (bo := self.bos.get(handle)) is None: raise _ioc_fail(missing, f"{what}: no buffer object with handle {handle:#x}")
+    if (bo := self.bos.get(handle)) is None: raise self._fail(missing, f"{what}: no buffer object with handle {handle:#x}")
     return bo
 
-  def _free(self, a) -> None:
+  def _free(self, fd: int, a) -> None:
     bo = self._bo(a.handle, "FREE_MEMORY_OF_GPU")
     if bo.mapped:   # amdgpu_amdkfd_gpuvm_free_memory_of_gpu: still mapped
-      raise _ioc_fail(errno.EBUSY, f"FREE_MEMORY_OF_GPU of the BO at {bo.va:#x}: it is still mapped (UNMAP_MEMORY_FROM_GPU first)")
+      raise self._fail(errno.EBUSY, f"FREE_MEMORY_OF_GPU of the BO at {bo.va:#x}: it is still mapped (UNMAP_MEMORY_FROM_GPU first)")
     if bo.kind == "vram": bo.node.vram_alloc.free(bo.paddr)
     else: bo.node.gpu.dma.unmap(bo.bus)
     del self.bos[a.handle]
 
   def _devices(self, a, what: str) -> list[int]:
     """The GPUs still to do: device_ids_array_ptr[n_success:n_devices], each a GPU of this process."""
-    if not a.n_devices: raise _ioc_fail(errno.EINVAL, f"{what} with n_devices = 0")
-    if a.n_success > a.n_devices: raise _ioc_fail(errno.EINVAL, f"{what}: n_success {a.n_success} exceeds n_devices {a.n_devices}")
-    if not a.device_ids_array_ptr: raise _ioc_fail(errno.EFAULT, f"{what}: device_ids_array_ptr is NULL")
+    if not a.n_devices: raise self._fail(errno.EINVAL, f"{what} with n_devices = 0")
+    if a.n_success > a.n_devices: raise self._fail(errno.EINVAL, f"{what}: n_success {a.n_success} exceeds n_devices {a.n_devices}")
+    if not a.device_ids_array_ptr: raise self._fail(errno.EFAULT, f"{what}: device_ids_array_ptr is NULL")
     return list((ctypes.c_uint32 * a.n_devices).from_address(a.device_ids_array_ptr))[a.n_success:]
 
-  def _map(self, a) -> None:
+  def _map(self, fd: int, a) -> None:
     ids = self._devices(a, "MAP_MEMORY_TO_GPU")
     bo = self._bo(a.handle, "MAP_MEMORY_TO_GPU", errno.ENOMEM)   # kfd_ioctl_map_memory_to_gpu: an unknown handle is ENOMEM
     for gpu in ids:
       if self._bind(gpu, "MAP_MEMORY_TO_GPU") is not bo.node:
-        raise _ioc_fail(errno.EINVAL, f"MAP_MEMORY_TO_GPU of a BO of GPU {bo.node.gpu_id:#x} to GPU {gpu:#x}: mapping a buffer "
+        raise self._fail(errno.EINVAL, f"MAP_MEMORY_TO_GPU of a BO of GPU {bo.node.gpu_id:#x} to GPU {gpu:#x}: mapping a buffer "
                                       "object to another GPU than the one it belongs to is not modelled")
       if not bo.mapped:
         end = bo.va + bo.size
         if other := next((b for b in self.bos.values() if b.mapped and b.node is bo.node and b.va < end and bo.va < b.va + b.size), None):
-          raise _ioc_fail(errno.EINVAL, f"MAP_MEMORY_TO_GPU of [{bo.va:#x}, {end:#x}): conflicts with the mapping "
+          raise self._fail(errno.EINVAL, f"MAP_MEMORY_TO_GPU of [{bo.va:#x}, {end:#x}): conflicts with the mapping "
                                         f"[{other.va:#x}, {other.va + other.size:#x}) of BO {other.handle:#x}")
         self._set_mapping(bo, True)
       a.n_success += 1
 
-  def _unmap(self, a) -> None:
+  def _unmap(self, fd: int, a) -> None:
     ids = self._devices(a, "UNMAP_MEMORY_FROM_GPU")
     bo = self._bo(a.handle, "UNMAP_MEMORY_FROM_GPU")
     for gpu in ids:
       if self._bind(gpu, "UNMAP_MEMORY_FROM_GPU") is not bo.node:
-        raise _ioc_fail(errno.EINVAL, f"UNMAP_MEMORY_FROM_GPU of a BO of GPU {bo.node.gpu_id:#x} from GPU {gpu:#x}: it is not mapped there")
-      if not bo.attached: raise _ioc_fail(errno.EINVAL, f"UNMAP_MEMORY_FROM_GPU of the BO at {bo.va:#x}: it was never mapped")
+        raise self._fail(errno.EINVAL, f"UNMAP_MEMORY_FROM_GPU of a BO of GPU {bo.node.gpu_id:#x} from GPU {gpu:#x}: it is not mapped there")
+      if not bo.attached: raise self._fail(errno.EINVAL, f"UNMAP_MEMORY_FROM_GPU of the BO at {bo.va:#x}: it was never mapped")
       if bo.mapped: self._set_mapping(bo, False)
       a.n_success += 1
 
@@ -390,19 +347,19 @@ class KFDModel:
     bo.mapped, bo.attached = on, True
     node.gpu.mmu.invalidate()
 
-  def _create_queue(self, a) -> None:
+  def _create_queue(self, fd: int, a) -> None:
     # set_queue_properties_from_user's checks, then the process's device
     if a.queue_percentage & 0xFF > MAX_QUEUE_PERCENTAGE:
-      raise _ioc_fail(errno.EINVAL, f"CREATE_QUEUE queue_percentage {a.queue_percentage & 0xFF} is above {MAX_QUEUE_PERCENTAGE}")
+      raise self._fail(errno.EINVAL, f"CREATE_QUEUE queue_percentage {a.queue_percentage & 0xFF} is above {MAX_QUEUE_PERCENTAGE}")
     if a.queue_priority > MAX_QUEUE_PRIORITY:
-      raise _ioc_fail(errno.EINVAL, f"CREATE_QUEUE queue_priority {a.queue_priority} is above {MAX_QUEUE_PRIORITY}")
-    if a.ring_size & (a.ring_size - 1): raise _ioc_fail(errno.EINVAL, f"CREATE_QUEUE ring size {a.ring_size} is not a power of two or 0")
+      raise self._fail(errno.EINVAL, f"CREATE_QUEUE queue_priority {a.queue_priority} is above {MAX_QUEUE_PRIORITY}")
+    if a.ring_size & (a.ring_size - 1): raise self._fail(errno.EINVAL, f"CREATE_QUEUE ring size {a.ring_size} is not a power of two or 0")
     a.ring_size = max(a.ring_size, MIN_RING_SIZE)   # the kernel raises a smaller ring to its minimum, and says so in ring_size
     for field in ("ring_base_address", "read_pointer_address", "write_pointer_address"):
-      if not getattr(a, field): raise _ioc_fail(errno.EFAULT, f"CREATE_QUEUE with {field} = 0")
+      if not getattr(a, field): raise self._fail(errno.EFAULT, f"CREATE_QUEUE with {field} = 0")
     if a.queue_type not in (kfd.KFD_IOC_QUEUE_TYPE_COMPUTE, kfd.KFD_IOC_QUEUE_TYPE_SDMA, kfd.KFD_IOC_QUEUE_TYPE_COMPUTE_AQL,
                             kfd.KFD_IOC_QUEUE_TYPE_SDMA_XGMI, kfd.KFD_IOC_QUEUE_TYPE_SDMA_BY_ENG_ID):
-      raise _ioc_fail(ENOTSUPP, f"CREATE_QUEUE queue_type {a.queue_type} is no KFD queue type")
+      raise self._fail(ENOTSUPP, f"CREATE_QUEUE queue_type {a.queue_type} is no KFD queue type")
     node = self._bind(a.gpu_id, "CREATE_QUEUE")
     qid = min(set(range(len(self.queues) + 1)) - set(self.queues))
     name = f"queue {qid}"
@@ -410,30 +367,30 @@ class KFDModel:
       q = PM4Engine(node.gpu, f"compute {name}", a.ring_base_address, a.ring_size, a.read_pointer_address, a.write_pointer_address)
     elif a.queue_type == kfd.KFD_IOC_QUEUE_TYPE_SDMA:
       q = SDMAEngine(node.gpu, f"SDMA {name}", a.ring_base_address, a.ring_size, a.read_pointer_address, a.write_pointer_address)
-    else: raise _ioc_fail(errno.EOPNOTSUPP, f"queue type {a.queue_type} is not modelled (COMPUTE and SDMA are)")
+    else: raise self._fail(errno.EOPNOTSUPP, f"queue type {a.queue_type} is not modelled (COMPUTE and SDMA are)")
     self.queues[qid] = q
     node.gpu.add_engine(q)
     a.queue_id, a.doorbell_offset = qid, DOORBELL_MMAP + qid * 8
 
-  def _destroy_queue(self, a) -> None:
-    if (q := self.queues.pop(a.queue_id, None)) is None: raise _ioc_fail(errno.EINVAL, f"no queue {a.queue_id}")
+  def _destroy_queue(self, fd: int, a) -> None:
+    if (q := self.queues.pop(a.queue_id, None)) is None: raise self._fail(errno.EINVAL, f"no queue {a.queue_id}")
     q.gpu.remove_engine(q)
 
   # --- events
-  def _create_event(self, a) -> None:
+  def _create_event(self, fd: int, a) -> None:
     ev = Event(self._new("event"), a.event_type, bool(a.auto_reset))
     with self.cond: self.events[ev.id] = ev
     a.event_id, a.event_slot_index, a.event_trigger_data = ev.id, ev.id, ev.id
 
-  def _destroy_event(self, a) -> None:
+  def _destroy_event(self, fd: int, a) -> None:
     with self.cond:
-      if self.events.pop(a.event_id, None) is None: raise _ioc_fail(errno.EINVAL, f"no event {a.event_id}")
+      if self.events.pop(a.event_id, None) is None: raise self._fail(errno.EINVAL, f"no event {a.event_id}")
 
-  def _set_event(self, a) -> None:
+  def _set_event(self, fd: int, a) -> None:
     with self.cond:
-      if (ev := self.events.get(a.event_id)) is None: raise _ioc_fail(errno.EINVAL, f"SET_EVENT on unknown event {a.event_id}")
+      if (ev := self.events.get(a.event_id)) is None: raise self._fail(errno.EINVAL, f"SET_EVENT on unknown event {a.event_id}")
       if ev.type != kfd.KFD_IOC_EVENT_SIGNAL:   # event_can_be_cpu_signaled: signal events only
-        raise _ioc_fail(errno.EINVAL, f"SET_EVENT on event {a.event_id} of type {ev.type}: only signal events can be set by the CPU")
+        raise self._fail(errno.EINVAL, f"SET_EVENT on event {a.event_id} of type {ev.type}: only signal events can be set by the CPU")
     self._signal(lambda e: e.id == a.event_id)
 
   def _signal(self, match, fault: DeviceError | None = None, memory: kfd.kfd_hsa_memory_exception_data | None = None,
@@ -454,13 +411,13 @@ class KFDModel:
     self._signal(lambda e: e.type == kfd.KFD_IOC_EVENT_MEMORY, err,
                  memory_exception(f if f is not None and f.va >> 12 == err.va >> 12 else None, err.va, node.gpu_id), node.gpu_id)
 
-  def _wait_events(self, a) -> None:
-    if a.num_events and not a.events_ptr: raise _ioc_fail(errno.EFAULT, f"WAIT_EVENTS of {a.num_events} events at events_ptr NULL")
+  def _wait_events(self, fd: int, a) -> None:
+    if a.num_events and not a.events_ptr: raise self._fail(errno.EFAULT, f"WAIT_EVENTS of {a.num_events} events at events_ptr NULL")
     data = (kfd.kfd_event_data * a.num_events).from_address(a.events_ptr)
     ids = [d.event_id for d in data]
     with self.cond:
       for i in ids:
-        if i not in self.events: raise _ioc_fail(errno.EINVAL, f"WAIT_EVENTS on unknown event {i}")
+        if i not in self.events: raise self._fail(errno.EINVAL, f"WAIT_EVENTS on unknown event {i}")
       ready = lambda: [self.events[i] for i in ids if self.events[i].signaled]
       done = self.cond.wait_for(lambda: (len(ready()) == len(ids)) if a.wait_for_all else bool(ready()), a.timeout / 1000)
       for d in data:

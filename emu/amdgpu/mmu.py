@@ -36,8 +36,7 @@ import numpy as np
 
 from autogen.amd import amdgpu_vm as vm, soc21_enum
 from emu.amdgpu.vram import VRAM
-from emu.amdgpu.registers import ModelError
-from emu.pci import DMASpace, DMAFault
+from emu.pci import ModelError, DMASpace, DMAFault
 
 PTE_VALID, PTE_SYSTEM, PTE_SNOOPED = vm.AMDGPU_PTE_VALID, vm.AMDGPU_PTE_SYSTEM, vm.AMDGPU_PTE_SNOOPED
 PTE_EXECUTABLE, PTE_READABLE, PTE_WRITEABLE = vm.AMDGPU_PTE_EXECUTABLE, vm.AMDGPU_PTE_READABLE, vm.AMDGPU_PTE_WRITEABLE

@@ -35,12 +35,11 @@ from ctypes import Structure, c_uint32, c_uint64
 
 from autogen.amd import gc_11_0_0, soc15_ih_clientid as C, irqsrcs_gfx_11_0_0 as S
 from common.plugin import PCIModel
-from emu.pci import PCIFunction, DMASpace, DMAFault, PCI_COMMAND, PCI_COMMAND_MEMORY, PCI_COMMAND_MASTER
+from emu.pci import PCIFunction, DMASpace, DMAFault, PCI_COMMAND, PCI_COMMAND_MEMORY, PCI_COMMAND_MASTER, ModelError, Region, Access
 from emu.amdgpu import discovery
 from emu.amdgpu.gpu import GPUModel, IP_BASES, DeviceError
 from emu.amdgpu.mmu import MMU
 from emu.amdgpu.vram import map_file
-from emu.amdgpu.registers import ModelError
 from emu.amdgpu.nbio import NBIOModel
 from emu.amdgpu.gmc import HubModel
 from emu.amdgpu.ih import IHModel
@@ -102,36 +101,26 @@ class BusMasterDMA(DMASpace):
     return super()._locate(addr, n)
 
 
-class MMIORegion:
+class MMIORegion(Region):
   """BAR5: 32-bit register accesses by byte offset."""
-  size = MMIO_BAR_SIZE
+  name, size, valid = "BAR5", MMIO_BAR_SIZE, (Access("registers", 4, 4),)
 
   def __init__(self, dev: Navi31): self.dev = dev
-
-  def _check(self, offset: int, size: int) -> None:
-    if size != 4 or offset % 4: raise ModelError(f"BAR5 access of {size} bytes at {offset:#x}: registers take aligned 32-bit accesses")
-
-  def read(self, offset: int, size: int) -> int:
-    self._check(offset, size)
-    return self.dev.regs.read(offset >> 2)
-
-  def write(self, offset: int, size: int, value: int) -> None:
-    self._check(offset, size)
-    self.dev.regs.write(offset >> 2, value)
+  def _read(self, offset: int, size: int) -> int: return self.dev.regs.read(offset >> 2)
+  def _write(self, offset: int, size: int, value: int) -> None: self.dev.regs.write(offset >> 2, value)
 
 
-class Doorbells:
-  """BAR2: doorbell slots; the last value stored reads back."""
-  size = DOORBELL_BAR_SIZE
+class Doorbells(Region):
+  """BAR2: doorbell slots, 32- or 64-bit; the last value stored reads back."""
+  name, size, valid = "BAR2", DOORBELL_BAR_SIZE, (Access("doorbells", 4, 8),)
 
   def __init__(self, dev: Navi31):
     self.dev, self.values = dev, {}
 
-  def read(self, offset: int, size: int) -> int:
+  def _read(self, offset: int, size: int) -> int:
     return (self.values.get(offset & ~7, 0) >> 8 * (offset & 7)) & ((1 << 8 * size) - 1)
 
-  def write(self, offset: int, size: int, value: int) -> None:
-    if size not in (4, 8) or offset % size: raise ModelError(f"doorbell store of {size} bytes at {offset:#x}: use aligned 32/64-bit stores")
+  def _write(self, offset: int, size: int, value: int) -> None:
     slot = offset & ~7
     self.values[slot] = value if size == 8 else (self.values.get(slot, 0) & ~(0xFFFFFFFF << 8 * (offset & 4))) | value << 8 * (offset & 4)
     self.dev.ring_doorbell(slot, self.values[slot])

@@ -17,7 +17,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from autogen.amd import nbio_4_3_0 as nbio
-from emu.amdgpu.registers import Block, ModelError, Read, Write, storage
+from emu.amdgpu.registers import Block, Read, Write, storage
+from emu.pci import ModelError
 if TYPE_CHECKING: from emu.amdgpu.navi31 import Navi31
 
 HDP_REMAP_MEM, HDP_REMAP_REG = 0x7F000, 0x7F004   # MMIO_REG_HOLE_OFFSET + KFD_MMIO_REMAP_HDP_{MEM,REG}_FLUSH_CNTL

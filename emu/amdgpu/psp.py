@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING
 
 from autogen.amd import mp_13_0_0 as mp, psp_gfx_if as G
 from emu.amdgpu import firmware as F
-from emu.amdgpu.registers import Block, ModelError, storage
+from emu.amdgpu.registers import Block, storage
+from emu.pci import ModelError
 if TYPE_CHECKING: from emu.amdgpu.navi31 import Navi31
 
 READY = 0x80000000

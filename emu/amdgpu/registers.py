@@ -20,6 +20,7 @@ import numpy as np
 
 from autogen.regfields import Reg
 from emu.amdgpu.vram import map_file
+from emu.pci import ModelError
 
 FLAT_DWORDS = 1 << 27        # every NBIO/MP/GC segment base of Navi31 (IP_BASES) + offset lies below 2^27
 BANK_DWORDS = 1 << 16        # banked register copies
@@ -27,10 +28,6 @@ REG_FILE_BYTES = (FLAT_DWORDS + BANK_DWORDS) * 4
 
 Read = Callable[[int], int]
 Write = Callable[[int, int], None]
-
-
-class ModelError(RuntimeError):
-  """An access the emulated hardware rejects (unmodelled register, bad value for a register's function)."""
 
 
 class RegisterFile:

@@ -11,7 +11,8 @@ from autogen.amd import sdma_v6_0_0_pkt_open as S, gc_11_0_0 as gc
 from emu.ring import RingError, Stalled
 from emu.amdgpu.engine import GPUEngine
 from emu.amdgpu.pm4 import COMPARE
-from emu.amdgpu.registers import Block, ModelError, storage
+from emu.amdgpu.registers import Block, storage
+from emu.pci import ModelError
 
 OPNAMES = {v: k[8:] for k, v in vars(S).items() if k.startswith("SDMA_OP_") and isinstance(v, int)}
 

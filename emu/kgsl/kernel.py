@@ -24,6 +24,7 @@ import ctypes, errno, mmap, os, threading, time
 from autogen import msm_kgsl as K
 from emu.addrspace import ProcessAddressSpace
 from emu.kgsl.cp import CommandProcessor, CPFault
+from emu.kernel_model import Ioctl, Ioctls, KernelDriverModel
 from common.plugin import KernelModel
 
 DEV = "/dev/kgsl-3d0"
@@ -40,9 +41,6 @@ CONTEXT_FLAGS_KNOWN = (K.KGSL_CONTEXT_SAVE_GMEM | K.KGSL_CONTEXT_NO_GMEM_ALLOC |
                        K.KGSL_CONTEXT_PREEMPT_STYLE_MASK | K.KGSL_CONTEXT_INVALIDATE_ON_FAULT)
 GPUOBJ_FLAGS_KNOWN = (K.KGSL_MEMFLAGS_GPUREADONLY | K.KGSL_CACHEMODE_MASK | K.KGSL_MEMFLAGS_USE_CPU_MAP |
                       K.KGSL_MEMTYPE_MASK | K.KGSL_MEMALIGN_MASK | K.KGSL_MEMFLAGS_IOCOHERENT)
-
-
-def _fail(code: int, what: str) -> OSError: return OSError(code, f"KGSL model: {what}")
 
 
 def _mapped_rw(addr: int, size: int) -> bool:
@@ -79,50 +77,40 @@ class Context:
       K.KGSL_CONTEXT_PREEMPT_STYLE_FINEGRAIN
 
 
-class KGSLModel:
+class KGSLModel(KernelDriverModel):
+  name, first_fd = "KGSL model", 3000
+
   def __init__(self, chip_id: int = 0x06030001, gmem_size: int = 1 << 20):
+    super().__init__(VA_BASE, VA_END)
     self.chip_id, self.gmem_size = chip_id, gmem_size
-    self.fds: set[int] = set()
+    self.devices = (DEV,)
     self.contexts: dict[int, Context] = {}
     self.objects: dict[int, Obj] = {}                     # gpuobj id -> object
     self.mapped: dict[int, Obj] = {}                      # GPU address -> object (gpuobjs and user memory)
-    self.space = ProcessAddressSpace(VA_BASE, VA_END, "KGSL model")
     self.gpu_space = ProcessAddressSpace(GPU_VA_BASE, GPU_VA_END, "KGSL model GPU VA")
-    self.reserve, self.anon = self.space.reserve, self.space.anon
     self.pwrlevel: int | None = None
-    self.calls: list[str] = []                            # every ioctl by name, in order
-    self.last_error = ""
     self.cv = threading.Condition()
     self.lock = threading.Lock()                          # guards `mapped`
     self.mem_fd = os.open("/proc/self/mem", os.O_RDONLY | os.O_CLOEXEC)   # to check ioctl argument pointers
-    self._next = {"fd": 3000, "ctx": 1, "obj": 1}
+    self._next = {"ctx": 1, "obj": 1}
     self.cp = CommandProcessor(chip_id >> 24, RINGBUFFERS, self.translate, self._retire, self._fault)
-    self.handlers = {K.IOCTL_KGSL_DEVICE_GETPROPERTY: (K.kgsl_device_getproperty, self._getproperty),
-                     K.IOCTL_KGSL_SETPROPERTY: (K.kgsl_device_getproperty, self._setproperty),
-                     K.IOCTL_KGSL_DRAWCTXT_CREATE: (K.kgsl_drawctxt_create, self._ctx_create),
-                     K.IOCTL_KGSL_DRAWCTXT_DESTROY: (K.kgsl_drawctxt_destroy, self._ctx_destroy),
-                     K.IOCTL_KGSL_GPUOBJ_ALLOC: (K.kgsl_gpuobj_alloc, self._alloc),
-                     K.IOCTL_KGSL_GPUOBJ_FREE: (K.kgsl_gpuobj_free, self._free),
-                     K.IOCTL_KGSL_GPUOBJ_INFO: (K.kgsl_gpuobj_info, self._info),
-                     K.IOCTL_KGSL_MAP_USER_MEM: (K.kgsl_map_user_mem, self._map_user_mem),
-                     K.IOCTL_KGSL_SHAREDMEM_FREE: (K.kgsl_sharedmem_free, self._sharedmem_free),
-                     K.IOCTL_KGSL_GPU_COMMAND: (K.kgsl_gpu_command, self._gpu_command),
-                     K.IOCTL_KGSL_CMDSTREAM_READTIMESTAMP_CTXTID: (K.kgsl_cmdstream_readtimestamp_ctxtid, self._read_ts),
-                     K.IOCTL_KGSL_DEVICE_WAITTIMESTAMP_CTXTID: (K.kgsl_device_waittimestamp_ctxtid, self._wait_ts)}
+    # the request must be one of these exactly (number, direction and size), its argument the structure in place
+    handlers = {K.IOCTL_KGSL_DEVICE_GETPROPERTY: (K.kgsl_device_getproperty, self._getproperty),
+                K.IOCTL_KGSL_SETPROPERTY: (K.kgsl_device_getproperty, self._setproperty),
+                K.IOCTL_KGSL_DRAWCTXT_CREATE: (K.kgsl_drawctxt_create, self._ctx_create),
+                K.IOCTL_KGSL_DRAWCTXT_DESTROY: (K.kgsl_drawctxt_destroy, self._ctx_destroy),
+                K.IOCTL_KGSL_GPUOBJ_ALLOC: (K.kgsl_gpuobj_alloc, self._alloc),
+                K.IOCTL_KGSL_GPUOBJ_FREE: (K.kgsl_gpuobj_free, self._free),
+                K.IOCTL_KGSL_GPUOBJ_INFO: (K.kgsl_gpuobj_info, self._info),
+                K.IOCTL_KGSL_MAP_USER_MEM: (K.kgsl_map_user_mem, self._map_user_mem),
+                K.IOCTL_KGSL_SHAREDMEM_FREE: (K.kgsl_sharedmem_free, self._sharedmem_free),
+                K.IOCTL_KGSL_GPU_COMMAND: (K.kgsl_gpu_command, self._gpu_command),
+                K.IOCTL_KGSL_CMDSTREAM_READTIMESTAMP_CTXTID: (K.kgsl_cmdstream_readtimestamp_ctxtid, self._read_ts),
+                K.IOCTL_KGSL_DEVICE_WAITTIMESTAMP_CTXTID: (K.kgsl_device_waittimestamp_ctxtid, self._wait_ts)}
+    self.ioctls = {DEV: Ioctls(Ioctl(request, K.IOCTL_NAMES[request], handler, struct) for request, (struct, handler) in handlers.items())}
 
   # --- files
-  def exists(self, path: str) -> bool: return path == DEV
-
-  def open(self, path: str) -> int:
-    if path != DEV: raise FileNotFoundError(errno.ENOENT, f"KGSL model: no device file {path}")
-    self._next["fd"] += 1
-    self.fds.add(fd := self._next["fd"] - 1)
-    return fd
-
-  def close(self, fd: int) -> None:
-    if fd not in self.fds: raise _fail(errno.EBADF, f"close of fd {fd}, which is not open")
-    self.fds.discard(fd)
-    if not self.fds: self.shutdown()
+  def _last_closed(self, path: str) -> None: self.shutdown()
 
   def shutdown(self) -> None:
     """The last file closed: contexts and memory go, the CP stops."""
@@ -132,9 +120,6 @@ class KGSLModel:
     self.objects.clear()
     with self.lock: self.mapped.clear()
 
-  def read_text(self, path: str) -> str: raise FileNotFoundError(errno.ENOENT, f"KGSL model: no file {path}")
-  def listdir(self, path: str) -> list[str]: raise FileNotFoundError(errno.ENOENT, f"KGSL model: no directory {path}")
-
   def release(self, va: int, size: int) -> None:
     """munmap: a GPU object's CPU mapping (the object stays until GPUOBJ_FREE) or anonymous memory."""
     for o in self.objects.values():
@@ -142,11 +127,11 @@ class KGSLModel:
     self.space.release(va, size)
 
   def mmap(self, fd: int, va: int | None, size: int, offset: int) -> tuple[int, memoryview]:
-    if fd not in self.fds: raise _fail(errno.EBADF, f"mmap of fd {fd}, which is not open")
+    self._file(fd, "mmap of")
     if offset % PAGE or (o := self.objects.get(offset // PAGE)) is None:
-      raise _fail(errno.EINVAL, f"mmap at offset {offset:#x}: no GPU object with id {offset // PAGE}")
-    if size != o.size: raise _fail(errno.EINVAL, f"mmap of {size:#x} bytes of GPU object {o.id}, which has {o.size:#x}")
-    if o.cpu_va is not None: raise _fail(errno.EBUSY, f"GPU object {o.id} is already mapped at {o.cpu_va:#x}")
+      raise self._fail(errno.EINVAL, f"mmap at offset {offset:#x}: no GPU object with id {offset // PAGE}")
+    if size != o.size: raise self._fail(errno.EINVAL, f"mmap of {size:#x} bytes of GPU object {o.id}, which has {o.size:#x}")
+    if o.cpu_va is not None: raise self._fail(errno.EBUSY, f"GPU object {o.id} is already mapped at {o.cpu_va:#x}")
     o.cpu_va = va if va is not None else self.reserve(size, PAGE)
     if o.flags & K.KGSL_MEMFLAGS_USE_CPU_MAP and not o.gpuaddr:
       o.gpuaddr = o.cpu_va
@@ -176,21 +161,6 @@ class KGSLModel:
       self.cv.notify_all()
 
   # --- ioctls
-  def ioctl(self, fd: int, request: int, arg) -> int:
-    if fd not in self.fds: raise _fail(errno.EBADF, f"ioctl on fd {fd}, which is not open")
-    if request not in self.handlers:
-      raise _fail(errno.ENOTTY, f"ioctl {request:#x} (type {request >> 8 & 0xFF:#x}, nr {request & 0xFF:#x}, "
-                                f"{request >> 16 & 0x3FFF} bytes) is not a KGSL ioctl the model implements")
-    struct, handler = self.handlers[request]
-    if not isinstance(arg, ctypes.Structure | ctypes.Array) or ctypes.sizeof(arg) < ctypes.sizeof(struct):
-      raise _fail(errno.EFAULT, f"{K.IOCTL_NAMES[request]}: the argument is not {ctypes.sizeof(struct)} bytes of memory")
-    self.calls.append(K.IOCTL_NAMES[request])
-    try: handler(struct.from_address(ctypes.addressof(arg)))
-    except OSError as e:
-      self.last_error = e.strerror or str(e)
-      raise
-    return 0
-
   def _user(self, addr: int, size: int, what: str, pin: bool = False) -> memoryview:
     """The process memory an ioctl argument points at: copy_from_user's check (readable: one pread of /proc/self/mem,
     which fails where nothing is mapped) or, for pages to pin, mapped read-write (/proc/self/maps)."""
@@ -198,66 +168,66 @@ class KGSLModel:
       try: ok = len(os.pread(self.mem_fd, size, addr)) == size
       except OSError: ok = False
     else: ok = bool(addr) and _mapped_rw(addr, size)
-    if not ok: raise _fail(errno.EFAULT, f"{what}: [{addr:#x}, +{size}) is not process memory{' mapped read-write' if pin else ''}")
+    if not ok: raise self._fail(errno.EFAULT, f"{what}: [{addr:#x}, +{size}) is not process memory{' mapped read-write' if pin else ''}")
     return memoryview((ctypes.c_uint8 * size).from_address(addr)).cast("B")
 
   def _context(self, cid: int, what: str) -> Context:
-    if (c := self.contexts.get(cid)) is None: raise _fail(errno.EINVAL, f"{what}: no context {cid}")
+    if (c := self.contexts.get(cid)) is None: raise self._fail(errno.EINVAL, f"{what}: no context {cid}")
     return c
 
-  def _getproperty(self, p) -> None:
+  def _getproperty(self, fd: int, p) -> None:
     if p.type == K.KGSL_PROP_DEVICE_INFO:
       if p.sizebytes != ctypes.sizeof(K.kgsl_devinfo):
-        raise _fail(errno.EINVAL, f"DEVICE_INFO with sizebytes {p.sizebytes}: struct kgsl_devinfo is {ctypes.sizeof(K.kgsl_devinfo)}")
+        raise self._fail(errno.EINVAL, f"DEVICE_INFO with sizebytes {p.sizebytes}: struct kgsl_devinfo is {ctypes.sizeof(K.kgsl_devinfo)}")
       info = K.kgsl_devinfo(device_id=0, chip_id=self.chip_id, mmu_enabled=1,                 # KGSL_DEVICE_3D0
                             gpu_id=(self.chip_id >> 24) * 100 + (self.chip_id >> 16 & 0xFF) * 10 + (self.chip_id >> 8 & 0xFF),
                             gmem_sizebytes=self.gmem_size)
       self._user(p.value, p.sizebytes, "DEVICE_INFO")[:] = bytes(info)
     elif p.type == K.KGSL_PROP_GPU_RESET_STAT:
-      if p.sizebytes != 4: raise _fail(errno.EINVAL, f"GPU_RESET_STAT with sizebytes {p.sizebytes}: it is one unsigned int")
+      if p.sizebytes != 4: raise self._fail(errno.EINVAL, f"GPU_RESET_STAT with sizebytes {p.sizebytes}: it is one unsigned int")
       word = self._user(p.value, 4, "GPU_RESET_STAT").cast("I")
       c = self._context(word[0], "GPU_RESET_STAT")
       word[0] = K.KGSL_CTX_STAT_GUILTY_CONTEXT_RESET_EXT if c.fault else K.KGSL_CTX_STAT_NO_ERROR
-    else: raise _fail(errno.EINVAL, f"GETPROPERTY of property {p.type:#x}, which the model does not implement")
+    else: raise self._fail(errno.EINVAL, f"GETPROPERTY of property {p.type:#x}, which the model does not implement")
 
-  def _setproperty(self, p) -> None:
-    if p.type != K.KGSL_PROP_PWR_CONSTRAINT: raise _fail(errno.EINVAL, f"SETPROPERTY of property {p.type:#x}: not modelled")
+  def _setproperty(self, fd: int, p) -> None:
+    if p.type != K.KGSL_PROP_PWR_CONSTRAINT: raise self._fail(errno.EINVAL, f"SETPROPERTY of property {p.type:#x}: not modelled")
     if p.sizebytes != ctypes.sizeof(K.kgsl_device_constraint):
-      raise _fail(errno.EINVAL, f"PWR_CONSTRAINT with sizebytes {p.sizebytes}: struct kgsl_device_constraint is 24")
+      raise self._fail(errno.EINVAL, f"PWR_CONSTRAINT with sizebytes {p.sizebytes}: struct kgsl_device_constraint is 24")
     c = K.kgsl_device_constraint.from_buffer_copy(self._user(p.value, p.sizebytes, "PWR_CONSTRAINT"))
     self._context(c.context_id, "PWR_CONSTRAINT")
     if c.type != K.KGSL_CONSTRAINT_PWRLEVEL or c.size != ctypes.sizeof(K.kgsl_device_constraint_pwrlevel):
-      raise _fail(errno.EINVAL, f"PWR_CONSTRAINT of type {c.type} with {c.size} bytes: the model takes KGSL_CONSTRAINT_PWRLEVEL "
+      raise self._fail(errno.EINVAL, f"PWR_CONSTRAINT of type {c.type} with {c.size} bytes: the model takes KGSL_CONSTRAINT_PWRLEVEL "
                                 "with a kgsl_device_constraint_pwrlevel")
     level = K.kgsl_device_constraint_pwrlevel.from_buffer_copy(self._user(c.data, c.size, "PWR_CONSTRAINT level"))
     if level.level not in (K.KGSL_CONSTRAINT_PWR_MIN, K.KGSL_CONSTRAINT_PWR_MAX):
-      raise _fail(errno.EINVAL, f"PWR_CONSTRAINT level {level.level}: KGSL_CONSTRAINT_PWR_MIN (0) or _MAX (1)")
+      raise self._fail(errno.EINVAL, f"PWR_CONSTRAINT level {level.level}: KGSL_CONSTRAINT_PWR_MIN (0) or _MAX (1)")
     self.pwrlevel = level.level
 
-  def _ctx_create(self, p) -> None:
+  def _ctx_create(self, fd: int, p) -> None:
     if p.flags & ~CONTEXT_FLAGS_KNOWN:
-      raise _fail(errno.EINVAL, f"DRAWCTXT_CREATE flags {p.flags:#x}: bits {p.flags & ~CONTEXT_FLAGS_KNOWN:#x} are not modelled")
+      raise self._fail(errno.EINVAL, f"DRAWCTXT_CREATE flags {p.flags:#x}: bits {p.flags & ~CONTEXT_FLAGS_KNOWN:#x} are not modelled")
     style = (p.flags & K.KGSL_CONTEXT_PREEMPT_STYLE_MASK) >> K.KGSL_CONTEXT_PREEMPT_STYLE_SHIFT
     ctype = (p.flags & K.KGSL_CONTEXT_TYPE_MASK) >> K.KGSL_CONTEXT_TYPE_SHIFT
     if style > K.KGSL_CONTEXT_PREEMPT_STYLE_FINEGRAIN or ctype not in (*range(6), K.KGSL_CONTEXT_TYPE_UNKNOWN):
-      raise _fail(errno.EINVAL, f"DRAWCTXT_CREATE flags {p.flags:#x}: preempt style {style} / context type {ctype} do not exist")
+      raise self._fail(errno.EINVAL, f"DRAWCTXT_CREATE flags {p.flags:#x}: preempt style {style} / context type {ctype} do not exist")
     p.drawctxt_id = cid = self._next["ctx"]
     self._next["ctx"] += 1
     self.contexts[cid] = Context(cid, p.flags)
 
-  def _ctx_destroy(self, p) -> None:
+  def _ctx_destroy(self, fd: int, p) -> None:
     self._context(p.drawctxt_id, "DRAWCTXT_DESTROY")
     self.cp.drop(p.drawctxt_id)
     with self.cv:
       del self.contexts[p.drawctxt_id]
       self.cv.notify_all()
 
-  def _alloc(self, p) -> None:
+  def _alloc(self, fd: int, p) -> None:
     if p.flags & ~GPUOBJ_FLAGS_KNOWN:
-      raise _fail(errno.EINVAL, f"GPUOBJ_ALLOC flags {p.flags:#x}: bits {p.flags & ~GPUOBJ_FLAGS_KNOWN:#x} are not modelled")
-    if p.metadata_len or p.metadata: raise _fail(errno.EINVAL, "GPUOBJ_ALLOC with metadata: not modelled")
+      raise self._fail(errno.EINVAL, f"GPUOBJ_ALLOC flags {p.flags:#x}: bits {p.flags & ~GPUOBJ_FLAGS_KNOWN:#x} are not modelled")
+    if p.metadata_len or p.metadata: raise self._fail(errno.EINVAL, "GPUOBJ_ALLOC with metadata: not modelled")
     align = max(PAGE, 1 << ((p.flags & K.KGSL_MEMALIGN_MASK) >> K.KGSL_MEMALIGN_SHIFT))
-    if p.size == 0 or p.size > 1 << 32: raise _fail(errno.EINVAL, f"GPUOBJ_ALLOC of {p.size} bytes")
+    if p.size == 0 or p.size > 1 << 32: raise self._fail(errno.EINVAL, f"GPUOBJ_ALLOC of {p.size} bytes")
     size = -(-p.size // align) * align
     backing = mmap.mmap(-1, size)
     oid = self._next["obj"]
@@ -269,71 +239,71 @@ class KGSLModel:
     p.id, p.mmapsize, p.va_len = oid, size, size
 
   def _object(self, oid: int, what: str) -> Obj:
-    if (o := self.objects.get(oid)) is None: raise _fail(errno.EINVAL, f"{what}: no GPU object with id {oid}")
+    if (o := self.objects.get(oid)) is None: raise self._fail(errno.EINVAL, f"{what}: no GPU object with id {oid}")
     return o
 
-  def _free(self, p) -> None:
+  def _free(self, fd: int, p) -> None:
     o = self._object(p.id, "GPUOBJ_FREE")
-    if p.flags: raise _fail(errno.EINVAL, f"GPUOBJ_FREE flags {p.flags:#x}: KGSL_GPUOBJ_FREE_ON_EVENT is not modelled")
+    if p.flags: raise self._fail(errno.EINVAL, f"GPUOBJ_FREE flags {p.flags:#x}: KGSL_GPUOBJ_FREE_ON_EVENT is not modelled")
     del self.objects[p.id]
     with self.lock: self.mapped.pop(o.gpuaddr, None)
 
-  def _info(self, p) -> None:
+  def _info(self, fd: int, p) -> None:
     o = self._object(p.id, "GPUOBJ_INFO")
     p.gpuaddr, p.flags, p.size, p.va_len, p.va_addr = o.gpuaddr, o.flags, o.size, o.size, o.cpu_va or 0
 
-  def _map_user_mem(self, p) -> None:
+  def _map_user_mem(self, fd: int, p) -> None:
     if p.memtype != K.KGSL_USER_MEM_TYPE_ADDR:
-      raise _fail(errno.EINVAL, f"MAP_USER_MEM memtype {p.memtype}: the model imports KGSL_USER_MEM_TYPE_ADDR memory only")
-    if p.flags or p.offset: raise _fail(errno.EINVAL, f"MAP_USER_MEM with flags {p.flags:#x} / offset {p.offset}: not modelled")
+      raise self._fail(errno.EINVAL, f"MAP_USER_MEM memtype {p.memtype}: the model imports KGSL_USER_MEM_TYPE_ADDR memory only")
+    if p.flags or p.offset: raise self._fail(errno.EINVAL, f"MAP_USER_MEM with flags {p.flags:#x} / offset {p.offset}: not modelled")
     if not p.len or p.hostptr % PAGE or p.len % PAGE:
-      raise _fail(errno.EINVAL, f"MAP_USER_MEM of [{p.hostptr:#x}, +{p.len:#x}): the range must be whole pages")
+      raise self._fail(errno.EINVAL, f"MAP_USER_MEM of [{p.hostptr:#x}, +{p.len:#x}): the range must be whole pages")
     mem = self._user(p.hostptr, p.len, "MAP_USER_MEM", pin=True)
     p.gpuaddr = self.gpu_space.reserve(p.len, PAGE)
     with self.lock: self.mapped[p.gpuaddr] = Obj(0, p.len, 0, mem, p.gpuaddr)
 
-  def _sharedmem_free(self, p) -> None:
+  def _sharedmem_free(self, fd: int, p) -> None:
     if (o := self.mapped.get(p.gpuaddr)) is None or o.id:
-      raise _fail(errno.EINVAL, f"SHAREDMEM_FREE of {p.gpuaddr:#x}: no user memory is mapped there")
+      raise self._fail(errno.EINVAL, f"SHAREDMEM_FREE of {p.gpuaddr:#x}: no user memory is mapped there")
     with self.lock: del self.mapped[p.gpuaddr]
 
-  def _gpu_command(self, p) -> None:
+  def _gpu_command(self, fd: int, p) -> None:
     c = self._context(p.context_id, "GPU_COMMAND")
-    if c.fault: raise _fail(errno.EDEADLK, f"GPU_COMMAND on context {c.id}, which a GPU fault reset ({c.fault})")
+    if c.fault: raise self._fail(errno.EDEADLK, f"GPU_COMMAND on context {c.id}, which a GPU fault reset ({c.fault})")
     if p.flags or p.numsyncs or p.numobjs:
-      raise _fail(errno.EINVAL, f"GPU_COMMAND flags {p.flags:#x} / {p.numsyncs} sync points / {p.numobjs} objects: not modelled")
+      raise self._fail(errno.EINVAL, f"GPU_COMMAND flags {p.flags:#x} / {p.numsyncs} sync points / {p.numobjs} objects: not modelled")
     if p.cmdsize != ctypes.sizeof(K.kgsl_command_object) or not 1 <= p.numcmds <= 128:
-      raise _fail(errno.EINVAL, f"GPU_COMMAND with cmdsize {p.cmdsize}, numcmds {p.numcmds}: kgsl_command_object is 32 bytes")
+      raise self._fail(errno.EINVAL, f"GPU_COMMAND with cmdsize {p.cmdsize}, numcmds {p.numcmds}: kgsl_command_object is 32 bytes")
     raw = self._user(p.cmdlist, p.cmdsize * p.numcmds, "GPU_COMMAND cmdlist")
     ibs = []
     for k in range(p.numcmds):
       cmd = K.kgsl_command_object.from_buffer_copy(raw[k * p.cmdsize:(k + 1) * p.cmdsize])
       if cmd.flags != K.KGSL_CMDLIST_IB or cmd.offset or not cmd.size or cmd.size % 4 or cmd.gpuaddr % 4:
-        raise _fail(errno.EINVAL, f"GPU_COMMAND entry {k} {cmd!r}: an IB (KGSL_CMDLIST_IB) of whole dwords is what the model runs")
+        raise self._fail(errno.EINVAL, f"GPU_COMMAND entry {k} {cmd!r}: an IB (KGSL_CMDLIST_IB) of whole dwords is what the model runs")
       try: self.translate(cmd.gpuaddr, cmd.size)
-      except CPFault as e: raise _fail(errno.EINVAL, f"GPU_COMMAND entry {k}: {e}") from None
+      except CPFault as e: raise self._fail(errno.EINVAL, f"GPU_COMMAND entry {k}: {e}") from None
       ibs.append((cmd.gpuaddr, cmd.size))
     c.queued += 1
     p.timestamp = c.queued
     self.cp.submit(c.rb, c.id, c.queued, ibs, c.finegrain)
 
-  def _read_ts(self, p) -> None:
+  def _read_ts(self, fd: int, p) -> None:
     c = self._context(p.context_id, "READTIMESTAMP")
     if p.type not in (K.KGSL_TIMESTAMP_CONSUMED, K.KGSL_TIMESTAMP_RETIRED, K.KGSL_TIMESTAMP_QUEUED):
-      raise _fail(errno.EINVAL, f"READTIMESTAMP type {p.type}")
+      raise self._fail(errno.EINVAL, f"READTIMESTAMP type {p.type}")
     p.timestamp = c.queued if p.type == K.KGSL_TIMESTAMP_QUEUED else c.retired
 
-  def _wait_ts(self, p) -> None:
+  def _wait_ts(self, fd: int, p) -> None:
     c = self._context(p.context_id, "WAITTIMESTAMP")
     deadline = time.monotonic() + p.timeout / 1000
     with self.cv:
       while c.retired < p.timestamp and not c.fault and p.context_id in self.contexts:
         if (left := deadline - time.monotonic()) <= 0:
-          raise _fail(errno.ETIMEDOUT, f"context {c.id} did not retire timestamp {p.timestamp} within {p.timeout} ms "
+          raise self._fail(errno.ETIMEDOUT, f"context {c.id} did not retire timestamp {p.timestamp} within {p.timeout} ms "
                                        f"(retired {c.retired}){'; the CP stalls on ' + self.cp.stalled_on if self.cp.stalled_on else ''}")
         self.cv.wait(min(left, 0.05))
-    if c.fault: raise _fail(errno.EDEADLK, f"context {c.id} was reset by a GPU fault ({c.fault})")
-    if p.context_id not in self.contexts: raise _fail(errno.EINVAL, f"context {c.id} was destroyed while waited on")
+    if c.fault: raise self._fail(errno.EDEADLK, f"context {c.id} was reset by a GPU fault ({c.fault})")
+    if p.context_id not in self.contexts: raise self._fail(errno.EINVAL, f"context {c.id} was destroyed while waited on")
 
 
 # registered under hcq.models (pyproject.toml): kernel_interface(mock="kgsl", chip_id=...) is this model

@@ -23,6 +23,7 @@ from typing import Callable
 from autogen.nv import classes as cl, compute, copy, ctrl, rm
 from common.alloc import RangeAllocator
 from emu.nvgpu.chips import Chip
+from emu.pci import Access, Region
 
 PAGE = 0x1000
 USERD_SIZE = 0x200                       # one channel's USERD (Nvc86fControl_struct, 512-byte aligned)
@@ -96,20 +97,20 @@ class Client(Obj):
   fd: int = -1                            # the file it was allocated on: closing it frees the client
 
 
-class Usermode:
+class Usermode(Region):
   """The usermode page (clc361.h): PTIMER at TIME_0/TIME_1, NOTIFY_CHANNEL_PENDING takes a work-submit token."""
-  size = cl.NVC361_NV_USERMODE__SIZE
+  name, size, valid = "usermode page", cl.NVC361_NV_USERMODE__SIZE, (Access("registers", 4, 8),)
 
   def __init__(self, model: RMModel): self.model = model
 
-  def read(self, offset: int, size: int) -> int:
+  def _read(self, offset: int, size: int) -> int:
     ns = time.monotonic_ns()
     if (offset, size) == (cl.NVC361_TIME_0, 4): return ns & 0xFFFFFFFF
     if (offset, size) == (cl.NVC361_TIME_1, 4): return ns >> 32
     if (offset, size) == (cl.NVC361_TIME_0, 8): return ns
     raise ValueError(f"usermode read of {size} bytes at {offset:#x}: only TIME_0/TIME_1 (0x80, 0x84) are readable")
 
-  def write(self, offset: int, size: int, value: int) -> None:
+  def _write(self, offset: int, size: int, value: int) -> None:
     if (offset, size) != (cl.NVC361_NOTIFY_CHANNEL_PENDING, 4):
       raise ValueError(f"usermode write of {size} bytes at {offset:#x}: the doorbell is a 32-bit store to 0x90")
     self.model.notify(value)

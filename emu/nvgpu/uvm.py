@@ -13,11 +13,13 @@ Not modelled: managed memory, faults and migration, peer access, tools; a mappin
 (UVM would unmap the old one first).
 """
 from __future__ import annotations
-import bisect, ctypes, errno
+import bisect, ctypes
 from dataclasses import dataclass, field
+from typing import Callable
 
 from autogen.nv import classes as cl, rm, uvm
 from emu.nvgpu.rm import GPFIFO_CLASSES, Memory, RMModel, RMStatus
+from emu.kernel_model import Ioctl, Ioctls
 from emu.pci import DMAFault
 
 PAGE = 0x1000
@@ -42,39 +44,40 @@ class Range:
 
 
 class UVMModel:
-  def __init__(self, rmm: RMModel, is_ctl_fd):
-    self.rm, self.is_ctl_fd = rmm, is_ctl_fd
+  """`is_ctl_fd(fd)`: whether fd is an open /dev/nvidiactl; `on_error(why)`: a call failed with an RM status."""
+  def __init__(self, rmm: RMModel, is_ctl_fd: Callable[[int], bool], on_error: Callable[[str], None]):
+    self.rm, self.is_ctl_fd, self.on_error = rmm, is_ctl_fd, on_error
     self.initialized: set[int] = set()               # UVM fds that called UVM_INITIALIZE
     self.gpus: set[bytes] = set()
     self.vaspaces: dict[bytes, tuple[int, int]] = {}  # uuid -> (client, VA space)
     self.ranges: list[Range] = []                     # sorted by base
-    self.handlers = {uvm.UVM_INITIALIZE: (uvm.UVM_INITIALIZE_PARAMS, self._initialize),
-                     uvm.UVM_MM_INITIALIZE: (uvm.UVM_MM_INITIALIZE_PARAMS, self._mm_initialize),
-                     uvm.UVM_REGISTER_GPU: (uvm.UVM_REGISTER_GPU_PARAMS, self._register_gpu),
-                     uvm.UVM_REGISTER_GPU_VASPACE: (uvm.UVM_REGISTER_GPU_VASPACE_PARAMS, self._register_vaspace),
-                     uvm.UVM_REGISTER_CHANNEL: (uvm.UVM_REGISTER_CHANNEL_PARAMS, self._register_channel),
-                     uvm.UVM_UNREGISTER_CHANNEL: (uvm.UVM_UNREGISTER_CHANNEL_PARAMS, self._unregister_channel),
-                     uvm.UVM_CREATE_EXTERNAL_RANGE: (uvm.UVM_CREATE_EXTERNAL_RANGE_PARAMS, self._create_range),
-                     uvm.UVM_MAP_EXTERNAL_ALLOCATION: (uvm.UVM_MAP_EXTERNAL_ALLOCATION_PARAMS, self._map_external),
-                     uvm.UVM_FREE: (uvm.UVM_FREE_PARAMS, self._free)}
-    self.names = {v: k for k, v in vars(uvm).items() if k.startswith("UVM_") and isinstance(v, int) and v in self.handlers}
+    handlers = {uvm.UVM_INITIALIZE: (uvm.UVM_INITIALIZE_PARAMS, self._initialize),
+                uvm.UVM_MM_INITIALIZE: (uvm.UVM_MM_INITIALIZE_PARAMS, self._mm_initialize),
+                uvm.UVM_REGISTER_GPU: (uvm.UVM_REGISTER_GPU_PARAMS, self._register_gpu),
+                uvm.UVM_REGISTER_GPU_VASPACE: (uvm.UVM_REGISTER_GPU_VASPACE_PARAMS, self._register_vaspace),
+                uvm.UVM_REGISTER_CHANNEL: (uvm.UVM_REGISTER_CHANNEL_PARAMS, self._register_channel),
+                uvm.UVM_UNREGISTER_CHANNEL: (uvm.UVM_UNREGISTER_CHANNEL_PARAMS, self._unregister_channel),
+                uvm.UVM_CREATE_EXTERNAL_RANGE: (uvm.UVM_CREATE_EXTERNAL_RANGE_PARAMS, self._create_range),
+                uvm.UVM_MAP_EXTERNAL_ALLOCATION: (uvm.UVM_MAP_EXTERNAL_ALLOCATION_PARAMS, self._map_external),
+                uvm.UVM_FREE: (uvm.UVM_FREE_PARAMS, self._free)}
+    names = {v: k for k, v in vars(uvm).items() if k.startswith("UVM_") and isinstance(v, int) and v in handlers}
+    # UVM's commands are plain numbers (no _IOC size): the argument must be the structure exactly
+    self.ioctls = Ioctls((Ioctl(cmd, names[cmd], self._status(names[cmd], handler), struct) for cmd, (struct, handler) in handlers.items()),
+                         sized=False)
 
-  def ioctl(self, fd: int, cmd: int, arg) -> None:
-    if cmd not in self.handlers: raise OSError(errno.EINVAL, f"UVM model: ioctl {cmd:#x} is not a UVM command this model implements")
-    struct, handler = self.handlers[cmd]
-    if not isinstance(arg, ctypes.Structure) or ctypes.sizeof(arg) != ctypes.sizeof(struct):
-      got = ctypes.sizeof(arg) if isinstance(arg, ctypes.Structure | ctypes.Array) else type(arg).__name__
-      raise OSError(errno.EINVAL, f"UVM model: {self.names[cmd]} takes the 580 {struct.__name__} of {ctypes.sizeof(struct)} bytes, "
-                                  f"the argument is {got} (UVM itself would read past it: a wrong layout)")
-    p = struct.from_buffer(arg)
-    try:
-      if cmd != uvm.UVM_INITIALIZE and fd not in self.initialized and cmd != uvm.UVM_MM_INITIALIZE:
-        raise RMStatus(rm.NV_ERR_ILLEGAL_ACTION, f"{self.names[cmd]} before UVM_INITIALIZE on this fd")
-      handler(fd, p)
-      p.rmStatus = rm.NV_OK
-    except RMStatus as e:
-      p.rmStatus = e.status
-      self.last_error = str(e)
+  def _status(self, name: str, handler: Callable) -> Callable:
+    """The handler as the ioctl runs it: an RM status lands in rmStatus; every call but UVM_INITIALIZE and
+    UVM_MM_INITIALIZE needs an initialized fd."""
+    def call(fd: int, p) -> None:
+      try:
+        if fd not in self.initialized and handler not in (self._initialize, self._mm_initialize):
+          raise RMStatus(rm.NV_ERR_ILLEGAL_ACTION, f"{name} before UVM_INITIALIZE on this fd")
+        handler(fd, p)
+        p.rmStatus = rm.NV_OK
+      except RMStatus as e:
+        p.rmStatus = e.status
+        self.on_error(str(e))
+    return call
 
   def close(self, fd: int) -> None:
     """Closing the UVM file that was initialized ends the process's UVM state: registrations, ranges, mappings."""

@@ -3,7 +3,6 @@
 firmware channel (CMDQ/CREQ), datapath.py the queues and the RC transport glue, pbl.py and rings.py the memory
 structures they share. Each module's docstring says what it checks and what it leaves out."""
 
+from emu.pci import ModelError
 
-class ModelError(RuntimeError):
-  """A driver access the hardware would reject (a malformed doorbell, a register that does not exist): raised
-  from the MMIO access that made it."""
+__all__ = ["ModelError"]

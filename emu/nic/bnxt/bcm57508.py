@@ -25,11 +25,10 @@ import threading
 from ctypes import Structure, c_uint8, c_uint32
 
 from common.plugin import PCIModel
-from emu.pci import PCIFunction, PCI_COMMAND, PCI_COMMAND_MEMORY
+from emu.pci import PCIFunction, PCI_COMMAND, PCI_COMMAND_MEMORY, ModelError, Region, Access
 from emu.nic import state
 from emu.nic.memory import HostMemory
 from emu.nic.port import RoCEPort
-from emu.nic.bnxt import ModelError
 from emu.nic.bnxt.backing import BackingStore
 from emu.nic.bnxt.datapath import RoCEEngine
 from emu.nic.bnxt.hwrm import HWRM, WINDOW, TRIGGER, MAX_REQ_LEN, L2_DB_SIZE_KB
@@ -56,26 +55,20 @@ def list_states() -> list[int]:
   return state.saved("bnxt", DeviceState, STATE_MAGIC, STATE_VERSION)
 
 
-def _dword(offset: int, size: int) -> None:
-  if size != 4 or offset % 4: raise ModelError(f"BAR0 access of {size} bytes at {offset:#x}: registers take aligned 32-bit accesses")
-
-
-class Registers:
+class Registers(Region):
   """BAR0: the HWRM window and trigger, the RCFW mailbox and CMDQ trigger."""
-  size = REGISTER_BAR_SIZE
+  name, size, valid = "BAR0", REGISTER_BAR_SIZE, (Access("registers", 4, 4),)
 
   def __init__(self, nic: BCM57508): self.nic = nic
 
-  def read(self, offset: int, size: int) -> int:
-    _dword(offset, size)
+  def _read(self, offset: int, size: int) -> int:
     with self.nic.lock:
       if WINDOW <= offset < WINDOW + MAX_REQ_LEN: return self.nic.hwrm.window_read(offset - WINDOW)
       if MAILBOX <= offset < MAILBOX + 16: return self.nic.rcfw.mailbox_read((offset - MAILBOX) // 4)
       if offset in (TRIGGER, CMDQ_TRIGGER): return 0
     raise ModelError(f"BAR0 read at {offset:#x}: no register there (HWRM window 0x0-0x7f, trigger 0x100, RCFW 0x600-0x60f, 0x700)")
 
-  def write(self, offset: int, size: int, value: int) -> None:
-    _dword(offset, size)
+  def _write(self, offset: int, size: int, value: int) -> None:
     with self.nic.lock:
       if WINDOW <= offset < WINDOW + MAX_REQ_LEN: return self.nic.hwrm.window_write(offset - WINDOW, value)
       if offset == TRIGGER:
@@ -87,17 +80,13 @@ class Registers:
                      "RCFW 0x600-0x60f, 0x700)")
 
 
-class Doorbells:
+class Doorbells(Region):
   """BAR2: L2 doorbells, then the RoCE doorbell pages (datapath.py)."""
-  size = DOORBELL_BAR_SIZE
+  name, size, valid = "BAR2", DOORBELL_BAR_SIZE, (Access("doorbells", 8, 8, readable=False),)
 
   def __init__(self, nic: BCM57508): self.nic = nic
 
-  def read(self, offset: int, size: int) -> int:
-    raise ModelError(f"BAR2 read at {offset:#x}: doorbells are write-only")
-
-  def write(self, offset: int, size: int, value: int) -> None:
-    if size != 8 or offset % 8: raise ModelError(f"doorbell store of {size} bytes at {offset:#x}: doorbells are aligned 64-bit stores")
+  def _write(self, offset: int, size: int, value: int) -> None:
     with self.nic.lock: self.nic.roce.doorbell(offset, value)
 
 

@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 from autogen import bnxt as B
 from emu.nic import fastpath, rc, txflow
-from emu.nic.bnxt import ModelError
+from emu.pci import ModelError
 from emu.nic.bnxt.pbl import HostRing
 from emu.nic.bnxt.rings import EventRing, L2Ring, doorbell_position
 

@@ -55,13 +55,12 @@ from autogen import bnxt as B, bnxt_re as RE
 from emu.nic import rc
 from emu.nic.roce import MTUS, Path, is_ipv4_gid
 from emu.nic.wire import GIDConflict
-from emu.nic.bnxt import ModelError
 from emu.nic.bnxt.backing import PAGE_SIZES, BackingError, CQ as CQ_CTX, QP as QP_CTX, TIM, MRAV
 from emu.nic.bnxt.datapath import CQ, QP, MR, MR_ACCESS, STATIC_WQE, SLOT, RQ_WQE, CQE, DB_PAGE, pow2_ceil
 from emu.nic.memory import mr_region
 from emu.nic.bnxt.pbl import HostRing, PBLError, walk
 from emu.nic.bnxt.rings import EventRing
-from emu.pci import DMAFault
+from emu.pci import ModelError, DMAFault
 
 if TYPE_CHECKING: from emu.nic.bnxt.bcm57508 import BCM57508
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from emu.nic.bnxt import ModelError
+from emu.pci import ModelError
 from emu.nic.bnxt.pbl import HostRing
 
 

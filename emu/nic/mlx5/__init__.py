@@ -5,10 +5,9 @@ queue formats, buffer.py the paged host buffers they live in. Each module's docs
 leaves out."""
 import zlib
 
+from emu.pci import ModelError
 
-class ModelError(RuntimeError):
-  """A driver access the hardware would reject (a register that does not exist, a malformed doorbell): raised from
-  the MMIO access that made it."""
+__all__ = ["ModelError", "CommandFailed", "syndrome"]
 
 
 class CommandFailed(Exception):

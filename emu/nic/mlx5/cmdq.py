@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Callable
 
 from autogen import mlx5 as H, mlx5_core as C
 from autogen.bitlayout import BitLayout
-from emu.nic.mlx5 import CommandFailed, ModelError
-from emu.pci import DMAFault
+from emu.nic.mlx5 import CommandFailed
+from emu.pci import ModelError, DMAFault
 
 if TYPE_CHECKING: from emu.nic.mlx5.cx6dx import CX6DX
 

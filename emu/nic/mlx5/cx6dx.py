@@ -24,7 +24,6 @@ from __future__ import annotations
 import struct, threading
 from ctypes import Structure, c_uint8, c_uint32
 
-from emu.nic.mlx5 import ModelError
 from emu.nic.mlx5.cmdq import CommandQueue, LOG_SIZE, LOG_STRIDE
 from emu.nic.mlx5.cq import CQs
 from emu.nic.mlx5.eq import EQs, DB_ARM, DB_NOARM
@@ -36,7 +35,7 @@ from emu.nic.mlx5.wqe import BF_SIZE, BlueFlame, sq_doorbell
 from emu.nic import state
 from emu.nic.port import RoCEPort
 from emu.nic.memory import HostMemory
-from emu.pci import PCIFunction, PCI_COMMAND, PCI_COMMAND_MEMORY
+from emu.pci import ModelError, PCIFunction, PCI_COMMAND, PCI_COMMAND_MEMORY, Region, Access
 from common.plugin import PCIModel
 
 VENDOR_ID, DEVICE_ID, REVISION, CLASS_ETHERNET = 0x15B3, 0x101D, 0x00, 0x020000
@@ -67,21 +66,21 @@ def _be(value: int, size: int) -> int:
   return int.from_bytes(value.to_bytes(size, "little"), "big")
 
 
-class BAR0:
-  size = BAR0_SIZE
+class BAR0(Region):
+  """Page 0 the init segment, then the UAR pages."""
+  name, size = "BAR0", BAR0_SIZE
+  valid = (Access("init segment registers", 4, 4, end=UAR_PAGE), Access("UAR pages", 4, 8, readable=False))
 
   def __init__(self, nic: CX6DX): self.nic = nic
 
-  def read(self, offset: int, size: int) -> int:
-    if offset >= UAR_PAGE: raise ModelError(f"BAR0 read at {offset:#x}: UAR pages are write-only")
-    if size != 4 or offset % 4: raise ModelError(f"init segment access of {size} bytes at {offset:#x}: aligned 32-bit only")
+  def _read(self, offset: int, size: int) -> int:
     with self.nic.lock: return _be(self.nic.init_segment(offset), 4)
 
-  def write(self, offset: int, size: int, value: int) -> None:
+  def _write(self, offset: int, size: int, value: int) -> None:
     nic = self.nic
     with nic.lock:
       page, off = divmod(offset, UAR_PAGE)
-      if page == 0: return self._init_segment(offset, size, _be(value, size))
+      if page == 0: return self._init_segment(offset, _be(value, size))
       if page not in nic.hca.uars: raise ModelError(f"BAR0 store at {offset:#x}: UAR page {page} is not allocated (ALLOC_UAR)")
       if BF_0 <= off < BF_0 + 2 * BF_SIZE and size == 8:
         reg, within = divmod(off - BF_0, BF_SIZE)
@@ -107,9 +106,8 @@ class BAR0:
         start, within = 1, 8
       if values[start:]: self.nic.blueflame.store(page, reg, within, struct.pack(f"<{len(values) - start}Q", *values[start:]))
 
-  def _init_segment(self, offset: int, size: int, value: int) -> None:
+  def _init_segment(self, offset: int, value: int) -> None:
     nic = self.nic
-    if size != 4 or offset % 4: raise ModelError(f"init segment access of {size} bytes at {offset:#x}: aligned 32-bit only")
     if offset == CMDQ_ADDR_H: nic.cmdq.addr_h = value
     elif offset == CMDQ_ADDR_L_SZ:
       if value & 0xF00: raise ModelError(f"cmdq_addr_l_sz {value:#010x}: bits 8-11 (nic_interface) must be 0 (full driver)")

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Callable
 
 from autogen import mlx5 as H, mlx5_core as C
 from emu.nic import fastpath
-from emu.nic.mlx5 import CommandFailed, ModelError
+from emu.nic.mlx5 import CommandFailed
+from emu.pci import ModelError
 from emu.nic.mlx5.buffer import PagedBuffer, check_pages, page_list
 from emu.nic.mlx5.cmdq import Command
 from emu.nic.mlx5.pages import BAD_PARAM

@@ -35,8 +35,7 @@ from typing import TYPE_CHECKING
 
 from autogen import mlx5_core as C
 from emu.nic import rc, txflow
-from emu.nic.mlx5 import ModelError
-from emu.pci import DMAFault
+from emu.pci import ModelError, DMAFault
 
 if TYPE_CHECKING: from emu.nic.mlx5.qp import QP, QPs
 

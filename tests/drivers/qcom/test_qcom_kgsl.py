@@ -53,7 +53,7 @@ def test_a6xx_and_a7xx_chips_open(chip, arch):
 def test_other_generations_are_refused_naming_the_chip(chip, name):
   k = kernel_interface(mock="kgsl", chip_id=chip)
   with pytest.raises(UnsupportedChip, match=f"{name}.*a6xx and a7xx only"): KGSL(k)
-  assert k.model.fds == set() and k.model.contexts == {}     # nothing left open
+  assert k.model.fds == {} and k.model.contexts == {}     # nothing left open
 
 
 def test_gpu_objects_are_mapped_at_their_gpu_address_and_free_unmaps_them(kgsl):

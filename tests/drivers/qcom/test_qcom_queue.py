@@ -1,6 +1,7 @@
 """The queue API on MOCK+QCOM (drivers/qcom/device.py over the KGSL model and its CP) beyond the contract
 (tests/hcq/contract.py): copies the host does, signals and waits across queues, 64-bit signal values, timestamps on
-the always-on clock, no-progress timeouts, one ioctl per submit, the command arena wrapping, graph replay, the refusal of kernels, and a close that leaves nothing in the model."""
+the always-on clock, no-progress timeouts, one ioctl per submit, the command arena wrapping, graph replay, the refusal
+of kernels, and a close that leaves nothing in the model."""
 import time
 import numpy as np
 import pytest
@@ -17,7 +18,7 @@ def qcom(request):
   yield d
   d.close()
   if model is not None:
-    assert model.objects == {} and model.mapped == {} and model.contexts == {} and model.fds == set()
+    assert model.objects == {} and model.mapped == {} and model.contexts == {} and model.fds == {}
 
 
 @pytest.mark.hardware("qcom")
