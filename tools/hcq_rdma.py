@@ -38,6 +38,7 @@ MAX_SIZE = 1 << 30                 # the largest buffer a transfer moves (a WR i
 ALL_SIZES = [1 << k for k in range(1, 24)]   # -a: 2 B ... 8 MiB, as perftest's -a
 UNITS = {False: ("MB/sec", 1 << 20), True: ("Gb/sec", 10**9 / 8)}   # perftest: MB = 2^20 bytes; --report_gbits: 10^9 bits
 DEPTH, MAX_DEPTH = 16, 64          # WRITEs in flight: by default, at most (the send queue and CQ are sized for it)
+SLOWEST_RATE = 4 << 20             # bytes/s: the slowest an emulated NIC moves one big message here (1 GiB: ~4 min)
 PROGRESS_S = 1.0                   # the client reports progress this often; the bar appears after this long
 DEFAULT_IP, DEFAULT_REMOTE_IP = "10.0.0.1", "10.0.0.2"
 
@@ -153,6 +154,12 @@ class Progress:
     if self.bar is not None: self.bar.stop()
 
 
+def patience(timeout: float, size: int) -> float:
+  """How long to wait for one completion of a `size`-byte message: `timeout` without progress, plus the time the message
+  itself takes at SLOWEST_RATE (one message is one completion: its bytes on the wire are progress the CQ cannot show)."""
+  return timeout + size / SLOWEST_RATE
+
+
 def write_loop(qp, cq, local, remote: RemoteMR, size: int, iters: int, depth: int, timeout: float, progress: Progress) -> Result:
   """`iters` RDMA WRITEs of `size` bytes from the start of `local` to the start of `remote`, `depth` in flight."""
   if not remote.contains(0, size): raise ToolError(f"the remote MR holds {remote.size} bytes; a {size}-byte write does not fit")
@@ -167,7 +174,7 @@ def write_loop(qp, cq, local, remote: RemoteMR, size: int, iters: int, depth: in
         posted_at[posted] = time.monotonic()
         qp.post_send(SendWR(posted, WROpcode.RDMA_WRITE, [local.sge(0, size)], remote_addr=remote.addr, rkey=remote.rkey))
         posted += 1
-      for wc in cq.wait(1, timeout):
+      for wc in cq.wait(1, patience(timeout, size)):
         ends.append(time.monotonic())
         lat.append((ends[-1] - posted_at.pop(wc.wr_id)) * 1e6)
         done += 1
@@ -180,7 +187,7 @@ def write_loop(qp, cq, local, remote: RemoteMR, size: int, iters: int, depth: in
 
 def read_back(qp, cq, local, remote: RemoteMR, size: int, timeout: float) -> None:
   qp.post_send(SendWR(1 << 40, WROpcode.RDMA_READ, [local.sge(0, size)], remote_addr=remote.addr, rkey=remote.rkey))
-  cq.wait(1, timeout)
+  cq.wait(1, patience(timeout, size))
 
 
 def random_fill(view: memoryview) -> None: view[:] = np.random.default_rng().bytes(len(view))
@@ -427,7 +434,7 @@ def parser() -> argparse.ArgumentParser:
                     help="its PCI bus id (0000:41:00.0), or mock-<n> for emulated NIC n")
     sp.add_argument("--ip", default=ip, help=f"its IPv4 address, GID 0 (default {ip})")
     sp.add_argument("--timeout", type=positive, default=30.0, metavar="S",
-                    help="give up after S seconds without progress (default 30)")
+                    help="give up after S seconds without progress (default 30; a message's own time at 4 MiB/s is added)")
 
   def transfer(sp: argparse.ArgumentParser) -> None:
     size = sp.add_mutually_exclusive_group()
