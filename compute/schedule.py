@@ -255,8 +255,9 @@ def _lower(root: LazyBuffer, realize: set[int]) -> Kernel:
     if key in cache: return cache[key]
     if leaf(n):
       st = tracker(n.shape, pending)
-      # a positive start offset goes into the buffer address, so e.g. every batch slice shares one kernel
-      off = st.views[0].offset if st.views[0].offset > 0 else 0
+      # a positive start offset goes into the buffer address, so e.g. every batch slice shares one kernel; not with a
+      # negative stride, whose offset (a padded flip's) can lie past the buffer's end
+      off = st.views[0].offset if st.views[0].offset > 0 and all(s >= 0 for s in st.views[0].strides) else 0
       if off: st = ShapeTracker((dataclasses.replace(st.views[0], offset=0),) + st.views[1:])
       if (id(n), off) not in buf_index:
         buf_index[(id(n), off)] = len(bufs)

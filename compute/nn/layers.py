@@ -100,8 +100,8 @@ class LayerNorm(Module):
     super().__init__()
     self.normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
     self.eps, self.elementwise_affine = eps, elementwise_affine
-    self.weight = Parameter(Tensor.ones(self.normalized_shape, device=device, dtype=dtype)) if elementwise_affine else None
-    self.bias = Parameter(Tensor.zeros(self.normalized_shape, device=device, dtype=dtype)) if elementwise_affine and bias else None
+    self.weight = Parameter(Tensor.full(self.normalized_shape, 1.0, dtype, device)) if elementwise_affine else None
+    self.bias = Parameter(Tensor.full(self.normalized_shape, 0.0, dtype, device)) if elementwise_affine and bias else None
 
   def forward(self, input: Tensor) -> Tensor: return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
   def extra_repr(self) -> str: return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
@@ -113,7 +113,7 @@ class RMSNorm(Module):
     super().__init__()
     self.normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
     self.eps, self.elementwise_affine = eps, elementwise_affine
-    self.weight = Parameter(Tensor.ones(self.normalized_shape, device=device, dtype=dtype)) if elementwise_affine else None
+    self.weight = Parameter(Tensor.full(self.normalized_shape, 1.0, dtype, device)) if elementwise_affine else None
 
   def forward(self, input: Tensor) -> Tensor: return F.rms_norm(input, self.normalized_shape, self.weight, self.eps)
   def extra_repr(self) -> str: return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"

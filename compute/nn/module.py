@@ -121,7 +121,10 @@ class Module:
       if m is not None: yield from m.named_modules(memo, f"{prefix}.{name}" if prefix else name, remove_duplicate)
 
   def modules(self) -> Iterator[Module]: return (m for _, m in self.named_modules())
-  def named_children(self) -> Iterator[tuple[str, Module]]: return ((n, m) for n, m in self._modules.items() if m is not None)
+  def named_children(self) -> Iterator[tuple[str, Module]]:
+    seen: set[int] = set()
+    for n, m in self._modules.items():
+      if m is not None and id(m) not in seen: seen.add(id(m)); yield n, m
   def children(self) -> Iterator[Module]: return (m for _, m in self.named_children())
 
   def _named(self, table: str, prefix: str, recurse: bool, remove_duplicate: bool = True) -> Iterator[tuple[str, Any]]:
