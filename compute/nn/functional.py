@@ -341,9 +341,7 @@ def pad(input: Tensor, pad: Sequence[int], mode: str = "constant", value: float 
                        f"{'below' if mode == 'reflect' else 'at most'} its size {n}")
     if mode == "reflect": left, right = _along(x, d, 1, b + 1).flip(d), _along(x, d, n - 1 - a, n - 1).flip(d)
     elif mode == "circular": left, right = _along(x, d, n - b, n), _along(x, d, 0, a)
-    else:
-      edge = lambda i, k: _along(x, d, i, i + 1).expand(*(k if j == d else m for j, m in enumerate(x.shape)))
-      left, right = edge(0, b), edge(n - 1, a)
+    else: left, right = (_along(x, d, i, i + 1).expand(*(k if j == d else m for j, m in enumerate(x.shape))) for i, k in ((0, b), (n - 1, a)))
     x = Tensor.cat([t for t in (left, x, right) if t.shape[d]], dim=d)
   return x
 

@@ -67,7 +67,8 @@ class Module:
     if isinstance(value, (Parameter, Module)):
       if "_modules" not in d: raise AttributeError(f"cannot assign {type(value).__name__} {name!r} before Module.__init__() call")
       self._forget(name)
-      (self._parameters if isinstance(value, Parameter) else self._modules)[name] = value   # type: ignore[index]
+      if isinstance(value, Parameter): self._parameters[name] = value
+      else: self._modules[name] = value
       return
     for table, want in (("_parameters", "nn.Parameter"), ("_modules", "Module"), ("_buffers", "Tensor")):
       if name in d.get(table, ()):
@@ -96,7 +97,8 @@ class Module:
 
   def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
     """A tensor that is state but not a parameter (running statistics, masks): moved by to(), in state_dict if persistent."""
-    if tensor is not None and not isinstance(tensor, Tensor): raise TypeError(f"buffer {name!r} must be a Tensor or None, got {type(tensor).__name__}")
+    if tensor is not None and not isinstance(tensor, Tensor):
+      raise TypeError(f"buffer {name!r} must be a Tensor or None, got {type(tensor).__name__}")
     _check_name(self, name, "buffer")
     self._forget(name)
     self._buffers[name] = tensor
@@ -231,7 +233,7 @@ class Sequential(Module):
 
   def __getitem__(self, idx: int | slice) -> Any:
     items = list(self._modules.items())
-    return Sequential(OrderedDict(items[idx])) if isinstance(idx, slice) else items[idx][1]
+    return Sequential(OrderedDict(items[idx])) if isinstance(idx, slice) else items[idx][1]   # type: ignore[arg-type]
   def __len__(self) -> int: return len(self._modules)
   def __iter__(self) -> Iterator[Module]: return iter(self._modules.values())   # type: ignore[arg-type]
   def append(self, module: Module) -> Sequential:

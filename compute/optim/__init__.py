@@ -14,7 +14,9 @@ class Optimizer:
   def __init__(self, params, defaults: dict[str, Any]):
     groups = list(params)
     if not groups: raise ValueError("the optimizer got an empty parameter list")
-    self.defaults, self.param_groups, self.state = defaults, [], {}
+    self.defaults = defaults
+    self.param_groups: list[dict[str, Any]] = []
+    self.state: dict[Tensor, dict[str, Any]] = {}
     for g in (groups if isinstance(groups[0], dict) else [{"params": groups}]): self.add_param_group(g)
     if not self.params: raise ValueError("the optimizer got no tensors with requires_grad=True")
     self._scalars: dict[tuple[str, float], Tensor] = {}
