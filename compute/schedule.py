@@ -271,10 +271,11 @@ def _lower(root: LazyBuffer, realize: set[int]) -> Kernel:
     elif n.op is Ops.CONTIGUOUS: out = walk(n.srcs[0], pending)
     elif n.op is Ops.REDUCE:
       st = tracker(n.shape, pending)
-      if not st.is_reshape_of(n.shape) or red: raise RuntimeError(f"internal: reduce {n.shape} fused through a view {st}")
-      src = walk(n.srcs[0], ())
-      out = KNode(Ops.REDUCE, n.dtype, (src,), n.arg)
-      red.append((n, out))
+      if red and red[0][0] is n and st.is_reshape_of(n.shape): out = red[0][1]   # the fused reduce again, by another path
+      else:
+        if not st.is_reshape_of(n.shape) or red: raise RuntimeError(f"internal: reduce {n.shape} fused through a view {st}")
+        out = KNode(Ops.REDUCE, n.dtype, (walk(n.srcs[0], ()),), n.arg)
+        red.append((n, out))
     else:
       out = KNode(n.op, n.dtype, tuple(walk(s, pending, masked or n.op not in ZERO_PRESERVING) for s in n.srcs), n.arg)
       if n.op not in ZERO_PRESERVING and not masked and pending:

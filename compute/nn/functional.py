@@ -360,6 +360,5 @@ def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -
   a = input.abs()
   if p == math.inf: norm = a.gather(dim, a.argmax(dim, True))
   elif p == 2: norm = (input * input).sum(dim, True).sqrt()
-  elif p == 1: norm = a.sum(dim, True)
-  else: norm = ((a ** p).sum(dim, True).log() * (1 / p)).exp()   # s ** (1/p) on a keepdim sum trips the scheduler (internal error)
+  else: norm = (a if p == 1 else a ** p).sum(dim, True) ** (1 / p)
   return input / norm.maximum(eps)
