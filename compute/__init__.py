@@ -16,7 +16,7 @@ Modules import only modules of lower layers (tests/compute/test_imports.py check
   tensor             Tensor (on all of the above), no_grad
   nn.functional, nn.module, optim.lr_scheduler  torch.nn.functional's functions; Module, Parameter, containers; lr schedules
   nn.layers          the layers (Linear, Conv2d, Embedding, LayerNorm, ...)
-  nn, optim, jit     torch.nn and torch.optim's shape; capture and replay (on tensor and the queue API's Graph)
+  nn, optim, jit     layers and optimizers; capture and replay (on tensor and the queue API's Graph)
   distributed.launch, distributed.ring  the mpirun line for ranks on this host; the collectives' data plane (drivers.rdma)
   distributed.group  a rank's devices, its links to the other ranks and their bootstrap
   distributed        collectives between mpirun's ranks, shaped like torch.distributed (import it: it needs mpi4py)
