@@ -14,6 +14,8 @@ Modules import only modules of lower layers (tests/compute/test_imports.py check
   function           differentiable primitives on lazy buffers (apply() returns its first input's tensor class)
   movement, indexing, nnops, sorting, inplace  Tensor's mixins, each on the one before: views, indexing, ops, sort, in-place
   tensor             Tensor (on all of the above), no_grad
+  nn.functional, nn.module, optim.lr_scheduler  torch.nn.functional's functions; Module, Parameter, containers; lr schedules
+  nn.layers          the layers (Linear, Conv2d, Embedding, LayerNorm, ...)
   nn, optim, jit     layers and optimizers; capture and replay (on tensor and the queue API's Graph)
   distributed.launch, distributed.ring  mpirun for ranks on this host (run: never outliving them); the collectives' data plane (drivers.rdma)
   distributed.group  a rank's devices, its links to the other ranks and their bootstrap
@@ -27,4 +29,5 @@ from compute.jit import jit, JitFunction
 from compute.runtime import CaptureError
 
 einsum = Tensor.einsum
-__all__ = ["Tensor", "dtypes", "DType", "Device", "no_grad", "nn", "optim", "einsum", "jit", "JitFunction", "CaptureError"]
+from_dlpack = Tensor.from_dlpack
+__all__ = ["Tensor", "dtypes", "DType", "Device", "no_grad", "nn", "optim", "einsum", "from_dlpack", "jit", "JitFunction", "CaptureError"]

@@ -255,8 +255,9 @@ def _lower(root: LazyBuffer, realize: set[int]) -> Kernel:
     if key in cache: return cache[key]
     if leaf(n):
       st = tracker(n.shape, pending)
-      # a positive start offset goes into the buffer address, so e.g. every batch slice shares one kernel
-      off = st.views[0].offset if st.views[0].offset > 0 else 0
+      # a positive start offset goes into the buffer address, so e.g. every batch slice shares one kernel; not with a
+      # negative stride, whose offset (a padded flip's) can lie past the buffer's end
+      off = st.views[0].offset if st.views[0].offset > 0 and all(s >= 0 for s in st.views[0].strides) else 0
       if off: st = ShapeTracker((dataclasses.replace(st.views[0], offset=0),) + st.views[1:])
       if (id(n), off) not in buf_index:
         buf_index[(id(n), off)] = len(bufs)
@@ -270,10 +271,11 @@ def _lower(root: LazyBuffer, realize: set[int]) -> Kernel:
     elif n.op is Ops.CONTIGUOUS: out = walk(n.srcs[0], pending)
     elif n.op is Ops.REDUCE:
       st = tracker(n.shape, pending)
-      if not st.is_reshape_of(n.shape) or red: raise RuntimeError(f"internal: reduce {n.shape} fused through a view {st}")
-      src = walk(n.srcs[0], ())
-      out = KNode(Ops.REDUCE, n.dtype, (src,), n.arg)
-      red.append((n, out))
+      if red and red[0][0] is n and st.is_reshape_of(n.shape): out = red[0][1]   # the fused reduce again, by another path
+      else:
+        if not st.is_reshape_of(n.shape) or red: raise RuntimeError(f"internal: reduce {n.shape} fused through a view {st}")
+        out = KNode(Ops.REDUCE, n.dtype, (walk(n.srcs[0], ()),), n.arg)
+        red.append((n, out))
     else:
       out = KNode(n.op, n.dtype, tuple(walk(s, pending, masked or n.op not in ZERO_PRESERVING) for s in n.srcs), n.arg)
       if n.op not in ZERO_PRESERVING and not masked and pending:

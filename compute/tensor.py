@@ -116,6 +116,27 @@ class Tensor(InPlaceOps):
     out = self.numpy()
     return out if dtype is None else out.astype(dtype)
 
+  # --- DLPack (the data-api array interchange protocol, dmlc/dlpack's DLManagedTensor): through a host copy
+  def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+    """torch.from_dlpack(t), np.from_dlpack(t): the values as a new host (kDLCPU) array; no memory is shared, so
+    copy=False is refused as the protocol says."""
+    if copy is False: raise BufferError(f"a tensor on {self.device} exports a host copy through DLPack; call it with copy=None or True")
+    if stream is not None: raise BufferError(f"the DLPack export is host memory (kDLCPU), which takes no stream, got stream={stream!r}")
+    if dl_device is not None and tuple(dl_device) != self.__dlpack_device__(): raise BufferError(f"the DLPack export is on kDLCPU, not {dl_device}")
+    if self.dtype is dtypes.bfloat16: raise BufferError("bfloat16 tensors export no DLPack (numpy, which holds the host copy, lacks it); cast first")
+    return self.numpy().__dlpack__(max_version=max_version)
+
+  def __dlpack_device__(self) -> tuple[int, int]: return (1, 0)   # (kDLCPU, 0): where the export lives
+
+  @staticmethod
+  def from_dlpack(ext: Any, device: str | None = None) -> Tensor:
+    """A tensor (on `device`, else the default one) holding a copy of a DLPack producer's host data: a torch CPU tensor, a
+    numpy array, ... (also compute.from_dlpack)."""
+    try: arr = np.from_dlpack(ext)
+    except (BufferError, TypeError, RuntimeError) as e:
+      raise BufferError(f"from_dlpack reads host (kDLCPU) memory of numpy's dtypes: {e}; move the data to the CPU first (torch: .cpu())") from None
+    return Tensor(arr, device=device)
+
   # --- realization and host transfer
   @staticmethod
   def realize_all(*tensors: Tensor) -> None:

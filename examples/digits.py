@@ -10,11 +10,12 @@ from compute import Tensor, Device, nn, optim, no_grad
 from tools.cli import run
 
 
-class MLP:
+class MLP(nn.Module):
   def __init__(self, device: str, hidden: int = 64):
+    super().__init__()
     self.l1, self.l2 = nn.Linear(64, hidden, device=device), nn.Linear(hidden, 10, device=device)
 
-  def __call__(self, x: Tensor) -> Tensor: return self.l2(self.l1(x).relu())
+  def forward(self, x: Tensor) -> Tensor: return self.l2(self.l1(x).relu())
 
 
 def load(seed: int = 0):
@@ -31,7 +32,7 @@ def train(epochs: int = 6, batch: int = 64, lr: float = 0.01, device: str | None
   xtr, ytr, xte, yte = load()
   Tensor.manual_seed(0)
   model = MLP(device)
-  opt = optim.Adam(nn.parameters(model), lr=lr)
+  opt = optim.Adam(model.parameters(), lr=lr)
   steps = len(xtr) // batch
   rng = np.random.default_rng(1)
   t0 = time.perf_counter()

@@ -133,3 +133,18 @@ def test_log_step_scan_kernels_stay_bounded(n):
   ks = kernels(t)
   assert max(_expr_nodes(k) for k in ks) <= 2 * 64 and len(ks) <= n.bit_length()   # not 2^steps nodes in one kernel
   np.testing.assert_allclose(t.numpy(), np.cumsum(x.astype(np.float64)), rtol=1e-4, atol=1e-4)
+
+
+def test_padded_flip_keeps_its_offset_in_the_index():
+  """A flip's first element is its last address: padding in front moves the view's offset past the buffer's end, which
+  must not become the kernel's buffer address."""
+  x = np.arange(4, dtype=np.float32)
+  np.testing.assert_array_equal(Tensor(x)[:3].flip(0).pad(((4, 0),)).numpy(), np.pad(x[:3][::-1], (4, 0)))
+
+
+def test_a_reduce_reached_by_two_paths_is_fused_once():
+  """pow reads its base through a masked and an unmasked path: one reduce, fused into the pow's kernel."""
+  a = np.random.default_rng(0).uniform(0.5, 2.0, (3, 4)).astype(np.float32)
+  out = (Tensor(a) * Tensor(a)).sum(1, True) ** (1 / 3)
+  assert len(kernels(out)) == 1
+  np.testing.assert_allclose(out.numpy(), (a.astype(np.float64) ** 2).sum(1, keepdims=True) ** (1 / 3), rtol=1e-5)
