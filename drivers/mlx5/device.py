@@ -22,6 +22,7 @@ from drivers.mlx5.ifc import CommandError, layouts, swap32
 from drivers.mlx5.mr import MR, MR_PAGE_SIZES
 from drivers.mlx5.pages import Pages
 from drivers.mlx5.qp import MAX_SGE, QP
+from drivers.rdma.provider import ipv4_gid
 from drivers.rdma.verbs import Access, QPCap
 from drivers.system.dma import DMAMemory
 from drivers.system.pci import PCIDevice
@@ -155,11 +156,10 @@ class MLX5Device:
 
   def add_gid(self, gid: bytes) -> int:
     index = next(i for i in range(1 << 16) if i not in self.gids)
-    v4 = gid[:12] == bytes(10) + b"\xff\xff"
     mac = int.from_bytes(self.mac, "big")
     self.cmd(H.MLX5_CMD_OP_SET_ROCE_ADDRESS, {"roce_address_index": index, "vhca_port_num": 1,
              "roce_address.roce_version": C.MLX5_ROCE_VERSION_2,
-             "roce_address.roce_l3_type": C.MLX5_ROCE_L3_TYPE_IPV4 if v4 else C.MLX5_ROCE_L3_TYPE_IPV6,
+             "roce_address.roce_l3_type": C.MLX5_ROCE_L3_TYPE_IPV4 if ipv4_gid(gid) else C.MLX5_ROCE_L3_TYPE_IPV6,
              "roce_address.source_mac_47_32": mac >> 32, "roce_address.source_mac_31_0": mac & 0xFFFFFFFF},
              at={16: bytes(gid)})
     self.gids[index] = bytes(gid)
