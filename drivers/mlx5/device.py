@@ -22,9 +22,8 @@ from drivers.mlx5.ifc import CommandError, layouts, swap32
 from drivers.mlx5.mr import MR, MR_PAGE_SIZES
 from drivers.mlx5.pages import Pages
 from drivers.mlx5.qp import MAX_SGE, QP
-from drivers.rdma.provider import ipv4_gid
+from drivers.rdma.provider import PCIProvider, ipv4_gid
 from drivers.rdma.verbs import Access, QPCap
-from drivers.system.dma import DMAMemory
 from drivers.system.pci import PCIDevice
 
 FW_REV, CMDIF_REV_FW_SUB, INITIALIZING = 0x000, 0x004, 0x1FC
@@ -40,7 +39,7 @@ class Out:
   def get(self, path: str) -> int: return self.layout.get(self.raw, path)
 
 
-class MLX5Device:
+class MLX5Device(PCIProvider):
   """One ConnectX PCI function as a drivers/rdma provider."""
   max_mtu, max_sge = 4096, MAX_SGE
   mr_page_sizes = MR_PAGE_SIZES
@@ -149,11 +148,7 @@ class MLX5Device:
 
   def free_dbr(self, off: int) -> None: self.dbr_free.append(off)
 
-  # --- the provider interface (drivers/rdma/provider.py)
-  def alloc(self, size: int) -> DMAMemory: return self.pci.alloc_dma(size)
-  def map_dma(self, memory: memoryview) -> DMAMemory: return self.pci.map_dma(memory)
-  def free(self, mem: DMAMemory) -> None: self.pci.free_dma(mem)
-
+  # --- the provider interface (drivers/rdma/provider.py; alloc, map_dma and free are PCIProvider's)
   def add_gid(self, gid: bytes) -> int:
     index = next(i for i in range(1 << 16) if i not in self.gids)
     mac = int.from_bytes(self.mac, "big")

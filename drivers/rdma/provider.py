@@ -7,6 +7,10 @@ opener its vendor declares (drivers/system/registry.py: `Vendor.rdma(pci, **opti
 
 Work requests carry a sequence number per queue (0, 1, 2, ... in posting order); a provider reports each completion
 with the sequence number of the request it completes, and the verbs layer maps it back to the request.
+
+What every provider does alike is here too: WorkRequests (a completion record -> the request it completes; the NIC's
+flush CQEs after the verbs layer flushed the QP dropped), PCIProvider (DMA memory through the PCI function),
+mr_page_shift (an MR's page size against mr_page_sizes) and ipv4_gid (RoCEv2 over IPv4 or IPv6).
 """
 from __future__ import annotations
 from collections import deque
@@ -14,6 +18,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from drivers.system.dma import DMAMemory
+from drivers.system.pci import PCIDevice
 from drivers.rdma.verbs import Access, QPAttr, QPAttrMask, QPCap, QPState, RecvWR, SendWR, VerbsError, WCOpcode, WCStatus
 
 IPV4_MAPPED = bytes(10) + b"\xff\xff"     # the first 12 bytes of an IPv4-mapped GID, ::ffff:a.b.c.d (RFC 4291, 2.5.5.2)
@@ -60,6 +65,14 @@ class DevicePost:
   writes: list[tuple[memoryview, int, bytes]]
   doorbell: tuple[int, bytes]
   done: tuple[memoryview, int, int, int]
+
+
+class PCIProvider:
+  """A provider that is one PCI function (`pci`): the memory it gives and maps is that function's DMA memory."""
+  pci: PCIDevice
+  def alloc(self, size: int) -> DMAMemory: return self.pci.alloc_dma(size)
+  def map_dma(self, memory: memoryview) -> DMAMemory: return self.pci.map_dma(memory)
+  def free(self, mem: DMAMemory) -> None: self.pci.free_dma(mem)
 
 
 class WorkRequests:
