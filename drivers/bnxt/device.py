@@ -20,8 +20,8 @@ from drivers.bnxt.mr import MR, MR_PAGE_SIZES
 from drivers.bnxt.nq import NQ
 from drivers.bnxt.qp import MAX_SGE, QP
 from drivers.bnxt.rcfw import RCFW
+from drivers.rdma.provider import PCIProvider
 from drivers.rdma.verbs import Access, QPCap
-from drivers.system.dma import DMAMemory
 from drivers.system.pci import PCIDevice
 
 FID_SELF = 0xFFFF            # func_qcaps/func_qcfg fid: this function
@@ -33,7 +33,7 @@ LIMITS = {getattr(H, f"{T}QP"): MAX_QP + 4, getattr(H, f"{T}CQ"): MAX_CQ + 4, ge
           getattr(H, f"{T}STAT"): 4, getattr(H, f"{T}VNIC"): 1}
 
 
-class BNXTDevice:
+class BNXTDevice(PCIProvider):
   """One NetXtreme-E PCI function as a drivers/rdma provider."""
   max_mtu, max_rd_atomic, max_sge = 4096, 16, MAX_SGE
   mr_page_sizes = MR_PAGE_SIZES
@@ -92,11 +92,7 @@ class BNXTDevice:
   def check_faults(self) -> None:
     """(Rings ask while they wait for room.) A QP's errors arrive as its error completions: nothing to do here."""
 
-  # --- the provider interface (drivers/rdma/provider.py)
-  def alloc(self, size: int) -> DMAMemory: return self.pci.alloc_dma(size)
-  def map_dma(self, memory: memoryview) -> DMAMemory: return self.pci.map_dma(memory)
-  def free(self, mem: DMAMemory) -> None: self.pci.free_dma(mem)
-
+  # --- the provider interface (drivers/rdma/provider.py; alloc, map_dma and free are PCIProvider's)
   def add_gid(self, gid: bytes) -> int:
     # cmdq_add_gid: gid as four big-endian dwords in reverse order (the 16 bytes reversed), src_mac as three
     # big-endian halfwords (each byte pair swapped); kernel qplib_sp.c bnxt_qplib_add_sgid

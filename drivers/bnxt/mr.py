@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from autogen import bnxt as H
 from drivers.bnxt.pbl import page_table
+from drivers.rdma.provider import mr_page_shift
 from drivers.rdma.verbs import Access
 if TYPE_CHECKING: from drivers.bnxt.device import BNXTDevice
 
@@ -26,12 +27,11 @@ def mr_access(access: Access) -> int: return sum(bit for flag, bit in MR_ACCESS.
 
 class MR:
   def __init__(self, dev: BNXTDevice, pages: list[int], page_size: int, iova: int, length: int, access: Access):
-    if page_size & (page_size - 1) or not 12 <= page_size.bit_length() - 1 <= 30:
-      raise ValueError(f"{dev.name}: MR page size {page_size:#x} is not a power of two from 4 KiB to 1 GiB")
+    shift = mr_page_shift(dev.name, page_size, MR_PAGE_SIZES)
     self.dev, self.pt = dev, page_table(dev.pci, pages)
     try:
       resp = dev.rcfw("register_mr", flags=H.CMDQ_REGISTER_MR_FLAGS_ALLOC_MR, access=mr_access(access),
-                      log2_pg_size_lvl=self.pt.level | (page_size.bit_length() - 1) << H.CMDQ_REGISTER_MR_LOG2_PG_SIZE_SFT,
+                      log2_pg_size_lvl=self.pt.level | shift << H.CMDQ_REGISTER_MR_LOG2_PG_SIZE_SFT,
                       log2_pbl_pg_size=H.CMDQ_REGISTER_MR_LOG2_PBL_PG_SIZE_PG_4K, pbl=self.pt.base, va=iova, mr_size=length)
     except BaseException:
       self.pt.free(dev.pci)

@@ -6,10 +6,10 @@ sq_send / sq_rdma / rq_wqe: a 32-byte header and up to six 16-byte SGEs), sq_siz
 doorbell indexes, the MSN table's start index and the CQE's consumer index count WQEs. The SQ's MSN table (one
 sq_msn_search per message, entry m % roundup_pow2(sq_size): its WQE's ring position, first PSN, next PSN) follows
 the ring's pages in the same page table; the hardware requester retransmits from it (INITIALIZE_FW
-HW_REQUESTER_RETX_SUPPORTED). A requester CQE's sq_cons_idx counts the WQEs completed, this one included.
-Once the verbs layer has flushed the QP's requests itself (after an error completion, or a move to ERR), the NIC's
-CQEs for them that follow (its flush CQEs, one per outstanding WQE) are dropped, as the kernel's bnxt_qplib does for a
-queue on its flush list.
+HW_REQUESTER_RETX_SUPPORTED). A requester CQE's sq_cons_idx counts the WQEs completed, this one included; a responder
+CQE names the RQ WQE by the wr_id written into it (the request's sequence number). drivers/rdma's WorkRequests matches
+them to the requests and drops the NIC's flush CQEs for requests the verbs layer has flushed, as the kernel's
+bnxt_qplib does for a queue on its flush list.
 """
 from __future__ import annotations
 import ctypes, struct
@@ -23,9 +23,9 @@ from drivers.bnxt.doorbell import doorbell_value
 from drivers.bnxt.pbl import HWQueue
 from drivers.hcq.ring import Ring
 from drivers.system.dma import PAGE
-from drivers.rdma.provider import Completion, DevicePost
-from drivers.rdma.verbs import (Access, QPAttr, QPAttrMask as M, QPCap, QPState, RecvWR, SendFlags, SendWR, VerbsError,
-                                WCOpcode, WCStatus as W, WROpcode)
+from drivers.rdma.provider import Completion, DevicePost, WorkRequests, ipv4_gid
+from drivers.rdma.verbs import (Access, QPAttr, QPAttrMask as M, QPCap, QPState, RecvWR, SendFlags, SendWR, WCOpcode,
+                                WCStatus as W, WROpcode)
 if TYPE_CHECKING:
   from drivers.bnxt.cq import CQ
   from drivers.bnxt.device import BNXTDevice
@@ -116,42 +116,41 @@ def msn_entry(start_idx: int, start_psn: int, next_psn: int) -> int:
 
 
 class WorkQueue:
-  """The SQ or RQ: a Ring of 128-byte WQEs whose read pointer advances as completions report WQEs consumed."""
-  def __init__(self, qp: QP, name: str, wqes: int, kind: int, aux: int = 0):
-    self.qp, self.kind = qp, kind
+  """The SQ or RQ: a Ring of 128-byte WQEs whose read pointer advances as completions report WQEs consumed. `posted`
+  is the QP's WorkRequests queue: (the key its completion names, the request's sequence number, the WQE's index)."""
+  def __init__(self, qp: QP, name: str, wqes: int, kind: int, posted: deque[tuple[int, ...]], aux: int = 0):
+    self.qp, self.kind, self.posted = qp, kind, posted
     self.q = HWQueue(qp.dev.pci, wqes, WQE_SIZE, aux)
     self.consumed = memoryview(bytearray(8)).cast("Q")
     self.ring = Ring(qp.dev, name, self.q.ring, self.consumed, None, self._doorbell, unit=WQE_SIZE)
-    self.posted: deque[tuple[int, int]] = deque()      # (WQE index, request sequence number)
 
   def _doorbell(self, put: int) -> None:
     self.qp.dev.db.ring(self.qp.qp_num, self.kind, put % self.q.entries, self.q.epoch(put))
 
-  def post(self, seqs: list[int], wqes: list[bytes]) -> None:
-    """The WQEs of requests `seqs` at the producer, then one doorbell."""
-    put = self.ring.put
-    self.posted.extend(zip(range(put, put + len(seqs)), seqs))
+  def post(self, posted: list[tuple[int, int, int]], wqes: list[bytes]) -> None:
+    """The WQEs of the requests `posted` (WorkRequests entries) at the producer, then one doorbell."""
+    self.posted.extend(posted)
     self.ring.submit(wqes, [])
 
-  def retire(self, index: int) -> int:
-    """The request whose WQE is at `index` completed (and the WQEs before it): -> its sequence number."""
-    self.consumed[0] = index + 1
-    return self.posted.popleft()[1]
+  def retire(self, entry: tuple[int, ...]) -> int:
+    """The request of WorkRequests `entry` completed (and the WQEs before it): -> its sequence number."""
+    self.consumed[0] = entry[2] + 1
+    return entry[1]
 
   def reset(self) -> None:
     self.ring.put = self.consumed[0] = 0
     self.ring.inflight.clear()
-    self.posted.clear()
 
 
 class QP:
   def __init__(self, dev: BNXTDevice, pd: int, send_cq: CQ, recv_cq: CQ, cap: QPCap):
     if max(cap.max_send_sge, cap.max_recv_sge) > MAX_SGE: raise ValueError(f"a static WQE holds at most {MAX_SGE} SGEs")
     self.dev, self.handle, self.qp_num = dev, dev.new_handle(self), 0
+    self.wrs = WorkRequests(dev.name, self)
     sq_wqes, rq_wqes = _wqes(cap.max_send_wr), _wqes(cap.max_recv_wr)
     self.msn_entries = sq_wqes                          # roundup_pow_of_two(sq_size) (kernel bnxt_re, static WQEs)
-    self.sq = WorkQueue(self, "SQ", sq_wqes, H.DBC_DBC_TYPE_SQ, aux=self.msn_entries * MSN_SIZE)
-    self.rq = WorkQueue(self, "RQ", rq_wqes, H.DBC_DBC_TYPE_RQ)
+    self.sq = WorkQueue(self, "SQ", sq_wqes, H.DBC_DBC_TYPE_SQ, self.wrs.sq, aux=self.msn_entries * MSN_SIZE)
+    self.rq = WorkQueue(self, "RQ", rq_wqes, H.DBC_DBC_TYPE_RQ, self.wrs.rq)
     self.msn = self.sq.q.aux.cast("Q")
     try:
       self.qp_num = dev.rcfw("create_qp", qp_handle=self.handle, type=H.CMDQ_CREATE_QP_TYPE_RC, pd_id=pd,
@@ -163,15 +162,13 @@ class QP:
       self._free()
       raise
     self.sq_psn, self.path_mtu, self.network_type = 0, 1024, H.CMDQ_MODIFY_QP_NETWORK_TYPE_ROCEV1   # until the AV says
-    self.flushed = False                                # the verbs layer completed every request as flushed
 
   # --- state
   def modify(self, cur: QPState, new: QPState, attr: QPAttr, mask: M) -> None:
     f: dict = {}
     if mask & M.AV:
       ah = attr.ah_attr
-      ipv4 = ah.dgid[:12] == bytes(10) + b"\xff\xff"     # an IPv4-mapped GID: RoCEv2 over IPv4
-      self.network_type = H.CMDQ_MODIFY_QP_NETWORK_TYPE_ROCEV2_IPV4 if ipv4 else H.CMDQ_MODIFY_QP_NETWORK_TYPE_ROCEV2_IPV6
+      self.network_type = H.CMDQ_MODIFY_QP_NETWORK_TYPE_ROCEV2_IPV4 if ipv4_gid(ah.dgid) else H.CMDQ_MODIFY_QP_NETWORK_TYPE_ROCEV2_IPV6
       f.update(dgid=bytes(ah.dgid), sgid_index=ah.sgid_index, hop_limit=ah.hop_limit, traffic_class=ah.traffic_class,
                flow_label=ah.flow_label, dest_mac=bytes(ah.dmac))
     if mask & M.ACCESS_FLAGS: f["access"] = sum(bit for flag, bit in QP_ACCESS.items() if attr.qp_access_flags & flag)
@@ -187,27 +184,27 @@ class QP:
     self.dev.rcfw("modify_qp", qp_cid=self.qp_num, qp_type=H.CMDQ_MODIFY_QP_QP_TYPE_RC, modify_mask=modify_mask(mask),
                   network_type_en_sqd_async_notify_new_state=self.network_type | int(new), **f)
     if mask & M.SQ_PSN: self.sq_psn = attr.sq_psn
-    if new == QPState.ERR: self.flushed = True
+    self.wrs.modified(new)
     if new == QPState.RESET:                     # the hardware's queue indexes start again at 0
       self.sq.reset()
       self.rq.reset()
-      self.flushed = False
 
   # --- work requests
   def post_send(self, wrs: list[tuple[int, SendWR]]) -> None:
-    index, entries, msn, seqs, wqes = self.sq.ring.put, self.sq.q.entries, self.msn, [], []
+    index, entries, msn, posted, wqes = self.sq.ring.put, self.sq.q.entries, self.msn, [], []
     for seq, wr in wrs:
       npsn = max(1, -(-wr.length // self.path_mtu))     # packets the request (or a READ's response) takes
       nxt = (self.sq_psn + npsn) & 0xFFFFFF
       msn[index % self.msn_entries] = msn_entry(index % entries, self.sq_psn, nxt)   # start: the ring slot
       self.sq_psn = nxt
-      seqs.append(seq)
+      posted.append(((index + 1) % entries, seq, index))   # its cq_req names the consumer index after it
       wqes.append(send_wqe(wr))
       index += 1
-    self.sq.post(seqs, wqes)
+    self.sq.post(posted, wqes)
 
   def post_recv(self, wrs: list[tuple[int, RecvWR]]) -> None:
-    self.rq.post([seq for seq, _ in wrs], [recv_wqe(seq, wr) for seq, wr in wrs])
+    put = self.rq.ring.put                               # its cq_res_rc names the wr_id written into the WQE
+    self.rq.post([(seq & H.RQ_WQE_WR_ID_MASK, seq, put + i) for i, (seq, _) in enumerate(wrs)], [recv_wqe(seq, wr) for seq, wr in wrs])
 
   def device_targets(self, cq: CQ) -> tuple[list[memoryview], int]:
     return [self.sq.q.mem.view, cq.q.mem.view], (self.dev.pci.bar_address(2) + self.dev.db.offset) & ~(PAGE - 1)
@@ -222,8 +219,8 @@ class QP:
     nxt = (self.sq_psn + max(1, -(-wr.length // self.path_mtu))) & 0xFFFFFF
     self.msn[index % self.msn_entries] = msn_entry(index % sq.q.entries, self.sq_psn, nxt)
     self.sq_psn = nxt
-    sq.posted.append((index, seq))
     put = index + 1
+    sq.posted.append((put % sq.q.entries, seq, index))
     db = doorbell_value(self.qp_num, sq.kind, put % sq.q.entries, sq.q.epoch(put))
     pos = cq.q.cons + cq_ahead
     return DevicePost([(sq.q.mem.view, index % sq.q.entries * WQE_SIZE, send_wqe(wr))],
@@ -234,35 +231,19 @@ class QP:
   def req_completion(self, sq_cons_idx: int, status: int) -> Completion | None:
     """cq_req: sq_cons_idx is the SQ consumer index after the WQE that completed (WQEs before it completed too);
     None for a request the verbs layer has flushed (its WQE is retired all the same)."""
-    sq, entries = self.sq, self.sq.q.entries
-    cons = sq_cons_idx % entries
-    while sq.posted and (sq.posted[0][0] + 1) % entries != cons: sq.posted.popleft()   # unsignaled: done silently
-    if not sq.posted:
-      raise VerbsError(f"{self.dev.name}: QP {self.qp_num:#x} send completion names SQ consumer index {sq_cons_idx}, "
-                       "which no posted WQE ends at")
-    seq = sq.retire(sq.posted[0][0])
-    if self.flushed: return None
-    if status == H.CQ_REQ_STATUS_OK: return Completion(self.qp_num, False, seq, SUCCESS)
-    self.flushed = True                  # an error completion: the verbs layer flushes the QP's other requests (IBTA 10.8.3.3)
-    return Completion(self.qp_num, False, seq, REQ_WC.get(status, W.GENERAL_ERR), status,
-                      f"CQ_REQ_STATUS_{REQ_STATUS.get(status, '?')}")
+    seq = self.sq.retire(self.wrs.take(False, sq_cons_idx % self.sq.q.entries, "SQ consumer index"))
+    if status == H.CQ_REQ_STATUS_OK: return self.wrs.completion(False, seq, SUCCESS)
+    return self.wrs.completion(False, seq, REQ_WC.get(status, W.GENERAL_ERR), status, f"CQ_REQ_STATUS_{REQ_STATUS.get(status, '?')}")
 
   def res_completion(self, length: int, imm: int, status: int, flags: int, wr_id: int) -> Completion | None:
     """cq_res_rc: the RQ WQE's wr_id (we write the request's sequence number), the length and immediate data; None
     for a receive the verbs layer has flushed (its WQE is retired all the same)."""
-    rq = self.rq
-    wr_id &= H.CQ_RES_RC_SRQ_OR_RQ_WR_ID_MASK
-    if not rq.posted or rq.posted[0][1] & H.RQ_WQE_WR_ID_MASK != wr_id:
-      expected = f"expected {rq.posted[0][1] & H.RQ_WQE_WR_ID_MASK:#x}" if rq.posted else "with no receive posted"
-      raise VerbsError(f"{self.dev.name}: QP {self.qp_num:#x} receive completion names wr_id {wr_id:#x}, {expected}")
-    seq = rq.retire(rq.posted[0][0])
-    if self.flushed: return None
+    seq = self.rq.retire(self.wrs.take(True, wr_id & H.CQ_RES_RC_SRQ_OR_RQ_WR_ID_MASK, "wr_id"))
     opcode = RECV_RDMA_WITH_IMM if flags & H.CQ_RES_RC_FLAGS_RDMA else RECV
     imm = imm if flags & H.CQ_RES_RC_FLAGS_IMM else None
-    if status == H.CQ_RES_RC_STATUS_OK: return Completion(self.qp_num, True, seq, SUCCESS, 0, "", length, imm, opcode)
-    self.flushed = True                  # an error completion: the verbs layer flushes the QP's other requests
-    return Completion(self.qp_num, True, seq, RES_WC.get(status, W.GENERAL_ERR), status,
-                      f"CQ_RES_RC_STATUS_{RES_RC_STATUS.get(status, '?')}", length, imm, opcode)
+    if status == H.CQ_RES_RC_STATUS_OK: return self.wrs.completion(True, seq, SUCCESS, 0, "", length, imm, opcode)
+    return self.wrs.completion(True, seq, RES_WC.get(status, W.GENERAL_ERR), status, f"CQ_RES_RC_STATUS_{RES_RC_STATUS.get(status, '?')}",
+                               length, imm, opcode)
 
   def destroy(self) -> None:
     try: self.dev.rcfw("destroy_qp", qp_cid=self.qp_num)

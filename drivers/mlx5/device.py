@@ -22,8 +22,8 @@ from drivers.mlx5.ifc import CommandError, layouts, swap32
 from drivers.mlx5.mr import MR, MR_PAGE_SIZES
 from drivers.mlx5.pages import Pages
 from drivers.mlx5.qp import MAX_SGE, QP
+from drivers.rdma.provider import PCIProvider, ipv4_gid
 from drivers.rdma.verbs import Access, QPCap
-from drivers.system.dma import DMAMemory
 from drivers.system.pci import PCIDevice
 
 FW_REV, CMDIF_REV_FW_SUB, INITIALIZING = 0x000, 0x004, 0x1FC
@@ -39,7 +39,7 @@ class Out:
   def get(self, path: str) -> int: return self.layout.get(self.raw, path)
 
 
-class MLX5Device:
+class MLX5Device(PCIProvider):
   """One ConnectX PCI function as a drivers/rdma provider."""
   max_mtu, max_sge = 4096, MAX_SGE
   mr_page_sizes = MR_PAGE_SIZES
@@ -148,18 +148,13 @@ class MLX5Device:
 
   def free_dbr(self, off: int) -> None: self.dbr_free.append(off)
 
-  # --- the provider interface (drivers/rdma/provider.py)
-  def alloc(self, size: int) -> DMAMemory: return self.pci.alloc_dma(size)
-  def map_dma(self, memory: memoryview) -> DMAMemory: return self.pci.map_dma(memory)
-  def free(self, mem: DMAMemory) -> None: self.pci.free_dma(mem)
-
+  # --- the provider interface (drivers/rdma/provider.py; alloc, map_dma and free are PCIProvider's)
   def add_gid(self, gid: bytes) -> int:
     index = next(i for i in range(1 << 16) if i not in self.gids)
-    v4 = gid[:12] == bytes(10) + b"\xff\xff"
     mac = int.from_bytes(self.mac, "big")
     self.cmd(H.MLX5_CMD_OP_SET_ROCE_ADDRESS, {"roce_address_index": index, "vhca_port_num": 1,
              "roce_address.roce_version": C.MLX5_ROCE_VERSION_2,
-             "roce_address.roce_l3_type": C.MLX5_ROCE_L3_TYPE_IPV4 if v4 else C.MLX5_ROCE_L3_TYPE_IPV6,
+             "roce_address.roce_l3_type": C.MLX5_ROCE_L3_TYPE_IPV4 if ipv4_gid(gid) else C.MLX5_ROCE_L3_TYPE_IPV6,
              "roce_address.source_mac_47_32": mac >> 32, "roce_address.source_mac_31_0": mac & 0xFFFFFFFF},
              at={16: bytes(gid)})
     self.gids[index] = bytes(gid)

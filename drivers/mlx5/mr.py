@@ -7,17 +7,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from autogen import mlx5 as H
+from drivers.rdma.provider import mr_page_shift
 from drivers.rdma.verbs import Access
 
 if TYPE_CHECKING: from drivers.mlx5.device import MLX5Device
 
-MR_PAGE_SIZES = sum(1 << s for s in range(12, 31))     # mkc log_page_size 12 (4 KiB) ... 30 (1 GiB), what __init__ takes
+MR_PAGE_SIZES = sum(1 << s for s in range(12, 31))     # mkc log_page_size 12 (4 KiB) ... 30 (1 GiB)
 
 
 class MR:
   def __init__(self, dev: MLX5Device, pd: int, pages: list[int], page_size: int, iova: int, length: int, access: Access):
-    if page_size & (page_size - 1) or not 12 <= page_size.bit_length() - 1 <= 30:
-      raise ValueError(f"{dev.name}: MR page size {page_size:#x} is not a power of two from 4 KiB to 1 GiB")
+    shift = mr_page_shift(dev.name, page_size, MR_PAGE_SIZES)
     dev.mkey_variant = variant = dev.mkey_variant % 255 + 1
     self.dev, octs = dev, -(-len(pages) // 2)
     mtt = b"".join(p.to_bytes(8, "big") for p in pages).ljust(16 * octs, b"\0")
@@ -26,7 +26,7 @@ class MR:
       f"{m}access_mode_1_0": 1, f"{m}lr": 1, f"{m}lw": int(bool(access & Access.LOCAL_WRITE)),
       f"{m}rr": int(bool(access & Access.REMOTE_READ)), f"{m}rw": int(bool(access & Access.REMOTE_WRITE)),
       f"{m}qpn": 0xFFFFFF, f"{m}mkey_7_0": variant, f"{m}pd": pd, f"{m}start_addr": iova, f"{m}len": length,
-      f"{m}log_page_size": page_size.bit_length() - 1, f"{m}translations_octword_size": octs,
+      f"{m}log_page_size": shift, f"{m}translations_octword_size": octs,
       "translations_octword_actual_size": octs}, payload=mtt).get("mkey_index")
     self.lkey = self.rkey = index << 8 | variant
 

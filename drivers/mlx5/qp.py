@@ -5,18 +5,18 @@ One buffer holds the receive queue (WQEs of 16 << log_rq_stride bytes: data segm
 and, after it, the send queue (64-byte WQEBBs; a WQE is a ctrl segment, a raddr segment for RDMA, then data segments).
 Posting writes the WQEs, the producer counters into the doorbell record (word 0 receive, word 1 send, big-endian) and,
 for sends, the last WQE's first 8 bytes to the UAR's send doorbell (0x800 and 0x900 in turn), followed by the rest of
-the WQE when it is the only one and fits the register (BlueFlame). After an error
-completion the verbs layer has flushed the QP's requests itself, so the hardware's flush CQEs that follow are dropped.
+the WQE when it is the only one and fits the register (BlueFlame). A CQE names its WQE by wqe_counter (the WQE's
+first WQEBB index, 16 bits); drivers/rdma's WorkRequests matches it to the request and drops the NIC's flush CQEs for
+requests the verbs layer has flushed.
 """
 from __future__ import annotations
 import struct
-from collections import deque
 from typing import TYPE_CHECKING
 
 from autogen import mlx5 as H, mlx5_core as C
 from drivers.mlx5.ifc import SYNDROMES
 from drivers.mlx5.cq import CQE, DBR_WORD
-from drivers.rdma.provider import Completion, DevicePost
+from drivers.rdma.provider import Completion, DevicePost, WorkRequests
 from drivers.rdma.verbs import (Access, IMM_OPS, QPAttr, QPAttrMask as M, QPCap, QPState, RDMA_OPS, RecvWR, SendFlags, SendWR,
                                 VerbsError, WCOpcode, WCStatus as W, WROpcode)
 if TYPE_CHECKING:
@@ -82,9 +82,7 @@ class QP:
     self.mem = dev.pci.alloc_dma(self.sq_off + (WQEBB << self.log_sq))
     self.dbr = dev.alloc_dbr()
     self.sq_pi = self.rq_pi = self.bf = 0
-    self.sq_posted: deque[tuple[int, int, int]] = deque()    # (WQE index, sequence number, opcode)
-    self.rq_posted: deque[tuple[int, int]] = deque()
-    self.flushed = False
+    self.wrs = WorkRequests(dev.name, self)                  # (WQE index & 0xFFFF, sequence number)
     self.cqs = (send_cq, recv_cq)
     self.blueflame = bool(dev._cap("bf"))     # the HCA takes BlueFlame copies (HCA capability bf)
     try:
@@ -109,14 +107,12 @@ class QP:
     acc = attr.qp_access_flags if mask & M.ACCESS_FLAGS else 0
     access = {"qpc.rre": int(bool(acc & Access.REMOTE_READ)), "qpc.rwe": int(bool(acc & Access.REMOTE_WRITE))}
     if new == QPState.ERR:
-      self.flushed = True                   # the verbs layer flushes the requests: the hardware's flush CQEs are dropped
+      self.wrs.modified(new)
       return self._cmd(H.MLX5_CMD_OP_2ERR_QP, {})
     if new == QPState.RESET:
       self._cmd(H.MLX5_CMD_OP_2RST_QP, {})
+      self.wrs.modified(new)
       self.sq_pi = self.rq_pi = 0
-      self.sq_posted.clear()
-      self.rq_posted.clear()
-      self.flushed = False
       dev.dbr.view[self.dbr:self.dbr + 8] = bytes(8)
       return
     if (cur, new) == (QPState.RESET, QPState.INIT): return self._cmd(H.MLX5_CMD_OP_RST2INIT_QP, f | access)
@@ -175,7 +171,7 @@ class QP:
       if off + len(wqe) <= sq_bytes: view[self.sq_off + off:self.sq_off + off + len(wqe)] = wqe
       else:                                  # it wraps: WQEBB by WQEBB
         for i in range(nbb): self._wqebb(self.sq_pi + i, wqe[i * WQEBB:(i + 1) * WQEBB])
-      self.sq_posted.append((self.sq_pi & 0xFFFF, seq, OPCODE[wr.opcode]))
+      self.wrs.sq.append((self.sq_pi & 0xFFFF, seq))
       self.sq_pi += nbb
       last = wqe
     DBR_WORD.pack_into(self.dev.dbr.view, self.dbr + 4, self.sq_pi & 0xFFFF)
@@ -195,7 +191,7 @@ class QP:
     wqe, pi = self._send_wqe(wr), self.sq_pi
     nbb = len(wqe) // WQEBB
     writes = [(self.mem.view, self.sq_off + ((pi + i) % (1 << self.log_sq)) * WQEBB, wqe[i * WQEBB:(i + 1) * WQEBB]) for i in range(nbb)]
-    self.sq_posted.append((pi & 0xFFFF, seq, OPCODE[wr.opcode]))
+    self.wrs.sq.append((pi & 0xFFFF, seq))
     self.sq_pi += nbb
     writes.append((self.dev.dbr.view, self.dbr + 4, (self.sq_pi & 0xFFFF).to_bytes(4, "big")))
     db = self.dev.pci.bar_address(0) + self.dev.uar_bar.base + BF[self.bf]
@@ -211,7 +207,7 @@ class QP:
       if len(segs) < stride: segs += data_seg(0, INVALID_LKEY, 0)
       off = (self.rq_pi % (1 << self.log_rq)) * stride
       self.mem.view[off:off + stride] = segs[:stride].ljust(stride, b"\0")
-      self.rq_posted.append((self.rq_pi & 0xFFFF, seq))
+      self.wrs.rq.append((self.rq_pi & 0xFFFF, seq))
       self.rq_pi += 1
     self.dev.dbr.view[self.dbr:self.dbr + 4] = (self.rq_pi & 0xFFFF).to_bytes(4, "big")
 
@@ -220,22 +216,13 @@ class QP:
     """A CQE of this QP (its opcode, wqe_counter, byte_cnt, immediate, and an error CQE's syndromes); None for one the
     verbs layer has flushed already."""
     recv = op != C.MLX5_CQE_REQ and op != C.MLX5_CQE_REQ_ERR
-    q = self.rq_posted if recv else self.sq_posted
-    error = op == C.MLX5_CQE_REQ_ERR or op == C.MLX5_CQE_RESP_ERR
-    if error and self.flushed and syndrome == C.MLX5_CQE_SYNDROME_WR_FLUSH_ERR: return None   # the verbs layer flushed it
-    while q and q[0][0] != counter: q.popleft()                   # unsignaled sends before it completed silently
-    if not q:
-      raise VerbsError(f"{self.dev.name}: QP {self.qp_num:#x} {'receive' if recv else 'send'} completion names WQE {counter}, "
-                       "which no posted request is at")
-    seq = q.popleft()[1]
-    if error:
-      self.flushed = True
-      return Completion(self.qp_num, recv, seq, SYNDROME_WC.get(syndrome, W.GENERAL_ERR), syndrome,
-                        f"MLX5_CQE_SYNDROME_{SYNDROMES.get(syndrome, '?')} (vendor syndrome {vendor_syndrome:#x})")
-    if not recv: return Completion(self.qp_num, False, seq, SUCCESS, 0, "", byte_len)
-    return Completion(self.qp_num, True, seq, SUCCESS, 0, "", byte_len,
-                      imm if op == C.MLX5_CQE_RESP_WR_IMM or op == C.MLX5_CQE_RESP_SEND_IMM else None,
-                      RECV_RDMA_WITH_IMM if op == C.MLX5_CQE_RESP_WR_IMM else RECV)
+    seq, wrs = self.wrs.take(recv, counter)[1], self.wrs
+    if op == C.MLX5_CQE_REQ_ERR or op == C.MLX5_CQE_RESP_ERR:
+      return wrs.completion(recv, seq, SYNDROME_WC.get(syndrome, W.GENERAL_ERR), syndrome,
+                            f"MLX5_CQE_SYNDROME_{SYNDROMES.get(syndrome, '?')} (vendor syndrome {vendor_syndrome:#x})")
+    if not recv: return wrs.completion(False, seq, SUCCESS, 0, "", byte_len)
+    return wrs.completion(True, seq, SUCCESS, 0, "", byte_len, imm if op == C.MLX5_CQE_RESP_WR_IMM or op == C.MLX5_CQE_RESP_SEND_IMM else None,
+                          RECV_RDMA_WITH_IMM if op == C.MLX5_CQE_RESP_WR_IMM else RECV)
 
   def destroy(self) -> None:
     try: self.dev.cmd(H.MLX5_CMD_OP_DESTROY_QP, qpn=self.qp_num)

@@ -15,7 +15,7 @@ from common.alloc import RangeAllocator
 from drivers.hcq.buffer import Buffer
 from drivers.system.dma import DMAMemory
 from drivers.system.registry import vendor, vendors
-from drivers.rdma.provider import Provider, ProviderMR
+from drivers.rdma.provider import Provider, ProviderMR, page_sizes
 from drivers.rdma.queues import CQ, QP
 from drivers.rdma.verbs import Access, QPCap, SGE, VerbsError
 
@@ -171,12 +171,9 @@ def best_pages(pages: list[int], page_size: int, first: int, sizes: int) -> tupl
     if 1 + np.count_nonzero(starts[1:]) < len(best[0]):
       best = ([int(a[0]) - int(at[0]) * page_size] + [int(p) for p in a[1:][starts[1:]]], big, int(a[0]) % big + first)
   if best[1] == page_size and not sizes & page_size:
-    raise ValueError(f"the NIC's MRs take pages of {_sizes(sizes)} bytes; this memory's {page_size}-byte pages do not "
+    raise ValueError(f"the NIC's MRs take pages of {page_sizes(sizes)} bytes; this memory's {page_size}-byte pages do not "
                      "make any of them")
   return best
-
-
-def _sizes(bits: int) -> str: return ", ".join(f"{1 << i:#x}" for i in range(bits.bit_length()) if bits >> i & 1)
 
 
 class MR:

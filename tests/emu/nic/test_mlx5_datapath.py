@@ -26,7 +26,7 @@ def post_raw(qp, wqes: list[bytes], doorbell: bytes | None = None) -> None:
   hw = qp.hw
   for wqe in wqes:
     hw._wqebb(hw.sq_pi, wqe.ljust(64, b"\0"))
-    hw.sq_posted.append((hw.sq_pi & 0xFFFF, qp._sq_seq, wqe[3]))
+    hw.wrs.sq.append((hw.sq_pi & 0xFFFF, qp._sq_seq))
     qp.sq.append((qp._sq_seq, SendWR(99, WROpcode.RDMA_WRITE)))
     qp.send_cq.expected += 1
     qp._sq_seq += 1
