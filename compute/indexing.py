@@ -178,7 +178,7 @@ class IndexingOps(MovementOps):
     if m == 0: return self
     v = v.reshape((m,) + flat.shape[1:])
     hits = lin.reshape(m, 1) == type(self).arange(flat.shape[0], dtype=lin.dtype, device=self.device)        # (m, N)
-    last = hits.where(type(self).arange(m, device=self.device).reshape(m, 1), -1).max(0)                  # (N,): last writer
+    last = hits.where(type(self).arange(m, device=self.device).reshape(m, 1), -1).amax(0)                # (N,): last writer
     new = (last >= 0).reshape(last.shape + (1,) * (flat.ndim - 1)).where(v._take(0, last.maximum(0)), flat)
     inv = [(adv + rest).index(d) for d in range(view.ndim)]
     new = new.reshape(tuple(view.shape[d] for d in adv + rest)).permute(inv)
@@ -229,7 +229,7 @@ class IndexingOps(MovementOps):
     if reduce == "add": new = region + hits.where(src.unsqueeze(d + 1), 0).sum(d).cast(self.dtype)
     else:
       pos = type(self).arange(index.shape[d], device=self.device).reshape((1,) * d + (index.shape[d], 1) + (1,) * (self.ndim - d - 1))
-      last = hits.where(pos, -1).max(d)                          # region's shape: the last source position per target
+      last = hits.where(pos, -1).amax(d)                        # region's shape: the last source position per target
       new = (last >= 0).where(src._gather(d, last.maximum(0), index.shape[d]), region)
     return self._basic_put(tuple(slice(0, m) if k != d else slice(None) for k, m in enumerate(index.shape)), new)
 

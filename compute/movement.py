@@ -108,8 +108,11 @@ class MovementOps:
       raise ValueError(f"shrink {bounds} is outside the shape {self.shape}")
     return self if all(b == (0, n) for b, n in zip(bounds, self.shape)) else F.Shrink.apply(self, bounds=bounds)
 
-  def flip(self: Tensor, axis=None) -> Tensor:
-    axes = tuple(range(self.ndim)) if axis is None else tuple(self._axis(a) for a in (axis if isinstance(axis, (tuple, list)) else (axis,)))
+  def flip(self: Tensor, *dims, axis=None) -> Tensor:
+    """Reverse the order along dims: flip(0), flip(0, 1), flip([0, 1]) like PyTorch, or numpy's flip(axis=None) (every dim)."""
+    if dims and axis is not None: raise TypeError("flip takes dims or numpy's axis=, not both")
+    dims = _args(dims) if dims else tuple(range(self.ndim)) if axis is None else axis if isinstance(axis, (tuple, list)) else (axis,)
+    axes = tuple(self._axis(a) for a in dims)
     return F.Flip.apply(self, axes=axes) if axes else self
 
   def flatten(self: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
