@@ -69,6 +69,9 @@ class MovementOps:
     return self if order == tuple(range(self.ndim)) else self._viewed(F.Permute.apply(self, order=order), ("permute", order))
 
   def transpose(self: Tensor, dim0: int = 1, dim1: int = 0) -> Tensor:
+    """Swap two dims (PyTorch's transpose; numpy's transpose(axes) is permute(axes))."""
+    if not isinstance(dim0, int) or not isinstance(dim1, int):
+      raise TypeError(f"transpose(dim0, dim1) swaps two dims, got {dim0!r}; use permute({dim0!r}) to reorder every dim")
     order = list(range(self.ndim))
     a, b = self._axis(dim0), self._axis(dim1)
     order[a], order[b] = order[b], order[a]

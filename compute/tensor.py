@@ -5,6 +5,7 @@ from math import prod
 from typing import Any
 import numpy as np
 from compute import function as F
+from compute.args import torch_args
 from compute.dtypes import DType, dtypes, promote, promote_scalar, check_fits
 from compute.lazy import LazyBuffer, Ops
 from compute.runtime import Device, buffer_from_numpy, buffer_to_numpy, run_schedule
@@ -456,6 +457,7 @@ class Tensor(InPlaceOps):
   def ceil(self) -> Tensor:
     t = self.trunc()
     return (t < self).where(t + 1, t) if self.dtype.is_float else self
+  @torch_args
   def clamp(self, min=None, max=None) -> Tensor:
     """Elementwise max(min, ...) then min(..., max), like torch.clamp (NaN stays NaN; min > max gives max)."""
     if min is None and max is None: raise ValueError("clamp needs min or max (or both)")

@@ -150,6 +150,10 @@ def test_unique_and_searchsorted():
   (lambda t: t.norm("nuc"), ValueError, r"norm p='nuc' is not supported"),
   (lambda t: t.kthvalue(5, 0), ValueError, r"kthvalue: k=5 is out of range 1..2"),
   (lambda t: t[:, :0].amax(1), ValueError, r"amax of an empty dim"),
+  (lambda t: t.clamp(a_min=0), TypeError, r"use min=, not numpy's a_min="),
+  (lambda t: t.transpose((1, 0)), TypeError, r"transpose\(dim0, dim1\) swaps two dims, got \(1, 0\); use permute\(\(1, 0\)\)"),
+  (lambda t: t.flip(0, axis=1), TypeError, r"flip takes dims or numpy's axis=, not both"),
+  (lambda t: t.prod((0, 1)), TypeError, r"prod\(dim\) takes one int dim"),
 ])
 def test_numpy_only_or_bad_arguments_name_the_pytorch_spelling(call, err, match):
   with pytest.raises(err, match=match): call(Tensor([[1.0, 2.0], [3.0, 4.0]]))
