@@ -116,7 +116,7 @@ class MovementOps:
     if dims and axis is not None: raise TypeError("flip takes dims or numpy's axis=, not both")
     dims = _args(dims) if dims else tuple(range(self.ndim)) if axis is None else axis if isinstance(axis, (tuple, list)) else (axis,)
     axes = tuple(self._axis(a) for a in dims)
-    return F.Flip.apply(self, axes=axes) if axes else self
+    return F.Flip.apply(self, axes=axes) if axes and self.ndim else self
 
   def flatten(self: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     if self.ndim == 0: return self.reshape(1)

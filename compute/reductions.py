@@ -34,7 +34,7 @@ class ReduceOps(IndexingOps):
     if dim is None: return tuple(range(self.ndim))
     axes = tuple(self._axis(a) for a in (dim if isinstance(dim, (tuple, list)) else (dim,)))
     if len(set(axes)) != len(axes): raise ValueError(f"dim {dim} repeats a dim")
-    return axes
+    return axes if self.ndim else ()          # dim 0 (or -1) of a 0-d tensor is the tensor itself
 
   def _reduce(self: Tensor, fn, dim, keepdim: bool, **kw) -> Tensor:
     axes = self._axes(dim)

@@ -41,8 +41,8 @@ class SortingOps(NNOps):
     hit = rank == r
     n, xs = self.shape[d], self if at == d else self.unsqueeze(d)
     pos = type(self).arange(n, device=self.device).reshape((1,) * at + (n,) + (1,) * (hit.ndim - at - 1))
-    values = hit.where(xs, 0).sum(at, dtype=None if self.dtype.is_float else dtypes.int64)
-    return ValuesIndices(values.cast(self.dtype), hit.where(pos, 0).sum(at, dtype=dtypes.int64))
+    picked = hit.where(xs, 0)
+    return ValuesIndices(picked.sum(at, dtype=picked.dtype).cast(self.dtype), hit.where(pos, 0).sum(at, dtype=dtypes.int64))
 
   def _empty_along(self: Tensor, d: int, k: int) -> ValuesIndices:
     shape = self.shape[:d] + (k,) + self.shape[d + 1:]

@@ -87,6 +87,14 @@ def test_any_all_count_nonzero_norm():
   check([(3, 4)], lambda a: a.norm(dim=1, keepdim=True), lambda a: np.linalg.norm(a, axis=1, keepdims=True))
 
 
+def test_a_0d_tensor_reduces_over_dim_0_like_pytorch():
+  t = Tensor(3.0)
+  v, i = t.max(0)
+  assert v.shape == i.shape == () and v.item() == 3.0 and i.item() == 0 and i.dtype is dtypes.int64
+  assert t.amax(-1).item() == t.sum(0).item() == t.prod(0).item() == t.flip(0).item() == 3.0 and math.isnan(t.var(0).item())
+  assert t.median(0).values.item() == t.kthvalue(1).values.item() == 3.0 and t.any(0).item() is True
+
+
 # --- sorting and selection
 def test_sort_topk_kthvalue_give_int64_indices():
   x = RNG.permutation(24).reshape(4, 6).astype(np.float32)
