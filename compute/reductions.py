@@ -59,7 +59,7 @@ class ReduceOps(IndexingOps):
   def prod(self: Tensor, dim: int | None = None, keepdim: bool = False, dtype=None) -> Tensor:
     """Product of all elements, or along one dim; integers and bool as int64. Pairwise: log2(n) steps."""
     t = self._widened(dtype)
-    if dim is None: return t.flatten()._prod(0).reshape(())
+    if dim is None: return t.flatten()._prod(0).reshape((1,) * self.ndim if keepdim else ())
     if not isinstance(dim, int): raise TypeError(f"prod(dim) takes one int dim, like PyTorch, got {dim!r}; call it once per dim")
     d = self._axis(dim)
     out = t._prod(d) if self.ndim else t

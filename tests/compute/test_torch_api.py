@@ -23,6 +23,7 @@ def test_reductions_take_dim_and_keepdim_with_numpy_aliases():
   check([(3, 5)], lambda a: a.prod(1), lambda a: np.prod(a, 1), low=0.5, high=1.5)
   check([(3, 5)], lambda a: a.prod(dim=0, keepdim=True), lambda a: np.prod(a, 0, keepdims=True), low=-1.5, high=1.5)
   np.testing.assert_allclose(t.prod().numpy(), np.prod(x), rtol=1e-4)
+  assert t.prod().shape == () and t.prod(keepdim=True).shape == t.sum(keepdim=True).shape == (1, 1, 1)
 
 
 def test_integer_and_bool_sums_and_products_are_int64():
