@@ -93,7 +93,12 @@ class ReduceOps(IndexingOps):
       return self.amax() if largest else self.amin()
     if not isinstance(dim, int):
       raise TypeError(f"{what}(dim) takes one int dim and returns (values, indices); use a{what}(dim={dim!r}) to reduce several dims")
-    return ValuesIndices(self.amax(dim, keepdim) if largest else self.amin(dim, keepdim), self._arg(dim, keepdim, largest))
+    d, idx = self._axis(dim), self._arg(dim, True, largest)
+    if self.ndim == 0: return ValuesIndices(self, idx)
+    n = self.shape[d]
+    # the value at the index: its gradient goes to that one element (amax/amin share it among ties), like PyTorch
+    picked = (type(self).arange(n, device=self.device).reshape(tuple(n if i == d else 1 for i in range(self.ndim))) == idx).where(self, 0)
+    return ValuesIndices(picked.sum(d, keepdim, dtype=picked.dtype).cast(self.dtype), idx if keepdim else idx.squeeze(d))
 
   @torch_args
   def amax(self: Tensor, dim=(), keepdim: bool = False) -> Tensor:

@@ -55,6 +55,15 @@ def test_max_min_along_a_dim_give_values_and_first_int64_indices():
   n = x.copy(); n[3, 2] = np.nan
   assert Tensor(n).argmax(1).tolist()[3] == 2 and math.isnan(Tensor(n).max(1).values.tolist()[3])   # NaN is the maximum
   check([(3, 5)], lambda a: a.max(1).values, lambda a: a.max(1))
+  t = Tensor([[1.0, 3.0, 3.0], [2.0, 2.0, 0.0]], requires_grad=True)
+  t.min(1, keepdim=True).values.sum().backward()
+  assert t.grad.tolist() == [[1, 0, 0], [0, 0, 1]]
+  t.grad = None
+  t.max(1).values.sum().backward()          # the gradient goes to the index returned; amax shares it among ties
+  assert t.grad.tolist() == [[0, 1, 0], [1, 0, 0]]
+  t.grad = None
+  t.amax(1).sum().backward()
+  assert t.grad.tolist() == [[0, 0.5, 0.5], [0.5, 0.5, 0]]
 
 
 @pytest.mark.parametrize("dim,unbiased,correction", [(None, None, None), (1, False, None), (0, None, 2), ((0, 1), True, None)])
