@@ -375,8 +375,11 @@ class Tensor(InPlaceOps):
     return F.Neg.apply(self)
   def maximum(self, x) -> Tensor: return F.Maximum.apply(*self._broadcast(x))
   def minimum(self, x) -> Tensor: return F.Maximum.apply(*self._broadcast(x), op=Ops.MIN)
-  def where(self, x, y) -> Tensor:
-    """self (a condition) chooses x where true, y where false; x and y broadcast together with it."""
+  def where(self, x=None, y=None):
+    """self (a condition) chooses x where true, y where false; x and y broadcast together with it. Without x and y
+    (torch.where(cond)): the indices of the true elements, nonzero(as_tuple=True)."""
+    if x is None and y is None: return self.nonzero(as_tuple=True)
+    if x is None or y is None: raise TypeError("where(cond, x, y) needs both x and y (or neither, for the indices of the true elements)")
     cond = self if self.dtype is dtypes.bool else self != 0
     if not isinstance(x, Tensor) and not isinstance(y, Tensor):
       x = cond._to_tensor(x)

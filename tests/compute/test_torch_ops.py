@@ -167,6 +167,8 @@ def test_isclose_allclose_where_maximum():
   assert compute.allclose(Tensor(a[:2]), Tensor(b[:2])) is True and Tensor(a).allclose(Tensor(b), atol=0.2, equal_nan=True) is True
   c = Tensor([1.0, -2.0, 3.0])
   assert compute.where(c > 0, c, 0.0).tolist() == [1, 0, 3] and compute.maximum(c, Tensor(0.5)).tolist() == [1, 0.5, 3]
+  assert [i.tolist() for i in compute.where(Tensor([[0, 1], [1, 1]]) > 0)] == [[0, 1, 1], [1, 0, 1]]
+  with pytest.raises(TypeError, match=r"where\(cond, x, y\) needs both x and y"): compute.where(c > 0, c)
   assert compute.minimum(c, Tensor([0.0, 0.0, 5.0])).tolist() == [0, -2, 3]
 
 
