@@ -6,13 +6,13 @@
   y.backward(); print(y.item(), x.grad.numpy())
 
 Modules import only modules of lower layers (tests/compute/test_imports.py checks that the imports form a DAG):
-  dtypes, shape      element types; views (index -> memory offset and validity)
+  dtypes, shape, args  element types; views (index -> memory offset and validity); PyTorch's argument spellings
   lazy               the lazy graph of LazyBuffers and its Ops
   schedule           lazy graph -> kernels (fusion) and copies
   codegen            kernel -> C / OpenCL C / CUDA C source and launch size
   runtime            devices, buffers, compiling and running a schedule through drivers.hcq
   function           differentiable primitives on lazy buffers (apply() returns its first input's tensor class)
-  movement, indexing, nnops, sorting, inplace  Tensor's mixins, each on the one before: views, indexing, ops, sort, in-place
+  movement, indexing, reductions, nnops, sorting, torchops, inplace  Tensor's mixins, each on the one before (views to in-place)
   tensor             Tensor (on all of the above), no_grad
   nn.functional, nn.module, optim.lr_scheduler  torch.nn.functional's functions; Module, Parameter, containers; lr schedules
   nn.layers          the layers (Linear, Conv2d, Embedding, LayerNorm, ...)
@@ -28,6 +28,14 @@ from compute import nn, optim
 from compute.jit import jit, JitFunction
 from compute.runtime import CaptureError
 
-einsum = Tensor.einsum
+# torch.<name>(tensor, ...): the Tensor factories and methods of the same name (compute.where(cond, x, y), compute.max(t, 1), ...)
+FUNCTIONS = tuple("""zeros ones full arange eye rand randn linspace logspace manual_seed zeros_like ones_like full_like rand_like
+  randn_like cat stack where maximum minimum chunk split unbind tensor_split narrow movedim moveaxis flip roll tril triu diag
+  diagonal trace outer matmul bmm baddbmm addmm cdist einsum lerp abs sign floor ceil round trunc frac exp log sqrt sin cos tanh
+  sigmoid isnan isinf isfinite nan_to_num clamp clip clamp_min clamp_max log1p expm1 erf atan atan2 arctan2 hypot sum prod mean
+  var std var_mean std_mean amax amin max min argmax argmin any all norm count_nonzero logsumexp softmax log_softmax cumsum
+  cumprod sort argsort topk kthvalue median mode unique allclose isclose nonzero bincount histc searchsorted repeat_interleave
+  gather scatter index_select masked_fill reshape flatten permute transpose squeeze unsqueeze numel""".split())
+for _name in FUNCTIONS: globals()[_name] = getattr(Tensor, _name)
 from_dlpack = Tensor.from_dlpack
-__all__ = ["Tensor", "dtypes", "DType", "Device", "no_grad", "nn", "optim", "einsum", "from_dlpack", "jit", "JitFunction", "CaptureError"]
+__all__ = ["Tensor", "dtypes", "DType", "Device", "no_grad", "nn", "optim", "jit", "JitFunction", "CaptureError", "from_dlpack", *FUNCTIONS]

@@ -65,7 +65,8 @@ class IndexingOps(MovementOps):
     n, pre, post = self.shape[dim], self.shape[:dim], self.shape[dim + 1:]
     hit = index.reshape(index.shape + (1,)) == type(self).arange(n, dtype=index.dtype, device=self.device)
     hit = hit.reshape((1,) * len(pre) + hit.shape + (1,) * len(post))
-    out = hit.where(self.reshape(pre + (1,) * index.ndim + (n,) + post), 0).sum(len(pre) + index.ndim)
+    picked = hit.where(self.reshape(pre + (1,) * index.ndim + (n,) + post), 0)
+    out = picked.sum(len(pre) + index.ndim, dtype=picked.dtype)      # one element each: no widening to int64
     return out if out.dtype is self.dtype else out.cast(self.dtype)
 
   # --- tensor[...]
@@ -178,7 +179,7 @@ class IndexingOps(MovementOps):
     if m == 0: return self
     v = v.reshape((m,) + flat.shape[1:])
     hits = lin.reshape(m, 1) == type(self).arange(flat.shape[0], dtype=lin.dtype, device=self.device)        # (m, N)
-    last = hits.where(type(self).arange(m, device=self.device).reshape(m, 1), -1).max(0)                  # (N,): last writer
+    last = hits.where(type(self).arange(m, device=self.device).reshape(m, 1), -1).amax(0)                # (N,): last writer
     new = (last >= 0).reshape(last.shape + (1,) * (flat.ndim - 1)).where(v._take(0, last.maximum(0)), flat)
     inv = [(adv + rest).index(d) for d in range(view.ndim)]
     new = new.reshape(tuple(view.shape[d] for d in adv + rest)).permute(inv)
@@ -211,7 +212,8 @@ class IndexingOps(MovementOps):
 
   def _gather(self: Tensor, d: int, index: Tensor, n: int) -> Tensor:
     """gather on a tensor already cut to the index's extent outside dim d (indices in range)."""
-    out = self._onehot_along(d, index, n).where(self.unsqueeze(d), 0).sum(d + 1)
+    picked = self._onehot_along(d, index, n).where(self.unsqueeze(d), 0)
+    out = picked.sum(d + 1, dtype=picked.dtype)
     return out if out.dtype is self.dtype else out.cast(self.dtype)
 
   def scatter(self: Tensor, dim: int, index, src, reduce: str | None = None) -> Tensor:
@@ -226,10 +228,10 @@ class IndexingOps(MovementOps):
     else: src = type(self).full(index.shape, src, dtype=self.dtype, device=self.device)
     if index.numel() == 0: return self
     hits = self._onehot_along(d, index, self.shape[d])           # I[:d] + (I[d], n) + I[d+1:]
-    if reduce == "add": new = region + hits.where(src.unsqueeze(d + 1), 0).sum(d).cast(self.dtype)
+    if reduce == "add": new = region + hits.where(src.unsqueeze(d + 1), 0).sum(d, dtype=self.dtype)
     else:
       pos = type(self).arange(index.shape[d], device=self.device).reshape((1,) * d + (index.shape[d], 1) + (1,) * (self.ndim - d - 1))
-      last = hits.where(pos, -1).max(d)                          # region's shape: the last source position per target
+      last = hits.where(pos, -1).amax(d)                        # region's shape: the last source position per target
       new = (last >= 0).where(src._gather(d, last.maximum(0), index.shape[d]), region)
     return self._basic_put(tuple(slice(0, m) if k != d else slice(None) for k, m in enumerate(index.shape)), new)
 

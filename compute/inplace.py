@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from compute.dtypes import DType, dtypes
 from compute.runtime import Capture
-from compute.sorting import SortingOps
+from compute.torchops import TorchOps
 if TYPE_CHECKING: from compute.tensor import Tensor
 
 
@@ -22,7 +22,7 @@ def _castable(src: DType, dst: DType) -> bool:
   return bool(np.can_cast(np_of(src), np_of(dst), "same_kind"))
 
 
-class InPlaceOps(SortingOps):
+class InPlaceOps(TorchOps):
   __slots__ = ()
 
   def _root(self: Tensor) -> Tensor: return self._base if self._base is not None else self

@@ -69,6 +69,9 @@ class MovementOps:
     return self if order == tuple(range(self.ndim)) else self._viewed(F.Permute.apply(self, order=order), ("permute", order))
 
   def transpose(self: Tensor, dim0: int = 1, dim1: int = 0) -> Tensor:
+    """Swap two dims (PyTorch's transpose; numpy's transpose(axes) is permute(axes))."""
+    if not isinstance(dim0, int) or not isinstance(dim1, int):
+      raise TypeError(f"transpose(dim0, dim1) swaps two dims, got {dim0!r}; use permute({dim0!r}) to reorder every dim")
     order = list(range(self.ndim))
     a, b = self._axis(dim0), self._axis(dim1)
     order[a], order[b] = order[b], order[a]
@@ -108,9 +111,12 @@ class MovementOps:
       raise ValueError(f"shrink {bounds} is outside the shape {self.shape}")
     return self if all(b == (0, n) for b, n in zip(bounds, self.shape)) else F.Shrink.apply(self, bounds=bounds)
 
-  def flip(self: Tensor, axis=None) -> Tensor:
-    axes = tuple(range(self.ndim)) if axis is None else tuple(self._axis(a) for a in (axis if isinstance(axis, (tuple, list)) else (axis,)))
-    return F.Flip.apply(self, axes=axes) if axes else self
+  def flip(self: Tensor, *dims, axis=None) -> Tensor:
+    """Reverse the order along dims: flip(0), flip(0, 1), flip([0, 1]) like PyTorch, or numpy's flip(axis=None) (every dim)."""
+    if dims and axis is not None: raise TypeError("flip takes dims or numpy's axis=, not both")
+    dims = _args(dims) if dims else tuple(range(self.ndim)) if axis is None else axis if isinstance(axis, (tuple, list)) else (axis,)
+    axes = tuple(self._axis(a) for a in dims)
+    return F.Flip.apply(self, axes=axes) if axes and self.ndim else self
 
   def flatten(self: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     if self.ndim == 0: return self.reshape(1)

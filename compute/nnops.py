@@ -1,12 +1,10 @@
-"""Tensor reductions and neural-network ops: sum/max/mean/argmax, cumsum/cumprod, matmul, einsum, conv2d, pooling,
-softmax, cross-entropy (a mixin of Tensor; everything is composed from the differentiable primitives)."""
+"""Tensor neural-network ops: matmul, einsum, conv2d, pooling, softmax, cross-entropy (a mixin of Tensor; everything is
+composed from the differentiable primitives)."""
 from __future__ import annotations
-from math import prod
 from typing import TYPE_CHECKING
-from compute import function as F
-from compute.dtypes import dtypes
-from compute.lazy import Ops
-from compute.indexing import IndexingOps
+from compute.dtypes import dtypes, promote
+from compute.args import torch_args
+from compute.reductions import ReduceOps
 if TYPE_CHECKING: from compute.tensor import Tensor
 
 
@@ -16,104 +14,18 @@ def _pair(v, what: str) -> tuple[int, int]:
   return t  # type: ignore[return-value]
 
 
-class NNOps(IndexingOps):
+class NNOps(ReduceOps):
   __slots__ = ()
 
-  # --- reductions
-  def _axes(self: Tensor, axis) -> tuple[int, ...]:
-    if axis is None: return tuple(range(self.ndim))
-    axes = tuple(self._axis(a) for a in (axis if isinstance(axis, (tuple, list)) else (axis,)))
-    if len(set(axes)) != len(axes): raise ValueError(f"repeated axis in {axis}")
-    return axes
+  @torch_args
+  def softmax(self: Tensor, dim: int = -1) -> Tensor:
+    e = (self - self.amax(dim, keepdim=True).detach()).exp()
+    return e / e.sum(dim, keepdim=True)
 
-  def _reduce(self: Tensor, fn, axis, keepdim: bool, **kw) -> Tensor:
-    axes = self._axes(axis)
-    if self.ndim == 0: return self
-    out = fn.apply(self, axes=axes, **kw) if any(self.shape[a] != 1 for a in axes) else self
-    return out if keepdim else out.reshape(tuple(n for i, n in enumerate(self.shape) if i not in axes))
-
-  def sum(self: Tensor, axis=None, keepdim: bool = False, dtype=None) -> Tensor:
-    """Bool and 8-bit integers sum as int32."""
-    t = self.cast(dtype) if dtype is not None else self.cast(dtypes.int32) if self.dtype.itemsize < 4 and not self.dtype.is_float else self
-    return t._reduce(F.Sum, axis, keepdim)
-
-  def max(self: Tensor, axis=None, keepdim: bool = False) -> Tensor:
-    self._nonempty(axis, "max")
-    return self._reduce(F.Max, axis, keepdim)
-
-  def min(self: Tensor, axis=None, keepdim: bool = False) -> Tensor:
-    self._nonempty(axis, "min")
-    return self._reduce(F.Max, axis, keepdim, op=Ops.MIN)
-
-  def _nonempty(self: Tensor, axis, what: str) -> None:
-    if any(self.shape[a] == 0 for a in self._axes(axis)): raise ValueError(f"{what} of an empty axis (shape {self.shape})")
-
-  def mean(self: Tensor, axis=None, keepdim: bool = False) -> Tensor:
-    n = prod(self.shape[a] for a in self._axes(axis))
-    s = self._float().sum(axis, keepdim)
-    return s / n if n else s * float("nan")
-
-  def var(self: Tensor, axis=None, keepdim: bool = False, correction: int = 1) -> Tensor:
-    n = prod(self.shape[a] for a in self._axes(axis))
-    d = self._float() - self._float().mean(axis, keepdim=True)
-    return (d * d).sum(axis, keepdim) / max(n - correction, 0)
-
-  def std(self: Tensor, axis=None, keepdim: bool = False, correction: int = 1) -> Tensor:
-    return self.var(axis, keepdim, correction).sqrt()
-
-  def argmax(self: Tensor, axis=None, keepdim: bool = False) -> Tensor:
-    """Index (int32) of the first largest element along `axis` (of the flattened tensor if None)."""
-    if axis is None:
-      out = self.flatten().argmax(0)
-      return out.reshape((1,) * self.ndim) if keepdim else out
-    a = self._axis(axis)
-    n = self.shape[a]
-    self._nonempty(a, "argmax")
-    rev = type(self).arange(n, 0, -1, device=self.device).reshape(tuple(n if i == a else 1 for i in range(self.ndim)))
-    hit = (self == self.max(a, keepdim=True).detach()).where(rev, 0)
-    return (n - hit.max(a, keepdim=keepdim)).cast(dtypes.int32)
-
-  def argmin(self: Tensor, axis=None, keepdim: bool = False) -> Tensor: return (-self._float()).argmax(axis, keepdim)
-
-  # --- scans
-  def cumsum(self: Tensor, dim: int = 0, dtype=None) -> Tensor:
-    """Running sum along dim (dtype rules of sum). Up to 256 long: one kernel summing a triangle (each output sums
-    its prefix in order); longer: a log2(n)-step scan."""
-    t = self.cast(dtype) if dtype is not None else self.cast(dtypes.int32) if self.dtype.itemsize < 4 and not self.dtype.is_float else self
-    if self.ndim == 0: return t
-    d, n = self._axis(dim), self.shape[self._axis(dim)]
-    if n > 256: return t._scan(d, False)
-    i = type(self).arange(n, device=self.device)
-    tri = (i.reshape(1, n) <= i.reshape(n, 1)).reshape((1,) * d + (n, n) + (1,) * (self.ndim - d - 1))   # [i, j]: j <= i
-    return tri.where(t.unsqueeze(d), 0).sum(d + 1)
-
-  def cumprod(self: Tensor, dim: int = 0, dtype=None) -> Tensor:
-    """Running product along dim: a log2(n)-step scan (products grouped pairwise, not left to right)."""
-    t = self.cast(dtype) if dtype is not None else self.cast(dtypes.int32) if self.dtype.itemsize < 4 and not self.dtype.is_float else self
-    return t if self.ndim == 0 else t._scan(self._axis(dim), True)
-
-  def _scan(self: Tensor, d: int, mul: bool) -> Tensor:
-    """Hillis-Steele inclusive scan: step s combines every element with the one s before it (s = 1, 2, 4, ...)."""
-    n, t, s = self.shape[d], self, 1
-    while s < n:
-      prev = t.shrink(tuple((0, n - s) if i == d else None for i in range(t.ndim)))
-      prev = prev.pad(tuple((s, 0) if i == d else None for i in range(t.ndim)), value=1 if mul else 0)
-      t = (t * prev if mul else t + prev).contiguous()
-      s *= 2
-    return t
-
-  def logsumexp(self: Tensor, axis=-1, keepdim: bool = False) -> Tensor:
-    m = self.max(axis, keepdim=True).detach()
-    out = (self - m).exp().sum(axis, keepdim=True).log() + m
-    return out if keepdim else out.squeeze(self._axis(axis)) if self.ndim else out
-
-  def softmax(self: Tensor, axis: int = -1) -> Tensor:
-    e = (self - self.max(axis, keepdim=True).detach()).exp()
-    return e / e.sum(axis, keepdim=True)
-
-  def log_softmax(self: Tensor, axis: int = -1) -> Tensor:
-    s = self - self.max(axis, keepdim=True).detach()
-    return s - s.exp().sum(axis, keepdim=True).log()
+  @torch_args
+  def log_softmax(self: Tensor, dim: int = -1) -> Tensor:
+    s = self - self.amax(dim, keepdim=True).detach()
+    return s - s.exp().sum(dim, keepdim=True).log()
 
   # --- linear algebra
   def dot(self: Tensor, w: Tensor) -> Tensor:
@@ -123,7 +35,8 @@ class NNOps(IndexingOps):
     if x.device != w.device: raise RuntimeError(f"matmul operands are on different devices ({x.device} and {w.device})")
     k_x, k_w = x.shape[-1], w.shape[-2] if w.ndim > 1 else w.shape[0]
     if k_x != k_w: raise ValueError(f"matmul shape mismatch: {x.shape} @ {w.shape} (inner dims {k_x} and {k_w} differ)")
-    dt = dtypes.int32 if x.dtype.itemsize < 4 and not x.dtype.is_float and not w.dtype.is_float else None
+    dt = promote(x.dtype, w.dtype)
+    if not dt.is_float and dt.itemsize < 4: dt = dtypes.int32                 # small integers and bool accumulate as int32
     xs = x.reshape(x.shape[:-1] + (1, k_x)) if x.ndim > 1 else x.reshape(1, 1, k_x)
     wt = w.transpose(-1, -2) if w.ndim > 1 else w.reshape(1, k_w)
     wt = wt.reshape(wt.shape[:-2] + (1,) + wt.shape[-2:])
@@ -176,7 +89,7 @@ class NNOps(IndexingOps):
     prod_ = terms[0]
     for t in terms[1:]: prod_ = prod_ * t
     prod_ = prod_._expand_to(tuple(sizes[c] for c in labels))
-    return prod_.sum(tuple(range(len(out), len(labels)))) if len(labels) > len(out) else prod_
+    return prod_.sum(tuple(range(len(out), len(labels))), dtype=prod_.dtype) if len(labels) > len(out) else prod_
 
   def _diagonal(self: Tensor, a: int, b: int) -> Tensor:
     """Dims a and b (equal sizes n) replaced by one last dim of size n: element [..., i] = self[..., i, ..., i, ...]."""
@@ -227,7 +140,7 @@ class NNOps(IndexingOps):
     pad = _pair(padding, "padding")
     x = self.pad(((0, 0),) * (self.ndim - 2) + ((pad[0], pad[0]), (pad[1], pad[1])), value=float("-inf")) if any(pad) else self
     win = x._pool(k, _pair(stride if stride is not None else k, "stride"), _pair(dilation, "dilation"))
-    return win.max((-2, -1))
+    return win.amax((-2, -1))
 
   def avg_pool2d(self: Tensor, kernel_size=2, stride=None, padding=0) -> Tensor:
     """Average over each window, padding included in the count."""

@@ -5,6 +5,7 @@ from math import prod
 from typing import Any
 import numpy as np
 from compute import function as F
+from compute.args import torch_args
 from compute.dtypes import DType, dtypes, promote, promote_scalar, check_fits
 from compute.lazy import LazyBuffer, Ops
 from compute.runtime import Device, buffer_from_numpy, buffer_to_numpy, run_schedule
@@ -81,8 +82,13 @@ class Tensor(InPlaceOps):
   def device(self) -> str: return self.lazydata.device
   @property
   def ndim(self) -> int: return len(self.shape)
+  def dim(self) -> int: return len(self.shape)
+  ndimension = dim
   def numel(self) -> int: return prod(self.shape)
+  nelement = numel
   def size(self, dim: int | None = None): return self.shape if dim is None else self.shape[self._axis(dim)]
+  def element_size(self) -> int: return self.dtype.itemsize
+  def is_floating_point(self) -> bool: return self.dtype.is_float
   def __len__(self) -> int:
     if not self.shape: raise TypeError("len() of a 0-d tensor")
     return self.shape[0]
@@ -162,13 +168,28 @@ class Tensor(InPlaceOps):
     if self.numel() != 1: raise ValueError(f"item() needs a tensor with one element, this one has shape {self.shape}")
     return self.numpy().reshape(()).item()
 
-  def to(self, device: str) -> Tensor:
-    device = Device.canonicalize(device)
-    if device == self.device: return self
-    Device[device]   # open it now: an unavailable device is an error here, not at the next realize
-    return F.Copy.apply(self, device=device)
+  def to(self, *args, device: str | None = None, dtype: DType | str | None = None, non_blocking: bool = False, copy: bool = False) -> Tensor:
+    """to(device), to(dtype), to(device, dtype), to(other) (its device and dtype), or device=/dtype= keywords, like
+    PyTorch; the same tensor when nothing changes (a new one with copy=True). non_blocking: copies are lazy anyway."""
+    for a in args:
+      if isinstance(a, Tensor):
+        if len(args) > 1: raise TypeError("to(other) takes only the tensor whose device and dtype to take")
+        device, dtype = a.device, a.dtype
+      elif isinstance(a, str) and getattr(dtypes, a, None) not in dtypes.all: device = a
+      else:
+        try: dtype = dtypes.get(a)
+        except TypeError: raise TypeError(f"to() takes a device string, a dtype or a tensor, got {a!r}") from None
+    out = self if dtype is None else self.cast(dtype)
+    device = Device.canonicalize(device) if device is not None else self.device
+    if device != out.device:
+      Device[device]   # open it now: an unavailable device is an error here, not at the next realize
+      out = F.Copy.apply(out, device=device)
+    return out.clone() if copy and out is self else out
 
   def contiguous(self) -> Tensor: return F.Contiguous.apply(self)
+  def clone(self) -> Tensor:
+    """A copy with its own storage: in-place changes of either do not show in the other; gradients flow back."""
+    return F.Contiguous.apply(self)
   def detach(self) -> Tensor:
     """The same values outside the autograd graph; like PyTorch it shares storage: in-place changes show in both."""
     return self._viewed(Tensor._from_lazy(self.lazydata), ("detach",))
@@ -191,6 +212,12 @@ class Tensor(InPlaceOps):
   def zeros_like(self, **kw) -> Tensor: return Tensor.full(self.shape, 0, **{"dtype": self.dtype, "device": self.device, **kw})
   def ones_like(self, **kw) -> Tensor: return Tensor.full(self.shape, 1, **{"dtype": self.dtype, "device": self.device, **kw})
   def full_like(self, fill: Scalar, **kw) -> Tensor: return Tensor.full(self.shape, fill, **{"dtype": self.dtype, "device": self.device, **kw})
+  def rand_like(self, **kw) -> Tensor: return Tensor.rand(self.shape, **{"dtype": self.dtype, "device": self.device, **kw})
+  def randn_like(self, **kw) -> Tensor: return Tensor.randn(self.shape, **{"dtype": self.dtype, "device": self.device, **kw})
+  def new_full(self, size, fill: Scalar, **kw) -> Tensor: return Tensor.full(size, fill, **{"dtype": self.dtype, "device": self.device, **kw})
+  def new_zeros(self, *size, **kw) -> Tensor: return self.new_full(_shape_arg(size), 0, **kw)
+  def new_ones(self, *size, **kw) -> Tensor: return self.new_full(_shape_arg(size), 1, **kw)
+  def new_tensor(self, data, **kw) -> Tensor: return Tensor(data, **{"dtype": self.dtype, "device": self.device, **kw})
 
   @staticmethod
   def arange(start: Scalar, stop: Scalar | None = None, step: Scalar = 1, dtype=None, device: str | None = None) -> Tensor:
@@ -202,6 +229,21 @@ class Tensor(InPlaceOps):
     out = Tensor._from_lazy(LazyBuffer.arange(n, start, step, dt, Device.canonicalize(device)))
     if dt.is_int and n: note_range(out.lazydata, min(start, start + step * (n - 1)), max(start, start + step * (n - 1)))
     return out
+
+  @staticmethod
+  def linspace(start: float, end: float, steps: int, dtype=None, device: str | None = None) -> Tensor:
+    """`steps` values from start to end inclusive, evenly spaced (float32 by default); the second half is counted back
+    from end, so both ends are exact."""
+    if not isinstance(steps, int) or steps < 0: raise ValueError(f"linspace steps must be a non-negative int, got {steps!r}")
+    dt = dtypes.get(dtype) or dtypes.float32
+    if steps <= 1: return Tensor.full((steps,), start, dtype=dt, device=device)
+    step = (end - start) / (steps - 1)
+    i = Tensor.arange(steps, device=device).cast(dtypes.float64 if dt is dtypes.float64 else dtypes.float32)
+    return (i < steps // 2).where(start + i * step, end - (steps - 1 - i) * step).cast(dt)
+
+  @staticmethod
+  def logspace(start: float, end: float, steps: int, base: float = 10.0, dtype=None, device: str | None = None) -> Tensor:
+    return (base ** Tensor.linspace(start, end, steps, dtype=dtypes.float64, device=device)).cast(dtypes.get(dtype) or dtypes.float32)
 
   @staticmethod
   def eye(n: int, m: int | None = None, dtype=None, device: str | None = None) -> Tensor:
@@ -306,9 +348,15 @@ class Tensor(InPlaceOps):
     if dtype.is_float and self.dtype.is_float: return F.Cast.apply(self, dtype=dtype)
     return Tensor._from_lazy(self.lazydata.cast(dtype))
   def float(self) -> Tensor: return self.cast(dtypes.float32)
+  def double(self) -> Tensor: return self.cast(dtypes.float64)
   def half(self) -> Tensor: return self.cast(dtypes.float16)
+  def bfloat16(self) -> Tensor: return self.cast(dtypes.bfloat16)
+  def long(self) -> Tensor: return self.cast(dtypes.int64)
   def int(self) -> Tensor: return self.cast(dtypes.int32)
+  def char(self) -> Tensor: return self.cast(dtypes.int8)
+  def byte(self) -> Tensor: return self.cast(dtypes.uint8)
   def bool(self) -> Tensor: return self.cast(dtypes.bool)
+  def type_as(self, other: Tensor) -> Tensor: return self.cast(other.dtype)
 
   # --- arithmetic
   def add(self, x, reverse=False) -> Tensor: return F.Add.apply(*self._broadcast(x, reverse))
@@ -348,8 +396,11 @@ class Tensor(InPlaceOps):
     return F.Neg.apply(self)
   def maximum(self, x) -> Tensor: return F.Maximum.apply(*self._broadcast(x))
   def minimum(self, x) -> Tensor: return F.Maximum.apply(*self._broadcast(x), op=Ops.MIN)
-  def where(self, x, y) -> Tensor:
-    """self (a condition) chooses x where true, y where false; x and y broadcast together with it."""
+  def where(self, x=None, y=None):
+    """self (a condition) chooses x where true, y where false; x and y broadcast together with it. Without x and y
+    (torch.where(cond)): the indices of the true elements, nonzero(as_tuple=True)."""
+    if x is None and y is None: return self.nonzero(as_tuple=True)
+    if x is None or y is None: raise TypeError("where(cond, x, y) needs both x and y (or neither, for the indices of the true elements)")
     cond = self if self.dtype is dtypes.bool else self != 0
     if not isinstance(x, Tensor) and not isinstance(y, Tensor):
       x = cond._to_tensor(x)
@@ -430,6 +481,7 @@ class Tensor(InPlaceOps):
   def ceil(self) -> Tensor:
     t = self.trunc()
     return (t < self).where(t + 1, t) if self.dtype.is_float else self
+  @torch_args
   def clamp(self, min=None, max=None) -> Tensor:
     """Elementwise max(min, ...) then min(..., max), like torch.clamp (NaN stays NaN; min > max gives max)."""
     if min is None and max is None: raise ValueError("clamp needs min or max (or both)")

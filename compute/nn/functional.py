@@ -39,22 +39,12 @@ def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = Fals
   return input.copy_(out) if inplace else out
 
 
-def _erf(x: Tensor) -> Tensor:
-  """erf by Abramowitz and Stegun, Handbook of Mathematical Functions, formula 7.1.26 (|error| <= 1.5e-7), odd by
-  symmetry; the branches keep d/dx at 0 equal to 2/sqrt(pi)."""
-  pos = x >= 0
-  a = pos.where(x, -x)
-  t = 1 / (1 + 0.3275911 * a)
-  y = 1 - t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429)))) * (-a * a).exp()
-  return pos.where(y, -y)
-
-
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:
   """x * Phi(x) with the Gaussian CDF Phi exact (erf), or its tanh approximation with approximate='tanh'."""
   if approximate == "tanh": return input.gelu()
   if approximate != "none": raise ValueError(f"gelu approximate must be 'none' or 'tanh', got {approximate!r}")
   x = input if input.dtype.is_float else input.float()
-  return 0.5 * x * (1 + _erf(x * (1 / math.sqrt(2))))
+  return 0.5 * x * (1 + (x * (1 / math.sqrt(2))).erf())
 
 
 def _softmax_dim(ndim: int, what: str) -> int:

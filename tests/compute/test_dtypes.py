@@ -35,8 +35,8 @@ def test_int64_arithmetic_like_numpy():
   x = Tensor(a.reshape(2, 3))
   for axis in (None, 0, 1):
     np.testing.assert_array_equal(x.sum(axis).numpy(), a.reshape(2, 3).sum(axis))
-    np.testing.assert_array_equal(x.max(axis).numpy(), a.reshape(2, 3).max(axis))
-    np.testing.assert_array_equal(x.min(axis).numpy(), a.reshape(2, 3).min(axis))
+    np.testing.assert_array_equal(x.amax(axis).numpy(), a.reshape(2, 3).max(axis))
+    np.testing.assert_array_equal(x.amin(axis).numpy(), a.reshape(2, 3).min(axis))
     np.testing.assert_array_equal(x.argmax(axis).numpy(), a.reshape(2, 3).argmax(axis))
   m = np.array([[2**33, -1], [5, 2**31]], np.int64)
   np.testing.assert_array_equal((Tensor(m) @ Tensor(m)).numpy(), m @ m)
@@ -50,7 +50,8 @@ def test_uint32_arithmetic_like_numpy():
     assert t.numpy().dtype == n.dtype, (t.numpy().dtype, n.dtype)
     np.testing.assert_array_equal(t.numpy(), n)
   assert ta.max().item() == 2**32 - 1 and ta.min().item() == 0
-  assert ta.sum().item() == int(a.sum(dtype=np.uint32)) and ta.sum(dtype="int64").item() == int(a.sum())   # sums keep the width
+  assert ta.sum().dtype is dtypes.int64 and ta.sum().item() == int(a.sum())    # integer sums are int64, like PyTorch
+  assert ta.sum(dtype="uint32").item() == int(a.sum(dtype=np.uint32))          # unless dtype= keeps the width (and wraps)
 
 
 def test_float64_arithmetic_keeps_double_precision():
