@@ -2,8 +2,8 @@
 emulated NICs), next to the raw UDP throughput between two processes measured in the same run (bench/rdma_udp.py):
 the NIC models' physical limit here.
 
-Usage: python bench/allreduce.py [--nic bnxt|mlx5] [SIZE ...]   (bytes of float32 per rank; default 4 KiB, 256 KiB,
-4 MiB)
+Usage: python bench/allreduce.py [--nic NIC] [SIZE ...]   (a registered RDMA NIC vendor, by default the first; bytes of float32
+per rank, default 4 KiB, 256 KiB, 4 MiB)
   udp/throughput_mbps        see bench/rdma_udp.py (4 MiB messages)
   allreduce/busbw_mbps       nccl-tests' bus bandwidth: algbw x 2(n-1)/n, algbw = SIZE / the time of one all_reduce
                              (the mean over the timed iterations, after one untimed; `algbw` is printed beside it)
@@ -12,6 +12,7 @@ Run as `python bench/allreduce.py rank SIZE ...` it is one rank (started by mpir
 import json, os, sys, time
 from pathlib import Path
 from figures import emit, skipped
+from rdma_common import nic_option
 from rdma_udp import udp_throughput
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,7 +59,5 @@ if __name__ == "__main__":
   args = sys.argv[1:]
   if args[:1] == ["rank"]: rank([int(a) for a in args[1:]])
   else:
-    nic = "bnxt"
-    if args[:1] == ["--nic"]: nic, args = args[1], args[2:]
-    if nic not in ("bnxt", "mlx5"): sys.exit(f"--nic {nic}: bnxt or mlx5")
+    nic, args = nic_option(args)
     main(nic, [int(a) for a in args] or list(SIZES))

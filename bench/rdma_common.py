@@ -19,6 +19,16 @@ SIGNAL_EVERY = 8                         # one WRITE in this many asks for a com
                                          # retire with it, and the waiting side wakes once per message, for the peer's
 
 
+def nic_option(args: list[str]) -> tuple[str, list[str]]:
+  """(nic, the rest) from a leading `--nic NIC`: a registered RDMA NIC vendor (drivers.rdma.rdma_vendors), by default the first."""
+  from drivers.rdma import rdma_vendors
+  nics = list(rdma_vendors())
+  nic = next(iter(nics), "")
+  if args[:1] == ["--nic"]: nic, args = args[1], args[2:]
+  if nic not in nics: sys.exit(f"--nic {nic}: one of {', '.join(nics) or 'none (no RDMA NIC vendor is registered)'}")
+  return nic, args
+
+
 def write_bw(size: int, nic: str = "bnxt", pci: str = "mock-0", remote_pci: str = "mock-1") -> float:
   iters = max(16, min(2000, (256 << 20) // size))      # 256 MiB (or 2000 messages): long enough to average the load out
   r = subprocess.run([str(BIN / "hcq-rdma"), "connect", "--nic", nic, "--pci", pci, "--local", "--remote-pci", remote_pci,

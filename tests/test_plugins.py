@@ -4,7 +4,9 @@ from pathlib import Path
 
 import pytest
 
+from common.plugin import KernelModel, PCIModel
 from drivers.hcq import open_device, available_vendors, valid_forms, parse_device
+from drivers.system.registry import Mock, Vendor, model, vendors
 
 REPO = Path(__file__).resolve().parents[1]
 PLUGINS = REPO / "tests" / "plugins"          # the toy vendor's package, outside drivers/
@@ -20,7 +22,7 @@ def toy_installed(tmp_path, monkeypatch) -> str:
   (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: hcq-toy\nVersion: 0.1\n")
   (dist / "entry_points.txt").write_text("[hcq.vendors]\nTOY = toyvendor:VENDOR\n\n[hcq.models]\ntoyfn = toyvendor.model:MODEL\n")
   for p in (PLUGINS, dist.parent): monkeypatch.syspath_prepend(str(p))
-  return os.pathsep.join([str(dist.parent), str(PLUGINS)])
+  return os.pathsep.join([str(dist.parent), str(PLUGINS), *filter(None, [os.environ.get("PYTHONPATH")])])   # and this checkout
 
 
 def hcq_smi(pythonpath: str, *argv: str) -> subprocess.CompletedProcess:
@@ -48,6 +50,29 @@ def test_toy_vendor_opens_by_device_string_and_hcq_smi_lists_its_device(toy_inst
   assert r.stdout.splitlines()[1].split()[-1] == "no"
   r = hcq_smi(toy_installed, "toy", "rmmod", "--expect")
   assert (r.returncode, r.stdout.strip()) == (0, "Kernel modules are not loaded")
+
+
+def test_every_mock_interface_runs_on_a_registered_model_of_its_kind():
+  """Each vendor's `mocks` table names a kernel-driver model for a MOCK interface reached through the kernel, a PCI
+  model for one reached as a PCI function (bare or behind the USB bridge); its PCI models are among the vendor's."""
+  table = [(v, iface, m) for v in vendors() for iface, m in v.mocks.items()]
+  assert {m.via for _, _, m in table} == {"kernel", "pci", "usb"}
+  for v, iface, m in table:
+    assert isinstance(model(m.model), KernelModel if m.via == "kernel" else PCIModel), (v.name, iface, m)
+    assert (m.model in v.models) == (m.via != "kernel") and f"{iface}+{v.name}" in v.emulated_devices, (v.name, iface, m)
+
+
+def test_a_vendor_declares_what_each_of_its_mock_interfaces_runs_on():
+  with pytest.raises(ValueError, match=r"vendor TOY2: its MOCK interfaces \['MOCK'\] and those its `mocks` table names \[\] differ"):
+    Vendor("TOY2", interfaces=("MOCK",))
+  with pytest.raises(ValueError, match=r"interfaces \[\] and those its `mocks` table names \['MOCKPCI'\] differ"):
+    Vendor("TOY2", lock_prefix="toy2", mocks={"MOCKPCI": Mock("toyfn", "pci")})
+  with pytest.raises(ValueError, match=r"Mock\('toyfn', via='bus'\): via is one of kernel, pci, usb"): Mock("toyfn", "bus")  # type: ignore[arg-type]
+  with pytest.raises(ValueError, match="emulated devices of model toyfn take its lock; declare lock_prefix"):
+    Vendor("TOY2", interfaces=("MOCK",), mocks={"MOCK": Mock("toyfn", "pci")})
+  toy2 = Vendor("TOY2", interfaces=("PCI", "MOCK"), lock_prefix="toy2", models=("toyold",), mocks={"MOCK": Mock("toyfn", "usb")})
+  assert (toy2.models, toy2.kernel_models, toy2.emulated_devices) == (("toyold", "toyfn"), {}, ("MOCK+TOY2",))
+  with pytest.raises(ValueError, match=r"PCI\+TOY2 is no emulated interface; those of TOY2: MOCK"): toy2.open_mock("PCI")
 
 
 def test_toy_vendor_is_absent_without_its_metadata():

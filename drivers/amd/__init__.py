@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 from drivers.system.discovery import CLASS_DISPLAY, CLASS_ACCELERATOR, PCIInfo
-from drivers.system.registry import Usage, Vendor
+from drivers.system.registry import Mock, Usage, Vendor
 
 if TYPE_CHECKING:
   from drivers.amd.device import AMDDevice
@@ -65,18 +65,17 @@ def _open(spec: DeviceSpec) -> AMDDevice:
   from drivers.amd.device import AMDDevice
   iface = spec.iface or _auto()
   name = f"{iface}+AMD" + (f":{spec.index}" if spec.index else "")
+  mock = iface in VENDOR.mocks
   if iface in ("KFD", "MOCKKFD"):
     from drivers.amd.kfd import KFDIface
     from drivers.system.kernel import kernel_interface
-    return AMDDevice(name, KFDIface(kernel_interface("kfd" if iface == "MOCKKFD" else None), spec.index))
+    return AMDDevice(name, KFDIface(VENDOR.open_mock(iface) if mock else kernel_interface(), spec.index))
   if iface in ("USB", "MOCKUSB"):
     from drivers.amd.usb import USBIface
-    from drivers.system.usb import ModelUSBPCIDevice, open_usb
-    return AMDDevice(name, USBIface(ModelUSBPCIDevice("navi31", spec.index, LOCK_PREFIX) if iface == "MOCKUSB"
-                                    else open_usb(spec.index, LOCK_PREFIX)))
+    from drivers.system.usb import open_usb
+    return AMDDevice(name, USBIface(VENDOR.open_mock(iface, spec.index) if mock else open_usb(spec.index, LOCK_PREFIX)))
   from drivers.amd.pci import PCIIface
-  from drivers.system.pci import open_model
-  return AMDDevice(name, PCIIface(open_model("navi31", spec.index, LOCK_PREFIX) if iface == "MOCKPCI" else _pci_device(spec.index)))
+  return AMDDevice(name, PCIIface(VENDOR.open_mock(iface, spec.index) if mock else _pci_device(spec.index)))
 
 
 VENDOR = Vendor(
@@ -84,5 +83,6 @@ VENDOR = Vendor(
   # the default device when no GPU is present: the emulated Navi31 booted through the userspace PCI driver
   emulated="MOCKPCI+AMD", priority=0,
   lock_prefix=LOCK_PREFIX, modules=("amdgpu",), load=("amdgpu",), pci_vendors=(PCI_VENDOR,),
-  pci_classes=(CLASS_DISPLAY, CLASS_ACCELERATOR), device_names=DEVICE_NAMES, models=("navi31",),
-  kernel_models={"MOCKKFD": "kfd"}, usage=_usage, usb_bridges=True)
+  pci_classes=(CLASS_DISPLAY, CLASS_ACCELERATOR), device_names=DEVICE_NAMES, usage=_usage, usb_bridges=True,
+  # the emulated Navi31 (emu/navi31) through the AM driver, bare or behind the USB bridge model; the KFD model (emu/kfd)
+  mocks={"MOCKKFD": Mock("kfd", "kernel"), "MOCKPCI": Mock("navi31", "pci"), "MOCKUSB": Mock("navi31", "usb")})

@@ -1,11 +1,11 @@
 """Qualcomm Adreno GPUs (a6xx, a7xx) through the KGSL kernel driver (autogen.msm_kgsl: its ioctl ABI;
 drivers.qcom.kgsl: one GPU's context, memory, submission and timestamps; drivers.qcom.cp: CP packets;
 drivers.qcom.device: the queue API). Device strings: QCOM (/dev/kgsl-3d0), MOCK+QCOM (the same driver against the
-KGSL model, emu/kgsl: kernel_interface(mock="kgsl")). Copies, signals, waits and timestamps; no kernels yet, so QCOM is
+KGSL model, emu/kgsl: its `mocks` entry). Copies, signals, waits and timestamps; no kernels yet, so QCOM is
 never picked as the default device."""
 from __future__ import annotations
 from typing import TYPE_CHECKING
-from drivers.system.registry import Vendor
+from drivers.system.registry import Mock, Vendor
 
 if TYPE_CHECKING:
   from drivers.hcq.devspec import DeviceSpec
@@ -17,7 +17,7 @@ def _open(spec: DeviceSpec) -> QCOMDevice:
   from drivers.qcom.kgsl import KGSL
   from drivers.system.kernel import kernel_interface
   mock = spec.iface == "MOCK"
-  return QCOMDevice("MOCK+QCOM" if mock else "QCOM", KGSL(kernel_interface("kgsl" if mock else None)))
+  return QCOMDevice("MOCK+QCOM" if mock else "QCOM", KGSL(VENDOR.open_mock("MOCK") if mock else kernel_interface()))
 
 
-VENDOR = Vendor("QCOM", interfaces=("MOCK",), open=_open, single=True, kernel_models={"MOCK": "kgsl"})
+VENDOR = Vendor("QCOM", interfaces=("MOCK",), open=_open, single=True, mocks={"MOCK": Mock("kgsl", "kernel")})

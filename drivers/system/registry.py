@@ -14,12 +14,13 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Literal, Mapping, get_args
 
 from common.plugin import BridgeModel, PCIModel, KernelModel
 
 VENDOR_GROUP, MODEL_GROUP = "hcq.vendors", "hcq.models"
 MODEL_KINDS = (PCIModel, KernelModel, BridgeModel)
+Via = Literal["kernel", "pci", "usb"]       # how a driver reaches the model a MOCK interface runs on (Mock)
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,20 @@ class Usage:
   memory_used: int | None = None             # bytes of device memory in use
   memory_total: int | None = None
   utilisation: int | None = None             # % of the time the device was busy
+
+
+@dataclass(frozen=True)
+class Mock:
+  """What a MOCK interface runs on in place of the hardware: the registered model (hcq.models) `model`, which the driver
+  reaches `via` its kernel (a KernelModel behind its system calls: drivers/system/kernel.py kernel_interface), PCI
+  (emulated device <index> of a PCIModel, the function on bus mock-<index>: drivers/system/pci.py open_model) or USB
+  (that device behind the USB bridge model: drivers/system/usb.py ModelUSBPCIDevice)."""
+  model: str
+  via: Via
+
+  def __post_init__(self) -> None:
+    if self.via not in (ways := get_args(Via)):
+      raise ValueError(f"Mock({self.model!r}, via={self.via!r}): via is one of {', '.join(ways)}")
 
 
 @dataclass(frozen=True)
@@ -49,19 +64,49 @@ class Vendor:
   pci_vendors: tuple[int, ...] = ()          # PCI vendor ids of its functions
   pci_classes: tuple[int, ...] = ()          # PCI base classes of the functions it drives
   device_names: Mapping[tuple[int, int], str] = field(default_factory=dict)   # (vendor id, device id) -> marketing name
-  models: tuple[str, ...] = ()               # the PCI models (hcq.models) emulating its devices
-  kernel_models: Mapping[str, str] = field(default_factory=dict)   # <iface> -> the kernel-driver model (hcq.models) it runs on
+  models: tuple[str, ...] = ()               # the PCI models (hcq.models) emulating its devices; those `mocks` name join them
+  mocks: Mapping[str, Mock] = field(default_factory=dict)   # each MOCK* <iface> -> what it runs on (open_mock)
   usage: Callable[[str, Any], Usage] | None = None   # (bus, its discovery PCIInfo or None) -> what hcq_smi list shows
   usb_bridges: bool = False                  # its devices also come behind USB-to-PCIe bridges (drivers/system/usb.py)
   rdma: Callable[..., Any] | None = None     # its NICs' verbs provider: (PCI bus or mock-<n>, **options) -> drivers.rdma Provider
+
+  def __post_init__(self) -> None:
+    declared, named = {i for i in self.interfaces if i.startswith("MOCK")}, set(self.mocks)
+    if declared != named:
+      raise ValueError(f"vendor {self.name}: its MOCK interfaces {sorted(declared)} and those its `mocks` table names "
+                       f"{sorted(named)} differ: declare what each MOCK interface runs on (a Mock), and no other")
+    pci = [m.model for m in self.mocks.values() if m.via != "kernel"]
+    if pci and self.lock_prefix is None:
+      raise ValueError(f"vendor {self.name}: its emulated devices of model {pci[0]} take its lock; declare lock_prefix")
+    object.__setattr__(self, "models", tuple(dict.fromkeys((*self.models, *pci))))
 
   @property
   def smi_name(self) -> str: return self.name.lower()
 
   @property
+  def kernel_models(self) -> dict[str, str]:
+    """<iface> -> the kernel-driver model (hcq.models) that MOCK interface runs on."""
+    return {i: m.model for i, m in self.mocks.items() if m.via == "kernel"}
+
+  def open_mock(self, iface: str, index: int = 0) -> Any:
+    """What MOCK interface `iface` runs on, as `mocks` declares it: a KernelInterface over the kernel-driver model, or
+    emulated device `index` of the PCI model as a PCIDevice (on bus mock-<index>, or behind the USB bridge model)
+    holding this vendor's lock."""
+    if (m := self.mocks.get(iface)) is None:
+      raise ValueError(f"{iface}+{self.name} is no emulated interface; those of {self.name}: {', '.join(self.mocks) or 'none'}")
+    if m.via == "kernel":
+      from drivers.system.kernel import kernel_interface
+      return kernel_interface(m.model)
+    if m.via == "usb":
+      from drivers.system.usb import ModelUSBPCIDevice
+      return ModelUSBPCIDevice(m.model, index, self.lock_prefix)
+    from drivers.system.pci import open_model
+    return open_model(m.model, index, self.lock_prefix)
+
+  @property
   def emulated_devices(self) -> tuple[str, ...]:
     """Its device strings that run on its models, not hardware: `emulated`, then each MOCK* interface's."""
-    mocks = [f"{i}+{self.name}" for i in self.interfaces if i.startswith("MOCK")]
+    mocks = [f"{i}+{self.name}" for i in self.interfaces if i in self.mocks]
     return tuple(dict.fromkeys([self.emulated, *mocks] if self.emulated else mocks))
 
 

@@ -9,7 +9,9 @@ import pytest
 
 from compute.distributed import launch as launcher
 from compute.distributed.launch import local_mpirun
+from drivers.rdma import rdma_vendors
 
+NICS = list(rdma_vendors())            # every registered RDMA NIC vendor
 WORKER = Path(__file__).with_name("distributed_worker.py")
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -29,7 +31,7 @@ def checks_of(lines: list[dict], rank: int) -> dict[str, dict]:
   return {l["check"]: l for l in lines if l["rank"] == rank}
 
 
-@pytest.mark.parametrize("n,nic", [(2, "bnxt"), (2, "mlx5"), (3, "bnxt"), (3, "mlx5")])
+@pytest.mark.parametrize("n,nic", [(n, nic) for n in (2, 3) for nic in NICS])
 def test_collectives_match_numpy_on_every_rank(n, nic):
   r, lines = launch(n, "collectives", HCQ_NIC=nic, HCQ_DIST_TIMEOUT_S="60")
   assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
@@ -40,7 +42,7 @@ def test_collectives_match_numpy_on_every_rank(n, nic):
   assert not failed, failed
 
 
-@pytest.mark.parametrize("nic", ["bnxt", "mlx5"])
+@pytest.mark.parametrize("nic", NICS)
 def test_a_gpu_without_peer_to_peer_goes_through_host_memory_counting_the_copies(nic):
   """MOCKKFD+AMD gives peers no bus addresses of VRAM: the NIC reaches host-visible buffers, and each all_reduce copies
   its input in and its result out (the rest of the collectives likewise)."""
@@ -53,7 +55,7 @@ def test_a_gpu_without_peer_to_peer_goes_through_host_memory_counting_the_copies
     assert all(c["ok"] for c in checks.values()), [c for c in checks.values() if not c["ok"]]
 
 
-@pytest.mark.parametrize("nic", ["bnxt", "mlx5"])
+@pytest.mark.parametrize("nic", NICS)
 def test_ranks_that_all_reduce_different_sizes_are_told_so(nic):
   """The chunk's length travels in the immediate, so every vendor catches it (bnxt reports no length for a WRITE
   with immediate)."""

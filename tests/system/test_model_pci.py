@@ -2,7 +2,9 @@
 import numpy as np
 import pytest
 from emu.pci import PCIFunction, DMAFault, PCI_COMMAND, PCI_BASE_ADDRESS_0
+from common.plugin import PCIModel
 from drivers.system import ModelPCIDevice, DeviceBusyError, MemMMIO
+from drivers.system.registry import models
 
 REG_ADDR_LO, REG_ADDR_HI, REG_VALUE, REG_DOORBELL, REG_ID = 0x0, 0x4, 0x8, 0xC, 0x10
 DEVICE_ID = 0xC0DE
@@ -131,7 +133,7 @@ def test_function_level_reset_disables_bus_mastering(dev):
   assert dev.read_config(PCI_COMMAND, 2) & 0x4 == 0
 
 
-@pytest.mark.parametrize("kind", ["navi31", "bnxt", "mlx5"])   # every registered model kind, GPUs and NICs alike
+@pytest.mark.parametrize("kind", [m.name for m in models(PCIModel)])   # every registered PCI model, GPUs and NICs alike
 def test_emulated_device_indexes_are_bounded_and_an_index_past_the_bound_creates_nothing(kind, tmp_path, monkeypatch):
   from drivers.system import open_model
   with pytest.raises(ValueError, match=rf"there is no emulated {kind} device 8: emulated devices are numbered 0 to 7 "

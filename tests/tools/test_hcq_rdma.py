@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from drivers.rdma import rdma_vendors
+
 BIN = Path(sys.executable).parent
 HCQ_RDMA, HCQ_SMI = BIN / "hcq-rdma", BIN / "hcq_smi"
 REPO = Path(__file__).resolve().parents[2]
@@ -75,7 +77,7 @@ def test_connect_all_sizes_verifies_and_reads_back_each_size_on_the_other_side()
   assert "23 sizes, the last 8388608 bytes, received into mlx5 mock-1" in r.stderr
 
 
-@pytest.mark.parametrize("nic", ["bnxt", "mlx5"])
+@pytest.mark.parametrize("nic", list(rdma_vendors()))
 def test_a_32_mib_transfer_works_on_both_nics(nic):
   """The largest transfer the test machine affords in a few seconds (a 1 GiB MR: tests/drivers/bnxt/test_bnxt_host_mr.py);
   mlx5 needs a mailbox chain past the command queue's standing pool for its MR (129 blocks)."""

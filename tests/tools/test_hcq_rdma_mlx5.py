@@ -1,10 +1,11 @@
 """hcq-rdma with the mlx5 provider on emulated ConnectX NICs: loopback (two QPs of one NIC through its internal
-loopback), connect and serve between two processes, bnxt <-> mlx5 in both directions (RoCEv2 is one wire), and
+loopback), connect and serve between two processes, mlx5 <-> every other registered NIC in both directions (RoCEv2 is one wire), and
 hcq_smi's mlx5 backend on the models, including a server killed with -9 whose NIC the next driver resets."""
 import json, signal, subprocess
 
 import pytest
 
+from drivers.rdma import rdma_vendors
 from tests.tools.test_hcq_rdma import HCQ_RDMA, HCQ_SMI, REPO, last_json, run
 
 
@@ -21,8 +22,8 @@ def test_connect_between_two_processes_writes_and_reads_back(size):
   assert out["verified"] is True and out["read_back"] is True and out["size"] == n
 
 
-@pytest.mark.parametrize("local,remote", [("bnxt", "mlx5"), ("mlx5", "bnxt")])
-def test_cross_vendor_connect_bnxt_and_mlx5_interoperate(local, remote):
+@pytest.mark.parametrize("local,remote", [p for nic in rdma_vendors() if nic != "mlx5" for p in ((nic, "mlx5"), ("mlx5", nic))])
+def test_cross_vendor_connect_mlx5_and_every_other_nic_interoperate(local, remote):
   out = last_json(run("connect", "--nic", local, "--pci", "mock-5", "--local", "--remote-nic", remote, "--remote-pci", "mock-6",
                       "--size", "300000", "--iters", "3", "--read", "--json"))
   assert out["verified"] is True and out["read_back"] is True

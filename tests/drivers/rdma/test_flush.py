@@ -4,14 +4,14 @@ and the flush CQEs the NIC itself writes for them are consumed by the driver (th
 bnxt also retires each RQ WQE) without being handed up a second time."""
 import pytest
 
-from drivers.rdma import QPAttr, QPAttrMask as M, QPState, RecvWR, WCError, WCStatus, open_context
+from drivers.rdma import QPAttr, QPAttrMask as M, QPState, RecvWR, WCError, WCStatus, open_context, rdma_vendors
 from tests.drivers.bnxt.test_bnxt_model import Pair
 
 HW_CONSUMED = {"bnxt": lambda p: (p.cq.hw.q.cons, len(p.b.hw.rq.posted)),
                "mlx5": lambda p: (p.cq.hw.ci, 0)}       # (CQEs the driver consumed, RQ WQEs it still holds)
 
 
-@pytest.mark.parametrize("vendor", ["bnxt", "mlx5"])
+@pytest.mark.parametrize("vendor", list(rdma_vendors()))
 def test_moving_to_err_flushes_the_posted_receives_once_each(vendor):
   ctx = open_context(vendor, "mock-0", ip="10.0.0.1")
   try:

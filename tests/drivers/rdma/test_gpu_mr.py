@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from drivers.hcq import open_device
-from drivers.rdma import Access, SendWR, WCError, WCStatus, WROpcode, open_context
+from drivers.rdma import Access, SendWR, WCError, WCStatus, WROpcode, open_context, rdma_vendors
 from emu.nic import fastpath
 from emu.pci import PCI_COMMAND, PCI_COMMAND_MEMORY
 from emu.topology import bar_addresses
@@ -13,7 +13,7 @@ from emu.topology import bar_addresses
 RW = Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ
 
 
-@pytest.fixture(params=["bnxt", "mlx5"])
+@pytest.fixture(params=list(rdma_vendors()))
 def nic(request):
   ctx = open_context(request.param, "mock-0", ip="10.0.0.1")
   ctx.set_loopback(True)

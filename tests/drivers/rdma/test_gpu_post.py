@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 
 from drivers.hcq import open_device
-from drivers.rdma import Access, RecvWR, SendWR, VerbsError, WCError, WCStatus, WROpcode, open_context
+from drivers.rdma import Access, RecvWR, SendWR, VerbsError, WCError, WCStatus, WROpcode, open_context, rdma_vendors
 from tests.drivers.amd.kernels import SRC as AMD_SRC
 from tests.emu.nic.bnxt_cmds import wait
 
 RW = Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ
-NICS = ["bnxt", "mlx5"]
+NICS = list(rdma_vendors())
 
 
 @pytest.fixture(scope="module")

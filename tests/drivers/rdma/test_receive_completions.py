@@ -8,7 +8,7 @@ import os, time
 
 import pytest
 
-from drivers.rdma import Access, RecvWR, SendFlags, SendWR, WROpcode, open_context
+from drivers.rdma import Access, RecvWR, SendFlags, SendWR, WROpcode, open_context, rdma_vendors
 from emu.nic import fastpath
 
 pytestmark = pytest.mark.skipif(fastpath.lib() is None, reason="the C datapath needs a host C compiler (clang-22 or gcc)")
@@ -64,7 +64,7 @@ def ping_pong(nic: str, armed: bool) -> tuple[list, list, list, int]:
 
 
 @pytest.mark.parametrize("armed", [False, True], ids=["polled", "armed twice"])
-@pytest.mark.parametrize("nic", ["bnxt", "mlx5"])
+@pytest.mark.parametrize("nic", list(rdma_vendors()))
 def test_c_written_receive_completions_are_the_models(monkeypatch, nic, armed):
   with_c = ping_pong(nic, armed)
   monkeypatch.setattr(fastpath, "lib", lambda: None)

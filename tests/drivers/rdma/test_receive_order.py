@@ -7,7 +7,7 @@ Nothing completes before a message arrives for it. The same, completion for comp
 models' C datapath (emu/nic/fastpath.py, which takes single-packet WRITEs with immediate) and without it."""
 import pytest
 
-from drivers.rdma import SGE, Access, RecvWR, SendWR, WCError, WROpcode, open_context
+from drivers.rdma import SGE, Access, RecvWR, SendWR, WCError, WROpcode, open_context, rdma_vendors
 from emu.nic import fastpath
 
 RW = Access.LOCAL_WRITE | Access.REMOTE_WRITE
@@ -49,7 +49,7 @@ def transcript(nic: str, opcode: WROpcode) -> tuple[list, bytes, int]:
 
 
 @pytest.mark.parametrize("opcode", [WROpcode.SEND, WROpcode.RDMA_WRITE_WITH_IMM], ids=lambda o: o.name)
-@pytest.mark.parametrize("nic", ["bnxt", "mlx5"])
+@pytest.mark.parametrize("nic", list(rdma_vendors()))
 def test_a_bad_receive_wqe_fails_when_a_message_reaches_it_after_the_good_ones_before_it(monkeypatch, nic, opcode):
   with_c, have_c = transcript(nic, opcode), fastpath.lib() is not None
   monkeypatch.setattr(fastpath, "lib", lambda: None)

@@ -4,7 +4,7 @@ what it sees with the Python path alone (HCQ_NIC_FASTPATH=0): the same completio
 write out of the remote MR's bounds and a bad receive WR posted meanwhile (it fails after the three before it) included."""
 import pytest
 
-from drivers.rdma import SGE, Access, RecvWR, SendFlags, SendWR, WCError, WROpcode, open_context
+from drivers.rdma import SGE, Access, RecvWR, SendFlags, SendWR, WCError, WROpcode, open_context, rdma_vendors
 from emu.nic import fastpath
 
 pytestmark = pytest.mark.skipif(fastpath.lib() is None, reason="the C datapath needs a host C compiler (clang-22 or gcc)")
@@ -57,7 +57,7 @@ def run(nic: str, case: str) -> tuple[list, bytes, int]:
   finally: e.close()
 
 
-@pytest.mark.parametrize("nic, case", [(n, c) for n in ("bnxt", "mlx5") for c in ("good", "bad rkey", "out of bounds", "bad receive")])
+@pytest.mark.parametrize("nic, case", [(n, c) for n in rdma_vendors() for c in ("good", "bad rkey", "out of bounds", "bad receive")])
 def test_small_writes_give_the_same_completions_with_and_without_the_c_datapath(monkeypatch, nic, case):
   with_c = run(nic, case)
   monkeypatch.setattr(fastpath, "lib", lambda: None)
