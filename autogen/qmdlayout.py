@@ -6,7 +6,7 @@ headers' indexed fields (`CONSTANT_BUFFER_VALID(i)`, `RELEASE_ENABLE(i)`, ...) a
 `CONSTANT_BUFFER_VALID_3`; value names (`..._TRUE`) stay in autogen.nv.qmd.
 """
 from __future__ import annotations
-from autogen.nv import compute as C, qmd as Q
+from autogen.nv import compute as nv_compute, qmd as nv_qmd
 
 # index ranges of the indexed fields, from the gaps the headers leave for them
 _COUNTS = {"CONSTANT_BUFFER_": 8, "RELEASE_": 3, "DEPENDENT_QMD_": 2, "TPC_DISABLE_MASK": 18}
@@ -17,7 +17,7 @@ class QMDLayout:
   def __init__(self, prefix: str, bits: int):
     self.prefix, self.bits = prefix, bits
     self.fields: dict[str, tuple[int, int]] = {}
-    for k, v in vars(Q).items():
+    for k, v in vars(nv_qmd).items():
       if not k.startswith(prefix + "_"): continue
       name = k[len(prefix) + 1:]
       if isinstance(v, tuple): self.fields[name] = v
@@ -32,7 +32,7 @@ class QMDLayout:
 
   def value(self, name: str) -> int:
     """A value constant of a field: value("QMD_TYPE_GRID_CTA")."""
-    return getattr(Q, f"{self.prefix}_{name}")
+    return getattr(nv_qmd, f"{self.prefix}_{name}")
 
   def get(self, qmd: int, name: str) -> int:
     hi, lo = self.fields[name]
@@ -54,4 +54,5 @@ class QMDLayout:
 V03_AMPERE_A = QMDLayout("NVC6C0_QMDV03_00", 2048)
 V03_AMPERE_B = QMDLayout("NVC7C0_QMDV03_00", 2048)
 V04_HOPPER = QMDLayout("NVCBC0_QMDV04_00", 3072)
-LAYOUTS = {C.AMPERE_COMPUTE_A: V03_AMPERE_A, C.AMPERE_COMPUTE_B: V03_AMPERE_B, C.HOPPER_COMPUTE_A: V04_HOPPER}   # by compute class
+LAYOUTS = {nv_compute.AMPERE_COMPUTE_A: V03_AMPERE_A, nv_compute.AMPERE_COMPUTE_B: V03_AMPERE_B,
+           nv_compute.HOPPER_COMPUTE_A: V04_HOPPER}   # by compute class

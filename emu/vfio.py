@@ -15,7 +15,7 @@ from __future__ import annotations
 import ctypes, errno
 from dataclasses import dataclass, field
 
-from autogen import vfio as V
+from autogen import vfio
 from emu.kernel_model import ARGSZ, RAW, Ioctl, Ioctls, KernelDriverModel
 from common.plugin import KernelModel
 from emu.pci import PCIFunction, IORegion, CONFIG_SIZE, PAGE, PCI_COMMAND, PCI_COMMAND_MEMORY, PCI_COMMAND_MASTER
@@ -31,16 +31,16 @@ IOVA_RANGES = ((0, 0xFEDF_FFFF), (0xFEF0_0000, (1 << 48) - 1))
 IOVA_PGSIZES = PAGE | 2 << 20 | 1 << 30
 # drivers that leave DMA ownership to the group's user (driver_managed_dma): the group stays viable
 DMA_SAFE_DRIVERS = ("vfio-pci", "pci-stub", "pcieport")
-RW = V.VFIO_REGION_INFO_FLAG_READ | V.VFIO_REGION_INFO_FLAG_WRITE
+RW = vfio.VFIO_REGION_INFO_FLAG_READ | vfio.VFIO_REGION_INFO_FLAG_WRITE
 VA_BASE, VA_END = 0x7E00_0000_0000, 0x7F00_0000_0000   # where the model's mmaps of BARs and its reservations land
-_IOCTL_BASE = V.VFIO_TYPE << 8 | V.VFIO_BASE   # _IO(VFIO_TYPE, VFIO_BASE + n)
+_IOCTL_BASE = vfio.VFIO_TYPE << 8 | vfio.VFIO_BASE   # _IO(VFIO_TYPE, VFIO_BASE + n)
 # which ioctl a number names depends on the file (they reuse numbers); the container's are type1's (x86), not SPAPR's
 _IOCTL_PREFIXES = {"container": ("VFIO_GET_API_VERSION", "VFIO_CHECK_EXTENSION", "VFIO_SET_IOMMU", "VFIO_IOMMU_"),
                    "group": ("VFIO_GROUP_",), "device": ("VFIO_DEVICE_", "VFIO_MIG_")}
 
 
 def _ioctl_name(kind: str, request: int) -> str:
-  names = [n for n, v in vars(V).items() if type(v) is int and v == request and _IOCTL_BASE <= v < _IOCTL_BASE + 32
+  names = [n for n, v in vars(vfio).items() if type(v) is int and v == request and _IOCTL_BASE <= v < _IOCTL_BASE + 32
            and n.startswith(_IOCTL_PREFIXES[kind]) and "SPAPR" not in n]
   return "/".join(names) or f"ioctl {request:#x}"
 
@@ -83,7 +83,7 @@ class VFIOModel(KernelDriverModel):
       raise TypeError(f"the VFIO model serves an emu.pci.PCIFunction, not {type(function).__name__}")
     super().__init__(VA_BASE, VA_END)
     self.function, self.group, self.noiommu, self.driver = function, group, noiommu, driver
-    self.iommu_type = {V.VFIO_NOIOMMU_IOMMU} if noiommu else {V.VFIO_TYPE1_IOMMU, V.VFIO_TYPE1v2_IOMMU}
+    self.iommu_type = {vfio.VFIO_NOIOMMU_IOMMU} if noiommu else {vfio.VFIO_TYPE1_IOMMU, vfio.VFIO_TYPE1v2_IOMMU}
     self.members = {function.bus: driver, **(peers or {})} if iommu else {}
     self.vfio_loaded, self.denied, self.memlock = vfio_loaded, denied, memlock
     self.group_node = f"/dev/vfio/{'noiommu-' if noiommu else ''}{group}"
@@ -92,17 +92,17 @@ class VFIOModel(KernelDriverModel):
     self.mmaps: dict[int, int] = {}             # BAR mappings: address -> size
     self._sysfs()
     # vfio's ioctls are _IO(VFIO_TYPE, VFIO_BASE + n), by file; structures start with argsz
-    io = lambda name, handler, struct=None: Ioctl(getattr(V, name), name, handler, struct, ARGSZ if struct else RAW)
+    io = lambda name, handler, struct=None: Ioctl(getattr(vfio, name), name, handler, struct, ARGSZ if struct else RAW)
     self.ioctls = {
       CONTAINER: Ioctls((io("VFIO_GET_API_VERSION", self._api_version), io("VFIO_CHECK_EXTENSION", self._check_extension),
-                         io("VFIO_SET_IOMMU", self._set_iommu), io("VFIO_IOMMU_GET_INFO", self._iommu_info, V.vfio_iommu_type1_info),
-                         io("VFIO_IOMMU_MAP_DMA", self._map_dma, V.vfio_iommu_type1_dma_map),
-                         io("VFIO_IOMMU_UNMAP_DMA", self._unmap_dma, V.vfio_iommu_type1_dma_unmap))),
-      self.group_node: Ioctls((io("VFIO_GROUP_GET_STATUS", self._group_status, V.vfio_group_status),
+                         io("VFIO_SET_IOMMU", self._set_iommu), io("VFIO_IOMMU_GET_INFO", self._iommu_info, vfio.vfio_iommu_type1_info),
+                         io("VFIO_IOMMU_MAP_DMA", self._map_dma, vfio.vfio_iommu_type1_dma_map),
+                         io("VFIO_IOMMU_UNMAP_DMA", self._unmap_dma, vfio.vfio_iommu_type1_dma_unmap))),
+      self.group_node: Ioctls((io("VFIO_GROUP_GET_STATUS", self._group_status, vfio.vfio_group_status),
                                io("VFIO_GROUP_SET_CONTAINER", self._set_container), io("VFIO_GROUP_UNSET_CONTAINER", self._unset_container),
                                io("VFIO_GROUP_GET_DEVICE_FD", self._get_device_fd))),
-      DEVICE: Ioctls((io("VFIO_DEVICE_GET_INFO", self._device_info, V.vfio_device_info),
-                      io("VFIO_DEVICE_GET_REGION_INFO", self._region_info, V.vfio_region_info), io("VFIO_DEVICE_RESET", self._reset)))}
+      DEVICE: Ioctls((io("VFIO_DEVICE_GET_INFO", self._device_info, vfio.vfio_device_info),
+                      io("VFIO_DEVICE_GET_REGION_INFO", self._region_info, vfio.vfio_region_info), io("VFIO_DEVICE_RESET", self._reset)))}
 
   # --- sysfs and /dev/vfio
   def _sysfs(self) -> None:
@@ -174,23 +174,23 @@ class VFIOModel(KernelDriverModel):
   # --- the device file's regions
   def _region(self, index: int) -> tuple[int, int]:
     """(size, VFIO_REGION_INFO flags) of region `index`."""
-    if index == V.VFIO_PCI_CONFIG_REGION_INDEX: return CONFIG_SIZE, RW
+    if index == vfio.VFIO_PCI_CONFIG_REGION_INDEX: return CONFIG_SIZE, RW
     if index < NUM_BARS and index in self.function.bars:
       size = self.function.bar_size(index)
       # vfio-pci mmaps memory BARs of at least a page (vfio_pci_core_enable: bar_mmap_supported)
-      return size, RW | (V.VFIO_REGION_INFO_FLAG_MMAP if size >= PAGE else 0)
+      return size, RW | (vfio.VFIO_REGION_INFO_FLAG_MMAP if size >= PAGE else 0)
     return 0, 0
 
   def _locate(self, fd: int, offset: int, n: int, op: str) -> tuple[int, int]:
     if self._file(fd, f"{op} on") != DEVICE: raise self._fail(errno.EINVAL, f"{op} on fd {fd}, which is not a VFIO device file")
     index, off = offset >> REGION_SHIFT, offset & ((1 << REGION_SHIFT) - 1)
-    size, _ = self._region(index) if index < V.VFIO_PCI_NUM_REGIONS else (0, 0)
+    size, _ = self._region(index) if index < vfio.VFIO_PCI_NUM_REGIONS else (0, 0)
     if off + n > size: raise self._fail(errno.EINVAL, f"{op} of {n} bytes at {off:#x} of region {index} ({size:#x} bytes)")
     return index, off
 
   def pread(self, fd: int, n: int, offset: int) -> bytes:
     index, off = self._locate(fd, offset, n, "read")
-    if index == V.VFIO_PCI_CONFIG_REGION_INDEX:
+    if index == vfio.VFIO_PCI_CONFIG_REGION_INDEX:
       return b"".join(self.function.config_read(o, s).to_bytes(s, "little") for o, s in _chunks(off, n, (4, 2, 1)))
     bar = self.function.bars[index]
     if isinstance(bar, memoryview): return bytes(bar[off:off + n])
@@ -198,7 +198,7 @@ class VFIOModel(KernelDriverModel):
 
   def pwrite(self, fd: int, data: bytes, offset: int) -> int:
     index, off = self._locate(fd, offset, len(data), "write")
-    if index == V.VFIO_PCI_CONFIG_REGION_INDEX:
+    if index == vfio.VFIO_PCI_CONFIG_REGION_INDEX:
       for o, s in _chunks(off, len(data), (4, 2, 1)): self.function.config_write(o, s, int.from_bytes(data[o - off:o - off + s], "little"))
       return len(data)
     bar = self.function.bars[index]
@@ -209,7 +209,7 @@ class VFIOModel(KernelDriverModel):
 
   def mmap(self, fd: int, va: int | None, size: int, offset: int) -> tuple[int, memoryview | IORegion]:
     index, off = self._locate(fd, offset, size, "mmap")
-    if not self._region(index)[1] & V.VFIO_REGION_INFO_FLAG_MMAP or off % PAGE:
+    if not self._region(index)[1] & vfio.VFIO_REGION_INFO_FLAG_MMAP or off % PAGE:
       raise self._fail(errno.EINVAL, f"mmap of region {index} at {off:#x}: the region cannot be mapped there")
     bar = self.function.bars[index]
     region = bar[off:off + size] if isinstance(bar, memoryview) else Window(bar, off, size)
@@ -226,7 +226,7 @@ class VFIOModel(KernelDriverModel):
     if type(arg) is not int: raise self._fail(errno.EINVAL, f"{what} takes an integer argument, got {type(arg).__name__}")
     return arg
 
-  def _api_version(self, fd: int, arg) -> int: return V.VFIO_API_VERSION
+  def _api_version(self, fd: int, arg) -> int: return vfio.VFIO_API_VERSION
   def _check_extension(self, fd: int, arg) -> int: return int(self._int(arg, "VFIO_CHECK_EXTENSION") in self.iommu_type)
 
   def _set_iommu(self, fd: int, arg) -> None:
@@ -239,15 +239,15 @@ class VFIOModel(KernelDriverModel):
 
   def _type1(self, c: Container, what: str) -> None:
     if c.iommu is None: raise self._fail(errno.EINVAL, f"{what} before VFIO_SET_IOMMU")
-    if c.iommu == V.VFIO_NOIOMMU_IOMMU: raise self._fail(errno.ENOTTY, f"{what}: the no-IOMMU driver does no DMA mapping")
+    if c.iommu == vfio.VFIO_NOIOMMU_IOMMU: raise self._fail(errno.ENOTTY, f"{what}: the no-IOMMU driver does no DMA mapping")
 
   def _iommu_info(self, fd: int, info) -> None:
     self._type1(self.containers[fd], "VFIO_IOMMU_GET_INFO")
-    cap = V.vfio_iommu_type1_info_cap_iova_range(V.vfio_info_cap_header(V.VFIO_IOMMU_TYPE1_INFO_CAP_IOVA_RANGE, 1, 0), len(IOVA_RANGES))
-    ranges = (V.vfio_iova_range * len(IOVA_RANGES))(*(V.vfio_iova_range(s, e) for s, e in IOVA_RANGES))
-    base = ctypes.sizeof(V.vfio_iommu_type1_info)
+    cap = vfio.vfio_iommu_type1_info_cap_iova_range(vfio.vfio_info_cap_header(vfio.VFIO_IOMMU_TYPE1_INFO_CAP_IOVA_RANGE, 1, 0), len(IOVA_RANGES))
+    ranges = (vfio.vfio_iova_range * len(IOVA_RANGES))(*(vfio.vfio_iova_range(s, e) for s, e in IOVA_RANGES))
+    base = ctypes.sizeof(vfio.vfio_iommu_type1_info)
     need = base + ctypes.sizeof(cap) + ctypes.sizeof(ranges)
-    info.flags, info.iova_pgsizes = V.VFIO_IOMMU_INFO_PGSIZES | V.VFIO_IOMMU_INFO_CAPS, IOVA_PGSIZES
+    info.flags, info.iova_pgsizes = vfio.VFIO_IOMMU_INFO_PGSIZES | vfio.VFIO_IOMMU_INFO_CAPS, IOVA_PGSIZES
     if info.argsz < need: info.argsz, info.cap_offset = need, 0   # too small for the capabilities: say how big
     else:
       info.cap_offset = base
@@ -256,7 +256,7 @@ class VFIOModel(KernelDriverModel):
 
   def _map_dma(self, fd: int, m) -> None:
     self._type1(c := self.containers[fd], "VFIO_IOMMU_MAP_DMA")
-    if m.flags & ~(V.VFIO_DMA_MAP_FLAG_READ | V.VFIO_DMA_MAP_FLAG_WRITE):
+    if m.flags & ~(vfio.VFIO_DMA_MAP_FLAG_READ | vfio.VFIO_DMA_MAP_FLAG_WRITE):
       raise self._fail(errno.EINVAL, f"VFIO_IOMMU_MAP_DMA flags {m.flags:#x} are not modelled")
     if not m.size or (m.iova | m.vaddr | m.size) % PAGE:
       raise self._fail(errno.EINVAL, f"VFIO_IOMMU_MAP_DMA of {m.size:#x} bytes at iova {m.iova:#x}, vaddr {m.vaddr:#x}: "
@@ -288,8 +288,8 @@ class VFIOModel(KernelDriverModel):
   def viable(self) -> bool: return all(d is None or d in DMA_SAFE_DRIVERS for d in self.members.values())
 
   def _group_status(self, fd: int, st) -> None:
-    st.flags = (V.VFIO_GROUP_FLAGS_CONTAINER_SET | V.VFIO_GROUP_FLAGS_VIABLE if self.container is not None
-                else V.VFIO_GROUP_FLAGS_VIABLE if self.viable else 0)
+    st.flags = (vfio.VFIO_GROUP_FLAGS_CONTAINER_SET | vfio.VFIO_GROUP_FLAGS_VIABLE if self.container is not None
+                else vfio.VFIO_GROUP_FLAGS_VIABLE if self.viable else 0)
 
   def _set_container(self, fd: int, arg) -> None:
     if not isinstance(arg, ctypes.c_int32): raise self._fail(errno.EFAULT, "VFIO_GROUP_SET_CONTAINER takes a pointer to the container's fd")
@@ -316,11 +316,11 @@ class VFIOModel(KernelDriverModel):
     return self._new_fd(DEVICE)
 
   def _device_info(self, fd: int, info) -> None:
-    info.flags = V.VFIO_DEVICE_FLAGS_PCI | V.VFIO_DEVICE_FLAGS_RESET
-    info.num_regions, info.num_irqs, info.cap_offset = V.VFIO_PCI_NUM_REGIONS, V.VFIO_PCI_NUM_IRQS, 0
+    info.flags = vfio.VFIO_DEVICE_FLAGS_PCI | vfio.VFIO_DEVICE_FLAGS_RESET
+    info.num_regions, info.num_irqs, info.cap_offset = vfio.VFIO_PCI_NUM_REGIONS, vfio.VFIO_PCI_NUM_IRQS, 0
 
   def _region_info(self, fd: int, r) -> None:
-    if r.index >= V.VFIO_PCI_NUM_REGIONS: raise self._fail(errno.EINVAL, f"VFIO_DEVICE_GET_REGION_INFO: no region {r.index}")
+    if r.index >= vfio.VFIO_PCI_NUM_REGIONS: raise self._fail(errno.EINVAL, f"VFIO_DEVICE_GET_REGION_INFO: no region {r.index}")
     (r.size, r.flags), r.offset, r.cap_offset = self._region(r.index), r.index << REGION_SHIFT, 0
 
   def _reset(self, fd: int, arg) -> None: self.function.reset()

@@ -8,7 +8,7 @@ probe values and the field layouts (encodings.py) are the only inputs.
 """
 from __future__ import annotations
 import itertools, re
-from autogen.rdna3 import encodings as E
+from autogen.rdna3 import encodings
 from autogen.rdna3.llvm import Disassembler, TARGETS
 
 OPERAND_FIELDS = {   # family -> {field: kind}; kinds: src9/ssrc8 (register or constant), vgpr8, sgpr7
@@ -34,7 +34,7 @@ BASE = {
   "VOP1": dict(vdst=40, src0=0x10a), "VOP2": dict(vdst=40, src0=0x10a, vsrc1=20), "VOPC": dict(src0=0x10a, vsrc1=20),
   "VOP3": dict(vdst=40, src0=0x10a, src1=0x114, src2=0x11e), "VINTERP": dict(vdst=40, src0=0x10a, src1=0x114, src2=0x11e),
   "VOP3P": dict(vdst=40, src0=0x10a, src1=0x114, src2=0x11e, opsel_hi=3, opsel_hi2=1), "LDSDIR": dict(vdst=40),
-  "DS": dict(addr=12, data0=20, data1=28, vdst=40), "FLAT": dict(addr=12, data=20, saddr=E.NULL, vdst=40),
+  "DS": dict(addr=12, data0=20, data1=28, vdst=40), "FLAT": dict(addr=12, data=20, saddr=encodings.NULL, vdst=40),
   "MUBUF": dict(vaddr=12, vdata=20, srsrc=4, soffset=32), "MTBUF": dict(vaddr=12, vdata=20, srsrc=4, soffset=32, format=1),
   "EXP": dict(vsrc0=12, vsrc1=20, vsrc2=28, vsrc3=36, en=15),
 }
@@ -50,10 +50,10 @@ OPERAND_FIELDS.update(SCRATCH={"addr": "vgpr8", "data": "vgpr8", "saddr": "sgpr7
 BASE.update(SCRATCH=dict(addr=12, data=20, saddr=32, vdst=40), GLOBAL=dict(addr=12, data=20, saddr=32, vdst=40),
             VOPDX=dict(src0x=0x10A, vsrc1x=20), VOPDY=dict(src0y=0x10D, vsrc1y=23))
 # alternative base values tried when LLVM rejects the first (e.g. v_cmpx_*_e64 requires vdst = exec_lo)
-RETRY = {"VOP3": [dict(vdst=E.EXEC_LO), dict(vdst=16)], "FLAT": [dict(saddr=32), dict(saddr=32, sve=1)],
-         "DS": [dict(gds=1)], "SOPK": [dict(sdst=E.NULL)], "SOP1": [dict(sdst=E.NULL), dict(ssrc0=0)],
+RETRY = {"VOP3": [dict(vdst=encodings.EXEC_LO), dict(vdst=16)], "FLAT": [dict(saddr=32), dict(saddr=32, sve=1)],
+         "DS": [dict(gds=1)], "SOPK": [dict(sdst=encodings.NULL)], "SOP1": [dict(sdst=encodings.NULL), dict(ssrc0=0)],
          "VOP1": [dict(vdst=0, src0=0)],
-         "SCRATCH": [dict(saddr=E.NULL), dict(saddr=E.NULL, sve=1), dict(sve=1)], "GLOBAL": [dict(saddr=E.NULL)],
+         "SCRATCH": [dict(saddr=encodings.NULL), dict(saddr=encodings.NULL, sve=1), dict(sve=1)], "GLOBAL": [dict(saddr=encodings.NULL)],
          "VOPDX": [dict(vsrc1x=0)], "VOPDY": [dict(vsrc1y=0)]}
 
 _REG = re.compile(r"^(?P<f>[vs])(?:(?P<n>\d+)(?P<h>\.[lh])?|\[(?P<lo>\d+):(?P<hi>\d+)\])$")
@@ -103,13 +103,13 @@ class Prober:
 
   def words(self, fam: str, vals: dict, lit: int | None = None) -> list[int]:
     fmt, fixed = PSEUDO.get(fam, (fam, {}))
-    ws = [E.PREFIX[fmt], 0]
+    ws = [encodings.PREFIX[fmt], 0]
     for k, v in {**fixed, **vals}.items():
       if k == "op" and fam in OPFIELD: k = OPFIELD[fam]
-      if k == "op" and "op" not in E.FIELDS[fmt]: continue   # EXP: a single instruction
-      if k == "sdst" and fam == "VOP3": E.put(ws, E.FIELDS["VOP3SD"]["sdst"], v)
-      else: E.put(ws, E.FIELDS[fmt][k], v)
-    ws = ws[:E.WORDS.get(fmt, 2)]
+      if k == "op" and "op" not in encodings.FIELDS[fmt]: continue   # EXP: a single instruction
+      if k == "sdst" and fam == "VOP3": encodings.put(ws, encodings.FIELDS["VOP3SD"]["sdst"], v)
+      else: encodings.put(ws, encodings.FIELDS[fmt][k], v)
+    ws = ws[:encodings.WORDS.get(fmt, 2)]
     return ws + ([lit] if lit is not None else [])
 
   def text(self, fam: str, vals: dict, lit: int | None = None, extra: int = 0x5A5A5A5A) -> tuple[int, str | None]:
@@ -162,7 +162,7 @@ def reg_shape(tok: str | None) -> tuple[str, int, str] | None:
 def classify_src(p: Prober, fam: str, vals: dict, field: str, pos: int) -> str:
   """A 9-bit (VOP) or 8-bit (SALU) source: width, how its constants print, which register file LLVM flags."""
   salu = fam in ("SOP1", "SOP2", "SOPC")
-  vreg = None if salu else reg_shape(p.token(fam, dict(vals, **{field: E.VGPR0 + 10}), pos))
+  vreg = None if salu else reg_shape(p.token(fam, dict(vals, **{field: encodings.VGPR0 + 10}), pos))
   sreg = reg_shape(p.token(fam, dict(vals, **{field: 16}), pos))
   bits = (vreg or sreg)[1]
   consts = tuple((p.token(fam, dict(vals, **{field: v}), pos, lit) or "X").split("/*")[0] for v, lit in CONST_PROBES)
@@ -205,7 +205,7 @@ def operand(p: Prober, fam: str, vals: dict, field: str, kind: str, pos: int) ->
   if kind == "imm": return f"{field}:imm/{imm16_style(p, fam, vals, field, pos)}"
   shape = reg_shape(tok)
   if shape and shape[0] == "s":   # special registers this operand's class excludes (m0, exec...)
-    notes = {c: m.group(1) for c in (E.VCC_LO, E.NULL, E.M0, E.EXEC_LO, E.EXEC_HI)
+    notes = {c: m.group(1) for c in (encodings.VCC_LO, encodings.NULL, encodings.M0, encodings.EXEC_LO, encodings.EXEC_HI)
              if (m := re.search(r"operand has '(\w+)'", p.token(fam, dict(vals, **{field: c}), pos) or ""))}
     if notes: return f"{field}:s{shape[1]}/bad={next(iter(notes.values()))}@{'.'.join(map(str, notes))}"
   if shape is None and re.fullmatch(r"\d+", tok): return f"{field}:imm/{imm_style(tok)}"   # s_atc_probe's sdata
@@ -215,7 +215,7 @@ def operand(p: Prober, fam: str, vals: dict, field: str, kind: str, pos: int) ->
 
 def sweep_op(p: Prober, fam: str, op: int) -> tuple | None:
   got = p.base(fam, op)
-  if got is None or E.family(p.words(fam, got[0])[0]) != PSEUDO.get(fam, (fam,))[0]: return None
+  if got is None or encodings.family(p.words(fam, got[0])[0]) != PSEUDO.get(fam, (fam,))[0]: return None
   vals, t0 = got
   name, toks, _ = split_operands(t0)
   if fam == "SOPP":   # one immediate whose printing depends on the opcode (waitcnt fields, sendmsg, branch offset...)
@@ -248,7 +248,7 @@ def mod_effects(p: Prober, fam: str, enc: str, vals: dict, t0: str) -> str:
   its 'fake16' form (16-bit registers printed as 32-bit ones). E.g. 'neg=pp- abs=pp- opsel=---- clmp=p omod=p'."""
   out, lists, sel = [], {}, ""
   for field in MOD_FIELDS.get(enc, ()):
-    width = (E.FIELDS[enc][field][2]) if field != "omod" else 1
+    width = (encodings.FIELDS[enc][field][2]) if field != "omod" else 1
     chars = ""
     for b in range(width):
       v = (1 << b) if field != "omod" else 1
@@ -262,7 +262,7 @@ def mod_effects(p: Prober, fam: str, enc: str, vals: dict, t0: str) -> str:
     out.append(f"{field}={chars}")
   if sel.strip("-"): out.append(f"sel={sel}")
   if enc in ("VOP1", "VOP2", "VOPC"):   # DPP16 form: src0 = 250; the DPP dword's src0/src1 neg and abs bits 20..23
-    dv = dict(vals, src0=E.DPP16)
+    dv = dict(vals, src0=encodings.DPP16)
     n, t1 = p.text(fam, dv, DPP_PROBE)
     if n:
       chars = ""
@@ -275,7 +275,7 @@ def mod_effects(p: Prober, fam: str, enc: str, vals: dict, t0: str) -> str:
 
 def sweep_family(p: Prober, fam: str) -> dict[int, tuple]:
   fmt = PSEUDO.get(fam, (fam,))[0]
-  nbits = E.FIELDS[fmt].get(OPFIELD.get(fam, "op"), (0, 0, 0))[2]
+  nbits = encodings.FIELDS[fmt].get(OPFIELD.get(fam, "op"), (0, 0, 0))[2]
   return {op: r for op in range(1 << nbits) if (r := sweep_op(p, fam, op))}
 
 
@@ -328,7 +328,7 @@ def sweep_mimg(p: Prober) -> dict[int, tuple]:
     obs = {}
     for nsa, a16, dim, dmask, d16, tfe in itertools.product((0, 1), (0, 1), range(8), (1, 3, 7, 15), (0, 1), (0, 1)):
       n, t = p.text("MIMG", dict(base, nsa=nsa, a16=a16, dim=dim, dmask=dmask, d16=d16, tfe=tfe), 0x0D0C0B0A)
-      if n: obs[nsa, a16, dim, E.mimg_vdata(dmask, d16, tfe, gather)] = counts(t)   # (d16 is invalid for some ops)
+      if n: obs[nsa, a16, dim, encodings.mimg_vdata(dmask, d16, tfe, gather)] = counts(t)   # (d16 is invalid for some ops)
     fall = [next((o for (ns, *_, v), o in obs.items() if ns == nsa and o and o[0] != v), (1, 1)) for nsa in (0, 1)]
     addr = [["-"] * 16 for _ in (0, 1)]
     vset = set()

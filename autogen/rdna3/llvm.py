@@ -100,7 +100,7 @@ def sample_words(rng, per_op: int, target: str = "gfx1100") -> list[bytes]:
   """Test instructions (16 bytes each: the words plus trailing literal/DPP dwords): `per_op` variants of every
   opcode in `target`'s tables, the non-opcode fields random but biased toward values LLVM accepts and that exercise
   the printer (VGPRs, inline constants, literals, zeroed unused fields)."""
-  from autogen.rdna3 import encodings as E
+  from autogen.rdna3 import encodings
   from autogen.rdna3.tables import OPS, MIMG, TARGETS, TARGET_OPS
   fmt_of = {"SCRATCH": ("FLAT", 1), "GLOBAL": ("FLAT", 2), "FLAT": ("FLAT", 0)}
   overlay = TARGET_OPS.get(TARGETS[target] or "", {})
@@ -110,19 +110,19 @@ def sample_words(rng, per_op: int, target: str = "gfx1100") -> list[bytes]:
     if fam == "VOPDY": continue
     fmt, seg = fmt_of.get(fam, (fam, None))
     fmt = "VOPD" if fam == "VOPDX" else fmt
-    fields = E.FIELDS[fmt]
+    fields = encodings.FIELDS[fmt]
     for opc in ops:
       for _ in range(per_op):
-        ws = [E.PREFIX[fmt], 0, rng.getrandbits(32), rng.getrandbits(32)]
+        ws = [encodings.PREFIX[fmt], 0, rng.getrandbits(32), rng.getrandbits(32)]
         for name, f in fields.items():
           if name in ("op", "opx", "seg"): continue
           r = rng.random()
           v = 0 if r < 0.25 else rng.getrandbits(f[2])
           if f[2] == 9 and r > 0.5: v = rng.choice(_SRC_PICKS) if r < 0.75 else 256 + rng.getrandbits(8)
-          E.put(ws, f, v)
-        if fam == "VOPDX": E.put(ws, fields["opx"], opc); E.put(ws, fields["opy"], rng.choice(tables["VOPDY"]))
-        elif "op" in fields: E.put(ws, fields["op"], opc)
-        if seg is not None: E.put(ws, fields["seg"], seg)
+          encodings.put(ws, f, v)
+        if fam == "VOPDX": encodings.put(ws, fields["opx"], opc); encodings.put(ws, fields["opy"], rng.choice(tables["VOPDY"]))
+        elif "op" in fields: encodings.put(ws, fields["op"], opc)
+        if seg is not None: encodings.put(ws, fields["seg"], seg)
         if rng.random() < 0.3: ws[2] = rng.choice((0, 1, 64, 0x3F800000, 0x3C00, 0x3118, 0x3E22F983, 0xFFFFFFF0, 0x3FF00000, 0xBC00))
         out.append(struct.pack("<4I", *ws))
   return out

@@ -11,15 +11,15 @@ from __future__ import annotations
 import ctypes
 from typing import TYPE_CHECKING
 
-from autogen import bnxt as H
+from autogen import bnxt as bnxt_hsi
 from drivers.bnxt.hsi import Packer
 from drivers.bnxt.pbl import HWQueue
 from drivers.rdma.provider import Completion
 if TYPE_CHECKING: from drivers.bnxt.device import BNXTDevice
 
-CQE_SIZE = ctypes.sizeof(H.cq_base)
-REQ = Packer(H.cq_req, "qp_handle sq_cons_idx status")
-RES_RC = Packer(H.cq_res_rc, "length imm_data_or_inv_r_key qp_handle status flags srq_or_rq_wr_id")
+CQE_SIZE = ctypes.sizeof(bnxt_hsi.cq_base)
+REQ = Packer(bnxt_hsi.cq_req, "qp_handle sq_cons_idx status")
+RES_RC = Packer(bnxt_hsi.cq_res_rc, "length imm_data_or_inv_r_key qp_handle status flags srq_or_rq_wr_id")
 
 
 class CQ:
@@ -29,8 +29,8 @@ class CQ:
     self.q = HWQueue(dev.pci, entries, CQE_SIZE)
     try:
       self.cq_id = dev.rcfw("create_cq", cq_handle=self.handle, cq_size=entries, pbl=self.q.pt.base,
-                            pg_size_lvl=self.q.pt.level | H.CMDQ_CREATE_CQ_PG_SIZE_PG_4K,
-                            cq_fco_cnq_id=dev.nq_id & H.CMDQ_CREATE_CQ_CNQ_ID_MASK).xid
+                            pg_size_lvl=self.q.pt.level | bnxt_hsi.CMDQ_CREATE_CQ_PG_SIZE_PG_4K,
+                            cq_fco_cnq_id=dev.nq_id & bnxt_hsi.CMDQ_CREATE_CQ_CNQ_ID_MASK).xid
     except BaseException:
       self.q.free()
       raise
@@ -41,7 +41,7 @@ class CQ:
 
   def _new(self) -> bool:
     q = self.q
-    return bool(q.ring[q.cons % q.entries * CQE_SIZE + 24] & H.CQ_BASE_TOGGLE) != q.epoch(q.cons)   # written in this pass
+    return bool(q.ring[q.cons % q.entries * CQE_SIZE + 24] & bnxt_hsi.CQ_BASE_TOGGLE) != q.epoch(q.cons)   # written in this pass
 
   def wait_event(self, timeout_s: float) -> bool:
     """Arm the CQ and sleep until its next completion is notified or `timeout_s` passes; False at once where the
@@ -50,7 +50,7 @@ class CQ:
     if nq.event is None: return False
     nq.service()                                       # the toggles of notifications not seen yet
     q = self.q
-    self.dev.db.ring(self.cq_id, H.DBC_DBC_TYPE_CQ_ARMALL, q.cons % q.entries, q.epoch(q.cons), self.toggle)
+    self.dev.db.ring(self.cq_id, bnxt_hsi.DBC_DBC_TYPE_CQ_ARMALL, q.cons % q.entries, q.epoch(q.cons), self.toggle)
     if not self._new(): nq.wait(timeout_s)             # else it came before the arm: no notification follows
     return True
 
@@ -60,17 +60,17 @@ class CQ:
       at = q.cons % q.entries * CQE_SIZE
       q.cons += 1
       if (c := self._decode(q.ring, at)) is not None: out.append(c)
-    if q.cons != start: self.dev.db.ring(self.cq_id, H.DBC_DBC_TYPE_CQ, q.cons % q.entries, q.epoch(q.cons))
+    if q.cons != start: self.dev.db.ring(self.cq_id, bnxt_hsi.DBC_DBC_TYPE_CQ, q.cons % q.entries, q.epoch(q.cons))
     return out
 
   def _decode(self, ring: memoryview, at: int) -> Completion | None:
     """The entry at byte `at` of the ring as a completion (None: one for a request of a QP the verbs layer has flushed,
     dropped: qp.py). The NIC does not write an entry again before the consumer index has passed it."""
-    kind = ring[at + 24] & H.CQ_BASE_CQE_TYPE_MASK
-    if kind == H.CQ_BASE_CQE_TYPE_REQ:
+    kind = ring[at + 24] & bnxt_hsi.CQ_BASE_CQE_TYPE_MASK
+    if kind == bnxt_hsi.CQ_BASE_CQE_TYPE_REQ:
       handle, cons, status = REQ.unpack_from(ring, at)
       return self.dev.qp_by_handle(handle, self).req_completion(cons, status)
-    if kind == H.CQ_BASE_CQE_TYPE_RES_RC:
+    if kind == bnxt_hsi.CQ_BASE_CQE_TYPE_RES_RC:
       length, imm, handle, status, flags, wr_id = RES_RC.unpack_from(ring, at)
       return self.dev.qp_by_handle(handle, self).res_completion(length, imm, status, flags, wr_id)
     raise RuntimeError(f"{self.dev.name}: CQ {self.cq_id:#x} entry {self.q.cons - 1} has type {kind >> 1:#x}, which an RC QP "

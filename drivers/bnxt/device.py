@@ -10,7 +10,7 @@ GIDs are added afterwards (Context.add_gid). Closing deinitializes the RoCE firm
 from __future__ import annotations
 import ctypes
 
-from autogen import bnxt as H
+from autogen import bnxt as bnxt_hsi
 from drivers.bnxt import backing_store
 from drivers.bnxt.cq import CQ
 from drivers.bnxt.doorbell import Doorbell
@@ -29,8 +29,8 @@ MAX_QP, MAX_CQ, MAX_MR = 64, 64, 1024
 T = "FUNC_BACKING_STORE_QCAPS_V2_RESP_TYPE_"
 # context entries we use per backing-store type, beyond what the firmware's subtypes need (the L2 rings' QP and CQ
 # contexts, QP1 and the stat contexts included)
-LIMITS = {getattr(H, f"{T}QP"): MAX_QP + 4, getattr(H, f"{T}CQ"): MAX_CQ + 4, getattr(H, f"{T}MRAV"): MAX_MR,
-          getattr(H, f"{T}STAT"): 4, getattr(H, f"{T}VNIC"): 1}
+LIMITS = {getattr(bnxt_hsi, f"{T}QP"): MAX_QP + 4, getattr(bnxt_hsi, f"{T}CQ"): MAX_CQ + 4, getattr(bnxt_hsi, f"{T}MRAV"): MAX_MR,
+          getattr(bnxt_hsi, f"{T}STAT"): 4, getattr(bnxt_hsi, f"{T}VNIC"): 1}
 
 
 class BNXTDevice(PCIProvider):
@@ -53,20 +53,21 @@ class BNXTDevice(PCIProvider):
     pci.enable_bus_master()
     bar0, bar2 = pci.map_bar(0), pci.map_bar(2)
     hwrm = self.hwrm = HWRM(pci, bar0)
-    ver = hwrm("ver_get", hwrm_intf_maj=H.HWRM_VERSION_MAJOR, hwrm_intf_min=H.HWRM_VERSION_MINOR, hwrm_intf_upd=H.HWRM_VERSION_UPDATE)
+    ver = hwrm("ver_get", hwrm_intf_maj=bnxt_hsi.HWRM_VERSION_MAJOR, hwrm_intf_min=bnxt_hsi.HWRM_VERSION_MINOR,
+               hwrm_intf_upd=bnxt_hsi.HWRM_VERSION_UPDATE)
     self.firmware = f"{ver.hwrm_fw_maj_8b}.{ver.hwrm_fw_min_8b}.{ver.hwrm_fw_bld_8b}"
     hwrm("func_reset", timeout_s=RESET_TIMEOUT_S)
     caps = hwrm("func_qcaps", fid=FID_SELF)
     self.mac, self.port_id = bytes(caps.mac_address), caps.port_id
-    hwrm("func_drv_rgtr", enables=H.FUNC_DRV_RGTR_REQ_ENABLES_VER, ver_maj_8b=H.HWRM_VERSION_MAJOR,
-         ver_min_8b=H.HWRM_VERSION_MINOR, ver_upd_8b=H.HWRM_VERSION_UPDATE)
+    hwrm("func_drv_rgtr", enables=bnxt_hsi.FUNC_DRV_RGTR_REQ_ENABLES_VER, ver_maj_8b=bnxt_hsi.HWRM_VERSION_MAJOR,
+         ver_min_8b=bnxt_hsi.HWRM_VERSION_MINOR, ver_upd_8b=bnxt_hsi.HWRM_VERSION_UPDATE)
     self.db = Doorbell(bar2, hwrm("func_qcfg", fid=FID_SELF).legacy_l2_db_size_kb * 1024)
     self.context = backing_store.configure(pci, hwrm, LIMITS)
     self.rcfw = RCFW(pci, bar0, hwrm, self.db)
     self.stats = pci.alloc_dma(4096)
     self.stat_ctx_id = hwrm("stat_ctx_alloc", stats_dma_addr=self.stats.bus_addr(0),
-                            stats_dma_length=ctypes.sizeof(H.ctx_hw_stats_ext)).stat_ctx_id
-    self.rcfw("initialize_fw", stat_ctx_id=self.stat_ctx_id, flags=H.CMDQ_INITIALIZE_FW_FLAGS_HW_REQUESTER_RETX_SUPPORTED)
+                            stats_dma_length=ctypes.sizeof(bnxt_hsi.ctx_hw_stats_ext)).stat_ctx_id
+    self.rcfw("initialize_fw", stat_ctx_id=self.stat_ctx_id, flags=bnxt_hsi.CMDQ_INITIALIZE_FW_FLAGS_HW_REQUESTER_RETX_SUPPORTED)
     self.nq = NQ(self, pci, hwrm, self.db)          # CQs and L2 rings name it; CQ.wait_event sleeps on it
     self.nq_id = self.nq.id
     self.l2 = open_rx_path(pci, hwrm, self.nq_id, self.mac)

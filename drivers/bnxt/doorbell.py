@@ -8,14 +8,14 @@ index's pass parity), so the hardware tells a full ring from an empty one, and f
 """
 from __future__ import annotations
 
-from autogen import bnxt as H, bnxt_re as R
+from autogen import bnxt as bnxt_hsi, bnxt_re
 from drivers.system.mmio import MMIO
 
 
 def doorbell_value(xid: int, kind: int, index: int, epoch: int, toggle: int = 0) -> int:
-  key = (xid & H.DBC_DBC_XID_MASK) | H.DBC_DBC_PATH_ROCE | kind | R.BNXT_QPLIB_DBR_VALID
-  return key << 32 | (index & H.DBC_DBC_INDEX_MASK) | (epoch & 1) << R.BNXT_QPLIB_DBR_EPOCH_SHIFT | \
-         (toggle << H.DBC_DBC_TOGGLE_SFT & H.DBC_DBC_TOGGLE_MASK)
+  key = (xid & bnxt_hsi.DBC_DBC_XID_MASK) | bnxt_hsi.DBC_DBC_PATH_ROCE | kind | bnxt_re.BNXT_QPLIB_DBR_VALID
+  return key << 32 | (index & bnxt_hsi.DBC_DBC_INDEX_MASK) | (epoch & 1) << bnxt_re.BNXT_QPLIB_DBR_EPOCH_SHIFT | \
+         (toggle << bnxt_hsi.DBC_DBC_TOGGLE_SFT & bnxt_hsi.DBC_DBC_TOGGLE_MASK)
 
 
 class Doorbell:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import ctypes, struct
 from typing import Callable
 
-from autogen import bnxt as H
+from autogen import bnxt as bnxt_hsi
 
 
 def encode(cls: type[ctypes.Structure], **fields) -> bytes:
@@ -47,14 +47,14 @@ def decode(cls: type[ctypes.Structure], data: bytes | memoryview) -> ctypes.Stru
 
 def _names(prefix: str, ok: Callable[[str], bool] = lambda n: True) -> dict[int, str]:
   out: dict[int, str] = {}
-  for k, v in vars(H).items():
+  for k, v in vars(bnxt_hsi).items():
     if k.startswith(prefix) and isinstance(v, int) and not k.endswith("_LAST") and ok(k[len(prefix):]):
       out.setdefault(v, k[len(prefix):])
   return out
 
 
 # HWRM_<NAME> for every command with an input struct; HWRM_ERR_CODE_<NAME>
-HWRM_COMMANDS = _names("HWRM_", lambda n: hasattr(H, f"hwrm_{n.lower()}_input"))
+HWRM_COMMANDS = _names("HWRM_", lambda n: hasattr(bnxt_hsi, f"hwrm_{n.lower()}_input"))
 HWRM_ERRORS = _names("HWRM_ERR_CODE_")
 # RCFW opcodes (CMDQ_BASE_OPCODE_<NAME>) and completion statuses
 RCFW_COMMANDS = _names("CMDQ_BASE_OPCODE_")

@@ -9,7 +9,7 @@ it writes after everything else. One command is outstanding at a time; each carr
 from __future__ import annotations
 import ctypes
 
-from autogen import bnxt as H, bnxt_re as R
+from autogen import bnxt as bnxt_hsi, bnxt_re
 from drivers.bnxt.hsi import HWRM_COMMANDS, HWRM_ERRORS, decode, encode
 from drivers.system.poll import wait_until
 from drivers.system.mmio import MMIO
@@ -36,24 +36,25 @@ class HWRM:
 
   def __call__(self, name: str, timeout_s: float = TIMEOUT_S, **fields) -> ctypes.Structure:
     """Send `hwrm_<name>_input` with `fields`; returns the parsed `hwrm_<name>_output`."""
-    inp, out = getattr(H, f"hwrm_{name}_input"), getattr(H, f"hwrm_{name}_output")
-    req_type = getattr(H, f"HWRM_{name.upper()}")
+    inp, out = getattr(bnxt_hsi, f"hwrm_{name}_input"), getattr(bnxt_hsi, f"hwrm_{name}_output")
+    req_type = getattr(bnxt_hsi, f"HWRM_{name.upper()}")
     self.seq = (self.seq + 1) & 0xFFFF
-    req = encode(inp, req_type=req_type, cmpl_ring=R.BNXT_HWRM_NO_CMPL_RING & 0xFFFF, seq_id=self.seq,
-                 target_id=R.BNXT_HWRM_TARGET, resp_addr=self.resp.bus_addr(0), **fields)
-    if len(req) > H.HWRM_MAX_REQ_LEN: raise ValueError(f"HWRM {name} request is {len(req)} bytes; the window takes {H.HWRM_MAX_REQ_LEN}")
-    req += bytes(H.HWRM_MAX_REQ_LEN - len(req))
+    req = encode(inp, req_type=req_type, cmpl_ring=bnxt_re.BNXT_HWRM_NO_CMPL_RING & 0xFFFF, seq_id=self.seq,
+                 target_id=bnxt_re.BNXT_HWRM_TARGET, resp_addr=self.resp.bus_addr(0), **fields)
+    if len(req) > bnxt_hsi.HWRM_MAX_REQ_LEN:
+      raise ValueError(f"HWRM {name} request is {len(req)} bytes; the window takes {bnxt_hsi.HWRM_MAX_REQ_LEN}")
+    req += bytes(bnxt_hsi.HWRM_MAX_REQ_LEN - len(req))
     resp = self.resp.view
     resp[:] = bytes(len(resp))                # a stale valid byte must not pass for the answer
     for i in range(0, len(req), 4): self.bar0.write32(CHIMP_COMM + i, int.from_bytes(req[i:i + 4], "little"))
     self.bar0.write32(CHIMP_COMM_TRIGGER, 1)
-    hdr = decode(H.hwrm_resp_hdr, resp)
+    hdr = decode(bnxt_hsi.hwrm_resp_hdr, resp)
 
     def done() -> bool:
       nonlocal hdr
-      hdr = decode(H.hwrm_resp_hdr, resp)
+      hdr = decode(bnxt_hsi.hwrm_resp_hdr, resp)
       n = hdr.resp_len
-      return n != 0 and hdr.seq_id == self.seq and n <= len(resp) and resp[n - 1] == H.HWRM_RESP_VALID_KEY
+      return n != 0 and hdr.seq_id == self.seq and n <= len(resp) and resp[n - 1] == bnxt_hsi.HWRM_RESP_VALID_KEY
 
     wait_until(done, timeout_s, lambda: f"{self.pci.bus}: HWRM {name.upper()} ({req_type:#x}) seq {self.seq}: no valid response "
                f"in {timeout_s:g} s (resp_len {hdr.resp_len}, seq_id {hdr.seq_id})")

@@ -7,18 +7,18 @@ MR's access bits are REGISTER_MR's own (LOCAL_WRITE 1, REMOTE_READ 2, REMOTE_WRI
 from __future__ import annotations
 from typing import TYPE_CHECKING
 
-from autogen import bnxt as H
+from autogen import bnxt as bnxt_hsi
 from drivers.bnxt.pbl import page_table
 from drivers.rdma.provider import mr_page_shift
 from drivers.rdma.verbs import Access
 if TYPE_CHECKING: from drivers.bnxt.device import BNXTDevice
 
-MR_ACCESS = {Access.LOCAL_WRITE: H.CMDQ_REGISTER_MR_ACCESS_LOCAL_WRITE, Access.REMOTE_READ: H.CMDQ_REGISTER_MR_ACCESS_REMOTE_READ,
-             Access.REMOTE_WRITE: H.CMDQ_REGISTER_MR_ACCESS_REMOTE_WRITE, Access.REMOTE_ATOMIC: H.CMDQ_REGISTER_MR_ACCESS_REMOTE_ATOMIC}
+MR_ACCESS = {Access.LOCAL_WRITE: bnxt_hsi.CMDQ_REGISTER_MR_ACCESS_LOCAL_WRITE, Access.REMOTE_READ: bnxt_hsi.CMDQ_REGISTER_MR_ACCESS_REMOTE_READ,
+             Access.REMOTE_WRITE: bnxt_hsi.CMDQ_REGISTER_MR_ACCESS_REMOTE_WRITE, Access.REMOTE_ATOMIC: bnxt_hsi.CMDQ_REGISTER_MR_ACCESS_REMOTE_ATOMIC}
 
 
 # the page sizes REGISTER_MR names (roce_hsi.h CMDQ_REGISTER_MR_LOG2_PG_SIZE_PG_*: log2 of the size, a bit each)
-MR_PAGE_SIZES = sum(1 << (v >> H.CMDQ_REGISTER_MR_LOG2_PG_SIZE_SFT) for k, v in vars(H).items()
+MR_PAGE_SIZES = sum(1 << (v >> bnxt_hsi.CMDQ_REGISTER_MR_LOG2_PG_SIZE_SFT) for k, v in vars(bnxt_hsi).items()
                     if k.startswith("CMDQ_REGISTER_MR_LOG2_PG_SIZE_PG_"))
 
 
@@ -30,9 +30,9 @@ class MR:
     shift = mr_page_shift(dev.name, page_size, MR_PAGE_SIZES)
     self.dev, self.pt = dev, page_table(dev.pci, pages)
     try:
-      resp = dev.rcfw("register_mr", flags=H.CMDQ_REGISTER_MR_FLAGS_ALLOC_MR, access=mr_access(access),
-                      log2_pg_size_lvl=self.pt.level | shift << H.CMDQ_REGISTER_MR_LOG2_PG_SIZE_SFT,
-                      log2_pbl_pg_size=H.CMDQ_REGISTER_MR_LOG2_PBL_PG_SIZE_PG_4K, pbl=self.pt.base, va=iova, mr_size=length)
+      resp = dev.rcfw("register_mr", flags=bnxt_hsi.CMDQ_REGISTER_MR_FLAGS_ALLOC_MR, access=mr_access(access),
+                      log2_pg_size_lvl=self.pt.level | shift << bnxt_hsi.CMDQ_REGISTER_MR_LOG2_PG_SIZE_SFT,
+                      log2_pbl_pg_size=bnxt_hsi.CMDQ_REGISTER_MR_LOG2_PBL_PG_SIZE_PG_4K, pbl=self.pt.base, va=iova, mr_size=length)
     except BaseException:
       self.pt.free(dev.pci)
       raise

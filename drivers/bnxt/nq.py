@@ -11,7 +11,7 @@ from __future__ import annotations
 import ctypes, os, select
 from typing import TYPE_CHECKING
 
-from autogen import bnxt as H
+from autogen import bnxt as bnxt_hsi
 from drivers.bnxt.doorbell import Doorbell
 from drivers.bnxt.hsi import Packer
 from drivers.bnxt.hwrm import HWRM
@@ -20,14 +20,14 @@ from drivers.bnxt.rcfw import NQ_ENTRIES, alloc_nq_ring
 from drivers.system.pci import PCIDevice
 if TYPE_CHECKING: from drivers.bnxt.device import BNXTDevice
 
-NQ_CN = Packer(H.nq_cn, "type cq_handle_low cq_handle_high")
+NQ_CN = Packer(bnxt_hsi.nq_cn, "type cq_handle_low cq_handle_high")
 VECTOR = 1                   # MSI-X vector of the NQ (vector 0 would be the CREQ's, which the RCFW polls)
 
 
 class NQ:
   def __init__(self, dev: BNXTDevice, pci: PCIDevice, hwrm: HWRM, db: Doorbell):
     self.dev, self.db = dev, db
-    self.q = HWQueue(pci, NQ_ENTRIES, ctypes.sizeof(H.nq_base))
+    self.q = HWQueue(pci, NQ_ENTRIES, ctypes.sizeof(bnxt_hsi.nq_base))
     self.id = alloc_nq_ring(hwrm, self.q, logical_id=VECTOR)
     self.event = pci.msix_eventfd(VECTOR)
     self.arm()
@@ -35,18 +35,18 @@ class NQ:
   def arm(self) -> None:
     """NQ_ARM: publish the consumer and interrupt on the next entry (at once if one is unconsumed)."""
     q = self.q
-    self.db.ring(self.id, H.DBC_DBC_TYPE_NQ_ARM, q.cons % q.entries, q.epoch(q.cons))
+    self.db.ring(self.id, bnxt_hsi.DBC_DBC_TYPE_NQ_ARM, q.cons % q.entries, q.epoch(q.cons))
 
   def service(self) -> None:
     """Consume the NQ's entries: each CQ notification hands its CQ the arm toggle to use next."""
     q, got = self.q, False
     while True:
       at = q.cons % q.entries * q.stride
-      if bool(q.ring[at + 8] & H.NQ_CN_V) == bool(q.epoch(q.cons)): break   # not written in this pass yet
+      if bool(q.ring[at + 8] & bnxt_hsi.NQ_CN_V) == bool(q.epoch(q.cons)): break   # not written in this pass yet
       q.cons, got = q.cons + 1, True
       kind, low, high = NQ_CN.unpack_from(q.ring, at)
-      if kind & H.NQ_CN_TYPE_MASK != H.NQ_CN_TYPE_CQ_NOTIFICATION: continue   # SRQ/QP events: not used here
-      self.dev.cq_by_handle(low | high << 32).notified((kind & H.NQ_CN_TOGGLE_MASK) >> H.NQ_CN_TOGGLE_SFT)
+      if kind & bnxt_hsi.NQ_CN_TYPE_MASK != bnxt_hsi.NQ_CN_TYPE_CQ_NOTIFICATION: continue   # SRQ/QP events: not used here
+      self.dev.cq_by_handle(low | high << 32).notified((kind & bnxt_hsi.NQ_CN_TOGGLE_MASK) >> bnxt_hsi.NQ_CN_TOGGLE_SFT)
     if got: self.arm()
 
   def wait(self, timeout_s: float) -> None:

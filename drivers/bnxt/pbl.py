@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from autogen import bnxt as H, bnxt_re as R
+from autogen import bnxt as bnxt_hsi, bnxt_re
 from drivers.system.dma import DMAMemory, PAGE
 from drivers.system.pci import PCIDevice
 
 PTES = PAGE // 8                 # PTEs per table page (MAX_PBL_LVL_1_PGS)
-PDES = 1 << R.MAX_PDL_LVL_SHIFT  # PDEs in a level-2 table's top page
+PDES = 1 << bnxt_re.MAX_PDL_LVL_SHIFT  # PDEs in a level-2 table's top page
 MAX_PAGES = PDES * PTES          # the most pages a page table names
 
 
@@ -43,15 +43,15 @@ def page_table(pci: PCIDevice, pages: list[int], queue: bool = False) -> PageTab
   if len(pages) > MAX_PAGES:
     raise ValueError(f"{len(pages)} pages are more than a level-2 page table holds ({MAX_PAGES}: {PDES} PDEs of {PTES} PTEs); "
                      "register less, or memory in larger pages")
-  if len(pages) == R.MAX_PBL_LVL_0_PGS: return PageTable(R.PBL_LVL_0, pages[0])
-  ptes = np.array(pages, np.uint64) | H.PTU_PTE_VALID
+  if len(pages) == bnxt_re.MAX_PBL_LVL_0_PGS: return PageTable(bnxt_re.PBL_LVL_0, pages[0])
+  ptes = np.array(pages, np.uint64) | bnxt_hsi.PTU_PTE_VALID
   if queue:
-    ptes[-1] |= H.PTU_PTE_LAST
-    if len(ptes) > 1: ptes[-2] |= H.PTU_PTE_NEXT_TO_LAST
+    ptes[-1] |= bnxt_hsi.PTU_PTE_LAST
+    if len(ptes) > 1: ptes[-2] |= bnxt_hsi.PTU_PTE_NEXT_TO_LAST
   tables = [_table(pci, ptes[i:i + PTES]) for i in range(0, len(ptes), PTES)]
-  if len(tables) == 1: return PageTable(R.PBL_LVL_1, tables[0].bus_addrs[0], tables)
-  top = _table(pci, np.array([t.bus_addrs[0] for t in tables], np.uint64) | H.PTU_PDE_VALID)
-  return PageTable(R.PBL_LVL_2, top.bus_addrs[0], tables + [top])
+  if len(tables) == 1: return PageTable(bnxt_re.PBL_LVL_1, tables[0].bus_addrs[0], tables)
+  top = _table(pci, np.array([t.bus_addrs[0] for t in tables], np.uint64) | bnxt_hsi.PTU_PDE_VALID)
+  return PageTable(bnxt_re.PBL_LVL_2, top.bus_addrs[0], tables + [top])
 
 
 def _table(pci: PCIDevice, ptes: np.ndarray) -> DMAMemory:

@@ -11,7 +11,7 @@ the kernel does), everything else slot 0.
 """
 from __future__ import annotations
 
-from autogen import mlx5 as H, mlx5_core as C
+from autogen import mlx5 as mlx5_ifc, mlx5_core
 from drivers.system.poll import wait_until
 from drivers.mlx5.ifc import COMMANDS, DELIVERY, CommandError, swap32
 from drivers.system.dma import DMAMemory
@@ -19,7 +19,7 @@ from drivers.system.mmio import MMIO
 from drivers.system.pci import PCIDevice
 
 CMDQ_ADDR_H, CMDQ_ADDR_L_SZ, CMD_DBELL = 0x010, 0x014, 0x018
-LAYOUT, BLOCK, DATA = 64, 1024, C.MLX5_CMD_DATA_BLOCK_SIZE
+LAYOUT, BLOCK, DATA = 64, 1024, mlx5_core.MLX5_CMD_DATA_BLOCK_SIZE
 MAILBOXES = 128                     # the standing pool: 64 KiB of input and output data per command
 TIMEOUT_S = 60.0
 
@@ -70,20 +70,20 @@ class CommandQueue:
     self.token = self.token % 255 + 1
     self._chain(mbox, 0, inp[16:], nin)
     self._chain(mbox, nin, b"", nout)
-    slot = self.slots - 1 if opcode == H.MLX5_CMD_OP_MANAGE_PAGES else 0
+    slot = self.slots - 1 if opcode == mlx5_ifc.MLX5_CMD_OP_MANAGE_PAGES else 0
     lay = bytearray(LAYOUT)
-    lay[0] = C.MLX5_PCI_CMD_XPORT
+    lay[0] = mlx5_core.MLX5_PCI_CMD_XPORT
     lay[4:8] = len(inp).to_bytes(4, "big")
     lay[8:16] = mbox.bus_addr(0).to_bytes(8, "big")
     lay[16:16 + min(16, len(inp))] = inp[:16]
     lay[48:56] = mbox.bus_addr(nin * BLOCK).to_bytes(8, "big")
     lay[56:60] = outlen.to_bytes(4, "big")
-    lay[60], lay[63] = self.token, C.CMD_OWNER_HW
+    lay[60], lay[63] = self.token, mlx5_core.CMD_OWNER_HW
     base = slot << self.log_stride
     self.page.view[base:base + LAYOUT] = lay
     self.bar.write32(CMD_DBELL, swap32(1 << slot))
     v = self.page.view
-    wait_until(lambda: not v[base + 63] & C.CMD_OWNER_HW, TIMEOUT_S,
+    wait_until(lambda: not v[base + 63] & mlx5_core.CMD_OWNER_HW, TIMEOUT_S,
                lambda: f"{self.name}: {COMMANDS.get(opcode)} ({opcode:#x}) did not complete in {TIMEOUT_S:g} s")
     if delivery := v[base + 63] >> 1:
       raise RuntimeError(f"{self.name}: {COMMANDS.get(opcode)} ({opcode:#x}) was not delivered: delivery status "

@@ -8,7 +8,7 @@ from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING
 
-from autogen import mlx5 as H, mlx5_core as C
+from autogen import mlx5 as mlx5_ifc, mlx5_core
 from drivers.rdma.provider import Completion
 if TYPE_CHECKING: from drivers.mlx5.device import MLX5Device
 
@@ -25,11 +25,11 @@ class CQ:
     self.log_size = max(depth - 1, 63).bit_length()         # a power of two with room for `depth`, at least one page
     self.depth = n = 1 << self.log_size
     self.mem = dev.pci.alloc_dma(n * CQE)
-    for i in range(n): self.mem.view[i * CQE + 63] = C.MLX5_CQE_INVALID << 4 | 1
+    for i in range(n): self.mem.view[i * CQE + 63] = mlx5_core.MLX5_CQE_INVALID << 4 | 1
     self.dbr, self.ci, self.sn = dev.alloc_dbr(), 0, 0
     q = "cq_context."
     try:
-      self.cqn = dev.cmd(H.MLX5_CMD_OP_CREATE_CQ, {f"{q}log_cq_size": self.log_size, f"{q}uar_page": dev.uar,
+      self.cqn = dev.cmd(mlx5_ifc.MLX5_CMD_OP_CREATE_CQ, {f"{q}log_cq_size": self.log_size, f"{q}uar_page": dev.uar,
                          f"{q}c_eqn_or_apu_element": dev.comp_eq.eqn, f"{q}dbr_addr": dev.dbr.bus_addr(self.dbr)},
                          payload=b"".join(a.to_bytes(8, "big") for a in self.mem.bus_addrs)).get("cqn")
     except BaseException:
@@ -41,7 +41,7 @@ class CQ:
     while len(out) < max_entries:
       e = (self.ci % self.depth) * CQE
       op = v[e + 63]
-      if op >> 4 == C.MLX5_CQE_INVALID or op & 1 != (self.ci >> self.log_size) & 1: break
+      if op >> 4 == mlx5_core.MLX5_CQE_INVALID or op & 1 != (self.ci >> self.log_size) & 1: break
       imm, byte_cnt, vendor_syndrome, syndrome, qpn, counter, op = FIELDS.unpack_from(v, e)   # (not written again before
       self.ci += 1                                                                         # the consumer passes it)
       if (qp := self.dev.qps.get(qpn & 0xFFFFFF)) is None:
@@ -53,7 +53,7 @@ class CQ:
 
   def _new(self) -> bool:
     op = self.mem.view[(self.ci % self.depth) * CQE + 63]
-    return op >> 4 != C.MLX5_CQE_INVALID and op & 1 == (self.ci >> self.log_size) & 1
+    return op >> 4 != mlx5_core.MLX5_CQE_INVALID and op & 1 == (self.ci >> self.log_size) & 1
 
   def wait_event(self, timeout_s: float) -> bool:
     """Arm the CQ (the doorbell record's arm word, then the UAR's CQ doorbell: sn << 28 | consumer, cqn) and sleep on
@@ -65,12 +65,12 @@ class CQ:
     word = (self.sn & 3) << 28 | self.ci & 0xFFFFFF
     self.sn += 1
     self.dev.dbr.view[self.dbr + 4:self.dbr + 8] = word.to_bytes(4, "big")
-    self.dev.uar_bar.write64(C.MLX5_CQ_DOORBELL, int.from_bytes(word.to_bytes(4, "big") + self.cqn.to_bytes(4, "big"), "little"))
+    self.dev.uar_bar.write64(mlx5_core.MLX5_CQ_DOORBELL, int.from_bytes(word.to_bytes(4, "big") + self.cqn.to_bytes(4, "big"), "little"))
     if not self._new(): eq.wait(timeout_s)             # else it came before the arm (the event is due at once anyway)
     return True
 
   def destroy(self) -> None:
-    try: self.dev.cmd(H.MLX5_CMD_OP_DESTROY_CQ, cqn=self.cqn)
+    try: self.dev.cmd(mlx5_ifc.MLX5_CMD_OP_DESTROY_CQ, cqn=self.cqn)
     finally: self._free()
 
   def _free(self) -> None:

@@ -13,7 +13,7 @@ GIDs are RoCE addresses (SET_ROCE_ADDRESS). Closing tears the HCA down, reclaims
 from __future__ import annotations
 import secrets
 
-from autogen import mlx5 as H, mlx5_core as C
+from autogen import mlx5 as mlx5_ifc, mlx5_core
 from drivers.system.poll import wait_until
 from drivers.mlx5.cmdq import CommandQueue
 from drivers.mlx5.cq import CQ
@@ -28,8 +28,9 @@ from drivers.system.pci import PCIDevice
 
 FW_REV, CMDIF_REV_FW_SUB, INITIALIZING = 0x000, 0x004, 0x1FC
 CMDIF_REV, INIT_TIMEOUT_S = 5, 10.0
-BOOT, INIT, REGULAR = H.MLX5_QUERY_PAGES_IN_OP_MOD_BOOT_PAGES, H.MLX5_QUERY_PAGES_IN_OP_MOD_INIT_PAGES, H.MLX5_QUERY_PAGES_IN_OP_MOD_REGULAR_PAGES
-GEN, ROCE = C.MLX5_CAP_GENERAL, C.MLX5_CAP_ROCE
+BOOT, INIT, REGULAR = (mlx5_ifc.MLX5_QUERY_PAGES_IN_OP_MOD_BOOT_PAGES, mlx5_ifc.MLX5_QUERY_PAGES_IN_OP_MOD_INIT_PAGES,
+                       mlx5_ifc.MLX5_QUERY_PAGES_IN_OP_MOD_REGULAR_PAGES)
+GEN, ROCE = mlx5_core.MLX5_CAP_GENERAL, mlx5_core.MLX5_CAP_ROCE
 DBR = 8
 
 
@@ -74,31 +75,31 @@ class MLX5Device(PCIProvider):
     self._wait_initialized()
     self.cmdq = CommandQueue(pci, self.bar, self.name)
     self._wait_initialized()
-    self.cmd(H.MLX5_CMD_OP_ENABLE_HCA)
+    self.cmd(mlx5_ifc.MLX5_CMD_OP_ENABLE_HCA)
     self.enabled = True
-    if not self.cmd(H.MLX5_CMD_OP_QUERY_ISSI).get("supported_issi_dw0") & 2:
+    if not self.cmd(mlx5_ifc.MLX5_CMD_OP_QUERY_ISSI).get("supported_issi_dw0") & 2:
       raise RuntimeError(f"{self.name}: the firmware does not support ISSI 1")
-    self.cmd(H.MLX5_CMD_OP_SET_ISSI, current_issi=1)
+    self.cmd(mlx5_ifc.MLX5_CMD_OP_SET_ISSI, current_issi=1)
     self.pages.satisfy(BOOT)
     # HOST_ENDIANNESS (16 bytes, `he` 0: a little-endian host; mlx5 core main.c set_hca_ctrl)
-    self.cmd(H.MLX5_CMD_OP_ACCESS_REG, op_mod=H.MLX5_ACCESS_REGISTER_IN_OP_MOD_WRITE, register_id=C.MLX5_REG_HOST_ENDIANNESS,
+    self.cmd(mlx5_ifc.MLX5_CMD_OP_ACCESS_REG, op_mod=mlx5_ifc.MLX5_ACCESS_REGISTER_IN_OP_MOD_WRITE, register_id=mlx5_core.MLX5_REG_HOST_ENDIANNESS,
              payload=bytes(16))
     self._set_caps(GEN, {"cmdif_checksum": 0, "log_uar_page_sz": 0, "pkey_table_size": 0, "roce": 1})
     self._set_caps(ROCE, {"sw_r_roce_src_udp_port": 1})
     self.pages.satisfy(INIT)
-    self.cmd(H.MLX5_CMD_OP_INIT_HCA, {f"sw_owner_id[{i}]": secrets.randbits(32) for i in range(4)})
+    self.cmd(mlx5_ifc.MLX5_CMD_OP_INIT_HCA, {f"sw_owner_id[{i}]": secrets.randbits(32) for i in range(4)})
     self.initialized = True
     self.caps = self.query_caps(GEN)
     self.max_rd_atomic = 1 << min(self._cap("log_max_ra_req_qp"), self._cap("log_max_ra_res_qp"))
     self.pages.satisfy(REGULAR)
-    self.uar = self.cmd(H.MLX5_CMD_OP_ALLOC_UAR).get("uar")
+    self.uar = self.cmd(mlx5_ifc.MLX5_CMD_OP_ALLOC_UAR).get("uar")
     self.uar_bar = UARPage(self.bar, self.uar * 4096)
     self.eq = EQ(self)
     self.comp_eq = EQ(self, (), COMP_VECTOR)       # completion events of armed CQs (they go to the CQ's EQ)
-    vport = self.cmd(H.MLX5_CMD_OP_QUERY_NIC_VPORT_CONTEXT)
+    vport = self.cmd(mlx5_ifc.MLX5_CMD_OP_QUERY_NIC_VPORT_CONTEXT)
     self.mac = (vport.get("nic_vport_context.permanent_address.mac_addr_47_32") << 32 |
                 vport.get("nic_vport_context.permanent_address.mac_addr_31_0")).to_bytes(6, "big")
-    self.cmd(H.MLX5_CMD_OP_MODIFY_NIC_VPORT_CONTEXT, {"field_select.roce_en": 1, "nic_vport_context.roce_en": 1})
+    self.cmd(mlx5_ifc.MLX5_CMD_OP_MODIFY_NIC_VPORT_CONTEXT, {"field_select.roce_en": 1, "nic_vport_context.roce_en": 1})
     self.dbr = pci.alloc_dma(4096)
     self.dbr_free = list(range(0, 4096, DBR))
 
@@ -120,24 +121,24 @@ class MLX5Device(PCIProvider):
     try:
       while evs := self.eq.poll():
         for kind, data in evs:
-          if kind == C.MLX5_EVENT_TYPE_PAGE_REQUEST:
+          if kind == mlx5_core.MLX5_EVENT_TYPE_PAGE_REQUEST:
             n = int.from_bytes(data[4:8], "big", signed=True)
             if n > 0: self.pages.give(n)
             elif n < 0: self.pages.reclaim(-n)
-          elif kind == C.MLX5_EVENT_TYPE_CQ_ERROR:
+          elif kind == mlx5_core.MLX5_EVENT_TYPE_CQ_ERROR:
             raise RuntimeError(f"{self.name}: CQ {int.from_bytes(data[0:4], 'big') & 0xFFFFFF:#x} overran (CQ error event)")
     finally: self._servicing = False
 
   def query_caps(self, kind: int) -> bytes:
-    return self.cmd(H.MLX5_CMD_OP_QUERY_HCA_CAP, op_mod=kind << 1 | 1).raw[16:16 + 4096]
+    return self.cmd(mlx5_ifc.MLX5_CMD_OP_QUERY_HCA_CAP, op_mod=kind << 1 | 1).raw[16:16 + 4096]
 
-  def _cap(self, name: str) -> int: return H.LAYOUTS["cmd_hca_cap"].get(self.caps, name)
+  def _cap(self, name: str) -> int: return mlx5_ifc.LAYOUTS["cmd_hca_cap"].get(self.caps, name)
 
   def _set_caps(self, kind: int, values: dict[str, int]) -> None:
-    layout = H.LAYOUTS["cmd_hca_cap" if kind == GEN else "roce_cap"]
+    layout = mlx5_ifc.LAYOUTS["cmd_hca_cap" if kind == GEN else "roce_cap"]
     blob = bytearray(self.query_caps(kind))
     for k, v in values.items(): layout.set(blob, k, v)
-    self.cmd(H.MLX5_CMD_OP_SET_HCA_CAP, op_mod=kind << 1, at={16: bytes(blob)})
+    self.cmd(mlx5_ifc.MLX5_CMD_OP_SET_HCA_CAP, op_mod=kind << 1, at={16: bytes(blob)})
 
   # --- doorbell records (8 bytes each, in one page)
   def alloc_dbr(self) -> int:
@@ -152,15 +153,15 @@ class MLX5Device(PCIProvider):
   def add_gid(self, gid: bytes) -> int:
     index = next(i for i in range(1 << 16) if i not in self.gids)
     mac = int.from_bytes(self.mac, "big")
-    self.cmd(H.MLX5_CMD_OP_SET_ROCE_ADDRESS, {"roce_address_index": index, "vhca_port_num": 1,
-             "roce_address.roce_version": C.MLX5_ROCE_VERSION_2,
-             "roce_address.roce_l3_type": C.MLX5_ROCE_L3_TYPE_IPV4 if ipv4_gid(gid) else C.MLX5_ROCE_L3_TYPE_IPV6,
+    self.cmd(mlx5_ifc.MLX5_CMD_OP_SET_ROCE_ADDRESS, {"roce_address_index": index, "vhca_port_num": 1,
+             "roce_address.roce_version": mlx5_core.MLX5_ROCE_VERSION_2,
+             "roce_address.roce_l3_type": mlx5_core.MLX5_ROCE_L3_TYPE_IPV4 if ipv4_gid(gid) else mlx5_core.MLX5_ROCE_L3_TYPE_IPV6,
              "roce_address.source_mac_47_32": mac >> 32, "roce_address.source_mac_31_0": mac & 0xFFFFFFFF},
              at={16: bytes(gid)})
     self.gids[index] = bytes(gid)
     return index
 
-  def alloc_pd(self) -> int: return self.cmd(H.MLX5_CMD_OP_ALLOC_PD).get("pd")
+  def alloc_pd(self) -> int: return self.cmd(mlx5_ifc.MLX5_CMD_OP_ALLOC_PD).get("pd")
 
   def reg_mr(self, pd: int, pages: list[int], page_size: int, iova: int, length: int, access: Access) -> MR:
     return MR(self, pd, pages, page_size, iova, length, access)
@@ -170,8 +171,8 @@ class MLX5Device(PCIProvider):
 
   def set_loopback(self, on: bool) -> None:
     """The NIC's internal unicast loopback (frames to one of its own GIDs come back in): on unless disabled."""
-    self.cmd(H.MLX5_CMD_OP_MODIFY_NIC_VPORT_CONTEXT, {"field_select.disable_uc_local_lb": 1,
-                                                      "nic_vport_context.disable_uc_local_lb": int(not on)})
+    self.cmd(mlx5_ifc.MLX5_CMD_OP_MODIFY_NIC_VPORT_CONTEXT, {"field_select.disable_uc_local_lb": 1,
+                                                             "nic_vport_context.disable_uc_local_lb": int(not on)})
 
   def close(self) -> None: self._teardown()
 
@@ -182,11 +183,11 @@ class MLX5Device(PCIProvider):
         try:
           if self.initialized:
             self.eq = None                      # the teardown takes the EQ with it: no more events
-            self.cmd(H.MLX5_CMD_OP_TEARDOWN_HCA, poll=False)
+            self.cmd(mlx5_ifc.MLX5_CMD_OP_TEARDOWN_HCA, poll=False)
             self.initialized = False
           while self.pages.given and self.pages.reclaim(len(self.pages.given)): pass
           if self.pages.given: raise RuntimeError(f"{self.name}: {len(self.pages.given)} pages were not returned after TEARDOWN_HCA")
-          self.cmd(H.MLX5_CMD_OP_DISABLE_HCA, poll=False)
+          self.cmd(mlx5_ifc.MLX5_CMD_OP_DISABLE_HCA, poll=False)
           self.enabled = False
         except (CommandError, RuntimeError):
           if not quiet: raise

@@ -10,14 +10,15 @@ from __future__ import annotations
 import os, select
 from typing import TYPE_CHECKING
 
-from autogen import mlx5 as H, mlx5_core as C
+from autogen import mlx5 as mlx5_ifc, mlx5_core
 from drivers.mlx5.ifc import swap32
 
 if TYPE_CHECKING: from drivers.mlx5.device import MLX5Device
 
 LOG_SIZE, EQE = 7, 64
 DB_ARM, DB_NOARM = 0x40, 0x48
-ASYNC_EVENTS = (C.MLX5_EVENT_TYPE_PAGE_REQUEST, C.MLX5_EVENT_TYPE_CMD, C.MLX5_EVENT_TYPE_CQ_ERROR, C.MLX5_EVENT_TYPE_WQ_CATAS_ERROR)
+ASYNC_EVENTS = (mlx5_core.MLX5_EVENT_TYPE_PAGE_REQUEST, mlx5_core.MLX5_EVENT_TYPE_CMD, mlx5_core.MLX5_EVENT_TYPE_CQ_ERROR,
+                mlx5_core.MLX5_EVENT_TYPE_WQ_CATAS_ERROR)
 COMP_VECTOR = 1              # MSI-X vector of the completion EQ (0, the async EQ's, is never armed: it is polled)
 
 
@@ -29,8 +30,8 @@ class EQ:
     self.events: list[tuple[int, bytes]] = []        # the last few, for messages
     pas = b"".join(a.to_bytes(8, "big") for a in self.mem.bus_addrs)
     try:
-      self.eqn = dev.cmd(H.MLX5_CMD_OP_CREATE_EQ, {"eq_context_entry.log_eq_size": LOG_SIZE, "eq_context_entry.uar_page": dev.uar,
-                                                   "eq_context_entry.intr": vector, "event_bitmask[0]": sum(1 << t for t in events)},
+      self.eqn = dev.cmd(mlx5_ifc.MLX5_CMD_OP_CREATE_EQ, {"eq_context_entry.log_eq_size": LOG_SIZE, "eq_context_entry.uar_page": dev.uar,
+                                                          "eq_context_entry.intr": vector, "event_bitmask[0]": sum(1 << t for t in events)},
                          payload=pas, poll=False).get("eq_number")
     except BaseException:
       dev.pci.free_dma(self.mem)
@@ -57,5 +58,5 @@ class EQ:
       except BlockingIOError: pass
 
   def destroy(self) -> None:
-    try: self.dev.cmd(H.MLX5_CMD_OP_DESTROY_EQ, eq_number=self.eqn, poll=False)
+    try: self.dev.cmd(mlx5_ifc.MLX5_CMD_OP_DESTROY_EQ, eq_number=self.eqn, poll=False)
     finally: self.dev.pci.free_dma(self.mem)

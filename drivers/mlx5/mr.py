@@ -6,7 +6,7 @@ byte the driver picks (it changes with every registration, so a stale key does n
 from __future__ import annotations
 from typing import TYPE_CHECKING
 
-from autogen import mlx5 as H
+from autogen import mlx5 as mlx5_ifc
 from drivers.rdma.provider import mr_page_shift
 from drivers.rdma.verbs import Access
 
@@ -22,7 +22,7 @@ class MR:
     self.dev, octs = dev, -(-len(pages) // 2)
     mtt = b"".join(p.to_bytes(8, "big") for p in pages).ljust(16 * octs, b"\0")
     m = "memory_key_mkey_entry."
-    index = dev.cmd(H.MLX5_CMD_OP_CREATE_MKEY, {
+    index = dev.cmd(mlx5_ifc.MLX5_CMD_OP_CREATE_MKEY, {
       f"{m}access_mode_1_0": 1, f"{m}lr": 1, f"{m}lw": int(bool(access & Access.LOCAL_WRITE)),
       f"{m}rr": int(bool(access & Access.REMOTE_READ)), f"{m}rw": int(bool(access & Access.REMOTE_WRITE)),
       f"{m}qpn": 0xFFFFFF, f"{m}mkey_7_0": variant, f"{m}pd": pd, f"{m}start_addr": iova, f"{m}len": length,
@@ -31,4 +31,4 @@ class MR:
     self.lkey = self.rkey = index << 8 | variant
 
   def deregister(self) -> None:
-    self.dev.cmd(H.MLX5_CMD_OP_DESTROY_MKEY, mkey_index=self.lkey >> 8)
+    self.dev.cmd(mlx5_ifc.MLX5_CMD_OP_DESTROY_MKEY, mkey_index=self.lkey >> 8)

@@ -4,7 +4,7 @@ them; at teardown every page is reclaimed, so none stays with the device."""
 from __future__ import annotations
 from typing import TYPE_CHECKING
 
-from autogen import mlx5 as H
+from autogen import mlx5 as mlx5_ifc
 from drivers.system.dma import DMAMemory
 
 if TYPE_CHECKING: from drivers.mlx5.device import MLX5Device
@@ -19,7 +19,7 @@ class Pages:
 
   def query(self, op_mod: int) -> int:
     """The pages the firmware wants for `op_mod` (BOOT, INIT, REGULAR); negative: it has that many to return."""
-    n = self.dev.cmd(H.MLX5_CMD_OP_QUERY_PAGES, op_mod=op_mod).get("num_pages")
+    n = self.dev.cmd(mlx5_ifc.MLX5_CMD_OP_QUERY_PAGES, op_mod=op_mod).get("num_pages")
     return n - (1 << 32) if n >> 31 else n
 
   def satisfy(self, op_mod: int) -> None:
@@ -35,10 +35,10 @@ class Pages:
         for _ in range(k): mems.append(self.dev.pci.alloc_dma(4096))
       except (MemoryError, OSError) as e:      # the firmware hears that its request failed (ALLOCATION_FAIL)
         for m in mems: self.dev.pci.free_dma(m)
-        self.dev.cmd(H.MLX5_CMD_OP_MANAGE_PAGES, op_mod=H.MLX5_MANAGE_PAGES_IN_OP_MOD_ALLOCATION_FAIL, input_num_entries=n, poll=False)
+        self.dev.cmd(mlx5_ifc.MLX5_CMD_OP_MANAGE_PAGES, op_mod=mlx5_ifc.MLX5_MANAGE_PAGES_IN_OP_MOD_ALLOCATION_FAIL, input_num_entries=n, poll=False)
         raise MemoryError(f"{self.dev.name}: cannot allocate the {n} pages the firmware asked for: {e}") from e
       addrs = [m.bus_addr(0) for m in mems]
-      try: self.dev.cmd(H.MLX5_CMD_OP_MANAGE_PAGES, op_mod=H.MLX5_MANAGE_PAGES_IN_OP_MOD_ALLOCATION_SUCCESS,
+      try: self.dev.cmd(mlx5_ifc.MLX5_CMD_OP_MANAGE_PAGES, op_mod=mlx5_ifc.MLX5_MANAGE_PAGES_IN_OP_MOD_ALLOCATION_SUCCESS,
                         input_num_entries=k, payload=b"".join(a.to_bytes(8, "big") for a in addrs))
       except BaseException:
         for m in mems: self.dev.pci.free_dma(m)
@@ -51,7 +51,7 @@ class Pages:
     got = 0
     while n > 0:
       k = min(n, CHUNK)
-      out = self.dev.cmd(H.MLX5_CMD_OP_MANAGE_PAGES, op_mod=H.MLX5_MANAGE_PAGES_IN_OP_MOD_HCA_RETURN_PAGES,
+      out = self.dev.cmd(mlx5_ifc.MLX5_CMD_OP_MANAGE_PAGES, op_mod=mlx5_ifc.MLX5_MANAGE_PAGES_IN_OP_MOD_HCA_RETURN_PAGES,
                          input_num_entries=k, outlen=16 + 8 * k)
       m = out.get("output_num_entries")
       for i in range(m):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING
 
-from autogen import mlx5 as H, mlx5_core as C
+from autogen import mlx5 as mlx5_ifc, mlx5_core
 from drivers.mlx5.ifc import SYNDROMES
 from drivers.mlx5.cq import CQE, DBR_WORD
 from drivers.rdma.provider import Completion, DevicePost, WorkRequests
@@ -23,22 +23,24 @@ if TYPE_CHECKING:
   from drivers.mlx5.cq import CQ
   from drivers.mlx5.device import MLX5Device
 
-WQEBB, DS, MAX_SGE, INVALID_LKEY = C.MLX5_SEND_WQE_BB, C.MLX5_SEND_WQE_DS, 8, 0x100
+WQEBB, DS, MAX_SGE, INVALID_LKEY = mlx5_core.MLX5_SEND_WQE_BB, mlx5_core.MLX5_SEND_WQE_DS, 8, 0x100
 BF_SIZE = 0x100                             # a doorbell / BlueFlame register (log_bf_reg_size 9: two per UAR page)
-BF = (C.MLX5_BF_OFFSET, C.MLX5_BF_OFFSET + BF_SIZE)
-OPCODE = {WROpcode.RDMA_WRITE: C.MLX5_OPCODE_RDMA_WRITE, WROpcode.RDMA_WRITE_WITH_IMM: C.MLX5_OPCODE_RDMA_WRITE_IMM,
-          WROpcode.SEND: C.MLX5_OPCODE_SEND, WROpcode.SEND_WITH_IMM: C.MLX5_OPCODE_SEND_IMM, WROpcode.RDMA_READ: C.MLX5_OPCODE_RDMA_READ}
-SYNDROME_WC = {C.MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR: W.LOC_LEN_ERR, C.MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR: W.LOC_QP_OP_ERR,
-               C.MLX5_CQE_SYNDROME_LOCAL_PROT_ERR: W.LOC_PROT_ERR, C.MLX5_CQE_SYNDROME_WR_FLUSH_ERR: W.WR_FLUSH_ERR,
-               C.MLX5_CQE_SYNDROME_BAD_RESP_ERR: W.BAD_RESP_ERR, C.MLX5_CQE_SYNDROME_LOCAL_ACCESS_ERR: W.LOC_ACCESS_ERR,
-               C.MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR: W.REM_INV_REQ_ERR, C.MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR: W.REM_ACCESS_ERR,
-               C.MLX5_CQE_SYNDROME_REMOTE_OP_ERR: W.REM_OP_ERR, C.MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR: W.RETRY_EXC_ERR,
-               C.MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR: W.RNR_RETRY_EXC_ERR}
+BF = (mlx5_core.MLX5_BF_OFFSET, mlx5_core.MLX5_BF_OFFSET + BF_SIZE)
+OPCODE = {WROpcode.RDMA_WRITE: mlx5_core.MLX5_OPCODE_RDMA_WRITE, WROpcode.RDMA_WRITE_WITH_IMM: mlx5_core.MLX5_OPCODE_RDMA_WRITE_IMM,
+          WROpcode.SEND: mlx5_core.MLX5_OPCODE_SEND, WROpcode.SEND_WITH_IMM: mlx5_core.MLX5_OPCODE_SEND_IMM,
+          WROpcode.RDMA_READ: mlx5_core.MLX5_OPCODE_RDMA_READ}
+SYNDROME_WC = {mlx5_core.MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR: W.LOC_LEN_ERR, mlx5_core.MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR: W.LOC_QP_OP_ERR,
+               mlx5_core.MLX5_CQE_SYNDROME_LOCAL_PROT_ERR: W.LOC_PROT_ERR, mlx5_core.MLX5_CQE_SYNDROME_WR_FLUSH_ERR: W.WR_FLUSH_ERR,
+               mlx5_core.MLX5_CQE_SYNDROME_BAD_RESP_ERR: W.BAD_RESP_ERR, mlx5_core.MLX5_CQE_SYNDROME_LOCAL_ACCESS_ERR: W.LOC_ACCESS_ERR,
+               mlx5_core.MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR: W.REM_INV_REQ_ERR, mlx5_core.MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR: W.REM_ACCESS_ERR,
+               mlx5_core.MLX5_CQE_SYNDROME_REMOTE_OP_ERR: W.REM_OP_ERR, mlx5_core.MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR: W.RETRY_EXC_ERR,
+               mlx5_core.MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR: W.RNR_RETRY_EXC_ERR}
 SUCCESS, RECV, RECV_RDMA_WITH_IMM = W.SUCCESS, WCOpcode.RECV, WCOpcode.RECV_RDMA_WITH_IMM   # (enum members, looked up once)
 MTU_CODE = {256: 1, 512: 2, 1024: 3, 2048: 4, 4096: 5}
 # SendFlags (each of the 8 combinations) -> the control segment's fm_ce_se byte
-FM_CE_SE = [(C.MLX5_WQE_CTRL_CQ_UPDATE if f & SendFlags.SIGNALED else 0) | (C.MLX5_WQE_CTRL_SOLICITED if f & SendFlags.SOLICITED else 0) |
-            (C.MLX5_FENCE_MODE_FENCE if f & SendFlags.FENCE else 0) for f in map(SendFlags, range(8))]
+FM_CE_SE = [(mlx5_core.MLX5_WQE_CTRL_CQ_UPDATE if f & SendFlags.SIGNALED else 0) |
+            (mlx5_core.MLX5_WQE_CTRL_SOLICITED if f & SendFlags.SOLICITED else 0) |
+            (mlx5_core.MLX5_FENCE_MODE_FENCE if f & SendFlags.FENCE else 0) for f in map(SendFlags, range(8))]
 
 
 def _log2(n: int) -> int: return max(n - 1, 0).bit_length()
@@ -86,7 +88,7 @@ class QP:
     self.cqs = (send_cq, recv_cq)
     self.blueflame = bool(dev._cap("bf"))     # the HCA takes BlueFlame copies (HCA capability bf)
     try:
-      self.qp_num = dev.cmd(H.MLX5_CMD_OP_CREATE_QP, self._base() | {
+      self.qp_num = dev.cmd(mlx5_ifc.MLX5_CMD_OP_CREATE_QP, self._base() | {
         "qpc.log_msg_max": dev._cap("log_max_msg"), "qpc.log_rq_size": self.log_rq, "qpc.log_rq_stride": self.rq_stride,
         "qpc.log_sq_size": self.log_sq, "qpc.uar_page": dev.uar, "qpc.dbr_addr": dev.dbr.bus_addr(self.dbr)},
         payload=b"".join(a.to_bytes(8, "big") for a in self.mem.bus_addrs)).get("qpn")
@@ -97,7 +99,7 @@ class QP:
 
   def _base(self) -> dict[str, int]:
     """What every QP command carries again (the kernel's mlx5_ib does the same)."""
-    return {"qpc.st": H.MLX5_QPC_ST_RC, "qpc.pm_state": H.MLX5_QPC_PM_STATE_MIGRATED, "qpc.pd": self.pd,
+    return {"qpc.st": mlx5_ifc.MLX5_QPC_ST_RC, "qpc.pm_state": mlx5_ifc.MLX5_QPC_PM_STATE_MIGRATED, "qpc.pd": self.pd,
             "qpc.cqn_snd": self.cqs[0].cqn, "qpc.cqn_rcv": self.cqs[1].cqn}
 
   # --- state
@@ -108,18 +110,18 @@ class QP:
     access = {"qpc.rre": int(bool(acc & Access.REMOTE_READ)), "qpc.rwe": int(bool(acc & Access.REMOTE_WRITE))}
     if new == QPState.ERR:
       self.wrs.modified(new)
-      return self._cmd(H.MLX5_CMD_OP_2ERR_QP, {})
+      return self._cmd(mlx5_ifc.MLX5_CMD_OP_2ERR_QP, {})
     if new == QPState.RESET:
-      self._cmd(H.MLX5_CMD_OP_2RST_QP, {})
+      self._cmd(mlx5_ifc.MLX5_CMD_OP_2RST_QP, {})
       self.wrs.modified(new)
       self.sq_pi = self.rq_pi = 0
       dev.dbr.view[self.dbr:self.dbr + 8] = bytes(8)
       return
-    if (cur, new) == (QPState.RESET, QPState.INIT): return self._cmd(H.MLX5_CMD_OP_RST2INIT_QP, f | access)
+    if (cur, new) == (QPState.RESET, QPState.INIT): return self._cmd(mlx5_ifc.MLX5_CMD_OP_RST2INIT_QP, f | access)
     if (cur, new) == (QPState.INIT, QPState.INIT):
-      opt = (C.MLX5_QP_OPTPAR_RRE | C.MLX5_QP_OPTPAR_RWE if mask & M.ACCESS_FLAGS else 0) | \
-            (C.MLX5_QP_OPTPAR_PKEY_INDEX if mask & M.PKEY_INDEX else 0)
-      return self._cmd(H.MLX5_CMD_OP_INIT2INIT_QP, f | access | {"opt_param_mask": opt})
+      opt = (mlx5_core.MLX5_QP_OPTPAR_RRE | mlx5_core.MLX5_QP_OPTPAR_RWE if mask & M.ACCESS_FLAGS else 0) | \
+            (mlx5_core.MLX5_QP_OPTPAR_PKEY_INDEX if mask & M.PKEY_INDEX else 0)
+      return self._cmd(mlx5_ifc.MLX5_CMD_OP_INIT2INIT_QP, f | access | {"opt_param_mask": opt})
     if (cur, new) == (QPState.INIT, QPState.RTR):
       ah = attr.ah_attr
       rmac = int.from_bytes(ah.dmac, "big")
@@ -128,17 +130,17 @@ class QP:
             "qpc.min_rnr_nak": attr.min_rnr_timer, f"{p}src_addr_index": ah.sgid_index, f"{p}hop_limit": ah.hop_limit,
             f"{p}tclass": ah.traffic_class, f"{p}flow_label": ah.flow_label,
             f"{p}udp_sport": udp_sport(self.qp_num, attr.dest_qp_num), f"{p}rmac_47_32": rmac >> 32, f"{p}rmac_31_0": rmac & 0xFFFFFFFF}
-      opt = (C.MLX5_QP_OPTPAR_RRE | C.MLX5_QP_OPTPAR_RWE if mask & M.ACCESS_FLAGS else 0) | \
-            (C.MLX5_QP_OPTPAR_PKEY_INDEX if mask & M.PKEY_INDEX else 0)
-      gid_at = H.LAYOUTS["init2rtr_qp_in"].locate("qpc.primary_address_path.rgid_rip")[0] // 8
-      return self._cmd(H.MLX5_CMD_OP_INIT2RTR_QP, f | (access if opt else {}) | {"opt_param_mask": opt}, at={gid_at: bytes(ah.dgid)})
+      opt = (mlx5_core.MLX5_QP_OPTPAR_RRE | mlx5_core.MLX5_QP_OPTPAR_RWE if mask & M.ACCESS_FLAGS else 0) | \
+            (mlx5_core.MLX5_QP_OPTPAR_PKEY_INDEX if mask & M.PKEY_INDEX else 0)
+      gid_at = mlx5_ifc.LAYOUTS["init2rtr_qp_in"].locate("qpc.primary_address_path.rgid_rip")[0] // 8
+      return self._cmd(mlx5_ifc.MLX5_CMD_OP_INIT2RTR_QP, f | (access if opt else {}) | {"opt_param_mask": opt}, at={gid_at: bytes(ah.dgid)})
     if new == QPState.RTS:                # RTR -> RTS, RTS -> RTS: access flags and the RNR timer are optional
-      opt = (C.MLX5_QP_OPTPAR_RRE | C.MLX5_QP_OPTPAR_RWE if mask & M.ACCESS_FLAGS else 0) | \
-            (C.MLX5_QP_OPTPAR_RNR_TIMEOUT if mask & M.MIN_RNR_TIMER else 0)
+      opt = (mlx5_core.MLX5_QP_OPTPAR_RRE | mlx5_core.MLX5_QP_OPTPAR_RWE if mask & M.ACCESS_FLAGS else 0) | \
+            (mlx5_core.MLX5_QP_OPTPAR_RNR_TIMEOUT if mask & M.MIN_RNR_TIMER else 0)
       f |= (access if mask & M.ACCESS_FLAGS else {}) | {"opt_param_mask": opt}
       if mask & M.MIN_RNR_TIMER: f["qpc.min_rnr_nak"] = attr.min_rnr_timer
-      if cur == QPState.RTS: return self._cmd(H.MLX5_CMD_OP_RTS2RTS_QP, f)
-      return self._cmd(H.MLX5_CMD_OP_RTR2RTS_QP, f | {"qpc.next_send_psn": attr.sq_psn, "qpc.log_sra_max": _log2(max(attr.max_rd_atomic, 1)),
+      if cur == QPState.RTS: return self._cmd(mlx5_ifc.MLX5_CMD_OP_RTS2RTS_QP, f)
+      return self._cmd(mlx5_ifc.MLX5_CMD_OP_RTR2RTS_QP, f | {"qpc.next_send_psn": attr.sq_psn, "qpc.log_sra_max": _log2(max(attr.max_rd_atomic, 1)),
                        "qpc.retry_count": attr.retry_cnt, "qpc.rnr_retry": attr.rnr_retry, f"{p}ack_timeout": attr.timeout})
     raise VerbsError(f"{dev.name}: QP {self.qp_num:#x}: {cur.name} -> {new.name} is not supported by this driver")
 
@@ -215,17 +217,18 @@ class QP:
   def completion(self, op: int, counter: int, byte_len: int, imm: int, syndrome: int, vendor_syndrome: int) -> Completion | None:
     """A CQE of this QP (its opcode, wqe_counter, byte_cnt, immediate, and an error CQE's syndromes); None for one the
     verbs layer has flushed already."""
-    recv = op != C.MLX5_CQE_REQ and op != C.MLX5_CQE_REQ_ERR
+    recv = op != mlx5_core.MLX5_CQE_REQ and op != mlx5_core.MLX5_CQE_REQ_ERR
     seq, wrs = self.wrs.take(recv, counter)[1], self.wrs
-    if op == C.MLX5_CQE_REQ_ERR or op == C.MLX5_CQE_RESP_ERR:
+    if op == mlx5_core.MLX5_CQE_REQ_ERR or op == mlx5_core.MLX5_CQE_RESP_ERR:
       return wrs.completion(recv, seq, SYNDROME_WC.get(syndrome, W.GENERAL_ERR), syndrome,
                             f"MLX5_CQE_SYNDROME_{SYNDROMES.get(syndrome, '?')} (vendor syndrome {vendor_syndrome:#x})")
     if not recv: return wrs.completion(False, seq, SUCCESS, 0, "", byte_len)
-    return wrs.completion(True, seq, SUCCESS, 0, "", byte_len, imm if op == C.MLX5_CQE_RESP_WR_IMM or op == C.MLX5_CQE_RESP_SEND_IMM else None,
-                          RECV_RDMA_WITH_IMM if op == C.MLX5_CQE_RESP_WR_IMM else RECV)
+    return wrs.completion(True, seq, SUCCESS, 0, "", byte_len,
+                          imm if op == mlx5_core.MLX5_CQE_RESP_WR_IMM or op == mlx5_core.MLX5_CQE_RESP_SEND_IMM else None,
+                          RECV_RDMA_WITH_IMM if op == mlx5_core.MLX5_CQE_RESP_WR_IMM else RECV)
 
   def destroy(self) -> None:
-    try: self.dev.cmd(H.MLX5_CMD_OP_DESTROY_QP, qpn=self.qp_num)
+    try: self.dev.cmd(mlx5_ifc.MLX5_CMD_OP_DESTROY_QP, qpn=self.qp_num)
     finally:
       self.dev.qps.pop(self.qp_num, None)
       self._free()

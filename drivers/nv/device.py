@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections import deque
 from functools import cached_property
 
-from autogen.nv import classes as cl, compute as K, copy as C
+from autogen.nv import classes as cl, compute as nv_compute, copy as nv_copy
 from drivers.hcq import Device, Queue, Signal
 from drivers.hcq.patience import Patience
 from drivers.hcq.ring import Ring, RingSealed
@@ -32,7 +32,7 @@ COPY_SUB, COMPUTE_SUB = 4, 1             # the subchannels the copy and compute 
 # generic-address windows of shared and local memory (reference section 3, step 23; the shared one 4 GiB-aligned)
 LOCAL_WINDOW, SHARED_WINDOW = 0x729300000000, 0x729400000000
 # the compute methods sent (NVC6C0_* names): the same offsets in clc6c0.h, clc7c0.h and clcbc0.h (reference section 4)
-assert all(getattr(K, f"{p}_{m}") == getattr(K, f"NVC6C0_{m}") for p in ("NVC7C0", "NVCBC0") for m in (
+assert all(getattr(nv_compute, f"{p}_{m}") == getattr(nv_compute, f"NVC6C0_{m}") for p in ("NVC7C0", "NVCBC0") for m in (
   "SET_SHADER_SHARED_MEMORY_WINDOW_A", "SET_SHADER_LOCAL_MEMORY_WINDOW_A", "SET_SHADER_LOCAL_MEMORY_A",
   "SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A", "INVALIDATE_SHADER_CACHES_NO_WFI", "SEND_PCAS_A", "SEND_SIGNALING_PCAS2_B",
   "SEND_SIGNALING_PCAS2_B_PCAS_ACTION_PREFETCH_SCHEDULE"))
@@ -40,10 +40,10 @@ ERRORS = {13: "ROBUST_CHANNEL_GR_EXCEPTION", 31: "ROBUST_CHANNEL_FIFO_ERROR_MMU_
 LOCAL_ALIGN = 0x20000                    # local memory is allocated in 128 KiB steps, per TPC in 32 KiB (section 3, step 25)
 MAX_COPY = 1 << 31                       # bytes per LAUNCH_DMA (LINE_LENGTH_IN is 32 bits; 2 GiB as the facts' copies)
 GPGET, GPPUT = 0x88, 0x8c                # USERD (Nvc86fControl_struct)
-LAUNCH_COPY = field(C.NVC8B5_LAUNCH_DMA_DATA_TRANSFER_TYPE, C.NVC8B5_LAUNCH_DMA_DATA_TRANSFER_TYPE_NON_PIPELINED) | \
-  field(C.NVC8B5_LAUNCH_DMA_FLUSH_ENABLE, C.NVC8B5_LAUNCH_DMA_FLUSH_ENABLE_TRUE) | \
-  field(C.NVC8B5_LAUNCH_DMA_SRC_MEMORY_LAYOUT, C.NVC8B5_LAUNCH_DMA_SRC_MEMORY_LAYOUT_PITCH) | \
-  field(C.NVC8B5_LAUNCH_DMA_DST_MEMORY_LAYOUT, C.NVC8B5_LAUNCH_DMA_DST_MEMORY_LAYOUT_PITCH)
+LAUNCH_COPY = field(nv_copy.NVC8B5_LAUNCH_DMA_DATA_TRANSFER_TYPE, nv_copy.NVC8B5_LAUNCH_DMA_DATA_TRANSFER_TYPE_NON_PIPELINED) | \
+  field(nv_copy.NVC8B5_LAUNCH_DMA_FLUSH_ENABLE, nv_copy.NVC8B5_LAUNCH_DMA_FLUSH_ENABLE_TRUE) | \
+  field(nv_copy.NVC8B5_LAUNCH_DMA_SRC_MEMORY_LAYOUT, nv_copy.NVC8B5_LAUNCH_DMA_SRC_MEMORY_LAYOUT_PITCH) | \
+  field(nv_copy.NVC8B5_LAUNCH_DMA_DST_MEMORY_LAYOUT, nv_copy.NVC8B5_LAUNCH_DMA_DST_MEMORY_LAYOUT_PITCH)
 SEM64 = field(cl.NVC56F_SEM_EXECUTE_PAYLOAD_SIZE, cl.NVC56F_SEM_EXECUTE_PAYLOAD_SIZE_64BIT)
 RELEASE = field(cl.NVC56F_SEM_EXECUTE_OPERATION, cl.NVC56F_SEM_EXECUTE_OPERATION_RELEASE) | SEM64 | \
   field(cl.NVC56F_SEM_EXECUTE_RELEASE_WFI, cl.NVC56F_SEM_EXECUTE_RELEASE_WFI_EN) | \
@@ -54,8 +54,8 @@ STAMP = field(cl.NVC56F_SEM_EXECUTE_OPERATION, cl.NVC56F_SEM_EXECUTE_OPERATION_R
   field(cl.NVC56F_SEM_EXECUTE_REDUCTION, cl.NVC56F_SEM_EXECUTE_REDUCTION_IADD) | \
   field(cl.NVC56F_SEM_EXECUTE_RELEASE_WFI, cl.NVC56F_SEM_EXECUTE_RELEASE_WFI_EN) | \
   field(cl.NVC56F_SEM_EXECUTE_RELEASE_TIMESTAMP, cl.NVC56F_SEM_EXECUTE_RELEASE_TIMESTAMP_EN)
-INVALIDATE = field(K.NVC6C0_INVALIDATE_SHADER_CACHES_NO_WFI_INSTRUCTION, 1) | \
-  field(K.NVC6C0_INVALIDATE_SHADER_CACHES_NO_WFI_GLOBAL_DATA, 1) | field(K.NVC6C0_INVALIDATE_SHADER_CACHES_NO_WFI_CONSTANT, 1)
+INVALIDATE = field(nv_compute.NVC6C0_INVALIDATE_SHADER_CACHES_NO_WFI_INSTRUCTION, 1) | \
+  field(nv_compute.NVC6C0_INVALIDATE_SHADER_CACHES_NO_WFI_GLOBAL_DATA, 1) | field(nv_compute.NVC6C0_INVALIDATE_SHADER_CACHES_NO_WFI_CONSTANT, 1)
 
 
 def methods(sub: int, method: int, *data: int) -> list[int]:
@@ -150,10 +150,11 @@ class NVComputeQueue(NVQueue):
     if not isinstance(args, NVKernArgs) or args.prg is not prg: raise ValueError(f"kernel {prg.name}: arguments not from its fill_kernargs")
     args.set_dims(global_size, local_size)
     self.keep.append(args)
-    self.words += methods(COMPUTE_SUB, K.NVC6C0_INVALIDATE_SHADER_CACHES_NO_WFI, INVALIDATE)
+    self.words += methods(COMPUTE_SUB, nv_compute.NVC6C0_INVALIDATE_SHADER_CACHES_NO_WFI, INVALIDATE)
     self._patch_point("args", ((len(self.words) + 1, 8),), 40, prg.qmd_offset)
-    self.words += methods(COMPUTE_SUB, K.NVC6C0_SEND_PCAS_A, args.qmd_va >> 8)
-    self.words += methods(COMPUTE_SUB, K.NVC6C0_SEND_SIGNALING_PCAS2_B, K.NVC6C0_SEND_SIGNALING_PCAS2_B_PCAS_ACTION_PREFETCH_SCHEDULE)
+    self.words += methods(COMPUTE_SUB, nv_compute.NVC6C0_SEND_PCAS_A, args.qmd_va >> 8)
+    self.words += methods(COMPUTE_SUB, nv_compute.NVC6C0_SEND_SIGNALING_PCAS2_B,
+                          nv_compute.NVC6C0_SEND_SIGNALING_PCAS2_B_PCAS_ACTION_PREFETCH_SCHEDULE)
 
   def _timestamp(self, sig: Signal) -> None:
     """An IADD of 0 with the timestamp: the GPU stamps the time when it runs it, and the value stays whatever it is then."""
@@ -173,8 +174,8 @@ class NVCopyQueue(NVQueue):
       s, d = src_va + off, dest_va + off
       self._patch_point("src", ((at + 1, 32), (at + 2, 0)), 64, off)
       self._patch_point("dest", ((at + 3, 32), (at + 4, 0)), 64, off)
-      self.words += methods(COPY_SUB, C.NVC8B5_OFFSET_IN_UPPER, s >> 32, s & 0xFFFFFFFF, d >> 32, d & 0xFFFFFFFF)
-      self.words += methods(COPY_SUB, C.NVC8B5_LINE_LENGTH_IN, n) + methods(COPY_SUB, C.NVC8B5_LAUNCH_DMA, LAUNCH_COPY)
+      self.words += methods(COPY_SUB, nv_copy.NVC8B5_OFFSET_IN_UPPER, s >> 32, s & 0xFFFFFFFF, d >> 32, d & 0xFFFFFFFF)
+      self.words += methods(COPY_SUB, nv_copy.NVC8B5_LINE_LENGTH_IN, n) + methods(COPY_SUB, nv_copy.NVC8B5_LAUNCH_DMA, LAUNCH_COPY)
 
   def _timestamp(self, sig: Signal) -> None:
     """A timestamped release into a scratch slot, then its timestamp copied to the signal's (a release would also
@@ -202,8 +203,10 @@ class NVDevice(Device):
       self.copy_ring.submit([methods(COPY_SUB, cl.NVC56F_SET_OBJECT, gpu.copy_class)], [])
       self.compute_ring = GPFIFORing(self, compute, gpu.alloc(PB_SIZE, cpu_access=True))
       self.compute_ring.submit([methods(COMPUTE_SUB, cl.NVC56F_SET_OBJECT, gpu.compute_class) +
-                                methods(COMPUTE_SUB, K.NVC6C0_SET_SHADER_SHARED_MEMORY_WINDOW_A, SHARED_WINDOW >> 32, SHARED_WINDOW & 0xFFFFFFFF) +
-                                methods(COMPUTE_SUB, K.NVC6C0_SET_SHADER_LOCAL_MEMORY_WINDOW_A, LOCAL_WINDOW >> 32, LOCAL_WINDOW & 0xFFFFFFFF)], [])
+                                methods(COMPUTE_SUB, nv_compute.NVC6C0_SET_SHADER_SHARED_MEMORY_WINDOW_A, SHARED_WINDOW >> 32,
+                                        SHARED_WINDOW & 0xFFFFFFFF) +
+                                methods(COMPUTE_SUB, nv_compute.NVC6C0_SET_SHADER_LOCAL_MEMORY_WINDOW_A, LOCAL_WINDOW >> 32,
+                                        LOCAL_WINDOW & 0xFFFFFFFF)], [])
     except BaseException:
       for b in list(getattr(self, "_buffers", ())): b.free()
       self._shutdown()
@@ -247,8 +250,8 @@ class NVDevice(Device):
     size = -(-per_tpc * gr["tpc_per_gpc"] * gr["gpcs"] // LOCAL_ALIGN) * LOCAL_ALIGN
     mem = self.gpu.alloc(size)
     def work(q: Queue) -> None:
-      q.words += methods(COMPUTE_SUB, K.NVC6C0_SET_SHADER_LOCAL_MEMORY_A, mem.va >> 32, mem.va & 0xFFFFFFFF)
-      q.words += methods(COMPUTE_SUB, K.NVC6C0_SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A, per_tpc >> 32, per_tpc & 0xFFFFFFFF, 0xFF)
+      q.words += methods(COMPUTE_SUB, nv_compute.NVC6C0_SET_SHADER_LOCAL_MEMORY_A, mem.va >> 32, mem.va & 0xFFFFFFFF)
+      q.words += methods(COMPUTE_SUB, nv_compute.NVC6C0_SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A, per_tpc >> 32, per_tpc & 0xFFFFFFFF, 0xFF)
     self.synchronize()
     self.ordered_submit(self.compute_queue(), work)
     old, self.local, self.local_per_thread = self.local, mem, per_thread

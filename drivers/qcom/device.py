@@ -30,7 +30,7 @@ from collections import deque
 from typing import Sequence
 
 import numpy as np
-import autogen.adreno as A
+from autogen import adreno
 from drivers.hcq import Device, Queue, Signal
 from drivers.hcq.buffer import Buffer
 from drivers.hcq.ring import Ring, RingSealed
@@ -149,7 +149,7 @@ class QCOMQueue(Queue):
 
   def _flush(self) -> None:
     gen = self.device.gen
-    self.words += cp.event_write(gen, A.CACHE_FLUSH_TS, self.device.fence.va) if gen == 6 else cp.event_write(gen, A.CACHE_FLUSH_TS)
+    self.words += cp.event_write(gen, adreno.CACHE_FLUSH_TS, self.device.fence.va) if gen == 6 else cp.event_write(gen, adreno.CACHE_FLUSH_TS)
 
   def _signal(self, sig: Signal, value: int) -> None:
     self.keep.append(sig)
@@ -175,7 +175,7 @@ class QCOMQueue(Queue):
 
   def _memory_barrier(self) -> None:
     self._flush()
-    self.words += cp.event_write(self.device.gen, A.CACHE_INVALIDATE) + cp.wait_mem_writes() + cp.wait_for_idle()
+    self.words += cp.event_write(self.device.gen, adreno.CACHE_INVALIDATE) + cp.wait_mem_writes() + cp.wait_for_idle()
 
   def _copy(self, dest_va: int, src_va: int, size: int) -> None:
     if dest_va % 4 or src_va % 4 or size % 4: return self.device.host_copier.encode(self, dest_va, src_va, size)
@@ -214,8 +214,8 @@ class HostCopier:
     q._patch_point("dest", at + 3, 64)
     q._patch_point("src", at + 5, 64)
     q.words += cp.mem_write(box + 8, *(w for v in (dest_va, src_va, size) for w in (v & 0xFFFFFFFF, v >> 32)))
-    q.words += cp.wait_mem_writes() + cp.mem_write(box, 1) + cp.wait_reg_mem(box, 0, function=A.WRITE_EQ)
-    q.words += cp.event_write(self.device.gen, A.CACHE_INVALIDATE)   # later reads see what the host wrote
+    q.words += cp.wait_mem_writes() + cp.mem_write(box, 1) + cp.wait_reg_mem(box, 0, function=adreno.WRITE_EQ)
+    q.words += cp.event_write(self.device.gen, adreno.CACHE_INVALIDATE)   # later reads see what the host wrote
 
   def _run(self) -> None:
     nap = 0.0

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ctypes
 from dataclasses import dataclass
 
-from autogen import msm_kgsl as K
+from autogen import msm_kgsl
 from drivers.qcom.cp import GENERATIONS
 from drivers.system.kernel import KernelInterface
 from drivers.system.mmio import MMIO
@@ -23,8 +23,8 @@ PAGE = 0x1000
 PRIORITY = 8                      # the compute context (tinygrad ops_qcom.py's QCOM_PRIORITY default), ringbuffer 2
 COPY_PRIORITY = 4                 # the copy context, ringbuffer 1: it preempts compute work stalled in a wait
 # the flags of a compute context (tinygrad ops_qcom.py QCOMDevice's context), less the priority
-CONTEXT_FLAGS = (K.KGSL_CONTEXT_PREAMBLE | K.KGSL_CONTEXT_PWR_CONSTRAINT | K.KGSL_CONTEXT_NO_FAULT_TOLERANCE |
-                 K.KGSL_CONTEXT_NO_GMEM_ALLOC | K.KGSL_CONTEXT_PREEMPT_STYLE(K.KGSL_CONTEXT_PREEMPT_STYLE_FINEGRAIN))
+CONTEXT_FLAGS = (msm_kgsl.KGSL_CONTEXT_PREAMBLE | msm_kgsl.KGSL_CONTEXT_PWR_CONSTRAINT | msm_kgsl.KGSL_CONTEXT_NO_FAULT_TOLERANCE |
+                 msm_kgsl.KGSL_CONTEXT_NO_GMEM_ALLOC | msm_kgsl.KGSL_CONTEXT_PREEMPT_STYLE(msm_kgsl.KGSL_CONTEXT_PREEMPT_STYLE_FINEGRAIN))
 WAIT_FOREVER = 0xFFFFFFFF
 
 
@@ -58,7 +58,7 @@ class KGSL:
     self.contexts: list[int] = []
     self.objects: dict[int, GPUObject] = {}          # by GPU address
     try:
-      info = self.getproperty(K.KGSL_PROP_DEVICE_INFO, K.kgsl_devinfo())
+      info = self.getproperty(msm_kgsl.KGSL_PROP_DEVICE_INFO, msm_kgsl.kgsl_devinfo())
       self.chip_id, self.gpu_id = info.chip_id, gpu_id(info.chip_id)
       if self.gpu_id[0] not in GENERATIONS:
         raise UnsupportedChip(f"the Adreno GPU has chip id {info.chip_id:#010x} (a{''.join(map(str, self.gpu_id))}): hcq drives "
@@ -77,16 +77,16 @@ class KGSL:
   def call(self, request: int, arg: ctypes.Structure) -> ctypes.Structure:
     try: self.k.ioctl(self.fd, request, arg)
     except OSError as e:
-      raise OSError(e.errno, f"KGSL {K.IOCTL_NAMES.get(request, hex(request))} ({arg!r}) failed: {e.strerror}") from None
+      raise OSError(e.errno, f"KGSL {msm_kgsl.IOCTL_NAMES.get(request, hex(request))} ({arg!r}) failed: {e.strerror}") from None
     return arg
 
   def getproperty(self, prop: int, value: ctypes.Structure) -> ctypes.Structure:
-    self.call(K.IOCTL_KGSL_DEVICE_GETPROPERTY, K.kgsl_device_getproperty(
+    self.call(msm_kgsl.IOCTL_KGSL_DEVICE_GETPROPERTY, msm_kgsl.kgsl_device_getproperty(
       type=prop, value=ctypes.addressof(value), sizebytes=ctypes.sizeof(value)))
     return value
 
   def setproperty(self, prop: int, value: ctypes.Structure) -> None:
-    self.call(K.IOCTL_KGSL_SETPROPERTY, K.kgsl_device_getproperty(
+    self.call(msm_kgsl.IOCTL_KGSL_SETPROPERTY, msm_kgsl.kgsl_device_getproperty(
       type=prop, value=ctypes.addressof(value), sizebytes=ctypes.sizeof(value)))
 
   def create_context(self, priority: int) -> int:
@@ -94,27 +94,28 @@ class KGSL:
     if not 1 <= priority <= 15:
       raise ValueError(f"KGSL context priority {priority}: 1 (the highest) to 15; 0 is KGSL_CONTEXT_PRIORITY_UNDEF, which KGSL "
                        "makes KGSL_CONTEXT_PRIORITY_MED (8)")
-    ctx = self.call(K.IOCTL_KGSL_DRAWCTXT_CREATE, K.kgsl_drawctxt_create(
-      flags=CONTEXT_FLAGS | K.KGSL_CONTEXT_PRIORITY(priority))).drawctxt_id
+    ctx = self.call(msm_kgsl.IOCTL_KGSL_DRAWCTXT_CREATE, msm_kgsl.kgsl_drawctxt_create(
+      flags=CONTEXT_FLAGS | msm_kgsl.KGSL_CONTEXT_PRIORITY(priority))).drawctxt_id
     self.contexts.append(ctx)
-    level = K.kgsl_device_constraint_pwrlevel(level=K.KGSL_CONSTRAINT_PWR_MAX)
-    self.setproperty(K.KGSL_PROP_PWR_CONSTRAINT, K.kgsl_device_constraint(
-      type=K.KGSL_CONSTRAINT_PWRLEVEL, context_id=ctx, data=ctypes.addressof(level), size=ctypes.sizeof(level)))
+    level = msm_kgsl.kgsl_device_constraint_pwrlevel(level=msm_kgsl.KGSL_CONSTRAINT_PWR_MAX)
+    self.setproperty(msm_kgsl.KGSL_PROP_PWR_CONSTRAINT, msm_kgsl.kgsl_device_constraint(
+      type=msm_kgsl.KGSL_CONSTRAINT_PWRLEVEL, context_id=ctx, data=ctypes.addressof(level), size=ctypes.sizeof(level)))
     return ctx
 
   # --- memory
   def alloc(self, size: int, uncached: bool = False) -> GPUObject:
     """A GPU object of at least `size` bytes (page-aligned), mapped to the CPU at its GPU address."""
-    flags = K.KGSL_MEMALIGN(12) | K.KGSL_MEMFLAGS_USE_CPU_MAP | (K.KGSL_CACHEMODE(K.KGSL_CACHEMODE_UNCACHED) if uncached else 0)
-    a = self.call(K.IOCTL_KGSL_GPUOBJ_ALLOC, K.kgsl_gpuobj_alloc(size=-(-max(size, 1) // PAGE) * PAGE, flags=flags))
+    flags = msm_kgsl.KGSL_MEMALIGN(12) | msm_kgsl.KGSL_MEMFLAGS_USE_CPU_MAP | \
+      (msm_kgsl.KGSL_CACHEMODE(msm_kgsl.KGSL_CACHEMODE_UNCACHED) if uncached else 0)
+    a = self.call(msm_kgsl.IOCTL_KGSL_GPUOBJ_ALLOC, msm_kgsl.kgsl_gpuobj_alloc(size=-(-max(size, 1) // PAGE) * PAGE, flags=flags))
     try:
       va, view = self.k.mmap(self.fd, None, a.mmapsize, a.id * PAGE)
     except BaseException:
-      self.call(K.IOCTL_KGSL_GPUOBJ_FREE, K.kgsl_gpuobj_free(id=a.id))
+      self.call(msm_kgsl.IOCTL_KGSL_GPUOBJ_FREE, msm_kgsl.kgsl_gpuobj_free(id=a.id))
       raise
     obj = GPUObject(a.id, va, a.mmapsize, view)
     try:
-      info = self.call(K.IOCTL_KGSL_GPUOBJ_INFO, K.kgsl_gpuobj_info(id=a.id))
+      info = self.call(msm_kgsl.IOCTL_KGSL_GPUOBJ_INFO, msm_kgsl.kgsl_gpuobj_info(id=a.id))
       if info.gpuaddr != va:
         raise RuntimeError(f"KGSL put GPU object {a.id} at GPU address {info.gpuaddr:#x}, not at its CPU mapping {va:#x} "
                            "(KGSL_MEMFLAGS_USE_CPU_MAP)")
@@ -127,15 +128,16 @@ class KGSL:
   def import_host(self, addr: int, size: int) -> GPUObject:
     """Host pages [addr, addr+size) (page-aligned) mapped for the GPU (MAP_USER_MEM, KGSL_USER_MEM_TYPE_ADDR)."""
     if addr % PAGE or size % PAGE: raise ValueError(f"MAP_USER_MEM of [{addr:#x}, +{size:#x}): pass whole pages")
-    m = self.call(K.IOCTL_KGSL_MAP_USER_MEM, K.kgsl_map_user_mem(fd=-1, len=size, hostptr=addr, memtype=K.KGSL_USER_MEM_TYPE_ADDR))
+    m = self.call(msm_kgsl.IOCTL_KGSL_MAP_USER_MEM, msm_kgsl.kgsl_map_user_mem(fd=-1, len=size, hostptr=addr,
+                                                                               memtype=msm_kgsl.KGSL_USER_MEM_TYPE_ADDR))
     self.objects[m.gpuaddr] = obj = GPUObject(0, m.gpuaddr, size, None, imported=True)
     return obj
 
   def _release(self, obj: GPUObject) -> None:
-    if obj.imported: self.call(K.IOCTL_KGSL_SHAREDMEM_FREE, K.kgsl_sharedmem_free(gpuaddr=obj.va))
+    if obj.imported: self.call(msm_kgsl.IOCTL_KGSL_SHAREDMEM_FREE, msm_kgsl.kgsl_sharedmem_free(gpuaddr=obj.va))
     else:
       self.k.release(obj.va, obj.size)
-      self.call(K.IOCTL_KGSL_GPUOBJ_FREE, K.kgsl_gpuobj_free(id=obj.id))
+      self.call(msm_kgsl.IOCTL_KGSL_GPUOBJ_FREE, msm_kgsl.kgsl_gpuobj_free(id=obj.id))
 
   def free(self, obj: GPUObject) -> None:
     del self.objects[obj.va]
@@ -145,31 +147,31 @@ class KGSL:
   # (`ctx`: the context, default the one opened with the device)
   def submit(self, ib_va: int, nbytes: int, ctx: int | None = None) -> int:
     """One GPU_COMMAND of one indirect buffer on the context -> the timestamp it retires at."""
-    cmd = K.kgsl_command_object(gpuaddr=ib_va, size=nbytes, flags=K.KGSL_CMDLIST_IB)
-    req = K.kgsl_gpu_command(cmdlist=ctypes.addressof(cmd), cmdsize=ctypes.sizeof(cmd), numcmds=1, context_id=ctx or self.ctx)
-    return self.call(K.IOCTL_KGSL_GPU_COMMAND, req).timestamp
+    cmd = msm_kgsl.kgsl_command_object(gpuaddr=ib_va, size=nbytes, flags=msm_kgsl.KGSL_CMDLIST_IB)
+    req = msm_kgsl.kgsl_gpu_command(cmdlist=ctypes.addressof(cmd), cmdsize=ctypes.sizeof(cmd), numcmds=1, context_id=ctx or self.ctx)
+    return self.call(msm_kgsl.IOCTL_KGSL_GPU_COMMAND, req).timestamp
 
   def retired(self, ctx: int | None = None) -> int:
     """The context's last retired timestamp."""
-    return self.call(K.IOCTL_KGSL_CMDSTREAM_READTIMESTAMP_CTXTID, K.kgsl_cmdstream_readtimestamp_ctxtid(
-      context_id=ctx or self.ctx, type=K.KGSL_TIMESTAMP_RETIRED)).timestamp
+    return self.call(msm_kgsl.IOCTL_KGSL_CMDSTREAM_READTIMESTAMP_CTXTID, msm_kgsl.kgsl_cmdstream_readtimestamp_ctxtid(
+      context_id=ctx or self.ctx, type=msm_kgsl.KGSL_TIMESTAMP_RETIRED)).timestamp
 
   def wait_timestamp(self, timestamp: int, timeout_ms: int = WAIT_FOREVER, ctx: int | None = None) -> None:
     """Block until the context retired `timestamp`; OSError ETIMEDOUT after `timeout_ms`."""
-    self.call(K.IOCTL_KGSL_DEVICE_WAITTIMESTAMP_CTXTID, K.kgsl_device_waittimestamp_ctxtid(
+    self.call(msm_kgsl.IOCTL_KGSL_DEVICE_WAITTIMESTAMP_CTXTID, msm_kgsl.kgsl_device_waittimestamp_ctxtid(
       context_id=ctx or self.ctx, timestamp=timestamp, timeout=timeout_ms))
 
   def reset_status(self, ctx: int | None = None) -> int:
     """KGSL_PROP_GPU_RESET_STAT of the context: KGSL_CTX_STAT_NO_ERROR unless a GPU fault reset it."""
     stat = ctypes.c_uint32(ctx or self.ctx)
-    self.call(K.IOCTL_KGSL_DEVICE_GETPROPERTY, K.kgsl_device_getproperty(
-      type=K.KGSL_PROP_GPU_RESET_STAT, value=ctypes.addressof(stat), sizebytes=4))
+    self.call(msm_kgsl.IOCTL_KGSL_DEVICE_GETPROPERTY, msm_kgsl.kgsl_device_getproperty(
+      type=msm_kgsl.KGSL_PROP_GPU_RESET_STAT, value=ctypes.addressof(stat), sizebytes=4))
     return stat.value
 
   def destroy_contexts(self) -> None:
     """DRAWCTXT_DESTROY of every context: KGSL drops what they have queued and not yet run."""
     while self.contexts:
-      self.call(K.IOCTL_KGSL_DRAWCTXT_DESTROY, K.kgsl_drawctxt_destroy(drawctxt_id=self.contexts[-1]))
+      self.call(msm_kgsl.IOCTL_KGSL_DRAWCTXT_DESTROY, msm_kgsl.kgsl_drawctxt_destroy(drawctxt_id=self.contexts[-1]))
       self.contexts.pop()
     self.ctx = None
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import ctypes, errno, warnings
 from typing import Callable
 
-from autogen import vfio as V
+from autogen import vfio
 from common.alloc import RangeAllocator
 from drivers.system.dma import DMAMemory, alloc_pinned, host_pages, pin_existing, round_up, PAGE
 from drivers.system.kernel import KernelInterface, OSKernel
@@ -32,7 +32,7 @@ DEFAULT_IOVA_RANGE = (1 << 32, (1 << 39) - 1)
 
 class RegionIO:
   """A VFIO region reached with pread/pwrite on the device file: config space, BARs that cannot be mmap'd."""
-  def __init__(self, kernel: KernelInterface, fd: int, info: V.vfio_region_info, name: str):
+  def __init__(self, kernel: KernelInterface, fd: int, info: vfio.vfio_region_info, name: str):
     self.kernel, self.fd, self.base, self.size, self.name = kernel, fd, info.offset, info.size, name
 
   def read(self, offset: int, size: int) -> int:
@@ -85,7 +85,7 @@ class VFIOPCIDevice(PCIDevice):
 
   def _ioctl(self, fd: int | None, file: str, name: str, arg=None) -> int:
     if fd is None: raise OSError(errno.EBADF, f"{name} on {file} ({self.bus}): the device is closed")
-    try: return self.kernel.ioctl(fd, getattr(V, name), arg)
+    try: return self.kernel.ioctl(fd, getattr(vfio, name), arg)
     except OSError as e: raise OSError(e.errno, f"{name} on {file} ({self.bus}) failed: {e.strerror}") from None
 
   def _open(self) -> None:
@@ -93,9 +93,9 @@ class VFIOPCIDevice(PCIDevice):
     try: self.container = k.open(CONTAINER)
     except FileNotFoundError:
       raise FileNotFoundError(f"{CONTAINER} does not exist: the VFIO modules are not loaded; `modprobe vfio-pci` (as root)") from None
-    if (version := self._ioctl(self.container, CONTAINER, "VFIO_GET_API_VERSION")) != V.VFIO_API_VERSION:
-      raise RuntimeError(f"{CONTAINER} speaks VFIO API version {version}; hcq speaks version {V.VFIO_API_VERSION}")
-    iommu = V.VFIO_NOIOMMU_IOMMU if self.noiommu else V.VFIO_TYPE1v2_IOMMU
+    if (version := self._ioctl(self.container, CONTAINER, "VFIO_GET_API_VERSION")) != vfio.VFIO_API_VERSION:
+      raise RuntimeError(f"{CONTAINER} speaks VFIO API version {version}; hcq speaks version {vfio.VFIO_API_VERSION}")
+    iommu = vfio.VFIO_NOIOMMU_IOMMU if self.noiommu else vfio.VFIO_TYPE1v2_IOMMU
     if not self._ioctl(self.container, CONTAINER, "VFIO_CHECK_EXTENSION", iommu):
       raise RuntimeError("the kernel's VFIO has no no-IOMMU support; load vfio with enable_unsafe_noiommu_mode=1" if self.noiommu
                          else "the kernel's VFIO has no Type1v2 IOMMU driver; `modprobe vfio_iommu_type1` (as root)")
@@ -109,9 +109,9 @@ class VFIOPCIDevice(PCIDevice):
       raise OSError(errno.EBUSY, f"{group} (IOMMU group {self.iommu_group}) is already open: another process (a VM, another "
                     "driver) uses a device of the group, or this process opened another function of it; VFIO gives a group "
                     "to one user at a time") from None
-    status = V.vfio_group_status(argsz=ctypes.sizeof(V.vfio_group_status))
+    status = vfio.vfio_group_status(argsz=ctypes.sizeof(vfio.vfio_group_status))
     self._ioctl(self.group, group, "VFIO_GROUP_GET_STATUS", status)
-    if not status.flags & V.VFIO_GROUP_FLAGS_VIABLE:
+    if not status.flags & vfio.VFIO_GROUP_FLAGS_VIABLE:
       members = k.listdir(f"{IOMMU_GROUPS}/{self.iommu_group}/devices")
       held = [f"{m} ({d})" for m in members if (d := self._link(f"{SYSFS_PCI}/{m}/driver")) and d not in DMA_SAFE_DRIVERS]
       raise RuntimeError(f"IOMMU group {self.iommu_group} of {self.bus} is not viable: {', '.join(held) or 'a device'} of the "
@@ -121,38 +121,38 @@ class VFIOPCIDevice(PCIDevice):
     self._ioctl(self.container, CONTAINER, "VFIO_SET_IOMMU", iommu)
     self._iova = None if self.noiommu else self._iova_allocator()
     self.device = self._ioctl(self.group, group, "VFIO_GROUP_GET_DEVICE_FD", ctypes.create_string_buffer(self.bus.encode()))
-    info = V.vfio_device_info(argsz=ctypes.sizeof(V.vfio_device_info))
+    info = vfio.vfio_device_info(argsz=ctypes.sizeof(vfio.vfio_device_info))
     self._ioctl(self.device, self.bus, "VFIO_DEVICE_GET_INFO", info)
-    if not info.flags & V.VFIO_DEVICE_FLAGS_PCI or info.num_regions <= V.VFIO_PCI_CONFIG_REGION_INDEX:
+    if not info.flags & vfio.VFIO_DEVICE_FLAGS_PCI or info.num_regions <= vfio.VFIO_PCI_CONFIG_REGION_INDEX:
       raise RuntimeError(f"VFIO device {self.bus} is not a PCI device (flags {info.flags:#x}, {info.num_regions} regions)")
     self._regions = [self._region_info(i) for i in range(NUM_BARS)]
-    self._config = CallbackMMIO(RegionIO(k, self.device, self._region_info(V.VFIO_PCI_CONFIG_REGION_INDEX), f"{self.bus} config space"),
+    self._config = CallbackMMIO(RegionIO(k, self.device, self._region_info(vfio.VFIO_PCI_CONFIG_REGION_INDEX), f"{self.bus} config space"),
                                 f"{self.bus} config space")
     self.vendor_id, self.device_id = self.read_config(0, 2), self.read_config(2, 2)
     if self.noiommu:
       warnings.warn(f"{self.bus}: VFIO no-IOMMU mode: the device can DMA to any physical memory; turn the IOMMU on to "
                     "confine it to hcq's buffers", RuntimeWarning, stacklevel=3)
 
-  def _region_info(self, index: int) -> V.vfio_region_info:
-    r = V.vfio_region_info(argsz=ctypes.sizeof(V.vfio_region_info), index=index)
+  def _region_info(self, index: int) -> vfio.vfio_region_info:
+    r = vfio.vfio_region_info(argsz=ctypes.sizeof(vfio.vfio_region_info), index=index)
     self._ioctl(self.device, self.bus, "VFIO_DEVICE_GET_REGION_INFO", r)
     return r
 
   def _iova_allocator(self) -> RangeAllocator:
     """IOVAs from the largest range type1 reports usable (VFIO_IOMMU_TYPE1_INFO_CAP_IOVA_RANGE): the ranges leave
     out reserved windows such as x86's MSI doorbells at 0xfee00000."""
-    info = V.vfio_iommu_type1_info(argsz=ctypes.sizeof(V.vfio_iommu_type1_info))
+    info = vfio.vfio_iommu_type1_info(argsz=ctypes.sizeof(vfio.vfio_iommu_type1_info))
     self._ioctl(self.container, CONTAINER, "VFIO_IOMMU_GET_INFO", info)
     ranges = []
-    if info.flags & V.VFIO_IOMMU_INFO_CAPS and info.argsz > ctypes.sizeof(info):   # ask again with room for the capabilities
+    if info.flags & vfio.VFIO_IOMMU_INFO_CAPS and info.argsz > ctypes.sizeof(info):   # ask again with room for the capabilities
       buf = (ctypes.c_uint8 * info.argsz)()
-      V.vfio_iommu_type1_info.from_buffer(buf).argsz = info.argsz
+      vfio.vfio_iommu_type1_info.from_buffer(buf).argsz = info.argsz
       self._ioctl(self.container, CONTAINER, "VFIO_IOMMU_GET_INFO", buf)
-      off = V.vfio_iommu_type1_info.from_buffer(buf).cap_offset
+      off = vfio.vfio_iommu_type1_info.from_buffer(buf).cap_offset
       while off:
-        cap = V.vfio_iommu_type1_info_cap_iova_range.from_buffer(buf, off)
-        if cap.header.id == V.VFIO_IOMMU_TYPE1_INFO_CAP_IOVA_RANGE:
-          ranges = [(r.start, r.end) for r in (V.vfio_iova_range * cap.nr_iovas).from_buffer(buf, off + ctypes.sizeof(cap))]
+        cap = vfio.vfio_iommu_type1_info_cap_iova_range.from_buffer(buf, off)
+        if cap.header.id == vfio.VFIO_IOMMU_TYPE1_INFO_CAP_IOVA_RANGE:
+          ranges = [(r.start, r.end) for r in (vfio.vfio_iova_range * cap.nr_iovas).from_buffer(buf, off + ctypes.sizeof(cap))]
         off = cap.header.next
     start, end = max(ranges or [DEFAULT_IOVA_RANGE], key=lambda r: r[1] - r[0])
     start = max(round_up(start, PAGE), PAGE)   # IOVA 0 stays unused: a null bus address is always a driver bug
@@ -169,7 +169,7 @@ class VFIOPCIDevice(PCIDevice):
     if not self.bar_size(n): raise ValueError(f"{self.bus} has no BAR{n}")
     r, name = self._regions[n], f"{self.bus} BAR{n}"
     if (fd := self.device) is None: raise OSError(errno.EBADF, f"mapping {name}: the device is closed")
-    if not r.flags & V.VFIO_REGION_INFO_FLAG_MMAP: return CallbackMMIO(RegionIO(self.kernel, fd, r, name), name)
+    if not r.flags & vfio.VFIO_REGION_INFO_FLAG_MMAP: return CallbackMMIO(RegionIO(self.kernel, fd, r, name), name)
     try: addr, mmio = self.kernel.mmap(fd, None, r.size, r.offset)
     except OSError as e: raise OSError(e.errno, f"mmap of {name} ({r.size:#x} bytes) failed: {e.strerror}") from None
     self._maps.append((addr, r.size))
@@ -201,8 +201,8 @@ class VFIOPCIDevice(PCIDevice):
     """Map [addr, addr+size) of this process at fresh IOVAs (VFIO_IOMMU_MAP_DMA) -> (iova, what unmaps it)."""
     assert (iovas := self._iova) is not None   # no IOMMU mapping in no-IOMMU mode
     iova = iovas.alloc(size, PAGE)
-    m = V.vfio_iommu_type1_dma_map(argsz=ctypes.sizeof(V.vfio_iommu_type1_dma_map), flags=V.VFIO_DMA_MAP_FLAG_READ |
-                                   V.VFIO_DMA_MAP_FLAG_WRITE, vaddr=addr, iova=iova, size=size)
+    m = vfio.vfio_iommu_type1_dma_map(argsz=ctypes.sizeof(vfio.vfio_iommu_type1_dma_map), flags=vfio.VFIO_DMA_MAP_FLAG_READ |
+                                      vfio.VFIO_DMA_MAP_FLAG_WRITE, vaddr=addr, iova=iova, size=size)
     try: self._ioctl(self.container, CONTAINER, "VFIO_IOMMU_MAP_DMA", m)
     except OSError as e:
       iovas.free(iova)
@@ -212,7 +212,7 @@ class VFIOPCIDevice(PCIDevice):
       raise
 
     def unmap():
-      u = V.vfio_iommu_type1_dma_unmap(argsz=ctypes.sizeof(V.vfio_iommu_type1_dma_unmap), iova=iova, size=size)
+      u = vfio.vfio_iommu_type1_dma_unmap(argsz=ctypes.sizeof(vfio.vfio_iommu_type1_dma_unmap), iova=iova, size=size)
       self._ioctl(self.container, CONTAINER, "VFIO_IOMMU_UNMAP_DMA", u)
       iovas.free(iova)
     return iova, unmap

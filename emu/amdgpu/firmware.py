@@ -26,7 +26,7 @@ its signed-image header, reports Navi31's TMR size (TMR_SIZE) and accepts every 
 from __future__ import annotations
 from dataclasses import dataclass
 
-from autogen.amd import psp_gfx_if as G
+from autogen.amd import psp_gfx_if
 
 HEADER, SIGNATURE = 256, 256
 MEC_ENTRY = 0x7000000003000     # RS64 MEC ucode_start_addr (gfx v2.0 header of gc_11_0_0_mec.bin): where the MEC starts
@@ -46,7 +46,7 @@ IMAGE_IDS = {"KDB": 0x004F, "SPL": 0x0056, "SYS_DRV": 0x000A, "SOS": 0x0009, "TO
              "SMU": 0x1001, "SDMA_UCODE_TH0": 0x203E, "SDMA_UCODE_TH1": 0x203F, "RS64_MEC": 0x2048,
              "RS64_MEC_P0_STACK": 0x2049, "IMU_I": 0x203B, "IMU_D": 0x203C, "RLC_IRAM": 0x2016,
              "RLC_DRAM_BOOT": 0x2017, "RLC_P": 0x200F, "RLC_V": 0x200A, "RLC_G": 0x2009}
-FW_TYPE_NAMES = {v: k[12:] for k, v in vars(G).items() if k.startswith("GFX_FW_TYPE_") and isinstance(v, int)}
+FW_TYPE_NAMES = {v: k[12:] for k, v in vars(psp_gfx_if).items() if k.startswith("GFX_FW_TYPE_") and isinstance(v, int)}
 # what Navi31's sOS loads through LOAD_IP_FW: the PMFW, then the GFX firmware (amd_driver.md 2.9); anything else is refused
 IP_FIRMWARE = ("SMU", "SDMA_UCODE_TH0", "SDMA_UCODE_TH1", "RS64_MEC", "RS64_MEC_P0_STACK", "IMU_I", "IMU_D",
                "RLC_IRAM", "RLC_DRAM_BOOT", "RLC_P", "RLC_V", "RLC_G")

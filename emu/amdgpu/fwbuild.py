@@ -24,28 +24,28 @@ whose common header claims an unknown header version.
 from __future__ import annotations
 import ctypes, os, zlib
 
-from autogen.amd import amdgpu_ucode as U
-from emu.amdgpu import firmware as F
+from autogen.amd import amdgpu_ucode
+from emu.amdgpu import firmware
 
 ARRAY = 256                       # ucode_array_offset_bytes of every file
 SOS_VERSION, SMU_VERSION = 0x00310025, 0x004E4B00
-PSP_BINS = (("SYS_DRV", U.PSP_FW_TYPE_PSP_SYS_DRV), ("SOS", U.PSP_FW_TYPE_PSP_SOS), ("TOC", U.PSP_FW_TYPE_PSP_TOC),
-            ("KDB", U.PSP_FW_TYPE_PSP_KDB), ("SPL", U.PSP_FW_TYPE_PSP_SPL), ("RL", U.PSP_FW_TYPE_PSP_RL))
+PSP_BINS = (("SYS_DRV", amdgpu_ucode.PSP_FW_TYPE_PSP_SYS_DRV), ("SOS", amdgpu_ucode.PSP_FW_TYPE_PSP_SOS), ("TOC", amdgpu_ucode.PSP_FW_TYPE_PSP_TOC),
+            ("KDB", amdgpu_ucode.PSP_FW_TYPE_PSP_KDB), ("SPL", amdgpu_ucode.PSP_FW_TYPE_PSP_SPL), ("RL", amdgpu_ucode.PSP_FW_TYPE_PSP_RL))
 # every component's signed-image body size and version
 COMPONENTS = {**{n: (0x200, SOS_VERSION if n in ("SOS", "SYS_DRV") else 1) for n, _ in PSP_BINS},
-              "SMU": (0x400, F.pmfw_image_version(SMU_VERSION)), "SDMA_UCODE_TH0": (0x300, 1), "SDMA_UCODE_TH1": (0x280, 1),
+              "SMU": (0x400, firmware.pmfw_image_version(SMU_VERSION)), "SDMA_UCODE_TH0": (0x300, 1), "SDMA_UCODE_TH1": (0x280, 1),
               "RS64_MEC": (0x600, 1), "RS64_MEC_P0_STACK": (0x100, 1), "IMU_I": (0x300, 1), "IMU_D": (0x300, 1),
               "RLC_G": (0x400, 1), **{n: (0x200, 1) for n in ("RLC_IRAM", "RLC_DRAM_BOOT", "RLC_P", "RLC_V")}}
 
 
 def _image(name: str, size: int, damage: dict[str, str], version: int = 1, body: bytes | None = None) -> bytes:
   body = bytes((i * 7 + len(name)) & 0xFF for i in range(size)) if body is None else body
-  img = bytearray(F.make_image(name, body, version, image_id=0x0135 if name == "RL" else None))
+  img = bytearray(firmware.make_image(name, body, version, image_id=0x0135 if name == "RL" else None))
   how = damage.get(name)
-  if how == "magic": img[F.OFF_MAGIC:F.OFF_MAGIC + 4] = b"JUNK"
-  elif how == "unsigned": img[-F.SIGNATURE:] = bytes(F.SIGNATURE)
-  elif how == "size": img[F.OFF_BODY:F.OFF_BODY + 4] = (len(body) + 16).to_bytes(4, "little")
-  elif how == "id": img[F.OFF_ID:F.OFF_ID + 2] = F.IMAGE_IDS["KDB" if name != "KDB" else "SOS"].to_bytes(2, "little")
+  if how == "magic": img[firmware.OFF_MAGIC:firmware.OFF_MAGIC + 4] = b"JUNK"
+  elif how == "unsigned": img[-firmware.SIGNATURE:] = bytes(firmware.SIGNATURE)
+  elif how == "size": img[firmware.OFF_BODY:firmware.OFF_BODY + 4] = (len(body) + 16).to_bytes(4, "little")
+  elif how == "id": img[firmware.OFF_ID:firmware.OFF_ID + 2] = firmware.IMAGE_IDS["KDB" if name != "KDB" else "SOS"].to_bytes(2, "little")
   elif how is not None: raise ValueError(f"unknown damage {how!r} for {name}; use magic, unsigned, size or id")
   return bytes(img)
 
@@ -65,16 +65,16 @@ def _file(hdr, payload: bytes) -> bytes:
   return bytes(out)
 
 
-def images(omit: tuple[str, ...] = (), damage: dict[str, str] | None = None, toc_tmr: int = F.TMR_SIZE,
+def images(omit: tuple[str, ...] = (), damage: dict[str, str] | None = None, toc_tmr: int = firmware.TMR_SIZE,
            toc_omit: tuple[str, ...] = ()) -> dict[str, bytes]:
   """The signed image of each component (what the PSP is handed), as write_firmware packs them into the files."""
-  toc = F.toc_body(toc_tmr, tuple(n for n in F.IP_FIRMWARE if n not in toc_omit))
+  toc = firmware.toc_body(toc_tmr, tuple(n for n in firmware.IP_FIRMWARE if n not in toc_omit))
   return {n: _image(n, size, damage or {}, version, toc if n == "TOC" else None)
           for n, (size, version) in COMPONENTS.items() if n not in omit}
 
 
 def write_firmware(path: str, omit: tuple[str, ...] = (), damage: dict[str, str] | None = None,
-                   bad_header: tuple[str, ...] = (), toc_tmr: int = F.TMR_SIZE, toc_omit: tuple[str, ...] = ()) -> dict[str, str]:
+                   bad_header: tuple[str, ...] = (), toc_tmr: int = firmware.TMR_SIZE, toc_omit: tuple[str, ...] = ()) -> dict[str, str]:
   """Write the synthetic files into directory `path`; returns {file name: full path} of those written."""
   files, imgs = {}, images(omit, damage, toc_tmr, toc_omit)
   img = lambda name: imgs.get(name, b"")
@@ -83,13 +83,13 @@ def write_firmware(path: str, omit: tuple[str, ...] = (), damage: dict[str, str]
   # PSP sOS: v2.0 header, then a table of psp_fw_bin_desc right after it
   bins = [(n, t, img(n)) for n, t in PSP_BINS]
   bins = [b for b in bins if b[2]]
-  table_at = U.psp_firmware_header_v2_0.psp_fw_bin.offset
+  table_at = amdgpu_ucode.psp_firmware_header_v2_0.psp_fw_bin.offset
   payload, descs = b"", []
   for name, t, data in bins:
-    descs.append(U.psp_fw_bin_desc(fw_type=t, fw_version=1, offset_bytes=len(payload), size_bytes=len(data)))
+    descs.append(amdgpu_ucode.psp_fw_bin_desc(fw_type=t, fw_version=1, offset_bytes=len(payload), size_bytes=len(data)))
     payload += data
-  hdr = U.psp_firmware_header_v2_0(psp_fw_bin_count=len(descs))
-  _common(hdr, ARRAY + len(payload), U.psp_firmware_header_v2_0, 2, 0, (13, 0), payload, "psp_13_0_0_sos.bin" in bad_header)
+  hdr = amdgpu_ucode.psp_firmware_header_v2_0(psp_fw_bin_count=len(descs))
+  _common(hdr, ARRAY + len(payload), amdgpu_ucode.psp_firmware_header_v2_0, 2, 0, (13, 0), payload, "psp_13_0_0_sos.bin" in bad_header)
   raw = bytearray(_file(hdr, payload))
   for i, d in enumerate(descs): raw[table_at + 16 * i:table_at + 16 * (i + 1)] = bytes(d)
   files["psp_13_0_0_sos.bin"] = bytes(raw)
@@ -98,39 +98,39 @@ def write_firmware(path: str, omit: tuple[str, ...] = (), damage: dict[str, str]
   if smu := img("SMU"):
     ppt_entry_at = ARRAY + len(smu)
     ppt = bytes(64)
-    hdr = U.smc_firmware_header_v2_1(pptable_count=1, pptable_entry_offset=ppt_entry_at)
+    hdr = amdgpu_ucode.smc_firmware_header_v2_1(pptable_count=1, pptable_entry_offset=ppt_entry_at)
     hdr.v1_0.ucode_start_addr = 0x20000
-    entry = bytes(U.smc_soft_pptable_entry(id=0, ppt_offset_bytes=ppt_entry_at + 12, ppt_size_bytes=len(ppt)))
-    _common(hdr, ppt_entry_at + 12 + len(ppt), U.smc_firmware_header_v2_1, 2, 1, (13, 0), smu, "smu_13_0_0.bin" in bad_header)
+    entry = bytes(amdgpu_ucode.smc_soft_pptable_entry(id=0, ppt_offset_bytes=ppt_entry_at + 12, ppt_size_bytes=len(ppt)))
+    _common(hdr, ppt_entry_at + 12 + len(ppt), amdgpu_ucode.smc_firmware_header_v2_1, 2, 1, (13, 0), smu, "smu_13_0_0.bin" in bad_header)
     files["smu_13_0_0.bin"] = _file(hdr, smu + entry + ppt)
 
   # SDMA 6: ctx (TH0) at the ucode array, ctl (TH1) right after (ctl_ucode_offset is from the file start)
   th0, th1 = img("SDMA_UCODE_TH0"), img("SDMA_UCODE_TH1")
-  hdr = U.sdma_firmware_header_v2_0(ucode_feature_version=60, ctx_ucode_size_bytes=len(th0), ctx_jt_offset=0, ctx_jt_size=0,
-                                    ctl_ucode_offset=ARRAY + len(th0), ctl_ucode_size_bytes=len(th1), ctl_jt_offset=0, ctl_jt_size=0)
-  _common(hdr, ARRAY + len(th0) + len(th1), U.sdma_firmware_header_v2_0, 2, 0, (6, 0), th0 + th1, "sdma_6_0_0.bin" in bad_header)
+  hdr = amdgpu_ucode.sdma_firmware_header_v2_0(ucode_feature_version=60, ctx_ucode_size_bytes=len(th0), ctx_jt_offset=0, ctx_jt_size=0,
+                                               ctl_ucode_offset=ARRAY + len(th0), ctl_ucode_size_bytes=len(th1), ctl_jt_offset=0, ctl_jt_size=0)
+  _common(hdr, ARRAY + len(th0) + len(th1), amdgpu_ucode.sdma_firmware_header_v2_0, 2, 0, (6, 0), th0 + th1, "sdma_6_0_0.bin" in bad_header)
   files["sdma_6_0_0.bin"] = _file(hdr, th0 + th1)
 
   # MEC: RS64 code + P0 stack (the stack buffer is larger than its signed image, as in the real file)
   mec, stack = img("RS64_MEC"), img("RS64_MEC_P0_STACK")
   stack += bytes(0x1000 - len(stack)) if stack else b""
-  hdr = U.gfx_firmware_header_v2_0(ucode_feature_version=29, ucode_size_bytes=len(mec), ucode_offset_bytes=ARRAY,
-                                   data_size_bytes=len(stack), data_offset_bytes=ARRAY + len(mec),
-                                   ucode_start_addr_lo=F.MEC_ENTRY & 0xFFFFFFFF, ucode_start_addr_hi=F.MEC_ENTRY >> 32)
-  _common(hdr, ARRAY + len(mec) + len(stack), U.gfx_firmware_header_v2_0, 2, 0, (11, 0), mec + stack, "gc_11_0_0_mec.bin" in bad_header)
+  hdr = amdgpu_ucode.gfx_firmware_header_v2_0(ucode_feature_version=29, ucode_size_bytes=len(mec), ucode_offset_bytes=ARRAY,
+                                              data_size_bytes=len(stack), data_offset_bytes=ARRAY + len(mec),
+                                              ucode_start_addr_lo=firmware.MEC_ENTRY & 0xFFFFFFFF, ucode_start_addr_hi=firmware.MEC_ENTRY >> 32)
+  _common(hdr, ARRAY + len(mec) + len(stack), amdgpu_ucode.gfx_firmware_header_v2_0, 2, 0, (11, 0), mec + stack, "gc_11_0_0_mec.bin" in bad_header)
   files["gc_11_0_0_mec.bin"] = _file(hdr, mec + stack)
 
   # IMU: IRAM then DRAM, offsets from the ucode array
   iram, dram = img("IMU_I"), img("IMU_D")
-  hdr = U.imu_firmware_header_v1_0(imu_iram_ucode_size_bytes=len(iram), imu_iram_ucode_offset_bytes=0,
-                                   imu_dram_ucode_size_bytes=len(dram), imu_dram_ucode_offset_bytes=len(iram))
-  _common(hdr, ARRAY + len(iram) + len(dram), U.imu_firmware_header_v1_0, 1, 0, (11, 0), iram + dram, "gc_11_0_0_imu.bin" in bad_header)
+  hdr = amdgpu_ucode.imu_firmware_header_v1_0(imu_iram_ucode_size_bytes=len(iram), imu_iram_ucode_offset_bytes=0,
+                                              imu_dram_ucode_size_bytes=len(dram), imu_dram_ucode_offset_bytes=len(iram))
+  _common(hdr, ARRAY + len(iram) + len(dram), amdgpu_ucode.imu_firmware_header_v1_0, 1, 0, (11, 0), iram + dram, "gc_11_0_0_imu.bin" in bad_header)
   files["gc_11_0_0_imu.bin"] = _file(hdr, iram + dram)
 
   # RLC v2.3: RLC_G at the ucode array, the other pieces after it at file offsets
   g = img("RLC_G")
   pieces = [(n, img(n)) for n in ("RLC_IRAM", "RLC_DRAM_BOOT", "RLC_P", "RLC_V")]
-  hdr, at = U.rlc_firmware_header_v2_3(), ARRAY + len(g)
+  hdr, at = amdgpu_ucode.rlc_firmware_header_v2_3(), ARRAY + len(g)
   offsets = {}
   for n, data in pieces: offsets[n], at = (at if data else 0), at + len(data)
   (iram_n, iram), (dram_n, dram), (p_n, p), (v_n, v) = pieces
@@ -139,7 +139,7 @@ def write_firmware(path: str, omit: tuple[str, ...] = (), damage: dict[str, str]
   hdr.rlcp_ucode_size_bytes, hdr.rlcp_ucode_offset_bytes = len(p), offsets[p_n]
   hdr.rlcv_ucode_size_bytes, hdr.rlcv_ucode_offset_bytes = len(v), offsets[v_n]
   hdr.v2_2.v2_1.v2_0.ucode_feature_version = 1
-  _common(hdr, at, U.rlc_firmware_header_v2_3, 2, 3, (11, 0), g, "gc_11_0_0_rlc.bin" in bad_header)
+  _common(hdr, at, amdgpu_ucode.rlc_firmware_header_v2_3, 2, 3, (11, 0), g, "gc_11_0_0_rlc.bin" in bad_header)
   files["gc_11_0_0_rlc.bin"] = _file(hdr, g + b"".join(d for _, d in pieces))
 
   out = {}

@@ -25,7 +25,7 @@ from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING
 
-from autogen.amd import osssys_6_0_0 as oss, soc15_ih_clientid as C, irqsrcs_gfx_11_0_0 as S
+from autogen.amd import osssys_6_0_0 as oss, soc15_ih_clientid as ih_client, irqsrcs_gfx_11_0_0 as irq_src
 from emu.amdgpu.mmu import Fault, GPUPageFault
 from emu.amdgpu.registers import Block, storage
 if TYPE_CHECKING: from emu.amdgpu.navi31 import Navi31
@@ -88,10 +88,10 @@ class IHModel(Block):
       return True
 
   def vm_fault(self, hub: str, f: Fault, permission: int = 0) -> None:
-    client = C.SOC21_IH_CLIENTID_GFX if hub == "GC" else C.SOC21_IH_CLIENTID_VMC
-    self.post(client, S.GFX_11_0_0__SRCID__UTCL2_FAULT, ((f.va >> 12) & 0xFFFFFFFF, (f.va >> 44) & 0xF | (0x20 if f.write else 0)),
+    client = ih_client.SOC21_IH_CLIENTID_GFX if hub == "GC" else ih_client.SOC21_IH_CLIENTID_VMC
+    self.post(client, irq_src.GFX_11_0_0__SRCID__UTCL2_FAULT, ((f.va >> 12) & 0xFFFFFFFF, (f.va >> 44) & 0xF | (0x20 if f.write else 0)),
               ring_id=permission << 3)
 
   def shader_error(self) -> None:
-    self.post(C.SOC21_IH_CLIENTID_GRBM_CP, S.GFX_11_0_0__SRCID__SQ_INTERRUPT_ID,
+    self.post(ih_client.SOC21_IH_CLIENTID_GRBM_CP, irq_src.GFX_11_0_0__SRCID__SQ_INTERRUPT_ID,
               (SQ_ERROR_ILLEGAL_INST << 21, SQ_ENCODING_ERROR << 6))

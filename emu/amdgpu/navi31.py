@@ -33,7 +33,7 @@ from __future__ import annotations
 import ctypes, os, tempfile
 from ctypes import Structure, c_uint32, c_uint64
 
-from autogen.amd import gc_11_0_0, soc15_ih_clientid as C, irqsrcs_gfx_11_0_0 as S
+from autogen.amd import gc_11_0_0, soc15_ih_clientid as ih_client, irqsrcs_gfx_11_0_0 as irq_src
 from common.plugin import PCIModel
 from emu.pci import PCIFunction, DMASpace, DMAFault, PCI_COMMAND, PCI_COMMAND_MEMORY, PCI_COMMAND_MASTER, ModelError, Region, Access
 from emu.amdgpu import discovery
@@ -238,7 +238,7 @@ class Navi31(PCIFunction):
       elif err.kind == "packet":
         pipe = next((pq[0] for pq, q in self.gfx.queues.items() if q.qname == err.engine), None)
         if pipe is not None and self._pipe_int(pipe, "OPCODE_ERROR_INT_ENABLE"):
-          self.ih.post(C.SOC21_IH_CLIENTID_GRBM_CP, S.GFX_11_0_0__SRCID__CP_BAD_OPCODE_ERROR)
+          self.ih.post(ih_client.SOC21_IH_CLIENTID_GRBM_CP, irq_src.GFX_11_0_0__SRCID__CP_BAD_OPCODE_ERROR)
 
   def _pipe_int(self, pipe: int, field: str) -> bool:
     reg = getattr(gc_11_0_0, f"regCP_ME1_PIPE{pipe}_INT_CNTL")
@@ -248,9 +248,10 @@ class Navi31(PCIFunction):
     with self.lock:
       if source == "CP_EOP":
         pipe = next((pq[0] for pq, q in self.gfx.queues.items() if q.qname == engine), 0)
-        if self._pipe_int(pipe, "TIME_STAMP_INT_ENABLE"): self.ih.post(C.SOC21_IH_CLIENTID_GRBM_CP, S.GFX_11_0_0__SRCID__CP_EOP_INTERRUPT, (ctx,))
+        if self._pipe_int(pipe, "TIME_STAMP_INT_ENABLE"): self.ih.post(ih_client.SOC21_IH_CLIENTID_GRBM_CP,
+                                                                       irq_src.GFX_11_0_0__SRCID__CP_EOP_INTERRUPT, (ctx,))
       elif source == "SDMA_TRAP" and self.sdma.get(gc_11_0_0.regSDMA0_CNTL) & 1:
-        self.ih.post(C.SOC21_IH_CLIENTID_GFX, S.GFX_11_0_0__SRCID__SDMA_TRAP, (ctx,))
+        self.ih.post(ih_client.SOC21_IH_CLIENTID_GFX, irq_src.GFX_11_0_0__SRCID__SDMA_TRAP, (ctx,))
 
 
 def _create(bus: str, index: int, **options) -> Navi31: return Navi31(bus, path=state_dir(index), **options)

@@ -29,8 +29,8 @@ import ctypes
 from ctypes import Structure, c_uint8, c_uint32
 from typing import TYPE_CHECKING
 
-from autogen.amd import mp_13_0_0 as mp, psp_gfx_if as G
-from emu.amdgpu import firmware as F
+from autogen.amd import mp_13_0_0 as mp, psp_gfx_if
+from emu.amdgpu import firmware
 from emu.amdgpu.registers import Block, storage
 from emu.pci import ModelError
 if TYPE_CHECKING: from emu.amdgpu.navi31 import Navi31
@@ -38,9 +38,9 @@ if TYPE_CHECKING: from emu.amdgpu.navi31 import Navi31
 READY = 0x80000000
 STAGE_BOOTLOADER, STAGE_SOS, STAGE_HALTED = 0, 1, 2
 BL_ORDER = ("KDB", "SPL", "SYS_DRV", "SOC_DRV", "INTF_DRV", "DBG_DRV", "RAS_DRV", "SOS")
-GFX_FIRMWARE = F.IP_FIRMWARE[1:]
-RESP_OFFSET = G.psp_gfx_cmd_resp.resp.offset
-FRAME_DW = ctypes.sizeof(G.psp_gfx_rb_frame) // 4
+GFX_FIRMWARE = firmware.IP_FIRMWARE[1:]
+RESP_OFFSET = psp_gfx_if.psp_gfx_cmd_resp.resp.offset
+FRAME_DW = ctypes.sizeof(psp_gfx_if.psp_gfx_rb_frame) // 4
 
 
 class PSPState(Structure):
@@ -51,7 +51,7 @@ class PSPState(Structure):
 
 
 class Refused(Exception):
-  def __init__(self, msg: str, status: int = G.TEE_ERROR_NOT_SUPPORTED):
+  def __init__(self, msg: str, status: int = psp_gfx_if.TEE_ERROR_NOT_SUPPORTED):
     super().__init__(msg)
     self.status = status
 
@@ -76,7 +76,7 @@ class PSPModel(Block):
     self.set(mp.regMP0_SMN_C2PMSG_35, READY)
 
   def loaded(self, name: str) -> bool:
-    t = getattr(G, f"GFX_FW_TYPE_{name}")
+    t = getattr(psp_gfx_if, f"GFX_FW_TYPE_{name}")
     return bool(self.s.fw_loaded[t // 8] >> (t % 8) & 1)
 
   def _fail(self, msg: str) -> None:
@@ -94,7 +94,7 @@ class PSPModel(Block):
       raise ModelError(f"PSP bootloader command {cmd:#x} written while the bootloader is not ready (wait for C2PMSG_35 bit 31)")
     self.regs[addr] = cmd            # busy: bit 31 clear until the component is in
     try: img = self._bl_load(cmd)
-    except (F.Rejected, ValueError) as e:
+    except (firmware.Rejected, ValueError) as e:
       self.s.stage = STAGE_HALTED
       return self._fail(f"bootloader halted: {e}")
     self.s.bl_loaded |= 1 << BL_ORDER.index(img.name)
@@ -105,25 +105,26 @@ class PSPModel(Block):
       self.set(mp.regMP0_SMN_C2PMSG_64, READY)
     else: self.regs[addr] = READY
 
-  def _bl_load(self, cmd: int) -> F.Image:
-    if (name := F.BL_COMMANDS.get(cmd)) is None: raise F.Rejected(f"unknown bootloader command {cmd:#x}")
+  def _bl_load(self, cmd: int) -> firmware.Image:
+    if (name := firmware.BL_COMMANDS.get(cmd)) is None: raise firmware.Rejected(f"unknown bootloader command {cmd:#x}")
     idx, done = BL_ORDER.index(name), [n for i, n in enumerate(BL_ORDER) if self.s.bl_loaded >> i & 1]
-    if name in done: raise F.Rejected(f"{name} loaded twice")
-    if later := [n for n in done if BL_ORDER.index(n) > idx]: raise F.Rejected(f"{name} sent after {later[-1]}: order is {', '.join(BL_ORDER)}")
+    if name in done: raise firmware.Rejected(f"{name} loaded twice")
+    if later := [n for n in done if BL_ORDER.index(n) > idx]:
+      raise firmware.Rejected(f"{name} sent after {later[-1]}: order is {', '.join(BL_ORDER)}")
     need = {"KDB": (), "SPL": ("KDB",), "SYS_DRV": ("KDB",)}.get(name, ("KDB", "SYS_DRV"))
-    if missing := [n for n in need if n not in done]: raise F.Rejected(f"{name} sent before {', '.join(missing)}")
+    if missing := [n for n in need if n not in done]: raise firmware.Rejected(f"{name} sent before {', '.join(missing)}")
     mc = self.get(mp.regMP0_SMN_C2PMSG_36) << 20
     limit = self.dev.gmc_mm.fb[1] + 1 - mc   # the image may extend to the end of VRAM
-    total = F.header_total(self.dev.gmc_mm.read_vram(mc, F.HEADER, f"{name} image (C2PMSG_36 = {mc >> 20:#x})"))
-    data = self.dev.gmc_mm.read_vram(mc, max(F.HEADER, min(total, limit)), f"{name} image")
-    return F.check(name, data, limit, ("KDB",) if name == "SPL" else ())
+    total = firmware.header_total(self.dev.gmc_mm.read_vram(mc, firmware.HEADER, f"{name} image (C2PMSG_36 = {mc >> 20:#x})"))
+    data = self.dev.gmc_mm.read_vram(mc, max(firmware.HEADER, min(total, limit)), f"{name} image")
+    return firmware.check(name, data, limit, ("KDB",) if name == "SPL" else ())
 
   # --- KM ring
   def _ring_control(self, addr: int, value: int) -> None:
     self.regs[addr] = value
     if self.s.stage != STAGE_SOS: return   # nobody answers
-    cmd, status = value & G.GFX_CMD_ID_MASK, 0
-    if cmd == G.GFX_CTRL_CMD_ID_INIT_GPCOM_RING:
+    cmd, status = value & psp_gfx_if.GFX_CMD_ID_MASK, 0
+    if cmd == psp_gfx_if.GFX_CTRL_CMD_ID_INIT_GPCOM_RING:
       mc, size = self.get(mp.regMP0_SMN_C2PMSG_70) << 32 | self.get(mp.regMP0_SMN_C2PMSG_69), self.get(mp.regMP0_SMN_C2PMSG_71)
       try:
         if self.s.ring_ok: raise ValueError("a KM ring already exists (DESTROY_RINGS first)")
@@ -135,10 +136,10 @@ class PSPModel(Block):
       except ValueError as e:
         self._fail(f"INIT_GPCOM_RING refused: {e}")
         status = 1
-    elif cmd in (G.GFX_CTRL_CMD_ID_DESTROY_RINGS, G.GFX_CTRL_CMD_ID_DESTROY_GPCOM_RING): self.s.ring_ok = 0
+    elif cmd in (psp_gfx_if.GFX_CTRL_CMD_ID_DESTROY_RINGS, psp_gfx_if.GFX_CTRL_CMD_ID_DESTROY_GPCOM_RING): self.s.ring_ok = 0
     else:
       self._fail(f"ring control command {value:#x} is not modelled")
-      status = G.PSP_ERR_UNKNOWN_COMMAND & 0xFFFF
+      status = psp_gfx_if.PSP_ERR_UNKNOWN_COMMAND & 0xFFFF
     self.regs[addr] = READY | status
 
   def _ring_wptr(self, addr: int, wptr: int) -> None:
@@ -150,63 +151,63 @@ class PSPModel(Block):
     self.regs[addr] = wptr
     ring = self.get(mp.regMP0_SMN_C2PMSG_70) << 32 | self.get(mp.regMP0_SMN_C2PMSG_69)
     while self.s.ring_rptr != wptr % size_dw:
-      frame = G.psp_gfx_rb_frame.from_buffer_copy(self.dev.gmc_mm.read_vram(ring + self.s.ring_rptr * 4, FRAME_DW * 4, "KM ring frame"))
+      frame = psp_gfx_if.psp_gfx_rb_frame.from_buffer_copy(self.dev.gmc_mm.read_vram(ring + self.s.ring_rptr * 4, FRAME_DW * 4, "KM ring frame"))
       self._frame(frame)
       self.s.ring_rptr = (self.s.ring_rptr + FRAME_DW) % size_dw
 
-  def _frame(self, frame: G.psp_gfx_rb_frame) -> None:
+  def _frame(self, frame: psp_gfx_if.psp_gfx_rb_frame) -> None:
     cmd_mc, mm = frame.cmd_buf_addr_hi << 32 | frame.cmd_buf_addr_lo, self.dev.gmc_mm
     try:
-      cmd = G.psp_gfx_cmd_resp.from_buffer_copy(mm.read_vram(cmd_mc, ctypes.sizeof(G.psp_gfx_cmd_resp), "PSP command buffer"))
-      resp = G.psp_gfx_resp()
+      cmd = psp_gfx_if.psp_gfx_cmd_resp.from_buffer_copy(mm.read_vram(cmd_mc, ctypes.sizeof(psp_gfx_if.psp_gfx_cmd_resp), "PSP command buffer"))
+      resp = psp_gfx_if.psp_gfx_resp()
       try: self._command(cmd, resp)
-      except (Refused, F.Rejected, ValueError) as e:
-        resp.status = getattr(e, "status", G.TEE_ERROR_NOT_SUPPORTED)
+      except (Refused, firmware.Rejected, ValueError) as e:
+        resp.status = getattr(e, "status", psp_gfx_if.TEE_ERROR_NOT_SUPPORTED)
         self._fail(str(e))
       mm.write_vram(cmd_mc + RESP_OFFSET, bytes(resp), "PSP response")
       mm.write_vram(frame.fence_addr_hi << 32 | frame.fence_addr_lo, frame.fence_value.to_bytes(4, "little"), "PSP fence")
     except ValueError as e:   # the frame points outside VRAM: nothing can be answered
       self._fail(f"ring frame dropped: {e}")
 
-  def _command(self, cmd: G.psp_gfx_cmd_resp, resp: G.psp_gfx_resp) -> None:
+  def _command(self, cmd: psp_gfx_if.psp_gfx_cmd_resp, resp: psp_gfx_if.psp_gfx_resp) -> None:
     cid = cmd.cmd_id
-    if cid == G.GFX_CMD_ID_LOAD_TOC:
+    if cid == psp_gfx_if.GFX_CMD_ID_LOAD_TOC:
       c = cmd.cmd.cmd_load_toc
-      toc = F.parse_toc(self._image("TOC", c.toc_phy_addr_hi << 32 | c.toc_phy_addr_lo, c.toc_size)[1])
+      toc = firmware.parse_toc(self._image("TOC", c.toc_phy_addr_hi << 32 | c.toc_phy_addr_lo, c.toc_size)[1])
       self.s.toc, self.s.tmr_size = 1, toc.tmr_size
-      self.s.toc_fw = sum(1 << i for i, n in enumerate(F.IP_FIRMWARE) if n in toc.firmware)
+      self.s.toc_fw = sum(1 << i for i, n in enumerate(firmware.IP_FIRMWARE) if n in toc.firmware)
       resp.tmr_size = toc.tmr_size
-    elif cid == G.GFX_CMD_ID_SETUP_TMR: self._setup_tmr(cmd.cmd.cmd_setup_tmr)
-    elif cid == G.GFX_CMD_ID_LOAD_IP_FW: self._load_ip_fw(cmd.cmd.cmd_load_ip_fw)
-    elif cid == G.GFX_CMD_ID_AUTOLOAD_RLC:
+    elif cid == psp_gfx_if.GFX_CMD_ID_SETUP_TMR: self._setup_tmr(cmd.cmd.cmd_setup_tmr)
+    elif cid == psp_gfx_if.GFX_CMD_ID_LOAD_IP_FW: self._load_ip_fw(cmd.cmd.cmd_load_ip_fw)
+    elif cid == psp_gfx_if.GFX_CMD_ID_AUTOLOAD_RLC:
       if missing := [n for n in GFX_FIRMWARE if not self.loaded(n)]: raise Refused(f"AUTOLOAD_RLC before {', '.join(missing)} was loaded")
       self.s.autoload = 1
       self.dev.gfx.rlc_autoload_done()
-    elif cid in {v for k, v in vars(G).items() if k.startswith("GFX_CMD_ID_")}:
+    elif cid in {v for k, v in vars(psp_gfx_if).items() if k.startswith("GFX_CMD_ID_")}:
       raise Refused(f"PSP command {cid:#x} is not modelled (LOAD_TOC, SETUP_TMR, LOAD_IP_FW and AUTOLOAD_RLC are)")
-    else: raise Refused(f"unknown PSP command id {cid:#x}", G.PSP_ERR_UNKNOWN_COMMAND)
+    else: raise Refused(f"unknown PSP command id {cid:#x}", psp_gfx_if.PSP_ERR_UNKNOWN_COMMAND)
 
-  def _image(self, name: str, mc: int, size: int) -> tuple[F.Image, bytes]:
+  def _image(self, name: str, mc: int, size: int) -> tuple[firmware.Image, bytes]:
     if size == 0: raise Refused(f"{name}: zero-sized image")
     data = self.dev.gmc_mm.read_vram(mc, size, f"{name} image")
-    return F.check(name, data, size), data
+    return firmware.check(name, data, size), data
 
-  def _setup_tmr(self, c: G.psp_gfx_cmd_setup_tmr) -> None:
+  def _setup_tmr(self, c: psp_gfx_if.psp_gfx_cmd_setup_tmr) -> None:
     mc = c.buf_phy_addr_hi << 32 | c.buf_phy_addr_lo
     if not self.s.toc: raise Refused("SETUP_TMR before LOAD_TOC (the TOC gives the TMR size)")
     if not self.loaded("SMU"): raise Refused("SETUP_TMR before the SMU firmware: with PMFW-centralized C-state management the SMU loads first")
-    if c.buf_size < self.s.tmr_size or mc % F.TMR_ALIGN:
+    if c.buf_size < self.s.tmr_size or mc % firmware.TMR_ALIGN:
       raise Refused(f"SETUP_TMR with {c.buf_size:#x} bytes at MC {mc:#x}: the TOC asks for >= {self.s.tmr_size:#x} bytes, 1 MiB aligned")
     off = self.dev.gmc_mm.vram_offset(mc, c.buf_size, "TMR")
     if c.bitfield.virt_phy_addr and (c.system_phy_addr_hi << 32 | c.system_phy_addr_lo) != off:
       raise Refused(f"SETUP_TMR system_phy_addr {c.system_phy_addr_hi << 32 | c.system_phy_addr_lo:#x} is not the TMR's VRAM offset {off:#x}")
     self.s.tmr_ok = 1
 
-  def _load_ip_fw(self, c: G.psp_gfx_cmd_load_ip_fw) -> None:
-    name = F.FW_TYPE_NAMES.get(c.fw_type, f"fw_type {c.fw_type}")
-    if name not in F.IP_FIRMWARE: raise Refused(f"LOAD_IP_FW {name}: not a firmware type of Navi31's PSP 13.0.0")
+  def _load_ip_fw(self, c: psp_gfx_if.psp_gfx_cmd_load_ip_fw) -> None:
+    name = firmware.FW_TYPE_NAMES.get(c.fw_type, f"fw_type {c.fw_type}")
+    if name not in firmware.IP_FIRMWARE: raise Refused(f"LOAD_IP_FW {name}: not a firmware type of Navi31's PSP 13.0.0")
     if not self.s.toc: raise Refused(f"LOAD_IP_FW {name} before LOAD_TOC")
-    if not self.s.toc_fw >> F.IP_FIRMWARE.index(name) & 1: raise Refused(f"LOAD_IP_FW {name}: the TOC does not list it")
+    if not self.s.toc_fw >> firmware.IP_FIRMWARE.index(name) & 1: raise Refused(f"LOAD_IP_FW {name}: the TOC does not list it")
     if self.loaded(name): raise Refused(f"LOAD_IP_FW {name}: already loaded")
     if name == "SMU" and self.s.tmr_ok: raise Refused("LOAD_IP_FW SMU after SETUP_TMR: the SMU firmware goes before the TMR")
     if name != "SMU" and not self.s.tmr_ok: raise Refused(f"LOAD_IP_FW {name} before SETUP_TMR")
@@ -214,4 +215,4 @@ class PSPModel(Block):
     if self.s.autoload: raise Refused(f"LOAD_IP_FW {name} after AUTOLOAD_RLC")
     img, _ = self._image(name, c.fw_phy_addr_hi << 32 | c.fw_phy_addr_lo, c.fw_size)
     self.s.fw_loaded[c.fw_type // 8] |= 1 << (c.fw_type % 8)
-    if name == "SMU": self.dev.smu.start(F.pmfw_version(img.version))
+    if name == "SMU": self.dev.smu.start(firmware.pmfw_version(img.version))

@@ -7,52 +7,53 @@ from __future__ import annotations
 import numpy as np
 
 from autogen import pktfields
-from autogen.amd import sdma_v6_0_0_pkt_open as S, gc_11_0_0 as gc
+from autogen.amd import sdma_v6_0_0_pkt_open as sdma_defs, gc_11_0_0 as gc
 from emu.ring import RingError, Stalled
 from emu.amdgpu.engine import GPUEngine
 from emu.amdgpu.pm4 import COMPARE
 from emu.amdgpu.registers import Block, storage
 from emu.pci import ModelError
 
-OPNAMES = {v: k[8:] for k, v in vars(S).items() if k.startswith("SDMA_OP_") and isinstance(v, int)}
+OPNAMES = {v: k[8:] for k, v in vars(sdma_defs).items() if k.startswith("SDMA_OP_") and isinstance(v, int)}
 
 
 def field(pkt: np.ndarray, name: str) -> int:
   """SDMA packet field `name` = '<PACKET>_<DWORD>_<field>' as sdma_v6_0_0_pkt_open.h names it."""
-  return pktfields.get(S, f"SDMA_PKT_{name}", pkt)
+  return pktfields.get(sdma_defs, f"SDMA_PKT_{name}", pkt)
 
 
 class SDMAEngine(GPUEngine):
   unit = 1
   kind = "sdma"
-  SIZES = {S.SDMA_OP_NOP: 1, S.SDMA_OP_COPY: 7, S.SDMA_OP_FENCE: 4, S.SDMA_OP_TRAP: 2, S.SDMA_OP_POLL_REGMEM: 6,
-           S.SDMA_OP_TIMESTAMP: 3, S.SDMA_OP_COND_EXE: 5}
+  SIZES = {sdma_defs.SDMA_OP_NOP: 1, sdma_defs.SDMA_OP_COPY: 7, sdma_defs.SDMA_OP_FENCE: 4, sdma_defs.SDMA_OP_TRAP: 2,
+           sdma_defs.SDMA_OP_POLL_REGMEM: 6,
+           sdma_defs.SDMA_OP_TIMESTAMP: 3, sdma_defs.SDMA_OP_COND_EXE: 5}
 
   def packet(self, words: np.ndarray, pos: int) -> int:
     hdr = words[pos:]
     op, sub = int(hdr[0]) & 0xFF, (int(hdr[0]) >> 8) & 0xFF
-    if op == S.SDMA_OP_WRITE and len(hdr) >= 4: ndw = 4 + field(hdr, "WRITE_UNTILED_DW_3_count") + 1
-    elif op == S.SDMA_OP_NOP: ndw = 1 + field(hdr, "NOP_HEADER_count")
+    if op == sdma_defs.SDMA_OP_WRITE and len(hdr) >= 4: ndw = 4 + field(hdr, "WRITE_UNTILED_DW_3_count") + 1
+    elif op == sdma_defs.SDMA_OP_NOP: ndw = 1 + field(hdr, "NOP_HEADER_count")
     elif op in self.SIZES: ndw = self.SIZES[op]
     else: raise RingError(f"{self.qname}: unsupported SDMA opcode {op} ({OPNAMES.get(op, 'unknown')}) at ring byte {self.rptr}")
     if len(hdr) < ndw: raise RingError(f"{self.qname}: SDMA packet at ring byte {self.rptr} needs {ndw * 4} bytes, only {len(hdr) * 4} written")
     pkt = hdr[:ndw]
-    if op == S.SDMA_OP_COPY:
-      if sub != S.SDMA_SUBOP_COPY_LINEAR: raise RingError(f"{self.qname}: SDMA COPY sub-op {sub} is not modelled (only COPY_LINEAR)")
+    if op == sdma_defs.SDMA_OP_COPY:
+      if sub != sdma_defs.SDMA_SUBOP_COPY_LINEAR: raise RingError(f"{self.qname}: SDMA COPY sub-op {sub} is not modelled (only COPY_LINEAR)")
       self.mem.copy(field(pkt, "COPY_LINEAR_DST_ADDR_LO_dst_addr_31_0") | field(pkt, "COPY_LINEAR_DST_ADDR_HI_dst_addr_63_32") << 32,
                     field(pkt, "COPY_LINEAR_SRC_ADDR_LO_src_addr_31_0") | field(pkt, "COPY_LINEAR_SRC_ADDR_HI_src_addr_63_32") << 32,
                     field(pkt, "COPY_LINEAR_COUNT_count") + 1)
-    elif op == S.SDMA_OP_WRITE:
+    elif op == sdma_defs.SDMA_OP_WRITE:
       dst = field(pkt, "WRITE_UNTILED_DST_ADDR_LO_dst_addr_31_0") | field(pkt, "WRITE_UNTILED_DST_ADDR_HI_dst_addr_63_32") << 32
       self.mem.write(dst, pkt[4:].tobytes())
-    elif op == S.SDMA_OP_FENCE:
+    elif op == sdma_defs.SDMA_OP_FENCE:
       addr = field(pkt, "FENCE_ADDR_LO_addr_31_0") | field(pkt, "FENCE_ADDR_HI_addr_63_32") << 32
       self.mem.write(addr, field(pkt, "FENCE_DATA_data").to_bytes(4, "little"))
-    elif op == S.SDMA_OP_TRAP: self.gpu.interrupt("SDMA_TRAP", field(pkt, "TRAP_INT_CONTEXT_int_context"), self.qname)
-    elif op == S.SDMA_OP_POLL_REGMEM: self._poll(pkt)
-    elif op == S.SDMA_OP_COND_EXE: return ndw + self._cond_exe(pkt, len(hdr) - ndw)
-    elif op == S.SDMA_OP_TIMESTAMP:
-      if sub != S.SDMA_SUBOP_TIMESTAMP_GET_GLOBAL: raise RingError(f"{self.qname}: SDMA TIMESTAMP sub-op {sub} is not modelled")
+    elif op == sdma_defs.SDMA_OP_TRAP: self.gpu.interrupt("SDMA_TRAP", field(pkt, "TRAP_INT_CONTEXT_int_context"), self.qname)
+    elif op == sdma_defs.SDMA_OP_POLL_REGMEM: self._poll(pkt)
+    elif op == sdma_defs.SDMA_OP_COND_EXE: return ndw + self._cond_exe(pkt, len(hdr) - ndw)
+    elif op == sdma_defs.SDMA_OP_TIMESTAMP:
+      if sub != sdma_defs.SDMA_SUBOP_TIMESTAMP_GET_GLOBAL: raise RingError(f"{self.qname}: SDMA TIMESTAMP sub-op {sub} is not modelled")
       addr = field(pkt, "TIMESTAMP_GET_GLOBAL_WRITE_ADDR_LO_write_addr_31_3") << 3 | \
              field(pkt, "TIMESTAMP_GET_GLOBAL_WRITE_ADDR_HI_write_addr_63_32") << 32
       self.mem.write(addr, self.gpu.clock().to_bytes(8, "little"))

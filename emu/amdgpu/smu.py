@@ -25,22 +25,22 @@ import ctypes, math, time
 from ctypes import Structure, c_double, c_uint32, c_uint64
 from typing import TYPE_CHECKING
 
-from autogen.amd import mp_13_0_0 as mp, smu_v13_0_0_ppsmc as P, smu13_driver_if_v13_0_0 as D
+from autogen.amd import mp_13_0_0 as mp, smu_v13_0_0_ppsmc as ppsmc, smu13_driver_if_v13_0_0 as smu_if
 from emu.amdgpu.mmu import GPUPageFault
 from emu.amdgpu.registers import Block, storage
 if TYPE_CHECKING: from emu.amdgpu.navi31 import Navi31
 
 # DPM levels (MHz) per clock id: plausible RX 7900 XTX tables; GFXCLK is fine-grained (any MHz in range)
-DPM = {D.PPCLK_GFXCLK: (500, 2500), D.PPCLK_SOCCLK: (500, 960, 1200), D.PPCLK_UCLK: (96, 456, 772, 1250),
-       D.PPCLK_FCLK: (888, 1200, 1600, 1900)}
-FINE_GRAINED = {D.PPCLK_GFXCLK}
+DPM = {smu_if.PPCLK_GFXCLK: (500, 2500), smu_if.PPCLK_SOCCLK: (500, 960, 1200), smu_if.PPCLK_UCLK: (96, 456, 772, 1250),
+       smu_if.PPCLK_FCLK: (888, 1200, 1600, 1900)}
+FINE_GRAINED = {smu_if.PPCLK_GFXCLK}
 PPT_DEFAULT, PPT_MIN, PPT_MAX = 355, 100, 402            # watts
 IDLE_W, MEM_W = 22.0, 35.0
 ACTIVITY_TAU, THERMAL_TAU = 0.2, 1.5                     # seconds
-FEATURES = sum(1 << v for k, v in vars(D).items() if k.startswith("FEATURE_") and k.endswith("_BIT") and "SPARE" not in k)
+FEATURES = sum(1 << v for k, v in vars(smu_if).items() if k.startswith("FEATURE_") and k.endswith("_BIT") and "SPARE" not in k)
 DEBUGSMC_MSG_Mode1Reset = 2
-OK, FAILED, UNKNOWN, PREREQ = P.PPSMC_Result_OK, P.PPSMC_Result_Failed, P.PPSMC_Result_UnknownCmd, P.PPSMC_Result_CmdRejectedPrereq
-MSG_NAMES = {v: k[10:] for k, v in vars(P).items() if k.startswith("PPSMC_MSG_")}
+OK, FAILED, UNKNOWN, PREREQ = ppsmc.PPSMC_Result_OK, ppsmc.PPSMC_Result_Failed, ppsmc.PPSMC_Result_UnknownCmd, ppsmc.PPSMC_Result_CmdRejectedPrereq
+MSG_NAMES = {v: k[10:] for k, v in vars(ppsmc).items() if k.startswith("PPSMC_MSG_")}
 
 
 class SMUState(Structure):
@@ -60,19 +60,19 @@ class SMUModel(Block):
     super().__init__(dev)
     self.s = state
     self.messages: list[tuple[int, int, int]] = []    # (message, parameter, response) this process sent
-    self._handlers = {P.PPSMC_MSG_GetSmuVersion: lambda p: (OK, self.s.version),
-                      P.PPSMC_MSG_GetDriverIfVersion: lambda p: (OK, D.SMU13_0_0_DRIVER_IF_VERSION),
-                      P.PPSMC_MSG_SetDriverDramAddrHigh: self._dram_hi, P.PPSMC_MSG_SetDriverDramAddrLow: self._dram_lo,
-                      P.PPSMC_MSG_EnableAllSmuFeatures: self._enable, P.PPSMC_MSG_DisableAllSmuFeatures: self._disable,
-                      P.PPSMC_MSG_GetRunningSmuFeaturesLow: lambda p: (OK, self.s.features & 0xFFFFFFFF),
-                      P.PPSMC_MSG_GetRunningSmuFeaturesHigh: lambda p: (OK, self.s.features >> 32),
-                      P.PPSMC_MSG_GetDpmFreqByIndex: self._freq_by_index,
-                      P.PPSMC_MSG_GetMinDpmFreq: lambda p: self._table_end(p, 0), P.PPSMC_MSG_GetMaxDpmFreq: lambda p: self._table_end(p, -1),
-                      P.PPSMC_MSG_SetSoftMinByFreq: lambda p: self._soft(p, self.s.soft_min),
-                      P.PPSMC_MSG_SetSoftMaxByFreq: lambda p: self._soft(p, self.s.soft_max),
-                      P.PPSMC_MSG_SetPptLimit: self._set_ppt, P.PPSMC_MSG_GetPptLimit: lambda p: (OK, self.s.ppt_w),
-                      P.PPSMC_MSG_TransferTableSmu2Dram: self._transfer, P.PPSMC_MSG_PrepareMp1ForUnload: lambda p: (OK, 0),
-                      P.PPSMC_MSG_Mode1Reset: self._mode1_reset}
+    self._handlers = {ppsmc.PPSMC_MSG_GetSmuVersion: lambda p: (OK, self.s.version),
+                      ppsmc.PPSMC_MSG_GetDriverIfVersion: lambda p: (OK, smu_if.SMU13_0_0_DRIVER_IF_VERSION),
+                      ppsmc.PPSMC_MSG_SetDriverDramAddrHigh: self._dram_hi, ppsmc.PPSMC_MSG_SetDriverDramAddrLow: self._dram_lo,
+                      ppsmc.PPSMC_MSG_EnableAllSmuFeatures: self._enable, ppsmc.PPSMC_MSG_DisableAllSmuFeatures: self._disable,
+                      ppsmc.PPSMC_MSG_GetRunningSmuFeaturesLow: lambda p: (OK, self.s.features & 0xFFFFFFFF),
+                      ppsmc.PPSMC_MSG_GetRunningSmuFeaturesHigh: lambda p: (OK, self.s.features >> 32),
+                      ppsmc.PPSMC_MSG_GetDpmFreqByIndex: self._freq_by_index,
+                      ppsmc.PPSMC_MSG_GetMinDpmFreq: lambda p: self._table_end(p, 0), ppsmc.PPSMC_MSG_GetMaxDpmFreq: lambda p: self._table_end(p, -1),
+                      ppsmc.PPSMC_MSG_SetSoftMinByFreq: lambda p: self._soft(p, self.s.soft_min),
+                      ppsmc.PPSMC_MSG_SetSoftMaxByFreq: lambda p: self._soft(p, self.s.soft_max),
+                      ppsmc.PPSMC_MSG_SetPptLimit: self._set_ppt, ppsmc.PPSMC_MSG_GetPptLimit: lambda p: (OK, self.s.ppt_w),
+                      ppsmc.PPSMC_MSG_TransferTableSmu2Dram: self._transfer, ppsmc.PPSMC_MSG_PrepareMp1ForUnload: lambda p: (OK, 0),
+                      ppsmc.PPSMC_MSG_Mode1Reset: self._mode1_reset}
 
   def handlers(self):
     return {self.addr(mp.regMP1_SMN_C2PMSG_66): (None, self._message),
@@ -99,7 +99,7 @@ class SMUModel(Block):
       resp, value = UNKNOWN, param
     else: resp, value = handler(param)
     self.messages.append((msg, param, resp))
-    if msg != P.PPSMC_MSG_Mode1Reset or resp != OK: self.set(mp.regMP1_SMN_C2PMSG_82, value)
+    if msg != ppsmc.PPSMC_MSG_Mode1Reset or resp != OK: self.set(mp.regMP1_SMN_C2PMSG_82, value)
     self.set(mp.regMP1_SMN_C2PMSG_90, resp)
 
   def _debug_message(self, addr: int, msg: int) -> None:
@@ -162,8 +162,8 @@ class SMUModel(Block):
   def _transfer(self, p: int) -> tuple[int, int]:
     table = p & 0xFFFF
     if not (self.s.table_hi or self.s.table_lo): return PREREQ, 0
-    if table != D.TABLE_SMU_METRICS:
-      return self._fail(f"TransferTableSmu2Dram: table {table} is not modelled (TABLE_SMU_METRICS = {D.TABLE_SMU_METRICS} is)")
+    if table != smu_if.TABLE_SMU_METRICS:
+      return self._fail(f"TransferTableSmu2Dram: table {table} is not modelled (TABLE_SMU_METRICS = {smu_if.TABLE_SMU_METRICS} is)")
     try: self.dev.gmc_mm.mmu.write(self.s.table_hi << 32 | self.s.table_lo, bytes(self.metrics()), "SMU")
     except GPUPageFault as e: return self._fail(f"TransferTableSmu2Dram: {e}")
     return OK, 0
@@ -197,43 +197,43 @@ class SMUModel(Block):
 
   def power(self) -> tuple[float, float]:
     """(socket power W, fraction of demand cut by the PPT limit)."""
-    gfx_ratio = self._clock(D.PPCLK_GFXCLK, self.s.gfx_act) / DPM[D.PPCLK_GFXCLK][-1]
+    gfx_ratio = self._clock(smu_if.PPCLK_GFXCLK, self.s.gfx_act) / DPM[smu_if.PPCLK_GFXCLK][-1]
     demand = IDLE_W + (PPT_MAX - IDLE_W) * self.s.gfx_act * gfx_ratio + MEM_W * self.s.mem_act
     return min(demand, self.s.ppt_w), max(0.0, 1 - self.s.ppt_w / demand)
 
-  def metrics(self) -> D.SmuMetricsExternal_t:
+  def metrics(self) -> smu_if.SmuMetricsExternal_t:
     self.update()
-    out = D.SmuMetricsExternal_t()
+    out = smu_if.SmuMetricsExternal_t()
     m, t = out.SmuMetrics, time.time()
     power, throttle = self.power()
     jitter = math.sin(t * 7.0)                  # sensors are never perfectly still
-    clocks = {clk: self._clock(clk, self.s.mem_act if clk in (D.PPCLK_UCLK, D.PPCLK_FCLK) else self.s.gfx_act) for clk in DPM}
-    clocks[D.PPCLK_GFXCLK] *= 1 - throttle
+    clocks = {clk: self._clock(clk, self.s.mem_act if clk in (smu_if.PPCLK_UCLK, smu_if.PPCLK_FCLK) else self.s.gfx_act) for clk in DPM}
+    clocks[smu_if.PPCLK_GFXCLK] *= 1 - throttle
     for clk, mhz in clocks.items(): m.CurrClock[clk] = round(mhz)
-    gfx = clocks[D.PPCLK_GFXCLK]
-    m.AverageGfxclkFrequencyTarget = self.s.soft_max[D.PPCLK_GFXCLK]
+    gfx = clocks[smu_if.PPCLK_GFXCLK]
+    m.AverageGfxclkFrequencyTarget = self.s.soft_max[smu_if.PPCLK_GFXCLK]
     m.AverageGfxclkFrequencyPreDs, m.AverageGfxclkFrequencyPostDs = round(gfx), round(gfx * (0.1 + 0.9 * self.s.gfx_act))
-    m.AverageFclkFrequencyPreDs = m.AverageFclkFrequencyPostDs = round(clocks[D.PPCLK_FCLK])
-    m.AverageMemclkFrequencyPreDs = m.AverageMemclkFrequencyPostDs = round(clocks[D.PPCLK_UCLK])
+    m.AverageFclkFrequencyPreDs = m.AverageFclkFrequencyPostDs = round(clocks[smu_if.PPCLK_FCLK])
+    m.AverageMemclkFrequencyPreDs = m.AverageMemclkFrequencyPostDs = round(clocks[smu_if.PPCLK_UCLK])
     m.dGPU_W_MAX, m.MetricsCounter = self.s.ppt_w, self.s.counter
-    gfx_lo, gfx_hi = DPM[D.PPCLK_GFXCLK]
-    volts = {D.SVI_PLANE_GFX: 700 + 400 * (gfx - gfx_lo) / (gfx_hi - gfx_lo), D.SVI_PLANE_SOC: 850, D.SVI_PLANE_VMEMP: 1350,
-             D.SVI_PLANE_VDDIO_MEM: 1350, D.SVI_PLANE_U: 750}
+    gfx_lo, gfx_hi = DPM[smu_if.PPCLK_GFXCLK]
+    volts = {smu_if.SVI_PLANE_GFX: 700 + 400 * (gfx - gfx_lo) / (gfx_hi - gfx_lo), smu_if.SVI_PLANE_SOC: 850, smu_if.SVI_PLANE_VMEMP: 1350,
+             smu_if.SVI_PLANE_VDDIO_MEM: 1350, smu_if.SVI_PLANE_U: 750}
     for plane, mv in volts.items(): m.AvgVoltage[plane] = round(mv)
-    m.AvgCurrent[D.SVI_PLANE_GFX] = round((power - IDLE_W / 2) / (volts[D.SVI_PLANE_GFX] / 1000))
+    m.AvgCurrent[smu_if.SVI_PLANE_GFX] = round((power - IDLE_W / 2) / (volts[smu_if.SVI_PLANE_GFX] / 1000))
     m.AverageGfxActivity, m.AverageUclkActivity = round(100 * self.s.gfx_act), round(100 * self.s.mem_act)
     m.EnergyAccumulator = int(self.s.energy_j) & 0xFFFFFFFF
     m.AverageSocketPower = round(power + jitter)
     m.AverageTotalBoardPower = round(power * 1.08 + jitter)
-    temps = {D.TEMP_EDGE: self.s.t_edge, D.TEMP_HOTSPOT: self.s.t_hotspot, D.TEMP_HOTSPOT_G: self.s.t_hotspot - 2,
-             D.TEMP_HOTSPOT_M: self.s.t_hotspot - 4, D.TEMP_MEM: self.s.t_mem, D.TEMP_VR_GFX: self.s.t_edge + 4,
-             D.TEMP_VR_MEM0: self.s.t_mem - 3, D.TEMP_VR_MEM1: self.s.t_mem - 3, D.TEMP_VR_SOC: self.s.t_edge + 1,
-             D.TEMP_VR_U: self.s.t_edge}
+    temps = {smu_if.TEMP_EDGE: self.s.t_edge, smu_if.TEMP_HOTSPOT: self.s.t_hotspot, smu_if.TEMP_HOTSPOT_G: self.s.t_hotspot - 2,
+             smu_if.TEMP_HOTSPOT_M: self.s.t_hotspot - 4, smu_if.TEMP_MEM: self.s.t_mem, smu_if.TEMP_VR_GFX: self.s.t_edge + 4,
+             smu_if.TEMP_VR_MEM0: self.s.t_mem - 3, smu_if.TEMP_VR_MEM1: self.s.t_mem - 3, smu_if.TEMP_VR_SOC: self.s.t_edge + 1,
+             smu_if.TEMP_VR_U: self.s.t_edge}
     for i, c in temps.items(): m.AvgTemperature[i] = round(c + 0.4 * jitter)
     m.AvgTemperatureFanIntake = 25
     m.PcieRate, m.PcieWidth = 3, 6                 # link speed/width indices as the PPTable's link levels: Gen4, x16
     rpm = 0 if self.s.t_hotspot < 60 else min(3300, 800 + 60 * (self.s.t_hotspot - 60))
     m.AvgFanRpm, m.AvgFanPwm = round(rpm), round(100 * rpm / 3300)
-    m.ThrottlingPercentage[D.THROTTLER_PPT0_BIT] = round(100 * throttle)
-    m.ThrottlingPercentage[D.THROTTLER_TEMP_HOTSPOT_BIT] = max(0, min(100, round(4 * (self.s.t_hotspot - 100))))
+    m.ThrottlingPercentage[smu_if.THROTTLER_PPT0_BIT] = round(100 * throttle)
+    m.ThrottlingPercentage[smu_if.THROTTLER_TEMP_HOTSPOT_BIT] = max(0, min(100, round(4 * (self.s.t_hotspot - 100))))
     return out

@@ -31,11 +31,11 @@ import array, threading, time
 from collections import deque
 from typing import Callable, Generator
 
-import autogen.adreno as A
+from autogen import adreno
 
 AO_HZ = 19_200_000
-_OPCODES = {v: k for k, v in vars(A).items() if k.startswith("CP_") and isinstance(v, int) and v < 0x80}
-_REGS = {v: k.removeprefix("REG_A6XX_") for k, v in vars(A).items() if k.startswith("REG_A6XX_") and isinstance(v, int)
+_OPCODES = {v: k for k, v in vars(adreno).items() if k.startswith("CP_") and isinstance(v, int) and v < 0x80}
+_REGS = {v: k.removeprefix("REG_A6XX_") for k, v in vars(adreno).items() if k.startswith("REG_A6XX_") and isinstance(v, int)
          and not k.endswith(("_STRIDE", "_LENGTH"))}
 
 
@@ -58,8 +58,8 @@ class CPFault(Exception):
 
 def _compare(function: int, value: int, ref: int, signed: bool) -> bool:
   if signed: value, ref = (value ^ 1 << 31) - (1 << 31), (ref ^ 1 << 31) - (1 << 31)
-  return {A.WRITE_ALWAYS: True, A.WRITE_LT: value < ref, A.WRITE_LE: value <= ref, A.WRITE_EQ: value == ref,
-          A.WRITE_NE: value != ref, A.WRITE_GE: value >= ref, A.WRITE_GT: value > ref}[function]
+  return {adreno.WRITE_ALWAYS: True, adreno.WRITE_LT: value < ref, adreno.WRITE_LE: value <= ref, adreno.WRITE_EQ: value == ref,
+          adreno.WRITE_NE: value != ref, adreno.WRITE_GE: value >= ref, adreno.WRITE_GT: value > ref}[function]
 
 
 PREEMPT, STALL = "preempt", "stall"   # what a submission stops at: a preemption point with higher work waiting, a failed poll
@@ -188,7 +188,7 @@ class CommandProcessor:
           raise CPFault(f"type-7 header {hdr:#010x} at {at:#x} fails its parity check or has reserved bits 27:24 set")
         payload = list(words[i + 1:i + 1 + n])
         if len(payload) < n: raise CPFault(f"type-7 packet at {at:#x} runs past the end of its IB")
-        if op == A.CP_WAIT_REG_MEM: yield from self._wait_reg_mem(payload, at, rb)
+        if op == adreno.CP_WAIT_REG_MEM: yield from self._wait_reg_mem(payload, at, rb)
         else: self.opcode(op, payload, at)
       else: raise CPFault(f"packet header {hdr:#010x} at {at:#x} is type {kind}: a6xx/a7xx IBs hold type-4 and type-7 packets")
       i += 1 + n
@@ -198,29 +198,29 @@ class CommandProcessor:
     name = _OPCODES.get(op, f"opcode {op:#x}")
     def need(*counts: int) -> None:
       if len(p) not in counts: raise CPFault(f"{name} at {at:#x} carries {len(p)} dwords, not {' or '.join(map(str, counts))}")
-    if op == A.CP_NOP: return
-    if op in (A.CP_WAIT_FOR_IDLE, A.CP_WAIT_MEM_WRITES): return need(0)
-    if op == A.CP_EVENT_WRITE: return self._event(p, at, need)
-    if op == A.CP_MEM_WRITE:
+    if op == adreno.CP_NOP: return
+    if op in (adreno.CP_WAIT_FOR_IDLE, adreno.CP_WAIT_MEM_WRITES): return need(0)
+    if op == adreno.CP_EVENT_WRITE: return self._event(p, at, need)
+    if op == adreno.CP_MEM_WRITE:
       if len(p) < 3: raise CPFault(f"CP_MEM_WRITE at {at:#x} carries no data")
       self._write(p[0] | p[1] << 32, p[2:])
-    elif op == A.CP_REG_TO_MEM:
+    elif op == adreno.CP_REG_TO_MEM:
       need(3)
-      reg, cnt, b64, acc = (bits(p[0], f) for f in (A.CP_REG_TO_MEM_0_REG, A.CP_REG_TO_MEM_0_CNT, A.CP_REG_TO_MEM_0_64B,
-                                                    A.CP_REG_TO_MEM_0_ACCUMULATE))
-      if (reg, cnt, b64, acc) != (A.REG_A6XX_CP_ALWAYS_ON_COUNTER_LO, 2, 1, 0):
+      reg, cnt, b64, acc = (bits(p[0], f) for f in (adreno.CP_REG_TO_MEM_0_REG, adreno.CP_REG_TO_MEM_0_CNT, adreno.CP_REG_TO_MEM_0_64B,
+                                                    adreno.CP_REG_TO_MEM_0_ACCUMULATE))
+      if (reg, cnt, b64, acc) != (adreno.REG_A6XX_CP_ALWAYS_ON_COUNTER_LO, 2, 1, 0):
         raise CPFault(f"CP_REG_TO_MEM of register {reg:#x} (CNT {cnt}, 64B {b64}, ACCUMULATE {acc}): the model reads only "
                       "the 64-bit CP_ALWAYS_ON_COUNTER (CNT 2, 64B, no ACCUMULATE)")
       t = always_on()
       self._write(p[1] | p[2] << 32, [t & 0xFFFFFFFF, t >> 32])
-    elif op == A.CP_MEMCPY:
+    elif op == adreno.CP_MEMCPY:
       need(5)
       n, src, dst = p[0], p[1] | p[2] << 32, p[3] | p[4] << 32
       if src % 4 or dst % 4: raise CPFault(f"CP_MEMCPY of {src:#x} to {dst:#x}: addresses must be dword-aligned")
       if n: self.translate(dst, 4 * n, True)[:] = bytes(self.translate(src, 4 * n))
-    elif op in (A.CP_LOAD_STATE6_FRAG, A.CP_LOAD_STATE6_GEOM, A.CP_LOAD_STATE6):
+    elif op in (adreno.CP_LOAD_STATE6_FRAG, adreno.CP_LOAD_STATE6_GEOM, adreno.CP_LOAD_STATE6):
       self._load_state(p, at, name)
-    elif op == A.CP_EXEC_CS:
+    elif op == adreno.CP_EXEC_CS:
       need(4)
       raise CPFault(f"CP_EXEC_CS of {p[1]}x{p[2]}x{p[3]} workgroups at {at:#x}: running ir3 kernels is not modelled (the "
                     "ir3 executor, emu/kgsl/ir3.py, runs straight-line cat0-cat2 code and is not wired to the compute state)")
@@ -231,12 +231,12 @@ class CommandProcessor:
     self.translate(addr, 4 * len(dwords), True)[:] = array.array("I", dwords).tobytes()
 
   def _event(self, p: list[int], at: int, need) -> None:
-    ev = bits(p[0], A.CP_EVENT_WRITE_0_EVENT) if p else None
+    ev = bits(p[0], adreno.CP_EVENT_WRITE_0_EVENT) if p else None
     need(1, 4) if self.gen == 6 else need(1)
     if p[0] & ~0xFF:
       raise CPFault(f"CP_EVENT_WRITE{'7' if self.gen == 7 else ''} at {at:#x} sets bits {p[0] & ~0xFF:#x} beyond EVENT "
                     "(TIMESTAMP/IRQ, or a7xx write fields): not modelled")
-    ts_events, plain = (A.CACHE_FLUSH_TS,), (A.CACHE_FLUSH, A.CACHE_INVALIDATE)
+    ts_events, plain = (adreno.CACHE_FLUSH_TS,), (adreno.CACHE_FLUSH, adreno.CACHE_INVALIDATE)
     if self.gen == 7:
       if ev not in ts_events + plain: raise CPFault(f"CP_EVENT_WRITE7 event {ev} at {at:#x} is not one the model executes")
       return
@@ -249,9 +249,9 @@ class CommandProcessor:
     """Poll memory until the condition holds, yielding STALL after each poll that fails."""
     if len(p) != 6: raise CPFault(f"CP_WAIT_REG_MEM at {at:#x} carries {len(p)} dwords, not 6")
     fn, signed, mem, scratch, wr = (bits(p[0], f) for f in (
-      A.CP_WAIT_REG_MEM_0_FUNCTION, A.CP_WAIT_REG_MEM_0_SIGNED_COMPARE, A.CP_WAIT_REG_MEM_0_POLL_MEMORY,
-      A.CP_WAIT_REG_MEM_0_POLL_SCRATCH, A.CP_WAIT_REG_MEM_0_WRITE_MEMORY))
-    if (mem, scratch, wr) != (1, 0, 0) or p[0] & ~0x11F or fn > A.WRITE_GT:
+      adreno.CP_WAIT_REG_MEM_0_FUNCTION, adreno.CP_WAIT_REG_MEM_0_SIGNED_COMPARE, adreno.CP_WAIT_REG_MEM_0_POLL_MEMORY,
+      adreno.CP_WAIT_REG_MEM_0_POLL_SCRATCH, adreno.CP_WAIT_REG_MEM_0_WRITE_MEMORY))
+    if (mem, scratch, wr) != (1, 0, 0) or p[0] & ~0x11F or fn > adreno.WRITE_GT:
       raise CPFault(f"CP_WAIT_REG_MEM at {at:#x} with flags {p[0]:#x}: the model polls memory only (POLL_MEMORY, a "
                     "cp_cond_function, optional SIGNED_COMPARE)")
     addr, ref, mask = p[1] | p[2] << 32, p[3], p[4]
@@ -264,14 +264,14 @@ class CommandProcessor:
 
   def _load_state(self, p: list[int], at: int, name: str) -> None:
     if not p: raise CPFault(f"{name} at {at:#x} carries no dwords")
-    typ, src, block, units = (bits(p[0], f) for f in (A.CP_LOAD_STATE6_0_STATE_TYPE, A.CP_LOAD_STATE6_0_STATE_SRC,
-                                                       A.CP_LOAD_STATE6_0_STATE_BLOCK, A.CP_LOAD_STATE6_0_NUM_UNIT))
+    typ, src, block, units = (bits(p[0], f) for f in (adreno.CP_LOAD_STATE6_0_STATE_TYPE, adreno.CP_LOAD_STATE6_0_STATE_SRC,
+                                                       adreno.CP_LOAD_STATE6_0_STATE_BLOCK, adreno.CP_LOAD_STATE6_0_NUM_UNIT))
     # unit sizes (reference §3.2 step 7): shader code in 128-byte units, constants in vec4s (16 bytes)
-    size = units * (128 if typ == A.ST6_SHADER else 16)
-    if src == A.SS6_INDIRECT:
+    size = units * (128 if typ == adreno.ST6_SHADER else 16)
+    if src == adreno.SS6_INDIRECT:
       if len(p) != 3: raise CPFault(f"{name} SS6_INDIRECT at {at:#x} carries {len(p)} dwords, not 3")
       data = bytes(self.translate(p[1] | p[2] << 32, size))
-    elif src == A.SS6_DIRECT:
+    elif src == adreno.SS6_DIRECT:
       if len(p) != 3 + size // 4: raise CPFault(f"{name} SS6_DIRECT at {at:#x}: {len(p) - 3} data dwords for {units} units")
       data = array.array("I", p[3:]).tobytes()
     else: raise CPFault(f"{name} at {at:#x} with STATE_SRC {src}: only SS6_DIRECT and SS6_INDIRECT are modelled")

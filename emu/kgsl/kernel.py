@@ -21,7 +21,7 @@ memory, dma-buf/ion import, the memstore page, perf counters, the dispatcher's h
 from __future__ import annotations
 import ctypes, errno, mmap, os, threading, time
 
-from autogen import msm_kgsl as K
+from autogen import msm_kgsl
 from emu.addrspace import ProcessAddressSpace
 from emu.kgsl.cp import CommandProcessor, CPFault
 from emu.kernel_model import Ioctl, Ioctls, KernelDriverModel
@@ -33,14 +33,14 @@ VA_BASE, VA_END = 0x40_0000_0000, 0x80_0000_0000      # CPU mappings of GPU obje
 GPU_VA_BASE, GPU_VA_END = 0x80_0000_0000, 0xC0_0000_0000   # GPU addresses of objects not at their CPU mapping
 PRIORITY_MED = 8                                      # KGSL_CONTEXT_PRIORITY_MED (adreno_drawctxt.c)
 RINGBUFFERS = 4          # KGSL_PRIORITY_MAX_RB_LEVELS (kgsl.h): a6xx/a7xx with preemption (adreno_a6xx_ringbuffer.c)
-CONTEXT_FLAGS_KNOWN = (K.KGSL_CONTEXT_SAVE_GMEM | K.KGSL_CONTEXT_NO_GMEM_ALLOC | K.KGSL_CONTEXT_SUBMIT_IB_LIST |
-                       K.KGSL_CONTEXT_CTX_SWITCH | K.KGSL_CONTEXT_PREAMBLE | K.KGSL_CONTEXT_TRASH_STATE |
-                       K.KGSL_CONTEXT_PER_CONTEXT_TS | K.KGSL_CONTEXT_USER_GENERATED_TS | K.KGSL_CONTEXT_NO_FAULT_TOLERANCE |
-                       K.KGSL_CONTEXT_SYNC | K.KGSL_CONTEXT_PWR_CONSTRAINT | K.KGSL_CONTEXT_PRIORITY_MASK |
-                       K.KGSL_CONTEXT_IFH_NOP | K.KGSL_CONTEXT_NO_SNAPSHOT | K.KGSL_CONTEXT_TYPE_MASK |
-                       K.KGSL_CONTEXT_PREEMPT_STYLE_MASK | K.KGSL_CONTEXT_INVALIDATE_ON_FAULT)
-GPUOBJ_FLAGS_KNOWN = (K.KGSL_MEMFLAGS_GPUREADONLY | K.KGSL_CACHEMODE_MASK | K.KGSL_MEMFLAGS_USE_CPU_MAP |
-                      K.KGSL_MEMTYPE_MASK | K.KGSL_MEMALIGN_MASK | K.KGSL_MEMFLAGS_IOCOHERENT)
+CONTEXT_FLAGS_KNOWN = (msm_kgsl.KGSL_CONTEXT_SAVE_GMEM | msm_kgsl.KGSL_CONTEXT_NO_GMEM_ALLOC | msm_kgsl.KGSL_CONTEXT_SUBMIT_IB_LIST |
+                       msm_kgsl.KGSL_CONTEXT_CTX_SWITCH | msm_kgsl.KGSL_CONTEXT_PREAMBLE | msm_kgsl.KGSL_CONTEXT_TRASH_STATE |
+                       msm_kgsl.KGSL_CONTEXT_PER_CONTEXT_TS | msm_kgsl.KGSL_CONTEXT_USER_GENERATED_TS | msm_kgsl.KGSL_CONTEXT_NO_FAULT_TOLERANCE |
+                       msm_kgsl.KGSL_CONTEXT_SYNC | msm_kgsl.KGSL_CONTEXT_PWR_CONSTRAINT | msm_kgsl.KGSL_CONTEXT_PRIORITY_MASK |
+                       msm_kgsl.KGSL_CONTEXT_IFH_NOP | msm_kgsl.KGSL_CONTEXT_NO_SNAPSHOT | msm_kgsl.KGSL_CONTEXT_TYPE_MASK |
+                       msm_kgsl.KGSL_CONTEXT_PREEMPT_STYLE_MASK | msm_kgsl.KGSL_CONTEXT_INVALIDATE_ON_FAULT)
+GPUOBJ_FLAGS_KNOWN = (msm_kgsl.KGSL_MEMFLAGS_GPUREADONLY | msm_kgsl.KGSL_CACHEMODE_MASK | msm_kgsl.KGSL_MEMFLAGS_USE_CPU_MAP |
+                      msm_kgsl.KGSL_MEMTYPE_MASK | msm_kgsl.KGSL_MEMALIGN_MASK | msm_kgsl.KGSL_MEMFLAGS_IOCOHERENT)
 
 
 def _mapped_rw(addr: int, size: int) -> bool:
@@ -71,10 +71,10 @@ class Context:
     self.fault: str | None = None
     # an unset priority is KGSL_CONTEXT_PRIORITY_MED (adreno_drawctxt.c adreno_drawctxt_create); the ringbuffer is the
     # priority's level, priority // 4 (adreno_dispatch.c dispatch_get_rb, with preemption on)
-    self.priority = (flags & K.KGSL_CONTEXT_PRIORITY_MASK) >> K.KGSL_CONTEXT_PRIORITY_SHIFT or PRIORITY_MED
+    self.priority = (flags & msm_kgsl.KGSL_CONTEXT_PRIORITY_MASK) >> msm_kgsl.KGSL_CONTEXT_PRIORITY_SHIFT or PRIORITY_MED
     self.rb = min(self.priority // RINGBUFFERS, RINGBUFFERS - 1)
-    self.finegrain = (flags & K.KGSL_CONTEXT_PREEMPT_STYLE_MASK) >> K.KGSL_CONTEXT_PREEMPT_STYLE_SHIFT == \
-      K.KGSL_CONTEXT_PREEMPT_STYLE_FINEGRAIN
+    self.finegrain = (flags & msm_kgsl.KGSL_CONTEXT_PREEMPT_STYLE_MASK) >> msm_kgsl.KGSL_CONTEXT_PREEMPT_STYLE_SHIFT == \
+      msm_kgsl.KGSL_CONTEXT_PREEMPT_STYLE_FINEGRAIN
 
 
 class KGSLModel(KernelDriverModel):
@@ -95,19 +95,19 @@ class KGSLModel(KernelDriverModel):
     self._next = {"ctx": 1, "obj": 1}
     self.cp = CommandProcessor(chip_id >> 24, RINGBUFFERS, self.translate, self._retire, self._fault)
     # the request must be one of these exactly (number, direction and size), its argument the structure in place
-    handlers = {K.IOCTL_KGSL_DEVICE_GETPROPERTY: (K.kgsl_device_getproperty, self._getproperty),
-                K.IOCTL_KGSL_SETPROPERTY: (K.kgsl_device_getproperty, self._setproperty),
-                K.IOCTL_KGSL_DRAWCTXT_CREATE: (K.kgsl_drawctxt_create, self._ctx_create),
-                K.IOCTL_KGSL_DRAWCTXT_DESTROY: (K.kgsl_drawctxt_destroy, self._ctx_destroy),
-                K.IOCTL_KGSL_GPUOBJ_ALLOC: (K.kgsl_gpuobj_alloc, self._alloc),
-                K.IOCTL_KGSL_GPUOBJ_FREE: (K.kgsl_gpuobj_free, self._free),
-                K.IOCTL_KGSL_GPUOBJ_INFO: (K.kgsl_gpuobj_info, self._info),
-                K.IOCTL_KGSL_MAP_USER_MEM: (K.kgsl_map_user_mem, self._map_user_mem),
-                K.IOCTL_KGSL_SHAREDMEM_FREE: (K.kgsl_sharedmem_free, self._sharedmem_free),
-                K.IOCTL_KGSL_GPU_COMMAND: (K.kgsl_gpu_command, self._gpu_command),
-                K.IOCTL_KGSL_CMDSTREAM_READTIMESTAMP_CTXTID: (K.kgsl_cmdstream_readtimestamp_ctxtid, self._read_ts),
-                K.IOCTL_KGSL_DEVICE_WAITTIMESTAMP_CTXTID: (K.kgsl_device_waittimestamp_ctxtid, self._wait_ts)}
-    self.ioctls = {DEV: Ioctls(Ioctl(request, K.IOCTL_NAMES[request], handler, struct) for request, (struct, handler) in handlers.items())}
+    handlers = {msm_kgsl.IOCTL_KGSL_DEVICE_GETPROPERTY: (msm_kgsl.kgsl_device_getproperty, self._getproperty),
+                msm_kgsl.IOCTL_KGSL_SETPROPERTY: (msm_kgsl.kgsl_device_getproperty, self._setproperty),
+                msm_kgsl.IOCTL_KGSL_DRAWCTXT_CREATE: (msm_kgsl.kgsl_drawctxt_create, self._ctx_create),
+                msm_kgsl.IOCTL_KGSL_DRAWCTXT_DESTROY: (msm_kgsl.kgsl_drawctxt_destroy, self._ctx_destroy),
+                msm_kgsl.IOCTL_KGSL_GPUOBJ_ALLOC: (msm_kgsl.kgsl_gpuobj_alloc, self._alloc),
+                msm_kgsl.IOCTL_KGSL_GPUOBJ_FREE: (msm_kgsl.kgsl_gpuobj_free, self._free),
+                msm_kgsl.IOCTL_KGSL_GPUOBJ_INFO: (msm_kgsl.kgsl_gpuobj_info, self._info),
+                msm_kgsl.IOCTL_KGSL_MAP_USER_MEM: (msm_kgsl.kgsl_map_user_mem, self._map_user_mem),
+                msm_kgsl.IOCTL_KGSL_SHAREDMEM_FREE: (msm_kgsl.kgsl_sharedmem_free, self._sharedmem_free),
+                msm_kgsl.IOCTL_KGSL_GPU_COMMAND: (msm_kgsl.kgsl_gpu_command, self._gpu_command),
+                msm_kgsl.IOCTL_KGSL_CMDSTREAM_READTIMESTAMP_CTXTID: (msm_kgsl.kgsl_cmdstream_readtimestamp_ctxtid, self._read_ts),
+                msm_kgsl.IOCTL_KGSL_DEVICE_WAITTIMESTAMP_CTXTID: (msm_kgsl.kgsl_device_waittimestamp_ctxtid, self._wait_ts)}
+    self.ioctls = {DEV: Ioctls(Ioctl(request, msm_kgsl.IOCTL_NAMES[request], handler, struct) for request, (struct, handler) in handlers.items())}
 
   # --- files
   def _last_closed(self, path: str) -> None: self.shutdown()
@@ -133,7 +133,7 @@ class KGSLModel(KernelDriverModel):
     if size != o.size: raise self._fail(errno.EINVAL, f"mmap of {size:#x} bytes of GPU object {o.id}, which has {o.size:#x}")
     if o.cpu_va is not None: raise self._fail(errno.EBUSY, f"GPU object {o.id} is already mapped at {o.cpu_va:#x}")
     o.cpu_va = va if va is not None else self.reserve(size, PAGE)
-    if o.flags & K.KGSL_MEMFLAGS_USE_CPU_MAP and not o.gpuaddr:
+    if o.flags & msm_kgsl.KGSL_MEMFLAGS_USE_CPU_MAP and not o.gpuaddr:
       o.gpuaddr = o.cpu_va
       with self.lock: self.mapped[o.gpuaddr] = o
     return o.cpu_va, o.mem
@@ -144,7 +144,7 @@ class KGSLModel(KernelDriverModel):
     for base, o in mapped:
       if base <= va < base + o.size:
         if va + n > base + o.size: raise CPFault(f"GPU access [{va:#x}, +{n:#x}) runs past the end of the object at {base:#x}")
-        if write and o.flags & K.KGSL_MEMFLAGS_GPUREADONLY:
+        if write and o.flags & msm_kgsl.KGSL_MEMFLAGS_GPUREADONLY:
           raise CPFault(f"GPU write to {va:#x}: object {o.id} is KGSL_MEMFLAGS_GPUREADONLY (page fault)")
         return o.mem[va - base:va - base + n]
     raise CPFault(f"GPU access at {va:#x}: no GPU object or user memory is mapped there (page fault)")
@@ -176,40 +176,40 @@ class KGSLModel(KernelDriverModel):
     return c
 
   def _getproperty(self, fd: int, p) -> None:
-    if p.type == K.KGSL_PROP_DEVICE_INFO:
-      if p.sizebytes != ctypes.sizeof(K.kgsl_devinfo):
-        raise self._fail(errno.EINVAL, f"DEVICE_INFO with sizebytes {p.sizebytes}: struct kgsl_devinfo is {ctypes.sizeof(K.kgsl_devinfo)}")
-      info = K.kgsl_devinfo(device_id=0, chip_id=self.chip_id, mmu_enabled=1,                 # KGSL_DEVICE_3D0
-                            gpu_id=(self.chip_id >> 24) * 100 + (self.chip_id >> 16 & 0xFF) * 10 + (self.chip_id >> 8 & 0xFF),
-                            gmem_sizebytes=self.gmem_size)
+    if p.type == msm_kgsl.KGSL_PROP_DEVICE_INFO:
+      if p.sizebytes != ctypes.sizeof(msm_kgsl.kgsl_devinfo):
+        raise self._fail(errno.EINVAL, f"DEVICE_INFO with sizebytes {p.sizebytes}: struct kgsl_devinfo is {ctypes.sizeof(msm_kgsl.kgsl_devinfo)}")
+      info = msm_kgsl.kgsl_devinfo(device_id=0, chip_id=self.chip_id, mmu_enabled=1,                 # KGSL_DEVICE_3D0
+                                   gpu_id=(self.chip_id >> 24) * 100 + (self.chip_id >> 16 & 0xFF) * 10 + (self.chip_id >> 8 & 0xFF),
+                                   gmem_sizebytes=self.gmem_size)
       self._user(p.value, p.sizebytes, "DEVICE_INFO")[:] = bytes(info)
-    elif p.type == K.KGSL_PROP_GPU_RESET_STAT:
+    elif p.type == msm_kgsl.KGSL_PROP_GPU_RESET_STAT:
       if p.sizebytes != 4: raise self._fail(errno.EINVAL, f"GPU_RESET_STAT with sizebytes {p.sizebytes}: it is one unsigned int")
       word = self._user(p.value, 4, "GPU_RESET_STAT").cast("I")
       c = self._context(word[0], "GPU_RESET_STAT")
-      word[0] = K.KGSL_CTX_STAT_GUILTY_CONTEXT_RESET_EXT if c.fault else K.KGSL_CTX_STAT_NO_ERROR
+      word[0] = msm_kgsl.KGSL_CTX_STAT_GUILTY_CONTEXT_RESET_EXT if c.fault else msm_kgsl.KGSL_CTX_STAT_NO_ERROR
     else: raise self._fail(errno.EINVAL, f"GETPROPERTY of property {p.type:#x}, which the model does not implement")
 
   def _setproperty(self, fd: int, p) -> None:
-    if p.type != K.KGSL_PROP_PWR_CONSTRAINT: raise self._fail(errno.EINVAL, f"SETPROPERTY of property {p.type:#x}: not modelled")
-    if p.sizebytes != ctypes.sizeof(K.kgsl_device_constraint):
+    if p.type != msm_kgsl.KGSL_PROP_PWR_CONSTRAINT: raise self._fail(errno.EINVAL, f"SETPROPERTY of property {p.type:#x}: not modelled")
+    if p.sizebytes != ctypes.sizeof(msm_kgsl.kgsl_device_constraint):
       raise self._fail(errno.EINVAL, f"PWR_CONSTRAINT with sizebytes {p.sizebytes}: struct kgsl_device_constraint is 24")
-    c = K.kgsl_device_constraint.from_buffer_copy(self._user(p.value, p.sizebytes, "PWR_CONSTRAINT"))
+    c = msm_kgsl.kgsl_device_constraint.from_buffer_copy(self._user(p.value, p.sizebytes, "PWR_CONSTRAINT"))
     self._context(c.context_id, "PWR_CONSTRAINT")
-    if c.type != K.KGSL_CONSTRAINT_PWRLEVEL or c.size != ctypes.sizeof(K.kgsl_device_constraint_pwrlevel):
+    if c.type != msm_kgsl.KGSL_CONSTRAINT_PWRLEVEL or c.size != ctypes.sizeof(msm_kgsl.kgsl_device_constraint_pwrlevel):
       raise self._fail(errno.EINVAL, f"PWR_CONSTRAINT of type {c.type} with {c.size} bytes: the model takes KGSL_CONSTRAINT_PWRLEVEL "
                                 "with a kgsl_device_constraint_pwrlevel")
-    level = K.kgsl_device_constraint_pwrlevel.from_buffer_copy(self._user(c.data, c.size, "PWR_CONSTRAINT level"))
-    if level.level not in (K.KGSL_CONSTRAINT_PWR_MIN, K.KGSL_CONSTRAINT_PWR_MAX):
+    level = msm_kgsl.kgsl_device_constraint_pwrlevel.from_buffer_copy(self._user(c.data, c.size, "PWR_CONSTRAINT level"))
+    if level.level not in (msm_kgsl.KGSL_CONSTRAINT_PWR_MIN, msm_kgsl.KGSL_CONSTRAINT_PWR_MAX):
       raise self._fail(errno.EINVAL, f"PWR_CONSTRAINT level {level.level}: KGSL_CONSTRAINT_PWR_MIN (0) or _MAX (1)")
     self.pwrlevel = level.level
 
   def _ctx_create(self, fd: int, p) -> None:
     if p.flags & ~CONTEXT_FLAGS_KNOWN:
       raise self._fail(errno.EINVAL, f"DRAWCTXT_CREATE flags {p.flags:#x}: bits {p.flags & ~CONTEXT_FLAGS_KNOWN:#x} are not modelled")
-    style = (p.flags & K.KGSL_CONTEXT_PREEMPT_STYLE_MASK) >> K.KGSL_CONTEXT_PREEMPT_STYLE_SHIFT
-    ctype = (p.flags & K.KGSL_CONTEXT_TYPE_MASK) >> K.KGSL_CONTEXT_TYPE_SHIFT
-    if style > K.KGSL_CONTEXT_PREEMPT_STYLE_FINEGRAIN or ctype not in (*range(6), K.KGSL_CONTEXT_TYPE_UNKNOWN):
+    style = (p.flags & msm_kgsl.KGSL_CONTEXT_PREEMPT_STYLE_MASK) >> msm_kgsl.KGSL_CONTEXT_PREEMPT_STYLE_SHIFT
+    ctype = (p.flags & msm_kgsl.KGSL_CONTEXT_TYPE_MASK) >> msm_kgsl.KGSL_CONTEXT_TYPE_SHIFT
+    if style > msm_kgsl.KGSL_CONTEXT_PREEMPT_STYLE_FINEGRAIN or ctype not in (*range(6), msm_kgsl.KGSL_CONTEXT_TYPE_UNKNOWN):
       raise self._fail(errno.EINVAL, f"DRAWCTXT_CREATE flags {p.flags:#x}: preempt style {style} / context type {ctype} do not exist")
     p.drawctxt_id = cid = self._next["ctx"]
     self._next["ctx"] += 1
@@ -226,13 +226,13 @@ class KGSLModel(KernelDriverModel):
     if p.flags & ~GPUOBJ_FLAGS_KNOWN:
       raise self._fail(errno.EINVAL, f"GPUOBJ_ALLOC flags {p.flags:#x}: bits {p.flags & ~GPUOBJ_FLAGS_KNOWN:#x} are not modelled")
     if p.metadata_len or p.metadata: raise self._fail(errno.EINVAL, "GPUOBJ_ALLOC with metadata: not modelled")
-    align = max(PAGE, 1 << ((p.flags & K.KGSL_MEMALIGN_MASK) >> K.KGSL_MEMALIGN_SHIFT))
+    align = max(PAGE, 1 << ((p.flags & msm_kgsl.KGSL_MEMALIGN_MASK) >> msm_kgsl.KGSL_MEMALIGN_SHIFT))
     if p.size == 0 or p.size > 1 << 32: raise self._fail(errno.EINVAL, f"GPUOBJ_ALLOC of {p.size} bytes")
     size = -(-p.size // align) * align
     backing = mmap.mmap(-1, size)
     oid = self._next["obj"]
     self._next["obj"] += 1
-    gpuaddr = 0 if p.flags & K.KGSL_MEMFLAGS_USE_CPU_MAP else self.gpu_space.reserve(size, align)
+    gpuaddr = 0 if p.flags & msm_kgsl.KGSL_MEMFLAGS_USE_CPU_MAP else self.gpu_space.reserve(size, align)
     self.objects[oid] = o = Obj(oid, size, p.flags, memoryview(backing), gpuaddr, backing)
     if gpuaddr:
       with self.lock: self.mapped[gpuaddr] = o
@@ -253,7 +253,7 @@ class KGSLModel(KernelDriverModel):
     p.gpuaddr, p.flags, p.size, p.va_len, p.va_addr = o.gpuaddr, o.flags, o.size, o.size, o.cpu_va or 0
 
   def _map_user_mem(self, fd: int, p) -> None:
-    if p.memtype != K.KGSL_USER_MEM_TYPE_ADDR:
+    if p.memtype != msm_kgsl.KGSL_USER_MEM_TYPE_ADDR:
       raise self._fail(errno.EINVAL, f"MAP_USER_MEM memtype {p.memtype}: the model imports KGSL_USER_MEM_TYPE_ADDR memory only")
     if p.flags or p.offset: raise self._fail(errno.EINVAL, f"MAP_USER_MEM with flags {p.flags:#x} / offset {p.offset}: not modelled")
     if not p.len or p.hostptr % PAGE or p.len % PAGE:
@@ -272,13 +272,13 @@ class KGSLModel(KernelDriverModel):
     if c.fault: raise self._fail(errno.EDEADLK, f"GPU_COMMAND on context {c.id}, which a GPU fault reset ({c.fault})")
     if p.flags or p.numsyncs or p.numobjs:
       raise self._fail(errno.EINVAL, f"GPU_COMMAND flags {p.flags:#x} / {p.numsyncs} sync points / {p.numobjs} objects: not modelled")
-    if p.cmdsize != ctypes.sizeof(K.kgsl_command_object) or not 1 <= p.numcmds <= 128:
+    if p.cmdsize != ctypes.sizeof(msm_kgsl.kgsl_command_object) or not 1 <= p.numcmds <= 128:
       raise self._fail(errno.EINVAL, f"GPU_COMMAND with cmdsize {p.cmdsize}, numcmds {p.numcmds}: kgsl_command_object is 32 bytes")
     raw = self._user(p.cmdlist, p.cmdsize * p.numcmds, "GPU_COMMAND cmdlist")
     ibs = []
     for k in range(p.numcmds):
-      cmd = K.kgsl_command_object.from_buffer_copy(raw[k * p.cmdsize:(k + 1) * p.cmdsize])
-      if cmd.flags != K.KGSL_CMDLIST_IB or cmd.offset or not cmd.size or cmd.size % 4 or cmd.gpuaddr % 4:
+      cmd = msm_kgsl.kgsl_command_object.from_buffer_copy(raw[k * p.cmdsize:(k + 1) * p.cmdsize])
+      if cmd.flags != msm_kgsl.KGSL_CMDLIST_IB or cmd.offset or not cmd.size or cmd.size % 4 or cmd.gpuaddr % 4:
         raise self._fail(errno.EINVAL, f"GPU_COMMAND entry {k} {cmd!r}: an IB (KGSL_CMDLIST_IB) of whole dwords is what the model runs")
       try: self.translate(cmd.gpuaddr, cmd.size)
       except CPFault as e: raise self._fail(errno.EINVAL, f"GPU_COMMAND entry {k}: {e}") from None
@@ -289,9 +289,9 @@ class KGSLModel(KernelDriverModel):
 
   def _read_ts(self, fd: int, p) -> None:
     c = self._context(p.context_id, "READTIMESTAMP")
-    if p.type not in (K.KGSL_TIMESTAMP_CONSUMED, K.KGSL_TIMESTAMP_RETIRED, K.KGSL_TIMESTAMP_QUEUED):
+    if p.type not in (msm_kgsl.KGSL_TIMESTAMP_CONSUMED, msm_kgsl.KGSL_TIMESTAMP_RETIRED, msm_kgsl.KGSL_TIMESTAMP_QUEUED):
       raise self._fail(errno.EINVAL, f"READTIMESTAMP type {p.type}")
-    p.timestamp = c.queued if p.type == K.KGSL_TIMESTAMP_QUEUED else c.retired
+    p.timestamp = c.queued if p.type == msm_kgsl.KGSL_TIMESTAMP_QUEUED else c.retired
 
   def _wait_ts(self, fd: int, p) -> None:
     c = self._context(p.context_id, "WAITTIMESTAMP")

@@ -30,7 +30,7 @@ import os, threading
 from collections import Counter
 from typing import Callable
 
-from emu.nic import fastpath, roce as R
+from emu.nic import fastpath, roce
 from emu.nic.rc import OK, QP, REMOTE_WRITE
 from emu.nic.wire import GIDTable, Timer, WirePort, format_gid
 from emu.pci import DMAFault
@@ -64,10 +64,10 @@ class RoCEPort:
     if gid not in self.own: self.wire.table.withdraw(gid, self.wire.endpoint)
 
   # --- frames out
-  def transmit(self, qp: QP, frame: list | R.FrameRun) -> None:
+  def transmit(self, qp: QP, frame: list | roce.FrameRun) -> None:
     """Send one frame, or the frames of a FrameRun (each counted in tx_dropped if it has nowhere to go)."""
-    dgid, n = qp.a.path.dgid, frame.n if isinstance(frame, R.FrameRun) else 1
-    send = self.wire.send_many if isinstance(frame, R.FrameRun) else self.wire.send
+    dgid, n = qp.a.path.dgid, frame.n if isinstance(frame, roce.FrameRun) else 1
+    send = self.wire.send_many if isinstance(frame, roce.FrameRun) else self.wire.send
     if self.loopback: return send(self.wire.endpoint, frame)
     if dgid in self.own: return self._tx_drop("destination GID is this port's own and PHY loopback is off", n)
     if (endpoint := self.wire.table.resolve(dgid)) is None: return self._tx_drop(f"no port on the wire has GID {format_gid(dgid)}", n)
@@ -80,10 +80,10 @@ class RoCEPort:
   def _on_frame(self, frame: memoryview, src: tuple[str, int]) -> None:
     with self.lock: self._receive(frame, src)
 
-  def _receive(self, frame: memoryview, src: tuple[str, int]) -> tuple[QP, R.Packet] | None:
+  def _receive(self, frame: memoryview, src: tuple[str, int]) -> tuple[QP, roce.Packet] | None:
     """Check one frame and hand it to its QP: (the QP, the packet) if it got there."""
-    try: p = R.decode(frame)
-    except R.FrameError as e: return self._rx_drop(str(e))
+    try: p = roce.decode(frame)
+    except roce.FrameError as e: return self._rx_drop(str(e))
     if src != self.wire.table.resolve(p.sgid) and src != self.wire.table.resolve(p.sgid, refresh=True):
       return self._rx_drop(f"sent from {src[0]}:{src[1]}, not by the port that has GID {format_gid(p.sgid)}", p)
     if p.dst_mac not in self.accept_macs: return self._rx_drop(f"destination MAC {p.dst_mac.hex(':')} has no L2 filter", p)
@@ -155,7 +155,7 @@ class RoCEPort:
       if f is None or f.kind == 0: continue
       c, qp, at = f.c, f.qp, seen[k]
       seen[k] += 1
-      if f.kind == 1 and f.op == R.WRITE_ONLY_IMM:
+      if f.kind == 1 and f.op == roce.WRITE_ONLY_IMM:
         wr = qp.recvs.popleft()
         if f.recipe is None: qp.host.received(qp, wr, OK, 0, c.got[at], True)   # (else C wrote its completion)
       elif f.kind == 2 and qp.a.state == "RTS":
@@ -174,48 +174,48 @@ class RoCEPort:
       c.acks = c.ack_err = 0
     if c.done: qp.epsn, qp.msn, qp.nak_pending = c.epsn, c.msn, False
 
-  def _flow_after(self, rx: fastpath.Receiver, qp: QP, p: R.Packet, frame: memoryview, src: tuple[str, int]) -> None:
+  def _flow_after(self, rx: fastpath.Receiver, qp: QP, p: roce.Packet, frame: memoryview, src: tuple[str, int]) -> None:
     """After the Python path handled a packet for `qp`: its flow is re-armed from it if it was a WRITE MIDDLE packet, a
     single-packet WRITE that executed or an ACK (the next ones look the same), else disarmed; a response (ACK, READ
     response) leaves the responder's single-packet flow armed, a request the requester's ACK flow."""
-    response = p.opcode == R.ACKNOWLEDGE or R.READ_RESPONSE_FIRST <= p.opcode <= R.READ_RESPONSE_ONLY
+    response = p.opcode == roce.ACKNOWLEDGE or roce.READ_RESPONSE_FIRST <= p.opcode <= roce.READ_RESPONSE_ONLY
     if rx.count: rx.disarm(qp, keep=1 if response else 2)
-    if p.opcode == R.ACKNOWLEDGE: return self._arm_ack(rx, qp, p, frame, src)
-    if p.opcode in (R.WRITE_ONLY, R.WRITE_ONLY_IMM): return self._arm_only(rx, qp, p, frame, src)
-    if p.opcode != R.WRITE_MIDDLE or qp.wctx is None or qp.a.state not in ("RTR", "RTS") or qp.nak_pending: return
+    if p.opcode == roce.ACKNOWLEDGE: return self._arm_ack(rx, qp, p, frame, src)
+    if p.opcode in (roce.WRITE_ONLY, roce.WRITE_ONLY_IMM): return self._arm_only(rx, qp, p, frame, src)
+    if p.opcode != roce.WRITE_MIDDLE or qp.wctx is None or qp.a.state not in ("RTR", "RTS") or qp.nak_pending: return
     region, va, left = qp.wctx
-    if left <= qp.a.mtu or region.generation is None or qp.epsn != R.psn_add(p.psn, 1) or \
+    if left <= qp.a.mtu or region.generation is None or qp.epsn != roce.psn_add(p.psn, 1) or \
        qp.host.lookup_key(qp, region.key) is not region: return
-    head_len = R.lower_len(frame)
+    head_len = roce.lower_len(frame)
     endpoint, until = self.wire.table.resolved(p.sgid)
-    if endpoint == src: rx.arm(qp, p, frame, head_len, R.lower_crc(frame, head_len), src, until)
+    if endpoint == src: rx.arm(qp, p, frame, head_len, roce.lower_crc(frame, head_len), src, until)
 
-  def _arm_ack(self, rx: fastpath.Receiver, qp: QP, p: R.Packet, frame: memoryview, src: tuple[str, int]) -> None:
+  def _arm_ack(self, rx: fastpath.Receiver, qp: QP, p: roce.Packet, frame: memoryview, src: tuple[str, int]) -> None:
     """Arm C for the ACKs requester qp gets after the Python path handled `p`, one of them (a plain ACK)."""
-    if qp.a.state != "RTS" or p.syndrome != R.AETH_ACK | R.AETH_CREDITS_INVALID: return
+    if qp.a.state != "RTS" or p.syndrome != roce.AETH_ACK | roce.AETH_CREDITS_INVALID: return
     endpoint, until = self.wire.table.resolved(p.sgid)
     if endpoint != src: return
-    rx.arm_ack(qp, p, frame, (n := R.lower_len(frame)), R.lower_crc(frame, n), src, until)
+    rx.arm_ack(qp, p, frame, (n := roce.lower_len(frame)), roce.lower_crc(frame, n), src, until)
 
-  def _arm_only(self, rx: fastpath.Receiver, qp: QP, p: R.Packet, frame: memoryview, src: tuple[str, int]) -> None:
+  def _arm_only(self, rx: fastpath.Receiver, qp: QP, p: roce.Packet, frame: memoryview, src: tuple[str, int]) -> None:
     """Arm C for qp's next single-packet WRITEs after the Python path executed `p`, one of them."""
-    if qp.a.state not in ("RTR", "RTS") or qp.wctx is not None or qp.epsn != R.psn_add(p.psn, 1) or not p.dma_len or \
+    if qp.a.state not in ("RTR", "RTS") or qp.wctx is not None or qp.epsn != roce.psn_add(p.psn, 1) or not p.dma_len or \
        not self._only_ok(qp) or (region := qp.host.lookup_key(qp, p.rkey)) is None or region.generation is None or \
        not region.allows(p.va, p.dma_len, REMOTE_WRITE):
       return
-    watch = qp.receive_watch() if p.opcode == R.WRITE_ONLY_IMM else None
+    watch = qp.receive_watch() if p.opcode == roce.WRITE_ONLY_IMM else None
     if qp.a.state not in ("RTR", "RTS"): return                  # (reading the receive WRs failed)
     endpoint, until = self.wire.table.resolved(p.sgid)
     ack_to, ack_until = self.wire.table.resolved(qp.a.path.dgid)
     if endpoint != src or ack_to is None: return
-    head_len, recipe = R.lower_len(frame), None
-    if p.opcode == R.WRITE_ONLY_IMM and (completion_recipe := getattr(qp.host, "completion_recipe", None)) is not None:
+    head_len, recipe = roce.lower_len(frame), None
+    if p.opcode == roce.WRITE_ONLY_IMM and (completion_recipe := getattr(qp.host, "completion_recipe", None)) is not None:
       try: recipe = completion_recipe(qp)
       except DMAFault: pass                                      # (a CQ outside host memory: the model writes its CQEs)
-    rx.arm_only(qp, p, frame, head_len, R.lower_crc(frame, head_len), src, min(until, ack_until), region,
-                R.ack_template(qp.a.path, qp.a.dest_qpn, qp.a.pkey), ack_to, self.wire.sock.fileno(), watch, recipe)
+    rx.arm_only(qp, p, frame, head_len, roce.lower_crc(frame, head_len), src, min(until, ack_until), region,
+                roce.ack_template(qp.a.path, qp.a.dest_qpn, qp.a.pkey), ack_to, self.wire.sock.fileno(), watch, recipe)
 
-  def _rx_drop(self, why: str, p: R.Packet | None = None) -> None:
+  def _rx_drop(self, why: str, p: roce.Packet | None = None) -> None:
     self.rx_dropped[why] += 1
     self.drop_log.append(why if p is None else f"{p.name} PSN {p.psn} to QP {p.dest_qpn}: {why}")
     del self.drop_log[:-20]

@@ -52,7 +52,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
-from emu.nic import roce as R
+from emu.nic import roce
 from emu.nic.roce import psn_add, psn_delta
 from emu.pci import DMAFault
 
@@ -67,13 +67,14 @@ OK, LOC_LEN_ERR, LOC_QP_OP_ERR = "OK", "LOC_LEN_ERR", "LOC_QP_OP_ERR"
 LOC_PROT_ERR, WR_FLUSH_ERR, BAD_RESP_ERR = "LOC_PROT_ERR", "WR_FLUSH_ERR", "BAD_RESP_ERR"
 REM_INV_REQ_ERR, REM_ACCESS_ERR, REM_OP_ERR = "REM_INV_REQ_ERR", "REM_ACCESS_ERR", "REM_OP_ERR"
 RETRY_EXC_ERR, RNR_RETRY_EXC_ERR = "RETRY_EXC_ERR", "RNR_RETRY_EXC_ERR"
-NAK_STATUS = {R.NAK_INVALID_REQUEST: REM_INV_REQ_ERR, R.NAK_REMOTE_ACCESS_ERROR: REM_ACCESS_ERR,
-              R.NAK_REMOTE_OPERATIONAL_ERROR: REM_OP_ERR}
+NAK_STATUS = {roce.NAK_INVALID_REQUEST: REM_INV_REQ_ERR, roce.NAK_REMOTE_ACCESS_ERROR: REM_ACCESS_ERR,
+              roce.NAK_REMOTE_OPERATIONAL_ERROR: REM_OP_ERR}
 STATES = ("RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR")
 WRITE, WRITE_IMM, SEND, SEND_IMM, READ = "WRITE", "WRITE_IMM", "SEND", "SEND_IMM", "READ"
-SENDS = frozenset(range(R.SEND_FIRST, R.SEND_ONLY_IMM + 1))
+SENDS = frozenset(range(roce.SEND_FIRST, roce.SEND_ONLY_IMM + 1))
 # a message's packet opcodes (FIRST, MIDDLE, LAST, ONLY) and whether its last packet carries ImmDt (the opcode after)
-_WRITES, _SENDS = (R.WRITE_FIRST, R.WRITE_MIDDLE, R.WRITE_LAST, R.WRITE_ONLY), (R.SEND_FIRST, R.SEND_MIDDLE, R.SEND_LAST, R.SEND_ONLY)
+_WRITES, _SENDS = (roce.WRITE_FIRST, roce.WRITE_MIDDLE, roce.WRITE_LAST, roce.WRITE_ONLY), (roce.SEND_FIRST, roce.SEND_MIDDLE, roce.SEND_LAST,
+                                                                                            roce.SEND_ONLY)
 _OPCODES = {WRITE: (*_WRITES, False), WRITE_IMM: (*_WRITES, True), SEND: (*_SENDS, False), SEND_IMM: (*_SENDS, True)}
 
 
@@ -170,7 +171,7 @@ class Host(Protocol):
   MIDDLE packets of a message, to send as one batch): both go to the port's RoCEPort.transmit. Optional:
   `completion_recipe(qp) -> fastpath.Recipe`, how the C datapath writes the `received` completion of a single-packet
   WRITE with immediate into qp's receive CQ itself (emu/nic/fastpath.py); without it `received` is always called."""
-  def transmit(self, qp: QP, frame: list | R.FrameRun) -> None: ...
+  def transmit(self, qp: QP, frame: list | roce.FrameRun) -> None: ...
   def lookup_key(self, qp: QP, rkey: int) -> Region | None: ...
   def completed(self, qp: QP, wr: SendWR, status: str) -> None: ...
   def received(self, qp: QP, wr: RecvWR, status: str, byte_len: int, imm: int | None, write_imm: bool) -> None: ...
@@ -185,7 +186,7 @@ class Attrs:
   access: int = 0
   pkey: int = 0xFFFF
   dest_qpn: int = 0
-  path: R.Path | None = None
+  path: roce.Path | None = None
   mtu: int = 1024
   rq_psn: int = 0
   sq_psn: int = 0
@@ -329,10 +330,10 @@ class QP:
   def _transmit(self, wr: SendWR, k: int) -> None:
     mtu, n = self.a.mtu, wr.npkts
     self.stats.retransmitted += psn_delta(self.tx_psn, self.high) < 0
-    p = R.Packet(0, self.tx_psn, self.a.dest_qpn, pkey=self.a.pkey, solicited=wr.solicited)
+    p = roce.Packet(0, self.tx_psn, self.a.dest_qpn, pkey=self.a.pkey, solicited=wr.solicited)
     if wr.opcode == READ:
       off, wr.req_k = k * mtu, k
-      p.opcode, p.ack_req, p.va, p.rkey, p.dma_len = R.READ_REQUEST, True, wr.remote_va + off, wr.rkey, wr.length - off
+      p.opcode, p.ack_req, p.va, p.rkey, p.dma_len = roce.READ_REQUEST, True, wr.remote_va + off, wr.rkey, wr.length - off
       self._send(p)
       self.tx_psn = psn_add(wr.first_psn, n)
       self._sent_to(self.tx_psn)
@@ -340,7 +341,7 @@ class QP:
     first, middle, last, only, imm = _OPCODES[wr.opcode]
     p.opcode = only if n == 1 else first if k == 0 else last if k == n - 1 else middle
     if k == n - 1 and imm: p.opcode, p.imm = p.opcode + 1, wr.imm
-    if p.opcode in R.HAS_RETH: p.va, p.rkey, p.dma_len = wr.remote_va, wr.rkey, wr.length
+    if p.opcode in roce.HAS_RETH: p.va, p.rkey, p.dma_len = wr.remote_va, wr.rkey, wr.length
     p.ack_req = k == n - 1 or (k + 1) % ACK_EVERY == 0
     try: payload = tuple(wr.local.chunks(k * mtu, min(mtu, wr.length - k * mtu)))
     except DMAFault:
@@ -354,9 +355,9 @@ class QP:
     """Packets k .. k + n - 1 of `wr`, all MIDDLE packets, as one roce.FrameRun (its payload is read, all of it, before
     anything is sent: on a DMA fault nothing was, and it goes packet by packet so that the one that faults fails the WR)."""
     mtu = self.a.mtu
-    op = R.WRITE_MIDDLE if wr.opcode in (WRITE, WRITE_IMM) else R.SEND_MIDDLE
-    p = R.Packet(op, 0, self.a.dest_qpn, pkey=self.a.pkey, solicited=wr.solicited)
-    try: self.host.transmit(self, R.FrameRun(self.a.path, p, self.tx_psn, n, mtu, k, ACK_EVERY, wr.local, k * mtu))
+    op = roce.WRITE_MIDDLE if wr.opcode in (WRITE, WRITE_IMM) else roce.SEND_MIDDLE
+    p = roce.Packet(op, 0, self.a.dest_qpn, pkey=self.a.pkey, solicited=wr.solicited)
+    try: self.host.transmit(self, roce.FrameRun(self.a.path, p, self.tx_psn, n, mtu, k, ACK_EVERY, wr.local, k * mtu))
     except DMAFault: return self._transmit(wr, k)
     self.stats.sent += n
     self.stats.retransmitted += max(0, min(n, -psn_delta(self.tx_psn, self.high)))
@@ -366,9 +367,9 @@ class QP:
   def _sent_to(self, psn: int) -> None:
     if psn_delta(psn, self.high) > 0: self.high = psn
 
-  def _send(self, p: R.Packet, payload: tuple = ()) -> None:
+  def _send(self, p: roce.Packet, payload: tuple = ()) -> None:
     self.stats.sent += 1
-    self.host.transmit(self, R.encode(self.a.path, p, payload))
+    self.host.transmit(self, roce.encode(self.a.path, p, payload))
 
   # --- requester: timer
   def _arm(self, restart: bool = False) -> None:
@@ -432,22 +433,22 @@ class QP:
       self.wrs.popleft()
       self.host.completed(self, wr, OK)
 
-  def _response(self, p: R.Packet) -> None:
-    if p.opcode == R.ACKNOWLEDGE:
-      kind, code = p.syndrome & R.AETH_KIND_MASK, p.syndrome & 0x1F
-      if kind == R.AETH_ACK: self._acked(p.psn)
-      elif kind == R.AETH_RNR_NAK:
+  def _response(self, p: roce.Packet) -> None:
+    if p.opcode == roce.ACKNOWLEDGE:
+      kind, code = p.syndrome & roce.AETH_KIND_MASK, p.syndrome & 0x1F
+      if kind == roce.AETH_ACK: self._acked(p.psn)
+      elif kind == roce.AETH_RNR_NAK:
         self.stats.rnr_naks_received += 1
         if self._wr_at(p.psn) is None: return
         self._acked(psn_add(p.psn, -1))
         self.rnr_wait = True
         self._cancel_timer()
-        self.host.call_later(R.RNR_TIMER_US[code] * 1e-6, lambda: self._rnr_done(p.psn))
-      elif kind == R.AETH_NAK:
+        self.host.call_later(roce.RNR_TIMER_US[code] * 1e-6, lambda: self._rnr_done(p.psn))
+      elif kind == roce.AETH_NAK:
         self.stats.naks_received += 1
         if self._wr_at(p.psn) is None: return
         self._acked(psn_add(p.psn, -1))
-        if code == R.NAK_PSN_SEQUENCE_ERROR: self._retry(p.psn, RETRY_EXC_ERR)
+        if code == roce.NAK_PSN_SEQUENCE_ERROR: self._retry(p.psn, RETRY_EXC_ERR)
         else: self._fail(self._wr_at(p.psn), NAK_STATUS.get(code, REM_OP_ERR))
         return
       self._pump()
@@ -463,8 +464,8 @@ class QP:
       return self._drop()
     self.read_gap = False
     n, mtu = wr.npkts, self.a.mtu
-    in_place = R.READ_RESPONSE_LAST if k == n - 1 else R.READ_RESPONSE_MIDDLE    # this PSN's opcode from the first request
-    want = R.READ_RESPONSE_ONLY if n - wr.req_k == 1 else R.READ_RESPONSE_FIRST if k == wr.req_k else in_place
+    in_place = roce.READ_RESPONSE_LAST if k == n - 1 else roce.READ_RESPONSE_MIDDLE    # this PSN's opcode from the first request
+    want = roce.READ_RESPONSE_ONLY if n - wr.req_k == 1 else roce.READ_RESPONSE_FIRST if k == wr.req_k else in_place
     size = min(mtu, wr.length - k * mtu)
     if p.opcode not in (want, in_place if k == wr.req_k > 0 else want) or len(p.payload) != size:
       return self._fail(wr, BAD_RESP_ERR)
@@ -482,92 +483,92 @@ class QP:
     if self.a.state == "RTS" and self.wrs: self._retry(psn, RNR_RETRY_EXC_ERR)
 
   # --- responder
-  def receive(self, p: R.Packet) -> None:
+  def receive(self, p: roce.Packet) -> None:
     """A packet addressed to this QP (the NIC model has checked the frame: MAC, IP, UDP, ICRC)."""
     a = self.a
     if a.state not in ("RTR", "RTS") or p.pkey != a.pkey or a.path is None or p.sgid != a.path.dgid or p.dgid != a.path.sgid:
       return self._drop()
-    if p.opcode in (R.ACKNOWLEDGE,) or R.READ_RESPONSE_FIRST <= p.opcode <= R.READ_RESPONSE_ONLY:
+    if p.opcode in (roce.ACKNOWLEDGE,) or roce.READ_RESPONSE_FIRST <= p.opcode <= roce.READ_RESPONSE_ONLY:
       if a.state == "RTS": self._response(p)
       return
     d = psn_delta(p.psn, self.epsn)
     if d > 0:
       self.stats.out_of_sequence += 1
-      if not self.nak_pending: self._nak(R.AETH_NAK | R.NAK_PSN_SEQUENCE_ERROR)
+      if not self.nak_pending: self._nak(roce.AETH_NAK | roce.NAK_PSN_SEQUENCE_ERROR)
       return
     if d < 0:
       self.stats.duplicates += 1
-      if p.opcode == R.READ_REQUEST: self._read(p, duplicate=True)
+      if p.opcode == roce.READ_REQUEST: self._read(p, duplicate=True)
       else: self._ack(psn_add(self.epsn, -1))
       return
     self.nak_pending = False
     self._execute(p)
 
-  def _ack(self, psn: int, syndrome: int = R.AETH_ACK | R.AETH_CREDITS_INVALID) -> None:
-    self._send(R.Packet(R.ACKNOWLEDGE, psn, self.a.dest_qpn, pkey=self.a.pkey, syndrome=syndrome, msn=self.msn))
+  def _ack(self, psn: int, syndrome: int = roce.AETH_ACK | roce.AETH_CREDITS_INVALID) -> None:
+    self._send(roce.Packet(roce.ACKNOWLEDGE, psn, self.a.dest_qpn, pkey=self.a.pkey, syndrome=syndrome, msn=self.msn))
 
   def _nak(self, syndrome: int) -> None:
     """NAK the expected PSN (sequence error, RNR) and stay there."""
     self.nak_pending = True
-    self.stats.naks_sent += syndrome & R.AETH_KIND_MASK == R.AETH_NAK
-    self.stats.rnr_naks_sent += syndrome & R.AETH_KIND_MASK == R.AETH_RNR_NAK
+    self.stats.naks_sent += syndrome & roce.AETH_KIND_MASK == roce.AETH_NAK
+    self.stats.rnr_naks_sent += syndrome & roce.AETH_KIND_MASK == roce.AETH_RNR_NAK
     self._ack(self.epsn, syndrome)
 
   def _fatal_nak(self, code: int, reason: str, status: str | None = None) -> None:
     """The QP goes to ERR, then NAKs: the requester learns of the error after the responder is in ERR."""
     self.stats.naks_sent += 1
     self.error(reason, status or NAK_STATUS.get(code, REM_OP_ERR), False)
-    self._ack(self.epsn, R.AETH_NAK | code)
+    self._ack(self.epsn, roce.AETH_NAK | code)
 
   def _drop(self) -> None:
     self.stats.dropped += 1
 
-  def _execute(self, p: R.Packet) -> None:
+  def _execute(self, p: roce.Packet) -> None:
     a, op, mtu, n = self.a, p.opcode, self.a.mtu, len(p.payload)
-    if op == R.WRITE_MIDDLE and self.wctx is not None and n == mtu < self.wctx[2]:   # the bulk of a long WRITE
+    if op == roce.WRITE_MIDDLE and self.wctx is not None and n == mtu < self.wctx[2]:   # the bulk of a long WRITE
       region, va, left = self.wctx
       try: self._write(region, va, p.payload)
-      except DMAFault as e: return self._fatal_nak(R.NAK_REMOTE_OPERATIONAL_ERROR, f"{p.name}: {e}")
+      except DMAFault as e: return self._fatal_nak(roce.NAK_REMOTE_OPERATIONAL_ERROR, f"{p.name}: {e}")
       self.wctx = (region, va + n, left - n)
       self.epsn = psn_add(self.epsn, 1)
       if p.ack_req: self._ack(p.psn)
       return
     mid_write, mid_send = self.wctx is not None, self.sctx is not None
-    if op in (R.WRITE_MIDDLE, R.WRITE_LAST, R.WRITE_LAST_IMM) and not mid_write or \
-       op in (R.SEND_MIDDLE, R.SEND_LAST, R.SEND_LAST_IMM) and not mid_send or \
-       op in R.FIRST | R.ONLY | {R.READ_REQUEST} and (mid_write or mid_send) or \
-       mid_write and op not in (R.WRITE_MIDDLE, R.WRITE_LAST, R.WRITE_LAST_IMM) or \
-       mid_send and op not in (R.SEND_MIDDLE, R.SEND_LAST, R.SEND_LAST_IMM):
-      return self._fatal_nak(R.NAK_INVALID_REQUEST, f"{p.name} at PSN {p.psn} breaks the opcode sequence")
-    if op == R.READ_REQUEST: return self._read(p)
-    last, done = op in R.LAST or op in R.ONLY, None     # done: the receive WR the message completes (after its ACK)
-    if op in R.MIDDLE or op in R.FIRST:
-      if n != mtu: return self._fatal_nak(R.NAK_INVALID_REQUEST, f"{p.name} of {n} bytes: must be a full path MTU ({mtu})")
-    elif not 0 < n <= mtu and not (op in R.ONLY and n == 0):
-      return self._fatal_nak(R.NAK_INVALID_REQUEST, f"{p.name} of {n} bytes with path MTU {mtu}")
-    if op in (R.WRITE_LAST_IMM, R.WRITE_ONLY_IMM, R.SEND_FIRST, R.SEND_ONLY, R.SEND_ONLY_IMM):
-      if not self.recvs: return self._nak(R.AETH_RNR_NAK | (a.min_rnr_timer & 0x1F))   # receiver not ready: nothing consumed
+    if op in (roce.WRITE_MIDDLE, roce.WRITE_LAST, roce.WRITE_LAST_IMM) and not mid_write or \
+       op in (roce.SEND_MIDDLE, roce.SEND_LAST, roce.SEND_LAST_IMM) and not mid_send or \
+       op in roce.FIRST | roce.ONLY | {roce.READ_REQUEST} and (mid_write or mid_send) or \
+       mid_write and op not in (roce.WRITE_MIDDLE, roce.WRITE_LAST, roce.WRITE_LAST_IMM) or \
+       mid_send and op not in (roce.SEND_MIDDLE, roce.SEND_LAST, roce.SEND_LAST_IMM):
+      return self._fatal_nak(roce.NAK_INVALID_REQUEST, f"{p.name} at PSN {p.psn} breaks the opcode sequence")
+    if op == roce.READ_REQUEST: return self._read(p)
+    last, done = op in roce.LAST or op in roce.ONLY, None     # done: the receive WR the message completes (after its ACK)
+    if op in roce.MIDDLE or op in roce.FIRST:
+      if n != mtu: return self._fatal_nak(roce.NAK_INVALID_REQUEST, f"{p.name} of {n} bytes: must be a full path MTU ({mtu})")
+    elif not 0 < n <= mtu and not (op in roce.ONLY and n == 0):
+      return self._fatal_nak(roce.NAK_INVALID_REQUEST, f"{p.name} of {n} bytes with path MTU {mtu}")
+    if op in (roce.WRITE_LAST_IMM, roce.WRITE_ONLY_IMM, roce.SEND_FIRST, roce.SEND_ONLY, roce.SEND_ONLY_IMM):
+      if not self.recvs: return self._nak(roce.AETH_RNR_NAK | (a.min_rnr_timer & 0x1F))   # receiver not ready: nothing consumed
       if (bad := self.recvs[0]).local_error is not None:
         self.recvs.popleft()
         self.bad_recvs -= 1
         self.host.received(self, bad, bad.local_error, 0, None, False)
-        return self._fatal_nak(R.NAK_REMOTE_OPERATIONAL_ERROR, f"{p.name} consumes a bad receive WQE: {bad.why}", bad.local_error)
-    if op in (R.WRITE_FIRST, R.WRITE_ONLY, R.WRITE_ONLY_IMM):
+        return self._fatal_nak(roce.NAK_REMOTE_OPERATIONAL_ERROR, f"{p.name} consumes a bad receive WQE: {bad.why}", bad.local_error)
+    if op in (roce.WRITE_FIRST, roce.WRITE_ONLY, roce.WRITE_ONLY_IMM):
       if not a.access & REMOTE_WRITE:
-        return self._fatal_nak(R.NAK_REMOTE_ACCESS_ERROR, "RDMA WRITE to a QP without remote write access")
+        return self._fatal_nak(roce.NAK_REMOTE_ACCESS_ERROR, "RDMA WRITE to a QP without remote write access")
       region = self._region(p, REMOTE_WRITE) if p.dma_len else None
       if region is None and p.dma_len: return
-      if (op in R.ONLY) != (p.dma_len <= mtu) or (op in R.ONLY and n != p.dma_len):
-        return self._fatal_nak(R.NAK_INVALID_REQUEST, f"{p.name} of {n} bytes with DMA length {p.dma_len}")
+      if (op in roce.ONLY) != (p.dma_len <= mtu) or (op in roce.ONLY and n != p.dma_len):
+        return self._fatal_nak(roce.NAK_INVALID_REQUEST, f"{p.name} of {n} bytes with DMA length {p.dma_len}")
       self.wctx = (region, p.va, p.dma_len)
-    if op in (R.SEND_FIRST, R.SEND_ONLY, R.SEND_ONLY_IMM):
+    if op in (roce.SEND_FIRST, roce.SEND_ONLY, roce.SEND_ONLY_IMM):
       self.sctx = (self.recvs[0], 0)
     if self.wctx is not None:
       region, va, left = self.wctx
-      if n > left or (last and n != left): return self._fatal_nak(R.NAK_INVALID_REQUEST, f"{p.name}: {n} bytes with {left} left of the RDMA WRITE")
+      if n > left or (last and n != left): return self._fatal_nak(roce.NAK_INVALID_REQUEST, f"{p.name}: {n} bytes with {left} left of the RDMA WRITE")
       try:
         if n: self._write(region, va, p.payload)
-      except DMAFault as e: return self._fatal_nak(R.NAK_REMOTE_OPERATIONAL_ERROR, f"{p.name}: {e}")
+      except DMAFault as e: return self._fatal_nak(roce.NAK_REMOTE_OPERATIONAL_ERROR, f"{p.name}: {e}")
       self.wctx = None if last else (region, va + n, left - n)
     elif self.sctx is not None:
       wr, got = self.sctx
@@ -575,28 +576,28 @@ class QP:
         self.recvs.popleft()
         self.sctx = None
         self.host.received(self, wr, LOC_LEN_ERR, got + n, None, False)
-        return self._fatal_nak(R.NAK_INVALID_REQUEST, f"SEND of more than the {wr.buffer.length} bytes posted to receive it", LOC_LEN_ERR)
+        return self._fatal_nak(roce.NAK_INVALID_REQUEST, f"SEND of more than the {wr.buffer.length} bytes posted to receive it", LOC_LEN_ERR)
       try:
         if n: wr.buffer.write(got, p.payload)
       except DMAFault as e:
         self.recvs.popleft()
         self.sctx = None
         self.host.received(self, wr, LOC_PROT_ERR, got, None, False)
-        return self._fatal_nak(R.NAK_REMOTE_OPERATIONAL_ERROR, f"{p.name} into the receive buffer: {e}", LOC_PROT_ERR)
+        return self._fatal_nak(roce.NAK_REMOTE_OPERATIONAL_ERROR, f"{p.name} into the receive buffer: {e}", LOC_PROT_ERR)
       self.sctx = None if last else (wr, got + n)
       if last: done = (self.recvs.popleft(), got + n, False)
-    if op in (R.WRITE_LAST_IMM, R.WRITE_ONLY_IMM): done = (self.recvs.popleft(), 0, True)
+    if op in (roce.WRITE_LAST_IMM, roce.WRITE_ONLY_IMM): done = (self.recvs.popleft(), 0, True)
     if last: self.msn = (self.msn + 1) & 0xFFFFFF
     self.epsn = psn_add(self.epsn, 1)
     if p.ack_req: self._ack(p.psn)
     if done is not None: self.host.received(self, done[0], OK, done[1], p.imm, done[2])
 
-  def _region(self, p: R.Packet, access: int) -> Region | None:
+  def _region(self, p: roce.Packet, access: int) -> Region | None:
     """The region p's R_Key names if it grants `access` over p's range; else NAK remote access error (QP to ERR)."""
     region = self.host.lookup_key(self, p.rkey)
     if region is None or not region.allows(p.va, p.dma_len, access):
       what = "no region" if region is None else f"region [{region.va:#x}, +{region.length:#x}) access {region.access:#x}"
-      self._fatal_nak(R.NAK_REMOTE_ACCESS_ERROR, f"{p.name} R_Key {p.rkey:#x} [{p.va:#x}, +{p.dma_len:#x}): {what}")
+      self._fatal_nak(roce.NAK_REMOTE_ACCESS_ERROR, f"{p.name} R_Key {p.rkey:#x} [{p.va:#x}, +{p.dma_len:#x}): {what}")
       return None
     return region
 
@@ -605,10 +606,10 @@ class QP:
       view[:] = data[:len(view)]
       data = data[len(view):]
 
-  def _read(self, p: R.Packet, duplicate: bool = False) -> None:
+  def _read(self, p: roce.Packet, duplicate: bool = False) -> None:
     a = self.a
     if not a.access & REMOTE_READ or a.max_dest_rd_atomic == 0:
-      return self._fatal_nak(R.NAK_REMOTE_ACCESS_ERROR if not a.access & REMOTE_READ else R.NAK_INVALID_REQUEST,
+      return self._fatal_nak(roce.NAK_REMOTE_ACCESS_ERROR if not a.access & REMOTE_READ else roce.NAK_INVALID_REQUEST,
                              "RDMA READ to a QP without remote read access or read resources")
     region = self._region(p, REMOTE_READ) if p.dma_len else None
     if region is None and p.dma_len: return
@@ -623,10 +624,11 @@ class QP:
     if gen != self.responding: return          # a later READ request ended this response
     mtu, end = self.a.mtu, min(n, k + READ_BURST)
     for i in range(k, end):
-      op = R.READ_RESPONSE_ONLY if n == 1 else R.READ_RESPONSE_FIRST if i == 0 else R.READ_RESPONSE_LAST if i == n - 1 else R.READ_RESPONSE_MIDDLE
-      p = R.Packet(op, psn_add(psn, i), self.a.dest_qpn, pkey=self.a.pkey, syndrome=R.AETH_ACK | R.AETH_CREDITS_INVALID, msn=self.msn)
+      op = roce.READ_RESPONSE_ONLY if n == 1 else roce.READ_RESPONSE_FIRST if i == 0 else \
+        roce.READ_RESPONSE_LAST if i == n - 1 else roce.READ_RESPONSE_MIDDLE
+      p = roce.Packet(op, psn_add(psn, i), self.a.dest_qpn, pkey=self.a.pkey, syndrome=roce.AETH_ACK | roce.AETH_CREDITS_INVALID, msn=self.msn)
       size = min(mtu, length - i * mtu)
       try: payload = tuple(region.chunks(va + i * mtu, size)) if size > 0 else ()
-      except DMAFault as e: return self._fatal_nak(R.NAK_REMOTE_OPERATIONAL_ERROR, f"RDMA READ response: {e}")
+      except DMAFault as e: return self._fatal_nak(roce.NAK_REMOTE_OPERATIONAL_ERROR, f"RDMA READ response: {e}")
       self._send(p, payload)
     if end < n: self.host.call_later(0, lambda: self.a.state in ("RTR", "RTS") and self._respond(region, va, length, psn, end, n, gen))

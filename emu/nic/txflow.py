@@ -31,7 +31,7 @@ from __future__ import annotations
 import struct
 from typing import Any, Callable
 
-from emu.nic import fastpath, rc, roce as R
+from emu.nic import fastpath, rc, roce
 from emu.nic.fastpath import ffi
 from emu.pci import DMAFault
 
@@ -97,9 +97,9 @@ class TxFlow:
     if (key := (a.path, a.pkey, a.dest_qpn, wr.opcode, wr.solicited, wr.length)) != self.key:
       if (t := self.templates.get(key)) is None:
         if len(self.templates) >= TEMPLATES: self.templates.clear()
-        p = R.Packet(R.WRITE_ONLY_IMM if self.imm else R.WRITE_ONLY, 0, a.dest_qpn, pkey=a.pkey, solicited=wr.solicited,
-                     imm=0 if self.imm else None)
-        t = self.templates[key] = R.request_template(a.path, p, wr.length)
+        p = roce.Packet(roce.WRITE_ONLY_IMM if self.imm else roce.WRITE_ONLY, 0, a.dest_qpn, pkey=a.pkey, solicited=wr.solicited,
+                        imm=0 if self.imm else None)
+        t = self.templates[key] = roce.request_template(a.path, p, wr.length)
       head, c.head_crc, c.frame_len = t
       c.head[0:len(head)], c.head_len, c.imm, c.length, self.key = head, len(head), self.imm, wr.length, key
     if endpoint != self.endpoint:

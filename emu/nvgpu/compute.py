@@ -37,7 +37,7 @@ from collections import OrderedDict
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 
-from autogen.nv import compute as C
+from autogen.nv import compute as nv_compute
 from autogen.nvinfo import EIATTR_MIN_STACK_SIZE, EIATTR_REGCOUNT, per_symbol
 from emu.nvgpu import ptx
 from emu.nvgpu.chips import Chip
@@ -45,7 +45,7 @@ from emu.nvgpu.gpfifo import ClassModel, GPFIFOEngine, bits
 from emu.nvgpu.qmd import LAYOUTS, Launch, QMDError, Release, decode
 from emu.ring import RingError
 
-PREFIX = {C.AMPERE_COMPUTE_A: "NVC6C0", C.AMPERE_COMPUTE_B: "NVC7C0", C.HOPPER_COMPUTE_A: "NVCBC0"}
+PREFIX = {nv_compute.AMPERE_COMPUTE_A: "NVC6C0", nv_compute.AMPERE_COMPUTE_B: "NVC7C0", nv_compute.HOPPER_COMPUTE_A: "NVCBC0"}
 METHODS = ("NO_OPERATION", "WAIT_FOR_IDLE", "SET_SHADER_SHARED_MEMORY_WINDOW_A", "SET_SHADER_SHARED_MEMORY_WINDOW_B",
            "SET_SHADER_LOCAL_MEMORY_WINDOW_A", "SET_SHADER_LOCAL_MEMORY_WINDOW_B", "SET_SHADER_LOCAL_MEMORY_A",
            "SET_SHADER_LOCAL_MEMORY_B", "SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A", "SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_B",
@@ -53,7 +53,7 @@ METHODS = ("NO_OPERATION", "WAIT_FOR_IDLE", "SET_SHADER_SHARED_MEMORY_WINDOW_A",
            "INVALIDATE_SHADER_CACHES", "INVALIDATE_SHADER_CACHES_NO_WFI")
 SCHEDULE = ("SCHEDULE", "INVALIDATE_COPY_SCHEDULE", "PREFETCH_SCHEDULE", "INVALIDATE_PREFETCH_COPY_SCHEDULE")
 NO_LAUNCH = ("NOP", "INVALIDATE", "PREFETCH")
-PARAM_OFFSET = {C.HOPPER_COMPUTE_A: 0x210, C.AMPERE_COMPUTE_A: 0x160, C.AMPERE_COMPUTE_B: 0x160}   # reference section 8
+PARAM_OFFSET = {nv_compute.HOPPER_COMPUTE_A: 0x210, nv_compute.AMPERE_COMPUTE_A: 0x160, nv_compute.AMPERE_COMPUTE_B: 0x160}   # reference section 8
 GLOBAL_DESCRIPTOR = 0x208                # sm_90 cb0: the global-memory descriptor, 0 in raw-VA mode
 RESERVED_SHARED = 0x400                  # shared memory sm_80+ reserves per CTA
 CACHE = 64                               # kernel translations kept per engine
@@ -64,7 +64,7 @@ RED = {0: lambda a, b: a + b, 1: min, 2: max, 3: lambda a, b: 0 if a >= b else a
 def _fields(prefix: str, method: str) -> int:
   """The bits of a method's value that its fields cover (the whole dword for a method with none)."""
   mask = 0
-  for k, v in vars(C).items():
+  for k, v in vars(nv_compute).items():
     if k.startswith(f"{prefix}_{method}_") and isinstance(v, tuple) and not any(
         k.startswith(f"{prefix}_{m}_") and len(m) > len(method) for m in METHODS if m.startswith(method)):
       mask |= ((1 << (v[0] - v[1] + 1)) - 1) << v[1]
@@ -75,15 +75,15 @@ class Compute(ClassModel):
   def __init__(self, engine: GPFIFOEngine, cls: int, chip: Chip):
     self.engine, self.cls, self.chip, self.prefix = engine, cls, chip, PREFIX[cls]
     self.name = f"compute class {cls:#x}"
-    self.methods = {getattr(C, f"{self.prefix}_{m}"): m for m in METHODS if hasattr(C, f"{self.prefix}_{m}")}
+    self.methods = {getattr(nv_compute, f"{self.prefix}_{m}"): m for m in METHODS if hasattr(nv_compute, f"{self.prefix}_{m}")}
     self.masks = {m: _fields(self.prefix, m) for m in self.methods.values()}
     self.regs: dict[str, int | None] = dict.fromkeys(self.methods.values())
     # (allocation, pc) -> (image, kernel, its SASS's registers and stack bytes per thread from .nv.info)
     self.programs: OrderedDict[tuple[int, int], tuple[bytes, ptx.Program, int, int]] = OrderedDict()
     self.launches = 0
 
-  def _f(self, method: str, fld: str, v: int) -> int: return bits(v, getattr(C, f"{self.prefix}_{method}_{fld}"))
-  def _value(self, name: str) -> int: return getattr(C, f"{self.prefix}_{name}")
+  def _f(self, method: str, fld: str, v: int) -> int: return bits(v, getattr(nv_compute, f"{self.prefix}_{method}_{fld}"))
+  def _value(self, name: str) -> int: return getattr(nv_compute, f"{self.prefix}_{name}")
 
   def method(self, addr: int, value: int) -> None:
     name = self.methods.get(addr)
@@ -131,7 +131,7 @@ class Compute(ClassModel):
     if dims != launch.block + launch.grid:
       raise RingError(f"{self.engine.qname}: constant buffer 0 holds blockDim {dims[:3]} and gridDim {dims[3:]} at 0x0-0x14, "
                       f"the QMD launches {launch.block} x {launch.grid} (the SASS reads them from cb0)")
-    if self.cls == C.HOPPER_COMPUTE_A and (d := int.from_bytes(mem.read(cb0 + GLOBAL_DESCRIPTOR, 8), "little")):
+    if self.cls == nv_compute.HOPPER_COMPUTE_A and (d := int.from_bytes(mem.read(cb0 + GLOBAL_DESCRIPTOR, 8), "little")):
       raise RingError(f"{self.engine.qname}: constant buffer 0 holds {d:#x} at {GLOBAL_DESCRIPTOR:#x}, the global-memory "
                       "descriptor sm_90 code reads: it must be 0 (raw virtual addresses)")
     dynamic = launch.shared_bytes - RESERVED_SHARED - prog.t.static_shared
@@ -154,7 +154,7 @@ class Compute(ClassModel):
     if shared is None or local is None:
       raise RingError(f"{self.engine.qname}: a launch before SET_SHADER_SHARED_MEMORY_WINDOW_A/B and SET_SHADER_LOCAL_MEMORY_WINDOW_A/B "
                       "placed the shared and local windows")
-    if self.cls == C.HOPPER_COMPUTE_A and shared % (1 << 32):
+    if self.cls == nv_compute.HOPPER_COMPUTE_A and shared % (1 << 32):
       raise RingError(f"{self.engine.qname}: the shared memory window {shared:#x} is not 4 GiB-aligned, as Hopper needs")
     return shared, local
 

@@ -9,7 +9,7 @@ import struct
 from dataclasses import dataclass
 from functools import cache
 from typing import NamedTuple
-from autogen.rdna3 import encodings as E
+from autogen.rdna3 import encodings
 from autogen.rdna3.encodings import (SGPR_MAX, VCC_LO, VCC_HI, TTMP0, NULL, M0, EXEC_LO, EXEC_HI, INT_CONST_LO, INT_CONST_HI,
                                      DPP8, DPP8FI, SHARED_BASE, SHARED_LIMIT, PRIVATE_BASE, PRIVATE_LIMIT, POPS_EXITING_WAVE_ID,
                                      FLOAT_CONST_LO, FLOAT_CONST_HI, DPP16, VCCZ, EXECZ, SCC, LDS_DIRECT, LITERAL, VGPR0)
@@ -115,8 +115,8 @@ def _ops(target: str) -> dict[str, dict[int, _Op]]:
 
 
 _FIELDS = {fam: tuple((n, w, lo, (1 << bits) - 1) for n, (w, lo, bits) in fields.items() if n != "op")
-           for fam, fields in E.FIELDS.items()}
-_OPF = {fam: f["op"] for fam, f in E.FIELDS.items() if "op" in f}
+           for fam, fields in encodings.FIELDS.items()}
+_OPF = {fam: f["op"] for fam, f in encodings.FIELDS.items() if "op" in f}
 _FLAT_SEG = ("FLAT", "SCRATCH", "GLOBAL")
 _DPP_FAMS = ("VOP1", "VOP2", "VOPC", "VOP3", "VOP3SD", "VOP3P")
 
@@ -195,9 +195,9 @@ def decode(code: bytes | memoryview, offset: int = 0, target: str = "gfx1100") -
   if offset % 4 or offset < 0: raise DecodeError(f"offset {offset:#x}: instructions are dword-aligned")
   if len(code) < offset + 4: raise DecodeError(f"offset {offset:#x}: no instruction here ({len(code)} bytes of code)")
   w0 = struct.unpack_from("<I", code, offset)[0]
-  fmt = E.family(w0)
+  fmt = encodings.family(w0)
   if fmt is None: raise _err(code, offset, 1, f"no {target} encoding starts with these bits")
-  nwords = E.WORDS.get(fmt, 2)
+  nwords = encodings.WORDS.get(fmt, 2)
   if len(code) < offset + 4 * nwords: raise _err(code, offset, 1, f"{fmt} instruction cut short")
   ws = struct.unpack_from(f"<{nwords}I", code, offset)
   if fmt == "VOPD": return _decode_vopd(code, offset, ws, ops)

@@ -9,7 +9,7 @@ tests/emu/rdna3/test_disasm_llvm.py.
 from __future__ import annotations
 from functools import cache
 from emu.rdna3.decode import Inst, Operand, decode, scalar_reg, FLOAT_CONSTS
-from emu.rdna3 import symbols as S
+from emu.rdna3 import symbols
 from autogen.rdna3.tables import OPS, MIMG
 from autogen.rdna3.encodings import mimg_vdata
 
@@ -192,14 +192,14 @@ def _fmt_sop(inst: Inst) -> str:
     if op.kind == "kimm":   # s_setreg_imm32_b32 prints an inline-constant value as such, s_fmaak/s_fmamk_f32 in hex
       return (inline_value(inst.literal) if inst.op == "s_setreg_imm32_b32" else None) or f"{inst.literal:#x}"
     if op.kind != "imm": return None
-    return S.imm16(inst.op, op.type, inst.fields[op.field])
+    return symbols.imm16(inst.op, op.type, inst.fields[op.field])
   return _join(inst.name, _operands(inst, render))
 
 
 def _fmt_sopp(inst: Inst) -> str:
   if not inst.operands: return inst.name
   v = inst.fields["simm16"]
-  text = S.imm16(inst.op, inst.operands[0].type, v)
+  text = symbols.imm16(inst.op, inst.operands[0].type, v)
   return f"{inst.name} {text}" if text is not None else inst.name
 
 
@@ -233,7 +233,7 @@ def _fmt_vop_e32(inst: Inst) -> str:
 def _dpp_text(dpp: dict) -> list[str]:
   if "sel" in dpp:
     return [f"dpp8:[{','.join(map(str, dpp['sel']))}]"] + (["fi:1"] if dpp["fi"] else [])
-  out = [S.dpp_ctrl(dpp["ctrl"]), f"row_mask:{dpp['row_mask']:#x}", f"bank_mask:{dpp['bank_mask']:#x}"]
+  out = [symbols.dpp_ctrl(dpp["ctrl"]), f"row_mask:{dpp['row_mask']:#x}", f"bank_mask:{dpp['bank_mask']:#x}"]
   if dpp["bound_ctrl"]: out.append("bound_ctrl:1")
   if dpp["fi"]: out.append("fi:1")
   return out
@@ -334,12 +334,12 @@ def _fmt_smem(inst: Inst) -> str:
   if not inst.operands: return inst.name   # s_gl1_inv, s_dcache_inv: LLVM prints no fields
   def render(op: Operand):
     if op.field == "sbase": return sgpr(f["sbase"] * 2, op.bits)
-    if op.kind == "imm": return S.imm16(inst.op, "u16", f[op.field])   # s_atc_probe's 7-bit probe mode
+    if op.kind == "imm": return symbols.imm16(inst.op, "u16", f[op.field])   # s_atc_probe's 7-bit probe mode
     return None
   ops = _operands(inst, render)
   tail = []
-  if f["soffset"] == 124 and f["offset"]: ops[-1] = S.hex_signed(f["offset"], 21)   # no soffset: the offset stands in
-  elif f["offset"]: tail.append(f"offset:{S.hex_signed(f['offset'], 21)}")
+  if f["soffset"] == 124 and f["offset"]: ops[-1] = symbols.hex_signed(f["offset"], 21)   # no soffset: the offset stands in
+  elif f["offset"]: tail.append(f"offset:{symbols.hex_signed(f['offset'], 21)}")
   if f["glc"]: tail.append("glc")
   if f["dlc"]: tail.append("dlc")
   return _join(inst.name, ops, tail)
@@ -352,7 +352,7 @@ def _fmt_ds(inst: Inst) -> str:
   if "2addr" in inst.op:
     if f["offset0"]: tail.append(f"offset0:{f['offset0']}")
     if f["offset1"]: tail.append(f"offset1:{f['offset1']}")
-  elif off := f["offset0"] | f["offset1"] << 8: tail.append(f"offset:{S.swizzle(off) if inst.op == 'ds_swizzle_b32' else off}")
+  elif off := f["offset0"] | f["offset1"] << 8: tail.append(f"offset:{symbols.swizzle(off) if inst.op == 'ds_swizzle_b32' else off}")
   if f["gds"]: tail.append("gds")
   return _join(inst.name, ops, tail)
 
@@ -371,7 +371,7 @@ def _fmt_flat(inst: Inst) -> str:
     data = next(o for o in inst.operands if o.field == "data")
     ops.insert(0, vgpr(f["vdst"], data.bits // 2 if "cmpswap" in inst.op else data.bits))
   tail = []
-  if f["offset"]: tail.append(f"offset:{S.signed(f['offset'], 13) if inst.enc != 'FLAT' else f['offset']}")
+  if f["offset"]: tail.append(f"offset:{symbols.signed(f['offset'], 13) if inst.enc != 'FLAT' else f['offset']}")
   for b in ("glc", "slc", "dlc"):
     if f[b]: tail.append(b)
   return _join(inst.name, ops, tail)
@@ -392,7 +392,7 @@ def _fmt_buf(inst: Inst) -> str:
     return None
   ops = _operands(inst, render)
   tail = []
-  if inst.enc == "MTBUF" and (t := S.buf_format(f["format"])): tail.append(t)
+  if inst.enc == "MTBUF" and (t := symbols.buf_format(f["format"])): tail.append(t)
   if f["idxen"]: tail.append("idxen")
   if f["offen"]: tail.append("offen")
   if f["offset"]: tail.append(f"offset:{f['offset']}")
@@ -406,7 +406,7 @@ def _fmt_exp(inst: Inst) -> str:
   f = inst.fields
   regs = [vgpr(f[f"vsrc{i}"], 32) if f["en"] >> i & 1 else "off" for i in range(4)]
   tail = (["done"] if f["done"] else []) + (["row_en"] if f["row"] else [])
-  return _join(f"exp {S.exp_target(f['target'])}", [], [", ".join(regs)] + tail)
+  return _join(f"exp {symbols.exp_target(f['target'])}", [], [", ".join(regs)] + tail)
 
 
 def _fmt_vinterp(inst: Inst) -> str:

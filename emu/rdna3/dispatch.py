@@ -13,7 +13,7 @@ from __future__ import annotations
 import struct, weakref
 from dataclasses import dataclass
 from emu import memory
-from emu.rdna3 import operands as O
+from emu.rdna3 import operands
 from emu.rdna3.disasm import disasm
 from emu.rdna3.decode import TARGETS
 from emu.rdna3 import runtime
@@ -186,7 +186,7 @@ def execute(mem: memory.GpuMemory, launch: Launch, grid: tuple[int, int, int], b
         raise WaveTrap(f"{where}: cannot run code at {pc:#x} ({p.problems.get(pc, 'not a valid instruction address')})", wg, int(d.stop_wave), pc, "")
       p.add(mem, pc)
       try: p.build()
-      except O.Unsupported as e: raise WaveTrap(f"{where}: jumped to {pc:#x}: {e}", wg, int(d.stop_wave), pc, "") from e
+      except operands.Unsupported as e: raise WaveTrap(f"{where}: jumped to {pc:#x}: {e}", wg, int(d.stop_wave), pc, "") from e
       continue
     text = _describe(p, pc)
     if rc == STOP_FAULT:
@@ -250,8 +250,8 @@ def dispatch(mem: memory.GpuMemory, kd_addr: int, grid: tuple[int, int, int], bl
   kd = KernelDescriptor.parse(memory.read(mem, kd_addr, 64))
   user: list[int] = []
   props = kd.properties
-  if props & 1: raise O.Unsupported("kernels that use the private segment buffer (flat scratch via a V#) are not supported; "
-                                    "compile for gfx11 with architected scratch")
+  if props & 1: raise operands.Unsupported("kernels that use the private segment buffer (flat scratch via a V#) are not supported; "
+                                           "compile for gfx11 with architected scratch")
   for bit, vals in ((1, (dispatch_ptr, dispatch_ptr >> 32)), (2, (queue_ptr, queue_ptr >> 32)),
                     (3, (kernarg_ptr, kernarg_ptr >> 32)), (4, (dispatch_id, dispatch_id >> 32)), (5, (0, 0))):
     if props >> bit & 1: user += [v & 0xFFFFFFFF for v in vals]
@@ -259,8 +259,8 @@ def dispatch(mem: memory.GpuMemory, kd_addr: int, grid: tuple[int, int, int], bl
   count = (kd.rsrc2 >> 1) & 0x1F
   if len(user) > count: raise ValueError(f"kernel descriptor enables {len(user)} user SGPRs but USER_SGPR_COUNT is {count}")
   user += [0] * (count - len(user))
-  if kd.rsrc2 >> 10 & 1: raise O.Unsupported("ENABLE_SGPR_WORKGROUP_INFO is not supported")
-  if kd.mode & 0xF: raise O.Unsupported(f"FLOAT_ROUND_MODE {kd.mode & 0xF:#x} in rsrc1: only round-to-nearest-even is modelled")
+  if kd.rsrc2 >> 10 & 1: raise operands.Unsupported("ENABLE_SGPR_WORKGROUP_INFO is not supported")
+  if kd.mode & 0xF: raise operands.Unsupported(f"FLOAT_ROUND_MODE {kd.mode & 0xF:#x} in rsrc1: only round-to-nearest-even is modelled")
   launch = Launch(kd_addr + kd.entry_offset, user, kd.wave64,
                   kd.group_segment_size if lds_bytes is None else lds_bytes,
                   kd.private_segment_size if scratch_bytes_per_lane is None else scratch_bytes_per_lane,

@@ -9,7 +9,7 @@ keep the other half (DS and FLAT alike); GLOBAL's 13-bit signed offset applies w
 VADDR. Atomics return the old value when GLC is set (FLAT/GLOBAL/MUBUF) or the opcode is *_rtn_* (DS).
 """
 from __future__ import annotations
-from emu.rdna3 import operands as O
+from emu.rdna3 import operands
 
 SP_GLOBAL, SP_FLAT, SP_SCRATCH, SP_LDS = range(4)
 SIZES = {"b8": 1, "u8": 1, "i8": 1, "b16": 2, "u16": 2, "i16": 2, "b32": 4, "b64": 8, "b96": 12, "b128": 16}
@@ -70,17 +70,17 @@ def flat(inst, pc: int) -> str:
   off = f["offset"] - (1 << 13) if f["offset"] & (1 << 12) else f["offset"]    # 13-bit signed (fact 45)
   fail = f"FAIL(BASE + {pc:#x});"
   if e == "SCRATCH":
-    sval = f"S({f['saddr']})" if f["saddr"] != O.NULL else "0"
+    sval = f"S({f['saddr']})" if f["saddr"] != operands.NULL else "0"
     addr, space = [f"u64 a[W]; a_scratch(a, w, {f['addr'] if f['sve'] else -1}, {sval}, {off});"], SP_SCRATCH
   else:
-    saddr = f["saddr"] if e == "GLOBAL" and f["saddr"] != O.NULL else -1
+    saddr = f["saddr"] if e == "GLOBAL" and f["saddr"] != operands.NULL else -1
     addr, space = [f"u64 a[W]; a_global(a, w, {f['addr']}, {saddr}, {off});"], SP_FLAT if e == "FLAT" else SP_GLOBAL
   if "addtid" not in op and "_lds_" not in op and (body := load_store(op, space, addr, f["vdst"], f["data"], fail)): return glue(body)
   if "_atomic_" in op and space != SP_SCRATCH and (sa := split_atomic(op)):
     code, bits, _ = sa
     y = f["data"] + bits // 32 if ATOMICS[code] in TWO_OPERANDS else f["data"]
     return glue([*addr, f"if (!m_atomic(w, {space}, a, {code}, {bits}, {f['data']}, {y}, {f['vdst']}, {f['glc']}, ex)) {fail}"])
-  raise O.Unsupported(f"{op} is not supported by the emulator")
+  raise operands.Unsupported(f"{op} is not supported by the emulator")
 
 
 def ds(inst, pc: int) -> str:
@@ -109,7 +109,7 @@ def ds(inst, pc: int) -> str:
   if sa := split_atomic(op):
     code, bits, rtn = sa
     return glue([*one, f"if (!m_atomic(w, {SP_LDS}, a, {code}, {bits}, {d0}, {d1}, {vdst}, {int(rtn)}, ex)) {fail}"])
-  raise O.Unsupported(f"{op} is not supported by the emulator")
+  raise operands.Unsupported(f"{op} is not supported by the emulator")
 
 
 def cross_lane(op: str, f: dict, off: int) -> str:
@@ -124,7 +124,7 @@ def cross_lane(op: str, f: dict, off: int) -> str:
   # ds_swizzle_b32 (data in the ADDR field): offset[15] = 1 -> quad permute (offset[7:0]); offset[15] = 0 ->
   # and/or/xor lane masks within each group of 32 lanes
   if off & 0x8000:
-    if off & 0x6000: raise O.Unsupported(f"ds_swizzle_b32 rotate/FFT mode (offset {off:#x}) is not supported")
+    if off & 0x6000: raise operands.Unsupported(f"ds_swizzle_b32 rotate/FFT mode (offset {off:#x}) is not supported")
     src = f"((l & ~3) | (({off & 0xFF:#x} >> ((l & 3) * 2)) & 3))"
   else:
     a, o, x = off & 0x1F, (off >> 5) & 0x1F, (off >> 10) & 0x1F
@@ -137,14 +137,14 @@ def mubuf(inst, pc: int) -> str:
   f, op = inst.fields, inst.op
   if op in ("buffer_gl0_inv", "buffer_gl1_inv"): return ""
   if "format" in op or f.get("lds") or f["tfe"]:
-    raise O.Unsupported(f"{op} (format conversion / LDS / TFE) is not supported by the emulator")
+    raise operands.Unsupported(f"{op} (format conversion / LDS / TFE) is not supported by the emulator")
   fail = f"FAIL(BASE + {pc:#x});"
   kind = op.rsplit("_", 1)[1]
   sa = split_atomic(op) if "_atomic_" in op else None
   n = sa[1] // 8 if sa else SIZES.get(kind, 4)
   idx = f["vaddr"] if f["idxen"] else -1
   voff = f["vaddr"] + f["idxen"] if f["offen"] else -1
-  soff = O.scalar(f["soffset"], 32, inst.literal)
+  soff = operands.scalar(f["soffset"], 32, inst.literal)
   # out-of-range lanes: loads read 0, stores and atomics do nothing; a swizzled resource is not modelled
   addr = [f"u64 a[W], in; if (!a_buffer(a, &in, w, {4 * f['srsrc']}, {idx}, {voff}, {f['offset']}, {soff}, {n})) "
           f"STOP(STOP_ILLEGAL, BASE + {pc:#x}, 6);"]
@@ -156,11 +156,11 @@ def mubuf(inst, pc: int) -> str:
     code, bits, _ = sa
     y = f["vdata"] + bits // 32 if ATOMICS[code] in TWO_OPERANDS else f["vdata"]
     return glue([*addr, f"if (!m_atomic(w, {SP_GLOBAL}, a, {code}, {bits}, {f['vdata']}, {y}, {f['vdata']}, {f['glc']}, ex & in)) {fail}"])
-  raise O.Unsupported(f"{op} is not supported by the emulator")
+  raise operands.Unsupported(f"{op} is not supported by the emulator")
 
 
 def gen(inst, pc: int, wave64: bool) -> str:
   if inst.enc == "DS": return ds(inst, pc)
   if inst.enc in ("FLAT", "GLOBAL", "SCRATCH"): return flat(inst, pc)
   if inst.enc == "MUBUF": return mubuf(inst, pc)
-  raise O.Unsupported(f"{inst.enc} instructions ({inst.op}) are not supported by the emulator")
+  raise operands.Unsupported(f"{inst.enc} instructions ({inst.op}) are not supported by the emulator")

@@ -7,7 +7,7 @@ packed ops see the 32-bit pattern (a float constant is its raw f32 bits). DOT*_I
 each source from its NEG bit; FMA_MIX reads a source as f16 when its OPSEL_HI bit is set and NEG_HI means abs.
 """
 from __future__ import annotations
-from emu.rdna3 import operands as O
+from emu.rdna3 import operands
 from emu.rdna3.gen_vector import Glue
 from emu.rdna3.valu_table import PK
 
@@ -22,8 +22,8 @@ def word(g: Glue, code: int, literal: int | None, f16: bool) -> str:
   """W-lane array of a VOP3P source's 32-bit words (fact 39 for constants)."""
   if code >= 256: return f"(&w->v[{code - 256} * W])"
   t = g.temp("u32")
-  v = O.inline_const(code, 16) if f16 else None
-  g.lines.append(f"g_bcast32({t}, {f'{v:#x}u' if v is not None else O.scalar(code, 32, literal)});")
+  v = operands.inline_const(code, 16) if f16 else None
+  g.lines.append(f"g_bcast32({t}, {f'{v:#x}u' if v is not None else operands.scalar(code, 32, literal)});")
   return t
 
 
@@ -100,20 +100,20 @@ def mix(inst, f: dict, wave64: bool) -> str:
 def wmma(inst, f: dict) -> str:
   kind = WMMA[inst.op]
   a, b, c = f["src0"], f["src1"], f["src2"]
-  if a < 256 or b < 256: raise O.Unsupported(f"{inst.op}: A and B must be VGPRs")
+  if a < 256 or b < 256: raise operands.Unsupported(f"{inst.op}: A and B must be VGPRs")
   if c >= 256: cexpr, cconst = c - 256, "0"
   else:   # fact 42: an inline-constant C is that constant for every accumulator element
-    v = O.inline_const(c, 16 if kind in (2, 3) else 32)
-    if v is None: raise O.Unsupported(f"{inst.op}: C must be a VGPR or an inline constant")
+    v = operands.inline_const(c, 16 if kind in (2, 3) else 32)
+    if v is None: raise operands.Unsupported(f"{inst.op}: C must be a VGPR or an inline constant")
     cexpr, cconst = -1, f"{v:#x}u"
   return f"wmma(w, {kind}, {f['vdst']}, {a - 256}, {b - 256}, {cexpr}, {cconst}, {f['opsel'] >> 2 & 1}, {f['neg'] & 3}, {f['clmp']});"
 
 
 def gen(inst, wave64: bool) -> str:
   f = inst.fields
-  if inst.dpp is not None: raise O.Unsupported(f"{inst.op} with DPP is not supported by the emulator")
+  if inst.dpp is not None: raise operands.Unsupported(f"{inst.op} with DPP is not supported by the emulator")
   if inst.op in PK: return packed(inst, f, wave64)
   if inst.op in DOT or inst.op in ("v_dot2_f32_f16", "v_dot2_f32_bf16"): return dot(inst, f, wave64)
   if inst.op.startswith("v_fma_mix"): return mix(inst, f, wave64)
   if inst.op in WMMA: return wmma(inst, f)
-  raise O.Unsupported(f"{inst.op} is not supported by the emulator")
+  raise operands.Unsupported(f"{inst.op} is not supported by the emulator")

@@ -6,7 +6,7 @@ float constants as f64). In wave32 the *_b32 EXEC ops act on EXEC_LO and VCCZ/EX
 """
 from __future__ import annotations
 import re
-from emu.rdna3 import operands as O
+from emu.rdna3 import operands
 from emu.rdna3.valu_table import FCOND, FLOAD
 
 SEXT16 = "(u32)(i32)(i16)"
@@ -142,11 +142,11 @@ ILLEGAL_ROUND_MODE, ILLEGAL_CODE_END, ILLEGAL_HWREG, ILLEGAL_MOVREL = 2, 3, 4, 5
 
 
 def sread(code: int, bits: int, literal: int | None) -> str:
-  return O.scalar(code, bits, literal)
+  return operands.scalar(code, bits, literal)
 
 
 def swrite(code: int, bits: int, val: str) -> str:
-  regs = O.sdst_regs(code, bits)
+  regs = operands.sdst_regs(code, bits)
   if not regs: return ""
   return f"SET64({code}, {val});" if bits == 64 else f"S({code}) = {val};"
 
@@ -173,7 +173,7 @@ def alu(inst) -> str:
   lines = [f"{'u64' if b == 64 else 'u32'} {n} = {s};" for n, s, b in zip("ab", srcs, sbits)]
   if re.search(r"\bK\b", body): lines.append(f"const u32 K = {inst.literal:#x}u;")
   if re.search(r"\bd\b", body):
-    lines.append(f"{ty} d = {sread(f['sdst'], dbits, None) if f['sdst'] != O.NULL else '0'};")
+    lines.append(f"{ty} d = {sread(f['sdst'], dbits, None) if f['sdst'] != operands.NULL else '0'};")
   if dbits: lines.append(f"{ty} r;")
   lines.append("u32 SCC = w->scc;")
   lines.append(body)
@@ -189,7 +189,7 @@ def sopk(inst, pc: int) -> str:
     body = SOP[op][2].replace("K", k)
     return "{ " + f"u32 d = S({f['sdst']}); u32 SCC; {body} w->scc = SCC;" + " }"
   if op in SOPK:
-    d = f"S({f['sdst']})" if f["sdst"] != O.NULL else "0"
+    d = f"S({f['sdst']})" if f["sdst"] != operands.NULL else "0"
     return "{ " + f"u32 d = {d}; u32 SCC = w->scc; {SOPK[op].replace('K', k)} {swrite(f['sdst'], 32, 'd')} w->scc = SCC;" + " }"
   if op == "s_getreg_b32":
     return "{ " + f"int ok; u32 v = getreg(w, {f['simm16']:#x}, &ok); if (!ok) STOP(STOP_ILLEGAL, BASE + {pc:#x}, {ILLEGAL_HWREG}); " \
@@ -198,7 +198,7 @@ def sopk(inst, pc: int) -> str:
     val = f"{inst.literal:#x}u" if op == "s_setreg_imm32_b32" else f"S({f['sdst']})"
     return "{ " + f"int r = setreg(w, {f['simm16']:#x}, {val}); if (r) STOP(STOP_ILLEGAL, BASE + {pc:#x}, r);" + " }"
   if op in NOPS: return ""
-  raise O.Unsupported(f"{op} is not supported by the emulator")
+  raise operands.Unsupported(f"{op} is not supported by the emulator")
 
 
 def sop1_control(inst, pc: int, nxt: int) -> str | None:
@@ -217,7 +217,7 @@ def sop1_control(inst, pc: int, nxt: int) -> str | None:
     return "{ " + f"u32 si = {src}, di = {dst}; if (si + {n} > 106 || di + {n} > 106) STOP(STOP_ILLEGAL, BASE + {pc:#x}, {ILLEGAL_MOVREL}); " \
            + " ".join(f"w->s[di + {i}] = w->s[si + {i}];" for i in range(n)) + " }"
   if op in ("s_sendmsg_rtn_b32", "s_sendmsg_rtn_b64"):
-    if f["ssrc0"] != MSG_RTN_GET_REALTIME: raise O.Unsupported(f"{op} message {f['ssrc0']:#x} is not modelled")
+    if f["ssrc0"] != MSG_RTN_GET_REALTIME: raise operands.Unsupported(f"{op} message {f['ssrc0']:#x} is not modelled")
     return swrite(f["sdst"], 64 if op.endswith("64") else 32, "w->d->instructions")
   return None
 
@@ -235,12 +235,12 @@ def sopp(inst, pc: int, nxt: int) -> str:
   if op == "s_code_end": return f"STOP(STOP_ILLEGAL, BASE + {pc:#x}, {ILLEGAL_CODE_END});"
   if op == "s_sendmsg":
     if imm & 0xff in (MSG_DEALLOC_VGPRS, MSG_INTERRUPT): return ""   # no effect on the emulated state
-    raise O.Unsupported(f"s_sendmsg message {imm & 0xff:#x} is not modelled")
+    raise operands.Unsupported(f"s_sendmsg message {imm & 0xff:#x} is not modelled")
   if op == "s_denorm_mode": return f"w->mode = (w->mode & ~0xf0u) | {(imm & 0xF) << 4:#x}u;"
   if op == "s_round_mode":
     if imm & 0xF: return f"STOP(STOP_ILLEGAL, BASE + {pc:#x}, {ILLEGAL_ROUND_MODE});"
     return "w->mode &= ~0xfu;"
-  raise O.Unsupported(f"{op} is not supported by the emulator")
+  raise operands.Unsupported(f"{op} is not supported by the emulator")
 
 
 def smem(inst, pc: int) -> str:
@@ -248,11 +248,11 @@ def smem(inst, pc: int) -> str:
   if op in NOPS: return ""
   n = int(op.rsplit("_b", 1)[1]) // 32
   off = f["offset"] - (1 << 21) if f["offset"] & (1 << 20) else f["offset"]    # fact 8: 21-bit signed
-  soff = f" + S({f['soffset']})" if f["soffset"] != O.NULL else ""
+  soff = f" + S({f['soffset']})" if f["soffset"] != operands.NULL else ""
   base = 2 * f["sbase"]
   dst = f["sdata"]
-  if dst + n > 128 and dst != O.NULL: raise O.Unsupported(f"{op} destination s{dst} runs past the SGPR file")
-  store = "" if dst == O.NULL else " ".join(f"S({dst + i}) = v_[{i}];" for i in range(n))
+  if dst + n > 128 and dst != operands.NULL: raise operands.Unsupported(f"{op} destination s{dst} runs past the SGPR file")
+  store = "" if dst == operands.NULL else " ".join(f"S({dst + i}) = v_[{i}];" for i in range(n))
   if op.startswith("s_load_"):
     return "{ " + f"u64 a = (S64({base}) + (u64)(i64){off}{soff}) & ~3ull; u32 v_[{n}]; " \
            f"if (!kld(w, a, v_, {4 * n})) FAIL(BASE + {pc:#x}); {store}" + " }"
@@ -261,7 +261,7 @@ def smem(inst, pc: int) -> str:
     return "{ " + f"u64 b = S64({base}) & 0xffffffffffffull; u32 nr = S({base + 2}); u32 o = ((u32){off}{soff}) & ~3u; u32 v_[{n}]; " \
            f"for (int i = 0; i < {n}; i++) {{ u32 oi = o + 4 * i; v_[i] = 0; " \
            f"if (oi < nr && !kld(w, b + oi, &v_[i], 4)) FAIL(BASE + {pc:#x}); }} {store}" + " }"
-  raise O.Unsupported(f"{op} is not supported by the emulator")
+  raise operands.Unsupported(f"{op} is not supported by the emulator")
 
 
 def gen(inst, pc: int, nxt: int) -> str:
@@ -275,7 +275,7 @@ def gen(inst, pc: int, nxt: int) -> str:
     return sopk(inst, pc)
   if e == "SOP1" and (c := sop1_control(inst, pc, nxt)) is not None: return c
   if inst.op in SOP or inst.op.endswith(("exec_b32", "exec_b64")): return alu(inst)
-  raise O.Unsupported(f"{inst.op} is not supported by the emulator")
+  raise operands.Unsupported(f"{inst.op} is not supported by the emulator")
 
 
 def ends_block(inst) -> bool:

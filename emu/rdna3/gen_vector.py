@@ -7,7 +7,7 @@ selects the high half (LLVM's true16 .h), in VOP3 the opsel bits do; a low-half 
 """
 from __future__ import annotations
 from dataclasses import dataclass, field
-from emu.rdna3 import operands as O
+from emu.rdna3 import operands
 from emu.rdna3.runtime import WIDTH, CARRY, uses, ctype
 from emu.rdna3.valu_table import OPS, CMP, cmp_srcs
 from emu.rdna3.decode import VCC_LO
@@ -85,14 +85,14 @@ class Glue:
     """Pointer to source i as a W-lane array of type t (abs/neg applied as sign-bit operations, fact 22)."""
     w, code = WIDTH[t], v.srcs[i]
     if i == 0 and v.dpp is not None:
-      if w == 64: raise O.Unsupported(f"DPP on the 64-bit operand of {v.op} is not valid on gfx11")
+      if w == 64: raise operands.Unsupported(f"DPP on the 64-bit operand of {v.op} is not valid on gfx11")
       p, half = self.temp(t), (2 if v.hi[0] else 1) if w == 16 else 0
       if "sel" in v.dpp:
         sel = sum(s << (3 * k) for k, s in enumerate(v.dpp["sel"]))
         self.lines.append(f"g_dpp8({p}, w, {code - 256}, {half}, {sel:#x}, {v.dpp['fi']}, ex);")
       else:
         d = v.dpp
-        if not dpp16_valid(d["ctrl"]): raise O.Unsupported(f"DPP control {d['ctrl']:#x} is not valid on gfx11")
+        if not dpp16_valid(d["ctrl"]): raise operands.Unsupported(f"DPP control {d['ctrl']:#x} is not valid on gfx11")
         lanes = 64 if self.wave64 else 32
         rb = sum(1 << l for l in range(lanes) if d["row_mask"] >> (l >> 4) & 1 and d["bank_mask"] >> ((l >> 2) & 3) & 1)
         self.lines.append(f"u64 dv; g_dpp16({p}, &dv, w, {code - 256}, {half}, {d['ctrl']:#x}, {d['fi']}, {d['bound_ctrl']}, ex);")
@@ -103,7 +103,7 @@ class Glue:
       self.lines.append(f"g_v16({p}, w, {code - 256}, {int(v.hi[i])});" if w == 16 else f"g_v64({p}, w, {code - 256});")
     else:
       p = self.temp(t)
-      val = O.src(code, w, v.literal, float_lit64=(t == "f64"), hi=v.hi[i])
+      val = operands.src(code, w, v.literal, float_lit64=(t == "f64"), hi=v.hi[i])
       self.lines.append(f"g_bcast{'64' if w == 64 else '32'}({p}, {val});")
     if v.absm >> i & 1 or v.negm >> i & 1:
       sign, full = SIGN[w], (1 << w) - 1 if w == 64 else 0xFFFFFFFF
@@ -130,13 +130,13 @@ class Glue:
 
 def mask_src(code: int, wave64: bool) -> str:
   """A lane mask operand (VCC, an SGPR pair in wave64 / one SGPR in wave32, or a constant)."""
-  if code < 128 and code != O.NULL: return f"LANEMASK({code})"
-  return O.scalar(code, 64 if wave64 else 32, None)
+  if code < 128 and code != operands.NULL: return f"LANEMASK({code})"
+  return operands.scalar(code, 64 if wave64 else 32, None)
 
 
 def write_mask(reg: int | None, m: str) -> list[str]:
-  if reg is None or reg == O.NULL: return []
-  if reg >= 128: raise O.Unsupported(f"lane-mask destination code {reg} is not an SGPR")
+  if reg is None or reg == operands.NULL: return []
+  if reg >= 128: raise operands.Unsupported(f"lane-mask destination code {reg} is not an SGPR")
   return [f"SETMASK({reg}, {m});"]
 
 
@@ -149,7 +149,7 @@ def table_op(v: Valu, wave64: bool) -> str:
   args = [g.source(v, i, t, wm) for i, t in enumerate(src_t)] + ["0"] * (3 - len(src_t))
   d = g.old_dst(v, dst_t) if uses(expr, "D") else "0"
   mb = (mask_src(v.srcs[2], wave64) if v.e64 else "VCC") if uses(expr, "MB") else "VCC" if uses(expr, "VB") else "0"
-  if uses(expr, "K") and v.literal is None: raise O.Unsupported(f"{v.op} needs a literal constant")
+  if uses(expr, "K") and v.literal is None: raise operands.Unsupported(f"{v.op} needs a literal constant")
   r = g.temp(dst_t)
   g.lines.append(f"k_{v.op}(w, {r}, {', '.join(args)}, {d}, {mb}, {v.literal or 0:#x}u, {v.clmp});")
   g.put(v, dst_t, r, write_mask_expr(wm))
@@ -186,22 +186,22 @@ def lane_ops(v: Valu, wave64: bool, pc: int) -> str:
   op = v.op
   if op in ("v_nop", "v_pipeflush"): return ""
   if op == "v_readfirstlane_b32":   # fact 41: lowest active lane, lane 0 when EXEC = 0
-    val = O.vgpr(v.srcs[0], 32, lane="fl") if v.srcs[0] >= 256 else O.scalar(v.srcs[0], 32, v.literal)
+    val = operands.vgpr(v.srcs[0], 32, lane="fl") if v.srcs[0] >= 256 else operands.scalar(v.srcs[0], 32, v.literal)
     return "{ " + f"const u64 ex = EXEC; int fl = ex ? __builtin_ctzll(ex) : 0; {_sdst(v.vdst, val)}" + " }"
   if op == "v_readlane_b32":
-    sel = O.scalar(v.srcs[1], 32, v.literal)
-    val = O.vgpr(v.srcs[0], 32, lane="sl") if v.srcs[0] >= 256 else O.scalar(v.srcs[0], 32, v.literal)
+    sel = operands.scalar(v.srcs[1], 32, v.literal)
+    val = operands.vgpr(v.srcs[0], 32, lane="sl") if v.srcs[0] >= 256 else operands.scalar(v.srcs[0], 32, v.literal)
     return "{ " + f"int sl = ({sel}) & (W - 1); {_sdst(v.vdst, val)}" + " }"
   if op == "v_writelane_b32":     # ignores EXEC
-    sel, val = O.scalar(v.srcs[1], 32, v.literal), O.scalar(v.srcs[0], 32, v.literal)
+    sel, val = operands.scalar(v.srcs[1], 32, v.literal), operands.scalar(v.srcs[0], 32, v.literal)
     return "{ " + f"int sl = ({sel}) & (W - 1); V({v.vdst}, sl) = {val};" + " }"
   if op in ("v_permlane16_b32", "v_permlanex16_b32", "v_permlane64_b32") and v.srcs[0] < 256:
-    raise O.Unsupported(f"{op} needs a VGPR source")
+    raise operands.Unsupported(f"{op} needs a VGPR source")
   if op in ("v_permlane16_b32", "v_permlanex16_b32"):
     fi, bc = int(v.hi[0]), int(v.hi[1])    # opsel[0] = fetch inactive, opsel[1] = bound control
-    sel = f"({O.scalar(v.srcs[1], 32, v.literal)} | (u64){O.scalar(v.srcs[2], 32, v.literal)} << 32)"
+    sel = f"({operands.scalar(v.srcs[1], 32, v.literal)} | (u64){operands.scalar(v.srcs[2], 32, v.literal)} << 32)"
     row = "(l & ~15)" if op == "v_permlane16_b32" else "((l & ~15) ^ 16)"
-    src = O.vgpr(v.srcs[0], 32, lane="t_[l]")
+    src = operands.vgpr(v.srcs[0], 32, lane="t_[l]")
     return ("{ const u64 ex = EXEC; " + f"const u64 sel_ = {sel}; u32 dp_[W]; int t_[W]; "
             f"for (int l = 0; l < W; l++) {{ t_[l] = {row} | ((sel_ >> ((l & 15) * 4)) & 15); dp_[l] = ({fi} || ((ex >> t_[l]) & 1)) ? {src} : 0; }} "
             f"for (int l = 0; l < W; l++) {{ int ok = {fi} || ((ex >> t_[l]) & 1); "
@@ -226,16 +226,16 @@ def lane_ops(v: Valu, wave64: bool, pc: int) -> str:
     so, do = {"v_movrels_b32": ("S(M0)", "0"), "v_movreld_b32": ("0", "S(M0)"), "v_movrelsd_b32": ("S(M0)", "S(M0)"),
               "v_movrelsd_2_b32": ("(S(M0) & 0x3ff)", "((S(M0) >> 16) & 0x3ff)")}[op]
     if v.srcs[0] >= 256: src = f"w->v[({v.srcs[0] - 256} + so_) * W + l]"
-    else: src, so = O.scalar(v.srcs[0], 32, v.literal), "0"
+    else: src, so = operands.scalar(v.srcs[0], 32, v.literal), "0"
     return ("{ " + f"u32 so_ = {so}, do_ = {do}; if ({v.srcs[0] - 256 if v.srcs[0] >= 256 else 0} + so_ > 255 || {v.vdst} + do_ > 255) "
             f"STOP(STOP_ILLEGAL, BASE + {pc:#x}, 1); const u64 ex = EXEC; "
             f"for (int l = 0; l < W; l++) if ((ex >> l) & 1) w->v[({v.vdst} + do_) * W + l] = {src}; }}")
-  raise O.Unsupported(f"{op} is not supported by the emulator")
+  raise operands.Unsupported(f"{op} is not supported by the emulator")
 
 
 def _sdst(reg: int, val: str) -> str:
-  if reg == O.NULL: return ""
-  if reg >= 128: raise O.Unsupported(f"scalar destination code {reg} is not an SGPR")
+  if reg == operands.NULL: return ""
+  if reg >= 128: raise operands.Unsupported(f"scalar destination code {reg} is not an SGPR")
   return f"S({reg}) = {val};"
 
 
@@ -251,7 +251,7 @@ def gen(inst, wave64: bool, pc: int) -> str:
   if v.op in LANE_OPS: return lane_ops(v, wave64, pc)
   if v.op.replace("v_cmpx_", "v_cmp_") in CMP: return compare(v, wave64)
   if v.op in OPS: return table_op(v, wave64)
-  raise O.Unsupported(f"{v.op} is not supported by the emulator")
+  raise operands.Unsupported(f"{v.op} is not supported by the emulator")
 
 
 def gen_vopd(inst, wave64: bool) -> str:

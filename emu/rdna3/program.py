@@ -10,7 +10,7 @@ from __future__ import annotations
 from functools import cache
 from cffi import FFI
 from emu import cc, memory
-from emu.rdna3 import runtime, operands as O
+from emu.rdna3 import runtime, operands
 from emu.rdna3 import gen_scalar, gen_vector, gen_memory, gen_packed, gen_interp
 from emu.rdna3.decode import decode, DecodeError, Inst
 
@@ -35,7 +35,7 @@ def check_registers(inst: Inst) -> None:
     reg = val - 256 if o.kind == "src" else val
     if o.bits == 16 and inst.enc in ("VOP1", "VOP2", "VOPC"): reg &= 0x7F      # true16: bit 7 picks the half
     if reg + max(1, o.bits // 32) > 256:
-      raise O.Unsupported(f"register v{256 if reg < 256 else reg} is outside the register file (v0-v255)")
+      raise operands.Unsupported(f"register v{256 if reg < 256 else reg} is outside the register file (v0-v255)")
 
 
 def gen_inst(inst: Inst, pc: int, nxt: int, wave64: bool) -> str:
@@ -53,7 +53,7 @@ def _gen(inst: Inst, pc: int, nxt: int, wave64: bool) -> str:
   if e in ("DS", "FLAT", "GLOBAL", "SCRATCH", "MUBUF"): return gen_memory.gen(inst, pc, wave64)
   if e == "LDSDIR": return gen_interp.ldsdir(inst, pc)
   if e == "VINTERP": return gen_interp.vinterp(inst)
-  raise O.Unsupported(f"{e} instructions ({inst.op}) are not supported by the emulator")
+  raise operands.Unsupported(f"{e} instructions ({inst.op}) are not supported by the emulator")
 
 
 class Program:
@@ -105,7 +105,7 @@ class Program:
     pcs = sorted(self.insts)
     self.base = min(pcs + sorted(self.problems)) & ~0xFF
     end = max([p + self.insts[p].size for p in pcs] + [p + 4 for p in self.problems])
-    if end - self.base > MAX_SPAN: raise O.Unsupported(f"code spans {end - self.base:#x} bytes (more than {MAX_SPAN:#x})")
+    if end - self.base > MAX_SPAN: raise operands.Unsupported(f"code spans {end - self.base:#x} bytes (more than {MAX_SPAN:#x})")
     out = [runtime.prelude(self.wave64), runtime.src("state.h"), *map(runtime.src, runtime.HEADERS),
            runtime.declarations(), runtime.identity(self.wave64)]
     table = []
@@ -128,7 +128,7 @@ class Program:
       inst = self.insts[pc]
       nxt = pc + inst.size
       try: code = gen_inst(inst, off, nxt - self.base, self.wave64)
-      except O.Unsupported as e:
+      except operands.Unsupported as e:
         self.problems[pc] = str(e)
         code = f"STOP(STOP_ILLEGAL, BASE + {off:#x}, {ILLEGAL_UNSUPPORTED});"
       body.append(f"/* {off:#x}: {inst.name} */ {code}")

@@ -4,7 +4,7 @@ encoding and ioctl numbers as the kernel headers define them."""
 import ctypes, errno
 import pytest
 
-from autogen import kfd, vfio as V
+from autogen import kfd, vfio
 from drivers.system.kernel import ModelKernel
 from emu.kernel_model import (ARGSZ, AT_LEAST, COPY_IN, EXACT, IOC_NONE, IOC_READ, IOC_WRITE, RAW, Ioctl, Ioctls, KernelDriverModel, ioc,
                               ioc_dir, ioc_nr, ioc_size, ioc_type)
@@ -90,7 +90,7 @@ def toy():
   (0x40086602, (IOC_WRITE, ord("f"), 2, 8)),                 # FS_IOC_SETFLAGS = _IOW('f', 2, long)
   (kfd.AMDKFD_IOC_GET_VERSION, (IOC_READ, ord("K"), 0x01, 8)),   # AMDKFD_IOR(0x01, struct kfd_ioctl_get_version_args)
   (kfd.AMDKFD_IOC_CREATE_QUEUE, (IOC_READ | IOC_WRITE, ord("K"), 0x02, ctypes.sizeof(kfd.kfd_ioctl_create_queue_args))),
-  (V.VFIO_GET_API_VERSION, (IOC_NONE, ord(";"), 100, 0)),    # _IO(VFIO_TYPE, VFIO_BASE + 0)
+  (vfio.VFIO_GET_API_VERSION, (IOC_NONE, ord(";"), 100, 0)),    # _IO(VFIO_TYPE, VFIO_BASE + 0)
 ])
 def test_ioctl_numbers_decode_into_the_fields_the_header_encodes(number, fields):
   assert (ioc_dir(number), ioc_type(number), ioc_nr(number), ioc_size(number)) == fields

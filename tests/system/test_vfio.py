@@ -2,7 +2,7 @@
 between VFIO and sysfs. Reference for the ioctl order and semantics: Linux Documentation/driver-api/vfio.rst."""
 import ctypes, errno, warnings
 import pytest
-from autogen import vfio as V
+from autogen import vfio
 from emu.pci import PCI_COMMAND, PCI_BASE_ADDRESS_0, PCI_COMMAND_MEMORY, PCI_COMMAND_MASTER, DMAFault
 from drivers.system import VFIOPCIDevice, SysfsPCIDevice, DeviceBusyError, DeviceLock, MemMMIO, CallbackMMIO, open_pci
 from drivers.system.kernel import kernel_interface
@@ -72,10 +72,10 @@ def test_open_follows_the_vfio_sequence_and_config_space_goes_through_the_config
 def test_regions_sizes_mmap_flags_and_bar_access(opened):
   model, k, dev = opened
   for index, size, mmap in ((0, 0x1000, True), (1, 0, False), (2, 1 << 16, True), (4, 0x100, False),
-                            (V.VFIO_PCI_CONFIG_REGION_INDEX, 4096, False)):
-    r = V.vfio_region_info(argsz=ctypes.sizeof(V.vfio_region_info), index=index)
-    k.ioctl(dev.device, V.VFIO_DEVICE_GET_REGION_INFO, r)
-    assert (r.size, bool(r.flags & V.VFIO_REGION_INFO_FLAG_MMAP), r.offset) == (size, mmap, index << 40)
+                            (vfio.VFIO_PCI_CONFIG_REGION_INDEX, 4096, False)):
+    r = vfio.vfio_region_info(argsz=ctypes.sizeof(vfio.vfio_region_info), index=index)
+    k.ioctl(dev.device, vfio.VFIO_DEVICE_GET_REGION_INFO, r)
+    assert (r.size, bool(r.flags & vfio.VFIO_REGION_INFO_FLAG_MMAP), r.offset) == (size, mmap, index << 40)
   assert [dev.bar_size(n) for n in range(6)] == [0x1000, 0, 1 << 16, 0, 0x100, 0]
   regs = dev.map_bar(0)                                # register BAR mmap'd: every access reaches the model's callbacks
   assert isinstance(regs, CallbackMMIO) and regs.read32(REG_ID) == DEVICE_ID and regs.name == f"{BUS} BAR0"
@@ -167,11 +167,11 @@ def test_kernel_releases_mappings_when_the_last_group_user_goes():
   group's last user (group file, device files) is gone; until then the container lives on through the group."""
   model, k = fake_vfio()
   container, group = k.open("/dev/vfio/vfio"), k.open("/dev/vfio/12")
-  k.ioctl(group, V.VFIO_GROUP_SET_CONTAINER, ctypes.c_int32(container))
-  k.ioctl(container, V.VFIO_SET_IOMMU, V.VFIO_TYPE1v2_IOMMU)
-  device = k.ioctl(group, V.VFIO_GROUP_GET_DEVICE_FD, ctypes.create_string_buffer(BUS.encode()))
+  k.ioctl(group, vfio.VFIO_GROUP_SET_CONTAINER, ctypes.c_int32(container))
+  k.ioctl(container, vfio.VFIO_SET_IOMMU, vfio.VFIO_TYPE1v2_IOMMU)
+  device = k.ioctl(group, vfio.VFIO_GROUP_GET_DEVICE_FD, ctypes.create_string_buffer(BUS.encode()))
   addr, host = k.anon(4096)
-  k.ioctl(container, V.VFIO_IOMMU_MAP_DMA, V.vfio_iommu_type1_dma_map(argsz=32, flags=3, vaddr=addr, iova=1 << 32, size=4096))
+  k.ioctl(container, vfio.VFIO_IOMMU_MAP_DMA, vfio.vfio_iommu_type1_dma_map(argsz=32, flags=3, vaddr=addr, iova=1 << 32, size=4096))
   for fd in (container, group):
     k.close(fd)
     model.dma.write(1 << 32, b"still mapped")
@@ -187,20 +187,20 @@ def test_type1_rules_and_unmodelled_ioctls(opened):
   mem = dev.alloc_dma(2 * 4096)
   addr, _ = k.anon(4096)
   def map_dma(iova):
-    k.ioctl(dev.container, V.VFIO_IOMMU_MAP_DMA, V.vfio_iommu_type1_dma_map(argsz=32, flags=3, vaddr=addr, iova=iova, size=4096))
+    k.ioctl(dev.container, vfio.VFIO_IOMMU_MAP_DMA, vfio.vfio_iommu_type1_dma_map(argsz=32, flags=3, vaddr=addr, iova=iova, size=4096))
   for iova, code, msg in ((mem.bus_addr(4096), errno.EEXIST, "overlaps an existing mapping"),
                           (0xFEE0_0000, errno.EINVAL, "outside the IOMMU's IOVA ranges"), (1 << 48, errno.EINVAL, "outside")):
     with pytest.raises(OSError, match=msg) as e: map_dma(iova)
     assert e.value.errno == code
-  u = V.vfio_iommu_type1_dma_unmap(argsz=24, iova=mem.bus_addr(4096), size=4096)   # half of a mapping
-  with pytest.raises(OSError, match="would split a mapping"): k.ioctl(dev.container, V.VFIO_IOMMU_UNMAP_DMA, u)
+  u = vfio.vfio_iommu_type1_dma_unmap(argsz=24, iova=mem.bus_addr(4096), size=4096)   # half of a mapping
+  with pytest.raises(OSError, match="would split a mapping"): k.ioctl(dev.container, vfio.VFIO_IOMMU_UNMAP_DMA, u)
   with pytest.raises(OSError, match="VFIO_DEVICE_SET_IRQS on a VFIO device file is not modelled") as e:
-    k.ioctl(dev.device, V.VFIO_DEVICE_SET_IRQS, V.vfio_irq_set(argsz=20))
+    k.ioctl(dev.device, vfio.VFIO_DEVICE_SET_IRQS, vfio.vfio_irq_set(argsz=20))
   assert e.value.errno == errno.ENOTTY
   with pytest.raises(OSError, match="ioctl 0x3b67 on a VFIO container file is not modelled"):
-    k.ioctl(dev.container, V.VFIO_GROUP_GET_STATUS, V.vfio_group_status(argsz=8))
+    k.ioctl(dev.container, vfio.VFIO_GROUP_GET_STATUS, vfio.vfio_group_status(argsz=8))
   with pytest.raises(OSError, match="argsz = 4: must cover the structure"):
-    k.ioctl(dev.group, V.VFIO_GROUP_GET_STATUS, V.vfio_group_status(argsz=4))
+    k.ioctl(dev.group, vfio.VFIO_GROUP_GET_STATUS, vfio.vfio_group_status(argsz=4))
 
 
 # --- errors: each names what is wrong and what to do
@@ -277,7 +277,7 @@ def test_noiommu_group_uses_the_noiommu_driver_and_warns():
     assert dev.noiommu and dev.group_path == "/dev/vfio/noiommu-12" and dev.device_id == DEVICE_ID
     assert "VFIO_IOMMU_GET_INFO" not in k.model.calls
     with pytest.raises(OSError, match="no-IOMMU driver does no DMA mapping"):   # DMA is by physical address instead
-      k.ioctl(dev.container, V.VFIO_IOMMU_MAP_DMA, V.vfio_iommu_type1_dma_map(argsz=32))
+      k.ioctl(dev.container, vfio.VFIO_IOMMU_MAP_DMA, vfio.vfio_iommu_type1_dma_map(argsz=32))
 
 
 # --- open_pci: VFIO when the function has an IOMMU group, sysfs (with a warning) otherwise

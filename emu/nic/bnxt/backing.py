@@ -20,7 +20,7 @@ itself and only reads the entry.
 from __future__ import annotations
 from dataclasses import dataclass
 
-from autogen import bnxt as B
+from autogen import bnxt as bnxt_hsi
 from emu.nic.bnxt.pbl import walk, PBLError
 from emu.pci import DMASpace, DMAFault
 
@@ -44,15 +44,15 @@ class ContextType:
 
 
 TYPES = (
-  ContextType(B.FUNC_BACKING_STORE_QCAPS_V2_REQ_TYPE_QP, "QP", 448, 32, 65536, init_value=0xFF, init_offset=4),
-  ContextType(B.FUNC_BACKING_STORE_QCAPS_V2_REQ_TYPE_SRQ, "SRQ", 64, 0, 8192, init_value=0xFF, init_offset=2),
-  ContextType(B.FUNC_BACKING_STORE_QCAPS_V2_REQ_TYPE_CQ, "CQ", 64, 32, 65536, init_value=0xFF, init_offset=2),
-  ContextType(B.FUNC_BACKING_STORE_QCAPS_V2_REQ_TYPE_VNIC, "VNIC", 64, 8, 256),
-  ContextType(B.FUNC_BACKING_STORE_QCAPS_V2_REQ_TYPE_STAT, "STAT", 32, 16, 2048),
-  ContextType(B.FUNC_BACKING_STORE_QCAPS_V2_REQ_TYPE_SP_TQM_RING, "SP_TQM_RING", 64, 64, 65536),
-  ContextType(B.FUNC_BACKING_STORE_QCAPS_V2_REQ_TYPE_FP_TQM_RING, "FP_TQM_RING", 64, 64, 65536, instances=0xFF),
-  ContextType(B.FUNC_BACKING_STORE_QCAPS_V2_REQ_TYPE_MRAV, "MRAV", 128, 64, 262144, init_value=0xFF, init_offset=1),
-  ContextType(B.FUNC_BACKING_STORE_QCAPS_V2_REQ_TYPE_TIM, "TIM", 16, 0, 65536),
+  ContextType(bnxt_hsi.FUNC_BACKING_STORE_QCAPS_V2_REQ_TYPE_QP, "QP", 448, 32, 65536, init_value=0xFF, init_offset=4),
+  ContextType(bnxt_hsi.FUNC_BACKING_STORE_QCAPS_V2_REQ_TYPE_SRQ, "SRQ", 64, 0, 8192, init_value=0xFF, init_offset=2),
+  ContextType(bnxt_hsi.FUNC_BACKING_STORE_QCAPS_V2_REQ_TYPE_CQ, "CQ", 64, 32, 65536, init_value=0xFF, init_offset=2),
+  ContextType(bnxt_hsi.FUNC_BACKING_STORE_QCAPS_V2_REQ_TYPE_VNIC, "VNIC", 64, 8, 256),
+  ContextType(bnxt_hsi.FUNC_BACKING_STORE_QCAPS_V2_REQ_TYPE_STAT, "STAT", 32, 16, 2048),
+  ContextType(bnxt_hsi.FUNC_BACKING_STORE_QCAPS_V2_REQ_TYPE_SP_TQM_RING, "SP_TQM_RING", 64, 64, 65536),
+  ContextType(bnxt_hsi.FUNC_BACKING_STORE_QCAPS_V2_REQ_TYPE_FP_TQM_RING, "FP_TQM_RING", 64, 64, 65536, instances=0xFF),
+  ContextType(bnxt_hsi.FUNC_BACKING_STORE_QCAPS_V2_REQ_TYPE_MRAV, "MRAV", 128, 64, 262144, init_value=0xFF, init_offset=1),
+  ContextType(bnxt_hsi.FUNC_BACKING_STORE_QCAPS_V2_REQ_TYPE_TIM, "TIM", 16, 0, 65536),
 )
 BY_TYPE = {t.type: t for t in TYPES}
 QP, SRQ, CQ, VNIC, STAT, SP_TQM, FP_TQM, MRAV, TIM = (t.type for t in TYPES)
@@ -60,7 +60,7 @@ QP, SRQ, CQ, VNIC, STAT, SP_TQM, FP_TQM, MRAV, TIM = (t.type for t in TYPES)
 
 class BackingError(ValueError):
   """A backing-store request the firmware refuses; `code` is the HWRM error code it answers with."""
-  def __init__(self, msg: str, code: int = B.HWRM_ERR_CODE_INVALID_PARAMS):
+  def __init__(self, msg: str, code: int = bnxt_hsi.HWRM_ERR_CODE_INVALID_PARAMS):
     super().__init__(msg)
     self.code = code
 
@@ -91,9 +91,9 @@ class BackingStore:
   def configure(self, type_: int, instance: int, flags: int, page_dir: int, num_entries: int, entry_size: int,
                 page_size_pbl_level: int, subtype_valid_cnt: int) -> None:
     if self.done: raise BackingError("the backing store is committed (BS_CFG_ALL_DONE): FUNC_RESET before configuring it again",
-                                     B.HWRM_ERR_CODE_RESOURCE_ACCESS_DENIED)
-    if flags & ~B.FUNC_BACKING_STORE_CFG_V2_REQ_FLAGS_BS_CFG_ALL_DONE:
-      raise BackingError(f"flags {flags:#x}: only BS_CFG_ALL_DONE is modelled (no preboot mode, no BS_EXTEND)", B.HWRM_ERR_CODE_INVALID_FLAGS)
+                                     bnxt_hsi.HWRM_ERR_CODE_RESOURCE_ACCESS_DENIED)
+    if flags & ~bnxt_hsi.FUNC_BACKING_STORE_CFG_V2_REQ_FLAGS_BS_CFG_ALL_DONE:
+      raise BackingError(f"flags {flags:#x}: only BS_CFG_ALL_DONE is modelled (no preboot mode, no BS_EXTEND)", bnxt_hsi.HWRM_ERR_CODE_INVALID_FLAGS)
     if (t := BY_TYPE.get(type_)) is None: raise BackingError(f"type {type_:#x} is not a context type this firmware reports")
     if instance not in t.instance_list(): raise BackingError(f"{t.name}: instance {instance} is not in instance_bit_map {t.instances:#x}")
     if entry_size != t.entry_size: raise BackingError(f"{t.name}: entry_size {entry_size}, the firmware reported {t.entry_size}")
@@ -107,7 +107,7 @@ class BackingStore:
       try: pages = walk(self.dma, page_dir, level, -(-num_entries * entry_size // psize), psize, what=f"backing store {t.name}")
       except (PBLError, DMAFault) as e: raise BackingError(str(e)) from None
     self.configs[(type_, instance)] = Config(num_entries, entry_size, pages, psize)
-    if flags & B.FUNC_BACKING_STORE_CFG_V2_REQ_FLAGS_BS_CFG_ALL_DONE: self._commit()
+    if flags & bnxt_hsi.FUNC_BACKING_STORE_CFG_V2_REQ_FLAGS_BS_CFG_ALL_DONE: self._commit()
 
   def _commit(self) -> None:
     missing = [f"{t.name}[{i}]" for t in TYPES for i in t.instance_list() if (t.type, i) not in self.configs]
@@ -124,10 +124,10 @@ class BackingStore:
     """Check entry `index` of `type_` can be used (module docstring); raises BackingError."""
     t = BY_TYPE[type_]
     if not self.done: raise BackingError(f"{t.name} context used before the backing store was committed (BS_CFG_ALL_DONE)",
-                                         B.HWRM_ERR_CODE_RESOURCE_ACCESS_DENIED)
+                                         bnxt_hsi.HWRM_ERR_CODE_RESOURCE_ACCESS_DENIED)
     c = self.configs[(type_, 0)]
     if not 0 <= index < c.num_entries:
-      raise BackingError(f"{t.name} context {index}: the backing store has {c.num_entries} entries", B.HWRM_ERR_CODE_RESOURCE_ALLOC_ERROR)
+      raise BackingError(f"{t.name} context {index}: the backing store has {c.num_entries} entries", bnxt_hsi.HWRM_ERR_CODE_RESOURCE_ALLOC_ERROR)
     page, off = divmod(index * c.entry_size, c.page_size)
     try: entry = self.dma.read(c.pages[page] + off, min(c.entry_size, c.page_size - off))
     except DMAFault as e: raise BackingError(f"{t.name} context {index}: its backing page is gone ({e})") from None

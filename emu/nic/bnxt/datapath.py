@@ -48,7 +48,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from autogen import bnxt as B
+from autogen import bnxt as bnxt_hsi
 from emu.nic import fastpath, rc, txflow
 from emu.pci import ModelError
 from emu.nic.bnxt.pbl import HostRing
@@ -60,27 +60,27 @@ SLOT, STATIC_WQE, RQ_WQE, CQE, NQE = 16, 128, 128, 32, 16
 DB_PAGE = 4096
 # the transmit flows' decoder of this model's send queue (its WQEs in static mode, the MSN table)
 TX = txflow.Decoder("nic/bnxt/txflow.c", "int tx_bnxt(txflow_t *f, uint64_t pos, uint64_t end, uint32_t msn, uint32_t psn, uint32_t una);")
-REQ_STATUS = {rc.OK: B.CQ_REQ_STATUS_OK, rc.BAD_RESP_ERR: B.CQ_REQ_STATUS_BAD_RESPONSE_ERR,
-              rc.LOC_LEN_ERR: B.CQ_REQ_STATUS_LOCAL_LENGTH_ERR, rc.LOC_QP_OP_ERR: B.CQ_REQ_STATUS_LOCAL_QP_OPERATION_ERR,
-              rc.LOC_PROT_ERR: B.CQ_REQ_STATUS_LOCAL_PROTECTION_ERR, rc.REM_INV_REQ_ERR: B.CQ_REQ_STATUS_REMOTE_INVALID_REQUEST_ERR,
-              rc.REM_ACCESS_ERR: B.CQ_REQ_STATUS_REMOTE_ACCESS_ERR, rc.REM_OP_ERR: B.CQ_REQ_STATUS_REMOTE_OPERATION_ERR,
-              rc.RNR_RETRY_EXC_ERR: B.CQ_REQ_STATUS_RNR_NAK_RETRY_CNT_ERR, rc.RETRY_EXC_ERR: B.CQ_REQ_STATUS_TRANSPORT_RETRY_CNT_ERR,
-              rc.WR_FLUSH_ERR: B.CQ_REQ_STATUS_WORK_REQUEST_FLUSHED_ERR}
-RES_STATUS = {rc.OK: B.CQ_RES_RC_STATUS_OK, rc.LOC_LEN_ERR: B.CQ_RES_RC_STATUS_LOCAL_LENGTH_ERR,
-              rc.LOC_PROT_ERR: B.CQ_RES_RC_STATUS_LOCAL_PROTECTION_ERR, rc.LOC_QP_OP_ERR: B.CQ_RES_RC_STATUS_LOCAL_QP_OPERATION_ERR,
-              rc.WR_FLUSH_ERR: B.CQ_RES_RC_STATUS_WORK_REQUEST_FLUSHED_ERR}
+REQ_STATUS = {rc.OK: bnxt_hsi.CQ_REQ_STATUS_OK, rc.BAD_RESP_ERR: bnxt_hsi.CQ_REQ_STATUS_BAD_RESPONSE_ERR,
+              rc.LOC_LEN_ERR: bnxt_hsi.CQ_REQ_STATUS_LOCAL_LENGTH_ERR, rc.LOC_QP_OP_ERR: bnxt_hsi.CQ_REQ_STATUS_LOCAL_QP_OPERATION_ERR,
+              rc.LOC_PROT_ERR: bnxt_hsi.CQ_REQ_STATUS_LOCAL_PROTECTION_ERR, rc.REM_INV_REQ_ERR: bnxt_hsi.CQ_REQ_STATUS_REMOTE_INVALID_REQUEST_ERR,
+              rc.REM_ACCESS_ERR: bnxt_hsi.CQ_REQ_STATUS_REMOTE_ACCESS_ERR, rc.REM_OP_ERR: bnxt_hsi.CQ_REQ_STATUS_REMOTE_OPERATION_ERR,
+              rc.RNR_RETRY_EXC_ERR: bnxt_hsi.CQ_REQ_STATUS_RNR_NAK_RETRY_CNT_ERR, rc.RETRY_EXC_ERR: bnxt_hsi.CQ_REQ_STATUS_TRANSPORT_RETRY_CNT_ERR,
+              rc.WR_FLUSH_ERR: bnxt_hsi.CQ_REQ_STATUS_WORK_REQUEST_FLUSHED_ERR}
+RES_STATUS = {rc.OK: bnxt_hsi.CQ_RES_RC_STATUS_OK, rc.LOC_LEN_ERR: bnxt_hsi.CQ_RES_RC_STATUS_LOCAL_LENGTH_ERR,
+              rc.LOC_PROT_ERR: bnxt_hsi.CQ_RES_RC_STATUS_LOCAL_PROTECTION_ERR, rc.LOC_QP_OP_ERR: bnxt_hsi.CQ_RES_RC_STATUS_LOCAL_QP_OPERATION_ERR,
+              rc.WR_FLUSH_ERR: bnxt_hsi.CQ_RES_RC_STATUS_WORK_REQUEST_FLUSHED_ERR}
 _N = "CREQ_QP_ERROR_NOTIFICATION_"
 REQ_REASON = {rc.RETRY_EXC_ERR: "REQ_TIMEOUT_RETRY_LIMIT", rc.RNR_RETRY_EXC_ERR: "REQ_RNR_TIMEOUT_RETRY_LIMIT",
               rc.REM_INV_REQ_ERR: "REQ_NAK_ARRIVAL_1", rc.REM_ACCESS_ERR: "REQ_NAK_ARRIVAL_2", rc.REM_OP_ERR: "REQ_NAK_ARRIVAL_3",
               rc.BAD_RESP_ERR: "REQ_INVALID_READ_RESP", rc.LOC_PROT_ERR: "REQ_TX_MEMORY_ERROR"}
 RES_REASON = {rc.REM_ACCESS_ERR: "RES_RX_INVALID_R_KEY", rc.REM_INV_REQ_ERR: "RES_OPCODE_ERROR", rc.LOC_LEN_ERR: "RES_EXCEEDS_WQE",
               rc.REM_OP_ERR: "RES_MEMORY_ERROR", rc.LOC_PROT_ERR: "RES_MEMORY_ERROR"}
-WQE_OPCODES = {B.SQ_BASE_WQE_TYPE_SEND: rc.SEND, B.SQ_BASE_WQE_TYPE_SEND_W_IMMEAD: rc.SEND_IMM,
-               B.SQ_BASE_WQE_TYPE_WRITE_WQE: rc.WRITE, B.SQ_BASE_WQE_TYPE_WRITE_W_IMMEAD: rc.WRITE_IMM,
-               B.SQ_BASE_WQE_TYPE_READ_WQE: rc.READ}
+WQE_OPCODES = {bnxt_hsi.SQ_BASE_WQE_TYPE_SEND: rc.SEND, bnxt_hsi.SQ_BASE_WQE_TYPE_SEND_W_IMMEAD: rc.SEND_IMM,
+               bnxt_hsi.SQ_BASE_WQE_TYPE_WRITE_WQE: rc.WRITE, bnxt_hsi.SQ_BASE_WQE_TYPE_WRITE_W_IMMEAD: rc.WRITE_IMM,
+               bnxt_hsi.SQ_BASE_WQE_TYPE_READ_WQE: rc.READ}
 # register_mr access bits -> the transport's (rc) rights
-MR_ACCESS = ((B.CMDQ_REGISTER_MR_ACCESS_LOCAL_WRITE, rc.LOCAL_WRITE), (B.CMDQ_REGISTER_MR_ACCESS_REMOTE_READ, rc.REMOTE_READ),
-             (B.CMDQ_REGISTER_MR_ACCESS_REMOTE_WRITE, rc.REMOTE_WRITE), (B.CMDQ_REGISTER_MR_ACCESS_REMOTE_ATOMIC, rc.REMOTE_ATOMIC))
+MR_ACCESS = ((bnxt_hsi.CMDQ_REGISTER_MR_ACCESS_LOCAL_WRITE, rc.LOCAL_WRITE), (bnxt_hsi.CMDQ_REGISTER_MR_ACCESS_REMOTE_READ, rc.REMOTE_READ),
+             (bnxt_hsi.CMDQ_REGISTER_MR_ACCESS_REMOTE_WRITE, rc.REMOTE_WRITE), (bnxt_hsi.CMDQ_REGISTER_MR_ACCESS_REMOTE_ATOMIC, rc.REMOTE_ATOMIC))
 
 
 def pow2_ceil(n: int) -> int: return 1 << max(n - 1, 0).bit_length()
@@ -145,10 +145,10 @@ class QP:
 
 def _res_cqe(qp: QP, status: str, byte_len: int, imm: int | None, write_imm: bool, wr_id: int) -> bytes:
   """A responder completion (cq_res_rc), its toggle bit clear."""
-  flags = (B.CQ_RES_RC_FLAGS_IMM if imm is not None else 0) | (B.CQ_RES_RC_FLAGS_RDMA_RDMA_WRITE if write_imm else 0)
-  return bytes(B.cq_res_rc(length=byte_len, imm_data_or_inv_r_key=imm or 0, qp_handle=qp.handle, flags=flags,
-                           status=RES_STATUS.get(status, B.CQ_RES_RC_STATUS_LOCAL_QP_OPERATION_ERR),
-                           cqe_type_toggle=B.CQ_BASE_CQE_TYPE_RES_RC, srq_or_rq_wr_id=wr_id))
+  flags = (bnxt_hsi.CQ_RES_RC_FLAGS_IMM if imm is not None else 0) | (bnxt_hsi.CQ_RES_RC_FLAGS_RDMA_RDMA_WRITE if write_imm else 0)
+  return bytes(bnxt_hsi.cq_res_rc(length=byte_len, imm_data_or_inv_r_key=imm or 0, qp_handle=qp.handle, flags=flags,
+                                  status=RES_STATUS.get(status, bnxt_hsi.CQ_RES_RC_STATUS_LOCAL_QP_OPERATION_ERR),
+                                  cqe_type_toggle=bnxt_hsi.CQ_BASE_CQE_TYPE_RES_RC, srq_or_rq_wr_id=wr_id))
 
 
 class RoCEEngine:
@@ -169,35 +169,35 @@ class RoCEEngine:
   # --- doorbells
   def doorbell(self, offset: int, value: int) -> None:
     lo, hi = value & 0xFFFFFFFF, value >> 32
-    index, epoch, toggle = lo & B.DBC_DBC_INDEX_MASK, lo >> 24 & 1, lo >> B.DBC_DBC_TOGGLE_SFT & 3
-    xid, path, dtype = hi & B.DBC_DBC_XID_MASK, (hi & B.DBC_DBC_PATH_MASK) >> B.DBC_DBC_PATH_SFT, hi & B.DBC_DBC_TYPE_MASK
+    index, epoch, toggle = lo & bnxt_hsi.DBC_DBC_INDEX_MASK, lo >> 24 & 1, lo >> bnxt_hsi.DBC_DBC_TOGGLE_SFT & 3
+    xid, path, dtype = hi & bnxt_hsi.DBC_DBC_XID_MASK, (hi & bnxt_hsi.DBC_DBC_PATH_MASK) >> bnxt_hsi.DBC_DBC_PATH_SFT, hi & bnxt_hsi.DBC_DBC_TYPE_MASK
     def bad(why: str) -> ModelError: return ModelError(f"doorbell {value:#018x} at BAR2 {offset:#x}: {why}")   # (formatted on errors only)
-    if not hi & B.DBC_DBC_VALID: raise bad("the VALID bit (bit 58) is clear")
+    if not hi & bnxt_hsi.DBC_DBC_VALID: raise bad("the VALID bit (bit 58) is clear")
     if lo >> 27 or hi & 0x00F00000: raise bad("reserved bits are set")
     l2_size = self.nic.l2_db_size
     if offset < l2_size:
-      if path != B.DBC_DBC_PATH_L2 >> B.DBC_DBC_PATH_SFT: raise bad("the L2 doorbell area takes path L2 doorbells")
+      if path != bnxt_hsi.DBC_DBC_PATH_L2 >> bnxt_hsi.DBC_DBC_PATH_SFT: raise bad("the L2 doorbell area takes path L2 doorbells")
       if (ring := self.nic.hwrm.rings.get(xid)) is None: raise bad(f"no ring {xid}")
       ring.doorbell_index = index
       return
     dpi, within = divmod(offset - l2_size, DB_PAGE)
     if within: raise bad("RoCE doorbells go to offset 0 of a doorbell page")
-    if path != B.DBC_DBC_PATH_ROCE: raise bad(f"path {path}, RoCE doorbells have path 0 (ROCE)")
-    if dtype in (B.DBC_DBC_TYPE_SQ, B.DBC_DBC_TYPE_RQ):
+    if path != bnxt_hsi.DBC_DBC_PATH_ROCE: raise bad(f"path {path}, RoCE doorbells have path 0 (ROCE)")
+    if dtype in (bnxt_hsi.DBC_DBC_TYPE_SQ, bnxt_hsi.DBC_DBC_TYPE_RQ):
       if (qp := self.qps.get(xid)) is None or qp.dpi != dpi: raise bad(f"no QP {xid} with doorbell page {dpi}")
-      return self._sq(qp, index, epoch) if dtype == B.DBC_DBC_TYPE_SQ else self._rq(qp, index, epoch)
-    if dtype in (B.DBC_DBC_TYPE_CQ, B.DBC_DBC_TYPE_CQ_ARMSE, B.DBC_DBC_TYPE_CQ_ARMALL, B.DBC_DBC_TYPE_CQ_ARMENA):
+      return self._sq(qp, index, epoch) if dtype == bnxt_hsi.DBC_DBC_TYPE_SQ else self._rq(qp, index, epoch)
+    if dtype in (bnxt_hsi.DBC_DBC_TYPE_CQ, bnxt_hsi.DBC_DBC_TYPE_CQ_ARMSE, bnxt_hsi.DBC_DBC_TYPE_CQ_ARMALL, bnxt_hsi.DBC_DBC_TYPE_CQ_ARMENA):
       if (cq := self.cqs.get(xid)) is None or cq.dpi != dpi: raise bad(f"no CQ {xid} with doorbell page {dpi}")
       cq.events.consumed(index, epoch)
-      if dtype in (B.DBC_DBC_TYPE_CQ_ARMALL, B.DBC_DBC_TYPE_CQ_ARMSE):
+      if dtype in (bnxt_hsi.DBC_DBC_TYPE_CQ_ARMALL, bnxt_hsi.DBC_DBC_TYPE_CQ_ARMSE):
         if toggle == cq.toggle: cq.armed = dtype
         else: self.nic.log(f"CQ {cq.id}: arm doorbell with toggle {toggle}, the CQ's is {cq.toggle}: stale, ignored")
       return
-    if dtype in (B.DBC_DBC_TYPE_NQ, B.DBC_DBC_TYPE_NQ_ARM, B.DBC_DBC_TYPE_NQ_MASK):
+    if dtype in (bnxt_hsi.DBC_DBC_TYPE_NQ, bnxt_hsi.DBC_DBC_TYPE_NQ_ARM, bnxt_hsi.DBC_DBC_TYPE_NQ_MASK):
       ring = self.nic.hwrm.rings.get(xid)
       if ring is None or ring.events is None or dpi != 0: raise bad(f"no NQ ring {xid} (NQ doorbells use page 0)")
       ring.events.consumed(index, epoch)
-      if dtype != B.DBC_DBC_TYPE_NQ: ring.events.arm(dtype == B.DBC_DBC_TYPE_NQ_ARM)
+      if dtype != bnxt_hsi.DBC_DBC_TYPE_NQ: ring.events.arm(dtype == bnxt_hsi.DBC_DBC_TYPE_NQ_ARM)
       return
     raise bad(f"doorbell type {dtype >> 28:#x} is not modelled (SQ, RQ, CQ, CQ_ARM*, NQ* are)")
 
@@ -232,7 +232,7 @@ class RoCEEngine:
     n = f.lib.tx_bnxt(c, qp.sq_cons, end, qp.msn & 0xFFFFFFFF, q.next_psn, q.una)   # (the table has 2^k entries)
     if not f.worth(n): qp.tx = None
     if not n: return 0
-    count, force, signal = qp.wqes, qp.force_completion, B.SQ_SEND_FLAGS_SIGNAL_COMP
+    count, force, signal = qp.wqes, qp.force_completion, bnxt_hsi.SQ_SEND_FLAGS_SIGNAL_COMP
     f.book(q, lambda at, j, flags: (WQECtx(at, count + j, bool(flags & signal) or force), True))
     qp.sq_cons, qp.wqes, qp.msn = c.pos, count + n, qp.msn + n
     return n
@@ -240,11 +240,11 @@ class RoCEEngine:
   def _post_wqe(self, qp: QP, raw: bytes, index: int) -> None:
     wqe_type, flags, size = raw[0], raw[1], raw[2]
     imm, length = struct.unpack_from("<II", raw, 4)
-    ctx = WQECtx(index, qp.wqes, bool(flags & B.SQ_SEND_FLAGS_SIGNAL_COMP) or qp.force_completion)
+    ctx = WQECtx(index, qp.wqes, bool(flags & bnxt_hsi.SQ_SEND_FLAGS_SIGNAL_COMP) or qp.force_completion)
     qp.wqes += 1
     opcode = WQE_OPCODES.get(wqe_type)
-    wr = rc.SendWR(opcode or rc.SEND, rc.Buffer(), ctx=ctx, fence=bool(flags & B.SQ_SEND_FLAGS_RD_OR_ATOMIC_FENCE),
-                   solicited=bool(flags & B.SQ_SEND_FLAGS_SE), imm=imm if opcode in (rc.WRITE_IMM, rc.SEND_IMM) else None)
+    wr = rc.SendWR(opcode or rc.SEND, rc.Buffer(), ctx=ctx, fence=bool(flags & bnxt_hsi.SQ_SEND_FLAGS_RD_OR_ATOMIC_FENCE),
+                   solicited=bool(flags & bnxt_hsi.SQ_SEND_FLAGS_SE), imm=imm if opcode in (rc.WRITE_IMM, rc.SEND_IMM) else None)
     error, why = self._decode(qp, raw, opcode, flags, size, length, wr)
     if error is None and qp.rc.state == "RTS":
       first, npkts = qp.rc.next_psn, max(1, -(-length // qp.rc.a.mtu))
@@ -258,13 +258,13 @@ class RoCEEngine:
       self.nic.log(f"QP {qp.qpn} WQE {ctx.count} at {index}: {why}")
       wr.local_error = error
     qp.rc.post_send(wr)
-    if error is None and not qp.variable and not flags & (B.SQ_SEND_FLAGS_INLINE | B.SQ_SEND_FLAGS_RD_OR_ATOMIC_FENCE):
+    if error is None and not qp.variable and not flags & (bnxt_hsi.SQ_SEND_FLAGS_INLINE | bnxt_hsi.SQ_SEND_FLAGS_RD_OR_ATOMIC_FENCE):
       self._arm_tx(qp, raw, wr)
 
   def _arm_tx(self, qp: QP, raw: bytes, wr: rc.SendWR) -> None:
     """Arm the QP's transmit flow for WQEs like `raw` after the Python path posted and sent it and the one before it of
     this path was of its shape (txflow.arm says when)."""
-    if (shape := (raw[0], raw[1] & ~B.SQ_SEND_FLAGS_SIGNAL_COMP, raw[2], raw[8:12], raw[40:44])) != qp.tx_shape:
+    if (shape := (raw[0], raw[1] & ~bnxt_hsi.SQ_SEND_FLAGS_SIGNAL_COMP, raw[2], raw[8:12], raw[40:44])) != qp.tx_shape:
       qp.tx_shape = shape
       return
     if (f := txflow.arm(TX, self.nic.port, qp.rc, wr, self.nic.dma, qp.sq.pages, qp.sq.page_size,
@@ -272,7 +272,7 @@ class RoCEEngine:
       return                                             # (a flow it has stays: C checks each WQE against its own shape)
     c = f.c
     c.depth, c.stride, c.msn_off, c.msn_entries = qp.sq.depth, qp.sq.stride, qp.sq.depth * qp.sq.stride, qp.msn_entries
-    c.wqe_type, c.vary, c.size, c.lkey = raw[0], B.SQ_SEND_FLAGS_SIGNAL_COMP, raw[2], int.from_bytes(raw[40:44], "little")
+    c.wqe_type, c.vary, c.size, c.lkey = raw[0], bnxt_hsi.SQ_SEND_FLAGS_SIGNAL_COMP, raw[2], int.from_bytes(raw[40:44], "little")
     c.flags = raw[1] & ~c.vary
     qp.tx = (f, self.mrs[c.lkey])
 
@@ -281,7 +281,7 @@ class RoCEEngine:
     if opcode is None: return rc.LOC_QP_OP_ERR, f"wqe_type {raw[0]:#x} is not modelled"
     if size < 2 or (not qp.variable and size > STATIC_WQE // SLOT): return rc.LOC_QP_OP_ERR, f"wqe_size {size}"
     if opcode in (rc.WRITE, rc.WRITE_IMM, rc.READ): wr.remote_va, wr.rkey = struct.unpack_from("<QI", raw, 16)
-    if flags & B.SQ_SEND_FLAGS_INLINE:
+    if flags & bnxt_hsi.SQ_SEND_FLAGS_INLINE:
       if opcode == rc.READ: return rc.LOC_QP_OP_ERR, "an inline RDMA READ"
       if length > (size - 2) * SLOT: return rc.LOC_LEN_ERR, f"{length} inline bytes in a WQE of {size} slots"
       data = memoryview(bytes(raw[32:32 + length]))
@@ -313,7 +313,7 @@ class RoCEEngine:
       wr_id = int.from_bytes(raw[8:12], "little")
       wr = rc.RecvWR(rc.Buffer(), ctx=wr_id)
       nsge = raw[2] - 2
-      if raw[0] != B.RQ_WQE_WQE_TYPE_RCV: wr.local_error, why = rc.LOC_QP_OP_ERR, f"wqe_type {raw[0]:#x}, not RCV"
+      if raw[0] != bnxt_hsi.RQ_WQE_WQE_TYPE_RCV: wr.local_error, why = rc.LOC_QP_OP_ERR, f"wqe_type {raw[0]:#x}, not RCV"
       elif not 0 <= nsge <= qp.rq_sge: wr.local_error, why = rc.LOC_QP_OP_ERR, f"wqe_size {raw[2]} with rq_sge {qp.rq_sge}"
       else:
         pieces = []
@@ -343,13 +343,13 @@ class RoCEEngine:
     qp.done += 1
     if status != rc.OK: qp.last_error = status
     if not (wr.ctx.signaled or status != rc.OK): return
-    cqe = B.cq_req(qp_handle=qp.handle, sq_cons_idx=qp.done & 0xFFFF, status=REQ_STATUS[status],
-                   cqe_type_toggle=B.CQ_BASE_CQE_TYPE_REQ)
+    cqe = bnxt_hsi.cq_req(qp_handle=qp.handle, sq_cons_idx=qp.done & 0xFFFF, status=REQ_STATUS[status],
+                          cqe_type_toggle=bnxt_hsi.CQ_BASE_CQE_TYPE_REQ)
     self._cqe(qp.scq, bytes(cqe), wr.solicited)
 
   def received(self, q: rc.QP, wr: rc.RecvWR, status: str, byte_len: int, imm: int | None, write_imm: bool) -> None:
     qp = self._qp(q)
-    self._cqe(qp.rcq, _res_cqe(qp, status, byte_len, imm, write_imm, wr.ctx & B.CQ_RES_RC_SRQ_OR_RQ_WR_ID_MASK), True)
+    self._cqe(qp.rcq, _res_cqe(qp, status, byte_len, imm, write_imm, wr.ctx & bnxt_hsi.CQ_RES_RC_SRQ_OR_RQ_WR_ID_MASK), True)
 
   def completion_recipe(self, q: rc.QP) -> fastpath.Recipe:
     """How the C datapath writes q's receive completions of WRITEs with immediate (emu/nic/fastpath.py): the cq_res_rc
@@ -370,22 +370,22 @@ class RoCEEngine:
         if notes:
           cq.armed, cq.toggle = 0, (cq.toggle + notes) & 3
           nq.produced(notes)
-      note = B.nq_cn(type=B.NQ_CN_TYPE_CQ_NOTIFICATION, cq_handle_low=cq.handle & 0xFFFFFFFF, cq_handle_high=cq.handle >> 32)
+      note = bnxt_hsi.nq_cn(type=bnxt_hsi.NQ_CN_TYPE_CQ_NOTIFICATION, cq_handle_low=cq.handle & 0xFFFFFFFF, cq_handle_high=cq.handle >> 32)
       r = ev.ring
       cq.fast = fastpath.CQRing(self.nic.dma, r.pages, r.page_size, r.depth, CQE, (24, 1, 1), (1 << 64) - 1,
                                 lambda: (ev.prod, ev.cons, bool(cq.armed), cq.toggle), produced,
-                                notify=(nq.fast, bytes(note), (0, B.NQ_CN_TOGGLE_SFT, 3)))
+                                notify=(nq.fast, bytes(note), (0, bnxt_hsi.NQ_CN_TOGGLE_SFT, 3)))
     return fastpath.Recipe(cq.fast, _res_cqe(qp, rc.OK, 0, 0, True, 0), 28, 4, 4, False,
-                           lambda wr: wr.ctx & B.CQ_RES_RC_SRQ_OR_RQ_WR_ID_MASK)
+                           lambda wr: wr.ctx & bnxt_hsi.CQ_RES_RC_SRQ_OR_RQ_WR_ID_MASK)
 
   def fatal(self, q: rc.QP, reason: str, status: str, requester: bool) -> None:
     qp = self._qp(q)
     self.nic.log(f"QP {qp.qpn} went to ERR: {reason}")
-    note = B.creq_qp_error_notification(type=B.CREQ_QP_ERROR_NOTIFICATION_TYPE_QP_EVENT, xid=qp.qpn,
-                                        event=B.CREQ_QP_ERROR_NOTIFICATION_EVENT_QP_ERROR_NOTIFICATION,
-                                        sq_cons_idx=qp.done & 0xFFFF, rq_cons_idx=qp.rq_cons & 0xFFFF)
-    if requester: note.req_err_state_reason = getattr(B, _N + "REQ_ERR_STATE_REASON_" + REQ_REASON.get(status, "REQ_CMP_ERROR"))
-    else: note.res_err_state_reason = getattr(B, _N + "RES_ERR_STATE_REASON_" + RES_REASON.get(status, "RES_CMP_ERROR"))
+    note = bnxt_hsi.creq_qp_error_notification(type=bnxt_hsi.CREQ_QP_ERROR_NOTIFICATION_TYPE_QP_EVENT, xid=qp.qpn,
+                                               event=bnxt_hsi.CREQ_QP_ERROR_NOTIFICATION_EVENT_QP_ERROR_NOTIFICATION,
+                                               sq_cons_idx=qp.done & 0xFFFF, rq_cons_idx=qp.rq_cons & 0xFFFF)
+    if requester: note.req_err_state_reason = getattr(bnxt_hsi, _N + "REQ_ERR_STATE_REASON_" + REQ_REASON.get(status, "REQ_CMP_ERROR"))
+    else: note.res_err_state_reason = getattr(bnxt_hsi, _N + "RES_ERR_STATE_REASON_" + RES_REASON.get(status, "RES_CMP_ERROR"))
     self.nic.rcfw.event(bytes(note))
 
   def _cqe(self, cq: CQ, entry: bytes, solicited: bool) -> None:
@@ -395,15 +395,15 @@ class RoCEEngine:
         cq.events.push(entry)
       else:
         self.nic.log(f"CQ {cq.id} overflowed: the driver has not released its entries (CQ doorbell)")
-        err = B.creq_cq_error_notification(type=B.CREQ_CQ_ERROR_NOTIFICATION_TYPE_CQ_EVENT, xid=cq.id,
-                                           cq_err_reason=B.CREQ_CQ_ERROR_NOTIFICATION_CQ_ERR_REASON_REQ_CQ_OVERFLOW_ERROR,
-                                           event=B.CREQ_CQ_ERROR_NOTIFICATION_EVENT_CQ_ERROR_NOTIFICATION)
+        err = bnxt_hsi.creq_cq_error_notification(type=bnxt_hsi.CREQ_CQ_ERROR_NOTIFICATION_TYPE_CQ_EVENT, xid=cq.id,
+                                                  cq_err_reason=bnxt_hsi.CREQ_CQ_ERROR_NOTIFICATION_CQ_ERR_REASON_REQ_CQ_OVERFLOW_ERROR,
+                                                  event=bnxt_hsi.CREQ_CQ_ERROR_NOTIFICATION_EVENT_CQ_ERROR_NOTIFICATION)
         self.nic.rcfw.event(bytes(err))
         return
-    if cq.armed == B.DBC_DBC_TYPE_CQ_ARMALL or (cq.armed == B.DBC_DBC_TYPE_CQ_ARMSE and solicited):
+    if cq.armed == bnxt_hsi.DBC_DBC_TYPE_CQ_ARMALL or (cq.armed == bnxt_hsi.DBC_DBC_TYPE_CQ_ARMSE and solicited):
       cq.armed = 0
       cq.toggle = (cq.toggle + 1) & 3
-      note = B.nq_cn(type=B.NQ_CN_TYPE_CQ_NOTIFICATION | cq.toggle << B.NQ_CN_TOGGLE_SFT,
-                     cq_handle_low=cq.handle & 0xFFFFFFFF, cq_handle_high=cq.handle >> 32)
+      note = bnxt_hsi.nq_cn(type=bnxt_hsi.NQ_CN_TYPE_CQ_NOTIFICATION | cq.toggle << bnxt_hsi.NQ_CN_TOGGLE_SFT,
+                            cq_handle_low=cq.handle & 0xFFFFFFFF, cq_handle_high=cq.handle >> 32)
       if not cq.cnq.events.push(bytes(note)): self.nic.log(f"NQ {cq.cnq.id} overflowed: CQ {cq.id}'s notification is lost")
 

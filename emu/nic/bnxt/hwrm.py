@@ -40,7 +40,7 @@ import ctypes
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from autogen import bnxt as B
+from autogen import bnxt as bnxt_hsi
 from emu.nic.bnxt.backing import BackingError, STAT, VNIC
 from emu.nic.bnxt.pbl import HostRing, PBLError, walk
 from emu.nic.bnxt.rings import EventRing, L2Ring
@@ -79,26 +79,26 @@ class Filter:
 
 
 def _name(req_type: int) -> str:
-  return next((n[5:] for n, v in vars(B).items() if n.startswith("HWRM_") and type(v) is int and v == req_type
+  return next((n[5:] for n, v in vars(bnxt_hsi).items() if n.startswith("HWRM_") and type(v) is int and v == req_type
                and not n.startswith(("HWRM_ERR", "HWRM_VERSION", "HWRM_NA_", "HWRM_MAX", "HWRM_DEF", "HWRM_RESP"))), f"{req_type:#x}")
 
 
 class HWRM:
   """HWRM requests and the L2 resources they allocate; `nic` is the BCM57508 function."""
-  STALE_OK = (B.HWRM_VER_GET, B.HWRM_FUNC_RESET, B.HWRM_FUNC_QCAPS, B.HWRM_FUNC_QCFG, B.HWRM_PORT_PHY_QCFG)
+  STALE_OK = (bnxt_hsi.HWRM_VER_GET, bnxt_hsi.HWRM_FUNC_RESET, bnxt_hsi.HWRM_FUNC_QCAPS, bnxt_hsi.HWRM_FUNC_QCFG, bnxt_hsi.HWRM_PORT_PHY_QCFG)
 
   def __init__(self, nic: BCM57508):
     self.nic = nic
     self.window = bytearray(MAX_REQ_LEN)
     self.handlers = {
-      B.HWRM_VER_GET: self.ver_get, B.HWRM_FUNC_RESET: self.func_reset, B.HWRM_FUNC_QCAPS: self.func_qcaps,
-      B.HWRM_FUNC_QCFG: self.func_qcfg, B.HWRM_FUNC_DRV_RGTR: self.func_drv_rgtr, B.HWRM_FUNC_DRV_UNRGTR: self.func_drv_unrgtr,
-      B.HWRM_FUNC_BACKING_STORE_QCAPS_V2: self.backing_store_qcaps_v2, B.HWRM_FUNC_BACKING_STORE_CFG_V2: self.backing_store_cfg_v2,
-      B.HWRM_RING_ALLOC: self.ring_alloc, B.HWRM_RING_FREE: self.ring_free, B.HWRM_STAT_CTX_ALLOC: self.stat_ctx_alloc,
-      B.HWRM_STAT_CTX_FREE: self.stat_ctx_free, B.HWRM_VNIC_ALLOC: self.vnic_alloc, B.HWRM_VNIC_FREE: self.vnic_free,
-      B.HWRM_VNIC_CFG: self.vnic_cfg, B.HWRM_CFA_L2_FILTER_ALLOC: self.cfa_l2_filter_alloc,
-      B.HWRM_CFA_L2_FILTER_FREE: self.cfa_l2_filter_free, B.HWRM_PORT_PHY_CFG: self.port_phy_cfg,
-      B.HWRM_PORT_PHY_QCFG: self.port_phy_qcfg}
+      bnxt_hsi.HWRM_VER_GET: self.ver_get, bnxt_hsi.HWRM_FUNC_RESET: self.func_reset, bnxt_hsi.HWRM_FUNC_QCAPS: self.func_qcaps,
+      bnxt_hsi.HWRM_FUNC_QCFG: self.func_qcfg, bnxt_hsi.HWRM_FUNC_DRV_RGTR: self.func_drv_rgtr, bnxt_hsi.HWRM_FUNC_DRV_UNRGTR: self.func_drv_unrgtr,
+      bnxt_hsi.HWRM_FUNC_BACKING_STORE_QCAPS_V2: self.backing_store_qcaps_v2, bnxt_hsi.HWRM_FUNC_BACKING_STORE_CFG_V2: self.backing_store_cfg_v2,
+      bnxt_hsi.HWRM_RING_ALLOC: self.ring_alloc, bnxt_hsi.HWRM_RING_FREE: self.ring_free, bnxt_hsi.HWRM_STAT_CTX_ALLOC: self.stat_ctx_alloc,
+      bnxt_hsi.HWRM_STAT_CTX_FREE: self.stat_ctx_free, bnxt_hsi.HWRM_VNIC_ALLOC: self.vnic_alloc, bnxt_hsi.HWRM_VNIC_FREE: self.vnic_free,
+      bnxt_hsi.HWRM_VNIC_CFG: self.vnic_cfg, bnxt_hsi.HWRM_CFA_L2_FILTER_ALLOC: self.cfa_l2_filter_alloc,
+      bnxt_hsi.HWRM_CFA_L2_FILTER_FREE: self.cfa_l2_filter_free, bnxt_hsi.HWRM_PORT_PHY_CFG: self.port_phy_cfg,
+      bnxt_hsi.HWRM_PORT_PHY_QCFG: self.port_phy_qcfg}
     self.clear()
 
   def clear(self) -> None:
@@ -120,23 +120,24 @@ class HWRM:
   def window_read(self, offset: int) -> int: return int.from_bytes(self.window[offset:offset + 4], "little")
 
   def trigger(self) -> None:
-    hdr = B.input.from_buffer_copy(self.window)
+    hdr = bnxt_hsi.input.from_buffer_copy(self.window)
     name = _name(hdr.req_type)
     try:
       if hdr.cmpl_ring != NO_CMPL_RING:
-        raise HWRMError(B.HWRM_ERR_CODE_INVALID_PARAMS, f"cmpl_ring {hdr.cmpl_ring:#x}: only 0xffff (response by DMA) is modelled")
-      if hdr.target_id != SELF: raise HWRMError(B.HWRM_ERR_CODE_INVALID_PARAMS, f"target_id {hdr.target_id:#x}: this function is 0xffff (no VFs)")
+        raise HWRMError(bnxt_hsi.HWRM_ERR_CODE_INVALID_PARAMS, f"cmpl_ring {hdr.cmpl_ring:#x}: only 0xffff (response by DMA) is modelled")
+      if hdr.target_id != SELF: raise HWRMError(bnxt_hsi.HWRM_ERR_CODE_INVALID_PARAMS,
+                                                f"target_id {hdr.target_id:#x}: this function is 0xffff (no VFs)")
       if (fn := self.handlers.get(hdr.req_type)) is None:
-        raise HWRMError(B.HWRM_ERR_CODE_CMD_NOT_SUPPORTED, "command not supported")
+        raise HWRMError(bnxt_hsi.HWRM_ERR_CODE_CMD_NOT_SUPPORTED, "command not supported")
       if self.nic.stale and hdr.req_type not in self.STALE_OK:
-        raise HWRMError(B.HWRM_ERR_CODE_RESOURCE_ACCESS_DENIED, "a previous driver left the function without FUNC_RESET: reset it first")
-      cls = getattr(B, f"hwrm_{name.lower()}_input")
+        raise HWRMError(bnxt_hsi.HWRM_ERR_CODE_RESOURCE_ACCESS_DENIED, "a previous driver left the function without FUNC_RESET: reset it first")
+      cls = getattr(bnxt_hsi, f"hwrm_{name.lower()}_input")
       if ctypes.sizeof(cls) > MAX_REQ_LEN:
-        raise HWRMError(B.HWRM_ERR_CODE_INVALID_PARAMS, f"{ctypes.sizeof(cls)}-byte request needs the short-command format (not offered)")
+        raise HWRMError(bnxt_hsi.HWRM_ERR_CODE_INVALID_PARAMS, f"{ctypes.sizeof(cls)}-byte request needs the short-command format (not offered)")
       out = fn(cls.from_buffer_copy(self.window[:ctypes.sizeof(cls)]))
     except HWRMError as e:
       self.nic.log(f"HWRM {name} (seq {hdr.seq_id}): error {e.code:#x}: {e}")
-      out = B.hwrm_err_output(error_code=e.code)
+      out = bnxt_hsi.hwrm_err_output(error_code=e.code)
     out.req_type, out.seq_id, out.resp_len = hdr.req_type, hdr.seq_id, ctypes.sizeof(out)
     raw = bytes(out)
     raw = raw[:-1] + b"\x01"                        # `valid` (HWRM_RESP_VALID_KEY), the last byte, DMAed last
@@ -145,12 +146,12 @@ class HWRM:
 
   # --- helpers
   @staticmethod
-  def _fail(msg: str, code: int = B.HWRM_ERR_CODE_INVALID_PARAMS) -> HWRMError: return HWRMError(code, msg)
+  def _fail(msg: str, code: int = bnxt_hsi.HWRM_ERR_CODE_INVALID_PARAMS) -> HWRMError: return HWRMError(code, msg)
 
   def _allocating(self) -> None:
     if not self.nic.backing.done:
       raise self._fail("resources need the backing store committed first (FUNC_BACKING_STORE_CFG_V2 with BS_CFG_ALL_DONE)",
-                       B.HWRM_ERR_CODE_RESOURCE_ACCESS_DENIED)
+                       bnxt_hsi.HWRM_ERR_CODE_RESOURCE_ACCESS_DENIED)
 
   def _touch(self, type_: int, index: int) -> None:
     try: self.nic.backing.touch(type_, index)
@@ -161,12 +162,12 @@ class HWRM:
 
   # --- function
   def ver_get(self, req):
-    out = B.hwrm_ver_get_output(hwrm_intf_maj_8b=B.HWRM_VERSION_MAJOR, hwrm_intf_min_8b=B.HWRM_VERSION_MINOR,
-                                hwrm_intf_upd_8b=B.HWRM_VERSION_UPDATE, hwrm_intf_rsvd_8b=B.HWRM_VERSION_RSVD,
-                                chip_num=CHIP_NUM, chip_rev=1, max_req_win_len=MAX_REQ_LEN, max_resp_len=4096,
-                                def_req_timeout=500, max_req_timeout=5000, always_1=1,
-                                hwrm_intf_major=B.HWRM_VERSION_MAJOR, hwrm_intf_minor=B.HWRM_VERSION_MINOR,
-                                hwrm_intf_build=B.HWRM_VERSION_UPDATE, hwrm_intf_patch=B.HWRM_VERSION_RSVD)
+    out = bnxt_hsi.hwrm_ver_get_output(hwrm_intf_maj_8b=bnxt_hsi.HWRM_VERSION_MAJOR, hwrm_intf_min_8b=bnxt_hsi.HWRM_VERSION_MINOR,
+                                       hwrm_intf_upd_8b=bnxt_hsi.HWRM_VERSION_UPDATE, hwrm_intf_rsvd_8b=bnxt_hsi.HWRM_VERSION_RSVD,
+                                       chip_num=CHIP_NUM, chip_rev=1, max_req_win_len=MAX_REQ_LEN, max_resp_len=4096,
+                                       def_req_timeout=500, max_req_timeout=5000, always_1=1,
+                                       hwrm_intf_major=bnxt_hsi.HWRM_VERSION_MAJOR, hwrm_intf_minor=bnxt_hsi.HWRM_VERSION_MINOR,
+                                       hwrm_intf_build=bnxt_hsi.HWRM_VERSION_UPDATE, hwrm_intf_patch=bnxt_hsi.HWRM_VERSION_RSVD)
     (out.hwrm_fw_maj_8b, out.hwrm_fw_min_8b, out.hwrm_fw_bld_8b, out.hwrm_fw_rsvd_8b) = FW_VERSION
     (out.roce_fw_maj_8b, out.roce_fw_min_8b, out.roce_fw_bld_8b, out.roce_fw_rsvd_8b) = FW_VERSION
     (out.hwrm_fw_major, out.hwrm_fw_minor, out.hwrm_fw_build, out.hwrm_fw_patch) = FW_VERSION
@@ -175,28 +176,30 @@ class HWRM:
     return out
 
   def func_reset(self, req):
-    if req.enables & B.FUNC_RESET_REQ_ENABLES_VF_ID_VALID or req.func_reset_level not in (
-        B.FUNC_RESET_REQ_FUNC_RESET_LEVEL_RESETALL, B.FUNC_RESET_REQ_FUNC_RESET_LEVEL_RESETME):
+    if req.enables & bnxt_hsi.FUNC_RESET_REQ_ENABLES_VF_ID_VALID or req.func_reset_level not in (
+        bnxt_hsi.FUNC_RESET_REQ_FUNC_RESET_LEVEL_RESETALL, bnxt_hsi.FUNC_RESET_REQ_FUNC_RESET_LEVEL_RESETME):
       raise self._fail(f"func_reset_level {req.func_reset_level} / vf_id: this function has no VFs")
     self.nic.function_reset()
-    return B.hwrm_func_reset_output()
+    return bnxt_hsi.hwrm_func_reset_output()
 
   def func_qcaps(self, req):
     self._own_fid(req.fid)
-    out = B.hwrm_func_qcaps_output(fid=0, port_id=0, flags=B.FUNC_QCAPS_RESP_FLAGS_ROCE_V2_SUPPORTED,
-                                   flags_ext=B.FUNC_QCAPS_RESP_FLAGS_EXT_BS_V2_SUPPORTED | B.FUNC_QCAPS_RESP_FLAGS_EXT_BS_V2_REQUIRED,
-                                   max_rsscos_ctx=16, max_cmpl_rings=128, max_tx_rings=128, max_rx_rings=128, max_l2_ctxs=16,
-                                   max_vnics=16, max_stat_ctx=64, max_hw_ring_grps=128, max_tso_segs=64)
+    out = bnxt_hsi.hwrm_func_qcaps_output(fid=0, port_id=0, flags=bnxt_hsi.FUNC_QCAPS_RESP_FLAGS_ROCE_V2_SUPPORTED,
+                                          flags_ext=bnxt_hsi.FUNC_QCAPS_RESP_FLAGS_EXT_BS_V2_SUPPORTED |
+                                          bnxt_hsi.FUNC_QCAPS_RESP_FLAGS_EXT_BS_V2_REQUIRED,
+                                          max_rsscos_ctx=16, max_cmpl_rings=128, max_tx_rings=128, max_rx_rings=128, max_l2_ctxs=16,
+                                          max_vnics=16, max_stat_ctx=64, max_hw_ring_grps=128, max_tso_segs=64)
     out.mac_address[:] = self.nic.mac
     return out
 
   def func_qcfg(self, req):
     self._own_fid(req.fid)
-    out = B.hwrm_func_qcfg_output(fid=0, port_id=0, mru=9600, admin_mtu=9600, alloc_cmpl_rings=self._count(B.RING_ALLOC_REQ_RING_TYPE_L2_CMPL),
-                                  alloc_rx_rings=self._count(B.RING_ALLOC_REQ_RING_TYPE_RX),
-                                  alloc_tx_rings=self._count(B.RING_ALLOC_REQ_RING_TYPE_TX),
-                                  alloc_vnics=len(self.vnics), alloc_stat_ctx=len(self.stat_ctxs), legacy_l2_db_size_kb=L2_DB_SIZE_KB,
-                                  l2_doorbell_bar_size_kb=L2_DB_SIZE_KB, db_page_size=B.FUNC_QCFG_RESP_DB_PAGE_SIZE_4KB, always_1=1)
+    out = bnxt_hsi.hwrm_func_qcfg_output(fid=0, port_id=0, mru=9600, admin_mtu=9600,
+                                         alloc_cmpl_rings=self._count(bnxt_hsi.RING_ALLOC_REQ_RING_TYPE_L2_CMPL),
+                                         alloc_rx_rings=self._count(bnxt_hsi.RING_ALLOC_REQ_RING_TYPE_RX),
+                                         alloc_tx_rings=self._count(bnxt_hsi.RING_ALLOC_REQ_RING_TYPE_TX),
+                                         alloc_vnics=len(self.vnics), alloc_stat_ctx=len(self.stat_ctxs), legacy_l2_db_size_kb=L2_DB_SIZE_KB,
+                                         l2_doorbell_bar_size_kb=L2_DB_SIZE_KB, db_page_size=bnxt_hsi.FUNC_QCFG_RESP_DB_PAGE_SIZE_4KB, always_1=1)
     out.mac_address[:] = self.nic.mac
     return out
 
@@ -206,20 +209,20 @@ class HWRM:
     self.nic.state.registered = 1
     self.nic.state.needs_reset = 1
     self.nic.save()
-    return B.hwrm_func_drv_rgtr_output()
+    return bnxt_hsi.hwrm_func_drv_rgtr_output()
 
   def func_drv_unrgtr(self, req):
-    if not self.nic.state.registered: raise self._fail("no driver is registered", B.HWRM_ERR_CODE_RESOURCE_ACCESS_DENIED)
+    if not self.nic.state.registered: raise self._fail("no driver is registered", bnxt_hsi.HWRM_ERR_CODE_RESOURCE_ACCESS_DENIED)
     self.nic.function_reset()
-    return B.hwrm_func_drv_unrgtr_output()
+    return bnxt_hsi.hwrm_func_drv_unrgtr_output()
 
   def backing_store_qcaps_v2(self, req):
     t, nxt = self.nic.backing.qcaps(req.type)
-    out = B.hwrm_func_backing_store_qcaps_v2_output(type=req.type, next_valid_type=nxt)
+    out = bnxt_hsi.hwrm_func_backing_store_qcaps_v2_output(type=req.type, next_valid_type=nxt)
     if t is not None:
       out.entry_size, out.instance_bit_map = t.entry_size, t.instances
-      out.flags = B.FUNC_BACKING_STORE_QCAPS_V2_RESP_FLAGS_TYPE_VALID | \
-        (B.FUNC_BACKING_STORE_QCAPS_V2_RESP_FLAGS_ENABLE_CTX_KIND_INIT if t.init_value else 0)
+      out.flags = bnxt_hsi.FUNC_BACKING_STORE_QCAPS_V2_RESP_FLAGS_TYPE_VALID | \
+        (bnxt_hsi.FUNC_BACKING_STORE_QCAPS_V2_RESP_FLAGS_ENABLE_CTX_KIND_INIT if t.init_value else 0)
       out.ctx_init_value, out.ctx_init_offset = t.init_value, t.init_offset
       out.min_num_entries, out.max_num_entries = t.min_entries, t.max_entries
     return out
@@ -231,31 +234,31 @@ class HWRM:
     except BackingError as e: raise HWRMError(e.code, str(e)) from None
     self.nic.state.needs_reset = 1
     self.nic.save()
-    return B.hwrm_func_backing_store_cfg_v2_output()
+    return bnxt_hsi.hwrm_func_backing_store_cfg_v2_output()
 
   # --- rings
   def ring_alloc(self, req):
     self._allocating()
-    types = {B.RING_ALLOC_REQ_RING_TYPE_NQ: "NQ", B.RING_ALLOC_REQ_RING_TYPE_L2_CMPL: "L2_CMPL",
-             B.RING_ALLOC_REQ_RING_TYPE_RX: "RX", B.RING_ALLOC_REQ_RING_TYPE_TX: "TX"}
+    types = {bnxt_hsi.RING_ALLOC_REQ_RING_TYPE_NQ: "NQ", bnxt_hsi.RING_ALLOC_REQ_RING_TYPE_L2_CMPL: "L2_CMPL",
+             bnxt_hsi.RING_ALLOC_REQ_RING_TYPE_RX: "RX", bnxt_hsi.RING_ALLOC_REQ_RING_TYPE_TX: "TX"}
     if (kind := types.get(req.ring_type)) is None: raise self._fail(f"ring_type {req.ring_type}: not modelled (NQ, L2_CMPL, RX, TX are)")
-    allowed = {"NQ": 0, "L2_CMPL": B.RING_ALLOC_REQ_ENABLES_NQ_RING_ID_VALID,
-               "RX": B.RING_ALLOC_REQ_ENABLES_NQ_RING_ID_VALID | B.RING_ALLOC_REQ_ENABLES_RX_BUF_SIZE_VALID,
-               "TX": B.RING_ALLOC_REQ_ENABLES_STAT_CTX_ID_VALID}[kind]
+    allowed = {"NQ": 0, "L2_CMPL": bnxt_hsi.RING_ALLOC_REQ_ENABLES_NQ_RING_ID_VALID,
+               "RX": bnxt_hsi.RING_ALLOC_REQ_ENABLES_NQ_RING_ID_VALID | bnxt_hsi.RING_ALLOC_REQ_ENABLES_RX_BUF_SIZE_VALID,
+               "TX": bnxt_hsi.RING_ALLOC_REQ_ENABLES_STAT_CTX_ID_VALID}[kind]
     if req.enables & ~allowed:
-      raise self._fail(f"{kind} ring enables {req.enables:#x}: only {allowed:#x} are modelled", B.HWRM_ERR_CODE_INVALID_ENABLES)
+      raise self._fail(f"{kind} ring enables {req.enables:#x}: only {allowed:#x} are modelled", bnxt_hsi.HWRM_ERR_CODE_INVALID_ENABLES)
     if req.page_size != 12: raise self._fail(f"page_size {req.page_size}: rings use 4 KiB pages (12)")
     if not 1 <= req.length <= 1 << 20: raise self._fail(f"length {req.length}")
     nq = None
     if kind in ("L2_CMPL", "RX"):
-      if not req.enables & B.RING_ALLOC_REQ_ENABLES_NQ_RING_ID_VALID: raise self._fail(f"a {kind} ring needs an NQ (NQ_RING_ID_VALID)")
-      if (nq := self.rings.get(req.nq_ring_id)) is None or nq.type != B.RING_ALLOC_REQ_RING_TYPE_NQ:
+      if not req.enables & bnxt_hsi.RING_ALLOC_REQ_ENABLES_NQ_RING_ID_VALID: raise self._fail(f"a {kind} ring needs an NQ (NQ_RING_ID_VALID)")
+      if (nq := self.rings.get(req.nq_ring_id)) is None or nq.type != bnxt_hsi.RING_ALLOC_REQ_RING_TYPE_NQ:
         raise self._fail(f"nq_ring_id {req.nq_ring_id} is not an NQ ring")
-    if kind == "RX" and not (req.enables & B.RING_ALLOC_REQ_ENABLES_RX_BUF_SIZE_VALID and req.rx_buf_size):
+    if kind == "RX" and not (req.enables & bnxt_hsi.RING_ALLOC_REQ_ENABLES_RX_BUF_SIZE_VALID and req.rx_buf_size):
       raise self._fail("an RX ring needs its buffer size (RX_BUF_SIZE_VALID, rx_buf_size)")
-    if kind == "TX" and (req.enables & B.RING_ALLOC_REQ_ENABLES_STAT_CTX_ID_VALID) and req.stat_ctx_id not in self.stat_ctxs:
+    if kind == "TX" and (req.enables & bnxt_hsi.RING_ALLOC_REQ_ENABLES_STAT_CTX_ID_VALID) and req.stat_ctx_id not in self.stat_ctxs:
       raise self._fail(f"stat_ctx_id {req.stat_ctx_id} is not allocated")
-    if kind == "NQ" and req.int_mode not in (B.RING_ALLOC_REQ_INT_MODE_MSIX, B.RING_ALLOC_REQ_INT_MODE_POLL):
+    if kind == "NQ" and req.int_mode not in (bnxt_hsi.RING_ALLOC_REQ_INT_MODE_MSIX, bnxt_hsi.RING_ALLOC_REQ_INT_MODE_POLL):
       raise self._fail(f"int_mode {req.int_mode}: an NQ is MSIX or POLL")
     rid = self._id("ring")
     try:
@@ -266,17 +269,17 @@ class HWRM:
     r = self.rings[rid] = L2Ring(rid, req.ring_type, kind, ring, nq.id if nq else None)
     if kind == "NQ":
       vector = req.logical_id
-      r.events = EventRing(ring, 8, (lambda: self.nic.signal_msix(vector)) if req.int_mode == B.RING_ALLOC_REQ_INT_MODE_MSIX else None)
+      r.events = EventRing(ring, 8, (lambda: self.nic.signal_msix(vector)) if req.int_mode == bnxt_hsi.RING_ALLOC_REQ_INT_MODE_MSIX else None)
     if nq: nq.users.add(f"{kind} ring {rid}")
-    return B.hwrm_ring_alloc_output(ring_id=rid, logical_ring_id=req.logical_id)
+    return bnxt_hsi.hwrm_ring_alloc_output(ring_id=rid, logical_ring_id=req.logical_id)
 
   def ring_free(self, req):
     if (r := self.rings.get(req.ring_id)) is None or r.type != req.ring_type:
       raise self._fail(f"no ring {req.ring_id} of type {req.ring_type}")
-    if r.users: raise self._fail(f"ring {r.id} is still used by {', '.join(sorted(r.users))}", B.HWRM_ERR_CODE_RESOURCE_LOCKED)
+    if r.users: raise self._fail(f"ring {r.id} is still used by {', '.join(sorted(r.users))}", bnxt_hsi.HWRM_ERR_CODE_RESOURCE_LOCKED)
     if r.nq_id is not None: self.rings[r.nq_id].users.discard(f"{r.kind} ring {r.id}")
     del self.rings[r.id]
-    return B.hwrm_ring_free_output()
+    return bnxt_hsi.hwrm_ring_free_output()
 
   def stat_ctx_alloc(self, req):
     self._allocating()
@@ -286,46 +289,49 @@ class HWRM:
     sid = self._id("stat")
     self._touch(STAT, sid)
     self.stat_ctxs[sid] = (req.stats_dma_addr, req.stats_dma_length)
-    return B.hwrm_stat_ctx_alloc_output(stat_ctx_id=sid)
+    return bnxt_hsi.hwrm_stat_ctx_alloc_output(stat_ctx_id=sid)
 
   def stat_ctx_free(self, req):
     if self.stat_ctxs.pop(req.stat_ctx_id, None) is None: raise self._fail(f"no stat context {req.stat_ctx_id}")
-    return B.hwrm_stat_ctx_free_output()
+    return bnxt_hsi.hwrm_stat_ctx_free_output()
 
   # --- vnics and filters
   def vnic_alloc(self, req):
     self._allocating()
-    if req.flags: raise self._fail(f"vnic flags {req.flags:#x}: not modelled", B.HWRM_ERR_CODE_INVALID_FLAGS)
+    if req.flags: raise self._fail(f"vnic flags {req.flags:#x}: not modelled", bnxt_hsi.HWRM_ERR_CODE_INVALID_FLAGS)
     vid = self._id("vnic")
     self._touch(VNIC, vid)
     self.vnics[vid] = Vnic(vid)
-    return B.hwrm_vnic_alloc_output(vnic_id=vid)
+    return bnxt_hsi.hwrm_vnic_alloc_output(vnic_id=vid)
 
   def vnic_free(self, req):
     if (v := self.vnics.get(req.vnic_id)) is None: raise self._fail(f"no vnic {req.vnic_id}")
-    if any(f.vnic == v.id for f in self.filters.values()): raise self._fail(f"vnic {v.id} is a filter's destination", B.HWRM_ERR_CODE_RESOURCE_LOCKED)
+    if any(f.vnic == v.id for f in self.filters.values()): raise self._fail(f"vnic {v.id} is a filter's destination",
+                                                                            bnxt_hsi.HWRM_ERR_CODE_RESOURCE_LOCKED)
     for rid in (v.rx_ring, v.cmpl_ring):
       if rid in self.rings: self.rings[rid].users.discard(f"vnic {v.id}")
     del self.vnics[v.id]
-    return B.hwrm_vnic_free_output()
+    return bnxt_hsi.hwrm_vnic_free_output()
 
   def vnic_cfg(self, req):
-    allowed = B.VNIC_CFG_REQ_ENABLES_MRU | B.VNIC_CFG_REQ_ENABLES_DEFAULT_RX_RING_ID | B.VNIC_CFG_REQ_ENABLES_DEFAULT_CMPL_RING_ID
+    allowed = (bnxt_hsi.VNIC_CFG_REQ_ENABLES_MRU | bnxt_hsi.VNIC_CFG_REQ_ENABLES_DEFAULT_RX_RING_ID |
+               bnxt_hsi.VNIC_CFG_REQ_ENABLES_DEFAULT_CMPL_RING_ID)
     if req.enables & ~allowed:
-      raise self._fail(f"vnic_cfg enables {req.enables:#x}: only MRU and the default rings are modelled", B.HWRM_ERR_CODE_INVALID_ENABLES)
-    if req.flags: raise self._fail(f"vnic_cfg flags {req.flags:#x}: not modelled", B.HWRM_ERR_CODE_INVALID_FLAGS)
+      raise self._fail(f"vnic_cfg enables {req.enables:#x}: only MRU and the default rings are modelled", bnxt_hsi.HWRM_ERR_CODE_INVALID_ENABLES)
+    if req.flags: raise self._fail(f"vnic_cfg flags {req.flags:#x}: not modelled", bnxt_hsi.HWRM_ERR_CODE_INVALID_FLAGS)
     if (v := self.vnics.get(req.vnic_id)) is None: raise self._fail(f"no vnic {req.vnic_id}")
-    for bit, field_, ring_type in ((B.VNIC_CFG_REQ_ENABLES_DEFAULT_RX_RING_ID, "default_rx_ring_id", B.RING_ALLOC_REQ_RING_TYPE_RX),
-                                   (B.VNIC_CFG_REQ_ENABLES_DEFAULT_CMPL_RING_ID, "default_cmpl_ring_id", B.RING_ALLOC_REQ_RING_TYPE_L2_CMPL)):
+    for bit, field_, ring_type in ((bnxt_hsi.VNIC_CFG_REQ_ENABLES_DEFAULT_RX_RING_ID, "default_rx_ring_id", bnxt_hsi.RING_ALLOC_REQ_RING_TYPE_RX),
+                                   (bnxt_hsi.VNIC_CFG_REQ_ENABLES_DEFAULT_CMPL_RING_ID, "default_cmpl_ring_id",
+                                    bnxt_hsi.RING_ALLOC_REQ_RING_TYPE_L2_CMPL)):
       if req.enables & bit and ((r := self.rings.get(getattr(req, field_))) is None or r.type != ring_type):
         raise self._fail(f"{field_} {getattr(req, field_)} is not a ring of type {ring_type}")
-    if req.enables & B.VNIC_CFG_REQ_ENABLES_MRU:
+    if req.enables & bnxt_hsi.VNIC_CFG_REQ_ENABLES_MRU:
       if not 64 <= req.mru <= 9600: raise self._fail(f"mru {req.mru}")
       v.mru = req.mru
-    if req.enables & B.VNIC_CFG_REQ_ENABLES_DEFAULT_RX_RING_ID: v.rx_ring = self._use(v, v.rx_ring, req.default_rx_ring_id)
-    if req.enables & B.VNIC_CFG_REQ_ENABLES_DEFAULT_CMPL_RING_ID: v.cmpl_ring = self._use(v, v.cmpl_ring, req.default_cmpl_ring_id)
+    if req.enables & bnxt_hsi.VNIC_CFG_REQ_ENABLES_DEFAULT_RX_RING_ID: v.rx_ring = self._use(v, v.rx_ring, req.default_rx_ring_id)
+    if req.enables & bnxt_hsi.VNIC_CFG_REQ_ENABLES_DEFAULT_CMPL_RING_ID: v.cmpl_ring = self._use(v, v.cmpl_ring, req.default_cmpl_ring_id)
     self._update_macs()
-    return B.hwrm_vnic_cfg_output()
+    return bnxt_hsi.hwrm_vnic_cfg_output()
 
   def _use(self, v: Vnic, old: int | None, new: int) -> int:
     if old in self.rings: self.rings[old].users.discard(f"vnic {v.id}")
@@ -334,22 +340,24 @@ class HWRM:
 
   def cfa_l2_filter_alloc(self, req):
     self._allocating()
-    need = B.CFA_L2_FILTER_ALLOC_REQ_ENABLES_L2_ADDR | B.CFA_L2_FILTER_ALLOC_REQ_ENABLES_L2_ADDR_MASK | B.CFA_L2_FILTER_ALLOC_REQ_ENABLES_DST_ID
+    need = (bnxt_hsi.CFA_L2_FILTER_ALLOC_REQ_ENABLES_L2_ADDR | bnxt_hsi.CFA_L2_FILTER_ALLOC_REQ_ENABLES_L2_ADDR_MASK |
+            bnxt_hsi.CFA_L2_FILTER_ALLOC_REQ_ENABLES_DST_ID)
     if req.enables != need:
-      raise self._fail(f"filter enables {req.enables:#x}: the model matches one MAC exactly (enables {need:#x})", B.HWRM_ERR_CODE_INVALID_ENABLES)
-    if req.flags != B.CFA_L2_FILTER_ALLOC_REQ_FLAGS_PATH_RX:
-      raise self._fail(f"filter flags {req.flags:#x}: only PATH_RX is modelled", B.HWRM_ERR_CODE_INVALID_FLAGS)
+      raise self._fail(f"filter enables {req.enables:#x}: the model matches one MAC exactly (enables {need:#x})",
+                       bnxt_hsi.HWRM_ERR_CODE_INVALID_ENABLES)
+    if req.flags != bnxt_hsi.CFA_L2_FILTER_ALLOC_REQ_FLAGS_PATH_RX:
+      raise self._fail(f"filter flags {req.flags:#x}: only PATH_RX is modelled", bnxt_hsi.HWRM_ERR_CODE_INVALID_FLAGS)
     if bytes(req.l2_addr_mask) != b"\xff" * 6: raise self._fail(f"l2_addr_mask {bytes(req.l2_addr_mask).hex(':')}: only exact matches are modelled")
     if req.dst_id not in self.vnics: raise self._fail(f"dst_id {req.dst_id} is not a vnic")
     fid = self._id("filter")
     self.filters[fid] = Filter(fid, bytes(req.l2_addr), req.dst_id)
     self._update_macs()
-    return B.hwrm_cfa_l2_filter_alloc_output(l2_filter_id=fid, flow_id=fid)
+    return bnxt_hsi.hwrm_cfa_l2_filter_alloc_output(l2_filter_id=fid, flow_id=fid)
 
   def cfa_l2_filter_free(self, req):
     if self.filters.pop(req.l2_filter_id, None) is None: raise self._fail(f"no L2 filter {req.l2_filter_id:#x}")
     self._update_macs()
-    return B.hwrm_cfa_l2_filter_free_output()
+    return bnxt_hsi.hwrm_cfa_l2_filter_free_output()
 
   def _update_macs(self) -> None:
     """The MACs RoCE ingress accepts: those of RX filters whose vnic has its default rings."""
@@ -360,15 +368,15 @@ class HWRM:
   # --- port
   def port_phy_cfg(self, req):
     if req.port_id != 0: raise self._fail(f"port_id {req.port_id}: the function has port 0")
-    if req.enables & ~B.PORT_PHY_CFG_REQ_ENABLES_LPBK or req.flags:
-      raise self._fail(f"enables {req.enables:#x} flags {req.flags:#x}: only LPBK is modelled", B.HWRM_ERR_CODE_INVALID_ENABLES)
-    if req.enables & B.PORT_PHY_CFG_REQ_ENABLES_LPBK:
-      if req.lpbk not in (B.PORT_PHY_CFG_REQ_LPBK_NONE, B.PORT_PHY_CFG_REQ_LPBK_LOCAL):
+    if req.enables & ~bnxt_hsi.PORT_PHY_CFG_REQ_ENABLES_LPBK or req.flags:
+      raise self._fail(f"enables {req.enables:#x} flags {req.flags:#x}: only LPBK is modelled", bnxt_hsi.HWRM_ERR_CODE_INVALID_ENABLES)
+    if req.enables & bnxt_hsi.PORT_PHY_CFG_REQ_ENABLES_LPBK:
+      if req.lpbk not in (bnxt_hsi.PORT_PHY_CFG_REQ_LPBK_NONE, bnxt_hsi.PORT_PHY_CFG_REQ_LPBK_LOCAL):
         raise self._fail(f"lpbk {req.lpbk}: NONE and LOCAL are modelled")
       self.nic.set_loopback(req.lpbk)
-    return B.hwrm_port_phy_cfg_output()
+    return bnxt_hsi.hwrm_port_phy_cfg_output()
 
   def port_phy_qcfg(self, req):
     if req.port_id != 0: raise self._fail(f"port_id {req.port_id}: the function has port 0")
-    return B.hwrm_port_phy_qcfg_output(link=B.PORT_PHY_QCFG_RESP_LINK_LINK, link_speed=B.PORT_PHY_QCFG_RESP_LINK_SPEED_200GB,
-                                       duplex_cfg=1, duplex_state=1, lpbk=self.nic.state.lpbk)
+    return bnxt_hsi.hwrm_port_phy_qcfg_output(link=bnxt_hsi.PORT_PHY_QCFG_RESP_LINK_LINK, link_speed=bnxt_hsi.PORT_PHY_QCFG_RESP_LINK_SPEED_200GB,
+                                              duplex_cfg=1, duplex_state=1, lpbk=self.nic.state.lpbk)

@@ -51,7 +51,7 @@ from __future__ import annotations
 import ctypes
 from typing import TYPE_CHECKING
 
-from autogen import bnxt as B, bnxt_re as RE
+from autogen import bnxt as bnxt_hsi, bnxt_re
 from emu.nic import rc
 from emu.nic.roce import MTUS, Path, is_ipv4_gid
 from emu.nic.wire import GIDConflict
@@ -64,10 +64,11 @@ from emu.pci import ModelError, DMAFault
 
 if TYPE_CHECKING: from emu.nic.bnxt.bcm57508 import BCM57508
 
-MAILBOX, PROD_WORD, TRIGGER = RE.RCFW_COMM_BASE_OFFSET, RE.RCFW_PF_VF_COMM_PROD_OFFSET // 4, RE.RCFW_COMM_BASE_OFFSET + RE.RCFW_COMM_TRIG_OFFSET
+MAILBOX, PROD_WORD, TRIGGER = (bnxt_re.RCFW_COMM_BASE_OFFSET, bnxt_re.RCFW_PF_VF_COMM_PROD_OFFSET // 4,
+                               bnxt_re.RCFW_COMM_BASE_OFFSET + bnxt_re.RCFW_COMM_TRIG_OFFSET)
 BAD_PARAM, NO_RESOURCE, BAD_STATE, UNSUPPORTED = 1, 2, 3, 4
 MAX_GIDS, MAX_RD_ATOMIC = 256, 16
-_MASK = {n[len("CMDQ_MODIFY_QP_MODIFY_MASK_"):]: v for n, v in vars(B).items() if n.startswith("CMDQ_MODIFY_QP_MODIFY_MASK_")}
+_MASK = {n[len("CMDQ_MODIFY_QP_MODIFY_MASK_"):]: v for n, v in vars(bnxt_hsi).items() if n.startswith("CMDQ_MODIFY_QP_MODIFY_MASK_")}
 STATES = ("RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR")
 
 
@@ -101,15 +102,15 @@ class RCFW:
   def __init__(self, nic: BCM57508):
     self.nic = nic
     self.mbox = [0, 0, 0, 0]
-    self.handlers = {B.CMDQ_BASE_OPCODE_QUERY_VERSION: self.query_version, B.CMDQ_BASE_OPCODE_QUERY_FUNC: self.query_func,
-                     B.CMDQ_BASE_OPCODE_INITIALIZE_FW: self.initialize_fw, B.CMDQ_BASE_OPCODE_DEINITIALIZE_FW: self.deinitialize_fw,
-                     B.CMDQ_BASE_OPCODE_CREATE_CQ: self.create_cq, B.CMDQ_BASE_OPCODE_DESTROY_CQ: self.destroy_cq,
-                     B.CMDQ_BASE_OPCODE_CREATE_QP: self.create_qp, B.CMDQ_BASE_OPCODE_DESTROY_QP: self.destroy_qp,
-                     B.CMDQ_BASE_OPCODE_MODIFY_QP: self.modify_qp, B.CMDQ_BASE_OPCODE_QUERY_QP: self.query_qp,
-                     B.CMDQ_BASE_OPCODE_ALLOCATE_MRW: self.allocate_mrw, B.CMDQ_BASE_OPCODE_DEALLOCATE_KEY: self.deallocate_key,
-                     B.CMDQ_BASE_OPCODE_REGISTER_MR: self.register_mr, B.CMDQ_BASE_OPCODE_DEREGISTER_MR: self.deregister_mr,
-                     B.CMDQ_BASE_OPCODE_ADD_GID: self.add_gid, B.CMDQ_BASE_OPCODE_DELETE_GID: self.delete_gid}
-    self.names = {v: n[len("CMDQ_BASE_OPCODE_"):].lower() for n, v in vars(B).items() if n.startswith("CMDQ_BASE_OPCODE_")}
+    self.handlers = {bnxt_hsi.CMDQ_BASE_OPCODE_QUERY_VERSION: self.query_version, bnxt_hsi.CMDQ_BASE_OPCODE_QUERY_FUNC: self.query_func,
+                     bnxt_hsi.CMDQ_BASE_OPCODE_INITIALIZE_FW: self.initialize_fw, bnxt_hsi.CMDQ_BASE_OPCODE_DEINITIALIZE_FW: self.deinitialize_fw,
+                     bnxt_hsi.CMDQ_BASE_OPCODE_CREATE_CQ: self.create_cq, bnxt_hsi.CMDQ_BASE_OPCODE_DESTROY_CQ: self.destroy_cq,
+                     bnxt_hsi.CMDQ_BASE_OPCODE_CREATE_QP: self.create_qp, bnxt_hsi.CMDQ_BASE_OPCODE_DESTROY_QP: self.destroy_qp,
+                     bnxt_hsi.CMDQ_BASE_OPCODE_MODIFY_QP: self.modify_qp, bnxt_hsi.CMDQ_BASE_OPCODE_QUERY_QP: self.query_qp,
+                     bnxt_hsi.CMDQ_BASE_OPCODE_ALLOCATE_MRW: self.allocate_mrw, bnxt_hsi.CMDQ_BASE_OPCODE_DEALLOCATE_KEY: self.deallocate_key,
+                     bnxt_hsi.CMDQ_BASE_OPCODE_REGISTER_MR: self.register_mr, bnxt_hsi.CMDQ_BASE_OPCODE_DEREGISTER_MR: self.deregister_mr,
+                     bnxt_hsi.CMDQ_BASE_OPCODE_ADD_GID: self.add_gid, bnxt_hsi.CMDQ_BASE_OPCODE_DELETE_GID: self.delete_gid}
+    self.names = {v: n[len("CMDQ_BASE_OPCODE_"):].lower() for n, v in vars(bnxt_hsi).items() if n.startswith("CMDQ_BASE_OPCODE_")}
     self.clear()
 
   def clear(self) -> None:
@@ -126,10 +127,10 @@ class RCFW:
   def mailbox_read(self, word: int) -> int: return self.mbox[word]
 
   def trigger(self, value: int) -> None:
-    if value != RE.RCFW_CMDQ_TRIG_VAL: raise ModelError(f"CMDQ trigger {value:#x}: write RCFW_CMDQ_TRIG_VAL (1)")
+    if value != bnxt_re.RCFW_CMDQ_TRIG_VAL: raise ModelError(f"CMDQ trigger {value:#x}: write RCFW_CMDQ_TRIG_VAL (1)")
     prod = self.mbox[PROD_WORD]
     if prod & 0x7FFF0000: raise ModelError(f"CMDQ producer {prod:#x}: bits 16-30 are reserved")
-    if prod >> RE.FIRMWARE_FIRST_FLAG & 1: self._latch()
+    if prod >> bnxt_re.FIRMWARE_FIRST_FLAG & 1: self._latch()
     elif self.cmdq is None: raise ModelError("CMDQ rung before the first command set FIRMWARE_FIRST_FLAG (bit 31 of the producer)")
     target = (prod & 0xFFFF) % self.cmdq.depth
     for _ in range(self.cmdq.depth):
@@ -138,7 +139,7 @@ class RCFW:
 
   def _latch(self) -> None:
     size_lvl, creq_id = self.mbox[2] & 0xFFFF, self.mbox[2] >> 16
-    depth, level = (size_lvl & B.CMDQ_INIT_CMDQ_SIZE_MASK) >> B.CMDQ_INIT_CMDQ_SIZE_SFT, size_lvl & B.CMDQ_INIT_CMDQ_LVL_MASK
+    depth, level = (size_lvl & bnxt_hsi.CMDQ_INIT_CMDQ_SIZE_MASK) >> bnxt_hsi.CMDQ_INIT_CMDQ_SIZE_SFT, size_lvl & bnxt_hsi.CMDQ_INIT_CMDQ_LVL_MASK
     ring = self.nic.hwrm.rings.get(creq_id)
     if ring is None or ring.events is None: raise ModelError(f"cmdq_init.creq_ring_id {creq_id} is not an NQ ring allocated with HWRM_RING_ALLOC")
     base = self.mbox[0] | self.mbox[1] << 32
@@ -159,9 +160,10 @@ class RCFW:
     resp = bytearray(16)
     try:
       if (fn := self.handlers.get(opcode)) is None: raise _fail("unknown or not modelled", UNSUPPORTED)
-      cls = getattr(B, f"cmdq_{name}")
+      cls = getattr(bnxt_hsi, f"cmdq_{name}")
       if len(raw) < ctypes.sizeof(cls): raise _fail(f"cmd_size {slots} is shorter than the command ({ctypes.sizeof(cls)} bytes)")
-      if not self.initialized and opcode not in (B.CMDQ_BASE_OPCODE_QUERY_VERSION, B.CMDQ_BASE_OPCODE_QUERY_FUNC, B.CMDQ_BASE_OPCODE_INITIALIZE_FW):
+      if not self.initialized and opcode not in (bnxt_hsi.CMDQ_BASE_OPCODE_QUERY_VERSION, bnxt_hsi.CMDQ_BASE_OPCODE_QUERY_FUNC,
+                                                 bnxt_hsi.CMDQ_BASE_OPCODE_INITIALIZE_FW):
         raise _fail("the RoCE firmware is not initialized (INITIALIZE_FW)", BAD_STATE)
       out = fn(cls.from_buffer_copy(raw[:ctypes.sizeof(cls)]))
       if isinstance(out, int): resp[4:8] = out.to_bytes(4, "little")
@@ -169,7 +171,7 @@ class RCFW:
     except RCFWError as e:
       self.nic.log(f"RCFW {name.upper()} (cookie {cookie}): status {e.status}: {e}")
       resp[1] = e.status
-    resp[0], resp[2:4], resp[9] = B.CREQ_BASE_TYPE_QP_EVENT, cookie.to_bytes(2, "little"), opcode
+    resp[0], resp[2:4], resp[9] = bnxt_hsi.CREQ_BASE_TYPE_QP_EVENT, cookie.to_bytes(2, "little"), opcode
     if not self.creq.events.push(resp):
       raise ModelError(f"CREQ (ring {self.creq.id}) is full: the driver has not released entries (NQ_ARM doorbell on ring {self.creq.id})")
 
@@ -184,21 +186,23 @@ class RCFW:
 
   # --- function
   def query_version(self, req):
-    resp = B.creq_query_version_resp(fw_maj=230, fw_minor=0, fw_bld=168, intf_maj=1, intf_minor=10, intf_bld=3)
+    resp = bnxt_hsi.creq_query_version_resp(fw_maj=230, fw_minor=0, fw_bld=168, intf_maj=1, intf_minor=10, intf_bld=3)
     return bytes(resp)
 
   def query_func(self, req):
     bs = self.nic.backing
-    sb = B.creq_query_func_resp_sb(opcode=B.CMDQ_BASE_OPCODE_QUERY_FUNC, cookie=req.cookie, resp_size=ctypes.sizeof(B.creq_query_func_resp_sb) // 16,
-                                   max_mr_size=1 << 40, max_qp=bs.entries(QP_CTX), max_qp_wr=65535, max_cq=bs.entries(CQ_CTX),
-                                   max_cqe=65536, max_pd=65536, max_sge=6, max_srq_sge=6, max_qp_rd_atom=MAX_RD_ATOMIC,
-                                   max_qp_init_rd_atom=MAX_RD_ATOMIC, max_mr=bs.entries(MRAV), max_pkeys=1, max_inline_data=STATIC_WQE - 32,
-                                   max_gid=MAX_GIDS, max_dpi=(self.nic.doorbell_size - self.nic.l2_db_size) // DB_PAGE, max_sge_var_wqe=15,
-                                   dev_cap_flags=B.CREQ_QUERY_FUNC_RESP_SB_MR_REGISTER_ALLOC | B.CREQ_QUERY_FUNC_RESP_SB_HW_REQUESTER_RETX_ENABLED,
-                                   dev_cap_ext_flags=B.CREQ_QUERY_FUNC_RESP_SB_ATOMIC_OPS_NOT_SUPPORTED,
-                                   dev_cap_ext_flags_2=B.CREQ_QUERY_FUNC_RESP_SB_REQ_RETRANSMISSION_SUPPORT_HOST_MSN_TABLE)
+    sb = bnxt_hsi.creq_query_func_resp_sb(opcode=bnxt_hsi.CMDQ_BASE_OPCODE_QUERY_FUNC, cookie=req.cookie,
+                                          resp_size=ctypes.sizeof(bnxt_hsi.creq_query_func_resp_sb) // 16,
+                                          max_mr_size=1 << 40, max_qp=bs.entries(QP_CTX), max_qp_wr=65535, max_cq=bs.entries(CQ_CTX),
+                                          max_cqe=65536, max_pd=65536, max_sge=6, max_srq_sge=6, max_qp_rd_atom=MAX_RD_ATOMIC,
+                                          max_qp_init_rd_atom=MAX_RD_ATOMIC, max_mr=bs.entries(MRAV), max_pkeys=1, max_inline_data=STATIC_WQE - 32,
+                                          max_gid=MAX_GIDS, max_dpi=(self.nic.doorbell_size - self.nic.l2_db_size) // DB_PAGE, max_sge_var_wqe=15,
+                                          dev_cap_flags=bnxt_hsi.CREQ_QUERY_FUNC_RESP_SB_MR_REGISTER_ALLOC |
+                                          bnxt_hsi.CREQ_QUERY_FUNC_RESP_SB_HW_REQUESTER_RETX_ENABLED,
+                                          dev_cap_ext_flags=bnxt_hsi.CREQ_QUERY_FUNC_RESP_SB_ATOMIC_OPS_NOT_SUPPORTED,
+                                          dev_cap_ext_flags_2=bnxt_hsi.CREQ_QUERY_FUNC_RESP_SB_REQ_RETRANSMISSION_SUPPORT_HOST_MSN_TABLE)
     self._side_buffer(req, sb)
-    return bytes(B.creq_query_func_resp(size=ctypes.sizeof(sb) // 16))
+    return bytes(bnxt_hsi.creq_query_func_resp(size=ctypes.sizeof(sb) // 16))
 
   def initialize_fw(self, req):
     if self.initialized: raise _fail("INITIALIZE_FW twice (DEINITIALIZE_FW first)", BAD_STATE)
@@ -208,7 +212,7 @@ class RCFW:
        any(getattr(req, f"number_of_{d}") for d in ("qp", "mrw", "srq", "cq")):
       raise _fail("context page directories and counts must be 0: this chip's context memory is the HWRM backing store")
     if req.stat_ctx_id not in self.nic.hwrm.stat_ctxs: raise _fail(f"stat_ctx_id {req.stat_ctx_id} is not allocated")
-    if req.flags != B.CMDQ_INITIALIZE_FW_FLAGS_HW_REQUESTER_RETX_SUPPORTED:
+    if req.flags != bnxt_hsi.CMDQ_INITIALIZE_FW_FLAGS_HW_REQUESTER_RETX_SUPPORTED:
       raise _fail(f"flags {req.flags:#x}: the model implements hardware requester retransmission with the host MSN table "
                   "only (HW_REQUESTER_RETX_SUPPORTED, 0x2)", UNSUPPORTED)
     self.initialized = True
@@ -220,12 +224,12 @@ class RCFW:
   # --- CQs
   def create_cq(self, req):
     roce = self.nic.roce
-    if req.flags & ~B.CMDQ_CREATE_CQ_FLAGS_DISABLE_CQ_OVERFLOW_DETECTION & ~B.CMDQ_CREATE_CQ_FLAGS_STEERING_TAG_VALID:
+    if req.flags & ~bnxt_hsi.CMDQ_CREATE_CQ_FLAGS_DISABLE_CQ_OVERFLOW_DETECTION & ~bnxt_hsi.CMDQ_CREATE_CQ_FLAGS_STEERING_TAG_VALID:
       raise _fail(f"flags {req.flags:#x}: infinite CQ mode is not modelled", UNSUPPORTED)
-    level, psize = req.pg_size_lvl & B.CMDQ_CREATE_CQ_LVL_MASK, PAGE_SIZES.get((req.pg_size_lvl & B.CMDQ_CREATE_CQ_PG_SIZE_MASK) >> 2)
+    level, psize = req.pg_size_lvl & bnxt_hsi.CMDQ_CREATE_CQ_LVL_MASK, PAGE_SIZES.get((req.pg_size_lvl & bnxt_hsi.CMDQ_CREATE_CQ_PG_SIZE_MASK) >> 2)
     if psize is None or req.pg_size_lvl >> 5: raise _fail(f"pg_size_lvl {req.pg_size_lvl:#x}")
     if req.cq_fco_cnq_id >> 12: raise _fail(f"cq_fco {req.cq_fco_cnq_id >> 12}: a first-CQE offset is not modelled", UNSUPPORTED)
-    cnq = self.nic.hwrm.rings.get(req.cq_fco_cnq_id & B.CMDQ_CREATE_CQ_CNQ_ID_MASK)
+    cnq = self.nic.hwrm.rings.get(req.cq_fco_cnq_id & bnxt_hsi.CMDQ_CREATE_CQ_CNQ_ID_MASK)
     if cnq is None or cnq.events is None or cnq is self.creq: raise _fail(f"cnq_id {req.cq_fco_cnq_id & 0xFFF} is not an NQ ring (the CREQ is none)")
     if not 1 <= req.cq_size <= 65536: raise _fail(f"cq_size {req.cq_size}")
     self._dpi(req.dpi)
@@ -233,7 +237,7 @@ class RCFW:
     self._touch(CQ_CTX, cid)
     ring = self._ring(req.pbl, level, psize, req.cq_size, CQE, f"CQ {cid}")
     cq = roce.cqs[cid] = CQ(cid, req.cq_handle, EventRing(ring, 24), cnq, req.dpi,
-                            not req.flags & B.CMDQ_CREATE_CQ_FLAGS_DISABLE_CQ_OVERFLOW_DETECTION)
+                            not req.flags & bnxt_hsi.CMDQ_CREATE_CQ_FLAGS_DISABLE_CQ_OVERFLOW_DETECTION)
     cnq.users.add(f"CQ {cq.id}")
     return cid
 
@@ -262,14 +266,14 @@ class RCFW:
   # --- QPs
   def create_qp(self, req):
     roce = self.nic.roce
-    if req.type != B.CMDQ_CREATE_QP_TYPE_RC: raise _fail(f"QP type {req.type}: only RC is modelled", UNSUPPORTED)
-    ok = (B.CMDQ_CREATE_QP_QP_FLAGS_VARIABLE_SIZED_WQE_ENABLED | B.CMDQ_CREATE_QP_QP_FLAGS_FORCE_COMPLETION |
-          B.CMDQ_CREATE_QP_QP_FLAGS_RESERVED_LKEY_ENABLE | B.CMDQ_CREATE_QP_QP_FLAGS_FR_PMR_ENABLED |
-          B.CMDQ_CREATE_QP_QP_FLAGS_EXT_STATS_ENABLED | B.CMDQ_CREATE_QP_QP_FLAGS_STEERING_TAG_VALID |
-          B.CMDQ_CREATE_QP_QP_FLAGS_RDMA_READ_OR_ATOMICS_USED)
+    if req.type != bnxt_hsi.CMDQ_CREATE_QP_TYPE_RC: raise _fail(f"QP type {req.type}: only RC is modelled", UNSUPPORTED)
+    ok = (bnxt_hsi.CMDQ_CREATE_QP_QP_FLAGS_VARIABLE_SIZED_WQE_ENABLED | bnxt_hsi.CMDQ_CREATE_QP_QP_FLAGS_FORCE_COMPLETION |
+          bnxt_hsi.CMDQ_CREATE_QP_QP_FLAGS_RESERVED_LKEY_ENABLE | bnxt_hsi.CMDQ_CREATE_QP_QP_FLAGS_FR_PMR_ENABLED |
+          bnxt_hsi.CMDQ_CREATE_QP_QP_FLAGS_EXT_STATS_ENABLED | bnxt_hsi.CMDQ_CREATE_QP_QP_FLAGS_STEERING_TAG_VALID |
+          bnxt_hsi.CMDQ_CREATE_QP_QP_FLAGS_RDMA_READ_OR_ATOMICS_USED)
     if req.qp_flags & ~ok: raise _fail(f"qp_flags {req.qp_flags:#x}: SRQs, optimized transmit and express mode are not modelled", UNSUPPORTED)
-    variable = bool(req.qp_flags & B.CMDQ_CREATE_QP_QP_FLAGS_VARIABLE_SIZED_WQE_ENABLED)
-    sq_sge, rq_sge = req.sq_fwo_sq_sge & B.CMDQ_CREATE_QP_SQ_SGE_MASK, req.rq_fwo_rq_sge & B.CMDQ_CREATE_QP_RQ_SGE_MASK
+    variable = bool(req.qp_flags & bnxt_hsi.CMDQ_CREATE_QP_QP_FLAGS_VARIABLE_SIZED_WQE_ENABLED)
+    sq_sge, rq_sge = req.sq_fwo_sq_sge & bnxt_hsi.CMDQ_CREATE_QP_SQ_SGE_MASK, req.rq_fwo_rq_sge & bnxt_hsi.CMDQ_CREATE_QP_RQ_SGE_MASK
     if req.sq_fwo_sq_sge >> 4 or req.rq_fwo_rq_sge >> 4: raise _fail("a first-WQE offset (sq/rq fwo) is not modelled", UNSUPPORTED)
     if not 1 <= sq_sge <= (15 if variable else 6): raise _fail(f"sq_sge {sq_sge}")
     if not 1 <= req.sq_size <= 65536: raise _fail(f"sq_size {req.sq_size}")
@@ -288,7 +292,7 @@ class RCFW:
       if not 1 <= rq_sge <= 6: raise _fail(f"rq_sge {rq_sge}")
       rq = self._ring(req.rq_pbl, req.rq_pg_size_rq_lvl & 0xF, self._psize(req.rq_pg_size_rq_lvl), req.rq_size, RQ_WQE, f"QP {qpn} RQ")
     qp = roce.qps[qpn] = QP(qpn, req.qp_handle, req.pd_id, req.dpi, variable, sq, sq_sge, rq, rq_sge, scq, rcq, rc.QP(roce, qpn),
-                            force_completion=bool(req.qp_flags & B.CMDQ_CREATE_QP_QP_FLAGS_FORCE_COMPLETION))
+                            force_completion=bool(req.qp_flags & bnxt_hsi.CMDQ_CREATE_QP_QP_FLAGS_FORCE_COMPLETION))
     self.nic.port.qps[qpn] = qp.rc
     scq.users.add(qpn)
     rcq.users.add(qpn)
@@ -318,7 +322,7 @@ class RCFW:
     if mask & _MASK["STATE"]:
       if (byte & 0xF) >= len(STATES): raise _fail(f"new_state {byte & 0xF}")
       new = STATES[byte & 0xF]
-    if req.qp_type not in (0, B.CMDQ_MODIFY_QP_QP_TYPE_RC): raise _fail(f"qp_type {req.qp_type}: QP {qp.qpn} is RC")
+    if req.qp_type not in (0, bnxt_hsi.CMDQ_MODIFY_QP_QP_TYPE_RC): raise _fail(f"qp_type {req.qp_type}: QP {qp.qpn} is RC")
     if req.ext_modify_mask: raise _fail(f"ext_modify_mask {req.ext_modify_mask:#x}: not modelled", UNSUPPORTED)
     if new in ("RESET", "ERR"):
       if mask & ~_MASK["STATE"]: raise _fail(f"{cur}->{new} takes no attributes (mask {mask:#x})")
@@ -351,12 +355,12 @@ class RCFW:
     return v
 
   def _rtr(self, qp: QP, req, mask: int, attrs: dict) -> None:
-    net = req.network_type_en_sqd_async_notify_new_state & B.CMDQ_MODIFY_QP_NETWORK_TYPE_MASK
-    if net not in (B.CMDQ_MODIFY_QP_NETWORK_TYPE_ROCEV2_IPV4, B.CMDQ_MODIFY_QP_NETWORK_TYPE_ROCEV2_IPV6):
+    net = req.network_type_en_sqd_async_notify_new_state & bnxt_hsi.CMDQ_MODIFY_QP_NETWORK_TYPE_MASK
+    if net not in (bnxt_hsi.CMDQ_MODIFY_QP_NETWORK_TYPE_ROCEV2_IPV4, bnxt_hsi.CMDQ_MODIFY_QP_NETWORK_TYPE_ROCEV2_IPV6):
       raise _fail(f"network type {net >> 6}: RoCEv1 is not modelled (RoCEv2 over IPv4 or IPv6 is)", UNSUPPORTED)
     if (sgid := self.nic.port.gids.get(req.sgid_index)) is None: raise _fail(f"sgid_index {req.sgid_index} has no GID")
     dgid = bytes(req.dgid)
-    v4 = net == B.CMDQ_MODIFY_QP_NETWORK_TYPE_ROCEV2_IPV4
+    v4 = net == bnxt_hsi.CMDQ_MODIFY_QP_NETWORK_TYPE_ROCEV2_IPV4
     if is_ipv4_gid(sgid) != v4 or is_ipv4_gid(dgid) != v4:
       raise _fail(f"network type RoCEv2-{'IPv4' if v4 else 'IPv6'} with source GID {sgid.hex()} and destination GID {dgid.hex()}")
     code = req.path_mtu_pingpong_push_enable >> 4
@@ -374,21 +378,22 @@ class RCFW:
   def query_qp(self, req):
     qp = self._qp(req.qp_cid)
     a, path = qp.rc.a, qp.rc.a.path
-    sb = B.creq_query_qp_resp_sb(opcode=B.CMDQ_BASE_OPCODE_QUERY_QP, cookie=req.cookie, resp_size=ctypes.sizeof(B.creq_query_qp_resp_sb) // 16,
-                                 xid=qp.qpn, en_sqd_async_notify_state=STATES.index(a.state), access=a.access, pkey=a.pkey,
-                                 timeout=a.timeout, retry_cnt=a.retry_cnt, rnr_retry=a.rnr_retry, min_rnr_timer=a.min_rnr_timer,
-                                 rq_psn=qp.rc.epsn, sq_psn=qp.rc.next_psn, max_rd_atomic=a.max_rd_atomic,
-                                 max_dest_rd_atomic=a.max_dest_rd_atomic, sq_size=qp.sq.depth, rq_size=qp.rq.depth if qp.rq else 0,
-                                 sq_sge=qp.sq_sge, rq_sge=qp.rq_sge, dest_qp_id=a.dest_qpn,
-                                 path_mtu_dest_vlan_id=MTUS.index(a.mtu) << B.CREQ_QUERY_QP_RESP_SB_PATH_MTU_SFT)
+    sb = bnxt_hsi.creq_query_qp_resp_sb(opcode=bnxt_hsi.CMDQ_BASE_OPCODE_QUERY_QP, cookie=req.cookie,
+                                        resp_size=ctypes.sizeof(bnxt_hsi.creq_query_qp_resp_sb) // 16,
+                                        xid=qp.qpn, en_sqd_async_notify_state=STATES.index(a.state), access=a.access, pkey=a.pkey,
+                                        timeout=a.timeout, retry_cnt=a.retry_cnt, rnr_retry=a.rnr_retry, min_rnr_timer=a.min_rnr_timer,
+                                        rq_psn=qp.rc.epsn, sq_psn=qp.rc.next_psn, max_rd_atomic=a.max_rd_atomic,
+                                        max_dest_rd_atomic=a.max_dest_rd_atomic, sq_size=qp.sq.depth, rq_size=qp.rq.depth if qp.rq else 0,
+                                        sq_sge=qp.sq_sge, rq_sge=qp.rq_sge, dest_qp_id=a.dest_qpn,
+                                        path_mtu_dest_vlan_id=MTUS.index(a.mtu) << bnxt_hsi.CREQ_QUERY_QP_RESP_SB_PATH_MTU_SFT)
     if path is not None:
-      ctypes.memmove(ctypes.addressof(sb) + B.creq_query_qp_resp_sb.dgid.offset, path.dgid, 16)
-      ctypes.memmove(ctypes.addressof(sb) + B.creq_query_qp_resp_sb.dest_mac.offset, path.dst_mac, 6)
-      ctypes.memmove(ctypes.addressof(sb) + B.creq_query_qp_resp_sb.src_mac.offset, path.src_mac, 6)
+      ctypes.memmove(ctypes.addressof(sb) + bnxt_hsi.creq_query_qp_resp_sb.dgid.offset, path.dgid, 16)
+      ctypes.memmove(ctypes.addressof(sb) + bnxt_hsi.creq_query_qp_resp_sb.dest_mac.offset, path.dst_mac, 6)
+      ctypes.memmove(ctypes.addressof(sb) + bnxt_hsi.creq_query_qp_resp_sb.src_mac.offset, path.src_mac, 6)
       sb.hop_limit, sb.traffic_class, sb.flow_label = path.hop_limit, path.traffic_class, path.flow_label
       sb.sgid_index = next((i for i, g in self.nic.port.gids.items() if g == path.sgid), 0)
     self._side_buffer(req, sb)
-    return bytes(B.creq_query_qp_resp(size=ctypes.sizeof(sb) // 16))
+    return bytes(bnxt_hsi.creq_query_qp_resp(size=ctypes.sizeof(sb) // 16))
 
   # --- memory
   def _key(self) -> int:
@@ -400,7 +405,7 @@ class RCFW:
     return index << 8 | gen
 
   def allocate_mrw(self, req):
-    if req.mrw_flags & B.CMDQ_ALLOCATE_MRW_MRW_FLAGS_MASK != B.CMDQ_ALLOCATE_MRW_MRW_FLAGS_MR:
+    if req.mrw_flags & bnxt_hsi.CMDQ_ALLOCATE_MRW_MRW_FLAGS_MASK != bnxt_hsi.CMDQ_ALLOCATE_MRW_MRW_FLAGS_MR:
       raise _fail(f"mrw_flags {req.mrw_flags:#x}: memory windows and physical MRs are not modelled", UNSUPPORTED)
     key = self._key()
     self.nic.roce.mrw[key] = req.pd_id
@@ -412,18 +417,19 @@ class RCFW:
 
   def register_mr(self, req):
     roce = self.nic.roce
-    if req.flags & ~(B.CMDQ_REGISTER_MR_FLAGS_ALLOC_MR | B.CMDQ_REGISTER_MR_FLAGS_STEERING_TAG_VALID | B.CMDQ_REGISTER_MR_FLAGS_ENABLE_RO):
+    if req.flags & ~(bnxt_hsi.CMDQ_REGISTER_MR_FLAGS_ALLOC_MR | bnxt_hsi.CMDQ_REGISTER_MR_FLAGS_STEERING_TAG_VALID |
+                     bnxt_hsi.CMDQ_REGISTER_MR_FLAGS_ENABLE_RO):
       raise _fail(f"flags {req.flags:#x}")
-    level, log2 = req.log2_pg_size_lvl & B.CMDQ_REGISTER_MR_LVL_MASK, (req.log2_pg_size_lvl & B.CMDQ_REGISTER_MR_LOG2_PG_SIZE_MASK) >> 2
+    level, log2 = req.log2_pg_size_lvl & bnxt_hsi.CMDQ_REGISTER_MR_LVL_MASK, (req.log2_pg_size_lvl & bnxt_hsi.CMDQ_REGISTER_MR_LOG2_PG_SIZE_MASK) >> 2
     if not 12 <= log2 <= 30 or req.log2_pg_size_lvl & 0x80: raise _fail(f"log2_pg_size_lvl {req.log2_pg_size_lvl:#x}: page sizes 4 KiB - 1 GiB")
     if level and req.log2_pbl_pg_size != 12: raise _fail(f"log2_pbl_pg_size {req.log2_pbl_pg_size}: PBL pages are 4 KiB (12)")
-    ok = (B.CMDQ_REGISTER_MR_ACCESS_LOCAL_WRITE | B.CMDQ_REGISTER_MR_ACCESS_REMOTE_READ | B.CMDQ_REGISTER_MR_ACCESS_REMOTE_WRITE |
-          B.CMDQ_REGISTER_MR_ACCESS_ZERO_BASED)
+    ok = (bnxt_hsi.CMDQ_REGISTER_MR_ACCESS_LOCAL_WRITE | bnxt_hsi.CMDQ_REGISTER_MR_ACCESS_REMOTE_READ |
+          bnxt_hsi.CMDQ_REGISTER_MR_ACCESS_REMOTE_WRITE | bnxt_hsi.CMDQ_REGISTER_MR_ACCESS_ZERO_BASED)
     if req.access & ~ok: raise _fail(f"access {req.access:#x}: atomics and memory windows are not modelled", UNSUPPORTED)
-    if req.access & B.CMDQ_REGISTER_MR_ACCESS_REMOTE_WRITE and not req.access & B.CMDQ_REGISTER_MR_ACCESS_LOCAL_WRITE:
+    if req.access & bnxt_hsi.CMDQ_REGISTER_MR_ACCESS_REMOTE_WRITE and not req.access & bnxt_hsi.CMDQ_REGISTER_MR_ACCESS_LOCAL_WRITE:
       raise _fail("REMOTE_WRITE needs LOCAL_WRITE (IBA C10-93)")
     if not 1 <= req.mr_size <= 1 << 40: raise _fail(f"mr_size {req.mr_size}")
-    if req.flags & B.CMDQ_REGISTER_MR_FLAGS_ALLOC_MR: key, pd = self._key(), None
+    if req.flags & bnxt_hsi.CMDQ_REGISTER_MR_FLAGS_ALLOC_MR: key, pd = self._key(), None
     elif (pd := roce.mrw.get(req.key)) is None or req.key in roce.mrs: raise _fail(f"key {req.key:#x}: not allocated, or already registered")
     else: key = req.key
     psize = 1 << log2
@@ -431,7 +437,7 @@ class RCFW:
     try: pages = walk(self.nic.dma, req.pbl, level, -(-(first + req.mr_size) // psize), psize, False, f"MR {key:#x}")
     except (PBLError, DMAFault) as e: raise _fail(str(e)) from None
     access = sum(r for bit, r in MR_ACCESS if req.access & bit)
-    va = 0 if req.access & B.CMDQ_REGISTER_MR_ACCESS_ZERO_BASED else req.va
+    va = 0 if req.access & bnxt_hsi.CMDQ_REGISTER_MR_ACCESS_ZERO_BASED else req.va
     roce.mrs[key] = MR(key, pd, mr_region(self.nic.dma, key, va, req.mr_size, access, pages, psize, first))
     return key
 
@@ -443,7 +449,7 @@ class RCFW:
     roce, raw = self.nic.roce, bytes(req)
     gid = raw[16:32][::-1]
     mac = bytes((raw[33], raw[32], raw[35], raw[34], raw[37], raw[36]))
-    if req.vlan & B.CMDQ_ADD_GID_VLAN_VLAN_EN: raise _fail("VLANs are not modelled", UNSUPPORTED)
+    if req.vlan & bnxt_hsi.CMDQ_ADD_GID_VLAN_VLAN_EN: raise _fail("VLANs are not modelled", UNSUPPORTED)
     index = next((i for i in range(MAX_GIDS) if i not in self.nic.port.gids), None)
     if index is None: raise _fail(f"the GID table has {MAX_GIDS} entries", NO_RESOURCE)
     try: self.nic.port.add_gid(index, gid)

@@ -19,7 +19,7 @@ Not modelled: command signatures (the driver turns cmdif_checksum off; they are 
 from __future__ import annotations
 from typing import TYPE_CHECKING, Callable
 
-from autogen import mlx5 as H, mlx5_core as C
+from autogen import mlx5 as mlx5_ifc, mlx5_core
 from autogen.bitlayout import BitLayout
 from emu.nic.mlx5 import CommandFailed
 from emu.pci import ModelError, DMAFault
@@ -27,11 +27,11 @@ from emu.pci import ModelError, DMAFault
 if TYPE_CHECKING: from emu.nic.mlx5.cx6dx import CX6DX
 
 LOG_SIZE, LOG_STRIDE = 5, 6
-LAYOUT, BLOCK, BLOCK_DATA, BLOCK_ALIGN = 64, 576, C.MLX5_CMD_DATA_BLOCK_SIZE, 1024
+LAYOUT, BLOCK, BLOCK_DATA, BLOCK_ALIGN = 64, 576, mlx5_core.MLX5_CMD_DATA_BLOCK_SIZE, 1024
 # MLX5_CMD_DELIVERY_STAT_* (mlx5 core cmd.c)
 TOK_ERR, BAD_BLK_NUM_ERR, OUT_PTR_ALIGN_ERR, IN_PTR_ALIGN_ERR, FW_ERR, IN_LENGTH_ERR, OUT_LENGTH_ERR = 2, 3, 4, 5, 6, 7, 8
 CMD_DESCR_ERR = 0x10
-NAMES = {v: k[len("MLX5_CMD_OP_"):] for k, v in vars(H).items() if k.startswith("MLX5_CMD_OP_") and isinstance(v, int)}
+NAMES = {v: k[len("MLX5_CMD_OP_"):] for k, v in vars(mlx5_ifc).items() if k.startswith("MLX5_CMD_OP_") and isinstance(v, int)}
 
 
 class Delivery(Exception):
@@ -54,7 +54,7 @@ class Command:
 
   def need(self, nbytes: int, what: str) -> None:
     if len(self.data) < nbytes:
-      raise CommandFailed(C.MLX5_CMD_STAT_BAD_INP_LEN_ERR, "input shorter than its payload",
+      raise CommandFailed(mlx5_core.MLX5_CMD_STAT_BAD_INP_LEN_ERR, "input shorter than its payload",
                           f"{what} needs {nbytes} input bytes, inlen is {len(self.data)}")
 
 
@@ -74,7 +74,7 @@ class CommandQueue:
   def register(self, opcode: int, handler: Handler) -> None:
     name = NAMES[opcode].lower()
     alias = {"2err_qp": "qp_2err", "2rst_qp": "qp_2rst", "access_reg": "access_register"}.get(name, name)
-    self.commands[opcode] = (handler, H.LAYOUTS[f"{alias}_in"], H.LAYOUTS[f"{alias}_out"])
+    self.commands[opcode] = (handler, mlx5_ifc.LAYOUTS[f"{alias}_in"], mlx5_ifc.LAYOUTS[f"{alias}_out"])
 
   @property
   def addr(self) -> int: return self.addr_h << 32 | (self.addr_l & ~0xFFF)
@@ -88,10 +88,11 @@ class CommandQueue:
   def _slot(self, slot: int) -> None:
     dma, base = self.nic.dma, self.addr + (slot << LOG_STRIDE)
     lay = bytearray(dma.read(base, LAYOUT))
-    if not lay[63] & C.CMD_OWNER_HW: raise ModelError(f"command doorbell for slot {slot}, which the driver has not handed over (status_own bit 0)")
+    if not lay[63] & mlx5_core.CMD_OWNER_HW:
+      raise ModelError(f"command doorbell for slot {slot}, which the driver has not handed over (status_own bit 0)")
     token = lay[60]
     try:
-      if lay[0] != C.MLX5_PCI_CMD_XPORT: raise Delivery(CMD_DESCR_ERR, f"layout type {lay[0]}, not {C.MLX5_PCI_CMD_XPORT}")
+      if lay[0] != mlx5_core.MLX5_PCI_CMD_XPORT: raise Delivery(CMD_DESCR_ERR, f"layout type {lay[0]}, not {mlx5_core.MLX5_PCI_CMD_XPORT}")
       inlen, outlen = int.from_bytes(lay[4:8], "big"), int.from_bytes(lay[56:60], "big")
       in_blocks = self._chain(int.from_bytes(lay[8:16], "big"), max(0, inlen - 16), token, IN_PTR_ALIGN_ERR, IN_LENGTH_ERR)
       out_blocks = self._chain(int.from_bytes(lay[48:56], "big"), max(0, outlen - 16), token, OUT_PTR_ALIGN_ERR, OUT_LENGTH_ERR)
@@ -109,7 +110,7 @@ class CommandQueue:
       lay[63] = FW_ERR << 1
     dma.write(base, bytes(lay))
     self.nic.pages.update()                     # a page request, if the command changed what the firmware needs
-    self.nic.eqs.event(C.MLX5_EVENT_TYPE_CMD, 0, (1 << slot).to_bytes(4, "big"))
+    self.nic.eqs.event(mlx5_core.MLX5_EVENT_TYPE_CMD, 0, (1 << slot).to_bytes(4, "big"))
 
   def _chain(self, ptr: int, nbytes: int, token: int, align_err: int, len_err: int) -> list[int]:
     blocks = []
@@ -129,10 +130,11 @@ class CommandQueue:
     name = NAMES.get(opcode, f"opcode {opcode:#x}")
     out = bytearray(max(outlen, 0))
     try:
-      if opcode not in self.commands: raise CommandFailed(C.MLX5_CMD_STAT_BAD_OP_ERR, "command not implemented", name)
+      if opcode not in self.commands: raise CommandFailed(mlx5_core.MLX5_CMD_STAT_BAD_OP_ERR, "command not implemented", name)
       handler, lin, lout = self.commands[opcode]
-      if len(data) < lin.nbytes: raise CommandFailed(C.MLX5_CMD_STAT_BAD_INP_LEN_ERR, "inlen too short", f"{name}: {len(data)} < {lin.nbytes}")
-      if outlen < lout.nbytes: raise CommandFailed(C.MLX5_CMD_STAT_BAD_OUTP_LEN_ERR, "outlen too short", f"{name}: {outlen} < {lout.nbytes}")
+      if len(data) < lin.nbytes: raise CommandFailed(mlx5_core.MLX5_CMD_STAT_BAD_INP_LEN_ERR, "inlen too short",
+                                                     f"{name}: {len(data)} < {lin.nbytes}")
+      if outlen < lout.nbytes: raise CommandFailed(mlx5_core.MLX5_CMD_STAT_BAD_OUTP_LEN_ERR, "outlen too short", f"{name}: {outlen} < {lout.nbytes}")
       cmd = Command(opcode, data, lin, lout, outlen)
       handler(cmd)
       out = cmd.out

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from autogen import mlx5 as H, mlx5_core as C
+from autogen import mlx5 as mlx5_ifc, mlx5_core
 from emu.nic import fastpath
 from emu.nic.mlx5 import CommandFailed
 from emu.pci import ModelError
@@ -44,8 +44,8 @@ class CQ:
 class CQs:
   def __init__(self, nic: CX6DX):
     self.nic = nic
-    nic.cmdq.register(H.MLX5_CMD_OP_CREATE_CQ, self.create)
-    nic.cmdq.register(H.MLX5_CMD_OP_DESTROY_CQ, self.destroy)
+    nic.cmdq.register(mlx5_ifc.MLX5_CMD_OP_CREATE_CQ, self.create)
+    nic.cmdq.register(mlx5_ifc.MLX5_CMD_OP_DESTROY_CQ, self.destroy)
     self.cqs: dict[int, CQ] = {}
 
   def reset(self) -> None:
@@ -58,7 +58,8 @@ class CQs:
     size = 1 << cq.log_size
     if (cq.prod - self.consumer(cq)) % (1 << 24) >= size:
       self.nic.log(f"CQ {cq.cqn} overrun: the driver has not consumed its entries (doorbell record set_ci)")
-      return self.nic.eqs.event(C.MLX5_EVENT_TYPE_CQ_ERROR, 0, cq.cqn.to_bytes(4, "big") + bytes(7) + bytes([H.MLX5_CQ_ERROR_SYNDROME_CQ_OVERRUN]))
+      return self.nic.eqs.event(mlx5_core.MLX5_EVENT_TYPE_CQ_ERROR, 0, cq.cqn.to_bytes(4, "big") + bytes(7) +
+                                bytes([mlx5_ifc.MLX5_CQ_ERROR_SYNDROME_CQ_OVERRUN]))
     cqe[63] = cqe[63] & 0xF0 | (cq.prod >> cq.log_size & 1)
     cq.buf.write((cq.prod % size) * CQE, bytes(cqe))
     cq.prod = (cq.prod + 1) % (1 << 24)
@@ -68,7 +69,7 @@ class CQs:
     """The armed CQ's completion event (one per arm) to its EQ."""
     cq.armed = False
     eq = self.nic.eqs.eqs.get(cq.eqn)
-    if eq is not None and not eq.push(C.MLX5_EVENT_TYPE_COMP, 0, bytes(24) + cq.cqn.to_bytes(4, "big")):
+    if eq is not None and not eq.push(mlx5_core.MLX5_EVENT_TYPE_COMP, 0, bytes(24) + cq.cqn.to_bytes(4, "big")):
       self.nic.log(f"EQ {eq.eqn} is full: CQ {cq.cqn}'s completion event is lost")
 
   def doorbell(self, uar: int, value: int) -> None:
@@ -89,7 +90,7 @@ class CQs:
     if uar not in hca.uars: raise CommandFailed(BAD_PARAM, "no such uar", f"uar_page {uar}")
     if eqn not in self.nic.eqs.eqs: raise CommandFailed(BAD_PARAM, "no such eq", f"c_eqn {eqn}")
     if dbr % 8 or not dbr: raise CommandFailed(BAD_PARAM, "doorbell record alignment", f"dbr_addr {dbr:#x}")
-    if len(self.cqs) >= 1 << hca.cap(0, "log_max_cq"): raise CommandFailed(C.MLX5_CMD_STAT_NO_RES_ERR, "out of cqs", f"{len(self.cqs)} CQs")
+    if len(self.cqs) >= 1 << hca.cap(0, "log_max_cq"): raise CommandFailed(mlx5_core.MLX5_CMD_STAT_NO_RES_ERR, "out of cqs", f"{len(self.cqs)} CQs")
     page = 4096 << log_pg
     npages = -(-(CQE << log_size) // page)
     c.need(PAS + 8 * npages, f"{npages} CQ pages")
@@ -103,6 +104,6 @@ class CQs:
   def destroy(self, c: Command) -> None:
     cqn = c.get("cqn")
     if (cq := self.cqs.get(cqn)) is None: raise CommandFailed(BAD_PARAM, "no such cq", f"CQ {cqn}")
-    if cq.users: raise CommandFailed(C.MLX5_CMD_STAT_BAD_RES_STATE_ERR, "cq in use", f"CQ {cqn} serves QP {sorted(cq.users)}")
+    if cq.users: raise CommandFailed(mlx5_core.MLX5_CMD_STAT_BAD_RES_STATE_ERR, "cq in use", f"CQ {cqn} serves QP {sorted(cq.users)}")
     self.nic.pages.free_slot(cq.slot)
     del self.cqs[cqn]

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
-from autogen import mlx5 as H, mlx5_core as C
+from autogen import mlx5 as mlx5_ifc, mlx5_core
 from emu.nic import fastpath
 from emu.nic.mlx5 import CommandFailed
 from emu.pci import ModelError
@@ -81,8 +81,8 @@ class EQ:
 class EQs:
   def __init__(self, nic: CX6DX):
     self.nic = nic
-    nic.cmdq.register(H.MLX5_CMD_OP_CREATE_EQ, self.create)
-    nic.cmdq.register(H.MLX5_CMD_OP_DESTROY_EQ, self.destroy)
+    nic.cmdq.register(mlx5_ifc.MLX5_CMD_OP_CREATE_EQ, self.create)
+    nic.cmdq.register(mlx5_ifc.MLX5_CMD_OP_DESTROY_EQ, self.destroy)
     self.eqs: dict[int, EQ] = {}
 
   def reset(self) -> None:
@@ -111,7 +111,7 @@ class EQs:
     if log_size > hca.cap(0, "log_max_eq_sz"): raise CommandFailed(BAD_PARAM, "eq too large", f"log_eq_size {log_size}")
     if uar not in hca.uars: raise CommandFailed(BAD_PARAM, "no such uar", f"uar_page {uar}")
     if e("page_offset") or e("oi") or e("ec"): raise CommandFailed(BAD_PARAM, "eq context not modelled", "page_offset, oi and ec must be 0")
-    if len(self.eqs) >= 1 << hca.cap(0, "log_max_eq"): raise CommandFailed(C.MLX5_CMD_STAT_NO_RES_ERR, "out of eqs", f"{len(self.eqs)} EQs")
+    if len(self.eqs) >= 1 << hca.cap(0, "log_max_eq"): raise CommandFailed(mlx5_core.MLX5_CMD_STAT_NO_RES_ERR, "out of eqs", f"{len(self.eqs)} EQs")
     page = 4096 << log_pg
     npages = -(-(EQE << log_size) // page)
     c.need(PAS + 8 * npages, f"{npages} EQ pages")
@@ -128,6 +128,6 @@ class EQs:
     eqn = c.get("eq_number")
     if (eq := self.eqs.get(eqn)) is None: raise CommandFailed(BAD_PARAM, "no such eq", f"EQ {eqn}")
     if users := [cq.cqn for cq in self.nic.cqs.cqs.values() if cq.eqn == eqn]:
-      raise CommandFailed(C.MLX5_CMD_STAT_BAD_RES_STATE_ERR, "eq in use", f"EQ {eqn} serves CQ {users}")
+      raise CommandFailed(mlx5_core.MLX5_CMD_STAT_BAD_RES_STATE_ERR, "eq in use", f"EQ {eqn} serves CQ {users}")
     self.nic.pages.free_slot(eq.slot)
     del self.eqs[eqn]

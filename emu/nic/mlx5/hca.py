@@ -21,8 +21,8 @@ Not modelled: registers other than HOST_ENDIANNESS, other vports, the health buf
 from __future__ import annotations
 from typing import TYPE_CHECKING
 
-from autogen import mlx5 as H, mlx5_core as C
-from emu.nic import roce as R
+from autogen import mlx5 as mlx5_ifc, mlx5_core
+from emu.nic import roce
 from emu.nic.mlx5 import CommandFailed
 from emu.nic.mlx5.cmdq import Command
 from emu.nic.mlx5.pages import BOOT, INIT, BAD_PARAM, BAD_STATE
@@ -31,34 +31,35 @@ from emu.nic.wire import GIDConflict
 if TYPE_CHECKING: from emu.nic.mlx5.cx6dx import CX6DX
 
 MAX_UARS, MAX_PDS, GID_TABLE = 64, 1 << 16, 16
-GEN, ROCE = C.MLX5_CAP_GENERAL, C.MLX5_CAP_ROCE
+GEN, ROCE = mlx5_core.MLX5_CAP_GENERAL, mlx5_core.MLX5_CAP_ROCE
 CAP_BYTES = 4096
 MAX_CAPS = {
   GEN: dict(log_max_qp=18, log_max_qp_sz=15, log_max_cq=16, log_max_cq_sz=22, log_max_eq=4, log_max_eq_sz=22, log_max_mkey=16,
             log_max_pd=16, log_max_msg=30, roce=1, num_ports=1, port_type=1, log_max_ra_req_qp=4, log_max_ra_res_qp=4,
-            max_wqe_sz_sq=C.MLX5_SEND_WQE_MAX_SIZE, max_wqe_sz_rq=512, log_pg_sz=12, bf=1, log_bf_reg_size=9, cmdif_checksum=0,
+            max_wqe_sz_sq=mlx5_core.MLX5_SEND_WQE_MAX_SIZE, max_wqe_sz_rq=512, log_pg_sz=12, bf=1, log_bf_reg_size=9, cmdif_checksum=0,
             log_uar_page_sz=0, pkey_table_size=0, max_sgl_for_optimized_performance=8),
-  ROCE: dict(roce_version=C.MLX5_ROCE_VERSION_2_CAP, l3_type=C.MLX5_ROCE_L3_TYPE_IPV4_CAP | C.MLX5_ROCE_L3_TYPE_IPV6_CAP,
-             roce_address_table_size=GID_TABLE, r_roce_dest_udp_port=R.ROCE_V2_UDP_DPORT,
+  ROCE: dict(roce_version=mlx5_core.MLX5_ROCE_VERSION_2_CAP, l3_type=mlx5_core.MLX5_ROCE_L3_TYPE_IPV4_CAP | mlx5_core.MLX5_ROCE_L3_TYPE_IPV6_CAP,
+             roce_address_table_size=GID_TABLE, r_roce_dest_udp_port=roce.ROCE_V2_UDP_DPORT,
              r_roce_min_src_udp_port=0xC000, r_roce_max_src_udp_port=0xFFFF, sw_r_roce_src_udp_port=1),
 }
 # bf, log_bf_reg_size 9: BlueFlame in the two 256-byte doorbell registers of a UAR page at 0x800 and 0x900 (MLX5_BF_OFFSET)
 WRITABLE = {GEN: {"log_max_qp", "roce", "cmdif_checksum", "log_uar_page_sz", "pkey_table_size"}, ROCE: {"sw_r_roce_src_udp_port"}}
-CAP_LAYOUT = {GEN: H.LAYOUTS["cmd_hca_cap"], ROCE: H.LAYOUTS["roce_cap"]}
+CAP_LAYOUT = {GEN: mlx5_ifc.LAYOUTS["cmd_hca_cap"], ROCE: mlx5_ifc.LAYOUTS["roce_cap"]}
 
 
 class HCA:
   def __init__(self, nic: CX6DX):
     self.nic = nic
     q = nic.cmdq.register
-    for op, fn in ((H.MLX5_CMD_OP_ENABLE_HCA, self.enable_hca), (H.MLX5_CMD_OP_DISABLE_HCA, self.disable_hca),
-                   (H.MLX5_CMD_OP_QUERY_ISSI, self.query_issi), (H.MLX5_CMD_OP_SET_ISSI, self.set_issi),
-                   (H.MLX5_CMD_OP_QUERY_HCA_CAP, self.query_hca_cap), (H.MLX5_CMD_OP_SET_HCA_CAP, self.set_hca_cap),
-                   (H.MLX5_CMD_OP_INIT_HCA, self.init_hca), (H.MLX5_CMD_OP_TEARDOWN_HCA, self.teardown_hca),
-                   (H.MLX5_CMD_OP_ALLOC_UAR, self.alloc_uar), (H.MLX5_CMD_OP_DEALLOC_UAR, self.dealloc_uar),
-                   (H.MLX5_CMD_OP_ALLOC_PD, self.alloc_pd), (H.MLX5_CMD_OP_DEALLOC_PD, self.dealloc_pd),
-                   (H.MLX5_CMD_OP_QUERY_NIC_VPORT_CONTEXT, self.query_vport), (H.MLX5_CMD_OP_MODIFY_NIC_VPORT_CONTEXT, self.modify_vport),
-                   (H.MLX5_CMD_OP_SET_ROCE_ADDRESS, self.set_roce_address), (H.MLX5_CMD_OP_ACCESS_REG, self.access_reg)):
+    for op, fn in ((mlx5_ifc.MLX5_CMD_OP_ENABLE_HCA, self.enable_hca), (mlx5_ifc.MLX5_CMD_OP_DISABLE_HCA, self.disable_hca),
+                   (mlx5_ifc.MLX5_CMD_OP_QUERY_ISSI, self.query_issi), (mlx5_ifc.MLX5_CMD_OP_SET_ISSI, self.set_issi),
+                   (mlx5_ifc.MLX5_CMD_OP_QUERY_HCA_CAP, self.query_hca_cap), (mlx5_ifc.MLX5_CMD_OP_SET_HCA_CAP, self.set_hca_cap),
+                   (mlx5_ifc.MLX5_CMD_OP_INIT_HCA, self.init_hca), (mlx5_ifc.MLX5_CMD_OP_TEARDOWN_HCA, self.teardown_hca),
+                   (mlx5_ifc.MLX5_CMD_OP_ALLOC_UAR, self.alloc_uar), (mlx5_ifc.MLX5_CMD_OP_DEALLOC_UAR, self.dealloc_uar),
+                   (mlx5_ifc.MLX5_CMD_OP_ALLOC_PD, self.alloc_pd), (mlx5_ifc.MLX5_CMD_OP_DEALLOC_PD, self.dealloc_pd),
+                   (mlx5_ifc.MLX5_CMD_OP_QUERY_NIC_VPORT_CONTEXT, self.query_vport), (mlx5_ifc.MLX5_CMD_OP_MODIFY_NIC_VPORT_CONTEXT,
+                                                                                      self.modify_vport),
+                   (mlx5_ifc.MLX5_CMD_OP_SET_ROCE_ADDRESS, self.set_roce_address), (mlx5_ifc.MLX5_CMD_OP_ACCESS_REG, self.access_reg)):
       q(op, fn)
     self.reset()
 
@@ -93,7 +94,7 @@ class HCA:
     if not self.enabled: raise CommandFailed(BAD_STATE, "hca not enabled", "DISABLE_HCA before ENABLE_HCA")
     if self.initialized: raise CommandFailed(BAD_STATE, "hca initialized", "TEARDOWN_HCA before DISABLE_HCA")
     if n := len(self.nic.pages.kind):
-      raise CommandFailed(C.MLX5_CMD_STAT_BAD_RES_STATE_ERR, "pages still given", f"{n} pages not reclaimed (MANAGE_PAGES HCA_RETURN_PAGES)")
+      raise CommandFailed(mlx5_core.MLX5_CMD_STAT_BAD_RES_STATE_ERR, "pages still given", f"{n} pages not reclaimed (MANAGE_PAGES HCA_RETURN_PAGES)")
     self.nic.pages.reset()
     self.reset()
     self.nic.set_enabled(False)
@@ -133,12 +134,12 @@ class HCA:
     """ACCESS_REG: the HOST_ENDIANNESS register only (16 bytes, `he` at byte 0: 0 a little-endian host, the only kind
     modelled; mlx5 core main.c MLX5_SET_HOST_ENDIANNESS)."""
     if not self.enabled: raise CommandFailed(BAD_STATE, "hca not enabled", "ENABLE_HCA first")
-    if c.get("register_id") != C.MLX5_REG_HOST_ENDIANNESS:
+    if c.get("register_id") != mlx5_core.MLX5_REG_HOST_ENDIANNESS:
       raise CommandFailed(BAD_PARAM, "register not modelled", f"register_id {c.get('register_id'):#x}: HOST_ENDIANNESS (0x7004) is")
-    if c.op_mod == H.MLX5_ACCESS_REGISTER_IN_OP_MOD_READ:
+    if c.op_mod == mlx5_ifc.MLX5_ACCESS_REGISTER_IN_OP_MOD_READ:
       c.out[16:32] = bytes([self.host_endianness or 0]) + bytes(15)
       return
-    if c.op_mod != H.MLX5_ACCESS_REGISTER_IN_OP_MOD_WRITE: raise CommandFailed(BAD_PARAM, "access_reg op_mod", f"op_mod {c.op_mod}")
+    if c.op_mod != mlx5_ifc.MLX5_ACCESS_REGISTER_IN_OP_MOD_WRITE: raise CommandFailed(BAD_PARAM, "access_reg op_mod", f"op_mod {c.op_mod}")
     c.need(32, "the 16-byte HOST_ENDIANNESS register")
     if (he := c.raw(16, 1)[0]) != 0: raise CommandFailed(BAD_PARAM, "big-endian host not modelled", f"he {he:#x}")
     self.host_endianness = he
@@ -164,7 +165,7 @@ class HCA:
   def alloc_uar(self, c: Command) -> None:
     self.need_init("ALLOC_UAR")
     free = [i for i in range(1, MAX_UARS + 1) if i not in self.uars]
-    if not free: raise CommandFailed(C.MLX5_CMD_STAT_NO_RES_ERR, "out of uars", f"all {MAX_UARS} UAR pages are allocated")
+    if not free: raise CommandFailed(mlx5_core.MLX5_CMD_STAT_NO_RES_ERR, "out of uars", f"all {MAX_UARS} UAR pages are allocated")
     self.uars.add(free[0])
     c.put("uar", free[0])
 
@@ -173,7 +174,7 @@ class HCA:
     nic = self.nic
     users = [f"EQ {q.eqn}" for q in nic.eqs.eqs.values() if q.uar == u] + [f"CQ {q.cqn}" for q in nic.cqs.cqs.values() if q.uar == u] + \
             [f"QP {q.qpn:#x}" for q in nic.qps.qps.values() if q.uar == u]
-    if users: raise CommandFailed(C.MLX5_CMD_STAT_BAD_RES_STATE_ERR, "uar in use", f"UAR {u} serves {', '.join(users)}")
+    if users: raise CommandFailed(mlx5_core.MLX5_CMD_STAT_BAD_RES_STATE_ERR, "uar in use", f"UAR {u} serves {', '.join(users)}")
     self.uars.discard(u)
 
   def alloc_pd(self, c: Command) -> None:
@@ -186,7 +187,7 @@ class HCA:
     if (pd := c.get("pd")) not in self.pds: raise CommandFailed(BAD_PARAM, "no such pd", f"PD {pd}")
     nic = self.nic
     users = [f"MKEY {m.key:#x}" for m in nic.mkeys.mkeys.values() if m.pd == pd] + [f"QP {q.qpn:#x}" for q in nic.qps.qps.values() if q.pd == pd]
-    if users: raise CommandFailed(C.MLX5_CMD_STAT_BAD_RES_STATE_ERR, "pd in use", f"PD {pd} is used by {', '.join(users[:4])}")
+    if users: raise CommandFailed(mlx5_core.MLX5_CMD_STAT_BAD_RES_STATE_ERR, "pd in use", f"PD {pd} is used by {', '.join(users[:4])}")
     self.pds.discard(pd)
 
   # --- vport and RoCE addresses
@@ -202,7 +203,7 @@ class HCA:
   def modify_vport(self, c: Command) -> None:
     self.need_init("MODIFY_NIC_VPORT_CONTEXT")
     if c.get("other_vport") or c.get("vport_number"): raise CommandFailed(BAD_PARAM, "other vport", "vport 0 only")
-    sel = H.LAYOUTS["modify_nic_vport_field_select"]
+    sel = mlx5_ifc.LAYOUTS["modify_nic_vport_field_select"]
     fields = sel.decode(c.raw(12, 4))
     if extra := [n for n, v in fields.items() if v and n not in ("roce_en", "disable_uc_local_lb", "disable_mc_local_lb")]:
       raise CommandFailed(BAD_PARAM, "vport field not modelled", f"field_select {', '.join(extra)}")
@@ -225,10 +226,10 @@ class HCA:
       if i in port_.gids: port_.delete_gid(i)
       self.roce_macs.pop(i, None)
       return
-    if a("roce_version") != C.MLX5_ROCE_VERSION_2:
+    if a("roce_version") != mlx5_core.MLX5_ROCE_VERSION_2:
       raise CommandFailed(BAD_PARAM, "roce version", f"roce_version {a('roce_version')}: only RoCEv2 (2) is modelled")
     if a("vlan_valid"): raise CommandFailed(BAD_PARAM, "vlan not modelled", "vlan_valid must be 0")
-    want = C.MLX5_ROCE_L3_TYPE_IPV4 if R.is_ipv4_gid(gid) else C.MLX5_ROCE_L3_TYPE_IPV6
+    want = mlx5_core.MLX5_ROCE_L3_TYPE_IPV4 if roce.is_ipv4_gid(gid) else mlx5_core.MLX5_ROCE_L3_TYPE_IPV6
     if a("roce_l3_type") != want: raise CommandFailed(BAD_PARAM, "roce l3 type", f"roce_l3_type {a('roce_l3_type')} for a GID that needs {want}")
     if i in port_.gids: port_.delete_gid(i)
     try: port_.add_gid(i, gid)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from autogen import mlx5 as H, mlx5_core as C
+from autogen import mlx5 as mlx5_ifc, mlx5_core
 from emu.nic import rc
 from emu.nic.memory import mr_region
 from emu.nic.mlx5 import CommandFailed
@@ -37,8 +37,8 @@ class MKey:
 class MKeys:
   def __init__(self, nic: CX6DX):
     self.nic = nic
-    nic.cmdq.register(H.MLX5_CMD_OP_CREATE_MKEY, self.create)
-    nic.cmdq.register(H.MLX5_CMD_OP_DESTROY_MKEY, self.destroy)
+    nic.cmdq.register(mlx5_ifc.MLX5_CMD_OP_CREATE_MKEY, self.create)
+    nic.cmdq.register(mlx5_ifc.MLX5_CMD_OP_DESTROY_MKEY, self.destroy)
     self.mkeys: dict[int, MKey] = {}
 
   def reset(self) -> None:
@@ -72,7 +72,7 @@ class MKeys:
     pages = page_list(c.raw(MTT, 8 * n), n)
     if why := check_pages(pages, page): raise CommandFailed(BAD_PARAM, "bad mtt entry", why)
     index = next((i for i in range(1, 1 << hca.cap(0, "log_max_mkey")) if i not in self.mkeys), None)
-    if index is None: raise CommandFailed(C.MLX5_CMD_STAT_NO_RES_ERR, "out of mkeys", f"{len(self.mkeys)} MKEYs")
+    if index is None: raise CommandFailed(mlx5_core.MLX5_CMD_STAT_NO_RES_ERR, "out of mkeys", f"{len(self.mkeys)} MKEYs")
     key = index << 8 | m("mkey_7_0")
     rights = (rc.LOCAL_WRITE if m("lw") else 0) | (rc.REMOTE_READ if m("rr") else 0) | \
              (rc.REMOTE_WRITE if m("rw") else 0) | (rc.REMOTE_ATOMIC if m("a") else 0)

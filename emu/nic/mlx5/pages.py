@@ -17,7 +17,7 @@ QUERY_PAGES num_pages is signed (negative: pages the firmware would return). fun
 from __future__ import annotations
 from typing import TYPE_CHECKING
 
-from autogen import mlx5 as H, mlx5_core as C
+from autogen import mlx5 as mlx5_ifc, mlx5_core
 from emu.nic.mlx5 import CommandFailed
 from emu.nic.mlx5.buffer import page_list
 from emu.nic.mlx5.cmdq import Command
@@ -28,15 +28,16 @@ if TYPE_CHECKING: from emu.nic.mlx5.cx6dx import CX6DX
 PAGE, SLOT = 4096, 256
 SLOTS = PAGE // SLOT
 BOOT_PAGES, INIT_PAGES, SPARE = 4, 8, 1
-BOOT, INIT, REGULAR = H.MLX5_QUERY_PAGES_IN_OP_MOD_BOOT_PAGES, H.MLX5_QUERY_PAGES_IN_OP_MOD_INIT_PAGES, H.MLX5_QUERY_PAGES_IN_OP_MOD_REGULAR_PAGES
-BAD_PARAM, BAD_STATE = C.MLX5_CMD_STAT_BAD_PARAM_ERR, C.MLX5_CMD_STAT_BAD_SYS_STATE_ERR
+BOOT, INIT, REGULAR = (mlx5_ifc.MLX5_QUERY_PAGES_IN_OP_MOD_BOOT_PAGES, mlx5_ifc.MLX5_QUERY_PAGES_IN_OP_MOD_INIT_PAGES,
+                       mlx5_ifc.MLX5_QUERY_PAGES_IN_OP_MOD_REGULAR_PAGES)
+BAD_PARAM, BAD_STATE = mlx5_core.MLX5_CMD_STAT_BAD_PARAM_ERR, mlx5_core.MLX5_CMD_STAT_BAD_SYS_STATE_ERR
 
 
 class Pages:
   def __init__(self, nic: CX6DX):
     self.nic = nic
-    nic.cmdq.register(H.MLX5_CMD_OP_QUERY_PAGES, self.query_pages)
-    nic.cmdq.register(H.MLX5_CMD_OP_MANAGE_PAGES, self.manage_pages)
+    nic.cmdq.register(mlx5_ifc.MLX5_CMD_OP_QUERY_PAGES, self.query_pages)
+    nic.cmdq.register(mlx5_ifc.MLX5_CMD_OP_MANAGE_PAGES, self.manage_pages)
     self.reset()
 
   def reset(self) -> None:
@@ -66,7 +67,7 @@ class Pages:
         s[i] = True
         self.nic.dma.write(page + i * SLOT, bytes(context[:SLOT]).ljust(SLOT, b"\0"))
         return page, i
-    raise CommandFailed(C.MLX5_CMD_STAT_NO_RES_ERR, "out of ICM pages", f"{what}: no free context slot in the "
+    raise CommandFailed(mlx5_core.MLX5_CMD_STAT_NO_RES_ERR, "out of ICM pages", f"{what}: no free context slot in the "
                         f"{len(self.slots)} regular pages (answer the page requests)")
 
   def free_slot(self, where: tuple[int, int]) -> None:
@@ -77,7 +78,7 @@ class Pages:
     want = self.want(REGULAR)
     if want != self.requested:
       self.requested = want
-      if want: self.nic.eqs.event(C.MLX5_EVENT_TYPE_PAGE_REQUEST, 0, bytes(4) + (want & 0xFFFFFFFF).to_bytes(4, "big"))
+      if want: self.nic.eqs.event(mlx5_core.MLX5_EVENT_TYPE_PAGE_REQUEST, 0, bytes(4) + (want & 0xFFFFFFFF).to_bytes(4, "big"))
 
   # --- commands
   def _function(self, c: Command) -> None:
@@ -93,9 +94,9 @@ class Pages:
   def manage_pages(self, c: Command) -> None:
     self._function(c)
     n = c.get("input_num_entries")
-    if c.op_mod == H.MLX5_MANAGE_PAGES_IN_OP_MOD_ALLOCATION_FAIL: return self.nic.log(f"the driver could not give {n} pages")
-    if c.op_mod == H.MLX5_MANAGE_PAGES_IN_OP_MOD_ALLOCATION_SUCCESS: return self._give(c, n)
-    if c.op_mod == H.MLX5_MANAGE_PAGES_IN_OP_MOD_HCA_RETURN_PAGES: return self._take(c, n)
+    if c.op_mod == mlx5_ifc.MLX5_MANAGE_PAGES_IN_OP_MOD_ALLOCATION_FAIL: return self.nic.log(f"the driver could not give {n} pages")
+    if c.op_mod == mlx5_ifc.MLX5_MANAGE_PAGES_IN_OP_MOD_ALLOCATION_SUCCESS: return self._give(c, n)
+    if c.op_mod == mlx5_ifc.MLX5_MANAGE_PAGES_IN_OP_MOD_HCA_RETURN_PAGES: return self._take(c, n)
     raise CommandFailed(BAD_PARAM, "manage_pages op_mod", f"op_mod {c.op_mod}")
 
   def _give(self, c: Command, n: int) -> None:
@@ -120,7 +121,7 @@ class Pages:
 
   def _take(self, c: Command, n: int) -> None:
     if c.outlen < 16 + 8 * n:
-      raise CommandFailed(C.MLX5_CMD_STAT_BAD_OUTP_LEN_ERR, "outlen too short for pages", f"{n} pages need {16 + 8 * n} bytes")
+      raise CommandFailed(mlx5_core.MLX5_CMD_STAT_BAD_OUTP_LEN_ERR, "outlen too short for pages", f"{n} pages need {16 + 8 * n} bytes")
     if self.nic.hca.torn_down: back = list(self.kind)[:n]
     else:
       spare = max(0, -self.want(REGULAR)) if self.nic.hca.initialized else 0

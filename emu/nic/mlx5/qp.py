@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from autogen import mlx5 as H, mlx5_core as C
+from autogen import mlx5 as mlx5_ifc, mlx5_core
 from emu.nic import fastpath, rc
 from emu.nic.mlx5 import CommandFailed
 from emu.nic.mlx5.buffer import PagedBuffer, check_pages, page_list
@@ -27,19 +27,19 @@ from emu.nic.mlx5.cmdq import Command
 from emu.nic.mlx5.cq import CQE as CQ_ENTRY, CQ
 from emu.nic.mlx5.eq import EQE, EQ
 from emu.nic.mlx5.pages import BAD_PARAM, BAD_STATE
-from emu.nic.mlx5 import wqe as W
-from emu.nic import roce as R
+from emu.nic.mlx5 import wqe
+from emu.nic import roce
 from emu.nic.roce import Path
 
 if TYPE_CHECKING: from emu.nic.mlx5.cx6dx import CX6DX
 
-PAS, BAD_QP_STATE = 0x110, C.MLX5_CMD_STAT_BAD_QP_STATE_ERR
+PAS, BAD_QP_STATE = 0x110, mlx5_core.MLX5_CMD_STAT_BAD_QP_STATE_ERR
 # the optional parameters each transition takes (opt_param_mask; others are BAD_PARAM)
-OPT_INIT = C.MLX5_QP_OPTPAR_RRE | C.MLX5_QP_OPTPAR_RWE | C.MLX5_QP_OPTPAR_PKEY_INDEX
-OPT_RTS = C.MLX5_QP_OPTPAR_RRE | C.MLX5_QP_OPTPAR_RWE | C.MLX5_QP_OPTPAR_RNR_TIMEOUT
+OPT_INIT = mlx5_core.MLX5_QP_OPTPAR_RRE | mlx5_core.MLX5_QP_OPTPAR_RWE | mlx5_core.MLX5_QP_OPTPAR_PKEY_INDEX
+OPT_RTS = mlx5_core.MLX5_QP_OPTPAR_RRE | mlx5_core.MLX5_QP_OPTPAR_RWE | mlx5_core.MLX5_QP_OPTPAR_RNR_TIMEOUT
 
 
-CONSUMES_RECEIVE = frozenset(range(R.SEND_FIRST, R.SEND_ONLY_IMM + 1)) | {R.WRITE_LAST_IMM, R.WRITE_ONLY_IMM}
+CONSUMES_RECEIVE = frozenset(range(roce.SEND_FIRST, roce.SEND_ONLY_IMM + 1)) | {roce.WRITE_LAST_IMM, roce.WRITE_ONLY_IMM}
 
 
 class TransportQP(rc.QP):
@@ -86,12 +86,12 @@ class QP:
 class QPs:
   def __init__(self, nic: CX6DX):
     self.nic = nic
-    for op, fn in ((H.MLX5_CMD_OP_CREATE_QP, self.create), (H.MLX5_CMD_OP_DESTROY_QP, self.destroy),
-                   (H.MLX5_CMD_OP_RST2INIT_QP, self.rst2init), (H.MLX5_CMD_OP_INIT2INIT_QP, self.init2init),
-                   (H.MLX5_CMD_OP_INIT2RTR_QP, self.init2rtr),
-                   (H.MLX5_CMD_OP_RTR2RTS_QP, self.rtr2rts), (H.MLX5_CMD_OP_RTS2RTS_QP, self.rts2rts),
-                   (H.MLX5_CMD_OP_2ERR_QP, self.to_err),
-                   (H.MLX5_CMD_OP_2RST_QP, self.to_rst)):
+    for op, fn in ((mlx5_ifc.MLX5_CMD_OP_CREATE_QP, self.create), (mlx5_ifc.MLX5_CMD_OP_DESTROY_QP, self.destroy),
+                   (mlx5_ifc.MLX5_CMD_OP_RST2INIT_QP, self.rst2init), (mlx5_ifc.MLX5_CMD_OP_INIT2INIT_QP, self.init2init),
+                   (mlx5_ifc.MLX5_CMD_OP_INIT2RTR_QP, self.init2rtr),
+                   (mlx5_ifc.MLX5_CMD_OP_RTR2RTS_QP, self.rtr2rts), (mlx5_ifc.MLX5_CMD_OP_RTS2RTS_QP, self.rts2rts),
+                   (mlx5_ifc.MLX5_CMD_OP_2ERR_QP, self.to_err),
+                   (mlx5_ifc.MLX5_CMD_OP_2RST_QP, self.to_rst)):
       nic.cmdq.register(op, fn)
     self.qps: dict[int, QP] = {}
 
@@ -106,8 +106,8 @@ class QPs:
     nic, hca = self.nic, self.nic.hca
     hca.need_init("CREATE_QP")
     q = lambda n: c.get(f"qpc.{n}")
-    if q("st") != H.MLX5_QPC_ST_RC: raise CommandFailed(BAD_PARAM, "qp type not modelled", f"st {q('st')}: RC (0) is")
-    if q("pm_state") != H.MLX5_QPC_PM_STATE_MIGRATED: raise CommandFailed(BAD_PARAM, "pm_state", f"pm_state {q('pm_state')}: MIGRATED (3)")
+    if q("st") != mlx5_ifc.MLX5_QPC_ST_RC: raise CommandFailed(BAD_PARAM, "qp type not modelled", f"st {q('st')}: RC (0) is")
+    if q("pm_state") != mlx5_ifc.MLX5_QPC_PM_STATE_MIGRATED: raise CommandFailed(BAD_PARAM, "pm_state", f"pm_state {q('pm_state')}: MIGRATED (3)")
     if q("pd") not in hca.pds: raise CommandFailed(BAD_PARAM, "no such pd", f"pd {q('pd')}")
     if q("uar_page") not in hca.uars: raise CommandFailed(BAD_PARAM, "no such uar", f"uar_page {q('uar_page')}")
     cqs = [nic.cqs.cqs.get(q(n)) for n in ("cqn_snd", "cqn_rcv")]
@@ -120,9 +120,9 @@ class QPs:
       raise CommandFailed(BAD_PARAM, "qp too large", f"log_sq_size {log_sq}, log_rq_size {log_rq}")
     dbr = q("dbr_addr")
     if dbr % 8 or not dbr: raise CommandFailed(BAD_PARAM, "doorbell record alignment", f"dbr_addr {dbr:#x}")
-    if len(self.qps) >= 1 << hca.cap(0, "log_max_qp"): raise CommandFailed(C.MLX5_CMD_STAT_NO_RES_ERR, "out of qps", f"{len(self.qps)} QPs")
-    page, sq_off = 4096 << q("log_page_size"), (W.DS << stride) << log_rq
-    nbytes = sq_off + (W.WQEBB << log_sq)
+    if len(self.qps) >= 1 << hca.cap(0, "log_max_qp"): raise CommandFailed(mlx5_core.MLX5_CMD_STAT_NO_RES_ERR, "out of qps", f"{len(self.qps)} QPs")
+    page, sq_off = 4096 << q("log_page_size"), (wqe.DS << stride) << log_rq
+    nbytes = sq_off + (wqe.WQEBB << log_sq)
     npages = -(-nbytes // page)
     c.need(PAS + 8 * npages, f"{npages} QP pages")
     pages = page_list(c.raw(PAS, 8 * npages), npages)
@@ -150,8 +150,8 @@ class QPs:
   def _rts_options(self, c: Command, qp: QP) -> dict:
     """RTR2RTS / RTS2RTS optional parameters: rre/rwe, min_rnr_nak."""
     opt, attrs = self._opt(c, OPT_RTS), {}
-    if opt & (C.MLX5_QP_OPTPAR_RRE | C.MLX5_QP_OPTPAR_RWE): attrs["access"] = self._optional_access(c, opt, qp)
-    if opt & C.MLX5_QP_OPTPAR_RNR_TIMEOUT: attrs["min_rnr_timer"] = c.get("qpc.min_rnr_nak")
+    if opt & (mlx5_core.MLX5_QP_OPTPAR_RRE | mlx5_core.MLX5_QP_OPTPAR_RWE): attrs["access"] = self._optional_access(c, opt, qp)
+    if opt & mlx5_core.MLX5_QP_OPTPAR_RNR_TIMEOUT: attrs["min_rnr_timer"] = c.get("qpc.min_rnr_nak")
     return attrs
 
   @staticmethod
@@ -173,14 +173,14 @@ class QPs:
   def init2init(self, c: Command) -> None:
     qp = self._qp(c, "INIT")
     opt = self._opt(c)
-    self._port(c, bool(opt & C.MLX5_QP_OPTPAR_PKEY_INDEX))
-    if opt & (C.MLX5_QP_OPTPAR_RRE | C.MLX5_QP_OPTPAR_RWE): qp.rc.modify("INIT", access=self._optional_access(c, opt, qp))
+    self._port(c, bool(opt & mlx5_core.MLX5_QP_OPTPAR_PKEY_INDEX))
+    if opt & (mlx5_core.MLX5_QP_OPTPAR_RRE | mlx5_core.MLX5_QP_OPTPAR_RWE): qp.rc.modify("INIT", access=self._optional_access(c, opt, qp))
 
   def _optional_access(self, c: Command, opt: int, qp: QP) -> int:
     """The access rights with rre / rwe taken from the context only where opt_param_mask names them."""
     acc, keep = self._access(c), qp.rc.a.access
-    if not opt & C.MLX5_QP_OPTPAR_RRE: acc = acc & ~rc.REMOTE_READ | keep & rc.REMOTE_READ
-    if not opt & C.MLX5_QP_OPTPAR_RWE: acc = acc & ~rc.REMOTE_WRITE | keep & rc.REMOTE_WRITE
+    if not opt & mlx5_core.MLX5_QP_OPTPAR_RRE: acc = acc & ~rc.REMOTE_READ | keep & rc.REMOTE_READ
+    if not opt & mlx5_core.MLX5_QP_OPTPAR_RWE: acc = acc & ~rc.REMOTE_WRITE | keep & rc.REMOTE_WRITE
     return acc
 
   def init2rtr(self, c: Command) -> None:
@@ -189,8 +189,8 @@ class QPs:
     if not (hca.roce_en and hca.cap(0, "roce")):
       raise CommandFailed(BAD_STATE, "roce disabled", "enable RoCE (SET_HCA_CAP roce, MODIFY_NIC_VPORT_CONTEXT roce_en)")
     q, a = (lambda n: c.get(f"qpc.{n}")), (lambda n: c.get(f"qpc.primary_address_path.{n}"))
-    self._port(c, bool(opt & C.MLX5_QP_OPTPAR_PKEY_INDEX))
-    if not 1 <= q("mtu") <= H.MLX5_QPC_MTU_4K_BYTES: raise CommandFailed(BAD_PARAM, "mtu", f"mtu {q('mtu')}: 1 (256) .. 5 (4096)")
+    self._port(c, bool(opt & mlx5_core.MLX5_QP_OPTPAR_PKEY_INDEX))
+    if not 1 <= q("mtu") <= mlx5_ifc.MLX5_QPC_MTU_4K_BYTES: raise CommandFailed(BAD_PARAM, "mtu", f"mtu {q('mtu')}: 1 (256) .. 5 (4096)")
     if q("log_rra_max") > hca.cap(0, "log_max_ra_res_qp"): raise CommandFailed(BAD_PARAM, "log_rra_max", f"{q('log_rra_max')}")
     gid = self.nic.port.gids.get(a("src_addr_index"))
     if gid is None: raise CommandFailed(BAD_PARAM, "src_addr_index unset", f"RoCE address {a('src_addr_index')} is not set (SET_ROCE_ADDRESS)")
@@ -202,7 +202,7 @@ class QPs:
     except ValueError as e: raise CommandFailed(BAD_PARAM, "gid types differ", str(e)) from None
     attrs = dict(path=path, mtu=256 << (q("mtu") - 1), dest_qpn=q("remote_qpn"), rq_psn=q("next_rcv_psn"),
                  max_dest_rd_atomic=1 << q("log_rra_max"), min_rnr_timer=q("min_rnr_nak"))
-    if opt & (C.MLX5_QP_OPTPAR_RRE | C.MLX5_QP_OPTPAR_RWE): attrs["access"] = self._optional_access(c, opt, qp)
+    if opt & (mlx5_core.MLX5_QP_OPTPAR_RRE | mlx5_core.MLX5_QP_OPTPAR_RWE): attrs["access"] = self._optional_access(c, opt, qp)
     qp.rc.modify("RTR", **attrs)
 
   def rtr2rts(self, c: Command) -> None:
@@ -237,7 +237,7 @@ class QPs:
     del self.qps[qp.qpn]
 
   # --- rc.Host
-  def sync(self, q: rc.QP) -> None: W.sync_rq(self, self.qps[q.qpn])
+  def sync(self, q: rc.QP) -> None: wqe.sync_rq(self, self.qps[q.qpn])
 
   def transmit(self, q: rc.QP, frame) -> None:
     """To the wire; a frame to one of the port's own GIDs comes back into the port instead (the NIC's unicast local
@@ -257,11 +257,11 @@ class QPs:
   def completed(self, q: rc.QP, wr: rc.SendWR, status: str) -> None:
     if status == rc.OK and not wr.ctx.signaled: return
     qp = self.qps[q.qpn]
-    self.nic.cqs.push(qp.scq, W.req_cqe(qp, wr.ctx, status))
+    self.nic.cqs.push(qp.scq, wqe.req_cqe(qp, wr.ctx, status))
 
   def received(self, q: rc.QP, wr: rc.RecvWR, status: str, byte_len: int, imm: int | None, write_imm: bool) -> None:
     qp = self.qps[q.qpn]
-    self.nic.cqs.push(qp.rcq, W.resp_cqe(qp, wr.ctx, status, byte_len, imm, write_imm))
+    self.nic.cqs.push(qp.rcq, wqe.resp_cqe(qp, wr.ctx, status, byte_len, imm, write_imm))
 
   def completion_recipe(self, q: rc.QP) -> fastpath.Recipe:
     """How the C datapath writes q's receive completions of WRITEs with immediate (emu/nic/fastpath.py): the RESP_WR_IMM
@@ -277,7 +277,7 @@ class QPs:
         if eq.fast is None or not eq.fast.current():
           eq.fast = fastpath.CQRing(self.nic.dma, eq.buf.pages, eq.buf.page_size, 1 << eq.log_size, EQE, (63, 1, 0),
                                     (1 << 64) - 1, lambda: (eq.prod, eq.cons, False, 0), None)
-        notify = (eq.fast, bytes(EQ.entry(C.MLX5_EVENT_TYPE_COMP, 0, bytes(24) + cq.cqn.to_bytes(4, "big"))), (0, 0, 0))
+        notify = (eq.fast, bytes(EQ.entry(mlx5_core.MLX5_EVENT_TYPE_COMP, 0, bytes(24) + cq.cqn.to_bytes(4, "big"))), (0, 0, 0))
       def produced(n: int, notes: int) -> None:
         cq.prod = (cq.prod + n) % (1 << 24)
         if notes:
@@ -285,8 +285,9 @@ class QPs:
           eq.produced(notes)
       cq.fast = fastpath.CQRing(self.nic.dma, cq.buf.pages, cq.buf.page_size, 1 << cq.log_size, CQ_ENTRY, (63, 1, 0),
                                 0xFFFFFF, lambda: (cq.prod, 0, cq.armed, 0), produced, consumer=cq.dbr, notify=notify)
-    return fastpath.Recipe(cq.fast, bytes(W.resp_cqe(qp, 0, rc.OK, 0, 0, True)), 60, 2, 36, True, lambda wr: wr.ctx)
+    return fastpath.Recipe(cq.fast, bytes(wqe.resp_cqe(qp, 0, rc.OK, 0, 0, True)), 60, 2, 36, True, lambda wr: wr.ctx)
 
   def fatal(self, q: rc.QP, reason: str, status: str, requester: bool) -> None:
     self.nic.log(f"QP {q.qpn:#x} went to ERR: {reason}")
-    self.nic.eqs.event(C.MLX5_EVENT_TYPE_WQ_CATAS_ERROR, 0, bytes(20) + bytes([C.MLX5_EVENT_QUEUE_TYPE_QP, 0, 0, 0]) + q.qpn.to_bytes(4, "big"))
+    self.nic.eqs.event(mlx5_core.MLX5_EVENT_TYPE_WQ_CATAS_ERROR, 0, bytes(20) + bytes([mlx5_core.MLX5_EVENT_QUEUE_TYPE_QP, 0, 0, 0]) +
+                       q.qpn.to_bytes(4, "big"))

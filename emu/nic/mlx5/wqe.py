@@ -33,24 +33,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from autogen import mlx5_core as C
+from autogen import mlx5_core
 from emu.nic import rc, txflow
 from emu.pci import ModelError, DMAFault
 
 if TYPE_CHECKING: from emu.nic.mlx5.qp import QP, QPs
 
-WQEBB, DS = C.MLX5_SEND_WQE_BB, C.MLX5_SEND_WQE_DS
+WQEBB, DS = mlx5_core.MLX5_SEND_WQE_BB, mlx5_core.MLX5_SEND_WQE_DS
 # the transmit flows' decoder of this model's send queue (the doorbell record, the doorbell, the WQEs' segments)
 TX = txflow.Decoder("nic/mlx5/txflow.c", "int tx_mlx5(txflow_t *f, uint32_t cons, uint64_t value, uint32_t psn, uint32_t una);")
 BF_SIZE = 256                   # each of a UAR page's two doorbell / BlueFlame registers (log_bf_reg_size 9)
 INVALID_LKEY = 0x100
-OPCODES = {C.MLX5_OPCODE_RDMA_WRITE: rc.WRITE, C.MLX5_OPCODE_RDMA_WRITE_IMM: rc.WRITE_IMM, C.MLX5_OPCODE_SEND: rc.SEND,
-           C.MLX5_OPCODE_SEND_IMM: rc.SEND_IMM, C.MLX5_OPCODE_RDMA_READ: rc.READ}
-SYNDROME = {rc.LOC_LEN_ERR: C.MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR, rc.LOC_QP_OP_ERR: C.MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR,
-            rc.LOC_PROT_ERR: C.MLX5_CQE_SYNDROME_LOCAL_PROT_ERR, rc.WR_FLUSH_ERR: C.MLX5_CQE_SYNDROME_WR_FLUSH_ERR,
-            rc.BAD_RESP_ERR: C.MLX5_CQE_SYNDROME_BAD_RESP_ERR, rc.REM_INV_REQ_ERR: C.MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR,
-            rc.REM_ACCESS_ERR: C.MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, rc.REM_OP_ERR: C.MLX5_CQE_SYNDROME_REMOTE_OP_ERR,
-            rc.RETRY_EXC_ERR: C.MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR, rc.RNR_RETRY_EXC_ERR: C.MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR}
+OPCODES = {mlx5_core.MLX5_OPCODE_RDMA_WRITE: rc.WRITE, mlx5_core.MLX5_OPCODE_RDMA_WRITE_IMM: rc.WRITE_IMM, mlx5_core.MLX5_OPCODE_SEND: rc.SEND,
+           mlx5_core.MLX5_OPCODE_SEND_IMM: rc.SEND_IMM, mlx5_core.MLX5_OPCODE_RDMA_READ: rc.READ}
+SYNDROME = {rc.LOC_LEN_ERR: mlx5_core.MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR, rc.LOC_QP_OP_ERR: mlx5_core.MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR,
+            rc.LOC_PROT_ERR: mlx5_core.MLX5_CQE_SYNDROME_LOCAL_PROT_ERR, rc.WR_FLUSH_ERR: mlx5_core.MLX5_CQE_SYNDROME_WR_FLUSH_ERR,
+            rc.BAD_RESP_ERR: mlx5_core.MLX5_CQE_SYNDROME_BAD_RESP_ERR, rc.REM_INV_REQ_ERR: mlx5_core.MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR,
+            rc.REM_ACCESS_ERR: mlx5_core.MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, rc.REM_OP_ERR: mlx5_core.MLX5_CQE_SYNDROME_REMOTE_OP_ERR,
+            rc.RETRY_EXC_ERR: mlx5_core.MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR,
+            rc.RNR_RETRY_EXC_ERR: mlx5_core.MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR}
 VENDOR_SYNDROME = 0x68          # vendor_err_synd this model reports with every error CQE
 
 
@@ -86,7 +87,7 @@ def sq_doorbell(qps: QPs, uar: int, value: int) -> bytes:
   starts, i = [], qp.sq_cons
   while (i - qp.sq_cons) & 0xFFFF < pending:
     first = wqe_at(qp, i, 1)
-    ds = be32(first, 4) & C.MLX5_WQE_CTRL_DS_MASK
+    ds = be32(first, 4) & mlx5_core.MLX5_WQE_CTRL_DS_MASK
     nbb = max(1, -(-ds // (WQEBB // DS)))
     if ((i + nbb - qp.sq_cons) & 0xFFFF) > pending: raise ModelError(f"{where}: WQE at {i & 0xFFFF} (ds {ds}) runs past the producer {prod}")
     starts.append((i & 0xFFFF, nbb, first))
@@ -111,7 +112,7 @@ def sq_c(qps: QPs, qp: QP, value: int) -> bytes | None:
   n = f.lib.tx_mlx5(c, qp.sq_cons, value, q.next_psn, q.una)
   if not f.worth(n): qp.tx = None
   if not n: return None
-  code, length, signal = c.wqe_type, c.length, C.MLX5_WQE_CTRL_CQ_UPDATE
+  code, length, signal = c.wqe_type, c.length, mlx5_core.MLX5_WQE_CTRL_CQ_UPDATE
   f.book(q, lambda at, j, flags: (ctx := WQECtx(at, code, bool(flags & signal), length), ctx.signaled))
   qp.sq_cons = c.pos
   return bytes(c.last) if c.all else None
@@ -120,7 +121,7 @@ def sq_c(qps: QPs, qp: QP, value: int) -> bytes | None:
 def arm_tx(qps: QPs, qp: QP, w: bytes, wr: rc.SendWR) -> None:
   """Arm the QP's transmit flow for WQEs like `w` after the Python path posted and sent it and the one before it of this
   path was of its shape (txflow.arm says when)."""
-  if (shape := (w[3], w[4:8], w[11] & ~C.MLX5_WQE_CTRL_CQ_UPDATE, w[32:40])) != qp.tx_shape:
+  if (shape := (w[3], w[4:8], w[11] & ~mlx5_core.MLX5_WQE_CTRL_CQ_UPDATE, w[32:40])) != qp.tx_shape:
     qp.tx_shape = shape
     return
   old, buf = qp.tx and qp.tx[0], qp.buf
@@ -129,19 +130,19 @@ def arm_tx(qps: QPs, qp: QP, w: bytes, wr: rc.SendWR) -> None:
   try: c, dbr = f.c, (f.c.dbr if f is old else f.pin(qps.nic.dma.view(qp.dbr, 8)))
   except DMAFault: return
   c.depth, c.stride, c.ring_off, c.dbr, c.qpn = 1 << qp.log_sq, WQEBB, qp.sq_off, txflow.ffi.cast("uint8_t *", dbr), qp.qpn
-  c.wqe_type, c.size, c.lkey = be32(w, 0) & C.MLX5_WQE_CTRL_OPCODE_MASK, be32(w, 4) & C.MLX5_WQE_CTRL_DS_MASK, be32(w, 36)
-  c.vary = C.MLX5_WQE_CTRL_CQ_UPDATE
+  c.wqe_type, c.size, c.lkey = be32(w, 0) & mlx5_core.MLX5_WQE_CTRL_OPCODE_MASK, be32(w, 4) & mlx5_core.MLX5_WQE_CTRL_DS_MASK, be32(w, 36)
+  c.vary = mlx5_core.MLX5_WQE_CTRL_CQ_UPDATE
   c.flags = w[11] & ~c.vary
   qp.tx = (f, qps.nic.mkeys.lookup(c.lkey))
 
 
 def post_wqe(qps: QPs, qp: QP, index: int, w: bytes) -> None:
   head, qpn_ds, flags, imm = be32(w, 0), be32(w, 4), w[11], be32(w, 12)
-  opcode, ds = head & C.MLX5_WQE_CTRL_OPCODE_MASK, qpn_ds & C.MLX5_WQE_CTRL_DS_MASK
+  opcode, ds = head & mlx5_core.MLX5_WQE_CTRL_OPCODE_MASK, qpn_ds & mlx5_core.MLX5_WQE_CTRL_DS_MASK
   kind = OPCODES.get(opcode)
-  ctx = WQECtx(index, opcode, bool(flags & C.MLX5_WQE_CTRL_CQ_UPDATE), 0)
+  ctx = WQECtx(index, opcode, bool(flags & mlx5_core.MLX5_WQE_CTRL_CQ_UPDATE), 0)
   wr = rc.SendWR(kind or rc.SEND, rc.Buffer(), ctx=ctx, signaled=ctx.signaled, fence=bool(flags & 0xE0),
-                 solicited=bool(flags & C.MLX5_WQE_CTRL_SOLICITED), imm=imm if kind in (rc.WRITE_IMM, rc.SEND_IMM) else None)
+                 solicited=bool(flags & mlx5_core.MLX5_WQE_CTRL_SOLICITED), imm=imm if kind in (rc.WRITE_IMM, rc.SEND_IMM) else None)
   why = None
   if kind is None: why = f"opcode {opcode:#x} is not modelled"
   elif (head >> 8) & 0xFFFF != index: why = f"wqe_index {(head >> 8) & 0xFFFF} at position {index}"
@@ -212,10 +213,10 @@ def req_cqe(qp: QP, ctx: WQECtx, status: str) -> bytearray:
   e[56:60] = (ctx.opcode << 24 | qp.qpn).to_bytes(4, "big")
   e[60:62] = ctx.index.to_bytes(2, "big")
   if status == rc.OK:
-    if ctx.opcode == C.MLX5_OPCODE_RDMA_READ: e[44:48] = ctx.length.to_bytes(4, "big")
-    e[63] = C.MLX5_CQE_REQ << 4
+    if ctx.opcode == mlx5_core.MLX5_OPCODE_RDMA_READ: e[44:48] = ctx.length.to_bytes(4, "big")
+    e[63] = mlx5_core.MLX5_CQE_REQ << 4
   else:
-    e[54], e[55], e[63] = VENDOR_SYNDROME, SYNDROME.get(status, C.MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR), C.MLX5_CQE_REQ_ERR << 4
+    e[54], e[55], e[63] = VENDOR_SYNDROME, SYNDROME.get(status, mlx5_core.MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR), mlx5_core.MLX5_CQE_REQ_ERR << 4
   return e
 
 
@@ -226,10 +227,10 @@ def resp_cqe(qp: QP, index: int, status: str, byte_len: int, imm: int | None, wr
   if status == rc.OK:
     e[44:48] = byte_len.to_bytes(4, "big")
     if imm is not None: e[36:40] = imm.to_bytes(4, "big")
-    op = C.MLX5_CQE_RESP_WR_IMM if write_imm else C.MLX5_CQE_RESP_SEND_IMM if imm is not None else C.MLX5_CQE_RESP_SEND
+    op = mlx5_core.MLX5_CQE_RESP_WR_IMM if write_imm else mlx5_core.MLX5_CQE_RESP_SEND_IMM if imm is not None else mlx5_core.MLX5_CQE_RESP_SEND
     e[63] = op << 4
   else:
-    e[54], e[55], e[63] = VENDOR_SYNDROME, SYNDROME.get(status, C.MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR), C.MLX5_CQE_RESP_ERR << 4
+    e[54], e[55], e[63] = VENDOR_SYNDROME, SYNDROME.get(status, mlx5_core.MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR), mlx5_core.MLX5_CQE_RESP_ERR << 4
   return e
 
 

@@ -3,7 +3,7 @@ recovery after a killed process, and the VFIO path (each test gets a fresh devic
 import os, signal, threading, time
 import numpy as np
 import pytest
-from autogen.amd import soc15_ih_clientid as C, irqsrcs_gfx_11_0_0 as S
+from autogen.amd import soc15_ih_clientid as ih_client, irqsrcs_gfx_11_0_0 as irq_src
 from drivers.amd.device import AMDDevice
 from drivers.amd.pci import PCIIface
 from drivers.amd.am.firmware import FirmwareError, DEFAULT_DIR
@@ -131,7 +131,7 @@ def test_an_interrupt_the_last_instance_left_is_not_read_again_after_a_partial_b
   # every open clears the IH ring; a partial boot sets its read and write pointers back to 0 with it (ih_v6_0_resume),
   # else the walk takes the cleared entries behind the old write pointer for new ones
   dev = boot()
-  dev.iface.pci.model.ih.post(C.SOC21_IH_CLIENTID_GRBM_CP, S.GFX_11_0_0__SRCID__CP_EOP_INTERRUPT, (1,))   # end of pipe: no fault
+  dev.iface.pci.model.ih.post(ih_client.SOC21_IH_CLIENTID_GRBM_CP, irq_src.GFX_11_0_0__SRCID__CP_EOP_INTERRUPT, (1,))   # end of pipe: no fault
   dev.close()
   dev = boot()
   try: assert dev.iface.core.partial_boot and dev.iface.poll_faults() is None and vadd_ok(dev)

@@ -5,7 +5,7 @@ import ast, ctypes, pathlib
 import numpy as np
 import pytest
 import drivers.amd
-from autogen.amd import discovery as D, soc15_hw_ip as H
+from autogen.amd import discovery, soc15_hw_ip as hw_ip
 from drivers.amd.am import ip_table
 from drivers.amd.am.ip_block import UnsupportedIPError
 from drivers.amd.am.soc21 import SOC21
@@ -76,20 +76,20 @@ def _set_ip_version(pci, hw_id: int, version: tuple[int, int, int]) -> None:
   checksums the driver verifies (discovery.h: the table's byte sum, then the binary's over what follows its checksum)."""
   vram = np.frombuffer(pci.map_bar(0).view, np.uint8)
   at = len(vram) - (64 << 10)
-  bh = D.binary_header.from_buffer_copy(bytes(vram[at:at + ctypes.sizeof(D.binary_header)]))
+  bh = discovery.binary_header.from_buffer_copy(bytes(vram[at:at + ctypes.sizeof(discovery.binary_header)]))
   blob = bytearray(vram[at:at + bh.binary_size])
-  t = bh.table_list[D.IP_DISCOVERY]
-  die = D.ip_discovery_header.from_buffer_copy(blob, t.offset).die_info[0]
-  off = die.die_offset + ctypes.sizeof(D.die_header)
-  for _ in range(D.die_header.from_buffer_copy(blob, die.die_offset).num_ips):
-    ip = D.ip_v4.from_buffer_copy(blob, off)
+  t = bh.table_list[discovery.IP_DISCOVERY]
+  die = discovery.ip_discovery_header.from_buffer_copy(blob, t.offset).die_info[0]
+  off = die.die_offset + ctypes.sizeof(discovery.die_header)
+  for _ in range(discovery.die_header.from_buffer_copy(blob, die.die_offset).num_ips):
+    ip = discovery.ip_v4.from_buffer_copy(blob, off)
     if ip.hw_id == hw_id:
       ip.major, ip.minor, ip.revision = version
       blob[off:off + 8] = bytes(ip)[:8]
     off += 8 + 4 * ip.num_base_address
-  bh.table_list[D.IP_DISCOVERY].checksum = sum(blob[t.offset:t.offset + t.size]) & 0xFFFF
+  bh.table_list[discovery.IP_DISCOVERY].checksum = sum(blob[t.offset:t.offset + t.size]) & 0xFFFF
   blob[:ctypes.sizeof(bh)] = bytes(bh)
-  start = D.binary_header.binary_checksum.offset + D.binary_header.binary_checksum.size
+  start = discovery.binary_header.binary_checksum.offset + discovery.binary_header.binary_checksum.size
   bh.binary_checksum = sum(blob[start:]) & 0xFFFF
   blob[:ctypes.sizeof(bh)] = bytes(bh)
   vram[at:at + len(blob)] = np.frombuffer(bytes(blob), np.uint8)
@@ -97,7 +97,7 @@ def _set_ip_version(pci, hw_id: int, version: tuple[int, int, int]) -> None:
 
 def test_a_gpu_reporting_an_unsupported_sdma_version_fails_to_open_naming_it():
   pci = open_model("navi31", 0, "am")
-  _set_ip_version(pci, H.SDMA0_HWID, (7, 0, 0))
+  _set_ip_version(pci, hw_ip.SDMA0_HWID, (7, 0, 0))
   with pytest.raises(UnsupportedIPError, match=r"^mock-0: this driver has no SDMA block for SDMA0 7\.0\.0 \(supported: 6\.0\.0\)$"):
     PCIIface(pci)
   open_model("navi31", 0, "am").close()          # the failed open released the device

@@ -7,7 +7,7 @@ import select, time
 import numpy as np
 import pytest
 
-from autogen import mlx5 as H, mlx5_core as C
+from autogen import mlx5 as mlx5_ifc, mlx5_core
 from drivers.mlx5.ifc import CommandError
 from drivers.rdma import (SGE, Access, QPAttr, QPAttrMask, QPCap, RecvWR, SendFlags, SendWR, WCError, WCOpcode, WCStatus, WROpcode, QPState,
                           open_context)
@@ -74,7 +74,7 @@ def test_a_bad_rkey_gives_an_error_cqe_with_the_remote_access_syndrome(nic):
   with pytest.raises(WCError) as e:
     p.write(src, dst, rkey=dst.rkey ^ 0x5A00)
   wc = e.value.wc
-  assert (wc.status, wc.vendor_err) == (WCStatus.REM_ACCESS_ERR, C.MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR)
+  assert (wc.status, wc.vendor_err) == (WCStatus.REM_ACCESS_ERR, mlx5_core.MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR)
   assert wc.vendor_status.startswith("MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR") and bytes(dst.view) == bytes(64)
   assert p.a.state == QPState.ERR
 
@@ -91,15 +91,15 @@ def test_the_send_wqe_is_a_ctrl_raddr_and_data_segment_in_one_wqebb_and_a_wrong_
   assert sorted(wc.wr_id for wc in p.cq.wait(2, timeout_s=30)) == [1, 5]
   hw = p.a.hw
   wqe = bytes(hw.mem.view[hw.sq_off:hw.sq_off + 64])
-  assert wqe[:16] == (0 << 8 | C.MLX5_OPCODE_RDMA_WRITE_IMM).to_bytes(4, "big") + (p.a.qp_num << 8 | 3).to_bytes(4, "big") + \
-    bytes([0, 0, 0, C.MLX5_WQE_CTRL_CQ_UPDATE]) + (0xFEEDF00D).to_bytes(4, "big")
+  assert wqe[:16] == (0 << 8 | mlx5_core.MLX5_OPCODE_RDMA_WRITE_IMM).to_bytes(4, "big") + (p.a.qp_num << 8 | 3).to_bytes(4, "big") + \
+    bytes([0, 0, 0, mlx5_core.MLX5_WQE_CTRL_CQ_UPDATE]) + (0xFEEDF00D).to_bytes(4, "big")
   assert wqe[16:32] == dst.addr.to_bytes(8, "big") + dst.rkey.to_bytes(4, "big") + bytes(4)
   assert wqe[32:48] == (64).to_bytes(4, "big") + src.lkey.to_bytes(4, "big") + src.addr.to_bytes(8, "big") and wqe[48:] == bytes(16)
   real = mlx5_qp.QP._send_wqe
   monkeypatch.setattr(mlx5_qp.QP, "_send_wqe", lambda self, wr: (w := real(self, wr))[:2] + bytes([w[2] ^ 1]) + w[3:])  # wqe_index
   dst.view[:] = bytes(64)
   with pytest.raises(WCError) as e: p.write(src, dst)
-  assert (e.value.wc.status, e.value.wc.vendor_err) == (WCStatus.LOC_QP_OP_ERR, C.MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR)
+  assert (e.value.wc.status, e.value.wc.vendor_err) == (WCStatus.LOC_QP_OP_ERR, mlx5_core.MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR)
   assert bytes(dst.view) == bytes(64)
 
 
@@ -122,19 +122,19 @@ def test_a_bad_lkey_is_a_local_protection_error(nic):
   src, dst = p.mr(64, fill=True), p.mr(64)
   p.a.post_send(SendWR(1, WROpcode.RDMA_WRITE, [SGE(src.addr, 64, src.lkey ^ 0x100)], remote_addr=dst.addr, rkey=dst.rkey))
   with pytest.raises(WCError) as e: p.cq.wait(1, timeout_s=30)
-  assert (e.value.wc.status, e.value.wc.vendor_err) == (WCStatus.LOC_PROT_ERR, C.MLX5_CQE_SYNDROME_LOCAL_PROT_ERR)
+  assert (e.value.wc.status, e.value.wc.vendor_err) == (WCStatus.LOC_PROT_ERR, mlx5_core.MLX5_CQE_SYNDROME_LOCAL_PROT_ERR)
 
 
 def test_a_failed_command_names_the_command_status_and_syndrome(nic):
   dev = nic.provider
   with pytest.raises(CommandError) as e:
-    dev.cmd(H.MLX5_CMD_OP_CREATE_CQ, {"cq_context.log_cq_size": 6, "cq_context.uar_page": dev.uar,
-                                      "cq_context.c_eqn_or_apu_element": 77, "cq_context.dbr_addr": dev.dbr.bus_addr(0)},
+    dev.cmd(mlx5_ifc.MLX5_CMD_OP_CREATE_CQ, {"cq_context.log_cq_size": 6, "cq_context.uar_page": dev.uar,
+                                             "cq_context.c_eqn_or_apu_element": 77, "cq_context.dbr_addr": dev.dbr.bus_addr(0)},
             payload=bytes(8 * 2))
-  assert (e.value.status, e.value.syndrome) == (C.MLX5_CMD_STAT_BAD_PARAM_ERR, syndrome("no such eq"))
+  assert (e.value.status, e.value.syndrome) == (mlx5_core.MLX5_CMD_STAT_BAD_PARAM_ERR, syndrome("no such eq"))
   assert f"CREATE_CQ (0x400) failed: status BAD_PARAM_ERR (0x3), syndrome {syndrome('no such eq'):#010x}" in str(e.value)
   with pytest.raises(CommandError, match=r"SET_HCA_CAP \(0x109\) failed: status BAD_SYS_STATE_ERR"):
-    dev.cmd(H.MLX5_CMD_OP_SET_HCA_CAP, at={16: dev.caps})            # the capabilities are set before INIT_HCA
+    dev.cmd(mlx5_ifc.MLX5_CMD_OP_SET_HCA_CAP, at={16: dev.caps})            # the capabilities are set before INIT_HCA
 
 
 def test_regular_pages_are_requested_given_and_reclaimed(nic):
@@ -229,7 +229,7 @@ def test_a_send_with_no_receive_posted_exhausts_the_rnr_retries(nic):
   msg = pd.reg_mr(nic.alloc(64), RW, 64)
   a.post_send(SendWR(1, WROpcode.SEND, [msg.sge()]))
   with pytest.raises(WCError) as e: cq.wait(1, timeout_s=30)
-  assert (e.value.wc.status, e.value.wc.vendor_err) == (WCStatus.RNR_RETRY_EXC_ERR, C.MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR)
+  assert (e.value.wc.status, e.value.wc.vendor_err) == (WCStatus.RNR_RETRY_EXC_ERR, mlx5_core.MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR)
 
 
 def test_a_stale_key_does_not_reach_a_new_mr_at_the_same_index(nic):
@@ -250,14 +250,14 @@ def test_qp_contexts_live_in_the_pages_the_driver_gave(nic):
   page, slot = m.qps.qps[p.a.qp_num].slot
   assert page in given and page in m.pages.slots
   ctx = bytes(given[page].view[slot * 256:slot * 256 + 232])
-  assert H.LAYOUTS["qpc"].get(ctx, "pd") == p.pd.handle and H.LAYOUTS["qpc"].get(ctx, "log_sq_size") == p.a.hw.log_sq
+  assert mlx5_ifc.LAYOUTS["qpc"].get(ctx, "pd") == p.pd.handle and mlx5_ifc.LAYOUTS["qpc"].get(ctx, "log_sq_size") == p.a.hw.log_sq
 
 
 def test_the_firmware_refuses_transitions_from_the_wrong_state_and_rtr_without_roce(nic):
   dev, p = nic.provider, Pair(nic)
-  with pytest.raises(CommandError) as e: dev.cmd(H.MLX5_CMD_OP_RST2INIT_QP, qpn=p.a.qp_num)
-  assert (e.value.status, e.value.syndrome) == (C.MLX5_CMD_STAT_BAD_QP_STATE_ERR, syndrome("bad qp state"))
-  dev.cmd(H.MLX5_CMD_OP_MODIFY_NIC_VPORT_CONTEXT, {"field_select.roce_en": 1, "nic_vport_context.roce_en": 0})
+  with pytest.raises(CommandError) as e: dev.cmd(mlx5_ifc.MLX5_CMD_OP_RST2INIT_QP, qpn=p.a.qp_num)
+  assert (e.value.status, e.value.syndrome) == (mlx5_core.MLX5_CMD_STAT_BAD_QP_STATE_ERR, syndrome("bad qp state"))
+  dev.cmd(mlx5_ifc.MLX5_CMD_OP_MODIFY_NIC_VPORT_CONTEXT, {"field_select.roce_en": 1, "nic_vport_context.roce_en": 0})
   qp = p.pd.create_qp(p.cq)
   qp.modify(QPAttr(QPState.INIT, qp_access_flags=RW), QPAttrMask.STATE | QPAttrMask.PKEY_INDEX | QPAttrMask.PORT | QPAttrMask.ACCESS_FLAGS)
   qp.modify(QPAttr(QPState.INIT, qp_access_flags=Access.LOCAL_WRITE), QPAttrMask.STATE | QPAttrMask.ACCESS_FLAGS)   # INIT2INIT
@@ -272,19 +272,19 @@ def test_the_event_queue_sees_command_completions_and_page_requests(nic):
   pd = nic.alloc_pd()
   mrs = [pd.reg_mr(nic.alloc(4096), RW) for _ in range(20)]
   kinds = [(k, int.from_bytes(d[0:4], "big")) for k, d in dev.eq.events]
-  assert (C.MLX5_EVENT_TYPE_CMD, 1 << 0) in kinds                          # slot 0: every command but MANAGE_PAGES
-  assert (C.MLX5_EVENT_TYPE_CMD, 1 << (dev.cmdq.slots - 1)) in kinds       # MANAGE_PAGES in the last slot
-  assert any(k == C.MLX5_EVENT_TYPE_PAGE_REQUEST for k, _ in dev.eq.events)
+  assert (mlx5_core.MLX5_EVENT_TYPE_CMD, 1 << 0) in kinds                          # slot 0: every command but MANAGE_PAGES
+  assert (mlx5_core.MLX5_EVENT_TYPE_CMD, 1 << (dev.cmdq.slots - 1)) in kinds       # MANAGE_PAGES in the last slot
+  assert any(k == mlx5_core.MLX5_EVENT_TYPE_PAGE_REQUEST for k, _ in dev.eq.events)
   for mr in mrs: mr.dereg()
 
 
 def test_a_pd_in_use_cannot_go(nic):
   pd = nic.alloc_pd()
   mr = pd.reg_mr(nic.alloc(4096), RW)
-  with pytest.raises(CommandError) as e: nic.provider.cmd(H.MLX5_CMD_OP_DEALLOC_PD, pd=pd.handle)
-  assert (e.value.status, e.value.syndrome) == (C.MLX5_CMD_STAT_BAD_RES_STATE_ERR, syndrome("pd in use"))
+  with pytest.raises(CommandError) as e: nic.provider.cmd(mlx5_ifc.MLX5_CMD_OP_DEALLOC_PD, pd=pd.handle)
+  assert (e.value.status, e.value.syndrome) == (mlx5_core.MLX5_CMD_STAT_BAD_RES_STATE_ERR, syndrome("pd in use"))
   mr.dereg()
-  nic.provider.cmd(H.MLX5_CMD_OP_DEALLOC_PD, pd=pd.handle)
+  nic.provider.cmd(mlx5_ifc.MLX5_CMD_OP_DEALLOC_PD, pd=pd.handle)
 
 
 def test_a_cq_the_driver_does_not_drain_overruns_and_the_driver_reports_it(nic):
@@ -315,14 +315,14 @@ def test_a_failed_bring_up_leaves_no_lock_no_pages_and_no_enabled_hca():
 def test_a_message_longer_than_the_qps_log_msg_max_is_a_local_length_error(nic):
   dev = nic.provider
   caps = bytearray(dev.caps)
-  H.LAYOUTS["cmd_hca_cap"].set(caps, "log_max_msg", 10)        # QPs created now say log_msg_max 10: 1 KiB messages
+  mlx5_ifc.LAYOUTS["cmd_hca_cap"].set(caps, "log_max_msg", 10)        # QPs created now say log_msg_max 10: 1 KiB messages
   dev.caps = bytes(caps)
   p = Pair(nic)
   src, dst = p.mr(2048, fill=True), p.mr(2048)
   (wc,) = p.write(src, dst, length=1024)
   assert wc.status == WCStatus.SUCCESS
   with pytest.raises(WCError) as e: p.write(src, dst)
-  assert (e.value.wc.status, e.value.wc.vendor_err) == (WCStatus.LOC_LEN_ERR, C.MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR)
+  assert (e.value.wc.status, e.value.wc.vendor_err) == (WCStatus.LOC_LEN_ERR, mlx5_core.MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR)
   assert bytes(dst.view[1024:]) == bytes(1024)
 
 
@@ -331,7 +331,7 @@ def test_with_the_internal_loopback_off_frames_to_the_own_gid_are_dropped(nic):
   p = Pair(nic, timeout=8, retry_cnt=1)
   src, dst = p.mr(64, fill=True), p.mr(64)
   with pytest.raises(WCError) as e: p.write(src, dst)
-  assert (e.value.wc.status, e.value.wc.vendor_err) == (WCStatus.RETRY_EXC_ERR, C.MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR)
+  assert (e.value.wc.status, e.value.wc.vendor_err) == (WCStatus.RETRY_EXC_ERR, mlx5_core.MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR)
   assert model(nic).port.tx_dropped["destination GID is this port's own and PHY loopback is off"] >= 2
   assert bytes(dst.view) == bytes(64)
 

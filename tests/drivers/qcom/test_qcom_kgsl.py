@@ -3,10 +3,10 @@ user memory, submission and timestamps; the model's errnos for bad requests, and
 import ctypes, errno, mmap, os, time
 import numpy as np
 import pytest
-import autogen.adreno as A
+from autogen import adreno
 from drivers.hcq import open_device
 from drivers.hcq.faults import DeviceFault
-from autogen import msm_kgsl as K
+from autogen import msm_kgsl
 from drivers.qcom import cp
 from drivers.qcom.kgsl import KGSL, UnsupportedChip
 from drivers.system.dma import host_address
@@ -38,7 +38,7 @@ def test_open_sequence_and_the_compute_context_flags(kgsl):
   g, m = kgsl
   assert m.calls == ["DEVICE_GETPROPERTY", "DRAWCTXT_CREATE", "SETPROPERTY"]
   # PREAMBLE 0x10 | NO_GMEM_ALLOC 0x2 | NO_FAULT_TOLERANCE 0x200 | PWR_CONSTRAINT 0x800 | priority 8 << 12 | FINEGRAIN 2 << 25
-  assert m.contexts[g.ctx].flags == 0x04008A12 and m.pwrlevel == K.KGSL_CONSTRAINT_PWR_MAX
+  assert m.contexts[g.ctx].flags == 0x04008A12 and m.pwrlevel == msm_kgsl.KGSL_CONSTRAINT_PWR_MAX
   assert (g.chip_id, g.gpu_id, g.arch, g.generation) == (0x06030001, (6, 3, 0), "a630", 6)
 
 
@@ -62,12 +62,12 @@ def test_gpu_objects_are_mapped_at_their_gpu_address_and_free_unmaps_them(kgsl):
   assert a.size == 0x2000 and a.va % 0x1000 == 0
   a.view.write32(0x1004, 0xCAFEF00D)
   assert bytes(m.translate(a.va + 0x1004, 4)) == (0xCAFEF00D).to_bytes(4, "little")   # the GPU sees it at the same address
-  info = g.call(K.IOCTL_KGSL_GPUOBJ_INFO, K.kgsl_gpuobj_info(id=a.id))
-  assert (info.gpuaddr, info.va_addr, info.size) == (a.va, a.va, 0x2000) and info.flags & K.KGSL_MEMFLAGS_USE_CPU_MAP
+  info = g.call(msm_kgsl.IOCTL_KGSL_GPUOBJ_INFO, msm_kgsl.kgsl_gpuobj_info(id=a.id))
+  assert (info.gpuaddr, info.va_addr, info.size) == (a.va, a.va, 0x2000) and info.flags & msm_kgsl.KGSL_MEMFLAGS_USE_CPU_MAP
   g.free(a)
   assert a.id not in m.objects
   with pytest.raises(Exception, match="page fault"): m.translate(a.va, 4)
-  with pytest.raises(OSError) as e: g.call(K.IOCTL_KGSL_GPUOBJ_FREE, K.kgsl_gpuobj_free(id=a.id))
+  with pytest.raises(OSError) as e: g.call(msm_kgsl.IOCTL_KGSL_GPUOBJ_FREE, msm_kgsl.kgsl_gpuobj_free(id=a.id))
   assert e.value.errno == errno.EINVAL
 
 
@@ -82,10 +82,10 @@ def test_submissions_retire_in_order_and_write_memory(kgsl):
 
 def test_a_gpu_write_to_a_read_only_object_faults_the_context(kgsl):
   g, m = kgsl
-  a = g.call(K.IOCTL_KGSL_GPUOBJ_ALLOC, K.kgsl_gpuobj_alloc(size=0x1000, flags=K.KGSL_MEMFLAGS_GPUREADONLY))
+  a = g.call(msm_kgsl.IOCTL_KGSL_GPUOBJ_ALLOC, msm_kgsl.kgsl_gpuobj_alloc(size=0x1000, flags=msm_kgsl.KGSL_MEMFLAGS_GPUREADONLY))
   ro = m.objects[a.id].gpuaddr
   with pytest.raises(OSError) as e: run(g, cp.mem_write(ro, 1))
-  assert e.value.errno == errno.EDEADLK and "GPUREADONLY" in m.last_error and g.reset_status() == K.KGSL_CTX_STAT_GUILTY_CONTEXT_RESET_EXT
+  assert e.value.errno == errno.EDEADLK and "GPUREADONLY" in m.last_error and g.reset_status() == msm_kgsl.KGSL_CTX_STAT_GUILTY_CONTEXT_RESET_EXT
 
 
 def test_user_memory_import_is_what_the_gpu_writes(kgsl):
@@ -106,23 +106,23 @@ def test_bad_requests_get_the_kernels_errno(kgsl):
   def errno_of(request, arg):
     with pytest.raises(OSError) as e: m.ioctl(g.fd, request, arg)
     return e.value.errno
-  assert errno_of(0xC0080999, K.kgsl_drawctxt_create()) == errno.ENOTTY          # no such ioctl
-  wrong_size = K.IOCTL_KGSL_DRAWCTXT_CREATE & ~(0x3FFF << 16) | 12 << 16
+  assert errno_of(0xC0080999, msm_kgsl.kgsl_drawctxt_create()) == errno.ENOTTY          # no such ioctl
+  wrong_size = msm_kgsl.IOCTL_KGSL_DRAWCTXT_CREATE & ~(0x3FFF << 16) | 12 << 16
   assert errno_of(wrong_size, (ctypes.c_uint8 * 12)()) == errno.ENOTTY           # the size is part of the number
-  assert errno_of(K.IOCTL_KGSL_DRAWCTXT_CREATE, K.kgsl_drawctxt_create(flags=1 << 31)) == errno.EINVAL
-  assert errno_of(K.IOCTL_KGSL_DRAWCTXT_DESTROY, K.kgsl_drawctxt_destroy(drawctxt_id=99)) == errno.EINVAL
-  assert errno_of(K.IOCTL_KGSL_GPUOBJ_ALLOC, K.kgsl_gpuobj_alloc(size=4096, flags=K.KGSL_MEMFLAGS_SECURE)) == errno.EINVAL
-  info = K.kgsl_devinfo()
-  assert errno_of(K.IOCTL_KGSL_DEVICE_GETPROPERTY, K.kgsl_device_getproperty(
-    type=K.KGSL_PROP_DEVICE_INFO, value=ctypes.addressof(info), sizebytes=32)) == errno.EINVAL
-  assert errno_of(K.IOCTL_KGSL_DEVICE_GETPROPERTY, K.kgsl_device_getproperty(
-    type=K.KGSL_PROP_DEVICE_INFO, value=0x10, sizebytes=40)) == errno.EFAULT     # not process memory
-  assert errno_of(K.IOCTL_KGSL_MAP_USER_MEM, K.kgsl_map_user_mem(
-    len=0x1000, hostptr=0x1000, memtype=K.KGSL_USER_MEM_TYPE_ADDR)) == errno.EFAULT
-  cmd = K.kgsl_command_object(gpuaddr=0x1000, size=8, flags=K.KGSL_CMDLIST_IB)  # an IB outside GPU memory
-  assert errno_of(K.IOCTL_KGSL_GPU_COMMAND, K.kgsl_gpu_command(
+  assert errno_of(msm_kgsl.IOCTL_KGSL_DRAWCTXT_CREATE, msm_kgsl.kgsl_drawctxt_create(flags=1 << 31)) == errno.EINVAL
+  assert errno_of(msm_kgsl.IOCTL_KGSL_DRAWCTXT_DESTROY, msm_kgsl.kgsl_drawctxt_destroy(drawctxt_id=99)) == errno.EINVAL
+  assert errno_of(msm_kgsl.IOCTL_KGSL_GPUOBJ_ALLOC, msm_kgsl.kgsl_gpuobj_alloc(size=4096, flags=msm_kgsl.KGSL_MEMFLAGS_SECURE)) == errno.EINVAL
+  info = msm_kgsl.kgsl_devinfo()
+  assert errno_of(msm_kgsl.IOCTL_KGSL_DEVICE_GETPROPERTY, msm_kgsl.kgsl_device_getproperty(
+    type=msm_kgsl.KGSL_PROP_DEVICE_INFO, value=ctypes.addressof(info), sizebytes=32)) == errno.EINVAL
+  assert errno_of(msm_kgsl.IOCTL_KGSL_DEVICE_GETPROPERTY, msm_kgsl.kgsl_device_getproperty(
+    type=msm_kgsl.KGSL_PROP_DEVICE_INFO, value=0x10, sizebytes=40)) == errno.EFAULT     # not process memory
+  assert errno_of(msm_kgsl.IOCTL_KGSL_MAP_USER_MEM, msm_kgsl.kgsl_map_user_mem(
+    len=0x1000, hostptr=0x1000, memtype=msm_kgsl.KGSL_USER_MEM_TYPE_ADDR)) == errno.EFAULT
+  cmd = msm_kgsl.kgsl_command_object(gpuaddr=0x1000, size=8, flags=msm_kgsl.KGSL_CMDLIST_IB)  # an IB outside GPU memory
+  assert errno_of(msm_kgsl.IOCTL_KGSL_GPU_COMMAND, msm_kgsl.kgsl_gpu_command(
     cmdlist=ctypes.addressof(cmd), cmdsize=32, numcmds=1, context_id=g.ctx)) == errno.EINVAL
-  assert errno_of(K.IOCTL_KGSL_GPU_COMMAND, K.kgsl_gpu_command(
+  assert errno_of(msm_kgsl.IOCTL_KGSL_GPU_COMMAND, msm_kgsl.kgsl_gpu_command(
     cmdlist=ctypes.addressof(cmd), cmdsize=24, numcmds=1, context_id=g.ctx)) == errno.EINVAL
 
 
@@ -153,11 +153,11 @@ def stalled(m, rb: int) -> None:
 def test_contexts_run_on_the_ringbuffer_of_their_priority_level(kgsl):
   g, m = kgsl
   ctxs = [g.create_context(p) for p in (1, 3, 4, 8, 15)]
-  unset = g.call(K.IOCTL_KGSL_DRAWCTXT_CREATE, K.kgsl_drawctxt_create(flags=K.KGSL_CONTEXT_PREAMBLE)).drawctxt_id
+  unset = g.call(msm_kgsl.IOCTL_KGSL_DRAWCTXT_CREATE, msm_kgsl.kgsl_drawctxt_create(flags=msm_kgsl.KGSL_CONTEXT_PREAMBLE)).drawctxt_id
   assert [m.contexts[c].rb for c in ctxs] == [0, 0, 1, 2, 3]      # priority // 4 (dispatch_get_rb)
   assert (m.contexts[unset].priority, m.contexts[unset].rb) == (8, 2)   # unset: KGSL_CONTEXT_PRIORITY_MED
   with pytest.raises(ValueError, match="1 .the highest. to 15"): g.create_context(0)
-  g.call(K.IOCTL_KGSL_DRAWCTXT_DESTROY, K.kgsl_drawctxt_destroy(drawctxt_id=unset))
+  g.call(msm_kgsl.IOCTL_KGSL_DRAWCTXT_DESTROY, msm_kgsl.kgsl_drawctxt_destroy(drawctxt_id=unset))
 
 
 def test_a_higher_priority_context_preempts_a_lower_one_stalled_in_a_wait(kgsl):
@@ -195,9 +195,9 @@ def test_contexts_of_one_priority_level_share_its_ringbuffer_in_submission_order
 
 def test_a_ringbuffer_style_context_is_preempted_only_between_its_submissions(kgsl):
   g, m = kgsl
-  flags = K.KGSL_CONTEXT_PREAMBLE | K.KGSL_CONTEXT_NO_GMEM_ALLOC | K.KGSL_CONTEXT_PRIORITY(8) | \
-    K.KGSL_CONTEXT_PREEMPT_STYLE(K.KGSL_CONTEXT_PREEMPT_STYLE_RINGBUFFER)
-  lo = g.call(K.IOCTL_KGSL_DRAWCTXT_CREATE, K.kgsl_drawctxt_create(flags=flags)).drawctxt_id
+  flags = msm_kgsl.KGSL_CONTEXT_PREAMBLE | msm_kgsl.KGSL_CONTEXT_NO_GMEM_ALLOC | msm_kgsl.KGSL_CONTEXT_PRIORITY(8) | \
+    msm_kgsl.KGSL_CONTEXT_PREEMPT_STYLE(msm_kgsl.KGSL_CONTEXT_PREEMPT_STYLE_RINGBUFFER)
+  lo = g.call(msm_kgsl.IOCTL_KGSL_DRAWCTXT_CREATE, msm_kgsl.kgsl_drawctxt_create(flags=flags)).drawctxt_id
   g.contexts.append(lo)
   hi, out = g.create_context(4), g.alloc(0x1000)
   submit(g, cp.wait_reg_mem(out.va, 1), lo)
@@ -216,8 +216,8 @@ def test_a_ringbuffer_style_context_is_preempted_only_between_its_submissions(kg
   ([cp.pkt7(0x7E)[0]], "opcode 0x7e"),
   ([0x10000000], "type 1"),
   (cp.pkt4(0x1, 0), "not in the A6XX register domain"),
-  (cp.pkt7(A.CP_EVENT_WRITE, A.CACHE_FLUSH_TS | 1 << 31), "not modelled"),
-  (cp.reg_to_mem(A.REG_A6XX_CP_ALWAYS_ON_COUNTER_LO, 0x1000), "CP_ALWAYS_ON_COUNTER (CNT 2"),
+  (cp.pkt7(adreno.CP_EVENT_WRITE, adreno.CACHE_FLUSH_TS | 1 << 31), "not modelled"),
+  (cp.reg_to_mem(adreno.REG_A6XX_CP_ALWAYS_ON_COUNTER_LO, 0x1000), "CP_ALWAYS_ON_COUNTER (CNT 2"),
   (cp.exec_cs(1, 1, 1), "ir3 executor"),
   (cp.mem_write(0x10000, 1), "page fault"),
 ])

@@ -10,7 +10,7 @@ import numpy as np
 
 from autogen.regfields import Reg
 from autogen.amd import (gc_11_0_0 as gc, mmhub_3_0_0 as mmhub, nbio_4_3_0 as nbio, mp_13_0_0 as mp, osssys_6_0_0 as oss,
-                         hdp_6_0_0 as hdp, psp_gfx_if as G, amdgpu_psp, amdgpu_vm as vm, nvd, soc21_enum)
+                         hdp_6_0_0 as hdp, psp_gfx_if, amdgpu_psp, amdgpu_vm as vm, nvd, soc21_enum)
 
 # segment bases of a Navi31's IP blocks (amd_driver.md 2.2; test_navi31_pci checks the discovery table lists them)
 BASES = {"GC": (0x1260, 0xA000, 0x1C000, 0x2402C00), "MMHUB": (0x1A000, 0x2408800),
@@ -125,24 +125,26 @@ class Regs:
     self.w(mp.regMP0_SMN_C2PMSG_69, self.mc(PSP_RING) & 0xFFFFFFFF)
     self.w(mp.regMP0_SMN_C2PMSG_70, self.mc(PSP_RING) >> 32)
     self.w(mp.regMP0_SMN_C2PMSG_71, PSP_RING_BYTES)
-    self.w(mp.regMP0_SMN_C2PMSG_64, G.GFX_CTRL_CMD_ID_INIT_GPCOM_RING)
+    self.w(mp.regMP0_SMN_C2PMSG_64, psp_gfx_if.GFX_CTRL_CMD_ID_INIT_GPCOM_RING)
     self.wait(lambda: self.r(mp.regMP0_SMN_C2PMSG_64) & 0x8000FFFF == 0x80000000, "sOS ring not created")
 
-  def psp_cmd(self, cmd_id: int, member: str | None = None, **values: int) -> G.psp_gfx_resp:
-    cmd = G.psp_gfx_cmd_resp(buf_size=ctypes.sizeof(G.psp_gfx_cmd_resp), buf_version=G.PSP_GFX_CMD_BUF_VERSION, cmd_id=cmd_id)
+  def psp_cmd(self, cmd_id: int, member: str | None = None, **values: int) -> psp_gfx_if.psp_gfx_resp:
+    cmd = psp_gfx_if.psp_gfx_cmd_resp(buf_size=ctypes.sizeof(psp_gfx_if.psp_gfx_cmd_resp), buf_version=psp_gfx_if.PSP_GFX_CMD_BUF_VERSION,
+                                      cmd_id=cmd_id)
     for k, v in values.items(): setattr(getattr(cmd.cmd, member), k, v)
     self.vram.write_bytes(PSP_CMD, bytes(cmd))
     wptr, self.fence_value = self.r(mp.regMP0_SMN_C2PMSG_67), self.fence_value + 1
     cmd_mc, fence_mc = self.mc(PSP_CMD), self.mc(PSP_FENCE)
-    frame = G.psp_gfx_rb_frame(cmd_buf_addr_lo=cmd_mc & 0xFFFFFFFF, cmd_buf_addr_hi=cmd_mc >> 32, fence_addr_lo=fence_mc & 0xFFFFFFFF,
-                               fence_addr_hi=fence_mc >> 32, fence_value=self.fence_value)
+    frame = psp_gfx_if.psp_gfx_rb_frame(cmd_buf_addr_lo=cmd_mc & 0xFFFFFFFF, cmd_buf_addr_hi=cmd_mc >> 32, fence_addr_lo=fence_mc & 0xFFFFFFFF,
+                                        fence_addr_hi=fence_mc >> 32, fence_value=self.fence_value)
     self.vram.write_bytes(PSP_RING + wptr * 4, bytes(frame))
     self.hdp_flush()
     self.w(mp.regMP0_SMN_C2PMSG_67, (wptr + ctypes.sizeof(frame) // 4) % (PSP_RING_BYTES // 4))
     self.wait(lambda: self.vram.read32(PSP_FENCE) == self.fence_value, "sOS ring not responding")
-    return G.psp_gfx_resp.from_buffer_copy(self.vram.read_bytes(PSP_CMD + G.psp_gfx_cmd_resp.resp.offset, ctypes.sizeof(G.psp_gfx_resp)))
+    return psp_gfx_if.psp_gfx_resp.from_buffer_copy(self.vram.read_bytes(PSP_CMD + psp_gfx_if.psp_gfx_cmd_resp.resp.offset,
+                                                                         ctypes.sizeof(psp_gfx_if.psp_gfx_resp)))
 
-  def psp_load(self, cmd_id: int, member: str, image: bytes, **values: int) -> G.psp_gfx_resp:
+  def psp_load(self, cmd_id: int, member: str, image: bytes, **values: int) -> psp_gfx_if.psp_gfx_resp:
     """A command whose payload is `image`, staged at MSG1 (LOAD_TOC, LOAD_IP_FW)."""
     self.vram.write_bytes(MSG1, image)
     at, prefix = self.mc(MSG1), "toc" if member == "cmd_load_toc" else "fw"
@@ -150,10 +152,10 @@ class Regs:
                                            f"{prefix}_size": len(image)}, **values)
 
   def load_ip_fw(self, name: str, image: bytes) -> int:
-    return self.psp_load(G.GFX_CMD_ID_LOAD_IP_FW, "cmd_load_ip_fw", image, fw_type=getattr(G, f"GFX_FW_TYPE_{name}")).status
+    return self.psp_load(psp_gfx_if.GFX_CMD_ID_LOAD_IP_FW, "cmd_load_ip_fw", image, fw_type=getattr(psp_gfx_if, f"GFX_FW_TYPE_{name}")).status
 
   def setup_tmr(self) -> int:
-    return self.psp_cmd(G.GFX_CMD_ID_SETUP_TMR, "cmd_setup_tmr", buf_phy_addr_lo=self.mc(TMR) & 0xFFFFFFFF,
+    return self.psp_cmd(psp_gfx_if.GFX_CMD_ID_SETUP_TMR, "cmd_setup_tmr", buf_phy_addr_lo=self.mc(TMR) & 0xFFFFFFFF,
                         buf_phy_addr_hi=self.mc(TMR) >> 32, buf_size=TMR_BYTES, tmr_flags=2, system_phy_addr_lo=TMR).status
 
 

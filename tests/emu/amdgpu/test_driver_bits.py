@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from autogen.amd import gc_11_0_0 as gc, nvd, soc21_enum as E
+from autogen.amd import gc_11_0_0 as gc, nvd, soc21_enum
 from drivers.amd.device import AMDDevice
 from drivers.amd.elf import load_code_object
 from drivers.amd.kfd import KFDIface
@@ -60,8 +60,8 @@ RSRC1, RSRC2, TMPRING = gc.regCOMPUTE_PGM_RSRC1, gc.regCOMPUTE_PGM_RSRC2, gc.reg
 # of a cache action that goes missing)
 ROWS = [
   # RELEASE_MEM (the signal and timestamp writes)
-  ("release event CS_DONE", release(0, lambda v: (v & ~0x3F) | E.CS_DONE), "error"),
-  ("release event PS_DONE at index 6", release(0, lambda v: (v & ~0xF3F) | E.PS_DONE | 6 << 8), "error"),
+  ("release event CS_DONE", release(0, lambda v: (v & ~0x3F) | soc21_enum.CS_DONE), "error"),
+  ("release event PS_DONE at index 6", release(0, lambda v: (v & ~0xF3F) | soc21_enum.PS_DONE | 6 << 8), "error"),
   ("release index 4 (partial flush)", release(0, lambda v: (v & ~0xF00) | 4 << 8), "error"),
   ("release index 6 (end of shader)", release(0, lambda v: (v & ~0xF00) | 6 << 8), "error"),
   ("release DATA_SEL 64 -> 32", dword(nvd.PACKET3_RELEASE_MEM, 1, lambda v: v & ~(7 << 29) | 1 << 29, only=is_big), "result"),

@@ -2,7 +2,7 @@
 MM_INDEX indirection), the HDP flush remap. Facts: discovery.h, pci_regs.h, amdgpu_device.c amdgpu_device_indirect_rreg."""
 import pytest
 
-from autogen.amd import discovery as D, gc_11_0_0 as gc, nbio_4_3_0 as nbio, mmhub_3_0_0 as mmhub
+from autogen.amd import discovery, gc_11_0_0 as gc, nbio_4_3_0 as nbio, mmhub_3_0_0 as mmhub
 from drivers.system import DeviceBusyError, list_models, open_model
 from emu.amdgpu.registers import ModelError
 from tests.emu.amdgpu.regs import BASES, MODULE_IP
@@ -82,15 +82,15 @@ def test_memsize_register_reports_the_vram_in_mib(dev):
 
 def test_discovery_binary_parses_and_its_checksums_verify(dev):
   blob = dev.map_bar(0).read_bytes((512 << 20) - (64 << 10), 10 << 10)
-  bh = D.binary_header.from_buffer_copy(blob)
+  bh = discovery.binary_header.from_buffer_copy(blob)
   assert bh.binary_signature == 0x28211407
   assert byte_sum(blob[10:bh.binary_size]) == bh.binary_checksum       # Linux: sum over [offsetof(binary_size), size)
-  ip_at = bh.table_list[D.IP_DISCOVERY].offset
-  ih = D.ip_discovery_header.from_buffer_copy(blob, ip_at)
+  ip_at = bh.table_list[discovery.IP_DISCOVERY].offset
+  ih = discovery.ip_discovery_header.from_buffer_copy(blob, ip_at)
   assert ih.signature == 0x53445049 and ih.num_dies == 1
-  assert byte_sum(blob[ip_at:ip_at + ih.size]) == bh.table_list[D.IP_DISCOVERY].checksum
+  assert byte_sum(blob[ip_at:ip_at + ih.size]) == bh.table_list[discovery.IP_DISCOVERY].checksum
   off = ih.die_info[0].die_offset
-  die = D.die_header.from_buffer_copy(blob, off)
+  die = discovery.die_header.from_buffer_copy(blob, off)
   off += 4
   found = {}
   for _ in range(die.num_ips):
@@ -100,10 +100,10 @@ def test_discovery_binary_parses_and_its_checksums_verify(dev):
   for hw_id, (version, bases) in NAVI31.items():
     assert found[hw_id][0] == version, hw_id
     if bases: assert found[hw_id][1] == bases, hw_id
-  gc_at = bh.table_list[D.GC].offset
-  gi = D.gc_info_v1_0.from_buffer_copy(blob, gc_at)
-  assert gi.header.table_id == D.GC_TABLE_ID and gi.header.version_major == 1
-  assert byte_sum(blob[gc_at:gc_at + gi.header.size]) == bh.table_list[D.GC].checksum
+  gc_at = bh.table_list[discovery.GC].offset
+  gi = discovery.gc_info_v1_0.from_buffer_copy(blob, gc_at)
+  assert gi.header.table_id == discovery.GC_TABLE_ID and gi.header.version_major == 1
+  assert byte_sum(blob[gc_at:gc_at + gi.header.size]) == bh.table_list[discovery.GC].checksum
   cus = gi.gc_num_se * gi.gc_num_sa_per_se * 2 * (gi.gc_num_wgp0_per_sa + gi.gc_num_wgp1_per_sa)
   assert (cus, gi.gc_max_waves_per_simd, gi.gc_lds_size, gi.gc_wave_size) == (96, 16, 64, 32)
 

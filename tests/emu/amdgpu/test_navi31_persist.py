@@ -4,7 +4,7 @@ Facts: amdgpu_device.c amdgpu_device_mode1_reset, smu_v13_0_0_ppt.c."""
 import os, signal, subprocess, sys
 import pytest
 
-from autogen.amd import gc_11_0_0 as gc, mp_13_0_0 as mp, smu_v13_0_0_ppsmc as P
+from autogen.amd import gc_11_0_0 as gc, mp_13_0_0 as mp, smu_v13_0_0_ppsmc as ppsmc
 from drivers.amd.pci import PCIIface
 from drivers.system import DeviceBusyError, open_model
 from emu.amdgpu.registers import ModelError
@@ -36,7 +36,7 @@ def test_clean_exit_leaves_a_device_that_boots_partially(synthetic_fw, monkeypat
   assert regs.r(gc.regSCRATCH_REG7) == int(out.split()[1], 16) != 0 and regs.r(gc.regSCRATCH_REG6) == 0   # booted, ended clean
   assert regs.vram.read_bytes(MARKER_PADDR, len(MARKER)) == MARKER
   assert regs.r(mp.regMP0_SMN_C2PMSG_81) != 0 and regs.r(mp.regMP0_SMN_C2PMSG_71) != 0   # sOS and its ring alive
-  assert regs.smu_msg(P.PPSMC_MSG_GetSmuVersion)[0] == 1                                # PMFW alive
+  assert regs.smu_msg(ppsmc.PPSMC_MSG_GetSmuVersion)[0] == 1                                # PMFW alive
   regs.w(gc.regGRBM_GFX_CNTL, MEID=1)
   assert regs.r(gc.regCP_HQD_ACTIVE) == 0
   regs.w(gc.regGRBM_GFX_CNTL, 0)
@@ -61,7 +61,7 @@ def test_kill_9_leaves_the_device_dirty_until_mode1_reset(synthetic_fw, monkeypa
   assert regs.r(gc.regCP_HQD_ACTIVE) == 1                                               # the dead process's queue
   regs.w(gc.regGRBM_GFX_CNTL, 0)
   with pytest.raises(ModelError, match="previous driver instance"): regs.db.write64(0x18, 1)
-  assert regs.r(mp.regMP0_SMN_C2PMSG_81) != 0 and regs.smu_msg(P.PPSMC_MSG_GetSmuVersion, timeout=0.1)[0] == 1
+  assert regs.r(mp.regMP0_SMN_C2PMSG_81) != 0 and regs.smu_msg(ppsmc.PPSMC_MSG_GetSmuVersion, timeout=0.1)[0] == 1
   regs = reboot(dev, synthetic_fw, monkeypatch)              # firmware alive: the driver resets the ASIC, then boots cold
   try: assert dev.model.resets == 1 and signal_works(regs)
   finally: regs.iface.close()

@@ -3,10 +3,10 @@ component. Facts: psp_v13_0.c, amdgpu_psp.c, psp_gfx_if.h, the Debian firmware h
 import os
 import pytest
 
-from autogen.amd import gc_11_0_0 as gc, mp_13_0_0 as mp, psp_gfx_if as G, amdgpu_ucode as U
+from autogen.amd import gc_11_0_0 as gc, mp_13_0_0 as mp, psp_gfx_if, amdgpu_ucode
 from drivers.amd.pci import PCIIface
 from drivers.system import open_model
-from emu.amdgpu import firmware as F
+from emu.amdgpu import firmware
 from emu.amdgpu.fwbuild import images, SOS_VERSION, SMU_VERSION
 from tests.emu.amdgpu.regs import Regs, GFX_ORDER
 
@@ -23,11 +23,11 @@ def sos_up(regs, imgs):
 
 def load_all(regs, imgs) -> None:
   """TOC, SMU, TMR, the GFX firmware in Navi31's order, AUTOLOAD_RLC: each accepted."""
-  resp = regs.psp_load(G.GFX_CMD_ID_LOAD_TOC, "cmd_load_toc", imgs["TOC"])
+  resp = regs.psp_load(psp_gfx_if.GFX_CMD_ID_LOAD_TOC, "cmd_load_toc", imgs["TOC"])
   assert (resp.status, resp.tmr_size) == (0, 0x1300000)
   assert regs.load_ip_fw("SMU", imgs["SMU"]) == 0 and regs.setup_tmr() == 0
   for name in GFX_ORDER: assert regs.load_ip_fw(name, imgs[name]) == 0, name
-  assert regs.psp_cmd(G.GFX_CMD_ID_AUTOLOAD_RLC).status == 0
+  assert regs.psp_cmd(psp_gfx_if.GFX_CMD_ID_AUTOLOAD_RLC).status == 0
 
 
 def test_bootloader_handshake_starts_the_sos(regs):
@@ -59,8 +59,8 @@ def test_full_firmware_load_autoloads_the_rlc(regs):
 @debian
 def test_debian_firmware_boots_and_reports_its_versions(monkeypatch):
   monkeypatch.delenv("HCQ_FIRMWARE_DIR", raising=False)
-  sos = U.psp_firmware_header_v2_0.from_buffer_copy(open(os.path.join(DEBIAN, "psp_13_0_0_sos.bin"), "rb").read())
-  smu = U.common_firmware_header.from_buffer_copy(open(os.path.join(DEBIAN, "smu_13_0_0.bin"), "rb").read())
+  sos = amdgpu_ucode.psp_firmware_header_v2_0.from_buffer_copy(open(os.path.join(DEBIAN, "psp_13_0_0_sos.bin"), "rb").read())
+  smu = amdgpu_ucode.common_firmware_header.from_buffer_copy(open(os.path.join(DEBIAN, "smu_13_0_0.bin"), "rb").read())
   iface = PCIIface(open_model("navi31"))                              # the AM driver, with the Debian files
   try:
     regs = Regs(iface.pci, iface)
@@ -99,7 +99,7 @@ def test_spl_step_accepts_the_kdb_image(regs):
 
 def ip_fw_status(regs, imgs, upto: str, **steps) -> int:
   """Load TOC, SMU, TMR, then the GFX firmware up to (and including) `upto`; return that command's status."""
-  assert regs.psp_load(G.GFX_CMD_ID_LOAD_TOC, "cmd_load_toc", imgs["TOC"]).status == 0
+  assert regs.psp_load(psp_gfx_if.GFX_CMD_ID_LOAD_TOC, "cmd_load_toc", imgs["TOC"]).status == 0
   if not steps.get("tmr_first"): assert regs.load_ip_fw("SMU", imgs["SMU"]) == 0
   status = regs.setup_tmr()
   if upto == "TMR": return status
@@ -107,7 +107,7 @@ def ip_fw_status(regs, imgs, upto: str, **steps) -> int:
     status = regs.load_ip_fw(name, imgs[name])
     if name == upto: return status
     assert status == 0, name
-  return regs.psp_cmd(G.GFX_CMD_ID_AUTOLOAD_RLC).status
+  return regs.psp_cmd(psp_gfx_if.GFX_CMD_ID_AUTOLOAD_RLC).status
 
 
 @pytest.mark.parametrize("corrupt, upto, steps, why", [
@@ -125,15 +125,15 @@ def test_bad_or_misordered_ip_firmware_is_refused_naming_it(regs, corrupt, upto,
   if why is None:                                                     # allowed: RLC_G early, as long as it is the last GFX one
     assert status == 0 and regs.model.psp.failures == []
     return
-  assert status == G.TEE_ERROR_NOT_SUPPORTED
+  assert status == psp_gfx_if.TEE_ERROR_NOT_SUPPORTED
   assert any(why in f for f in regs.model.psp.failures), regs.model.psp.failures
   assert not regs.r(gc.regRLC_RLCS_BOOTLOAD_STATUS) >> 31               # GFX never autoloads
 
 
 def test_unknown_psp_command_gets_an_error_status(regs):
   sos_up(regs, images())
-  assert regs.psp_cmd(0x7F).status == G.PSP_ERR_UNKNOWN_COMMAND
-  assert regs.psp_cmd(G.GFX_CMD_ID_LOAD_TA).status == G.TEE_ERROR_NOT_SUPPORTED
+  assert regs.psp_cmd(0x7F).status == psp_gfx_if.PSP_ERR_UNKNOWN_COMMAND
+  assert regs.psp_cmd(psp_gfx_if.GFX_CMD_ID_LOAD_TA).status == psp_gfx_if.TEE_ERROR_NOT_SUPPORTED
   assert "0x7f" in regs.model.psp.failures[0]
 
 
@@ -141,46 +141,47 @@ def test_unknown_psp_command_gets_an_error_status(regs):
 def test_load_toc_reports_the_tmr_size_the_toc_names_and_setup_tmr_needs_it(regs, tmr):
   imgs = images(toc_tmr=tmr)
   sos_up(regs, imgs)
-  resp = regs.psp_load(G.GFX_CMD_ID_LOAD_TOC, "cmd_load_toc", imgs["TOC"])
+  resp = regs.psp_load(psp_gfx_if.GFX_CMD_ID_LOAD_TOC, "cmd_load_toc", imgs["TOC"])
   assert (resp.status, resp.tmr_size) == (0, tmr)
   assert regs.load_ip_fw("SMU", imgs["SMU"]) == 0
   status = regs.setup_tmr()                                            # a TMR of 0x1300000 bytes
   if tmr <= 0x1300000: assert status == 0 and regs.model.psp.failures == []
   else:
-    assert status == G.TEE_ERROR_NOT_SUPPORTED
+    assert status == psp_gfx_if.TEE_ERROR_NOT_SUPPORTED
     assert any("the TOC asks for >= 0x1400000 bytes" in f for f in regs.model.psp.failures), regs.model.psp.failures
 
 
 @pytest.mark.parametrize("body, why", [
-  (F.toc_body(0x123456, ("SMU",)), "TOC: TMR size 0x123456 is not a non-zero multiple of 1 MiB"),
-  (F.toc_body(0, ("SMU",)), "TOC: TMR size 0x0"),
-  (F.toc_body(1 << 20, ("SMU",))[:-2], "TOC: 1 entries do not fit"),
-  (F.toc_body(1 << 20, ("SMU", "KDB")), "TOC: image id 0x4f is no firmware"),
-  (F.toc_body(1 << 20, ("SMU", "IMU_I", "SMU")), "TOC: a component is listed twice"),
-  (F.TOC_MAGIC + b"\0\0", "shorter than its 12-byte table header"),
+  (firmware.toc_body(0x123456, ("SMU",)), "TOC: TMR size 0x123456 is not a non-zero multiple of 1 MiB"),
+  (firmware.toc_body(0, ("SMU",)), "TOC: TMR size 0x0"),
+  (firmware.toc_body(1 << 20, ("SMU",))[:-2], "TOC: 1 entries do not fit"),
+  (firmware.toc_body(1 << 20, ("SMU", "KDB")), "TOC: image id 0x4f is no firmware"),
+  (firmware.toc_body(1 << 20, ("SMU", "IMU_I", "SMU")), "TOC: a component is listed twice"),
+  (firmware.TOC_MAGIC + b"\0\0", "shorter than its 12-byte table header"),
 ])
 def test_malformed_toc_contents_are_refused(regs, body, why):
   sos_up(regs, images())
-  resp = regs.psp_load(G.GFX_CMD_ID_LOAD_TOC, "cmd_load_toc", F.make_image("TOC", body))
-  assert (resp.status, resp.tmr_size) == (G.TEE_ERROR_NOT_SUPPORTED, 0)
+  resp = regs.psp_load(psp_gfx_if.GFX_CMD_ID_LOAD_TOC, "cmd_load_toc", firmware.make_image("TOC", body))
+  assert (resp.status, resp.tmr_size) == (psp_gfx_if.TEE_ERROR_NOT_SUPPORTED, 0)
   assert any(why in f for f in regs.model.psp.failures), regs.model.psp.failures
-  assert regs.load_ip_fw("SMU", images()["SMU"]) == G.TEE_ERROR_NOT_SUPPORTED   # no TOC was taken
+  assert regs.load_ip_fw("SMU", images()["SMU"]) == psp_gfx_if.TEE_ERROR_NOT_SUPPORTED   # no TOC was taken
 
 
 def test_firmware_the_toc_does_not_list_is_refused(regs):
   imgs = images(toc_omit=("RLC_V",))
   sos_up(regs, imgs)
-  assert ip_fw_status(regs, imgs, "RLC_V") == G.TEE_ERROR_NOT_SUPPORTED
+  assert ip_fw_status(regs, imgs, "RLC_V") == psp_gfx_if.TEE_ERROR_NOT_SUPPORTED
   assert any("RLC_V: the TOC does not list it" in f for f in regs.model.psp.failures), regs.model.psp.failures
 
 
-@pytest.mark.parametrize("fw_type", [G.GFX_FW_TYPE_RS64_PFP, G.GFX_FW_TYPE_RS64_MES, G.GFX_FW_TYPE_VCN, G.GFX_FW_TYPE_MAX + 5])
+@pytest.mark.parametrize("fw_type", [psp_gfx_if.GFX_FW_TYPE_RS64_PFP, psp_gfx_if.GFX_FW_TYPE_RS64_MES, psp_gfx_if.GFX_FW_TYPE_VCN,
+                                     psp_gfx_if.GFX_FW_TYPE_MAX + 5])
 def test_unknown_firmware_types_are_refused(regs, fw_type):
   """LOAD_IP_FW of a type Navi31's sOS does not load gets TEE_ERROR_NOT_SUPPORTED, even as a well-formed image."""
   imgs = images()
   sos_up(regs, imgs)
   assert ip_fw_status(regs, imgs, "TMR") == 0
-  name = F.FW_TYPE_NAMES.get(fw_type, f"fw_type {fw_type}")
-  image = F.make_image("SMU", bytes(64), image_id=0x1234)
-  assert regs.psp_load(G.GFX_CMD_ID_LOAD_IP_FW, "cmd_load_ip_fw", image, fw_type=fw_type).status == G.TEE_ERROR_NOT_SUPPORTED
+  name = firmware.FW_TYPE_NAMES.get(fw_type, f"fw_type {fw_type}")
+  image = firmware.make_image("SMU", bytes(64), image_id=0x1234)
+  assert regs.psp_load(psp_gfx_if.GFX_CMD_ID_LOAD_IP_FW, "cmd_load_ip_fw", image, fw_type=fw_type).status == psp_gfx_if.TEE_ERROR_NOT_SUPPORTED
   assert any(f"LOAD_IP_FW {name}: not a firmware type" in f for f in regs.model.psp.failures), regs.model.psp.failures

@@ -3,7 +3,7 @@ and the IH entries device errors raise. Facts: gmc_v11_0_flush_gpu_tlb, gfx_v11_
 soc15 IV format."""
 import pytest
 
-from autogen.amd import gc_11_0_0 as gc, mmhub_3_0_0 as mmhub, nbio_4_3_0 as nbio, nvd, osssys_6_0_0 as oss, sdma_v6_0_0_pkt_open as S
+from autogen.amd import gc_11_0_0 as gc, mmhub_3_0_0 as mmhub, nbio_4_3_0 as nbio, nvd, osssys_6_0_0 as oss, sdma_v6_0_0_pkt_open as sdma_defs
 from autogen.amd import amdgpu_vm as vm
 from emu.amdgpu.registers import ModelError
 from drivers.amd.sdma import pkt as sdma_pkt
@@ -69,14 +69,15 @@ def test_sdma_ring_copies_vram_to_host_memory_and_fences(booted, sig):
   data = bytes(range(256)) * 64
   src, dst = booted.iface.alloc(len(data), cpu_access=True), booted.iface.alloc(len(data), host=True)
   src.view[:] = data
-  q.submit(sdma_pkt("COPY_LINEAR", 7, HEADER_op=S.SDMA_OP_COPY, COUNT_count=len(data) - 1, SRC_ADDR_LO_src_addr_31_0=src.va & 0xFFFFFFFF,
+  q.submit(sdma_pkt("COPY_LINEAR", 7, HEADER_op=sdma_defs.SDMA_OP_COPY, COUNT_count=len(data) - 1, SRC_ADDR_LO_src_addr_31_0=src.va & 0xFFFFFFFF,
                     SRC_ADDR_HI_src_addr_63_32=src.va >> 32, DST_ADDR_LO_dst_addr_31_0=dst.va & 0xFFFFFFFF, DST_ADDR_HI_dst_addr_63_32=dst.va >> 32) +
-           sdma_pkt("FENCE", 4, HEADER_op=S.SDMA_OP_FENCE, ADDR_LO_addr_31_0=sig.va & 0xFFFFFFFF, ADDR_HI_addr_63_32=sig.va >> 32, DATA_data=7))
+           sdma_pkt("FENCE", 4, HEADER_op=sdma_defs.SDMA_OP_FENCE, ADDR_LO_addr_31_0=sig.va & 0xFFFFFFFF, ADDR_HI_addr_63_32=sig.va >> 32,
+                    DATA_data=7))
   q.wait_idle()
   assert bytes(dst.view) == data and u32(sig) == 7
   assert booted.r(gc.regSDMA0_QUEUE0_RB_RPTR) == q.put                # bytes
   booted.w(gc.regSDMA0_QUEUE0_RB_CNTL, 0)
-  with pytest.raises(ModelError, match="no queue is bound"): q.submit(sdma_pkt("NOP", 1, HEADER_op=S.SDMA_OP_NOP))
+  with pytest.raises(ModelError, match="no queue is bound"): q.submit(sdma_pkt("NOP", 1, HEADER_op=sdma_defs.SDMA_OP_NOP))
 
 
 @pytest.mark.parametrize("mapped", [False, True])
@@ -121,7 +122,7 @@ def test_interrupt_sources_post_ih_entries_when_enabled(booted, sig):
   booted.w(gc.regCP_ME1_PIPE0_INT_CNTL, TIME_STAMP_INT_ENABLE=1, OPCODE_ERROR_INT_ENABLE=1)
   q.submit(release_mem(sig.va, 2, int_sel=2, ctx=0x78))
   q.wait_idle()
-  s.submit(sdma_pkt("TRAP", 2, HEADER_op=S.SDMA_OP_TRAP, INT_CONTEXT_int_context=0x99))   # the driver set SDMA0_CNTL.TRAP_ENABLE
+  s.submit(sdma_pkt("TRAP", 2, HEADER_op=sdma_defs.SDMA_OP_TRAP, INT_CONTEXT_int_context=0x99))   # the driver set SDMA0_CNTL.TRAP_ENABLE
   s.wait_idle()
   q.submit(pm4(0xEE, 0))                                              # no such PM4 opcode: the CP reports it
   booted.wait(lambda: any("opcode 0xee" in line for line in booted.model.log_lines), "bad opcode")
@@ -157,7 +158,7 @@ def test_a_full_ih_ring_drops_entries_and_flags_overflow(booted):
   booted.ih_resize(128)                                               # room for 3 entries: one slot stays free
   dropped = booted.model.ih.dropped
   s = Queue(booted, "sdma")
-  s.submit(sum((sdma_pkt("TRAP", 2, HEADER_op=S.SDMA_OP_TRAP, INT_CONTEXT_int_context=i) for i in range(5)), []))
+  s.submit(sum((sdma_pkt("TRAP", 2, HEADER_op=sdma_defs.SDMA_OP_TRAP, INT_CONTEXT_int_context=i) for i in range(5)), []))
   s.wait_idle()
   assert booted.r(oss.regIH_RB_WPTR) == 96 | 1 and booted.model.ih.dropped == dropped + 2   # OFFSET 96, RB_OVERFLOW
   assert [e[4] for e in booted.ih_entries()] == [0, 1, 2]
@@ -209,12 +210,12 @@ def test_bad_wait_reg_mem64_stops_the_queue_naming_it(booted, packet, why):
 
 
 def cond_exe(va: int, ref: int, count: int) -> list[int]:
-  return sdma_pkt("COND_EXE", 5, HEADER_op=S.SDMA_OP_COND_EXE, ADDR_LO_addr_31_0=va & 0xFFFFFFFF, ADDR_HI_addr_63_32=va >> 32,
+  return sdma_pkt("COND_EXE", 5, HEADER_op=sdma_defs.SDMA_OP_COND_EXE, ADDR_LO_addr_31_0=va & 0xFFFFFFFF, ADDR_HI_addr_63_32=va >> 32,
                   REFERENCE_reference=ref, EXEC_COUNT_exec_count=count)
 
 
 def fence(va: int, value: int) -> list[int]:
-  return sdma_pkt("FENCE", 4, HEADER_op=S.SDMA_OP_FENCE, ADDR_LO_addr_31_0=va & 0xFFFFFFFF, ADDR_HI_addr_63_32=va >> 32, DATA_data=value)
+  return sdma_pkt("FENCE", 4, HEADER_op=sdma_defs.SDMA_OP_FENCE, ADDR_LO_addr_31_0=va & 0xFFFFFFFF, ADDR_HI_addr_63_32=va >> 32, DATA_data=value)
 
 
 def test_sdma_cond_exe_runs_the_next_dwords_only_if_memory_equals_the_reference(booted, sig):

@@ -5,7 +5,7 @@ Facts: nvd.h PACKET3_RELEASE_MEM_* / PACKET3_ACQUIRE_MEM_GCR_CNTL_*, soc21_enum.
 DATA_SEL/INT_SEL values (gfx_v11_0.c gfx_v11_0_ring_emit_fence)."""
 import pytest
 
-from autogen.amd import gc_11_0_0 as gc, nvd, soc21_enum as E
+from autogen.amd import gc_11_0_0 as gc, nvd, soc21_enum
 from tests.emu.amdgpu.regs import Queue, pm4, acquire_mem, launch, queue_error
 from tests.emu.rdna3.exec_helpers import assemble
 
@@ -13,7 +13,7 @@ CLIENT_GRBM_CP, SRC_CP_EOP = 0x14, 181
 GCR_ALL = 0x1FFFF & ~(3 << 2 | 3 << 11 | 1 << 13)       # every ACQUIRE_MEM invalidate / write-back, SEQ 1, no ranges
 
 
-def rel(va: int, value: int = 0, event: int = E.CACHE_FLUSH_AND_INV_TS_EVENT, index: int = 5, gcr: int = 0,
+def rel(va: int, value: int = 0, event: int = soc21_enum.CACHE_FLUSH_AND_INV_TS_EVENT, index: int = 5, gcr: int = 0,
         data_sel: int = 1, int_sel: int = 0, dst_sel: int = 0, ctx: int = 0) -> list[int]:
   return pm4(nvd.PACKET3_RELEASE_MEM, event | index << 8 | gcr, data_sel << 29 | int_sel << 24 | dst_sel << 16,
              va & 0xFFFFFFFF, va >> 32, value & 0xFFFFFFFF, value >> 32, ctx)
@@ -33,8 +33,8 @@ def test_release_mem_writes_what_data_sel_selects(booted, sig):
   q = Queue(booted, "compute")
   value = 0x1122_3344_5566_7788
   q.submit(rel(sig.va, value, data_sel=0) + rel(sig.va + 8, value, data_sel=1) + rel(sig.va + 16, value, data_sel=2) +
-           rel(sig.va + 24, value, data_sel=3) + rel(sig.va + 32, value, data_sel=4, event=E.BOTTOM_OF_PIPE_TS) +
-           rel(sig.va + 40, value, data_sel=2, event=E.CS_DONE, index=6) + rel(sig.va + 48, value, data_sel=1, dst_sel=1))
+           rel(sig.va + 24, value, data_sel=3) + rel(sig.va + 32, value, data_sel=4, event=soc21_enum.BOTTOM_OF_PIPE_TS) +
+           rel(sig.va + 40, value, data_sel=2, event=soc21_enum.CS_DONE, index=6) + rel(sig.va + 48, value, data_sel=1, dst_sel=1))
   q.wait_idle()
   assert u64(sig, 0) == 0xEEEE_EEEE_EEEE_EEEE                        # DATA_SEL 0: nothing is written
   assert u64(sig, 8) == 0xEEEE_EEEE_5566_7788                        # 1: the low 32 bits only
@@ -55,12 +55,12 @@ def test_release_mem_interrupts_as_int_sel_says(booted, sig, int_sel, data_sel, 
 
 
 @pytest.mark.parametrize("fields, match", [
-  (dict(event=E.CS_DONE), "CS_DONE with event index 5 is not an end-of-pipe event"),
-  (dict(event=E.BOTTOM_OF_PIPE_TS, index=6), "event index 6 is not an end-of-shader"),
-  (dict(event=E.PS_DONE, index=6), "PS_DONE with event index 6"),
-  (dict(event=E.FLUSH_AND_INV_CB_DATA_TS), "FLUSH_AND_INV_CB_DATA_TS with event index 5"),
-  (dict(event=E.CS_PARTIAL_FLUSH, index=4), "event index 4: a compute queue releases at end of pipe"),
-  (dict(event=E.CS_DONE, index=6, gcr=nvd.PACKET3_RELEASE_MEM_GCR_GL2_WB), "end of shader) with cache actions"),
+  (dict(event=soc21_enum.CS_DONE), "CS_DONE with event index 5 is not an end-of-pipe event"),
+  (dict(event=soc21_enum.BOTTOM_OF_PIPE_TS, index=6), "event index 6 is not an end-of-shader"),
+  (dict(event=soc21_enum.PS_DONE, index=6), "PS_DONE with event index 6"),
+  (dict(event=soc21_enum.FLUSH_AND_INV_CB_DATA_TS), "FLUSH_AND_INV_CB_DATA_TS with event index 5"),
+  (dict(event=soc21_enum.CS_PARTIAL_FLUSH, index=4), "event index 4: a compute queue releases at end of pipe"),
+  (dict(event=soc21_enum.CS_DONE, index=6, gcr=nvd.PACKET3_RELEASE_MEM_GCR_GL2_WB), "end of shader) with cache actions"),
   (dict(data_sel=5), "DATA_SEL 5 is GDS data"),
   (dict(data_sel=6), "DATA_SEL 6 is reserved"),
   (dict(int_sel=5), "INT_SEL 5 (a conditional interrupt) is not modelled"),

@@ -4,7 +4,7 @@ drivers/bnxt): no error recovery, no verbs. Facts: kernel bnxt_re qplib_*.c; the
 from __future__ import annotations
 import ctypes, socket, time
 
-from autogen import bnxt as B
+from autogen import bnxt as bnxt_hsi
 
 SLOT, WQE, CQE_SIZE, RING = 16, 128, 32, 16       # CMDQ slot, static WQE, CQE, ring entries used here
 
@@ -36,7 +36,7 @@ def ipv4_gid(ip: str) -> bytes: return bytes(10) + b"\xff\xff" + socket.inet_ato
 
 def db(xid: int, type_: int, index: int, epoch: int = 0, toggle: int = 0) -> int:
   """A RoCE doorbell (dbc_dbc): VALID | type | xid in the high word, index | epoch | toggle in the low word."""
-  return (xid & B.DBC_DBC_XID_MASK | B.DBC_DBC_VALID | type_) << 32 | index & B.DBC_DBC_INDEX_MASK | epoch << 24 | toggle << 25
+  return (xid & bnxt_hsi.DBC_DBC_XID_MASK | bnxt_hsi.DBC_DBC_VALID | type_) << 32 | index & bnxt_hsi.DBC_DBC_INDEX_MASK | epoch << 24 | toggle << 25
 
 
 class Ring:
@@ -73,33 +73,33 @@ class Bnxt:
     """(level, base) of a PBL over the pages of `mem` (level 0 for one page)."""
     pages = mem.bus_addrs
     if len(pages) == 1: return 0, pages[0]
-    ptes = [p | B.PTU_PTE_VALID for p in pages]
+    ptes = [p | bnxt_hsi.PTU_PTE_VALID for p in pages]
     if ring_marks:
-      ptes[-1] |= B.PTU_PTE_LAST
-      if len(ptes) > 1: ptes[-2] |= B.PTU_PTE_NEXT_TO_LAST
+      ptes[-1] |= bnxt_hsi.PTU_PTE_LAST
+      if len(ptes) > 1: ptes[-2] |= bnxt_hsi.PTU_PTE_NEXT_TO_LAST
     table = self.pci.alloc_dma(8 * len(ptes))
     for i, pte in enumerate(ptes): table.view[8 * i:8 * i + 8] = pte.to_bytes(8, "little")
     if len(ptes) <= 512: return 1, table.bus_addrs[0]
     top = self.pci.alloc_dma(8 * len(table.bus_addrs))
-    for i, p in enumerate(table.bus_addrs): top.view[8 * i:8 * i + 8] = (p | B.PTU_PDE_VALID).to_bytes(8, "little")
+    for i, p in enumerate(table.bus_addrs): top.view[8 * i:8 * i + 8] = (p | bnxt_hsi.PTU_PDE_VALID).to_bytes(8, "little")
     return 2, top.bus_addrs[0]
 
   # --- HWRM
   def hwrm(self, name: str, check: bool = True, **fields):
     """Run HWRM command `name`: its output structure, or (check=False) the error code if it failed."""
     self.seq = (self.seq + 1) & 0xFFFF
-    req = fill(getattr(B, f"hwrm_{name}_input")(req_type=getattr(B, f"HWRM_{name.upper()}"), cmpl_ring=0xFFFF, seq_id=self.seq,
+    req = fill(getattr(bnxt_hsi, f"hwrm_{name}_input")(req_type=getattr(bnxt_hsi, f"HWRM_{name.upper()}"), cmpl_ring=0xFFFF, seq_id=self.seq,
                                                 target_id=0xFFFF, resp_addr=self.resp.bus_addrs[0]), **fields)
     self.resp.view[:] = bytes(4096)
     raw = bytes(req).ljust(128, b"\0")
     for i in range(0, 128, 4): self.bar0.write32(i, int.from_bytes(raw[i:i + 4], "little"))
     self.bar0.write32(0x100, 1)
-    hdr = B.hwrm_resp_hdr.from_buffer_copy(self.resp.view[:8])
+    hdr = bnxt_hsi.hwrm_resp_hdr.from_buffer_copy(self.resp.view[:8])
     assert hdr.seq_id == self.seq and hdr.req_type == req.req_type and self.resp.view[hdr.resp_len - 1] == 1
     if hdr.error_code:
       if check: raise CommandFailed(f"HWRM {name}", hdr.error_code)
       return hdr.error_code
-    return getattr(B, f"hwrm_{name}_output").from_buffer_copy(self.resp.view)
+    return getattr(bnxt_hsi, f"hwrm_{name}_output").from_buffer_copy(self.resp.view)
 
   def backing_store(self, init: bool = True, skip: int | None = None, done: bool = True) -> dict[int, list]:
     """Configure every context type the firmware reports (following next_valid_type), each instance, TIM sized like
@@ -107,21 +107,21 @@ class Bnxt:
     caps, t = [], 0
     while t != 0xFFFF:
       c = self.hwrm("func_backing_store_qcaps_v2", type=t)
-      if c.flags & B.FUNC_BACKING_STORE_QCAPS_V2_RESP_FLAGS_TYPE_VALID and t != skip: caps.append(c)
+      if c.flags & bnxt_hsi.FUNC_BACKING_STORE_QCAPS_V2_RESP_FLAGS_TYPE_VALID and t != skip: caps.append(c)
       t = c.next_valid_type
     qp_entries, mems = 0, {}
     for j, c in enumerate(caps):
-      n = qp_entries if c.type == B.FUNC_BACKING_STORE_QCAPS_V2_REQ_TYPE_TIM else max(c.min_num_entries, 1)
-      if c.type == B.FUNC_BACKING_STORE_QCAPS_V2_REQ_TYPE_QP: qp_entries = n
+      n = qp_entries if c.type == bnxt_hsi.FUNC_BACKING_STORE_QCAPS_V2_REQ_TYPE_TIM else max(c.min_num_entries, 1)
+      if c.type == bnxt_hsi.FUNC_BACKING_STORE_QCAPS_V2_REQ_TYPE_QP: qp_entries = n
       instances = [i for i in range(32) if c.instance_bit_map >> i & 1] or [0]
       for k, inst in enumerate(instances):
         mem = self.pci.alloc_dma(n * c.entry_size)
-        if init and c.flags & B.FUNC_BACKING_STORE_QCAPS_V2_RESP_FLAGS_ENABLE_CTX_KIND_INIT:
+        if init and c.flags & bnxt_hsi.FUNC_BACKING_STORE_QCAPS_V2_RESP_FLAGS_ENABLE_CTX_KIND_INIT:
           for e in range(n): mem.view[e * c.entry_size + c.ctx_init_offset * 4] = c.ctx_init_value
         level, base = self.pbl(mem)
         last = done and j == len(caps) - 1 and k == len(instances) - 1
         self.hwrm("func_backing_store_cfg_v2", type=c.type, instance=inst, entry_size=c.entry_size, num_entries=n,
-                  page_dir=base, page_size_pbl_level=level, flags=B.FUNC_BACKING_STORE_CFG_V2_REQ_FLAGS_BS_CFG_ALL_DONE if last else 0)
+                  page_dir=base, page_size_pbl_level=level, flags=bnxt_hsi.FUNC_BACKING_STORE_CFG_V2_REQ_FLAGS_BS_CFG_ALL_DONE if last else 0)
         mems.setdefault(c.type, []).append(mem)
     return mems
 
@@ -145,31 +145,33 @@ class Bnxt:
 
   def open_rcfw(self, depth: int = 64) -> None:
     self.creq = Ring(self, RING, 16, ring_marks=False)
-    self.creq_id = self.ring_alloc(self.creq, B.RING_ALLOC_REQ_RING_TYPE_NQ, int_mode=B.RING_ALLOC_REQ_INT_MODE_MSIX)
+    self.creq_id = self.ring_alloc(self.creq, bnxt_hsi.RING_ALLOC_REQ_RING_TYPE_NQ, int_mode=bnxt_hsi.RING_ALLOC_REQ_INT_MODE_MSIX)
     self.cmdq = Ring(self, depth, SLOT, ring_marks=False)
-    init = B.cmdq_init(cmdq_pbl=self.cmdq.base, cmdq_size_cmdq_lvl=depth << 2 | self.cmdq.level, creq_ring_id=self.creq_id)
+    init = bnxt_hsi.cmdq_init(cmdq_pbl=self.cmdq.base, cmdq_size_cmdq_lvl=depth << 2 | self.cmdq.level, creq_ring_id=self.creq_id)
     raw = bytes(init)
     for i in range(4): self.bar0.write32(0x600 + 4 * i, int.from_bytes(raw[4 * i:4 * i + 4], "little"))
     self.first = True
-    self.ring_db(db(self.creq_id, B.DBC_DBC_TYPE_NQ_ARM, 0))
+    self.ring_db(db(self.creq_id, bnxt_hsi.DBC_DBC_TYPE_NQ_ARM, 0))
     self.stats = self.pci.alloc_dma(4096)
     self.stat_ctx = self.hwrm("stat_ctx_alloc", stats_dma_addr=self.stats.bus_addrs[0], stats_dma_length=176).stat_ctx_id
-    self.rcfw("initialize_fw", stat_ctx_id=self.stat_ctx, flags=B.CMDQ_INITIALIZE_FW_FLAGS_HW_REQUESTER_RETX_SUPPORTED)
+    self.rcfw("initialize_fw", stat_ctx_id=self.stat_ctx, flags=bnxt_hsi.CMDQ_INITIALIZE_FW_FLAGS_HW_REQUESTER_RETX_SUPPORTED)
     self.nq = Ring(self, RING, 16, ring_marks=False)
-    self.nq_id = self.ring_alloc(self.nq, B.RING_ALLOC_REQ_RING_TYPE_NQ, logical_id=1, int_mode=B.RING_ALLOC_REQ_INT_MODE_MSIX)
+    self.nq_id = self.ring_alloc(self.nq, bnxt_hsi.RING_ALLOC_REQ_RING_TYPE_NQ, logical_id=1, int_mode=bnxt_hsi.RING_ALLOC_REQ_INT_MODE_MSIX)
 
   def open_l2(self) -> None:
     nq = getattr(self, "nq_id", None)
-    if nq is None: nq = self.ring_alloc(Ring(self, RING, 16), B.RING_ALLOC_REQ_RING_TYPE_NQ, int_mode=B.RING_ALLOC_REQ_INT_MODE_POLL)
-    cmpl = self.ring_alloc(Ring(self, RING, 16), B.RING_ALLOC_REQ_RING_TYPE_L2_CMPL, enables=B.RING_ALLOC_REQ_ENABLES_NQ_RING_ID_VALID, nq_ring_id=nq)
-    rx = self.ring_alloc(Ring(self, RING, 16), B.RING_ALLOC_REQ_RING_TYPE_RX, nq_ring_id=nq, rx_buf_size=640,
-                         enables=B.RING_ALLOC_REQ_ENABLES_NQ_RING_ID_VALID | B.RING_ALLOC_REQ_ENABLES_RX_BUF_SIZE_VALID)
+    if nq is None: nq = self.ring_alloc(Ring(self, RING, 16), bnxt_hsi.RING_ALLOC_REQ_RING_TYPE_NQ, int_mode=bnxt_hsi.RING_ALLOC_REQ_INT_MODE_POLL)
+    cmpl = self.ring_alloc(Ring(self, RING, 16), bnxt_hsi.RING_ALLOC_REQ_RING_TYPE_L2_CMPL, enables=bnxt_hsi.RING_ALLOC_REQ_ENABLES_NQ_RING_ID_VALID,
+                           nq_ring_id=nq)
+    rx = self.ring_alloc(Ring(self, RING, 16), bnxt_hsi.RING_ALLOC_REQ_RING_TYPE_RX, nq_ring_id=nq, rx_buf_size=640,
+                         enables=bnxt_hsi.RING_ALLOC_REQ_ENABLES_NQ_RING_ID_VALID | bnxt_hsi.RING_ALLOC_REQ_ENABLES_RX_BUF_SIZE_VALID)
     self.vnic = self.hwrm("vnic_alloc").vnic_id
     self.hwrm("vnic_cfg", vnic_id=self.vnic, mru=9018, default_rx_ring_id=rx, default_cmpl_ring_id=cmpl,
-              enables=B.VNIC_CFG_REQ_ENABLES_MRU | B.VNIC_CFG_REQ_ENABLES_DEFAULT_RX_RING_ID | B.VNIC_CFG_REQ_ENABLES_DEFAULT_CMPL_RING_ID)
-    self.filter = self.hwrm("cfa_l2_filter_alloc", flags=B.CFA_L2_FILTER_ALLOC_REQ_FLAGS_PATH_RX, l2_addr=self.mac, l2_addr_mask=b"\xff" * 6,
-                            dst_id=self.vnic, enables=B.CFA_L2_FILTER_ALLOC_REQ_ENABLES_L2_ADDR |
-                            B.CFA_L2_FILTER_ALLOC_REQ_ENABLES_L2_ADDR_MASK | B.CFA_L2_FILTER_ALLOC_REQ_ENABLES_DST_ID).l2_filter_id
+              enables=bnxt_hsi.VNIC_CFG_REQ_ENABLES_MRU | bnxt_hsi.VNIC_CFG_REQ_ENABLES_DEFAULT_RX_RING_ID |
+              bnxt_hsi.VNIC_CFG_REQ_ENABLES_DEFAULT_CMPL_RING_ID)
+    self.filter = self.hwrm("cfa_l2_filter_alloc", flags=bnxt_hsi.CFA_L2_FILTER_ALLOC_REQ_FLAGS_PATH_RX, l2_addr=self.mac, l2_addr_mask=b"\xff" * 6,
+                            dst_id=self.vnic, enables=bnxt_hsi.CFA_L2_FILTER_ALLOC_REQ_ENABLES_L2_ADDR |
+                            bnxt_hsi.CFA_L2_FILTER_ALLOC_REQ_ENABLES_L2_ADDR_MASK | bnxt_hsi.CFA_L2_FILTER_ALLOC_REQ_ENABLES_DST_ID).l2_filter_id
 
   def ring_db(self, value: int, dpi: int = 0) -> None: self.dbar.write64(self.db_off + dpi * 4096, value)
 
@@ -177,10 +179,10 @@ class Bnxt:
   def rcfw(self, name: str, check: bool = True, events: list | None = None, **fields):
     """Run RCFW command `name` through the CMDQ; its CREQ response (status checked unless check=False). Asynchronous
     CREQ events met on the way go to `events`."""
-    cls = getattr(B, f"cmdq_{name}")
+    cls = getattr(bnxt_hsi, f"cmdq_{name}")
     slots = -(-ctypes.sizeof(cls) // SLOT)
     self.cookie = (self.cookie + 1) & 0x7FFF
-    raw = bytes(fill(cls(opcode=getattr(B, f"CMDQ_BASE_OPCODE_{name.upper()}"), cmd_size=slots, cookie=self.cookie), **fields))
+    raw = bytes(fill(cls(opcode=getattr(bnxt_hsi, f"CMDQ_BASE_OPCODE_{name.upper()}"), cmd_size=slots, cookie=self.cookie), **fields))
     raw = raw.ljust(slots * SLOT, b"\0")
     for i in range(slots): self.cmdq.put(self.cmdq.prod + i, raw[i * SLOT:(i + 1) * SLOT])
     self.cmdq.prod += slots
@@ -191,8 +193,8 @@ class Bnxt:
       entry = self.creq_next()
       if entry[9] < 0xC0: break
       (events if events is not None else []).append(entry)
-    resp = getattr(B, f"creq_{name}_resp", B.creq_base).from_buffer_copy(entry)
-    assert resp.type == B.CREQ_BASE_TYPE_QP_EVENT and entry[9] == raw[0] and int.from_bytes(entry[2:4], "little") == self.cookie
+    resp = getattr(bnxt_hsi, f"creq_{name}_resp", bnxt_hsi.creq_base).from_buffer_copy(entry)
+    assert resp.type == bnxt_hsi.CREQ_BASE_TYPE_QP_EVENT and entry[9] == raw[0] and int.from_bytes(entry[2:4], "little") == self.cookie
     if entry[1] and check: raise CommandFailed(f"RCFW {name}", entry[1])
     return resp if check else entry[1]
 
@@ -201,7 +203,7 @@ class Bnxt:
     wait(lambda: c.get(c.cons)[8] & 1 == c.phase(c.cons), "a CREQ entry", timeout)
     entry = c.get(c.cons)
     c.cons += 1
-    self.ring_db(db(self.creq_id, B.DBC_DBC_TYPE_NQ_ARM, c.cons % c.depth, (c.cons // c.depth) & 1))
+    self.ring_db(db(self.creq_id, bnxt_hsi.DBC_DBC_TYPE_NQ_ARM, c.cons % c.depth, (c.cons // c.depth) & 1))
     return entry
 
   def add_gid(self, gid: bytes, mac: bytes) -> int:
@@ -215,7 +217,7 @@ class Bnxt:
     mem = self.pci.alloc_dma(size)
     level, base = self.pbl(mem)
     va = mem.bus_addrs[0] if va is None else va
-    key = self.rcfw("register_mr", flags=B.CMDQ_REGISTER_MR_FLAGS_ALLOC_MR, log2_pg_size_lvl=12 << 2 | level, access=access,
+    key = self.rcfw("register_mr", flags=bnxt_hsi.CMDQ_REGISTER_MR_FLAGS_ALLOC_MR, log2_pg_size_lvl=12 << 2 | level, access=access,
                     log2_pbl_pg_size=12, pbl=base, va=va, mr_size=size).xid
     return key, mem, va
 
@@ -230,7 +232,7 @@ class QPair:
     self.msn_entries = 1 << (depth - 1).bit_length()
     self.sq = Ring(nic, depth, WQE, extra=8 * self.msn_entries)
     self.rq = Ring(nic, depth, WQE)
-    self.qpn = nic.rcfw("create_qp", type=B.CMDQ_CREATE_QP_TYPE_RC, qp_handle=0xABCD, qp_flags=qp_flags, sq_size=depth,
+    self.qpn = nic.rcfw("create_qp", type=bnxt_hsi.CMDQ_CREATE_QP_TYPE_RC, qp_handle=0xABCD, qp_flags=qp_flags, sq_size=depth,
                         rq_size=depth, sq_fwo_sq_sge=6, rq_fwo_rq_sge=6, scq_cid=self.cq_id, rcq_cid=self.cq_id,
                         sq_pbl=self.sq.base, sq_pg_size_sq_lvl=self.sq.level, rq_pbl=self.rq.base,
                         rq_pg_size_rq_lvl=self.rq.level).xid
@@ -239,25 +241,27 @@ class QPair:
 
   def modify(self, state: int, mask: str, check: bool = True, **fields):
     """MODIFY_QP to `state` (with the network type bits) with the mask bits named in `mask`."""
-    bits = sum(getattr(B, f"CMDQ_MODIFY_QP_MODIFY_MASK_{n}") for n in mask.split())
+    bits = sum(getattr(bnxt_hsi, f"CMDQ_MODIFY_QP_MODIFY_MASK_{n}") for n in mask.split())
     return self.nic.rcfw("modify_qp", check=check, qp_cid=self.qpn, modify_mask=bits, network_type_en_sqd_async_notify_new_state=state, **fields)
 
   def connect(self, peer_qpn: int, peer_gid: bytes, peer_mac: bytes, mtu: int = 1024, timeout: int = 18, retry_cnt: int = 7,
               access: int = 0x7) -> None:
     self.mtu = mtu
-    self.modify(B.CMDQ_MODIFY_QP_NEW_STATE_INIT, "STATE ACCESS PKEY", access=access, pkey=0xFFFF)
-    self.modify(B.CMDQ_MODIFY_QP_NETWORK_TYPE_ROCEV2_IPV4 | B.CMDQ_MODIFY_QP_NEW_STATE_RTR,
+    self.modify(bnxt_hsi.CMDQ_MODIFY_QP_NEW_STATE_INIT, "STATE ACCESS PKEY", access=access, pkey=0xFFFF)
+    self.modify(bnxt_hsi.CMDQ_MODIFY_QP_NETWORK_TYPE_ROCEV2_IPV4 | bnxt_hsi.CMDQ_MODIFY_QP_NEW_STATE_RTR,
                 "STATE DGID SGID_INDEX DEST_MAC PATH_MTU DEST_QP_ID RQ_PSN MAX_DEST_RD_ATOMIC MIN_RNR_TIMER HOP_LIMIT",
-                qp_type=B.CMDQ_MODIFY_QP_QP_TYPE_RC, dgid=peer_gid, sgid_index=self.nic.gid_index, dest_mac=peer_mac, hop_limit=64,
+                qp_type=bnxt_hsi.CMDQ_MODIFY_QP_QP_TYPE_RC, dgid=peer_gid, sgid_index=self.nic.gid_index, dest_mac=peer_mac, hop_limit=64,
                 path_mtu_pingpong_push_enable=(mtu.bit_length() - 9) << 4, dest_qp_id=peer_qpn, max_dest_rd_atomic=4, min_rnr_timer=1)
-    self.modify(B.CMDQ_MODIFY_QP_NEW_STATE_RTS, "STATE TIMEOUT RETRY_CNT RNR_RETRY SQ_PSN MAX_RD_ATOMIC", qp_type=B.CMDQ_MODIFY_QP_QP_TYPE_RC,
+    self.modify(bnxt_hsi.CMDQ_MODIFY_QP_NEW_STATE_RTS, "STATE TIMEOUT RETRY_CNT RNR_RETRY SQ_PSN MAX_RD_ATOMIC",
+                qp_type=bnxt_hsi.CMDQ_MODIFY_QP_QP_TYPE_RC,
                 timeout=timeout, retry_cnt=retry_cnt, rnr_retry=7, max_rd_atomic=4)
 
   def post(self, wqe_type: int, sges: list[tuple[int, int, int]], length: int, remote_va: int = 0, rkey: int = 0, imm: int = 0,
-           flags: int = B.SQ_SEND_FLAGS_SIGNAL_COMP, msn_entry: int | None = None, ring: bool = True) -> None:
+           flags: int = bnxt_hsi.SQ_SEND_FLAGS_SIGNAL_COMP, msn_entry: int | None = None, ring: bool = True) -> None:
     """Write one static-mode WQE (header + SGEs (va, lkey, size)) and its MSN table entry, then ring the SQ."""
-    hdr = B.sq_rdma_hdr(wqe_type=wqe_type, flags=flags, wqe_size=2 + len(sges), imm_data=imm, length=length, remote_va=remote_va, remote_key=rkey)
-    raw = bytes(hdr) + b"".join(bytes(B.sq_sge(va_or_pa=va, l_key=k, size=n)) for va, k, n in sges)
+    hdr = bnxt_hsi.sq_rdma_hdr(wqe_type=wqe_type, flags=flags, wqe_size=2 + len(sges), imm_data=imm, length=length, remote_va=remote_va,
+                               remote_key=rkey)
+    raw = bytes(hdr) + b"".join(bytes(bnxt_hsi.sq_sge(va_or_pa=va, l_key=k, size=n)) for va, k, n in sges)
     index = self.sq.prod % self.depth
     self.sq.put(self.sq.prod, raw)
     npkts = max(1, -(-length // self.mtu))
@@ -266,14 +270,14 @@ class QPair:
     self.sq.mem.view[off:off + 8] = entry.to_bytes(8, "little")
     self.psn, self.msn = (self.psn + npkts) & 0xFFFFFF, self.msn + 1
     self.sq.prod += 1
-    if ring: self.nic.ring_db(db(self.qpn, B.DBC_DBC_TYPE_SQ, self.sq.prod % self.depth, (self.sq.prod // self.depth) & 1))
+    if ring: self.nic.ring_db(db(self.qpn, bnxt_hsi.DBC_DBC_TYPE_SQ, self.sq.prod % self.depth, (self.sq.prod // self.depth) & 1))
 
   def post_recv(self, sges: list[tuple[int, int, int]], wr_id: int) -> None:
-    hdr = B.rq_wqe_hdr(wqe_type=B.RQ_WQE_WQE_TYPE_RCV, wqe_size=2 + len(sges))
+    hdr = bnxt_hsi.rq_wqe_hdr(wqe_type=bnxt_hsi.RQ_WQE_WQE_TYPE_RCV, wqe_size=2 + len(sges))
     hdr.wr_id[0] = wr_id
-    self.rq.put(self.rq.prod, bytes(hdr) + b"".join(bytes(B.sq_sge(va_or_pa=va, l_key=k, size=n)) for va, k, n in sges))
+    self.rq.put(self.rq.prod, bytes(hdr) + b"".join(bytes(bnxt_hsi.sq_sge(va_or_pa=va, l_key=k, size=n)) for va, k, n in sges))
     self.rq.prod += 1
-    self.nic.ring_db(db(self.qpn, B.DBC_DBC_TYPE_RQ, self.rq.prod % self.depth, (self.rq.prod // self.depth) & 1))
+    self.nic.ring_db(db(self.qpn, bnxt_hsi.DBC_DBC_TYPE_RQ, self.rq.prod % self.depth, (self.rq.prod // self.depth) & 1))
 
   def poll(self, timeout: float = 10.0) -> bytes:
     """The next CQE (toggle bit = the pass's phase), released with a CQ doorbell."""
@@ -281,5 +285,5 @@ class QPair:
     wait(lambda: c.get(c.cons)[24] & 1 == c.phase(c.cons), f"a CQE on CQ {self.cq_id}", timeout)
     cqe = c.get(c.cons)
     c.cons += 1
-    self.nic.ring_db(db(self.cq_id, B.DBC_DBC_TYPE_CQ, c.cons % c.depth, (c.cons // c.depth) & 1))
+    self.nic.ring_db(db(self.cq_id, bnxt_hsi.DBC_DBC_TYPE_CQ, c.cons % c.depth, (c.cons // c.depth) & 1))
     return cqe

@@ -4,7 +4,7 @@ L2 receive path, PHY loopback and the state a NIC keeps across processes. Facts:
 bnxt_hsi.h; emu/nic/bnxt/hwrm.py and backing.py."""
 import pytest
 
-from autogen import bnxt as B
+from autogen import bnxt as bnxt_hsi
 from drivers.system import list_models, open_model
 from emu.nic.bnxt import ModelError
 from emu.pci import DMAFault
@@ -30,30 +30,31 @@ def test_ver_get_round_trip_echoes_the_sequence_and_ends_with_the_valid_byte(nic
 
 def test_unknown_command_gets_cmd_not_supported_in_an_err_output(nic):
   nic.resp.view[:] = b"\xee" * 4096
-  raw = bytes(B.input(req_type=B.HWRM_FUNC_VF_CFG, cmpl_ring=0xFFFF, seq_id=7, target_id=0xFFFF, resp_addr=nic.resp.bus_addrs[0]))
+  raw = bytes(bnxt_hsi.input(req_type=bnxt_hsi.HWRM_FUNC_VF_CFG, cmpl_ring=0xFFFF, seq_id=7, target_id=0xFFFF, resp_addr=nic.resp.bus_addrs[0]))
   for i in range(0, 16, 4): nic.bar0.write32(i, int.from_bytes(raw[i:i + 4], "little"))
   nic.bar0.write32(0x100, 1)
-  out = B.hwrm_err_output.from_buffer_copy(nic.resp.view)
-  assert (out.error_code, out.req_type, out.seq_id, out.resp_len, out.valid) == (B.HWRM_ERR_CODE_CMD_NOT_SUPPORTED, B.HWRM_FUNC_VF_CFG, 7, 16, 1)
+  out = bnxt_hsi.hwrm_err_output.from_buffer_copy(nic.resp.view)
+  assert (out.error_code, out.req_type, out.seq_id, out.resp_len, out.valid) == (bnxt_hsi.HWRM_ERR_CODE_CMD_NOT_SUPPORTED, bnxt_hsi.HWRM_FUNC_VF_CFG,
+                                                                                 7, 16, 1)
   assert nic.resp.view[16] == 0xEE                                  # nothing beyond the 16-byte response
   assert "not supported" in nic.model.log_lines[-1]
 
 
 @pytest.mark.parametrize("name, fields, code", [
-  ("func_qcaps", {"fid": 3}, B.HWRM_ERR_CODE_INVALID_PARAMS),                          # no VFs
-  ("func_reset", {"func_reset_level": 3}, B.HWRM_ERR_CODE_INVALID_PARAMS),
-  ("ver_get", {"cmpl_ring": 5}, B.HWRM_ERR_CODE_INVALID_PARAMS),                         # completion-ring delivery
-  ("ver_get", {"target_id": 1}, B.HWRM_ERR_CODE_INVALID_PARAMS),
-  ("port_phy_cfg", {"enables": B.PORT_PHY_CFG_REQ_ENABLES_AUTO_MODE}, B.HWRM_ERR_CODE_INVALID_ENABLES),
-  ("port_phy_cfg", {"enables": B.PORT_PHY_CFG_REQ_ENABLES_LPBK, "lpbk": 2}, B.HWRM_ERR_CODE_INVALID_PARAMS),
-  ("func_drv_unrgtr", {}, B.HWRM_ERR_CODE_RESOURCE_ACCESS_DENIED)])
+  ("func_qcaps", {"fid": 3}, bnxt_hsi.HWRM_ERR_CODE_INVALID_PARAMS),                          # no VFs
+  ("func_reset", {"func_reset_level": 3}, bnxt_hsi.HWRM_ERR_CODE_INVALID_PARAMS),
+  ("ver_get", {"cmpl_ring": 5}, bnxt_hsi.HWRM_ERR_CODE_INVALID_PARAMS),                         # completion-ring delivery
+  ("ver_get", {"target_id": 1}, bnxt_hsi.HWRM_ERR_CODE_INVALID_PARAMS),
+  ("port_phy_cfg", {"enables": bnxt_hsi.PORT_PHY_CFG_REQ_ENABLES_AUTO_MODE}, bnxt_hsi.HWRM_ERR_CODE_INVALID_ENABLES),
+  ("port_phy_cfg", {"enables": bnxt_hsi.PORT_PHY_CFG_REQ_ENABLES_LPBK, "lpbk": 2}, bnxt_hsi.HWRM_ERR_CODE_INVALID_PARAMS),
+  ("func_drv_unrgtr", {}, bnxt_hsi.HWRM_ERR_CODE_RESOURCE_ACCESS_DENIED)])
 def test_bad_fields_get_error_codes(nic, name, fields, code):
   assert nic.hwrm(name, check=False, **fields) == code
 
 
 def test_bring_up_reports_what_a_driver_reads(nic):
   caps = nic.hwrm("func_qcaps", fid=0xFFFF)
-  assert caps.flags & B.FUNC_QCAPS_RESP_FLAGS_ROCE_V2_SUPPORTED and caps.flags_ext & B.FUNC_QCAPS_RESP_FLAGS_EXT_BS_V2_REQUIRED
+  assert caps.flags & bnxt_hsi.FUNC_QCAPS_RESP_FLAGS_ROCE_V2_SUPPORTED and caps.flags_ext & bnxt_hsi.FUNC_QCAPS_RESP_FLAGS_EXT_BS_V2_REQUIRED
   assert bytes(caps.mac_address) == nic.model.mac and caps.port_id == 0
   assert nic.hwrm("func_qcfg", fid=0xFFFF).legacy_l2_db_size_kb == 64
 
@@ -71,14 +72,14 @@ def test_backing_store_types_chain_through_next_valid_type(nic):
 def test_resources_need_the_committed_backing_store(nic):
   nic.hwrm("func_reset")
   ring = Ring(nic, RING, 16)
-  assert nic.hwrm("ring_alloc", check=False, ring_type=B.RING_ALLOC_REQ_RING_TYPE_NQ, page_tbl_addr=ring.base, page_size=12,
-                  length=16, int_mode=B.RING_ALLOC_REQ_INT_MODE_MSIX) == B.HWRM_ERR_CODE_RESOURCE_ACCESS_DENIED
-  with pytest.raises(CommandFailed) as e: nic.backing_store(skip=B.FUNC_BACKING_STORE_QCAPS_V2_REQ_TYPE_MRAV)
-  assert e.value.code == B.HWRM_ERR_CODE_INVALID_PARAMS and "MRAV[0]" in nic.model.log_lines[-1]
+  assert nic.hwrm("ring_alloc", check=False, ring_type=bnxt_hsi.RING_ALLOC_REQ_RING_TYPE_NQ, page_tbl_addr=ring.base, page_size=12,
+                  length=16, int_mode=bnxt_hsi.RING_ALLOC_REQ_INT_MODE_MSIX) == bnxt_hsi.HWRM_ERR_CODE_RESOURCE_ACCESS_DENIED
+  with pytest.raises(CommandFailed) as e: nic.backing_store(skip=bnxt_hsi.FUNC_BACKING_STORE_QCAPS_V2_REQ_TYPE_MRAV)
+  assert e.value.code == bnxt_hsi.HWRM_ERR_CODE_INVALID_PARAMS and "MRAV[0]" in nic.model.log_lines[-1]
   nic.hwrm("func_reset")
   nic.backing_store()
-  assert nic.ring_alloc(ring, B.RING_ALLOC_REQ_RING_TYPE_NQ, int_mode=B.RING_ALLOC_REQ_INT_MODE_MSIX) == 0
-  assert nic.hwrm("func_backing_store_cfg_v2", check=False, type=0, entry_size=448, num_entries=32) == B.HWRM_ERR_CODE_RESOURCE_ACCESS_DENIED
+  assert nic.ring_alloc(ring, bnxt_hsi.RING_ALLOC_REQ_RING_TYPE_NQ, int_mode=bnxt_hsi.RING_ALLOC_REQ_INT_MODE_MSIX) == 0
+  assert nic.hwrm("func_backing_store_cfg_v2", check=False, type=0, entry_size=448, num_entries=32) == bnxt_hsi.HWRM_ERR_CODE_RESOURCE_ACCESS_DENIED
 
 
 @pytest.mark.parametrize("field, value, match", [("entry_size", 64, "entry_size 64"), ("num_entries", 1 << 20, "outside"),
@@ -100,7 +101,7 @@ def test_backing_store_pbl_entries_must_be_valid(nic):
   table = next(m for m in nic.pci._dma if m.bus_addrs[0] == base)
   table.view[8] &= ~1                                              # PTE 1 without its VALID bit
   assert nic.hwrm("func_backing_store_cfg_v2", check=False, type=0, entry_size=448, num_entries=32, page_dir=base,
-                  page_size_pbl_level=1) == B.HWRM_ERR_CODE_INVALID_PARAMS
+                  page_size_pbl_level=1) == bnxt_hsi.HWRM_ERR_CODE_INVALID_PARAMS
   assert "PTE 1" in nic.model.log_lines[-1] and "VALID" in nic.model.log_lines[-1]
 
 
@@ -111,10 +112,10 @@ def test_context_pages_must_be_present_when_used(nic):
   ring = Ring(nic, RING, 16)
   stats = nic.pci.alloc_dma(4096)
   assert nic.hwrm("stat_ctx_alloc", stats_dma_addr=stats.bus_addrs[0], stats_dma_length=176).stat_ctx_id == 0   # STAT needs no init
-  nic.ring_alloc(ring, B.RING_ALLOC_REQ_RING_TYPE_NQ, int_mode=B.RING_ALLOC_REQ_INT_MODE_MSIX)
-  vnic_pages = mems[B.FUNC_BACKING_STORE_QCAPS_V2_REQ_TYPE_VNIC][0]
+  nic.ring_alloc(ring, bnxt_hsi.RING_ALLOC_REQ_RING_TYPE_NQ, int_mode=bnxt_hsi.RING_ALLOC_REQ_INT_MODE_MSIX)
+  vnic_pages = mems[bnxt_hsi.FUNC_BACKING_STORE_QCAPS_V2_REQ_TYPE_VNIC][0]
   nic.pci.free_dma(vnic_pages)                                      # the VNIC context page is gone
-  assert nic.hwrm("vnic_alloc", check=False) == B.HWRM_ERR_CODE_INVALID_PARAMS
+  assert nic.hwrm("vnic_alloc", check=False) == bnxt_hsi.HWRM_ERR_CODE_INVALID_PARAMS
   assert "backing page is gone" in nic.model.log_lines[-1]
 
 
@@ -137,33 +138,33 @@ def test_l2_filter_opens_roce_ingress(nic):
   assert nic.model.port.accept_macs == set()
   nic.open_l2()
   assert nic.model.port.accept_macs == {nic.mac}
-  assert nic.hwrm("vnic_free", check=False, vnic_id=nic.vnic) == B.HWRM_ERR_CODE_RESOURCE_LOCKED
+  assert nic.hwrm("vnic_free", check=False, vnic_id=nic.vnic) == bnxt_hsi.HWRM_ERR_CODE_RESOURCE_LOCKED
   nic.hwrm("cfa_l2_filter_free", l2_filter_id=nic.filter)
   assert nic.model.port.accept_macs == set()
 
 
 def test_l2_rings_name_an_nq_and_rings_in_use_stay(nic):
   nic.bring_up(rcfw=False, l2=False)
-  nq = nic.ring_alloc(Ring(nic, RING, 16), B.RING_ALLOC_REQ_RING_TYPE_NQ, int_mode=B.RING_ALLOC_REQ_INT_MODE_POLL)
+  nq = nic.ring_alloc(Ring(nic, RING, 16), bnxt_hsi.RING_ALLOC_REQ_RING_TYPE_NQ, int_mode=bnxt_hsi.RING_ALLOC_REQ_INT_MODE_POLL)
   cmpl = Ring(nic, RING, 16)
-  assert nic.hwrm("ring_alloc", check=False, ring_type=B.RING_ALLOC_REQ_RING_TYPE_L2_CMPL, page_tbl_addr=cmpl.base, page_size=12,
-                  length=16) == B.HWRM_ERR_CODE_INVALID_PARAMS               # no NQ named
-  cid = nic.ring_alloc(cmpl, B.RING_ALLOC_REQ_RING_TYPE_L2_CMPL, enables=B.RING_ALLOC_REQ_ENABLES_NQ_RING_ID_VALID, nq_ring_id=nq)
-  assert nic.hwrm("ring_free", check=False, ring_type=B.RING_ALLOC_REQ_RING_TYPE_NQ, ring_id=nq) == B.HWRM_ERR_CODE_RESOURCE_LOCKED
-  nic.hwrm("ring_free", ring_type=B.RING_ALLOC_REQ_RING_TYPE_L2_CMPL, ring_id=cid)
-  nic.hwrm("ring_free", ring_type=B.RING_ALLOC_REQ_RING_TYPE_NQ, ring_id=nq)
+  assert nic.hwrm("ring_alloc", check=False, ring_type=bnxt_hsi.RING_ALLOC_REQ_RING_TYPE_L2_CMPL, page_tbl_addr=cmpl.base, page_size=12,
+                  length=16) == bnxt_hsi.HWRM_ERR_CODE_INVALID_PARAMS               # no NQ named
+  cid = nic.ring_alloc(cmpl, bnxt_hsi.RING_ALLOC_REQ_RING_TYPE_L2_CMPL, enables=bnxt_hsi.RING_ALLOC_REQ_ENABLES_NQ_RING_ID_VALID, nq_ring_id=nq)
+  assert nic.hwrm("ring_free", check=False, ring_type=bnxt_hsi.RING_ALLOC_REQ_RING_TYPE_NQ, ring_id=nq) == bnxt_hsi.HWRM_ERR_CODE_RESOURCE_LOCKED
+  nic.hwrm("ring_free", ring_type=bnxt_hsi.RING_ALLOC_REQ_RING_TYPE_L2_CMPL, ring_id=cid)
+  nic.hwrm("ring_free", ring_type=bnxt_hsi.RING_ALLOC_REQ_RING_TYPE_NQ, ring_id=nq)
 
 
 def test_phy_loopback_persists_across_opens_and_flr_clears_it(nic):
-  nic.hwrm("port_phy_cfg", enables=B.PORT_PHY_CFG_REQ_ENABLES_LPBK, lpbk=B.PORT_PHY_CFG_REQ_LPBK_LOCAL)
-  assert nic.hwrm("port_phy_qcfg").lpbk == B.PORT_PHY_QCFG_RESP_LPBK_LOCAL and nic.model.port.loopback
+  nic.hwrm("port_phy_cfg", enables=bnxt_hsi.PORT_PHY_CFG_REQ_ENABLES_LPBK, lpbk=bnxt_hsi.PORT_PHY_CFG_REQ_LPBK_LOCAL)
+  assert nic.hwrm("port_phy_qcfg").lpbk == bnxt_hsi.PORT_PHY_QCFG_RESP_LPBK_LOCAL and nic.model.port.loopback
   nic.pci.close()
   again = Bnxt(open_model("bnxt", 0))
   try:
-    assert again.hwrm("port_phy_qcfg").lpbk == B.PORT_PHY_QCFG_RESP_LPBK_LOCAL and again.model.port.loopback
+    assert again.hwrm("port_phy_qcfg").lpbk == bnxt_hsi.PORT_PHY_QCFG_RESP_LPBK_LOCAL and again.model.port.loopback
     again.pci.reset()
     again.pci.enable_bus_master()
-    assert again.hwrm("port_phy_qcfg").lpbk == B.PORT_PHY_QCFG_RESP_LPBK_NONE and not again.model.port.loopback
+    assert again.hwrm("port_phy_qcfg").lpbk == bnxt_hsi.PORT_PHY_QCFG_RESP_LPBK_NONE and not again.model.port.loopback
   finally: again.pci.close()
   nic.pci = again.pci                                               # the fixture closes it again (harmless)
 
@@ -174,7 +175,7 @@ def test_a_driver_that_died_without_reset_leaves_the_function_to_reset(nic):
   again = Bnxt(open_model("bnxt", 0))
   try:
     assert again.hwrm("func_qcaps", fid=0xFFFF).port_id == 0        # queries work
-    assert again.hwrm("func_drv_rgtr", check=False) == B.HWRM_ERR_CODE_RESOURCE_ACCESS_DENIED
+    assert again.hwrm("func_drv_rgtr", check=False) == bnxt_hsi.HWRM_ERR_CODE_RESOURCE_ACCESS_DENIED
     again.hwrm("func_reset")
     again.hwrm("func_drv_rgtr")
   finally: again.pci.close()

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from emu.nic import fastpath, rc, roce as R
+from emu.nic import fastpath, rc, roce
 from emu.pci import DMASpace
 from tests.emu.nic.memnic import MemNIC, wait
 
@@ -36,20 +36,20 @@ def test_a_run_sent_by_c_is_what_python_builds(mapped):
   rx.bind(("127.0.0.1", 0))
   rx.settimeout(10)
   tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-  path = R.Path(b"\2\0\0\0\0\1", b"\2\0\0\0\0\2", bytes(10) + b"\xff\xff\x0a\0\0\1", bytes(10) + b"\xff\xff\x0a\0\0\2")
+  path = roce.Path(b"\2\0\0\0\0\1", b"\2\0\0\0\0\2", bytes(10) + b"\xff\xff\x0a\0\0\1", bytes(10) + b"\xff\xff\x0a\0\0\2")
   mem = memoryview(bytearray(random.Random(1).randbytes(8 * MTU)))
   region = rc.Region(1, 0x1000, len(mem), rc.LOCAL_WRITE, lambda va, n: [mem[va - 0x1000:va - 0x1000 + n]],
                      np.zeros(1, np.uint64) if mapped else None)
   source = rc.Buffer([(region, 0x1000, 100), (region, 0x1000 + 300, 600), (region, 0x1000 + 100, 1), (region, 0x1000 + 1000, 900)])
-  run = R.FrameRun(path, R.Packet(R.WRITE_MIDDLE, 0, 0x123456, pkey=0xFFFF, solicited=True), 0xFFFFFD, 6, MTU, 3, 4, source, 5)
+  run = roce.FrameRun(path, roce.Packet(roce.WRITE_MIDDLE, 0, 0x123456, pkey=0xFFFF, solicited=True), 0xFFFFFD, 6, MTU, 3, 4, source, 5)
   head, crc, bth = run.headers()
   payload = fastpath.spans(source, 5, 6 * MTU)
   assert fastpath.send_run(tx.fileno(), rx.getsockname(), head, crc, bth, MTU, run.psn, run.n, run.k0, run.ack_every, payload) == 6
   got = [rx.recv(65536) for _ in range(6)]
   assert got == [b"".join(bytes(x) for x in f) for f in run.frames()]
-  assert b"".join(R.decode(f).payload for f in got) == b"".join(bytes(v) for v in source.chunks(5, 6 * MTU))
-  assert [R.decode(f).psn for f in got] == [0xFFFFFD, 0xFFFFFE, 0xFFFFFF, 0, 1, 2]
-  assert [R.decode(f).ack_req for f in got] == [True, False, False, False, True, False]   # (3 + j + 1) % 4 == 0
+  assert b"".join(roce.decode(f).payload for f in got) == b"".join(bytes(v) for v in source.chunks(5, 6 * MTU))
+  assert [roce.decode(f).psn for f in got] == [0xFFFFFD, 0xFFFFFE, 0xFFFFFF, 0, 1, 2]
+  assert [roce.decode(f).ack_req for f in got] == [True, False, False, False, True, False]   # (3 + j + 1) % 4 == 0
   tx.close()
   rx.close()
 
@@ -83,19 +83,19 @@ class Hand:
     self.dk, self.dmem = b.region(8 * MTU)
     self.path = self.qa.a.path
     self.rx = b.port.wire.rx
-    self.send(R.Packet(R.WRITE_FIRST, 0, 20, va=0x10000, rkey=self.dk, dma_len=8 * MTU, payload=b"\1" * MTU))
+    self.send(roce.Packet(roce.WRITE_FIRST, 0, 20, va=0x10000, rkey=self.dk, dma_len=8 * MTU, payload=b"\1" * MTU))
     self.send(self.middle(1))
     wait(lambda: self.qb.epsn == 2 and self.rx.count == 1, "the flow to be armed")
 
-  def middle(self, psn: int, byte: int = 2, **kw) -> R.Packet:
-    return R.Packet(R.WRITE_MIDDLE, psn, kw.pop("qpn", 20), payload=bytes([byte]) * MTU, **kw)
+  def middle(self, psn: int, byte: int = 2, **kw) -> roce.Packet:
+    return roce.Packet(roce.WRITE_MIDDLE, psn, kw.pop("qpn", 20), payload=bytes([byte]) * MTU, **kw)
 
-  def send(self, p: R.Packet, frame: bytes | None = None, sock: socket.socket | None = None) -> None:
-    frame = frame or b"".join(bytes(x) for x in R.encode(self.path, p))
+  def send(self, p: roce.Packet, frame: bytes | None = None, sock: socket.socket | None = None) -> None:
+    frame = frame or b"".join(bytes(x) for x in roce.encode(self.path, p))
     (sock or self.a.wire.sock).sendto(frame, self.b.wire.endpoint)
 
   def settle(self, epsn: int) -> None:
-    self.send(R.Packet(R.WRITE_MIDDLE, epsn, 20, ack_req=True, payload=b"\7" * MTU))   # one the QP takes: all before it are done
+    self.send(roce.Packet(roce.WRITE_MIDDLE, epsn, 20, ack_req=True, payload=b"\7" * MTU))   # one the QP takes: all before it are done
     wait(lambda: self.qb.epsn == epsn + 1 or self.qb.state == "ERR", "the marker packet")
 
 
@@ -111,7 +111,7 @@ def test_a_packet_c_may_not_take_goes_to_the_python_path(pair, case):
   h = Hand(*pair)
   dropped = sum(h.b.port.rx_dropped.values())
   if case == "icrc":
-    frame = bytearray(b"".join(bytes(x) for x in R.encode(h.path, h.middle(2, 3))))
+    frame = bytearray(b"".join(bytes(x) for x in roce.encode(h.path, h.middle(2, 3))))
     frame[-1] ^= 1
     h.send(None, bytes(frame))
   elif case == "sender":
@@ -122,10 +122,10 @@ def test_a_packet_c_may_not_take_goes_to_the_python_path(pair, case):
   elif case == "pkey": h.send(h.middle(2, 3, pkey=0x7FFF))
   elif case == "qpn": h.send(h.middle(2, 3, qpn=21))
   elif case == "tver":
-    frame = bytearray(b"".join(bytes(x) for x in R.encode(h.path, h.middle(2, 3))))
+    frame = bytearray(b"".join(bytes(x) for x in roce.encode(h.path, h.middle(2, 3))))
     frame[42 + 1] |= 1                                      # BTH TVer 1, the ICRC made again by hand below
     body = bytes(frame[:-4])
-    frame[-4:] = R.icrc(body[14:42], body[42:], ()).to_bytes(4, "little")
+    frame[-4:] = roce.icrc(body[14:42], body[42:], ()).to_bytes(4, "little")
     h.send(None, bytes(frame))
   wait(lambda: sum(h.b.port.rx_dropped.values()) > dropped or h.qb.stats.out_of_sequence or h.qb.stats.dropped,
        "the Python path to drop it")
@@ -182,7 +182,7 @@ class HandMade:
     b.wire.table.publish(self.gid, self.endpoint, token)
     self.qb = b.qp(20)
     b.connect(self.qb, SimpleNamespace(mac=self.mac, gid=self.gid), 9, mtu=MTU)
-    self.path = R.Path(self.mac, b.mac, self.gid, b.gid)
+    self.path = roce.Path(self.mac, b.mac, self.gid, b.gid)
 
   def close(self) -> None:
     self.b.wire.table.withdraw(self.gid, self.endpoint)
@@ -201,9 +201,9 @@ class Requester(HandMade):
 
   def frame(self, psn: int, n: int = 8, va: int = 0x10000, rkey: int | None = None, imm: bool = True, byte: int = 1) -> bytearray:
     """A WRITE ONLY (with immediate 0x1000 + psn) of n bytes `byte`, AckReq set."""
-    p = R.Packet(R.WRITE_ONLY_IMM if imm else R.WRITE_ONLY, psn, 20, True, False, 0xFFFF, va=va,
-                 rkey=self.dk if rkey is None else rkey, dma_len=n, imm=0x1000 + psn if imm else None, payload=bytes([byte]) * n)
-    return bytearray(b"".join(bytes(x) for x in R.encode(self.path, p)))
+    p = roce.Packet(roce.WRITE_ONLY_IMM if imm else roce.WRITE_ONLY, psn, 20, True, False, 0xFFFF, va=va,
+                    rkey=self.dk if rkey is None else rkey, dma_len=n, imm=0x1000 + psn if imm else None, payload=bytes([byte]) * n)
+    return bytearray(b"".join(bytes(x) for x in roce.encode(self.path, p)))
 
   def write(self, psn: int, n: int = 8, va: int = 0x10000, rkey: int | None = None, imm: bool = True, byte: int = 1,
             answers: int = 1, corrupt: bool = False) -> None:
@@ -258,12 +258,12 @@ def test_a_small_write_gets_the_same_answer_with_and_without_c(monkeypatch, case
   without_c, _ = small_writes(case)
   assert with_c == without_c
   assert taken == 2 + TAKEN.get(case, 0)
-  answers = [R.decode(a) for a in with_c[0]]
-  assert all(a.opcode == R.ACKNOWLEDGE for a in answers)
+  answers = [roce.decode(a) for a in with_c[0]]
+  assert all(a.opcode == roce.ACKNOWLEDGE for a in answers)
   if case in ("bad rkey", "no remote write", "out of bounds"):
-    assert answers[-1].syndrome == R.AETH_NAK | R.NAK_REMOTE_ACCESS_ERROR and with_c[3] == "ERR"
+    assert answers[-1].syndrome == roce.AETH_NAK | roce.NAK_REMOTE_ACCESS_ERROR and with_c[3] == "ERR"
   if case == "no receive":                            # PSN 6, then it again once a receive is posted, then PSN 7
-    assert [a.syndrome & R.AETH_KIND_MASK for a in answers[-3:]] == [R.AETH_RNR_NAK, R.AETH_ACK, R.AETH_RNR_NAK]
+    assert [a.syndrome & roce.AETH_KIND_MASK for a in answers[-3:]] == [roce.AETH_RNR_NAK, roce.AETH_ACK, roce.AETH_RNR_NAK]
 
 
 @pytest.mark.parametrize("change", ["remote write revoked", "qp to ERR", "key gone", "remapped", "tap", "fault planned", "loopback"])
@@ -289,9 +289,9 @@ def test_a_small_write_flow_is_disarmed_when_what_it_relies_on_changes(change):
       wait(lambda: r.qb.stats.dropped or b.wire.faults.applied or r.qb.epsn == 4, "the Python path to handle it")
     with b.lock: assert b.wire.rx.taken == 2
     if change in ("remote write revoked", "key gone"):
-      assert R.decode(r.answers[-1]).syndrome == R.AETH_NAK | R.NAK_REMOTE_ACCESS_ERROR and r.qb.state == "ERR"
+      assert roce.decode(r.answers[-1]).syndrome == roce.AETH_NAK | roce.NAK_REMOTE_ACCESS_ERROR and r.qb.state == "ERR"
     if change in ("remapped", "tap", "fault planned"): assert r.qb.epsn == 4 and r.dmem[:8] == b"\7" * 8
-    if change == "tap": assert [R.decode(f).opcode for f in seen] == [R.ACKNOWLEDGE]
+    if change == "tap": assert [roce.decode(f).opcode for f in seen] == [roce.ACKNOWLEDGE]
     if change == "fault planned": assert b.wire.faults.applied == [(b.wire.sent, "drop")]
   finally:
     r.close()
@@ -436,7 +436,7 @@ class Responder(HandMade):
 
   def packets(self, n: int) -> list[int]:
     """The PSNs of the next n packets b sends here."""
-    return [R.decode(self.sock.recv(65536)).psn for _ in range(n)]
+    return [roce.decode(self.sock.recv(65536)).psn for _ in range(n)]
 
   def expire(self) -> None:
     """b's ACK timer runs out now (what the wire's thread runs at the deadline)."""
@@ -444,10 +444,11 @@ class Responder(HandMade):
       self.qb.deadline = time.monotonic()
       self.qb._timer()
 
-  def ack(self, psn: int, syndrome: int = R.AETH_ACK | R.AETH_CREDITS_INVALID, corrupt: bool = False, completes: int = 1) -> None:
+  def ack(self, psn: int, syndrome: int = roce.AETH_ACK | roce.AETH_CREDITS_INVALID, corrupt: bool = False, completes: int = 1) -> None:
     """Answer with an ACK (or NAK) for `psn`, then wait until b has `completes` more completions."""
     self.msn += 1
-    frame = bytearray(b"".join(bytes(x) for x in R.encode(self.path, R.Packet(R.ACKNOWLEDGE, psn, 20, pkey=0xFFFF, syndrome=syndrome, msn=self.msn))))
+    frame = bytearray(b"".join(bytes(x) for x in roce.encode(self.path, roce.Packet(roce.ACKNOWLEDGE, psn, 20, pkey=0xFFFF, syndrome=syndrome,
+                                                                                    msn=self.msn))))
     if corrupt: frame[-1] ^= 1
     done, dropped = len(self.b.sends), sum(self.b.port.rx_dropped.values())
     self.sock.sendto(bytes(frame), self.b.wire.endpoint)
@@ -458,8 +459,8 @@ class Responder(HandMade):
 ACK_CASES = {                            # after three WRITEs ACKed one by one (C takes the second and third ACK)
   "coalesced": lambda r: r.ack(r.post(2)[1], completes=2),
   "stale": lambda r: (r.ack(1, completes=0), r.ack(r.post()[0])),
-  "credit count": lambda r: r.ack(r.post()[0], syndrome=R.AETH_ACK | 5),
-  "nak remote access": lambda r: r.ack(r.post()[0], syndrome=R.AETH_NAK | R.NAK_REMOTE_ACCESS_ERROR),
+  "credit count": lambda r: r.ack(r.post()[0], syndrome=roce.AETH_ACK | 5),
+  "nak remote access": lambda r: r.ack(r.post()[0], syndrome=roce.AETH_NAK | roce.NAK_REMOTE_ACCESS_ERROR),
   "bad icrc": lambda r: (psn := r.post()[0], r.ack(psn, corrupt=True), r.ack(psn)),
   # the timer runs out while the ACK covering two WRITEs is in flight: both go again; that ACK completes each once, and
   # the responder's ACK for the copies (a duplicate, now stale) completes nothing again
@@ -518,8 +519,8 @@ def ack_then_write() -> tuple[tuple, int, int]:
       p.sock.sendto(b"not a frame", b.wire.endpoint)
       wait(lambda: b.wire.received > seen, "the datagram before them")
       p.msn += 1                                       # ... while these two come in
-      p.sock.sendto(b"".join(bytes(x) for x in R.encode(p.path, R.Packet(R.ACKNOWLEDGE, psn, 20, pkey=0xFFFF,
-                    syndrome=R.AETH_ACK | R.AETH_CREDITS_INVALID, msn=p.msn))), b.wire.endpoint)
+      p.sock.sendto(b"".join(bytes(x) for x in roce.encode(p.path, roce.Packet(roce.ACKNOWLEDGE, psn, 20, pkey=0xFFFF,
+                    syndrome=roce.AETH_ACK | roce.AETH_CREDITS_INVALID, msn=p.msn))), b.wire.endpoint)
       p.sock.sendto(bytes(p.frame(3, va=0x10000 + 24, byte=4)), b.wire.endpoint)
     p.answers.append(p.sock.recv(65536))
     wait(lambda: len(b.sends) == 3, "the third send completion")

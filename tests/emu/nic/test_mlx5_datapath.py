@@ -5,7 +5,7 @@ import os, time
 
 import pytest
 
-from autogen import mlx5_core as C
+from autogen import mlx5_core
 from drivers.mlx5.ifc import swap32
 from drivers.mlx5.qp import data_seg
 from drivers.rdma import Access, QPAttr, QPAttrMask as M, QPState, SendWR, WCError, WROpcode, open_context
@@ -40,8 +40,8 @@ def model_log(ctx) -> str:
 
 
 def write_wqe(qp, index: int, src, dst, qpn: int | None = None) -> bytes:
-  ctrl = (index << 8 | C.MLX5_OPCODE_RDMA_WRITE).to_bytes(4, "big") + ((qpn or qp.qp_num) << 8 | 3).to_bytes(4, "big") + \
-         bytes([0, 0, 0, C.MLX5_WQE_CTRL_CQ_UPDATE]) + bytes(4)
+  ctrl = (index << 8 | mlx5_core.MLX5_OPCODE_RDMA_WRITE).to_bytes(4, "big") + ((qpn or qp.qp_num) << 8 | 3).to_bytes(4, "big") + \
+         bytes([0, 0, 0, mlx5_core.MLX5_WQE_CTRL_CQ_UPDATE]) + bytes(4)
   return ctrl + dst.addr.to_bytes(8, "big") + dst.rkey.to_bytes(4, "big") + bytes(4) + data_seg(src.length, src.lkey, src.addr)
 
 
@@ -54,7 +54,7 @@ def test_a_wqe_with_the_wrong_index_or_qpn_completes_with_a_local_qp_operation_e
   wqe = write_wqe(p.a, i + 5 if bad == "index" else i, src, dst, qpn=p.b.qp_num if bad == "qpn" else None)
   post_raw(p.a, [wqe, write_wqe(p.a, i + 1, src, dst)])
   with pytest.raises(WCError) as e: p.cq.wait(1, timeout_s=30)
-  assert (e.value.wc.wr.wr_id, e.value.wc.vendor_err) == (99, C.MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR) and bytes(dst.view) == bytes(64)
+  assert (e.value.wc.wr.wr_id, e.value.wc.vendor_err) == (99, mlx5_core.MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR) and bytes(dst.view) == bytes(64)
   assert "wqe_index" in model_log(nic) if bad == "index" else "qpn" in model_log(nic)
 
 
@@ -88,7 +88,7 @@ def test_cqe_owner_bits_flip_with_each_pass_of_the_ring(nic):
   for i in range(cq.depth + 1):
     p.write(src, dst)
     e = (i % cq.depth) * 64
-    assert cq.mem.view[e + 63] == C.MLX5_CQE_REQ << 4 | (i // cq.depth) & 1
+    assert cq.mem.view[e + 63] == mlx5_core.MLX5_CQE_REQ << 4 | (i // cq.depth) & 1
 
 
 def test_an_armed_cq_posts_one_completion_event_and_the_armed_eq_interrupts_once(nic):
@@ -96,18 +96,18 @@ def test_an_armed_cq_posts_one_completion_event_and_the_armed_eq_interrupts_once
   src, dst = p.mr(8, fill=True), p.mr(8)
   cq, eq, dev = p.cq.hw, nic.provider.comp_eq, nic.provider
   eq.poll(arm=True)                                                        # the completion EQ armed, nothing pending
-  dev.uar_bar.write64(C.MLX5_CQ_DOORBELL, int.from_bytes((cq.ci & 0xFFFFFF).to_bytes(4, "big") + cq.cqn.to_bytes(4, "big"), "little"))
+  dev.uar_bar.write64(mlx5_core.MLX5_CQ_DOORBELL, int.from_bytes((cq.ci & 0xFFFFFF).to_bytes(4, "big") + cq.cqn.to_bytes(4, "big"), "little"))
   p.a.post_send([SendWR(i, WROpcode.RDMA_WRITE, [src.sge()], remote_addr=dst.addr, rkey=dst.rkey) for i in range(2)])
   e = (cq.ci + 1) % cq.depth * 64
   deadline = time.monotonic() + 30
-  while cq.mem.view[e + 63] >> 4 == C.MLX5_CQE_INVALID:                  # the second CQE (the ACKs come on the wire's thread)
+  while cq.mem.view[e + 63] >> 4 == mlx5_core.MLX5_CQE_INVALID:                  # the second CQE (the ACKs come on the wire's thread)
     assert time.monotonic() < deadline
     time.sleep(0.01)
   assert os.eventfd_read(eq.irq) == 1                                      # one interrupt
-  assert [(k, int.from_bytes(d[24:28], "big")) for k, d in eq.poll()] == [(C.MLX5_EVENT_TYPE_COMP, cq.cqn)]  # one event
+  assert [(k, int.from_bytes(d[24:28], "big")) for k, d in eq.poll()] == [(mlx5_core.MLX5_EVENT_TYPE_COMP, cq.cqn)]  # one event
   assert len(p.cq.wait(2, timeout_s=30)) == 2
   with pytest.raises(ModelError, match="no CQ 4660 on this UAR page"):
-    dev.uar_bar.write64(C.MLX5_CQ_DOORBELL, int.from_bytes(bytes(4) + (0x1234).to_bytes(4, "big"), "little"))
+    dev.uar_bar.write64(mlx5_core.MLX5_CQ_DOORBELL, int.from_bytes(bytes(4) + (0x1234).to_bytes(4, "big"), "little"))
 
 
 def test_a_receive_doorbell_record_past_the_ring_moves_the_qp_to_err(nic):

@@ -6,18 +6,18 @@ import os, random, socket, time
 
 import pytest
 
-from autogen import bnxt as B, mlx5_core as C
+from autogen import bnxt as bnxt_hsi, mlx5_core
 from drivers.mlx5.qp import data_seg
 from drivers.rdma import Access, RecvWR, WCError, WCStatus, open_context
 from drivers.system import open_model
-from emu.nic import fastpath, rc, roce as R
+from emu.nic import fastpath, rc, roce
 from emu.nic.mlx5 import ModelError
 from tests.emu.nic.bnxt_cmds import Bnxt, QPair, wait
 from tests.emu.nic.test_mlx5_datapath import post_raw
 
 pytestmark = pytest.mark.skipif(fastpath.lib() is None, reason="the C datapath needs a host C compiler (clang-22 or gcc)")
-WRITE, WRITE_IMM = B.SQ_BASE_WQE_TYPE_WRITE_WQE, B.SQ_BASE_WQE_TYPE_WRITE_W_IMMEAD
-SIGNAL, FENCE = B.SQ_SEND_FLAGS_SIGNAL_COMP, B.SQ_SEND_FLAGS_RD_OR_ATOMIC_FENCE
+WRITE, WRITE_IMM = bnxt_hsi.SQ_BASE_WQE_TYPE_WRITE_WQE, bnxt_hsi.SQ_BASE_WQE_TYPE_WRITE_W_IMMEAD
+SIGNAL, FENCE = bnxt_hsi.SQ_SEND_FLAGS_SIGNAL_COMP, bnxt_hsi.SQ_SEND_FLAGS_RD_OR_ATOMIC_FENCE
 RECVS = 16
 
 
@@ -29,7 +29,7 @@ class Link:
     nics = [Bnxt(p) for p in self.pcis]
     self.up, self.peer = nics[0], nics[-1]
     for nic, ip in zip(nics, ("10.0.0.1", "10.0.0.2")): nic.bring_up(ip)
-    if loopback: self.up.hwrm("port_phy_cfg", enables=B.PORT_PHY_CFG_REQ_ENABLES_LPBK, lpbk=B.PORT_PHY_CFG_REQ_LPBK_LOCAL)
+    if loopback: self.up.hwrm("port_phy_cfg", enables=bnxt_hsi.PORT_PHY_CFG_REQ_ENABLES_LPBK, lpbk=bnxt_hsi.PORT_PHY_CFG_REQ_LPBK_LOCAL)
     self.a, self.b = QPair(self.up), QPair(self.peer)
     self.a.connect(self.b.qpn, self.peer.gid, self.peer.mac)
     self.b.connect(self.a.qpn, self.up.gid, self.up.mac)
@@ -62,7 +62,7 @@ class Link:
     out, c = [], q.cq
     while c.get(c.cons)[24] & 1 == c.phase(c.cons):
       raw = c.get(c.cons)
-      out.append((raw[0] & B.CQ_BASE_CQE_TYPE_MASK, B.cq_base.from_buffer_copy(raw).status, raw[:24].hex()))
+      out.append((raw[0] & bnxt_hsi.CQ_BASE_CQE_TYPE_MASK, bnxt_hsi.cq_base.from_buffer_copy(raw).status, raw[:24].hex()))
       c.cons += 1
     return out
 
@@ -78,7 +78,7 @@ CASES = {
   "bad lkey": lambda k: k.write(sges=[(k.va, k.key + 0x100, 8)]),
   "length is not the SGE's": lambda k: k.write(sges=[(k.va, k.key, 4)]),
   "SGE past the MR": lambda k: k.write(sges=[(k.va + 4092, k.key, 8)]),
-  "unmodelled wqe_type": lambda k: k.write(wqe_type=B.SQ_BASE_WQE_TYPE_ATOMIC_CS),
+  "unmodelled wqe_type": lambda k: k.write(wqe_type=bnxt_hsi.SQ_BASE_WQE_TYPE_ATOMIC_CS),
   "another length": lambda k: (k.write(n=16), k.write(n=16)),
   "shapes that keep changing": lambda k: [k.write(n=16 + 8 * (i % 2)) for i in range(4)],   # (the flow is dropped)
   "without immediate": lambda k: (k.write(wqe_type=WRITE), k.write(wqe_type=WRITE)),
@@ -116,10 +116,10 @@ def test_a_wqe_gets_the_same_outcome_with_and_without_c(monkeypatch, case):
   assert with_c == without_c and none == 0
   assert taken == 2 + TAKEN.get(case, 0)
   statuses = [s for _, s, _ in with_c[0]]
-  if case in ("same shape", "another length", "new DMA mapping"): assert statuses == [B.CQ_REQ_STATUS_OK] * len(statuses)
-  if case == "bad MSN entry": assert statuses[4:] == [B.CQ_REQ_STATUS_LOCAL_QP_OPERATION_ERR, B.CQ_REQ_STATUS_WORK_REQUEST_FLUSHED_ERR]
-  if case in ("bad lkey", "SGE past the MR", "MR deregistered"): assert statuses[4] == B.CQ_REQ_STATUS_LOCAL_PROTECTION_ERR
-  if case == "length is not the SGE's": assert statuses[4] == B.CQ_REQ_STATUS_LOCAL_LENGTH_ERR
+  if case in ("same shape", "another length", "new DMA mapping"): assert statuses == [bnxt_hsi.CQ_REQ_STATUS_OK] * len(statuses)
+  if case == "bad MSN entry": assert statuses[4:] == [bnxt_hsi.CQ_REQ_STATUS_LOCAL_QP_OPERATION_ERR, bnxt_hsi.CQ_REQ_STATUS_WORK_REQUEST_FLUSHED_ERR]
+  if case in ("bad lkey", "SGE past the MR", "MR deregistered"): assert statuses[4] == bnxt_hsi.CQ_REQ_STATUS_LOCAL_PROTECTION_ERR
+  if case == "length is not the SGE's": assert statuses[4] == bnxt_hsi.CQ_REQ_STATUS_LOCAL_LENGTH_ERR
   if case == "unsignaled": assert len(statuses) == 5                        # (the unsignaled one completes silently)
 
 
@@ -131,7 +131,7 @@ def test_wqes_past_the_window_wait_with_and_without_c(monkeypatch):
   try:
     with_c, taken = run("past the window")
     monkeypatch.setattr(fastpath, "lib", lambda: None)
-    assert with_c == run("past the window")[0] and taken == 2 + 2 and with_c[0][-1][1] == B.CQ_REQ_STATUS_OK
+    assert with_c == run("past the window")[0] and taken == 2 + 2 and with_c[0][-1][1] == bnxt_hsi.CQ_REQ_STATUS_OK
   finally: del CASES["past the window"]
 
 
@@ -162,7 +162,7 @@ def test_frames_c_sends_are_what_the_python_path_sends(monkeypatch):
       a.connect(9, gid, mac)
       key, mem, va = up.register(4096)
       mem.view[:] = random.Random(2).randbytes(4096)
-      path, got = R.Path(mac, up.mac, gid, up.gid), []
+      path, got = roce.Path(mac, up.mac, gid, up.gid), []
       for j, (n, wqe_type) in enumerate(((8, WRITE_IMM), (3, WRITE_IMM), (5, WRITE))):
         for i in range(4):
           a.post(wqe_type, [(va + 64 * i + 8 * j, key, n)], n, 0x10000 + 8 * i, 0x77, imm=i << 8 | j)
@@ -174,10 +174,10 @@ def test_frames_c_sends_are_what_the_python_path_sends(monkeypatch):
               q._timer()
             got.append(sock.recv(65536))
             assert got[-1] == got[-2]
-          p = R.decode(got[-1])
-          ack = R.Packet(R.ACKNOWLEDGE, p.psn, a.qpn, syndrome=R.AETH_ACK | R.AETH_CREDITS_INVALID, msn=len(got))
-          sock.sendto(b"".join(bytes(x) for x in R.encode(path, ack)), up.model.port.wire.endpoint)
-          assert B.cq_req.from_buffer_copy(a.poll()).status == B.CQ_REQ_STATUS_OK
+          p = roce.decode(got[-1])
+          ack = roce.Packet(roce.ACKNOWLEDGE, p.psn, a.qpn, syndrome=roce.AETH_ACK | roce.AETH_CREDITS_INVALID, msn=len(got))
+          sock.sendto(b"".join(bytes(x) for x in roce.encode(path, ack)), up.model.port.wire.endpoint)
+          assert bnxt_hsi.cq_req.from_buffer_copy(a.poll()).status == bnxt_hsi.CQ_REQ_STATUS_OK
       table.withdraw(gid, sock.getsockname())
       os.close(fd)
       return got, up.model.port.tx_taken, up.model.roce.qps[a.qpn].rc.stats.retransmitted
@@ -188,7 +188,7 @@ def test_frames_c_sends_are_what_the_python_path_sends(monkeypatch):
   monkeypatch.setattr(fastpath, "lib", lambda: None)
   without_c, _, _ = frames()
   assert with_c == without_c and again == 3 and taken == 12 - 6     # (each shape's first two WQEs: Python; then C)
-  assert [R.decode(f).opcode for f in with_c[::5]] == [R.WRITE_ONLY_IMM, R.WRITE_ONLY_IMM, R.WRITE_ONLY]
+  assert [roce.decode(f).opcode for f in with_c[::5]] == [roce.WRITE_ONLY_IMM, roce.WRITE_ONLY_IMM, roce.WRITE_ONLY]
 
 
 class Verbs:
@@ -211,12 +211,12 @@ class Verbs:
     self.qa, self.n = self.model.qps.qps[self.a.qp_num], 0
     self.done: list = []
 
-  def wqe(self, n: int = 8, flags: int = C.MLX5_WQE_CTRL_CQ_UPDATE, index: int = 0, qpn: int = 0, lkey: int = 0,
+  def wqe(self, n: int = 8, flags: int = mlx5_core.MLX5_WQE_CTRL_CQ_UPDATE, index: int = 0, qpn: int = 0, lkey: int = 0,
           at: int | None = None, opmod: int = 0) -> bytes:
     """The next WRITE with immediate (its fields as given, the right ones by default)."""
     at, index = 8 * self.n if at is None else at, self.a.hw.sq_pi + index
     self.n += 1
-    ctrl = (opmod << 24 | (index & 0xFFFF) << 8 | C.MLX5_OPCODE_RDMA_WRITE_IMM).to_bytes(4, "big") + \
+    ctrl = (opmod << 24 | (index & 0xFFFF) << 8 | mlx5_core.MLX5_OPCODE_RDMA_WRITE_IMM).to_bytes(4, "big") + \
            ((qpn or self.a.qp_num) << 8 | 3).to_bytes(4, "big") + bytes([0, 0, 0, flags]) + (0x100 + self.n).to_bytes(4, "big")
     raddr = (self.dst.addr + at % 4096).to_bytes(8, "big") + self.dst.rkey.to_bytes(4, "big") + bytes(4)
     return ctrl + raddr + data_seg(n, lkey or self.src.lkey, self.src.addr + at)

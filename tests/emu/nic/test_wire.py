@@ -5,7 +5,7 @@ import os, random, subprocess, sys
 
 import pytest
 
-from emu.nic import rc, roce as R
+from emu.nic import rc, roce
 from emu.nic.wire import GIDConflict, WirePort, check_loopback
 from tests.emu.nic.memnic import MemNIC, ipv4_gid, wait
 
@@ -21,7 +21,7 @@ def connected(a, b, **attrs):
 
 def sniff(nic):
   frames = []
-  nic.wire.taps.append(lambda f: frames.append(R.decode(f)))
+  nic.wire.taps.append(lambda f: frames.append(roce.decode(f)))
   return frames
 
 
@@ -38,9 +38,9 @@ def done(nic, n=1): wait(lambda: len(nic.sends) >= n, f"{n} send completion(s) o
 
 
 @pytest.mark.parametrize("size, mtu, opcodes", [
-  (0, 1024, [R.WRITE_ONLY]), (1, 256, [R.WRITE_ONLY]), (256, 256, [R.WRITE_ONLY]),
-  (257, 256, [R.WRITE_FIRST, R.WRITE_LAST]), (3 * 1024 + 5, 1024, [R.WRITE_FIRST] + [R.WRITE_MIDDLE] * 2 + [R.WRITE_LAST]),
-  (8192, 4096, [R.WRITE_FIRST, R.WRITE_LAST])])
+  (0, 1024, [roce.WRITE_ONLY]), (1, 256, [roce.WRITE_ONLY]), (256, 256, [roce.WRITE_ONLY]),
+  (257, 256, [roce.WRITE_FIRST, roce.WRITE_LAST]), (3 * 1024 + 5, 1024, [roce.WRITE_FIRST] + [roce.WRITE_MIDDLE] * 2 + [roce.WRITE_LAST]),
+  (8192, 4096, [roce.WRITE_FIRST, roce.WRITE_LAST])])
 def test_rdma_write_is_segmented_by_path_mtu(pair, size, mtu, opcodes):
   a, b = pair
   qa, qb = connected(a, b, mtu=mtu, sq_psn=0xFFFFFE)              # PSNs wrap past 2^24
@@ -86,7 +86,7 @@ def test_rdma_read_multi_packet(pair):
   a.post_send(qa, rc.SendWR(rc.READ, a.buffer(lk), 0x10000, rk, ctx="rd"))
   done(a)
   assert a.sends == [(10, "rd", rc.OK)] and lmem == rmem
-  assert [f.opcode for f in frames] == [R.READ_RESPONSE_FIRST] + [R.READ_RESPONSE_MIDDLE] * 8 + [R.READ_RESPONSE_LAST]
+  assert [f.opcode for f in frames] == [roce.READ_RESPONSE_FIRST] + [roce.READ_RESPONSE_MIDDLE] * 8 + [roce.READ_RESPONSE_LAST]
 
 
 @pytest.mark.parametrize("case, status", [("bad rkey", rc.REM_ACCESS_ERR), ("too small", rc.REM_ACCESS_ERR),
@@ -102,7 +102,7 @@ def test_a_bad_rkey_gives_a_nak_then_an_error_completion_and_writes_nothing(pair
   a.post_send(qa, rc.SendWR(rc.WRITE, a.buffer(sk), 0x10000, dk, ctx="next"))
   done(a, 2)
   assert a.sends == [(10, "bad", status), (10, "next", rc.WR_FLUSH_ERR)]
-  assert frames[0].opcode == R.ACKNOWLEDGE and frames[0].syndrome == R.AETH_NAK | R.NAK_REMOTE_ACCESS_ERROR
+  assert frames[0].opcode == roce.ACKNOWLEDGE and frames[0].syndrome == roce.AETH_NAK | roce.NAK_REMOTE_ACCESS_ERROR
   assert dmem == bytearray(len(dmem)) and qa.state == qb.state == "ERR"
   assert "R_Key" in b.fatals[0][1] and a.fatals
 
@@ -170,7 +170,7 @@ def test_read_response_lost_is_requested_again(pair):
   a.post_send(qa, rc.SendWR(rc.READ, a.buffer(lk), 0x10000, rk))
   done(a)
   assert a.sends[0][2] == rc.OK and lmem == rmem
-  again = [f for f in frames if f.opcode == R.READ_REQUEST][1]      # the re-request starts at the missing PSN
+  again = [f for f in frames if f.opcode == roce.READ_REQUEST][1]      # the re-request starts at the missing PSN
   assert (again.psn, again.va, again.dma_len) == (1, 0x10000 + 1024, 3 * 1024)
 
 
@@ -276,15 +276,15 @@ def test_the_responder_checks_the_opcode_sequence_and_lengths(pair, case):
   dk, dmem = b.region(4096)
   sniffed = sniff(b)
   path = qa.a.path
-  first = R.Packet(R.WRITE_FIRST, 0, 20, va=0x10000, rkey=dk, dma_len=600, payload=b"\1" * 256)
-  frames = {"short middle": [first, R.Packet(R.WRITE_MIDDLE, 1, 20, payload=b"\2" * 255)],
-            "middle without first": [R.Packet(R.WRITE_MIDDLE, 0, 20, payload=b"\2" * 256)],
-            "last not the rest": [first, R.Packet(R.WRITE_LAST, 1, 20, ack_req=True, payload=b"\3" * 256)],
-            "first after first": [first, R.Packet(R.WRITE_FIRST, 1, 20, va=0x10000, rkey=dk, dma_len=600, payload=b"\4" * 256)]}[case]
-  for p in frames: a.wire.send(b.wire.endpoint, R.encode(path, p))
+  first = roce.Packet(roce.WRITE_FIRST, 0, 20, va=0x10000, rkey=dk, dma_len=600, payload=b"\1" * 256)
+  frames = {"short middle": [first, roce.Packet(roce.WRITE_MIDDLE, 1, 20, payload=b"\2" * 255)],
+            "middle without first": [roce.Packet(roce.WRITE_MIDDLE, 0, 20, payload=b"\2" * 256)],
+            "last not the rest": [first, roce.Packet(roce.WRITE_LAST, 1, 20, ack_req=True, payload=b"\3" * 256)],
+            "first after first": [first, roce.Packet(roce.WRITE_FIRST, 1, 20, va=0x10000, rkey=dk, dma_len=600, payload=b"\4" * 256)]}[case]
+  for p in frames: a.wire.send(b.wire.endpoint, roce.encode(path, p))
   wait(lambda: qb.state == "ERR", "the responder to go to ERR")
-  nak = [f for f in sniffed if f.opcode == R.ACKNOWLEDGE][-1]
-  assert nak.syndrome == R.AETH_NAK | R.NAK_INVALID_REQUEST and nak.psn == len(frames) - 1
+  nak = [f for f in sniffed if f.opcode == roce.ACKNOWLEDGE][-1]
+  assert nak.syndrome == roce.AETH_NAK | roce.NAK_INVALID_REQUEST and nak.psn == len(frames) - 1
   assert dmem[256:] == bytearray(4096 - 256)                        # nothing past what the accepted FIRST wrote
 
 
@@ -300,13 +300,13 @@ def test_a_read_response_from_before_a_re_request_is_taken_at_the_re_requested_p
   data = os.urandom(4 * 1024)
   frames = sniff(a)
   a.post_send(qa, rc.SendWR(rc.READ, a.buffer(lk), 0x10000, 7, ctx="rd"))
-  resp = lambda op, k: R.Packet(op, k, 10, syndrome=R.AETH_ACK | R.AETH_CREDITS_INVALID, payload=data[k * 1024:(k + 1) * 1024])
+  resp = lambda op, k: roce.Packet(op, k, 10, syndrome=roce.AETH_ACK | roce.AETH_CREDITS_INVALID, payload=data[k * 1024:(k + 1) * 1024])
   with a.lock:
-    qa._response(resp(R.READ_RESPONSE_FIRST, 0))
-    qa._response(resp(R.READ_RESPONSE_MIDDLE, 2))                  # PSN 1 missing: asked for again
-  wait(lambda: len([f for f in frames if f.opcode == R.READ_REQUEST]) == 2, "the re-request")
+    qa._response(resp(roce.READ_RESPONSE_FIRST, 0))
+    qa._response(resp(roce.READ_RESPONSE_MIDDLE, 2))                  # PSN 1 missing: asked for again
+  wait(lambda: len([f for f in frames if f.opcode == roce.READ_REQUEST]) == 2, "the re-request")
   with a.lock:
-    for op, k in ((R.READ_RESPONSE_MIDDLE, 1), (R.READ_RESPONSE_FIRST, 1), (R.READ_RESPONSE_MIDDLE, 2), (R.READ_RESPONSE_LAST, 3)):
+    for op, k in ((roce.READ_RESPONSE_MIDDLE, 1), (roce.READ_RESPONSE_FIRST, 1), (roce.READ_RESPONSE_MIDDLE, 2), (roce.READ_RESPONSE_LAST, 3)):
       qa._response(resp(op, k))                                     # the late one, then the new response (its FIRST a duplicate)
   done(a)
   assert a.sends[0][1:] == ("rd", rc.OK) and bytes(lmem) == data
@@ -328,5 +328,5 @@ def test_a_response_lost_deep_into_a_long_read_is_requested_again_past_the_windo
   a.post_send(qa, rc.SendWR(rc.READ, a.buffer(lk), 0x10000, rk, ctx="rd"))
   done(a)
   assert a.sends[0][1:] == ("rd", rc.OK) and lmem == rmem
-  again = [f for f in frames if f.opcode == R.READ_REQUEST][1]
+  again = [f for f in frames if f.opcode == roce.READ_REQUEST][1]
   assert (again.psn, again.va, again.dma_len) == (299, 0x10000 + 299 * 1024, (n - 299) * 1024)

@@ -4,7 +4,7 @@ semaphores a QMD asks for, and what a launch checks in memory (cb0, shared memor
 import numpy as np
 import pytest
 from autogen import qmdlayout
-from autogen.nv import compute as C
+from autogen.nv import compute as nv_compute
 from drivers.hcq import DeviceFault
 from drivers.nv import image, qmd as build_qmd
 from drivers.nv.device import COMPUTE_SUB, NVDevice, methods
@@ -15,7 +15,7 @@ from emu.nvgpu.qmd import LAYOUTS, QMDError, decode
 from drivers.nv import nvrtc
 from ptx_helpers import HAVE_NVRTC, VADD
 
-CLASSES = {"GH100": C.HOPPER_COMPUTE_A, "GA100": C.AMPERE_COMPUTE_A, "GA102": C.AMPERE_COMPUTE_B}
+CLASSES = {"GH100": nv_compute.HOPPER_COMPUTE_A, "GA100": nv_compute.AMPERE_COMPUTE_A, "GA102": nv_compute.AMPERE_COMPUTE_B}
 PROG, CB0 = 0x10_0000_0500, 0x10_0020_0000
 
 
@@ -205,9 +205,9 @@ def test_a_kernel_reading_an_unmapped_address_faults_the_channel(dev, vadd):
 
 @pytest.mark.parametrize("method,value,message", [
   (0x1234, 0, r"method 0x1234 of compute class .* is not modelled"),
-  (C.NVC6C0_SET_SHADER_LOCAL_MEMORY_A, 1 << 30, r"SET_SHADER_LOCAL_MEMORY_A = 0x40000000 sets bits 0x40000000 outside its fields"),
-  (C.NVC6C0_SEND_SIGNALING_PCAS2_B, 6, r"PCAS_ACTION 0x6 is not modelled"),
-  (C.NVC6C0_SEND_SIGNALING_PCAS2_B, 0x102, r"(0x102: only PCAS_ACTION \(3:0\) is modelled|bits 0x100 outside its fields)"),
+  (nv_compute.NVC6C0_SET_SHADER_LOCAL_MEMORY_A, 1 << 30, r"SET_SHADER_LOCAL_MEMORY_A = 0x40000000 sets bits 0x40000000 outside its fields"),
+  (nv_compute.NVC6C0_SEND_SIGNALING_PCAS2_B, 6, r"PCAS_ACTION 0x6 is not modelled"),
+  (nv_compute.NVC6C0_SEND_SIGNALING_PCAS2_B, 0x102, r"(0x102: only PCAS_ACTION \(3:0\) is modelled|bits 0x100 outside its fields)"),
 ])
 def test_compute_methods_are_checked_against_the_class_header(dev, vadd, method, value, message):
   fails(dev, vadd, message, extra=methods(COMPUTE_SUB, method, value))

@@ -4,7 +4,7 @@ semaphores, copies."""
 import re, time
 import numpy as np
 import pytest
-from autogen.nv import copy as C
+from autogen.nv import copy as nv_copy
 from drivers.nv.gpu import NVGPU
 from drivers.system.kernel import kernel_interface
 
@@ -118,7 +118,7 @@ def test_copy_engine_linear_copy_with_semaphore(rig, size):
   src.view.write_bytes(0, data)
   sem = dst.va + dst.size - 16
   launch = 2 | 1 << 2 | 2 << 3 | 1 << 7 | 1 << 8      # NON_PIPELINED, FLUSH, FOUR_WORD semaphore, pitch / pitch
-  rig.submit(inc(COPY_SUB, 0, C.HOPPER_DMA_COPY_A) + inc(COPY_SUB, 0x240, sem >> 32, sem & 0xFFFFFFFF, 0xC0FFEE)
+  rig.submit(inc(COPY_SUB, 0, nv_copy.HOPPER_DMA_COPY_A) + inc(COPY_SUB, 0x240, sem >> 32, sem & 0xFFFFFFFF, 0xC0FFEE)
              + inc(COPY_SUB, 0x400, src.va >> 32, src.va & 0xFFFFFFFF, dst.va >> 32, dst.va & 0xFFFFFFFF)
              + inc(COPY_SUB, 0x418, size) + inc(COPY_SUB, 0x300, launch))
   assert rig.engine.error is None
@@ -129,7 +129,7 @@ def test_copy_engine_linear_copy_with_semaphore(rig, size):
 def test_copy_multi_line_and_non_incrementing_methods(rig):
   src, dst = rig.g.alloc_host(0x1000), rig.g.alloc(0x1000, cpu_access=True)
   src.view.write_bytes(0, bytes(range(256)))
-  rig.submit(inc(COPY_SUB, 0, C.HOPPER_DMA_COPY_A) + inc(COPY_SUB, 0x400, src.va >> 32, src.va & 0xFFFFFFFF, dst.va >> 32, dst.va & 0xFFFFFFFF)
+  rig.submit(inc(COPY_SUB, 0, nv_copy.HOPPER_DMA_COPY_A) + inc(COPY_SUB, 0x400, src.va >> 32, src.va & 0xFFFFFFFF, dst.va >> 32, dst.va & 0xFFFFFFFF)
              + inc(COPY_SUB, 0x410, 16, 32, 4, 3) + non_inc(COPY_SUB, 0x300, 2 | 1 << 7 | 1 << 8 | 1 << 9))
   got = dst.view.read_bytes(0, 96)
   for k in range(3): assert got[32 * k:32 * k + 4] == bytes(range(16 * k, 16 * k + 4)) and got[32 * k + 4:32 * k + 32] == bytes(28)
@@ -138,9 +138,9 @@ def test_copy_multi_line_and_non_incrementing_methods(rig):
 @pytest.mark.parametrize("words,match", [
   (inc(0, 0x4c, 1), r"host method 0x4c of class 0xc86f is not modelled"),
   (inc(5, 0x300, 1), r"method 0x300 on subchannel 5, which no SET_OBJECT bound"),
-  (inc(COPY_SUB, 0, C.HOPPER_DMA_COPY_A) + inc(COPY_SUB, 0x700, 1), r"method 0x700 of copy class 0xc8b5 is not modelled"),
-  (inc(COPY_SUB, 0, C.AMPERE_DMA_COPY_B), r"class 0xc7b5, which the channel has no object of \(it has 0xc8b5\)"),
-  (inc(COPY_SUB, 0, C.HOPPER_DMA_COPY_A) + inc(COPY_SUB, 0x300, 2), r"SRC_MEMORY_LAYOUT BLOCKLINEAR"),
+  (inc(COPY_SUB, 0, nv_copy.HOPPER_DMA_COPY_A) + inc(COPY_SUB, 0x700, 1), r"method 0x700 of copy class 0xc8b5 is not modelled"),
+  (inc(COPY_SUB, 0, nv_copy.AMPERE_DMA_COPY_B), r"class 0xc7b5, which the channel has no object of \(it has 0xc8b5\)"),
+  (inc(COPY_SUB, 0, nv_copy.HOPPER_DMA_COPY_A) + inc(COPY_SUB, 0x300, 2), r"SRC_MEMORY_LAYOUT BLOCKLINEAR"),
   (inc(0, SEM_EXECUTE, 5), r"SEM_EXECUTE operation 5 is not modelled"),
   (inc(0, SEM_EXECUTE, 6), r"SEM_EXECUTE reduction 0 is not modelled \(IADD is\)"),
   ([6 << 29], r"SEC_OP 6"),
@@ -164,7 +164,7 @@ def test_freeing_the_channel_stops_its_host(rig):
   assert not engine.is_alive() and rig.k.model.hosts == {}
 
 
-@pytest.mark.parametrize("chip,copy_class,faults", [("GA100", C.AMPERE_DMA_COPY_A, False), ("GH100", C.HOPPER_DMA_COPY_A, True)])
+@pytest.mark.parametrize("chip,copy_class,faults", [("GA100", nv_copy.AMPERE_DMA_COPY_A, False), ("GH100", nv_copy.HOPPER_DMA_COPY_A, True)])
 def test_sem_addr_hi_width_and_copy_class_per_chip(chip, copy_class, faults):
   """SEM_ADDR_HI.OFFSET is 7:0 in clc56f.h and 24:0 in clc86f.h: bit 8 of it is ignored on Ampere, an address bit
   (here unmapped: an MMU fault) on Hopper."""

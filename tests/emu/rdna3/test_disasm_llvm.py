@@ -6,7 +6,7 @@ Default run: a reduced sweep (a few variants per opcode + 5k random words). RDNA
 (200 variants per opcode + 200k random words) and prints the counts."""
 import os, random, struct, subprocess
 import pytest
-from autogen.rdna3 import llvm, encodings as E
+from autogen.rdna3 import llvm, encodings
 from emu.rdna3.decode import DecodeError, decode
 from emu.rdna3.disasm import disasm, format_inst
 
@@ -78,11 +78,11 @@ def test_scalar_float_opcodes_match_llvm_on_rdna35_only():
   rng = random.Random(3)
   words = []
   for fam, ops in TARGET_OPS["gfx1150"].items():
-    fields = E.FIELDS[fam]
+    fields = encodings.FIELDS[fam]
     for opc in ops:
       for _ in range(40 if FULL else 8):
-        ws = [E.PREFIX[fam], 0, rng.choice((0x3F800000, 0x3C00, 0x12345678)), 0]
-        for name, f in fields.items(): E.put(ws, f, opc if name == "op" else rng.getrandbits(f[2]))
+        ws = [encodings.PREFIX[fam], 0, rng.choice((0x3F800000, 0x3C00, 0x12345678)), 0]
+        for name, f in fields.items(): encodings.put(ws, f, opc if name == "op" else rng.getrandbits(f[2]))
         words.append(struct.pack("<4I", *ws))
   for target in ("gfx1150", "gfx1151"):
     decoded, same, bad = compare(words, "scalar float", target)
