@@ -9,7 +9,7 @@ from __future__ import annotations
 import weakref
 from math import prod
 from typing import TYPE_CHECKING, Sequence
-from compute import function as F
+from compute import function
 from compute.dtypes import dtypes
 if TYPE_CHECKING: from compute.tensor import Tensor
 
@@ -60,13 +60,13 @@ class MovementOps:
       shape = tuple(self.numel() // rest if s == -1 else s for s in shape)
     if any(s < 0 for s in shape) or prod(shape) != self.numel():
       raise ValueError(f"cannot reshape tensor of shape {self.shape} ({self.numel()} elements) into {shape}")
-    return self if shape == self.shape else self._viewed(F.Reshape.apply(self, shape=shape), ("reshape", shape))
+    return self if shape == self.shape else self._viewed(function.Reshape.apply(self, shape=shape), ("reshape", shape))
   view = reshape
 
   def permute(self: Tensor, *order) -> Tensor:
     order = tuple(self._axis(a) for a in _args(order))
     if sorted(order) != list(range(self.ndim)): raise ValueError(f"permute {order} is not a permutation of the {self.ndim} axes of {self.shape}")
-    return self if order == tuple(range(self.ndim)) else self._viewed(F.Permute.apply(self, order=order), ("permute", order))
+    return self if order == tuple(range(self.ndim)) else self._viewed(function.Permute.apply(self, order=order), ("permute", order))
 
   def transpose(self: Tensor, dim0: int = 1, dim1: int = 0) -> Tensor:
     """Swap two dims (PyTorch's transpose; numpy's transpose(axes) is permute(axes))."""
@@ -87,7 +87,7 @@ class MovementOps:
     new = tuple(f if s == -1 else s for s, f in zip(shape, full))
     if any(f != n and f != 1 for f, n in zip(full, new)): raise ValueError(f"cannot expand shape {self.shape} to {shape}")
     t = self.reshape(full)
-    return t if new == t.shape else self._viewed(F.Expand.apply(t, shape=new), ("expand", new))
+    return t if new == t.shape else self._viewed(function.Expand.apply(t, shape=new), ("expand", new))
 
   def pad(self: Tensor, padding, value: float = 0.0) -> Tensor:
     """padding: ((before, after), ...) per dim from the first, or None for a dim; negative values crop."""
@@ -99,9 +99,9 @@ class MovementOps:
     t = self.shrink(crop)
     pads = tuple((max(0, b), max(0, a)) for b, a in padding)
     if all(p == (0, 0) for p in pads): return t
-    out = F.Pad.apply(t, pads=pads)
+    out = function.Pad.apply(t, pads=pads)
     if value == 0: return out
-    inside = F.Pad.apply(t.ones_like(dtype=dtypes.bool), pads=pads)
+    inside = function.Pad.apply(t.ones_like(dtype=dtypes.bool), pads=pads)
     return inside.where(out, value)
 
   def shrink(self: Tensor, bounds) -> Tensor:
@@ -109,14 +109,14 @@ class MovementOps:
     bounds = tuple((0, n) if b is None else tuple(b) for b, n in zip(bounds, self.shape)) + tuple((0, n) for n in self.shape[len(bounds):])
     if any(not 0 <= s <= e <= n for (s, e), n in zip(bounds, self.shape)):
       raise ValueError(f"shrink {bounds} is outside the shape {self.shape}")
-    return self if all(b == (0, n) for b, n in zip(bounds, self.shape)) else F.Shrink.apply(self, bounds=bounds)
+    return self if all(b == (0, n) for b, n in zip(bounds, self.shape)) else function.Shrink.apply(self, bounds=bounds)
 
   def flip(self: Tensor, *dims, axis=None) -> Tensor:
     """Reverse the order along dims: flip(0), flip(0, 1), flip([0, 1]) like PyTorch, or numpy's flip(axis=None) (every dim)."""
     if dims and axis is not None: raise TypeError("flip takes dims or numpy's axis=, not both")
     dims = _args(dims) if dims else tuple(range(self.ndim)) if axis is None else axis if isinstance(axis, (tuple, list)) else (axis,)
     axes = tuple(self._axis(a) for a in dims)
-    return F.Flip.apply(self, axes=axes) if axes and self.ndim else self
+    return function.Flip.apply(self, axes=axes) if axes and self.ndim else self
 
   def flatten(self: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     if self.ndim == 0: return self.reshape(1)
@@ -137,7 +137,7 @@ class MovementOps:
     n = self.shape[axis]
     if dilation * (k - 1) + 1 > n:
       raise ValueError(f"window of {k} (dilation {dilation}) does not fit dim {axis} of size {n} in shape {self.shape}")
-    return F.Window.apply(self, axis=axis, k=k, stride=stride, dilation=dilation)
+    return function.Window.apply(self, axis=axis, k=k, stride=stride, dilation=dilation)
 
   def _slice(self: Tensor, axis: int, start: int, stop: int, step: int) -> Tensor:
     """Elements start, start+step, ... (stop exclusive) along one axis; slice.indices() semantics."""

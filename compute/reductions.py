@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from math import prod
 from typing import TYPE_CHECKING, NamedTuple
-from compute import function as F
+from compute import function
 from compute.args import torch_args
 from compute.dtypes import DType, dtypes
 from compute.lazy import Ops
@@ -53,7 +53,7 @@ class ReduceOps(IndexingOps):
   @torch_args
   def sum(self: Tensor, dim=None, keepdim: bool = False, dtype=None) -> Tensor:
     """Integers and bool sum as int64 unless dtype= says otherwise."""
-    return self._widened(dtype)._reduce(F.Sum, dim, keepdim)
+    return self._widened(dtype)._reduce(function.Sum, dim, keepdim)
 
   @torch_args
   def prod(self: Tensor, dim: int | None = None, keepdim: bool = False, dtype=None) -> Tensor:
@@ -105,13 +105,13 @@ class ReduceOps(IndexingOps):
     """The largest values over dim (an int or a tuple; () or None: every dim). NaN propagates; ties share the gradient."""
     dim = None if dim == () else dim
     self._nonempty(dim, "amax")
-    return self._reduce(F.Max, dim, keepdim)
+    return self._reduce(function.Max, dim, keepdim)
 
   @torch_args
   def amin(self: Tensor, dim=(), keepdim: bool = False) -> Tensor:
     dim = None if dim == () else dim
     self._nonempty(dim, "amin")
-    return self._reduce(F.Max, dim, keepdim, op=Ops.MIN)
+    return self._reduce(function.Max, dim, keepdim, op=Ops.MIN)
 
   @torch_args
   def argmax(self: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
@@ -182,12 +182,12 @@ class ReduceOps(IndexingOps):
   @torch_args
   def any(self: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     """Whether any element along dim is nonzero (bool); False over an empty dim."""
-    return self._truth()._reduce(F.Max, dim, keepdim)
+    return self._truth()._reduce(function.Max, dim, keepdim)
 
   @torch_args
   def all(self: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     """Whether every element along dim is nonzero (bool); True over an empty dim."""
-    return self._truth()._reduce(F.Max, dim, keepdim, op=Ops.MIN)
+    return self._truth()._reduce(function.Max, dim, keepdim, op=Ops.MIN)
 
   @torch_args
   def count_nonzero(self: Tensor, dim=None) -> Tensor: return self._truth().sum(dim)

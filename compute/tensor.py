@@ -4,7 +4,7 @@ import math
 from math import prod
 from typing import Any
 import numpy as np
-from compute import function as F
+from compute import function
 from compute.args import torch_args
 from compute.dtypes import DType, dtypes, promote, promote_scalar, check_fits
 from compute.lazy import LazyBuffer, Ops
@@ -55,7 +55,7 @@ class Tensor(InPlaceOps):
   def __init__(self, data: Any, device: str | None = None, dtype: DType | str | None = None, requires_grad: bool = False):
     dtype = dtypes.get(dtype)
     self.grad: Tensor | None = None
-    self._ctx: F.Function | None = None
+    self._ctx: function.Function | None = None
     self.requires_grad = requires_grad
     self._base, self._view, self._views = None, (), None
     if isinstance(data, LazyBuffer):
@@ -183,13 +183,13 @@ class Tensor(InPlaceOps):
     device = Device.canonicalize(device) if device is not None else self.device
     if device != out.device:
       Device[device]   # open it now: an unavailable device is an error here, not at the next realize
-      out = F.Copy.apply(out, device=device)
+      out = function.Copy.apply(out, device=device)
     return out.clone() if copy and out is self else out
 
-  def contiguous(self) -> Tensor: return F.Contiguous.apply(self)
+  def contiguous(self) -> Tensor: return function.Contiguous.apply(self)
   def clone(self) -> Tensor:
     """A copy with its own storage: in-place changes of either do not show in the other; gradients flow back."""
-    return F.Contiguous.apply(self)
+    return function.Contiguous.apply(self)
   def detach(self) -> Tensor:
     """The same values outside the autograd graph; like PyTorch it shares storage: in-place changes show in both."""
     return self._viewed(Tensor._from_lazy(self.lazydata), ("detach",))
@@ -336,7 +336,7 @@ class Tensor(InPlaceOps):
 
   def _float(self) -> Tensor: return self if self.dtype.is_float else self.cast(dtypes.float32)
 
-  def _unary(self, fn: type[F.Function]) -> Tensor: return fn.apply(self._float())
+  def _unary(self, fn: type[function.Function]) -> Tensor: return fn.apply(self._float())
 
   def _cmp(self, op: Ops, other, reverse: bool = False) -> Tensor:
     x, y = self._broadcast(other, reverse)
@@ -345,7 +345,7 @@ class Tensor(InPlaceOps):
   def cast(self, dtype: DType | str) -> Tensor:
     dtype = dtypes.get(dtype)
     if dtype is self.dtype: return self
-    if dtype.is_float and self.dtype.is_float: return F.Cast.apply(self, dtype=dtype)
+    if dtype.is_float and self.dtype.is_float: return function.Cast.apply(self, dtype=dtype)
     return Tensor._from_lazy(self.lazydata.cast(dtype))
   def float(self) -> Tensor: return self.cast(dtypes.float32)
   def double(self) -> Tensor: return self.cast(dtypes.float64)
@@ -359,15 +359,15 @@ class Tensor(InPlaceOps):
   def type_as(self, other: Tensor) -> Tensor: return self.cast(other.dtype)
 
   # --- arithmetic
-  def add(self, x, reverse=False) -> Tensor: return F.Add.apply(*self._broadcast(x, reverse))
+  def add(self, x, reverse=False) -> Tensor: return function.Add.apply(*self._broadcast(x, reverse))
   def sub(self, x, reverse=False) -> Tensor:
     a, b = self._broadcast(x, reverse)
     if a.dtype is dtypes.bool: raise TypeError("subtraction of bool tensors is not supported; use ^ (xor) or cast first")
-    return F.Sub.apply(a, b)
-  def mul(self, x, reverse=False) -> Tensor: return F.Mul.apply(*self._broadcast(x, reverse))
+    return function.Sub.apply(a, b)
+  def mul(self, x, reverse=False) -> Tensor: return function.Mul.apply(*self._broadcast(x, reverse))
   def div(self, x, reverse=False) -> Tensor:
     a, b = self._broadcast(x, reverse)
-    return F.Div.apply(a._float(), b._float())
+    return function.Div.apply(a._float(), b._float())
   def floordiv(self, x, reverse=False) -> Tensor:
     a, b = self._broadcast(x, reverse)
     if a.dtype.is_float: return (a / b).floor()
@@ -393,9 +393,9 @@ class Tensor(InPlaceOps):
     return (e == 0).where(1.0, out)
   def neg(self) -> Tensor:
     if self.dtype is dtypes.bool: raise TypeError("negation of a bool tensor is not supported; use ~ (logical not)")
-    return F.Neg.apply(self)
-  def maximum(self, x) -> Tensor: return F.Maximum.apply(*self._broadcast(x))
-  def minimum(self, x) -> Tensor: return F.Maximum.apply(*self._broadcast(x), op=Ops.MIN)
+    return function.Neg.apply(self)
+  def maximum(self, x) -> Tensor: return function.Maximum.apply(*self._broadcast(x))
+  def minimum(self, x) -> Tensor: return function.Maximum.apply(*self._broadcast(x), op=Ops.MIN)
   def where(self, x=None, y=None):
     """self (a condition) chooses x where true, y where false; x and y broadcast together with it. Without x and y
     (torch.where(cond)): the indices of the true elements, nonzero(as_tuple=True)."""
@@ -409,7 +409,7 @@ class Tensor(InPlaceOps):
     else: y = x._to_tensor(y)
     x, y = x._broadcast(y)
     shape = broadcast_shape(cond.shape, x.shape)
-    return F.Where.apply(cond._expand_to(shape), x._expand_to(shape), y._expand_to(shape))
+    return function.Where.apply(cond._expand_to(shape), x._expand_to(shape), y._expand_to(shape))
   def logical_not(self) -> Tensor: return Tensor._from_lazy(self.bool().lazydata.alu(Ops.NOT))
   def _bitwise(self, op: Ops, x, reverse=False) -> Tensor:
     a, b = self._broadcast(x, reverse)
@@ -451,18 +451,18 @@ class Tensor(InPlaceOps):
     return self ^ (-1 if self.dtype.kind == "i" else self.dtype.max)
 
   # --- unary math
-  def exp(self) -> Tensor: return self._unary(F.Exp)
-  def exp2(self) -> Tensor: return self._unary(F.Exp2)
-  def log(self) -> Tensor: return self._unary(F.Log)
-  def log2(self) -> Tensor: return self._unary(F.Log2)
-  def sqrt(self) -> Tensor: return self._unary(F.Sqrt)
+  def exp(self) -> Tensor: return self._unary(function.Exp)
+  def exp2(self) -> Tensor: return self._unary(function.Exp2)
+  def log(self) -> Tensor: return self._unary(function.Log)
+  def log2(self) -> Tensor: return self._unary(function.Log2)
+  def sqrt(self) -> Tensor: return self._unary(function.Sqrt)
   def rsqrt(self) -> Tensor: return self.sqrt().reciprocal()
-  def sin(self) -> Tensor: return self._unary(F.Sin)
-  def cos(self) -> Tensor: return self._unary(F.Cos)
+  def sin(self) -> Tensor: return self._unary(function.Sin)
+  def cos(self) -> Tensor: return self._unary(function.Cos)
   def tan(self) -> Tensor: return self.sin() / self.cos()
-  def reciprocal(self) -> Tensor: return self._unary(F.Recip)
-  def relu(self) -> Tensor: return F.Relu.apply(self)
-  def sigmoid(self) -> Tensor: return self._unary(F.Sigmoid)
+  def reciprocal(self) -> Tensor: return self._unary(function.Recip)
+  def relu(self) -> Tensor: return function.Relu.apply(self)
+  def sigmoid(self) -> Tensor: return self._unary(function.Sigmoid)
   def tanh(self) -> Tensor: return 2.0 * (2.0 * self._float()).sigmoid() - 1.0
   def gelu(self) -> Tensor:
     """GELU, tanh approximation: 0.5*x*(1 + tanh(sqrt(2/pi)*(x + 0.044715*x^3)))."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 import ctypes, errno
 
 from autogen import kfd
-from autogen.amd import soc15_hw_ip as hw
+from autogen.amd import soc15_hw_ip as hw_ip
 from drivers.system.kernel import KernelInterface
 from drivers.system.dma import host_pages
 from drivers.system.mmio import MMIO, MemMMIO
@@ -16,7 +16,7 @@ from drivers.amd.iface import AMDMemory, QueueDesc, PAGE
 KFD_DEV = "/dev/kfd"
 TOPOLOGY = "/sys/devices/virtual/kfd/kfd/topology/nodes"
 # the IP blocks whose register bases the driver needs, by their IP discovery hardware id (sysfs ip_discovery/die/0/<hw id>)
-HWIDS = {"GC": hw.GC_HWID, "SDMA0": hw.SDMA0_HWID, "NBIO": hw.NBIF_HWID}
+HWIDS = {"GC": hw_ip.GC_HWID, "SDMA0": hw_ip.SDMA0_HWID, "NBIO": hw_ip.NBIF_HWID}
 
 
 def gfx_arch(target_version: int) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING
 
-from autogen.amd import nvd, gc_11_0_0 as gc, nbio_4_3_0 as nbio, soc21_enum as enum
+from autogen.amd import nvd, gc_11_0_0 as gc, nbio_4_3_0 as nbio, soc21_enum
 from drivers.hcq import Queue, Signal
 from drivers.hcq.ring import RingSealed
 if TYPE_CHECKING: from drivers.amd.device import AMDDevice, AMDProgram, AMDKernArgs
@@ -58,7 +58,7 @@ class PM4Queue(Queue):
 
   def _release_mem(self, addr: int, data_sel: int, value: int = 0) -> None:
     self.pkt3(nvd.PACKET3_RELEASE_MEM,
-              nvd.PACKET3_RELEASE_MEM_EVENT_TYPE(enum.CACHE_FLUSH_AND_INV_TS_EVENT) | nvd.PACKET3_RELEASE_MEM_EVENT_INDEX(EVENT_INDEX_EOP)
+              nvd.PACKET3_RELEASE_MEM_EVENT_TYPE(soc21_enum.CACHE_FLUSH_AND_INV_TS_EVENT) | nvd.PACKET3_RELEASE_MEM_EVENT_INDEX(EVENT_INDEX_EOP)
               | RELEASE_GCR,
               nvd.PACKET3_RELEASE_MEM_DATA_SEL(data_sel) | nvd.PACKET3_RELEASE_MEM_INT_SEL(INT_SEL_NONE),
               addr, addr >> 32, value, value >> 32, 0)
@@ -101,7 +101,7 @@ class PM4Queue(Queue):
     initiator = gc.regCOMPUTE_DISPATCH_INITIATOR.encode(COMPUTE_SHADER_EN=1, FORCE_START_AT_000=1, CS_W32_EN=int(kd.wave32))
     grid_at = len(self.words) + 1
     self.pkt3(nvd.PACKET3_DISPATCH_DIRECT, 0, 0, 0, initiator)
-    self.pkt3(nvd.PACKET3_EVENT_WRITE, nvd.EVENT_TYPE(enum.CS_PARTIAL_FLUSH) | nvd.EVENT_INDEX(EVENT_INDEX_PARTIAL_FLUSH))
+    self.pkt3(nvd.PACKET3_EVENT_WRITE, nvd.EVENT_TYPE(soc21_enum.CS_PARTIAL_FLUSH) | nvd.EVENT_INDEX(EVENT_INDEX_PARTIAL_FLUSH))
     tmpl, self.words = self.words, saved
     return tmpl, user_at, grid_at
 

@@ -6,7 +6,7 @@ the SMU updates its table (MetricsCounter advances between two readings); otherw
 from __future__ import annotations
 from dataclasses import dataclass, field
 
-from autogen.amd import smu13_driver_if_v13_0_0 as drv
+from autogen.amd import smu13_driver_if_v13_0_0 as smu_if
 from drivers.system import list_pci, open_model, list_models, SysfsPCIDevice, PCIDevice, PCIInfo
 from drivers.system.pci import MOCK_BUS
 from drivers.system.registry import Usage
@@ -15,9 +15,9 @@ from drivers.amd.am.core import AMCore, NotBootedError
 from drivers.amd import AM_DEVICE_IDS, PCI_VENDOR, LOCK_PREFIX, VENDOR
 
 BUSY_THRESHOLD = 15          # % activity above which the pre-deep-sleep clock is the one to show (SMU 13.0.0)
-TEMPS = {"edge": drv.TEMP_EDGE, "hotspot": drv.TEMP_HOTSPOT, "mem": drv.TEMP_MEM}
-VOLTAGES = {"gfx": drv.SVI_PLANE_GFX, "soc": drv.SVI_PLANE_SOC, "mem": drv.SVI_PLANE_VMEMP}
-THROTTLERS = {v: k[len("THROTTLER_"):-len("_BIT")] for k, v in vars(drv).items() if k.startswith("THROTTLER_") and k.endswith("_BIT")}
+TEMPS = {"edge": smu_if.TEMP_EDGE, "hotspot": smu_if.TEMP_HOTSPOT, "mem": smu_if.TEMP_MEM}
+VOLTAGES = {"gfx": smu_if.SVI_PLANE_GFX, "soc": smu_if.SVI_PLANE_SOC, "mem": smu_if.SVI_PLANE_VMEMP}
+THROTTLERS = {v: k[len("THROTTLER_"):-len("_BIT")] for k, v in vars(smu_if).items() if k.startswith("THROTTLER_") and k.endswith("_BIT")}
 
 
 @dataclass

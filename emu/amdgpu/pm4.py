@@ -20,7 +20,7 @@ field value below that a compute queue cannot use or the model does not model.
 from __future__ import annotations
 import numpy as np
 
-from autogen.amd import nvd, soc21_enum as enum
+from autogen.amd import nvd, soc21_enum
 from emu.ring import RingError, Stalled
 from emu.amdgpu.engine import GPUEngine
 from emu.amdgpu.gpu import GPUModel
@@ -195,9 +195,9 @@ ACQUIRE_GCR = {"GLI_INV": (0, 2), "GL1_RANGE": (2, 2), "GLM_WB": (4, 1), "GLM_IN
 RELEASE_GCR = {"GLM_WB": (12, 1), "GLM_INV": (13, 1), "GLV_INV": (14, 1), "GL1_INV": (15, 1), "GL2_US": (16, 1),
                "GL2_RANGE": (17, 2), "GL2_DISCARD": (19, 1), "GL2_INV": (20, 1), "GL2_WB": (21, 1), "SEQ": (22, 2)}
 EVENT_INDEX_EOP, EVENT_INDEX_EOS = 5, 6     # RELEASE_MEM event index: end of pipe (*_TS events), end of shader (*_DONE)
-RELEASE_EVENTS = {EVENT_INDEX_EOP: (enum.CACHE_FLUSH_TS, enum.CACHE_FLUSH_AND_INV_TS_EVENT, enum.BOTTOM_OF_PIPE_TS),
-                  EVENT_INDEX_EOS: (enum.CS_DONE,)}   # the graphics ones (PS_DONE, FLUSH_AND_INV_CB_DATA_TS, ...) excluded
-EVENT_NAMES = {v: k for k, v in vars(enum).items() if k in ("CACHE_FLUSH_TS", "CACHE_FLUSH_AND_INV_TS_EVENT", "BOTTOM_OF_PIPE_TS",
+RELEASE_EVENTS = {EVENT_INDEX_EOP: (soc21_enum.CACHE_FLUSH_TS, soc21_enum.CACHE_FLUSH_AND_INV_TS_EVENT, soc21_enum.BOTTOM_OF_PIPE_TS),
+                  EVENT_INDEX_EOS: (soc21_enum.CS_DONE,)}   # the graphics ones (PS_DONE, FLUSH_AND_INV_CB_DATA_TS, ...) excluded
+EVENT_NAMES = {v: k for k, v in vars(soc21_enum).items() if k in ("CACHE_FLUSH_TS", "CACHE_FLUSH_AND_INV_TS_EVENT", "BOTTOM_OF_PIPE_TS",
                                                            "CS_DONE", "PS_DONE", "CS_PARTIAL_FLUSH", "FLUSH_AND_INV_CB_DATA_TS")}
 # RELEASE_MEM DATA_SEL: 0 none, 1 low 32 bits of the data, 2 64-bit data, 3 64-bit GPU clock, 4 64-bit system clock
 # (the model has one 100 MHz counter for both); 5 GDS data; 6-7 reserved

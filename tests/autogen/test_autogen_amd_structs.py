@@ -1,6 +1,6 @@
 """AMD structs and packet helpers: MQD offsets against the header's own offset comments, plus documented facts."""
 import ctypes, re
-from autogen.amd import (amdgpu_ucode, discovery, nvd, psp_gfx_if, sdma_v6_0_0_pkt_open as sdma, smu13_driver_if_v13_0_0 as smu_if,
+from autogen.amd import (amdgpu_ucode, discovery, nvd, psp_gfx_if, sdma_v6_0_0_pkt_open as sdma_defs, smu13_driver_if_v13_0_0 as smu_if,
                          smu_v13_0_0_ppsmc as ppsmc, soc15_hw_ip, soc15_ih_clientid, soc21_enum, v11_structs)
 from autogen_probe import packages
 
@@ -28,10 +28,11 @@ def test_pm4_type3_header_encoding():
 
 
 def test_sdma6_copy_linear_header():
-  header = sdma.SDMA_PKT_COPY_LINEAR_HEADER_OP(sdma.SDMA_OP_COPY) | sdma.SDMA_PKT_COPY_LINEAR_HEADER_SUB_OP(sdma.SDMA_SUBOP_COPY_LINEAR)
-  assert (sdma.SDMA_OP_COPY, sdma.SDMA_SUBOP_COPY_LINEAR, header) == (1, 0, 0x1)
-  assert sdma.SDMA_PKT_COPY_LINEAR_HEADER_OP(0x1FF) == 0xFF  # helpers mask to the field width
-  assert sdma.SDMA_OP_FENCE == 5 and sdma.SDMA_OP_TRAP == 6 and sdma.SDMA_OP_POLL_REGMEM == 8
+  header = (sdma_defs.SDMA_PKT_COPY_LINEAR_HEADER_OP(sdma_defs.SDMA_OP_COPY)
+            | sdma_defs.SDMA_PKT_COPY_LINEAR_HEADER_SUB_OP(sdma_defs.SDMA_SUBOP_COPY_LINEAR))
+  assert (sdma_defs.SDMA_OP_COPY, sdma_defs.SDMA_SUBOP_COPY_LINEAR, header) == (1, 0, 0x1)
+  assert sdma_defs.SDMA_PKT_COPY_LINEAR_HEADER_OP(0x1FF) == 0xFF  # helpers mask to the field width
+  assert sdma_defs.SDMA_OP_FENCE == 5 and sdma_defs.SDMA_OP_TRAP == 6 and sdma_defs.SDMA_OP_POLL_REGMEM == 8
 
 
 def test_discovery_and_firmware_headers():

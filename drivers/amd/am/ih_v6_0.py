@@ -4,7 +4,7 @@ amdgpu_ih.c's decode)."""
 from __future__ import annotations
 from dataclasses import dataclass
 import numpy as np
-from autogen.amd import osssys_6_0_0 as oss, soc15_ih_clientid as cid, irqsrcs_gfx_11_0_0 as src
+from autogen.amd import osssys_6_0_0 as oss, soc15_ih_clientid as ih_client, irqsrcs_gfx_11_0_0 as irq_src
 from drivers.amd.am.ip_block import IPBlock
 
 RING_SIZE = 256 << 10
@@ -29,15 +29,15 @@ class Entry:
   @property
   def is_fault(self) -> bool:
     """Completion interrupts (end of pipe, SDMA trap) are not errors; everything else the driver raised is."""
-    return self.source not in (src.GFX_11_0_0__SRCID__CP_EOP_INTERRUPT, src.GFX_11_0_0__SRCID__SDMA_TRAP)
+    return self.source not in (irq_src.GFX_11_0_0__SRCID__CP_EOP_INTERRUPT, irq_src.GFX_11_0_0__SRCID__SDMA_TRAP)
 
   def describe(self) -> str:
-    if self.client in (cid.SOC21_IH_CLIENTID_GFX, cid.SOC21_IH_CLIENTID_VMC) and self.source == src.GFX_11_0_0__SRCID__UTCL2_FAULT:
+    if self.client in (ih_client.SOC21_IH_CLIENTID_GFX, ih_client.SOC21_IH_CLIENTID_VMC) and self.source == irq_src.GFX_11_0_0__SRCID__UTCL2_FAULT:
       va = self.data[0] << 12 | (self.data[1] & 0xF) << 44
-      hub = "GC" if self.client == cid.SOC21_IH_CLIENTID_GFX else "MM"
+      hub = "GC" if self.client == ih_client.SOC21_IH_CLIENTID_GFX else "MM"
       return f"GPU page fault at {va:#x} ({'write' if self.data[1] & 0x20 else 'read'}, {hub} hub, vmid {self.vmid})"
-    if self.source == src.GFX_11_0_0__SRCID__SQ_INTERRUPT_ID: return f"shader (SQ) error interrupt, data {self.data[0]:#x}"
-    if self.source == src.GFX_11_0_0__SRCID__CP_BAD_OPCODE_ERROR: return "the command processor met a bad PM4 opcode"
+    if self.source == irq_src.GFX_11_0_0__SRCID__SQ_INTERRUPT_ID: return f"shader (SQ) error interrupt, data {self.data[0]:#x}"
+    if self.source == irq_src.GFX_11_0_0__SRCID__CP_BAD_OPCODE_ERROR: return "the command processor met a bad PM4 opcode"
     return f"interrupt from client {self.client:#x} source {self.source} (data {', '.join(hex(d) for d in self.data)})"
 
 

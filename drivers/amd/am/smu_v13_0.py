@@ -3,7 +3,7 @@ mailbox, DPM clock levels, power limit, the metrics table, and the mode-1 reset 
 smu_v13_0_0_ppsmc.h, smu13_driver_if_v13_0_0.h)."""
 from __future__ import annotations
 import ctypes, time
-from autogen.amd import mp_13_0_0 as mp, smu_v13_0_0_ppsmc as msg, smu13_driver_if_v13_0_0 as drv
+from autogen.amd import mp_13_0_0 as mp, smu_v13_0_0_ppsmc as ppsmc, smu13_driver_if_v13_0_0 as smu_if
 from drivers.amd.am.ip_block import IPBlock
 
 TABLE_SIZE = 16 << 10
@@ -12,7 +12,7 @@ MSG, PARAM, RESP = mp.regMP1_SMN_C2PMSG_66, mp.regMP1_SMN_C2PMSG_82, mp.regMP1_S
 DEBUG_MSG, DEBUG_PARAM, DEBUG_RESP = mp.regMP1_SMN_C2PMSG_75, mp.regMP1_SMN_C2PMSG_53, mp.regMP1_SMN_C2PMSG_54
 # debug-mailbox message (smu_v13_0_0_ppt.c DEBUGSMC_MSG_Mode1Reset)
 DEBUGSMC_MSG_MODE1_RESET = 2
-CLOCKS = {"gfx": drv.PPCLK_GFXCLK, "soc": drv.PPCLK_SOCCLK, "mem": drv.PPCLK_UCLK, "fclk": drv.PPCLK_FCLK}
+CLOCKS = {"gfx": smu_if.PPCLK_GFXCLK, "soc": smu_if.PPCLK_SOCCLK, "mem": smu_if.PPCLK_UCLK, "fclk": smu_if.PPCLK_FCLK}
 LEVEL_COUNT = 0xFF               # GetDpmFreqByIndex index that asks for the number of levels (smu_v13_0_get_dpm_level_count)
 FREQ_MASK = 0x7FFFFFFF           # the answer's value bits; bit 31 flags fine-grained DPM (smu_v13_0_get_fine_grained_status)
 
@@ -38,14 +38,14 @@ class SMUv13_0(IPBlock):
     while (resp := self.r(RESP)) == 0:
       if time.monotonic() > deadline: raise TimeoutError(f"{a.pci.bus}: SMU message {message:#x} timeout")
       time.sleep(1e-5)
-    if resp != msg.PPSMC_Result_OK:
-      why = {msg.PPSMC_Result_UnknownCmd: "unknown command", msg.PPSMC_Result_CmdRejectedPrereq: "rejected (prerequisite)",
-             msg.PPSMC_Result_CmdRejectedBusy: "rejected (busy)"}.get(resp, "failed")
+    if resp != ppsmc.PPSMC_Result_OK:
+      why = {ppsmc.PPSMC_Result_UnknownCmd: "unknown command", ppsmc.PPSMC_Result_CmdRejectedPrereq: "rejected (prerequisite)",
+             ppsmc.PPSMC_Result_CmdRejectedBusy: "rejected (busy)"}.get(resp, "failed")
       raise SMUError(f"{a.pci.bus}: SMU message {message:#x} (param {param:#x}) {why}: response {resp:#x}")
     return self.r(PARAM)
 
   def alive(self) -> bool:
-    try: self.send(msg.PPSMC_MSG_GetSmuVersion, timeout=0.1)
+    try: self.send(ppsmc.PPSMC_MSG_GetSmuVersion, timeout=0.1)
     except (TimeoutError, SMUError): return False
     return self.r(RESP) != 0
 
@@ -60,15 +60,15 @@ class SMUv13_0(IPBlock):
     """Tell the firmware where the driver table is, then enable every feature (smu_v13_0_set_driver_table_location,
     smu_v13_0_system_features_control)."""
     mc = self.core.mc(self.table)
-    self.send(msg.PPSMC_MSG_SetDriverDramAddrHigh, mc >> 32)
-    self.send(msg.PPSMC_MSG_SetDriverDramAddrLow, mc & 0xFFFFFFFF)
-    self.send(msg.PPSMC_MSG_EnableAllSmuFeatures)
+    self.send(ppsmc.PPSMC_MSG_SetDriverDramAddrHigh, mc >> 32)
+    self.send(ppsmc.PPSMC_MSG_SetDriverDramAddrLow, mc & 0xFFFFFFFF)
+    self.send(ppsmc.PPSMC_MSG_EnableAllSmuFeatures)
 
   def levels(self, clk: str) -> list[int]:
     """The DPM levels (MHz) of one clock, queried once: the count, then each level."""
     if clk not in self.dpm:
-      n = self.send(msg.PPSMC_MSG_GetDpmFreqByIndex, CLOCKS[clk] << 16 | LEVEL_COUNT) & FREQ_MASK
-      self.dpm[clk] = [self.send(msg.PPSMC_MSG_GetDpmFreqByIndex, CLOCKS[clk] << 16 | i) & FREQ_MASK for i in range(n)]
+      n = self.send(ppsmc.PPSMC_MSG_GetDpmFreqByIndex, CLOCKS[clk] << 16 | LEVEL_COUNT) & FREQ_MASK
+      self.dpm[clk] = [self.send(ppsmc.PPSMC_MSG_GetDpmFreqByIndex, CLOCKS[clk] << 16 | i) & FREQ_MASK for i in range(n)]
     return self.dpm[clk]
 
   def late_init(self) -> None: self.set_clocks(-1)
@@ -78,15 +78,15 @@ class SMUv13_0(IPBlock):
     """Pin every clock's soft min and max to one DPM level (-1: the highest, 0: the lowest)."""
     for clk in ("mem", "fclk", "soc", "gfx"):
       mhz = self.levels(clk)[level]
-      self.send(msg.PPSMC_MSG_SetSoftMinByFreq, CLOCKS[clk] << 16 | mhz)
-      self.send(msg.PPSMC_MSG_SetSoftMaxByFreq, CLOCKS[clk] << 16 | mhz)
+      self.send(ppsmc.PPSMC_MSG_SetSoftMinByFreq, CLOCKS[clk] << 16 | mhz)
+      self.send(ppsmc.PPSMC_MSG_SetSoftMaxByFreq, CLOCKS[clk] << 16 | mhz)
 
-  def set_power_limit(self, watts: int) -> None: self.send(msg.PPSMC_MSG_SetPptLimit, watts)
-  def power_limit(self) -> int: return self.send(msg.PPSMC_MSG_GetPptLimit)
+  def set_power_limit(self, watts: int) -> None: self.send(ppsmc.PPSMC_MSG_SetPptLimit, watts)
+  def power_limit(self) -> int: return self.send(ppsmc.PPSMC_MSG_GetPptLimit)
 
-  def metrics(self) -> drv.SmuMetrics_t:
+  def metrics(self) -> smu_if.SmuMetrics_t:
     """The SMU's metrics table, transferred to the driver table in VRAM and read from there."""
-    self.send(msg.PPSMC_MSG_TransferTableSmu2Dram, drv.TABLE_SMU_METRICS)
+    self.send(ppsmc.PPSMC_MSG_TransferTableSmu2Dram, smu_if.TABLE_SMU_METRICS)
     self.core.hdp_flush()
-    raw = bytes(self.core.vram[self.table:self.table + ctypes.sizeof(drv.SmuMetricsExternal_t)])
-    return drv.SmuMetricsExternal_t.from_buffer_copy(raw).SmuMetrics
+    raw = bytes(self.core.vram[self.table:self.table + ctypes.sizeof(smu_if.SmuMetricsExternal_t)])
+    return smu_if.SmuMetricsExternal_t.from_buffer_copy(raw).SmuMetrics

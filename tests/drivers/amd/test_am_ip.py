@@ -128,6 +128,6 @@ def test_every_register_access_in_drivers_amd_names_its_generated_register():
   found = {str(p.relative_to(root)): names for p in sorted(root.rglob("*.py")) if (names := computed_names(p.read_text()))}
   assert found == {}
   source = "\n".join(p.read_text() for p in root.rglob("*.py"))
-  for reg in ("gc.regGCVM_L2_CNTL3", "mm.regMMVM_L2_CNTL3", "mp.regMP1_SMN_C2PMSG_90", "mp.regMP0_SMN_C2PMSG_81",
+  for reg in ("gc.regGCVM_L2_CNTL3", "mmhub.regMMVM_L2_CNTL3", "mp.regMP1_SMN_C2PMSG_90", "mp.regMP0_SMN_C2PMSG_81",
               "oss.regIH_RB_BASE_RING1", "gc.regGCVM_INVALIDATE_ENG17_REQ"):
     assert reg in source, f"{reg} is not named anywhere in drivers/amd"
