@@ -157,6 +157,17 @@ def test_unique_and_searchsorted():
 
 
 # --- errors
+def test_one_hot_is_int64_and_factories_with_dtype_none_give_the_default_float():
+  idx = np.array([[0, 3], [2, 1]], np.int32)
+  oh = Tensor(idx).one_hot(5)
+  assert oh.dtype is dtypes.int64
+  np.testing.assert_array_equal(oh.numpy(), np.eye(5, dtype=np.int64)[idx])
+  for make, fill in ((Tensor.ones, 1.0), (Tensor.zeros, 0.0)):
+    assert make(2, 3, dtype=None).dtype is make(2, 3).dtype is dtypes.default_float
+    np.testing.assert_array_equal(make((2, 3), dtype=None).numpy(), np.full((2, 3), fill, np.float32))
+  assert Tensor.ones(2, dtype=dtypes.int64).dtype is dtypes.int64
+
+
 @pytest.mark.parametrize("call,err,match", [
   (lambda t: t.var(ddof=1), TypeError, r"var\(\) takes PyTorch's arguments: use correction= \(or unbiased=\), not numpy's ddof="),
   (lambda t: t.sum(out=t), TypeError, r"out= is not supported"),
