@@ -138,8 +138,10 @@ class ReduceOps(IndexingOps):
 
   @torch_args
   def mean(self: Tensor, dim=None, keepdim: bool = False, dtype=None) -> Tensor:
-    """Integers average as float32 (PyTorch refuses them); dtype= computes in that float type."""
-    t = self.cast(dtype) if dtype is not None else self._float()
+    """Average over dim of a float tensor; dtype= computes in that float type. Integers and bool are refused, like PyTorch."""
+    t = self.cast(dtype) if dtype is not None else self
+    if not t.dtype.is_float:
+      raise TypeError(f"mean needs a float tensor, got {t.dtype.name}: convert it first, as t.float().mean(), or pass a float dtype=")
     n = prod(self.shape[a] for a in self._axes(dim))
     s = t.sum(dim, keepdim)
     return s / n if n else s * float("nan")

@@ -168,6 +168,17 @@ def test_one_hot_is_int64_and_factories_with_dtype_none_give_the_default_float()
   assert Tensor.ones(2, dtype=dtypes.int64).dtype is dtypes.int64
 
 
+def test_mean_refuses_integers_like_pytorch_and_takes_a_float_dtype():
+  a = RNG.integers(-9, 9, (3, 5)).astype(np.int32)
+  for t in (Tensor(a), Tensor(a > 0)):
+    with pytest.raises(TypeError, match=rf"mean needs a float tensor, got {t.dtype.name}: convert it first, as t.float\(\).mean\(\)"): t.mean(1)
+  with pytest.raises(TypeError, match="mean needs a float tensor, got int64"): Tensor(a).mean(dtype=dtypes.int64)
+  np.testing.assert_allclose(Tensor(a).float().mean(1).numpy(), a.mean(1), rtol=1e-6)
+  got = Tensor(a).mean(0, dtype=dtypes.float64)
+  assert got.dtype is dtypes.float64
+  np.testing.assert_allclose(got.numpy(), a.mean(0))
+
+
 @pytest.mark.parametrize("call,err,match", [
   (lambda t: t.var(ddof=1), TypeError, r"var\(\) takes PyTorch's arguments: use correction= \(or unbiased=\), not numpy's ddof="),
   (lambda t: t.sum(out=t), TypeError, r"out= is not supported"),
