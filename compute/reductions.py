@@ -210,6 +210,7 @@ class ReduceOps(IndexingOps):
   @torch_args
   def logsumexp(self: Tensor, dim=-1, keepdim: bool = False) -> Tensor:
     m = self.amax(dim, keepdim=True).detach()
+    m = m.isinf().where(0.0, m)        # an all -inf (or a +inf) row: shifting by m would give inf - inf = NaN
     out = (self - m).exp().sum(dim, keepdim=True).log() + m
     return out if keepdim else self._dropped(out, dim)
 

@@ -179,6 +179,16 @@ def test_mean_refuses_integers_like_pytorch_and_takes_a_float_dtype():
   np.testing.assert_allclose(got.numpy(), a.mean(0))
 
 
+def test_logsumexp_of_an_all_minus_inf_row_is_minus_inf_and_its_backward_still_works():
+  x = np.array([[-np.inf, -np.inf, -np.inf], [1.0, 2.0, -np.inf], [np.inf, 0.0, 1.0]], np.float32)
+  with np.errstate(divide="ignore"): want = np.log(np.exp(x.astype(np.float64)).sum(1))
+  np.testing.assert_allclose(Tensor(x).logsumexp(1).numpy(), want, rtol=1e-6)
+  t = Tensor(x[1:2], requires_grad=True)
+  t.logsumexp(1).sum().backward()
+  np.testing.assert_allclose(t.grad.numpy(), np.exp(x[1:2] - want[1]), rtol=1e-6)     # softmax: 0 at the -inf
+  check([(2, 3, 4)], lambda a: a.logsumexp((0, 2), keepdim=True), lambda a: np.log(np.exp(a).sum((0, 2), keepdims=True)))
+
+
 @pytest.mark.parametrize("call,err,match", [
   (lambda t: t.var(ddof=1), TypeError, r"var\(\) takes PyTorch's arguments: use correction= \(or unbiased=\), not numpy's ddof="),
   (lambda t: t.sum(out=t), TypeError, r"out= is not supported"),
