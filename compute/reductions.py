@@ -198,7 +198,10 @@ class ReduceOps(IndexingOps):
   def norm(self: Tensor, p="fro", dim=None, keepdim: bool = False, dtype=None) -> Tensor:
     """The vector p-norm over dim (every dim if None): p = 'fro' or 2, 1, inf, -inf, 0 (count of nonzeros), any number."""
     x = self.cast(dtype) if dtype is not None else self._float()
-    if p in ("fro", 2): return (x * x).sum(dim, keepdim).sqrt()
+    if p in ("fro", 2):
+      s = (x * x).sum(dim, keepdim)
+      zero = s == 0       # the gradient of a zero norm is 0 (PyTorch's), not 0 * inf = NaN: the root of 1 there, then 0
+      return zero.where(0.0, (s + zero).sqrt())
     if isinstance(p, str) or not isinstance(p, (int, float)):
       raise ValueError(f"norm p={p!r} is not supported: use 'fro', a number, inf or -inf (the nuclear norm needs an SVD)")
     if p == math.inf: return x.abs().amax(dim, keepdim)

@@ -189,6 +189,22 @@ def test_logsumexp_of_an_all_minus_inf_row_is_minus_inf_and_its_backward_still_w
   check([(2, 3, 4)], lambda a: a.logsumexp((0, 2), keepdim=True), lambda a: np.log(np.exp(a).sum((0, 2), keepdims=True)))
 
 
+@pytest.mark.parametrize("p", ["fro", 2, 3, 1.5])
+def test_norm_gradient_at_a_zero_input_is_zero_like_pytorch(p):
+  x = np.array([[0.0, 0.0, 0.0], [3.0, -4.0, 1.0]], np.float32)
+  t = Tensor(x, requires_grad=True)
+  n = t.norm(p, dim=1)
+  n.sum().backward()
+  q = 2 if p == "fro" else p
+  want = np.sum(np.abs(x.astype(np.float64)) ** q, 1) ** (1 / q)
+  np.testing.assert_allclose(n.numpy(), want, rtol=1e-6)
+  # d||x||_q/dx = sign(x) |x|^(q-1) / ||x||^(q-1), and 0 at a zero norm
+  np.testing.assert_allclose(t.grad.numpy(), [[0.0] * 3, np.sign(x[1]) * np.abs(x[1]) ** (q - 1) / want[1] ** (q - 1)], rtol=1e-5)
+  z = Tensor(np.zeros((2, 3), np.float64), requires_grad=True)
+  z.norm(p).backward()
+  assert z.norm(p).dtype is dtypes.float64 and z.grad.numpy().tolist() == [[0.0] * 3] * 2
+
+
 @pytest.mark.parametrize("call,err,match", [
   (lambda t: t.var(ddof=1), TypeError, r"var\(\) takes PyTorch's arguments: use correction= \(or unbiased=\), not numpy's ddof="),
   (lambda t: t.sum(out=t), TypeError, r"out= is not supported"),
