@@ -151,11 +151,11 @@ class NNOps(ReduceOps):
 
   # --- losses
   def one_hot(self: Tensor, num_classes: int) -> Tensor:
-    """int32 (..., num_classes) with a 1 at each index; an index outside 0..num_classes-1 is an error."""
+    """int64 (..., num_classes) with a 1 (PyTorch's dtype) at each index; an index outside 0..num_classes-1 is an error."""
     if not self.dtype.is_int: raise TypeError(f"one_hot needs integer class indices, got {self.dtype.name}")
     if self.numel() and ((r := self._int_range())[0] < 0 or r[1] >= num_classes):
       raise IndexError(f"one_hot: class index {r[0] if r[0] < 0 else r[1]} is out of range for {num_classes} classes")
-    return (self.unsqueeze(-1) == type(self).arange(num_classes, device=self.device)).cast(dtypes.int32)
+    return (self.unsqueeze(-1) == type(self).arange(num_classes, device=self.device)).cast(dtypes.int64)
 
   def cross_entropy(self: Tensor, target: Tensor, reduction: str = "mean", label_smoothing: float = 0.0,
                     ignore_index: int = -100) -> Tensor:

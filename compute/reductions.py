@@ -138,8 +138,10 @@ class ReduceOps(IndexingOps):
 
   @torch_args
   def mean(self: Tensor, dim=None, keepdim: bool = False, dtype=None) -> Tensor:
-    """Integers average as float32 (PyTorch refuses them); dtype= computes in that float type."""
-    t = self.cast(dtype) if dtype is not None else self._float()
+    """Average over dim of a float tensor; dtype= computes in that float type. Integers and bool are refused, like PyTorch."""
+    t = self.cast(dtype) if dtype is not None else self
+    if not t.dtype.is_float:
+      raise TypeError(f"mean needs a float tensor, got {t.dtype.name}: convert it first, as t.float().mean(), or pass a float dtype=")
     n = prod(self.shape[a] for a in self._axes(dim))
     s = t.sum(dim, keepdim)
     return s / n if n else s * float("nan")
@@ -196,7 +198,10 @@ class ReduceOps(IndexingOps):
   def norm(self: Tensor, p="fro", dim=None, keepdim: bool = False, dtype=None) -> Tensor:
     """The vector p-norm over dim (every dim if None): p = 'fro' or 2, 1, inf, -inf, 0 (count of nonzeros), any number."""
     x = self.cast(dtype) if dtype is not None else self._float()
-    if p in ("fro", 2): return (x * x).sum(dim, keepdim).sqrt()
+    if p in ("fro", 2):
+      s = (x * x).sum(dim, keepdim)
+      zero = s == 0       # the gradient of a zero norm is 0 (PyTorch's), not 0 * inf = NaN: the root of 1 there, then 0
+      return zero.where(0.0, (s + zero).sqrt())
     if isinstance(p, str) or not isinstance(p, (int, float)):
       raise ValueError(f"norm p={p!r} is not supported: use 'fro', a number, inf or -inf (the nuclear norm needs an SVD)")
     if p == math.inf: return x.abs().amax(dim, keepdim)
@@ -208,6 +213,7 @@ class ReduceOps(IndexingOps):
   @torch_args
   def logsumexp(self: Tensor, dim=-1, keepdim: bool = False) -> Tensor:
     m = self.amax(dim, keepdim=True).detach()
+    m = m.isinf().where(0.0, m)        # an all -inf (or a +inf) row: shifting by m would give inf - inf = NaN
     out = (self - m).exp().sum(dim, keepdim=True).log() + m
     return out if keepdim else self._dropped(out, dim)
 

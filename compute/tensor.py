@@ -206,9 +206,9 @@ class Tensor(InPlaceOps):
     return t
 
   @staticmethod
-  def zeros(*shape, **kw) -> Tensor: return Tensor.full(_shape_arg(shape), 0.0 if "dtype" not in kw else 0, **kw)
+  def zeros(*shape, **kw) -> Tensor: return Tensor.full(_shape_arg(shape), 0.0 if kw.get("dtype") is None else 0, **kw)
   @staticmethod
-  def ones(*shape, **kw) -> Tensor: return Tensor.full(_shape_arg(shape), 1.0 if "dtype" not in kw else 1, **kw)
+  def ones(*shape, **kw) -> Tensor: return Tensor.full(_shape_arg(shape), 1.0 if kw.get("dtype") is None else 1, **kw)
   def zeros_like(self, **kw) -> Tensor: return Tensor.full(self.shape, 0, **{"dtype": self.dtype, "device": self.device, **kw})
   def ones_like(self, **kw) -> Tensor: return Tensor.full(self.shape, 1, **{"dtype": self.dtype, "device": self.device, **kw})
   def full_like(self, fill: Scalar, **kw) -> Tensor: return Tensor.full(self.shape, fill, **{"dtype": self.dtype, "device": self.device, **kw})

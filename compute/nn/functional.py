@@ -341,7 +341,7 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
   if num_classes == -1:
     if not tensor.numel(): raise ValueError("one_hot cannot infer the number of classes from an empty tensor; pass num_classes")
     num_classes = int(tensor.max().item()) + 1
-  return tensor.one_hot(num_classes).cast(dtypes.int64)
+  return tensor.one_hot(num_classes)
 
 
 def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:

@@ -157,6 +157,54 @@ def test_unique_and_searchsorted():
 
 
 # --- errors
+def test_one_hot_is_int64_and_factories_with_dtype_none_give_the_default_float():
+  idx = np.array([[0, 3], [2, 1]], np.int32)
+  oh = Tensor(idx).one_hot(5)
+  assert oh.dtype is dtypes.int64
+  np.testing.assert_array_equal(oh.numpy(), np.eye(5, dtype=np.int64)[idx])
+  for make, fill in ((Tensor.ones, 1.0), (Tensor.zeros, 0.0)):
+    assert make(2, 3, dtype=None).dtype is make(2, 3).dtype is dtypes.default_float
+    np.testing.assert_array_equal(make((2, 3), dtype=None).numpy(), np.full((2, 3), fill, np.float32))
+  assert Tensor.ones(2, dtype=dtypes.int64).dtype is dtypes.int64
+
+
+def test_mean_refuses_integers_like_pytorch_and_takes_a_float_dtype():
+  a = RNG.integers(-9, 9, (3, 5)).astype(np.int32)
+  for t in (Tensor(a), Tensor(a > 0)):
+    with pytest.raises(TypeError, match=rf"mean needs a float tensor, got {t.dtype.name}: convert it first, as t.float\(\).mean\(\)"): t.mean(1)
+  with pytest.raises(TypeError, match="mean needs a float tensor, got int64"): Tensor(a).mean(dtype=dtypes.int64)
+  np.testing.assert_allclose(Tensor(a).float().mean(1).numpy(), a.mean(1), rtol=1e-6)
+  got = Tensor(a).mean(0, dtype=dtypes.float64)
+  assert got.dtype is dtypes.float64
+  np.testing.assert_allclose(got.numpy(), a.mean(0))
+
+
+def test_logsumexp_of_an_all_minus_inf_row_is_minus_inf_and_its_backward_still_works():
+  x = np.array([[-np.inf, -np.inf, -np.inf], [1.0, 2.0, -np.inf], [np.inf, 0.0, 1.0]], np.float32)
+  with np.errstate(divide="ignore"): want = np.log(np.exp(x.astype(np.float64)).sum(1))
+  np.testing.assert_allclose(Tensor(x).logsumexp(1).numpy(), want, rtol=1e-6)
+  t = Tensor(x[1:2], requires_grad=True)
+  t.logsumexp(1).sum().backward()
+  np.testing.assert_allclose(t.grad.numpy(), np.exp(x[1:2] - want[1]), rtol=1e-6)     # softmax: 0 at the -inf
+  check([(2, 3, 4)], lambda a: a.logsumexp((0, 2), keepdim=True), lambda a: np.log(np.exp(a).sum((0, 2), keepdims=True)))
+
+
+@pytest.mark.parametrize("p", ["fro", 2, 3, 1.5])
+def test_norm_gradient_at_a_zero_input_is_zero_like_pytorch(p):
+  x = np.array([[0.0, 0.0, 0.0], [3.0, -4.0, 1.0]], np.float32)
+  t = Tensor(x, requires_grad=True)
+  n = t.norm(p, dim=1)
+  n.sum().backward()
+  q = 2 if p == "fro" else p
+  want = np.sum(np.abs(x.astype(np.float64)) ** q, 1) ** (1 / q)
+  np.testing.assert_allclose(n.numpy(), want, rtol=1e-6)
+  # d||x||_q/dx = sign(x) |x|^(q-1) / ||x||^(q-1), and 0 at a zero norm
+  np.testing.assert_allclose(t.grad.numpy(), [[0.0] * 3, np.sign(x[1]) * np.abs(x[1]) ** (q - 1) / want[1] ** (q - 1)], rtol=1e-5)
+  z = Tensor(np.zeros((2, 3), np.float64), requires_grad=True)
+  z.norm(p).backward()
+  assert z.norm(p).dtype is dtypes.float64 and z.grad.numpy().tolist() == [[0.0] * 3] * 2
+
+
 @pytest.mark.parametrize("call,err,match", [
   (lambda t: t.var(ddof=1), TypeError, r"var\(\) takes PyTorch's arguments: use correction= \(or unbiased=\), not numpy's ddof="),
   (lambda t: t.sum(out=t), TypeError, r"out= is not supported"),
