@@ -15,7 +15,7 @@ from drivers.hcq import Device, Program, KernArgs
 from drivers.amd.compiler import AMDGPUCompiler
 from drivers.amd.elf import load_code_object, CodeObjectError, KCP_DISPATCH_PTR, KCP_KERNARG_SEGMENT_PTR, \
   KCP_PRIVATE_SEGMENT_BUFFER, KCP_QUEUE_PTR, KCP_DISPATCH_ID, KCP_FLAT_SCRATCH_INIT, KCP_PRIVATE_SEGMENT_SIZE
-from drivers.amd.iface import AMDMemory, QueueDesc, PAGE
+from drivers.amd.iface import AMDIface, AMDMemory, QueueDesc, PAGE
 from drivers.amd.pm4 import PM4Queue
 from drivers.amd.sdma import SDMAQueue, NOP as SDMA_NOP
 
@@ -91,7 +91,7 @@ class AMDProgram(Program):
 
 
 class AMDDevice(Device):
-  def __init__(self, name: str, iface):
+  def __init__(self, name: str, iface: AMDIface):
     self.iface, self.arch = iface, iface.arch
     self._mems: list[AMDMemory] = []
     self.compiler = AMDGPUCompiler(self.arch)
@@ -102,7 +102,7 @@ class AMDDevice(Device):
     self.sdma_ring: Ring | None = None
     # the interface flushes the HDP from the host before each doorbell (the AM path); else compute submissions start
     # with the GPU-side flush, encoded once (pm4_hdp_flush)
-    self.host_flushes_hdp = hasattr(iface, "before_doorbell")
+    self.host_flushes_hdp = iface.host_flushes_hdp
     self.pm4_hdp_flush: list[int] | None = None
     try:
       super().__init__(name)
@@ -113,8 +113,8 @@ class AMDDevice(Device):
       self.sdma_ring = self._ring("sdma", unit=1, pad=SDMA_NOP)
       # an interface with placement rules of its own (drivers/amd/usb.py) sizes kernel-argument chunks and copies host
       # data its own way
-      self.kernargs.chunk_size = getattr(iface, "kernarg_chunk", self.kernargs.chunk_size)
-      if (staging := getattr(iface, "staging", None)) is not None: self._staging = staging(self)
+      if iface.kernarg_chunk is not None: self.kernargs.chunk_size = iface.kernarg_chunk
+      if iface.staging is not None: self._staging = iface.staging(self)
       self.ensure_scratch(0)
     except BaseException:   # leave nothing behind: queues, memory, the interface (and with it the device lock)
       for b in list(getattr(self, "_buffers", ())): b.free()
@@ -127,7 +127,7 @@ class AMDDevice(Device):
 
   # --- hardware queues
   def _ring(self, kind: str, unit: int, pad: int | None) -> Ring:
-    desc = self.iface.create_queue(kind, getattr(self.iface, "ring_sizes", {}).get(kind, RING_SIZE))
+    desc = self.iface.create_queue(kind, self.iface.ring_sizes.get(kind, RING_SIZE))
     self._queues.append(desc)
     def doorbell(wptr: int) -> None:
       if self.host_flushes_hdp: self.iface.before_doorbell()
@@ -142,15 +142,11 @@ class AMDDevice(Device):
   def _free(self, mem: AMDMemory) -> None: self.iface.free(mem)
 
   def _bus_pages(self, mem: AMDMemory) -> tuple[list[int], int]:
-    if (pages := getattr(self.iface, "bus_pages", None)) is None:
-      raise NotImplementedError(f"{self.name}: its {type(self.iface).__name__} cannot give peers the bus address of VRAM "
-                                "(the kernel driver would export it as a dma-buf); open the GPU through PCI (PCI+AMD, MOCKPCI+AMD)")
-    return pages(mem), PAGE
+    return self.iface.bus_pages(mem), PAGE
 
   def _import_peer(self, pages: list[int], page_size: int) -> tuple[int, AMDMemory]:
-    if (peer := getattr(self.iface, "import_peer", None)) is None or page_size != PAGE:
-      raise NotImplementedError(f"{self.name}: its {type(self.iface).__name__} cannot map another device's BAR")
-    mem = peer(pages)
+    if page_size != PAGE: raise NotImplementedError(f"{self.name}: {type(self.iface).__name__} maps peers' BARs in {PAGE}-byte pages")
+    mem = self.iface.import_peer(pages)
     return mem.va, mem
 
   def _import_host(self, view: memoryview) -> tuple[int, AMDMemory]:
@@ -169,7 +165,7 @@ class AMDDevice(Device):
       self.iface.free(mem)
 
   def _signal_chunk(self):
-    size = getattr(self.iface, "signal_page", PAGE)
+    size = self.iface.signal_page
     mem = self.alloc_owned(size, uncached=True)
     return mem.view[:size], mem.va
 
@@ -214,13 +210,8 @@ class AMDDevice(Device):
     kernels = [k.kernel.name for k in self.compute_ring.pending() if isinstance(k, AMDKernArgs)] if self.compute_ring else []
     return fault + (f" while running kernel {kernels[0]}" if kernels else "")
 
-  def _refresh(self) -> None:
-    # an interface whose memory the host sees only by reading it back (drivers/amd/usb.py) reads it now
-    if (refresh := getattr(self.iface, "refresh", None)) is not None: refresh()
-
-  def _host_wrote(self) -> None:
-    # ... and writes back what the host changed
-    if (publish := getattr(self.iface, "publish", None)) is not None: publish()
+  def _refresh(self) -> None: self.iface.refresh()
+  def _host_wrote(self) -> None: self.iface.publish()
 
   def _progress(self) -> tuple:
     return tuple(r.rptr for r in (self.compute_ring, self.sdma_ring) if r is not None)

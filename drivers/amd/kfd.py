@@ -11,7 +11,7 @@ from autogen.amd import soc15_hw_ip as hw_ip
 from drivers.system.kernel import KernelInterface
 from drivers.system.dma import host_pages
 from drivers.system.mmio import MMIO, MemMMIO
-from drivers.amd.iface import AMDMemory, QueueDesc, PAGE
+from drivers.amd.iface import AMDIface, AMDMemory, QueueDesc, PAGE
 
 KFD_DEV = "/dev/kfd"
 TOPOLOGY = "/sys/devices/virtual/kfd/kfd/topology/nodes"
@@ -40,7 +40,7 @@ def memory_fault(mem: kfd.kfd_hsa_memory_exception_data) -> str:
   return f"MMU fault at {mem.va:#x} ({'; '.join(why)})"
 
 
-class KFDIface:
+class KFDIface(AMDIface):
   def __init__(self, kernel: KernelInterface, index: int = 0):
     self.k = kernel
     if missing := [p for p in (KFD_DEV, TOPOLOGY) if not kernel.exists(p)]:

@@ -10,14 +10,15 @@ import numpy as np
 
 from drivers.system.pci import PCIDevice
 from drivers.system.mmio import MemMMIO
-from drivers.amd.iface import AMDMemory, QueueDesc
+from drivers.amd.iface import AMDIface, AMDMemory, QueueDesc
 from drivers.amd.am.core import AMCore
 from drivers.amd.am.mm import PAGE
 
 HUGE = 2 << 20
 
 
-class PCIIface:
+class PCIIface(AMDIface):
+  host_flushes_hdp = True
   def __init__(self, pci: PCIDevice):
     self.pci = pci
     try: self.core = AMCore(pci, reset=bool(os.environ.get("HCQ_AM_RESET")))
