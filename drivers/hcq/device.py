@@ -287,7 +287,7 @@ def default_device_name() -> str:
   if real := next((v for v in vendors if v.probe()), None): return real.name
   if (fallback := next((v.emulated for v in vendors if v.emulated), None)) is None:
     raise RuntimeError(f"no DEV set, no hardware found and no emulated device registered; valid forms: {valid_forms()}")
-  others = ", ".join(f"DEV={f}" for f in device_forms() if f != fallback)
+  others = ", ".join(f"DEV={f}" for f in device_forms(kernels_only=True) if f != fallback)
   print(f"hcq: no DEV set and no hardware found; using {fallback}, which is emulated (choose another with {others})",
         file=sys.stderr)
   return fallback

@@ -20,9 +20,10 @@ def available_vendors() -> list[str]:
   return [v.name for v in openable_vendors()]
 
 
-def device_forms() -> list[str]:
-  """Every valid device string without an index: each vendor bare, then with each of its interfaces."""
-  vs = openable_vendors()
+def device_forms(kernels_only: bool = False) -> list[str]:
+  """Every valid device string without an index: each vendor bare, then with each of its interfaces (`kernels_only`:
+  only those of vendors whose devices run kernels)."""
+  vs = [v for v in openable_vendors() if v.kernels or not kernels_only]
   return [v.name for v in vs] + [f"{i}+{v.name}" for v in vs for i in v.interfaces]
 
 

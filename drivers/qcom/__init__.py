@@ -20,4 +20,5 @@ def _open(spec: DeviceSpec) -> QCOMDevice:
   return QCOMDevice("MOCK+QCOM" if mock else "QCOM", KGSL(VENDOR.open_mock("MOCK") if mock else kernel_interface()))
 
 
-VENDOR = Vendor("QCOM", interfaces=("MOCK",), open=_open, single=True, mocks={"MOCK": Mock("kgsl", "kernel")})
+VENDOR = Vendor("QCOM", interfaces=("MOCK",), open=_open, single=True, mocks={"MOCK": Mock("kgsl", "kernel")},
+                kernels=False)   # (no compiler yet: drivers/qcom/device.py NO_KERNELS)

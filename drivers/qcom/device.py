@@ -43,11 +43,9 @@ MAX_MEMCPY_DWORDS = 1 << 30              # per CP_MEMCPY packet (DWORDS is 32 bi
 TRAILER_DWORDS = 5                       # the CP_MEM_WRITE of the read pointer that ends every IB
 HELD_NAP_MAX_S = 1e-3                    # how often held copy submissions look at their waits again, at most
 HOST_COPY_NAP_S = 1e-3                   # how long the host copier sleeps between looks at its mailbox, at most
-NO_KERNELS = ("kernels on QCOM are compiled by mesa's ir3 (the tinymesa wheel, mesa 25.2.7), which is driven through "
-              "NIR/ir3 API declarations generated from mesa 25.2.7's source tree; no such tree is available to this build "
-              "(the mesa3d/mesa and freedesktop/mesa mirrors exceed the 500 MiB fetch limit, and the Igalia/mesa mirror is "
-              "from 2021); MOCK+QCOM's ir3 executor runs straight-line cat0-cat2 code only and is not wired to CP_EXEC_CS: "
-              "copies, signals, waits and timestamps work (copy_queue, compute_queue)")
+NO_KERNELS = ("hcq does not compile kernels for Adreno GPUs yet (mesa's ir3 compiler is not wired in): on QCOM and "
+              "MOCK+QCOM copies, signals, waits and timestamps work (copy_queue, compute_queue); run kernels on another "
+              "device, e.g. DEV=CPU or DEV=MOCKPCI+AMD")
 
 
 def sync_values(words, waits: list[tuple[Signal, int]], signals: list[tuple[Signal, int]]) -> tuple[list, list]:

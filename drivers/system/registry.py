@@ -68,6 +68,7 @@ class Vendor:
   mocks: Mapping[str, Mock] = field(default_factory=dict)   # each MOCK* <iface> -> what it runs on (open_mock)
   usage: Callable[[str, Any], Usage] | None = None   # (bus, its discovery PCIInfo or None) -> what hcq_smi list shows
   usb_bridges: bool = False                  # its devices also come behind USB-to-PCIe bridges (drivers/system/usb.py)
+  kernels: bool = True                       # its devices run compute kernels (the default-device notice offers only those)
   rdma: Callable[..., Any] | None = None     # its NICs' verbs provider: (PCI bus or mock-<n>, **options) -> drivers.rdma Provider
 
   def __post_init__(self) -> None:

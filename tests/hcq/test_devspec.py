@@ -1,3 +1,4 @@
+import re
 import pytest
 from drivers.hcq import parse_device, DeviceSpec, open_device, default_device_name
 from drivers.hcq.devspec import openable_vendors
@@ -44,5 +45,9 @@ def test_default_device_is_announced_as_emulated_in_one_line(monkeypatch, capsys
   assert default_device_name() == "MOCKPCI+AMD"
   err = capsys.readouterr().err
   assert err.count("\n") == 1 and "using MOCKPCI+AMD, which is emulated" in err and "DEV=CPU" in err
+  # it offers devices that run kernels: not those whose vendor compiles none (Vendor.kernels)
+  offered = re.findall(r"DEV=([^,)]+)", err)
+  assert "MOCK+NV" in offered and "CPU" in offered
+  assert [s for v in openable_vendors() if not v.kernels for s in (v.name, *v.emulated_devices) if s in offered] == []
   monkeypatch.setenv("DEV", "CPU")
   assert default_device_name() == "CPU" and capsys.readouterr().err == ""

@@ -5,10 +5,11 @@ and compute correctly again. The emulated GPUs behind the AM driver keep their s
 registers, firmware), so every later process meets what the earlier one left, as it would meet real hardware."""
 import os, signal, subprocess, sys, threading
 import pytest
+from drivers.hcq.devspec import openable_vendors
 from tests.hcq.contract import device_strings
 
 EMULATED = device_strings()     # every emulated device string the registered vendors offer
-NO_KERNELS = {"MOCK+QCOM"}      # README, "Qualcomm Adreno GPUs": copies, signals, waits and timestamps; no kernels yet
+NO_KERNELS = {s for v in openable_vendors() if not v.kernels for s in v.emulated_devices}   # (Vendor.kernels)
 CHILD_TIMEOUT_S = 300           # a child that hangs fails the test instead of stalling it
 
 OPEN = r"""
