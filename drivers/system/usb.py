@@ -102,8 +102,10 @@ class USBPCIDevice(PCIDevice):
   """The function behind the bridge `device` (a pyusb usb.core.Device, or the emu stand-in). With `bus` (the name its
   lock is taken under), `device` is a callable that makes it once the lock is held (a model's state is not touched
   before)."""
+  usb: Any
+
   def __init__(self, device: Any, lock_prefix: str | None, bus: str | None = None):
-    self.usb: Any = None   # the pyusb device, once identified
+    self.usb = None   # the pyusb device, once identified
     self.io = threading.RLock()
     if bus is None: self._identify(device)
     super().__init__(bus or f"usb-{device.bus}-{device.address}", lock_prefix)
@@ -112,7 +114,7 @@ class USBPCIDevice(PCIDevice):
     self._bar_len: dict[int, int] = {}
     try:
       if bus is not None: self._identify(device())
-      product = self._usb(lambda: getattr(self.usb, "product")) or ""
+      product = self._usb(lambda: self.usb.product) or ""
       if not product.startswith(PRODUCTS):
         raise ValueError(f"{self.name} has product string {product!r}, not one of the bridge firmware's ({', '.join(PRODUCTS)}...)")
       self._usb(self._setup_usb)
