@@ -25,15 +25,17 @@ FULL_POLL_S = 50e-6      # how often a full ring looks at the read pointer again
 
 
 class Ring:
-  def __init__(self, device: Device, name: str, mem: memoryview, rptr: memoryview, wptr: memoryview | None,
+  def __init__(self, device: Device, name: str, mem: memoryview, rptr: memoryview | None, wptr: memoryview | None,
                doorbell: Callable[[int], None], unit: int = 4, pad: int | None = None):
-    """`mem`: the ring (a multiple of 4 bytes); `rptr`: the u64 the engine writes back; `wptr`: the u64 the engine
-    polls (None if the doorbell alone carries it); `doorbell(wptr)`: tells the engine the new write pointer."""
+    """`mem`: the ring (a multiple of 4 bytes); `rptr`: the u64 the engine writes back (None where the driver learns
+    from completions how far the engine read, and says so with `retire`); `wptr`: the u64 the engine polls (None if
+    the doorbell alone carries it); `doorbell(wptr)`: tells the engine the new write pointer."""
     self.device, self.name, self.unit, self.pad = device, name, unit, pad
     self.words = np.frombuffer(mem, np.uint32)
     self.bytes = memoryview(self.words).cast("B")           # (copies through memoryviews: numpy slicing costs more)
     self.size = self.words.nbytes
-    self._rptr, self._wptr, self._doorbell = rptr.cast("B").cast("Q"), wptr.cast("B").cast("Q") if wptr is not None else None, doorbell
+    self._rptr = (rptr if rptr is not None else memoryview(bytearray(8))).cast("B").cast("Q")
+    self._wptr, self._doorbell = wptr.cast("B").cast("Q") if wptr is not None else None, doorbell
     self.put = 0                                            # the write pointer, in units
     self.inflight: deque[tuple[int, list]] = deque()       # (write pointer after a submission, objects it keeps alive)
     self.lock = threading.Lock()
@@ -65,6 +67,16 @@ class Ring:
       self._reserve(nbytes)
       at, self.put = self.put, self.put + nbytes // self.unit
       return at
+
+  def retire(self, put: int) -> None:
+    """The engine is done with everything before write pointer `put` (a ring made with rptr None)."""
+    self._rptr[0] = put
+
+  def reset(self) -> None:
+    """Both pointers back to 0 with nothing in flight: the engine starts the ring again (a NIC queue pair's RESET)."""
+    with self.lock:
+      self.put = self._rptr[0] = 0
+      self.inflight.clear()
 
   def pending(self) -> list:
     """Objects kept by commands the engine has not read past yet (e.g. to name the kernel running at a fault)."""
