@@ -7,8 +7,8 @@ import struct
 from typing import TYPE_CHECKING
 
 from autogen.amd import nvd, gc_11_0_0 as gc, nbio_4_3_0 as nbio, soc21_enum
-from drivers.hcq import Queue, Signal
-from drivers.hcq.ring import RingSealed
+from drivers.hcq import Signal
+from drivers.hcq.ring import Ring, RingQueue
 if TYPE_CHECKING: from drivers.amd.device import AMDDevice, AMDProgram, AMDKernArgs
 
 # field values nvd.h gives only in comments (no macro to take them from):
@@ -34,7 +34,7 @@ RELEASE_GCR = (nvd.PACKET3_RELEASE_MEM_GCR_GLV_INV | nvd.PACKET3_RELEASE_MEM_GCR
                nvd.PACKET3_RELEASE_MEM_GCR_SEQ)
 
 
-class PM4Queue(Queue):
+class PM4Queue(RingQueue):
   kind = "compute"
   posts_rdma = True
 
@@ -43,8 +43,10 @@ class PM4Queue(Queue):
     # host writes to VRAM (kernel arguments, code) pass through the HDP; with no host-side flush before the doorbell
     # every submission starts with the GPU-side one: once per submission, as Linux flushes once per job
     # (amdgpu_device_flush_hdp in amdgpu_ib_schedule)
-    self.words: list[int] = list(device.pm4_hdp_flush or ())
-    self.keep: list = []       # kernargs and signals the commands point at, alive until submission
+    self.words += device.pm4_hdp_flush or ()
+
+  @property
+  def ring(self) -> Ring: return self.device.compute_ring   # one run a submission: PM4 packets may wrap
 
   def pkt3(self, op: int, *payload: int) -> None:
     self.words += [nvd.PACKET3(op, len(payload) - 1), *(v & 0xFFFFFFFF for v in payload)]
@@ -64,7 +66,6 @@ class PM4Queue(Queue):
               addr, addr >> 32, value, value >> 32, 0)
 
   def _exec(self, prg: AMDProgram, args: AMDKernArgs, global_size, local_size) -> None:
-    self.keep.append(args)
     # the packets depend on the program, workgroup size and scratch only (encoded once by _encode_launch): patch the
     # user SGPRs (kernarg pointer, ...) and the grid into a copy for each launch
     words, user_at, grid_at = self.encoded_launch(prg, local_size)
@@ -106,14 +107,12 @@ class PM4Queue(Queue):
     return tmpl, user_at, grid_at
 
   def _signal(self, sig: Signal, value: int) -> None:
-    self.keep.append(sig)
     self._patch_point("value", len(self.words) + 5, 64)   # RELEASE_MEM payload dwords 4-5 (after header, event, sel, addr)
     self._release_mem(sig.va, DATA_SEL_64, value)
 
   def _wait(self, sig: Signal, value: int) -> None:
     # WAIT_REG_MEM64 compares the whole 64-bit signal (payload: control, address lo/hi, reference lo/hi, mask lo/hi,
     # poll interval; the layout of WAIT_REG_MEM with 64-bit reference and mask)
-    self.keep.append(sig)
     self._patch_point("value", len(self.words) + 4, 64)   # payload dwords 3-4: the reference
     self.pkt3(nvd.PACKET3_WAIT_REG_MEM64, nvd.WAIT_REG_MEM_MEM_SPACE(MEM_SPACE_MEM) | nvd.WAIT_REG_MEM_FUNCTION(WAIT_GE),
               sig.va, sig.va >> 32, value & 0xFFFFFFFF, value >> 32, 0xFFFFFFFF, 0xFFFFFFFF, POLL_MEM)
@@ -133,7 +132,6 @@ class PM4Queue(Queue):
               nvd.WAIT_REG_MEM_ENGINE(ENGINE_ME), va, va >> 32, value, mask, POLL_MEM)
 
   def _timestamp(self, sig: Signal) -> None:
-    self.keep.append(sig)
     self._release_mem(sig.timestamp_va, DATA_SEL_TIMESTAMP)
 
   def _hdp_flush(self) -> None:
@@ -153,6 +151,3 @@ class PM4Queue(Queue):
     self._hdp_flush()
     words, self.words = self.words, saved
     return words
-
-  def _submit(self) -> None: self.device.compute_ring.submit([self.words], self.keep)   # one run: PM4 packets may wrap
-  def _seal(self) -> RingSealed: return RingSealed(self.device.compute_ring, self.kind, self.words, self.patches, self.keep)

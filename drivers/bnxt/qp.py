@@ -122,8 +122,7 @@ class WorkQueue:
   def __init__(self, qp: QP, name: str, wqes: int, kind: int, posted: deque[tuple[int, ...]], aux: int = 0):
     self.qp, self.kind, self.posted = qp, kind, posted
     self.q = HWQueue(qp.dev.pci, wqes, WQE_SIZE, aux)
-    self.consumed = memoryview(bytearray(8)).cast("Q")
-    self.ring = Ring(qp.dev, name, self.q.ring, self.consumed, None, self._doorbell, unit=WQE_SIZE)
+    self.ring = Ring(qp.dev, name, self.q.ring, None, None, self._doorbell, unit=WQE_SIZE)
 
   def _doorbell(self, put: int) -> None:
     self.qp.dev.db.ring(self.qp.qp_num, self.kind, put % self.q.entries, self.q.epoch(put))
@@ -135,12 +134,10 @@ class WorkQueue:
 
   def retire(self, entry: tuple[int, ...]) -> int:
     """The request of WorkRequests `entry` completed (and the WQEs before it): -> its sequence number."""
-    self.consumed[0] = entry[2] + 1
+    self.ring.retire(entry[2] + 1)
     return entry[1]
 
-  def reset(self) -> None:
-    self.ring.put = self.consumed[0] = 0
-    self.ring.inflight.clear()
+  def reset(self) -> None: self.ring.reset()
 
 
 class QP:

@@ -1,6 +1,7 @@
 """Queue: the builder of one command stream. Vendors encode each command (PM4, SDMA, GPFIFO methods,
 CP packets, or a CPU worker's command list) in the underscore methods; this base adds argument checks
-and profiling, and keeps the public calls chainable.
+and profiling, and keeps the public calls chainable. Queues of hardware rings build on drivers.hcq.ring.RingQueue, which
+holds their words and what the commands point at, submits and seals.
 
 Launch encodings are cached here, per program: what a launch's commands depend on besides its arguments and
 grid (the program, the workgroup size, what `_launch_state` names) is encoded once by `_encode_launch`, and
@@ -58,6 +59,9 @@ class Queue:
   def _wait(self, sig: Signal, value: int) -> None: raise NotImplementedError
   def _timestamp(self, sig: Signal) -> None: raise NotImplementedError
   def _memory_barrier(self) -> None: pass   # queues with coherent memory need nothing
+  def _hold(self, obj: Any) -> None:
+    """Keep `obj` (the kernel arguments or signal the command just encoded points at) alive until the device is done
+    with the command (drivers.hcq.ring.RingQueue); commands that hold their objects themselves need nothing."""
   def _rdma(self, cmds: Any) -> None:
     """Encode a device-posted RDMA request (drivers.rdma.device_post.DeviceCommands): once earlier commands are done and
     their writes visible to other devices, the memory writes in order, the one doorbell store, then a wait for the
@@ -96,7 +100,9 @@ class Queue:
     gs, ls = dims3(global_size, "global_size"), dims3(local_size, "local_size")
     if prg.device is not self.device: raise ValueError(f"program {prg.name} belongs to {prg.device.name}, not {self.device.name}")
     self._patch_key = patch
-    with self._profiled(prg.name): self._exec(prg, args, gs, ls)
+    with self._profiled(prg.name):
+      self._exec(prg, args, gs, ls)
+      self._hold(args)
     self._patch_key = None
     return self
 
@@ -141,6 +147,7 @@ class Queue:
     sig.last_queue = f"{self.kind}"
     self._patch_key = patch
     self._signal(sig, value)
+    self._hold(sig)
     self._patch_key = None
     return self
 
@@ -148,12 +155,14 @@ class Queue:
     """Stall this queue until sig >= value (patch role "value")."""
     self._patch_key = patch
     self._wait(sig, value)
+    self._hold(sig)
     self._patch_key = None
     return self
 
   def timestamp(self, sig: Signal) -> Queue:
     """Write the device clock into sig's timestamp once earlier commands are done."""
     self._timestamp(sig)
+    self._hold(sig)
     return self
 
   def memory_barrier(self) -> Queue:
@@ -227,10 +236,10 @@ class _Profiled:
   def __init__(self, q: Queue, name: str): self.q, self.name = q, name
   def __enter__(self):
     self.begin = self.q.device.new_signal(name="profile")
-    self.q._timestamp(self.begin)
+    self.q.timestamp(self.begin)
   def __exit__(self, *exc):
     if exc[0] is not None: return False
     end = self.q.device.new_signal(name="profile")
-    self.q._timestamp(end)
+    self.q.timestamp(end)
     profile.record(self.q.device.name, self.q.kind, self.name, self.begin, end)
     return False

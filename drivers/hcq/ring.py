@@ -7,30 +7,35 @@ is the pointer modulo its size). What differs per engine is given as parameters:
   pad      the wrap policy: None when a packet may straddle the end of the ring, else the NOP dword the
            tail is filled with so that a packet that does not fit before the end starts again at 0.
 Objects the commands point at (kernel arguments, signals) stay referenced until the engine has read past them.
+
+RingQueue is the Queue of such an engine: the vendor encodes packets into its words, the base keeps what they point at,
+submits them to the ring and seals them for replay (RingSealed).
 """
 from __future__ import annotations
 import threading
 from collections import deque
-from typing import TYPE_CHECKING, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 import numpy as np
 from drivers.hcq.patience import Patience
-from drivers.hcq.queue import Sealed
+from drivers.hcq.queue import Queue, Sealed
 if TYPE_CHECKING: from drivers.hcq.device import Device
 
 FULL_POLL_S = 50e-6      # how often a full ring looks at the read pointer again, at most
 
 
 class Ring:
-  def __init__(self, device: Device, name: str, mem: memoryview, rptr: memoryview, wptr: memoryview | None,
+  def __init__(self, device: Device, name: str, mem: memoryview, rptr: memoryview | None, wptr: memoryview | None,
                doorbell: Callable[[int], None], unit: int = 4, pad: int | None = None):
-    """`mem`: the ring (a multiple of 4 bytes); `rptr`: the u64 the engine writes back; `wptr`: the u64 the engine
-    polls (None if the doorbell alone carries it); `doorbell(wptr)`: tells the engine the new write pointer."""
+    """`mem`: the ring (a multiple of 4 bytes); `rptr`: the u64 the engine writes back (None where the driver learns
+    from completions how far the engine read, and says so with `retire`); `wptr`: the u64 the engine polls (None if
+    the doorbell alone carries it); `doorbell(wptr)`: tells the engine the new write pointer."""
     self.device, self.name, self.unit, self.pad = device, name, unit, pad
     self.words = np.frombuffer(mem, np.uint32)
     self.bytes = memoryview(self.words).cast("B")           # (copies through memoryviews: numpy slicing costs more)
     self.size = self.words.nbytes
-    self._rptr, self._wptr, self._doorbell = rptr.cast("B").cast("Q"), wptr.cast("B").cast("Q") if wptr is not None else None, doorbell
+    self._rptr = (rptr if rptr is not None else memoryview(bytearray(8))).cast("B").cast("Q")
+    self._wptr, self._doorbell = wptr.cast("B").cast("Q") if wptr is not None else None, doorbell
     self.put = 0                                            # the write pointer, in units
     self.inflight: deque[tuple[int, list]] = deque()       # (write pointer after a submission, objects it keeps alive)
     self.lock = threading.Lock()
@@ -63,6 +68,16 @@ class Ring:
       at, self.put = self.put, self.put + nbytes // self.unit
       return at
 
+  def retire(self, put: int) -> None:
+    """The engine is done with everything before write pointer `put` (a ring made with rptr None)."""
+    self._rptr[0] = put
+
+  def reset(self) -> None:
+    """Both pointers back to 0 with nothing in flight: the engine starts the ring again (a NIC queue pair's RESET)."""
+    with self.lock:
+      self.put = self._rptr[0] = 0
+      self.inflight.clear()
+
   def pending(self) -> list:
     """Objects kept by commands the engine has not read past yet (e.g. to name the kernel running at a fault)."""
     r = self.rptr
@@ -91,6 +106,43 @@ class Ring:
     self.put += n // self.unit
 
 
+def runs(words: Sequence[int], splits: Sequence[int]) -> list:
+  """`words` cut at `splits` (where packets the ring takes whole start) into what Ring.submit takes; one run without."""
+  if not splits: return [words]
+  bounds = [0, *splits, len(words)]
+  return [words[a:b] for a, b in zip(bounds, bounds[1:])]
+
+
+class RingQueue(Queue):
+  """A Queue whose commands are dwords an engine fetches from a Ring. The vendor encodes packets into `words` (with
+  `_packet` where the ring must take a packet whole) and names the ring; this base keeps the objects the commands point
+  at (kernel arguments, signals: Queue._hold) until the engine has read past them, submits the words with one doorbell
+  and seals them into a RingSealed."""
+  def __init__(self, device: Device):
+    super().__init__(device)
+    self.words: list[int] = []
+    self.keep: list = []             # what the commands point at, alive until submission (then until the engine read past it)
+    self.splits: list[int] = []      # where the packets `_packet` added start
+
+  @property
+  def ring(self) -> Ring: raise NotImplementedError(f"{type(self).__name__} names no ring")
+
+  @property
+  def packets(self) -> list:
+    """The words as the ring takes them: one run (which the ring wraps, or pads before, as a whole), or cut into the
+    packets `_packet` added."""
+    return runs(self.words, self.splits)
+
+  def _packet(self, packet: list[int]) -> None:
+    """Add a packet the ring takes whole: where it does not fit before the ring's end, the ring pads and starts it at 0."""
+    if self.words: self.splits.append(len(self.words))
+    self.words += packet
+
+  def _hold(self, obj: Any) -> None: self.keep.append(obj)
+  def _submit(self) -> None: self.ring.submit(self.packets, self.keep)
+  def _seal(self) -> RingSealed: return RingSealed(self.ring, self.kind, self.words, self.patches, self.keep, self.splits)
+
+
 class RingSealed(Sealed):
   """A sealed stream for a hardware ring: one array of dwords (patched in place) and the packet boundaries the ring's
   wrap policy needs. Submitting copies the array into the ring (one copy, or two at its end) and rings the doorbell once;
@@ -98,8 +150,7 @@ class RingSealed(Sealed):
   def __init__(self, ring: Ring, kind: str, words: Sequence[int], patches: list, keep: list, splits: Sequence[int] = ()):
     super().__init__(ring.device, kind, patches, keep)
     self.ring, self.words = ring, np.asarray(words, np.uint32).copy()
-    bounds = [0, *splits, len(self.words)]
-    self.packets = [self.words[a:b] for a, b in zip(bounds, bounds[1:]) if b > a] if splits else [self.words]
+    self.packets = runs(self.words, splits)
 
   def _put(self, at: int | tuple[tuple[int, int], ...], bits: int, value: int) -> None:
     """`at`: the index of the field's low dword (the high one next when 64 bits), or (dword index, bit shift) pairs

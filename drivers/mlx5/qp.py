@@ -2,7 +2,8 @@
 (include/linux/mlx5/qp.h mlx5_wqe_ctrl_seg, mlx5_wqe_raddr_seg, mlx5_wqe_data_seg).
 
 One buffer holds the receive queue (WQEs of 16 << log_rq_stride bytes: data segments, ended by lkey 0x100 when shorter)
-and, after it, the send queue (64-byte WQEBBs; a WQE is a ctrl segment, a raddr segment for RDMA, then data segments).
+and, after it, the send queue (64-byte WQEBBs; a WQE is a ctrl segment, a raddr segment for RDMA, then data segments;
+a drivers.hcq Ring whose read pointer moves as send completions retire WQEs).
 Posting writes the WQEs, the producer counters into the doorbell record (word 0 receive, word 1 send, big-endian) and,
 for sends, the last WQE's first 8 bytes to the UAR's send doorbell (0x800 and 0x900 in turn), followed by the rest of
 the WQE when it is the only one and fits the register (BlueFlame). A CQE names its WQE by wqe_counter (the WQE's
@@ -14,6 +15,7 @@ import struct
 from typing import TYPE_CHECKING
 
 from autogen import mlx5 as mlx5_ifc, mlx5_core
+from drivers.hcq.ring import Ring
 from drivers.mlx5.ifc import SYNDROMES
 from drivers.mlx5.cq import CQE, DBR_WORD
 from drivers.rdma.provider import Completion, DevicePost, WorkRequests
@@ -81,10 +83,14 @@ class QP:
     self.log_sq, self.log_rq = max(_log2(cap.max_send_wr * self.wqebbs), 4), max(_log2(cap.max_recv_wr), 4)
     self.rq_stride = _log2(max(cap.max_recv_sge, 1))
     self.sq_off = (DS << self.rq_stride) << self.log_rq
-    self.mem = dev.pci.alloc_dma(self.sq_off + (WQEBB << self.log_sq))
+    sq_bytes = WQEBB << self.log_sq
+    self.mem = dev.pci.alloc_dma(self.sq_off + sq_bytes)
     self.dbr = dev.alloc_dbr()
-    self.sq_pi = self.rq_pi = self.bf = 0
-    self.wrs = WorkRequests(dev.name, self)                  # (WQE index & 0xFFFF, sequence number)
+    # the send queue: a Ring of WQEBBs (a WQE may wrap), read as far as the WQEs completions retired
+    self.sq = Ring(dev, "SQ", self.mem.view[self.sq_off:self.sq_off + sq_bytes], None, None, self._ring_sq, unit=WQEBB)
+    self.rq_pi = self.bf = 0
+    self.bf_words: list[int] = []            # what the next send doorbell stores (_ring_sq)
+    self.wrs = WorkRequests(dev.name, self)                  # (WQE index & 0xFFFF, sequence number[, SQ: the producer after it])
     self.cqs = (send_cq, recv_cq)
     self.blueflame = bool(dev._cap("bf"))     # the HCA takes BlueFlame copies (HCA capability bf)
     try:
@@ -114,7 +120,8 @@ class QP:
     if new == QPState.RESET:
       self._cmd(mlx5_ifc.MLX5_CMD_OP_2RST_QP, {})
       self.wrs.modified(new)
-      self.sq_pi = self.rq_pi = 0
+      self.sq.reset()
+      self.rq_pi = 0
       dev.dbr.view[self.dbr:self.dbr + 8] = bytes(8)
       return
     if (cur, new) == (QPState.RESET, QPState.INIT): return self._cmd(mlx5_ifc.MLX5_CMD_OP_RST2INIT_QP, f | access)
@@ -148,38 +155,36 @@ class QP:
     self.dev.cmd(opcode, fields, qpn=self.qp_num, at=at)
 
   # --- work requests
-  def _wqebb(self, index: int, data: bytes) -> None:
-    off = self.sq_off + (index % (1 << self.log_sq)) * WQEBB
-    self.mem.view[off:off + WQEBB] = data
-
-  def _send_wqe(self, wr: SendWR) -> bytes:
-    """The WQE of `wr` at the producer, whole WQEBBs: ctrl segment, raddr segment (RDMA), data segments (those of
+  def _send_wqe(self, wr: SendWR, index: int) -> bytes:
+    """The WQE of `wr` at WQEBB `index`, whole WQEBBs: ctrl segment, raddr segment (RDMA), data segments (those of
     SGEs with bytes)."""
     data = []
     for s in wr.sg_list:
       if s.length: data += (s.length, s.lkey, s.addr)
     ds = 1 + (wr.opcode in RDMA_OPS) + len(data) // 3
-    ctrl = ((self.sq_pi & 0xFFFF) << 8 | OPCODE[wr.opcode], self.qp_num << 8 | ds, FM_CE_SE[int(wr.send_flags) & 7],
+    ctrl = ((index & 0xFFFF) << 8 | OPCODE[wr.opcode], self.qp_num << 8 | ds, FM_CE_SE[int(wr.send_flags) & 7],
             wr.imm_data if wr.opcode in IMM_OPS else 0)
     if wr.opcode in RDMA_OPS: return WQE_STRUCTS[True, len(data) // 3].pack(*ctrl, wr.remote_addr, wr.rkey, *data)
     return WQE_STRUCTS[False, len(data) // 3].pack(*ctrl, *data)
 
   def post_send(self, wrs: list[tuple[int, SendWR]]) -> None:
+    """The WQEs at the producer; each WorkRequests entry: (its first WQEBB's index & 0xFFFF, the request's sequence
+    number, the producer index after it)."""
     if not wrs: return
-    last, view, sq_bytes = b"", self.mem.view, WQEBB << self.log_sq
+    index, wqes = self.sq.put, []
     for seq, wr in wrs:
-      wqe = self._send_wqe(wr)
-      nbb, off = len(wqe) // WQEBB, (self.sq_pi % (1 << self.log_sq)) * WQEBB
-      if off + len(wqe) <= sq_bytes: view[self.sq_off + off:self.sq_off + off + len(wqe)] = wqe
-      else:                                  # it wraps: WQEBB by WQEBB
-        for i in range(nbb): self._wqebb(self.sq_pi + i, wqe[i * WQEBB:(i + 1) * WQEBB])
-      self.wrs.sq.append((self.sq_pi & 0xFFFF, seq))
-      self.sq_pi += nbb
-      last = wqe
-    DBR_WORD.pack_into(self.dev.dbr.view, self.dbr + 4, self.sq_pi & 0xFFFF)
+      wqes.append(wqe := self._send_wqe(wr, index))
+      self.wrs.sq.append((index & 0xFFFF, seq, index := index + len(wqe) // WQEBB))
     # one WQE that fits the register goes whole (BlueFlame: the doorbell, then the rest of the WQE), else the doorbell
-    words = len(last) // 8 if len(wrs) == 1 and len(last) <= BF_SIZE and self.blueflame else 1
-    self.dev.uar_bar.write64s(BF[self.bf], list(BF_WORDS[words].unpack_from(last)))
+    last = wqes[-1]
+    self.bf_words = list(BF_WORDS[len(last) // 8 if len(wrs) == 1 and len(last) <= BF_SIZE and self.blueflame else 1].unpack_from(last))
+    self.sq.submit(wqes, [])
+
+  def _ring_sq(self, put: int) -> None:
+    """The send doorbell: the producer into the doorbell record (word 1, big-endian), then bf_words into the UAR page's
+    register at 0x800 or 0x900 in turn."""
+    DBR_WORD.pack_into(self.dev.dbr.view, self.dbr + 4, put & 0xFFFF)
+    self.dev.uar_bar.write64s(BF[self.bf], self.bf_words)
     self.bf ^= 1
 
   def device_targets(self, cq: CQ) -> tuple[list[memoryview], int]:
@@ -190,12 +195,11 @@ class QP:
     big-endian), then the send doorbell (the WQE's first 8 bytes, one 64-bit store into the UAR page's register at
     0x800 or 0x900 in turn; no BlueFlame copy). Its CQE lands cq_ahead entries after the CQ's consumer; byte 63's owner
     bit (bit 24 of the little-endian word at 60) is that position's pass parity once it is written."""
-    wqe, pi = self._send_wqe(wr), self.sq_pi
-    nbb = len(wqe) // WQEBB
+    wqe = self._send_wqe(wr, self.sq.put)
+    nbb, pi = len(wqe) // WQEBB, self.sq.claim(len(wqe))
     writes = [(self.mem.view, self.sq_off + ((pi + i) % (1 << self.log_sq)) * WQEBB, wqe[i * WQEBB:(i + 1) * WQEBB]) for i in range(nbb)]
-    self.wrs.sq.append((pi & 0xFFFF, seq))
-    self.sq_pi += nbb
-    writes.append((self.dev.dbr.view, self.dbr + 4, (self.sq_pi & 0xFFFF).to_bytes(4, "big")))
+    self.wrs.sq.append((pi & 0xFFFF, seq, pi + nbb))
+    writes.append((self.dev.dbr.view, self.dbr + 4, ((pi + nbb) & 0xFFFF).to_bytes(4, "big")))
     db = self.dev.pci.bar_address(0) + self.dev.uar_bar.base + BF[self.bf]
     self.bf ^= 1
     pos = cq.ci + cq_ahead
@@ -218,7 +222,9 @@ class QP:
     """A CQE of this QP (its opcode, wqe_counter, byte_cnt, immediate, and an error CQE's syndromes); None for one the
     verbs layer has flushed already."""
     recv = op != mlx5_core.MLX5_CQE_REQ and op != mlx5_core.MLX5_CQE_REQ_ERR
-    seq, wrs = self.wrs.take(recv, counter)[1], self.wrs
+    entry, wrs = self.wrs.take(recv, counter), self.wrs
+    if not recv: self.sq.retire(entry[2])                   # the NIC is done with its WQEs (and those before it)
+    seq = entry[1]
     if op == mlx5_core.MLX5_CQE_REQ_ERR or op == mlx5_core.MLX5_CQE_RESP_ERR:
       return wrs.completion(recv, seq, SYNDROME_WC.get(syndrome, W.GENERAL_ERR), syndrome,
                             f"MLX5_CQE_SYNDROME_{SYNDROMES.get(syndrome, '?')} (vendor syndrome {vendor_syndrome:#x})")

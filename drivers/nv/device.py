@@ -19,9 +19,9 @@ from collections import deque
 from functools import cached_property
 
 from autogen.nv import classes as cl, compute as nv_compute, copy as nv_copy
-from drivers.hcq import Device, Queue, Signal
+from drivers.hcq import Device, Signal
 from drivers.hcq.patience import Patience
-from drivers.hcq.ring import Ring, RingSealed
+from drivers.hcq.ring import Ring, RingQueue
 from drivers.nv.compiler import NVCompiler
 from drivers.nv.gpu import NVGPU, NVChannel, NVMemory, PAGE
 from drivers.nv.program import NVKernArgs, NVProgram
@@ -110,12 +110,9 @@ class GPFIFORing(Ring):
     self.gpu.ring_doorbell(self.ch)
 
 
-class NVQueue(Queue):
+class NVQueue(RingQueue):
   """Host methods both channels take: semaphore releases and acquires."""
-  def __init__(self, device: NVDevice):
-    super().__init__(device)
-    self.words: list[int] = []
-    self.keep: list = []
+  device: NVDevice
 
   def _semaphore(self, va: int, value: int, op: int) -> int:
     at = len(self.words)
@@ -124,18 +121,10 @@ class NVQueue(Queue):
     return at + 3                                      # where SEM_PAYLOAD_LO is
 
   def _signal(self, sig: Signal, value: int) -> None:
-    self.keep.append(sig)
     self._patch_point("value", self._semaphore(sig.va, value, RELEASE), 64)
 
   def _wait(self, sig: Signal, value: int) -> None:
-    self.keep.append(sig)
     self._patch_point("value", self._semaphore(sig.va, value, ACQUIRE), 64)
-
-  @property
-  def ring(self) -> GPFIFORing: raise NotImplementedError
-
-  def _submit(self) -> None: self.ring.submit([self.words], self.keep)
-  def _seal(self) -> RingSealed: return RingSealed(self.ring, self.kind, self.words, self.patches, self.keep)
 
 
 class NVComputeQueue(NVQueue):
@@ -149,7 +138,6 @@ class NVComputeQueue(NVQueue):
     (patch role "args": its address >> 8 from the arguments' address) and schedule it."""
     if not isinstance(args, NVKernArgs) or args.prg is not prg: raise ValueError(f"kernel {prg.name}: arguments not from its fill_kernargs")
     args.set_dims(global_size, local_size)
-    self.keep.append(args)
     self.words += methods(COMPUTE_SUB, nv_compute.NVC6C0_INVALIDATE_SHADER_CACHES_NO_WFI, INVALIDATE)
     self._patch_point("args", ((len(self.words) + 1, 8),), 40, prg.qmd_offset)
     self.words += methods(COMPUTE_SUB, nv_compute.NVC6C0_SEND_PCAS_A, args.qmd_va >> 8)
@@ -158,7 +146,6 @@ class NVComputeQueue(NVQueue):
 
   def _timestamp(self, sig: Signal) -> None:
     """An IADD of 0 with the timestamp: the GPU stamps the time when it runs it, and the value stays whatever it is then."""
-    self.keep.append(sig)
     self._semaphore(sig.va, 0, STAMP)
 
 
@@ -181,7 +168,7 @@ class NVCopyQueue(NVQueue):
     """A timestamped release into a scratch slot, then its timestamp copied to the signal's (a release would also
     overwrite the signal's value)."""
     scratch = self.device.new_signal(0, "timestamp scratch")
-    self.keep += [sig, scratch]
+    self._hold(scratch)
     self._semaphore(scratch.va, 0, RELEASE)
     self._copy(sig.timestamp_va, scratch.timestamp_va, 8)
 
@@ -249,7 +236,7 @@ class NVDevice(Device):
     per_tpc = -(-(-(-per_thread // 16) * 16) * 32 * gr["max_warps_per_sm"] * gr["sm_per_tpc"] // 0x8000) * 0x8000
     size = -(-per_tpc * gr["tpc_per_gpc"] * gr["gpcs"] // LOCAL_ALIGN) * LOCAL_ALIGN
     mem = self.gpu.alloc(size)
-    def work(q: Queue) -> None:
+    def work(q: NVQueue) -> None:
       q.words += methods(COMPUTE_SUB, nv_compute.NVC6C0_SET_SHADER_LOCAL_MEMORY_A, mem.va >> 32, mem.va & 0xFFFFFFFF)
       q.words += methods(COMPUTE_SUB, nv_compute.NVC6C0_SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A, per_tpc >> 32, per_tpc & 0xFFFFFFFF, 0xFF)
     self.synchronize()

@@ -31,9 +31,9 @@ from typing import Sequence
 
 import numpy as np
 from autogen import adreno
-from drivers.hcq import Device, Queue, Signal
+from drivers.hcq import Device, Signal
 from drivers.hcq.buffer import Buffer
-from drivers.hcq.ring import Ring, RingSealed
+from drivers.hcq.ring import Ring, RingQueue, RingSealed
 from drivers.qcom import cp
 from drivers.qcom.kgsl import COPY_PRIORITY, KGSL, GPUObject, PAGE
 from drivers.system.dma import host_pages
@@ -123,7 +123,7 @@ class CommandArena(Ring):
 class QCOMSealed(RingSealed):
   """A sealed stream that hands its arena the values its waits and signals have now (patched by a replay)."""
   def __init__(self, q: QCOMQueue):
-    super().__init__(q.arena, q.kind, q.words, q.patches, q.keep)
+    super().__init__(q.ring, q.kind, q.words, q.patches, q.keep)
     self.waits, self.signals = q.waits, q.signals
 
   def submit(self) -> None:
@@ -131,17 +131,17 @@ class QCOMSealed(RingSealed):
     self.ring.submit(self.packets, self.keep, *sync_values(self.words, self.waits, self.signals))
 
 
-class QCOMQueue(Queue):
+class QCOMQueue(RingQueue):
   """The CP packet encoder for both queue kinds (each submits to its own context's arena)."""
+  device: QCOMDevice
+
   def __init__(self, device: QCOMDevice):
     super().__init__(device)
-    self.words: list[int] = []
-    self.keep: list = []
     self.waits: list[tuple[Signal, int]] = []          # (signal, index of the value its CP_WAIT_REG_MEM compares with)
     self.signals: list[tuple[Signal, int]] = []        # (signal, index of the value's low dword its CP_MEM_WRITE writes)
 
   @property
-  def arena(self) -> CommandArena:
+  def ring(self) -> CommandArena:
     if (arena := self.device.arenas.get(self.kind)) is None: raise RuntimeError(f"{self.device.name} is closed")
     return arena
 
@@ -150,7 +150,6 @@ class QCOMQueue(Queue):
     self.words += cp.event_write(gen, adreno.CACHE_FLUSH_TS, self.device.fence.va) if gen == 6 else cp.event_write(gen, adreno.CACHE_FLUSH_TS)
 
   def _signal(self, sig: Signal, value: int) -> None:
-    self.keep.append(sig)
     self.words += cp.wait_for_idle()
     self._flush()
     self.words += cp.wait_mem_writes() + cp.always_on_to_mem(sig.timestamp_va)
@@ -162,13 +161,11 @@ class QCOMQueue(Queue):
     if value >> 32:
       raise ValueError(f"wait for {value:#x} on {self.device.name}: CP_WAIT_REG_MEM compares one dword, so QCOM waits take "
                        "values below 2^32")
-    self.keep.append(sig)
     self.waits.append((sig, len(self.words) + 4))
     self._patch_point("value", len(self.words) + 4, 32)
     self.words += cp.wait_reg_mem(sig.va, value)
 
   def _timestamp(self, sig: Signal) -> None:
-    self.keep.append(sig)
     self.words += cp.wait_for_idle() + cp.always_on_to_mem(sig.timestamp_va)
 
   def _memory_barrier(self) -> None:
@@ -183,7 +180,7 @@ class QCOMQueue(Queue):
       self._patch_point("dest", at + 4, 64, off)
       self.words += cp.memcpy(dest_va + off, src_va + off, n // 4)
 
-  def _submit(self) -> None: self.arena.submit([self.words], self.keep, *sync_values(self.words, self.waits, self.signals))
+  def _submit(self) -> None: self.ring.submit(self.packets, self.keep, *sync_values(self.words, self.waits, self.signals))
   def _seal(self) -> QCOMSealed: return QCOMSealed(self)
 
 

@@ -96,7 +96,7 @@ def test_the_send_wqe_is_a_ctrl_raddr_and_data_segment_in_one_wqebb_and_a_wrong_
   assert wqe[16:32] == dst.addr.to_bytes(8, "big") + dst.rkey.to_bytes(4, "big") + bytes(4)
   assert wqe[32:48] == (64).to_bytes(4, "big") + src.lkey.to_bytes(4, "big") + src.addr.to_bytes(8, "big") and wqe[48:] == bytes(16)
   real = mlx5_qp.QP._send_wqe
-  monkeypatch.setattr(mlx5_qp.QP, "_send_wqe", lambda self, wr: (w := real(self, wr))[:2] + bytes([w[2] ^ 1]) + w[3:])  # wqe_index
+  monkeypatch.setattr(mlx5_qp.QP, "_send_wqe", lambda self, *a: (w := real(self, *a))[:2] + bytes([w[2] ^ 1]) + w[3:])  # wqe_index
   dst.view[:] = bytes(64)
   with pytest.raises(WCError) as e: p.write(src, dst)
   assert (e.value.wc.status, e.value.wc.vendor_err) == (WCStatus.LOC_QP_OP_ERR, mlx5_core.MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR)

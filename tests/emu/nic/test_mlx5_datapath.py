@@ -25,13 +25,13 @@ def post_raw(qp, wqes: list[bytes], doorbell: bytes | None = None) -> None:
   ring the UAR with the last one's first 8 bytes."""
   hw = qp.hw
   for wqe in wqes:
-    hw._wqebb(hw.sq_pi, wqe.ljust(64, b"\0"))
-    hw.wrs.sq.append((hw.sq_pi & 0xFFFF, qp._sq_seq))
+    at = hw.sq.claim(64)
+    hw.sq.bytes[at % (1 << hw.log_sq) * 64:][:64] = wqe.ljust(64, b"\0")
+    hw.wrs.sq.append((at & 0xFFFF, qp._sq_seq, at + 1))
     qp.sq.append((qp._sq_seq, SendWR(99, WROpcode.RDMA_WRITE)))
     qp.send_cq.expected += 1
     qp._sq_seq += 1
-    hw.sq_pi += 1
-  hw.dev.dbr.view[hw.dbr + 4:hw.dbr + 8] = (hw.sq_pi & 0xFFFF).to_bytes(4, "big")
+  hw.dev.dbr.view[hw.dbr + 4:hw.dbr + 8] = (hw.sq.put & 0xFFFF).to_bytes(4, "big")
   hw.dev.uar_bar.write64(0x800, int.from_bytes(doorbell or wqes[-1][:8], "little"))
 
 
@@ -50,7 +50,7 @@ def test_a_wqe_with_the_wrong_index_or_qpn_completes_with_a_local_qp_operation_e
   """The bad WQE first, a good one after it (whose 8 bytes the doorbell carries): the bad one's CQE is the error."""
   p = Pair(nic)
   src, dst = p.mr(64, fill=True), p.mr(64)
-  i = p.a.hw.sq_pi
+  i = p.a.hw.sq.put
   wqe = write_wqe(p.a, i + 5 if bad == "index" else i, src, dst, qpn=p.b.qp_num if bad == "qpn" else None)
   post_raw(p.a, [wqe, write_wqe(p.a, i + 1, src, dst)])
   with pytest.raises(WCError) as e: p.cq.wait(1, timeout_s=30)
@@ -61,7 +61,7 @@ def test_a_wqe_with_the_wrong_index_or_qpn_completes_with_a_local_qp_operation_e
 def test_a_doorbell_must_carry_the_last_wqe_and_name_the_qps_uar(nic):
   p = Pair(nic)
   src, dst = p.mr(64, fill=True), p.mr(64)
-  wqe = write_wqe(p.a, p.a.hw.sq_pi, src, dst)
+  wqe = write_wqe(p.a, p.a.hw.sq.put, src, dst)
   with pytest.raises(ModelError, match="a doorbell carries the last posted WQE's first 8 bytes"):
     post_raw(p.a, [wqe], doorbell=wqe[:4] + (p.a.qp_num << 8 | 2).to_bytes(4, "big"))
   dev = nic.provider
@@ -129,13 +129,13 @@ def test_a_blueflame_copy_must_repeat_the_wqe_in_order(nic):
   assert bytes(dst.view) == bytes(src.view) and nic.provider.pci.model.blueflame.expect
   bar, reg = nic.provider.uar_bar, 0x800 + 0x100 * (p.a.hw.bf ^ 1)      # the register that WQE went to
   with pytest.raises(ModelError, match="continues at 64"): bar.write64(reg + 8, 0)
-  wqe = write_wqe(p.a, p.a.hw.sq_pi, src, dst)
+  wqe = write_wqe(p.a, p.a.hw.sq.put, src, dst)
   post_raw(p.a, [wqe])
   with pytest.raises(ModelError, match="is not the send queue's WQE bytes there"):
     bar.write64(0x800 + 8, int.from_bytes(wqe[8:16], "little") ^ 1)
   bar.write64(0x800 + 8, int.from_bytes(wqe[8:16], "little"))              # the right bytes carry on
   p.cq.wait(1, timeout_s=30)
-  wqe = write_wqe(p.a, p.a.hw.sq_pi, src, dst)             # stores in a row (MMIO.write64s) are checked as each would be
+  wqe = write_wqe(p.a, p.a.hw.sq.put, src, dst)             # stores in a row (MMIO.write64s) are checked as each would be
   post_raw(p.a, [wqe])
   words = [int.from_bytes(wqe[i:i + 8], "little") for i in range(8, 64, 8)]
   with pytest.raises(ModelError, match="offset 0x20: .* is not the send queue's WQE bytes there"):

@@ -214,7 +214,7 @@ class Verbs:
   def wqe(self, n: int = 8, flags: int = mlx5_core.MLX5_WQE_CTRL_CQ_UPDATE, index: int = 0, qpn: int = 0, lkey: int = 0,
           at: int | None = None, opmod: int = 0) -> bytes:
     """The next WRITE with immediate (its fields as given, the right ones by default)."""
-    at, index = 8 * self.n if at is None else at, self.a.hw.sq_pi + index
+    at, index = 8 * self.n if at is None else at, self.a.hw.sq.put + index
     self.n += 1
     ctrl = (opmod << 24 | (index & 0xFFFF) << 8 | mlx5_core.MLX5_OPCODE_RDMA_WRITE_IMM).to_bytes(4, "big") + \
            ((qpn or self.a.qp_num) << 8 | 3).to_bytes(4, "big") + bytes([0, 0, 0, flags]) + (0x100 + self.n).to_bytes(4, "big")
