@@ -26,6 +26,11 @@ class Parameter(Tensor):
     super().__init__(t.detach().contiguous().realize().lazydata)
     self.requires_grad = requires_grad
 
+  @classmethod
+  def _from_lazy(cls, lb, requires_grad: bool = False) -> Tensor:   # type: ignore[override]
+    """What an op on a Parameter makes (compute.function's apply, the factories through type(t)): a plain tensor."""
+    return Tensor._from_lazy(lb, requires_grad)
+
   def __repr__(self) -> str: return "Parameter containing:\n" + super().__repr__()
 
 
@@ -41,6 +46,20 @@ def _check_name(module: Module, name: str, what: str) -> None:
     raise KeyError(f"attribute {name!r} already exists")
 
 
+class RemovableHandle:
+  """What register_*_hook returns: remove() unregisters the hook (again: nothing); a context manager that removes it
+  on exit, like torch.utils.hooks.RemovableHandle."""
+  _next_id = 0
+
+  def __init__(self, table: dict[int, Any]):
+    self.table, self.id = table, RemovableHandle._next_id
+    RemovableHandle._next_id += 1
+
+  def remove(self) -> None: self.table.pop(self.id, None)
+  def __enter__(self) -> RemovableHandle: return self
+  def __exit__(self, *exc) -> None: self.remove()
+
+
 class Module:
   """Base class of layers: subclasses call super().__init__() first, assign Parameters and Modules as attributes and
   define forward(); calling the module calls forward."""
@@ -48,13 +67,47 @@ class Module:
   _parameters: dict[str, Parameter | None]
   _buffers: dict[str, Tensor | None]
   _modules: dict[str, Module | None]
+  _forward_pre_hooks: dict[int, tuple[Callable, bool]]     # handle id -> (hook, with_kwargs), in run order
+  _forward_hooks: dict[int, tuple[Callable, bool]]
 
   def __init__(self) -> None:
-    for k, v in (("training", True), ("_parameters", {}), ("_buffers", {}), ("_non_persistent", set()), ("_modules", {})):
+    for k, v in (("training", True), ("_parameters", {}), ("_buffers", {}), ("_non_persistent", set()), ("_modules", {}),
+                 ("_forward_pre_hooks", {}), ("_forward_hooks", {})):
       object.__setattr__(self, k, v)
 
   def forward(self, *args, **kwargs) -> Any: raise NotImplementedError(f"{type(self).__name__} defines no forward()")
-  def __call__(self, *args, **kwargs) -> Any: return self.forward(*args, **kwargs)
+  def __call__(self, *args, **kwargs) -> Any:
+    """forward, with the forward pre-hooks before it (each may replace the arguments) and the forward hooks after it
+    (each may replace the output), in registration order, as PyTorch runs them."""
+    for hook, with_kwargs in list(self._forward_pre_hooks.values()):
+      if with_kwargs:
+        if (r := hook(self, args, kwargs)) is not None:
+          if not (isinstance(r, tuple) and len(r) == 2):
+            raise RuntimeError(f"a forward pre-hook with kwargs must return None or (args, kwargs), got {r!r}")
+          args, kwargs = r
+      elif (r := hook(self, args)) is not None: args = r if isinstance(r, tuple) else (r,)
+    out = self.forward(*args, **kwargs)
+    for hook, with_kwargs in list(self._forward_hooks.values()):
+      if (r := hook(self, args, kwargs, out) if with_kwargs else hook(self, args, out)) is not None: out = r
+    return out
+
+  # --- hooks
+  def _hook(self, table: dict[int, Any], hook: Callable, prepend: bool, with_kwargs: bool) -> RemovableHandle:
+    if not callable(hook): raise TypeError(f"a hook must be callable, got {type(hook).__name__}")
+    handle = RemovableHandle(table)
+    table[handle.id] = (hook, with_kwargs)
+    if prepend: table.update({k: table.pop(k) for k in [k for k in table if k != handle.id]})
+    return handle
+
+  def register_forward_pre_hook(self, hook: Callable, *, prepend: bool = False, with_kwargs: bool = False) -> RemovableHandle:
+    """hook(module, args) -> None or new args (a tuple, or one value) before each forward; with_kwargs: hook(module,
+    args, kwargs) -> None or (args, kwargs). prepend: run it before the hooks already there."""
+    return self._hook(self._forward_pre_hooks, hook, prepend, with_kwargs)
+
+  def register_forward_hook(self, hook: Callable, *, prepend: bool = False, with_kwargs: bool = False) -> RemovableHandle:
+    """hook(module, args, output) -> None or a new output after each forward; with_kwargs: hook(module, args, kwargs,
+    output)."""
+    return self._hook(self._forward_hooks, hook, prepend, with_kwargs)
 
   # --- registration
   def _forget(self, name: str) -> None:
