@@ -246,6 +246,14 @@ class Contiguous(Function):
   def forward(self, x): return x.contiguous()
   def backward(self, g): return g
 
+class Tap(Function):
+  """The identity; its backward hands the gradient to `on_grad`, which returns the gradient to pass on (nn.Module's
+  full backward hooks see and replace gradients through it)."""
+  def forward(self, x, on_grad=None):
+    self.on_grad = on_grad
+    return x
+  def backward(self, g): return self.on_grad(g)
+
 class Copy(Function):
   def forward(self, x, device):
     self.device = x.device

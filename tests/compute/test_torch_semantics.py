@@ -182,3 +182,50 @@ def test_hook_order_prepend_kwargs_and_context_manager():
   np.testing.assert_array_equal(m(Tensor([1.0, 2.0])).numpy(), [3.0, 6.0])
   assert order == ["b", "a", "b", "a"]
   with pytest.raises(TypeError, match="hook must be callable"): m.register_forward_hook(3)
+
+
+def test_full_backward_hook_sees_and_replaces_the_input_gradients():
+  """Linear, loss sum(y^2): grad_output 2y, grad_input 2y W; the hook doubles grad_input, which reaches x.grad but not
+  the weight's gradient (that is inside the module). Removed, x.grad is 2y W again."""
+  lin = nn.Linear(4, 3)
+  xn = RNG.standard_normal((2, 4)).astype(np.float32)
+  w, b = lin.weight.numpy(), lin.bias.numpy()
+  yn = xn @ w.T + b
+  seen = []
+  h = lin.register_full_backward_hook(lambda m, gi, go: seen.append((m, gi, go)) or (gi[0] * 2,))
+  x = Tensor(xn, requires_grad=True)
+  (lin(x) ** 2).sum().backward()
+  (m, gi, go), = seen
+  assert m is lin and len(gi) == 1 and len(go) == 1
+  np.testing.assert_allclose(go[0].numpy(), 2 * yn, rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(gi[0].numpy(), 2 * yn @ w, rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(x.grad.numpy(), 4 * yn @ w, rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(lin.weight.grad.numpy(), (2 * yn).T @ xn, rtol=1e-5, atol=1e-5)
+  h.remove()
+  x2 = Tensor(xn, requires_grad=True)
+  (lin(x2) ** 2).sum().backward()
+  np.testing.assert_allclose(x2.grad.numpy(), 2 * yn @ w, rtol=1e-5, atol=1e-5)
+  assert len(seen) == 1
+  lin.register_full_backward_hook(lambda m, gi, go: seen.append((m, gi, go)))
+  (lin(Tensor(xn)) ** 2).sum().backward()           # an input without gradient: called once the output's is known
+  assert seen[1][1] == (None,)
+  np.testing.assert_allclose(seen[1][2][0].numpy(), 2 * yn, rtol=1e-5, atol=1e-5)
+
+
+def test_full_backward_hook_with_several_inputs_and_one_without_gradient():
+  class Mul(nn.Module):
+    def forward(self, a, b, scale): return a * b * scale
+  m, seen = Mul(), []
+  m.register_full_backward_hook(lambda mod, gi, go: seen.append(gi) or None)
+  an, bn, cn = (RNG.standard_normal(5).astype(np.float32) for _ in range(3))
+  a, b = Tensor(an, requires_grad=True), Tensor(bn, requires_grad=True)
+  m(a, b, Tensor(cn)).sum().backward()             # scale needs no gradient: None in grad_input
+  (gi,) = seen
+  assert gi[2] is None
+  np.testing.assert_allclose(gi[0].numpy(), bn * cn, rtol=1e-6)
+  np.testing.assert_allclose(gi[1].numpy(), an * cn, rtol=1e-6)
+  np.testing.assert_allclose(a.grad.numpy(), bn * cn, rtol=1e-6)
+  seen.clear()
+  m(Tensor(an), Tensor(bn), Tensor(cn, requires_grad=True)).sum().backward()
+  np.testing.assert_allclose(seen[0][2].numpy(), an * bn, rtol=1e-6)
+  assert seen[0][:2] == (None, None)
