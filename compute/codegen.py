@@ -38,7 +38,8 @@ _BF16_LOAD, _BF16_STORE = {"bfloat16": "hcq_bits2f((uint32_t){} << 16)"}, {"bflo
 class Dialect:
   """A kernel language: how it spells types, math functions, conversions and the kernel's signature. One subclass
   per language, registered under its `name` by being defined; a device's compiler names the dialect it compiles
-  (drivers/hcq/compiler.py: Compiler.language) and the renderer asks the dialect, never the name."""
+  (drivers/hcq/compiler.py: Compiler.language), runtime renders through the dialect's render(), and the renderer asks
+  the dialect, never the name."""
   name: ClassVar[str]
   named: ClassVar[dict[str, type[Dialect]]] = {}
   host: ClassVar[bool] = False                    # CPU loops over workgroups (else one GPU work-item per output element)
@@ -63,6 +64,12 @@ class Dialect:
       raise NotImplementedError(f"{device}: the compute layer has no renderer for kernel language {name!r} (its dialects: "
                                 f"{', '.join(sorted(Dialect.named))})")
     return d
+
+  @classmethod
+  def render(cls, k: Kernel, vector_registers: tuple[int, int] | None = None) -> Program:
+    """The kernel's program in this language: the C-family Renderer's; a language rendered otherwise (an IR built
+    through an API rather than source text) overrides this."""
+    return Renderer(cls, vector_registers).render(k)
 
   @classmethod
   def head(cls, name: str, params: list[tuple[str, str]], local: int) -> list[str]:

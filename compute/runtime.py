@@ -16,7 +16,7 @@ from collections import defaultdict
 import numpy as np
 from drivers.hcq import open_device, default_device_name, parse_device, profile
 from drivers.hcq import Device as HCQDevice, Buffer as HCQBuffer, Program as HCQProgram, Queue as HCQQueue, Graph
-from compute.codegen import Dialect, Program, Renderer
+from compute.codegen import Dialect, Program
 from compute.dtypes import DType, dtypes
 from compute.lazy import LazyBuffer, Ops
 from compute.schedule import Kernel, Copy, KNode
@@ -140,7 +140,7 @@ def get_program(k: Kernel):
   if (hit := k.cache.get("program")) is not None and hit[0].device is dev: return hit
   key = kernel_key(k)
   if key not in _programs or _programs[key][0].device is not dev:   # new, or built for a device since closed
-    spec = Renderer(Dialect.of(dev.compiler.language, k.device), getattr(dev, "vector_registers", None)).render(k)
+    spec = Dialect.of(dev.compiler.language, k.device).render(k, getattr(dev, "vector_registers", None))
     t0, built = time.perf_counter(), dev.compiler.compiled
     _programs[key] = (dev.program(spec.name, dev.compiler.compile(spec.src)), spec)
     if (took := time.perf_counter() - t0) > COMPILE_NOTICE_S and dev.compiler.compiled > built:

@@ -45,3 +45,22 @@ def test_a_new_dialect_is_one_class(toy_dialect, monkeypatch):
   (k,) = [k for k in create_schedule([t.lazydata.base]) if isinstance(k, Kernel)]
   assert "toy_expf(" in Renderer(toy_dialect).render(k).src and "toy_expf" not in Renderer(C).render(k).src
   np.testing.assert_allclose(t.numpy(), np.exp(x) + 1, rtol=1e-6)
+
+
+def test_a_dialect_may_render_its_own_way(monkeypatch):
+  """A language that is not rendered as C-family text (an IR built through an API) overrides render(); runtime calls
+  it. The toy counts its kernels and renders them as C."""
+  rendered = []
+  class ToyIR(C):
+    name = "toy-ir"
+    @classmethod
+    def render(cls, k, vector_registers=None):
+      rendered.append(k)
+      return C.render(k, vector_registers)
+  try:
+    monkeypatch.setattr(Device["CPU"].compiler, "language", "toy-ir")
+    monkeypatch.setattr(runtime, "_programs", {})
+    x = np.arange(11, dtype=np.float32)
+    np.testing.assert_array_equal((Tensor(x, device="CPU") * 3 + 1).numpy(), x * 3 + 1)
+    assert len(rendered) == 1
+  finally: del Dialect.named["toy-ir"]
