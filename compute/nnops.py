@@ -151,8 +151,9 @@ class NNOps(TensorCore):
 
   def _max_pool(self, k: tuple[int, int], stride: tuple[int, int], pads: tuple[tuple[int, int], tuple[int, int]],
                 dilation: tuple[int, int], return_indices: bool):
-    """max_pool2d with (before, after) padding of H and W; the index of a max is the first one in window order (row by
-    row) that is in the input (not padding) and equal to it, or the first NaN, as PyTorch's CPU kernel picks."""
+    """max_pool2d with (before, after) padding of H and W; the index of a max is the first element in window order
+    (row by row) of the input (not padding) equal to it, or the last NaN, as PyTorch's CPU kernel picks (it takes an
+    element greater than the max so far, or a NaN: aten/src/ATen/native/cpu/MaxPoolKernel.cpp)."""
     x = self.pad(((0, 0),) * (self.ndim - 2) + pads, value=float("-inf")) if any(sum(pads, ())) else self
     win = x._pool(k, stride, dilation)                                   # (..., OH, OW, KH, KW)
     out = win.amax((-2, -1))
@@ -160,10 +161,11 @@ class NNOps(TensorCore):
     h, w = self.shape[-2:]
     pos = type(self).arange(h * w, dtype=dtypes.int64, device=self.device).reshape(h, w).pad(pads, value=-1)
     pos = pos._pool(k, stride, dilation).flatten(-2)                     # (OH, OW, KH*KW): input position or -1
-    v, n = win.flatten(-2), k[0] * k[1]
-    hit = ((v == out.unsqueeze(-1)) | (v != v)) & (pos >= 0)
-    first = n - hit._select(type(self).arange(n, 0, -1, device=self.device), 0).amax(-1)
-    return out, (type(self).arange(n, device=self.device) == first.unsqueeze(-1))._select(pos, 0).sum(-1)
+    v, n, inside = win.flatten(-2), k[0] * k[1], pos >= 0
+    first = n - ((v == out.unsqueeze(-1)) & inside)._select(type(self).arange(n, 0, -1, device=self.device), 0).amax(-1)
+    last_nan = ((v != v) & inside)._select(type(self).arange(n, device=self.device), -1).amax(-1)
+    at = (last_nan >= 0)._select(last_nan, first)
+    return out, (type(self).arange(n, device=self.device) == at.unsqueeze(-1))._select(pos, 0).sum(-1)
 
   def avg_pool2d(self, kernel_size=2, stride=None, padding=0) -> Self:
     """Average over each window, padding included in the count."""

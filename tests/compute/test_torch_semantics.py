@@ -104,6 +104,16 @@ def test_max_pool2d_return_indices(k, s, p, d):
   np.testing.assert_array_equal(nn.MaxPool2d(k, s, p, d)(Tensor(x)).numpy(), rv)
 
 
+def test_max_pool2d_index_of_a_nan_window_is_its_last_nan():
+  """PyTorch's CPU kernel takes each element above the max so far or NaN: a window's last NaN (the max is NaN)."""
+  x = np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4)
+  x[0, 0, 0, 0] = x[0, 0, 1, 0] = np.nan                              # window (0, 0): NaNs at 0 and 4
+  x[0, 0, 2, 3] = np.nan                                              # window (1, 1): one NaN at 11
+  vals, idx = F.max_pool2d(Tensor(x), 2, return_indices=True)
+  assert np.isnan(vals.numpy()[0, 0, 0, 0]) and np.isnan(vals.numpy()[0, 0, 1, 1])
+  np.testing.assert_array_equal(idx.numpy()[0, 0], [[4, 7], [13, 11]])
+
+
 def test_max_pool2d_indices_with_ceil_mode_stay_inside_the_input():
   x = RNG.standard_normal((1, 1, 5, 5)).astype(np.float32)
   vals, idx = F.max_pool2d(Tensor(x), 2, 2, ceil_mode=True, return_indices=True)
