@@ -1,6 +1,7 @@
 """PyTorch's semantics where they differ from this project's first API: Tensor.where(condition, other), diagonal as a
 view and diag as a copy, unique(dim=), max_pool2d(return_indices=True) and nn.MaxPool2d, the optimizers'
-state_dict/load_state_dict, and nn.Module forward hooks. numpy is the reference."""
+state_dict/load_state_dict, and nn.Module forward and full backward hooks. numpy is the reference; every test runs on the
+CPU device and the emulated AMD GPU."""
 import numpy as np
 import pytest
 import compute
@@ -8,6 +9,7 @@ from compute import Tensor, dtypes, nn, optim
 import compute.nn.functional as F
 
 RNG = np.random.default_rng(32)
+pytestmark = pytest.mark.usefixtures("cpu_and_amd")
 
 
 # --- where
