@@ -55,6 +55,9 @@ class Dialect:
 
   def __init_subclass__(cls, **kw):
     super().__init_subclass__(**kw)
+    if "name" not in cls.__dict__: raise TypeError(f"Dialect {cls.__name__} must set `name`, the language its compilers name")
+    if (old := Dialect.named.get(cls.name)) is not None and old.__qualname__ != cls.__qualname__:
+      raise TypeError(f"Dialect {cls.__name__}: the name {cls.name!r} is {old.__name__}'s")
     Dialect.named[cls.name] = cls
 
   @staticmethod

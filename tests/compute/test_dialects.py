@@ -23,6 +23,15 @@ def test_a_language_without_a_dialect_is_refused_naming_the_dialects():
     Dialect.of("nir", "TOY")
 
 
+def test_a_dialect_names_its_own_language():
+  """A subclass without a name would take its parent's and replace it; one reusing a name would hide the other."""
+  with pytest.raises(TypeError, match="must set `name`"):
+    class Unnamed(C): pass
+  with pytest.raises(TypeError, match="the name 'opencl' is OpenCL's"):
+    class Other(C): name = "opencl"
+  assert Dialect.named["c"] is C and Dialect.named["opencl"] is OpenCL
+
+
 @pytest.fixture
 def toy_dialect():
   """C with its own name and exp: defining the class is the whole registration."""
