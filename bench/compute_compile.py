@@ -7,7 +7,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
 os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="hcq-bench-cache-")   # cold compile cache
 import numpy as np
 from compute import Tensor, Device, nn, optim
-from compute.codegen import Renderer
+from compute.codegen import Dialect
 from compute.schedule import create_schedule, Kernel
 from digits import MLP, load
 
@@ -26,7 +26,7 @@ def main() -> None:
   times = []
   for k in kernels:
     t0 = time.perf_counter()
-    comp.compile(Renderer(comp.language).render(k).src)
+    comp.compile(Dialect.of(comp.language, dev).render(k).src)
     times.append(time.perf_counter() - t0)
   for name, value, unit in [("digits_train_step_kernels", len(kernels), "kernels"),
                             ("compile_ms_per_kernel_mean", 1e3 * float(np.mean(times)), "ms"),

@@ -9,10 +9,11 @@ Modules import only modules of lower layers (tests/compute/test_imports.py check
   dtypes, shape, args  element types; views (index -> memory offset and validity); PyTorch's argument spellings
   lazy               the lazy graph of LazyBuffers and its Ops
   schedule           lazy graph -> kernels (fusion) and copies
-  codegen            kernel -> C / OpenCL C / CUDA C source and launch size
+  codegen            kernel -> source in a Dialect (C, OpenCL C, CUDA C: one class each) and launch size
   runtime            devices, buffers, compiling and running a schedule through drivers.hcq
   function           differentiable primitives on lazy buffers (apply() returns its first input's tensor class)
-  movement, indexing, reductions, nnops, sorting, torchops, inplace  Tensor's mixins, each on the one before (views to in-place)
+  core               TensorCore: a tensor's state, autograd, elementwise ops, views; it declares what the mixins share
+  movement, indexing, reductions, nnops, sorting, torchops, inplace  Tensor's mixins, siblings on TensorCore (none imports another)
   tensor             Tensor (on all of the above), no_grad
   nn.functional, nn.module, optim.lr_scheduler  torch.nn.functional's functions; Module, Parameter, containers; lr schedules
   nn.layers          the layers (Linear, Conv2d, Embedding, LayerNorm, ...)
@@ -24,13 +25,15 @@ Modules import only modules of lower layers (tests/compute/test_imports.py check
 from compute.dtypes import dtypes, DType
 from compute.runtime import Device
 from compute.tensor import Tensor, no_grad
+from compute.core import where
 from compute import nn, optim
 from compute.jit import jit, JitFunction
 from compute.runtime import CaptureError
 
-# torch.<name>(tensor, ...): the Tensor factories and methods of the same name (compute.where(cond, x, y), compute.max(t, 1), ...)
+# torch.<name>(tensor, ...): the Tensor factories and methods of the same name (compute.max(t, 1), ...); compute.where is
+# torch.where(cond, x, y), Tensor.where(cond, y) PyTorch's x.where(cond, y)
 FUNCTIONS = tuple("""zeros ones full arange eye rand randn linspace logspace manual_seed zeros_like ones_like full_like rand_like
-  randn_like cat stack where maximum minimum chunk split unbind tensor_split narrow movedim moveaxis flip roll tril triu diag
+  randn_like cat stack maximum minimum chunk split unbind tensor_split narrow movedim moveaxis flip roll tril triu diag
   diagonal trace outer matmul bmm baddbmm addmm cdist einsum lerp abs sign floor ceil round trunc frac exp log sqrt sin cos tanh
   sigmoid isnan isinf isfinite nan_to_num clamp clip clamp_min clamp_max log1p expm1 erf atan atan2 arctan2 hypot sum prod mean
   var std var_mean std_mean amax amin max min argmax argmin any all norm count_nonzero logsumexp softmax log_softmax cumsum
@@ -38,4 +41,4 @@ FUNCTIONS = tuple("""zeros ones full arange eye rand randn linspace logspace man
   gather scatter index_select masked_fill reshape flatten permute transpose squeeze unsqueeze numel""".split())
 for _name in FUNCTIONS: globals()[_name] = getattr(Tensor, _name)
 from_dlpack = Tensor.from_dlpack
-__all__ = ["Tensor", "dtypes", "DType", "Device", "no_grad", "nn", "optim", "jit", "JitFunction", "CaptureError", "from_dlpack", *FUNCTIONS]
+__all__ = ["Tensor", "dtypes", "DType", "Device", "no_grad", "nn", "optim", "jit", "JitFunction", "CaptureError", "from_dlpack", "where", *FUNCTIONS]

@@ -12,6 +12,7 @@ Expressions are rendered once per scope (CSE by AST node).
 from __future__ import annotations
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 from math import prod
 import numpy as np
 from compute.dtypes import DType, dtypes
@@ -22,60 +23,141 @@ from compute.shape import ShapeTracker, contiguous_strides, form_range
 CPU_CHUNK = 4096        # elements of the innermost dim per workgroup in CPU elementwise kernels
 GPU_LOCAL = 64          # work-items per workgroup on GPUs (two wave32s)
 
-# C names of the unary float functions, per language
-_FN = {"c": {Ops.EXP: "expf", Ops.LOG: "logf", Ops.EXP2: "exp2f", Ops.LOG2: "log2f", Ops.SIN: "sinf", Ops.COS: "cosf",
-             Ops.SQRT: "sqrtf", Ops.TRUNC: "truncf"},
-       "opencl": {Ops.EXP: "__builtin_expf", Ops.LOG: "__builtin_logf", Ops.EXP2: "__builtin_exp2f", Ops.LOG2: "__builtin_log2f",
-                  Ops.SIN: "__builtin_sinf", Ops.COS: "__builtin_cosf", Ops.SQRT: "__builtin_sqrtf", Ops.TRUNC: "__builtin_truncf"}}
-_FN["cuda"] = _FN["c"]                                      # CUDA's device math library has the C names
 _BIN = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.DIV: "/", Ops.CMPLT: "<", Ops.CMPLE: "<=", Ops.CMPEQ: "==",
         Ops.CMPNE: "!=", Ops.AND: "&", Ops.OR: "|", Ops.XOR: "^"}
-# value type (what expressions compute in) and storage type, per language
-_TYPES = {"c": {"bool": ("_Bool", "uint8_t"), "uint8": ("uint8_t",) * 2, "int8": ("int8_t",) * 2, "uint32": ("uint32_t",) * 2,
-                "int32": ("int32_t",) * 2, "int64": ("int64_t",) * 2, "float16": ("_Float16",) * 2, "bfloat16": ("float", "uint16_t"),
-                "float32": ("float",) * 2, "float64": ("double",) * 2},
-          "opencl": {"bool": ("bool", "uchar"), "uint8": ("uchar",) * 2, "int8": ("char",) * 2, "uint32": ("uint",) * 2,
-                     "int32": ("int",) * 2, "int64": ("long",) * 2, "float16": ("half",) * 2, "bfloat16": ("float", "ushort"),
-                     "float32": ("float",) * 2, "float64": ("double",) * 2}}
-# CUDA: half and bfloat16 are stored as cuda_fp16.h's half and cuda_bf16.h's __nv_bfloat16 and computed in float, rounded
-# back after each op (_ROUND): the same values as arithmetic in half (float's 24 bits make the double rounding exact), with
-# none of the ambiguous overloads mixing half and float operands would hit
-_TYPES["cuda"] = {**_TYPES["c"], "bool": ("bool", "uint8_t"), "float16": ("float", "half"), "bfloat16": ("float", "__nv_bfloat16")}
-# value -> its dtype's precision, for dtypes computed in a wider value type
-_ROUND = {"c": {"bfloat16": "hcq_bf16r"}, "opencl": {"bfloat16": "hcq_bf16r"}, "cuda": {"bfloat16": "hcq_bf16r", "float16": "hcq_f16r"}}
-# storage -> value ({} is the element read) and value -> storage, where a plain C conversion is not it
-_LOAD = {"c": {"bfloat16": "hcq_bits2f((uint32_t){} << 16)"}, "opencl": {"bfloat16": "hcq_bits2f((uint32_t){} << 16)"},
-         "cuda": {"float16": "__half2float({})", "bfloat16": "__bfloat162float({})"}}
-_STORE = {"c": {"bfloat16": "(hcq_f2bits(hcq_bf16r({})) >> 16)"}, "opencl": {"bfloat16": "(hcq_f2bits(hcq_bf16r({})) >> 16)"},
-          "cuda": {"float16": "__float2half_rn({})", "bfloat16": "__float2bfloat16_rn({})"}}
-# double versions of _FN: libm on the CPU; on AMDGPU the backend lowers only sqrt and trunc for f64 (exp, log, sin, cos have
-# no instruction and no device library is linked), so those are _F64_HELPERS below
-_FN64 = {"c": {Ops.EXP: "exp", Ops.LOG: "log", Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.COS: "cos", Ops.SQRT: "sqrt",
-               Ops.TRUNC: "trunc"},
-         # CUDA: sin/cos of a double call a non-inlined slow path (__internal_trig_reduction_slowpathd, |x| >= 2^31), a call the
-         # PTX engine of MOCK+NV does not model: the series below instead, as on AMDGPU
-         "cuda": {Ops.EXP: "exp", Ops.LOG: "log", Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "hcq_sin64", Ops.COS: "hcq_cos64",
-                  Ops.SQRT: "sqrt", Ops.TRUNC: "trunc"},
-         "opencl": {Ops.EXP: "hcq_exp64", Ops.LOG: "hcq_log64", Ops.EXP2: "hcq_exp2_64", Ops.LOG2: "hcq_log2_64", Ops.SIN: "hcq_sin64",
-                    Ops.COS: "hcq_cos64", Ops.SQRT: "__builtin_sqrt", Ops.TRUNC: "__builtin_trunc"}}
-_PRELUDE = {
-  "c": "#include <stdint.h>\n#include <math.h>\n"
-       "static inline float hcq_bits2f(uint32_t u) { float f; __builtin_memcpy(&f, &u, 4); return f; }\n"
-       "static inline uint32_t hcq_f2bits(float f) { uint32_t u; __builtin_memcpy(&u, &f, 4); return u; }\n",
-  "opencl": "#pragma OPENCL EXTENSION cl_khr_fp16 : enable\n#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n"
-            "static inline float hcq_bits2f(uint u) { return as_float(u); }\n"
-            "static inline uint hcq_f2bits(float f) { return as_uint(f); }\n",
-  # NVRTC has no <stdint.h> or <math.h>: their names defined here; helpers are device functions (render adds __device__)
-  "cuda": "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n"
-          "typedef signed char int8_t; typedef unsigned char uint8_t; typedef unsigned short uint16_t; typedef int int32_t;\n"
-          "typedef unsigned int uint32_t; typedef long long int64_t; typedef unsigned long long uint64_t;\n"
-          "#define INFINITY __int_as_float(0x7f800000)\n#define NAN __int_as_float(0x7fc00000)\n"
-          "static inline float hcq_bits2f(uint32_t u) { return __uint_as_float(u); }\n"
-          "static inline uint32_t hcq_f2bits(float f) { return __float_as_uint(f); }\n"
-          "static inline float hcq_f16r(float x) { return __half2float(__float2half_rn(x)); }\n"
-          "static inline float hcq_f16r(double x) { return __half2float(__double2half(x)); }\n"}
-# the block and thread index of the first dim, per GPU language
-_IDS = {"opencl": ("__builtin_amdgcn_workgroup_id_x()", "__builtin_amdgcn_workitem_id_x()"), "cuda": ("blockIdx.x", "threadIdx.x")}
+_C_TYPES = {"bool": ("_Bool", "uint8_t"), "uint8": ("uint8_t",) * 2, "int8": ("int8_t",) * 2, "uint32": ("uint32_t",) * 2,
+            "int32": ("int32_t",) * 2, "int64": ("int64_t",) * 2, "float16": ("_Float16",) * 2, "bfloat16": ("float", "uint16_t"),
+            "float32": ("float",) * 2, "float64": ("double",) * 2}
+_C_FN = {Ops.EXP: "expf", Ops.LOG: "logf", Ops.EXP2: "exp2f", Ops.LOG2: "log2f", Ops.SIN: "sinf", Ops.COS: "cosf", Ops.SQRT: "sqrtf",
+         Ops.TRUNC: "truncf"}
+_C_FN64 = {Ops.EXP: "exp", Ops.LOG: "log", Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.COS: "cos", Ops.SQRT: "sqrt",
+           Ops.TRUNC: "trunc"}
+_BF16_LOAD, _BF16_STORE = {"bfloat16": "hcq_bits2f((uint32_t){} << 16)"}, {"bfloat16": "(hcq_f2bits(hcq_bf16r({})) >> 16)"}
+
+
+class Dialect:
+  """A kernel language: how it spells types, math functions, conversions and the kernel's signature. One subclass
+  per language, registered under its `name` by being defined; a device's compiler names the dialect it compiles
+  (drivers/hcq/compiler.py: Compiler.language), runtime renders through the dialect's render(), and the renderer asks
+  the dialect, never the name."""
+  name: ClassVar[str]
+  named: ClassVar[dict[str, type[Dialect]]] = {}
+  host: ClassVar[bool] = False                    # CPU loops over workgroups (else one GPU work-item per output element)
+  ids: ClassVar[tuple[str, str]] = ("", "")       # GPU: the block and thread index of the first dim
+  types: ClassVar[dict[str, tuple[str, str]]]     # dtype -> (value type: what expressions compute in, storage type)
+  fn: ClassVar[dict[Ops, str]]                    # the unary float functions
+  fn64: ClassVar[dict[Ops, str]]                  # their double versions
+  fma: ClassVar[tuple[str, str]] = ("fmaf", "fma")
+  round: ClassVar[dict[str, str]] = {"bfloat16": "hcq_bf16r"}   # value -> its dtype's precision, for dtypes computed wider
+  load: ClassVar[dict[str, str]] = _BF16_LOAD     # storage -> value ({} is the element read), where a C conversion is not it
+  store: ClassVar[dict[str, str]] = _BF16_STORE   # value -> storage
+  prelude: ClassVar[str]
+
+  def __init_subclass__(cls, **kw):
+    super().__init_subclass__(**kw)
+    if "name" not in cls.__dict__: raise TypeError(f"Dialect {cls.__name__} must set `name`, the language its compilers name")
+    if (old := Dialect.named.get(cls.name)) is not None and old.__qualname__ != cls.__qualname__:
+      raise TypeError(f"Dialect {cls.__name__}: the name {cls.name!r} is {old.__name__}'s")
+    Dialect.named[cls.name] = cls
+
+  @staticmethod
+  def of(name: str, device: str) -> type[Dialect]:
+    """The dialect `device`'s compiler names; an error naming the registered ones if there is none of that name."""
+    if (d := Dialect.named.get(name)) is None:
+      raise NotImplementedError(f"{device}: the compute layer has no renderer for kernel language {name!r} (its dialects: "
+                                f"{', '.join(sorted(Dialect.named))})")
+    return d
+
+  @classmethod
+  def render(cls, k: Kernel, vector_registers: tuple[int, int] | None = None) -> Program:
+    """The kernel's program in this language: the C-family Renderer's; a language rendered otherwise (an IR built
+    through an API rather than source text) overrides this."""
+    return Renderer(cls, vector_registers).render(k)
+
+  @classmethod
+  def head(cls, name: str, params: list[tuple[str, str]], local: int) -> list[str]:
+    """The kernel's signature: params are (element type, name) of its buffers, the output first."""
+    raise NotImplementedError(f"{cls.name}: no kernel signature")
+
+  @classmethod
+  def finish(cls, src: str) -> str:
+    """The rendered source as the compiler takes it."""
+    return cls.prelude + src
+
+
+class C(Dialect):
+  """C for the CPU device (clang): a kernel is a function of a workgroup id, reading its buffer pointers from args."""
+  name, host, types, fn, fn64 = "c", True, _C_TYPES, _C_FN, _C_FN64
+  prelude = ("#include <stdint.h>\n#include <math.h>\n"
+             "static inline float hcq_bits2f(uint32_t u) { float f; __builtin_memcpy(&f, &u, 4); return f; }\n"
+             "static inline uint32_t hcq_f2bits(float f) { uint32_t u; __builtin_memcpy(&u, &f, 4); return u; }\n")
+
+  @classmethod
+  def head(cls, name: str, params: list[tuple[str, str]], local: int) -> list[str]:
+    return [f"void {name}(const uint8_t *restrict args, const uint32_t *restrict gid, const uint32_t *restrict lsize) {{"] + \
+           [f"  {t} *restrict {n}; __builtin_memcpy((void *)&{n}, args + {8 * i}, 8);" for i, (t, n) in enumerate(params)]
+
+
+class OpenCL(Dialect):
+  """OpenCL C as clang compiles it for AMDGPU (-x cl): the backend lowers only sqrt and trunc of a double (exp, log, sin,
+  cos have no instruction and no device library is linked), so those are _F64_HELPERS."""
+  name, ids = "opencl", ("__builtin_amdgcn_workgroup_id_x()", "__builtin_amdgcn_workitem_id_x()")
+  types = {"bool": ("bool", "uchar"), "uint8": ("uchar",) * 2, "int8": ("char",) * 2, "uint32": ("uint",) * 2, "int32": ("int",) * 2,
+           "int64": ("long",) * 2, "float16": ("half",) * 2, "bfloat16": ("float", "ushort"), "float32": ("float",) * 2,
+           "float64": ("double",) * 2}
+  fn = {Ops.EXP: "__builtin_expf", Ops.LOG: "__builtin_logf", Ops.EXP2: "__builtin_exp2f", Ops.LOG2: "__builtin_log2f",
+        Ops.SIN: "__builtin_sinf", Ops.COS: "__builtin_cosf", Ops.SQRT: "__builtin_sqrtf", Ops.TRUNC: "__builtin_truncf"}
+  fn64 = {Ops.EXP: "hcq_exp64", Ops.LOG: "hcq_log64", Ops.EXP2: "hcq_exp2_64", Ops.LOG2: "hcq_log2_64", Ops.SIN: "hcq_sin64",
+          Ops.COS: "hcq_cos64", Ops.SQRT: "__builtin_sqrt", Ops.TRUNC: "__builtin_trunc"}
+  fma = ("__builtin_fmaf", "__builtin_fma")
+  prelude = ("#pragma OPENCL EXTENSION cl_khr_fp16 : enable\n#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n"
+             "static inline float hcq_bits2f(uint u) { return as_float(u); }\n"
+             "static inline uint hcq_f2bits(float f) { return as_uint(f); }\n")
+
+  @classmethod
+  def head(cls, name: str, params: list[tuple[str, str]], local: int) -> list[str]:
+    sig = ", ".join(f"__global {t} *restrict {n}" for t, n in params)
+    return [f"__kernel __attribute__((reqd_work_group_size({local}, 1, 1))) void {name}({sig}) {{"]
+
+  @classmethod
+  def finish(cls, src: str) -> str:
+    if "double" in src: src = _F64_HELPERS + src
+    return cls.prelude + src.replace("uint32_t", "uint").replace("int32_t", "int").replace("int64_t", "long")
+
+
+class CUDA(Dialect):
+  """CUDA C as NVRTC compiles it. half and bfloat16 are stored as cuda_fp16.h's half and cuda_bf16.h's __nv_bfloat16 and
+  computed in float, rounded back after each op: the same values as arithmetic in half (float's 24 bits make the double
+  rounding exact), with none of the ambiguous overloads mixing half and float operands would hit."""
+  name, ids, fn = "cuda", ("blockIdx.x", "threadIdx.x"), _C_FN          # CUDA's device math library has the C names
+  types = {**_C_TYPES, "bool": ("bool", "uint8_t"), "float16": ("float", "half"), "bfloat16": ("float", "__nv_bfloat16")}
+  # sin/cos of a double call a non-inlined slow path (__internal_trig_reduction_slowpathd, |x| >= 2^31), a call the PTX
+  # engine of MOCK+NV does not model: the series of _F64_HELPERS instead
+  fn64 = {**_C_FN64, Ops.SIN: "hcq_sin64", Ops.COS: "hcq_cos64"}
+  round = {"bfloat16": "hcq_bf16r", "float16": "hcq_f16r"}
+  load = {"float16": "__half2float({})", "bfloat16": "__bfloat162float({})"}
+  store = {"float16": "__float2half_rn({})", "bfloat16": "__float2bfloat16_rn({})"}
+  # NVRTC has no <stdint.h> or <math.h>: their names defined here; helpers are device functions (finish adds __device__)
+  prelude = ("#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n"
+             "typedef signed char int8_t; typedef unsigned char uint8_t; typedef unsigned short uint16_t; typedef int int32_t;\n"
+             "typedef unsigned int uint32_t; typedef long long int64_t; typedef unsigned long long uint64_t;\n"
+             "#define INFINITY __int_as_float(0x7f800000)\n#define NAN __int_as_float(0x7fc00000)\n"
+             "static inline float hcq_bits2f(uint32_t u) { return __uint_as_float(u); }\n"
+             "static inline uint32_t hcq_f2bits(float f) { return __float_as_uint(f); }\n"
+             "static inline float hcq_f16r(float x) { return __half2float(__float2half_rn(x)); }\n"
+             "static inline float hcq_f16r(double x) { return __half2float(__double2half(x)); }\n")
+
+  @classmethod
+  def head(cls, name: str, params: list[tuple[str, str]], local: int) -> list[str]:
+    sig = ", ".join(f"{t} *__restrict__ {n}" for t, n in params)
+    return [f'extern "C" __global__ void __launch_bounds__({local}) {name}({sig}) {{']
+
+  @classmethod
+  def finish(cls, src: str) -> str:
+    if "hcq_sin64" in src or "hcq_cos64" in src: src = _F64_HELPERS.replace("__builtin_", "") + src
+    return (cls.prelude + src).replace("static inline ", "static __device__ inline ")
+
+
 # bfloat16: round a float to the nearest-even bfloat16, kept in a float; integer floor division/modulo like numpy
 # (x // 0 == 0 and x % 0 == 0 instead of a trap)
 _HELPERS = """static inline float hcq_bf16r(float x) {
@@ -171,7 +253,7 @@ def _largest_divisor(n: int, cap: int) -> int:
   return next(d for d in range(min(n, cap), 0, -1) if n % d == 0) if n > 0 else 1
 
 
-def _fmt_const(v, dt: DType, lang: str) -> str:
+def _fmt_const(v, dt: DType, d: type[Dialect]) -> str:
   if dt is dtypes.bool: return "1" if v else "0"
   if dt.is_int:
     v = int(np.array(v).astype(dt.np)) if dt.np else int(v)
@@ -184,7 +266,7 @@ def _fmt_const(v, dt: DType, lang: str) -> str:
   s = repr(f)
   if dt is dtypes.float64: return s if "e" in s or "." in s else f"{s}.0"
   if dt is not dtypes.float16: return f"{s}f" if "e" in s or "." in s else f"{s}.0f"
-  return f"{_ROUND[lang]['float16']}({s}f)" if "float16" in _ROUND[lang] else f"(({_TYPES[lang]['float16'][0]}){s}f)"
+  return f"{d.round['float16']}({s}f)" if "float16" in d.round else f"(({d.types['float16'][0]}){s}f)"
 
 
 def _lin(coefs, const: int, idx: list[str]) -> str:
@@ -241,7 +323,9 @@ class _Canon:
 
 def _nodes_with_trackers(k: Kernel) -> tuple[list[KNode], list[KNode]]:
   """Leaves with a tracker, split into those inside the reduce (full shape) and outside (output shape)."""
-  inner, outer, seen = [], [], set()
+  inner: list[KNode] = []
+  outer: list[KNode] = []
+  seen: set[int] = set()
   def walk(n: KNode, inside: bool):
     if id(n) in seen: return
     seen.add(id(n))
@@ -252,11 +336,11 @@ def _nodes_with_trackers(k: Kernel) -> tuple[list[KNode], list[KNode]]:
 
 
 class Renderer:
-  def __init__(self, lang: str, vector_registers: tuple[int, int] | None = None):
+  def __init__(self, dialect: type[Dialect], vector_registers: tuple[int, int] | None = None):
     """`vector_registers`: (count, bytes each) of the CPU's vector register file; half of it holds a CPU reduce
     kernel's block of accumulators (AVX-512: 1 KiB, e.g. an 8 x 32 block of float32 sums of a matmul)."""
-    self.lang = lang
-    self.types = _TYPES[lang]
+    self.d = dialect
+    self.types = dialect.types
     self.acc_bytes = vector_registers[0] * vector_registers[1] // 2 if vector_registers else 512
 
   def vtype(self, dt: DType) -> str: return self.types[dt.name][0]
@@ -269,26 +353,9 @@ class Renderer:
     self.nvar = 0
     c = self.c
     name = f"{'r' if k.reduce is not None else 'e'}_{'_'.join(map(str, c.sizes)) or 'scalar'}"
-    gsize, lsize, body = self._cpu_body() if self.lang == "c" else self._gpu_body()
-    params = []
-    for i, b in enumerate(k.bufs):
-      ct = "" if i == 0 else "const "
-      params.append((f"{ct}{self.stype(b.dtype)}", f"d{i}"))
-    if self.lang == "c":
-      head = [f"void {name}(const uint8_t *restrict args, const uint32_t *restrict gid, const uint32_t *restrict lsize) {{"]
-      for i, (t, n) in enumerate(params): head.append(f"  {t} *restrict {n}; __builtin_memcpy((void *)&{n}, args + {8 * i}, 8);")
-    elif self.lang == "opencl":
-      sig = ", ".join(f"__global {t} *restrict {n}" for t, n in params)
-      head = [f"__kernel __attribute__((reqd_work_group_size({lsize[0]}, 1, 1))) void {name}({sig}) {{"]
-    else:
-      sig = ", ".join(f"{t} *__restrict__ {n}" for t, n in params)
-      head = [f'extern "C" __global__ void __launch_bounds__({lsize[0]}) {name}({sig}) {{']
-    src = _HELPERS + "\n".join(head + body + ["}"]) + "\n"
-    if self.lang == "opencl" and "double" in src: src = _F64_HELPERS + src
-    if self.lang == "cuda" and ("hcq_sin64" in src or "hcq_cos64" in src): src = _F64_HELPERS.replace("__builtin_", "") + src
-    if self.lang == "opencl": src = src.replace("uint32_t", "uint").replace("int32_t", "int").replace("int64_t", "long")
-    src = _PRELUDE[self.lang] + src
-    if self.lang == "cuda": src = src.replace("static inline ", "static __device__ inline ")
+    gsize, lsize, body = self._cpu_body() if self.d.host else self._gpu_body()
+    params = [(f"{'' if i == 0 else 'const '}{self.stype(b.dtype)}", f"d{i}") for i, b in enumerate(k.bufs)]
+    src = self.d.finish(_HELPERS + "\n".join(self.d.head(name, params, lsize[0]) + body + ["}"]) + "\n")
     return Program(name, src, gsize, lsize, len(k.bufs))
 
   # --- loop layouts
@@ -371,7 +438,7 @@ class Renderer:
     c, k = self.c, self.k
     n_out = prod(c.sizes[d] for d in c.out_dims)
     ls = min(GPU_LOCAL, max(1, n_out))
-    block, thread = _IDS[self.lang]
+    block, thread = self.d.ids
     lines = [f"  long g = (long){block} * {ls} + (long){thread};",
              f"  if (g >= {n_out}) return;"]
     lines += self._decode([(d, c.sizes[d], f"o{d}") for d in c.out_dims], "g")
@@ -397,19 +464,19 @@ class Renderer:
 
   def rounded(self, dt: DType, e: str) -> str:
     """`e` rounded to `dt`'s precision where the value type is wider (bfloat16 in float, half in float on CUDA)."""
-    return f"{r}({e})" if (r := _ROUND[self.lang].get(dt.name)) else e
+    return f"{r}({e})" if (r := self.d.round.get(dt.name)) else e
 
   def store(self, idx: list[str], val: str) -> str:
     i, _ = render_index(self.c.store, idx)
     dt = self.k.bufs[0].dtype
-    if (conv := _STORE[self.lang].get(dt.name)) is not None: val = conv.format(val)
+    if (conv := self.d.store.get(dt.name)) is not None: val = conv.format(val)
     return f"  d0[{i}] = ({self.stype(dt)})({val});"
 
   def identity(self, op: Ops, dt: DType) -> str:
-    if op is Ops.ADD: return _fmt_const(0, dt, self.lang)
+    if op is Ops.ADD: return _fmt_const(0, dt, self.d)
     lo = op is Ops.MAX
     if dt.is_float: return "(-INFINITY)" if lo else "INFINITY"
-    return _fmt_const(dt.min if lo else dt.max, dt, self.lang)
+    return _fmt_const(dt.min if lo else dt.max, dt, self.d)
 
   def combine(self, op: Ops, dt: DType, a: str, b: str) -> str:
     if op is Ops.ADD: return f"({a}+{b})"
@@ -419,8 +486,7 @@ class Renderer:
     src, op = red.srcs[0], red.arg[0]
     if op is Ops.ADD and src.op is Ops.MUL and src.dtype in (dtypes.float32, dtypes.float64):   # multiply-accumulate, fused like BLAS
       a, b = (self.expr(s, idx, memo) for s in src.srcs)
-      fma = ("__builtin_fmaf" if self.lang == "opencl" else "fmaf") if src.dtype is dtypes.float32 else \
-        ("__builtin_fma" if self.lang == "opencl" else "fma")
+      fma = self.d.fma[0] if src.dtype is dtypes.float32 else self.d.fma[1]
       return f"{acc} = {fma}({a}, {b}, {acc});"
     v = self.expr(src, idx, memo)
     return f"{acc} = {self.combine(op, red.dtype, acc, v)};"
@@ -445,12 +511,12 @@ class Renderer:
       if n.op == "LOAD":
         v = f"d{n.arg[0]}[{i}]"
         if n.dtype is dtypes.bool: v = f"({v}!=0)"
-        elif (conv := _LOAD[self.lang].get(n.dtype.name)) is not None: v = conv.format(v)
-      elif n.op is Ops.CONST: v = _fmt_const(n.arg[0], n.dtype, self.lang)
+        elif (conv := self.d.load.get(n.dtype.name)) is not None: v = conv.format(v)
+      elif n.op is Ops.CONST: v = _fmt_const(n.arg[0], n.dtype, self.d)
       else:
         start, step = n.arg[0], n.arg[1]
         r = (lambda e: self.rounded(n.dtype, e)) if n.dtype is dtypes.float16 else (lambda e: e)   # half arithmetic: each op rounded
-        c0, c1 = _fmt_const(start, n.dtype, self.lang), _fmt_const(step, n.dtype, self.lang)
+        c0, c1 = _fmt_const(start, n.dtype, self.d), _fmt_const(step, n.dtype, self.d)
         v = r(f"({c0}+{r(r(f'({vt}){i}') + '*' + c1)})")
       out = self.var(vt, f"({'&&'.join(conds)} ? {v} : 0)" if conds else v)
     else:
@@ -458,14 +524,14 @@ class Renderer:
       sdt = n.srcs[0].dtype
       if n.op is Ops.CAST:
         if n.dtype is dtypes.bool: e = f"({s[0]}!=0)"
-        elif n.dtype.name in _ROUND[self.lang]: e = self.rounded(n.dtype, s[0] if sdt is dtypes.float64 else f"(float){s[0]}")
+        elif n.dtype.name in self.d.round: e = self.rounded(n.dtype, s[0] if sdt is dtypes.float64 else f"(float){s[0]}")
         else: e = f"(({vt}){s[0]})"
       elif n.op is Ops.NEG: e = f"(-{s[0]})"
       elif n.op is Ops.NOT: e = f"(!{s[0]})"
       elif n.op is Ops.RECIP: e = f"(({vt})1/{s[0]})"
-      elif vt == "double" and n.op in _FN64[self.lang]: e = f"{_FN64[self.lang][n.op]}({s[0]})"
-      elif n.op in _FN[self.lang]:
-        e = f"{_FN[self.lang][n.op]}({s[0]})" if vt == "float" else f"(({vt}){_FN[self.lang][n.op]}((float){s[0]}))"
+      elif vt == "double" and n.op in self.d.fn64: e = f"{self.d.fn64[n.op]}({s[0]})"
+      elif n.op in self.d.fn:
+        e = f"{self.d.fn[n.op]}({s[0]})" if vt == "float" else f"(({vt}){self.d.fn[n.op]}((float){s[0]}))"
       elif n.op is Ops.WHERE: e = f"({s[0]} ? {s[1]} : {s[2]})"
       else: e = self.binary(n.op, sdt, s[0], s[1])
       if n.op is not Ops.CAST and n.op is not Ops.WHERE: e = self.rounded(n.dtype, e)

@@ -98,11 +98,11 @@ def promote(a: DType, b: DType) -> DType:
   return hi
 
 
-def scalar_dtype(x: bool | int | float) -> DType:
+def scalar_dtype(x: bool | int | float | np.generic) -> DType:
   return dtypes.bool if isinstance(x, (bool, np.bool_)) else dtypes.int32 if isinstance(x, (int, np.integer)) else dtypes.float32
 
 
-def promote_scalar(t: DType, x: bool | int | float) -> DType:
+def promote_scalar(t: DType, x: bool | int | float | np.generic) -> DType:
   """A Python scalar adapts to the tensor's type ("weak" scalars, numpy 2 rules), except that a float scalar
   makes an integer/bool tensor float and an int scalar makes a bool tensor int."""
   s = scalar_dtype(x)

@@ -2,15 +2,16 @@
 gradient to its inputs' gradients (also lazy). Everything else in Tensor is composed from these."""
 from __future__ import annotations
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 from compute.lazy import LazyBuffer, Ops
-if TYPE_CHECKING: from compute.tensor import Tensor
+if TYPE_CHECKING: from compute.core import TensorCore
+T = TypeVar("T", bound="TensorCore")
 
 
 class Function:
   freed = False
 
-  def __init__(self, *inputs: Tensor):
+  def __init__(self, *inputs: TensorCore):
     self.needs_grad = [t.requires_grad for t in inputs]
     self.parents = inputs
     # the inputs' own nodes now: an input updated in place later gets a new node, and this graph keeps the old one
@@ -27,7 +28,7 @@ class Function:
   def backward(self, g: LazyBuffer): raise NotImplementedError
 
   @classmethod
-  def apply(cls, *inputs: Tensor, **kwargs) -> Tensor:
+  def apply(cls, *inputs: T, **kwargs) -> T:
     """Forward on the inputs' lazy buffers. The result has the first input's tensor class (this layer sits below
     the tensor layer and names no Tensor), and records this function for backward while gradients are on."""
     tensor_type = type(inputs[0])
@@ -244,6 +245,14 @@ class Window(Function):
 class Contiguous(Function):
   def forward(self, x): return x.contiguous()
   def backward(self, g): return g
+
+class Tap(Function):
+  """The identity; its backward hands the gradient to `on_grad`, which returns the gradient to pass on (nn.Module's
+  full backward hooks see and replace gradients through it)."""
+  def forward(self, x, on_grad=None):
+    self.on_grad = on_grad
+    return x
+  def backward(self, g): return self.on_grad(g)
 
 class Copy(Function):
   def forward(self, x, device):

@@ -68,7 +68,7 @@ def _buffer_view(t: Tensor) -> Tensor | None:
   """`t` as a tensor over one realized buffer in row-major order (what a replay swaps), if it is one already."""
   lb = t.lazydata
   if lb.op is Ops.BUFFER: return t
-  if lb.op is Ops.VIEW and lb.base.realized and lb.st.is_reshape_of(lb.base.shape):
+  if lb.op is Ops.VIEW and lb.base.realized and lb.tracker.is_reshape_of(lb.base.shape):
     return Tensor._from_lazy(LazyBuffer.from_buffer(lb.base.buffer, lb.shape, lb.dtype), t.requires_grad)
   return None
 
@@ -109,7 +109,8 @@ class _Captured:
 class JitFunction:
   """A function whose calls replay what its first call (per signature) ran; see the module docstring."""
   def __init__(self, fn: Callable):
-    self.fn, self.captures = fn, OrderedDict()
+    self.fn = fn
+    self.captures: OrderedDict[tuple, Any] = OrderedDict()
     functools.update_wrapper(self, fn)
 
   @property
@@ -151,7 +152,7 @@ class JitFunction:
       else: g.copy(st[1], st[2])
       written.add(st[2][0] if st[0] == "exec" else st[1])
     index = {id(b): i for i, b in enumerate(in_bufs)}
-    info = []
+    info: list[tuple] = []
     for o in outs:
       b = o.lazydata.buffer
       if id(b) in index: info.append(("input", index[id(b)], o.shape, o.dtype))

@@ -48,6 +48,11 @@ class LazyBuffer:
   @property
   def realized(self) -> bool: return self.buffer is not None
   @property
+  def tracker(self) -> ShapeTracker:
+    """A VIEW's ShapeTracker (how it reads its base)."""
+    if self.st is None: raise RuntimeError(f"internal: {self!r} is no view and has no ShapeTracker")
+    return self.st
+  @property
   def base(self) -> LazyBuffer: return self.srcs[0] if self.op is Ops.VIEW else self
   @property
   def size(self) -> int: return prod(self.shape)
@@ -70,7 +75,7 @@ class LazyBuffer:
 
   def is_const(self, value: Any = None) -> bool:
     b = self.base
-    return b.op is Ops.CONST and (value is None or b.arg == value) and (self.op is not Ops.VIEW or not _has_pad(self.st))
+    return b.op is Ops.CONST and (value is None or b.arg == value) and (self.op is not Ops.VIEW or not _has_pad(self.tracker))
 
   # --- compute
   def alu(self, op: Ops, *others: LazyBuffer, dtype: DType | None = None) -> LazyBuffer:
@@ -102,7 +107,7 @@ class LazyBuffer:
   # --- movement (shapes are checked by the Tensor layer)
   def _view(self, op: str, arg: Any, shape: tuple[int, ...]) -> LazyBuffer:
     base = self.base
-    st = (self.st if self.op is Ops.VIEW else ShapeTracker.contiguous(self.shape)).apply(op, arg)
+    st = (self.tracker if self.op is Ops.VIEW else ShapeTracker.contiguous(self.shape)).apply(op, arg)
     if st.shape != tuple(shape): raise RuntimeError(f"internal: view {op} gave {st.shape}, expected {shape}")
     if st.is_contiguous and st.shape == base.shape: return base
     ops = (self.arg if self.op is Ops.VIEW else ()) + ((op, arg),)

@@ -1,11 +1,11 @@
 """Tensor neural-network ops: matmul, einsum, conv2d, pooling, softmax, cross-entropy (a mixin of Tensor; everything is
 composed from the differentiable primitives)."""
 from __future__ import annotations
-from typing import TYPE_CHECKING
+from typing import Any, Self
+from compute import function
 from compute.dtypes import dtypes, promote
 from compute.args import torch_args
-from compute.reductions import ReduceOps
-if TYPE_CHECKING: from compute.tensor import Tensor
+from compute.core import TensorCore
 
 
 def _pair(v, what: str) -> tuple[int, int]:
@@ -14,21 +14,21 @@ def _pair(v, what: str) -> tuple[int, int]:
   return t  # type: ignore[return-value]
 
 
-class NNOps(ReduceOps):
+class NNOps(TensorCore):
   __slots__ = ()
 
   @torch_args
-  def softmax(self: Tensor, dim: int = -1) -> Tensor:
+  def softmax(self, dim: int = -1) -> Self:
     e = (self - self.amax(dim, keepdim=True).detach()).exp()
     return e / e.sum(dim, keepdim=True)
 
   @torch_args
-  def log_softmax(self: Tensor, dim: int = -1) -> Tensor:
+  def log_softmax(self, dim: int = -1) -> Self:
     s = self - self.amax(dim, keepdim=True).detach()
     return s - s.exp().sum(dim, keepdim=True).log()
 
   # --- linear algebra
-  def dot(self: Tensor, w: Tensor) -> Tensor:
+  def dot(self, w: Self) -> Self:
     """numpy matmul semantics: 1-D operands are vectors, leading dims broadcast."""
     x, w = self, self._to_tensor(w)
     if x.ndim == 0 or w.ndim == 0: raise ValueError(f"matmul needs at least 1-D operands, got shapes {x.shape} and {w.shape}")
@@ -47,7 +47,7 @@ class NNOps(ReduceOps):
   matmul = dot
 
   @staticmethod
-  def einsum(equation: str, *operands) -> Tensor:
+  def einsum(equation: str, *operands) -> Any:
     """Einstein summation like torch.einsum / numpy.einsum: "ij,jk->ik", "bij,bjk->bik", "ii->i" (diagonal), "ii"
     (trace), "...ij->...ji", implicit outputs ("ij,jk": the labels used once, sorted). One fused product-sum."""
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)): operands = tuple(operands[0])
@@ -80,9 +80,9 @@ class NNOps(ReduceOps):
     labels = list(out) + [c for c in dict.fromkeys("".join(specs)) if c not in out]
     terms = []
     for sp, t in zip(specs, operands):
-      while (c := next((c for c in sp if sp.count(c) > 1), None)) is not None:   # a repeated label: the diagonal
-        a, b = sp.index(c), sp.index(c, sp.index(c) + 1)
-        t, sp = t._diagonal(a, b), "".join(x for k, x in enumerate(sp) if k not in (a, b)) + c
+      while (rep := next((c for c in sp if sp.count(c) > 1), None)) is not None:   # a repeated label: the diagonal
+        a, b = sp.index(rep), sp.index(rep, sp.index(rep) + 1)
+        t, sp = t._diagonal(a, b), "".join(x for k, x in enumerate(sp) if k not in (a, b)) + rep
       order = sorted(range(len(sp)), key=lambda k: labels.index(sp[k]))
       t, sp = t.permute(order), "".join(sp[k] for k in order)
       terms.append(t.reshape(tuple(t.shape[sp.index(c)] if c in sp else 1 for c in labels)))
@@ -91,7 +91,7 @@ class NNOps(ReduceOps):
     prod_ = prod_._expand_to(tuple(sizes[c] for c in labels))
     return prod_.sum(tuple(range(len(out), len(labels))), dtype=prod_.dtype) if len(labels) > len(out) else prod_
 
-  def _diagonal(self: Tensor, a: int, b: int) -> Tensor:
+  def _diagonal(self, a: int, b: int) -> Self:
     """Dims a and b (equal sizes n) replaced by one last dim of size n: element [..., i] = self[..., i, ..., i, ...]."""
     n = self.shape[a]
     if self.shape[b] != n: raise ValueError(f"a diagonal needs equal dims, got {self.shape[a]} and {self.shape[b]} in {self.shape}")
@@ -100,13 +100,13 @@ class NNOps(ReduceOps):
     t = t.pad(((0, 0),) * len(rest) + ((0, n),)).reshape(tuple(self.shape[k] for k in rest) + (n, n + 1))
     return t[(slice(None),) * len(rest) + (slice(None), 0)]
 
-  def linear(self: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+  def linear(self, weight: Self, bias: Self | None = None) -> Self:
     """x @ weight.T + bias, with weight of shape (out, in) like nn.Linear."""
     out = self @ weight.T
     return out if bias is None else out + bias
 
   # --- convolution and pooling
-  def _pool(self: Tensor, k: tuple[int, ...], stride: tuple[int, ...], dilation: tuple[int, ...]) -> Tensor:
+  def _pool(self, k: tuple[int, ...], stride: tuple[int, ...], dilation: tuple[int, ...]) -> Self:
     """(..., H, W) -> (..., OH, OW, KH, KW): windows over the last len(k) dims."""
     nd = len(k)
     t, base = self, self.ndim - nd
@@ -114,7 +114,14 @@ class NNOps(ReduceOps):
     lead = tuple(range(base))
     return t.permute(lead + tuple(base + 2 * i for i in range(nd)) + tuple(base + 2 * i + 1 for i in range(nd)))
 
-  def conv2d(self: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0, dilation=1, groups: int = 1) -> Tensor:
+  def _window(self, axis: int, k: int, stride: int = 1, dilation: int = 1) -> Self:
+    """dim `axis` (n) -> (o, k): sliding windows of k elements, `stride` apart, taps `dilation` apart."""
+    n = self.shape[axis]
+    if dilation * (k - 1) + 1 > n:
+      raise ValueError(f"window of {k} (dilation {dilation}) does not fit dim {axis} of size {n} in shape {self.shape}")
+    return function.Window.apply(self, axis=axis, k=k, stride=stride, dilation=dilation)
+
+  def conv2d(self, weight: Self, bias: Self | None = None, stride=1, padding=0, dilation=1, groups: int = 1) -> Self:
     """x (N, Cin, H, W) with weight (Cout, Cin/groups, KH, KW) -> (N, Cout, OH, OW)."""
     if self.ndim != 4 or weight.ndim != 4:
       raise ValueError(f"conv2d needs a 4-D input (N, C, H, W) and 4-D weight (Cout, Cin, KH, KW), got {self.shape} and {weight.shape}")
@@ -135,14 +142,32 @@ class NNOps(ReduceOps):
     out = (win * wt).sum((5, 6, 7)).reshape(n, cout, oh, ow)
     return out if bias is None else out + bias.reshape(1, cout, 1, 1)
 
-  def max_pool2d(self: Tensor, kernel_size=2, stride=None, padding=0, dilation=1) -> Tensor:
-    k = _pair(kernel_size, "kernel_size")
-    pad = _pair(padding, "padding")
-    x = self.pad(((0, 0),) * (self.ndim - 2) + ((pad[0], pad[0]), (pad[1], pad[1])), value=float("-inf")) if any(pad) else self
-    win = x._pool(k, _pair(stride if stride is not None else k, "stride"), _pair(dilation, "dilation"))
-    return win.amax((-2, -1))
+  def max_pool2d(self, kernel_size=2, stride=None, padding=0, dilation=1, return_indices: bool = False):
+    """Window maxima over the last two dims (padding counts as -inf); with return_indices also (max, indices) like
+    PyTorch: each max's position h * W + w in its (H, W) plane of self, int64."""
+    k, pad = _pair(kernel_size, "kernel_size"), _pair(padding, "padding")
+    return self._max_pool(k, _pair(stride if stride is not None else k, "stride"), ((pad[0], pad[0]), (pad[1], pad[1])),
+                          _pair(dilation, "dilation"), return_indices)
 
-  def avg_pool2d(self: Tensor, kernel_size=2, stride=None, padding=0) -> Tensor:
+  def _max_pool(self, k: tuple[int, int], stride: tuple[int, int], pads: tuple[tuple[int, int], tuple[int, int]],
+                dilation: tuple[int, int], return_indices: bool):
+    """max_pool2d with (before, after) padding of H and W; the index of a max is the first element in window order
+    (row by row) of the input (not padding) equal to it, or the last NaN, as PyTorch's CPU kernel picks (it takes an
+    element greater than the max so far, or a NaN: aten/src/ATen/native/cpu/MaxPoolKernel.cpp)."""
+    x = self.pad(((0, 0),) * (self.ndim - 2) + pads, value=float("-inf")) if any(sum(pads, ())) else self
+    win = x._pool(k, stride, dilation)                                   # (..., OH, OW, KH, KW)
+    out = win.amax((-2, -1))
+    if not return_indices: return out
+    h, w = self.shape[-2:]
+    pos = type(self).arange(h * w, dtype=dtypes.int64, device=self.device).reshape(h, w).pad(pads, value=-1)
+    pos = pos._pool(k, stride, dilation).flatten(-2)                     # (OH, OW, KH*KW): input position or -1
+    v, n, inside = win.flatten(-2), k[0] * k[1], pos >= 0
+    first = n - ((v == out.unsqueeze(-1)) & inside)._select(type(self).arange(n, 0, -1, device=self.device), 0).amax(-1)
+    last_nan = ((v != v) & inside)._select(type(self).arange(n, device=self.device), -1).amax(-1)
+    at = (last_nan >= 0)._select(last_nan, first)
+    return out, (type(self).arange(n, device=self.device) == at.unsqueeze(-1))._select(pos, 0).sum(-1)
+
+  def avg_pool2d(self, kernel_size=2, stride=None, padding=0) -> Self:
     """Average over each window, padding included in the count."""
     k = _pair(kernel_size, "kernel_size")
     pad = _pair(padding, "padding")
@@ -150,15 +175,15 @@ class NNOps(ReduceOps):
     return x._pool(k, _pair(stride if stride is not None else k, "stride"), (1, 1)).mean((-2, -1))
 
   # --- losses
-  def one_hot(self: Tensor, num_classes: int) -> Tensor:
+  def one_hot(self, num_classes: int) -> Self:
     """int64 (..., num_classes) with a 1 (PyTorch's dtype) at each index; an index outside 0..num_classes-1 is an error."""
     if not self.dtype.is_int: raise TypeError(f"one_hot needs integer class indices, got {self.dtype.name}")
     if self.numel() and ((r := self._int_range())[0] < 0 or r[1] >= num_classes):
       raise IndexError(f"one_hot: class index {r[0] if r[0] < 0 else r[1]} is out of range for {num_classes} classes")
     return (self.unsqueeze(-1) == type(self).arange(num_classes, device=self.device)).cast(dtypes.int64)
 
-  def cross_entropy(self: Tensor, target: Tensor, reduction: str = "mean", label_smoothing: float = 0.0,
-                    ignore_index: int = -100) -> Tensor:
+  def cross_entropy(self, target: Self, reduction: str = "mean", label_smoothing: float = 0.0,
+                    ignore_index: int = -100) -> Self:
     """Logits (N, C) against class indices (N,) or class probabilities (N, C); like torch's cross_entropy (labels equal
     to ignore_index count for nothing). Labels must be integers in 0..C-1 (checked: this reads labels back unless
     they came from host data)."""
@@ -171,7 +196,7 @@ class NNOps(ReduceOps):
       lo, hi = target._int_range() if target.numel() else (0, 0)
       if lo <= ignore_index <= hi:   # some labels may be ignored: check the others
         keep = target != ignore_index
-        lo, hi = keep.where(target, 0)._int_range()
+        lo, hi = keep._select(target, 0)._int_range()
       if lo < 0 or hi >= c:
         raise IndexError(f"cross_entropy label {lo if lo < 0 else hi} is out of range for {c} classes (labels are 0..{c - 1})")
       probs = (target.unsqueeze(-1) == type(self).arange(c, device=self.device)).cast(self.dtype)
@@ -182,10 +207,10 @@ class NNOps(ReduceOps):
     if label_smoothing: probs = probs * (1 - label_smoothing) + label_smoothing / c
     loss = -(self.log_softmax(-1) * probs).sum(-1)
     if keep is not None:
-      loss = keep.where(loss, 0)
+      loss = keep._select(loss, 0)
       return loss.sum() / keep.sum() if reduction == "mean" else loss.sum() if reduction == "sum" else loss
     return loss.mean() if reduction == "mean" else loss.sum() if reduction == "sum" else loss
 
-  def binary_cross_entropy(self: Tensor, target: Tensor) -> Tensor:
+  def binary_cross_entropy(self, target: Self) -> Self:
     """Mean BCE of probabilities `self` against `target`."""
     return -(target * self.log() + (1 - target) * (1 - self).log()).mean()

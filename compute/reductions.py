@@ -5,20 +5,12 @@ and indices are int64, as in PyTorch."""
 from __future__ import annotations
 import math
 from math import prod
-from typing import TYPE_CHECKING, NamedTuple
+from typing import Self
 from compute import function
 from compute.args import torch_args
 from compute.dtypes import DType, dtypes
+from compute.core import TensorCore, ValuesIndices
 from compute.lazy import Ops
-from compute.indexing import IndexingOps
-if TYPE_CHECKING: from compute.tensor import Tensor
-
-
-class ValuesIndices(NamedTuple):
-  """What max/min(dim), sort, topk, kthvalue, median(dim) and mode return, like torch.return_types: unpack it or use
-  .values and .indices (int64)."""
-  values: Tensor
-  indices: Tensor
 
 
 def _correction(unbiased: bool | None, correction: float | None) -> float:
@@ -27,36 +19,36 @@ def _correction(unbiased: bool | None, correction: float | None) -> float:
   return correction if correction is not None else 0 if unbiased is False else 1
 
 
-class ReduceOps(IndexingOps):
+class ReduceOps(TensorCore):
   __slots__ = ()
 
-  def _axes(self: Tensor, dim) -> tuple[int, ...]:
+  def _axes(self, dim) -> tuple[int, ...]:
     if dim is None: return tuple(range(self.ndim))
     axes = tuple(self._axis(a) for a in (dim if isinstance(dim, (tuple, list)) else (dim,)))
     if len(set(axes)) != len(axes): raise ValueError(f"dim {dim} repeats a dim")
     return axes if self.ndim else ()          # dim 0 (or -1) of a 0-d tensor is the tensor itself
 
-  def _reduce(self: Tensor, fn, dim, keepdim: bool, **kw) -> Tensor:
+  def _reduce(self, fn, dim, keepdim: bool, **kw) -> Self:
     axes = self._axes(dim)
     if self.ndim == 0: return self
     out = fn.apply(self, axes=axes, **kw) if any(self.shape[a] != 1 for a in axes) else self
     return out if keepdim else self._dropped(out, axes)
 
-  def _nonempty(self: Tensor, dim, what: str) -> None:
+  def _nonempty(self, dim, what: str) -> None:
     if any(self.shape[a] == 0 for a in self._axes(dim)):
       raise ValueError(f"{what} of an empty dim (shape {self.shape}) has no identity; give a non-empty dim")
 
-  def _widened(self: Tensor, dtype: DType | str | None) -> Tensor:
+  def _widened(self, dtype: DType | str | None) -> Self:
     """self as a sum or product accumulates it: in dtype if given, else integers and bool as int64 (like PyTorch)."""
     return self.cast(dtype) if dtype is not None else self if self.dtype.is_float else self.cast(dtypes.int64)
 
   @torch_args
-  def sum(self: Tensor, dim=None, keepdim: bool = False, dtype=None) -> Tensor:
+  def sum(self, dim=None, keepdim: bool = False, dtype=None) -> Self:
     """Integers and bool sum as int64 unless dtype= says otherwise."""
     return self._widened(dtype)._reduce(function.Sum, dim, keepdim)
 
   @torch_args
-  def prod(self: Tensor, dim: int | None = None, keepdim: bool = False, dtype=None) -> Tensor:
+  def prod(self, dim: int | None = None, keepdim: bool = False, dtype=None) -> Self:
     """Product of all elements, or along one dim; integers and bool as int64. Pairwise: log2(n) steps."""
     t = self._widened(dtype)
     if dim is None: return t.flatten()._prod(0).reshape((1,) * self.ndim if keepdim else ())
@@ -65,7 +57,7 @@ class ReduceOps(IndexingOps):
     out = t._prod(d) if self.ndim else t
     return out if keepdim or not self.ndim else out.squeeze(d)
 
-  def _prod(self: Tensor, d: int) -> Tensor:
+  def _prod(self, d: int) -> Self:
     """The product along d (kept with size 1): the two halves multiplied, until one element is left."""
     t, at = self, lambda b: tuple(b if i == d else None for i in range(self.ndim))
     if t.shape[d] == 0: return type(self).ones(self.shape[:d] + (1,) + self.shape[d + 1:], dtype=self.dtype, device=self.device)
@@ -76,18 +68,18 @@ class ReduceOps(IndexingOps):
     return t
 
   @torch_args
-  def max(self: Tensor, dim=None, keepdim: bool = False):
+  def max(self, dim=None, keepdim: bool = False):
     """max(): the largest element (0-d); max(dim, keepdim=False): (values, indices) along dim; max(other): maximum."""
     return self._extreme(dim, keepdim, True)
 
   @torch_args
-  def min(self: Tensor, dim=None, keepdim: bool = False):
+  def min(self, dim=None, keepdim: bool = False):
     """min(): the smallest element (0-d); min(dim, keepdim=False): (values, indices) along dim; min(other): minimum."""
     return self._extreme(dim, keepdim, False)
 
-  def _extreme(self: Tensor, dim, keepdim: bool, largest: bool):
+  def _extreme(self, dim, keepdim: bool, largest: bool):
     what = "max" if largest else "min"
-    if isinstance(dim, ReduceOps): return self.maximum(dim) if largest else self.minimum(dim)
+    if isinstance(dim, TensorCore): return self.maximum(dim) if largest else self.minimum(dim)
     if dim is None:
       if keepdim: raise TypeError(f"{what}() without dim takes no keepdim; use a{what}(keepdim=True) to keep the dims")
       return self.amax() if largest else self.amin()
@@ -97,32 +89,32 @@ class ReduceOps(IndexingOps):
     if self.ndim == 0: return ValuesIndices(self, idx)
     n = self.shape[d]
     # the value at the index: its gradient goes to that one element (amax/amin share it among ties), like PyTorch
-    picked = (type(self).arange(n, device=self.device).reshape(tuple(n if i == d else 1 for i in range(self.ndim))) == idx).where(self, 0)
+    picked = (type(self).arange(n, device=self.device).reshape(tuple(n if i == d else 1 for i in range(self.ndim))) == idx)._select(self, 0)
     return ValuesIndices(picked.sum(d, keepdim, dtype=picked.dtype).cast(self.dtype), idx if keepdim else idx.squeeze(d))
 
   @torch_args
-  def amax(self: Tensor, dim=(), keepdim: bool = False) -> Tensor:
+  def amax(self, dim=(), keepdim: bool = False) -> Self:
     """The largest values over dim (an int or a tuple; () or None: every dim). NaN propagates; ties share the gradient."""
     dim = None if dim == () else dim
     self._nonempty(dim, "amax")
     return self._reduce(function.Max, dim, keepdim)
 
   @torch_args
-  def amin(self: Tensor, dim=(), keepdim: bool = False) -> Tensor:
+  def amin(self, dim=(), keepdim: bool = False) -> Self:
     dim = None if dim == () else dim
     self._nonempty(dim, "amin")
     return self._reduce(function.Max, dim, keepdim, op=Ops.MIN)
 
   @torch_args
-  def argmax(self: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+  def argmax(self, dim: int | None = None, keepdim: bool = False) -> Self:
     """Index (int64) of the first largest element along dim (of the flattened tensor if None); NaN counts as largest."""
     return self._arg(dim, keepdim, True)
 
   @torch_args
-  def argmin(self: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+  def argmin(self, dim: int | None = None, keepdim: bool = False) -> Self:
     return self._arg(dim, keepdim, False)
 
-  def _arg(self: Tensor, dim, keepdim: bool, largest: bool) -> Tensor:
+  def _arg(self, dim, keepdim: bool, largest: bool) -> Self:
     if dim is None:
       out = self.flatten()._arg(0, False, largest)
       return out.reshape((1,) * self.ndim) if keepdim else out
@@ -134,10 +126,10 @@ class ReduceOps(IndexingOps):
     hit = self == best
     if self.dtype.is_float: hit = hit | ((self != self) & (best != best))    # a NaN is the extreme, like PyTorch
     rev = type(self).arange(n, 0, -1, device=self.device).reshape(tuple(n if i == a else 1 for i in range(self.ndim)))
-    return (n - hit.where(rev, 0).amax(a, keepdim=keepdim)).cast(dtypes.int64)
+    return (n - hit._select(rev, 0).amax(a, keepdim=keepdim)).cast(dtypes.int64)
 
   @torch_args
-  def mean(self: Tensor, dim=None, keepdim: bool = False, dtype=None) -> Tensor:
+  def mean(self, dim=None, keepdim: bool = False, dtype=None) -> Self:
     """Average over dim of a float tensor; dtype= computes in that float type. Integers and bool are refused, like PyTorch."""
     t = self.cast(dtype) if dtype is not None else self
     if not t.dtype.is_float:
@@ -146,7 +138,7 @@ class ReduceOps(IndexingOps):
     s = t.sum(dim, keepdim)
     return s / n if n else s * float("nan")
 
-  def _var_mean(self: Tensor, dim, unbiased, keepdim: bool, correction) -> tuple[Tensor, Tensor]:
+  def _var_mean(self, dim, unbiased, keepdim: bool, correction) -> tuple[Self, Self]:
     c = _correction(unbiased, correction)
     n = prod(self.shape[a] for a in self._axes(dim))
     x = self._float()
@@ -154,54 +146,52 @@ class ReduceOps(IndexingOps):
     d = x - m
     return (d * d).sum(dim, keepdim) / max(n - c, 0), m if keepdim else self._dropped(m, dim)
 
-  def _dropped(self: Tensor, out: Tensor, dim) -> Tensor:
+  def _dropped(self, out: Self, dim) -> Self:
     """`out`, reduced over dim with keepdim=True, without the reduced dims."""
     axes = self._axes(dim)
     return out.reshape(tuple(n for i, n in enumerate(self.shape) if i not in axes))
 
   @torch_args
-  def var(self: Tensor, dim=None, unbiased: bool | None = None, keepdim: bool = False, *, correction: float | None = None) -> Tensor:
+  def var(self, dim=None, unbiased: bool | None = None, keepdim: bool = False, *, correction: float | None = None) -> Self:
     """Variance over dim, divided by n - correction (correction=1 by default: unbiased; unbiased=False means 0)."""
     return self._var_mean(dim, unbiased, keepdim, correction)[0]
 
   @torch_args
-  def std(self: Tensor, dim=None, unbiased: bool | None = None, keepdim: bool = False, *, correction: float | None = None) -> Tensor:
+  def std(self, dim=None, unbiased: bool | None = None, keepdim: bool = False, *, correction: float | None = None) -> Self:
     return self._var_mean(dim, unbiased, keepdim, correction)[0].sqrt()
 
   @torch_args
-  def var_mean(self: Tensor, dim=None, unbiased: bool | None = None, keepdim: bool = False, *,
-               correction: float | None = None) -> tuple[Tensor, Tensor]:
+  def var_mean(self, dim=None, unbiased: bool | None = None, keepdim: bool = False, *,
+               correction: float | None = None) -> tuple[Self, Self]:
     return self._var_mean(dim, unbiased, keepdim, correction)
 
   @torch_args
-  def std_mean(self: Tensor, dim=None, unbiased: bool | None = None, keepdim: bool = False, *,
-               correction: float | None = None) -> tuple[Tensor, Tensor]:
+  def std_mean(self, dim=None, unbiased: bool | None = None, keepdim: bool = False, *,
+               correction: float | None = None) -> tuple[Self, Self]:
     v, m = self._var_mean(dim, unbiased, keepdim, correction)
     return v.sqrt(), m
 
-  def _truth(self: Tensor) -> Tensor: return self if self.dtype is dtypes.bool else self != 0
-
   @torch_args
-  def any(self: Tensor, dim=None, keepdim: bool = False) -> Tensor:
+  def any(self, dim=None, keepdim: bool = False) -> Self:
     """Whether any element along dim is nonzero (bool); False over an empty dim."""
     return self._truth()._reduce(function.Max, dim, keepdim)
 
   @torch_args
-  def all(self: Tensor, dim=None, keepdim: bool = False) -> Tensor:
+  def all(self, dim=None, keepdim: bool = False) -> Self:
     """Whether every element along dim is nonzero (bool); True over an empty dim."""
     return self._truth()._reduce(function.Max, dim, keepdim, op=Ops.MIN)
 
   @torch_args
-  def count_nonzero(self: Tensor, dim=None) -> Tensor: return self._truth().sum(dim)
+  def count_nonzero(self, dim=None) -> Self: return self._truth().sum(dim)
 
   @torch_args
-  def norm(self: Tensor, p="fro", dim=None, keepdim: bool = False, dtype=None) -> Tensor:
+  def norm(self, p="fro", dim=None, keepdim: bool = False, dtype=None) -> Self:
     """The vector p-norm over dim (every dim if None): p = 'fro' or 2, 1, inf, -inf, 0 (count of nonzeros), any number."""
     x = self.cast(dtype) if dtype is not None else self._float()
     if p in ("fro", 2):
       s = (x * x).sum(dim, keepdim)
       zero = s == 0       # the gradient of a zero norm is 0 (PyTorch's), not 0 * inf = NaN: the root of 1 there, then 0
-      return zero.where(0.0, (s + zero).sqrt())
+      return zero._select(0.0, (s + zero).sqrt())
     if isinstance(p, str) or not isinstance(p, (int, float)):
       raise ValueError(f"norm p={p!r} is not supported: use 'fro', a number, inf or -inf (the nuclear norm needs an SVD)")
     if p == math.inf: return x.abs().amax(dim, keepdim)
@@ -211,15 +201,15 @@ class ReduceOps(IndexingOps):
     return (x.abs() ** p).sum(dim, keepdim) ** (1 / p)
 
   @torch_args
-  def logsumexp(self: Tensor, dim=-1, keepdim: bool = False) -> Tensor:
+  def logsumexp(self, dim=-1, keepdim: bool = False) -> Self:
     m = self.amax(dim, keepdim=True).detach()
-    m = m.isinf().where(0.0, m)        # an all -inf (or a +inf) row: shifting by m would give inf - inf = NaN
+    m = m.isinf()._select(0.0, m)        # an all -inf (or a +inf) row: shifting by m would give inf - inf = NaN
     out = (self - m).exp().sum(dim, keepdim=True).log() + m
     return out if keepdim else self._dropped(out, dim)
 
   # --- scans
   @torch_args
-  def cumsum(self: Tensor, dim: int = 0, dtype=None) -> Tensor:
+  def cumsum(self, dim: int = 0, dtype=None) -> Self:
     """Running sum along dim (integers and bool as int64). Up to 256 long: one kernel summing a triangle (each output
     sums its prefix in order); longer: a log2(n)-step scan."""
     t = self._widened(dtype)
@@ -228,15 +218,15 @@ class ReduceOps(IndexingOps):
     if n > 256: return t._scan(d, False)
     i = type(self).arange(n, device=self.device)
     tri = (i.reshape(1, n) <= i.reshape(n, 1)).reshape((1,) * d + (n, n) + (1,) * (self.ndim - d - 1))   # [i, j]: j <= i
-    return tri.where(t.unsqueeze(d), 0).sum(d + 1, dtype=t.dtype)
+    return tri._select(t.unsqueeze(d), 0).sum(d + 1, dtype=t.dtype)
 
   @torch_args
-  def cumprod(self: Tensor, dim: int = 0, dtype=None) -> Tensor:
+  def cumprod(self, dim: int = 0, dtype=None) -> Self:
     """Running product along dim: a log2(n)-step scan (products grouped pairwise, not left to right)."""
     t = self._widened(dtype)
     return t if self.ndim == 0 else t._scan(self._axis(dim), True)
 
-  def _scan(self: Tensor, d: int, mul: bool) -> Tensor:
+  def _scan(self, d: int, mul: bool) -> Self:
     """Hillis-Steele inclusive scan: step s combines every element with the one s before it (s = 1, 2, 4, ...)."""
     n, t, s = self.shape[d], self, 1
     while s < n:

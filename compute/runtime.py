@@ -16,7 +16,7 @@ from collections import defaultdict
 import numpy as np
 from drivers.hcq import open_device, default_device_name, parse_device, profile
 from drivers.hcq import Device as HCQDevice, Buffer as HCQBuffer, Program as HCQProgram, Queue as HCQQueue, Graph
-from compute.codegen import Renderer
+from compute.codegen import Dialect, Program
 from compute.dtypes import DType, dtypes
 from compute.lazy import LazyBuffer, Ops
 from compute.schedule import Kernel, Copy, KNode
@@ -140,10 +140,7 @@ def get_program(k: Kernel):
   if (hit := k.cache.get("program")) is not None and hit[0].device is dev: return hit
   key = kernel_key(k)
   if key not in _programs or _programs[key][0].device is not dev:   # new, or built for a device since closed
-    lang = dev.compiler.language
-    if lang not in ("c", "opencl", "cuda"):
-      raise NotImplementedError(f"{k.device}: the compute layer has no renderer for kernel language {lang!r}")
-    spec = Renderer(lang, getattr(dev, "vector_registers", None)).render(k)
+    spec = Dialect.of(dev.compiler.language, k.device).render(k, getattr(dev, "vector_registers", None))
     t0, built = time.perf_counter(), dev.compiler.compiled
     _programs[key] = (dev.program(spec.name, dev.compiler.compile(spec.src)), spec)
     if (took := time.perf_counter() - t0) > COMPILE_NOTICE_S and dev.compiler.compiled > built:
@@ -167,12 +164,12 @@ def _replacements(g: Graph, launches: list[tuple]) -> dict[HCQBuffer, HCQBuffer]
   """The recorded buffers of `g` mapped to those of `launches`; None if the two bind buffers differently."""
   replace: dict[HCQBuffer, HCQBuffer] = {}
   for st, (_, _, bufs, _) in zip(g.steps, launches):
-    for old, new in zip(st.bufs, bufs):
+    for old, new in zip(st.bufs, bufs):   # type: ignore[union-attr]  # these graphs hold launches only
       if replace.setdefault(old, new) is not new: return None
   return replace
 
 
-def _submit(dev: HCQDevice, launches: list[tuple[Kernel, HCQProgram, list[HCQBuffer], object]]) -> None:
+def _submit(dev: HCQDevice, launches: list[tuple[Kernel, HCQProgram, list[HCQBuffer], Program]]) -> None:
   """One ordered submission of `launches` on `dev`: the replay of the Graph of this run of kernels (kept with the
   cached schedule's first kernel), made on first use."""
   if profile.enabled():
@@ -195,7 +192,10 @@ class Capture:
   active: Capture | None = None
 
   def __init__(self, what: str):
-    self.what, self.steps, self.buffers, self.outside = what, [], [], []
+    self.what = what
+    self.steps: list[tuple] = []
+    self.buffers: list[Buffer] = []
+    self.outside: list = []
     self.made: set[int] = set()   # ids of the Buffers made while capturing
 
   def updated(self, t, old: LazyBuffer) -> None:

@@ -84,7 +84,7 @@ def structure(targets: list[LazyBuffer]) -> tuple[list[LazyBuffer], tuple]:
   """The nodes `targets` depend on (up to realized ones) in a canonical order, and the graph's structural key."""
   nodes: list[LazyBuffer] = []
   index: dict[int, int] = {}
-  parts = []
+  parts: list[tuple] = []
   for t in targets:
     stack = [(t, False)]
     while stack:
@@ -148,14 +148,15 @@ def _schedule(targets: list[LazyBuffer]) -> list[Kernel | Copy]:
   return items
 
 
-def _fusable(c: LazyBuffer) -> bool: return c.op in ELEMENTWISE or (c.op is Ops.VIEW and c.st.is_reshape_of(c.base.shape))
+def _fusable(c: LazyBuffer) -> bool: return c.op in ELEMENTWISE or (c.op is Ops.VIEW and c.tracker.is_reshape_of(c.base.shape))
 
 
 def _fusion_root(r: LazyBuffer, children, realize: set[int], topo: dict[int, int], limit: int = 256) -> LazyBuffer:
   """The furthest consumer T of reduce `r` such that everything between r and T is elementwise (or a plain
   reshape) and feeds only into T: then r and that whole epilogue compute in T's kernel."""
   if id(r) in realize: return r
-  cands, stack, seen = [], [r], {id(r)}
+  cands: list[LazyBuffer] = []
+  stack, seen = [r], {id(r)}
   while stack and len(cands) < limit:
     n = stack.pop()
     if n is not r and id(n) in realize: continue   # a realized node ends the epilogue
@@ -191,7 +192,7 @@ def _split_extra_reduces(order: list[LazyBuffer], realize: set[int]) -> bool:
           realize.add(id(n)); changed = True
           continue
         kept, inside = True, True
-      elif n.op is Ops.VIEW and not n.st.is_reshape_of(n.base.shape): inside = True
+      elif n.op is Ops.VIEW and not n.tracker.is_reshape_of(n.base.shape): inside = True
       stack.extend((s, inside) for s in n.srcs)
   return changed
 
@@ -301,6 +302,6 @@ def _find_reduce_shape(root: LazyBuffer, realize: set[int]) -> tuple[int, ...] |
     if id(n) in seen or n.realized or (id(n) in realize and n is not root): continue
     seen.add(id(n))
     if n.op is Ops.REDUCE: return n.shape
-    if n.op is Ops.VIEW and not n.st.is_reshape_of(n.base.shape): continue   # a reduce behind a real view is realized
+    if n.op is Ops.VIEW and not n.tracker.is_reshape_of(n.base.shape): continue   # a reduce behind a real view is realized
     stack.extend(n.srcs)
   return None

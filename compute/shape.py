@@ -65,7 +65,7 @@ class View:
   def _make(shape, strides, offset, valid, empty) -> View:
     shape = tuple(shape)
     z = lambda c: tuple(0 if n == 1 else x for x, n in zip(c, shape))   # a size-1 dim's index is always 0
-    strides, keep = z(strides), {}
+    strides, keep = z(strides), dict[tuple, tuple]()
     if 0 not in shape:
       for c, k, lo, hi in valid:
         c = z(c)

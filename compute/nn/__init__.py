@@ -3,12 +3,12 @@ and parameters(obj) for models that are plain objects."""
 from __future__ import annotations
 from compute.tensor import Tensor
 from compute.nn import functional
-from compute.nn.module import Module, Parameter, Sequential, ModuleList
-from compute.nn.layers import (Linear, Conv1d, Conv2d, Embedding, LayerNorm, RMSNorm, Dropout, Flatten, Identity, ReLU, GELU, SiLU,
-                               Sigmoid, Tanh)
+from compute.nn.module import Module, Parameter, Sequential, ModuleList, RemovableHandle
+from compute.nn.layers import (Linear, Conv1d, Conv2d, Embedding, LayerNorm, RMSNorm, Dropout, MaxPool2d, AvgPool2d, Flatten,
+                               Identity, ReLU, GELU, SiLU, Sigmoid, Tanh)
 
-__all__ = ["functional", "Module", "Parameter", "Sequential", "ModuleList", "Linear", "Conv1d", "Conv2d", "Embedding", "LayerNorm",
-           "RMSNorm", "Dropout", "Flatten", "Identity", "ReLU", "GELU", "SiLU", "Sigmoid", "Tanh", "parameters"]
+__all__ = ["functional", "Module", "Parameter", "Sequential", "ModuleList", "RemovableHandle", "Linear", "Conv1d", "Conv2d", "Embedding", "LayerNorm",
+           "RMSNorm", "Dropout", "MaxPool2d", "AvgPool2d", "Flatten", "Identity", "ReLU", "GELU", "SiLU", "Sigmoid", "Tanh", "parameters"]
 
 
 def parameters(obj) -> list[Tensor]:

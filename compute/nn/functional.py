@@ -82,11 +82,11 @@ def _nll(x: Tensor, target: Tensor, weight: Tensor | None, ignore_index: int, wh
   keep = target != ignore_index
   if target.numel():
     lo, hi = target._int_range()   # known without a read-back for host data
-    if lo <= ignore_index <= hi: lo, hi = keep.where(target, 0)._int_range()
+    if lo <= ignore_index <= hi: lo, hi = keep._select(target, 0)._int_range()
     if lo < 0 or hi >= c: raise IndexError(f"{what}: target {lo if lo < 0 else hi} is out of range for {c} classes (0..{c - 1})")
   hit = (target.unsqueeze(-1) == Tensor.arange(c, device=x.device)) & keep.unsqueeze(-1)
-  w = hit.where(1.0 if weight is None else weight, 0.0)
-  return -hit.where(x if weight is None else x * weight, 0).sum(-1), w.sum(-1), keep
+  w = hit._select(1.0 if weight is None else weight, 0.0)
+  return -hit._select(x if weight is None else x * weight, 0).sum(-1), w.sum(-1), keep
 
 
 def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None, ignore_index: int = -100,
@@ -115,7 +115,7 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, s
     return _reduce(-(wlogp * p).sum(-1), reduction)
   loss, w, keep = _nll(logp, target, weight, ignore_index, "cross_entropy")
   if label_smoothing:
-    loss = (1 - label_smoothing) * loss + label_smoothing / c * keep.where(-wlogp.sum(-1), 0)
+    loss = (1 - label_smoothing) * loss + label_smoothing / c * keep._select(-wlogp.sum(-1), 0)
   return loss.sum() / w.sum() if reduction == "mean" else _reduce(loss, reduction)
 
 
@@ -134,7 +134,7 @@ def _same_size(input: Tensor, target: Tensor, what: str) -> None:
 def _log_clamped(x: Tensor) -> Tensor:
   """log(x) clamped to >= -100 as PyTorch's binary_cross_entropy does; x == 0 gives -100 and a zero gradient."""
   pos = x > 0
-  return pos.where(pos.where(x, 1.0).log().maximum(-100.0), -100.0)
+  return pos._select(pos._select(x, 1.0).log().maximum(-100.0), -100.0)
 
 
 def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None, reduce=None,
@@ -216,12 +216,10 @@ def _pool_geometry(input: Tensor, kernel_size, stride, padding, dilation, ceil_m
 
 
 def max_pool2d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
-               return_indices: bool = False) -> Tensor:
-  if return_indices: raise NotImplementedError("max_pool2d(return_indices=True) is not supported; use return_indices=False")
+               return_indices: bool = False):
+  """Window maxima; with return_indices (max, indices): each max's position h * W + w in its input plane, int64."""
   k, s, p, d, extra = _pool_geometry(input, kernel_size, stride, padding, dilation, ceil_mode)
-  if not any(extra): return input.max_pool2d(k, s, p, d)
-  x = input.pad(((0, 0),) * (input.ndim - 2) + ((p[0], p[0] + extra[0]), (p[1], p[1] + extra[1])), value=float("-inf"))
-  return x.max_pool2d(k, s, 0, d)
+  return input._max_pool(k, s, ((p[0], p[0] + extra[0]), (p[1], p[1] + extra[1])), d, return_indices)
 
 
 def avg_pool2d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False, count_include_pad: bool = True,
@@ -242,7 +240,7 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
   training; the input itself otherwise."""
   if not 0.0 <= p <= 1.0: raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
   if not training or p == 0.0: return input
-  out = input * 0 if p == 1.0 else (Tensor.rand(*input.shape, device=input.device) >= p).where(input * (1 / (1 - p)), 0)
+  out = input * 0 if p == 1.0 else (Tensor.rand(*input.shape, device=input.device) >= p)._select(input * (1 / (1 - p)), 0)
   return input.copy_(out) if inplace else out
 
 
@@ -283,7 +281,7 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max
   if padding_idx is None: return out
   n = weight.shape[0]
   if not -n <= padding_idx < n: raise ValueError(f"padding_idx {padding_idx} is out of range for {n} embeddings")
-  return (input != padding_idx % n).unsqueeze(-1).where(out, out.detach())
+  return (input != padding_idx % n).unsqueeze(-1)._select(out, out.detach())
 
 
 # --- attention
@@ -303,8 +301,8 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
   scores = (query @ key.transpose(-2, -1)) * (1 / math.sqrt(query.shape[-1]) if scale is None else scale)
   if is_causal:
     lq, sk = query.shape[-2], key.shape[-2]
-    scores = (Tensor.arange(lq, device=query.device).reshape(lq, 1) >= Tensor.arange(sk, device=query.device)).where(scores, float("-inf"))
-  if attn_mask is not None: scores = attn_mask.where(scores, float("-inf")) if attn_mask.dtype is dtypes.bool else scores + attn_mask
+    scores = (Tensor.arange(lq, device=query.device).reshape(lq, 1) >= Tensor.arange(sk, device=query.device))._select(scores, float("-inf"))
+  if attn_mask is not None: scores = attn_mask._select(scores, float("-inf")) if attn_mask.dtype is dtypes.bool else scores + attn_mask
   attn = scores.softmax(-1)
   return dropout(attn, dropout_p) @ value if dropout_p else attn @ value
 

@@ -130,6 +130,28 @@ class Dropout(Module):
   def extra_repr(self) -> str: return f"p={self.p}, inplace={self.inplace}"
 
 
+class MaxPool2d(Module):
+  """F.max_pool2d as a layer; return_indices: forward gives (max, indices)."""
+  def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices: bool = False, ceil_mode: bool = False):
+    super().__init__()
+    self.kernel_size, self.stride, self.padding, self.dilation = kernel_size, stride, padding, dilation
+    self.return_indices, self.ceil_mode = return_indices, ceil_mode
+
+  def forward(self, input: Tensor):
+    return F.max_pool2d(input, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode, self.return_indices)
+
+
+class AvgPool2d(Module):
+  def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False, count_include_pad: bool = True,
+               divisor_override: int | None = None):
+    super().__init__()
+    self.kernel_size, self.stride, self.padding, self.ceil_mode = kernel_size, stride, padding, ceil_mode
+    self.count_include_pad, self.divisor_override = count_include_pad, divisor_override
+
+  def forward(self, input: Tensor) -> Tensor:
+    return F.avg_pool2d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode, self.count_include_pad, self.divisor_override)
+
+
 class Flatten(Module):
   def __init__(self, start_dim: int = 1, end_dim: int = -1):
     super().__init__()

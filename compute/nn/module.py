@@ -1,10 +1,13 @@
 """nn.Module with torch.nn's registration rules (assigning a Parameter or a Module to an attribute registers it; buffers
 through register_buffer), traversal (parameters, named_parameters, buffers, children, modules), state_dict and
-load_state_dict, train/eval, zero_grad and to(); nn.Parameter; the containers Sequential and ModuleList."""
+load_state_dict, train/eval, zero_grad and to(), forward and full backward hooks; nn.Parameter; the containers Sequential
+and ModuleList."""
 from __future__ import annotations
+import math
 from collections import OrderedDict
 from typing import Any, Callable, Iterator, NamedTuple
 import numpy as np
+from compute import function
 from compute.dtypes import DType, dtypes
 from compute.runtime import Device
 from compute.tensor import Tensor, no_grad
@@ -26,6 +29,11 @@ class Parameter(Tensor):
     super().__init__(t.detach().contiguous().realize().lazydata)
     self.requires_grad = requires_grad
 
+  @classmethod
+  def _from_lazy(cls, lb, requires_grad: bool = False) -> Tensor:   # type: ignore[override]
+    """What an op on a Parameter makes (compute.function's apply, the factories through type(t)): a plain tensor."""
+    return Tensor._from_lazy(lb, requires_grad)
+
   def __repr__(self) -> str: return "Parameter containing:\n" + super().__repr__()
 
 
@@ -41,6 +49,85 @@ def _check_name(module: Module, name: str, what: str) -> None:
     raise KeyError(f"attribute {name!r} already exists")
 
 
+class RemovableHandle:
+  """What register_*_hook returns: remove() unregisters the hook (again: nothing); a context manager that removes it
+  on exit, like torch.utils.hooks.RemovableHandle."""
+  _next_id = 0
+
+  def __init__(self, table: dict[int, Any]):
+    self.table, self.id = table, RemovableHandle._next_id
+    RemovableHandle._next_id += 1
+
+  def remove(self) -> None: self.table.pop(self.id, None)
+  def __enter__(self) -> RemovableHandle: return self
+  def __exit__(self, *exc) -> None: self.remove()
+
+
+class _BackwardTaps:
+  """One call's taps for the full backward hooks: the arguments needing gradients go through one Tap on their
+  concatenation (its backward sees every input gradient at once and may replace them), each output through a Tap that
+  notes its gradient (outputs are done before inputs in backward, the order of the graph)."""
+  def __init__(self, module: Module, args: tuple):
+    self.module, self.n_args, self.n_out = module, len(args), 0
+    self.grad_output: dict[int, Tensor] = {}
+    self.inputs = [i for i, a in enumerate(args) if isinstance(a, Tensor) and a.requires_grad]
+    self.args = args
+    if not self.inputs: return
+    ts = [args[i] for i in self.inputs]
+    if len({t.dtype for t in ts}) > 1: raise TypeError(f"full backward hooks need the tensor arguments needing gradients to share a dtype, got "
+                                                       f"{[t.dtype.name for t in ts]}")
+    self.shapes = [t.shape for t in ts]
+    gate = function.Tap.apply(Tensor.cat([t.reshape(-1) for t in ts]), on_grad=self._inputs_done)
+    new, off = list(args), 0
+    for i, t in zip(self.inputs, ts):
+      new[i], off = gate[off:off + t.numel()].reshape(t.shape), off + t.numel()
+    self.args = tuple(new)
+
+  def outputs(self, out):
+    """`out` (a tensor or a tuple/list of them) with its tensors that need gradients tapped."""
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    tapped = []
+    for k, o in enumerate(outs):
+      if isinstance(o, Tensor) and o.requires_grad:
+        self.n_out += 1
+        o = function.Tap.apply(o, on_grad=lambda g, k=k: self._output_done(k, g))
+      tapped.append(o)
+    self.outs = len(outs)
+    return type(out)(tapped) if isinstance(out, (tuple, list)) else tapped[0]
+
+  def _output_done(self, k: int, g):
+    self.grad_output[k] = Tensor._from_lazy(g)
+    if not self.inputs and len(self.grad_output) == self.n_out: self._call((None,) * self.n_args)   # no input gradient: call now
+    return g
+
+  def _inputs_done(self, g):
+    flat, off, grads = Tensor._from_lazy(g), 0, []
+    for shape in self.shapes:
+      n = math.prod(shape)
+      grads.append(flat[off:off + n].reshape(shape))
+      off += n
+    grad_input = [None] * self.n_args
+    for i, gi in zip(self.inputs, grads): grad_input[i] = gi
+    new = self._call(tuple(grad_input))
+    parts = []
+    for i, shape in zip(self.inputs, self.shapes):
+      gi = new[i]
+      if not isinstance(gi, Tensor) or gi.shape != shape:
+        raise RuntimeError(f"a full backward hook returned grad_input[{i}] of {getattr(gi, 'shape', type(gi).__name__)}; "
+                           f"it needs a tensor of shape {shape}")
+      parts.append(gi.cast(flat.dtype).reshape(-1))
+    return Tensor.cat(parts).lazydata
+
+  def _call(self, grad_input: tuple) -> tuple:
+    grad_output = tuple(self.grad_output.get(k) for k in range(self.outs))
+    for hook, _ in list(self.module._backward_hooks.values()):
+      if (r := hook(self.module, grad_input, grad_output)) is not None:
+        if not isinstance(r, tuple) or len(r) != self.n_args:
+          raise RuntimeError(f"a full backward hook must return None or a tuple of {self.n_args} gradients, got {r!r}")
+        grad_input = r
+    return grad_input
+
+
 class Module:
   """Base class of layers: subclasses call super().__init__() first, assign Parameters and Modules as attributes and
   define forward(); calling the module calls forward."""
@@ -48,13 +135,57 @@ class Module:
   _parameters: dict[str, Parameter | None]
   _buffers: dict[str, Tensor | None]
   _modules: dict[str, Module | None]
+  _forward_pre_hooks: dict[int, tuple[Callable, bool]]     # handle id -> (hook, with_kwargs), in run order
+  _forward_hooks: dict[int, tuple[Callable, bool]]
+  _backward_hooks: dict[int, tuple[Callable, bool]]
 
   def __init__(self) -> None:
-    for k, v in (("training", True), ("_parameters", {}), ("_buffers", {}), ("_non_persistent", set()), ("_modules", {})):
+    for k, v in (("training", True), ("_parameters", {}), ("_buffers", {}), ("_non_persistent", set()), ("_modules", {}),
+                 ("_forward_pre_hooks", {}), ("_forward_hooks", {}), ("_backward_hooks", {})):
       object.__setattr__(self, k, v)
 
   def forward(self, *args, **kwargs) -> Any: raise NotImplementedError(f"{type(self).__name__} defines no forward()")
-  def __call__(self, *args, **kwargs) -> Any: return self.forward(*args, **kwargs)
+  def __call__(self, *args, **kwargs) -> Any:
+    """forward, with the forward pre-hooks before it (each may replace the arguments) and the forward hooks after it
+    (each may replace the output), in registration order, as PyTorch runs them; with full backward hooks, the tensor
+    arguments and outputs pass through taps that call them during backward()."""
+    for hook, with_kwargs in list(self._forward_pre_hooks.values()):
+      if with_kwargs:
+        if (r := hook(self, args, kwargs)) is not None:
+          if not (isinstance(r, tuple) and len(r) == 2):
+            raise RuntimeError(f"a forward pre-hook with kwargs must return None or (args, kwargs), got {r!r}")
+          args, kwargs = r
+      elif (r := hook(self, args)) is not None: args = r if isinstance(r, tuple) else (r,)
+    tapped = _BackwardTaps(self, args) if self._backward_hooks and Tensor.grad_enabled else None
+    if tapped is not None: args = tapped.args
+    out = self.forward(*args, **kwargs)
+    for hook, with_kwargs in list(self._forward_hooks.values()):
+      if (r := hook(self, args, kwargs, out) if with_kwargs else hook(self, args, out)) is not None: out = r
+    return out if tapped is None else tapped.outputs(out)
+
+  # --- hooks
+  def _hook(self, table: dict[int, Any], hook: Callable, prepend: bool, with_kwargs: bool) -> RemovableHandle:
+    if not callable(hook): raise TypeError(f"a hook must be callable, got {type(hook).__name__}")
+    handle = RemovableHandle(table)
+    table[handle.id] = (hook, with_kwargs)
+    if prepend: table.update({k: table.pop(k) for k in [k for k in table if k != handle.id]})
+    return handle
+
+  def register_forward_pre_hook(self, hook: Callable, *, prepend: bool = False, with_kwargs: bool = False) -> RemovableHandle:
+    """hook(module, args) -> None or new args (a tuple, or one value) before each forward; with_kwargs: hook(module,
+    args, kwargs) -> None or (args, kwargs). prepend: run it before the hooks already there."""
+    return self._hook(self._forward_pre_hooks, hook, prepend, with_kwargs)
+
+  def register_full_backward_hook(self, hook: Callable, prepend: bool = False) -> RemovableHandle:
+    """hook(module, grad_input, grad_output) -> None or a new grad_input, during backward() once the gradients of the
+    module's positional tensor arguments are known: a tuple entry per argument (None where it is no tensor needing a
+    gradient) and per output. The arguments needing gradients must share a dtype."""
+    return self._hook(self._backward_hooks, hook, prepend, False)
+
+  def register_forward_hook(self, hook: Callable, *, prepend: bool = False, with_kwargs: bool = False) -> RemovableHandle:
+    """hook(module, args, output) -> None or a new output after each forward; with_kwargs: hook(module, args, kwargs,
+    output)."""
+    return self._hook(self._forward_hooks, hook, prepend, with_kwargs)
 
   # --- registration
   def _forget(self, name: str) -> None:

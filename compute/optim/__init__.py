@@ -38,6 +38,29 @@ class Optimizer:
       if set_to_none: p.grad = None
       elif p.grad is not None: p.grad = p.grad.zeros_like()
 
+  def state_dict(self) -> dict[str, Any]:
+    """PyTorch's layout: {"state": {index: per-parameter state}, "param_groups": [hyperparameters with "params": the
+    indices]}, parameters numbered in group order. State tensors are the optimizer's own (they change with each step,
+    as in PyTorch: copy them to keep a snapshot)."""
+    index = {id(p): i for i, p in enumerate(self.params)}
+    return {"state": {index[id(p)]: dict(st) for p, st in self.state.items() if st},
+            "param_groups": [{**{k: v for k, v in g.items() if k != "params"}, "params": [index[id(p)] for p in g["params"]]}
+                             for g in self.param_groups]}
+
+  def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+    """Take the hyperparameters and per-parameter state of a state_dict() whose groups have this optimizer's sizes;
+    state tensors are copied onto each parameter's device (floats in its dtype), so the source stays untouched."""
+    groups = state_dict["param_groups"]
+    if len(groups) != len(self.param_groups):
+      raise ValueError(f"loaded state dict has {len(groups)} parameter groups, this optimizer {len(self.param_groups)}")
+    if (got := [len(g["params"]) for g in groups]) != (have := [len(g["params"]) for g in self.param_groups]):
+      raise ValueError(f"loaded state dict has parameter groups of {got} parameters, this optimizer of {have}")
+    params = {i: p for old, g in zip(groups, self.param_groups) for i, p in zip(old["params"], g["params"])}
+    if (unknown := set(state_dict["state"]) - set(params)): raise ValueError(f"loaded state names parameters {sorted(unknown)} of no group")
+    copy = lambda v, p: Tensor(v.numpy(), device=p.device, dtype=p.dtype if v.dtype.is_float else v.dtype) if isinstance(v, Tensor) else v
+    self.state = {params[i]: {k: copy(v, params[i]) for k, v in st.items()} for i, st in state_dict["state"].items()}
+    self.param_groups = [{**old, "params": g["params"]} for old, g in zip(groups, self.param_groups)]
+
   def schedule_step(self) -> list[Tensor]:
     """Build the update lazily and return every tensor it changes: realize them together with anything else
     (e.g. the loss) in one schedule, `Tensor.realize_all(loss, *opt.schedule_step())`."""

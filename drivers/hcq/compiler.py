@@ -30,7 +30,7 @@ def run_tool(cmd: list[str], what: str, stdin: bytes | None = None) -> bytes:
 class Compiler:
   """Turns kernel source into a loadable binary for one target. Results are cached on disk, keyed by
   source + target + compiler version, so a second run of the same program compiles nothing."""
-  language = ""    # what the compute layer must render: "c", "llvm-amdgpu", "cuda"
+  language = ""    # the compute layer's kernel dialect this compiles (compute/codegen.py Dialect.name: "c", "opencl", "cuda")
 
   def __init__(self, target: str):
     self.target, self.compiled, self.cache_hits = target, 0, 0

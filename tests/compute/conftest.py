@@ -2,7 +2,7 @@ import os
 import numpy as np
 import pytest
 from compute import Tensor, Device
-from compute import runtime, tensor
+from compute import runtime, core
 from compute.schedule import Kernel
 
 MIRROR = None          # the nv_ptx.Mirror of this session under --nv-ptx
@@ -25,7 +25,7 @@ def _nv_ptx_mirror(request, monkeypatch):
     for it in items:
       real([it])
       if isinstance(it, Kernel) and it.device == "CPU" and runtime.Capture.active is None: MIRROR.check(it)
-  monkeypatch.setattr(tensor, "run_schedule", mirrored)
+  monkeypatch.setattr(core, "run_schedule", mirrored)
   yield
 
 

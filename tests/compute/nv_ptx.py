@@ -1,4 +1,4 @@
-"""compute's kernels as CUDA C on the PTX engine, with no NV device: Renderer("cuda") -> NVCompiler (NVRTC: the sm_XX
+"""compute's kernels as CUDA C on the PTX engine, with no NV device: Renderer(CUDA) -> NVCompiler (NVRTC: the sm_XX
 cubin and its PTX) -> emu.nvgpu.ptx over emu.memory.Memory, the grid and block the renderer gave.
 
 - `PtxSchedule` runs a whole schedule there (its inputs the realized buffers' bytes), for tests/compute/test_cuda_render.py;
@@ -7,7 +7,7 @@ cubin and its PTX) -> emu.nvgpu.ptx over emu.memory.Memory, the grid and block t
 """
 from __future__ import annotations
 import numpy as np
-from compute.codegen import Renderer
+from compute.codegen import CUDA, Renderer
 from compute.dtypes import DType, dtypes
 from compute.lazy import LazyBuffer
 from compute.runtime import _storage
@@ -23,7 +23,7 @@ _render = Renderer.render      # the renderer itself, not a test's wrapper that 
 
 def program(k: Kernel, arch: str) -> tuple[Program, object]:
   """(PTX engine program, rendered kernel) of `k` for `arch`, NVRTC's compile cached on disk, the translation here."""
-  spec = _render(Renderer("cuda"), k)
+  spec = _render(Renderer(CUDA), k)
   _, ptx = image.unpack(NVCompiler(arch).compile(spec.src))
   if (p := _programs.get((ptx, spec.name))) is None: p = _programs[(ptx, spec.name)] = Program(ptx, spec.name)
   return p, spec

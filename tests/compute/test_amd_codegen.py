@@ -4,7 +4,7 @@ import re, subprocess
 import numpy as np
 import pytest
 from compute import Tensor
-from compute.codegen import Renderer
+from compute.codegen import OpenCL, Renderer
 from compute.schedule import create_schedule, Kernel
 from drivers.amd.compiler import AMDGPUCompiler
 from drivers.hcq.compiler import llvm_tool
@@ -41,7 +41,7 @@ def _readelf(lib: bytes, tmp_path, *flags) -> str:
 def test_kernels_compile_to_gfx1100_code_objects(case, tmp_path):
   comp = AMDGPUCompiler("gfx1100")
   for k in _kernels(CASES[case]()):
-    spec = Renderer("opencl").render(k)
+    spec = Renderer(OpenCL).render(k)
     lib = comp.compile(spec.src)
     h = _readelf(lib, tmp_path, "-h")
     assert "AMDGPU - HSA" in h and re.search(r"ABI Version:\s+3", h), h   # ELFABIVERSION_AMDGPU_HSA_V5 = 3

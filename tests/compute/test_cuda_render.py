@@ -5,7 +5,7 @@ import re
 import numpy as np
 import pytest
 from compute import Tensor, dtypes
-from compute.codegen import Renderer
+from compute.codegen import CUDA, Renderer
 from compute.schedule import create_schedule, Kernel
 from drivers.nv import image
 from drivers.nv.compiler import NVCompiler
@@ -33,7 +33,7 @@ CASES = {
                       lambda: np.exp(A) + np.log(P) + np.sin(A) * np.cos(B) + np.sqrt(P) + np.exp2(A) + np.log2(P), 1e-5),
   "sigmoid_tanh_gelu": (lambda: T(A).sigmoid() + T(B).tanh() + T(A).gelu(),
                         lambda: 1 / (1 + np.exp(-A)) + np.tanh(B) + 0.5 * A * (1 + np.tanh(np.sqrt(2 / np.pi) * (A + 0.044715 * A ** 3))), 1e-5),
-  "where_max_min_clip": (lambda: (T(A) > T(B)).where(T(A).maximum(T(B)), T(A).minimum(0.25)).clip(-0.5, 1.0),
+  "where_max_min_clip": (lambda: T(A).maximum(T(B)).where(T(A) > T(B), T(A).minimum(0.25)).clip(-0.5, 1.0),
                          lambda: np.clip(np.where(A > B, np.maximum(A, B), np.minimum(A, 0.25)), -0.5, 1.0), 0),
   "compares_to_bool": (lambda: (T(A) < T(B)) | (T(A) == T(A)) & (T(B) != 0), lambda: (A < B) | (A == A) & (B != 0), 0),
   "sum_axis0_axis1_all": (lambda: T(A).sum(0).reshape(1, 10) + T(A).sum(1).reshape(6, 1) + T(A).sum(),
@@ -97,7 +97,7 @@ def test_the_source_is_a_cuda_kernel_with_the_launch_bounds_of_its_local_size():
   t = (Tensor(A).half() * 2).sum(1) + Tensor(B).cast(dtypes.bfloat16).amax(1)
   ks = [k for k in create_schedule([t.lazydata.base]) if isinstance(k, Kernel)]
   for k in ks:
-    spec = Renderer("cuda").render(k)
+    spec = Renderer(CUDA).render(k)
     assert spec.src.startswith("#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n")
     assert f'extern "C" __global__ void __launch_bounds__({spec.local_size[0]}) {spec.name}(' in spec.src
     assert "blockIdx.x" in spec.src and "threadIdx.x" in spec.src and "__builtin_amdgcn" not in spec.src

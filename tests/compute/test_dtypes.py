@@ -29,7 +29,7 @@ def test_int64_arithmetic_like_numpy():
   ta, tb = Tensor(a), Tensor(b)
   for t, n in [(ta + tb, a + b), (ta - tb, a - b), (ta * tb, a * b), (ta // tb, a // b), (ta % tb, a % b), (ta * 3 + 2**33, a * 3 + 2**33),
                (ta & tb, a & b), (ta | tb, a | b), (ta ^ tb, a ^ b), (~ta, ~a), (-ta, -a), (ta.maximum(tb), np.maximum(a, b)),
-               (ta < tb, a < b), (ta == tb, a == b), (ta.abs(), np.abs(a)), ((ta > 0).where(ta, tb), np.where(a > 0, a, b))]:
+               (ta < tb, a < b), (ta == tb, a == b), (ta.abs(), np.abs(a)), (ta.where(ta > 0, tb), np.where(a > 0, a, b))]:
     assert t.numpy().dtype == n.dtype, (t.numpy().dtype, n.dtype)
     np.testing.assert_array_equal(t.numpy(), n)
   x = Tensor(a.reshape(2, 3))

@@ -108,3 +108,81 @@ def test_function_level_and_relative_imports_are_edges():
   modules = {"compute", "compute.lazy", "compute.runtime", "compute.shape", "compute.tensor"}
   got = {m for m, _ in _imports(ast.parse(src), "compute.codegen", False, modules)}
   assert got == {"compute.runtime", "compute.lazy", "compute.shape"}
+
+
+# --- Tensor's layers: TensorCore (compute/core.py) and its mixins, siblings that call each other only through it
+MIXINS = ("movement", "indexing", "reductions", "nnops", "sorting", "torchops", "inplace")
+
+
+def _class_names(tree: ast.Module, cls: str) -> tuple[set[str], set[str]]:
+  """(names `cls` defines, names it declares under `if TYPE_CHECKING:`) in its body."""
+  node = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls)
+  defined, declared = set(), set()
+  def collect(body, into):
+    for n in body:
+      if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)): into.add(n.name)
+      elif isinstance(n, ast.Assign): into.update(t.id for t in n.targets if isinstance(t, ast.Name))
+      elif isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name): into.add(n.target.id)
+      elif isinstance(n, ast.If) and _is_type_checking(n): collect(n.body, declared)
+  collect(node.body, defined)
+  return defined, declared
+
+
+def _attribute_uses(tree: ast.Module) -> dict[str, int]:
+  """attribute name -> first line, for every `x.name` where x is not an imported module or name; `x[i]` counts as
+  __getitem__ (the scan cannot tell a tensor from a tuple: it may count more uses, never fewer)."""
+  imported = {(a.asname or a.name).split(".")[0] for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
+  uses: dict[str, int] = {}
+  for n in ast.walk(tree):
+    if isinstance(n, ast.Attribute) and not (isinstance(n.value, ast.Name) and n.value.id in imported):
+      uses.setdefault(n.attr, n.lineno)
+    elif isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Load): uses.setdefault("__getitem__", n.lineno)
+  return uses
+
+
+def tensor_layers() -> tuple[set[str], set[str], dict[str, set[str]]]:
+  """(TensorCore's defined names, its declared names, mixin module -> the names its class defines)."""
+  core = ast.parse((ROOT / "core.py").read_text())
+  defined, declared = _class_names(core, "TensorCore")
+  mixins = {}
+  for m in MIXINS:
+    tree = ast.parse((ROOT / f"{m}.py").read_text())
+    cls = next(n.name for n in tree.body if isinstance(n, ast.ClassDef) and any(getattr(b, "id", "") == "TensorCore" for b in n.bases))
+    mixins[m] = _class_names(tree, cls)[0]
+  return defined, declared, mixins
+
+
+def test_tensor_mixins_are_siblings_on_tensor_core():
+  """Each mixin is a class on TensorCore and imports no other mixin (nor tensor.py) outside TYPE_CHECKING."""
+  graph = import_graph()
+  bad = [f"{PKG}.{m} -> {dst}" for m in MIXINS for dst in graph[f"{PKG}.{m}"] if dst.split(".")[-1] in MIXINS + ("tensor",)]
+  assert bad == [], "a Tensor mixin imports a sibling (call it through a TensorCore declaration instead):\n  " + "\n  ".join(bad)
+  from compute.core import TensorCore
+  from compute.tensor import Tensor
+  assert [c.__module__.split(".")[-1] for c in Tensor.__mro__[1:-2]] == ["inplace", "torchops", "sorting", "nnops", "reductions",
+                                                                         "indexing", "movement"]
+  assert all(c.__bases__ == (TensorCore,) for c in Tensor.__mro__[1:-2])
+
+
+def test_tensor_mixins_call_each_other_only_through_tensor_core():
+  """A name one mixin defines is used by another module of the tensor layer (a sibling or core.py) only if TensorCore
+  declares it; every declaration is defined by exactly one mixin and used outside it."""
+  defined, declared, mixins = tensor_layers()
+  owner = {name: m for m, names in mixins.items() for name in names}
+  undeclared = []
+  used_elsewhere: set[str] = set()
+  for m in ("core",) + MIXINS:
+    for name, line in _attribute_uses(ast.parse((ROOT / f"{m}.py").read_text())).items():
+      if name in owner and owner[name] != m and name not in defined:
+        used_elsewhere.add(name)
+        if name not in declared: undeclared.append(f"compute/{m}.py:{line}: .{name} (compute/{owner[name]}.py)")
+  assert undeclared == [], "calls into a sibling mixin that TensorCore does not declare:\n  " + "\n  ".join(undeclared)
+  assert sorted(n for n in declared if sum(n in names for names in mixins.values()) != 1) == [], "declared, not defined by one mixin"
+  assert sorted(declared - used_elsewhere) == [], "declared in TensorCore but used by no other module"
+  assert sorted(defined & set(owner) - {"__slots__"}) == [], "defined both in TensorCore and in a mixin"
+
+
+def test_layer_scan_finds_a_sibling_call():
+  """The scan sees a call through `self`, through another tensor and through type(self), and not module attributes."""
+  src = "import numpy as np\ndef f(self, t):\n  self.sum(); t.reshape(1); type(self).arange(3); np.sort(t); t[0]\n"
+  assert set(_attribute_uses(ast.parse(src))) == {"sum", "reshape", "arange", "__getitem__"}

@@ -61,8 +61,8 @@ def test_non_differentiable_elementwise_match_numpy():
 
 
 def test_where():
-  check([S, S, S], lambda c, x, y: (c > 0).where(x, y), lambda c, x, y: np.where(c > 0, x, y), constant=(0,))
-  check([(3, 1), (4,)], lambda c, x: (c > 0).where(x, 2.0), lambda c, x: np.where(c > 0, x, 2.0), constant=(0,))
+  check([S, S, S], lambda c, x, y: x.where(c > 0, y), lambda c, x, y: np.where(c > 0, x, y), constant=(0,))
+  check([(3, 1), (4,)], lambda c, x: x.where(c > 0, 2.0), lambda c, x: np.where(c > 0, x, 2.0), constant=(0,))
 
 
 def test_integer_ops_like_numpy():
