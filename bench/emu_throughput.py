@@ -12,7 +12,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "emu", "rdna3"))
 from exec_helpers import assemble, compile_cl, CodeObject, buffer, read, VADD, MATMUL   # noqa: E402 (llvm-mc / clang-22)
-from emu.rdna3 import Memory, run, runtime                               # noqa: E402
+from emu.amdgcn import Memory, run, runtime                               # noqa: E402
 
 ALU_LOOP = """
   s_mov_b32 s2, 10000
