@@ -10,7 +10,7 @@ Usage: python bench/emu_throughput.py [repeats]"""
 import json, os, struct, sys, tempfile, time
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "emu", "rdna3"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "emu", "amdgcn"))
 from exec_helpers import assemble, compile_cl, CodeObject, buffer, read, VADD, MATMUL   # noqa: E402 (llvm-mc / clang-22)
 from emu.amdgcn import Memory, run, runtime                               # noqa: E402
 
