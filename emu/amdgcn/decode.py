@@ -98,6 +98,7 @@ class Table(NamedTuple):
   words: dict[str, int]            # dwords of each family's encoding (default 2)
   fields: dict[str, tuple]         # family -> ((field, dword, low bit, mask), ...) without the opcode
   opf: dict[str, tuple]            # family -> the opcode field
+  seg: tuple | None                # FLAT's seg field, which picks FLAT / SCRATCH / GLOBAL
   mimg: dict[int, tuple]           # image opcodes (tables.MIMG)
   mimg_vdata: Callable[[int, int, int, bool], int]   # encodings.mimg_vdata
   symbols: dict[str, dict[int, str]]   # names LLVM prints for symbolic immediates (tables.SYMBOLS)
@@ -123,7 +124,8 @@ def table(target: str) -> Table:
       out[fam][opc] = _Op(name, "".join(mods), _base(name), kind, operands, srcs, any(o.kind == "kimm" for o in operands), checks)
   fields = {fam: tuple((n, w, lo, (1 << bits) - 1) for n, (w, lo, bits) in fs.items() if n != "op") for fam, fs in enc.FIELDS.items()}
   opf = {fam: f["op"] for fam, f in enc.FIELDS.items() if "op" in f}
-  return Table(out, enc.family, enc.WORDS, fields, opf, t.tables.MIMG, enc.mimg_vdata, t.tables.SYMBOLS)
+  return Table(out, enc.family, enc.WORDS, fields, opf, enc.FIELDS.get("FLAT", {}).get("seg"), t.tables.MIMG, enc.mimg_vdata,
+               t.tables.SYMBOLS)
 
 
 _FLAT_SEG = ("FLAT", "SCRATCH", "GLOBAL")
@@ -215,10 +217,11 @@ def decode(code: bytes | memoryview, offset: int = 0, target: str = targets.DEFA
   if fmt == "MIMG": return _decode_mimg(code, offset, ws, tab, target)
   fam = fmt
   if fmt == "FLAT":
-    seg = (w0 >> 16) & 3
+    w, lo, n = tab.seg
+    seg = (ws[w] >> lo) & ((1 << n) - 1)
     if seg == 3: raise _err(code, offset, nwords, "FLAT seg=3 is reserved")
     fam = _FLAT_SEG[seg]
-  opc = (w0 >> tab.opf[fmt][1]) & ((1 << tab.opf[fmt][2]) - 1) if fmt in tab.opf else 0
+  opc = (ws[tab.opf[fmt][0]] >> tab.opf[fmt][1]) & ((1 << tab.opf[fmt][2]) - 1) if fmt in tab.opf else 0
   info = ops[fam].get(opc)
   if info is None: raise _err(code, offset, nwords, f"{fam} opcode {opc:#x} is not a {target} instruction")
   layout = tab.fields["VOP3SD" if info.enc == "VOP3SD" else fmt]
@@ -267,7 +270,8 @@ def _decode_mimg(code: bytes, offset: int, ws: tuple, tab: Table, target: str) -
   """Image instructions (graphics; decoded for listings). NSA forms carry their extra address VGPRs in a third
   dword (vaddr1..vaddr4)."""
   f = {n: (ws[w] >> lo) & m for n, w, lo, m in tab.fields["MIMG"]}
-  opc = (ws[0] >> tab.opf["MIMG"][1]) & ((1 << tab.opf["MIMG"][2]) - 1)
+  w, lo, n = tab.opf["MIMG"]
+  opc = (ws[w] >> lo) & ((1 << n) - 1)
   if opc not in tab.mimg: raise _err(code, offset, 2, f"MIMG opcode {opc:#x} is not a {target} instruction")
   size = 8
   if f["nsa"]:

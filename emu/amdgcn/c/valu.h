@@ -177,7 +177,7 @@ static inline int fexp64(u64 x) { return (int)((x >> 52) & 0x7ff); }
    where the division sequence needs it (LLVM's: div_scale of both operands, rcp, fma refinement, div_fmas with the
    numerator's VCC, div_fixup); VCC = 1 tells div_fmas to undo a one-sided scaling. The RDNA3 ISA guide's pseudocode
    with these readings, each fixed by measurements on gfx1100 (tinygrad test/amd/hw/test_vop3.py TestDivScale) or by
-   the sequence giving correctly rounded quotients (tests/emu/rdna3/test_exec_kernels.py, against numpy, with f32
+   the sequence giving correctly rounded quotients (tests/emu/amdgcn/test_exec_kernels.py, against numpy, with f32
    denormals kept and flushed):
    - a zero (or flushed denormal) operand gives NaN with VCC = 1 (zero_denom, zero_numer, denorm_denom);
    - "1/S1 is denormal" is tested in S1's own precision (the guide's f32 form converts to f64, which never holds),
