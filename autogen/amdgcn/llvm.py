@@ -113,14 +113,13 @@ def sample_words(rng, per_op: int, target: str = "gfx1100") -> list[bytes]:
   the printer (VGPRs, inline constants, literals, zeroed unused fields)."""
   isa = isa_tables(target)
   encodings, t = isa.encodings, isa.tables
-  fmt_of = {"SCRATCH": ("FLAT", 1), "GLOBAL": ("FLAT", 2), "FLAT": ("FLAT", 0)}
   overlay = t.TARGET_OPS.get(t.TARGETS[target] or "", {})
   tables = {fam: [op for op, e in {**ops, **overlay.get(fam, {})}.items() if e is not None] for fam, ops in t.OPS.items()}
   out = []
   for fam, ops in list(tables.items()) + [("MIMG", t.MIMG)]:
     if fam == "VOPDY": continue
-    fmt, seg = fmt_of.get(fam, (fam, None))
-    fmt = "VOPD" if fam == "VOPDX" else fmt
+    fmt, fixed = isa.probes.PSEUDO.get(fam, (fam, {}))   # SCRATCH / GLOBAL: FLAT with seg set; VOPDX: VOPD
+    seg = fixed.get("seg")
     fields = encodings.FIELDS[fmt]
     for opc in ops:
       for _ in range(per_op):
