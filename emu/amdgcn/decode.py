@@ -3,13 +3,15 @@
 A target's field layouts and family bits are its generation's autogen/amdgcn/<isa>/encodings.py (AMD's ISA guides, the
 "Microcode Formats" chapter); opcode numbers, mnemonics and operand kinds its tables.py, generated from LLVM 22's
 disassembler (targets.py says which). Source operands stay raw (9-bit VOP / 8-bit SALU encodings); the constants below
-name them: the operand codes RDNA (gfx10-gfx12) shares, RDNA3 ISA guide section 3.6.
+name them: the operand codes RDNA (gfx10-gfx12) shares, RDNA3 ISA guide section 3.6, which the code generators
+implement; a target whose encodings give other codes is refused until they take them from the target.
 """
 from __future__ import annotations
 import struct
 from dataclasses import dataclass
 from functools import cache
 from typing import Callable, NamedTuple
+from autogen.amdgcn.gfx11 import encodings as rdna
 from autogen.amdgcn.gfx11.encodings import (SGPR_MAX, VCC_LO, VCC_HI, TTMP0, NULL, M0, EXEC_LO, EXEC_HI, INT_CONST_LO, INT_CONST_HI,
                                      DPP8, DPP8FI, SHARED_BASE, SHARED_LIMIT, PRIVATE_BASE, PRIVATE_LIMIT, POPS_EXITING_WAVE_ID,
                                      FLOAT_CONST_LO, FLOAT_CONST_HI, DPP16, VCCZ, EXECZ, SCC, LDS_DIRECT, LITERAL, VGPR0)
@@ -104,11 +106,16 @@ class Table(NamedTuple):
   symbols: dict[str, dict[int, str]]   # names LLVM prints for symbolic immediates (tables.SYMBOLS)
 
 
+_CODES = [n for n in __all__ if n.isupper() and n != "FLOAT_CONSTS"]   # the operand codes named here (RDNA's: gfx10-gfx12)
+
+
 @cache
 def table(target: str) -> Table:
   """The decoding table of `target` (targets.py): its opcode rows, with the operand specs parsed."""
   t = targets.get(target)
   enc, vop3sd = t.encodings, t.tables.VOP3SD
+  if differ := [k for k in _CODES if getattr(enc, k, None) != getattr(rdna, k)]:   # e.g. gfx9's M0 is 124, RDNA's NULL
+    raise ValueError(f"{target}: its operand codes {', '.join(differ)} differ from the RDNA ones the core implements")
   out: dict[str, dict[int, _Op]] = {}
   for fam, rows in t.ops.items():
     out[fam] = {}

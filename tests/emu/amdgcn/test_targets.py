@@ -1,6 +1,7 @@
 """The target registry (emu/amdgcn/targets.py) against the generated tables: every target has its generation's sweep,
 every swept LLVM processor is a target, targets share a generation's rows where LLVM printed the same ones, and a
 decoded instruction is formatted with its own target's tables."""
+import types
 import pytest
 from autogen.amdgcn import ISAS, llvm
 from emu.amdgcn import targets
@@ -34,3 +35,11 @@ def test_unknown_targets_and_gc_versions_say_what_exists():
   with pytest.raises(ValueError, match="unknown target 'gfx1201': one of gfx1100, gfx1150, gfx1151"): decode(S_ADD_F32, 0, "gfx1201")
   assert targets.for_gc((11, 5, 1)).name == "gfx1151"
   with pytest.raises(ValueError, match=r"GC 9\.4\.3"): targets.for_gc((9, 4, 3))
+
+
+def test_a_target_whose_operand_codes_differ_from_rdnas_is_refused(monkeypatch):
+  """gfx9 (CDNA) numbers M0 124 and has no NULL: the code generators implement RDNA's codes, so such a table is refused."""
+  fake = targets.Target("gfx9test", "gfx11", (9, 4, 2), (64,))
+  fake.__dict__["encodings"] = types.SimpleNamespace(**{**vars(targets.get("gfx1100").encodings), "M0": 124, "NULL": None})
+  monkeypatch.setitem(targets.TARGETS, fake.name, fake)
+  with pytest.raises(ValueError, match="gfx9test: its operand codes NULL, M0 differ from the RDNA ones"): decode(S_ADD_F32, 0, fake.name)
