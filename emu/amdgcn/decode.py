@@ -93,13 +93,14 @@ def _base(name: str) -> str:
   return name
 
 
-class Table(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class Table:
   """What decoding one target needs, built once per target from its generation's encodings and its opcode rows."""
   ops: dict[str, dict[int, _Op]]   # family -> opcode -> entry
   family: Callable[[int], str | None]   # first dword -> encoding family (encodings.family)
   words: dict[str, int]            # dwords of each family's encoding (default 2)
   fields: dict[str, tuple]         # family -> ((field, dword, low bit, mask), ...) without the opcode
-  opf: dict[str, tuple]            # family -> the opcode field
+  opf: dict[str, tuple]            # family -> its opcode field as (dword, low bit, mask)
   seg: tuple | None                # FLAT's seg field, which picks FLAT / SCRATCH / GLOBAL
   mimg: dict[int, tuple]           # image opcodes (tables.MIMG)
   mimg_vdata: Callable[[int, int, int, bool], int]   # encodings.mimg_vdata
@@ -130,7 +131,7 @@ def table(target: str) -> Table:
       checks = tuple((o.field, v) for o in operands if (v := _valid_codes(o)) is not None)
       out[fam][opc] = _Op(name, "".join(mods), _base(name), kind, operands, srcs, any(o.kind == "kimm" for o in operands), checks)
   fields = {fam: tuple((n, w, lo, (1 << bits) - 1) for n, (w, lo, bits) in fs.items() if n != "op") for fam, fs in enc.FIELDS.items()}
-  opf = {fam: f["op"] for fam, f in enc.FIELDS.items() if "op" in f}
+  opf = {fam: (w, lo, (1 << bits) - 1) for fam, f in enc.FIELDS.items() if "op" in f for w, lo, bits in [f["op"]]}
   return Table(out, enc.family, enc.WORDS, fields, opf, enc.FIELDS.get("FLAT", {}).get("seg"), t.tables.MIMG, enc.mimg_vdata,
                t.tables.SYMBOLS)
 
@@ -228,7 +229,7 @@ def decode(code: bytes | memoryview, offset: int = 0, target: str = targets.DEFA
     seg = (ws[w] >> lo) & ((1 << n) - 1)
     if seg == 3: raise _err(code, offset, nwords, "FLAT seg=3 is reserved")
     fam = _FLAT_SEG[seg]
-  opc = (ws[tab.opf[fmt][0]] >> tab.opf[fmt][1]) & ((1 << tab.opf[fmt][2]) - 1) if fmt in tab.opf else 0
+  opc = (ws[of[0]] >> of[1]) & of[2] if (of := tab.opf.get(fmt)) else 0
   info = ops[fam].get(opc)
   if info is None: raise _err(code, offset, nwords, f"{fam} opcode {opc:#x} is not a {target} instruction")
   layout = tab.fields["VOP3SD" if info.enc == "VOP3SD" else fmt]
@@ -277,8 +278,8 @@ def _decode_mimg(code: bytes, offset: int, ws: tuple, tab: Table, target: str) -
   """Image instructions (graphics; decoded for listings). NSA forms carry their extra address VGPRs in a third
   dword (vaddr1..vaddr4)."""
   f = {n: (ws[w] >> lo) & m for n, w, lo, m in tab.fields["MIMG"]}
-  w, lo, n = tab.opf["MIMG"]
-  opc = (ws[w] >> lo) & ((1 << n) - 1)
+  w, lo, m = tab.opf["MIMG"]
+  opc = (ws[w] >> lo) & m
   if opc not in tab.mimg: raise _err(code, offset, 2, f"MIMG opcode {opc:#x} is not a {target} instruction")
   size = 8
   if f["nsa"]:
