@@ -55,7 +55,7 @@ def split_operands(text: str) -> tuple[str, list[str], str]:
 class Prober:
   """Probes one ISA generation's encodings (`isa`: its autogen.amdgcn package) on one LLVM processor."""
   def __init__(self, isa: ModuleType, cpu: str):
-    self.isa, self.enc, self.pr, self.dis = isa, isa.encodings, isa.probes, Disassembler(cpu)
+    self.enc, self.pr, self.dis = isa.encodings, isa.probes, Disassembler(cpu)
 
   def words(self, fam: str, vals: dict, lit: int | None = None) -> list[int]:
     fmt, fixed = self.pr.PSEUDO.get(fam, (fam, {}))
