@@ -3,7 +3,9 @@ autogen.amdgcn package: encodings.py, tables.py), the GC IP version of the GPUs 
 
 One core serves every target: decode, disassembly and code generation read the target's tables, and the semantics are
 shared where the ISA guides say they are the same; what a target adds (RDNA3.5's scalar float instructions) comes
-from its table rows. A new target is a row here (and, for a new generation, its autogen.amdgcn package).
+from its table rows. A new processor of a generation is a row here and an entry in its package's CPUS, swept with
+`python -m autogen.amdgcn <isa>`; a new generation is a new autogen.amdgcn package (encodings.py, probes.py, CPUS)
+named in autogen.amdgcn.ISAS.
 GC version -> processor: Linux drivers/gpu/drm/amd/amdkfd/kfd_device.c (kgd2kfd_probe, gfx_target_version).
 """
 from __future__ import annotations
