@@ -29,13 +29,17 @@ def ir3_tables(outdir: pathlib.Path) -> list[pathlib.Path]:
   return [path]
 
 
-def rdna3_tables(outdir: pathlib.Path) -> list[pathlib.Path]:
-  """autogen/rdna3/tables.py from LLVM 22's disassembler (autogen/rdna3/gen.py; needs libLLVM 22, not headers)."""
-  from autogen.rdna3.gen import generate
-  path = outdir / "rdna3" / "tables.py"
-  path.parent.mkdir(parents=True, exist_ok=True)
-  path.write_text(generate())
-  return [path]
+def amdgcn_tables(outdir: pathlib.Path) -> list[pathlib.Path]:
+  """autogen/amdgcn/<isa>/tables.py for every ISA generation from LLVM 22's disassembler (autogen/amdgcn/gen.py; needs libLLVM 22,
+  not headers)."""
+  from autogen.amdgcn import ISAS
+  from autogen.amdgcn.gen import generate
+  paths = []
+  for isa in ISAS:
+    (path := outdir / "amdgcn" / isa / "tables.py").parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(generate(isa))
+    paths.append(path)
+  return paths
 
 
 # what compute drives in mesa 25.2.7 (tinymesa): NIR built through exported constructors, compiled by ir3 (turnip's sequence,
@@ -112,7 +116,7 @@ GENERATORS = {
                        doc="mlx5 core driver constants: command interface, init segment, WQE/CQE opcodes (kernel-internal headers)."),
   "mlx5": BitLayoutModule("mlx5.py", ("include/linux/mlx5/mlx5_ifc.h", "include/linux/mlx5/mlx5_ifc_fpga.h"),
                           doc="NVIDIA/Mellanox mlx5 command interface: big-endian bit layouts (autogen.bitlayout), enums."),
-  "rdna3": rdna3_tables,
+  "amdgcn": amdgcn_tables,
   "adreno": adreno,
   "ir3": ir3_tables,
   "mesa": MESA,

@@ -4,7 +4,7 @@ Usage: python bench/amd_launch.py [DEV ...]   (default: MOCKKFD+AMD MOCKPCI+AMD)
 Figures (best of 5 rounds of N launches; one JSON line each):
   driver_submit_us   host CPU time (this thread's) to encode and submit one launch (PM4 packets, kernargs, doorbell)
   end_to_end_us      submit + the emulated GPU running it + waiting for its signal, per launch (in a stream)
-  emulator_us        the same empty kernel dispatched straight into emu.rdna3 (no driver, no queue)
+  emulator_us        the same empty kernel dispatched straight into emu.amdgcn (no driver, no queue)
   compute_kernel_us  per kernel of one compute-layer schedule of 50 adds (Tensor.realize_all), end to end
   compute_numpy_us   copying a realized 1 KiB tensor back to numpy (Tensor.numpy)
   compute_ring_dwords  compute-ring dwords per kernel of that schedule (the commands the GPU front end processes)"""
@@ -12,7 +12,7 @@ import sys
 from figures import best, emit, host_cpu, skipped
 from drivers.hcq import open_device
 from drivers.amd.elf import load_code_object
-import emu.rdna3 as rdna3
+import emu.amdgcn as amdgcn
 import numpy as np
 from compute import Tensor
 
@@ -24,12 +24,12 @@ N_COMPUTE = 50
 def emulator_only(lib: bytes) -> float:
   co = load_code_object(lib)
   k = co.kernels["empty"]
-  mem = rdna3.Memory()
+  mem = amdgcn.Memory()
   base = mem.alloc(len(co.image) + 4096)
   mem.write(base, co.relocated(base))
   args = mem.alloc(4096)
   def run():
-    for _ in range(N): rdna3.dispatch(mem, base + k.descriptor_offset, (1, 1, 1), (32, 1, 1), kernarg_ptr=args)
+    for _ in range(N): amdgcn.dispatch(mem, base + k.descriptor_offset, (1, 1, 1), (32, 1, 1), kernarg_ptr=args)
   return best(run) / N
 
 

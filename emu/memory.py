@@ -1,4 +1,4 @@
-"""GPU memory as a shader core (emu/rdna3, emu/nvgpu/ptx) sees it: the interface a GPU model implements, and `Memory`, the simple
+"""GPU memory as a shader core (emu/amdgcn, emu/nvgpu/ptx) sees it: the interface a GPU model implements, and `Memory`, the simple
 standalone sparse 64-bit address space used by tests and benchmarks.
 
 The interface is one method, `lookup(addr, write) -> (start, length, host_address) | None`: the

@@ -18,7 +18,7 @@ KCACHE_PAGES = 64              # what the model's K$ holds (4 KiB pages) before 
 
 
 class ShaderMemory:
-  """Memory as the waves see it (the emu.rdna3 GpuMemory interface): vector accesses through the MMU, scalar loads
+  """Memory as the waves see it (the emu.amdgcn GpuMemory interface): vector accesses through the MMU, scalar loads
   through the K$, code through the I$ (`icache_epoch`: programs compiled before the last GLI_INV are not re-read)."""
   def __init__(self, mmu: MMU):
     self.mmu = mmu

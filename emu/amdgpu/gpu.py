@@ -1,5 +1,5 @@
 """The emulated Navi31 (gfx1100) core: VRAM, the GPU MMU, the register file, the HDP, the clock, the engines, and
-kernel dispatch into the RDNA3 shader core. Both kernel interfaces sit on top of this one object: the KFD
+kernel dispatch into the shader core (emu/amdgcn) for the target its GC version runs. Both kernel interfaces sit on top of this one object: the KFD
 model (as the kernel driver would) and the PCI function (as the AM userspace driver sees it). The core knows
 neither: the PCI function decodes its blocks into the core's register file and listens to its errors and
 interrupts (`on_error`, `on_interrupt`). The waves see memory through `shader_memory` (caches.py: the MMU, the
@@ -20,7 +20,9 @@ from emu.amdgpu.hdp import HDPModel
 from emu.amdgpu.engine import GPUEngine, KernelError
 from emu.amdgpu.caches import ShaderMemory
 from emu.amdgpu.spi import SHRegisters, launch as spi_launch
-from emu.rdna3.dispatch import execute, WaveError
+from emu.amdgpu.discovery import NAVI31_IPS
+from emu.amdgcn import targets
+from emu.amdgcn.dispatch import execute, WaveError
 
 # Segment base addresses (dwords) of each IP block of a Navi31, as its IP discovery table lists them
 # (discovery.h ip_v4 base_address). Register dword address = base[reg.base_idx] + reg.offset.
@@ -62,9 +64,11 @@ class DeviceError:
 
 class GPUModel:
   """`vram_path`/`regs_path`: files that keep VRAM and the registers across processes (None: in memory); `dma`: the
-  bus address space the MMU reaches host memory through; `busy_ns`: where engine busy time accumulates, by kind."""
+  bus address space the MMU reaches host memory through; `busy_ns`: where engine busy time accumulates, by kind;
+  `gc_version`: the GC IP version the shader core's target follows from (default: the discovery table's)."""
   def __init__(self, vram_size: int = 512 << 20, vram_path: str | None = None, regs_path: str | None = None,
-               dma: DMASpace | None = None, busy_ns=None):
+               dma: DMASpace | None = None, busy_ns=None, gc_version: tuple[int, int, int] | None = None):
+    self.target = targets.for_gc(gc_version or next(v for name, _, v in NAVI31_IPS if name == "GC"))   # the ISA its waves run
     self.vram, self.dma = VRAM(vram_size, vram_path), DMASpace() if dma is None else dma
     self.mmu = MMU(self.vram, self.dma)
     self.shader_memory = ShaderMemory(self.mmu)   # the waves' view: through the MMU, the K$ and the I$
@@ -115,6 +119,7 @@ class GPUModel:
     """DISPATCH_DIRECT with the queue's COMPUTE_* registers (emu/amdgpu/spi.py); returns wave-instructions executed."""
     launch, block = spi_launch(sh, initiator, queue)
     launch.shared_hi, launch.private_hi = self.flat_apertures(queue)
+    launch.target = self.target.name
     with self.shader_lock:
       self.shader_memory.begin_dispatch()
       try: return execute(self.shader_memory, launch, grid, block).wave_instructions

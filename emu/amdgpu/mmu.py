@@ -220,7 +220,7 @@ class MMU:
     return None
 
   def lookup(self, addr: int, write: bool) -> tuple[int, int, int] | None:
-    """The rdna3 shader core's memory interface (emu.memory.GpuMemory): data accesses (the TCP)."""
+    """The shader core's (emu/amdgcn) memory interface (emu.memory.GpuMemory): data accesses (the TCP)."""
     return self.translate(addr, write, "shader")
 
   def fetch(self, addr: int) -> tuple[int, int, int] | None:

@@ -1,5 +1,5 @@
 """The SPI's side of a compute dispatch on gfx11: the COMPUTE_* SH registers a compute queue sets, checked and turned
-into the waves' launch state for the RDNA3 core (emu/rdna3/dispatch.py). Fields as gc_11_0_0 names them.
+into the waves' launch state for the shader core (emu/amdgcn/dispatch.py). Fields as gc_11_0_0 names them.
 
 What SET_SH_REG may write (anything else raises: other COMPUTE_* registers are not modelled, the rest of the SH range
 belongs to the graphics shader stages), and what the model does with each:
@@ -34,7 +34,7 @@ import functools
 from autogen.amd import gc_11_0_0 as gc
 from emu.ring import RingError
 from emu.amdgpu.discovery import GC_INFO
-from emu.rdna3.dispatch import Launch, Scratch
+from emu.amdgcn.dispatch import Launch, Scratch
 
 SHADER_ENGINES = GC_INFO["gc_num_se"]
 LDS_GRANULE = 512             # COMPUTE_PGM_RSRC2.LDS_SIZE unit on gfx11, bytes

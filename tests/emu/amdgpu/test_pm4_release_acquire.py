@@ -7,7 +7,7 @@ import pytest
 
 from autogen.amd import gc_11_0_0 as gc, nvd, soc21_enum
 from tests.emu.amdgpu.regs import Queue, pm4, acquire_mem, launch, queue_error
-from tests.emu.rdna3.exec_helpers import assemble
+from tests.emu.amdgcn.exec_helpers import assemble
 
 CLIENT_GRBM_CP, SRC_CP_EOP = 0x14, 181
 GCR_ALL = 0x1FFFF & ~(3 << 2 | 3 << 11 | 1 << 13)       # every ACQUIRE_MEM invalidate / write-back, SEQ 1, no ranges

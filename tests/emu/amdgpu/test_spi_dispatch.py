@@ -7,7 +7,7 @@ import pytest
 
 from autogen.amd import gc_11_0_0 as gc, nvd
 from tests.emu.amdgpu.regs import Queue, pm4, sh_reg, launch, queue_error
-from tests.emu.rdna3.exec_helpers import assemble
+from tests.emu.amdgcn.exec_helpers import assemble
 
 RSRC2 = gc.regCOMPUTE_PGM_RSRC2
 UNMAPPED = 0x2800_0000_5000          # inside VMID 0's window, far above anything the driver allocates
