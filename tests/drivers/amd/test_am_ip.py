@@ -7,7 +7,7 @@ import pytest
 import drivers.amd
 from autogen.amd import discovery, soc15_hw_ip as hw_ip
 from drivers.amd.am import ip_table
-from drivers.amd.am.ip_block import UnsupportedIPError
+from drivers.amd.ip import UnsupportedIPError
 from drivers.amd.am.soc21 import SOC21
 from drivers.amd.am.gfx_v11_0 import GFXv11_0
 from drivers.amd.am.sdma_v6_0 import SDMAv6_0
