@@ -23,6 +23,13 @@ class UnsupportedIPError(RuntimeError):
 def vstr(version: Version) -> str: return ".".join(map(str, version))
 
 
+def target(gc: Version) -> str:
+  """The LLVM processor (compiler target) of a GC version: gfx<major><minor><stepping>, minor and stepping as one hex
+  digit each (AMDGPUUsage: GC 11.0.0 -> gfx1100, 9.4.2 -> gfx942, 9.0.10 -> gfx90a)."""
+  major, minor, step = gc
+  return f"gfx{major}{minor:x}{step:x}"
+
+
 class VersionTable(dict):
   """{version: what serves it} for one IP: a module path ("pkg.mod") or an object in one ("pkg.mod:name"), imported
   when picked, or the object itself (one a test or plug-in adds). Public: a row is added by assigning it."""

@@ -16,7 +16,7 @@ import time
 
 from autogen.pci import PCI_COMMAND, PCI_COMMAND_MASTER
 from drivers.system.pci import PCIDevice
-from drivers.amd.am import discovery, firmware, ip_table
+from drivers.amd.am import discovery, ip_table
 from drivers.amd.am.mm import MemoryManager
 
 AM_VERSION = 0xA0000008        # SCRATCH_REG7 value meaning "booted by this driver version"
@@ -53,7 +53,7 @@ class AMCore:
     self.smu, self.gfx, self.sdma = blocks["SMU"], blocks["GFX"], blocks["SDMA"]
     if monitor and self.gfx.marks()[0] != AM_VERSION:
       raise NotBootedError(f"{pci.bus} has not been booted by the AM driver (open it with PCI+AMD first)")
-    self.fw = None if monitor else firmware.load(self.versions)
+    self.fw = None if monitor else ip_table.FIRMWARE.pick(self.versions["GC"]).load(self.versions)
     self.is_err_state = False
     # the boot-time allocations come out in the same places every time: a monitor finds the SMU table where the
     # owner put it (it must not clear anything, so nothing it allocates is zeroed)

@@ -2,9 +2,10 @@
 
 BLOCKS lists the IP blocks in init order (Linux adds them in this order too: common, GMC, IH, PSP, SMU, GFX, SDMA);
 each row names the IP whose discovered version picks the class, as Linux picks the common and GMC blocks by the GC
-version. HELPERS are the register helpers the blocks share (Linux's nbio/hdp funcs and vmhubs), picked the same way; PTE is the
-page-table entry layout (by the GC version, as Linux's gmc_v<N>_0.c encodes them). A row is public: another version of a
-block is its class and one entry in its row (row("HDP")[(6, 0, 1)] = HDPv6_0_1).
+version. HELPERS are the register helpers the blocks share (Linux's nbio/hdp funcs and vmhubs), picked the same way.
+PTE (the page-table entry layout, as Linux's gmc_v<N>_0.c encodes it) and FIRMWARE (the generation's firmware list)
+follow the GC version by drivers/amd/ip.py's rule. Rows are public: another version of a block is its class and one
+entry in its row (row("HDP")[(6, 0, 1)] = HDPv6_0_1).
 Another GPU is more rows: RDNA4 (GC 12.0, SDMA 7.0, MP 14.0, ...) or MI300 (GC 9.4.3) add their versions here.
 A discovered version with no class is an UnsupportedIPError naming the block, the version found and the supported ones.
 """
@@ -44,6 +45,7 @@ HELPERS: tuple[Row, ...] = (
   ("GFXHUB", "GC", {(11, 0, 0): GFXHUBv3_0}),
 )
 PTE = VersionTable("PTE layout", "GC", {(11, 0, 0): "drivers.amd.am.pte_gfx11:PTEgfx11", (12, 0, 0): "drivers.amd.am.pte_gfx12:PTEgfx12"})
+FIRMWARE = VersionTable("firmware list", "GC", {(11, 0, 0): "drivers.amd.am.firmware_gc11"})   # its load(versions)
 
 
 def row(block: str) -> dict[Version, type]:

@@ -2,7 +2,8 @@
 register modules, the PM4 and SDMA packet formats, the PTE layout. Another version of a block is its module and a table
 row: the tests below add made-up versions (HDP 6.0.99, SDMA 6.0.99) with nothing but a class defined here and rows added
 through the tables' public API, boot the emulated GPU with its discovery table rewritten to report them, and see the new
-code run. The PTE layouts are checked bit by bit against amdgpu_vm.h / gmc_v11_0.c / gmc_v12_0.c."""
+code run. The PTE layouts are checked bit by bit against amdgpu_vm.h / gmc_v11_0.c / gmc_v12_0.c; the compiler target
+follows LLVM's AMDGPUUsage processor names."""
 import ast, pathlib, re, shutil, types
 import numpy as np
 import pytest
@@ -10,7 +11,7 @@ import drivers.amd
 from autogen.amd import gc_11_0_0, nbio_4_3_0, soc15_hw_ip as hw_ip
 from drivers.amd import ip, pm4_nv, sdma_v6_0_pkt
 from drivers.amd.ip import UnsupportedIPError
-from drivers.amd.am import ip_table
+from drivers.amd.am import firmware_gc11, ip_table
 from drivers.amd.am.hdp_v6_0 import HDPv6_0
 from drivers.amd.am.sdma_v6_0 import SDMAv6_0
 from drivers.amd.am.mm import MemoryManager, PAGE, VA_BASE
@@ -18,7 +19,7 @@ from drivers.amd.am.pte import SHIFTS, ADDR_MASK
 from drivers.amd.am.pte_gfx11 import PTEgfx11
 from drivers.amd.am.pte_gfx12 import PTEgfx12
 from drivers.amd.device import AMDDevice
-from drivers.amd.kfd import KFDIface
+from drivers.amd.kfd import KFDIface, gfx_arch
 from drivers.amd.pci import PCIIface
 from drivers.system import open_model
 from drivers.system.kernel import kernel_interface
@@ -86,6 +87,15 @@ def test_the_tables_pick_the_gfx11_modules_for_navi31_and_a_layout_per_generatio
   regs = ip.Registers({"GC": (11, 0, 0), "SDMA0": (6, 0, 0), "NBIO": (4, 3, 0)})     # what KFD reports
   assert regs.gc is gc_11_0_0 and regs.nbio is nbio_4_3_0
   with pytest.raises(AttributeError, match="no register module for IP HDP: the interface reported no version of it"): regs.hdp
+
+
+def test_the_compiler_target_and_firmware_list_follow_the_gc_version():
+  # LLVM AMDGPUUsage processor names: gfx<major><minor><stepping>, minor and stepping in hex
+  assert [ip.target(v) for v in ((11, 0, 0), (11, 5, 1), (12, 0, 1), (9, 4, 2), (9, 0, 10))] == \
+    ["gfx1100", "gfx1151", "gfx1201", "gfx942", "gfx90a"]
+  assert [gfx_arch(v) for v in (110000, 120001, 90402, 90010)] == ["gfx1100", "gfx1201", "gfx942", "gfx90a"]   # KFD's encoding
+  assert ip_table.FIRMWARE.pick((11, 0, 0)) is firmware_gc11
+  with pytest.raises(UnsupportedIPError, match=r"no firmware list for GC 12\.0\.1 \(supported: 11\.0\.0\)"): ip_table.FIRMWARE.pick((12, 0, 1))
 
 
 @pytest.mark.parametrize("iface", ["MOCKPCI", "MOCKKFD"])
