@@ -124,7 +124,7 @@ class PCIIface(AMDIface):
   # --- faults
   def poll_faults(self) -> str | None:
     """Walk the IH ring for fault entries (completion interrupts are not faults); -> a description or None."""
-    faults = list(dict.fromkeys(e.describe() for e in self.core.ih.entries() if e.is_fault))   # in order, without repeats
+    faults = list(dict.fromkeys(self.core.ih.faults()))   # in order, without repeats
     if not faults: return None
     self.core.is_err_state = True
     status = self.core.gfxhub.fault()
