@@ -1,4 +1,4 @@
-"""What serves each discovered IP version, for every layer above the IP table: register modules, packet formats.
+"""What serves each discovered IP version above the IP table: register modules, packet formats, the compiler target.
 
 Both kinds of interface report the versions (AM: the IP discovery table, am/discovery.py; KFD: sysfs ip_discovery),
 and AMDDevice picks once from them: `dev.regs.gc` (the GC register module), `dev.pm4` (the PM4 packet format),
@@ -51,15 +51,12 @@ class VersionTable(dict):
     return getattr(importlib.import_module(module), name) if name else importlib.import_module(module)
 
 
-# register modules (generated from Linux's <ip>_<version>_offset.h / _sh_mask.h), by IP
+# register modules (generated from Linux's <ip>_<version>_offset.h / _sh_mask.h) of the IPs the device layer programs
+# through packets, by IP (the AM driver's blocks and helpers, am/ip_table.py, each import their own: the class a version
+# picks brings its registers)
 REGISTERS: dict[str, VersionTable] = {ip: VersionTable("register module", ip, rows) for ip, rows in {
   "GC": {(11, 0, 0): "autogen.amd.gc_11_0_0"},
   "NBIO": {(4, 3, 0): "autogen.amd.nbio_4_3_0"},
-  "MMHUB": {(3, 0, 0): "autogen.amd.mmhub_3_0_0"},
-  "OSSSYS": {(6, 0, 0): "autogen.amd.osssys_6_0_0"},
-  "HDP": {(6, 0, 0): "autogen.amd.hdp_6_0_0"},
-  "MP0": {(13, 0, 0): "autogen.amd.mp_13_0_0"},
-  "MP1": {(13, 0, 0): "autogen.amd.mp_13_0_0"},
 }.items()}
 # packet formats: PM4 by the GC version (nvd.h: gfx10+), SDMA by the SDMA version
 PM4 = VersionTable("PM4 packet format", "GC", {(11, 0, 0): "drivers.amd.pm4_nv"})
@@ -73,4 +70,5 @@ class Registers:
 
   def __getattr__(self, name: str) -> ModuleType:
     try: return self.__dict__["modules"][name]
-    except KeyError: raise AttributeError(f"no register module for IP {name.upper()}: the interface reported no version of it") from None
+    except KeyError:
+      raise AttributeError(f"the device layer has no register module for IP {name.upper()} (it has: {', '.join(self.modules)})") from None
