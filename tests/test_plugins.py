@@ -74,6 +74,11 @@ def test_a_vendor_declares_what_each_of_its_mock_interfaces_runs_on():
   toy2 = Vendor("TOY2", interfaces=("PCI", "MOCK"), lock_prefix="toy2", models=("toyold",), mocks={"MOCK": Mock("toyfn", "usb")})
   assert (toy2.models, toy2.kernel_models, toy2.emulated_devices) == (("toyold", "toyfn"), {}, ("MOCK+TOY2",))
   with pytest.raises(ValueError, match=r"PCI\+TOY2 is no emulated interface; those of TOY2: MOCK"): toy2.open_mock("PCI")
+  with pytest.raises(ValueError, match=r"Mock\(None, via='kernel'\): name the kernel-driver model"): Mock(None, "kernel")
+  toy3 = Vendor("TOY3", interfaces=("MOCK",), lock_prefix="toy3", pci_vendors=(0xFFFE,), mocks={"MOCK": Mock(None, "pci")})
+  assert (toy3.models, toy3.pci_models) == ((), ())          # the registry has no PCI model of vendor 0xfffe
+  with pytest.raises(ValueError, match=r"^MOCK\+TOY3: no PCI model of vendor id 0xfffe is registered \(hcq.models\) in this build$"):
+    toy3.open_mock("MOCK")
 
 
 def test_toy_vendor_is_absent_without_its_metadata():
