@@ -58,8 +58,9 @@ def test_every_mock_interface_runs_on_a_registered_model_of_its_kind():
   table = [(v, iface, m) for v in vendors() for iface, m in v.mocks.items()]
   assert {m.via for _, _, m in table} == {"kernel", "pci", "usb"}
   for v, iface, m in table:
-    assert isinstance(model(m.model), KernelModel if m.via == "kernel" else PCIModel), (v.name, iface, m)
-    assert (m.model in v.models) == (m.via != "kernel") and f"{iface}+{v.name}" in v.emulated_devices, (v.name, iface, m)
+    name = m.model or v.pci_models[0]            # None: the vendor's first registered PCI model
+    assert isinstance(model(name), KernelModel if m.via == "kernel" else PCIModel), (v.name, iface, m)
+    assert (name in v.pci_models) == (m.via != "kernel") and f"{iface}+{v.name}" in v.emulated_devices, (v.name, iface, m)
 
 
 def test_a_vendor_declares_what_each_of_its_mock_interfaces_runs_on():
@@ -73,6 +74,11 @@ def test_a_vendor_declares_what_each_of_its_mock_interfaces_runs_on():
   toy2 = Vendor("TOY2", interfaces=("PCI", "MOCK"), lock_prefix="toy2", models=("toyold",), mocks={"MOCK": Mock("toyfn", "usb")})
   assert (toy2.models, toy2.kernel_models, toy2.emulated_devices) == (("toyold", "toyfn"), {}, ("MOCK+TOY2",))
   with pytest.raises(ValueError, match=r"PCI\+TOY2 is no emulated interface; those of TOY2: MOCK"): toy2.open_mock("PCI")
+  with pytest.raises(ValueError, match=r"Mock\(None, via='kernel'\): name the kernel-driver model"): Mock(None, "kernel")
+  toy3 = Vendor("TOY3", interfaces=("MOCK",), lock_prefix="toy3", pci_vendors=(0xFFFE,), mocks={"MOCK": Mock(None, "pci")})
+  assert (toy3.models, toy3.pci_models) == ((), ())          # the registry has no PCI model of vendor 0xfffe
+  with pytest.raises(ValueError, match=r"^MOCK\+TOY3: no PCI model of vendor id 0xfffe is registered \(hcq.models\) in this build$"):
+    toy3.open_mock("MOCK")
 
 
 def test_toy_vendor_is_absent_without_its_metadata():

@@ -102,7 +102,7 @@ def find_devices(backend: Vendor, host: Host, pci_bus: str | None = None) -> lis
   locks = {lk.bus: lk for lk in list_locks(backend.lock_prefix)} if backend.lock_prefix else {}
   devs = [Device(p.bus, p, locks.pop(p.bus, None)) for p in list_pci(sysfs=host.sysfs)
           if p.vendor_id in backend.pci_vendors and p.base_class in backend.pci_classes]
-  devs += [Device(m.bus, m, locks.pop(m.bus, None), kind) for kind in backend.models for m in list_models(kind)]
+  devs += [Device(m.bus, m, locks.pop(m.bus, None), kind) for kind in backend.pci_models for m in list_models(kind)]
   if backend.usb_bridges: devs += [Device(b.bus, None, locks.pop(b.bus, None), usb=b) for b in list_bridges()]
   devs += [Device(lk.bus, None, lk) for lk in locks.values() if lk.pid is not None]   # free leftovers are no device
   if pci_bus is None: return devs
@@ -116,8 +116,8 @@ def find_devices(backend: Vendor, host: Host, pci_bus: str | None = None) -> lis
 
 def _how_to_make(v: Vendor) -> str | None:
   """How the vendor's emulated PCI devices come to be (they have no state, so no row, before), if it has any."""
-  if not v.models: return None
-  what = model(v.models[0]).description
+  if not v.pci_models: return None
+  what = model(v.pci_models[0]).description
   if v.emulated:
     default = ", the default device when no DEV is set and no hardware is found," if v is next(x for x in vendors() if x.emulated) else ","
     return (f"{v.emulated}: {what}{default} made when a program first opens it (then listed as mock-0): "
@@ -129,7 +129,7 @@ def _how_to_make(v: Vendor) -> str | None:
 def _nothing_found(backend: Vendor) -> list[str]:
   """What `hcq_smi <backend> list` says with no device to show: where it looked, what exists anyway, how to make one."""
   ids = " or ".join(f"{v:#06x}" for v in backend.pci_vendors) or "(none)"
-  made = ", no emulated device made yet" if backend.models else ""
+  made = ", no emulated device made yet" if backend.pci_models else ""
   lines = [f"No {backend.smi_name} hardware here (no PCI function of vendor {ids}){made}, no held {backend.lock_prefix}_*.lock "
            f"in {lock_dir()}. What there is:"]
   lines += [f"{iface}+{backend.name}: {model(kind).description}, built {IN_PROCESS}" for iface, kind in backend.kernel_models.items()]

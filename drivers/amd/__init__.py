@@ -2,7 +2,7 @@
 
 Device strings: KFD+AMD (through the kernel driver), PCI+AMD (the AM userspace driver on the bare PCI
 function), USB+AMD (the AM driver on a GPU behind an ASM24xx USB bridge), MOCKKFD+AMD / MOCKPCI+AMD / MOCKUSB+AMD
-(the same driver code against the emulated Navi31, MOCKUSB through the bridge model), and AMD (KFD when /dev/kfd
+(the same driver code against the emulated GPU: the registered AMD PCI model, MOCKUSB through the bridge model), and AMD (KFD when /dev/kfd
 exists, else PCI when a supported GPU is on the PCI bus, else USB when a bridge is attached, else PCI's error). `VENDOR` is what registers (entry
 point group hcq.vendors); the driver
 itself is imported when a device is opened."""
@@ -80,9 +80,10 @@ def _open(spec: DeviceSpec) -> AMDDevice:
 
 VENDOR = Vendor(
   "AMD", interfaces=("KFD", "PCI", "USB", "MOCKKFD", "MOCKPCI", "MOCKUSB"), open=_open, probe=lambda: os.path.exists(KFD),
-  # the default device when no GPU is present: the emulated Navi31 booted through the userspace PCI driver
+  # the default device when no GPU is present: the emulated GPU booted through the userspace PCI driver
   emulated="MOCKPCI+AMD", priority=0,
   lock_prefix=LOCK_PREFIX, modules=("amdgpu",), load=("amdgpu",), pci_vendors=(PCI_VENDOR,),
   pci_classes=(CLASS_DISPLAY, CLASS_ACCELERATOR), device_names=DEVICE_NAMES, usage=_usage, usb_bridges=True,
-  # the emulated Navi31 (emu/navi31) through the AM driver, bare or behind the USB bridge model; the KFD model (emu/kfd)
-  mocks={"MOCKKFD": Mock("kfd", "kernel"), "MOCKPCI": Mock("navi31", "pci"), "MOCKUSB": Mock("navi31", "usb")})
+  # the emulated GPU (the first registered PCI model of vendor 0x1002) through the AM driver, bare or behind the USB
+  # bridge model; the KFD model (emu/kfd)
+  mocks={"MOCKKFD": Mock("kfd", "kernel"), "MOCKPCI": Mock(None, "pci"), "MOCKUSB": Mock(None, "usb")})

@@ -21,10 +21,10 @@ def _clang_version() -> str:
 
 
 class AMDGPUCompiler(Compiler):
-  """Compiles OpenCL C for one gfx target (the device's arch, gfx1100 for Navi31)."""
+  """Compiles OpenCL C for one gfx target (the device's arch: drivers/amd/ip.py target of its GC version)."""
   language = "opencl"
 
-  def __init__(self, arch: str = "gfx1100"):
+  def __init__(self, arch: str):
     super().__init__(arch)
     self.arch = arch
 

@@ -8,7 +8,6 @@ code objects and their COV5 kernel arguments, scratch, and the PM4 (pm4.py) and 
 from __future__ import annotations
 import struct, weakref
 
-from autogen.amd import gc_11_0_0 as gc
 from drivers.hcq.queue import dims3
 from drivers.hcq.ring import Ring
 from drivers.hcq import Device, Program, KernArgs
@@ -16,8 +15,9 @@ from drivers.amd.compiler import AMDGPUCompiler
 from drivers.amd.elf import load_code_object, CodeObjectError, KCP_DISPATCH_PTR, KCP_KERNARG_SEGMENT_PTR, \
   KCP_PRIVATE_SEGMENT_BUFFER, KCP_QUEUE_PTR, KCP_DISPATCH_ID, KCP_FLAT_SCRATCH_INIT, KCP_PRIVATE_SEGMENT_SIZE
 from drivers.amd.iface import AMDIface, AMDMemory, QueueDesc, PAGE
+from drivers.amd import ip
 from drivers.amd.pm4 import PM4Queue
-from drivers.amd.sdma import SDMAQueue, NOP as SDMA_NOP
+from drivers.amd.sdma import SDMAQueue
 
 RING_SIZE = 1 << 20            # bytes per hardware ring
 SCRATCH_ALIGN = 256            # COMPUTE_TMPRING_SIZE.WAVESIZE unit (bytes per wave64)
@@ -105,12 +105,15 @@ class AMDDevice(Device):
     self.host_flushes_hdp = iface.host_flushes_hdp
     self.pm4_hdp_flush: list[int] | None = None
     try:
+      # what the discovered IP versions pick, once (drivers/amd/ip.py): register modules, PM4 and SDMA packet formats
+      self.regs = ip.Registers(iface.ip_versions)
+      self.pm4, self.sdma_pkt = ip.PM4.pick(iface.ip_versions["GC"]), ip.SDMA.pick(iface.ip_versions["SDMA0"])
       super().__init__(name)
       if not self.host_flushes_hdp: self.pm4_hdp_flush = PM4Queue(self).hdp_flush_words()
       # the MEC counts dwords and lets a packet wrap; SDMA counts bytes and the tail is NOP-padded instead of splitting a
       # packet (sdma_v6_0.c sdma_v6_0_ring_insert_nop)
       self.compute_ring = self._ring("compute", unit=4, pad=None)
-      self.sdma_ring = self._ring("sdma", unit=1, pad=SDMA_NOP)
+      self.sdma_ring = self._ring("sdma", unit=1, pad=self.sdma_pkt.NOP)
       # an interface with placement rules of its own (drivers/amd/usb.py) sizes kernel-argument chunks and copies host
       # data its own way
       if iface.kernarg_chunk is not None: self.kernargs.chunk_size = iface.kernarg_chunk
@@ -193,7 +196,8 @@ class AMDDevice(Device):
     p = self.iface.props
     engines = p["array_count"] // p["simd_arrays_per_engine"]
     wavesize = -(-64 * max(per_lane, 1) // SCRATCH_ALIGN)
-    return gc.regCOMPUTE_TMPRING_SIZE.encode(WAVES=min(self.scratch.size // (wavesize * SCRATCH_ALIGN) // engines, 0xFFF), WAVESIZE=wavesize)
+    tmpring = self.regs.gc.regCOMPUTE_TMPRING_SIZE
+    return tmpring.encode(WAVES=min(self.scratch.size // (wavesize * SCRATCH_ALIGN) // engines, 0xFFF), WAVESIZE=wavesize)
 
   def upload(self, mem: AMDMemory, data: bytes) -> None:
     if mem.view is not None: mem.view[:len(data)] = data

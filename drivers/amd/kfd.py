@@ -12,6 +12,7 @@ from drivers.system.kernel import KernelInterface
 from drivers.system.dma import host_pages
 from drivers.system.mmio import MMIO, MemMMIO
 from drivers.amd.iface import AMDIface, AMDMemory, QueueDesc, PAGE
+from drivers.amd import ip
 
 KFD_DEV = "/dev/kfd"
 TOPOLOGY = "/sys/devices/virtual/kfd/kfd/topology/nodes"
@@ -20,9 +21,8 @@ HWIDS = {"GC": hw_ip.GC_HWID, "SDMA0": hw_ip.SDMA0_HWID, "NBIO": hw_ip.NBIF_HWID
 
 
 def gfx_arch(target_version: int) -> str:
-  """KFD's gfx_target_version (e.g. 110000) -> LLVM processor name (gfx1100)."""
-  major, minor, step = target_version // 10000, target_version // 100 % 100, target_version % 100
-  return f"gfx{major}{minor:x}{step:x}" if major >= 10 else f"gfx{major}{minor}{step:x}"
+  """KFD's gfx_target_version (major * 10000 + minor * 100 + stepping, e.g. 110000) -> LLVM processor name (gfx1100)."""
+  return ip.target((target_version // 10000, target_version // 100 % 100, target_version % 100))
 
 
 def parse_properties(text: str) -> dict[str, int]:

@@ -11,6 +11,7 @@ import numpy as np
 from drivers.system.pci import PCIDevice
 from drivers.system.mmio import MemMMIO
 from drivers.amd.iface import AMDIface, AMDMemory, QueueDesc
+from drivers.amd import ip
 from drivers.amd.am.core import AMCore
 from drivers.amd.am.mm import PAGE
 
@@ -26,8 +27,7 @@ class PCIIface(AMDIface):
       pci.close()
       raise
     self.ip_bases, self.ip_versions = self.core.bases, self.core.versions
-    major, minor, rev = self.ip_versions["GC"]
-    self.arch = f"gfx{major}{minor:x}{rev:x}"
+    self.arch = ip.target(self.ip_versions["GC"])
     gi = self.core.ip.gc_info
     cus = gi.gc_num_se * gi.gc_num_sa_per_se * 2 * (gi.gc_num_wgp0_per_sa + gi.gc_num_wgp1_per_sa)
     self.props = {"simd_count": 2 * cus, "simd_per_cu": 2, "max_waves_per_simd": gi.gc_max_waves_per_simd,
@@ -124,7 +124,7 @@ class PCIIface(AMDIface):
   # --- faults
   def poll_faults(self) -> str | None:
     """Walk the IH ring for fault entries (completion interrupts are not faults); -> a description or None."""
-    faults = list(dict.fromkeys(e.describe() for e in self.core.ih.entries() if e.is_fault))   # in order, without repeats
+    faults = list(dict.fromkeys(self.core.ih.faults()))   # in order, without repeats
     if not faults: return None
     self.core.is_err_state = True
     status = self.core.gfxhub.fault()

@@ -4,20 +4,15 @@ use from the page tables. Attaching takes no ownership: the device stays with th
 The activity figures are live only while a process owns the device (the AM driver's queues are that process's) and
 the SMU updates its table (MetricsCounter advances between two readings); otherwise they read 0 and `stale` says why."""
 from __future__ import annotations
+import dataclasses
 from dataclasses import dataclass, field
 
-from autogen.amd import smu13_driver_if_v13_0_0 as smu_if
 from drivers.system import list_pci, open_model, list_models, SysfsPCIDevice, PCIDevice, PCIInfo
 from drivers.system.pci import MOCK_BUS
 from drivers.system.registry import Usage
 from drivers.system.lock import holder, lock_path
 from drivers.amd.am.core import AMCore, NotBootedError
 from drivers.amd import AM_DEVICE_IDS, PCI_VENDOR, LOCK_PREFIX, VENDOR
-
-BUSY_THRESHOLD = 15          # % activity above which the pre-deep-sleep clock is the one to show (SMU 13.0.0)
-TEMPS = {"edge": smu_if.TEMP_EDGE, "hotspot": smu_if.TEMP_HOTSPOT, "mem": smu_if.TEMP_MEM}
-VOLTAGES = {"gfx": smu_if.SVI_PLANE_GFX, "soc": smu_if.SVI_PLANE_SOC, "mem": smu_if.SVI_PLANE_VMEMP}
-THROTTLERS = {v: k[len("THROTTLER_"):-len("_BIT")] for k, v in vars(smu_if).items() if k.startswith("THROTTLER_") and k.endswith("_BIT")}
 
 
 @dataclass
@@ -64,11 +59,8 @@ def devices(bus: str | None = None) -> list[MonitoredGPU]:
   """GPUs the AM driver can drive: supported AMD functions on the PCI bus and the AMD models' emulated devices with state
   (never another vendor's, whose emulated devices share the mock-<n> bus names)."""
   out = [MonitoredGPU(p.bus, p.name or "AMD GPU", None) for p in list_pci(PCI_VENDOR) if _am_free(p)]
-  out += [MonitoredGPU(m.bus, m.name, int(m.bus.split("-")[1]), kind) for kind in VENDOR.models for m in list_models(kind)]
+  out += [MonitoredGPU(m.bus, m.name, int(m.bus.split("-")[1]), kind) for kind in VENDOR.pci_models for m in list_models(kind)]
   return [d for d in out if bus is None or d.bus.startswith(bus) or d.bus.startswith(f"0000:{bus}")]
-
-
-def _clock(pre: int, post: int, activity: int) -> int: return pre if activity > BUSY_THRESHOLD else post
 
 
 def status(ref: MonitoredGPU, last: GPUStatus | None = None) -> GPUStatus:
@@ -82,20 +74,12 @@ def status(ref: MonitoredGPU, last: GPUStatus | None = None) -> GPUStatus:
     return st
   try:
     core = AMCore(pci, monitor=True)
-    m = core.smu.metrics()
-    st.metrics_counter = m.MetricsCounter
-    if last is not None and last.metrics_counter == m.MetricsCounter and st.stale is None:
-      st.stale = f"stale: SMU metrics not updated since the last reading (counter {m.MetricsCounter})"
-    if st.stale is None: st.gfx_activity, st.mem_activity = m.AverageGfxActivity, m.AverageUclkActivity
-    st.temps = {k: m.AvgTemperature[i] for k, i in TEMPS.items()}
-    st.voltages = {k: m.AvgVoltage[i] for k, i in VOLTAGES.items()}
-    st.clocks = {"gfx": _clock(m.AverageGfxclkFrequencyPreDs, m.AverageGfxclkFrequencyPostDs, m.AverageGfxActivity),
-                 "mem": _clock(m.AverageMemclkFrequencyPreDs, m.AverageMemclkFrequencyPostDs, m.AverageUclkActivity),
-                 "fclk": _clock(m.AverageFclkFrequencyPreDs, m.AverageFclkFrequencyPostDs, m.AverageUclkActivity)}
-    st.fan_rpm, st.fan_pwm = m.AvgFanRpm, m.AvgFanPwm
-    st.power_w, st.power_limit_w = m.AverageSocketPower, m.dGPU_W_MAX
-    st.throttle = [THROTTLERS.get(i, f"#{i}") for i, pct in enumerate(m.ThrottlingPercentage) if pct > 0]
-    st.vram_used, st.vram_total = core.mm.mapped_vram(), core.vram_size
+    reading = core.smu.reading()                 # the SMU block of the GPU's version reads its own metrics table
+    counter = reading["metrics_counter"]
+    if last is not None and last.metrics_counter == counter and st.stale is None:
+      st.stale = f"stale: SMU metrics not updated since the last reading (counter {counter})"
+    if st.stale is not None: reading.update(gfx_activity=0, mem_activity=0)
+    st = dataclasses.replace(st, **reading, vram_used=core.mm.mapped_vram(), vram_total=core.vram_size)
   except NotBootedError as e: st.error = str(e)
   except Exception as e: st.error = f"{type(e).__name__}: {e}"
   finally: pci.close()
@@ -108,7 +92,7 @@ def usage(bus: str, pci: PCIInfo | None) -> Usage:
   only while a process owns the device; nothing of a device that cannot be read, or was never booted)."""
   if bus.startswith("usb-"): return Usage("USB+AMD")
   if pci is None: return Usage()                   # known only by its lock
-  if m := MOCK_BUS.fullmatch(bus): ref, iface = MonitoredGPU(bus, pci.name, int(m[1]), VENDOR.models[0]), f"MOCKPCI+AMD:{m[1]}"
+  if m := MOCK_BUS.fullmatch(bus): ref, iface = MonitoredGPU(bus, pci.name, int(m[1]), VENDOR.pci_models[0]), f"MOCKPCI+AMD:{m[1]}"
   elif pci.driver == "amdgpu": return Usage("KFD+AMD")
   elif _am_free(pci): ref, iface = MonitoredGPU(bus, pci.name, None), "PCI+AMD"
   else: return Usage()

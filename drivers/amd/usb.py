@@ -32,7 +32,6 @@ import numpy as np
 from drivers.system.mmio import MMIO, MemMMIO
 from drivers.system.usb import USBPCIDevice, SYS_BUF, SYS_BUF_XDATA, WINDOW_SIZE, WINDOWS, SECTOR
 from drivers.amd.iface import AMDMemory
-from drivers.amd.sdma import POLL_GE
 from drivers.amd.pci import PCIIface, HUGE
 from drivers.amd.am.mm import PAGE
 if TYPE_CHECKING: from drivers.amd.device import AMDDevice
@@ -113,7 +112,7 @@ class USBStaging:
       first = iface.drained + 1
       def work(q) -> None:
         for i, (off, k) in enumerate(chunks):
-          if i >= WINDOWS: q.poll(iface.sys_buf_va + RELEASE, first + i - WINDOWS, POLL_GE)
+          if i >= WINDOWS: q.poll(iface.sys_buf_va + RELEASE, first + i - WINDOWS, at_least=True)
           q._copy(iface.window_va[i % WINDOWS], va + off, k)
           q.fence(iface.sys_buf_va + DRAIN_FENCE, first + i)
       done = dev.ordered_submit(dev.copy_queue(), work)

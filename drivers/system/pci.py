@@ -155,7 +155,7 @@ class ModelPCIDevice(PCIDevice):
     super().close()
 
 
-# open_model's default lock: that of the vendor whose `models` name the model
+# open_model's default lock: that of the vendor whose `models` name the model, or of its PCI vendor id
 OWNER = object()
 EMU_DEVICES = 8   # emulated devices of each model kind by default (indexes 0..7); HCQ_EMU_DEVICES overrides
 
@@ -183,7 +183,8 @@ def open_model(kind: str, index: int = 0, lock_prefix: str | None | object = OWN
     raise FileNotFoundError(f"emulated {kind} device {index} ({bus}) has no state yet: there is nothing to attach to "
                             "until a driver opens it (which powers it on)")
   if lock_prefix is OWNER:
-    if (lock_prefix := next((v.lock_prefix for v in vendors() if kind in v.models), None)) is None:
+    owns = lambda v: v.lock_prefix and (kind in v.models or m.vendor_id in v.pci_vendors)
+    if (lock_prefix := next((v.lock_prefix for v in vendors() if owns(v)), None)) is None:
       raise ValueError(f"no registered vendor with a lock prefix lists model {kind!r}; pass lock_prefix")
   assert lock_prefix is None or isinstance(lock_prefix, str)
   return ModelPCIDevice(lambda: m.create(bus, index, **options), lock_prefix, bus=bus)

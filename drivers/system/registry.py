@@ -37,13 +37,15 @@ class Mock:
   """What a MOCK interface runs on in place of the hardware: the registered model (hcq.models) `model`, which the driver
   reaches `via` its kernel (a KernelModel behind its system calls: drivers/system/kernel.py kernel_interface), PCI
   (emulated device <index> of a PCIModel, the function on bus mock-<index>: drivers/system/pci.py open_model) or USB
-  (that device behind the USB bridge model: drivers/system/usb.py ModelUSBPCIDevice)."""
-  model: str
+  (that device behind the USB bridge model: drivers/system/usb.py ModelUSBPCIDevice). `model` None (PCI or USB): the
+  vendor's first registered PCI model (Vendor.pci_models), so the driver names no model."""
+  model: str | None
   via: Via
 
   def __post_init__(self) -> None:
     if self.via not in (ways := get_args(Via)):
       raise ValueError(f"Mock({self.model!r}, via={self.via!r}): via is one of {', '.join(ways)}")
+    if self.via == "kernel" and self.model is None: raise ValueError("Mock(None, via='kernel'): name the kernel-driver model")
 
 
 @dataclass(frozen=True)
@@ -76,10 +78,18 @@ class Vendor:
     if declared != named:
       raise ValueError(f"vendor {self.name}: its MOCK interfaces {sorted(declared)} and those its `mocks` table names "
                        f"{sorted(named)} differ: declare what each MOCK interface runs on (a Mock), and no other")
-    pci = [m.model for m in self.mocks.values() if m.via != "kernel"]
+    pci = [m for m in self.mocks.values() if m.via != "kernel"]
     if pci and self.lock_prefix is None:
-      raise ValueError(f"vendor {self.name}: its emulated devices of model {pci[0]} take its lock; declare lock_prefix")
-    object.__setattr__(self, "models", tuple(dict.fromkeys((*self.models, *pci))))
+      raise ValueError(f"vendor {self.name}: its emulated devices of model {pci[0].model or '(its PCI vendor id)'} take its lock; "
+                       "declare lock_prefix")
+    object.__setattr__(self, "models", tuple(dict.fromkeys((*self.models, *(m.model for m in pci if m.model)))))
+
+  @property
+  def pci_models(self) -> tuple[str, ...]:
+    """Its PCI models: those it names (`models`), then, for a vendor whose mocks leave the model to the registry
+    (Mock(None, ...)), every registered PCIModel of one of its PCI vendor ids, by name (this loads every model declaration)."""
+    if all(m.model is not None for m in self.mocks.values()): return self.models
+    return tuple(dict.fromkeys((*self.models, *(m.name for m in models(PCIModel) if m.vendor_id in self.pci_vendors))))
 
   @property
   def smi_name(self) -> str: return self.name.lower()
@@ -87,7 +97,7 @@ class Vendor:
   @property
   def kernel_models(self) -> dict[str, str]:
     """<iface> -> the kernel-driver model (hcq.models) that MOCK interface runs on."""
-    return {i: m.model for i, m in self.mocks.items() if m.via == "kernel"}
+    return {i: m.model for i, m in self.mocks.items() if m.via == "kernel" and m.model is not None}
 
   def open_mock(self, iface: str, index: int = 0) -> Any:
     """What MOCK interface `iface` runs on, as `mocks` declares it: a KernelInterface over the kernel-driver model, or
@@ -95,14 +105,17 @@ class Vendor:
     holding this vendor's lock."""
     if (m := self.mocks.get(iface)) is None:
       raise ValueError(f"{iface}+{self.name} is no emulated interface; those of {self.name}: {', '.join(self.mocks) or 'none'}")
-    if m.via == "kernel":
+    if m.via == "kernel" and m.model is not None:
       from drivers.system.kernel import kernel_interface
       return kernel_interface(m.model)
+    if (name := m.model or next(iter(self.pci_models), None)) is None:
+      raise ValueError(f"{iface}+{self.name}: no PCI model of vendor id {', '.join(f'{v:#06x}' for v in self.pci_vendors)} is registered "
+                       "(hcq.models) in this build")
     if m.via == "usb":
       from drivers.system.usb import ModelUSBPCIDevice
-      return ModelUSBPCIDevice(m.model, index, self.lock_prefix)
+      return ModelUSBPCIDevice(name, index, self.lock_prefix)
     from drivers.system.pci import open_model
-    return open_model(m.model, index, self.lock_prefix)
+    return open_model(name, index, self.lock_prefix)
 
   @property
   def emulated_devices(self) -> tuple[str, ...]:

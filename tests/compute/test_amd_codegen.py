@@ -62,7 +62,7 @@ def test_kernels_compile_to_gfx1100_code_objects(case, tmp_path):
 
 def test_compiler_reports_clang_errors():
   from drivers.hcq import CompileError
-  with pytest.raises(CompileError, match="error"): AMDGPUCompiler().compile("__kernel void k(__global float *a) { a[0] = undefined_thing; }")
+  with pytest.raises(CompileError, match="error"): AMDGPUCompiler("gfx1100").compile("__kernel void k(__global float *a) { a[0] = undefined_thing; }")
 
 
 def test_compile_cache_is_keyed_by_target(tmp_path):

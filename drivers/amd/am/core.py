@@ -14,16 +14,15 @@ structures where the owner put them) and no write but SMU mailbox messages.
 from __future__ import annotations
 import time
 
-from autogen.amd import nbio_4_3_0
 from autogen.pci import PCI_COMMAND, PCI_COMMAND_MASTER
 from drivers.system.pci import PCIDevice
-from drivers.amd.am import discovery, firmware, ip_table
+from drivers.amd.am import discovery, ip_table
 from drivers.amd.am.mm import MemoryManager
 
 AM_VERSION = 0xA0000008        # SCRATCH_REG7 value meaning "booted by this driver version"
-# RCC_CONFIG_MEMSIZE (VRAM in MiB) sits at a fixed address, read before discovery gives the segment bases: NBIO
-# segment 2 at dword 0xD20 (as tinygrad's am/amdev.py reads it)
-MEMSIZE_DWORD = nbio_4_3_0.regRCC_DEV0_EPF0_RCC_CONFIG_MEMSIZE.offset + 0xD20
+# RCC_CONFIG_MEMSIZE (VRAM in MiB) sits at a fixed dword address on every generation, read before discovery gives the
+# segment bases (amdgpu_discovery.c: mmRCC_CONFIG_MEMSIZE 0xde3)
+MEMSIZE_DWORD = 0xDE3
 MODE1_RESET_WAIT_S = 0.05      # the SMU restarts itself after a mode-1 reset and answers nothing meanwhile
 TIMEOUT_S = 10
 
@@ -47,17 +46,18 @@ class AMCore:
     self.ip = discovery.parse(bytes(self.vram[top:top + discovery.DISCOVERY_READ]))
     self.bases, self.versions = self.ip.bases, self.ip.versions
     blocks, helpers = ip_table.instantiate(self)
+    self.pte = ip_table.PTE.pick(self.versions["GC"])   # the page-table entry layout
     self.nbio, self.hdp, self.mmhub, self.gfxhub = helpers["NBIO"], helpers["HDP"], helpers["MMHUB"], helpers["GFXHUB"]
     self.blocks = list(blocks.values())           # init order
     self.soc, self.gmc, self.ih, self.psp = blocks["SOC"], blocks["GMC"], blocks["IH"], blocks["PSP"]
     self.smu, self.gfx, self.sdma = blocks["SMU"], blocks["GFX"], blocks["SDMA"]
     if monitor and self.gfx.marks()[0] != AM_VERSION:
       raise NotBootedError(f"{pci.bus} has not been booted by the AM driver (open it with PCI+AMD first)")
-    self.fw = None if monitor else firmware.load(self.versions)
+    self.fw = None if monitor else ip_table.FIRMWARE.pick(self.versions["GC"]).load(self.versions)
     self.is_err_state = False
     # the boot-time allocations come out in the same places every time: a monitor finds the SMU table where the
     # owner put it (it must not clear anything, so nothing it allocates is zeroed)
-    self.mm = MemoryManager(self.vram, self.vram_size, clear=not monitor)
+    self.mm = MemoryManager(self.vram, self.vram_size, self.pte, clear=not monitor)
     for block in self.blocks: block.sw_init()
     self.mm.booting = False
     if not monitor: self.boot(reset)

@@ -3,9 +3,11 @@ micro-engine) and its hardware queue (HQD), programmed directly from a v11 compu
 and the AM driver's boot marks in two GC scratch registers (gfx_v11_0.c gfx_v11_0_compute_mqd_init, gfx_v11_0_kiq_init_register)."""
 from __future__ import annotations
 import ctypes
+from typing import TYPE_CHECKING
 import numpy as np
-from autogen.amd import gc_11_0_0 as gc, soc21_enum, v11_structs as v11
+from autogen.amd import gc_11_0_0 as gc, soc21_enum, v11_structs as v11, soc15_ih_clientid as ih_client, irqsrcs_gfx_11_0_0 as irq_src
 from drivers.amd.am.ip_block import IPBlock
+if TYPE_CHECKING: from drivers.amd.am.ih_v6_0 import Entry
 
 MEC_ME, MEC_PIPE, MEC_QUEUE = 1, 0, 0
 DOORBELL_MEC_RING0 = 3              # AMDGPU_NAVI10_DOORBELL_MEC_RING0 (amdgpu_doorbell.h): 64-bit doorbell slot 3 of BAR2
@@ -41,6 +43,19 @@ class GFXv11_0(IPBlock):
   def set_mark(self, running: int, booted: int | None = None) -> None:
     if booted is not None: self.w(MARK_BOOTED, booted)
     self.w(MARK_RUNNING, running)
+
+  # --- interrupts (the GC 11 sources: irqsrcs_gfx_11_0_0.h; clients: soc15_ih_clientid.h SOC21_IH_CLIENTID_*)
+  @staticmethod
+  def interrupt(e: Entry) -> str | None:
+    """What an IH entry reports going wrong; None for a completion (end of pipe, SDMA trap), which is no fault."""
+    if e.source in (irq_src.GFX_11_0_0__SRCID__CP_EOP_INTERRUPT, irq_src.GFX_11_0_0__SRCID__SDMA_TRAP): return None
+    if e.client in (ih_client.SOC21_IH_CLIENTID_GFX, ih_client.SOC21_IH_CLIENTID_VMC) and e.source == irq_src.GFX_11_0_0__SRCID__UTCL2_FAULT:
+      va = e.data[0] << 12 | (e.data[1] & 0xF) << 44
+      hub = "GC" if e.client == ih_client.SOC21_IH_CLIENTID_GFX else "MM"
+      return f"GPU page fault at {va:#x} ({'write' if e.data[1] & 0x20 else 'read'}, {hub} hub, vmid {e.vmid})"
+    if e.source == irq_src.GFX_11_0_0__SRCID__SQ_INTERRUPT_ID: return f"shader (SQ) error interrupt, data {e.data[0]:#x}"
+    if e.source == irq_src.GFX_11_0_0__SRCID__CP_BAD_OPCODE_ERROR: return "the command processor met a bad PM4 opcode"
+    return f"interrupt from client {e.client:#x} source {e.source} (data {', '.join(hex(d) for d in e.data)})"
 
   # --- lifecycle
   def _wait_rlc_autoload(self) -> None:

@@ -1,10 +1,11 @@
 """IH 6.0 (OSSSYS 6.0), the interrupt-handler IP block (Linux ih_v6_0.c): the two rings the GPU writes 32-byte entries
-into, and the driver's walk over ring 0 to find faults (ih_v6_0_irq_init; entry layout:
-amdgpu_ih.c's decode)."""
+into, and the driver's walk over ring 0 to find faults (ih_v6_0_irq_init; entry layout: amdgpu_ih.c's decode). What
+an entry means is the GFX block's to say (its generation's client and source ids: GFXv11_0.interrupt), as Linux's IP
+blocks register their own interrupt sources."""
 from __future__ import annotations
 from dataclasses import dataclass
 import numpy as np
-from autogen.amd import osssys_6_0_0 as oss, soc15_ih_clientid as ih_client, irqsrcs_gfx_11_0_0 as irq_src
+from autogen.amd import osssys_6_0_0 as oss
 from drivers.amd.am.ip_block import IPBlock
 
 RING_SIZE = 256 << 10
@@ -25,20 +26,6 @@ class Entry:
   vmid: int
   pasid: int
   data: tuple[int, int, int, int]
-
-  @property
-  def is_fault(self) -> bool:
-    """Completion interrupts (end of pipe, SDMA trap) are not errors; everything else the driver raised is."""
-    return self.source not in (irq_src.GFX_11_0_0__SRCID__CP_EOP_INTERRUPT, irq_src.GFX_11_0_0__SRCID__SDMA_TRAP)
-
-  def describe(self) -> str:
-    if self.client in (ih_client.SOC21_IH_CLIENTID_GFX, ih_client.SOC21_IH_CLIENTID_VMC) and self.source == irq_src.GFX_11_0_0__SRCID__UTCL2_FAULT:
-      va = self.data[0] << 12 | (self.data[1] & 0xF) << 44
-      hub = "GC" if self.client == ih_client.SOC21_IH_CLIENTID_GFX else "MM"
-      return f"GPU page fault at {va:#x} ({'write' if self.data[1] & 0x20 else 'read'}, {hub} hub, vmid {self.vmid})"
-    if self.source == irq_src.GFX_11_0_0__SRCID__SQ_INTERRUPT_ID: return f"shader (SQ) error interrupt, data {self.data[0]:#x}"
-    if self.source == irq_src.GFX_11_0_0__SRCID__CP_BAD_OPCODE_ERROR: return "the command processor met a bad PM4 opcode"
-    return f"interrupt from client {self.client:#x} source {self.source} (data {', '.join(hex(d) for d in self.data)})"
 
 
 class IHv6_0(IPBlock):
@@ -90,7 +77,11 @@ class IHv6_0(IPBlock):
     if out: self.w(oss.regIH_RB_RPTR, OFFSET=self.rptr >> 2)
     return out
 
+  def faults(self) -> list[str]:
+    """What the new entries of ring 0 report going wrong, in the GFX block's words (completions are no faults)."""
+    return [what for e in self.entries() if (what := self.core.gfx.interrupt(e)) is not None]
+
   def hw_fini(self) -> None:
     """Drain ring 0; a fault among what is left (one no wait collected) leaves the device in error state, so the next
     instance resets it rather than resuming it."""
-    if any(e.is_fault for e in self.entries()): self.core.is_err_state = True
+    if self.faults(): self.core.is_err_state = True

@@ -23,10 +23,6 @@ from autogen.regfields import Reg
 if TYPE_CHECKING: from drivers.amd.am.core import AMCore
 
 
-class UnsupportedIPError(RuntimeError):
-  """The IP discovery table reports an IP version for which this driver has no block."""
-
-
 class IPRegisters:
   """Access to the registers of one discovered IP (`IP`: whose segment bases their offsets use), for the blocks and
   helpers that live in it."""

@@ -3,13 +3,17 @@
 BLOCKS lists the IP blocks in init order (Linux adds them in this order too: common, GMC, IH, PSP, SMU, GFX, SDMA);
 each row names the IP whose discovered version picks the class, as Linux picks the common and GMC blocks by the GC
 version. HELPERS are the register helpers the blocks share (Linux's nbio/hdp funcs and vmhubs), picked the same way.
+PTE (the page-table entry layout, as Linux's gmc_v<N>_0.c encodes it) and FIRMWARE (the generation's firmware list)
+follow the GC version by drivers/amd/ip.py's rule. Rows are public: another version of a block is its class and one
+entry in its row (row("HDP")[(6, 0, 1)] = HDPv6_0_1).
 Another GPU is more rows: RDNA4 (GC 12.0, SDMA 7.0, MP 14.0, ...) or MI300 (GC 9.4.3) add their versions here.
 A discovered version with no class is an UnsupportedIPError naming the block, the version found and the supported ones.
 """
 from __future__ import annotations
 from typing import TYPE_CHECKING
 
-from drivers.amd.am.ip_block import IPBlock, UnsupportedIPError
+from drivers.amd.ip import Version, VersionTable, UnsupportedIPError, vstr
+from drivers.amd.am.ip_block import IPBlock
 from drivers.amd.am.soc21 import SOC21
 from drivers.amd.am.gmc_v11_0 import GMCv11_0
 from drivers.amd.am.ih_v6_0 import IHv6_0
@@ -23,7 +27,6 @@ from drivers.amd.am.mmhub_v3_0 import MMHUBv3_0
 from drivers.amd.am.gfxhub_v3_0 import GFXHUBv3_0
 if TYPE_CHECKING: from drivers.amd.am.core import AMCore
 
-Version = tuple[int, int, int]
 Row = tuple[str, str, dict[Version, type]]    # (block, the discovered IP that picks its class, {version: class})
 
 BLOCKS: tuple[Row, ...] = (
@@ -41,9 +44,13 @@ HELPERS: tuple[Row, ...] = (
   ("MMHUB", "MMHUB", {(3, 0, 0): MMHUBv3_0}),
   ("GFXHUB", "GC", {(11, 0, 0): GFXHUBv3_0}),
 )
+PTE = VersionTable("PTE layout", "GC", {(11, 0, 0): "drivers.amd.am.pte_gfx11:PTEgfx11", (12, 0, 0): "drivers.amd.am.pte_gfx12:PTEgfx12"})
+FIRMWARE = VersionTable("firmware list", "GC", {(11, 0, 0): "drivers.amd.am.firmware_gc11"})   # its load(versions)
 
 
-def _v(version: Version) -> str: return ".".join(map(str, version))
+def row(block: str) -> dict[Version, type]:
+  """The {version: class} row of a block or helper."""
+  return next(table for name, _, table in BLOCKS + HELPERS if name == block)
 
 
 def classes(rows: tuple[Row, ...], versions: dict[str, Version]) -> dict[str, type]:
@@ -52,7 +59,7 @@ def classes(rows: tuple[Row, ...], versions: dict[str, Version]) -> dict[str, ty
   for block, ip, table in rows:
     found = versions[ip]
     if (cls := table.get(found)) is None:
-      missing.append(f"{block} block for {ip} {_v(found)} (supported: {', '.join(map(_v, table))})")
+      missing.append(f"{block} block for {ip} {vstr(found)} (supported: {', '.join(map(vstr, table))})")
     else: out[block] = cls
   if missing: raise UnsupportedIPError("this driver has no " + "; no ".join(missing))
   return out

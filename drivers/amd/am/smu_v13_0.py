@@ -3,6 +3,7 @@ mailbox, DPM clock levels, power limit, the metrics table, and the mode-1 reset 
 smu_v13_0_0_ppsmc.h, smu13_driver_if_v13_0_0.h)."""
 from __future__ import annotations
 import ctypes, time
+from typing import Any
 from autogen.amd import mp_13_0_0 as mp, smu_v13_0_0_ppsmc as ppsmc, smu13_driver_if_v13_0_0 as smu_if
 from drivers.amd.am.ip_block import IPBlock
 
@@ -15,6 +16,10 @@ DEBUGSMC_MSG_MODE1_RESET = 2
 CLOCKS = {"gfx": smu_if.PPCLK_GFXCLK, "soc": smu_if.PPCLK_SOCCLK, "mem": smu_if.PPCLK_UCLK, "fclk": smu_if.PPCLK_FCLK}
 LEVEL_COUNT = 0xFF               # GetDpmFreqByIndex index that asks for the number of levels (smu_v13_0_get_dpm_level_count)
 FREQ_MASK = 0x7FFFFFFF           # the answer's value bits; bit 31 flags fine-grained DPM (smu_v13_0_get_fine_grained_status)
+BUSY_THRESHOLD = 15              # % activity above which the pre-deep-sleep clock is the one to show (SMU 13.0.0)
+TEMPS = {"edge": smu_if.TEMP_EDGE, "hotspot": smu_if.TEMP_HOTSPOT, "mem": smu_if.TEMP_MEM}
+VOLTAGES = {"gfx": smu_if.SVI_PLANE_GFX, "soc": smu_if.SVI_PLANE_SOC, "mem": smu_if.SVI_PLANE_VMEMP}
+THROTTLERS = {v: k[len("THROTTLER_"):-len("_BIT")] for k, v in vars(smu_if).items() if k.startswith("THROTTLER_") and k.endswith("_BIT")}
 
 
 class SMUError(RuntimeError):
@@ -90,3 +95,17 @@ class SMUv13_0(IPBlock):
     self.core.hdp_flush()
     raw = bytes(self.core.vram[self.table:self.table + ctypes.sizeof(smu_if.SmuMetricsExternal_t)])
     return smu_if.SmuMetricsExternal_t.from_buffer_copy(raw).SmuMetrics
+
+  def reading(self) -> dict[str, Any]:
+    """What am_smi shows (drivers/amd/smi.py GPUStatus fields), from one metrics table: its MetricsCounter, activity %,
+    temperatures (C), voltages (mV), clocks (MHz: the pre-deep-sleep one while busy), fan, power (W), throttlers."""
+    m = self.metrics()
+    clock = lambda pre, post, activity: pre if activity > BUSY_THRESHOLD else post
+    return dict(
+      metrics_counter=m.MetricsCounter, gfx_activity=m.AverageGfxActivity, mem_activity=m.AverageUclkActivity,
+      temps={k: m.AvgTemperature[i] for k, i in TEMPS.items()}, voltages={k: m.AvgVoltage[i] for k, i in VOLTAGES.items()},
+      clocks={"gfx": clock(m.AverageGfxclkFrequencyPreDs, m.AverageGfxclkFrequencyPostDs, m.AverageGfxActivity),
+              "mem": clock(m.AverageMemclkFrequencyPreDs, m.AverageMemclkFrequencyPostDs, m.AverageUclkActivity),
+              "fclk": clock(m.AverageFclkFrequencyPreDs, m.AverageFclkFrequencyPostDs, m.AverageUclkActivity)},
+      fan_rpm=m.AvgFanRpm, fan_pwm=m.AvgFanPwm, power_w=m.AverageSocketPower, power_limit_w=m.dGPU_W_MAX,
+      throttle=[THROTTLERS.get(i, f"#{i}") for i, pct in enumerate(m.ThrottlingPercentage) if pct > 0])

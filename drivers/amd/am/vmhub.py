@@ -1,13 +1,12 @@
 """A VM hub (the GC hub or the MM hub): its GART/VM enable in the named steps of Linux's mmhub_v3_0_gart_enable /
 gfxhub_v3_0_gart_enable, the TLB flush of gmc_v11_0_flush_vm_hub, and the L2 protection-fault registers.
 
-Both hubs have the same registers under their own prefixes (GCVM_/GCMC_ in GC, MMVM_/MMMC_ in MMHUB): gmc_v11_0.HUB_REGS
-pairs them by the name the steps use, each subclass (gfxhub_v3_0.py, mmhub_v3_0.py) takes its column. Everything runs in VMID 0
+Both hubs have the same registers under their own prefixes (GCVM_/GCMC_ in GC, MMVM_/MMMC_ in MMHUB): each subclass
+(gfxhub_v3_0.py, mmhub_v3_0.py) names its own by the step names (R). Everything runs in VMID 0
 (gfxhub_v3_0.c, mmhub_v3_0.c *_gart_enable)."""
 from __future__ import annotations
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
-from autogen.amd import soc21_enum
 from drivers.amd.am.ip_block import IPRegisters
 from drivers.amd.am.mm import VA_BASE
 if TYPE_CHECKING: from drivers.amd.am.core import AMCore
@@ -28,7 +27,7 @@ FAULT_ENABLES = ("RANGE_PROTECTION_FAULT_ENABLE_INTERRUPT", "RANGE_PROTECTION_FA
 
 class VMHub(IPRegisters):
   NAME: str                                          # "GC" or "MM", for messages
-  R: SimpleNamespace                                 # the hub's registers by step name (gmc_v11_0.HUB_REGS)
+  R: SimpleNamespace                                 # the hub's registers by the names the steps below use
 
   def __init__(self, core: AMCore):
     super().__init__(core)
@@ -63,7 +62,7 @@ class VMHub(IPRegisters):
 
   def init_tlb_regs(self) -> None:
     """L1 TLB on, advanced driver model, uncached default MTYPE: the fields and values of mmhub_v3_0_init_tlb_regs."""
-    self.rmw(self.R.MX_L1_TLB_CNTL, ENABLE_L1_TLB=1, SYSTEM_ACCESS_MODE=3, ENABLE_ADVANCED_DRIVER_MODEL=1, MTYPE=soc21_enum.MTYPE_UC)
+    self.rmw(self.R.MX_L1_TLB_CNTL, ENABLE_L1_TLB=1, SYSTEM_ACCESS_MODE=3, ENABLE_ADVANCED_DRIVER_MODEL=1, MTYPE=self.core.pte.MTYPE_UC)
 
   def init_cache_regs(self) -> None:
     """The L2 as mmhub_v3_0_init_cache_regs leaves it: CNTL3-5 are the header defaults (0x80100007, 0xc1, 0x3fe0) with

@@ -1,19 +1,19 @@
 """The AM driver's IP blocks: the version table picks them and drives the lifecycle (init in table order, fini in
 reverse, resume on a partial boot); an IP version with no block is an error naming the block, the version found and
 the supported ones; every register access names its generated register (none is built from a string at run time)."""
-import ast, ctypes, pathlib
-import numpy as np
+import ast, pathlib
 import pytest
 import drivers.amd
-from autogen.amd import discovery, soc15_hw_ip as hw_ip
+from autogen.amd import soc15_hw_ip as hw_ip
 from drivers.amd.am import ip_table
-from drivers.amd.am.ip_block import UnsupportedIPError
+from drivers.amd.ip import UnsupportedIPError
 from drivers.amd.am.soc21 import SOC21
 from drivers.amd.am.gfx_v11_0 import GFXv11_0
 from drivers.amd.am.sdma_v6_0 import SDMAv6_0
 from drivers.amd.device import AMDDevice
 from drivers.amd.pci import PCIIface
 from drivers.system import open_model
+from tests.drivers.amd.discovery_edit import set_ip_version
 
 NAVI31 = {"GC": (11, 0, 0), "SDMA0": (6, 0, 0), "MMHUB": (3, 0, 0), "NBIO": (4, 3, 0), "MP0": (13, 0, 0), "MP1": (13, 0, 0),
           "HDP": (6, 0, 0), "OSSSYS": (6, 0, 0)}
@@ -71,33 +71,9 @@ def test_versions_without_a_block_are_named_with_the_supported_ones():
   assert "PSP" not in msg and "IH " not in msg                   # the blocks that have a class are not listed
 
 
-def _set_ip_version(pci, hw_id: int, version: tuple[int, int, int]) -> None:
-  """Rewrite one IP's version in the discovery table the GPU keeps at the end of VRAM (through BAR0), with the
-  checksums the driver verifies (discovery.h: the table's byte sum, then the binary's over what follows its checksum)."""
-  vram = np.frombuffer(pci.map_bar(0).view, np.uint8)
-  at = len(vram) - (64 << 10)
-  bh = discovery.binary_header.from_buffer_copy(bytes(vram[at:at + ctypes.sizeof(discovery.binary_header)]))
-  blob = bytearray(vram[at:at + bh.binary_size])
-  t = bh.table_list[discovery.IP_DISCOVERY]
-  die = discovery.ip_discovery_header.from_buffer_copy(blob, t.offset).die_info[0]
-  off = die.die_offset + ctypes.sizeof(discovery.die_header)
-  for _ in range(discovery.die_header.from_buffer_copy(blob, die.die_offset).num_ips):
-    ip = discovery.ip_v4.from_buffer_copy(blob, off)
-    if ip.hw_id == hw_id:
-      ip.major, ip.minor, ip.revision = version
-      blob[off:off + 8] = bytes(ip)[:8]
-    off += 8 + 4 * ip.num_base_address
-  bh.table_list[discovery.IP_DISCOVERY].checksum = sum(blob[t.offset:t.offset + t.size]) & 0xFFFF
-  blob[:ctypes.sizeof(bh)] = bytes(bh)
-  start = discovery.binary_header.binary_checksum.offset + discovery.binary_header.binary_checksum.size
-  bh.binary_checksum = sum(blob[start:]) & 0xFFFF
-  blob[:ctypes.sizeof(bh)] = bytes(bh)
-  vram[at:at + len(blob)] = np.frombuffer(bytes(blob), np.uint8)
-
-
 def test_a_gpu_reporting_an_unsupported_sdma_version_fails_to_open_naming_it():
   pci = open_model("navi31", 0, "am")
-  _set_ip_version(pci, hw_ip.SDMA0_HWID, (7, 0, 0))
+  set_ip_version(pci, hw_ip.SDMA0_HWID, (7, 0, 0))
   with pytest.raises(UnsupportedIPError, match=r"^mock-0: this driver has no SDMA block for SDMA0 7\.0\.0 \(supported: 6\.0\.0\)$"):
     PCIIface(pci)
   open_model("navi31", 0, "am").close()          # the failed open released the device

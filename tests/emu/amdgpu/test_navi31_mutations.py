@@ -15,8 +15,9 @@ from drivers.amd.device import AMDDevice
 from drivers.amd.kfd import KFDIface
 from drivers.system.kernel import kernel_interface
 from drivers.amd.am.core import AMCore
-from drivers.amd.am.mm import MemoryManager
-from drivers.amd.am.gmc_v11_0 import HUB_REGS
+from drivers.amd.am.pte_gfx11 import PTEgfx11
+from drivers.amd.am.gfxhub_v3_0 import GFXHUBv3_0
+from drivers.amd.am.mmhub_v3_0 import MMHUBv3_0
 from drivers.hcq import open_device, DeviceFault
 from tests.drivers.amd.kernels import SRC
 from tests.emu.amdgpu.test_navi31_mmu import apertures_work
@@ -31,7 +32,7 @@ def field(reg, name: str, value: int):
   return lambda v: (v & ~reg.mask(name)) | value << reg.fields[name][0]
 
 
-def hub(name: str, hub_index: int): return HUB_REGS[name][hub_index]
+def hub(name: str, hub_index: int): return vars((GFXHUBv3_0.R, MMHUBv3_0.R)[hub_index])[name]
 
 
 # (row id, register, new value from the driver's value)
@@ -120,15 +121,15 @@ def test_a_wrong_register_field_fails(monkeypatch, reg, change):
 
 @pytest.mark.parametrize("change", [pytest.param(c, id=i) for i, c in PTES])
 def test_a_wrong_pte_bit_fails(monkeypatch, change):
-  real = MemoryManager.pte_flags
-  monkeypatch.setattr(MemoryManager, "pte_flags", staticmethod(lambda system, uncached: change(real(system, uncached), system)))
+  real = PTEgfx11.pte_flags
+  monkeypatch.setattr(PTEgfx11, "pte_flags", classmethod(lambda cls, system, uncached: change(real(system, uncached), system)))
   with pytest.raises(BROKEN): driver_work()
 
 
 @pytest.mark.parametrize("change", [pytest.param(c, id=i) for i, c in PDES])
 def test_a_wrong_pde_bit_fails(monkeypatch, change):
-  real = MemoryManager.pde
-  monkeypatch.setattr(MemoryManager, "pde", staticmethod(lambda table: change(real(table))))
+  real = PTEgfx11.pde
+  monkeypatch.setattr(PTEgfx11, "pde", classmethod(lambda cls, table: change(real(table))))
   with pytest.raises(BROKEN): driver_work()
 
 

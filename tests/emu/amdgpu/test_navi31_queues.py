@@ -6,7 +6,7 @@ import pytest
 from autogen.amd import gc_11_0_0 as gc, mmhub_3_0_0 as mmhub, nbio_4_3_0 as nbio, nvd, osssys_6_0_0 as oss, sdma_v6_0_0_pkt_open as sdma_defs
 from autogen.amd import amdgpu_vm as vm
 from emu.amdgpu.registers import ModelError
-from drivers.amd.sdma import pkt as sdma_pkt
+from drivers.amd.sdma_v6_0_pkt import pkt as sdma_pkt
 from tests.emu.amdgpu.regs import Queue, release_mem, pm4
 
 CLIENT_GFX, CLIENT_GRBM_CP, SRC_UTCL2_FAULT, SRC_SDMA_TRAP, SRC_CP_EOP = 0xA, 0x14, 0, 49, 181

@@ -5,7 +5,7 @@ import pytest
 
 from autogen.amd import gc_11_0_0 as gc, mmhub_3_0_0 as mmhub, mp_13_0_0 as mp, smu_v13_0_0_ppsmc as ppsmc, smu13_driver_if_v13_0_0 as smu_if
 from autogen.amd import sdma_v6_0_0_pkt_open as sdma_defs
-from drivers.amd.sdma import pkt as sdma_pkt
+from drivers.amd.sdma_v6_0_pkt import pkt as sdma_pkt
 from tests.emu.amdgpu.regs import Queue
 
 OK, FAILED, UNKNOWN, PREREQ = 1, 0xFF, 0xFE, 0xFD
