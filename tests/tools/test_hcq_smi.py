@@ -386,7 +386,7 @@ def test_reset_of_an_emulated_navi31_is_a_mode1_reset_of_its_model(amd_tree, cap
 
 
 def test_reset_of_an_emulated_bnxt_is_a_function_reset_of_its_model(tmp_path, capsys):
-  from emu.nic import state
+  from emu import state
   from emu.nic.bnxt.bcm57508 import STATE_MAGIC, STATE_VERSION, DeviceState, state_dir
   _load = lambda path: state.load(path, DeviceState, STATE_MAGIC, STATE_VERSION)
   owner = _owner("bnxt")

@@ -26,7 +26,7 @@ from ctypes import Structure, c_uint8, c_uint32
 
 from common.plugin import PCIModel
 from emu.pci import PCIFunction, PCI_COMMAND, PCI_COMMAND_MEMORY, ModelError, Region, Access
-from emu.nic import state
+from emu import state
 from emu.nic.memory import HostMemory
 from emu.nic.port import RoCEPort
 from emu.nic.bnxt.backing import BackingStore
@@ -96,7 +96,8 @@ class BCM57508(PCIFunction):
     super().__init__(bus, VENDOR_ID, DEVICE_ID, CLASS_ETHERNET, REVISION)
     self.path, self.lock = path, threading.RLock()
     self.log_lines: list[str] = []
-    self.state = state.load_or_new(path, DeviceState, STATE_MAGIC, STATE_VERSION, bytes((0x02, 0x10, 0x18, 0)), index)
+    self.state = state.load_or_new(path, DeviceState, STATE_MAGIC, STATE_VERSION)
+    if not any(self.state.mac): self.state.mac[:] = bytes((0x02, 0x10, 0x18, 0, index >> 8 & 0xFF, index & 0xFF))
     self.mac = bytes(self.state.mac)
     self.stale = bool(self.state.needs_reset)     # a previous process left firmware resources: FUNC_RESET first
     if self.stale: self.log("opened after a driver that did not FUNC_RESET or unregister: FUNC_RESET first")

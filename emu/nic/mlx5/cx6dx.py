@@ -32,7 +32,7 @@ from emu.nic.mlx5.mkey import MKeys
 from emu.nic.mlx5.pages import Pages
 from emu.nic.mlx5.qp import QPs
 from emu.nic.mlx5.wqe import BF_SIZE, BlueFlame, sq_doorbell
-from emu.nic import state
+from emu import state
 from emu.nic.port import RoCEPort
 from emu.nic.memory import HostMemory
 from emu.pci import ModelError, PCIFunction, PCI_COMMAND, PCI_COMMAND_MEMORY, Region, Access
@@ -125,7 +125,8 @@ class CX6DX(PCIFunction):
     super().__init__(bus, VENDOR_ID, DEVICE_ID, CLASS_ETHERNET, REVISION)
     self.path, self.lock = path, threading.RLock()
     self.log_lines: list[str] = []
-    self.state = state.load_or_new(path, DeviceState, STATE_MAGIC, STATE_VERSION, bytes((0x02, 0x15, 0xB3, 0)), index)
+    self.state = state.load_or_new(path, DeviceState, STATE_MAGIC, STATE_VERSION)
+    if not any(self.state.mac): self.state.mac[:] = bytes((0x02, 0x15, 0xB3, 0, index >> 8 & 0xFF, index & 0xFF))
     self.mac = bytes(self.state.mac)
     self.stale = bool(self.state.enabled)
     if self.stale: self.log("opened after a driver that left the HCA enabled: reset the function first")
