@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from common.plugin import KernelModel, PCIModel
+from common.plugin import BridgeModel, KernelModel, PCIModel
 from drivers.hcq import open_device, available_vendors, valid_forms, parse_device
 from drivers.system.registry import Mock, Vendor, model, vendors
 
@@ -60,6 +60,7 @@ def test_every_mock_interface_runs_on_a_registered_model_of_its_kind():
   for v, iface, m in table:
     assert isinstance(model(m.model), KernelModel if m.via == "kernel" else PCIModel), (v.name, iface, m)
     assert (m.model in v.models) == (m.via != "kernel") and f"{iface}+{v.name}" in v.emulated_devices, (v.name, iface, m)
+    if m.via == "usb": assert v.usb_bridges and isinstance(model(v.usb_bridges[0].model), BridgeModel), (v.name, iface, v.usb_bridges)
 
 
 def test_a_vendor_declares_what_each_of_its_mock_interfaces_runs_on():
@@ -73,6 +74,7 @@ def test_a_vendor_declares_what_each_of_its_mock_interfaces_runs_on():
   toy2 = Vendor("TOY2", interfaces=("PCI", "MOCK"), lock_prefix="toy2", models=("toyold",), mocks={"MOCK": Mock("toyfn", "usb")})
   assert (toy2.models, toy2.kernel_models, toy2.emulated_devices) == (("toyold", "toyfn"), {}, ("MOCK+TOY2",))
   with pytest.raises(ValueError, match=r"PCI\+TOY2 is no emulated interface; those of TOY2: MOCK"): toy2.open_mock("PCI")
+  with pytest.raises(ValueError, match=r"MOCK\+TOY2 runs behind a USB bridge, and TOY2 declares none \(usb_bridges\)"): toy2.open_mock("MOCK")
 
 
 def test_toy_vendor_is_absent_without_its_metadata():
@@ -90,7 +92,7 @@ SHARED = sorted([*REPO.glob("drivers/hcq/**/*.py"), *REPO.glob("drivers/system/*
                  *REPO.glob("common/*.py"), *REPO.glob("emu/*.py"), *REPO.glob("emu/nic/*.py")])
 SHARED_C = sorted([*REPO.glob("emu/*.[ch]"), *REPO.glob("emu/c/*.[ch]"), *REPO.glob("emu/nic/*.[ch]")])
 VENDOR_WORDS = re.compile(r"(?<![a-z0-9])(amd|amdgpu|am|ati|radeon|navi\d*|gfx\d*|rdna\d*|kfd|nv|nvidia|nvrm|cuda|uvm|"
-                          r"qcom|qualcomm|adreno|kgsl|bnxt|broadcom|mlx5|mellanox|connectx|intel)(?![a-z]|_iommu=)", re.I)
+                          r"qcom|qualcomm|adreno|kgsl|bnxt|broadcom|mlx5|mellanox|connectx|asmedia|asm24xx|intel)(?![a-z]|_iommu=)", re.I)
 
 
 def _docstrings(tree: ast.AST) -> set[int]:
