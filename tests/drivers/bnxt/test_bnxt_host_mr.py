@@ -10,7 +10,7 @@ import pytest
 from drivers.hcq import open_device
 from drivers.rdma import Access, WCError, WCStatus, WROpcode
 from tests.drivers.amd.kernels import SRC as AMD_SRC
-from tests.drivers.bnxt.test_bnxt_model import Pair, RW
+from tests.drivers.rdma.contract import Pair, RW
 
 
 def nic_mappings(ctx) -> int: return len(ctx.provider.pci.model.dma._runs)
