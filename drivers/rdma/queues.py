@@ -57,6 +57,7 @@ class CQ:
   (the completions before it are returned first)."""
   def __init__(self, ctx: Context, cqe: int):
     if cqe < 1: raise ValueError(f"a CQ needs room for at least one completion, not {cqe}")
+    if cqe > (most := ctx.provider.max_cqe): raise ValueError(f"a CQ of {cqe} completions: {ctx.name}'s CQs hold at most {most}")
     self.ctx, self.hw = ctx, ctx.provider.create_cq(cqe)
     self.depth = self.hw.depth
     self._wait_event = getattr(self.hw, "wait_event", None)   # optional in the provider interface
@@ -128,6 +129,7 @@ class QP:
     prov = pd.ctx.provider
     for name, v in (("max_send_wr", cap.max_send_wr), ("max_recv_wr", cap.max_recv_wr)):
       if v < 1: raise ValueError(f"{name} must be at least 1, not {v}")
+      if v > prov.max_qp_wr: raise ValueError(f"{name} {v}: {prov.name}'s queues hold at most {prov.max_qp_wr} work requests")
     for name, v in (("max_send_sge", cap.max_send_sge), ("max_recv_sge", cap.max_recv_sge)):
       if not 1 <= v <= prov.max_sge: raise ValueError(f"{name} {v} is outside [1, {prov.max_sge}] for {prov.name}")
     self.pd, self.ctx, self.send_cq, self.recv_cq, self.cap = pd, pd.ctx, send_cq, recv_cq, cap
