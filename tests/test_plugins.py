@@ -86,6 +86,9 @@ def test_a_toy_nic_joins_the_rdma_registry_and_keeps_the_nic_provider_contract(t
       check("toynic", ctx)
     finally: ctx.close()
   assert [m.bus for m in list_models("toynic")] == ["mock-0"] and list_models("mlx5") == []   # its own state
+  ctx = open_context("toynic", "mock-0")
+  try: assert ctx.mac == bytes.fromhex("027079000000") and ctx.provider.pci.model.port.name == "toynic-mock-0"
+  finally: ctx.close()
 
 
 def test_the_toys_are_named_by_their_entry_points_only():

@@ -1,8 +1,8 @@
 """A toy RDMA NIC vendor, plugged in as the toy vendor is: this declaration (entry point TOYNIC of group hcq.vendors)
-and its device model (toynic, group hcq.models). Its NIC is the emulated ConnectX-6 Dx driven by the mlx5 provider,
-under its own vendor name, lock and model state (as the toy vendor's device is the CPU device under its name): nothing in
-drivers/, emu/ or tests/drivers knows it, and rdma_vendors() offers it, so the NIC provider contract
-(tests/drivers/rdma/contract.py) runs on it like on every registered NIC."""
+and its device model (toynic, group hcq.models; toyvendor/nicmodel.py). Its NIC is the emulated ConnectX-6 Dx driven by
+the mlx5 provider, under its own vendor name, lock, MAC and model state (as the toy vendor's device is the CPU device
+under its name): nothing in drivers/, emu/ or tests/drivers knows it, and rdma_vendors() offers it, so the NIC provider
+contract (tests/drivers/rdma/contract.py) runs on it like on every registered NIC."""
 from __future__ import annotations
 from typing import Any
 from common.plugin import PCIModel
@@ -20,15 +20,13 @@ def _rdma(pci: str, **options: Any) -> Any:
 
 
 def _create(bus: str, index: int, **options: Any) -> Any:
-  from emu import state
-  from emu.nic.mlx5.cx6dx import CX6DX
-  return CX6DX(bus, index, path=state.state_dir(NAME, index), **options)
+  from toyvendor.nicmodel import ToyNIC
+  return ToyNIC(bus, index, path=ToyNIC.state_dir(index), **options)
 
 
 def _saved() -> list[int]:
-  from emu import state
-  from emu.nic.mlx5.cx6dx import STATE_MAGIC, STATE_VERSION, DeviceState
-  return state.saved(NAME, DeviceState, STATE_MAGIC, STATE_VERSION)
+  from toyvendor.nicmodel import ToyNIC
+  return ToyNIC.list_states()
 
 
 VENDOR = Vendor("TOYNIC", lock_prefix=NAME, pci_classes=(CLASS_NETWORK,), models=(NAME,), rdma=_rdma)
