@@ -72,6 +72,7 @@ class CQ:
     self.expected += n
 
   def poll(self, num_entries: int = 16) -> list[WorkCompletion]:
+    if self.ctx.closed: raise self.ctx.gone("poll")
     ready = self._ready
     while len(ready) < num_entries and (got := self.hw.poll(num_entries - len(ready))):
       for c in got: self._resolve(c)
@@ -147,6 +148,7 @@ class QP:
   # --- the state machine
   def modify(self, attr: QPAttr, mask: M) -> None:
     """ibv_modify_qp: move to attr.qp_state (mask STATE) with the attributes the mask names."""
+    if self.ctx.closed: raise self.ctx.gone("modify")
     mask, cur = M(mask), self.state
     if mask & M.CUR_STATE and attr.cur_qp_state != cur:
       raise VerbsError(f"QP {self.qp_num:#x} is in {cur.name}, not {attr.cur_qp_state!r} (cur_qp_state)")
@@ -224,6 +226,7 @@ class QP:
   def post_send(self, wrs: SendWR | Iterable[SendWR]) -> None:
     """ibv_post_send: the requests go to the hardware in order, with one doorbell."""
     wrs = [wrs] if isinstance(wrs, SendWR) else list(wrs)
+    if self.ctx.closed: raise self.ctx.gone("post_send")
     if (state := self.state) in UNSENDABLE:
       raise VerbsError(f"QP {self.qp_num:#x} is in {state.name}: post_send needs RTS (modify it INIT -> RTR -> RTS first)")
     for wr in wrs: self._check_send(wr)
@@ -294,6 +297,7 @@ class QP:
   def post_recv(self, wrs: RecvWR | Iterable[RecvWR]) -> None:
     """ibv_post_recv: buffers for incoming SENDs (and the completion of RDMA WRITE with immediate)."""
     wrs = [wrs] if isinstance(wrs, RecvWR) else list(wrs)
+    if self.ctx.closed: raise self.ctx.gone("post_recv")
     if self.state == S.RESET: raise VerbsError(f"QP {self.qp_num:#x} is in RESET: post_recv needs INIT, RTR or RTS")
     for wr in wrs:
       if len(wr.sg_list) > self.cap.max_recv_sge:

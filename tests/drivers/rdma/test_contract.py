@@ -1,8 +1,9 @@
 """Every NIC provider contract check (tests/drivers/rdma/contract.py) on emulated NIC mock-0 of every registered RDMA NIC
 vendor, and what opening and closing a NIC promises."""
+import re
 import pytest
 
-from drivers.rdma import Access, open_context, rdma_vendors
+from drivers.rdma import Access, VerbsError, open_context, rdma_vendors
 from drivers.system import DeviceBusyError
 from tests.drivers.rdma.contract import CHECKS, IP, Pair
 
@@ -29,6 +30,9 @@ def test_closing_a_context_gives_the_nic_back_and_the_next_one_brings_it_up_agai
   p.write(src, dst)
   with pytest.raises(DeviceBusyError, match="device mock-1 is in use by pid"): open_context(vendor, "mock-1")
   ctx.close()
+  for what, call in (("alloc_pd", ctx.alloc_pd), ("create_cq", ctx.create_cq), ("reg_mr", lambda: p.pd.reg_mr(bytearray(64))),
+                     ("post_send", lambda: p.a.post_send([])), ("post_recv", lambda: p.b.post_recv([])), ("poll", p.cq.poll)):
+    with pytest.raises(VerbsError, match=f"{re.escape(ctx.name)}: {what} on a closed context"): call()
   again = open_context(vendor, "mock-1", ip="10.0.1.1")     # the lock is free and the GID no longer on the wire
   try:
     again.set_loopback(True)
