@@ -4,8 +4,8 @@
   mymodel = "mypackage.model:MODEL"      # the entry point's name is the model's name
 
 drivers/system hands them out: a `PCIModel` through open_model/list_models (bus "mock-<index>"), a `KernelModel`
-through kernel_interface(mock=<name>), a `BridgeModel` through the bridge's PCIDevice (drivers/system/usb.py, MOCKUSB). The declaration sits beside
-the model it declares.
+through kernel_interface(mock=<name>), a `BridgeModel` in front of a PCI model (drivers/system/usb.py open_emulated,
+MOCKUSB; its driver's USBBridge names it). The declaration sits beside the model it declares.
 """
 from __future__ import annotations
 from dataclasses import dataclass

@@ -1,12 +1,13 @@
 """Vendors and models plug in without an edit to the shared layers, and the shared layers name none of them."""
-import ast, json, os, re, subprocess, sys
+import ast, ctypes, errno, json, os, re, subprocess, sys
 from pathlib import Path
 
 import pytest
 
-from common.plugin import KernelModel, PCIModel
+from common.plugin import BridgeModel, KernelModel, PCIModel
 from drivers.hcq import open_device, available_vendors, valid_forms, parse_device
-from drivers.system.registry import Mock, Vendor, model, vendors
+from drivers.system.kernel import kernel_interface
+from drivers.system.registry import Mock, Vendor, model, models, vendors
 
 REPO = Path(__file__).resolve().parents[1]
 PLUGINS = REPO / "tests" / "plugins"          # the toy vendor's package, outside drivers/
@@ -20,7 +21,8 @@ def toy_installed(tmp_path, monkeypatch) -> str:
   dist = tmp_path / "site" / "hcq_toy-0.1.dist-info"
   dist.mkdir(parents=True)
   (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: hcq-toy\nVersion: 0.1\n")
-  (dist / "entry_points.txt").write_text("[hcq.vendors]\nTOY = toyvendor:VENDOR\n\n[hcq.models]\ntoyfn = toyvendor.model:MODEL\n")
+  (dist / "entry_points.txt").write_text("[hcq.vendors]\nTOY = toyvendor:VENDOR\nTOYNIC = toyvendor.nic:VENDOR\n\n[hcq.models]\n"
+                                         "toyfn = toyvendor.model:MODEL\ntoykernel = toyvendor.kernel:MODEL\ntoynic = toyvendor.nic:MODEL\n")
   for p in (PLUGINS, dist.parent): monkeypatch.syspath_prepend(str(p))
   return os.pathsep.join([str(dist.parent), str(PLUGINS), *filter(None, [os.environ.get("PYTHONPATH")])])   # and this checkout
 
@@ -52,6 +54,51 @@ def test_toy_vendor_opens_by_device_string_and_hcq_smi_lists_its_device(toy_inst
   assert (r.returncode, r.stdout.strip()) == (0, "Kernel modules are not loaded")
 
 
+def test_a_toy_kernel_driver_model_serves_its_files_and_ioctls_through_the_kernel_interface(toy_installed):
+  """Its own file and one registration: the base does the fd table, the ioctl's size rule and the errors naming it."""
+  from toyvendor.kernel import DEVICE, TOY_IOC_ADD, VERSION, ToyAdd
+  assert "toykernel" in [m.name for m in models(KernelModel)]
+  k = kernel_interface(mock="toykernel")
+  fd = k.open(DEVICE)
+  arg = ToyAdd((1 << 64) - 5, 7)
+  assert k.ioctl(fd, TOY_IOC_ADD, arg) == 0 and arg.sum == ((1 << 64) - 5 + 7) % (1 << 64) == 2
+  with pytest.raises(OSError, match="toy_accel model: TOY_IOC_ADD: the argument is not 24 bytes of memory") as e:
+    k.ioctl(fd, TOY_IOC_ADD, (ctypes.c_uint64 * 2)())
+  assert e.value.errno == errno.EFAULT
+  with pytest.raises(OSError, match="toy_accel model: ioctl 0x7402 .* is not one this model implements") as e: k.ioctl(fd, 0x7402)
+  assert e.value.errno == errno.ENOTTY
+  with pytest.raises(FileNotFoundError, match="toy_accel model: no device file /dev/toy_accel1"): k.open("/dev/toy_accel1")
+  assert k.read_text(VERSION) == "1.0\n" and k.model.calls == ["TOY_IOC_ADD"]
+  k.close(fd)
+
+
+def test_a_toy_nic_joins_the_rdma_registry_and_keeps_the_nic_provider_contract(toy_installed):
+  """A NIC vendor and its model, each one declaration and one entry point: rdma_vendors() offers it and every check of
+  the NIC provider contract passes on it, its lock and state its own."""
+  from drivers.rdma import open_context, rdma_vendors
+  from drivers.system import list_models
+  from tests.drivers.rdma.contract import CHECKS, IP
+  assert "toynic" in rdma_vendors()
+  for _, check in CHECKS:
+    ctx = open_context("toynic", "mock-0", ip=IP)
+    try:
+      ctx.set_loopback(True)
+      check("toynic", ctx)
+    finally: ctx.close()
+  assert [m.bus for m in list_models("toynic")] == ["mock-0"] and list_models("mlx5") == []   # its own state
+  ctx = open_context("toynic", "mock-0")
+  try: assert ctx.mac == bytes.fromhex("027079000000") and ctx.provider.pci.model.port.name == "toynic-mock-0"
+  finally: ctx.close()
+
+
+def test_the_toys_are_named_by_their_entry_points_only():
+  """Adding a vendor, a kernel-driver model or a NIC touched only the toy's own files and the registration the fixture
+  writes: no file of the project outside tests/ names them."""
+  names = re.compile(r"toyvendor|toyfn|toykernel|toynic|toy_accel", re.I)
+  files = [p for d in ("drivers", "emu", "common", "tools", "compute", "bench") for p in (REPO / d).rglob("*") if p.suffix in (".py", ".c", ".h")]
+  assert len(files) > 100 and [str(p) for p in [*files, REPO / "pyproject.toml"] if names.search(p.read_text())] == []
+
+
 def test_every_mock_interface_runs_on_a_registered_model_of_its_kind():
   """Each vendor's `mocks` table names a kernel-driver model for a MOCK interface reached through the kernel, a PCI
   model for one reached as a PCI function (bare or behind the USB bridge); its PCI models are among the vendor's."""
@@ -61,6 +108,7 @@ def test_every_mock_interface_runs_on_a_registered_model_of_its_kind():
     name = m.model or v.pci_models[0]            # None: the vendor's first registered PCI model
     assert isinstance(model(name), KernelModel if m.via == "kernel" else PCIModel), (v.name, iface, m)
     assert (name in v.pci_models) == (m.via != "kernel") and f"{iface}+{v.name}" in v.emulated_devices, (v.name, iface, m)
+    if m.via == "usb": assert v.usb_bridges and isinstance(model(v.usb_bridges[0].model), BridgeModel), (v.name, iface, v.usb_bridges)
 
 
 def test_a_vendor_declares_what_each_of_its_mock_interfaces_runs_on():
@@ -74,6 +122,7 @@ def test_a_vendor_declares_what_each_of_its_mock_interfaces_runs_on():
   toy2 = Vendor("TOY2", interfaces=("PCI", "MOCK"), lock_prefix="toy2", models=("toyold",), mocks={"MOCK": Mock("toyfn", "usb")})
   assert (toy2.models, toy2.kernel_models, toy2.emulated_devices) == (("toyold", "toyfn"), {}, ("MOCK+TOY2",))
   with pytest.raises(ValueError, match=r"PCI\+TOY2 is no emulated interface; those of TOY2: MOCK"): toy2.open_mock("PCI")
+  with pytest.raises(ValueError, match=r"MOCK\+TOY2 runs behind a USB bridge, and TOY2 declares none \(usb_bridges\)"): toy2.open_mock("MOCK")
   with pytest.raises(ValueError, match=r"Mock\(None, via='kernel'\): name the kernel-driver model"): Mock(None, "kernel")
   toy3 = Vendor("TOY3", interfaces=("MOCK",), lock_prefix="toy3", pci_vendors=(0xFFFE,), mocks={"MOCK": Mock(None, "pci")})
   assert (toy3.models, toy3.pci_models) == ((), ())          # the registry has no PCI model of vendor 0xfffe
@@ -86,6 +135,9 @@ def test_toy_vendor_is_absent_without_its_metadata():
   with pytest.raises(ValueError, match="the TOY driver is not part of this build"): parse_device("MOCK+TOY")
   r = subprocess.run([HCQ_SMI, "toy", "list"], capture_output=True, text=True, timeout=120)
   assert r.returncode == 2 and "invalid choice: 'toy'" in r.stderr
+  from drivers.rdma import rdma_vendors
+  assert "toynic" not in rdma_vendors()
+  with pytest.raises(ValueError, match="no kernel-driver model named 'toykernel'"): kernel_interface(mock="toykernel")
 
 
 # ---- the shared layers name no vendor in code: not in an import, not in a string literal. Comments and docstrings
@@ -96,7 +148,7 @@ SHARED = sorted([*REPO.glob("drivers/hcq/**/*.py"), *REPO.glob("drivers/system/*
                  *REPO.glob("common/*.py"), *REPO.glob("emu/*.py"), *REPO.glob("emu/nic/*.py")])
 SHARED_C = sorted([*REPO.glob("emu/*.[ch]"), *REPO.glob("emu/c/*.[ch]"), *REPO.glob("emu/nic/*.[ch]")])
 VENDOR_WORDS = re.compile(r"(?<![a-z0-9])(amd|amdgpu|am|ati|radeon|navi\d*|gfx\d*|rdna\d*|kfd|nv|nvidia|nvrm|cuda|uvm|"
-                          r"qcom|qualcomm|adreno|kgsl|bnxt|broadcom|mlx5|mellanox|connectx|intel)(?![a-z]|_iommu=)", re.I)
+                          r"qcom|qualcomm|adreno|kgsl|bnxt|broadcom|mlx5|mellanox|connectx|asmedia|asm24xx|intel)(?![a-z]|_iommu=)", re.I)
 
 
 def _docstrings(tree: ast.AST) -> set[int]:

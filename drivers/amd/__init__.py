@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 from drivers.system.discovery import CLASS_DISPLAY, CLASS_ACCELERATOR, PCIInfo
+from drivers.asm24xx import BRIDGE as ASM24XX
 from drivers.system.registry import Mock, Usage, Vendor
 
 if TYPE_CHECKING:
@@ -83,7 +84,7 @@ VENDOR = Vendor(
   # the default device when no GPU is present: the emulated GPU booted through the userspace PCI driver
   emulated="MOCKPCI+AMD", priority=0,
   lock_prefix=LOCK_PREFIX, modules=("amdgpu",), load=("amdgpu",), pci_vendors=(PCI_VENDOR,),
-  pci_classes=(CLASS_DISPLAY, CLASS_ACCELERATOR), device_names=DEVICE_NAMES, usage=_usage, usb_bridges=True,
-  # the emulated GPU (the first registered PCI model of vendor 0x1002) through the AM driver, bare or behind the USB
-  # bridge model; the KFD model (emu/kfd)
+  pci_classes=(CLASS_DISPLAY, CLASS_ACCELERATOR), device_names=DEVICE_NAMES, usage=_usage, usb_bridges=(ASM24XX,),
+  # the emulated GPU (the first registered PCI model of vendor 0x1002) through the AM driver, bare or behind the
+  # ASM24xx model; the KFD model (emu/kfd)
   mocks={"MOCKKFD": Mock("kfd", "kernel"), "MOCKPCI": Mock(None, "pci"), "MOCKUSB": Mock(None, "usb")})

@@ -4,12 +4,12 @@ how host copies travel when the GPU cannot reach host memory. The AM boot itself
 Facts (tinygrad's runtime/support/usb.py and ops_amd.py USBIface):
 - Placement: every allocation is in VRAM; the compute ring is 0x2000 B, the SDMA ring 1 MB; kernel arguments come in
   8 KB chunks and signals in 0x100 B pages; no interrupts (the driver polls).
-- copyin is pipelined through the bridge's bounce SRAM: the host writes a window (drivers/system/usb.py sram_write)
+- copyin is pipelined through the bridge's bounce SRAM: the host writes a window (drivers/asm24xx/bridge.py sram_write)
   whose last dword is the sentinel 0x51000000|seq; the SDMA engine polls that sentinel, copies the window to VRAM
   and writes seq to the drain fence at sys_buf+0x800, which the host reads back through XDATA (0xE4) before it
   reuses the window; a drain that makes no progress for 10 s is an error.
 - copyout: the SDMA engine copies into a window, then the host reads it (sram_read).
-The window layout (two 256 KB windows, what the 0xF2 `slot` selects) is drivers/system/usb.py's reading, unverified.
+The window layout (two 256 KB windows, what the 0xF2 `slot` selects) is drivers/asm24xx/bridge.py's reading, unverified.
 This driver's own choices: copyout is one submission too, each window's copy (after the first two) waiting with
 POLL_REGMEM >= for a release counter at sys_buf+0x804 that the host raises through XDATA (0xE5, low byte first, so the
 engine never sees a value above the one written) once it has read the window; at open, the fence and the counter
@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from drivers.system.mmio import MMIO, MemMMIO
-from drivers.system.usb import USBPCIDevice, SYS_BUF, SYS_BUF_XDATA, WINDOW_SIZE, WINDOWS, SECTOR
+from drivers.asm24xx.bridge import ASM24xxDevice, SYS_BUF, SYS_BUF_XDATA, WINDOW_SIZE, WINDOWS, SECTOR
 from drivers.amd.iface import AMDMemory
 from drivers.amd.pci import PCIIface, HUGE
 from drivers.amd.am.mm import PAGE
@@ -124,10 +124,10 @@ class USBStaging:
 
 
 class USBIface(PCIIface):
-  """PCIIface over a USBPCIDevice with the USB placement rules, Mirrors for CPU-visible memory, and USBStaging."""
+  """PCIIface over an ASM24xxDevice with the USB placement rules, Mirrors for CPU-visible memory, and USBStaging."""
   ring_sizes, kernarg_chunk, signal_page, staging = RING_SIZES, KERNARG_CHUNK, SIGNAL_PAGE, USBStaging
 
-  def __init__(self, pci: USBPCIDevice):
+  def __init__(self, pci: ASM24xxDevice):
     super().__init__(pci)
     self.mirrors: list[Mirror] = []
     self.mirror_lock = threading.Lock()

@@ -3,7 +3,7 @@
 
   1. HWRM: VER_GET, FUNC_RESET, FUNC_QCAPS (MAC, port), FUNC_DRV_RGTR, FUNC_QCFG (doorbell offset)
   2. backing store v2 for every context type the firmware reports
-  3. RCFW: CREQ, CMDQ, stat context, INITIALIZE_FW, the notification queue
+  3. RCFW: CREQ, CMDQ, stat context, INITIALIZE_FW, QUERY_FUNC (queue and CQ limits), the notification queue
   4. the L2 receive path (completion ring, RX ring, VNIC, L2 filter)
 GIDs are added afterwards (Context.add_gid). Closing deinitializes the RoCE firmware and unregisters the driver.
 """
@@ -68,9 +68,19 @@ class BNXTDevice(PCIProvider):
     self.stat_ctx_id = hwrm("stat_ctx_alloc", stats_dma_addr=self.stats.bus_addr(0),
                             stats_dma_length=ctypes.sizeof(bnxt_hsi.ctx_hw_stats_ext)).stat_ctx_id
     self.rcfw("initialize_fw", stat_ctx_id=self.stat_ctx_id, flags=bnxt_hsi.CMDQ_INITIALIZE_FW_FLAGS_HW_REQUESTER_RETX_SUPPORTED)
+    self.max_qp_wr, self.max_cqe = self._query_func()
     self.nq = NQ(self, pci, hwrm, self.db)          # CQs and L2 rings name it; CQ.wait_event sleeps on it
     self.nq_id = self.nq.id
     self.l2 = open_rx_path(pci, hwrm, self.nq_id, self.mac)
+
+  def _query_func(self) -> tuple[int, int]:
+    """The function's limits from QUERY_FUNC's side buffer (creq_query_func_resp_sb): work requests per queue, CQEs per CQ."""
+    sb, size = self.pci.alloc_dma(4096), ctypes.sizeof(bnxt_hsi.creq_query_func_resp_sb)
+    try:
+      self.rcfw("query_func", resp_addr=sb.bus_addr(0), resp_size=-(-size // 16))
+      attr = bnxt_hsi.creq_query_func_resp_sb.from_buffer_copy(sb.view[:size])
+    finally: self.pci.free_dma(sb)
+    return attr.max_qp_wr, attr.max_cqe
 
   # --- objects the hardware names by a 64-bit handle (CQEs carry the QP's, NQ entries the CQ's)
   def new_handle(self, obj: object) -> int:

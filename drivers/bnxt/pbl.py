@@ -2,15 +2,9 @@
 of hardware queues (kernel qplib_res.c bnxt_qplib_alloc_init_hwq).
 
 Level 0: the one page itself. Level 1: a page of up to 512 PTEs (u64: page address | PTU_PTE_VALID). Level 2: a page
-<<<<<<< HEAD
-of up to 256 PDEs (MAX_PBL_LVL_1_PGS_FOR_LVL_2: page address | PTU_PDE_VALID), each naming a level-1 table page. In a queue's table the last PTE also
-carries PTU_PTE_LAST and
-the one before it PTU_PTE_NEXT_TO_LAST, which is how the hardware knows where the ring wraps.
-=======
 of up to 512 PDEs (1 << MAX_PDL_LVL_SHIFT, qplib_res.h: page address | PTU_PDE_VALID), each naming a level-1 table page:
 512 * 512 pages, 1 GiB of 4 KiB pages. In a queue's table the last PTE also carries PTU_PTE_LAST and the one before it
 PTU_PTE_NEXT_TO_LAST, which is how the hardware knows where the ring wraps.
->>>>>>> rdmatool
 """
 from __future__ import annotations
 from dataclasses import dataclass, field

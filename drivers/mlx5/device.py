@@ -91,6 +91,8 @@ class MLX5Device(PCIProvider):
     self.initialized = True
     self.caps = self.query_caps(GEN)
     self.max_rd_atomic = 1 << min(self._cap("log_max_ra_req_qp"), self._cap("log_max_ra_res_qp"))
+    # mlx5_ib_query_device (drivers/infiniband/hw/mlx5/main.c): max_qp_wr 1 << log_max_qp_sz, max_cqe (1 << log_max_cq_sz) - 1
+    self.max_qp_wr, self.max_cqe = 1 << self._cap("log_max_qp_sz"), (1 << self._cap("log_max_cq_sz")) - 1
     self.pages.satisfy(REGULAR)
     self.uar = self.cmd(mlx5_ifc.MLX5_CMD_OP_ALLOC_UAR).get("uar")
     self.uar_bar = UARPage(self.bar, self.uar * 4096)

@@ -64,8 +64,13 @@ class Context:
     self.iova = RangeAllocator(IOVA_BASE, IOVA_SPAN, f"{self.name} MR address space")
     self.closed = False
 
+  def gone(self, what: str) -> VerbsError:
+    """The error of `what` (a verbs call) on this context once it is closed: the NIC is given back."""
+    return VerbsError(f"{self.name}: {what} on a closed context (the NIC was given back); open it again with open_context")
+
   def add_gid(self, gid: bytes) -> int:
     """Add a GID to the port's table; returns its index (the sgid_index QPs name)."""
+    if self.closed: raise self.gone("add_gid")
     if len(gid) != 16: raise ValueError(f"a GID is 16 bytes, not {len(gid)}")
     index = self.provider.add_gid(bytes(gid))
     self.gid_table[index] = bytes(gid)
@@ -86,19 +91,24 @@ class Context:
 
   def alloc(self, size: int) -> DMAMemory:
     """Zeroed host memory the NIC can DMA to (pinned pages with their bus addresses), for MRs."""
+    if self.closed: raise self.gone("alloc")
     if size <= 0: raise ValueError(f"cannot allocate {size} bytes")
     return self.provider.alloc(size)
 
   def free(self, mem: DMAMemory) -> None: self.provider.free(mem)
 
-  def alloc_pd(self) -> PD: return PD(self, self.provider.alloc_pd())
+  def alloc_pd(self) -> PD:
+    if self.closed: raise self.gone("alloc_pd")
+    return PD(self, self.provider.alloc_pd())
 
   def create_cq(self, cqe: int = 256) -> CQ:
     """A completion queue with room for at least `cqe` completions."""
+    if self.closed: raise self.gone("create_cq")
     return CQ(self, cqe)
 
   def set_loopback(self, on: bool) -> None:
     """Port PHY loopback: packets the port sends come back in at the same port (single-NIC tests)."""
+    if self.closed: raise self.gone("set_loopback")
     self.provider.set_loopback(on)
 
   def close(self) -> None:
@@ -126,10 +136,12 @@ class PD:
     (host-visible system memory, an imported one, or a CPU-device buffer) or in GPU memory (the NIC then DMAs peer to
     peer into the GPU's BAR, with no host memory in between). The NIC maps the pages that hold it; it stays mapped
     (and an hcq Buffer cannot be freed) until dereg."""
+    if self.ctx.closed: raise self.ctx.gone("reg_mr")
     return MR(self, mem, Access(access), length)
 
   def create_qp(self, send_cq: CQ, recv_cq: CQ | None = None, cap: QPCap | None = None) -> QP:
     """An RC queue pair in RESET; `recv_cq` defaults to `send_cq`."""
+    if self.ctx.closed: raise self.ctx.gone("create_qp")
     return QP(self, send_cq, recv_cq or send_cq, cap or QPCap())
 
 

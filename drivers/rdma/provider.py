@@ -151,6 +151,8 @@ class Provider(Protocol):
   max_mtu: int                   # the largest path MTU the port takes (bytes)
   max_rd_atomic: int             # outstanding RDMA READs per QP, as requester and as responder
   max_sge: int                   # scatter/gather entries per work request
+  max_qp_wr: int                 # work requests a send or receive queue holds (ibv_device_attr.max_qp_wr)
+  max_cqe: int                   # completions a CQ holds (ibv_device_attr.max_cqe)
   mr_page_sizes: int             # the page sizes an MR's translation takes, a bit each (ibv_device_attr.page_size_cap)
   def alloc(self, size: int) -> DMAMemory: ...
   def map_dma(self, memory: memoryview) -> DMAMemory: ...   # existing host memory mapped for the NIC (PCIDevice.map_dma)

@@ -57,6 +57,7 @@ class CQ:
   (the completions before it are returned first)."""
   def __init__(self, ctx: Context, cqe: int):
     if cqe < 1: raise ValueError(f"a CQ needs room for at least one completion, not {cqe}")
+    if cqe > (most := ctx.provider.max_cqe): raise ValueError(f"a CQ of {cqe} completions: {ctx.name}'s CQs hold at most {most}")
     self.ctx, self.hw = ctx, ctx.provider.create_cq(cqe)
     self.depth = self.hw.depth
     self._wait_event = getattr(self.hw, "wait_event", None)   # optional in the provider interface
@@ -71,6 +72,7 @@ class CQ:
     self.expected += n
 
   def poll(self, num_entries: int = 16) -> list[WorkCompletion]:
+    if self.ctx.closed: raise self.ctx.gone("poll")
     ready = self._ready
     while len(ready) < num_entries and (got := self.hw.poll(num_entries - len(ready))):
       for c in got: self._resolve(c)
@@ -128,6 +130,7 @@ class QP:
     prov = pd.ctx.provider
     for name, v in (("max_send_wr", cap.max_send_wr), ("max_recv_wr", cap.max_recv_wr)):
       if v < 1: raise ValueError(f"{name} must be at least 1, not {v}")
+      if v > prov.max_qp_wr: raise ValueError(f"{name} {v}: {prov.name}'s queues hold at most {prov.max_qp_wr} work requests")
     for name, v in (("max_send_sge", cap.max_send_sge), ("max_recv_sge", cap.max_recv_sge)):
       if not 1 <= v <= prov.max_sge: raise ValueError(f"{name} {v} is outside [1, {prov.max_sge}] for {prov.name}")
     self.pd, self.ctx, self.send_cq, self.recv_cq, self.cap = pd, pd.ctx, send_cq, recv_cq, cap
@@ -145,6 +148,7 @@ class QP:
   # --- the state machine
   def modify(self, attr: QPAttr, mask: M) -> None:
     """ibv_modify_qp: move to attr.qp_state (mask STATE) with the attributes the mask names."""
+    if self.ctx.closed: raise self.ctx.gone("modify")
     mask, cur = M(mask), self.state
     if mask & M.CUR_STATE and attr.cur_qp_state != cur:
       raise VerbsError(f"QP {self.qp_num:#x} is in {cur.name}, not {attr.cur_qp_state!r} (cur_qp_state)")
@@ -222,6 +226,7 @@ class QP:
   def post_send(self, wrs: SendWR | Iterable[SendWR]) -> None:
     """ibv_post_send: the requests go to the hardware in order, with one doorbell."""
     wrs = [wrs] if isinstance(wrs, SendWR) else list(wrs)
+    if self.ctx.closed: raise self.ctx.gone("post_send")
     if (state := self.state) in UNSENDABLE:
       raise VerbsError(f"QP {self.qp_num:#x} is in {state.name}: post_send needs RTS (modify it INIT -> RTR -> RTS first)")
     for wr in wrs: self._check_send(wr)
@@ -292,6 +297,7 @@ class QP:
   def post_recv(self, wrs: RecvWR | Iterable[RecvWR]) -> None:
     """ibv_post_recv: buffers for incoming SENDs (and the completion of RDMA WRITE with immediate)."""
     wrs = [wrs] if isinstance(wrs, RecvWR) else list(wrs)
+    if self.ctx.closed: raise self.ctx.gone("post_recv")
     if self.state == S.RESET: raise VerbsError(f"QP {self.qp_num:#x} is in RESET: post_recv needs INIT, RTR or RTS")
     for wr in wrs:
       if len(wr.sg_list) > self.cap.max_recv_sge:

@@ -37,7 +37,7 @@ class Mock:
   """What a MOCK interface runs on in place of the hardware: the registered model (hcq.models) `model`, which the driver
   reaches `via` its kernel (a KernelModel behind its system calls: drivers/system/kernel.py kernel_interface), PCI
   (emulated device <index> of a PCIModel, the function on bus mock-<index>: drivers/system/pci.py open_model) or USB
-  (that device behind the USB bridge model: drivers/system/usb.py ModelUSBPCIDevice). `model` None (PCI or USB): the
+  (that device behind the model of the vendor's first USB bridge: drivers/system/usb.py open_emulated). `model` None (PCI or USB): the
   vendor's first registered PCI model (Vendor.pci_models), so the driver names no model."""
   model: str | None
   via: Via
@@ -46,6 +46,15 @@ class Mock:
     if self.via not in (ways := get_args(Via)):
       raise ValueError(f"Mock({self.model!r}, via={self.via!r}): via is one of {', '.join(ways)}")
     if self.via == "kernel" and self.model is None: raise ValueError("Mock(None, via='kernel'): name the kernel-driver model")
+
+
+@dataclass(frozen=True)
+class USBBridge:
+  """A USB-to-PCIe bridge's driver, declared by the vendors whose devices come behind it (Vendor.usb_bridges)."""
+  name: str
+  ids: tuple[tuple[int, int], ...]           # its USB VID:PIDs
+  open: Callable[..., Any]                   # (pyusb device, lock prefix, bus=None) -> drivers.system.usb.USBPCIDevice
+  model: str                                 # its emulation: a BridgeModel (hcq.models), in front of MOCKUSB devices
 
 
 @dataclass(frozen=True)
@@ -69,7 +78,7 @@ class Vendor:
   models: tuple[str, ...] = ()               # the PCI models (hcq.models) emulating its devices; those `mocks` name join them
   mocks: Mapping[str, Mock] = field(default_factory=dict)   # each MOCK* <iface> -> what it runs on (open_mock)
   usage: Callable[[str, Any], Usage] | None = None   # (bus, its discovery PCIInfo or None) -> what hcq_smi list shows
-  usb_bridges: bool = False                  # its devices also come behind USB-to-PCIe bridges (drivers/system/usb.py)
+  usb_bridges: tuple[USBBridge, ...] = ()    # the USB-to-PCIe bridges its devices also come behind (drivers/system/usb.py)
   kernels: bool = True                       # its devices run compute kernels (the default-device notice offers only those)
   rdma: Callable[..., Any] | None = None     # its NICs' verbs provider: (PCI bus or mock-<n>, **options) -> drivers.rdma Provider
 
@@ -112,8 +121,9 @@ class Vendor:
       raise ValueError(f"{iface}+{self.name}: no PCI model of vendor id {', '.join(f'{v:#06x}' for v in self.pci_vendors)} is registered "
                        "(hcq.models) in this build")
     if m.via == "usb":
-      from drivers.system.usb import ModelUSBPCIDevice
-      return ModelUSBPCIDevice(name, index, self.lock_prefix)
+      from drivers.system.usb import open_emulated
+      if not self.usb_bridges: raise ValueError(f"{iface}+{self.name} runs behind a USB bridge, and {self.name} declares none (usb_bridges)")
+      return open_emulated(name, index, self.lock_prefix, self.usb_bridges[0])
     from drivers.system.pci import open_model
     return open_model(name, index, self.lock_prefix)
 

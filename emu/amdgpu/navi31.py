@@ -30,11 +30,12 @@ GRBM soft reset or a mode-1 reset (SMU Mode1Reset / debug mailbox message 2) cle
 time: drivers/system holds the device lock while a model is open.
 """
 from __future__ import annotations
-import ctypes, os, tempfile
+import ctypes, os
 from ctypes import Structure, c_uint32, c_uint64
 
 from autogen.amd import gc_11_0_0, soc15_ih_clientid as ih_client, irqsrcs_gfx_11_0_0 as irq_src
 from common.plugin import PCIModel
+from emu import state
 from emu.pci import PCIFunction, DMASpace, DMAFault, PCI_COMMAND, PCI_COMMAND_MEMORY, PCI_COMMAND_MASTER, ModelError, Region, Access
 from emu.amdgpu import discovery
 from emu.amdgpu.gpu import GPUModel, IP_BASES, DeviceError
@@ -70,23 +71,18 @@ class SharedBusy:
 
 def state_dir(index: int) -> str:
   """Where device `index` keeps its state: $TMPDIR/hcq-emu/navi31-<index>."""
-  return os.path.join(os.environ.get("TMPDIR") or tempfile.gettempdir(), "hcq-emu", f"navi31-{index}")
+  return state.state_dir("navi31", index)
 
 
 def list_states() -> list[int]:
   """Indexes of the devices with saved state under $TMPDIR/hcq-emu."""
-  root = os.path.dirname(state_dir(0))
-  names = os.listdir(root) if os.path.isdir(root) else []
-  return sorted(int(n[7:]) for n in names if n.startswith("navi31-") and n[7:].isdigit()
-                and saved_vram_size(os.path.join(root, n)) is not None)
+  return state.saved("navi31", DeviceState, STATE_MAGIC, STATE_VERSION)
 
 
 def saved_vram_size(path: str) -> int | None:
   """VRAM size of the device state in `path`, or None if there is none."""
-  try:
-    with open(os.path.join(path, "state"), "rb") as f: st = DeviceState.from_buffer_copy(f.read(ctypes.sizeof(DeviceState)))
-  except (OSError, ValueError): return None
-  return st.vram_size if (st.magic, st.version) == (STATE_MAGIC, STATE_VERSION) else None
+  st = state.load(path, DeviceState, STATE_MAGIC, STATE_VERSION)
+  return None if st is None else st.vram_size
 
 
 class BusMasterDMA(DMASpace):

@@ -3,7 +3,7 @@
 Python doorbell path (its WQE decoder, rc.py's post_send and _transmit, port.py, wire.py) stays the reference and
 handles every other WQE.
 
-- Arming (`arm`): after the Python path posted two WQEs in a row of one shape (the NIC model's: type, flags but those
+- Arming (`again`, then `arm`): after the Python path posted two WQEs in a row of one shape (the NIC model's: type, flags but those
   that may vary, size, length, L_Key), the second of which went out as one RDMA WRITE ONLY (with immediate) packet: a
   WR of at most one path MTU, one SGE in a region with a mapping generation, no fence, no inline data, decoded without
   error, the QP in RTS with nothing else left to send (no retransmission, no RNR wait), PHY loopback off with the
@@ -29,7 +29,7 @@ HCQ_NIC_FASTPATH=0 (or no C compiler) turns it off with the rest of the C datapa
 """
 from __future__ import annotations
 import struct
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from emu.nic import fastpath, rc, roce
 from emu.nic.fastpath import ffi
@@ -138,6 +138,20 @@ class TxFlow:
     q.posted_sent(wrs)
     self.port.tx_taken += len(wrs)
     with self.wire._txlock: self.wire.sent += len(wrs)
+
+
+class Shaped(Protocol):
+  """A NIC model's QP as `again` sees it: the shape of the last WQE its Python path sent as one RDMA WRITE packet."""
+  tx_shape: tuple
+
+
+def again(qp: Shaped, shape: tuple) -> bool:
+  """Whether `shape` (the NIC model's: type, flags but those that may vary, size, length, L_Key) of the WQE the QP's
+  Python path has just sent as one RDMA WRITE packet is that of the one before it, which it becomes: a flow is armed
+  only after two in a row (a QP whose WQEs keep changing shape is not armed for each)."""
+  if shape == qp.tx_shape: return True
+  qp.tx_shape = shape
+  return False
 
 
 def arm(decoder: Decoder, port, q: rc.QP, wr: rc.SendWR, dma, pages: list[int], page_size: int, ring_bytes: int,

@@ -24,10 +24,11 @@ a NIC model owns a `WirePort`, gives it a receive callback, and routes frames by
   HCQ_WIRE_FAULTS="drop:3,dup:5,reorder:7,corrupt:9", or per port: `port.faults.add("drop", port.sent + 1)`.
 """
 from __future__ import annotations
-import fcntl, heapq, ipaddress, itertools, os, select, socket, tempfile, threading, time, weakref
+import fcntl, heapq, ipaddress, itertools, os, select, socket, threading, time, weakref
 from typing import Any, Callable
 
 from emu.nic import fastpath
+from emu.state import emu_dir
 
 FAULT_ENV = "HCQ_WIRE_FAULTS"
 FAULT_KINDS = ("drop", "dup", "reorder", "corrupt")
@@ -57,7 +58,7 @@ def check_loopback(host: str) -> str:
 
 
 def table_dir() -> str:
-  return os.path.join(os.environ.get("TMPDIR") or tempfile.gettempdir(), "hcq-emu", "wire")
+  return emu_dir("wire")
 
 
 class GIDTable:

@@ -1,5 +1,5 @@
 """The ASMedia ASM24xx USB-to-PCIe bridge (custom firmware) in front of a PCI function model, behind an in-process
-stand-in for a pyusb `usb.core.Device`, so drivers/system/usb.py runs unchanged against it.
+stand-in for a pyusb `usb.core.Device`, so its driver (drivers/asm24xx/bridge.py) runs unchanged against it.
 
 Facts (tinygrad's runtime/support/usb.py, ASM24Controller): VID:PID 0xADD1:0x0001 or 0x3801:0x0001, product string "custom..."
 or "AS2462..."; bulk OUT 0x02, bulk IN 0x81; vendor control requests 0xF3 (PCIe power), 0xE4 (XDATA read, up to 255
@@ -271,7 +271,7 @@ class _Context:
 
 
 class MockUSBDevice:
-  """The bridge as a `usb.core.Device`: the attributes and methods drivers/system/usb.py uses. `denied` makes it
+  """The bridge as a `usb.core.Device`: the attributes and methods drivers/asm24xx/bridge.py uses. `denied` makes it
   refuse access as libusb does without permission on the device node; disconnect() unplugs it."""
   def __init__(self, bridge: ASM24xx, vid_pid: tuple[int, int] = VID_PID[0], product: str = "custom ASM2464PD",
                bus: int = 1, address: int = 2, denied: bool = False, firmware: int = 0x0100):

@@ -1,8 +1,10 @@
-"""USBPCIDevice (drivers/system/usb.py) against the ASM24xx model in front of the emulated Navi31."""
+"""The ASM24xx bridge driver (drivers/asm24xx/bridge.py on drivers/system/usb.py) against the ASM24xx model in front of
+the emulated Navi31."""
 import struct, sys, threading
 import pytest
 
-from drivers.system.usb import USBPCIDevice, USBBridgeError
+from drivers.asm24xx.bridge import ASM24xxDevice
+from drivers.system.usb import USBBridgeError
 from emu.amdgpu.navi31 import Navi31
 from emu.pci import PCIFunction
 from emu.usb.asm24xx import ASM24xx, MockUSBDevice
@@ -20,7 +22,7 @@ def gpu():
 
 
 def opened(gpu, **kw):
-  return USBPCIDevice(MockUSBDevice(ASM24xx(gpu, kw.pop("link_trains", True)), **kw), None)
+  return ASM24xxDevice(MockUSBDevice(ASM24xx(gpu, kw.pop("link_trains", True)), **kw), None)
 
 
 def test_setup_detaches_configures_claims_and_finds_the_gpu_on_bus_4(gpu):
@@ -115,7 +117,7 @@ def test_resizable_bars_are_set_to_their_largest_size():
   fn.bars[0] = memoryview(bytearray(1 << 20))
   # REBAR capability at 0x100 (id 0x15, no next): BAR0 supports 1 MB..256 MB (bits 4..12), two resizable BARs
   fn.config[0x100:0x110] = struct.pack("<IIII", 0x15 | 1 << 16, 0x1FF << 4, 0 | 2 << 5, 0xF << 4)
-  with USBPCIDevice(MockUSBDevice(ASM24xx(fn)), None) as d:
+  with ASM24xxDevice(MockUSBDevice(ASM24xx(fn)), None) as d:
     ctrl0, ctrl1 = d.read_config(0x108, 4), d.read_config(0x110, 4)
   assert (ctrl0 >> 8) & 0x3F == 8 and (ctrl0 >> 5) & 7 == 2      # 2^8 MB = 256 MB, the largest BAR0 supports
   assert (ctrl1 >> 8) & 0x3F == 3                                # BAR1's largest: 8 MB
@@ -152,7 +154,7 @@ class Recorder(MockUSBDevice):
 
 
 def test_sram_transfers_encode_sectors_read_bit_slot_and_16k_units(gpu):
-  with USBPCIDevice(Recorder(ASM24xx(gpu)), None) as d:
+  with ASM24xxDevice(Recorder(ASM24xx(gpu)), None) as d:
     d.sram_write(1, bytes(range(256)) * 80)                   # 20 KB: 40 sectors, 2 units of 16 KB, slot 1
     assert d.usb.requests[-1] == (0x40, 0xF2, 40, 1 | 2 << 8)
     assert d.window(1) == 0x240000 and gpu.dma.read(0x240000, 20 << 10) == bytes(range(256)) * 80
@@ -194,7 +196,7 @@ def test_threads_take_turns_on_the_control_pipe(gpu):
 
 
 def test_xdata_write_is_one_e5_per_byte_value_in_windex(gpu):
-  with USBPCIDevice(Recorder(ASM24xx(gpu)), None) as d:
+  with ASM24xxDevice(Recorder(ASM24xx(gpu)), None) as d:
     d.xdata_write(0xA804, b"\x01\x02")
     assert d.usb.requests[-2:] == [(0x40, 0xE5, 0xA804, 1), (0x40, 0xE5, 0xA805, 2)]
     assert d.xdata_read(0xA804, 2) == b"\x01\x02" and gpu.dma.read(0x820804, 2) == b"\x01\x02"   # sys_buf, as the GPU sees it
@@ -202,9 +204,10 @@ def test_xdata_write_is_one_e5_per_byte_value_in_windex(gpu):
 
 def test_the_bridge_model_is_the_registered_one_and_its_absence_is_named(monkeypatch):
   from drivers.system import registry
-  from drivers.system.usb import BRIDGE_MODEL, ModelUSBPCIDevice
+  from drivers.asm24xx import BRIDGE
+  from drivers.system import usb
   import emu.usb.asm24xx
-  assert registry.model(BRIDGE_MODEL) is emu.usb.asm24xx.MODEL
-  monkeypatch.setattr(registry, "model", lambda name: None)
+  assert registry.model(BRIDGE.model) is emu.usb.asm24xx.MODEL
+  monkeypatch.setattr(usb, "model", lambda name: None)
   with pytest.raises(RuntimeError, match="no USB bridge model 'asm24xx' is registered"):
-    ModelUSBPCIDevice("navi31", 0, None)
+    usb.open_emulated("navi31", 0, None, BRIDGE)

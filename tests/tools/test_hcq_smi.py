@@ -192,9 +192,10 @@ def test_a_fresh_machine_says_how_to_make_the_default_device(tmp_path, capsys):
 
 
 def test_list_shows_every_family_in_one_table(amd_tree, capsys):
+  from drivers.rdma import rdma_vendors
   from drivers.system import open_model
   add_pci(amd_tree / "sys", "0000:41:00.0", 0x15B3, 0x101D, 0x020000, driver="vfio-pci")
-  for kind in ("bnxt", "mlx5"): open_model(kind, 0).close()   # an emulated NIC of each with state: both are mock-0
+  for kind in {m for v in rdma_vendors().values() for m in v.models}: open_model(kind, 0).close()   # an emulated NIC of each with state: all mock-0
   owner = _owner("amd")                                        # boots emulated mock-0 and keeps it
   try:
     assert main(["list", "--json"], host(amd_tree)) == 0
@@ -386,7 +387,7 @@ def test_reset_of_an_emulated_navi31_is_a_mode1_reset_of_its_model(amd_tree, cap
 
 
 def test_reset_of_an_emulated_bnxt_is_a_function_reset_of_its_model(tmp_path, capsys):
-  from emu.nic import state
+  from emu import state
   from emu.nic.bnxt.bcm57508 import STATE_MAGIC, STATE_VERSION, DeviceState, state_dir
   _load = lambda path: state.load(path, DeviceState, STATE_MAGIC, STATE_VERSION)
   owner = _owner("bnxt")

@@ -21,14 +21,11 @@ driver's DMA memory and dies with its process; the next process to open the devi
 (FLR, `reset()`) clears bus mastering, every function resource and the PHY loopback.
 """
 from __future__ import annotations
-import threading
 from ctypes import Structure, c_uint8, c_uint32
 
 from common.plugin import PCIModel
-from emu.pci import PCIFunction, PCI_COMMAND, PCI_COMMAND_MEMORY, ModelError, Region, Access
-from emu.nic import state
-from emu.nic.memory import HostMemory
-from emu.nic.port import RoCEPort
+from emu.pci import PCI_COMMAND, PCI_COMMAND_MEMORY, ModelError, Region, Access
+from emu.nic.function import NICFunction
 from emu.nic.bnxt.backing import BackingStore
 from emu.nic.bnxt.datapath import RoCEEngine
 from emu.nic.bnxt.hwrm import HWRM, WINDOW, TRIGGER, MAX_REQ_LEN, L2_DB_SIZE_KB
@@ -43,16 +40,6 @@ LPBK_NONE, LPBK_LOCAL = 0, 1
 class DeviceState(Structure):
   _fields_ = [("magic", c_uint32), ("version", c_uint32), ("mac", c_uint8 * 6), ("lpbk", c_uint8), ("registered", c_uint8),
               ("needs_reset", c_uint8), ("pad", c_uint8 * 3), ("resets", c_uint32)]
-
-
-def state_dir(index: int) -> str:
-  """Where emulated NIC `index` keeps its state: $TMPDIR/hcq-emu/bnxt-<index>."""
-  return state.state_dir("bnxt", index)
-
-
-def list_states() -> list[int]:
-  """Indexes of the emulated NICs with saved state under $TMPDIR/hcq-emu."""
-  return state.saved("bnxt", DeviceState, STATE_MAGIC, STATE_VERSION)
 
 
 class Registers(Region):
@@ -90,18 +77,14 @@ class Doorbells(Region):
     with self.nic.lock: self.nic.roce.doorbell(offset, value)
 
 
-class BCM57508(PCIFunction):
+class BCM57508(NICFunction):
+  kind, layout, magic, version, mac_prefix = "bnxt", DeviceState, STATE_MAGIC, STATE_VERSION, bytes((0x02, 0x10, 0x18, 0))
+
   def __init__(self, bus: str = "mock-0", index: int = 0, path: str | None = None, wire_host: str = "127.0.0.1",
                wire_port: int = 0, wire_faults: str | None = None):
-    super().__init__(bus, VENDOR_ID, DEVICE_ID, CLASS_ETHERNET, REVISION)
-    self.path, self.lock = path, threading.RLock()
-    self.log_lines: list[str] = []
-    self.state = state.load_or_new(path, DeviceState, STATE_MAGIC, STATE_VERSION, bytes((0x02, 0x10, 0x18, 0)), index)
-    self.mac = bytes(self.state.mac)
+    super().__init__(bus, (VENDOR_ID, DEVICE_ID, CLASS_ETHERNET, REVISION), index, path, wire_host, wire_port, wire_faults)
     self.stale = bool(self.state.needs_reset)     # a previous process left firmware resources: FUNC_RESET first
     if self.stale: self.log("opened after a driver that did not FUNC_RESET or unregister: FUNC_RESET first")
-    self.dma = HostMemory(self)
-    self.port = RoCEPort(f"bnxt-{bus}", self.mac, self.lock, wire_host, wire_port, wire_faults)
     self.port.loopback = self.state.lpbk == LPBK_LOCAL
     self.l2_db_size, self.doorbell_size = L2_DB_SIZE_KB << 10, DOORBELL_BAR_SIZE
     self.backing = BackingStore(self.dma)
@@ -109,13 +92,6 @@ class BCM57508(PCIFunction):
     self.bars[0], self.bars[2] = Registers(self), Doorbells(self)
     self.config[PCI_COMMAND] |= PCI_COMMAND_MEMORY   # the platform enumerated it: memory decoding on
     self.save()
-
-  def save(self) -> None:
-    if self.path is not None: state.save(self.path, self.state)
-
-  def log(self, line: str) -> None:
-    self.log_lines.append(line)
-    del self.log_lines[:-1000]
 
   # --- resets
   def function_reset(self) -> None:
@@ -145,6 +121,9 @@ class BCM57508(PCIFunction):
     with self.lock:
       for qp in self.roce.qps.values(): qp.rc.modify("RESET")
     self.port.close()
+
+
+state_dir, list_states = BCM57508.state_dir, BCM57508.list_states
 
 
 def _create(bus: str, index: int, **options) -> BCM57508: return BCM57508(bus, index, path=state_dir(index), **options)

@@ -263,10 +263,8 @@ class RoCEEngine:
 
   def _arm_tx(self, qp: QP, raw: bytes, wr: rc.SendWR) -> None:
     """Arm the QP's transmit flow for WQEs like `raw` after the Python path posted and sent it and the one before it of
-    this path was of its shape (txflow.arm says when)."""
-    if (shape := (raw[0], raw[1] & ~bnxt_hsi.SQ_SEND_FLAGS_SIGNAL_COMP, raw[2], raw[8:12], raw[40:44])) != qp.tx_shape:
-      qp.tx_shape = shape
-      return
+    this path was of its shape (txflow.again, then txflow.arm, say when)."""
+    if not txflow.again(qp, (raw[0], raw[1] & ~bnxt_hsi.SQ_SEND_FLAGS_SIGNAL_COMP, raw[2], raw[8:12], raw[40:44])): return
     if (f := txflow.arm(TX, self.nic.port, qp.rc, wr, self.nic.dma, qp.sq.pages, qp.sq.page_size,
                         qp.sq.depth * qp.sq.stride + 8 * qp.msn_entries, qp.tx and qp.tx[0])) is None:
       return                                             # (a flow it has stays: C checks each WQE against its own shape)

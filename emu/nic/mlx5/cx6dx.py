@@ -21,7 +21,7 @@ that ends without TEARDOWN_HCA / DISABLE_HCA leaves the HCA enabled: the next on
 `reset()`) before ENABLE_HCA. What a driver created lived in its DMA memory and dies with its process.
 """
 from __future__ import annotations
-import struct, threading
+import struct
 from ctypes import Structure, c_uint8, c_uint32
 
 from emu.nic.mlx5.cmdq import CommandQueue, LOG_SIZE, LOG_STRIDE
@@ -32,10 +32,8 @@ from emu.nic.mlx5.mkey import MKeys
 from emu.nic.mlx5.pages import Pages
 from emu.nic.mlx5.qp import QPs
 from emu.nic.mlx5.wqe import BF_SIZE, BlueFlame, sq_doorbell
-from emu.nic import state
-from emu.nic.port import RoCEPort
-from emu.nic.memory import HostMemory
-from emu.pci import ModelError, PCIFunction, PCI_COMMAND, PCI_COMMAND_MEMORY, Region, Access
+from emu.nic.function import NICFunction
+from emu.pci import ModelError, PCI_COMMAND, PCI_COMMAND_MEMORY, Region, Access
 from common.plugin import PCIModel
 
 VENDOR_ID, DEVICE_ID, REVISION, CLASS_ETHERNET = 0x15B3, 0x101D, 0x00, 0x020000
@@ -49,16 +47,6 @@ STATE_MAGIC, STATE_VERSION = 0x3558_4C4D, 1      # "MLX5"
 class DeviceState(Structure):
   _fields_ = [("magic", c_uint32), ("version", c_uint32), ("mac", c_uint8 * 6), ("enabled", c_uint8), ("pad", c_uint8),
               ("resets", c_uint32)]
-
-
-def state_dir(index: int) -> str:
-  """Where emulated NIC `index` keeps its state: $TMPDIR/hcq-emu/mlx5-<index>."""
-  return state.state_dir("mlx5", index)
-
-
-def list_states() -> list[int]:
-  """Indexes of the emulated ConnectX NICs with saved state under $TMPDIR/hcq-emu."""
-  return state.saved("mlx5", DeviceState, STATE_MAGIC, STATE_VERSION)
 
 
 def _be(value: int, size: int) -> int:
@@ -119,18 +107,14 @@ class BAR0(Region):
     else: raise ModelError(f"init segment write of {value:#x} at {offset:#x}: read-only or no register")
 
 
-class CX6DX(PCIFunction):
+class CX6DX(NICFunction):
+  kind, layout, magic, version, mac_prefix = "mlx5", DeviceState, STATE_MAGIC, STATE_VERSION, bytes((0x02, 0x15, 0xB3, 0))
+
   def __init__(self, bus: str = "mock-0", index: int = 0, path: str | None = None, wire_host: str = "127.0.0.1",
                wire_port: int = 0, wire_faults: str | None = None):
-    super().__init__(bus, VENDOR_ID, DEVICE_ID, CLASS_ETHERNET, REVISION)
-    self.path, self.lock = path, threading.RLock()
-    self.log_lines: list[str] = []
-    self.state = state.load_or_new(path, DeviceState, STATE_MAGIC, STATE_VERSION, bytes((0x02, 0x15, 0xB3, 0)), index)
-    self.mac = bytes(self.state.mac)
+    super().__init__(bus, (VENDOR_ID, DEVICE_ID, CLASS_ETHERNET, REVISION), index, path, wire_host, wire_port, wire_faults)
     self.stale = bool(self.state.enabled)
     if self.stale: self.log("opened after a driver that left the HCA enabled: reset the function first")
-    self.dma = HostMemory(self)
-    self.port = RoCEPort(f"mlx5-{bus}", self.mac, self.lock, wire_host, wire_port, wire_faults)
     self.initializing = 1
     self.cmdq = CommandQueue(self)
     self.hca, self.pages = HCA(self), Pages(self)
@@ -151,13 +135,6 @@ class CX6DX(PCIFunction):
       return busy << 31
     if offset < 0x200: return 0                           # reserved and unmodelled words (health, timers) read as 0
     raise ModelError(f"BAR0 read at {offset:#x}: past the init segment (0x000-0x1ff)")
-
-  def save(self) -> None:
-    if self.path is not None: state.save(self.path, self.state)
-
-  def log(self, line: str) -> None:
-    self.log_lines.append(line)
-    del self.log_lines[:-1000]
 
   def set_enabled(self, on: bool) -> None:
     self.state.enabled = on
@@ -185,6 +162,9 @@ class CX6DX(PCIFunction):
   def close(self) -> None:
     with self.lock: self.qps.reset()
     self.port.close()
+
+
+state_dir, list_states = CX6DX.state_dir, CX6DX.list_states
 
 
 def _create(bus: str, index: int, **options) -> CX6DX: return CX6DX(bus, index, path=state_dir(index), **options)

@@ -120,10 +120,8 @@ def sq_c(qps: QPs, qp: QP, value: int) -> bytes | None:
 
 def arm_tx(qps: QPs, qp: QP, w: bytes, wr: rc.SendWR) -> None:
   """Arm the QP's transmit flow for WQEs like `w` after the Python path posted and sent it and the one before it of this
-  path was of its shape (txflow.arm says when)."""
-  if (shape := (w[3], w[4:8], w[11] & ~mlx5_core.MLX5_WQE_CTRL_CQ_UPDATE, w[32:40])) != qp.tx_shape:
-    qp.tx_shape = shape
-    return
+  path was of its shape (txflow.again, then txflow.arm, say when)."""
+  if not txflow.again(qp, (w[3], w[4:8], w[11] & ~mlx5_core.MLX5_WQE_CTRL_CQ_UPDATE, w[32:40])): return
   old, buf = qp.tx and qp.tx[0], qp.buf
   if (f := txflow.arm(TX, qps.nic.port, qp.rc, wr, qps.nic.dma, buf.pages, buf.page_size, buf.nbytes, old)) is None:
     return                                                 # (a flow it has stays: C checks each WQE against its own shape)

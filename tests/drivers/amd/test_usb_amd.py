@@ -10,14 +10,15 @@ from drivers.amd.usb import USBIface
 from drivers.hcq import open_device
 from drivers.system import DeviceBusyError, open_model
 from drivers.system import usb as system_usb
-from drivers.system.usb import ModelUSBPCIDevice
+from drivers.system.usb import open_emulated
+from drivers.asm24xx import BRIDGE
 from tests.drivers.amd.kernels import SRC
 from tests.drivers.amd.test_am import vadd_ok
 from tests.hcq.contract import check_device
 
 
 def boot(index: int = 0) -> AMDDevice:
-  return AMDDevice("MOCKUSB+AMD", USBIface(ModelUSBPCIDevice("navi31", index, "am")))
+  return AMDDevice("MOCKUSB+AMD", USBIface(open_emulated("navi31", index, "am", BRIDGE)))
 
 
 @pytest.fixture

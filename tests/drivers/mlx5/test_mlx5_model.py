@@ -1,7 +1,6 @@
-"""The mlx5 driver against the emulated ConnectX-6 Dx (mock-<n>) through drivers/rdma's verbs: bring-up, RDMA WRITE /
-WRITE with immediate / READ / SEND through the NIC's internal loopback for sizes from 1 B to 4 MiB + 1, error CQEs with
-their syndromes, the firmware's pages given and reclaimed (none left after teardown), failed commands naming the command,
-status and syndrome, and the device lock."""
+"""The mlx5 driver against the emulated ConnectX-6 Dx (mock-<n>) through drivers/rdma's verbs, beyond what every NIC does
+(tests/drivers/rdma/contract.py): bring-up, the WQE layout, error CQEs with their syndromes, the firmware's pages given and
+reclaimed (none left after teardown), failed commands naming the command, status and syndrome, and a failed bring-up."""
 import select, time
 
 import numpy as np
@@ -9,13 +8,11 @@ import pytest
 
 from autogen import mlx5 as mlx5_ifc, mlx5_core
 from drivers.mlx5.ifc import CommandError
-from drivers.rdma import (SGE, Access, QPAttr, QPAttrMask, QPCap, RecvWR, SendFlags, SendWR, WCError, WCOpcode, WCStatus, WROpcode, QPState,
+from drivers.rdma import (SGE, Access, QPAttr, QPAttrMask, QPCap, RecvWR, SendFlags, SendWR, WCError, WCStatus, WROpcode, QPState,
                           open_context)
-from drivers.system import DeviceBusyError
 from emu.nic.mlx5 import syndrome
 from emu.nic.mlx5.pages import REGULAR
-from tests.drivers.bnxt.test_bnxt_model import RW, Pair   # two QPs of one NIC, one CQ: the same verbs for both vendors
-
+from tests.drivers.rdma.contract import RW, Pair   # two QPs of one NIC, one CQ: the same verbs for every vendor
 
 
 @pytest.fixture
@@ -39,35 +36,6 @@ def test_bring_up_reads_the_firmware_and_gives_the_port_its_mac_and_gid(nic):
   assert set(m.pages.kind) == set(nic.provider.pages.given)          # the model holds exactly the pages it was given
 
 
-@pytest.mark.parametrize("size", [1, 4096, 4097, 1 << 20, (4 << 20) + 1])
-def test_rdma_write_of_every_size_lands_exactly(nic, size):
-  p = Pair(nic)
-  src, dst = p.mr(size, fill=True), p.mr(size + 64)
-  (wc,) = p.write(src, dst)
-  assert (wc.status, wc.opcode, wc.byte_len) == (WCStatus.SUCCESS, WCOpcode.RDMA_WRITE, size)
-  assert bytes(dst.view[:size]) == bytes(src.view) and bytes(dst.view[size:]) == bytes(64)
-
-
-def test_rdma_read_brings_the_remote_bytes(nic):
-  p = Pair(nic)
-  remote, local = p.mr(10000, fill=True), p.mr(10000)
-  (wc,) = p.write(local, remote, opcode=WROpcode.RDMA_READ)
-  assert (wc.opcode, wc.byte_len) == (WCOpcode.RDMA_READ, 10000) and bytes(local.view) == bytes(remote.view)
-
-
-def test_send_lands_in_the_posted_receive_and_write_with_immediate_consumes_one(nic):
-  p = Pair(nic)
-  msg, inbox, target = p.mr(300, fill=True), p.mr(512), p.mr(300)
-  p.b.post_recv([RecvWR(41, [inbox.sge()]), RecvWR(42, [])])
-  p.a.post_send(SendWR(1, WROpcode.SEND_WITH_IMM, [msg.sge()], imm_data=0x1234))
-  got = {wc.wr_id: wc for wc in p.cq.wait(2, timeout_s=30)}
-  assert (got[41].opcode, got[41].byte_len, got[41].imm_data) == (WCOpcode.RECV, 300, 0x1234)
-  assert bytes(inbox.view[:300]) == bytes(msg.view)
-  p.a.post_send(SendWR(2, WROpcode.RDMA_WRITE_WITH_IMM, [msg.sge()], imm_data=0xC0FFEE, remote_addr=target.addr, rkey=target.rkey))
-  got = {wc.wr_id: wc for wc in p.cq.wait(2, timeout_s=30)}
-  assert (got[42].opcode, got[42].imm_data) == (WCOpcode.RECV_RDMA_WITH_IMM, 0xC0FFEE) and bytes(target.view) == bytes(msg.view)
-
-
 def test_a_bad_rkey_gives_an_error_cqe_with_the_remote_access_syndrome(nic):
   p = Pair(nic)
   src, dst = p.mr(64, fill=True), p.mr(64)
@@ -75,8 +43,7 @@ def test_a_bad_rkey_gives_an_error_cqe_with_the_remote_access_syndrome(nic):
     p.write(src, dst, rkey=dst.rkey ^ 0x5A00)
   wc = e.value.wc
   assert (wc.status, wc.vendor_err) == (WCStatus.REM_ACCESS_ERR, mlx5_core.MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR)
-  assert wc.vendor_status.startswith("MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR") and bytes(dst.view) == bytes(64)
-  assert p.a.state == QPState.ERR
+  assert wc.vendor_status.startswith("MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR")
 
 
 def test_the_send_wqe_is_a_ctrl_raddr_and_data_segment_in_one_wqebb_and_a_wrong_wqe_index_is_refused(nic, monkeypatch):
@@ -172,11 +139,6 @@ def test_a_hca_left_enabled_is_reset_by_the_next_driver():
   again.close()
 
 
-def test_a_second_context_cannot_take_the_nic(nic):
-  with pytest.raises(DeviceBusyError, match="device mock-0 is in use by pid"):
-    open_context("mlx5", "mock-0")
-
-
 def test_queues_wrap_with_their_owner_bits(nic):
   """300 WRITEs through a 64-WQEBB send queue and a 64-entry CQ, each CQE found by its owner bit."""
   p = Pair(nic)
@@ -185,17 +147,6 @@ def test_queues_wrap_with_their_owner_bits(nic):
     (wc,) = p.write(src, dst, length=1 + i % 256)
     assert wc.status == WCStatus.SUCCESS
   assert bytes(dst.view) == bytes(src.view) and p.cq.hw.ci == 300
-
-
-@pytest.mark.parametrize("fault", ["drop", "dup", "reorder"])
-def test_a_lost_duplicated_or_reordered_datagram_is_recovered(nic, fault):
-  p = Pair(nic, timeout=10)
-  src, dst = p.mr(64 << 10, fill=True), p.mr(64 << 10)
-  port = model(nic).port.wire
-  port.faults.add(fault, port.sent + 3)
-  (wc,) = p.write(src, dst)
-  assert wc.status == WCStatus.SUCCESS and bytes(dst.view) == bytes(src.view)
-  assert [k for _, k in port.faults.applied] == [fault]
 
 
 def test_gather_and_scatter_lists_and_unsignaled_writes(nic):

@@ -38,7 +38,7 @@ class FakeMR:
 
 
 class FakeNIC:
-  name, mac, max_mtu, max_rd_atomic, max_sge = "fake mock-0", bytes.fromhex("02aabbccddee"), 4096, 16, 6
+  name, mac, max_mtu, max_rd_atomic, max_sge, max_qp_wr, max_cqe = "fake mock-0", bytes.fromhex("02aabbccddee"), 4096, 16, 6, 1024, 4096
   mr_page_sizes = 1 << 12 | 1 << 16 | 1 << 21                 # 4 KiB, 64 KiB, 2 MiB
 
   def __init__(self):

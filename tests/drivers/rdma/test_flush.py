@@ -5,7 +5,7 @@ bnxt also retires each RQ WQE) without being handed up a second time."""
 import pytest
 
 from drivers.rdma import QPAttr, QPAttrMask as M, QPState, RecvWR, WCError, WCStatus, open_context, rdma_vendors
-from tests.drivers.bnxt.test_bnxt_model import Pair
+from tests.drivers.rdma.contract import Pair
 
 HW_CONSUMED = {"bnxt": lambda p: (p.cq.hw.q.cons, len(p.b.hw.rq.posted)),
                "mlx5": lambda p: (p.cq.hw.ci, 0)}       # (CQEs the driver consumed, RQ WQEs it still holds)

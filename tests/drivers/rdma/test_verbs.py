@@ -218,6 +218,13 @@ def test_send_queue_depth_is_enforced(ctx):
   qp.post_send(SendWR(3, WROpcode.SEND))
 
 
+def test_queue_and_cq_sizes_beyond_the_providers_limits_are_refused(ctx):
+  with pytest.raises(ValueError, match="max_send_wr 1025: fake mock-0's queues hold at most 1024 work requests"):
+    new_qp(ctx, max_send_wr=1025)
+  with pytest.raises(ValueError, match="a CQ of 4097 completions: fake mock-0's CQs hold at most 4096"): ctx.create_cq(4097)
+  assert new_qp(ctx, max_send_wr=1024, max_recv_wr=1024)[0].cap.max_send_wr == 1024 and ctx.create_cq(4096).depth >= 4096
+
+
 def test_cq_overflow_is_refused(ctx):
   cq = ctx.create_cq(3)
   qp = ctx.alloc_pd().create_qp(cq, cap=QPCap(max_send_wr=8))

@@ -10,7 +10,7 @@ from drivers.mlx5.ifc import swap32
 from drivers.mlx5.qp import data_seg
 from drivers.rdma import Access, QPAttr, QPAttrMask as M, QPState, SendWR, WCError, WROpcode, open_context
 from emu.nic.mlx5 import ModelError
-from tests.drivers.bnxt.test_bnxt_model import RW, Pair
+from tests.drivers.rdma.contract import RW, Pair
 
 
 @pytest.fixture

@@ -1,6 +1,8 @@
 """A toy vendor that plugs in from outside drivers/, the way a third-party package would: this declaration, named by
-an entry point of group hcq.vendors, and a device model (toyvendor/model.py) named by one of group hcq.models.
-tests/test_plugins.py installs the entry points (a .dist-info on sys.path) and uses it; nothing in drivers/ knows it.
+an entry point of group hcq.vendors, and a device model (toyvendor/model.py) named by one of group hcq.models; beside
+it a kernel-driver model (toyvendor/kernel.py) and an RDMA NIC vendor with its model (toyvendor/nic.py), each named by
+an entry point too. tests/test_plugins.py installs the entry points (a .dist-info on sys.path) and uses them; nothing
+in drivers/ or emu/ knows them.
 
 Its device is the CPU device under the toy vendor's name (toyvendor/device.py), owning an emulated PCI function."""
 from __future__ import annotations

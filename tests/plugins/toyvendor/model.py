@@ -1,5 +1,6 @@
 """The toy vendor's device model: a bare PCI function whose state is a directory per index."""
-import os, tempfile
+import os
+from emu import state
 from emu.pci import PCIFunction
 from common.plugin import PCIModel
 from toyvendor import PCI_VENDOR, PCI_DEVICE
@@ -7,16 +8,13 @@ from toyvendor import PCI_VENDOR, PCI_DEVICE
 CLASS_CODE = 0x120000     # processing accelerator
 
 
-def _state_root() -> str: return os.path.join(os.environ.get("TMPDIR") or tempfile.gettempdir(), "hcq-emu")
-
-
 def _create(bus: str, index: int) -> PCIFunction:
-  os.makedirs(os.path.join(_state_root(), f"toyfn-{index}"), exist_ok=True)   # powered on: listed from now on
+  os.makedirs(state.state_dir("toyfn", index), exist_ok=True)   # powered on: listed from now on
   return PCIFunction(bus, PCI_VENDOR, PCI_DEVICE, CLASS_CODE)
 
 
 def _saved() -> list[int]:
-  names = os.listdir(_state_root()) if os.path.isdir(_state_root()) else []
+  names = os.listdir(state.emu_dir()) if os.path.isdir(state.emu_dir()) else []
   return sorted(int(n[6:]) for n in names if n.startswith("toyfn-"))
 
 

@@ -1,16 +1,37 @@
-"""MRs over memory the context did not allocate, on the emulated NetXtreme-E through PHY loopback: existing host memory
-(a numpy array that starts mid-page, mapped for the NIC by PCIDevice.map_dma) and hcq Buffers in host memory (a GPU's
-host-visible buffer, a CPU-device buffer). The responder enforces their bounds and access flags like any MR's. MRs over
-GPU memory (peer to peer): tests/drivers/rdma/test_gpu_mr.py."""
+"""MRs over memory the context did not allocate, on emulated NIC mock-0 of every registered RDMA NIC vendor through its
+loopback: existing host memory (a numpy array that starts mid-page, mapped for the NIC by PCIDevice.map_dma) and hcq
+Buffers in host memory (a GPU's host-visible buffer, a CPU-device buffer). The responder enforces their bounds and access
+flags like any MR's. MRs over GPU memory (peer to peer): tests/drivers/rdma/test_gpu_mr.py."""
 import mmap, re
 from types import SimpleNamespace
 import numpy as np
 import pytest
 
 from drivers.hcq import open_device
-from drivers.rdma import Access, WCError, WCStatus, WROpcode
+from drivers.rdma import Access, WCError, WCStatus, WROpcode, open_context, rdma_vendors
 from tests.drivers.amd.kernels import SRC as AMD_SRC
-from tests.drivers.bnxt.test_bnxt_model import Pair, RW
+from tests.drivers.rdma.contract import IP, Pair, RW
+
+
+def opened(vendor: str):
+  ctx = open_context(vendor, "mock-0", ip=IP)
+  ctx.set_loopback(True)
+  return ctx
+
+
+@pytest.fixture(params=list(rdma_vendors()))
+def nic(request):
+  ctx = opened(request.param)
+  yield ctx
+  ctx.close()
+
+
+@pytest.fixture
+def first_nic():
+  """The first registered NIC: where the memory's side is a device's, not the NIC's, one NIC shows it."""
+  ctx = opened(next(iter(rdma_vendors())))
+  yield ctx
+  ctx.close()
 
 
 def nic_mappings(ctx) -> int: return len(ctx.provider.pci.model.dma._runs)
@@ -58,10 +79,10 @@ def test_the_responder_enforces_a_host_memory_mrs_bounds_and_access(nic):
 
 
 @pytest.mark.parametrize("device", ["CPU", "MOCKKFD+AMD", "MOCKPCI+AMD"])
-def test_an_mr_over_an_hcq_host_buffer_is_the_buffers_memory(nic, device):
+def test_an_mr_over_an_hcq_host_buffer_is_the_buffers_memory(first_nic, device):
   """A GPU kernel's output in a host-visible buffer leaves by RDMA WRITE; an RDMA WRITE into the buffer is what the
   device then reads. The buffer cannot be freed, nor its device closed, while registered."""
-  dev, n = open_device(device), 256
+  nic, (dev, n) = first_nic, (open_device(device), 256)
   p = Pair(nic)
   buf = dev.alloc(4 * n, host=True)
   a = np.arange(n, dtype=np.float32)
@@ -116,9 +137,10 @@ def test_a_1_gib_mr_of_4_kib_pages_registers_and_takes_writes_at_both_ends(nic):
 
 
 def test_a_1_gib_mr_over_one_bus_run_takes_1_gib_pages(nic, monkeypatch):
-  """Existing memory the model maps at one bus run (as an IOMMU does): the MR names it in 1 GiB pages (both NICs take
-  them), one or two (where the run does not start on a 1 GiB boundary) instead of 262144 pages of 4 KiB."""
+  """Existing memory the model maps at one bus run (as an IOMMU does): the MR names it in 1 GiB pages (every registered
+  NIC takes them), one or two (where the run does not start on a 1 GiB boundary) instead of 262144 pages of 4 KiB."""
   p, size, asked = Pair(nic), 1 << 30, []
+  assert nic.provider.mr_page_sizes & size
   real = nic.provider.reg_mr
   def reg_mr(pd, pages, page_size, iova, length, access):
     if length == size: asked.append((pages, page_size))
