@@ -21,7 +21,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
 
-from drivers.hcq import Buffer as HCQBuffer
+from drivers.hcq import Buffer as HCQBuffer, Device as HCQDevice
 from drivers.rdma import MR, QP, RecvWR, SendWR, VerbsError, WCError, WCOpcode, WROpcode
 from drivers.rdma.queues import CQ
 
@@ -42,12 +42,16 @@ class DistributedError(RuntimeError):
 
 @dataclass(eq=False)
 class Recv:
-  """A chunk from `peer` into [offset, offset+length) of the work buffer; `reduce`: combine (else copy)."""
+  """A chunk from `peer` into [offset, offset+length) of the work buffer: combined with the bytes at `operand` (the
+  same length) when that is given, else copied. `done` once the device work that lands it has finished."""
   peer: int
   offset: int
   length: int
-  reduce: bool = False
+  operand: int | None = None
   done: bool = False
+
+  @property
+  def reduce(self) -> bool: return self.operand is not None
 
 
 @dataclass(eq=False)
@@ -80,13 +84,13 @@ class Link:
 class Plan:
   """The chunks of one collective: sends and receives per peer, in the order they go on the wire. Chunks of no
   bytes are left out (both sides compute the same plan); a send after one of them does not wait."""
-  def __init__(self):
+  def __init__(self) -> None:
     self.sends: dict[int, deque[Send]] = {}
     self.recvs: dict[int, deque[Recv]] = {}
 
-  def recv(self, peer: int, offset: int, length: int, reduce: bool = False) -> Recv | None:
+  def recv(self, peer: int, offset: int, length: int, operand: int | None = None) -> Recv | None:
     if length == 0: return None
-    r = Recv(peer, offset, length, reduce)
+    r = Recv(peer, offset, length, operand)
     self.recvs.setdefault(peer, deque()).append(r)
     return r
 
@@ -94,42 +98,44 @@ class Plan:
     if length: self.sends.setdefault(peer, deque()).append(Send(peer, offset, length, after))
 
 
-def chunks(offset: int, nbytes: int, itemsize: int) -> list[tuple[int, int]]:
-  """[offset, offset+nbytes) cut into pieces of at most CHUNK bytes on element boundaries: (offset, length)."""
-  step = CHUNK // itemsize * itemsize
-  return [(offset + o, min(step, nbytes - o)) for o in range(0, nbytes, step)] or [(offset, 0)]
-
-
 class Engine:
-  """Runs plans over the links of one rank. `consume(recv, slot)` folds a landed chunk into the work buffer (it
-  returns once the slot may be reused); `describe(peer)` names a peer rank for messages."""
-  def __init__(self, rank: int, links: dict[int, Link], cq: CQ, timeout_s: float):
-    self.rank, self.links, self.cq, self.timeout_s = rank, links, cq, timeout_s
+  """Runs plans over the links of one rank. `consume(recv, slot)` starts the device work that folds a landed chunk
+  into the work buffer and returns the device's timeline value that marks it done (None: done already); the slot's
+  credit goes back, and sends that forward the chunk go out, once the device reached that value. Meanwhile the engine
+  keeps posting and polling, so the wire carries the next chunks while the device reduces the ones before."""
+  def __init__(self, rank: int, links: dict[int, Link], cq: CQ, timeout_s: float, device: HCQDevice):
+    self.rank, self.links, self.cq, self.timeout_s, self.device = rank, links, cq, timeout_s, device
     self.by_qp = {l.qp.qp_num: l for l in links.values()}
     self.failed: str | None = None
+    self.pending: deque[tuple[int, Recv, Link]] = deque()   # chunks whose device work runs: (timeline value, recv, link)
     for l in links.values(): l.qp.post_recv([RecvWR(i) for i in range(RECVS)])
 
-  def run(self, what: str, plan: Plan, work_mr: MR, consume: Callable[[Recv, HCQBuffer], None]) -> None:
+  def run(self, what: str, plan: Plan, work_mr: MR, consume: Callable[[Recv, HCQBuffer], int | None],
+          timeout_s: float | None = None) -> None:
     if self.failed is not None: raise DistributedError(f"{what}: the process group failed earlier ({self.failed})")
     for peer in set(plan.sends) | set(plan.recvs): self.links[peer].tag = (self.links[peer].tag + 1) & TAG_MASK
-    try: self._run(what, plan, work_mr, consume)
-    except DistributedError as e:
-      self.failed = str(e)
+    try: self._run(what, plan, work_mr, consume, self.timeout_s if timeout_s is None else timeout_s)
+    except BaseException as e:   # the links' state is unknown now: no collective runs on them again
+      self.failed = str(e) if isinstance(e, DistributedError) else f"{what} on rank {self.rank}: {type(e).__name__}: {e}"
       raise
 
-  def _run(self, what: str, plan: Plan, work_mr: MR, consume: Callable[[Recv, HCQBuffer], None]) -> None:
+  def _run(self, what: str, plan: Plan, work_mr: MR, consume: Callable[[Recv, HCQBuffer], int | None], timeout_s: float) -> None:
     sends, recvs = plan.sends, plan.recvs
     while True:
-      moved = self._consume(what, recvs, consume) | self._post(sends, work_mr)
-      if not any(sends.values()) and not any(recvs.values()) and not any(l.sends_out for l in self.links.values()): return
-      try: wcs = self.cq.poll(64) if moved else self.cq.wait(1, self.timeout_s)
+      moved = self._consume(what, recvs, consume) | self._landed() | self._post(sends, work_mr)
+      if not any(sends.values()) and not any(recvs.values()) and not self.pending and not any(l.sends_out for l in self.links.values()):
+        return
+      try:
+        if moved or self.pending: wcs = self.cq.poll(64)
+        else: wcs = self.cq.wait(1, timeout_s)
+        if not wcs and not moved and self.pending: self.device.timeline.wait(self.pending[0][0])   # nothing on the wire to do
       except WCError as e:
         link = self.by_qp.get(e.wc.qp_num)
         peer = f"rank {link.peer}" if link else f"QP {e.wc.qp_num:#x}"
         raise DistributedError(f"{what} on rank {self.rank}: the connection to {peer} failed ({peer} died or stopped "
                                f"answering?): {e}") from None
       except TimeoutError:
-        raise DistributedError(f"{what} on rank {self.rank}: no progress for {self.timeout_s:g} s waiting for "
+        raise DistributedError(f"{what} on rank {self.rank}: no progress for {timeout_s:g} s waiting for "
                                f"{self._waiting(sends, recvs)} (did that rank die, or call another collective?)") from None
       except VerbsError as e: raise DistributedError(f"{what} on rank {self.rank}: {e}") from None
       for wc in wcs: self._completion(what, wc)
@@ -164,7 +170,7 @@ class Engine:
     moved = False
     for peer, q in sends.items():
       link = self.links[peer]
-      batch = []
+      batch: list[SendWR] = []
       while q and link.credits and link.sends_out + len(batch) < SENDS and (q[0].after is None or q[0].after.done):
         s = q.popleft()
         slot = link.send_seq % SLOTS
@@ -206,7 +212,7 @@ class Engine:
     link.arrived.append((link.recv_seq, imm >> TAG_SHIFT & TAG_MASK, imm & LEN_MASK))
     link.recv_seq += 1
 
-  def _consume(self, what: str, recvs: dict[int, deque[Recv]], consume: Callable[[Recv, HCQBuffer], None]) -> bool:
+  def _consume(self, what: str, recvs: dict[int, deque[Recv]], consume: Callable[[Recv, HCQBuffer], int | None]) -> bool:
     moved = False
     for peer, q in recvs.items():
       link = self.links[peer]
@@ -217,8 +223,26 @@ class Engine:
           raise DistributedError(f"{what} on rank {self.rank}: rank {peer} sent a {length}-byte chunk of collective "
                                  f"#{tag}, while this rank expects {r.length} bytes of #{link.tag}: the ranks called "
                                  "different collectives, or with different sizes")
-        consume(r, link.slots.view((seq % SLOTS) * CHUNK, CHUNK))
-        r.done = moved = True
-        link.qp.post_send(SendWR(self._wr_id(link), WROpcode.SEND_WITH_IMM, [], imm_data=CREDIT | 1))
-        link.sends_out += 1
+        value = consume(r, link.slots.view((seq % SLOTS) * CHUNK, CHUNK))
+        if value is None: self._done(r, link)
+        else: self.pending.append((value, r, link))
+        moved = True
     return moved
+
+  def _landed(self) -> bool:
+    """Finish the chunks whose device work is done (in the order it was queued): their sends may go, their slots free."""
+    pending, timeline = self.pending, self.device.timeline
+    if not pending: return False
+    if timeline.value < pending[0][0]:
+      self.device.check_faults()
+      self.device.progress()       # where the host sees a copy of what the device wrote, bring it up to date
+      if timeline.value < pending[0][0]: return False
+    while pending and timeline.value >= pending[0][0]:
+      _, r, link = pending.popleft()
+      self._done(r, link)
+    return True
+
+  def _done(self, r: Recv, link: Link) -> None:
+    r.done = True
+    link.qp.post_send(SendWR(self._wr_id(link), WROpcode.SEND_WITH_IMM, [], imm_data=CREDIT | 1))
+    link.sends_out += 1
