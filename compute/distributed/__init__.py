@@ -77,14 +77,49 @@ class ProcessGroup:
 
 
 class Work:
-  """What a collective called with async_op=True returns (torch.distributed's Work). The collective has run when the
-  call returns (the ranks' work is ordered by the calls), so wait() returns True at once and is_completed() is True;
-  a collective that fails raises from the call."""
-  def __init__(self, result: object = None): self.result = result
-  def wait(self, timeout: timedelta | None = None) -> bool: return True
-  def is_completed(self) -> bool: return True
-  def is_success(self) -> bool: return True
+  """What a collective called with async_op=True returns (torch.distributed's Work). The call starts the collective
+  (its first chunks go on the wire) and returns; the NICs carry what was posted while the caller goes on, and the rest
+  moves when the caller calls wait(), is_completed() or its next collective (collectives run in the order they were
+  called). wait() returns True once the result is in the output tensors (raising the collective's error, if it
+  failed); read them after it."""
+  def __init__(self, complete: Callable[[], object], running: bool):
+    self._complete, self._done = complete, False
+    self._error: BaseException | None = None
+    self.result: object = None
+    if not running: self._finalize()
+
+  def _finalize(self, error: BaseException | None = None) -> None:
+    global _outstanding
+    if _outstanding is self: _outstanding = None
+    if error is not None: self._error = error
+    else: self._done, self.result = True, self._complete()
+
+  def wait(self, timeout: timedelta | None = None) -> bool:
+    if self._error is not None: raise self._error
+    if not self._done:
+      try: _engine(_g()).finish()
+      except BaseException as e:
+        self._finalize(e)
+        raise
+      _g().folder.landed()
+      self._finalize()
+    return True
+
+  def is_completed(self) -> bool:
+    """Whether the collective has ended (moving it on without blocking); one that failed has ended too."""
+    if self._done or self._error is not None: return True
+    try: done = _engine(_g()).poll()
+    except BaseException as e:
+      self._finalize(e)
+      return True
+    if done: self.wait()
+    return done
+
+  def is_success(self) -> bool: return self._done and self._error is None
   def get_future(self): raise NotImplementedError("Work.get_future: compute.distributed has no futures; call wait()")
+
+
+_outstanding: Work | None = None    # the collective started with async_op=True that has not ended yet
 
 
 def init(timeout_s: float | None = None) -> None:
@@ -159,8 +194,11 @@ def new_group(ranks: list[int] | None = None, timeout: timedelta | float | None 
 def destroy_process_group(group: ProcessGroup | None = None) -> None:
   """Tear the connections down and free what init() made (a no-op when not initialized); with a group made by
   new_group, only that group is dropped (its ranks stay connected)."""
-  global _group, _world
+  global _group, _world, _outstanding
   if group is not None and group is not _world: return
+  if _outstanding is not None:      # the collective started last ends first (the peers wait for it)
+    try: _outstanding.wait()
+    finally: _outstanding = None
   g, _group, _world = _group, None, None
   atexit.unregister(destroy_process_group)
   if g is not None: g.close()
@@ -169,6 +207,7 @@ def destroy_process_group(group: ProcessGroup | None = None) -> None:
 def _member(group: ProcessGroup | None, what: str) -> ProcessGroup | None:
   """The group a collective runs in (the world for None); None, with a warning, where this rank is not in it."""
   _g()
+  if _outstanding is not None: _outstanding.wait()     # collectives run in the order they were called
   pg = _world if group is None else group
   if not isinstance(pg, ProcessGroup): raise TypeError(f"{what}: group must be what new_group() returned, not {type(group).__name__}")
   if pg.me < 0:
@@ -190,8 +229,20 @@ def _engine(g: Group) -> Engine:
   return g.engine
 
 
-def _finish(result, async_op: bool):
-  return Work(result) if async_op else result
+def _finish(complete: Callable[[], object], async_op: bool, running: bool = True):
+  """The collective's return: complete() (which moves its result into the output tensors) once the running plan
+  ended, at once; with async_op a Work, at once (`running`: whether a plan was started)."""
+  global _outstanding
+  work = Work(complete, running)
+  if async_op:
+    if running: _outstanding = work
+    return work
+  work.wait()
+  return work.result
+
+
+def _done(value):
+  return lambda: value
 
 
 def _reduce_op(op, what: str, dtype: DType) -> str:
@@ -233,15 +284,14 @@ def _span(nbytes: int) -> int:
   return -(-nbytes // 256) * 256
 
 
-def _run(what: str, pg: ProcessGroup, plan: Plan, work, mr, dtype: DType, op: str) -> None:
-  """Run `plan` on the links: each landed chunk reduced (with `op`) or copied into `work` by the GPU."""
+def _start(what: str, pg: ProcessGroup, plan: Plan, work, mr, dtype: DType, op: str) -> None:
+  """Start `plan` on the links: each landed chunk reduced (with `op`) or copied into `work` by the GPU."""
   g = _g()
   combine, folder = OPS[op], g.folder
   def consume(r: Recv, slot) -> int:
     if r.operand is None: return folder.copy(work.view(r.offset, r.length), slot.view(0, r.length))
     return folder.reduce(combine, dtype, work, r.offset, r.operand, slot, r.length)
-  try: _engine(g).run(what, plan, mr, consume, pg.timeout_s)
-  finally: folder.landed()
+  _engine(g).start(what, plan, mr, consume, pg.timeout_s)
 
 
 def _segment(n: int, parts: int, i: int) -> tuple[int, int]:
@@ -305,16 +355,15 @@ def all_reduce(tensor: Tensor, op=ReduceOp.SUM, group: ProcessGroup | None = Non
   if (pg := _member(group, "all_reduce")) is None: return None
   g, n = _g(), pg.size()
   src = _buffer(tensor, "all_reduce")
-  if n == 1 or tensor.numel() == 0: return _finish(tensor, async_op)
+  if n == 1 or tensor.numel() == 0: return _finish(_done(tensor), async_op, False)
   nbytes = tensor.numel() * tensor.dtype.itemsize
   work, mr = g.work_buffer(2 * _span(nbytes))
   _copy(src.view(0, nbytes), work.view(0, nbytes))
   m, chunk = _ring_chunks(tensor.numel(), n, tensor.dtype.itemsize)
   plan = Plan()
   _ring(plan, pg.ranks, pg.me, 2 * (n - 1), m, chunk, n - 1, dst=_span(nbytes))
-  _run(_what("all_reduce", tensor, pg), pg, plan, work, mr, tensor.dtype, op)
-  tensor.assign(_average(_result(work, _span(nbytes), tensor.shape, tensor.dtype), op, n))
-  return _finish(tensor, async_op)
+  _start(_what("all_reduce", tensor, pg), pg, plan, work, mr, tensor.dtype, op)
+  return _finish(lambda: tensor.assign(_average(_result(work, _span(nbytes), tensor.shape, tensor.dtype), op, n)), async_op)
 
 
 def reduce_scatter_tensor(output: Tensor, input: Tensor, op=ReduceOp.SUM, group: ProcessGroup | None = None,
@@ -358,10 +407,10 @@ def _reduce_scatter(what: str, pg: ProcessGroup, output: Tensor, inputs: list[Te
     m, chunk = _ring_chunks(output.numel() * n, n, size)
     plan = Plan()
     _ring(plan, pg.ranks, pg.me, n - 1, m, chunk, n - 1, shift=-1, dst=_span(nbytes))
-    _run(_what(what, output, pg), pg, plan, work, mr, output.dtype, op)
+    _start(_what(what, output, pg), pg, plan, work, mr, output.dtype, op)
   mine = (_span(nbytes) if n > 1 else 0) + pg.me * output.numel() * size
-  output.assign(_average(_result(work, mine, output.shape, output.dtype), op, n))
-  return _finish(output, async_op)
+  return _finish(lambda: output.assign(_average(_result(work, mine, output.shape, output.dtype), op, n)), async_op,
+                 n > 1 and nbytes > 0)
 
 
 def all_gather(tensor_list: list[Tensor], tensor: Tensor, group: ProcessGroup | None = None, async_op: bool = False):
@@ -369,9 +418,11 @@ def all_gather(tensor_list: list[Tensor], tensor: Tensor, group: ProcessGroup | 
   updated in place and returned), as torch's all_gather(tensor_list, tensor)."""
   if (pg := _member(group, "all_gather")) is None: return None
   _same("all_gather", "tensor_list", tensor_list, tensor.shape, tensor.dtype, pg.size())
-  work, nbytes = _gather("all_gather", pg, tensor)
-  for i, x in enumerate(tensor_list): x.assign(_result(work, i * nbytes, tensor.shape, tensor.dtype))
-  return _finish(tensor_list, async_op)
+  work, nbytes, running = _gather("all_gather", pg, tensor)
+  def complete():
+    for i, x in enumerate(tensor_list): x.assign(_result(work, i * nbytes, tensor.shape, tensor.dtype))
+    return tensor_list
+  return _finish(complete, async_op, running)
 
 
 def all_gather_into_tensor(output_tensor: Tensor, input_tensor: Tensor, group: ProcessGroup | None = None,
@@ -387,13 +438,13 @@ def all_gather_into_tensor(output_tensor: Tensor, input_tensor: Tensor, group: P
                      f"{' or '.join(map(str, dict.fromkeys(forms)))} (the group's {n} inputs of shape {shape}), not "
                      f"{getattr(output_tensor, 'dtype', None) and output_tensor.dtype.name} {getattr(output_tensor, 'shape', None)}")
   _buffer(output_tensor, what)
-  work, _ = _gather(what, pg, input_tensor)
-  output_tensor.assign(_result(work, 0, output_tensor.shape, output_tensor.dtype))
-  return _finish(output_tensor, async_op)
+  work, _, running = _gather(what, pg, input_tensor)
+  return _finish(lambda: output_tensor.assign(_result(work, 0, output_tensor.shape, output_tensor.dtype)), async_op, running)
 
 
 def _gather(what: str, pg: ProcessGroup, t: Tensor):
-  """The ring's all-gather of every member's `t`: (the work buffer holding them in rank order, bytes of each)."""
+  """Start the ring's all-gather of every member's `t`: (the work buffer that holds them in rank order once it ended,
+  bytes of each, whether a plan runs)."""
   g, n = _g(), pg.size()
   src, nbytes = _buffer(t, what), t.numel() * t.dtype.itemsize
   work, mr = g.work_buffer(nbytes * n)
@@ -402,8 +453,8 @@ def _gather(what: str, pg: ProcessGroup, t: Tensor):
     m, chunk = _ring_chunks(t.numel() * n, n, t.dtype.itemsize)
     plan = Plan()
     _ring(plan, pg.ranks, pg.me, n - 1, m, chunk, 0)
-    _run(_what(what, t, pg), pg, plan, work, mr, t.dtype, ReduceOp.SUM)
-  return work, nbytes
+    _start(_what(what, t, pg), pg, plan, work, mr, t.dtype, ReduceOp.SUM)
+  return work, nbytes, n > 1 and nbytes > 0
 
 
 def all_to_all(output_tensor_list: list[Tensor], input_tensor_list: list[Tensor], group: ProcessGroup | None = None,
@@ -420,8 +471,10 @@ def all_to_all(output_tensor_list: list[Tensor], input_tensor_list: list[Tensor]
   for o in output_tensor_list: _buffer(o, what)
   outs = _exchange(what, pg, [(_buffer(x, what), 0, x.numel() * dtype.itemsize) for x in input_tensor_list],
                    [o.numel() * dtype.itemsize for o in output_tensor_list], dtype)
-  for o, (work, offset) in zip(output_tensor_list, outs): o.assign(_result(work, offset, o.shape, dtype))
-  return _finish(output_tensor_list, async_op)
+  def complete():
+    for o, (work, offset) in zip(output_tensor_list, outs): o.assign(_result(work, offset, o.shape, dtype))
+    return output_tensor_list
+  return _finish(complete, async_op, pg.size() > 1)
 
 
 def all_to_all_single(output: Tensor, input: Tensor, output_split_sizes: list[int] | None = None,
@@ -449,14 +502,13 @@ def all_to_all_single(output: Tensor, input: Tensor, output_split_sizes: list[in
   ins, outs_rows = rows(input, "input", input_split_sizes), rows(output, "output", output_split_sizes)
   src, _ = _buffer(input, what), _buffer(output, what)
   got = _exchange(what, pg, [(src, sum(ins[:j]) * row, ins[j] * row) for j in range(n)], [r * row for r in outs_rows], input.dtype)
-  work, first = got[0]
-  output.assign(_result(work, first, output.shape, output.dtype))   # the parts lie in order, one after the other
-  return _finish(output, async_op)
+  work, first = got[0]    # the parts lie in order, one after the other
+  return _finish(lambda: output.assign(_result(work, first, output.shape, output.dtype)), async_op, n > 1)
 
 
 def _exchange(what: str, pg: ProcessGroup, ins: list, outs: list[int], dtype: DType) -> list:
-  """Member j gets ins[j] (buffer, byte offset, bytes); outs[i] bytes come from member i. -> (work buffer, offset) of
-  each output, laid out in order one after the other."""
+  """Start the exchange: member j gets ins[j] (buffer, byte offset, bytes); outs[i] bytes come from member i. ->
+  (work buffer, offset) of each output once it ended, laid out in order one after the other."""
   g, n, me = _g(), pg.size(), pg.me
   if outs[me] != ins[me][2]:
     raise ValueError(f"{what}: this rank's part for itself is {ins[me][2]} bytes, its output for itself {outs[me]} bytes")
@@ -474,7 +526,7 @@ def _exchange(what: str, pg: ProcessGroup, ins: list, outs: list[int], dtype: DT
     j, i = (me + d) % n, (me - d) % n
     for offset, length in _pieces(ins[j][2], dtype.itemsize): plan.send(pg.ranks[j], send_at[j] + offset, length)
     for offset, length in _pieces(outs[i], dtype.itemsize): plan.recv(pg.ranks[i], out_at[i] + offset, length)
-  if n > 1: _run(f"{what} of {dtype.name}" + ("" if pg is _world else f" in the group of ranks {list(pg.ranks)}"), pg, plan,
+  if n > 1: _start(f"{what} of {dtype.name}" + ("" if pg is _world else f" in the group of ranks {list(pg.ranks)}"), pg, plan,
                  work, mr, dtype, ReduceOp.SUM)
   return [(work, o) for o in out_at]
 
@@ -491,14 +543,13 @@ def broadcast(tensor: Tensor, src: int = 0, group: ProcessGroup | None = None, a
   g = _g()
   _peer(src, "broadcast", "src", pg, own=True)
   buf, nbytes = _buffer(tensor, "broadcast"), tensor.numel() * tensor.dtype.itemsize
-  if pg.size() == 1 or nbytes == 0: return _finish(tensor, async_op)
+  if pg.size() == 1 or nbytes == 0: return _finish(_done(tensor), async_op, False)
   work, mr = g.work_buffer(nbytes)
   if g.rank == src: _copy(buf.view(0, nbytes), work.view(0, nbytes))
   plan = Plan()
   _chain(plan, pg.ranks, pg.me, pg.ranks.index(src), _pieces(nbytes, tensor.dtype.itemsize))
-  _run(f"{_what('broadcast', tensor, pg)} from rank {src}", pg, plan, work, mr, tensor.dtype, ReduceOp.SUM)
-  if g.rank != src: tensor.assign(_result(work, 0, tensor.shape, tensor.dtype))
-  return _finish(tensor, async_op)
+  _start(f"{_what('broadcast', tensor, pg)} from rank {src}", pg, plan, work, mr, tensor.dtype, ReduceOp.SUM)
+  return _finish(lambda: tensor if g.rank == src else tensor.assign(_result(work, 0, tensor.shape, tensor.dtype)), async_op)
 
 
 def _chain(plan: Plan, ranks: tuple[int, ...], me: int, src: int, pieces: list[tuple[int, int]]) -> None:
@@ -530,7 +581,8 @@ def send(tensor: Tensor, dst: int, group: ProcessGroup | None = None) -> None:
   _copy(buf.view(0, nbytes), work.view(0, nbytes))
   plan = Plan()
   for offset, length in _pieces(nbytes, tensor.dtype.itemsize): plan.send(dst, offset, length)
-  _run(f"{_what('send', tensor, pg)} to rank {dst}", pg, plan, work, mr, tensor.dtype, ReduceOp.SUM)
+  _start(f"{_what('send', tensor, pg)} to rank {dst}", pg, plan, work, mr, tensor.dtype, ReduceOp.SUM)
+  _finish(_done(None), False)
 
 
 def recv(tensor: Tensor, src: int, group: ProcessGroup | None = None) -> Tensor | None:
@@ -543,8 +595,8 @@ def recv(tensor: Tensor, src: int, group: ProcessGroup | None = None) -> Tensor 
   work, mr = g.work_buffer(nbytes)
   plan = Plan()
   for offset, length in _pieces(nbytes, tensor.dtype.itemsize): plan.recv(src, offset, length)
-  _run(f"{_what('recv', tensor, pg)} from rank {src}", pg, plan, work, mr, tensor.dtype, ReduceOp.SUM)
-  return tensor.assign(_result(work, 0, tensor.shape, tensor.dtype))
+  _start(f"{_what('recv', tensor, pg)} from rank {src}", pg, plan, work, mr, tensor.dtype, ReduceOp.SUM)
+  return _finish(lambda: tensor.assign(_result(work, 0, tensor.shape, tensor.dtype)), False)
 
 
 def barrier(group: ProcessGroup | None = None, async_op: bool = False, device_ids: list[int] | None = None):
@@ -556,5 +608,5 @@ def barrier(group: ProcessGroup | None = None, async_op: bool = False, device_id
     m, chunk = _ring_chunks(pg.size(), pg.size(), 4)
     plan = Plan()
     _ring(plan, pg.ranks, pg.me, pg.size() - 1, m, chunk, 0)
-    _engine(g).run("barrier", plan, mr, lambda r, slot: None, pg.timeout_s)
-  return _finish(None, async_op)
+    _engine(g).start("barrier", plan, mr, lambda r, slot: None, pg.timeout_s)
+  return _finish(_done(None), async_op, pg.size() > 1)

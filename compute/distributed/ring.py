@@ -108,37 +108,68 @@ class Engine:
     self.by_qp = {l.qp.qp_num: l for l in links.values()}
     self.failed: str | None = None
     self.pending: deque[tuple[int, Recv, Link]] = deque()   # chunks whose device work runs: (timeline value, recv, link)
+    self.active: tuple | None = None   # the plan running: (what, plan, work MR, consume, timeout)
     for l in links.values(): l.qp.post_recv([RecvWR(i) for i in range(RECVS)])
 
   def run(self, what: str, plan: Plan, work_mr: MR, consume: Callable[[Recv, HCQBuffer], int | None],
           timeout_s: float | None = None) -> None:
+    """Run `plan` to its end."""
+    self.start(what, plan, work_mr, consume, timeout_s)
+    self.finish()
+
+  def start(self, what: str, plan: Plan, work_mr: MR, consume: Callable[[Recv, HCQBuffer], int | None],
+            timeout_s: float | None = None) -> None:
+    """Begin `plan` (its first chunks go out) and return; poll() moves it on, finish() runs it to its end. One plan
+    runs at a time."""
     if self.failed is not None: raise DistributedError(f"{what}: the process group failed earlier ({self.failed})")
+    if self.active is not None: raise RuntimeError(f"{what}: {self.active[0]} is still running on rank {self.rank}")
     for peer in set(plan.sends) | set(plan.recvs): self.links[peer].tag = (self.links[peer].tag + 1) & TAG_MASK
-    try: self._run(what, plan, work_mr, consume, self.timeout_s if timeout_s is None else timeout_s)
+    self.active = (what, plan, work_mr, consume, self.timeout_s if timeout_s is None else timeout_s)
+    self._guard(False)
+
+  def poll(self) -> bool:
+    """Move the running plan on without blocking: True once it is done (or when none runs)."""
+    return self.active is None or self._guard(False)
+
+  def finish(self) -> None:
+    """Block until the running plan is done."""
+    while self.active is not None and not self._guard(True): pass
+
+  def _guard(self, block: bool) -> bool:
+    assert self.active is not None
+    what = self.active[0]
+    try: done = self._step(block)
     except BaseException as e:   # the links' state is unknown now: no collective runs on them again
+      self.active = None
       self.failed = str(e) if isinstance(e, DistributedError) else f"{what} on rank {self.rank}: {type(e).__name__}: {e}"
       raise
+    if done: self.active = None
+    return done
 
-  def _run(self, what: str, plan: Plan, work_mr: MR, consume: Callable[[Recv, HCQBuffer], int | None], timeout_s: float) -> None:
+  def _step(self, block: bool) -> bool:
+    """One pass: fold what landed, finish what the device did, post what may go, take completions (waiting for one
+    when `block` and nothing else moved). -> whether the plan is done."""
+    assert self.active is not None
+    what, plan, work_mr, consume, timeout_s = self.active
     sends, recvs = plan.sends, plan.recvs
-    while True:
-      moved = self._consume(what, recvs, consume) | self._landed() | self._post(sends, work_mr)
-      if not any(sends.values()) and not any(recvs.values()) and not self.pending and not any(l.sends_out for l in self.links.values()):
-        return
-      try:
-        if moved or self.pending: wcs = self.cq.poll(64)
-        else: wcs = self.cq.wait(1, timeout_s)
-        if not wcs and not moved and self.pending: self.device.timeline.wait(self.pending[0][0])   # nothing on the wire to do
-      except WCError as e:
-        link = self.by_qp.get(e.wc.qp_num)
-        peer = f"rank {link.peer}" if link else f"QP {e.wc.qp_num:#x}"
-        raise DistributedError(f"{what} on rank {self.rank}: the connection to {peer} failed ({peer} died or stopped "
-                               f"answering?): {e}") from None
-      except TimeoutError:
-        raise DistributedError(f"{what} on rank {self.rank}: no progress for {timeout_s:g} s waiting for "
-                               f"{self._waiting(sends, recvs)} (did that rank die, or call another collective?)") from None
-      except VerbsError as e: raise DistributedError(f"{what} on rank {self.rank}: {e}") from None
-      for wc in wcs: self._completion(what, wc)
+    moved = self._consume(what, recvs, consume) | self._landed() | self._post(sends, work_mr)
+    if not any(sends.values()) and not any(recvs.values()) and not self.pending and not any(l.sends_out for l in self.links.values()):
+      return True
+    try:
+      if moved or self.pending or not block: wcs = self.cq.poll(64)
+      else: wcs = self.cq.wait(1, timeout_s)
+      if block and not wcs and not moved and self.pending: self.device.timeline.wait(self.pending[0][0])   # nothing on the wire to do
+    except WCError as e:
+      link = self.by_qp.get(e.wc.qp_num)
+      peer = f"rank {link.peer}" if link else f"QP {e.wc.qp_num:#x}"
+      raise DistributedError(f"{what} on rank {self.rank}: the connection to {peer} failed ({peer} died or stopped "
+                             f"answering?): {e}") from None
+    except TimeoutError:
+      raise DistributedError(f"{what} on rank {self.rank}: no progress for {timeout_s:g} s waiting for "
+                             f"{self._waiting(sends, recvs)} (did that rank die, or call another collective?)") from None
+    except VerbsError as e: raise DistributedError(f"{what} on rank {self.rank}: {e}") from None
+    for wc in wcs: self._completion(what, wc)
+    return False
 
   def goodbye(self) -> None:
     """Tell every peer this rank leaves and wait until each said the same (or the timeout passed): a rank that left

@@ -107,6 +107,15 @@ def newer(r: int, n: int, dev: str) -> None:
     dist.all_gather_into_tensor(stack, Tensor(mine, device=dev), async_op=True).wait()
     compare(f"all_gather_into_tensor concatenated {size}", cat.numpy(), everyone.reshape(-1))
     compare(f"all_gather_into_tensor stacked {size}", stack.numpy(), everyone)
+  # async handles: started in order, the second after the first ended; is_completed moves the last one on
+  x, y = Tensor(data(3000, np.float32, r), device=dev), Tensor(data((1 << 19) + 5, np.float32, r), device=dev)
+  wx = dist.all_reduce(x, async_op=True)
+  wy = dist.all_reduce(y, op=dist.ReduceOp.MAX, async_op=True)
+  first = wx.is_completed()
+  while not wy.is_completed(): pass
+  report("async handles end in order", first and wx.wait() is True and wy.wait() is True and wx.is_success())
+  compare("async all_reduce sum", x.numpy(), np.stack([data(3000, np.float32, k) for k in range(n)]).sum(0))
+  compare("async all_reduce max", y.numpy(), np.stack([data((1 << 19) + 5, np.float32, k) for k in range(n)]).max(0))
   # all_to_all: rank k sends (k + 1) * (j + 1) * 100 + 1 elements to rank j; outputs sized to match
   count = lambda src, dst: (src + 1) * (dst + 1) * 100 + 1
   msg = lambda src, dst: data(count(src, dst), np.float32, 1000 * src + dst)

@@ -37,7 +37,7 @@ def test_collectives_match_numpy_on_every_rank(n, nic):
   assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
   per_rank = [checks_of(lines, k) for k in range(n)]
   assert all(per_rank) and all(set(c) == set(per_rank[0]) for c in per_rank), r.stderr[-2000:]
-  assert len(per_rank[0]) == 64 and per_rank[0]["no staging copies"]["ok"]
+  assert len(per_rank[0]) == 67 and per_rank[0]["no staging copies"]["ok"]
   failed = [(k, c["check"], c["detail"]) for k, checks in enumerate(per_rank) for c in checks.values() if not c["ok"]]
   assert not failed, failed
 
