@@ -5,11 +5,12 @@ Flow control is by credits, per direction of a link: each rank keeps SLOTS slots
 landing MR, and a sender holds one credit per free slot. A chunk goes out as one RDMA WRITE WITH IMMEDIATE into
 slot `seq % SLOTS` of the receiver; the immediate (`tag << 28 | seq << 21 | length`) raises a receive completion there
 (a WRITE with immediate consumes a posted receive: IBTA vol. 1, 9.4.1.1), so the receiver learns the chunk landed
-without polling memory. Once it consumed the slot (reduced into or copied to its work buffer, on the GPU) it returns the credit with
-a SEND WITH IMMEDIATE of no data (`CREDIT | 1`). `tag` counts the collectives each link carried: a chunk of another
-collective, out of sequence or of another length than the receiver expects (the ranks called different collectives,
-or with different sizes) is an error naming the peer, never data folded into the wrong result. The length travels
-in the immediate because not every NIC reports it for a WRITE with immediate (mlx5's CQE does, bnxt's carries 0).
+without polling memory. Once it consumed the slot (reduced into or copied to its work buffer, on the GPU) it returns
+the credit with a SEND WITH IMMEDIATE of no data (`CREDIT | n`: the slots freed since the last one). `tag` counts the
+collectives each link carried: a chunk of another collective, out of sequence or of another length than the receiver
+expects (the ranks called different collectives, or with different sizes) is an error naming the peer, never data
+folded into the wrong result. The length travels in the immediate because not every NIC reports it for a WRITE with
+immediate (mlx5's CQE does, bnxt's carries 0).
 
 A chunk that lands before this rank reached the collective it belongs to waits in its slot (no credit goes back)
 until that collective consumes it. A peer that dies leaves its QP's WRITEs unacknowledged until the retry count is
@@ -75,6 +76,7 @@ class Link:
   send_seq: int = 0
   recv_seq: int = 0
   tag: int = 0
+  freed: int = 0             # slots consumed whose credit has not gone back yet
   sends_out: int = 0         # posted send requests not completed yet
   arrived: deque = field(default_factory=deque)   # (seq, tag, length) of chunks landed but not consumed yet
   wr_ids: int = 0
@@ -153,6 +155,7 @@ class Engine:
     what, plan, work_mr, consume, timeout_s = self.active
     sends, recvs = plan.sends, plan.recvs
     moved = self._consume(what, recvs, consume) | self._landed() | self._post(sends, work_mr)
+    self._credit()
     if not any(sends.values()) and not any(recvs.values()) and not self.pending and not any(l.sends_out for l in self.links.values()):
       return True
     try:
@@ -275,5 +278,12 @@ class Engine:
 
   def _done(self, r: Recv, link: Link) -> None:
     r.done = True
-    link.qp.post_send(SendWR(self._wr_id(link), WROpcode.SEND_WITH_IMM, [], imm_data=CREDIT | 1))
-    link.sends_out += 1
+    link.freed += 1
+
+  def _credit(self) -> None:
+    """Give the slots freed in this pass back: one SEND WITH IMMEDIATE per link, whatever their number."""
+    for link in self.links.values():
+      if link.freed:
+        link.qp.post_send(SendWR(self._wr_id(link), WROpcode.SEND_WITH_IMM, [], imm_data=CREDIT | link.freed))
+        link.sends_out += 1
+        link.freed = 0

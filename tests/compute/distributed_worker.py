@@ -6,6 +6,7 @@ itself (seeded by size and rank).
                                              reduce_scatter(_tensor), all_gather_into_tensor, all_to_all(_single),
                                              async handles, a group of ranks 0 and n-1
   python distributed_worker.py mismatch      rank 0 all-reduces 1000 elements, the others 2000: each must say so
+  python distributed_worker.py mismatch_rs   the same for reduce_scatter_tensor (parts of 1000 and 2000 elements)
   python distributed_worker.py die           rank 1 kills itself in the middle of a 1 MiB all_reduce; the others
                                              report the error they get
   python distributed_worker.py raise         rank 1 raises before its first collective (its excepthook aborts the job)
@@ -168,6 +169,17 @@ def mismatch() -> None:
   report("error", False, "all_reduce returned")
 
 
+def mismatch_rs() -> None:
+  """reduce_scatter_tensor: rank 0 scatters 2000 elements into parts of 1000, the others 4000 into parts of 2000."""
+  part = 1000 if dist.rank() == 0 else 2000
+  out = Tensor(np.zeros(part, np.float32), device=dist.device())
+  try: dist.reduce_scatter_tensor(out, Tensor(np.ones(part * dist.world_size(), np.float32), device=dist.device()))
+  except dist.DistributedError as e:
+    report("error", True, str(e))
+    return
+  report("error", False, "reduce_scatter_tensor returned")
+
+
 def die() -> None:
   """Rank 1 dies once it has queued the reduction of its second chunk of a 4 MiB all_reduce; the others must fail,
   naming it."""
@@ -199,5 +211,5 @@ def fail() -> None:
 if __name__ == "__main__":
   faulthandler.dump_traceback_later(float(os.environ.get("WORKER_STACKS_AFTER_S", 240)), exit=True)   # a hang shows where
   dist.init()
-  {"collectives": collectives, "mismatch": mismatch, "die": die, "raise": fail}[sys.argv[1]]()
+  {"collectives": collectives, "mismatch": mismatch, "mismatch_rs": mismatch_rs, "die": die, "raise": fail}[sys.argv[1]]()
   dist.destroy_process_group()

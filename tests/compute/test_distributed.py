@@ -55,12 +55,13 @@ def test_a_gpu_without_peer_to_peer_goes_through_host_memory_counting_the_copies
     assert all(c["ok"] for c in checks.values()), [c for c in checks.values() if not c["ok"]]
 
 
+@pytest.mark.parametrize("what,sizes", [("mismatch", (2000, 4000)), ("mismatch_rs", (4000, 8000))])
 @pytest.mark.parametrize("nic", NICS)
-def test_ranks_that_all_reduce_different_sizes_are_told_so(nic):
-  """The chunk's length travels in the immediate, so every vendor catches it (bnxt reports no length for a WRITE
-  with immediate)."""
-  r, lines = launch(2, "mismatch", timeout=300, HCQ_NIC=nic, HCQ_DIST_TIMEOUT_S="20")
-  for k, (mine, theirs) in enumerate(((2000, 4000), (4000, 2000))):
+def test_ranks_that_call_a_collective_with_different_sizes_are_told_so(nic, what, sizes):
+  """all_reduce and reduce_scatter_tensor: the chunk's length travels in the immediate, so every vendor catches it
+  (bnxt reports no length for a WRITE with immediate)."""
+  r, lines = launch(2, what, timeout=300, HCQ_NIC=nic, HCQ_DIST_TIMEOUT_S="20")
+  for k, (mine, theirs) in enumerate((sizes, sizes[::-1])):
     got = checks_of(lines, k).get("error", {})
     assert got.get("ok"), (k, r.stdout[-3000:], r.stderr[-3000:])
     assert re.search(rf"sent a {theirs}-byte chunk of collective #\d, while this rank expects {mine} bytes of #\d: the "
