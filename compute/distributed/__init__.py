@@ -57,8 +57,11 @@ class ReduceOp:
 OPS: dict[str, Callable[[Tensor, Tensor], Tensor]] = {
   ReduceOp.SUM: Tensor.add, ReduceOp.AVG: Tensor.add, ReduceOp.PRODUCT: Tensor.mul, ReduceOp.MIN: Tensor.minimum,
   ReduceOp.MAX: Tensor.maximum}
-DEPTH = 2                  # a ring segment is cut into at least this many chunks (wire and reduction overlap) ...
-MIN_PIECE = 256 << 10      # ... of at least this many bytes (smaller ones cost more per byte than they overlap)
+# a ring segment is cut into at least DEPTH chunks (so one is reduced while the next is on the wire) of at least
+# MIN_PIECE bytes; on two ranks each phase is one hop and a chunk's reduction is short next to its wire time, so there a
+# segment is cut only into CHUNK-sized pieces (measured: bench/allreduce.py, 1 MiB on 2 CPU ranks is slower cut in two)
+DEPTH = 2
+MIN_PIECE = 256 << 10
 
 _group: Group | None = None
 _world: ProcessGroup | None = None
@@ -299,11 +302,11 @@ def _segment(n: int, parts: int, i: int) -> tuple[int, int]:
   return n * i // parts, n * (i + 1) // parts
 
 
-def _ring_chunks(n: int, segments: int, itemsize: int, depth: int = DEPTH):
+def _ring_chunks(n: int, segments: int, itemsize: int):
   """chunk(seg, j) -> (byte offset, bytes): each segment cut into the same number m of pieces, of at most CHUNK bytes
-  and, where the segment is long enough, `depth` pieces of at least MIN_PIECE bytes (the pipeline's depth)."""
+  and, on rings of more than two (and segments long enough), DEPTH pieces of at least MIN_PIECE bytes."""
   longest = max(b - a for a, b in (_segment(n, segments, i) for i in range(segments)))
-  m = max(1, -(-longest // (CHUNK // itemsize)), min(depth, longest * itemsize // MIN_PIECE))
+  m = max(1, -(-longest // (CHUNK // itemsize)), min(DEPTH, longest * itemsize // MIN_PIECE) if segments > 2 else 1)
   def chunk(seg: int, j: int) -> tuple[int, int]:
     a, b = _segment(n, segments, seg)
     lo, hi = _segment(b - a, m, j)

@@ -163,7 +163,7 @@ def run_plans(plans: list, works: list[np.ndarray]) -> None:
 
 
 @pytest.mark.parametrize("n", [2, 3, 4, 5])
-@pytest.mark.parametrize("numel", [1, 7, 1000, 100003])
+@pytest.mark.parametrize("numel", [1, 7, 1000, 100003, (1 << 18) + 3])   # the last: 2 chunks a segment on 3+ ranks
 def test_the_ring_plans_of_all_ranks_sum_every_element_and_gather_every_segment(n, numel):
   """The chunk plans alone (no devices): reduce-scatter then all-gather over the ring (input in the first half of the
   work buffer, the result in the second) gives each rank the sum, with every segment cut into the same chunks on every
