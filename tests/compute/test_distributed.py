@@ -2,7 +2,7 @@
 (ranks on the emulated NICs mock-<local rank> and GPUs MOCKPCI+AMD:<local rank>, or the DEV named), every collective
 checked against numpy by tests/compute/distributed_worker.py. One launch runs every collective (mpirun and the device
 boots are the slow part), so launches are few."""
-import json, os, re, signal, subprocess, sys, threading, time
+import json, os, re, shutil, signal, subprocess, sys, tempfile, threading, time
 from pathlib import Path
 import numpy as np
 import pytest
@@ -14,6 +14,17 @@ from drivers.rdma import rdma_vendors
 NICS = list(rdma_vendors())            # every registered RDMA NIC vendor
 WORKER = Path(__file__).with_name("distributed_worker.py")
 ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def own_tmpdir(monkeypatch):
+  """Each test's ranks get a TMPDIR of their own: the emulated NICs' GID table and the mock devices' locks live under
+  it, so jobs that run at the same time on this host (another test run) do not meet ranks of theirs with the same
+  GIDs (10.100.0.<rank+1>) or find mock-<n> in use. (A short path: mpirun puts its sockets there.)"""
+  path = tempfile.mkdtemp(prefix="hcq-dist-", dir="/tmp")
+  monkeypatch.setenv("TMPDIR", path)
+  yield
+  shutil.rmtree(path, ignore_errors=True)
 
 
 def run(argv: list[str], timeout: float, **env) -> subprocess.CompletedProcess:
