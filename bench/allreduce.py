@@ -14,7 +14,7 @@ Usage: python bench/allreduce.py [--nic NIC] [--dev DEV[,DEV...]] [SIZE ...]
                              disturbed by other load); `vs_udp`: busbw / the same job's UDP throughput
 Run as `python bench/allreduce.py rank SIZE ...` it is one rank (started by mpirun), printing its figures.
 """
-import json, os, socket, sys, time
+import json, os, shutil, socket, sys, tempfile, time
 from pathlib import Path
 from figures import emit, skipped
 from rdma_common import nic_option
@@ -95,8 +95,10 @@ def main(nic: str, devs: list[str], sizes: list[int]) -> None:
   for dev in devs:
     job = [s for s in sizes if dev == "CPU" or s <= GPU_MAX]
     for n in (2, 3):
-      r = run(local_mpirun(n, [sys.executable, __file__, "rank", *map(str, job)]), timeout=1800, cwd=ROOT,
-              env={**os.environ, "HCQ_NIC": nic, "DEV": dev})
+      tmp = tempfile.mkdtemp(prefix="hcq-bench-", dir="/tmp")   # the wire's GID table and the devices' locks: this job's own
+      try: r = run(local_mpirun(n, [sys.executable, __file__, "rank", *map(str, job)]), timeout=1800, cwd=ROOT,
+                   env={**os.environ, "HCQ_NIC": nic, "DEV": dev, "TMPDIR": tmp})
+      finally: shutil.rmtree(tmp, ignore_errors=True)
       got = [json.loads(l) for l in r.stdout.splitlines() if l.startswith("{")]
       if r.returncode or len(got) != len(job) + 1:
         skipped("allreduce/busbw_mbps", f"mpirun -np {n} failed: {(r.stderr or r.stdout).strip()[-400:]}", ranks=n, nic=nic, dev=dev)
