@@ -18,7 +18,7 @@ Modules import only modules of lower layers (tests/compute/test_imports.py check
   nn.functional, nn.module, optim.lr_scheduler  torch.nn.functional's functions; Module, Parameter, containers; lr schedules
   nn.layers          the layers (Linear, Conv2d, Embedding, LayerNorm, ...)
   nn, optim, jit     layers and optimizers; capture and replay (on tensor and the queue API's Graph)
-  distributed.launch, distributed.ring  mpirun for ranks on this host (run: never outliving them); the collectives' data plane (drivers.rdma)
+  distributed.launch, distributed.ring, distributed.fold  mpirun for ranks on this host; the data plane (drivers.rdma); landed chunks' device work
   distributed.group  a rank's devices, its links to the other ranks and their bootstrap
   distributed        collectives between mpirun's ranks, shaped like torch.distributed (import it: it needs mpi4py)
 """

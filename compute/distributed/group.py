@@ -17,12 +17,14 @@ running to report it)."""
 from __future__ import annotations
 import ipaddress, math, os, secrets
 from dataclasses import dataclass
+from typing import Any
 
 from drivers.hcq import Buffer as HCQBuffer, Device as HCQDevice, parse_device
 from drivers.hcq.devspec import openable_vendors
-from drivers.rdma import Access, Context, Endpoint, ProtocolError, QPCap, RemoteMR, open_context, rdma_vendors
+from drivers.rdma import MR, Access, Context, Endpoint, ProtocolError, QPCap, RemoteMR, open_context, rdma_vendors
 from drivers.rdma.exchange import MAC, GID, MTU, TEXT, U24, U32, U64, check
 from compute.runtime import Device
+from compute.distributed.fold import MIN_KERNEL, Folder
 from compute.distributed.ring import CHUNK, RECVS, SENDS, SLOTS, DistributedError, Engine, Link
 
 TIMEOUT_S = float(os.environ.get("HCQ_DIST_TIMEOUT_S", 60.0))   # no progress for this long fails a collective
@@ -99,11 +101,15 @@ class Group:
     self.device: HCQDevice = Device[self.device_name]
     self.ctx: Context | None = None
     self.landing: HCQBuffer | None = None
+    self.scratch: HCQBuffer | None = None
     self.work: HCQBuffer | None = None
-    self.work_mr = self.landing_mr = None
+    self.work_mr: MR | None = None
+    self.landing_mr: MR | None = None
     self.engine: Engine | None = None
-    self.comm = None
+    self.comm: Any = None
     self.staging = self._staging()
+    self.scratch = self.device.alloc(MIN_KERNEL * 8)
+    self.folder = Folder(self.device_name, self.device, self.scratch)
     if self.world_size > 1:
       try: self._connect()
       except BaseException:
@@ -137,12 +143,12 @@ class Group:
     qps = {r: pd.create_qp(cq, cap=QPCap(max_send_wr=2 * SENDS, max_recv_wr=RECVS)) for r in peers}
     span = SLOTS * CHUNK
     self.landing = self.alloc(len(peers) * span)
-    self.landing_mr = pd.reg_mr(self.landing, RW)
+    self.landing_mr = landing_mr = pd.reg_mr(self.landing, RW)
     self.pd, psn = pd, secrets.randbits(24)
     me = qps[peers[0]].endpoint(psn)
     hello = {"rank": self.rank, "nic": ctx.name, "qpns": [qps[r].qp_num if r in qps else 0 for r in range(self.world_size)],
-             "psn": psn, "gid": me.gid.hex(), "mac": me.mac.hex(), "mtu": me.mtu, "addr": self.landing_mr.addr,
-             "rkey": self.landing_mr.rkey, "size": self.landing_mr.length}
+             "psn": psn, "gid": me.gid.hex(), "mac": me.mac.hex(), "mtu": me.mtu, "addr": landing_mr.addr,
+             "rkey": landing_mr.rkey, "size": landing_mr.length}
     got = comm.allgather({"type": "hello", **hello})
     links = {}
     for r in peers:
@@ -162,7 +168,7 @@ class Group:
                      timeout=ack_timeout(self.timeout_s))
       index = peers.index(r)
       links[r] = Link(r, qps[r], theirs.addr + mine_there * span, theirs.rkey, self.landing.view(index * span, span))
-    self.engine = Engine(self.rank, links, cq, self.timeout_s)   # posts the receives
+    self.engine = Engine(self.rank, links, cq, self.timeout_s, self.device)   # posts the receives
     comm.Barrier()   # every QP is ready to receive before any rank sends
 
   def work_buffer(self, nbytes: int):
@@ -174,7 +180,7 @@ class Group:
       if self.work is not None: self.work.free()
       self.work = self.work_mr = None
       self.work = self.alloc(1 << (need - 1).bit_length())
-      self.work_mr = self.pd.reg_mr(self.work, RW)
+      if self.ctx is not None: self.work_mr = self.pd.reg_mr(self.work, RW)   # (a job of one has no NIC)
     return self.work, self.work_mr
 
   def close(self) -> None:
@@ -182,9 +188,9 @@ class Group:
     steps = []
     if self.engine is not None: steps += [self.engine.goodbye] + [l.qp.destroy for l in self.engine.links.values()]
     steps += [m.dereg for m in (self.work_mr, self.landing_mr) if m is not None]
-    steps += [b.free for b in (self.work, self.landing) if b is not None and not self.device.closed]
+    steps += [b.free for b in (self.work, self.landing, self.scratch) if b is not None and not self.device.closed]
     if self.ctx is not None: steps.append(self.ctx.close)
-    self.engine = self.work_mr = self.landing_mr = self.work = self.landing = None
+    self.engine = self.work_mr = self.landing_mr = self.work = self.landing = self.scratch = None
     self.ctx, errors = None, []
     for step in steps:
       try: step()

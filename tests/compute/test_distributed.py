@@ -2,7 +2,7 @@
 (ranks on the emulated NICs mock-<local rank> and GPUs MOCKPCI+AMD:<local rank>, or the DEV named), every collective
 checked against numpy by tests/compute/distributed_worker.py. One launch runs every collective (mpirun and the device
 boots are the slow part), so launches are few."""
-import json, os, re, signal, subprocess, sys, threading, time
+import json, os, re, shutil, signal, subprocess, sys, tempfile, threading, time
 from pathlib import Path
 import numpy as np
 import pytest
@@ -14,6 +14,17 @@ from drivers.rdma import rdma_vendors
 NICS = list(rdma_vendors())            # every registered RDMA NIC vendor
 WORKER = Path(__file__).with_name("distributed_worker.py")
 ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def own_tmpdir(monkeypatch):
+  """Each test's ranks get a TMPDIR of their own: the emulated NICs' GID table and the mock devices' locks live under
+  it, so jobs that run at the same time on this host (another test run) do not meet ranks of theirs with the same
+  GIDs (10.100.0.<rank+1>) or find mock-<n> in use. (A short path: mpirun puts its sockets there.)"""
+  path = tempfile.mkdtemp(prefix="hcq-dist-", dir="/tmp")
+  monkeypatch.setenv("TMPDIR", path)
+  yield
+  shutil.rmtree(path, ignore_errors=True)
 
 
 def run(argv: list[str], timeout: float, **env) -> subprocess.CompletedProcess:
@@ -37,7 +48,7 @@ def test_collectives_match_numpy_on_every_rank(n, nic):
   assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
   per_rank = [checks_of(lines, k) for k in range(n)]
   assert all(per_rank) and all(set(c) == set(per_rank[0]) for c in per_rank), r.stderr[-2000:]
-  assert len(per_rank[0]) == 30 and per_rank[0]["no staging copies"]["ok"]
+  assert len(per_rank[0]) == 67 and per_rank[0]["no staging copies"]["ok"]
   failed = [(k, c["check"], c["detail"]) for k, checks in enumerate(per_rank) for c in checks.values() if not c["ok"]]
   assert not failed, failed
 
@@ -55,12 +66,13 @@ def test_a_gpu_without_peer_to_peer_goes_through_host_memory_counting_the_copies
     assert all(c["ok"] for c in checks.values()), [c for c in checks.values() if not c["ok"]]
 
 
+@pytest.mark.parametrize("what,sizes", [("mismatch", (2000, 4000)), ("mismatch_rs", (4000, 8000))])
 @pytest.mark.parametrize("nic", NICS)
-def test_ranks_that_all_reduce_different_sizes_are_told_so(nic):
-  """The chunk's length travels in the immediate, so every vendor catches it (bnxt reports no length for a WRITE
-  with immediate)."""
-  r, lines = launch(2, "mismatch", timeout=300, HCQ_NIC=nic, HCQ_DIST_TIMEOUT_S="20")
-  for k, (mine, theirs) in enumerate(((2000, 4000), (4000, 2000))):
+def test_ranks_that_call_a_collective_with_different_sizes_are_told_so(nic, what, sizes):
+  """all_reduce and reduce_scatter_tensor: the chunk's length travels in the immediate, so every vendor catches it
+  (bnxt reports no length for a WRITE with immediate)."""
+  r, lines = launch(2, what, timeout=300, HCQ_NIC=nic, HCQ_DIST_TIMEOUT_S="20")
+  for k, (mine, theirs) in enumerate((sizes, sizes[::-1])):
     got = checks_of(lines, k).get("error", {})
     assert got.get("ok"), (k, r.stdout[-3000:], r.stderr[-3000:])
     assert re.search(rf"sent a {theirs}-byte chunk of collective #\d, while this rank expects {mine} bytes of #\d: the "
@@ -154,36 +166,37 @@ def run_plans(plans: list, works: list[np.ndarray]) -> None:
         while q and wire.get((peer, r)):
           got, want = wire[(peer, r)].pop(0), q.popleft()
           assert len(got) == want.length
-          mine = works[r][want.offset:want.offset + want.length]
           new = np.frombuffer(got, np.int64)
-          mine[:] = (mine.view(np.int64) + new).view(np.uint8) if want.reduce else np.frombuffer(got, np.uint8)
+          if want.reduce: new = works[r][want.operand:want.operand + want.length].view(np.int64) + new
+          works[r][want.offset:want.offset + want.length] = new.view(np.uint8)
           want.done = moved = True
     assert moved, "the plans deadlock"
 
 
 @pytest.mark.parametrize("n", [2, 3, 4, 5])
-@pytest.mark.parametrize("numel", [1, 7, 1000, 100003])
+@pytest.mark.parametrize("numel", [1, 7, 1000, 100003, (1 << 18) + 3])   # the last: 2 chunks a segment on 3+ ranks
 def test_the_ring_plans_of_all_ranks_sum_every_element_and_gather_every_segment(n, numel):
-  """The chunk plans alone (no devices): reduce-scatter then all-gather over the ring gives each rank the sum, with
-  every segment cut into the same chunks on every rank (so a send and the receive it meets have one length)."""
-  from types import SimpleNamespace
-  from compute.distributed import _ring, _ring_chunks
+  """The chunk plans alone (no devices): reduce-scatter then all-gather over the ring (input in the first half of the
+  work buffer, the result in the second) gives each rank the sum, with every segment cut into the same chunks on every
+  rank (so a send and the receive it meets have one length); reduce-scatter alone (shift -1) gives member i segment i."""
+  from compute.distributed import _ring, _ring_chunks, _segment
   from compute.distributed.ring import Plan
   rng = np.random.default_rng(numel)
   data = [rng.integers(-1 << 40, 1 << 40, numel) for _ in range(n)]
-  works, plans = [d.astype(np.int64).view(np.uint8).copy() for d in data], []
-  m, chunk = _ring_chunks(numel, n, 8)
-  for r in range(n):
-    plans.append(Plan())
-    _ring(plans[-1], SimpleNamespace(rank=r, world_size=n), 2 * (n - 1), m, chunk, n - 1)
-  run_plans(plans, works)
-  for w in works: assert np.array_equal(w.view(np.int64), np.sum(data, 0))
+  for steps, shift in ((2 * (n - 1), 0), (n - 1, -1)):
+    works = [np.concatenate([d, np.zeros(numel, np.int64)]).view(np.uint8).copy() for d in data]
+    m, chunk = _ring_chunks(numel, n, 8)
+    plans = [Plan() for _ in range(n)]
+    for r, p in enumerate(plans): _ring(p, tuple(range(n)), r, steps, m, chunk, n - 1, shift=shift, dst=numel * 8)
+    run_plans(plans, works)
+    for r, w in enumerate(works):
+      a, b = _segment(numel, n, r) if shift else (0, numel)
+      assert np.array_equal(w.view(np.int64)[numel + a:numel + b], np.sum(data, 0)[a:b])
 
 
 @pytest.mark.parametrize("n", [2, 3, 5])
 def test_the_chain_and_the_gather_plans_bring_every_rank_the_data(n):
   """broadcast's chain from each src, and all_gather (the ring's second half), carried out on byte arrays."""
-  from types import SimpleNamespace
   from compute.distributed import _chain, _ring, _ring_chunks
   from compute.distributed.ring import Plan
   numel = 300007
@@ -193,7 +206,7 @@ def test_the_chain_and_the_gather_plans_bring_every_rank_the_data(n):
     works = [(data if r == src else np.zeros(numel, np.int64)).view(np.uint8).copy() for r in range(n)]
     m, chunk = _ring_chunks(numel, 1, 8)
     plans = [Plan() for _ in range(n)]
-    for r, p in enumerate(plans): _chain(p, SimpleNamespace(rank=r, world_size=n), src, [chunk(0, j) for j in range(m)])
+    for r, p in enumerate(plans): _chain(p, tuple(range(n)), r, src, [chunk(0, j) for j in range(m)])
     run_plans(plans, works)
     assert all(np.array_equal(w.view(np.int64), data) for w in works)
   parts = [rng.integers(-1 << 40, 1 << 40, numel) for _ in range(n)]
@@ -201,7 +214,7 @@ def test_the_chain_and_the_gather_plans_bring_every_rank_the_data(n):
            for r in range(n)]
   m, chunk = _ring_chunks(numel * n, n, 8)
   plans = [Plan() for _ in range(n)]
-  for r, p in enumerate(plans): _ring(p, SimpleNamespace(rank=r, world_size=n), n - 1, m, chunk, 0)
+  for r, p in enumerate(plans): _ring(p, tuple(range(n)), r, n - 1, m, chunk, 0)
   run_plans(plans, works)
   assert all(np.array_equal(w.view(np.int64), np.concatenate(parts)) for w in works)
 
@@ -222,7 +235,30 @@ def test_a_job_of_one_needs_no_mpi_and_bad_calls_are_refused(monkeypatch):
       dist.all_reduce(t, op="mean")
     with pytest.raises(TypeError, match="avg needs a floating-point tensor, not int32"): dist.all_reduce(Tensor([1, 2]), op="avg")
     with pytest.raises(ValueError, match=r"send: dst=0 must be another rank in \[0, 1\) \(this is rank 0\)"): dist.send(t, 0)
-    with pytest.raises(ValueError, match="all_gather: tensor_list has 2 tensors, the job has 1 ranks"): dist.all_gather([t, t], t)
+    with pytest.raises(ValueError, match="all_gather: tensor_list has 2 tensors, the group has 1 ranks"): dist.all_gather([t, t], t)
+    w = dist.all_reduce(t, op=dist.ReduceOp.MAX, async_op=True)
+    assert isinstance(w, dist.Work) and w.is_completed() and w.wait() is True and t.tolist() == [1.0, 2.0]
+    out = Tensor([0.0, 0.0])
+    with pytest.raises(ValueError, match=r"reduce_scatter_tensor: input has 3 elements, it must have the group's size \(1\) times output's 2"):
+      dist.reduce_scatter_tensor(out, Tensor([1.0, 2.0, 3.0]))
+    with pytest.raises(ValueError, match="reduce_scatter_tensor: input is int32, output float32: they must match"):
+      dist.reduce_scatter_tensor(out, Tensor([1, 2]))
+    dist.reduce_scatter_tensor(out, Tensor([3.0, 4.0]), op=dist.ReduceOp.AVG)
+    assert out.tolist() == [3.0, 4.0]
+    with pytest.raises(ValueError, match=r"all_gather_into_tensor: output_tensor must be a float32 tensor of shape \(1, 2\) or \(2,\)"):
+      dist.all_gather_into_tensor(Tensor([0.0, 0.0, 0.0]), t)
+    with pytest.raises(ValueError, match=r"all_to_all: output_tensor_list has 2 tensors, the group has 1 ranks"):
+      dist.all_to_all([t, t], [t])
+    with pytest.raises(ValueError, match=r"all_to_all_single: input_split_sizes \[2\] must be 1 row counts summing to input's 3 rows"):
+      dist.all_to_all_single(Tensor([0.0, 0.0, 0.0]), Tensor([1.0, 2.0, 3.0]), input_split_sizes=[2], group=dist.new_group([0]))
+    got = Tensor([0.0, 0.0, 0.0])
+    dist.all_to_all_single(got, Tensor([1.0, 2.0, 3.0]))
+    gathered = Tensor([[0.0, 0.0]])
+    dist.all_gather_into_tensor(gathered, t)
+    assert got.tolist() == [1.0, 2.0, 3.0] and gathered.tolist() == [[1.0, 2.0]]
+    with pytest.raises(ValueError, match=r"new_group: ranks must be ranks of the job in \[0, 1\), got \[0, 1\]"): dist.new_group([0, 1])
+    with pytest.raises(ValueError, match=r"new_group: ranks \[0, 0\] name a rank twice"): dist.new_group([0, 0])
+    with pytest.raises(TypeError, match="group must be what new_group\\(\\) returned, not list"): dist.all_reduce(t, group=[0])
     with pytest.raises(RuntimeError, match="initialized already"): dist.init()
   finally: dist.destroy_process_group()
   assert not dist.is_initialized()
