@@ -263,7 +263,7 @@ def _buffer(t: Tensor, what: str):
   if t.device != g.device_name:
     raise ValueError(f"{what}: the tensor is on {t.device}, this rank's device is {g.device_name} (use .to(dist.device()))")
   lb = t.lazydata
-  if (lb.op is Ops.VIEW and not lb.st.is_reshape_of(lb.base.shape)) or lb.base.op in (Ops.CONST, Ops.ARANGE): lb = lb.contiguous()
+  if (lb.op is Ops.VIEW and not lb.tracker.is_reshape_of(lb.base.shape)) or lb.base.op in (Ops.CONST, Ops.ARANGE): lb = lb.contiguous()
   Tensor.realize_all(Tensor._from_lazy(lb))
   return lb.base.buffer.hcq
 
