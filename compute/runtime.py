@@ -17,6 +17,7 @@ import numpy as np
 from drivers.hcq import open_device, default_device_name, parse_device, profile
 from drivers.hcq import Device as HCQDevice, Buffer as HCQBuffer, Program as HCQProgram, Queue as HCQQueue, Graph
 from compute.codegen import Renderer
+from compute.nir import NIRRenderer
 from compute.dtypes import DType, dtypes
 from compute.lazy import LazyBuffer, Ops
 from compute.schedule import Kernel, Copy, KNode
@@ -141,9 +142,9 @@ def get_program(k: Kernel):
   key = kernel_key(k)
   if key not in _programs or _programs[key][0].device is not dev:   # new, or built for a device since closed
     lang = dev.compiler.language
-    if lang not in ("c", "opencl", "cuda"):
+    if lang not in ("c", "opencl", "cuda", "nir"):
       raise NotImplementedError(f"{k.device}: the compute layer has no renderer for kernel language {lang!r}")
-    spec = Renderer(lang, getattr(dev, "vector_registers", None)).render(k)
+    spec = NIRRenderer().render(k) if lang == "nir" else Renderer(lang, getattr(dev, "vector_registers", None)).render(k)
     t0, built = time.perf_counter(), dev.compiler.compiled
     _programs[key] = (dev.program(spec.name, dev.compiler.compile(spec.src)), spec)
     if (took := time.perf_counter() - t0) > COMPILE_NOTICE_S and dev.compiler.compiled > built:
