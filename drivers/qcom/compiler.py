@@ -62,7 +62,7 @@ class Variant:
   max_reg: int             # highest full register (vec4 index), -1 for none
   max_half_reg: int
   mergedregs: bool
-  branchstack: int
+  branchstack: int          # what SP_CS_CTRL_REG0.BRANCHSTACK takes (ir3_shader.h ir3_shader_branchstack_hw)
   pvtmem_size: int
   shared_size: int
   double_threadsize: bool
@@ -223,8 +223,10 @@ def compile_nir(src: str, gpu_id: int, name: str = "kernel") -> Variant:
       if v.need_driver_params: raise CompileError(f"kernel {name} needs ir3 driver params, which hcq does not provide")
       cs = v.const_state.contents
       base = cs.allocs.consts[mesa.IR3_CONST_ALLOC_UBO_RANGES].offset_vec4 * 16
+      # ir3_shader_branchstack_hw: a6xx+ count two levels a unit, plus one, at most half the compiler's branch stack
+      stack = min(v.branchstack // 2 + 1, cc.contents.branchstack_size // 2) if v.branchstack else 0
       ranges = [[r.ubo.block, r.start, r.end, base + r.offset] for r in cs.ubo_state.range[:cs.ubo_state.num_enabled]]
-      return Variant(gpu_id, v.instrlen, v.constlen, v.info.max_reg, v.info.max_half_reg, v.mergedregs, v.branchstack,
+      return Variant(gpu_id, v.instrlen, v.constlen, v.info.max_reg, v.info.max_half_reg, v.mergedregs, stack,
                      v.pvtmem_size, v.shared_size, v.info.double_threadsize, v.cs.local_invocation_id, v.cs.work_group_id,
                      list(v.local_size), ranges, cs.allocs.max_const_offset_vec4, list(v.imm_state.values[:v.imm_state.count]),
                      ctypes.string_at(v.bin, v.info.size))

@@ -37,6 +37,7 @@ AO_HZ = 19_200_000
 _OPCODES = {v: k for k, v in vars(adreno).items() if k.startswith("CP_") and isinstance(v, int) and v < 0x80}
 _REGS = {v: k.removeprefix("REG_A6XX_") for k, v in vars(adreno).items() if k.startswith("REG_A6XX_") and isinstance(v, int)
          and not k.endswith(("_STRIDE", "_LENGTH"))}
+_REGS.update({r + 1: _REGS[r] + "_HI" for r in adreno.REG64_A6XX})
 
 
 def bits(v: int, f: tuple[int, int]) -> int:

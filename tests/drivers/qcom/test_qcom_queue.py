@@ -1,7 +1,7 @@
 """The queue API on MOCK+QCOM (drivers/qcom/device.py over the KGSL model and its CP) beyond the contract
 (tests/hcq/contract.py): copies the host does, signals and waits across queues, 64-bit signal values, timestamps on
-the always-on clock, no-progress timeouts, one ioctl per submit, the command arena wrapping, graph replay, the refusal
-of kernels, and a close that leaves nothing in the model."""
+the always-on clock, no-progress timeouts, one ioctl per submit, the command arena wrapping, graph replay, a kernel's
+dispatch state, and a close that leaves nothing in the model."""
 import time
 import numpy as np
 import pytest
@@ -164,9 +164,36 @@ def test_transfers_with_the_cpu_device_go_through_imported_host_memory(qcom):
   for b in (src, back): b.free()
 
 
-def test_kernels_are_refused_naming_what_blocks_them(qcom):
-  for call in (lambda: qcom.program("k", b""), lambda: qcom.compiler):
-    with pytest.raises(NotImplementedError, match="does not compile kernels for Adreno.*DEV=CPU"): call()
+def test_a_launch_loads_the_variant_as_computerator_does():
+  """The dispatch state reaches the CP: the instructions (ST6_SHADER), the pushed arguments and immediates
+  (ST6_CONSTANTS), constlen, footprints, the id registers and the grid; the model stops at CP_EXEC_CS, naming it."""
+  from autogen import adreno as a
+  from compute.nir import NIRRenderer
+  from compute.schedule import Kernel, create_schedule
+  from compute import Tensor
+  from drivers.qcom.compiler import Variant
+  pytest.importorskip("tinymesa", reason="the tinymesa wheel is not installed (scripts/setup.sh)")
+  d = open_device("MOCK+QCOM")
+  try:
+    t = Tensor(np.arange(100, dtype=np.float32), device="CPU") * 3 + 1
+    [k] = [k for k in create_schedule([t.lazydata.base]) if isinstance(k, Kernel)]
+    spec = NIRRenderer().render(k)
+    lib = d.compiler.compile(spec.src)
+    v, prg = Variant.unpack(lib), d.program(spec.name, lib)
+    out, x = d.alloc(400), d.alloc(400)
+    with pytest.raises(RuntimeError, match="after a GPU fault"):
+      prg(out, x, global_size=spec.global_size, local_size=spec.local_size, wait=True)
+    assert "CP_EXEC_CS of 2x1x1 workgroups" in d.gpu.k.model.last_error
+    cpm = d.gpu.k.model.cp
+    code = cpm.state[(a.SB6_CS_SHADER, a.ST6_SHADER)]
+    assert code == v.code and len(code) == v.instrlen * 128
+    assert cpm.state[(a.SB6_CS_SHADER, a.ST6_CONSTANTS)][:16] == np.array([out.va, x.va], np.uint64).tobytes()
+    assert cpm.regs[a.REG_A6XX_HLSQ_CS_CNTL] & 0xFF == -(-v.constlen // 4) * 4
+    reg0 = cpm.regs[a.REG_A6XX_SP_CS_CTRL_REG0]
+    assert (reg0 >> 7 & 0x3F, reg0 >> 1 & 0x3F, reg0 >> 31) == (v.max_reg + 1, v.max_half_reg + 1, int(v.mergedregs))
+    assert cpm.regs[a.REG_A6XX_HLSQ_CS_CNTL_0] & 0xFF == v.workgroup_id_reg and cpm.regs[a.REG_A6XX_HLSQ_CS_CNTL_0] >> 24 == v.local_id_reg
+    assert cpm.regs[a.REG_A6XX_HLSQ_CS_NDRANGE_1] == 128 and (cpm.regs[a.REG_A6XX_HLSQ_CS_NDRANGE_0] >> 2 & 0x3FF) == 63
+  finally: d.close()
 
 
 @pytest.mark.parametrize("chip", [0x06030001, 0x07030001])
