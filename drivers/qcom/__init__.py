@@ -20,4 +20,4 @@ def _open(spec: DeviceSpec) -> QCOMDevice:
 
 
 VENDOR = Vendor("QCOM", interfaces=("MOCK",), open=_open, single=True, mocks={"MOCK": Mock("kgsl", "kernel")},
-                kernels=False)   # (MOCK+QCOM: emu/kgsl runs no ir3 kernels yet)
+                kernels=True)

@@ -21,6 +21,7 @@ from autogen import mesa
 from drivers.hcq.compiler import CompileError, Compiler
 
 MAGIC = b"hcq-ir3\0"
+FORMAT = 3                      # of what Variant packs (and how it is read from the variant): part of the cache key
 CHIPS = {630: 0x06030001, 650: 0x06050002, 660: 0x06060001, 730: 0x07030001, 740: 0x43050a01}   # gpu_id -> a chip id
 _lock = threading.Lock()        # mesa's compiler objects are driven by one thread at a time
 
@@ -149,11 +150,12 @@ def build(b: Builder, src: str) -> tuple[int, int]:
   stack: list[tuple[str, object]] = []
   ptrs: dict[int, object] = {}
 
+  for i in range(nbufs):   # the buffers' addresses first, where they dominate every use (nir_validate checks it)
+    v = b.intrinsic(mesa.nir_intrinsic_load_ubo, (b.imm(32, 0), b.imm(32, 8 * i)), 2, 32, align_mul=8, range_base=0, range=8 * nbufs)
+    ptrs[i] = b.alu("pack_64_2x32", v)
+
   def ptr(i: int):
     if not 0 <= i < nbufs: raise CompileError(f"buffer {i} of a kernel with {nbufs}")
-    if i not in ptrs:
-      v = b.intrinsic(mesa.nir_intrinsic_load_ubo, (b.imm(32, 0), b.imm(32, 8 * i)), 2, 32, align_mul=8, range_base=0, range=8 * nbufs)
-      ptrs[i] = b.alu("pack_64_2x32", v)
     return ptrs[i]
 
   def address(bits: int, buf: int, i):
@@ -222,10 +224,11 @@ def compile_nir(src: str, gpu_id: int, name: str = "kernel") -> Variant:
       v = vp.contents
       if v.need_driver_params: raise CompileError(f"kernel {name} needs ir3 driver params, which hcq does not provide")
       cs = v.const_state.contents
-      base = cs.allocs.consts[mesa.IR3_CONST_ALLOC_UBO_RANGES].offset_vec4 * 16
       # ir3_shader_branchstack_hw: a6xx+ count two levels a unit, plus one, at most half the compiler's branch stack
       stack = min(v.branchstack // 2 + 1, cc.contents.branchstack_size // 2) if v.branchstack else 0
-      ranges = [[r.ubo.block, r.start, r.end, base + r.offset] for r in cs.ubo_state.range[:cs.ubo_state.num_enabled]]
+      # range.offset: the const byte the range starts at, within the IR3_CONST_ALLOC_UBO_RANGES allocation (which a
+      # preamble's allocation may precede: ir3_nir_analyze_ubo_ranges.c)
+      ranges = [[r.ubo.block, r.start, r.end, r.offset] for r in cs.ubo_state.range[:cs.ubo_state.num_enabled]]
       return Variant(gpu_id, v.instrlen, v.constlen, v.info.max_reg, v.info.max_half_reg, v.mergedregs, stack,
                      v.pvtmem_size, v.shared_size, v.info.double_threadsize, v.cs.local_invocation_id, v.cs.work_group_id,
                      list(v.local_size), ranges, cs.allocs.max_const_offset_vec4, list(v.imm_state.values[:v.imm_state.count]),
@@ -237,6 +240,6 @@ class IR3Compiler(Compiler):
   """compute.nir text -> a packed ir3 variant (Variant.pack) for one Adreno (target: its gpu_id, e.g. '630')."""
   language = "nir"
 
-  def version(self) -> str: return mesa.LIBRARY_SHA256
+  def version(self) -> str: return f"{mesa.LIBRARY_SHA256} {FORMAT}"
 
   def _compile(self, src: str) -> bytes: return compile_nir(src, int(self.target)).pack()

@@ -188,15 +188,26 @@ def test_a_read_three_cycles_after_an_alu_write_is_clean_and_two_is_a_hazard():
   a = np.arange(8, dtype=np.uint32)
   nop2 = 1 << 51                                      # (nop2): SRC2_R with REPEAT 0
   run_words([cat2("add.u", "r0.x", "r1.x", 1) | nop2 | 1 << 43, cat2("add.u", "r0.y", "r0.x", 1), END], a, a)
-  with pytest.raises(HazardError, match="pc 1: add.u reads r0.x 2 cycles after .* alu->alu needs 3"):
+  with pytest.raises(HazardError, match=r"pc 1: add.u reads r0.x \(low half\) 2 cycles after .* alu->alu needs 3"):
     run_words([cat2("add.u", "r0.x", "r1.x", 1) | nop2, cat2("add.u", "r0.y", "r0.x", 1), END], a, a)
+
+
+def test_repeat_steps_the_registers_marked_r_and_sat_clamps():
+  """(rpt1) add.u r0.x, (r)r1.x, 1 runs twice: r0.x = r1.x + 1, r0.y = r1.y + 1; (sat)add.u stops at 2^32 - 1."""
+  a, b = np.array([5, 0xFFFFFFFF], np.uint32), np.array([7, 3], np.uint32)
+  core = run_words([cat2("add.u", "r0.x", "r1.x", 1) | 1 << 40 | 1 << 43, END], a, b)
+  np.testing.assert_array_equal(core.read(reg("r0.x"), False), a + np.uint32(1))
+  np.testing.assert_array_equal(core.read(reg("r0.y"), False), b + np.uint32(1))
+  core = run_words([cat2("add.u", "r0.x", "r1.x", "r1.y") | 1 << 42, END], a, b)
+  np.testing.assert_array_equal(core.read(reg("r0.x"), False), [12, 0xFFFFFFFF])
+  assert disasm.disasm([cat2("add.u", "r0.x", "r1.x", 1) | 1 << 40 | 1 << 43]) == ["(rpt1)add.u r0.x, (r)r1.x, 1"]
 
 
 @pytest.mark.parametrize("word,why", [
   (3 << 61 | 0xE << 55, "sad.s16 .* is not modelled"),
   (5 << 61, "isam.* is not modelled"),
-  (cat2("add.u", "r0.x", "r1.x", "r1.y") | 1 << 40, r"\(rpt1\) is not modelled"),
-  (cat2("add.u", "r0.x", "r1.x", "r1.y") | 1 << 42, "SAT"),
+  (4 << 61 | 1 << 52 | 1 << 40, "rcp .* sets REPEAT"),
+  (cat2("and.b", "r0.x", "r1.x", "r1.y") | 1 << 42, r"and.b .* with \(sat\) is not modelled"),
   (cat2("add.u", "r0.x", "r1.x", "r1.y") | 0b001 << 11, "relative source"),
   (cat2("add.u", "r0.x", "r1.x", "r1.y") | 0xF4 << 32, "a0.x"),
   (cat2("add.u", "r20.x", "r1.x", "r1.y"), "beyond the full register footprint"),
