@@ -21,7 +21,7 @@ from autogen import mesa
 from drivers.hcq.compiler import CompileError, Compiler
 
 MAGIC = b"hcq-ir3\0"
-FORMAT = 3                      # of what Variant packs (and how it is read from the variant): part of the cache key
+FORMAT = 4                      # of what Variant packs (and how it is read from the variant): part of the cache key
 CHIPS = {630: 0x06030001, 650: 0x06050002, 660: 0x06060001, 730: 0x07030001, 740: 0x43050a01}   # gpu_id -> a chip id
 _lock = threading.Lock()        # mesa's compiler objects are driven by one thread at a time
 
@@ -92,6 +92,7 @@ class Builder:
   def __init__(self, nl: NIRLib, cc, name: str):
     self.nl, self.lib = nl, nl.lib
     self.b = self.lib.nir_builder_init_simple_shader(mesa.MESA_SHADER_COMPUTE, self.lib.ir3_get_compiler_options(cc), name.encode())
+    self.b.exact = True           # every float op exact: NIR may not reassociate or fold them (numpy's results, not fast math)
     self.bp = pointer(self.b)
     self.shader = self.b.shader
 

@@ -123,7 +123,8 @@ def syntax(w: int) -> str:
   if cat == 1:
     st, dt = bits(w, 52, 50), bits(w, 48, 46)
     op = "swz" if bits(w, 58, 57) == 2 else "mov" if st == dt else "cov"
-    return f"{flags}{nops}{op}.{TYPES[st]}{TYPES[dt]} {regname(bits(w, 39, 32), dt in HALF_TYPES)}"
+    rpt = f"(rpt{bits(w, 41, 40)})" if bits(w, 41, 40) and op != "swz" else ""
+    return f"{flags}{rpt}{op}.{TYPES[st]}{TYPES[dt]} {regname(bits(w, 39, 32), dt in HALF_TYPES)}"
   if cat == 6:
     typ = TYPES[bits(w, 51, 49)]
     if bits(w, 58, 54) == 3: return f"{flags}stg.{typ} g[{regname(bits(w, 48, 41))}]"
@@ -298,26 +299,31 @@ class Core:
     return 0
 
   def _cat1(self, w: int, at: int, m: np.ndarray) -> int:
+    """mov/cov; (rptN): N more times, one a cycle, the destination and a GPR source marked (r) one register further."""
     if bits(w, 58, 57) == 2 and bits(w, 41, 40) == 0: return self._swz(w, at, m)
     if bits(w, 58, 57) != 0: raise IR3Error(f"pc {at}: ir3 instruction {name_of(w)} ({w:#018x}) is not modelled")
-    self._refuse(w, at, REPEAT=(41, 40), SRC_R=(43, 43), UL=(45, 45), DST_REL=(49, 49), ROUND=(56, 55))
-    st, dt, form, dst = bits(w, 52, 50), bits(w, 48, 46), bits(w, 54, 53), bits(w, 39, 32)
+    self._refuse(w, at, UL=(45, 45), DST_REL=(49, 49), ROUND=(56, 55))
+    st, dt, form, dst, rpt, r = bits(w, 52, 50), bits(w, 48, 46), bits(w, 54, 53), bits(w, 39, 32), bits(w, 41, 40), bits(w, 43, 43)
     what = f"{'mov' if st == dt else 'cov'}.{TYPES[st]}{TYPES[dt]}"
     sh = st in HALF_TYPES
-    if form == 2: v = np.full(self.n, bits(w, 31, 0) & (0xFFFF if sh else 0xFFFFFFFF), np.uint32)
-    elif form == 1:
-      if bits(w, 11, 11): raise IR3Error(f"pc {at}: {what} from a relative const is not modelled")
-      v = self._const(bits(w, 10, 0), sh, at)
-    elif form == 0:
-      if bits(w, 11, 8): raise IR3Error(f"pc {at}: {what} from a relative register is not modelled")
-      self._check_read(self.comp(bits(w, 7, 0), sh), at, True, False, what)
-      v = self.read(bits(w, 7, 0), sh)
-    else: raise IR3Error(f"pc {at}: {what} with source form 3 does not exist")
-    out = convert(v, st, dt)
-    c = self.comp(dst, dt in HALF_TYPES)
-    self._check_write(c, at, what)
-    self.write(dst, dt in HALF_TYPES, out, m)
-    self._wrote(c, True, "ss" if SHARED_LO <= dst < SHARED_HI else None)
+    if r and form != 0: raise IR3Error(f"pc {at}: {what} with (r) on a non-register source is not modelled")
+    for k in range(rpt + 1):
+      if k: self.t += 1
+      if form == 2: v = np.full(self.n, bits(w, 31, 0) & (0xFFFF if sh else 0xFFFFFFFF), np.uint32)
+      elif form == 1:
+        if bits(w, 11, 11): raise IR3Error(f"pc {at}: {what} from a relative const is not modelled")
+        v = self._const(bits(w, 10, 0), sh, at)
+      elif form == 0:
+        if bits(w, 11, 8): raise IR3Error(f"pc {at}: {what} from a relative register is not modelled")
+        src = bits(w, 7, 0) + (k if r else 0)
+        self._check_read(self.comp(src, sh), at, True, False, what)
+        v = self.read(src, sh)
+      else: raise IR3Error(f"pc {at}: {what} with source form 3 does not exist")
+      out = convert(v, st, dt)
+      c = self.comp(dst + k, dt in HALF_TYPES)
+      self._check_write(c, at, what)
+      self.write(dst + k, dt in HALF_TYPES, out, m)
+      self._wrote(c, True, "ss" if SHARED_LO <= dst < SHARED_HI else None)
     return 0
 
   def _const(self, field: int, half: bool, at: int, fl: bool = False) -> np.ndarray:
