@@ -2,7 +2,8 @@
 
 The layout is codegen's GPU one: one invocation per output element (global id = workgroup id x * local size + local id x),
 reduce dims as loops. Every value has a NIR bit size: bool 1, int8/uint8 32 (wrapped back to 8 bits after each op,
-as C's assignment to an 8-bit type does), int32/uint32/float32 32, float16 16; int64, float64 and bfloat16 are refused.
+as C's assignment to an 8-bit type does), int32/uint32/float32 32, float16 16, int64 64 (for compilers that lower 64-bit
+integer ops, as ir3 does: nir_shader_compiler_options.lower_int64_options); float64 and bfloat16 are refused.
 Buffers hold bool as one byte. A masked load (padding) reads element 0 and selects 0, so no load leaves its buffer.
 
 The text (parsed by the device's compiler):
@@ -24,8 +25,8 @@ from compute.lazy import Ops
 from compute.schedule import Kernel, KNode
 from compute.shape import ShapeTracker, contiguous_strides, form_range
 
-BITS = {"bool": 1, "uint8": 32, "int8": 32, "uint32": 32, "int32": 32, "float16": 16, "float32": 32}
-STORE_BITS = {"bool": 8, "uint8": 8, "int8": 8, "uint32": 32, "int32": 32, "float16": 16, "float32": 32}
+BITS = {"bool": 1, "uint8": 32, "int8": 32, "uint32": 32, "int32": 32, "int64": 64, "float16": 16, "float32": 32}
+STORE_BITS = {"bool": 8, "uint8": 8, "int8": 8, "uint32": 32, "int32": 32, "int64": 64, "float16": 16, "float32": 32}
 _UNARY_F = {Ops.EXP2: "fexp2", Ops.LOG2: "flog2", Ops.SIN: "fsin", Ops.COS: "fcos", Ops.SQRT: "fsqrt", Ops.RECIP: "frcp",
             Ops.TRUNC: "ftrunc", Ops.NEG: "fneg"}
 LOG2E, LN2 = 1.4426950408889634, 0.6931471805599453
@@ -37,7 +38,7 @@ class Unsupported(NotImplementedError):
 
 def check_dtype(dt: DType) -> None:
   if dt.name not in BITS:
-    why = "the GPUs ir3 compiles for have no 64-bit arithmetic" if dt.itemsize == 8 else "it is not a NIR type"
+    why = "the GPUs ir3 compiles for have no double-precision floats" if dt.itemsize == 8 else "it is not a NIR type"
     raise Unsupported(f"{dt.name} values in a NIR kernel: {why}; NIR kernels take {', '.join(BITS)}: cast first "
                       "(e.g. to float32 or int32), or run this on another device")
 
@@ -85,7 +86,7 @@ class NIRRenderer:
   def const(self, v, dt: DType) -> str:
     check_dtype(dt)
     if dt is dtypes.bool: return self.imm(1, int(bool(v)))
-    if dt.is_int: return self.imm(32, int(np.array(v).astype(dt.np)))
+    if dt.is_int: return self.imm(BITS[dt.name], int(np.array(v).astype(dt.np)))
     if dt is dtypes.float16: return self.imm(16, int(np.array(v, np.float16).view(np.uint16)))
     return self.imm(32, struct.unpack("<I", struct.pack("<f", float(np.float32(v))))[0])
 
@@ -166,7 +167,10 @@ class NIRRenderer:
     if dst.is_float:
       bits = BITS[dst.name]
       return self.alu(f"f2f{bits}" if src.is_float else f"{'i' if src.kind == 'i' else 'u'}2f{bits}", v)
-    if src.is_float: return self.wrap(self.alu(f"f2{'i' if dst.kind == 'i' else 'u'}32", v), dst)
+    db = BITS[dst.name]
+    if src.is_float: return self.wrap(self.alu(f"f2{'i' if dst.kind == 'i' else 'u'}{db}", v), dst)
+    if BITS[src.name] < db: v = self.alu(f"{'i2i' if src.kind == 'i' else 'u2u'}{db}", v)     # widened by the source's sign
+    elif BITS[src.name] > db: v = self.alu(f"u2u{db}", v)                                      # the low bits
     return self.wrap(v, dst)
 
   def _reduce(self, red: KNode, idx: dict[int, str]) -> str:
@@ -224,14 +228,14 @@ class NIRRenderer:
 
   def intdiv(self, op: Ops, dt: DType, a: str, b: str) -> str:
     """numpy's floor division and modulo, with x // 0 == x % 0 == 0."""
-    zero = self.imm(32, 0)
+    zero = self.const(0, dt)
     bz = self.alu("ieq", b, zero)
     if dt.kind != "i":
       return self.alu("bcsel", bz, zero, self.alu("udiv" if op is Ops.IDIV else "umod", a, b))
     if op is Ops.MOD: return self.alu("bcsel", bz, zero, self.alu("imod", a, b))   # NIR imod: the divisor's sign (floor)
     q = self.alu("idiv", a, b)                                                   # truncating
     fix = self.alu("iand", self.alu("ine", self.alu("imul", q, b), a), self.alu("ine", self.alu("ilt", a, zero), self.alu("ilt", b, zero)))
-    return self.alu("bcsel", bz, zero, self.alu("isub", q, self.alu("b2i32", fix)))
+    return self.alu("bcsel", bz, zero, self.alu("isub", q, self.cast(fix, dtypes.bool, dt)))
 
   def expr(self, n: KNode, idx: dict[int, str], memo: dict) -> str:
     if id(n) in memo: return memo[id(n)]
@@ -253,7 +257,7 @@ class NIRRenderer:
       sdt, dt = n.srcs[0].dtype, n.dtype
       if n.op is Ops.CAST: out = self.cast(s[0], sdt, dt)
       elif n.op is Ops.WHERE: out = self.alu("bcsel", *s)
-      elif n.op is Ops.NOT: out = self.alu("inot", s[0]) if dt is dtypes.bool else self.alu("ieq", s[0], self.imm(32, 0))
+      elif n.op is Ops.NOT: out = self.alu("inot", s[0]) if dt is dtypes.bool else self.alu("ieq", s[0], self.const(0, sdt))
       elif n.op is Ops.NEG and not dt.is_float: out = self.wrap(self.alu("ineg", s[0]), dt)
       elif n.op in (Ops.EXP, Ops.LOG, *_UNARY_F):
         if not dt.is_float: raise Unsupported(f"{n.op.name} of {dt.name} values is not rendered to NIR")

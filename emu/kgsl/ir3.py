@@ -3,12 +3,13 @@ invocation of a dispatch at once (numpy arrays over lanes), with the hazards the
 
 Encodings (mesa src/freedreno/isa/ir3-common.xml, ir3-cat0.xml .. ir3-cat6.xml; what mesa 25 added checked against
 tinymesa's disasm_a3xx): the category is bits 63:61; SY 60, JP 59, SS 44 (cat0-cat4). A register field is GPR << 2 |
-component (r0.x .. r47.w, the shared r48 .. r55 at 0xc0, a0.x 0xf4, p0.x 0xf8). Half registers are merged with the full
+component (r0.x .. r47.w, the shared r48 .. r55 at 0xc0, a0.x 0xf4, p0.x .. p0.w 0xf8 .. 0xfb). Half registers are merged with the full
 ones (SP_CS_CTRL_REG0.MERGEDREGS; a6xx.xml: hr(2n), hr(2n+1) overlap rn): half component k is the low (k even) or high
 half of full component k // 2. cat2/cat3 reuse SRC1_R/SRC2_R as a (nopN) count when REPEAT is 0
 (#cat2-cat3-nop-encoding); with (rptN) they mark the sources that step with the destination.
-  cat0  nop ((rptN): N+1 cycles), end, br / jump (IMMED: a signed offset from the branch's own address), predt / predf /
-        prede (OPC_HI bit 49: lanes run the instructions between predt and prede only where p0.x holds / does not), and
+  cat0  nop ((rptN): N+1 cycles), end, br / brao / braa (BRTYPE 39:37: a second p0 component ORed / ANDed) / jump
+        (IMMED: a signed offset from the branch's own address), predt / predf /
+        prede (OPC_HI bit 49: lanes run the instructions between predt and prede only where the p0 component holds / does not), and
         the preamble: shps (it runs: the core is one dispatch), getone (one lane goes on, the rest branch), shpe;
   cat1  mov / cov between the eight types (SRC_TYPE 52:50, DST_TYPE 48:46) from a GPR (form 00), const (01) or 32-bit
         immediate (10); float -> int truncates, int -> float and f32 -> f16 round to nearest even; swz (a two-register
@@ -83,14 +84,14 @@ def sext(v: int, n: int) -> int: return v - (1 << n) if v >> (n - 1) & 1 else v
 
 
 def regname(r: int, half: bool = False) -> str:
-  if r == P0: return "p0.x"
+  if P0 <= r < P0 + 4: return f"p0.{'xyzw'[r - P0]}"
   if A0 <= r < A0 + 4: return f"a0.{'xyzw'[r & 3]}"
   return f"{'h' if half else ''}r{r >> 2}.{'xyzw'[r & 3]}"
 
 
 def slotname(s: int) -> str:
   """A 16-bit half of the register file (as the hazard checks track them), by the register holding it."""
-  return "p0.x" if s == 2 * P0 else f"{regname(s // 2)} ({'low' if s % 2 == 0 else 'high'} half)"
+  return regname(s // 2) if s >= 2 * P0 else f"{regname(s // 2)} ({'low' if s % 2 == 0 else 'high'} half)"
 
 
 def name_of(w: int) -> str:
@@ -112,7 +113,9 @@ def syntax(w: int) -> str:
   if cat == 0:
     if name == "nop" and bits(w, 42, 40): return f"{flags}(rpt{bits(w, 42, 40)}){name}"
     if name == "br":
-      return f"{flags}{name} {'!' if bits(w, 52, 52) else ''}p0.{'xyzw'[bits(w, 54, 53)]}"
+      first = f"{'!' if bits(w, 52, 52) else ''}p0.{'xyzw'[bits(w, 54, 53)]}"
+      if bits(w, 39, 37) in (1, 2): return f"{flags}{('brao', 'braa')[bits(w, 39, 37) - 1]} {first}"
+      return f"{flags}{name} {first}"
     return flags + name
   nops = ""
   if cat in (2, 3):
@@ -145,7 +148,7 @@ class Core:
     self.gen, self.d, self.n = gen, DELAYS[gen], lanes
     self.h = np.zeros((lanes, 2 * REGS), np.uint16)       # the merged register file: full component i = h[:, 2i:2i+2]
     self.f = self.h.view(np.uint32)                        # full components
-    self.p0 = np.zeros(lanes, bool)
+    self.p = np.zeros((lanes, 4), bool)                   # p0.x .. p0.w
     self.consts, self.mem = consts, mem
     self.steps, self.footprint = 0, SHARED_LO // 4
     # hazard state: the cycle now; per full component, the cycle an ALU instruction wrote it; (ss)/(sy) sets
@@ -161,7 +164,7 @@ class Core:
   def comp(self, r: int, half: bool) -> tuple[int, ...]:
     """The 16-bit halves of the register file a register field names (a full component both of its own), within the
     register footprint: what the hazard checks track."""
-    if r == P0: return (2 * P0,)
+    if P0 <= r < P0 + 4: return (2 * r,)
     c = (r // 2 if r < SHARED_LO else SHARED_LO + (r - SHARED_LO) // 2) if half else r
     if c >= REGS: raise IR3Error(f"register {regname(r, half)} ({r:#x}) is not modelled")
     if c < SHARED_LO and c >> 2 >= self.footprint:
@@ -171,7 +174,7 @@ class Core:
 
   def read(self, r: int, half: bool) -> np.ndarray:
     """The lanes' values of a register as uint32 (a half register zero-extended)."""
-    if r == P0: return self.p0.astype(np.uint32)
+    if P0 <= r < P0 + 4: return self.p[:, r - P0].astype(np.uint32)
     if half:
       if r >= SHARED_LO: raise IR3Error(f"half shared register {regname(r, True)} is not modelled")
       return self.h[:, r].astype(np.uint32)
@@ -179,7 +182,7 @@ class Core:
     return self.f[:, r].copy()
 
   def write(self, r: int, half: bool, v: np.ndarray, m: np.ndarray) -> None:
-    if r == P0: self.p0[m] = (v & 1).astype(bool)[m]; return
+    if P0 <= r < P0 + 4: self.p[m, r - P0] = (v & 1).astype(bool)[m]; return
     if half:
       if r >= SHARED_LO: raise IR3Error(f"half shared register {regname(r, True)} is not modelled")
       self.h[m, r] = v[m].astype(np.uint16)
@@ -241,10 +244,13 @@ class Core:
         op, hi = bits(w, 58, 55), bits(w, 49, 49)
         if (op, hi) == (0, 0): cycles += bits(w, 42, 40)
         elif (op, hi) == (6, 0): done |= m
-        elif (op, hi) == (1, 0) and bits(w, 39, 37) == 0 or (op, hi) in ((0xD, 1), (0xE, 1)):
-          if bits(w, 54, 53): raise IR3Error(f"pc {at}: {name_of(w)} of p0.{'xyzw'[bits(w, 54, 53)]}: only p0.x is modelled")
-          self._check_read(self.comp(P0, False), at, False, False, name_of(w))
-          cond = self.p0 ^ bool(bits(w, 52, 52))
+        elif (op, hi) == (1, 0) and bits(w, 39, 37) in (0, 1, 2) or (op, hi) in ((0xD, 1), (0xE, 1)):
+          self._check_read(self.comp(P0 + bits(w, 54, 53), False), at, False, False, name_of(w))
+          cond = self.p[:, bits(w, 54, 53)] ^ bool(bits(w, 52, 52))
+          if op == 1 and bits(w, 39, 37):                       # brao / braa: a second p0 component, OR / AND
+            self._check_read(self.comp(P0 + bits(w, 47, 46), False), at, False, False, name_of(w))
+            other = self.p[:, bits(w, 47, 46)] ^ bool(bits(w, 45, 45))
+            cond = cond | other if bits(w, 39, 37) == 1 else cond & other
           if op == 1: pc[m & cond] = at + sext(bits(w, 31, 0), 32) - 1   # taken lanes; +1 below
           else: pred = cond if op == 0xD else ~cond
         elif (op, hi) == (0xF, 1): pred = None
@@ -306,13 +312,13 @@ class Core:
     st, dt, form, dst, rpt, r = bits(w, 52, 50), bits(w, 48, 46), bits(w, 54, 53), bits(w, 39, 32), bits(w, 41, 40), bits(w, 43, 43)
     what = f"{'mov' if st == dt else 'cov'}.{TYPES[st]}{TYPES[dt]}"
     sh = st in HALF_TYPES
-    if r and form != 0: raise IR3Error(f"pc {at}: {what} with (r) on a non-register source is not modelled")
+    if r and form == 2: raise IR3Error(f"pc {at}: {what} with (r) on an immediate is not modelled")
     for k in range(rpt + 1):
       if k: self.t += 1
       if form == 2: v = np.full(self.n, bits(w, 31, 0) & (0xFFFF if sh else 0xFFFFFFFF), np.uint32)
       elif form == 1:
         if bits(w, 11, 11): raise IR3Error(f"pc {at}: {what} from a relative const is not modelled")
-        v = self._const(bits(w, 10, 0), sh, at)
+        v = self._const(bits(w, 10, 0) + (k if r else 0), sh, at)
       elif form == 0:
         if bits(w, 11, 8): raise IR3Error(f"pc {at}: {what} from a relative register is not modelled")
         src = bits(w, 7, 0) + (k if r else 0)
@@ -370,8 +376,9 @@ class Core:
       if k: self.t += 1
       fields = [bits(w, 15 + 16 * i, 16 * i) for i in range(nsrc)]
       if k:
-        for i, r in enumerate((r1, r2)[:nsrc]):
-          if r and bits(fields[i], 13, 8): raise IR3Error(f"pc {at}: {name} (rpt{rpt}) of a non-register source marked (r)")
+        for i, r in enumerate((r1, r2)[:nsrc]):        # a GPR or const marked (r) steps; an immediate cannot
+          if r and bits(fields[i], 13, 8) and bits(fields[i], 12, 11) != 0b10:
+            raise IR3Error(f"pc {at}: {name} (rpt{rpt}) of an immediate or relative source marked (r)")
           if r: fields[i] += k
       srcs = [_absneg(self._src(f, half, at, name, fl=sfx == "f"), bits(f, 15, 14), sfx, half) for f in fields]
       if name in ("cmps.f", "cmps.u", "cmps.s"): out = _cmp(srcs[0], srcs[1], bits(w, 50, 48), sfx, half, name, at)
@@ -403,9 +410,10 @@ class Core:
         r = bits(s, 7, 0) + (k if rs[i] else 0)
         self._check_read(self.comp(r, half), at, True, i == 2 and name.startswith("mad"), name)
         return self.read(r, half)
-      if rs[i] and k: raise IR3Error(f"pc {at}: {name} (rpt{rpt}) of a non-register source marked (r)")
-      if alt and bits(s, 12, 12): return np.full(self.n, bits(s, 11, 0), np.uint32)   # the shift/mask forms' immediate
-      if bits(s, 12, 12): return self._const(bits(s, 10, 0), half, at, name.endswith("f16"))
+      if alt and bits(s, 12, 12):                        # the shift/mask forms' immediate
+        if rs[i] and k: raise IR3Error(f"pc {at}: {name} (rpt{rpt}) of an immediate marked (r)")
+        return np.full(self.n, bits(s, 11, 0), np.uint32)
+      if bits(s, 12, 12): return self._const(bits(s, 10, 0) + (k if rs[i] else 0), half, at, name.endswith("f16"))
       raise IR3Error(f"pc {at}: {name}: a relative source is not modelled")
     typ = name.split(".")[1] if "." in name else "b"
     for k in range(rpt + 1):

@@ -60,10 +60,13 @@ def test_a_long_sum_is_a_loop_of_loads_and_float_adds(gpu_id):
   assert o["add.f"] >= 1 and o["ldg.u32"] >= 1 and (o["br"] + o["jump"] + o["brax"] + o["bany"] + o["ball"]) >= 1, o
 
 
-def test_int64_and_float64_are_refused_naming_the_type():
-  with pytest.raises(Unsupported, match="int64 values in a NIR kernel: the GPUs ir3 compiles for have no 64-bit"):
-    NIRRenderer().render(kernels(Tensor(np.arange(8, dtype=np.int64)) + 1)[0])
-  with pytest.raises(Unsupported, match="float64"): NIRRenderer().render(kernels(Tensor(np.ones(4)) * 2)[0])
+def test_float64_and_bfloat16_are_refused_naming_the_type_and_int64_is_lowered_by_ir3():
+  with pytest.raises(Unsupported, match="float64 values in a NIR kernel: the GPUs ir3 compiles for have no double"):
+    NIRRenderer().render(kernels(Tensor(np.ones(4)) * 2)[0])
+  with pytest.raises(Unsupported, match="bfloat16 values in a NIR kernel: it is not a NIR type"):
+    NIRRenderer().render(kernels(Tensor(np.ones(4, np.float32)).cast("bfloat16") * 2)[0])
+  [v] = compiled(Tensor(np.arange(8, dtype=np.int64)) * 3, 630)   # nir_lower_int64: 32-bit halves and their carries
+  assert ops(v)["ldg.u32"] == 1 and ops(v)["stg.u32"] == 1 and ops(v)["madsh.m16"] >= 1   # (two components each)
 
 
 def test_bad_text_and_unknown_chips_are_compile_errors():
