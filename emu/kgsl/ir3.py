@@ -596,7 +596,9 @@ _CAT2 = {
   "mul.u24": _iop(lambda a, b: _u24(a) * _u24(b)), "mul.s24": _iop(lambda a, b: _s24(a) * _s24(b)),
   "shl.b": _shl, "shr.b": _shr, "ashr.b": _ashr,
   "cmps.f": None, "cmps.u": None, "cmps.s": None,
-  "clz.b": _iop(lambda a: np.where(a == 0, 32, 31 - np.floor(np.log2(np.maximum(a, 1))).astype(np.int64))),
+  # clz.b of 0 is -1: ir3_compiler_nir.c builds ufind_msb as sel(31 - clz, clz >= 0 (signed), clz), so a zero source
+  # (no bit set: ufind_msb -1) must give a negative count
+  "clz.b": _iop(lambda a: np.where(a == 0, -1, 31 - np.floor(np.log2(np.maximum(a, 1))).astype(np.int64))),
   "cbits.b": _iop(lambda a: np.array([int(x).bit_count() for x in a], np.int64)),
 }
 def _clip(fn, signed: bool):

@@ -27,6 +27,8 @@ RNG = np.random.default_rng(0)
 X, X2 = RNG.standard_normal(100).astype(np.float32), RNG.standard_normal(100).astype(np.float32)
 Y = RNG.standard_normal((4, 300)).astype(np.float32)
 I = np.arange(-25, 25, dtype=np.int32)
+L = np.array([7, 2**32 + 5, -2**40 - 12345, 10**15, 4000000000, -9, 100, 3], np.int64)
+L2 = np.array([1, 3, 7, -1000003, 2**33, 2, -9, 5], np.int64)
 KERNELS = {   # name: (tensor of one kernel, numpy reference, tolerance)
   "mad": (lambda: T(X) * 3 + 1, lambda: X * 3 + 1, 0),
   "exp_div": (lambda: T(X).exp() / (T(X2) + 2), lambda: np.exp(X) / (X2 + 2), 1e-5),
@@ -34,6 +36,8 @@ KERNELS = {   # name: (tensor of one kernel, numpy reference, tolerance)
   "sum": (lambda: T(Y).sum(1), lambda: Y.sum(1), 1e-4),
   "amax": (lambda: T(Y).amax(1), lambda: Y.max(1), 0),
   "int_floordiv_mod": (lambda: T(I) // 3 + T(I) % 7 * T(I), lambda: I // 3 + I % 7 * I, 0),
+  # int64 (nir_lower_int64: 32-bit halves, a long division whose ufind_msb needs clz.b of 0 to be -1)
+  "int64_floordiv": (lambda: T(L) // T(L2), lambda: L // L2, 0),
   "half": (lambda: T(X).half() * 3, lambda: X.astype(np.float16) * np.float16(3), 0),
   "uint8_wraps": (lambda: T(np.arange(30, dtype=np.uint8)) + 250, lambda: np.arange(30, dtype=np.uint8) + np.uint8(250), 0),
   "bool": (lambda: T(X) < 0.5, lambda: X < 0.5, 0),
