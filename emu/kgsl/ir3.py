@@ -19,7 +19,8 @@ half of full component k // 2. cat2/cat3 reuse SRC1_R/SRC2_R as a (nopN) count w
         emits them as shl.b/ashr.b/shr.b), mull.u (the low 16 bits of each source multiplied) and mul.u24/s24;
         (sat) on add/sub (clamped to the type) and add.f/mul.f (to [0, 1]); sources: GPR, const (13:11 = x10), signed
         11-bit immediate (100), float table (101: #flut); ABSNEG (15:14) abs / neg of floats, negation / abs of .s and
-        .u sources, not of .b sources; a half float instruction reads a const's float32 as float16;
+        .u sources, not of .b sources; a half float instruction reads a const's float32 as float16; a float result
+        whose destination precision differs (DST_CONV) is converted to it (round to nearest even);
   cat3  mad.f32/f16 (the product rounded, then the sum), mad.u24/s24, mad.u16/s16, madsh.m16 (src3 + ((src1 & 0xffff) *
         (src2 >> 16) << 16): ir3_compiler_nir.c builds imul as mull.u + two madsh.m16 with the sources swapped, which
         cannot tell the halves apart; the constant-divisor high products of nir_opt_idiv_const can, and come out as
@@ -131,6 +132,7 @@ def syntax(w: int) -> str:
   if cat == 6:
     typ = TYPES[bits(w, 51, 49)]
     if bits(w, 58, 54) == 3: return f"{flags}stg.{typ} g[{regname(bits(w, 48, 41))}]"
+    if bits(w, 58, 54) == 0x1C: return f"{flags}stc.{typ} c[{bits(w, 39, 32)}]"
     return f"{flags}{name.split('.')[0]}.{typ} {regname(bits(w, 39, 32), bits(w, 51, 49) in HALF_TYPES)}"
   dst = bits(w, 39, 32)
   full = bool(bits(w, 52, 52)) if cat in (2, 4) else bool(bits(w, 42, 42)) if bits(w, 13, 13) else \
@@ -384,6 +386,7 @@ class Core:
       if name in ("cmps.f", "cmps.u", "cmps.s"): out = _cmp(srcs[0], srcs[1], bits(w, 50, 48), sfx, half, name, at)
       elif sat: out = _SAT[name](*srcs, half)
       else: out = _CAT2[name](*srcs, half)
+      if sfx == "f" and base != "cmps" and dhalf != half: out = convert(out, int(not half), int(not dhalf))   # DST_CONV
       if dhalf: out = out & 0xFFFF
       c = self.comp(dst + k, dhalf)
       self._check_write(c, at, name)
@@ -424,6 +427,7 @@ class Core:
       b = self.read(rb, half)
       a, b, c = (_absneg(v, 1 if bits(w, pos, pos) else 0, typ[0], half) for v, pos in ((a, 14), (b, 30), (c, 31)))
       out = _CAT3[name](a, b, c, half)
+      if typ[0] == "f" and dhalf != half: out = convert(out, int(not half), int(not dhalf))      # DST_CONV
       if dhalf: out = out & 0xFFFF
       cc = self.comp(dst + k, dhalf)
       self._check_write(cc, at, name)
