@@ -457,14 +457,13 @@ class Core:
     self._wrote(c, False, "ss")
 
   # --- cat6
-  def _lanes_mem(self, va: np.ndarray, esize: int, write: bool) -> tuple[np.ndarray, np.ndarray]:
-    """(a uint8 array over the memory the lanes' addresses fall in, each lane's index into it): one mapping for the span
-    when one object holds it, else one a lane."""
+  def _lanes_mem(self, va: np.ndarray, esize: int, write: bool) -> list[tuple[np.ndarray, np.ndarray]]:
+    """[(a uint8 array over global memory, the indices into it of the lanes it holds)]: one mapping for the span of
+    every lane's address when one object holds it, else one mapping a lane (each raising where nothing is mapped)."""
     lo, hi = int(va.min()), int(va.max()) + esize
-    try: return np.frombuffer(self.mem(lo, hi - lo, write), np.uint8), (va - lo).astype(np.int64)
-    except Exception:
-      views = [np.frombuffer(self.mem(int(a), esize, write), np.uint8) for a in va]
-      return np.concatenate(views) if write is False else views, np.arange(len(va), dtype=np.int64) * esize  # type: ignore[return-value]
+    try: return [(np.frombuffer(self.mem(lo, hi - lo, write), np.uint8), (va - lo).astype(np.int64))]
+    except Exception:    # the span crosses objects: each lane's own access, which faults if its address is unmapped
+      return [(np.frombuffer(self.mem(int(a), esize, write), np.uint8), np.zeros(1, np.int64)) for a in va]
 
   def _stc(self, w: int, at: int, m: np.ndarray) -> None:
     """stc c[DST], SRC, SIZE (a6xx preamble): SIZE registers from SRC on into the const file from component DST."""
@@ -506,8 +505,9 @@ class Core:
       for k, c in enumerate(regs):
         vals = np.zeros(self.n, np.uint32)
         if len(lanes):
-          buf, idx = self._lanes_mem(addr[lanes] + off + k * esize, esize, False)
-          raw = buf[idx[:, None] + np.arange(esize)].astype(np.int64) @ (1 << 8 * np.arange(esize, dtype=np.int64))
+          parts = self._lanes_mem(addr[lanes] + off + k * esize, esize, False)
+          raw = np.concatenate([buf[idx[:, None] + np.arange(esize)] for buf, idx in parts]).astype(np.int64) @ \
+            (1 << 8 * np.arange(esize, dtype=np.int64))
           vals[lanes] = _mask(np.where(raw >> (8 * esize - 1) & 1, raw - (1 << 8 * esize), raw) if typ in (4, 7) else raw, half)
         self.write(reg + k, half, vals, m)
         self._wrote(c, False, "sy")
@@ -518,10 +518,10 @@ class Core:
         if not len(lanes): break
         vals = self.read(reg + k, half)[lanes].astype(np.int64)
         data = ((vals[:, None] >> (8 * np.arange(esize))) & 0xFF).astype(np.uint8)
-        buf, idx = self._lanes_mem(addr[lanes] + off + k * esize, esize, True)
-        if isinstance(buf, list):
-          for v, d in zip(buf, data): v[:] = d
-        else: buf[idx[:, None] + np.arange(esize)] = data
+        parts = self._lanes_mem(addr[lanes] + off + k * esize, esize, True)
+        if len(parts) == 1: parts[0][0][parts[0][1][:, None] + np.arange(esize)] = data
+        else:
+          for (buf, _), d in zip(parts, data): buf[:] = d
 
 
 # --- value helpers (uint32 arrays holding the bits; half values in the low 16)
