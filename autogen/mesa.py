@@ -19,6 +19,7 @@
 #   src/freedreno/ir3/disasm-a3xx.c
 #   src/freedreno/isa/ir3-isa.c
 #   src/util/ralloc.c
+#   src/compiler/nir/nir_lower_reg_intrinsics_to_ssa.c
 """mesa 25.2.7 NIR and ir3 (tinymesa's libtinymesa.so): records, enums and exported functions and data, from its DWARF."""
 from ctypes import POINTER, Structure, Union, c_bool, c_char, c_char_p, c_double, c_float, c_int16, c_int32, c_int64, c_int8, c_uint16, c_uint32, c_uint64, c_uint8, c_void_p
 from autogen.clayout import record
@@ -128,6 +129,22 @@ IJ_LINEAR_CENTROID = 5
 IJ_LINEAR_SAMPLE = 6
 IJ_COUNT = 7
 ir3_bary = c_uint32
+
+# enum ir3_const_alloc_type (c_uint32)
+IR3_CONST_ALLOC_PUSH_CONSTS = 0
+IR3_CONST_ALLOC_DYN_DESCRIPTOR_OFFSET = 1
+IR3_CONST_ALLOC_INLINE_UNIFORM_ADDRS = 2
+IR3_CONST_ALLOC_DRIVER_PARAMS = 3
+IR3_CONST_ALLOC_UBO_RANGES = 4
+IR3_CONST_ALLOC_PREAMBLE = 5
+IR3_CONST_ALLOC_GLOBAL = 6
+IR3_CONST_ALLOC_UBO_PTRS = 7
+IR3_CONST_ALLOC_IMAGE_DIMS = 8
+IR3_CONST_ALLOC_TFBO = 9
+IR3_CONST_ALLOC_PRIMITIVE_PARAM = 10
+IR3_CONST_ALLOC_PRIMITIVE_MAP = 11
+IR3_CONST_ALLOC_MAX = 12
+ir3_const_alloc_type = c_uint32
 
 # enum ir3_instruction_flags (c_uint32)
 IR3_INSTR_SY = 1
@@ -3282,6 +3299,8 @@ PROTOTYPES = {
   'rzalloc_size': (c_void_p, (c_void_p, c_uint64)),
 # void ralloc_free(void *ptr)
   'ralloc_free': (None, (c_void_p,)),
+# _Bool nir_lower_reg_intrinsics_to_ssa(nir_shader *shader)
+  'nir_lower_reg_intrinsics_to_ssa': (c_bool, (POINTER(nir_shader),)),
 }
 
 # exported data: {name: ctypes type}, for type.in_dll(lib, name)

@@ -17,6 +17,7 @@ import numpy as np
 from drivers.hcq import open_device, default_device_name, parse_device, profile
 from drivers.hcq import Device as HCQDevice, Buffer as HCQBuffer, Program as HCQProgram, Queue as HCQQueue, Graph
 from compute.codegen import Dialect, Program
+import compute.nir   # noqa: F401  (defines, so registers, the NIR dialect)
 from compute.dtypes import DType, dtypes
 from compute.lazy import LazyBuffer, Ops
 from compute.schedule import Kernel, Copy, KNode

@@ -57,9 +57,10 @@ def _int(s: str) -> int: return int(s, 0)
 
 
 def _fields(el: ET.Element, bitsets: dict[str, ET.Element]) -> list[tuple[str, int, int]]:
-  """(name, hi, lo) of a register's or packet dword's bitfields: its own, else those of the bitset its type names."""
-  own = [b for b in el.findall(f"{NS}bitfield") if _applies(b)]
-  if not own and el.get("type") in bitsets: own = [b for b in bitsets[el.get("type")].findall(f"{NS}bitfield") if _applies(b)]
+  """(name, hi, lo) of a register's or packet dword's bitfields: those of the bitset its type names, then its own (rnn
+  adds a register's bitfields to its type's: SP_CS_CTRL_REG0 is a6xx_sp_xs_ctrl_reg0's footprints plus THREADSIZE...)."""
+  base = bitsets[el.get("type")].findall(f"{NS}bitfield") if el.get("type") in bitsets else []
+  own = [b for b in [*base, *el.findall(f"{NS}bitfield")] if _applies(b)]
   out = []
   for b in own:
     if b.get("pos") is not None: lo = hi = _int(b.get("pos"))
@@ -95,8 +96,10 @@ def generate() -> str:
       for fname, hi, lo in _fields(reg, bitsets): lines.append(f"{name}_{reg.get('name')}_{fname} = ({hi}, {lo})")
   lines += ["", "# domain A6XX: registers"]
   dom = next(d for d in a6xx.iter(f"{NS}domain") if d.get("name") == "A6XX")
+  reg64 = []
   for el in dom:
     if not _applies(el): continue
+    if el.tag == f"{NS}reg64": reg64.append(_int(el.get("offset")))
     if el.tag in (f"{NS}reg32", f"{NS}reg64"):
       lines.append(f"REG_A6XX_{el.get('name')} = {_int(el.get('offset')):#06x}")
       for fname, hi, lo in _fields(el, bitsets): lines.append(f"REG_A6XX_{el.get('name')}_{fname} = ({hi}, {lo})")
@@ -104,6 +107,8 @@ def generate() -> str:
       n = el.get("name")
       lines += [f"REG_A6XX_{n} = {_int(el.get('offset')):#06x}", f"REG_A6XX_{n}_STRIDE = {_int(el.get('stride'))}",
                 f"REG_A6XX_{n}_LENGTH = {_int(el.get('length'))}"]
+  lines += ["", "# the 64-bit registers (reg64: the offset holds the low dword, offset + 1 the high one)",
+            f"REG64_A6XX = frozenset(({', '.join(f'{r:#06x}' for r in reg64)}))"]
   return "\n".join(lines) + "\n"
 
 

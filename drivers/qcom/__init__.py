@@ -1,8 +1,7 @@
 """Qualcomm Adreno GPUs (a6xx, a7xx) through the KGSL kernel driver (autogen.msm_kgsl: its ioctl ABI;
 drivers.qcom.kgsl: one GPU's context, memory, submission and timestamps; drivers.qcom.cp: CP packets;
-drivers.qcom.device: the queue API). Device strings: QCOM (/dev/kgsl-3d0), MOCK+QCOM (the same driver against the
-KGSL model, emu/kgsl: its `mocks` entry). Copies, signals, waits and timestamps; no kernels yet, so QCOM is
-never picked as the default device."""
+drivers.qcom.compiler and program: kernels as ir3 variants and their dispatch; drivers.qcom.device: the queue API).
+Device strings: QCOM (/dev/kgsl-3d0), MOCK+QCOM (the same driver against the KGSL model, emu/kgsl: its `mocks` entry)."""
 from __future__ import annotations
 from typing import TYPE_CHECKING
 from drivers.system.registry import Mock, Vendor
@@ -21,4 +20,4 @@ def _open(spec: DeviceSpec) -> QCOMDevice:
 
 
 VENDOR = Vendor("QCOM", interfaces=("MOCK",), open=_open, single=True, mocks={"MOCK": Mock("kgsl", "kernel")},
-                kernels=False)   # (no compiler yet: drivers/qcom/device.py NO_KERNELS)
+                kernels=True)

@@ -22,10 +22,10 @@ so copyin/copyout and transfers between buffers of one device are CPU copies aft
 driver does). The copy queue exists to order copies with signals and waits inside a command stream: it copies with
 CP_MEMCPY, which moves whole dwords between dword-aligned addresses; a copy it cannot express (any other size or
 offset) is done by the host at its place in the stream (HostCopier).
-Kernels: `program` and `compiler` refuse (see NO_KERNELS).
+Kernels: compute.nir text compiled by ir3 (drivers.qcom.compiler), dispatched as drivers.qcom.program encodes it (a6xx).
 """
 from __future__ import annotations
-import threading, time, weakref
+import functools, threading, time, weakref
 from collections import deque
 from typing import Sequence
 
@@ -33,8 +33,11 @@ import numpy as np
 from autogen import adreno
 from drivers.hcq import Device, Signal
 from drivers.hcq.buffer import Buffer
+from drivers.hcq.program import KernArgs
 from drivers.hcq.ring import Ring, RingQueue, RingSealed
 from drivers.qcom import cp
+from drivers.qcom.compiler import IR3Compiler
+from drivers.qcom.program import QCOMProgram
 from drivers.qcom.kgsl import COPY_PRIORITY, KGSL, GPUObject, PAGE
 from drivers.system.dma import host_pages
 
@@ -43,9 +46,6 @@ MAX_MEMCPY_DWORDS = 1 << 30              # per CP_MEMCPY packet (DWORDS is 32 bi
 TRAILER_DWORDS = 5                       # the CP_MEM_WRITE of the read pointer that ends every IB
 HELD_NAP_MAX_S = 1e-3                    # how often held copy submissions look at their waits again, at most
 HOST_COPY_NAP_S = 1e-3                   # how long the host copier sleeps between looks at its mailbox, at most
-NO_KERNELS = ("hcq does not compile kernels for Adreno GPUs yet (mesa's ir3 compiler is not wired in): on QCOM and "
-              "MOCK+QCOM copies, signals, waits and timestamps work (copy_queue, compute_queue); run kernels on another "
-              "device, e.g. DEV=CPU or DEV=MOCKPCI+AMD")
 
 
 def sync_values(words, waits: list[tuple[Signal, int]], signals: list[tuple[Signal, int]]) -> tuple[list, list]:
@@ -236,6 +236,14 @@ class HostCopier:
 class QCOMComputeQueue(QCOMQueue):
   kind = "compute"
 
+  def _exec(self, prg: QCOMProgram, args: KernArgs, global_size, local_size) -> None:
+    """The program's dispatch (drivers.qcom.program), after earlier work is done and its writes visible."""
+    self._hold(prg)   # (Queue.exec holds the arguments)
+    words, at = prg.dispatch(args.va, global_size, local_size)
+    self.words += cp.wait_for_idle()
+    for i, addend in at: self._patch_point("args", len(self.words) + i, 64, addend)
+    self.words += words
+
 
 class QCOMCopyQueue(QCOMQueue):
   kind = "copy"
@@ -293,8 +301,12 @@ class QCOMDevice(Device):
     dest.host_view[:src.size] = src.host_view[:src.size]
 
   @property
-  def compiler(self): raise NotImplementedError(f"{self.name}: {NO_KERNELS}")
-  def program(self, name: str, lib: bytes): raise NotImplementedError(f"{self.name}: {NO_KERNELS}")
+  def gpu_id(self) -> int: return int(self.arch[1:])      # 630 for an a630
+  @functools.cached_property
+  def compiler(self) -> IR3Compiler: return IR3Compiler(str(self.gpu_id))   # NIR -> ir3 for the GPU (drivers.qcom.compiler)
+  def program(self, name: str, lib: bytes) -> QCOMProgram:
+    self._check_open()
+    return QCOMProgram(self, name, lib)
   def compute_queue(self) -> QCOMComputeQueue: return QCOMComputeQueue(self)
   def copy_queue(self) -> QCOMCopyQueue: return QCOMCopyQueue(self)
   def ticks_to_us(self, ticks: int) -> float: return ticks * 1e6 / cp.ALWAYS_ON_HZ

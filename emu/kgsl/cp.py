@@ -18,7 +18,8 @@ Packets (mesa adreno_pm4.xml via autogen.adreno; headers as mesa's cffdec.h chec
           event form only), CP_MEM_WRITE, CP_REG_TO_MEM of the 64-bit always-on counter (19.2 MHz, from the host's
           monotonic clock), CP_WAIT_REG_MEM on memory (every cp_cond_function, unsigned or SIGNED_COMPARE, masked;
           the ringbuffer stalls until it holds), CP_MEMCPY, CP_LOAD_STATE6(_FRAG/_GEOM) (the state read from memory and
-          kept), CP_EXEC_CS (refused: the ir3 executor skeleton, emu/kgsl/ir3.py, is not wired to the compute state).
+          kept; constants at DST_OFF), CP_EXEC_CS (the compute dispatch the registers and state describe: emu.kgsl.sp, on the
+          ir3 core emu.kgsl.ir3; it runs to completion before the next packet).
 Any other packet type or opcode, a parity error, a payload of the wrong length, a field the model does not act on
 set (the event TIMESTAMP/IRQ bits, CP_REG_TO_MEM ACCUMULATE, register polling, WRITE_MEMORY) or an unmapped address
 stops the context with a fault naming it (KGSL then reports the context reset).
@@ -32,11 +33,13 @@ from collections import deque
 from typing import Callable, Generator
 
 from autogen import adreno
+from emu.kgsl.sp import DispatchError, exec_cs
 
 AO_HZ = 19_200_000
 _OPCODES = {v: k for k, v in vars(adreno).items() if k.startswith("CP_") and isinstance(v, int) and v < 0x80}
 _REGS = {v: k.removeprefix("REG_A6XX_") for k, v in vars(adreno).items() if k.startswith("REG_A6XX_") and isinstance(v, int)
          and not k.endswith(("_STRIDE", "_LENGTH"))}
+_REGS.update({r + 1: _REGS[r] + "_HI" for r in adreno.REG64_A6XX})
 
 
 def bits(v: int, f: tuple[int, int]) -> int:
@@ -80,7 +83,7 @@ class CommandProcessor:
                fault: Callable[[int, str], None]):
     self.gen, self.translate, self.retire, self.fault = gen, translate, retire, fault
     self.regs: dict[int, int] = {}
-    self.state: dict[tuple[int, int], bytes] = {}           # (state block, state type) -> what CP_LOAD_STATE6 loaded
+    self.state: dict[tuple[int, int], bytes | bytearray] = {}   # (state block, state type) -> what CP_LOAD_STATE6 loaded
     self.rbs: list[deque[Submission]] = [deque() for _ in range(ringbuffers)]   # 0: the highest priority
     self.cv = threading.Condition()
     self.stopping = False
@@ -222,8 +225,11 @@ class CommandProcessor:
       self._load_state(p, at, name)
     elif op == adreno.CP_EXEC_CS:
       need(4)
-      raise CPFault(f"CP_EXEC_CS of {p[1]}x{p[2]}x{p[3]} workgroups at {at:#x}: running ir3 kernels is not modelled (the "
-                    "ir3 executor, emu/kgsl/ir3.py, runs straight-line cat0-cat2 code and is not wired to the compute state)")
+      if p[0]: raise CPFault(f"CP_EXEC_CS at {at:#x} with dword 0 = {p[0]:#x}: not modelled")
+      try: exec_cs(self.gen, self.regs, self.state.get((adreno.SB6_CS_SHADER, adreno.ST6_SHADER)),
+                   bytes(self.state.get((adreno.SB6_CS_SHADER, adreno.ST6_CONSTANTS), b"")), (p[1], p[2], p[3]),
+                   lambda va, n, write: self.translate(va, n, write))
+      except DispatchError as e: raise CPFault(f"CP_EXEC_CS of {p[1]}x{p[2]}x{p[3]} workgroups at {at:#x}: {e}") from None
     else: raise CPFault(f"{name} at {at:#x} is not a packet the KGSL model executes")
 
   def _write(self, addr: int, dwords: list[int]) -> None:
@@ -275,4 +281,10 @@ class CommandProcessor:
       if len(p) != 3 + size // 4: raise CPFault(f"{name} SS6_DIRECT at {at:#x}: {len(p) - 3} data dwords for {units} units")
       data = array.array("I", p[3:]).tobytes()
     else: raise CPFault(f"{name} at {at:#x} with STATE_SRC {src}: only SS6_DIRECT and SS6_INDIRECT are modelled")
-    self.state[(block, typ)] = data
+    off = bits(p[0], adreno.CP_LOAD_STATE6_0_DST_OFF)
+    if typ == adreno.ST6_CONSTANTS:       # DST_OFF: the first vec4 written; the rest of the const file keeps its contents
+      file = self.state.setdefault((block, typ), bytearray())
+      if len(file) < 16 * off + size: file.extend(bytes(16 * off + size - len(file)))
+      file[16 * off:16 * off + size] = data
+    elif off: raise CPFault(f"{name} at {at:#x}: DST_OFF {off} for state type {typ}: only constants are loaded at an offset")
+    else: self.state[(block, typ)] = data

@@ -218,7 +218,7 @@ def test_a_ringbuffer_style_context_is_preempted_only_between_its_submissions(kg
   (cp.pkt4(0x1, 0), "not in the A6XX register domain"),
   (cp.pkt7(adreno.CP_EVENT_WRITE, adreno.CACHE_FLUSH_TS | 1 << 31), "not modelled"),
   (cp.reg_to_mem(adreno.REG_A6XX_CP_ALWAYS_ON_COUNTER_LO, 0x1000), "CP_ALWAYS_ON_COUNTER (CNT 2"),
-  (cp.exec_cs(1, 1, 1), "ir3 executor"),
+  (cp.exec_cs(1, 1, 1), "CP_EXEC_CS before any CP_LOAD_STATE6 of the compute shader"),
   (cp.mem_write(0x10000, 1), "page fault"),
 ])
 def test_the_cp_faults_the_context_on_what_it_does_not_execute(words, why):

@@ -1,7 +1,7 @@
 """The queue API on MOCK+QCOM (drivers/qcom/device.py over the KGSL model and its CP) beyond the contract
 (tests/hcq/contract.py): copies the host does, signals and waits across queues, 64-bit signal values, timestamps on
-the always-on clock, no-progress timeouts, one ioctl per submit, the command arena wrapping, graph replay, the refusal
-of kernels, and a close that leaves nothing in the model."""
+the always-on clock, no-progress timeouts, one ioctl per submit, the command arena wrapping, graph replay, a kernel's
+dispatch state, and a close that leaves nothing in the model."""
 import time
 import numpy as np
 import pytest
@@ -164,9 +164,58 @@ def test_transfers_with_the_cpu_device_go_through_imported_host_memory(qcom):
   for b in (src, back): b.free()
 
 
-def test_kernels_are_refused_naming_what_blocks_them(qcom):
-  for call in (lambda: qcom.program("k", b""), lambda: qcom.compiler):
-    with pytest.raises(NotImplementedError, match="does not compile kernels for Adreno.*DEV=CPU"): call()
+def test_a_kernel_runs_with_the_state_computerator_loads():
+  """The dispatch state reaches the CP (the instructions as ST6_SHADER; the buffers' addresses, UBO 0, as ST6_CONSTANTS;
+  constlen, footprints, id registers, the grid) and the kernel's result is numpy's."""
+  pytest.importorskip("tinymesa", reason="the tinymesa wheel is not installed (scripts/setup.sh)")
+  from autogen import adreno as a
+  from compute import Tensor
+  from compute.nir import NIRRenderer
+  from compute.schedule import Kernel, create_schedule
+  from drivers.qcom.compiler import Variant
+  d = open_device("MOCK+QCOM")
+  try:
+    x = np.random.default_rng(0).standard_normal(100).astype(np.float32)
+    [k] = [k for k in create_schedule([(Tensor(x, device="CPU") * 3 + 1).lazydata.base]) if isinstance(k, Kernel)]
+    spec = NIRRenderer().render(k)
+    lib = d.compiler.compile(spec.src)
+    v, prg = Variant.unpack(lib), d.program(spec.name, lib)
+    out, inp = d.alloc(400), d.alloc(400)
+    inp.copyin(x.data)
+    prg(out, inp, global_size=spec.global_size, local_size=spec.local_size, wait=True)
+    np.testing.assert_array_equal(np.frombuffer(out.copyout(), np.float32), x * 3 + 1)
+    cpm = d.gpu.k.model.cp
+    assert cpm.state[(a.SB6_CS_SHADER, a.ST6_SHADER)] == v.code and len(v.code) == v.instrlen * 128
+    assert cpm.state[(a.SB6_CS_SHADER, a.ST6_CONSTANTS)][:16] == np.array([out.va, inp.va], np.uint64).tobytes()
+    assert cpm.regs[a.REG_A6XX_HLSQ_CS_CNTL] & 0xFF == -(-v.constlen // 4) * 4
+    reg0 = cpm.regs[a.REG_A6XX_SP_CS_CTRL_REG0]
+    assert (reg0 >> 7 & 0x3F, reg0 >> 1 & 0x3F, reg0 >> 31) == (v.max_reg + 1, v.max_half_reg + 1, int(v.mergedregs))
+    assert cpm.regs[a.REG_A6XX_HLSQ_CS_CNTL_0] & 0xFF == v.workgroup_id_reg and cpm.regs[a.REG_A6XX_HLSQ_CS_CNTL_0] >> 24 == v.local_id_reg
+    assert cpm.regs[a.REG_A6XX_HLSQ_CS_NDRANGE_1] == 128 and (cpm.regs[a.REG_A6XX_HLSQ_CS_NDRANGE_0] >> 2 & 0x3FF) == 63
+    with pytest.raises(ValueError, match="local size"): prg(out, inp, global_size=(1, 1, 1), local_size=(2048, 1, 1))
+  finally: d.close()
+
+
+def test_a_bad_dispatch_faults_naming_what_is_wrong():
+  """A CP_EXEC_CS whose NDRANGE does not match its workgroup count faults the context, naming the registers."""
+  pytest.importorskip("tinymesa", reason="the tinymesa wheel is not installed (scripts/setup.sh)")
+  from compute import Tensor
+  from compute.nir import NIRRenderer
+  from compute.schedule import Kernel, create_schedule
+  d = open_device("MOCK+QCOM")
+  try:
+    [k] = [k for k in create_schedule([(Tensor(np.zeros(8, np.float32), device="CPU") + 1).lazydata.base]) if isinstance(k, Kernel)]
+    spec = NIRRenderer().render(k)
+    prg = d.program(spec.name, d.compiler.compile(spec.src))
+    out, inp = d.alloc(64), d.alloc(64)
+    words, _ = prg.dispatch(prg.fill_kernargs([out, inp]).va, (1, 1, 1), (8, 1, 1))
+    words[-3] = 2                                            # CP_EXEC_CS NGROUPS_X: 2 workgroups where NDRANGE says 1
+    q, done = d.compute_queue(), d.new_signal(0)
+    q.words += words
+    q.signal(done, 1).submit()
+    with pytest.raises(RuntimeError, match="after a GPU fault"): done.wait(1, timeout_ms=30000)
+    assert "HLSQ_CS_NDRANGE global sizes 8, 1, 1" in d.gpu.k.model.last_error
+  finally: d.close(wait=False)
 
 
 @pytest.mark.parametrize("chip", [0x06030001, 0x07030001])
