@@ -10,6 +10,7 @@ Modules import only modules of lower layers (tests/compute/test_imports.py check
   lazy               the lazy graph of LazyBuffers and its Ops
   schedule           lazy graph -> kernels (fusion) and copies
   codegen            kernel -> source in a Dialect (C, OpenCL C, CUDA C: one class each) and launch size
+  nir                the NIR Dialect: kernel -> NIR that the device's compiler builds through mesa's builders (ir3)
   runtime            devices, buffers, compiling and running a schedule through drivers.hcq
   function           differentiable primitives on lazy buffers (apply() returns its first input's tensor class)
   core               TensorCore: a tensor's state, autograd, elementwise ops, views; it declares what the mixins share

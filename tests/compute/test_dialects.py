@@ -5,22 +5,24 @@ import pytest
 from compute import Device, Tensor, runtime
 from compute.codegen import C, CUDA, Dialect, OpenCL, Renderer
 from compute.lazy import Ops
+from compute.nir import NIR
 from compute.schedule import Kernel, create_schedule
 from drivers.amd.compiler import AMDGPUCompiler
 from drivers.cpu.compiler import ClangCompiler
 from drivers.hcq.compiler import Compiler
 from drivers.nv.compiler import NVCompiler
+from drivers.qcom.compiler import IR3Compiler
 
 
 def test_every_compiler_names_a_registered_dialect():
-  assert {c.language: Dialect.of(c.language, c.__name__) for c in (ClangCompiler, AMDGPUCompiler, NVCompiler)} == \
-         {"c": C, "opencl": OpenCL, "cuda": CUDA}
-  assert sorted(c.__name__ for c in Compiler.__subclasses__()) == ["AMDGPUCompiler", "ClangCompiler", "NVCompiler"]
+  assert {c.language: Dialect.of(c.language, c.__name__) for c in (ClangCompiler, AMDGPUCompiler, NVCompiler, IR3Compiler)} == \
+         {"c": C, "opencl": OpenCL, "cuda": CUDA, "nir": NIR}
+  assert sorted(c.__name__ for c in Compiler.__subclasses__()) == ["AMDGPUCompiler", "ClangCompiler", "IR3Compiler", "NVCompiler"]
 
 
 def test_a_language_without_a_dialect_is_refused_naming_the_dialects():
-  with pytest.raises(NotImplementedError, match=r"TOY: .*no renderer for kernel language 'nir' \(its dialects: c, cuda, opencl"):
-    Dialect.of("nir", "TOY")
+  with pytest.raises(NotImplementedError, match=r"TOY: .*no renderer for kernel language 'spirv' \(its dialects: c, cuda, nir, opencl"):
+    Dialect.of("spirv", "TOY")
 
 
 def test_a_dialect_names_its_own_language():

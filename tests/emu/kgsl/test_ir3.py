@@ -44,7 +44,7 @@ KERNELS = {   # name: (tensor of one kernel, numpy reference, tolerance)
   "half_sum": (lambda: T(H).sum(), lambda: H.sum(), 0),
   "uint8_wraps": (lambda: T(np.arange(30, dtype=np.uint8)) + 250, lambda: np.arange(30, dtype=np.uint8) + np.uint8(250), 0),
   "bool": (lambda: T(X) < 0.5, lambda: X < 0.5, 0),
-  "where_max": (lambda: (T(X) > 0).where(T(X), T(X2)).maximum(T(X2)), lambda: np.maximum(np.where(X > 0, X, X2), X2), 0),
+  "where_max": (lambda: T(X).where(T(X) > 0, T(X2)).maximum(T(X2)), lambda: np.maximum(np.where(X > 0, X, X2), X2), 0),
 }
 
 
