@@ -1,8 +1,8 @@
 """The RDMA side of bench/rdma_bw.py and bench/rdma_lat.py: two processes, each with an emulated NIC (`nic`: bnxt, the
 NetXtreme-E brought up by drivers/bnxt, or mlx5, the ConnectX by drivers/mlx5), over the NIC models' wire.
 
-  write_bw(size)   MB/s of RDMA WRITE payload, `hcq-rdma connect --local` (DEPTH WRITEs in flight, as ib_write_bw)
-  write_lat(size)  (p50, p99, CPU) one-way latency in microseconds as `ib_write_lat --write_with_imm` measures it: half the
+  write_bw(size, nic)   MB/s of RDMA WRITE payload, `hcq-rdma connect --local` (DEPTH WRITEs in flight, as ib_write_bw)
+  write_lat(size, nic)  (p50, p99, CPU) one-way latency in microseconds as `ib_write_lat --write_with_imm` measures it: half the
                    round trip of a WRITE with immediate answered by one, each side waiting on its CQ for the other's
                    (the NIC models run in these processes: polling memory would hold the interpreter their threads
                    need, while CQ.wait sleeps on the CQ's completion notification), then checking the last byte
@@ -29,7 +29,7 @@ def nic_option(args: list[str]) -> tuple[str, list[str]]:
   return nic, args
 
 
-def write_bw(size: int, nic: str = "bnxt", pci: str = "mock-0", remote_pci: str = "mock-1") -> float:
+def write_bw(size: int, nic: str, pci: str = "mock-0", remote_pci: str = "mock-1") -> float:
   iters = max(16, min(2000, (256 << 20) // size))      # 256 MiB (or 2000 messages): long enough to average the load out
   r = subprocess.run([str(BIN / "hcq-rdma"), "connect", "--nic", nic, "--pci", pci, "--local", "--remote-pci", remote_pci,
                       "--size", str(size), "--iters", str(iters), "--depth", str(DEPTH), "--json"],
@@ -104,7 +104,7 @@ def peer(nic: str, pci: str, ip: str) -> None:
   side.ctx.close()
 
 
-def write_lat(size: int, iters: int = 200, nic: str = "bnxt", pci: str = "mock-0", remote_pci: str = "mock-1") -> tuple[float, float, float]:
+def write_lat(size: int, nic: str, iters: int = 200, pci: str = "mock-0", remote_pci: str = "mock-1") -> tuple[float, float, float]:
   """(p50, p99, CPU): one-way latencies in microseconds, and the CPU time this process (its driver and its NIC model's
   thread) spent per round trip, in microseconds: the part of the latency that is work rather than waiting."""
   p = subprocess.Popen([sys.executable, str(BENCH / "rdma_common.py"), "peer", nic, remote_pci, "10.0.0.2"], stdin=subprocess.PIPE,

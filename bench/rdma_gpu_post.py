@@ -9,6 +9,7 @@ Usage: python bench/rdma_gpu_post.py [--nic bnxt|mlx5] [SIZE ...]   (bytes; defa
 figure: rdma/gpu_post_us (best of ROUNDS) with host_posted_us beside it."""
 import sys, time
 from figures import emit, skipped
+from rdma_common import nic_option
 from drivers.hcq import open_device
 from drivers.rdma import Access, SendWR, WROpcode, open_context
 
@@ -17,9 +18,8 @@ RW = Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ
 
 
 def main() -> None:
-  args = sys.argv[1:]
-  nic = args[args.index("--nic") + 1] if "--nic" in args else "bnxt"
-  sizes = [int(a) for i, a in enumerate(args) if a.isdigit() and (i == 0 or args[i - 1] != "--nic")] or [64, 1 << 20]
+  nic, args = nic_option(sys.argv[1:])
+  sizes = [int(a) for a in args] or [64, 1 << 20]
   try: g0, g1 = open_device("MOCKPCI+AMD"), open_device("MOCKPCI+AMD:1")
   except Exception as e:
     skipped("rdma/gpu_post", str(e))

@@ -17,7 +17,7 @@ callback in the same run, is taken out of both shares.
 """
 import socket, statistics, sys, time
 from figures import emit
-from rdma_common import RECVS, SIGNAL_EVERY, Side
+from rdma_common import RECVS, SIGNAL_EVERY, Side, nic_option
 
 ITERS = 2000
 # the model's region behind each vendor's doorbell (drivers/system/mmio.py CallbackMMIO.region)
@@ -127,9 +127,8 @@ def driver_cpu(nic: str, size: int) -> tuple[float, float, dict[str, float]]:
 
 
 def main() -> None:
-  args, nic = sys.argv[1:], "bnxt"
-  if args[:1] == ["--nic"]: nic, args = args[1], args[2:]
-  if nic not in DOORBELL_REGION: sys.exit(f"--nic {nic}: {' or '.join(DOORBELL_REGION)}")
+  nic, args = nic_option(sys.argv[1:])
+  if nic not in DOORBELL_REGION: sys.exit(f"--nic {nic}: this benchmark knows the doorbell of {' and '.join(DOORBELL_REGION)} only")
   for size in [int(a) for a in args] or [8]:
     sendto, recv = udp(size)
     post, poll, r = driver_cpu(nic, size)
