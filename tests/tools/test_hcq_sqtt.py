@@ -1,0 +1,75 @@
+"""The SQTT decoder (tools/sqtt) and hcq-sqtt: token layouts checked against bytes laid out by hand from the gfx11
+layout facts, every token type through encode/pack/decode at both nibble alignments, wave assembly, code mapping
+errors and the console script."""
+import json, random
+import pytest
+from tools import hcq_sqtt
+from tools.sqtt import TraceError, decode, gfx11, pack
+
+F = gfx11.FORMAT
+HEADER = (F["LAYOUT_HEADER"], F["LAYOUT_HEADER"].encode(layout=3))
+
+
+def test_hand_laid_tokens():
+  # LAYOUT_HEADER: code 0010001 [6:0], layout 3 at [12:7] -> 0x191, 16 nibbles; WAVESTART: 01100 [4:0], delta [6:5] = 1,
+  # sa [7] 0, simd [9:8] 1, wgp [12:10] 2, wave [17:13] 5 -> 0xA92C (8 nibbles); VALUINST: 011, delta [5:3] = 2, wave
+  # [11:7] 5 -> 0x293 (3 nibbles); WAVEEND: 10101, delta [7:5] = 3, simd [10:9] 1, wgp [13:11] 2, wave [19:15] 5 -> 0x29275
+  # (5 nibbles); nibbles go low first: 3 9 2 | 5 7 2 9 2
+  raw = (0x191).to_bytes(8, "little") + bytes.fromhex("2ca90000") + bytes([0x93, 0x52, 0x27, 0x29])
+  toks = [(t.name, time) for t, time, _ in F.tokens(raw)]
+  assert toks == [("LAYOUT_HEADER", 0), ("WAVESTART", 1), ("VALUINST", 3), ("WAVEEND", 6)]
+  (w,) = decode(raw, se=2, unit=(0, 2, 1))
+  assert (w.se, w.sa, w.wgp, w.simd, w.slot, w.start, w.end, w.detail) == (2, 0, 2, 1, 5, 1, 6, True)
+  assert [(i.op, i.time, i.stall) for i in w.insts] == [("VALU", 3, 1)]
+
+
+@pytest.mark.parametrize("odd", [False, True])
+def test_every_token_type_round_trips(odd):
+  rng = random.Random(31)
+  toks = [HEADER] + ([(F["NOP"], 0)] if odd else [])
+  for t in F.types.values():
+    if t.name == "LAYOUT_HEADER": continue
+    fields = {n: rng.randrange(1 << w) for n, (_, w) in t.fields.items()}
+    if t.marker: fields.update(pl=0, rt=0)
+    delta = t.delta_add + rng.randrange(1 << t.delta[1]) if t.delta else 0
+    toks.append((t, t.encode(delta, **fields)))
+  out = list(F.tokens(pack(toks)))[:len(toks)]
+  assert [t.name for t, _, _ in out] == [t.name for t, _ in toks]
+  assert [w for _, _, w in out] == [w for _, w in toks]
+  times, now = [], 0
+  for t, w in toks: now += t.time_delta(w); times.append(now)
+  assert [tm for _, tm, _ in out] == times
+
+
+def test_marker_has_no_delta():
+  t = F["TS_DELTA_OR_MARK"]
+  assert t.time_delta(t.encode(100, rt=1, pl=0)) == 0 and t.time_delta(t.encode(100, rt=1, pl=1)) == 100
+
+
+def test_waves_and_instruction_classes():
+  tok = lambda name, d=0, **kw: (F[name], F[name].encode(d, **kw))
+  data = pack([HEADER, tok("WAVESTART", 1, wave=0), tok("WAVESTART", 1, wave=1, simd=1), tok("INST", 3, wave=0, op=0x1),
+               tok("INST", 1, wave=0, op=0x55), tok("IMMEDIATE_MASK", 4, mask=0b1), tok("INST", 2, wave=0, op=0x3),
+               tok("WAVEEND", 1, wave=1, simd=1), tok("WAVEEND", 2, wave=0)])
+  a, b = sorted(decode(data), key=lambda w: w.simd)
+  assert [(i.op, i.time, i.stall) for i in a.insts] == [("SMEM", 5, 3), ("IMMEDIATE", 10, 4), ("BRANCH_TAKEN", 12, 1)]
+  assert (a.start, a.end, b.start, b.end, b.insts, b.detail) == (1, 15, 2, 13, [], False)
+
+
+def test_bad_traces():
+  with pytest.raises(TraceError, match="is empty"): decode(b"")
+  with pytest.raises(TraceError, match="starts with WAVESTART"): decode(pack([(F["WAVESTART"], F["WAVESTART"].encode())]))
+  with pytest.raises(TraceError, match="layout 4"): decode(pack([(F["LAYOUT_HEADER"], F["LAYOUT_HEADER"].encode(layout=4))]))
+  with pytest.raises(TraceError, match="no SQTT token format for target 'gfx942'"): decode(pack([HEADER]), target="gfx942")
+
+
+def test_cli_decode_json_and_errors(tmp_path, capsys):
+  tok = lambda name, d=0, **kw: (F[name], F[name].encode(d, **kw))
+  (tmp_path / "se0.bin").write_bytes(pack([HEADER, tok("WAVESTART", 1), tok("VALUINST", 2), tok("WAVEEND", 3)]))
+  assert hcq_sqtt.main(["decode", "--target", "gfx1100", "--json", str(tmp_path / "se0.bin")]) == 0
+  (w,) = json.loads(capsys.readouterr().out)
+  assert w == {"se": 0, "sa": 0, "wgp": 0, "simd": 0, "slot": 0, "start": 1, "end": 6, "insts": [{"pc": None, "time": 3, "stall": 1, "op": "VALU"}]}
+  assert hcq_sqtt.main(["summary", "--target", "gfx1100", str(tmp_path / "se0.bin")]) == 0
+  assert "VALU" in capsys.readouterr().out
+  assert hcq_sqtt.main(["decode", "--target", "gfx1200", str(tmp_path / "se0.bin")]) == 2
+  assert capsys.readouterr().err.strip() == "hcq-sqtt: no SQTT token format for target 'gfx1200': supported are gfx11 (e.g. gfx1100)"
