@@ -20,9 +20,11 @@ from emu.amdgpu.hdp import HDPModel
 from emu.amdgpu.engine import GPUEngine, KernelError
 from emu.amdgpu.caches import ShaderMemory
 from emu.amdgpu.spi import SHRegisters, launch as spi_launch
+from emu.amdgpu.sqtt import ThreadTrace
 from emu.amdgpu.discovery import NAVI31_IPS
 from emu.amdgcn import targets
 from emu.amdgcn.dispatch import execute, WaveError
+from emu.amdgcn.trace import Trace
 
 # Segment base addresses (dwords) of each IP block of a Navi31, as its IP discovery table lists them
 # (discovery.h ip_v4 base_address). Register dword address = base[reg.base_idx] + reg.offset.
@@ -76,6 +78,8 @@ class GPUModel:
     self.regs = RegisterFile(regs_path, NAME_TABLES)
     self.hdp = HDPModel(self)
     self.regs.map(self.hdp)
+    self.sqtt = ThreadTrace(self)     # the SQ's thread trace (sqtt.py)
+    self.regs.map(self.sqtt)
     self.engines: list[GPUEngine] = []
     self.on_error: list[Callable[[DeviceError], None]] = []
     self.on_interrupt: list[Callable[[str, int, str], None]] = []    # (source, context id, engine name)
@@ -122,9 +126,12 @@ class GPUModel:
     launch.target = self.target.name
     with self.shader_lock:
       self.shader_memory.begin_dispatch()
-      try: return execute(self.shader_memory, launch, grid, block).wave_instructions
+      trace = Trace() if sh.get("THREAD_TRACE_ENABLE") & 1 and self.sqtt.tracing() else None
+      try: stats = execute(self.shader_memory, launch, grid, block, trace=trace)
       except WaveError as e: raise KernelError(f"{queue}: {e}", getattr(e, "address", None)) from None
       except ValueError as e: raise_engine(queue, f"bad dispatch: {e}")
+      if trace is not None: self.sqtt.record(trace.runs, trace.insts)
+      return stats.wave_instructions
 
 
   # --- the flat apertures the waves see (SH_MEM_BASES, SH_MEM_CONFIG)
