@@ -13,7 +13,7 @@ import argparse, json, sys
 from collections import defaultdict
 
 from tools.cli import add_version, run, UserError
-from tools.sqtt import Code, Wave, decode, map_code
+from drivers.amd.sqtt import Code, Wave, decode, map_code
 
 
 def load(args: argparse.Namespace) -> list[Wave]:

@@ -1,10 +1,10 @@
-"""The SQTT decoder (tools/sqtt) and hcq-sqtt: token layouts checked against bytes laid out by hand from the gfx11
+"""The SQTT decoder (drivers/amd/sqtt) and hcq-sqtt: token layouts checked against bytes laid out by hand from the gfx11
 layout facts, every token type through encode/pack/decode at both nibble alignments, wave assembly, code mapping
 errors and the console script."""
 import json, random
 import pytest
 from tools import hcq_sqtt
-from tools.sqtt import TraceError, decode, gfx11, pack
+from drivers.amd.sqtt import TraceError, decode, gfx11, pack
 
 F = gfx11.FORMAT
 HEADER = (F["LAYOUT_HEADER"], F["LAYOUT_HEADER"].encode(layout=3))

@@ -1,6 +1,6 @@
 """The thread trace of the emulated Navi31, programmed from a compute queue as mesa's ac_sqtt.c does (GRBM_GFX_INDEX
 per SE, SQ_THREAD_TRACE_BUF0_SIZE/BASE, MASK, TOKEN_MASK, CTRL; COMPUTE_THREAD_TRACE_ENABLE; THREAD_TRACE_FINISH, the
-STATUS waits, CTRL off and the COPY_DATA of WPTR/STATUS/DROPPED_CNTR), decoded by tools/sqtt: each traced wave's token
+STATUS waits, CTRL off and the COPY_DATA of WPTR/STATUS/DROPPED_CNTR), decoded by drivers/amd/sqtt: each traced wave's token
 classes follow the program's control flow, wave placement and counts match the dispatch, a small buffer overflows and a
 misprogrammed register names itself."""
 import numpy as np
@@ -8,7 +8,7 @@ import numpy as np
 from autogen.amd import gc_11_0_0 as gc, nvd, soc21_enum
 from tests.emu.amdgpu.regs import BASES, Queue, pm4, sh_reg, launch, queue_error
 from tests.emu.amdgcn.exec_helpers import assemble
-from tools.sqtt import decode
+from drivers.amd.sqtt import decode
 
 SES = 6
 LOOP = """s_mov_b32 s2, {loops}

@@ -20,8 +20,8 @@ from types import ModuleType
 from typing import NamedTuple
 import re, tempfile
 
-from tools.sqtt import gfx11
-from tools.sqtt.tokens import TraceError
+from drivers.amd.sqtt import gfx11
+from drivers.amd.sqtt.tokens import TraceError
 
 GENERATIONS: dict[str, ModuleType] = {"gfx11": gfx11}
 SILENT = ("s_delay_alu",)       # instructions that issue no token

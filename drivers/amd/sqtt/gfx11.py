@@ -7,7 +7,7 @@ sequencer completes itself: s_nop, s_waitcnt, ...) and IMMEDIATE_MASK (one such 
 `wave` is the slot on that SIMD. WAVESTART / WAVEEND are reported for every wave of the shader engine.
 """
 from __future__ import annotations
-from tools.sqtt.tokens import Format, TokenType as T
+from drivers.amd.sqtt.tokens import Format, TokenType as T
 
 LAYOUT = 3
 TOKENS = [
