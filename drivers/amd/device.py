@@ -17,7 +17,9 @@ from drivers.amd.elf import load_code_object, CodeObjectError, KCP_DISPATCH_PTR,
   KCP_PRIVATE_SEGMENT_BUFFER, KCP_QUEUE_PTR, KCP_DISPATCH_ID, KCP_FLAT_SCRATCH_INIT, KCP_PRIVATE_SEGMENT_SIZE
 from drivers.amd.iface import AMDIface, AMDMemory, QueueDesc, PAGE
 from drivers.amd.pm4 import PM4Queue
-from drivers.amd.sqtt import capture, report
+from drivers.amd import profiler
+from drivers.amd.sqtt.capture import ThreadTracer
+from drivers.amd.pmc import PerfCounters
 from drivers.amd.sdma import SDMAQueue, NOP as SDMA_NOP
 
 RING_SIZE = 1 << 20            # bytes per hardware ring
@@ -105,7 +107,8 @@ class AMDDevice(Device):
     # with the GPU-side flush, encoded once (pm4_hdp_flush)
     self.host_flushes_hdp = iface.host_flushes_hdp
     self.pm4_hdp_flush: list[int] | None = None
-    self.thread_trace: capture.ThreadTracer | None = None   # HCQ_SQTT=1: PM4Queue traces each launch (drivers/amd/sqtt)
+    self.thread_trace: ThreadTracer | None = None   # HCQ_SQTT=1 / HCQ_PMC=1: PM4Queue traces / counts each launch (profiler.py)
+    self.perf_counters: PerfCounters | None = None
     try:
       super().__init__(name)
       if not self.host_flushes_hdp: self.pm4_hdp_flush = PM4Queue(self).hdp_flush_words()
@@ -118,7 +121,7 @@ class AMDDevice(Device):
       if iface.kernarg_chunk is not None: self.kernargs.chunk_size = iface.kernarg_chunk
       if iface.staging is not None: self._staging = iface.staging(self)
       self.ensure_scratch(0)
-      self.thread_trace = report.from_env(self)
+      profiler.enable(self)
     except BaseException:   # leave nothing behind: queues, memory, the interface (and with it the device lock)
       for b in list(getattr(self, "_buffers", ())): b.free()
       self._shutdown()

@@ -14,7 +14,8 @@ field value below that a compute queue cannot use or the model does not model.
   peer's doorbell register are one 64-bit store: emu/topology.py), or with WR_ONE_ADDR each dword to the same address
   in turn. WR_CONFIRM (wait for the write to land before the next packet) and CACHE_POLICY change nothing here: writes
   land before the next packet either way. DST_SEL 0 (a register), 3 (GDS), 6 and 7 raise.
-- EVENT_WRITE: CS_PARTIAL_FLUSH (index 4); THREAD_TRACE_FINISH (index 0) completes the thread traces (sqtt.py).
+- EVENT_WRITE: CS_PARTIAL_FLUSH (index 4); THREAD_TRACE_FINISH (index 0) completes the thread traces (sqtt.py);
+  PERFCOUNTER_START / STOP / SAMPLE (index 0) change nothing (perfcounters.py).
 - COPY_DATA: a register (SRC_SEL 0 or 4) to memory (DST_SEL 2 or 5), one or two dwords: the thread trace's WPTR,
   STATUS and DROPPED_CNTR readback (mesa's ac_sqtt_copy_info_regs).
 - ACQUIRE_MEM: COHER_CNTL 0 (gfx11 selects caches by GCR_CNTL), then GCR_CNTL's actions (caches.py) over the whole
@@ -159,9 +160,10 @@ class PM4Engine(GPUEngine):
   def _event_write(self, p: list[int]) -> None:
     event, index = p[0] & 0x3F, (p[0] >> 8) & 0xF
     if (event, index) == (soc21_enum.THREAD_TRACE_FINISH, 0): return self.gpu.sqtt.finish()
+    if (event, index) in PERFCOUNTER_EVENTS: return   # the counters are read directly (perfcounters.py)
     if (event, index) != (CS_PARTIAL_FLUSH, 4):
-      raise RingError(f"{self.qname}: EVENT_WRITE event {event} index {index} is not modelled (only CS_PARTIAL_FLUSH and "
-                      "THREAD_TRACE_FINISH)")
+      raise RingError(f"{self.qname}: EVENT_WRITE event {event} index {index} is not modelled (only CS_PARTIAL_FLUSH, "
+                      "THREAD_TRACE_FINISH and PERFCOUNTER_START/STOP/SAMPLE)")
     # dispatches run to completion before the next packet, so the partial flush is already done
 
   def _copy_data(self, p: list[int]) -> None:
@@ -233,6 +235,7 @@ RELEASE_DW2_KNOWN = 3 << 16 | 7 << 24 | 7 << 29
 WRITE_DATA_KNOWN = 0xF << 8 | nvd.WR_ONE_ADDR | nvd.WR_CONFIRM | 3 << 25 | 3 << 30
 WRITE_DATA_MEMORY = (1, 2, 5)
 COPY_DATA_KNOWN = 0xF | 0xF << 8 | 1 << 16 | 1 << 20
+PERFCOUNTER_EVENTS = {(soc21_enum.PERFCOUNTER_START, 0), (soc21_enum.PERFCOUNTER_STOP, 0), (soc21_enum.PERFCOUNTER_SAMPLE, 0)}
 
 
 HANDLERS = {nvd.PACKET3_NOP: PM4Engine._nop, nvd.PACKET3_SET_SH_REG: PM4Engine._set_sh_reg,

@@ -287,12 +287,13 @@ class ThreadTrace(Block):
     return [i for i, se in enumerate(self.se) if gc.regSQ_THREAD_TRACE_CTRL.decode(se.regs.get("CTRL", 0))["MODE"] == 1
             and gc.regSQ_THREAD_TRACE_MASK.decode(se.regs.get("MASK", 0))["WTYPE_INCLUDE"] & WTYPE_CS]
 
-  def record(self, runs: dict, insts: dict) -> None:
-    """Write the tokens of a traced dispatch into the buffer of each tracing SE."""
-    ses = self.tracing()
-    start = max(self.se[i].clock for i in ses) + 16
-    waves, _ = schedule(runs, insts, start)
-    for i in ses:
+  def start_clock(self) -> int:
+    """The clock a traced dispatch starts at: after everything the tracing SEs' streams hold."""
+    return max(self.se[i].clock for i in self.tracing()) + 16
+
+  def record(self, waves: list[tuple]) -> None:
+    """Write the tokens of a traced dispatch (its schedule()) into the buffer of each tracing SE."""
+    for i in self.tracing():
       se = self.se[i]
       mask = gc.regSQ_THREAD_TRACE_MASK.decode(se.regs.get("MASK", 0))
       unit = (mask["SA_SEL"], mask["WGP_SEL"], mask["SIMD_SEL"])

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from autogen.amd import gc_11_0_0 as gc, nvd, soc21_enum
+from drivers.amd.sqtt.waves import Code, Wave, decode, map_code
 if TYPE_CHECKING: from drivers.amd.device import AMDDevice, AMDProgram
 if TYPE_CHECKING: from drivers.amd.pm4 import PM4Queue
 if TYPE_CHECKING: from drivers.hcq import Signal
@@ -67,6 +68,16 @@ class Capture:
       off = ALIGN + se * self.se_bytes
       self.buffers.append(bytes(view[off:off + n]))
       self.overflow.append(n == self.se_bytes or dropped != 0)
+
+  def waves(self, target: str) -> list[Wave]:
+    """The decoded waves of the data read, mapped onto the launch's code object."""
+    code = Code.from_code_object(self.lib, self.base, self.kernel)
+    out = []
+    for se, data in enumerate(self.buffers):
+      ws = decode(data, se, target, self.unit)
+      map_code(ws, code)
+      out += ws
+    return out
 
 
 class ThreadTracer:

@@ -2,13 +2,15 @@
 compute queue (drivers/amd/sqtt/capture.py), the emulated GPU writes tokens from what its waves ran, the decoder maps
 them onto the code object: a straight-line kernel's traced waves issue exactly its llvm-objdump disassembly in order, a
 branching kernel's PCs follow its control flow, every wave of the dispatch is in the trace; and HCQ_PROFILE + HCQ_SQTT
-write the raw buffers, code object and per-wave Perfetto tracks that hcq-sqtt decodes again."""
+write the raw buffers, code object and per-wave Perfetto tracks that hcq-sqtt decodes again. With HCQ_PMC the SQ counters
+equal the instructions the kernel's disassembly says each wave runs, times its waves."""
 import json, os, re, subprocess, sys
 import numpy as np
 import pytest
 from drivers.hcq import open_device
 from drivers.hcq.compiler import llvm_tool
-from drivers.amd.sqtt import capture, report
+from drivers.amd.sqtt import capture
+from drivers.amd.pmc import PerfCounters
 from tools import hcq_sqtt
 
 SRC = r"""
@@ -43,7 +45,7 @@ def traced(dev, lib, kernel, n, *bufs, local=64, vals=()):
   (c,) = tt.captures
   c.read()
   dev.free_owned(c.mem)
-  return c, report.waves(c, dev.arch)
+  return c, c.waves(dev.arch)
 
 
 def test_straight_line_kernel_issues_its_disassembly_in_order(dev, tmp_path):
@@ -86,15 +88,41 @@ def test_branching_kernel_follows_its_control_flow(dev, tmp_path):
   assert taken
 
 
+SOPP = ("s_waitcnt", "s_delay_alu", "s_endpgm", "s_nop", "s_clause", "s_sendmsg", "s_barrier", "s_code_end")
+
+
+def test_counters_equal_the_instructions_each_wave_runs(dev, tmp_path):
+  lib = dev.compiler.compile(SRC)
+  n = 64 * 9
+  bufs = [dev.alloc(n * 4) for _ in range(3)]
+  dev.perf_counters = pc = PerfCounters(dev)
+  try: dev.program("axpy", lib)(*bufs, global_size=(9,), local_size=(64,), wait=True)
+  finally: dev.perf_counters = None
+  (s,) = pc.samples
+  v = pc.read(s)
+  dev.free_owned(s.mem)
+  ops = [t.split()[0] for _, t in listing(lib, "axpy", tmp_path)]
+  waves = 9 * 2
+  by = lambda f: waves * sum(map(f, ops))
+  assert v["WAVES"] == waves and v["INSTS_ALL"] == waves * len(ops)
+  assert v["INSTS_VALU"] == by(lambda o: o.startswith("v_")) > 0
+  assert v["INSTS_SMEM"] == by(lambda o: o.startswith(("s_load", "s_buffer_load"))) > 0
+  assert v["INSTS_SALU"] == by(lambda o: o.startswith("s_") and not o.startswith(("s_load", "s_buffer_load", "s_waitcnt")) and o not in SOPP)
+  assert v["INSTS_FLAT"] == by(lambda o: o.startswith(("global_", "flat_", "scratch_"))) > 0
+  assert v["INSTS_LDS"] == v["INSTS_TEX"] == 0 and v["GUI_ACTIVE"] > 0
+
+
 def test_profile_writes_raw_buffers_and_wave_tracks(tmp_path):
   out = tmp_path / "trace.json"
   script = ("import numpy as np\nfrom drivers.hcq import open_device\nfrom tests.drivers.amd.test_sqtt_e2e import SRC\n"
             "d = open_device('MOCKPCI+AMD'); lib = d.compiler.compile(SRC); n = 128\n"
             "bufs = [d.alloc(n * 4) for _ in range(3)]\n"
             "d.program('axpy', lib)(*bufs, global_size=(2,), local_size=(64,), wait=True)\nd.close()\n")
-  env = {**os.environ, "HCQ_PROFILE": str(out), "HCQ_SQTT": "1", "HCQ_SQTT_BUFFER": "65536"}
-  subprocess.run([sys.executable, "-c", script], env=env, check=True, cwd=os.getcwd())
+  env = {**os.environ, "HCQ_PROFILE": str(out), "HCQ_SQTT": "1", "HCQ_PMC": "1", "HCQ_SQTT_BUFFER": "65536", "COLUMNS": "200"}
+  p = subprocess.run([sys.executable, "-c", script], env=env, check=True, cwd=os.getcwd(), capture_output=True, text=True)
+  assert "1 profiled kernel launches" in p.stderr and "axpy" in p.stderr      # the summary table
   events = json.loads(out.read_text())["traceEvents"]
+  assert {e["args"]["value"] for e in events if e.get("ph") == "C" and e["name"] == "WAVES"} == {4, 0}
   tracks = {e["args"]["name"] for e in events if e.get("name") == "thread_name"}
   assert any(t.startswith("axpy #0 SE0 SA0 WGP0 SIMD0 slot 0") for t in tracks)
   slices = [e for e in events if e.get("ph") == "X" and "stall" in e.get("args", {})]
