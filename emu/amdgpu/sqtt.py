@@ -133,9 +133,20 @@ class Event:
 
 
 def _outstanding_until(pending: list[int], allowed: int, now: int) -> int:
-  """The first time at or after `now` when at most `allowed` of the completions in `pending` are still ahead."""
-  ahead = sorted(t for t in pending if t > now)
-  return now if len(ahead) <= allowed else ahead[len(ahead) - allowed - 1]
+  """The first time at or after `now` when at most `allowed` of the completions in `pending` (ascending) are still
+  ahead; the ones done by then are dropped from it."""
+  done = 0
+  while done < len(pending) and pending[done] <= now: done += 1
+  del pending[:done]
+  if len(pending) <= allowed: return now
+  return pending[len(pending) - allowed - 1]
+
+
+def _info(inst, taken: bool) -> tuple:
+  """(token, class, issue clocks, extra clocks before the next issue, waits, counters) of an instruction."""
+  token, cls = classify(inst, taken)
+  return token, cls, ISSUE.get(cls, 1), BRANCH_TAKEN if cls in ("BRANCH_TAKEN", "CALL") else 0, tuple(waits(inst).items()), \
+    tuple(counters(inst, cls))
 
 
 def schedule(runs: dict[tuple[int, int], list[int]], insts: dict, start: int = 0) -> tuple[list[tuple], int]:
@@ -144,42 +155,46 @@ def schedule(runs: dict[tuple[int, int], list[int]], insts: dict, start: int = 0
   by_wg: dict[int, dict[int, list[int]]] = {}
   for (wg, wave), pcs in runs.items(): by_wg.setdefault(wg, {})[wave] = pcs
   wgp_free: dict[tuple[int, int, int], int] = {}
+  info: dict[tuple[int, bool], tuple] = {}
   out, last = [], start
   for k in sorted(by_wg):
     se, n = k % SES, k // SES
     place = (se, n % SAS, n // SAS % WGPS)
     t0 = max(start, wgp_free.get(place, start))
     waves = [_Wave(i, pcs, i % SIMDS, i // SIMDS, t0 + 2 * i, t0 + 2 * i + 1) for i, pcs in sorted(by_wg[k].items())]
-    issues = {w.index: [] for w in waves}
+    issues: dict[int, list] = {w.index: [] for w in waves}
     simd_free = [0] * SIMDS
+    live = list(waves)
     while True:
-      live = [w for w in waves if w.end is None and not w.parked]
       if not live:
         parked = [w for w in waves if w.parked]
         if not parked: break
         release = max(w.ready for w in parked) + 1
         for w in parked: w.parked, w.ready = False, release
+        live = parked
         continue
-      w = min(live, key=lambda w: (max(w.ready, simd_free[w.simd]), w.index))
+      w = min(live, key=lambda w: (max(w.ready, simd_free[w.simd]), w.index)) if len(live) > 1 else live[0]
       if w.pos == len(w.pcs): raise ModelError(f"workgroup {k} wave {w.index} stopped without s_endpgm")
       pc = w.pcs[w.pos]
-      inst = insts[pc]
-      nxt = w.pcs[w.pos + 1] if w.pos + 1 < len(w.pcs) else None
-      token, cls = classify(inst, nxt is not None and nxt != pc + inst.size)
       w.pos += 1
+      inst = insts[pc]
+      taken = w.pos < len(w.pcs) and w.pcs[w.pos] != pc + inst.size
+      if (key := (pc, taken)) not in info: info[key] = _info(inst, taken)
+      token, cls, cost, extra, wait, ctrs = info[key]
       if not token: continue
       t = max(w.ready, simd_free[w.simd])
-      for c, allowed in waits(inst).items():
+      for c, allowed in wait:
         if c == "lgkm":   # one counter for LDS and scalar loads
-          t = _outstanding_until(w.pending["lgkm_lds"] + w.pending["lgkm_smem"], allowed, t)
+          merged = sorted(w.pending["lgkm_lds"] + w.pending["lgkm_smem"])
+          t = _outstanding_until(merged, allowed, t)
+          for q in ("lgkm_lds", "lgkm_smem"): _outstanding_until(w.pending[q], len(w.pending[q]), t)
         else: t = _outstanding_until(w.pending[c], allowed, t)
-      cost = ISSUE.get(cls, 1)
       simd_free[w.simd] = t + cost
-      w.ready = t + cost + (BRANCH_TAKEN if cls in ("BRANCH_TAKEN", "CALL") else 0)
-      for c in counters(inst, cls): w.pending[c].append(t + LATENCY[c])
+      w.ready = t + cost + extra
+      for c in ctrs: w.pending[c].append(t + LATENCY[c])
       issues[w.index].append((t, token, cls, pc))
-      if token == "END": w.end = t
-      elif cls == "BARRIER": w.parked = True
+      if token == "END": w.end = t; live.remove(w)
+      elif cls == "BARRIER": w.parked = True; live.remove(w)
     end = max(w.end for w in waves if w.end is not None)
     wgp_free[place] = end + 1
     last = max(last, end)
