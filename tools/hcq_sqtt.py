@@ -5,18 +5,33 @@
       issue time and stall (with the code object: its PC and disassembly; --base is the address it was loaded at)
   hcq-sqtt summary (same arguments, no --json)
       per instruction: how often it issued, mean and max stall (RGP's instruction timing view)
+  hcq-sqtt decode|summary DIR
+      a launch HCQ_PROFILE + HCQ_SQTT saved (trace.json.sqtt/<n>-<kernel>/: its meta.json gives the rest)
 
 --unit names the SIMD whose waves' instructions the trace holds (SQ_THREAD_TRACE_MASK SA_SEL, WGP_SEL, SIMD_SEL).
 """
 from __future__ import annotations
-import argparse, json, sys
+import argparse, glob, json, os, sys
 from collections import defaultdict
 
 from tools.cli import add_version, run, UserError
 from drivers.amd.sqtt import Code, Wave, decode, map_code
 
 
+def from_dir(args: argparse.Namespace) -> None:
+  """Fill the arguments from a saved launch's directory (drivers/amd/profiler.py writes it)."""
+  d = args.buffers[0]
+  try:
+    with open(os.path.join(d, "meta.json")) as f: meta = json.load(f)
+    args.target, args.base, args.kernel, args.unit = meta["target"], meta["base"], meta["kernel"], ",".join(map(str, meta["unit"]))
+  except (OSError, ValueError, KeyError, TypeError) as e: raise UserError(f"{d}: not a saved trace (its meta.json: {e})") from None
+  args.code_object = os.path.join(d, "code.hsaco")
+  args.buffers = sorted(glob.glob(os.path.join(d, "se*.bin")), key=lambda p: int(os.path.basename(p)[2:-4]))
+
+
 def load(args: argparse.Namespace) -> list[Wave]:
+  if len(args.buffers) == 1 and os.path.isdir(args.buffers[0]): from_dir(args)
+  if args.target is None: raise UserError("give --target (e.g. gfx1100), or a saved trace's directory")
   try: unit = tuple(int(x, 0) for x in args.unit.split(","))
   except ValueError: unit = ()
   if len(unit) != 3: raise UserError(f"--unit {args.unit!r}: give SA,WGP,SIMD (e.g. 0,0,0)")
@@ -65,13 +80,13 @@ def main(argv: list[str] | None = None) -> int | None:
   sub = p.add_subparsers(dest="cmd", required=True)
   for name, fn in (("decode", decode_cmd), ("summary", summary_cmd)):
     s = sub.add_parser(name)
-    s.add_argument("--target", required=True, help="the GPU's target, e.g. gfx1100")
+    s.add_argument("--target", help="the GPU's target, e.g. gfx1100 (a saved trace's directory says it)")
     s.add_argument("--code-object", metavar="FILE", help="the HSA code object the traced kernel came from")
     s.add_argument("--base", type=lambda v: int(v, 0), default=0, metavar="ADDR", help="the address the code object was loaded at")
     s.add_argument("--kernel", help="the traced kernel (default: the code object's first)")
     s.add_argument("--unit", default="0,0,0", help="SA,WGP,SIMD the instruction tokens come from (default 0,0,0)")
     if name == "decode": s.add_argument("--json", action="store_true", help="one JSON list of waves")
-    s.add_argument("buffers", nargs="+", metavar="SE.bin", help="the shader engines' buffers, SE 0 first")
+    s.add_argument("buffers", nargs="+", metavar="SE.bin", help="the shader engines' buffers, SE 0 first (or a saved trace's directory)")
     s.set_defaults(fn=fn)
   args = p.parse_args(argv)
   return run("hcq-sqtt", lambda: args.fn(args))

@@ -112,7 +112,7 @@ def test_counters_equal_the_instructions_each_wave_runs(dev, tmp_path):
   assert v["INSTS_LDS"] == v["INSTS_TEX"] == 0 and v["GUI_ACTIVE"] > 0
 
 
-def test_profile_writes_raw_buffers_and_wave_tracks(tmp_path):
+def test_profile_writes_raw_buffers_and_wave_tracks(tmp_path, capsys):
   out = tmp_path / "trace.json"
   script = ("import numpy as np\nfrom drivers.hcq import open_device\nfrom tests.drivers.amd.test_sqtt_e2e import SRC\n"
             "d = open_device('MOCKPCI+AMD'); lib = d.compiler.compile(SRC); n = 128\n"
@@ -132,3 +132,9 @@ def test_profile_writes_raw_buffers_and_wave_tracks(tmp_path):
   ses = sorted(d.glob("se*.bin"), key=lambda p: int(p.stem[2:]))
   assert hcq_sqtt.main(["decode", "--target", meta["target"], "--code-object", str(d / "code.hsaco"), "--base", str(meta["base"]),
                         "--kernel", meta["kernel"], "--json", *map(str, ses)]) == 0
+  by_files = json.loads(capsys.readouterr().out)
+  assert hcq_sqtt.main(["decode", "--json", str(d)]) == 0              # the directory says the rest
+  assert json.loads(capsys.readouterr().out) == by_files
+  assert [i["text"] for w in by_files if w["insts"] for i in w["insts"]][-1] == "s_endpgm"
+  assert hcq_sqtt.main(["decode", str(tmp_path)]) == 2
+  assert "not a saved trace" in capsys.readouterr().err
