@@ -9,9 +9,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from autogen.amd import gc_11_0_0 as gc, nvd, soc21_enum
-if TYPE_CHECKING: from drivers.amd.device import AMDDevice, AMDProgram
-if TYPE_CHECKING: from drivers.amd.pm4 import PM4Queue
-if TYPE_CHECKING: from drivers.hcq import Signal
+if TYPE_CHECKING:
+  from drivers.amd.device import AMDDevice, AMDProgram
+  from drivers.amd.iface import AMDMemory
+  from drivers.amd.pm4 import PM4Queue
+  from drivers.hcq import Signal
 
 SQ = ("WAVES", "INSTS_ALL", "INSTS_VALU", "INSTS_SALU", "INSTS_SMEM", "INSTS_LDS", "INSTS_FLAT", "INSTS_TEX")   # SQ_PERF_SEL_*
 PERFMON_RESET, PERFMON_COUNT, PERFMON_STOP = 0, 1, 2     # CP_PERFMON_CNTL.PERFMON_STATE (mesa V_036020_CP_PERFMON_STATE_*)
@@ -22,7 +24,7 @@ BROADCAST = gc.regGRBM_GFX_INDEX.encode(SE_BROADCAST_WRITES=1, SA_BROADCAST_WRIT
 @dataclass
 class Sample:
   kernel: str
-  mem: object
+  mem: AMDMemory
   begin: Signal
   end: Signal
   values: dict[str, int] = field(default_factory=dict)
@@ -58,7 +60,7 @@ class PerfCounters:
     q._timestamp(s.end)
     q.pkt3(nvd.PACKET3_EVENT_WRITE, nvd.EVENT_TYPE(soc21_enum.PERFCOUNTER_SAMPLE) | nvd.EVENT_INDEX(0))
     self._uconfig(q, gc.regCP_PERFMON_CNTL, gc.regCP_PERFMON_CNTL.encode(PERFMON_STATE=PERFMON_STOP, PERFMON_SAMPLE_ENABLE=1))
-    va = s.mem.va                                            # type: ignore[attr-defined]
+    va = s.mem.va
     for se in range(self.ses):
       self._uconfig(q, gc.regGRBM_GFX_INDEX, gc.regGRBM_GFX_INDEX.encode(SE_INDEX=se, INSTANCE_BROADCAST_WRITES=1))
       for n in range(len(SQ)):
@@ -71,7 +73,8 @@ class PerfCounters:
 
   def read(self, s: Sample) -> dict[str, int]:
     """The sample's counters (SQ ones summed over the SEs; GUI_ACTIVE), once its queue ran it."""
-    view = bytes(s.mem.view)                                 # type: ignore[attr-defined]
+    if s.mem.view is None: raise RuntimeError("the counter buffer is not CPU-visible (allocate it with cpu_access)")
+    view = bytes(s.mem.view)
     per = [int.from_bytes(view[4 * i:4 * i + 4], "little") for i in range(len(SQ) * self.ses)]
     s.values = {name: sum(per[se * len(SQ) + n] for se in range(self.ses)) for n, name in enumerate(SQ)}
     off = 4 * len(SQ) * self.ses

@@ -47,14 +47,14 @@ def events(device: AMDDevice) -> list[dict]:
   rows: dict[int, dict] = {}
   for n, s in enumerate(pc.samples if pc is not None else ()):
     v = pc.read(s)                                            # type: ignore[union-attr]
-    device.free_owned(s.mem)                                  # type: ignore[arg-type]
+    device.free_owned(s.mem)
     for name, value in v.items():
       out += [{"ph": "C", "device": device.name, "name": name, "ts": s.begin.timestamp, "args": {"value": value}},
               {"ph": "C", "device": device.name, "name": name, "ts": s.end.timestamp, "args": {"value": 0}}]
     rows[n] = {"kernel": s.kernel, "us": s.end.timestamp - s.begin.timestamp, **v}
   for n, c in enumerate(tt.captures if tt is not None else ()):
     c.read()
-    device.free_owned(c.mem)                                  # type: ignore[arg-type]
+    device.free_owned(c.mem)
     save(c, n, device.arch, profile.PATH + ".sqtt")
     hot: Counter = Counter()
     for w in c.waves(device.arch):

@@ -269,7 +269,7 @@ class ThreadTrace(Block):
     return [self.se[index["SE_INDEX"]]]
 
   def _write(self, name: str, value: int) -> None:
-    for i, se in enumerate(self._target()):
+    for se in self._target():
       se.regs[name] = value
       if name == "CTRL": self._ctrl(self.se.index(se), se, value)
 

@@ -20,9 +20,11 @@ from typing import TYPE_CHECKING
 
 from autogen.amd import gc_11_0_0 as gc, nvd, soc21_enum
 from drivers.amd.sqtt.waves import Code, Wave, decode, map_code
-if TYPE_CHECKING: from drivers.amd.device import AMDDevice, AMDProgram
-if TYPE_CHECKING: from drivers.amd.pm4 import PM4Queue
-if TYPE_CHECKING: from drivers.hcq import Signal
+if TYPE_CHECKING:
+  from drivers.amd.device import AMDDevice, AMDProgram
+  from drivers.amd.iface import AMDMemory
+  from drivers.amd.pm4 import PM4Queue
+  from drivers.hcq import Signal
 
 ALIGN = 1 << 12                     # BUF0_BASE / SIZE are in 4 KiB units (ac_sqtt_get_buffer_align_shift)
 INFO = 12                           # WPTR, STATUS, DROPPED_CNTR per SE
@@ -48,18 +50,18 @@ class Capture:
   lib: bytes
   base: int                         # the address the code object was loaded at
   unit: tuple[int, int, int]        # SA, WGP, SIMD whose waves' instructions are traced
-  mem: object
+  mem: AMDMemory
   ses: int
   se_bytes: int
   begin: Signal
   buffers: list[bytes] = field(default_factory=list)
   overflow: list[bool] = field(default_factory=list)
 
-  def data_va(self, se: int) -> int: return self.mem.va + ALIGN + se * self.se_bytes   # type: ignore[attr-defined]
+  def data_va(self, se: int) -> int: return self.mem.va + ALIGN + se * self.se_bytes
 
   def read(self) -> None:
     """The data each SE wrote (from the copied-back WPTR) and whether it overflowed."""
-    view = self.mem.view                                     # type: ignore[attr-defined]
+    if (view := self.mem.view) is None: raise RuntimeError("the trace buffer is not CPU-visible (allocate it with cpu_access)")
     self.buffers, self.overflow = [], []
     for se in range(self.ses):
       wptr, _, dropped = (int.from_bytes(view[se * INFO + 4 * i:se * INFO + 4 * i + 4], "little") for i in range(3))
@@ -129,6 +131,6 @@ class ThreadTracer:
       self._uconfig(q, gc.regSQ_THREAD_TRACE_CTRL, gc.regSQ_THREAD_TRACE_CTRL.encode(**{**CTRL_ON, "MODE": 0}))
       q.pkt3(nvd.PACKET3_WAIT_REG_MEM, nvd.WAIT_REG_MEM_FUNCTION(WAIT_EQ), self.device.gc_addr(status), 0, 0, status.mask("BUSY"), POLL)
       for i, reg in enumerate((gc.regSQ_THREAD_TRACE_WPTR, status, gc.regSQ_THREAD_TRACE_DROPPED_CNTR)):
-        va = c.mem.va + se * INFO + 4 * i                      # type: ignore[attr-defined]
+        va = c.mem.va + se * INFO + 4 * i
         q.pkt3(nvd.PACKET3_COPY_DATA, COPY_SRC_PERF | COPY_DST_TC_L2 << 8 | nvd.WR_CONFIRM, self.device.gc_addr(reg), 0, va, va >> 32)
     self._uconfig(q, gc.regGRBM_GFX_INDEX, BROADCAST)

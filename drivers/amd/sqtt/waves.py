@@ -170,7 +170,7 @@ def map_code(waves: list[Wave], code: Code) -> None:
       while (inst := code.at(pc)).op in SILENT:
         out.append(Issue(w.end, "NONE", 0, pc, inst.text)); pc += inst.size
       end = Issue(w.end, "ENDPGM", 0, pc, inst.text)
-      if inst.op != "s_endpgm": raise _mismatch(w, end, pc, end.text)
+      if inst.op != "s_endpgm": raise _mismatch(w, end, pc, inst.text)
       last = out[-1].time if out else w.start
       end.stall = 0 if last is None else max(0, w.end - last - 1)
       out.append(end)
