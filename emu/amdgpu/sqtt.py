@@ -43,10 +43,11 @@ WPTR_MASK = 0x1FFFFFFF      # WPTR.OFFSET
 WTYPE_CS = 1 << 6           # WTYPE_INCLUDE bit of compute shaders (ac_sqtt_get_shader_mask: PS, VS, GS, ES, HS, LS, CS)
 EXCLUDE_VALUINST, EXCLUDE_IMMEDIATE, EXCLUDE_INST = 1 << 2, 1 << 5, 1 << 8   # TOKEN_EXCLUDE (ThreadTraceTokenExclude)
 
-ISSUE = {"VALU_TRANS": 4, "VALU_64": 16}      # clocks a SIMD is busy issuing; every other class takes 1
+ISSUE = {"VALU_TRANS": 4, "VALU_64_SHIFT": 2, "VALU_64": 16}   # clocks a SIMD is busy issuing; every other class takes 1
 BRANCH_TAKEN = 2
 LATENCY = {"vm": 120, "vs": 80, "lgkm_lds": 32, "lgkm_smem": 40}
 TRANS = ("v_exp_", "v_log_", "v_rcp_", "v_rsq_", "v_sqrt_", "v_sin_", "v_cos_")
+SHIFT64 = ("v_lshlrev_b64", "v_lshrrev_b64", "v_ashrrev_i64")   # their own INST class (0xd), as gfx1100 captures show
 
 # gfx11 tokens the model writes, (code, code bits, nibbles, delta (lo, width), fields): the layout facts of the open
 # SQTT decoders (tinygrad's renderer/amd/sqtt.py), layout 3
@@ -59,7 +60,7 @@ TOKENS = {"LAYOUT_HEADER": (0b0010001, 16, None, {"layout": 7, "simd": 13}),
           "TS_DELTA_OR_MARK": (0b0000001, 12, (12, 36), {})}
 LAYOUT = 3
 INST_OP = {"SALU": 0x0, "SMEM": 0x1, "BRANCH_TAKEN": 0x3, "BRANCH_NOT_TAKEN": 0x4, "CALL": 0x5, "MESSAGE": 0x9, "VALU_TRANS": 0xb,
-           "VALU_64": 0xf, "VINTERP": 0x12, "BARRIER": 0x13, "FLAT_LOAD": 0x1c, "FLAT_STORE": 0x1d, "GLOBAL_LOAD": 0x21,
+           "VALU_64_SHIFT": 0xd, "VALU_64": 0xf, "VINTERP": 0x12, "BARRIER": 0x13, "FLAT_LOAD": 0x1c, "FLAT_STORE": 0x1d, "GLOBAL_LOAD": 0x21,
            "GLOBAL_LOAD_VADDR": 0x22, "GLOBAL_STORE": 0x24, "LDS_LOAD": 0x29, "LDS_STORE": 0x2b, "SALU_EXEC": 0x72, "VALU_EXEC": 0x73}
 NULL_SGPR = 124
 
@@ -80,6 +81,7 @@ def classify(inst, taken: bool) -> tuple[str, str]:
   if enc.startswith("VOP"):
     if op.startswith("v_cmpx"): return "INST", "VALU_EXEC"
     if op.startswith(TRANS): return "INST", "VALU_TRANS"
+    if op in SHIFT64: return "INST", "VALU_64_SHIFT"
     if op.endswith("_f64"): return "INST", "VALU_64"
     return "VALUINST", "VALU"
   load = "load" in op or ("atomic" in op and inst.fields.get("glc"))

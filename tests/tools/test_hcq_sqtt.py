@@ -73,3 +73,36 @@ def test_cli_decode_json_and_errors(tmp_path, capsys):
   assert "VALU" in capsys.readouterr().out
   assert hcq_sqtt.main(["decode", "--target", "gfx1200", str(tmp_path / "se0.bin")]) == 2
   assert capsys.readouterr().err.strip() == "hcq-sqtt: no SQTT token format for target 'gfx1200': supported are gfx11 (e.g. gfx1100)"
+
+
+def _code():
+  """A hand-made program at 0x1000: s_mov; loop: v_add, s_delay_alu, s_cbranch_scc1 loop (-3 dwords); s_endpgm."""
+  from drivers.amd.sqtt.waves import Code, Inst
+  insts = [Inst("s_mov_b32", 4, "s_mov_b32 s2, 2", 0), Inst("v_add_f32_e32", 4, "v_add_f32_e32 v1, v1, v1", 0),
+           Inst("s_delay_alu", 4, "s_delay_alu instid0(VALU_DEP_1)", 0), Inst("s_cbranch_scc1", 4, "s_cbranch_scc1 65533", 0xFFFD),
+           Inst("s_endpgm", 4, "s_endpgm", 0)]
+  return Code({0x1000 + 4 * i: inst for i, inst in enumerate(insts)}, 0x1000, 0x1000)
+
+
+def _wave(*issues):
+  tok = lambda name, d=0, **kw: (F[name], F[name].encode(d, **kw))
+  return decode(pack([HEADER, tok("WAVESTART", 1), *(tok(n, 1, **kw) for n, kw in issues), tok("WAVEEND", 2)]))
+
+
+def test_mapping_follows_branches_and_lists_silent_instructions():
+  from drivers.amd.sqtt import map_code
+  waves = _wave(("INST", {"op": 0x0}), ("VALUINST", {}), ("INST", {"op": 0x3}), ("VALUINST", {}), ("INST", {"op": 0x4}))
+  map_code(waves, _code())
+  assert [(i.pc, i.op) for i in waves[0].insts] == [(0x1000, "SALU"), (0x1004, "VALU"), (0x1008, "NONE"), (0x100c, "BRANCH_TAKEN"),
+                                                     (0x1004, "VALU"), (0x1008, "NONE"), (0x100c, "BRANCH_NOT_TAKEN"), (0x1010, "ENDPGM")]
+  assert waves[0].insts[-1].text == "s_endpgm" and waves[0].insts[2].stall == 0
+
+
+def test_mapping_refuses_tokens_that_do_not_fit_the_code():
+  from drivers.amd.sqtt import map_code
+  with pytest.raises(TraceError, match=r"token VALU at time 2 cannot be `s_mov_b32 s2, 2` at PC 0x1000"): map_code(_wave(("VALUINST", {})), _code())
+  with pytest.raises(TraceError, match="token SALU .* cannot be `s_cbranch_scc1"):
+    map_code(_wave(("INST", {"op": 0}), ("VALUINST", {}), ("INST", {"op": 0})), _code())
+  waves = _wave()                          # no instruction tokens (its SE excluded them): left unmapped
+  map_code(waves, _code())
+  assert waves[0].insts == []

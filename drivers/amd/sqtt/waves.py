@@ -12,7 +12,9 @@ What is assumed (a real capture decodes the same way):
   s_delay_alu issues no token (it is listed at the time of the instruction after it, stall 0); a taken branch
   (BRANCH_TAKEN, CALL) continues at its target; s_endpgm is the wave's end. After s_setpc / s_swappc the PC is unknown
   and the rest of the wave stays unmapped. A token that cannot be the instruction at the PC (a VALU token on a scalar
-  instruction, no branch token on a branch) means the code object or its load address does not match the trace.
+  instruction, no branch token on a branch) means the code object or its load address does not match the trace. A wave
+  of the traced SIMD without any instruction token is left unmapped unless the kernel is a lone s_endpgm (its SE may
+  have excluded the instruction tokens).
 """
 from __future__ import annotations
 from dataclasses import dataclass, field
@@ -152,6 +154,7 @@ def map_code(waves: list[Wave], code: Code) -> None:
   """Give each traced wave's issues their PC and disassembly (see the module's assumptions)."""
   for w in waves:
     if not w.detail: continue
+    if not w.insts and code.at(code.entry).op != "s_endpgm": continue   # its SE traced no instructions (TOKEN_EXCLUDE)
     pc: int | None = code.entry
     out: list[Issue] = []
     for i in w.insts:
