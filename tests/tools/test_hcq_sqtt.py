@@ -4,7 +4,7 @@ errors and the console script."""
 import json, random
 import pytest
 from tools import hcq_sqtt
-from drivers.amd.sqtt import TraceError, decode, gfx11, pack
+from drivers.amd.sqtt import TraceError, decode, gfx11, gfx12, pack
 
 F = gfx11.FORMAT
 HEADER = (F["LAYOUT_HEADER"], F["LAYOUT_HEADER"].encode(layout=3))
@@ -23,10 +23,25 @@ def test_hand_laid_tokens():
   assert [(i.op, i.time, i.stall) for i in w.insts] == [("VALU", 3, 1)]
 
 
+def test_gfx12_layouts_by_hand():
+  # layout 4: INST delta [5:3] = 2, wave [11:7] = 3, op [19:12] = 0x8c (WMMA) -> 0x8C192 (5 nibbles); WAVESTART wgp [13:10] = 9,
+  # wave [19:15] = 4 -> 0x2242C (8 nibbles); gfx12's INST class numbering
+  G = gfx12.FORMAT
+  raw = (0x211).to_bytes(8, "little") + (0x2242C).to_bytes(4, "little") + bytes([0x92, 0xC1, 0x08])   # + NOP nibble pad
+  toks = [(t.name, time, t.fields and {k: t.get(w, k) for k in ("wave", "wgp", "op") if k in t.fields}) for t, time, w in G.tokens(raw)]
+  assert toks[:3] == [("LAYOUT_HEADER", 0, {}), ("WAVESTART", 1, {"wave": 4, "wgp": 9}), ("INST", 3, {"wave": 3, "op": 0x8C})]
+  # the INST names slot 3, whose wave started before the trace did: a wave without a start
+  early, started = sorted(decode(raw, target="gfx1200", unit=(0, 9, 0)), key=lambda w: w.slot)
+  assert (started.wgp, started.slot, started.start, started.end, started.insts) == (9, 4, 1, None, [])
+  assert (early.slot, early.start, [(i.op, i.time, i.stall) for i in early.insts]) == (3, None, [("WMMA_8", 3, 0)])
+  with pytest.raises(TraceError, match="a gfx1200 trace starts with a LAYOUT_HEADER of layout 4"): decode(pack([HEADER]), target="gfx1200")
+
+
+@pytest.mark.parametrize("F", [gfx11.FORMAT, gfx12.FORMAT], ids=["gfx11", "gfx12"])
 @pytest.mark.parametrize("odd", [False, True])
-def test_every_token_type_round_trips(odd):
+def test_every_token_type_round_trips(odd, F):
   rng = random.Random(31)
-  toks = [HEADER] + ([(F["NOP"], 0)] if odd else [])
+  toks = [(F["LAYOUT_HEADER"], F["LAYOUT_HEADER"].encode(layout=3))] + ([(F["NOP"], 0)] if odd else [])
   for t in F.types.values():
     if t.name == "LAYOUT_HEADER": continue
     fields = {n: rng.randrange(1 << w) for n, (_, w) in t.fields.items()}
@@ -71,8 +86,10 @@ def test_cli_decode_json_and_errors(tmp_path, capsys):
   assert w == {"se": 0, "sa": 0, "wgp": 0, "simd": 0, "slot": 0, "start": 1, "end": 6, "insts": [{"pc": None, "time": 3, "stall": 1, "op": "VALU"}]}
   assert hcq_sqtt.main(["summary", "--target", "gfx1100", str(tmp_path / "se0.bin")]) == 0
   assert "VALU" in capsys.readouterr().out
-  assert hcq_sqtt.main(["decode", "--target", "gfx1200", str(tmp_path / "se0.bin")]) == 2
-  assert capsys.readouterr().err.strip() == "hcq-sqtt: no SQTT token format for target 'gfx1200': supported are gfx11 (e.g. gfx1100)"
+  assert hcq_sqtt.main(["decode", "--target", "gfx942", str(tmp_path / "se0.bin")]) == 2
+  assert capsys.readouterr().err.strip() == "hcq-sqtt: no SQTT token format for target 'gfx942': supported are gfx11, gfx12 (e.g. gfx1100)"
+  assert hcq_sqtt.main(["decode", "--target", "gfx1201", str(tmp_path / "se0.bin")]) == 2
+  assert "starts with a LAYOUT_HEADER of layout 4" in capsys.readouterr().err
 
 
 def _code():

@@ -46,6 +46,7 @@ OPS = {0x0: "SALU", 0x1: "SMEM", 0x3: "BRANCH_TAKEN", 0x4: "BRANCH_NOT_TAKEN", 0
        0x21: "GLOBAL_LOAD", 0x22: "GLOBAL_LOAD_VADDR", **{0x24 + i: f"GLOBAL_STORE_{i + 2}" for i in range(5)},
        0x29: "LDS_LOAD", **{0x2a + i: f"LDS_STORE_{i + 1}" for i in range(5)}, 0x72: "SALU_EXEC", 0x73: "VALU_EXEC"}
 OTHER_SIMD = range(0x50, 0x67)
+SILENT = ("s_delay_alu",)       # instructions that issue no token
 
 
 def issues(t, word: int) -> list[tuple[int, str]]:

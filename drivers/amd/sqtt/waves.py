@@ -9,7 +9,7 @@ What is assumed (a real capture decodes the same way):
 - An instruction's `stall` is the clocks between the wave's previous issue (or its start) and this one, beyond the one
   clock back-to-back issue takes.
 - Mapping onto code: a wave starts at the kernel's entry; each issue token is the next instruction in program order;
-  s_delay_alu issues no token (it is listed at the time of the instruction after it, stall 0); a taken branch
+  s_delay_alu (and gfx12's s_wait_alu) issues no token (it is listed at the time of the instruction after it, stall 0); a taken branch
   (BRANCH_TAKEN, CALL) continues at its target; s_endpgm is the wave's end. After s_setpc / s_swappc the PC is unknown
   and the rest of the wave stays unmapped. A token that cannot be the instruction at the PC (a VALU token on a scalar
   instruction, no branch token on a branch) means the code object or its load address does not match the trace. A wave
@@ -22,11 +22,10 @@ from types import ModuleType
 from typing import NamedTuple
 import re, tempfile
 
-from drivers.amd.sqtt import gfx11
+from drivers.amd.sqtt import gfx11, gfx12
 from drivers.amd.sqtt.tokens import TraceError
 
-GENERATIONS: dict[str, ModuleType] = {"gfx11": gfx11}
-SILENT = ("s_delay_alu",)       # instructions that issue no token
+GENERATIONS: dict[str, ModuleType] = {"gfx11": gfx11, "gfx12": gfx12}
 
 
 def generation(target: str) -> ModuleType:
@@ -121,6 +120,7 @@ class Code:
   insts: dict[int, Inst]
   base: int
   entry: int
+  target: str = "gfx1100"
 
   @classmethod
   def from_code_object(cls, blob: bytes, base: int = 0, kernel: str | None = None) -> "Code":
@@ -137,7 +137,7 @@ class Code:
     for m in LINE.finditer(text):
       words = [int(w, 16) for w in m.group(3).split()]
       insts[base + int(m.group(2), 16)] = Inst(m.group(1).split()[0], 4 * len(words), m.group(1), words[0] & 0xFFFF)
-    return cls(insts, base, base + k.code_offset)
+    return cls(insts, base, base + k.code_offset, co.arch)
 
   def at(self, pc: int) -> Inst:
     if (inst := self.insts.get(pc)) is None:
@@ -152,6 +152,7 @@ def _mismatch(w: Wave, i: Issue, pc: int, text: str) -> TraceError:
 
 def map_code(waves: list[Wave], code: Code) -> None:
   """Give each traced wave's issues their PC and disassembly (see the module's assumptions)."""
+  silent = generation(code.target).SILENT
   for w in waves:
     if not w.detail: continue
     if not w.insts and code.at(code.entry).op != "s_endpgm": continue   # its SE traced no instructions (TOKEN_EXCLUDE)
@@ -159,7 +160,7 @@ def map_code(waves: list[Wave], code: Code) -> None:
     out: list[Issue] = []
     for i in w.insts:
       if pc is None: out.append(i); continue
-      while (inst := code.at(pc)).op in SILENT:
+      while (inst := code.at(pc)).op in silent:
         out.append(Issue(i.time, "NONE", 0, pc, inst.text)); pc += inst.size
       i.pc, i.text = pc, inst.text
       op, branch = inst.op, i.op in ("BRANCH_TAKEN", "BRANCH_NOT_TAKEN")
@@ -170,7 +171,7 @@ def map_code(waves: list[Wave], code: Code) -> None:
       target = pc + 4 + ((inst.simm16 ^ 0x8000) - 0x8000) * 4
       pc = target if i.op in ("BRANCH_TAKEN", "CALL") else None if op in ("s_setpc_b64", "s_swappc_b64") else pc + inst.size
     if w.end is not None and pc is not None:
-      while (inst := code.at(pc)).op in SILENT:
+      while (inst := code.at(pc)).op in silent:
         out.append(Issue(w.end, "NONE", 0, pc, inst.text)); pc += inst.size
       end = Issue(w.end, "ENDPGM", 0, pc, inst.text)
       if inst.op != "s_endpgm": raise _mismatch(w, end, pc, inst.text)
