@@ -33,6 +33,8 @@ class Sample:
 class PerfCounters:
   """Counts every kernel a device's compute queues launch (PM4Queue calls start/stop around each)."""
   def __init__(self, device: AMDDevice):
+    if not device.arch.startswith("gfx11"):
+      raise ValueError(f"HCQ_PMC: counter programming is implemented for gfx11 (its registers and selects), {device.name} is {device.arch}")
     self.device = device
     p = device.iface.props
     self.ses = p["array_count"] // p["simd_arrays_per_engine"]

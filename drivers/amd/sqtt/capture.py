@@ -85,6 +85,8 @@ class Capture:
 class ThreadTracer:
   """Traces every kernel a device's compute queues launch (PM4Queue calls start/stop around each)."""
   def __init__(self, device: AMDDevice):
+    if not device.arch.startswith("gfx11"):
+      raise ValueError(f"HCQ_SQTT: thread-trace programming is implemented for gfx11 (its registers), {device.name} is {device.arch}")
     self.device = device
     p = device.iface.props
     self.ses = p["array_count"] // p["simd_arrays_per_engine"]

@@ -138,3 +138,18 @@ def test_profile_writes_raw_buffers_and_wave_tracks(tmp_path, capsys):
   assert [i["text"] for w in by_files if w["insts"] for i in w["insts"]][-1] == "s_endpgm"
   assert hcq_sqtt.main(["decode", str(tmp_path)]) == 2
   assert "not a saved trace" in capsys.readouterr().err
+
+
+def test_bad_options_are_named(dev, monkeypatch):
+  from drivers.amd import profiler
+  from drivers.hcq import profile
+  monkeypatch.setattr(profile, "PATH", "")
+  monkeypatch.setenv("HCQ_SQTT", "1")
+  with pytest.raises(ValueError, match="HCQ_SQTT=1 needs HCQ_PROFILE"): profiler.enable(dev)
+  monkeypatch.setenv("HCQ_SQTT", "yes")
+  with pytest.raises(ValueError, match="HCQ_SQTT='yes'"): profiler.enable(dev)
+  monkeypatch.setenv("HCQ_SQTT_BUFFER", "1000")
+  with pytest.raises(ValueError, match="HCQ_SQTT_BUFFER=1000: give a positive multiple of 4096"): capture.ThreadTracer(dev)
+  monkeypatch.setenv("HCQ_SQTT_BUFFER", "4096")
+  monkeypatch.setenv("HCQ_SQTT_SES", "0,9")
+  with pytest.raises(ValueError, match=r"HCQ_SQTT_SES: the GPU has SEs 0-5, not \[9\]"): capture.ThreadTracer(dev)
