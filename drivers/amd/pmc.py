@@ -15,7 +15,13 @@ if TYPE_CHECKING:
   from drivers.amd.pm4 import PM4Queue
   from drivers.hcq import Signal
 
-SQ = ("WAVES", "INSTS_ALL", "INSTS_VALU", "INSTS_SALU", "INSTS_SMEM", "INSTS_LDS", "INSTS_FLAT", "INSTS_TEX")   # SQ_PERF_SEL_*
+SQ = {"WAVES": soc21_enum.SQ_PERF_SEL_WAVES, "INSTS_ALL": soc21_enum.SQ_PERF_SEL_INSTS_ALL, "INSTS_VALU": soc21_enum.SQ_PERF_SEL_INSTS_VALU,
+      "INSTS_SALU": soc21_enum.SQ_PERF_SEL_INSTS_SALU, "INSTS_SMEM": soc21_enum.SQ_PERF_SEL_INSTS_SMEM,
+      "INSTS_LDS": soc21_enum.SQ_PERF_SEL_INSTS_LDS, "INSTS_FLAT": soc21_enum.SQ_PERF_SEL_INSTS_FLAT, "INSTS_TEX": soc21_enum.SQ_PERF_SEL_INSTS_TEX}
+SELECT = (gc.regSQ_PERFCOUNTER0_SELECT, gc.regSQ_PERFCOUNTER1_SELECT, gc.regSQ_PERFCOUNTER2_SELECT, gc.regSQ_PERFCOUNTER3_SELECT,
+          gc.regSQ_PERFCOUNTER4_SELECT, gc.regSQ_PERFCOUNTER5_SELECT, gc.regSQ_PERFCOUNTER6_SELECT, gc.regSQ_PERFCOUNTER7_SELECT)
+COUNTER = (gc.regSQ_PERFCOUNTER0_LO, gc.regSQ_PERFCOUNTER1_LO, gc.regSQ_PERFCOUNTER2_LO, gc.regSQ_PERFCOUNTER3_LO,
+           gc.regSQ_PERFCOUNTER4_LO, gc.regSQ_PERFCOUNTER5_LO, gc.regSQ_PERFCOUNTER6_LO, gc.regSQ_PERFCOUNTER7_LO)
 PERFMON_RESET, PERFMON_COUNT, PERFMON_STOP = 0, 1, 2     # CP_PERFMON_CNTL.PERFMON_STATE (mesa V_036020_CP_PERFMON_STATE_*)
 COPY_SRC_PERF, COPY_DST_MEM, COPY_COUNT_64 = 4, 5, 1 << 16   # COPY_DATA SRC_SEL / DST_SEL / COUNT_SEL
 BROADCAST = gc.regGRBM_GFX_INDEX.encode(SE_BROADCAST_WRITES=1, SA_BROADCAST_WRITES=1, INSTANCE_BROADCAST_WRITES=1)
@@ -50,8 +56,7 @@ class PerfCounters:
     self._uconfig(q, gc.regCP_PERFMON_CNTL, gc.regCP_PERFMON_CNTL.encode(PERFMON_STATE=PERFMON_RESET))
     self._uconfig(q, gc.regGRBM_GFX_INDEX, BROADCAST)
     self._uconfig(q, gc.regSQ_PERFCOUNTER_CTRL, gc.regSQ_PERFCOUNTER_CTRL.encode(CS_EN=1))
-    for n, name in enumerate(SQ):
-      self._uconfig(q, getattr(gc, f"regSQ_PERFCOUNTER{n}_SELECT"), getattr(soc21_enum, f"SQ_PERF_SEL_{name}"))
+    for reg, sel in zip(SELECT, SQ.values()): self._uconfig(q, reg, sel)
     self._uconfig(q, gc.regGRBM_PERFCOUNTER0_SELECT, gc.regGRBM_PERFCOUNTER0_SELECT.encode(PERF_SEL=soc21_enum.GRBM_PERF_SEL_GUI_ACTIVE))
     q.pkt3(nvd.PACKET3_EVENT_WRITE, nvd.EVENT_TYPE(soc21_enum.PERFCOUNTER_START) | nvd.EVENT_INDEX(0))
     self._uconfig(q, gc.regCP_PERFMON_CNTL, gc.regCP_PERFMON_CNTL.encode(PERFMON_STATE=PERFMON_COUNT))
@@ -65,9 +70,8 @@ class PerfCounters:
     va = s.mem.va
     for se in range(self.ses):
       self._uconfig(q, gc.regGRBM_GFX_INDEX, gc.regGRBM_GFX_INDEX.encode(SE_INDEX=se, INSTANCE_BROADCAST_WRITES=1))
-      for n in range(len(SQ)):
-        q.pkt3(nvd.PACKET3_COPY_DATA, COPY_SRC_PERF | COPY_DST_MEM << 8 | nvd.WR_CONFIRM,
-               self.device.gc_addr(getattr(gc, f"regSQ_PERFCOUNTER{n}_LO")), 0, va, va >> 32)
+      for reg in COUNTER[:len(SQ)]:
+        q.pkt3(nvd.PACKET3_COPY_DATA, COPY_SRC_PERF | COPY_DST_MEM << 8 | nvd.WR_CONFIRM, self.device.gc_addr(reg), 0, va, va >> 32)
         va += 4
     self._uconfig(q, gc.regGRBM_GFX_INDEX, BROADCAST)
     q.pkt3(nvd.PACKET3_COPY_DATA, COPY_SRC_PERF | COPY_DST_MEM << 8 | COPY_COUNT_64 | nvd.WR_CONFIRM,
