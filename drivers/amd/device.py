@@ -7,6 +7,7 @@ code objects and their COV5 kernel arguments, scratch, and the PM4 (pm4.py) and 
 """
 from __future__ import annotations
 import struct, weakref
+from typing import TYPE_CHECKING
 
 from drivers.hcq.queue import dims3
 from drivers.hcq.ring import Ring
@@ -17,7 +18,11 @@ from drivers.amd.elf import load_code_object, CodeObjectError, KCP_DISPATCH_PTR,
 from drivers.amd.iface import AMDIface, AMDMemory, QueueDesc, PAGE
 from drivers.amd import ip
 from drivers.amd.pm4 import PM4Queue
+from drivers.amd import profiler
 from drivers.amd.sdma import SDMAQueue
+if TYPE_CHECKING:
+  from drivers.amd.sqtt.capture_gfx11 import ThreadTracer
+  from drivers.amd.pmc_gfx11 import PerfCounters
 
 RING_SIZE = 1 << 20            # bytes per hardware ring
 SCRATCH_ALIGN = 256            # COMPUTE_TMPRING_SIZE.WAVESIZE unit (bytes per wave64)
@@ -104,6 +109,8 @@ class AMDDevice(Device):
     # with the GPU-side flush, encoded once (pm4_hdp_flush)
     self.host_flushes_hdp = iface.host_flushes_hdp
     self.pm4_hdp_flush: list[int] | None = None
+    self.thread_trace: ThreadTracer | None = None   # HCQ_SQTT=1 / HCQ_PMC=1: PM4Queue traces / counts each launch (profiler.py)
+    self.perf_counters: PerfCounters | None = None
     try:
       # what the discovered IP versions pick, once (drivers/amd/ip.py): register modules, PM4 and SDMA packet formats
       self.regs = ip.Registers(iface.ip_versions)
@@ -119,6 +126,7 @@ class AMDDevice(Device):
       if iface.kernarg_chunk is not None: self.kernargs.chunk_size = iface.kernarg_chunk
       if iface.staging is not None: self._staging = iface.staging(self)
       self.ensure_scratch(0)
+      profiler.enable(self)
     except BaseException:   # leave nothing behind: queues, memory, the interface (and with it the device lock)
       for b in list(getattr(self, "_buffers", ())): b.free()
       self._shutdown()

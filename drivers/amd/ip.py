@@ -61,6 +61,9 @@ REGISTERS: dict[str, VersionTable] = {ip: VersionTable("register module", ip, ro
 # packet formats: PM4 by the GC version (nvd.h: gfx10+), SDMA by the SDMA version
 PM4 = VersionTable("PM4 packet format", "GC", {(11, 0, 0): "drivers.amd.pm4_nv"})
 SDMA = VersionTable("SDMA packet format", "SDMA0", {(6, 0, 0): "drivers.amd.sdma_v6_0_pkt"})
+# thread trace and performance counters (HCQ_SQTT / HCQ_PMC: profiler.py), programmed through the GC's registers
+THREAD_TRACE = VersionTable("thread-trace programming (HCQ_SQTT)", "GC", {(11, 0, 0): "drivers.amd.sqtt.capture_gfx11:ThreadTracer"})
+PERF_COUNTERS = VersionTable("performance-counter programming (HCQ_PMC)", "GC", {(11, 0, 0): "drivers.amd.pmc_gfx11:PerfCounters"})
 
 
 class Registers:

@@ -41,8 +41,11 @@ class PM4Queue(RingQueue):
     user = prg.user_sgprs(args)
     words[user_at:user_at + len(user)] = user
     words[grid_at:grid_at + 3] = global_size
+    tools = [t for t in (self.device.perf_counters, self.device.thread_trace) if t is not None]   # drivers/amd/profiler.py
+    for t in tools: t.start(self, prg)
     for i, addend in prg.user_args: self._patch_point("args", len(self.words) + user_at + i, 64, addend)
     self.words += words
+    for t in reversed(tools): t.stop(self)
 
   def _launch_state(self) -> int: return self.device.scratch.va   # a larger scratch moves COMPUTE_DISPATCH_SCRATCH_BASE
 

@@ -1,9 +1,10 @@
 """Profiling: with HCQ_PROFILE=path.json every exec/copy carries begin/end timestamps, and at exit all
-queues of all devices are written as one Chrome/Perfetto trace (one process per device, one track per queue)."""
+queues of all devices are written as one Chrome/Perfetto trace (one process per device, one track per queue). A vendor
+adds detail of its own (per-wave instruction tracks, counters) with `add_collector`."""
 from __future__ import annotations
 import atexit, json, os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 if TYPE_CHECKING: from drivers.hcq.signal import Signal
 
 PATH = os.environ.get("HCQ_PROFILE", "")
@@ -20,6 +21,13 @@ class Span:
 
 _pending: list[Span] = []
 _events: list[dict] = []
+_collectors: list[tuple[str, Callable[[], list[dict]]]] = []
+
+
+def add_collector(device: str, fn: Callable[[], list[dict]]) -> None:
+  """`fn()` gives more events of `device` when its spans are collected (its work is done): dicts with device, queue (the
+  track), name, ts and dur (microseconds) and optionally args, or with "ph": "C" a counter sample (name, ts, args)."""
+  _collectors.append((device, fn))
 
 
 def enabled() -> bool: return bool(PATH)
@@ -38,6 +46,10 @@ def collect(device: str | None = None) -> None:
     else: _events.append({"device": s.device, "queue": s.queue, "name": s.name, "ts": s.begin.timestamp,
                           "dur": max(s.end.timestamp - s.begin.timestamp, 0.0)})
   _pending = keep
+  global _collectors
+  run = [fn for d, fn in _collectors if device is None or d == device]
+  _collectors = [(d, fn) for d, fn in _collectors if not (device is None or d == device)]
+  for fn in run: _events.extend(fn())
 
 
 def trace() -> dict:
@@ -50,12 +62,15 @@ def trace() -> dict:
     if e["device"] not in pids:
       pids[e["device"]] = len(pids) + 1
       out.append({"ph": "M", "name": "process_name", "pid": pids[e["device"]], "args": {"name": e["device"]}})
+    if e.get("ph") == "C":
+      out.append({"ph": "C", "name": e["name"], "pid": pids[e["device"]], "ts": e["ts"], "args": e["args"]})
+      continue
     if (e["device"], e["queue"]) not in tids:
       tids[(e["device"], e["queue"])] = len(tids) + 1
       out.append({"ph": "M", "name": "thread_name", "pid": pids[e["device"]], "tid": tids[(e["device"], e["queue"])],
                   "args": {"name": e["queue"]}})
     out.append({"ph": "X", "name": e["name"], "cat": e["queue"], "pid": pids[e["device"]], "tid": tids[(e["device"], e["queue"])],
-                "ts": e["ts"], "dur": e["dur"]})
+                "ts": e["ts"], "dur": e["dur"], **({"args": e["args"]} if "args" in e else {})})
   return {"traceEvents": out, "displayTimeUnit": "ns"}
 
 
@@ -65,4 +80,4 @@ def write(path: str) -> None:
 
 @atexit.register
 def _write_at_exit() -> None:
-  if PATH and (_pending or _events): write(PATH)
+  if PATH and (_pending or _events or _collectors): write(PATH)

@@ -16,11 +16,12 @@ from emu import memory
 from emu.amdgcn import operands
 from emu.amdgcn.disasm import disasm
 from emu.amdgcn import runtime, targets
+from emu.amdgcn.trace import Trace, CHUNK
 from emu.amdgcn.program import Program, ffi, ILLEGAL_UNSUPPORTED, ILLEGAL_DECODE
 from emu.amdgcn.gen_scalar import ILLEGAL_ROUND_MODE, ILLEGAL_CODE_END, ILLEGAL_HWREG, ILLEGAL_MOVREL
 from emu.amdgcn.gen_interp import ILLEGAL_LDSDIR_M0, ILLEGAL_LDSDIR_WGP
 
-STOP_NONE, STOP_FAULT, STOP_NOBLOCK, STOP_TRAP, STOP_HALT, STOP_LIMIT, STOP_ILLEGAL = range(7)
+STOP_NONE, STOP_FAULT, STOP_NOBLOCK, STOP_TRAP, STOP_HALT, STOP_LIMIT, STOP_ILLEGAL, STOP_TRACE = range(8)
 SPACES = {0: "global", 1: "scratch (private)", 2: "LDS", 3: "misaligned atomic", 4: "scratch backing memory"}
 ILLEGAL = {1: "VGPR index (M0-relative) out of range", ILLEGAL_ROUND_MODE: "non-default rounding modes are not modelled",
            ILLEGAL_CODE_END: "executed s_code_end padding (ran past the end of the program)",
@@ -116,7 +117,8 @@ def _describe(p: Program, pc: int) -> str:
 
 
 def execute(mem: memory.GpuMemory, launch: Launch, grid: tuple[int, int, int], block: tuple[int, int, int],
-            max_instructions: int = 0) -> Stats:
+            max_instructions: int = 0, trace: Trace | None = None) -> Stats:
+  """Run a dispatch; with `trace`, record the instructions each wave ran into it (trace.py)."""
   grid, block = tuple(int(g) for g in grid), tuple(int(b) for b in block)
   if len(grid) != 3 or len(block) != 3 or min(grid) < 1 or min(block) < 1:
     raise ValueError(f"grid {grid} and block {block} must be three positive sizes")
@@ -171,11 +173,15 @@ def execute(mem: memory.GpuMemory, launch: Launch, grid: tuple[int, int, int], b
     dp.fill.va, dp.fill.len, dp.fill.host = run[0], run[1], f.cast("uint8_t *", run[2])
     return 0
   keep.append(cb := f.callback("int(dispatch_t *, uint64_t, uint32_t)", miss)); d.miss = cb
+  if trace is not None and grid[0] * grid[1] * grid[2] >= 1 << 24: raise ValueError(f"grid {grid}: a traced dispatch has fewer than 2^24 workgroups")
+  if trace is not None: keep.append(tbuf := f.new("uint64_t[]", CHUNK)); d.trace, d.trace_cap = tbuf, CHUNK
   while True:
     d.code_base, d.blocks, d.nblocks = p.base, p.blocks, p.nblocks
     rc = sched(d)
+    if trace is not None: trace.drain(p, d, tbuf)
     if error: raise error[0]
     if rc == STOP_NONE: break
+    if rc == STOP_TRACE: continue
     wg = tuple(d.wg)
     pc = int(d.stop_pc)
     where = f"workgroup {wg} wave {int(d.stop_wave)} at PC {pc:#x}"
@@ -184,6 +190,7 @@ def execute(mem: memory.GpuMemory, launch: Launch, grid: tuple[int, int, int], b
       if pc in p.leaders or pc & 3:
         raise WaveTrap(f"{where}: cannot run code at {pc:#x} ({p.problems.get(pc, 'not a valid instruction address')})", wg, int(d.stop_wave), pc, "")
       p.add(mem, pc)
+      if trace is not None: trace.invalidate()
       try: p.build()
       except operands.Unsupported as e: raise WaveTrap(f"{where}: jumped to {pc:#x}: {e}", wg, int(d.stop_wave), pc, "") from e
       continue
@@ -241,11 +248,11 @@ class KernelDescriptor:
 def dispatch(mem: memory.GpuMemory, kd_addr: int, grid: tuple[int, int, int], block: tuple[int, int, int], *,
              kernarg_ptr: int = 0, dispatch_ptr: int = 0, queue_ptr: int = 0, dispatch_id: int = 0,
              lds_bytes: int | None = None, scratch_bytes_per_lane: int | None = None, max_instructions: int = 0,
-             target: str = targets.DEFAULT, scratch: Scratch | None = None) -> Stats:
+             target: str = targets.DEFAULT, scratch: Scratch | None = None, trace: Trace | None = None) -> Stats:
   """Dispatch the kernel whose 64-byte descriptor is at `kd_addr` (the AMD GPU model's entry point) for `target`.
   `grid` counts workgroups. LDS defaults to the descriptor's group segment (plus any dynamic size the caller
   adds), scratch to its private segment size in host memory, or to the ring `scratch` in GPU memory. v0 carries the
-  work-item id components rsrc2's ENABLE_VGPR_WORKITEM_ID [12:11] enables."""
+  work-item id components rsrc2's ENABLE_VGPR_WORKITEM_ID [12:11] enables. `trace`: see execute()."""
   kd = KernelDescriptor.parse(memory.read(mem, kd_addr, 64))
   user: list[int] = []
   props = kd.properties
@@ -265,4 +272,4 @@ def dispatch(mem: memory.GpuMemory, kd_addr: int, grid: tuple[int, int, int], bl
                   kd.private_segment_size if scratch_bytes_per_lane is None else scratch_bytes_per_lane,
                   tuple(bool(kd.rsrc2 >> b & 1) for b in (7, 8, 9)), bool(kd.rsrc2 & 1), kd.mode, bool(kd.rsrc1 >> 29 & 1), target,
                   scratch, min((kd.rsrc2 >> 11 & 3) + 1, 3))
-  return execute(mem, launch, grid, block, max_instructions)
+  return execute(mem, launch, grid, block, max_instructions, trace)

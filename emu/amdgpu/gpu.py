@@ -20,9 +20,12 @@ from emu.amdgpu.hdp import HDPModel
 from emu.amdgpu.engine import GPUEngine, KernelError
 from emu.amdgpu.caches import ShaderMemory
 from emu.amdgpu.spi import SHRegisters, launch as spi_launch
+from emu.amdgpu.sqtt import ThreadTrace, schedule
+from emu.amdgpu.perfcounters import PerfCounters
 from emu.amdgpu.discovery import NAVI31_IPS
 from emu.amdgcn import targets
 from emu.amdgcn.dispatch import execute, WaveError
+from emu.amdgcn.trace import Trace
 
 # Segment base addresses (dwords) of each IP block of a Navi31, as its IP discovery table lists them
 # (discovery.h ip_v4 base_address). Register dword address = base[reg.base_idx] + reg.offset.
@@ -76,6 +79,9 @@ class GPUModel:
     self.regs = RegisterFile(regs_path, NAME_TABLES)
     self.hdp = HDPModel(self)
     self.regs.map(self.hdp)
+    self.sqtt, self.perf = ThreadTrace(self), PerfCounters(self)    # the SQ's thread trace and the counters
+    self.regs.map(self.sqtt)
+    self.regs.map(self.perf)
     self.engines: list[GPUEngine] = []
     self.on_error: list[Callable[[DeviceError], None]] = []
     self.on_interrupt: list[Callable[[str, int, str], None]] = []    # (source, context id, engine name)
@@ -122,10 +128,21 @@ class GPUModel:
     launch.target = self.target.name
     with self.shader_lock:
       self.shader_memory.begin_dispatch()
-      try: return execute(self.shader_memory, launch, grid, block).wave_instructions
+      traced = bool(sh.get("THREAD_TRACE_ENABLE") & 1 and self.sqtt.tracing())
+      trace = Trace() if traced or self.perf.counting() else None     # untraced dispatches take the fast path
+      try: stats = execute(self.shader_memory, launch, grid, block, trace=trace)
       except WaveError as e: raise KernelError(f"{queue}: {e}", getattr(e, "address", None)) from None
       except ValueError as e: raise_engine(queue, f"bad dispatch: {e}")
+      if trace is not None: self.observe(trace, traced)
+      return stats.wave_instructions
 
+
+  def observe(self, trace: Trace, traced: bool) -> None:
+    """What the waves of a dispatch executed, timed (sqtt.schedule), into the thread trace and the counters."""
+    start = self.sqtt.start_clock() if traced else 0
+    waves, end = schedule(trace.runs, trace.insts, start)
+    if traced: self.sqtt.record(waves)
+    if self.perf.counting(): self.perf.record(trace.runs, trace.insts, waves, start, end)
 
   # --- the flat apertures the waves see (SH_MEM_BASES, SH_MEM_CONFIG)
   def sh_mem_slot(self, vmid: int, bases: bool) -> int:

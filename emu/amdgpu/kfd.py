@@ -33,6 +33,7 @@ from emu.amdgpu.mmu import FAULT_EXECUTE, FAULT_WRITE, Fault, PTE_VALID, PTE_SYS
   MTYPE_SHIFT
 from emu.amdgpu.pagetable import PageTables, PAGE
 from emu.amdgpu.pm4 import PM4Engine
+from emu.amdgpu.registers import Block
 from emu.amdgpu.sdma import SDMAEngine
 from emu.kernel_model import COPY_IN, Ioctl, Ioctls, KernelDriverModel, ioc_nr
 from emu.pci import Access, Region
@@ -90,11 +91,19 @@ def process_memory(addr: int, size: int) -> bool:
   return False
 
 
+class ShaderEngineIndex(Block):
+  """GRBM_GFX_INDEX, which a queue sets (SET_UCONFIG_REG) to program the SQ_THREAD_TRACE_* copy of one shader engine
+  (emu/amdgpu/sqtt.py); the PCI model's GFX block owns it there."""
+  name = ip = "GC"
+  STORAGE = (gc.regGRBM_GFX_INDEX,)
+
+
 class Node:
   """One GPU as this process sees it: the emulated Navi31, its VRAM allocators and the process's VM on it."""
   def __init__(self, gpu_id: int, minor: int, vram_size: int, on_error, on_interrupt):
     self.gpu_id, self.render = gpu_id, render_node(minor)
     self.gpu = GPUModel(vram_size)
+    self.gpu.regs.map(ShaderEngineIndex(self.gpu))   # what a user queue's thread-trace programming selects SEs with
     self.gpu.on_error.append(lambda err: on_error(self, err))
     self.gpu.on_interrupt.append(on_interrupt)
     # the top 64 MiB of VRAM are the kernel's (page tables); the rest is for buffers

@@ -14,6 +14,10 @@ field value below that a compute queue cannot use or the model does not model.
   peer's doorbell register are one 64-bit store: emu/topology.py), or with WR_ONE_ADDR each dword to the same address
   in turn. WR_CONFIRM (wait for the write to land before the next packet) and CACHE_POLICY change nothing here: writes
   land before the next packet either way. DST_SEL 0 (a register), 3 (GDS), 6 and 7 raise.
+- EVENT_WRITE: CS_PARTIAL_FLUSH (index 4); THREAD_TRACE_FINISH (index 0) completes the thread traces (sqtt.py);
+  PERFCOUNTER_START / STOP / SAMPLE (index 0) change nothing (perfcounters.py).
+- COPY_DATA: a register (SRC_SEL 0 or 4) to memory (DST_SEL 2 or 5), one or two dwords: the thread trace's WPTR,
+  STATUS and DROPPED_CNTR readback (mesa's ac_sqtt_copy_info_regs).
 - ACQUIRE_MEM: COHER_CNTL 0 (gfx11 selects caches by GCR_CNTL), then GCR_CNTL's actions (caches.py) over the whole
   cache whatever COHER_BASE/SIZE and the range modes say.
 """
@@ -155,9 +159,28 @@ class PM4Engine(GPUEngine):
 
   def _event_write(self, p: list[int]) -> None:
     event, index = p[0] & 0x3F, (p[0] >> 8) & 0xF
+    if (event, index) == (soc21_enum.THREAD_TRACE_FINISH, 0): return self.gpu.sqtt.finish()
+    if (event, index) in PERFCOUNTER_EVENTS: return   # the counters are read directly (perfcounters.py)
     if (event, index) != (CS_PARTIAL_FLUSH, 4):
-      raise RingError(f"{self.qname}: EVENT_WRITE event {event} index {index} is not modelled (only CS_PARTIAL_FLUSH)")
+      raise RingError(f"{self.qname}: EVENT_WRITE event {event} index {index} is not modelled (only CS_PARTIAL_FLUSH, "
+                      "THREAD_TRACE_FINISH and PERFCOUNTER_START/STOP/SAMPLE)")
     # dispatches run to completion before the next packet, so the partial flush is already done
+
+  def _copy_data(self, p: list[int]) -> None:
+    # COPY_DATA (nvd.h COPY_DATA_*): control SRC_SEL [3:0], DST_SEL [11:8], COUNT_SEL [16], WR_CONFIRM [20]; source
+    # address lo/hi, destination address lo/hi. Modelled: a register (SRC_SEL 0, or 4: a performance counter register)
+    # to memory (DST_SEL 2 through L2, 5 memory), 32 or 64 bits (COUNT_SEL: the register and the next one)
+    if len(p) != 5: raise RingError(f"{self.qname}: COPY_DATA takes 5 payload dwords, got {len(p)}")
+    src, dst, count = p[0] & 0xF, (p[0] >> 8) & 0xF, (p[0] >> 16) & 1
+    if p[0] & ~COPY_DATA_KNOWN:
+      raise RingError(f"{self.qname}: COPY_DATA control {p[0]:#010x} sets bits {p[0] & ~COPY_DATA_KNOWN:#x} that are not modelled")
+    if src not in (0, 4): raise RingError(f"{self.qname}: COPY_DATA SRC_SEL {src} is not modelled (0 and 4, a register, are)")
+    if dst not in (2, 5): raise RingError(f"{self.qname}: COPY_DATA DST_SEL {dst} is not modelled (2 and 5, memory, are)")
+    addr = p[3] | p[4] << 32
+    if addr & (4 << count) - 1: raise RingError(f"{self.qname}: COPY_DATA destination {addr:#x} is not {4 << count}-byte aligned")
+    reg = p[1] & 0x3FFFF
+    value = self.gpu.regs.read(reg) | (self.gpu.regs.read(reg + 1) << 32 if count else 0)
+    self.mem.write(addr, value.to_bytes(4 << count, "little"))
 
   def _indirect_buffer(self, p: list[int]) -> None:
     if len(p) != 3: raise RingError(f"{self.qname}: INDIRECT_BUFFER takes 3 payload dwords, got {len(p)}")
@@ -211,6 +234,8 @@ RELEASE_DW2_KNOWN = 3 << 16 | 7 << 24 | 7 << 29
 # ENGINE_SEL [31:30]; DST_SEL 1 memory (sync), 2 TC/L2, 5 memory (async)
 WRITE_DATA_KNOWN = 0xF << 8 | nvd.WR_ONE_ADDR | nvd.WR_CONFIRM | 3 << 25 | 3 << 30
 WRITE_DATA_MEMORY = (1, 2, 5)
+COPY_DATA_KNOWN = 0xF | 0xF << 8 | 1 << 16 | 1 << 20
+PERFCOUNTER_EVENTS = {(soc21_enum.PERFCOUNTER_START, 0), (soc21_enum.PERFCOUNTER_STOP, 0), (soc21_enum.PERFCOUNTER_SAMPLE, 0)}
 
 
 HANDLERS = {nvd.PACKET3_NOP: PM4Engine._nop, nvd.PACKET3_SET_SH_REG: PM4Engine._set_sh_reg,
@@ -218,4 +243,4 @@ HANDLERS = {nvd.PACKET3_NOP: PM4Engine._nop, nvd.PACKET3_SET_SH_REG: PM4Engine._
             nvd.PACKET3_RELEASE_MEM: PM4Engine._release_mem, nvd.PACKET3_WAIT_REG_MEM: PM4Engine._wait_reg_mem,
             nvd.PACKET3_ACQUIRE_MEM: PM4Engine._acquire_mem, nvd.PACKET3_EVENT_WRITE: PM4Engine._event_write,
             nvd.PACKET3_INDIRECT_BUFFER: PM4Engine._indirect_buffer, nvd.PACKET3_WAIT_REG_MEM64: PM4Engine._wait_reg_mem64,
-            nvd.PACKET3_WRITE_DATA: PM4Engine._write_data}
+            nvd.PACKET3_WRITE_DATA: PM4Engine._write_data, nvd.PACKET3_COPY_DATA: PM4Engine._copy_data}

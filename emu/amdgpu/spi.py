@@ -18,6 +18,7 @@ belongs to the graphics shader stages), and what the model does with each:
 - RESOURCE_LIMITS: TG_PER_CU, SIMD_DEST_CNTL, FORCE_SIMD_DIST and CU_GROUP_COUNT shape scheduling, and every setting
   admits the one workgroup at a time the model runs; WAVES_PER_SH and LOCK_THRESHOLD must be 0 (not modelled).
 - PIPELINESTAT_ENABLE, PERFCOUNT_ENABLE: must be 0 (no statistics or performance counters are modelled).
+- THREAD_TRACE_ENABLE: the queue's dispatches are traced by the SEs whose thread trace is on (sqtt.py).
 The DISPATCH_DIRECT initiator: COMPUTE_SHADER_EN is required and CS_W32_EN picks the wave size; PARTIAL_TG_EN,
 ORDERED_APPEND_ENBL, USE_THREAD_DIMENSIONS, RESTORE and AMP_SHADER_EN are not modelled; the rest are hints.
 
@@ -46,7 +47,7 @@ RSRC3_KNOWN = sum(gc.regCOMPUTE_PGM_RSRC3.mask(f) for f in gc.regCOMPUTE_PGM_RSR
 WRITABLE = ("PGM_LO", "PGM_HI", "PGM_RSRC1", "PGM_RSRC2", "PGM_RSRC3", "TMPRING_SIZE", "DISPATCH_SCRATCH_BASE_LO",
             "DISPATCH_SCRATCH_BASE_HI", "NUM_THREAD_X", "NUM_THREAD_Y", "NUM_THREAD_Z", "START_X", "START_Y", "START_Z",
             "RESTART_X", "RESTART_Y", "RESTART_Z", "RESOURCE_LIMITS", "PIPELINESTAT_ENABLE", "PERFCOUNT_ENABLE",
-            *(f"USER_DATA_{i}" for i in range(USER_DATA)))
+            "THREAD_TRACE_ENABLE", *(f"USER_DATA_{i}" for i in range(USER_DATA)))
 MUST_BE_ZERO = {"PGM_RSRC1": ("FP16_OVFL",), "PGM_RSRC2": ("TRAP_PRESENT", "EXCP_EN", "EXCP_EN_MSB", "TG_SIZE_EN"),
                 "PGM_RSRC3": ("SHARED_VGPR_CNT", "TRAP_ON_START", "TRAP_ON_END"),
                 "RESOURCE_LIMITS": ("WAVES_PER_SH", "LOCK_THRESHOLD"), "PIPELINESTAT_ENABLE": ("PIPELINESTAT_ENABLE",),
@@ -75,7 +76,7 @@ class SHRegisters:
   def get(self, name: str) -> int: return self.values.get(name, 0)
 
 
-STATE = tuple(n for n in WRITABLE if not n.startswith("USER_DATA_"))   # what a launch decodes (cached per value)
+STATE = tuple(n for n in WRITABLE if not n.startswith("USER_DATA_") and n != "THREAD_TRACE_ENABLE")   # what a launch decodes (cached per value)
 
 
 class Refused(Exception):

@@ -42,3 +42,21 @@ def test_profile_trace_loads_and_spans_nest(tmp_path):
     ker = sorted(e["ts"] + e["dur"] for e in spans if e["name"] == "vadd")
     cop = sorted(e["ts"] for e in spans if e["name"] == f"copy {4096 * 4} B")
     assert len(cop) == 5 and all(c >= k for k, c in zip(ker, cop)), device
+
+
+def test_collectors_add_tracks_and_counters_of_their_device(monkeypatch):
+  from drivers.hcq import profile
+  monkeypatch.setattr(profile, "_events", [])
+  monkeypatch.setattr(profile, "_collectors", [])
+  profile.add_collector("A", lambda: [{"device": "A", "queue": "wave 0", "name": "v_add", "ts": 1.0, "dur": 0.5, "args": {"pc": "0x10"}},
+                                      {"ph": "C", "device": "A", "name": "WAVES", "ts": 1.0, "args": {"value": 3}}])
+  profile.add_collector("B", lambda: [{"device": "B", "queue": "compute", "name": "k", "ts": 2.0, "dur": 1.0}])
+  profile.collect("A")                                  # only A's collector runs (its device closed)
+  assert [d for d, _ in profile._collectors] == ["B"]
+  events = profile.trace()["traceEvents"]               # the rest at the end
+  assert not profile._collectors
+  (x,) = [e for e in events if e["ph"] == "X" and e["name"] == "v_add"]
+  assert x["args"] == {"pc": "0x10"} and x["dur"] == 0.5
+  (c,) = [e for e in events if e["ph"] == "C"]
+  assert (c["name"], c["args"], c["pid"]) == ("WAVES", {"value": 3}, x["pid"])
+  assert {e["args"]["name"] for e in events if e["name"] == "thread_name"} == {"wave 0", "compute"}

@@ -7,7 +7,7 @@ typedef uint8_t u8; typedef uint16_t u16; typedef uint32_t u32; typedef uint64_t
 typedef int8_t i8; typedef int16_t i16; typedef int32_t i32; typedef int64_t i64;
 
 enum { WAVE_RUN = 0, WAVE_BARRIER = 1, WAVE_END = 2 };
-enum { STOP_NONE = 0, STOP_FAULT = 1, STOP_NOBLOCK = 2, STOP_TRAP = 3, STOP_HALT = 4, STOP_LIMIT = 5, STOP_ILLEGAL = 6 };
+enum { STOP_NONE = 0, STOP_FAULT = 1, STOP_NOBLOCK = 2, STOP_TRAP = 3, STOP_HALT = 4, STOP_LIMIT = 5, STOP_ILLEGAL = 6, STOP_TRACE = 7 };
 enum { SPACE_GLOBAL = 0, SPACE_SCRATCH = 1, SPACE_LDS = 2, SPACE_MISALIGNED = 3, SPACE_SCRATCH_BACKING = 4 };
 
 #define S(n) (w->s[n])

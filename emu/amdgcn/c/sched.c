@@ -37,6 +37,11 @@ static int run_wave(dispatch_t *d, wave_t *w) {
     u64 pc = w->pc, off = pc - d->code_base;
     void (*blk)(wave_t *) = off < 4 * d->nblocks && !(off & 3) ? d->blocks[off >> 2] : 0;
     if (!blk) { d->stop = STOP_NOBLOCK; d->stop_pc = pc; return 1; }
+    if (d->trace) {
+      if (d->ntrace == d->trace_cap) { d->stop = STOP_TRACE; d->stop_pc = pc; return 1; }
+      u64 k = d->wg[0] + (u64)d->grid[0] * (d->wg[1] + (u64)d->grid[1] * d->wg[2]);
+      d->trace[d->ntrace++] = off >> 2 | (u64)w->id << 32 | k << 40;
+    }
     blk(w);
     if (d->stop) { d->stop_pc = w->pc; return 1; }
     if (d->max_instructions && d->instructions > d->max_instructions) { d->stop = STOP_LIMIT; d->stop_pc = w->pc; return 1; }

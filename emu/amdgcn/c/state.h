@@ -42,6 +42,10 @@ typedef struct dispatch {
   /* progress (the dispatch resumes from here after returning to Python) */
   uint32_t wg[3], wg_started, cur;
   uint64_t instructions;
+  /* traced execution (trace != 0): each block a wave enters, as (pc - code_base) / 4 | wave index << 32 | workgroup
+     (linear) << 40; a full buffer stops the dispatch (STOP_TRACE) before the block runs, Python drains it and resumes */
+  uint64_t *trace;
+  uint32_t ntrace, trace_cap;
   /* memory: a small cache of host-backed runs; misses go to the Python callback */
   range_t ranges[8];
   range_t kranges[4];         /* the scalar loads' own runs (a GPU model's scalar data cache, K$) */
