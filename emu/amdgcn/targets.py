@@ -44,6 +44,8 @@ TARGETS = {t.name: t for t in (
   Target("gfx1100", "gfx11", (11, 0, 0), (32, 64)),   # RDNA3: Navi31
   Target("gfx1150", "gfx11", (11, 5, 0), (32, 64)),   # RDNA3.5: Strix Point
   Target("gfx1151", "gfx11", (11, 5, 1), (32, 64)),   # RDNA3.5: Strix Halo
+  Target("gfx1200", "gfx12", (12, 0, 0), (32, 64)),   # RDNA4: Navi44
+  Target("gfx1201", "gfx12", (12, 0, 1), (32, 64)),   # RDNA4: Navi48
 )}
 
 

@@ -32,8 +32,10 @@ def test_an_instruction_decodes_and_prints_with_its_targets_table():
 
 
 def test_unknown_targets_and_gc_versions_say_what_exists():
-  with pytest.raises(ValueError, match="unknown target 'gfx1201': one of gfx1100, gfx1150, gfx1151"): decode(S_ADD_F32, 0, "gfx1201")
+  with pytest.raises(ValueError, match="unknown target 'gfx942': one of gfx1100, gfx1150, gfx1151, gfx1200, gfx1201"):
+    decode(S_ADD_F32, 0, "gfx942")
   assert targets.for_gc((11, 5, 1)).name == "gfx1151"
+  assert targets.for_gc((12, 0, 0)).name == "gfx1200" and targets.for_gc((12, 0, 1)).name == "gfx1201"
   with pytest.raises(ValueError, match=r"GC 9\.4\.3"): targets.for_gc((9, 4, 3))
 
 
