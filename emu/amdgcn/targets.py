@@ -24,6 +24,12 @@ class Target:
   gc_version: tuple[int, int, int]   # GC IP version in the IP discovery table of a GPU that runs it
   wave_sizes: tuple[int, ...]        # lanes per wave it can run (RDNA: 32 and 64)
 
+  @property
+  def gfx_target_version(self) -> int:
+    """KFD's gfx_target_version of the GPUs that run it: major * 10000 + minor * 100 + stepping (kfd_device.c, e.g. 120001)."""
+    major, minor, step = self.gc_version
+    return major * 10000 + minor * 100 + step
+
   @cached_property
   def encodings(self) -> ModuleType: return importlib.import_module(f"autogen.amdgcn.{self.isa}.encodings")
 
