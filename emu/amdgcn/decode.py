@@ -209,8 +209,9 @@ def _err(code: bytes, offset: int, n: int, why: str) -> DecodeError:
 
 
 def decode(code: bytes | memoryview, offset: int = 0, target: str = targets.DEFAULT) -> Inst:
-  """Decode the instruction at byte `offset` of `code` for `target` (targets.TARGETS: gfx1100, or RDNA3.5's gfx1150 /
-  gfx1151, which add the scalar float instructions); an opcode the target does not have is a DecodeError."""
+  """Decode the instruction at byte `offset` of `code` for `target` (targets.TARGETS: gfx1100, RDNA3.5's gfx1150 /
+  gfx1151, which add the scalar float instructions, or RDNA4's gfx1200 / gfx1201); an opcode the target does not have is
+  a DecodeError."""
   tab = table(target)
   ops = tab.ops
   code = bytes(code) if isinstance(code, memoryview) else code

@@ -3,8 +3,9 @@ instruction): true16 halves (v1.l / v1.h), lit(...) for literals that look like 
 modifiers, DPP16/DPP8 controls, VOPD `::`, and the symbolic s_waitcnt / s_delay_alu / sendmsg / hwreg forms.
 
 Operand kinds and per-opcode modifier behaviour come from the instruction's target's tables (autogen/amdgcn/<isa>/tables.py,
-swept from LLVM 22); the printing rules below are LLVM's AMDGPU instruction printer conventions for gfx11, checked word
-by word against LLVM in tests/emu/amdgcn/test_disasm_llvm.py.
+swept from LLVM 22); the printing rules below are LLVM's AMDGPU instruction printer conventions for gfx11, and gfx12's where its field
+layouts differ (cache policy th/scope, SMEM offsets, VDSDIR waits), checked word by word against LLVM in
+tests/emu/amdgcn/test_disasm_llvm.py.
 """
 from __future__ import annotations
 from functools import cache
@@ -13,8 +14,8 @@ from emu.amdgcn import symbols, targets
 
 
 def disasm(code: bytes | memoryview, target: str = targets.DEFAULT) -> list[str]:
-  """One line of LLVM-syntax text per instruction in `code` (decoded back to back for `target`: gfx1100, or RDNA3.5's
-  gfx1150 / gfx1151)."""
+  """One line of LLVM-syntax text per instruction in `code` (decoded back to back for `target`: gfx1100, RDNA3.5's
+  gfx1150 / gfx1151, RDNA4's gfx1200 / gfx1201)."""
   code, out, off = bytes(code), [], 0
   while off < len(code):
     inst = decode(code, off, target)

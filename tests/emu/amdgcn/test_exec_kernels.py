@@ -1,5 +1,6 @@
-"""OpenCL C kernels compiled by clang-22 for gfx1100, dispatched through their kernel descriptors and checked
-against numpy (wave32 and wave64)."""
+"""OpenCL C kernels compiled by clang-22 for gfx1100 (and, where parametrized, RDNA4's gfx1201: its split wait counters,
+s_barrier_signal/s_barrier_wait, 96-bit global encodings, workgroup ids in ttmp9/ttmp7), dispatched through their kernel
+descriptors and checked against numpy (wave32 and wave64)."""
 import struct
 from fractions import Fraction
 import numpy as np
@@ -55,14 +56,18 @@ PRIVATE = f"""{WG} kernel void priv(global const int *idx, global int *out) {{
 }}"""
 
 
-def load(src: str, wave64: bool = False, flags: tuple[str, ...] = ()):
+TARGETS = ("gfx1100", "gfx1201")
+
+
+def load(src: str, wave64: bool = False, flags: tuple[str, ...] = (), target: str = "gfx1100"):
   mem = Memory()
-  return mem, CodeObject(mem, compile_cl(src, (WAVE64 if wave64 else ()) + flags))
+  return mem, CodeObject(mem, compile_cl(src, (WAVE64 if wave64 else ()) + flags, target), target)
 
 
+@pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("wave64", [False, True])
-def test_vadd(wave64):
-  mem, co = load(VADD, wave64)
+def test_vadd(wave64, target):
+  mem, co = load(VADD, wave64, target=target)
   n = 4000
   a, b = np.random.default_rng(0).standard_normal((2, n)).astype(np.float32)
   pa, pb, pc = buffer(mem, a), buffer(mem, b), mem.alloc(4 * n)
@@ -73,9 +78,10 @@ def test_vadd(wave64):
   assert st.waves == ((n + 63) // 64) * (1 if wave64 else 2)
 
 
+@pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("wave64", [False, True])
-def test_reduction_with_lds_and_barriers(wave64):
-  mem, co = load(REDUCE, wave64)
+def test_reduction_with_lds_and_barriers(wave64, target):
+  mem, co = load(REDUCE, wave64, target=target)
   x = np.random.default_rng(1).standard_normal(256 * 8).astype(np.float32)
   px, po = buffer(mem, x), mem.alloc(4 * 8)
   co.kernel("reduce", (8, 1, 1), (256, 1, 1), struct.pack("<QQ", px, po))
@@ -87,8 +93,9 @@ def test_reduction_with_lds_and_barriers(wave64):
   np.testing.assert_array_equal(read(mem, po, np.float32, 8), want[:, 0])
 
 
-def test_atomics():
-  mem, co = load(ATOMICS)
+@pytest.mark.parametrize("target", TARGETS)
+def test_atomics(target):
+  mem, co = load(ATOMICS, target=target)
   n = 3000
   x = np.random.default_rng(2).integers(0, 5000, n).astype(np.uint32)
   px, pb, pm = buffer(mem, x), mem.alloc(64), buffer(mem, np.array([1 << 30], np.int32))
@@ -97,8 +104,9 @@ def test_atomics():
   assert read(mem, pm, np.int32, 1)[0] == int(x.min()) - 1000
 
 
-def test_f16_math():
-  mem, co = load(HALF)
+@pytest.mark.parametrize("target", TARGETS)
+def test_f16_math(target):
+  mem, co = load(HALF, target=target)
   n = 256
   rng = np.random.default_rng(3)
   a, b = rng.standard_normal(n).astype(np.float16), rng.standard_normal(n).astype(np.float16)
@@ -111,8 +119,9 @@ def test_f16_math():
   np.testing.assert_array_equal(read(mem, pd, np.float32, n), (a - b).astype(np.float32) * 2)
 
 
-def test_loop_with_branches():
-  mem, co = load(LOOP)
+@pytest.mark.parametrize("target", TARGETS)
+def test_loop_with_branches(target):
+  mem, co = load(LOOP, target=target)
   x = np.arange(1, 129, dtype=np.uint32)
   px, ps = buffer(mem, x), mem.alloc(4 * 128)
   co.kernel("collatz", (2, 1, 1), (64, 1, 1), struct.pack("<QQ", px, ps))
@@ -124,8 +133,9 @@ def test_loop_with_branches():
   assert list(read(mem, ps, np.uint32, 128)) == [steps(int(v)) for v in x]
 
 
-def test_matmul_2d_grid():
-  mem, co = load(MATMUL)
+@pytest.mark.parametrize("target", TARGETS)
+def test_matmul_2d_grid(target):
+  mem, co = load(MATMUL, target=target)
   n = 32
   rng = np.random.default_rng(4)
   a, b = rng.standard_normal((2, n, n)).astype(np.float32)
