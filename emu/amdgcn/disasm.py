@@ -50,6 +50,9 @@ def sgpr_operand(v: int, op: Operand, lit: int | None) -> str:
   if v >= 128:
     text = src(v, Operand(op.field, "src", op.bits, "none", ""), lit)
     return text + (f"/*Invalid register, operand has '{cls}' register class*/" if cls and v == 254 else "")
+  if op.bits == 96 and 108 <= v <= 123:   # a ttmp triple: LLVM prints the 256-bit ttmp tuple and notes the class
+    first = (v - 108) & ~3
+    return f"ttmp[{first}:{first + 7}]/*Invalid register, operand has 'SReg_96' register class*/" if first + 8 <= 16 else f"<bad sgpr {v}>"
   name = sgpr(v, op.bits) or f"<bad sgpr {v}>"
   if str(v) in codes.split("."): name += f"/*Invalid register, operand has '{cls}' register class*/"
   return name
@@ -217,7 +220,7 @@ def _fmt_vop_e32(inst: Inst) -> str:
       return vgpr(v & 0x7F, 16, bool(v & 0x80))
     if op.field == "src0" and dpp is not None:
       t = vgpr(dpp["src0"] & (0x7F if op.bits == 16 else 0xFF), op.bits, bool(dpp["src0"] & 0x80) and op.bits == 16)
-      if op.bits != 16: t += _lo128(op, dpp["src0"])
+      if op.bits != 16: t += _lo128(op, dpp["src0"]).replace("'VS_32_Lo128'", "'VGPR_32_Lo128'")   # DPP src0: a VGPR operand
       if "src0_neg" in dpp: t = with_mods(t, dpp["src0_neg"] and dm[0] == "p", dpp["src0_abs"] and dm[1] == "p", 256)
       return t
     if op.field == "src0" and op.kind == "src" and op.bits == 16 and f["src0"] >= 256:
@@ -228,6 +231,8 @@ def _fmt_vop_e32(inst: Inst) -> str:
   if dpp is not None and "src1_neg" in dpp and inst.enc != "VOP1":
     i = next(k for k, o in enumerate(inst.operands) if o.field == "vsrc1")
     ops[i] = with_mods(ops[i], dpp["src1_neg"] and dm[2] == "p", dpp["src1_abs"] and dm[3] == "p", 256)
+    if ops[i].endswith("|") and inst.op == "v_cndmask_b32" and targets.get(inst.target).isa == "gfx12":   # LLVM 22 gfx12 printer
+      ops[i], ops[i + 1] = ops[i][:-1], ops[i + 1] + "|"                                        # closes |..| after vcc_lo
   name = inst.name
   if dpp is not None:
     if inst.enc == "VOPC": name = name.removesuffix("_e32")
@@ -265,6 +270,9 @@ def _fmt_vop3(inst: Inst) -> str:
   ops = _operands(inst, render)
   tail = []
   if not fake16 and (t := _sel_list(mods, opsel)): tail.append(t)
+  if inst.op in ("v_cvt_sr_fp8_f32", "v_cvt_sr_bf8_f32") and opsel >> 2: tail.append(f"byte_sel:{opsel >> 2}")   # gfx12: the
+  if inst.op in ("v_cvt_f32_fp8", "v_cvt_f32_bf8") and opsel & 3:          # byte written / read, in opsel (LLVM: byte_sel)
+    tail.append(f"byte_sel:{(opsel & 1) << 1 | (opsel >> 1 & 1)}")
   if f["clmp"] and mods.get("clmp") == "p": tail.append("clamp")
   if f["omod"] and mods.get("omod") == "p": tail.append(("", "mul:2", "mul:4", "div:2")[f["omod"]])
   name = inst.name

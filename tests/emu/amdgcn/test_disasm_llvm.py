@@ -134,3 +134,17 @@ def test_compiled_kernel_matches_objdump(tmp_path, target):
   listing = subprocess.run([objdump, "-d", f"--mcpu={target}", str(obj)], check=True, capture_output=True, text=True).stdout
   ref = [line.split("//")[0].strip() for line in listing.splitlines() if line.startswith("\t")]
   assert len(ref) > 300 and disasm(text.read_bytes(), target) == ref
+
+
+def test_gfx12_printing_rules_match_llvm():
+  """Words that exercise gfx12's own printing (each found differing once): th names per load/store/atomic and scope,
+  scale_offset and nv, SMEM offsets with and without soffset, s_prefetch's positional offset, a 96-bit ttmp tuple,
+  byte_sel, Lo128 notes on e32 and DPP operands, v_cndmask_b32's DPP |src1, vcc_lo|, VDSDIR waits, export."""
+  words = [bytes.fromhex(h).ljust(16, b"\0") for h in (
+    "c01620f47e885805", "4f5190f5c3674300", "2fc7b4f5000000dc", "008064f4de17ecc9", "68bc10f50000000c", "5ebb52f673061ca9",
+    "e5c00ceefd00f17866f7d863", "000012ee200041000000803f", "c90004eddf007a14a288bd41", "690006edda0021012f9ecfc7",
+    "b6000ec417b8648000000000", "1ec011c42b0070006da22d44", "00606cd79201c803", "c5206bd7fb005407",
+    "e8a5007e", "fe30fb7c", "ea2853668601aefd", "fa2445034a6b8e9a", "4e388fce", "b85899ce", "0f0800f804030201")]
+  for target in ("gfx1200", "gfx1201"):
+    decoded, same, bad = compare(words, "gfx12 rules", target)
+    assert decoded == len(words) and not bad, "\n".join(bad)
