@@ -123,3 +123,73 @@ def test_named_barriers_are_refused():
   pc = mem.alloc(len(code))
   mem.write(pc, code)
   with pytest.raises(WaveTrap, match="named barrier"): run(mem, pc=pc, target=T)
+
+
+# RDNA4 WMMA register layouts. Spot cells transcribed from AMD's matrix instruction calculator (ROCm
+# amd_matrix_instruction_calculator, --architecture rdna4 --register-layout): (matrix, type, wave, row, col) -> (VGPR, lane, low bit)
+CALCULATOR = {("A", 16, 32, 0, 4): (0, 16, 0), ("A", 16, 32, 0, 8): (2, 0, 0), ("A", 16, 32, 1, 15): (3, 17, 16),
+              ("A", 8, 32, 0, 4): (1, 0, 0), ("A", 8, 32, 0, 8): (0, 16, 0), ("A", 4, 32, 0, 8): (0, 16, 0),
+              ("A", 16, 64, 0, 8): (0, 32, 0), ("A", 16, 64, 0, 12): (0, 48, 0), ("A", 8, 64, 0, 4): (0, 32, 0), ("A", 4, 64, 0, 8): (0, 16, 0),
+              ("D", 32, 32, 8, 0): (0, 16, 0), ("D", 16, 32, 1, 0): (0, 0, 16), ("D", 16, 32, 8, 3): (0, 19, 0),
+              ("D", 32, 64, 4, 0): (0, 32, 0), ("D", 32, 64, 8, 1): (0, 17, 0), ("D", 32, 64, 12, 0): (0, 48, 0)}
+
+
+def lay_ab(bits: int, wave: int, i: int, k: int) -> tuple[int, int, int]:
+  """(VGPR, lane, low bit) of element k of row i of A (column i of B)."""
+  e, cs = 32 // bits, 4 if bits == 16 else 8
+  q = k // cs
+  pos = q // 2 * cs + k % cs
+  v, lane, nv = pos // e, i + 16 * (q % 2), 8 // e
+  return (v - nv // 2, lane + 32, pos % e * bits) if wave == 64 and nv > 1 and v >= nv // 2 else (v, lane, pos % e * bits)
+
+
+def lay_d(bits: int, wave: int, m: int, n: int) -> tuple[int, int, int]:
+  v, lane, lo, nv = ((m % 8) // 2, n + 16 * (m // 8), 16 * (m % 2), 4) if bits == 16 else (m % 8, n + 16 * (m // 8), 0, 8)
+  return (v - nv // 2, lane + 32, lo) if wave == 64 and v >= nv // 2 else (v, lane, lo)
+
+
+def test_wmma_layouts_are_the_calculators():
+  for (mat, bits, wave, r, c), want in CALCULATOR.items(): assert (lay_ab if mat == "A" else lay_d)(bits, wave, r, c) == want
+
+
+def _pack(regs: dict, base: int, wave: int, cells) -> None:
+  """Place values into per-lane VGPR inputs: cells yields ((VGPR, lane, low bit), bits, value)."""
+  for (v, lane, lo), bits, val in cells:
+    row = regs.setdefault(base + v, [0] * wave)
+    row[lane] |= (int(val) & ((1 << bits) - 1)) << lo
+
+
+@pytest.mark.parametrize("wave", [32, 64])
+def test_wmma_f32_f16_with_gfx12_layouts_matches_numpy(wave):
+  rng = np.random.default_rng(12)
+  A, B = rng.standard_normal((2, 16, 16)).astype(np.float16)
+  C = rng.standard_normal((16, 16)).astype(np.float32)
+  v: dict = {}
+  _pack(v, 0, wave, ((lay_ab(16, wave, i, k), 16, A[i, k].view(np.uint16)) for i in range(16) for k in range(16)))
+  _pack(v, 4, wave, ((lay_ab(16, wave, j, k), 16, B[k, j].view(np.uint16)) for j in range(16) for k in range(16)))
+  _pack(v, 8, wave, ((lay_d(32, wave, m, n), 32, C[m, n].view(np.uint32)) for m in range(16) for n in range(16)))
+  nd = 8 if wave == 32 else 4
+  na = 4 if wave == 32 else 2
+  body = f"v_wmma_f32_16x16x16_f16 v[16:{15 + nd}], v[0:{na - 1}], v[4:{3 + na}], v[8:{7 + nd}]"
+  r = run_wave(body, v=v, vout=tuple(range(16, 16 + nd)), wave64=wave == 64, target=T)
+  D = np.array([[r.v[16 + lay_d(32, wave, m, n)[0]][lay_d(32, wave, m, n)[1]] for n in range(16)] for m in range(16)], np.uint32)
+  np.testing.assert_array_equal(D.view(np.float32), (A.astype(np.float64) @ B.astype(np.float64) + C).astype(np.float32))
+
+
+def test_wmma_f16_results_are_packed_and_iu8_signedness_from_neg():
+  rng = np.random.default_rng(13)
+  A, B = rng.standard_normal((2, 16, 16)).astype(np.float16)
+  v: dict = {}
+  _pack(v, 0, 32, ((lay_ab(16, 32, i, k), 16, A[i, k].view(np.uint16)) for i in range(16) for k in range(16)))
+  _pack(v, 4, 32, ((lay_ab(16, 32, j, k), 16, B[k, j].view(np.uint16)) for j in range(16) for k in range(16)))
+  r = run_wave("v_wmma_f16_16x16x16_f16 v[16:19], v[0:3], v[4:7], 0", v=v, vout=(16, 17, 18, 19), target=T)
+  D = np.array([[(int(r.v[16 + (c := lay_d(16, 32, m, n))[0]][c[1]]) >> c[2]) & 0xFFFF for n in range(16)] for m in range(16)], np.uint16)
+  np.testing.assert_array_equal(D.view(np.float16), (A.astype(np.float64) @ B.astype(np.float64)).astype(np.float16))
+  Ai = rng.integers(-128, 128, (16, 16))
+  Bi = rng.integers(0, 256, (16, 16))
+  v = {}
+  _pack(v, 0, 32, ((lay_ab(8, 32, i, k), 8, Ai[i, k]) for i in range(16) for k in range(16)))
+  _pack(v, 2, 32, ((lay_ab(8, 32, j, k), 8, Bi[k, j]) for j in range(16) for k in range(16)))
+  r = run_wave("v_wmma_i32_16x16x16_iu8 v[8:15], v[0:1], v[2:3], 0 neg_lo:[1,0,0]", v=v, vout=tuple(range(8, 16)), target=T)
+  D = np.array([[r.v[8 + lay_d(32, 32, m, n)[0]].view(np.int32)[lay_d(32, 32, m, n)[1]] for n in range(16)] for m in range(16)])
+  np.testing.assert_array_equal(D, Ai @ Bi)
