@@ -146,12 +146,13 @@ def test_matmul_2d_grid(target):
   np.testing.assert_array_equal(read(mem, pc, np.float32, n * n).reshape(n, n), want)
 
 
+@pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("ftz", [False, True])
-def test_division_and_transcendentals(ftz):
+def test_division_and_transcendentals(ftz, target):
   # correctly rounded division: the v_div_scale / v_rcp / v_fma / v_div_fmas / v_div_fixup sequence; with
   # -cl-denorms-are-zero clang switches f32 denormals on around it (s_denorm_mode)
   flags = ("-cl-fp32-correctly-rounded-divide-sqrt",) + (("-cl-denorms-are-zero",) if ftz else ())
-  mem, co = load(DIVIDE, flags=flags)
+  mem, co = load(DIVIDE, flags=flags, target=target)
   rng = np.random.default_rng(5)
   a = np.abs(rng.standard_normal(64)).astype(np.float32) * 100
   b = rng.standard_normal(64).astype(np.float32)
@@ -170,11 +171,12 @@ DIVIDE64 = f"""#pragma OPENCL EXTENSION cl_khr_fp64 : enable
 {WG} kernel void ddiv(global const double *a, global const double *b, global double *c) {{ int i = {GID}; c[i] = a[i] / b[i]; }}"""
 
 
-def test_division_of_tiny_numerators():
+@pytest.mark.parametrize("target", TARGETS)
+def test_division_of_tiny_numerators(target):
   """exponent(numerator) <= 23 (f32) / 53 (f64): V_DIV_SCALE scales the numerator alone and sets VCC, V_DIV_FMAS
   scales the quotient back (facts 32-33); scaling the denominator as well would give q * 2^-64 (0 here)."""
   for src, kern, dt in ((DIVIDE, "fdiv", np.float32), (DIVIDE64, "ddiv", np.float64)):
-    mem, co = load(src, flags=("-cl-fp32-correctly-rounded-divide-sqrt",))
+    mem, co = load(src, flags=("-cl-fp32-correctly-rounded-divide-sqrt",), target=target)
     a = np.full(64, 3.0, dt)
     a[:6] = [1e-32, 1e-36, 2.0 ** -100, 1e-300 if dt == np.float64 else 1e-37, 5e-324 if dt == np.float64 else 1.5e-38, -1e-33]
     b = np.full(64, 3.0, dt)
@@ -184,8 +186,9 @@ def test_division_of_tiny_numerators():
     np.testing.assert_array_equal(read(mem, args[2], dt, 64), a / b)
 
 
-def test_private_memory_array():
-  mem, co = load(PRIVATE)
+@pytest.mark.parametrize("target", TARGETS)
+def test_private_memory_array(target):
+  mem, co = load(PRIVATE, target=target)
   idx = np.arange(64, dtype=np.int32) * 7
   pi, po = buffer(mem, idx), mem.alloc(256)
   co.kernel("priv", (1, 1, 1), (64, 1, 1), struct.pack("<QQ", pi, po))
@@ -208,13 +211,14 @@ def _edge_floats(rng, n: int, dtype, exps) -> np.ndarray:
   return (sign << np.uint64(bits - 1) | e << np.uint64(mbits) | m.astype(np.uint64)).astype(ut).view(dtype)
 
 
+@pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("ftz", [False, True])
-def test_division_is_correctly_rounded(ftz):
+def test_division_is_correctly_rounded(ftz, target):
   """LLVM's division sequence (v_div_scale x2, v_rcp, fma refinement, v_div_fmas, v_div_fixup) gives the correctly rounded
   quotient of every f32 and f64 pair, as it does on hardware: bit for bit numpy's, denormal results included (with
   -cl-denorms-are-zero, f32 inputs and results flushed; the sequence then runs partly with f32 denormals flushed)."""
   flags = ("-cl-fp32-correctly-rounded-divide-sqrt",) + (("-cl-denorms-are-zero",) if ftz else ())
-  mem, co = load(QUOTIENTS, flags=flags)
+  mem, co = load(QUOTIENTS, flags=flags, target=target)
   rng, n = np.random.default_rng(8), 8192
   e32 = np.r_[0:3, 20:27, 60:68, 100:106, 122:133, 150:158, 190:198, 250:256]
   e64 = np.r_[0:3, 50:56, 100:106, 960:1090, 1960:1970, 2040:2048]
@@ -249,8 +253,9 @@ def _cdiv(p: int, q: int) -> int:
   return r if (p < 0) == (q < 0) else -r
 
 
-def test_integer_division_int64_and_f64_math():
-  mem, co = load(INTMATH)
+@pytest.mark.parametrize("target", TARGETS)
+def test_integer_division_int64_and_f64_math(target):
+  mem, co = load(INTMATH, target=target)
   rng = np.random.default_rng(6)
   a = rng.integers(-2 ** 31, 2 ** 31, 128, dtype=np.int64).astype(np.int32)
   b = rng.integers(-2 ** 62, 2 ** 62, 128, dtype=np.int64)
