@@ -1,11 +1,11 @@
 """AMD shader core (emu/amdgcn) throughput in wave-instructions per second, and the latency of a never-seen program.
 
-Cases: (a) a one-wave 10,000-iteration ALU loop (hand-written gfx1100 assembly) on every target of the core, (b) a vector add over 64k floats
-compiled by clang-22 (2048 wave32 waves), (c) a 256x256 f32 matmul compiled by clang-22; plus the time from
-dispatch to result for a program the emulator has not seen (its blocks compiled in that call; LLVM's own kernel
-compile excluded), and the one-time build of the emulator's runtime library with an empty cache. numpy on the
-same work is measured in the same run as the reference. Targets (issue 4): >= 10M wave-instructions/s on (a)
-and (b), first result of a new program in < 2 s. Prints one JSON line per figure.
+Cases: (a) a one-wave 10,000-iteration ALU loop (hand-written assembly, for gfx1100 or the target's generation) on every
+target of the core, (b) a vector add over 64k floats compiled by clang-22 (2048 wave32 waves), (c) a 256x256 f32
+matmul compiled by clang-22; plus the time from dispatch to result for a program the emulator has not seen (its blocks
+compiled in that call; LLVM's own kernel compile excluded), and the one-time build of the emulator's runtime library
+with an empty cache. numpy on the same work is measured in the same run as the reference. Targets (issue 4): >= 10M
+wave-instructions/s on (a) and (b), first result of a new program in < 2 s. Prints one JSON line per figure.
 Usage: python bench/emu_throughput.py [repeats]"""
 import json, os, struct, sys, tempfile, time
 import numpy as np
@@ -48,7 +48,8 @@ def best(fn, repeats: int) -> tuple[float, object]:
 
 def alu_loop(repeats: int, target: str) -> None:
   mem = Memory()
-  code = assemble(ALU_LOOP)   # gfx1100 code, which every gfx11 target runs
+  isa = targets.get(target).isa
+  code = assemble(ALU_LOOP) if isa == "gfx11" else assemble(ALU_LOOP, cpu=target)   # gfx1100 code runs on every gfx11 target
   pc = mem.alloc(len(code)); mem.write(pc, code)
   out = mem.alloc(128)
   go = lambda: run(mem, pc=pc, block=(32, 1, 1), user_sgprs=[out & 0xFFFFFFFF, out >> 32], target=target)

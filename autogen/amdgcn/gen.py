@@ -59,7 +59,7 @@ class Prober:
 
   def words(self, fam: str, vals: dict, lit: int | None = None) -> list[int]:
     fmt, fixed = self.pr.PSEUDO.get(fam, (fam, {}))
-    ws = [self.enc.PREFIX[fmt], 0]
+    ws = [self.enc.PREFIX[fmt], 0, 0]
     for k, v in {**fixed, **vals}.items():
       if k == "op" and fam in self.pr.OPFIELD: k = self.pr.OPFIELD[fam]
       if k == "op" and "op" not in self.enc.FIELDS[fmt]: continue   # EXP: a single instruction
@@ -121,15 +121,28 @@ def classify_src(p: Prober, fam: str, vals: dict, field: str, pos: int) -> str:
   vreg = None if salu else reg_shape(p.token(fam, dict(vals, **{field: p.enc.VGPR0 + 10}), pos))
   sreg = reg_shape(p.token(fam, dict(vals, **{field: 16}), pos))
   bits = (vreg or sreg)[1]
-  consts = tuple((p.token(fam, dict(vals, **{field: v}), pos, lit) or "X").split("/*")[0] for v, lit in CONST_PROBES)
+  probes = CONST_PROBES
+  if vals["op"] in getattr(p.pr, "LITERAL_CRASH", {}).get(fam, ()): probes = CONST_PROBES[:3]   # LLVM crashes on a literal here
+  consts = tuple((p.token(fam, dict(vals, **{field: v}), pos, lit) or "X").split("/*")[0] for v, lit in probes)
   bad_const = "Invalid immediate" in (p.token(fam, dict(vals, **{field: 0xF0}), pos) or "")
   if all(c.startswith("v") for c in consts): ctype = "vraw"   # LLVM reads the low 8 bits as a VGPR whatever they are
-  else: ctype = "none" if bad_const else CONST_TYPES.get(consts)   # 'none': LLVM prints constants with /*Invalid immediate*/
+  else: ctype = "none" if bad_const else CONST_TYPES.get(consts) or next((t for k, t in CONST_TYPES.items() if k[:len(consts)] == consts), None)
+  # 'none': LLVM prints constants with /*Invalid immediate*/; without the literal probes the first type the inline ones match
   if ctype is None: raise ValueError(f"{fam} {vals} {field}: unknown constant signature {consts}")
   spec = f"{field}:src{bits}/{ctype}"
   if vreg and vreg[2]: spec += f"/sonly={vreg[2]}"    # a VGPR here prints LLVM's 'Invalid register' comment
   if sreg and sreg[2]: spec += f"/vonly={sreg[2]}"
-  return spec
+  return spec + _lo128(p, fam, vals, field, pos, p.enc.VGPR0, spec)
+
+
+def _lo128(p: Prober, fam: str, vals: dict, field: str, pos: int, vgpr0: int, spec: str) -> str:
+  """'/lo128=<class>' when LLVM notes VGPRs from v128 up as outside the operand's class (gfx12's fake16 16-bit
+  operands take v0..v127 only) and the operand has no other note."""
+  if fam in ("SOP1", "SOP2", "SOPC"): return ""
+  shape = reg_shape(p.token(fam, dict(vals, **{field: vgpr0 + 130}), pos))
+  if not shape or not shape[2] or shape[0] != "v" or spec.endswith(f"={shape[2]}"): return ""
+  if "=" in spec: raise ValueError(f"{fam} {vals} {field}: a second register class note ({shape[2]}) on {spec}")
+  return f"/lo128={shape[2]}"
 
 
 IMM_STYLES = {("1", "64", "0x41", "0xffff"): "u16", ("0x1", "0x40", "0x41", "0xffff"): "hex", ("1", "64", "65", "65535"): "dec"}
@@ -166,7 +179,8 @@ def operand(p: Prober, fam: str, vals: dict, field: str, kind: str, pos: int) ->
     if notes: return f"{field}:s{shape[1]}/bad={next(iter(notes.values()))}@{'.'.join(map(str, notes))}"
   if shape is None and re.fullmatch(r"\d+", tok): return f"{field}:imm/{imm_style(tok)}"   # s_atc_probe's sdata
   if shape is None: raise ValueError(f"{fam} {vals}: {field} prints as {tok!r}")
-  return f"{field}:{shape[0]}{shape[1]}" + (f"/note={shape[2]}" if shape[2] else "")
+  spec = f"{field}:{shape[0]}{shape[1]}" + (f"/note={shape[2]}" if shape[2] else "")
+  return spec + (_lo128(p, fam, vals, field, pos, 0, spec) if kind == "vgpr8" else "")
 
 
 def sweep_op(p: Prober, fam: str, op: int) -> tuple | None:

@@ -116,7 +116,7 @@ def sample_words(rng, per_op: int, target: str = "gfx1100") -> list[bytes]:
   overlay = t.TARGET_OPS.get(t.TARGETS[target] or "", {})
   tables = {fam: [op for op, e in {**ops, **overlay.get(fam, {})}.items() if e is not None] for fam, ops in t.OPS.items()}
   out = []
-  for fam, ops in list(tables.items()) + [("MIMG", t.MIMG)]:
+  for fam, ops in list(tables.items()) + ([("MIMG", t.MIMG)] if "MIMG" in encodings.FIELDS else []):
     if fam == "VOPDY": continue
     fmt, fixed = isa.probes.PSEUDO.get(fam, (fam, {}))   # SCRATCH / GLOBAL: FLAT with seg set; VOPDX: VOPD
     seg = fixed.get("seg")

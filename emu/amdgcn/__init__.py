@@ -1,5 +1,5 @@
 """The AMD shader core: decode, disassemble and execute machine code of every target it has a table for (targets.py:
-gfx1100, RDNA3.5's gfx1150 / gfx1151), wave32 and wave64. `target=` picks one (default gfx1100).
+gfx1100, RDNA3.5's gfx1150 / gfx1151, RDNA4's gfx1200 / gfx1201), wave32 and wave64. `target=` picks one (default gfx1100).
 
 `Memory()` is a standalone sparse GPU address space; any object with `lookup(addr, write)` (see memory.py)
 can stand in for it (the AMD GPU model translates through its page tables). `run(...)` runs raw code,

@@ -105,6 +105,7 @@ class Table:
   mimg: dict[int, tuple]           # image opcodes (tables.MIMG)
   mimg_vdata: Callable[[int, int, int, bool], int]   # encodings.mimg_vdata
   symbols: dict[str, dict[int, str]]   # names LLVM prints for symbolic immediates (tables.SYMBOLS)
+  reserved: dict[str, tuple]       # family -> ((dword, low bit, mask), ...) that must be zero (encodings.RESERVED)
 
 
 _CODES = [n for n in __all__ if n.isupper() and n != "FLOAT_CONSTS"]   # the operand codes named here (RDNA's: gfx10-gfx12)
@@ -133,7 +134,7 @@ def table(target: str) -> Table:
   fields = {fam: tuple((n, w, lo, (1 << bits) - 1) for n, (w, lo, bits) in fs.items() if n != "op") for fam, fs in enc.FIELDS.items()}
   opf = {fam: (w, lo, (1 << bits) - 1) for fam, f in enc.FIELDS.items() if "op" in f for w, lo, bits in [f["op"]]}
   return Table(out, enc.family, enc.WORDS, fields, opf, enc.FIELDS.get("FLAT", {}).get("seg"), t.tables.MIMG, enc.mimg_vdata,
-               t.tables.SYMBOLS)
+               t.tables.SYMBOLS, {fam: tuple((w, lo, (1 << n) - 1) for w, lo, n in fs) for fam, fs in getattr(enc, "RESERVED", {}).items()})
 
 
 _FLAT_SEG = ("FLAT", "SCRATCH", "GLOBAL")
@@ -208,8 +209,9 @@ def _err(code: bytes, offset: int, n: int, why: str) -> DecodeError:
 
 
 def decode(code: bytes | memoryview, offset: int = 0, target: str = targets.DEFAULT) -> Inst:
-  """Decode the instruction at byte `offset` of `code` for `target` (targets.TARGETS: gfx1100, or RDNA3.5's gfx1150 /
-  gfx1151, which add the scalar float instructions); an opcode the target does not have is a DecodeError."""
+  """Decode the instruction at byte `offset` of `code` for `target` (targets.TARGETS: gfx1100, RDNA3.5's gfx1150 /
+  gfx1151, which add the scalar float instructions, or RDNA4's gfx1200 / gfx1201); an opcode the target does not have is
+  a DecodeError."""
   tab = table(target)
   ops = tab.ops
   code = bytes(code) if isinstance(code, memoryview) else code
@@ -229,6 +231,7 @@ def decode(code: bytes | memoryview, offset: int = 0, target: str = targets.DEFA
     seg = (ws[w] >> lo) & ((1 << n) - 1)
     if seg == 3: raise _err(code, offset, nwords, "FLAT seg=3 is reserved")
     fam = _FLAT_SEG[seg]
+  if any((ws[w] >> lo) & m for w, lo, m in tab.reserved.get(fmt, ())): raise _err(code, offset, nwords, f"{fmt}: a reserved bit is set")
   opc = (ws[of[0]] >> of[1]) & of[2] if (of := tab.opf.get(fmt)) else 0
   info = ops[fam].get(opc)
   if info is None: raise _err(code, offset, nwords, f"{fam} opcode {opc:#x} is not a {target} instruction")

@@ -3,8 +3,9 @@ instruction): true16 halves (v1.l / v1.h), lit(...) for literals that look like 
 modifiers, DPP16/DPP8 controls, VOPD `::`, and the symbolic s_waitcnt / s_delay_alu / sendmsg / hwreg forms.
 
 Operand kinds and per-opcode modifier behaviour come from the instruction's target's tables (autogen/amdgcn/<isa>/tables.py,
-swept from LLVM 22); the printing rules below are LLVM's AMDGPU instruction printer conventions for gfx11, checked word
-by word against LLVM in tests/emu/amdgcn/test_disasm_llvm.py.
+swept from LLVM 22); the printing rules below are LLVM's AMDGPU instruction printer conventions for gfx11, and gfx12's where its field
+layouts differ (cache policy th/scope, SMEM offsets, VDSDIR waits), checked word by word against LLVM in
+tests/emu/amdgcn/test_disasm_llvm.py.
 """
 from __future__ import annotations
 from functools import cache
@@ -13,8 +14,8 @@ from emu.amdgcn import symbols, targets
 
 
 def disasm(code: bytes | memoryview, target: str = targets.DEFAULT) -> list[str]:
-  """One line of LLVM-syntax text per instruction in `code` (decoded back to back for `target`: gfx1100, or RDNA3.5's
-  gfx1150 / gfx1151)."""
+  """One line of LLVM-syntax text per instruction in `code` (decoded back to back for `target`: gfx1100, RDNA3.5's
+  gfx1150 / gfx1151, RDNA4's gfx1200 / gfx1201)."""
   code, out, off = bytes(code), [], 0
   while off < len(code):
     inst = decode(code, off, target)
@@ -49,6 +50,9 @@ def sgpr_operand(v: int, op: Operand, lit: int | None) -> str:
   if v >= 128:
     text = src(v, Operand(op.field, "src", op.bits, "none", ""), lit)
     return text + (f"/*Invalid register, operand has '{cls}' register class*/" if cls and v == 254 else "")
+  if op.bits == 96 and 108 <= v <= 123:   # a ttmp triple: LLVM prints the 256-bit ttmp tuple and notes the class
+    first = (v - 108) & ~3
+    return f"ttmp[{first}:{first + 7}]/*Invalid register, operand has 'SReg_96' register class*/" if first + 8 <= 16 else f"<bad sgpr {v}>"
   name = sgpr(v, op.bits) or f"<bad sgpr {v}>"
   if str(v) in codes.split("."): name += f"/*Invalid register, operand has '{cls}' register class*/"
   return name
@@ -124,7 +128,7 @@ def src(code: int, op: Operand, lit: int | None, hi: bool = False, fake16: bool 
     n = code - 256
     if typ == "vraw": return vgpr(n, 16, hi)
     if bits == 16 and not fake16: return vgpr(n, 16, hi)
-    return vgpr(n, 32 if bits == 16 else bits) + _vnote(op)
+    return vgpr(n, 32 if bits == 16 else bits) + _vnote(op) + _lo128(op, n)
   if typ == "vraw": return vgpr(code & 0xFF, 16, hi)
   if code <= 127:
     name = sgpr(code, 32 if bits == 16 else bits)
@@ -133,10 +137,15 @@ def src(code: int, op: Operand, lit: int | None, hi: bool = False, fake16: bool 
   elif code <= 208 or 240 <= code <= 248: text = inline_text(code, typ)
   elif code in _SRC_NAMES:
     if code == 254 and salu: return "src_lds_direct/*Invalid register, operand has 'SReg_32' register class*/"
-    lds_bad = code == 254 and op.note and "Lds" not in op.note   # classes that exclude src_lds_direct
+    lds_bad = code == 254 and op.note and "Lds" not in op.note and not op.note.startswith("lo128=")   # classes that exclude src_lds_direct
     return _SRC_NAMES[code] + (f"/*Invalid register, operand has '{op.note[6:]}' register class*/" if lds_bad else "")
   else: text = f"<bad src {code}>"
   return text + ("/*Invalid immediate*/" if typ == "none" else "")
+
+
+def _lo128(op: Operand, n: int) -> str:
+  """LLVM's note for v128 and up in an operand that takes v0..v127 only (gfx12's fake16 16-bit operands)."""
+  return f"/*Invalid register, operand has '{op.note[6:]}' register class*/" if n >= 128 and op.note.startswith("lo128=") else ""
 
 
 def _vnote(op: Operand) -> str:
@@ -174,7 +183,7 @@ def _operands(inst: Inst, render=None) -> list[str]:
     elif op.kind == "text": out.append(op.type)
     elif op.kind == "kimm": out.append(f"{inst.literal:#x}")
     elif op.kind == "src": out.append(src(inst.fields[op.field], op, inst.literal))
-    elif op.kind == "vgpr": out.append(vgpr(inst.fields[op.field], op.bits))
+    elif op.kind == "vgpr": out.append(vgpr(inst.fields[op.field], op.bits) + _lo128(op, inst.fields[op.field]))
     elif op.kind == "sgpr": out.append(sgpr_operand(inst.fields[op.field], op, inst.literal))
     else: out.append(str(inst.fields[op.field]))
   return out
@@ -211,6 +220,7 @@ def _fmt_vop_e32(inst: Inst) -> str:
       return vgpr(v & 0x7F, 16, bool(v & 0x80))
     if op.field == "src0" and dpp is not None:
       t = vgpr(dpp["src0"] & (0x7F if op.bits == 16 else 0xFF), op.bits, bool(dpp["src0"] & 0x80) and op.bits == 16)
+      if op.bits != 16: t += _lo128(op, dpp["src0"]).replace("'VS_32_Lo128'", "'VGPR_32_Lo128'")   # DPP src0: a VGPR operand
       if "src0_neg" in dpp: t = with_mods(t, dpp["src0_neg"] and dm[0] == "p", dpp["src0_abs"] and dm[1] == "p", 256)
       return t
     if op.field == "src0" and op.kind == "src" and op.bits == 16 and f["src0"] >= 256:
@@ -221,6 +231,8 @@ def _fmt_vop_e32(inst: Inst) -> str:
   if dpp is not None and "src1_neg" in dpp and inst.enc != "VOP1":
     i = next(k for k, o in enumerate(inst.operands) if o.field == "vsrc1")
     ops[i] = with_mods(ops[i], dpp["src1_neg"] and dm[2] == "p", dpp["src1_abs"] and dm[3] == "p", 256)
+    if ops[i].endswith("|") and inst.op == "v_cndmask_b32" and targets.get(inst.target).isa == "gfx12":   # LLVM 22 gfx12 printer
+      ops[i], ops[i + 1] = ops[i][:-1], ops[i + 1] + "|"                                        # closes |..| after vcc_lo
   name = inst.name
   if dpp is not None:
     if inst.enc == "VOPC": name = name.removesuffix("_e32")
@@ -258,6 +270,9 @@ def _fmt_vop3(inst: Inst) -> str:
   ops = _operands(inst, render)
   tail = []
   if not fake16 and (t := _sel_list(mods, opsel)): tail.append(t)
+  if inst.op in ("v_cvt_sr_fp8_f32", "v_cvt_sr_bf8_f32") and opsel >> 2: tail.append(f"byte_sel:{opsel >> 2}")   # gfx12: the
+  if inst.op in ("v_cvt_f32_fp8", "v_cvt_f32_bf8") and opsel & 3:          # byte written / read, in opsel (LLVM: byte_sel)
+    tail.append(f"byte_sel:{(opsel & 1) << 1 | (opsel >> 1 & 1)}")
   if f["clmp"] and mods.get("clmp") == "p": tail.append("clamp")
   if f["omod"] and mods.get("omod") == "p": tail.append(("", "mul:2", "mul:4", "div:2")[f["omod"]])
   name = inst.name
@@ -330,17 +345,47 @@ def _fmt_vopd(inst: Inst) -> str:
 def _fmt_smem(inst: Inst) -> str:
   f = inst.fields
   if not inst.operands: return inst.name   # s_gl1_inv, s_dcache_inv: LLVM prints no fields
+  gfx12 = "th" in f   # gfx12: 24-bit offset, th/scope cache policy (encodings.py)
+  bits = 24 if gfx12 else 21
   def render(op: Operand):
     if op.field == "sbase": return sgpr(f["sbase"] * 2, op.bits)
     if op.kind == "imm": return symbols.imm16(table(inst.target).symbols, inst.op, "u16", f[op.field])   # s_atc_probe's 7-bit probe mode
+    if op.kind == "text": return symbols.hex_signed(f["offset"], bits)   # s_prefetch_*: the offset stands where LLVM printed it
     return None
   ops = _operands(inst, render)
   tail = []
-  if f["soffset"] == 124 and f["offset"]: ops[-1] = symbols.hex_signed(f["offset"], 21)   # no soffset: the offset stands in
-  elif f["offset"]: tail.append(f"offset:{symbols.hex_signed(f['offset'], 21)}")
-  if f["glc"]: tail.append("glc")
-  if f["dlc"]: tail.append("dlc")
+  if any(o.kind == "text" for o in inst.operands): pass
+  elif f["soffset"] == 124 and (f["offset"] or gfx12): ops[-1] = symbols.hex_signed(f["offset"], bits)   # no soffset: the offset stands in
+  elif f["offset"] or gfx12: tail.append(f"offset:{symbols.hex_signed(f['offset'], bits)}")
+  if gfx12: tail += [] if inst.op.startswith(("s_prefetch", "s_buffer_prefetch", "s_atc_probe")) else _cpol(inst)   # none printed for these
+  else: tail += [b for b in ("glc", "dlc") if f[b]]
   return _join(inst.name, ops, tail)
+
+
+_TH_LOAD = {1: "NT", 2: "HT", 4: "NT_RT", 5: "RT_NT", 6: "NT_HT", 7: "NT_WB"}
+
+
+def _cpol(inst: Inst) -> list[str]:
+  """gfx12 cache policy as LLVM prints it (AMDGPUInstPrinter::printCPol / printTH): scale_offset, th (load, store or
+  atomic names by the instruction), scope, nv."""
+  f, out = inst.fields, []
+  if f.get("scale_offset"): out.append("scale_offset")
+  th, scope = f["th"], f["scope"]
+  if th:
+    if "_atomic_" in inst.op:
+      if th & 4: t = (f"CASCADE{'_NT' if th & 2 else '_RT'}") if scope >= 2 else f"{th:#x}"
+      elif th & 2: t = "NT" + ("_RETURN" if th & 1 else "")
+      else: t = "RETURN"
+      out.append(f"th:TH_ATOMIC_{t}")
+    else:
+      store = "store" in inst.op
+      if not store and th == 7: out.append(f"th:{th:#x}")
+      else:
+        name = ("BYPASS" if scope == 3 else "WB" if store else "LU") if th == 3 else _TH_LOAD[th]
+        out.append(f"th:TH_{'STORE' if store else 'LOAD'}_{name}")
+  if scope: out.append(f"scope:SCOPE_{('CU', 'SE', 'DEV', 'SYS')[scope]}")
+  if f.get("nv"): out.append("nv")
+  return out
 
 
 def _fmt_ds(inst: Inst) -> str:
@@ -351,7 +396,7 @@ def _fmt_ds(inst: Inst) -> str:
     if f["offset0"]: tail.append(f"offset0:{f['offset0']}")
     if f["offset1"]: tail.append(f"offset1:{f['offset1']}")
   elif off := f["offset0"] | f["offset1"] << 8: tail.append(f"offset:{symbols.swizzle(off) if inst.op == 'ds_swizzle_b32' else off}")
-  if f["gds"]: tail.append("gds")
+  if f.get("gds"): tail.append("gds")
   return _join(inst.name, ops, tail)
 
 
@@ -365,13 +410,13 @@ def _fmt_flat(inst: Inst) -> str:
     if op.kind == "text" and op.type == "off": return vgpr(f["addr"], 32) if f["sve"] else "off"
     return None
   ops = _operands(inst, render)
-  if "_atomic_" in inst.op and f["glc"]:
+  gfx12 = "th" in f   # gfx12: signed 24-bit offsets, th/scope cache policy; th bit 0 returns an atomic's old value
+  if "_atomic_" in inst.op and (f["th"] & 1 if gfx12 else f["glc"]):
     data = next(o for o in inst.operands if o.field == "data")
     ops.insert(0, vgpr(f["vdst"], data.bits // 2 if "cmpswap" in inst.op else data.bits))
   tail = []
-  if f["offset"]: tail.append(f"offset:{symbols.signed(f['offset'], 13) if inst.enc != 'FLAT' else f['offset']}")
-  for b in ("glc", "slc", "dlc"):
-    if f[b]: tail.append(b)
+  if f["offset"]: tail.append(f"offset:{symbols.signed(f['offset'], 24 if gfx12 else 13) if gfx12 or inst.enc != 'FLAT' else f['offset']}")
+  tail += _cpol(inst) if gfx12 else [b for b in ("glc", "slc", "dlc") if f[b]]
   return _join(inst.name, ops, tail)
 
 
@@ -394,8 +439,7 @@ def _fmt_buf(inst: Inst) -> str:
   if f["idxen"]: tail.append("idxen")
   if f["offen"]: tail.append("offen")
   if f["offset"]: tail.append(f"offset:{f['offset']}")
-  for b in ("glc", "slc", "dlc"):
-    if f[b]: tail.append(b)
+  tail += _cpol(inst) if "th" in f else [b for b in ("glc", "slc", "dlc") if f[b]]   # gfx12: th/scope
   if f["tfe"]: tail.append("tfe")
   return _join(inst.name, ops, tail)
 
@@ -404,7 +448,7 @@ def _fmt_exp(inst: Inst) -> str:
   f = inst.fields
   regs = [vgpr(f[f"vsrc{i}"], 32) if f["en"] >> i & 1 else "off" for i in range(4)]
   tail = (["done"] if f["done"] else []) + (["row_en"] if f["row"] else [])
-  return _join(f"exp {symbols.exp_target(table(inst.target).symbols, f['target'])}", [], [", ".join(regs)] + tail)
+  return _join(f"{inst.name} {symbols.exp_target(table(inst.target).symbols, f['target'])}", [], [", ".join(regs)] + tail)
 
 
 def _fmt_vinterp(inst: Inst) -> str:
@@ -428,7 +472,8 @@ def _fmt_vinterp(inst: Inst) -> str:
 def _fmt_ldsdir(inst: Inst) -> str:
   f = inst.fields
   ops = [vgpr(f["vdst"], 32)]
-  if inst.op == "lds_param_load": ops.append(f"attr{f['attr']}.{'xyzw'[f['attrchan']]}")
+  if inst.op.endswith("param_load"): ops.append(f"attr{f['attr']}.{'xyzw'[f['attrchan']]}")
+  if "waitvsrc" in f: return _join(inst.name, ops, [f"wait_va_vdst:{f['waitvdst']}", f"wait_vm_vsrc:{f['waitvsrc']}"])   # gfx12
   return _join(inst.name, ops, [f"wait_vdst:{f['waitvdst']}"])
 
 

@@ -86,7 +86,7 @@ class Launch:
   scratch_offset_sgpr: bool = False
   mode: int = DEFAULT_MODE
   wgp_mode: bool = False
-  target: str = targets.DEFAULT   # the ISA (targets.py): gfx1100, or RDNA3.5's gfx1150 / gfx1151 (scalar float instructions)
+  target: str = targets.DEFAULT   # the ISA (targets.py): gfx1100, RDNA3.5 gfx1150 / gfx1151, RDNA4 gfx1200 / gfx1201
   scratch: Scratch | None = None   # the ring in GPU memory the waves' scratch lives in (its slots set the lanes' bytes)
   tid_components: int = 3          # how many of x, y, z v0 carries (the others read 0)
   shared_hi: int = SHARED_HI   # flat LDS aperture: addresses whose bits 63:32 are this (SH_MEM_BASES.SHARED_BASE << 16)
@@ -125,7 +125,8 @@ def execute(mem: memory.GpuMemory, launch: Launch, grid: tuple[int, int, int], b
   nthreads = block[0] * block[1] * block[2]
   if nthreads > 1024: raise ValueError(f"block {block} has {nthreads} work-items; a workgroup holds at most 1024")
   if not 0 <= launch.lds_bytes <= MAX_LDS: raise ValueError(f"lds_bytes={launch.lds_bytes} is outside 0..{MAX_LDS}")
-  nsys = sum(launch.tgid_enable) + launch.scratch_offset_sgpr
+  ttmp = targets.get(launch.target).ttmp_tgids
+  nsys = (0 if ttmp else sum(launch.tgid_enable)) + launch.scratch_offset_sgpr
   if len(launch.user_sgprs) + nsys > 32 or len(launch.user_sgprs) > 32:
     raise ValueError(f"{len(launch.user_sgprs)} user SGPRs (+{nsys} system SGPRs) is more than the 32 a wave can receive")
   lanes = 64 if launch.wave64 else 32
@@ -140,7 +141,8 @@ def execute(mem: memory.GpuMemory, launch: Launch, grid: tuple[int, int, int], b
   d = f.new("dispatch_t *")
   d.grid, d.block, d.wave64, d.nuser = list(grid), list(block), int(launch.wave64), len(launch.user_sgprs)
   d.user[0:len(launch.user_sgprs)] = [v & 0xFFFFFFFF for v in launch.user_sgprs]
-  d.tgid_en, d.scratch_off_en = [int(x) for x in launch.tgid_enable], int(launch.scratch_offset_sgpr)
+  # tgid_en: 1 = the id in the next SGPR after the user SGPRs, 2 = the target's TTMP9 / TTMP7 (c/sched.c wave_init)
+  d.tgid_en, d.scratch_off_en = [2] * 3 if ttmp else [int(x) for x in launch.tgid_enable], int(launch.scratch_offset_sgpr)
   if launch.shared_hi == launch.private_hi:
     raise ValueError(f"the flat LDS and scratch apertures are both at {launch.shared_hi << 32:#x}: they must differ")
   d.tid_mask = (1 << 10 * launch.tid_components) - 1
@@ -212,8 +214,8 @@ def execute(mem: memory.GpuMemory, launch: Launch, grid: tuple[int, int, int], b
 
 def run(mem: memory.GpuMemory, pc: int, grid=(1, 1, 1), block=(32, 1, 1), user_sgprs=(), lds_bytes: int = 0,
         scratch_bytes_per_lane: int = 0, wave64: bool = False, max_instructions: int = 0, target: str = targets.DEFAULT) -> Stats:
-  """Run raw machine code at `pc` for `target` (gfx1100, gfx1150, gfx1151): s0.. = user_sgprs, then the workgroup
-  ids x, y, z; v0 = x | y << 10 | z << 20."""
+  """Run raw machine code at `pc` for `target` (gfx1100, gfx1150, gfx1151, gfx1200, gfx1201): s0.. = user_sgprs, then
+  the workgroup ids x, y, z (gfx12: in ttmp9 and ttmp7 = y | z << 16 instead); v0 = x | y << 10 | z << 20."""
   launch = Launch(pc, list(user_sgprs), wave64, lds_bytes, scratch_bytes_per_lane, target=target)
   return execute(mem, launch, grid, block, max_instructions)
 

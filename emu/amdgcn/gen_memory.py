@@ -67,7 +67,10 @@ def load_store(op: str, space: int, addr: list[str], vdst: int, data: int, fail:
 
 def flat(inst, pc: int) -> str:
   f, op, e = inst.fields, inst.op, inst.enc
-  off = f["offset"] - (1 << 13) if f["offset"] & (1 << 12) else f["offset"]    # 13-bit signed (fact 45)
+  if op in ("global_inv", "global_wb", "global_wbinv"): return ""   # gfx12 cache maintenance: memory here has no caches
+  bits = 24 if "th" in f else 13   # 13-bit signed (fact 45); gfx12: 24-bit signed, th bit 0 returns an atomic's old value
+  off = f["offset"] - (1 << bits) if f["offset"] & (1 << (bits - 1)) else f["offset"]
+  if f.get("scale_offset"): raise operands.Unsupported(f"{op} with scale_offset (not a gfx12 feature) is not supported")
   fail = f"FAIL(BASE + {pc:#x});"
   if e == "SCRATCH":
     sval = f"S({f['saddr']})" if f["saddr"] != operands.NULL else "0"
@@ -79,7 +82,8 @@ def flat(inst, pc: int) -> str:
   if "_atomic_" in op and space != SP_SCRATCH and (sa := split_atomic(op)):
     code, bits, _ = sa
     y = f["data"] + bits // 32 if ATOMICS[code] in TWO_OPERANDS else f["data"]
-    return glue([*addr, f"if (!m_atomic(w, {space}, a, {code}, {bits}, {f['data']}, {y}, {f['vdst']}, {f['glc']}, ex)) {fail}"])
+    rtn = f["th"] & 1 if "th" in f else f["glc"]
+    return glue([*addr, f"if (!m_atomic(w, {space}, a, {code}, {bits}, {f['data']}, {y}, {f['vdst']}, {rtn}, ex)) {fail}"])
   raise operands.Unsupported(f"{op} is not supported by the emulator")
 
 
@@ -155,7 +159,8 @@ def mubuf(inst, pc: int) -> str:
   if sa:
     code, bits, _ = sa
     y = f["vdata"] + bits // 32 if ATOMICS[code] in TWO_OPERANDS else f["vdata"]
-    return glue([*addr, f"if (!m_atomic(w, {SP_GLOBAL}, a, {code}, {bits}, {f['vdata']}, {y}, {f['vdata']}, {f['glc']}, ex & in)) {fail}"])
+    rtn = f["th"] & 1 if "th" in f else f["glc"]   # gfx12: th bit 0 (TH_ATOMIC_RETURN)
+    return glue([*addr, f"if (!m_atomic(w, {SP_GLOBAL}, a, {code}, {bits}, {f['vdata']}, {y}, {f['vdata']}, {rtn}, ex & in)) {fail}"])
   raise operands.Unsupported(f"{op} is not supported by the emulator")
 
 

@@ -7,7 +7,7 @@ packed ops see the 32-bit pattern (a float constant is its raw f32 bits). DOT*_I
 each source from its NEG bit; FMA_MIX reads a source as f16 when its OPSEL_HI bit is set and NEG_HI means abs.
 """
 from __future__ import annotations
-from emu.amdgcn import operands
+from emu.amdgcn import operands, targets
 from emu.amdgcn.gen_vector import Glue
 from emu.amdgcn.valu_table import PK
 
@@ -106,6 +106,9 @@ def wmma(inst, f: dict) -> str:
     v = operands.inline_const(c, 16 if kind in (2, 3) else 32)
     if v is None: raise operands.Unsupported(f"{inst.op}: C must be a VGPR or an inline constant")
     cexpr, cconst = -1, f"{v:#x}u"
+  if targets.get(inst.target).isa == "gfx12":   # its own lane layouts (c/wmma.c); C's neg / abs bits are not modelled
+    if f["neg"] & 4 or f["neg_hi"]: raise operands.Unsupported(f"{inst.op}: neg_lo[2] / neg_hi (C's modifiers) are not supported")
+    return f"wmma(w, {kind | 8}, {f['vdst']}, {a - 256}, {b - 256}, {cexpr}, {cconst}, 0, {f['neg'] & 3}, {f['clmp']});"
   return f"wmma(w, {kind}, {f['vdst']}, {a - 256}, {b - 256}, {cexpr}, {cconst}, {f['opsel'] >> 2 & 1}, {f['neg'] & 3}, {f['clmp']});"
 
 

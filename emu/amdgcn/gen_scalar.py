@@ -82,6 +82,10 @@ SOP: dict[str, tuple[int, tuple[int, ...], str]] = {
   "s_bitcmp1_b64": (0, (64, 32), "SCC = ((a >> (b & 63)) & 1) == 1;"),
   "s_cmp_eq_u64": (0, (64, 64), "SCC = a == b;"),
   "s_cmp_lg_u64": (0, (64, 64), "SCC = a != b;"),
+  # gfx12 (RDNA4 guide, SOP2): 64-bit add/sub/mul without a carry-out, SCC unchanged
+  "s_add_nc_u64": (64, (64, 64), "r = a + b;"),
+  "s_sub_nc_u64": (64, (64, 64), "r = a - b;"),
+  "s_mul_u64": (64, (64, 64), "r = a * b;"),
 }
 for _w in (32, 64):
   for _n, _e in (("and", "a & b"), ("or", "a | b"), ("xor", "a ^ b"), ("nand", "~(a & b)"), ("nor", "~(a | b)"),
@@ -131,7 +135,13 @@ SOPK = {"s_movk_i32": f"d = {SEXT16}K;", "s_cmovk_i32": f"if (SCC) d = {SEXT16}K
 NOPS = {"s_nop", "s_clause", "s_delay_alu", "s_waitcnt", "s_waitcnt_depctr", "s_wait_idle", "s_wait_event", "s_icache_inv",
         "s_set_inst_prefetch_distance", "s_setprio", "s_sleep", "s_ttracedata", "s_ttracedata_imm", "s_incperflevel",
         "s_decperflevel", "s_wakeup", "s_setkill", "s_version", "s_waitcnt_vscnt", "s_waitcnt_vmcnt", "s_waitcnt_expcnt",
-        "s_waitcnt_lgkmcnt", "s_dcache_inv", "s_gl1_inv", "s_atc_probe", "s_atc_probe_buffer"}
+        "s_waitcnt_lgkmcnt", "s_dcache_inv", "s_gl1_inv", "s_atc_probe", "s_atc_probe_buffer",
+        # gfx12's split counters and ALU dependency waits: memory completes in order here, so nothing is outstanding;
+        # its prefetches have no cache to fill
+        "s_wait_loadcnt", "s_wait_storecnt", "s_wait_samplecnt", "s_wait_bvhcnt", "s_wait_expcnt", "s_wait_dscnt",
+        "s_wait_kmcnt", "s_wait_loadcnt_dscnt", "s_wait_storecnt_dscnt", "s_wait_alu", "s_prefetch_inst", "s_prefetch_inst_pc_rel",
+        "s_prefetch_data", "s_buffer_prefetch_data", "s_prefetch_data_pc_rel"}
+WORKGROUP_BARRIER = 0xFFFF   # gfx12 s_barrier_signal -1 / s_barrier_wait -1: the workgroup's barrier (named barriers: others)
 BRANCH = {"s_branch": "1", "s_cbranch_scc0": "!w->scc", "s_cbranch_scc1": "w->scc", "s_cbranch_vccz": "VCC == 0",
           "s_cbranch_vccnz": "VCC != 0", "s_cbranch_execz": "EXEC == 0", "s_cbranch_execnz": "EXEC != 0",
           # no debugger is attached, so the conditional-debug bits are clear
@@ -216,6 +226,9 @@ def sop1_control(inst, pc: int, nxt: int) -> str | None:
       src, dst = f"{f['ssrc0']}", f"{f['sdst']} + S(M0)"
     return "{ " + f"u32 si = {src}, di = {dst}; if (si + {n} > 106 || di + {n} > 106) STOP(STOP_ILLEGAL, BASE + {pc:#x}, {ILLEGAL_MOVREL}); " \
            + " ".join(f"w->s[di + {i}] = w->s[si + {i}];" for i in range(n)) + " }"
+  if op == "s_barrier_signal":   # gfx12: the wave arrives; it waits at s_barrier_wait, which is the emulator's barrier
+    if f["ssrc0"] != 0xC1: raise operands.Unsupported("s_barrier_signal of a named barrier (only -1, the workgroup's, is modelled)")
+    return ""
   if op in ("s_sendmsg_rtn_b32", "s_sendmsg_rtn_b64"):
     if f["ssrc0"] != MSG_RTN_GET_REALTIME: raise operands.Unsupported(f"{op} message {f['ssrc0']:#x} is not modelled")
     return swrite(f["sdst"], 64 if op.endswith("64") else 32, "w->d->instructions")
@@ -229,7 +242,8 @@ def sopp(inst, pc: int, nxt: int) -> str:
     t = target(pc, imm)
     return f"w->pc = BASE + ({BRANCH[op]} ? {t:#x} : {nxt:#x}); return;"
   if op in ENDS: return "w->status = WAVE_END; return;"
-  if op == "s_barrier": return f"w->pc = BASE + {nxt:#x}; w->status = WAVE_BARRIER; return;"
+  if op == "s_barrier" or (op == "s_barrier_wait" and imm == WORKGROUP_BARRIER):
+    return f"w->pc = BASE + {nxt:#x}; w->status = WAVE_BARRIER; return;"
   if op == "s_trap": return f"STOP(STOP_TRAP, BASE + {pc:#x}, {imm & 0xff});"
   if op == "s_sethalt": return f"STOP(STOP_HALT, BASE + {pc:#x}, 0);" if imm & 1 else ""
   if op == "s_code_end": return f"STOP(STOP_ILLEGAL, BASE + {pc:#x}, {ILLEGAL_CODE_END});"
@@ -246,8 +260,11 @@ def sopp(inst, pc: int, nxt: int) -> str:
 def smem(inst, pc: int) -> str:
   f, op = inst.fields, inst.op
   if op in NOPS: return ""
+  if f.get("scale_offset"): raise operands.Unsupported(f"{op} with scale_offset (not a gfx12 feature) is not supported")
+  if not op.rsplit("_", 1)[1].startswith("b"): raise operands.Unsupported(f"{op} (a sub-dword scalar load) is not supported by the emulator")
   n = int(op.rsplit("_b", 1)[1]) // 32
-  off = f["offset"] - (1 << 21) if f["offset"] & (1 << 20) else f["offset"]    # fact 8: 21-bit signed
+  bits = 24 if "th" in f else 21   # fact 8: 21-bit signed; gfx12: 24-bit signed (its encodings.py)
+  off = f["offset"] - (1 << bits) if f["offset"] & (1 << (bits - 1)) else f["offset"]
   soff = f" + S({f['soffset']})" if f["soffset"] != operands.NULL else ""
   base = 2 * f["sbase"]
   dst = f["sdata"]
@@ -281,7 +298,7 @@ def gen(inst, pc: int, nxt: int) -> str:
 def ends_block(inst) -> bool:
   """Instructions after which control does not simply fall through inside the compiled block."""
   op = inst.op
-  return op in BRANCH or op in ENDS or op in ("s_barrier", "s_trap", "s_setpc_b64", "s_swappc_b64", "s_call_b64",
+  return op in BRANCH or op in ENDS or op in ("s_barrier", "s_barrier_wait", "s_trap", "s_setpc_b64", "s_swappc_b64", "s_call_b64",
                                                "s_code_end") or (op == "s_sethalt" and inst.fields["simm16"] & 1)
 
 
@@ -290,7 +307,7 @@ def successors(inst, pc: int, nxt: int) -> list[int]:
   op = inst.op
   if op == "s_branch": return [target(pc, inst.fields["simm16"])]
   if op in BRANCH: return [target(pc, inst.fields["simm16"]), nxt]
-  if op == "s_barrier": return [nxt]
+  if op in ("s_barrier", "s_barrier_wait"): return [nxt]
   if op == "s_call_b64": return [target(pc, inst.fields["simm16"]), nxt]
   if op == "s_swappc_b64": return [nxt]
   return []

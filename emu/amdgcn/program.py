@@ -7,10 +7,11 @@ rebuilds. Blocks end at branches, s_endpgm, s_barrier, s_trap, calls and at the 
 The C is position independent (PCs are offsets from the code base) and cached on disk by content.
 """
 from __future__ import annotations
+from dataclasses import replace
 from functools import cache
 from cffi import FFI
 from emu import cc, memory
-from emu.amdgcn import runtime, operands, targets
+from emu.amdgcn import runtime, operands, targets, gfx12
 from emu.amdgcn import gen_scalar, gen_vector, gen_memory, gen_packed, gen_interp
 from emu.amdgcn.decode import decode, DecodeError, Inst
 
@@ -45,6 +46,7 @@ def gen_inst(inst: Inst, pc: int, nxt: int, wave64: bool) -> str:
 
 
 def _gen(inst: Inst, pc: int, nxt: int, wave64: bool) -> str:
+  if targets.get(inst.target).isa == "gfx12": inst = _as_gfx11(inst)
   e = inst.enc
   if e in ("SOP1", "SOP2", "SOPK", "SOPC", "SOPP", "SMEM"): return gen_scalar.gen(inst, pc, nxt)
   if e in ("VOP1", "VOP2", "VOPC", "VOP3", "VOP3SD"): return gen_vector.gen(inst, wave64, pc)
@@ -54,6 +56,13 @@ def _gen(inst: Inst, pc: int, nxt: int, wave64: bool) -> str:
   if e == "LDSDIR": return gen_interp.ldsdir(inst, pc)
   if e == "VINTERP": return gen_interp.vinterp(inst)
   raise operands.Unsupported(f"{e} instructions ({inst.op}) are not supported by the emulator")
+
+
+def _as_gfx11(inst: Inst) -> Inst:
+  """A gfx12 instruction under the RDNA3 name whose semantics it has (gfx12.same_as), VOPD halves included."""
+  if inst.vopd is not None:
+    return replace(inst, vopd=tuple((gfx12.same_as(op) or op, f) for op, f in inst.vopd))
+  return replace(inst, op=new) if (new := gfx12.same_as(inst.op)) else inst
 
 
 class Program:

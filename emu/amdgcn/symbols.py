@@ -74,7 +74,7 @@ def version(names: Names, v: int) -> str:
 def imm16(names: Names, op: str, style: str, v: int) -> str | None:
   """Text of a 16-bit immediate operand; `style` is the table's print style for the opcode."""
   if op == "s_waitcnt": return waitcnt(v)
-  if op == "s_waitcnt_depctr": return depctr(v)
+  if op in ("s_waitcnt_depctr", "s_wait_alu"): return depctr(v)   # gfx12 names it s_wait_alu
   if op == "s_delay_alu": return delay_alu(v)
   if style == "sendmsg": return sendmsg(names, v)
   if style == "hwreg": return hwreg(names, v)

@@ -23,6 +23,14 @@ class Target:
   isa: str                           # its generation's tables: autogen.amdgcn.<isa>
   gc_version: tuple[int, int, int]   # GC IP version in the IP discovery table of a GPU that runs it
   wave_sizes: tuple[int, ...]        # lanes per wave it can run (RDNA: 32 and 64)
+  ttmp_tgids: bool = False           # workgroup ids in TTMP9 (x) / TTMP7 (y | z << 16), not in SGPRs after the user SGPRs
+                                     # (gfx12's architected SGPRs: LLVM AMDGPUUsage, "Initial Kernel Execution State")
+
+  @property
+  def gfx_target_version(self) -> int:
+    """KFD's gfx_target_version of the GPUs that run it: major * 10000 + minor * 100 + stepping (kfd_device.c, e.g. 120001)."""
+    major, minor, step = self.gc_version
+    return major * 10000 + minor * 100 + step
 
   @cached_property
   def encodings(self) -> ModuleType: return importlib.import_module(f"autogen.amdgcn.{self.isa}.encodings")
@@ -44,6 +52,8 @@ TARGETS = {t.name: t for t in (
   Target("gfx1100", "gfx11", (11, 0, 0), (32, 64)),   # RDNA3: Navi31
   Target("gfx1150", "gfx11", (11, 5, 0), (32, 64)),   # RDNA3.5: Strix Point
   Target("gfx1151", "gfx11", (11, 5, 1), (32, 64)),   # RDNA3.5: Strix Halo
+  Target("gfx1200", "gfx12", (12, 0, 0), (32, 64), ttmp_tgids=True),   # RDNA4: Navi44
+  Target("gfx1201", "gfx12", (12, 0, 1), (32, 64), ttmp_tgids=True),   # RDNA4: Navi48
 )}
 
 

@@ -29,6 +29,7 @@ from autogen.amd import gc_11_0_0 as gc, soc21_enum
 from common.alloc import RangeAllocator
 from common.plugin import KernelModel
 from emu.amdgpu.gpu import GPUModel, IP_BASES, DeviceError
+from emu.amdgcn import targets
 from emu.amdgpu.mmu import FAULT_EXECUTE, FAULT_WRITE, Fault, PTE_VALID, PTE_SYSTEM, PTE_SNOOPED, PTE_READABLE, PTE_WRITEABLE, PTE_EXECUTABLE, \
   MTYPE_SHIFT
 from emu.amdgpu.pagetable import PageTables, PAGE
@@ -46,7 +47,8 @@ HW_IDS = {"GC": 11, "SDMA0": 42, "NBIO": 108, "MMHUB": 34, "MP0": 255, "MP1": 1,
 IP_VERSIONS = {"GC": (11, 0, 0), "SDMA0": (6, 0, 0), "NBIO": (4, 3, 0), "MMHUB": (3, 0, 0), "MP0": (13, 0, 0),
                "MP1": (13, 0, 0), "HDP": (6, 0, 0), "OSSSYS": (6, 0, 0)}
 # KFD topology node properties of a Navi31 (RX 7900 XTX): 96 CUs in 6 SEs x 2 SAs x 8 CUs
-GPU_PROPERTIES = {"cpu_cores_count": 0, "simd_count": 192, "mem_banks_count": 1, "gfx_target_version": 110000,
+GPU_PROPERTIES = {"cpu_cores_count": 0, "simd_count": 192, "mem_banks_count": 1,
+                  "gfx_target_version": targets.for_gc(IP_VERSIONS["GC"]).gfx_target_version,
                   "simd_per_cu": 2, "array_count": 12, "simd_arrays_per_engine": 2, "cu_per_simd_array": 8,
                   "max_waves_per_simd": 16, "max_slots_scratch_cu": 32, "lds_size_in_kb": 64, "wave_front_size": 32,
                   "num_xcc": 1, "vendor_id": 0x1002, "device_id": 0x744C,

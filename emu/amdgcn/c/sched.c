@@ -3,13 +3,15 @@
    wave that has not ended waits at it (ended waves do not count). Compiled once per wave size; the
    program's blocks come in through d->blocks. */
 
-/* wave setup per the AMDGPU HSA ABI: user SGPRs, then workgroup ids (enabled ones), then the private
-   segment wave offset; v0 = workitem id x | y << 10 | z << 20; EXEC = the wave's valid lanes */
+/* wave setup per the AMDGPU HSA ABI: user SGPRs, then workgroup ids (enabled ones: tgid_en 1), then the private
+   segment wave offset; a gfx12 target has the ids in TTMP9 = x, TTMP7 = y | z << 16 instead (tgid_en 2: architected
+   SGPRs, LLVM AMDGPUUsage); v0 = workitem id x | y << 10 | z << 20; EXEC = the wave's valid lanes */
 static void wave_init(dispatch_t *d, wave_t *w, u32 id, u32 first, u32 nthreads) {
   memset(w->s, 0, sizeof(w->s));
   u32 n = 0;
   for (; n < d->nuser; n++) w->s[n] = d->user[n];
-  for (int i = 0; i < 3; i++) if (d->tgid_en[i]) w->s[n++] = d->wg[i];
+  for (int i = 0; i < 3; i++) if (d->tgid_en[i] == 1) w->s[n++] = d->wg[i];
+  if (d->tgid_en[0] == 2) { w->s[108 + 9] = d->wg[0]; w->s[108 + 7] = (d->wg[1] & 0xffffu) | d->wg[2] << 16; }
   if (d->scratch_off_en) w->s[n++] = 0;
   w->lanes = nthreads - first < W ? nthreads - first : W;
   for (u32 l = 0; l < W; l++) {

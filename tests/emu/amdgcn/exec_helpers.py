@@ -55,24 +55,24 @@ def assemble(src: str, wave64: bool = False, cpu: str = "gfx1100") -> bytes:
   return _cached("asm", attr + src if cpu == "gfx1100" else f"{cpu} {attr}{src}", build)
 
 
-def compile_cl(src: str, extra: tuple[str, ...] = ()) -> bytes:
-  """An HSA code object (ELF) for OpenCL C source (clang-22 -> ld.lld-22; cached on disk)."""
+def compile_cl(src: str, extra: tuple[str, ...] = (), cpu: str = "gfx1100") -> bytes:
+  """An HSA code object (ELF) for OpenCL C source (clang-22 -> ld.lld-22 for `cpu`; cached on disk)."""
   def build() -> bytes:
     with tempfile.TemporaryDirectory() as d:
       cl, obj, out = (os.path.join(d, n) for n in ("k.cl", "k.o", "k.hsaco"))
       with open(cl, "w") as f: f.write(src)
-      subprocess.run([llvm_tool("clang"), "-x", "cl", "-cl-std=CL2.0", "-target", "amdgcn-amd-amdhsa", "-mcpu=gfx1100",
+      subprocess.run([llvm_tool("clang"), "-x", "cl", "-cl-std=CL2.0", "-target", "amdgcn-amd-amdhsa", f"-mcpu={cpu}",
                       "-nogpulib", "-O2", *extra, "-c", cl, "-o", obj], check=True, capture_output=True)
       subprocess.run([llvm_tool("ld.lld"), "-shared", obj, "-o", out], check=True, capture_output=True)
       with open(out, "rb") as f: return f.read()
-  return _cached("cl", src + "\0" + " ".join(extra), build)
+  return _cached("cl", src + "\0" + " ".join(extra) + ("" if cpu == "gfx1100" else f"\0{cpu}"), build)
 
 
 class CodeObject:
   """An HSA code object loaded into emulator memory (PT_LOAD segments at a fresh base)."""
-  def __init__(self, mem: Memory, elf: bytes):
+  def __init__(self, mem: Memory, elf: bytes, target: str = "gfx1100"):
     import io
-    self.mem, e = mem, ELFFile(io.BytesIO(elf))
+    self.mem, self.target, e = mem, target, ELFFile(io.BytesIO(elf))
     segs = [s for s in e.iter_segments() if s["p_type"] == "PT_LOAD"]
     size = max(s["p_vaddr"] + s["p_memsz"] for s in segs)
     self.base = mem.alloc((size + 0xFFF) & ~0xFFF)
@@ -84,7 +84,7 @@ class CodeObject:
     """Dispatch kernel `name` with the kernarg bytes `args`; grid counts workgroups."""
     ka = self.mem.alloc(max(len(args), 16) + 256)
     self.mem.write(ka, args)
-    try: return dispatch(self.mem, self.base + self.symbols[f"{name}.kd"], grid, block, kernarg_ptr=ka, **kw)
+    try: return dispatch(self.mem, self.base + self.symbols[f"{name}.kd"], grid, block, kernarg_ptr=ka, **{"target": self.target, **kw})
     finally: self.mem.free(ka)
 
 

@@ -1,5 +1,6 @@
-"""OpenCL C kernels compiled by clang-22 for gfx1100, dispatched through their kernel descriptors and checked
-against numpy (wave32 and wave64)."""
+"""OpenCL C kernels compiled by clang-22 for gfx1100 (and, where parametrized, RDNA4's gfx1201: its split wait counters,
+s_barrier_signal/s_barrier_wait, 96-bit global encodings, workgroup ids in ttmp9/ttmp7), dispatched through their kernel
+descriptors and checked against numpy (wave32 and wave64)."""
 import struct
 from fractions import Fraction
 import numpy as np
@@ -55,14 +56,18 @@ PRIVATE = f"""{WG} kernel void priv(global const int *idx, global int *out) {{
 }}"""
 
 
-def load(src: str, wave64: bool = False, flags: tuple[str, ...] = ()):
+TARGETS = ("gfx1100", "gfx1201")
+
+
+def load(src: str, wave64: bool = False, flags: tuple[str, ...] = (), target: str = "gfx1100"):
   mem = Memory()
-  return mem, CodeObject(mem, compile_cl(src, (WAVE64 if wave64 else ()) + flags))
+  return mem, CodeObject(mem, compile_cl(src, (WAVE64 if wave64 else ()) + flags, target), target)
 
 
+@pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("wave64", [False, True])
-def test_vadd(wave64):
-  mem, co = load(VADD, wave64)
+def test_vadd(wave64, target):
+  mem, co = load(VADD, wave64, target=target)
   n = 4000
   a, b = np.random.default_rng(0).standard_normal((2, n)).astype(np.float32)
   pa, pb, pc = buffer(mem, a), buffer(mem, b), mem.alloc(4 * n)
@@ -73,9 +78,10 @@ def test_vadd(wave64):
   assert st.waves == ((n + 63) // 64) * (1 if wave64 else 2)
 
 
+@pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("wave64", [False, True])
-def test_reduction_with_lds_and_barriers(wave64):
-  mem, co = load(REDUCE, wave64)
+def test_reduction_with_lds_and_barriers(wave64, target):
+  mem, co = load(REDUCE, wave64, target=target)
   x = np.random.default_rng(1).standard_normal(256 * 8).astype(np.float32)
   px, po = buffer(mem, x), mem.alloc(4 * 8)
   co.kernel("reduce", (8, 1, 1), (256, 1, 1), struct.pack("<QQ", px, po))
@@ -87,8 +93,9 @@ def test_reduction_with_lds_and_barriers(wave64):
   np.testing.assert_array_equal(read(mem, po, np.float32, 8), want[:, 0])
 
 
-def test_atomics():
-  mem, co = load(ATOMICS)
+@pytest.mark.parametrize("target", TARGETS)
+def test_atomics(target):
+  mem, co = load(ATOMICS, target=target)
   n = 3000
   x = np.random.default_rng(2).integers(0, 5000, n).astype(np.uint32)
   px, pb, pm = buffer(mem, x), mem.alloc(64), buffer(mem, np.array([1 << 30], np.int32))
@@ -97,8 +104,9 @@ def test_atomics():
   assert read(mem, pm, np.int32, 1)[0] == int(x.min()) - 1000
 
 
-def test_f16_math():
-  mem, co = load(HALF)
+@pytest.mark.parametrize("target", TARGETS)
+def test_f16_math(target):
+  mem, co = load(HALF, target=target)
   n = 256
   rng = np.random.default_rng(3)
   a, b = rng.standard_normal(n).astype(np.float16), rng.standard_normal(n).astype(np.float16)
@@ -111,8 +119,9 @@ def test_f16_math():
   np.testing.assert_array_equal(read(mem, pd, np.float32, n), (a - b).astype(np.float32) * 2)
 
 
-def test_loop_with_branches():
-  mem, co = load(LOOP)
+@pytest.mark.parametrize("target", TARGETS)
+def test_loop_with_branches(target):
+  mem, co = load(LOOP, target=target)
   x = np.arange(1, 129, dtype=np.uint32)
   px, ps = buffer(mem, x), mem.alloc(4 * 128)
   co.kernel("collatz", (2, 1, 1), (64, 1, 1), struct.pack("<QQ", px, ps))
@@ -124,8 +133,9 @@ def test_loop_with_branches():
   assert list(read(mem, ps, np.uint32, 128)) == [steps(int(v)) for v in x]
 
 
-def test_matmul_2d_grid():
-  mem, co = load(MATMUL)
+@pytest.mark.parametrize("target", TARGETS)
+def test_matmul_2d_grid(target):
+  mem, co = load(MATMUL, target=target)
   n = 32
   rng = np.random.default_rng(4)
   a, b = rng.standard_normal((2, n, n)).astype(np.float32)
@@ -136,12 +146,13 @@ def test_matmul_2d_grid():
   np.testing.assert_array_equal(read(mem, pc, np.float32, n * n).reshape(n, n), want)
 
 
+@pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("ftz", [False, True])
-def test_division_and_transcendentals(ftz):
+def test_division_and_transcendentals(ftz, target):
   # correctly rounded division: the v_div_scale / v_rcp / v_fma / v_div_fmas / v_div_fixup sequence; with
   # -cl-denorms-are-zero clang switches f32 denormals on around it (s_denorm_mode)
   flags = ("-cl-fp32-correctly-rounded-divide-sqrt",) + (("-cl-denorms-are-zero",) if ftz else ())
-  mem, co = load(DIVIDE, flags=flags)
+  mem, co = load(DIVIDE, flags=flags, target=target)
   rng = np.random.default_rng(5)
   a = np.abs(rng.standard_normal(64)).astype(np.float32) * 100
   b = rng.standard_normal(64).astype(np.float32)
@@ -160,11 +171,12 @@ DIVIDE64 = f"""#pragma OPENCL EXTENSION cl_khr_fp64 : enable
 {WG} kernel void ddiv(global const double *a, global const double *b, global double *c) {{ int i = {GID}; c[i] = a[i] / b[i]; }}"""
 
 
-def test_division_of_tiny_numerators():
+@pytest.mark.parametrize("target", TARGETS)
+def test_division_of_tiny_numerators(target):
   """exponent(numerator) <= 23 (f32) / 53 (f64): V_DIV_SCALE scales the numerator alone and sets VCC, V_DIV_FMAS
   scales the quotient back (facts 32-33); scaling the denominator as well would give q * 2^-64 (0 here)."""
   for src, kern, dt in ((DIVIDE, "fdiv", np.float32), (DIVIDE64, "ddiv", np.float64)):
-    mem, co = load(src, flags=("-cl-fp32-correctly-rounded-divide-sqrt",))
+    mem, co = load(src, flags=("-cl-fp32-correctly-rounded-divide-sqrt",), target=target)
     a = np.full(64, 3.0, dt)
     a[:6] = [1e-32, 1e-36, 2.0 ** -100, 1e-300 if dt == np.float64 else 1e-37, 5e-324 if dt == np.float64 else 1.5e-38, -1e-33]
     b = np.full(64, 3.0, dt)
@@ -174,8 +186,9 @@ def test_division_of_tiny_numerators():
     np.testing.assert_array_equal(read(mem, args[2], dt, 64), a / b)
 
 
-def test_private_memory_array():
-  mem, co = load(PRIVATE)
+@pytest.mark.parametrize("target", TARGETS)
+def test_private_memory_array(target):
+  mem, co = load(PRIVATE, target=target)
   idx = np.arange(64, dtype=np.int32) * 7
   pi, po = buffer(mem, idx), mem.alloc(256)
   co.kernel("priv", (1, 1, 1), (64, 1, 1), struct.pack("<QQ", pi, po))
@@ -198,13 +211,14 @@ def _edge_floats(rng, n: int, dtype, exps) -> np.ndarray:
   return (sign << np.uint64(bits - 1) | e << np.uint64(mbits) | m.astype(np.uint64)).astype(ut).view(dtype)
 
 
+@pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("ftz", [False, True])
-def test_division_is_correctly_rounded(ftz):
+def test_division_is_correctly_rounded(ftz, target):
   """LLVM's division sequence (v_div_scale x2, v_rcp, fma refinement, v_div_fmas, v_div_fixup) gives the correctly rounded
   quotient of every f32 and f64 pair, as it does on hardware: bit for bit numpy's, denormal results included (with
   -cl-denorms-are-zero, f32 inputs and results flushed; the sequence then runs partly with f32 denormals flushed)."""
   flags = ("-cl-fp32-correctly-rounded-divide-sqrt",) + (("-cl-denorms-are-zero",) if ftz else ())
-  mem, co = load(QUOTIENTS, flags=flags)
+  mem, co = load(QUOTIENTS, flags=flags, target=target)
   rng, n = np.random.default_rng(8), 8192
   e32 = np.r_[0:3, 20:27, 60:68, 100:106, 122:133, 150:158, 190:198, 250:256]
   e64 = np.r_[0:3, 50:56, 100:106, 960:1090, 1960:1970, 2040:2048]
@@ -239,8 +253,9 @@ def _cdiv(p: int, q: int) -> int:
   return r if (p < 0) == (q < 0) else -r
 
 
-def test_integer_division_int64_and_f64_math():
-  mem, co = load(INTMATH)
+@pytest.mark.parametrize("target", TARGETS)
+def test_integer_division_int64_and_f64_math(target):
+  mem, co = load(INTMATH, target=target)
   rng = np.random.default_rng(6)
   a = rng.integers(-2 ** 31, 2 ** 31, 128, dtype=np.int64).astype(np.int32)
   b = rng.integers(-2 ** 62, 2 ** 62, 128, dtype=np.int64)

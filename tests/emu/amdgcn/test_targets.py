@@ -32,8 +32,10 @@ def test_an_instruction_decodes_and_prints_with_its_targets_table():
 
 
 def test_unknown_targets_and_gc_versions_say_what_exists():
-  with pytest.raises(ValueError, match="unknown target 'gfx1201': one of gfx1100, gfx1150, gfx1151"): decode(S_ADD_F32, 0, "gfx1201")
+  with pytest.raises(ValueError, match="unknown target 'gfx942': one of gfx1100, gfx1150, gfx1151, gfx1200, gfx1201"):
+    decode(S_ADD_F32, 0, "gfx942")
   assert targets.for_gc((11, 5, 1)).name == "gfx1151"
+  assert targets.for_gc((12, 0, 0)).name == "gfx1200" and targets.for_gc((12, 0, 1)).name == "gfx1201"
   with pytest.raises(ValueError, match=r"GC 9\.4\.3"): targets.for_gc((9, 4, 3))
 
 
@@ -43,3 +45,11 @@ def test_a_target_whose_operand_codes_differ_from_rdnas_is_refused(monkeypatch):
   fake.__dict__["encodings"] = types.SimpleNamespace(**{**vars(targets.get("gfx1100").encodings), "M0": 124, "NULL": None})
   monkeypatch.setitem(targets.TARGETS, fake.name, fake)
   with pytest.raises(ValueError, match="gfx9test: its operand codes NULL, M0 differ from the RDNA ones"): decode(S_ADD_F32, 0, fake.name)
+
+
+def test_kfd_gfx_target_version_follows_the_target():
+  """KFD's gfx_target_version encoding (kfd_device.c: 110000 for GC 11.0.0, 120001 for GC 12.0.1); the KFD model's topology
+  reports its GPU's target's."""
+  from emu.amdgpu import kfd
+  assert [targets.get(n).gfx_target_version for n in ("gfx1100", "gfx1151", "gfx1200", "gfx1201")] == [110000, 110501, 120000, 120001]
+  assert kfd.GPU_PROPERTIES["gfx_target_version"] == targets.for_gc(kfd.IP_VERSIONS["GC"]).gfx_target_version == 110000
