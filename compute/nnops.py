@@ -37,6 +37,7 @@ class NNOps(TensorCore):
     if k_x != k_w: raise ValueError(f"matmul shape mismatch: {x.shape} @ {w.shape} (inner dims {k_x} and {k_w} differ)")
     dt = promote(x.dtype, w.dtype)
     if not dt.is_float and dt.itemsize < 4: dt = dtypes.int32                 # small integers and bool accumulate as int32
+    x, w = (t if t.dtype is dt else t.cast(dt) for t in (x, w))                # products in that type too (no int8 wrap)
     xs = x.reshape(x.shape[:-1] + (1, k_x)) if x.ndim > 1 else x.reshape(1, 1, k_x)
     wt = w.transpose(-1, -2) if w.ndim > 1 else w.reshape(1, k_w)
     wt = wt.reshape(wt.shape[:-2] + (1,) + wt.shape[-2:])
