@@ -477,20 +477,29 @@ class Renderer:
       if ms and ns: found.append((ns[-1] != c.out_dims[-1], (a, b, ms[-1], ns[-1], c.red_dims[0])))
     return min(found, key=lambda f: f[0])[1] if found else None
 
-  def _pack(self, x: KNode, idx: list[str], d: int, kd: int, buf: str, first: str, var: str, count: str, R: int) -> list[str]:
-    """Loops storing x at (d = first+`var`, var < `count`; kd = k0+k, k < kc) into `buf` as panels of R along d (kc x R
-    each, R contiguous), zeros past `count` up to a whole panel. The loop along the dim x's loads read contiguously is inner."""
-    idx = list(idx)
-    idx[d], idx[kd] = f"({first}+{var})", "(k0+k)"
-    self.lines, memo = [], dict[int, str]()
-    v = self.expr(x, idx, memo)
+  def _pack(self, x: KNode, idx: list[str], d: int, kd: int, buf: str, first: str, count: str, R: int) -> list[str]:
+    """Loops storing x at (d = first + p*R+r, p*R+r < `count`; kd = k0+k, k < kc) into `buf` as panels p of kc x R (R
+    contiguous), zeros past `count` in the last panel (read at its last valid index, so nothing out of range is read).
+    The loops follow the dim x's loads read contiguously: k innermost, or k outermost and the panels' rows inside it."""
     def unit(dim: int) -> int:
       return sum(1 for s in self._leaves(x) if s.op == "LOAD" and len(st := self.c.st[id(s)].views) == 1 and st[0].strides[dim] == 1)
-    loops = [f"for (int64_t {var} = 0; {var} < {count}; {var}++)", "for (int64_t k = 0; k < kc; k++)"]
-    if unit(d) > unit(kd): loops.reverse()
-    at = f"{buf}[({var}/{R})*kc*{R}+k*{R}+{var}%{R}]"
-    return [f"      {' '.join(loops)} {{"] + ["        " + l for l in self.lines] + [f"        {at} = {v};", "      }",
-            f"      for (int64_t {var} = {count}; {var} < ({count}+{R - 1})/{R}*{R}; {var}++) for (int64_t k = 0; k < kc; k++) {at} = 0;"]
+    along_k = unit(kd) > unit(d)
+    loop_k, loop_r = "for (int64_t k = 0; k < kc; k++)", f"for (int64_t r = 0; r < {R}; r++)"
+    out = []
+    for last in (False, True):
+      idx = list(idx)
+      idx[d], idx[kd] = f"({first}+{'q' if last else 'p*%d+r' % R})", "(k0+k)"
+      self.lines, memo = [], dict[int, str]()
+      v = self.expr(x, idx, memo)
+      panels = f"const int64_t p = {count} / {R};" if last else f"for (int64_t p = 0; p < {count} / {R}; p++)"
+      loops = [panels, loop_r, loop_k] if along_k else [loop_k, panels, loop_r]
+      opened = [l + " {" if l.startswith("for") else l for l in loops]
+      out.append(f"      {f'if ({count} % {R}) ' if last else ''}{{ " + " ".join(opened))
+      if last: out.append(f"          const int64_t q = p*{R}+r < {count} ? p*{R}+r : {count}-1;")
+      val = f"p*{R}+r < {count} ? {v} : 0" if last else v
+      out += ["          " + l for l in self.lines] + [f"          {buf}[p*kc*{R}+k*{R}+r] = {val};",
+                                                        "      " + "}" * (1 + sum(l.endswith("{") for l in opened))]
+    return out
 
   @staticmethod
   def _leaves(n: KNode) -> list[KNode]:
@@ -522,8 +531,11 @@ class Renderer:
       return R * -(-panels // tiles), tiles
     batch = prod(c.sizes[d] for d in c.out_dims if d not in (m, n))
     (MW, TM), (NW, TN) = split(M, MC, 6), split(N, NR, 16)
-    while batch * TM * TN < 4 and NW > 4 * NR: (NW, TN) = split(N, NR, NW // NR // 2)   # work for several threads
     direct = a.op == "LOAD" and a.dtype is dt and len(v := c.st[id(a)].views) == 1 and not v[0].valid and v[0].strides[kd] == 1
+    while batch * TM * TN < 4:   # work for several threads: more row tiles where A is packed (once per column tile), else columns
+      if not direct and MW > MC: (MW, TM) = split(M, MC, MW // MC // 2)
+      elif NW > 4 * NR: (NW, TN) = split(N, NR, NW // NR // 2)
+      else: break
     tiles = [(d, c.sizes[d], f"o{d}") for d in c.out_dims if d not in (m, n)] + [(m, TM, "mt"), (n, TN, "nt")]
     lines = ["  " + self.d.vector(t, VL, "hcq_v"), "  int64_t g = gid[0];"] + self._decode(tiles, "g")
     lines += [f"  const int64_t m0 = mt*{MW}, n0 = nt*{NW};",
@@ -533,10 +545,10 @@ class Renderer:
     if not direct: lines.append(f"  {t} ap[{MC * KC}] __attribute__((aligned(64)));")
     lines += [f"  for (int64_t k0 = 0; k0 < {K}; k0 += {KC}) {{", f"    const int64_t kc = {K} - k0 < {KC} ? {K} - k0 : {KC};"]
     idx = [f"o{d}" for d in range(len(c.sizes))]
-    lines += [l[2:] for l in self._pack(b, idx, n, kd, "bp", "n0", "j", "cols", NR)]
+    lines += [l[2:] for l in self._pack(b, idx, n, kd, "bp", "n0", "cols", NR)]
     lines += [f"    for (int64_t i0 = 0; i0 < rows; i0 += {MC}) {{",
               f"      const int64_t mrows = rows - i0 < {MC} ? rows - i0 : {MC}, mp = (mrows+{MR - 1})/{MR};"]
-    if not direct: lines += self._pack(a, idx, m, kd, "ap", "m0+i0", "i", "mrows", MR)
+    if not direct: lines += self._pack(a, idx, m, kd, "ap", "m0+i0", "mrows", MR)
     acc = [[f"c{i}_{j}" for j in range(NV)] for i in range(MR)]
     flat = [v for row in acc for v in row]
     at = lambda i, j: f"*(hcq_v *)(pc + {i * NW + j * VL})"
