@@ -6,6 +6,7 @@ from compute import function
 from compute.dtypes import dtypes, promote
 from compute.args import torch_args
 from compute.core import TensorCore
+from compute.shape import broadcast_shape
 
 
 def _pair(v, what: str) -> tuple[int, int]:
@@ -38,13 +39,20 @@ class NNOps(TensorCore):
     dt = promote(x.dtype, w.dtype)
     if not dt.is_float and dt.itemsize < 4: dt = dtypes.int32                 # small integers and bool accumulate as int32
     x, w = (t if t.dtype is dt else t.cast(dt) for t in (x, w))                # products in that type too (no int8 wrap)
-    xs = x.reshape(x.shape[:-1] + (1, k_x)) if x.ndim > 1 else x.reshape(1, 1, k_x)
-    wt = w.transpose(-1, -2) if w.ndim > 1 else w.reshape(1, k_w)
-    wt = wt.reshape(wt.shape[:-2] + (1,) + wt.shape[-2:])
-    out = (xs * wt).sum(-1, dtype=dt)                               # (..., n, m)
-    if x.ndim == 1: out = out.squeeze(-2)
-    if w.ndim == 1: out = out.squeeze(-1)
-    return out
+    # the product-sum straight from the primitives: these intermediates are nobody's views (no view bookkeeping)
+    F = function
+    xs = F.Reshape.apply(x, shape=x.shape[:-1] + (1, k_x) if x.ndim > 1 else (1, 1, k_x))
+    wt = F.Permute.apply(w, order=tuple(range(w.ndim - 2)) + (w.ndim - 1, w.ndim - 2)) if w.ndim > 1 else w
+    wt = F.Reshape.apply(wt, shape=wt.shape[:-2] + (1,) + wt.shape[-2:] if w.ndim > 1 else (1, 1, k_w))
+    full = broadcast_shape(xs.shape, wt.shape)
+    def to_full(t):
+      if t.ndim < len(full): t = F.Reshape.apply(t, shape=(1,) * (len(full) - t.ndim) + t.shape)
+      return t if t.shape == full else F.Expand.apply(t, shape=full)
+    out = F.Sum.apply(F.Mul.apply(to_full(xs), to_full(wt)), axes=(len(full) - 1,))   # (..., n, m, 1)
+    shape = full[:-1]
+    if x.ndim == 1: shape = shape[:-2] + shape[-1:]
+    if w.ndim == 1: shape = shape[:-1]
+    return F.Reshape.apply(out, shape=shape)
   matmul = dot
 
   @staticmethod
