@@ -530,7 +530,8 @@ class Renderer:
       tiles = -(-panels // most)
       return R * -(-panels // tiles), tiles
     batch = prod(c.sizes[d] for d in c.out_dims if d not in (m, n))
-    (MW, TM), (NW, TN) = split(M, MC, 6), split(N, NR, 16)
+    (NW, TN) = split(N, NR, 16)                       # B's KC x NW: 256 KiB
+    (MW, TM) = split(M, MC, max(1, min(6, 2**20 // (MC * NW * dt.itemsize))))   # sums ct: MW x NW, at most 1 MiB
     direct = a.op == "LOAD" and a.dtype is dt and len(v := c.st[id(a)].views) == 1 and not v[0].valid and v[0].strides[kd] == 1
     while batch * TM * TN < 4:   # work for several threads: more row tiles where A is packed (once per column tile), else columns
       if not direct and MW > MC: (MW, TM) = split(M, MC, MW // MC // 2)

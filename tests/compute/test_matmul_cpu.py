@@ -1,9 +1,10 @@
 """The CPU device's blocked matmul (compute/codegen.py, Renderer._cpu_matmul) against numpy: shapes that are not whole
 tiles or K slices, transposed and strided views, batched and broadcast operands, fused epilogues, each dtype matmul takes,
 and gradients (which are matmuls of transposed views themselves)."""
+from collections import OrderedDict
 import numpy as np
 import pytest
-from compute import Tensor, dtypes
+from compute import Tensor, Device, dtypes, runtime, schedule
 from compute.runtime import get_program
 from compute.schedule import create_schedule
 from tests.compute.conftest import check
@@ -11,8 +12,10 @@ from tests.compute.conftest import check
 
 def blocked(t: Tensor) -> bool:
   """Whether the kernel computing `t` is the blocked matmul (its micro-kernel works on vector accumulators)."""
-  kernels = create_schedule([t.lazydata.base])
-  return any("ext_vector_type" in get_program(k)[1].src for k in kernels)
+  return "ext_vector_type" in _source(t)
+
+
+def _source(t: Tensor) -> str: return "".join(get_program(k)[1].src for k in create_schedule([t.lazydata.base]))
 
 
 def rand(shape, dt=np.float32, seed=0):
@@ -90,3 +93,18 @@ def test_nonfinite_propagate():
 def test_gradients(sa, sb):
   check([sa, sb], lambda a, b: a @ b, np.matmul)
   check([sa[:-2] + sa[:-3:-1], sb], lambda a, b: a.transpose(-1, -2) @ b, lambda a, b: np.swapaxes(a, -1, -2) @ b)
+
+
+@pytest.mark.parametrize("regs", [(32, 64), (32, 16), (16, 16)])
+def test_other_register_files(regs, monkeypatch):
+  """The tiles rendered for AVX-512 (32 x 64 B), Arm's Advanced SIMD (32 x 16 B) and SSE (16 x 16 B): portable C vectors,
+  so they run (slower) on any host and give the same results."""
+  dev = Device["CPU"]
+  monkeypatch.setattr(type(dev), "vector_registers", regs)
+  monkeypatch.setattr(runtime, "_programs", {})
+  monkeypatch.setattr(schedule, "_schedules", OrderedDict())
+  for dt in (np.float32, np.float64):
+    a, b = rand((2, 130, 517), dt), rand((2, 70, 517), dt, seed=1)
+    out = Tensor(a) @ Tensor(b).transpose(-1, -2)
+    assert blocked(out) and f"ext_vector_type({regs[1] // np.dtype(dt).itemsize})" in _source(out)
+    np.testing.assert_allclose(out.numpy(), a.astype(np.float64) @ np.swapaxes(b, -1, -2), rtol=1e-4, atol=1e-3)
