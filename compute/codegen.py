@@ -8,9 +8,10 @@ view agrees), then loops are laid out:
   inner loops have constant trip counts that clang unrolls and vectorizes; an elementwise kernel runs
   a chunk of the innermost dim per workgroup. A product-sum whose two factors each ignore one output dim (a
   matmul: A ignores n, B ignores m, over one reduce dim k) is blocked as in Goto & van de Geijn, "Anatomy of
-  High-Performance Matrix Multiplication" (ACM TOMS 34(3), 2008): per workgroup an MC x NC tile of one batch
-  element; for each KC slice of k the factors' values are packed (any view or elementwise expression, zero-padded
-  to whole micro-tiles) into MR- and NR-wide panels, and an MR x NR micro-kernel of vector accumulators sweeps them.
+  High-Performance Matrix Multiplication" (ACM TOMS 34(3), 2008): per workgroup a tile of rows x columns of one
+  batch element; for each KC slice of k, B's values (any view or elementwise expression) are packed into NR-wide
+  panels zero-padded to whole micro-tiles, and per MC rows A's into MR-wide ones (or its rows read in place where A
+  is a plain load contiguous along k); an MR x NR micro-kernel of vector accumulators sweeps them.
 Expressions are rendered once per scope (CSE by AST node).
 """
 from __future__ import annotations
@@ -468,8 +469,9 @@ class Renderer:
     c, red = self.c, self.k.reduce
     assert red is not None
     src = red.srcs[0]
-    if red.arg[0] is not Ops.ADD or len(c.red_dims) != 1 or src.op is not Ops.MUL or src.dtype is not red.dtype or \
-       red.dtype not in (dtypes.float32, dtypes.float64, dtypes.int32, dtypes.uint32, dtypes.int64): return None
+    if red.arg[0] is not Ops.ADD or len(c.red_dims) != 1 or c.sizes[c.red_dims[0]] == 0 or src.op is not Ops.MUL or \
+       src.dtype is not red.dtype or red.dtype not in (dtypes.float32, dtypes.float64, dtypes.int32, dtypes.uint32, dtypes.int64):
+      return None
     found = []
     for a, b in (src.srcs, src.srcs[::-1]):   # a*b == b*a, rounding included
       ns = [d for d in c.out_dims if self._free_of(a, d) and not self._free_of(b, d)]

@@ -108,3 +108,7 @@ def test_other_register_files(regs, monkeypatch):
     out = Tensor(a) @ Tensor(b).transpose(-1, -2)
     assert blocked(out) and f"ext_vector_type({regs[1] // np.dtype(dt).itemsize})" in _source(out)
     np.testing.assert_allclose(out.numpy(), a.astype(np.float64) @ np.swapaxes(b, -1, -2), rtol=1e-4, atol=1e-3)
+
+
+def test_empty_inner_dim_sums_to_zero():
+  np.testing.assert_array_equal((Tensor(np.ones((3, 0), np.float32)) @ Tensor(np.ones((0, 4), np.float32))).numpy(), np.zeros((3, 4)))
