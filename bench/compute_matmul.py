@@ -1,6 +1,8 @@
 """Matmul GFLOP/s of the compute layer against numpy's matmul, measured side by side in the same run.
 
-Usage: DEV=CPU python bench/compute_matmul.py [size ...]   (default 512; target: time_vs_numpy <= 1.3 at 512 float32)
+Usage: DEV=CPU python bench/compute_matmul.py [size ...] [--cases square,aT,bT,batched]   (default 512, square;
+target: time_vs_numpy <= 1 for float32). Cases: square (a @ b), aT (a.T @ b), bT (a @ b.T, as in a linear layer), batched
+(BATCH = 8 products of size/2 squares: the flops of one square). float32 operands.
 Ours is timed end to end: graph building, scheduling, launch and synchronize. The two take turns in blocks of BLOCK
 calls (ROUNDS blocks each, best single call kept), each block after SETTLE_S idle: OpenBLAS's threads spin for about
 0.1 s after a call, and a block of ours started meanwhile would share the cores with them. Where OPENBLAS_CORETYPE (or OPENBLAS_L2_SIZE) is set,
@@ -37,23 +39,35 @@ def best_in_blocks(fns) -> list[float]:
   return best
 
 
+CASES = {"square": ("", lambda a, b: a @ b), "aT": ("_aT", lambda a, b: a.T @ b), "bT": ("_bT", lambda a, b: a @ b.T),
+         "batched": ("_batched", lambda a, b: a @ b)}
+BATCH = 8
+
+
 def main() -> None:
   dev = os.environ.get("DEV", "CPU")
   env = {k: os.environ[k] for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE") if k in os.environ}
-  for size in [int(s) for s in sys.argv[1:]] or [512]:
-    rng = np.random.default_rng(0)
-    a, b = rng.standard_normal((size, size), dtype=np.float32), rng.standard_normal((size, size), dtype=np.float32)
-    ta, tb = Tensor(a, device=dev), Tensor(b, device=dev)
-    assert np.allclose((ta @ tb).numpy(), a @ b, rtol=1e-3, atol=1e-3)
-    hcq = Device[dev]
-    def ours():
-      (ta @ tb).realize()
-      hcq.synchronize()
-    t_ours, t_np = best_in_blocks([ours, lambda: a @ b])
-    flop = 2 * size ** 3
-    emit(f"compute/matmul_{size}_f32_gflops", flop / t_ours / 1e9, "GFLOP/s", device=dev)
-    emit(f"compute/numpy_matmul_{size}_f32_gflops", flop / t_np / 1e9, "GFLOP/s", **blas(), **env)
-    emit(f"compute/matmul_{size}_f32_time_vs_numpy", t_ours / t_np, "x", device=dev)
+  args = sys.argv[1:]
+  cases = args.pop(args.index("--cases") + 1).split(",") if "--cases" in args else ["square"]
+  if "--cases" in args: args.remove("--cases")
+  if unknown := [c for c in cases if c not in CASES]: sys.exit(f"unknown case(s) {unknown}: the cases are {', '.join(CASES)}")
+  for size in [int(s) for s in args] or [512]:
+    for case in cases:
+      suffix, op = CASES[case]
+      rng = np.random.default_rng(0)
+      shape = (BATCH, size // 2, size // 2) if case == "batched" else (size, size)
+      a, b = rng.standard_normal(shape, dtype=np.float32), rng.standard_normal(shape, dtype=np.float32)
+      ta, tb = Tensor(a, device=dev), Tensor(b, device=dev)
+      assert np.allclose(op(ta, tb).numpy(), op(a, b), rtol=1e-3, atol=1e-3)
+      hcq = Device[dev]
+      def ours():
+        op(ta, tb).realize()
+        hcq.synchronize()
+      t_ours, t_np = best_in_blocks([ours, lambda: op(a, b)])
+      flop = 2 * shape[-1] ** 3 * (BATCH if case == "batched" else 1)
+      emit(f"compute/matmul_{size}_f32{suffix}_gflops", flop / t_ours / 1e9, "GFLOP/s", device=dev)
+      emit(f"compute/numpy_matmul_{size}_f32{suffix}_gflops", flop / t_np / 1e9, "GFLOP/s", **blas(), **env)
+      emit(f"compute/matmul_{size}_f32{suffix}_time_vs_numpy", t_ours / t_np, "x", device=dev)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,12 @@ view agrees), then loops are laid out:
 - CPU: one workgroup per tile of outputs; a reduce kernel keeps a U0 x U1 block of accumulators in
   registers (U1 along the dim most loads read contiguously, U0 along a dim that reuses a load), so the
   inner loops have constant trip counts that clang unrolls and vectorizes; an elementwise kernel runs
-  a chunk of the innermost dim per workgroup.
+  a chunk of the innermost dim per workgroup. A product-sum whose two factors each ignore one output dim (a
+  matmul: A ignores n, B ignores m, over one reduce dim k) is blocked as in Goto & van de Geijn, "Anatomy of
+  High-Performance Matrix Multiplication" (ACM TOMS 34(3), 2008): per workgroup a tile of rows x columns of one
+  batch element; for each KC slice of k, B's values (any view or elementwise expression) are packed into NR-wide
+  panels zero-padded to whole micro-tiles, and per MC rows A's into MR-wide ones (or its rows read in place where A
+  is a plain load contiguous along k); an MR x NR micro-kernel of vector accumulators sweeps them.
 Expressions are rendered once per scope (CSE by AST node).
 """
 from __future__ import annotations
@@ -80,6 +85,11 @@ class Dialect:
     raise NotImplementedError(f"{cls.name}: no kernel signature")
 
   @classmethod
+  def vector(cls, scalar: str, lanes: int, name: str) -> str:
+    """A typedef of a `lanes`-wide vector of `scalar` (host dialects: the blocked matmul's accumulators)."""
+    raise NotImplementedError(f"{cls.name}: no vector types")
+
+  @classmethod
   def finish(cls, src: str) -> str:
     """The rendered source as the compiler takes it."""
     return cls.prelude + src
@@ -91,6 +101,11 @@ class C(Dialect):
   prelude = ("#include <stdint.h>\n#include <math.h>\n"
              "static inline float hcq_bits2f(uint32_t u) { float f; __builtin_memcpy(&f, &u, 4); return f; }\n"
              "static inline uint32_t hcq_f2bits(float f) { uint32_t u; __builtin_memcpy(&u, &f, 4); return u; }\n")
+
+  @classmethod
+  def vector(cls, scalar: str, lanes: int, name: str) -> str:
+    """A typedef of a `lanes`-wide vector of `scalar`: a scalar cast to it splats, and __builtin_elementwise_fma takes it."""
+    return f"typedef {scalar} {name} __attribute__((ext_vector_type({lanes})));"
 
   @classmethod
   def head(cls, name: str, params: list[tuple[str, str]], local: int) -> list[str]:
@@ -341,7 +356,8 @@ class Renderer:
     kernel's block of accumulators (AVX-512: 1 KiB, e.g. an 8 x 32 block of float32 sums of a matmul)."""
     self.d = dialect
     self.types = dialect.types
-    self.acc_bytes = vector_registers[0] * vector_registers[1] // 2 if vector_registers else 512
+    self.vregs = vector_registers or (16, 16)
+    self.acc_bytes = self.vregs[0] * self.vregs[1] // 2
 
   def vtype(self, dt: DType) -> str: return self.types[dt.name][0]
   def stype(self, dt: DType) -> str: return self.types[dt.name][1]
@@ -387,6 +403,7 @@ class Renderer:
       lines += ["  " + l for l in self.lines] + [self.store(idx, val)]
       if c.out_dims: lines.append("  }")
       return (grid, 1, 1), (1, 1, 1), lines
+    if (mm := self._matmul_dims()) is not None: return self._cpu_matmul(*mm)
     u1, u0 = self._choose_upcast()
     U1 = _largest_divisor(c.sizes[u1], 32) if u1 is not None else 1
     acc_size = max(4, k.reduce.dtype.itemsize)   # half floats accumulate in float
@@ -433,6 +450,137 @@ class Renderer:
     others = [d for d in c.out_dims if d != u1 and reuse(d) > 0]
     u0 = max(others, key=lambda d: (reuse(d), d)) if others else None
     return u1, u0
+
+  def _free_of(self, n: KNode, d: int) -> bool:
+    """Whether expression `n` reads the same value at every index along canonical dim d."""
+    stack, seen = [n], set()
+    while stack:
+      if id(x := stack.pop()) in seen: continue
+      seen.add(id(x))
+      if x.op in ("LOAD", Ops.CONST, Ops.ARANGE):   # the last view takes the index: no stride or bound on d, no dependence
+        v = self.c.st[id(x)].views[-1]
+        if not v.empty and (v.strides[d] != 0 or any(cf[d] for cf, *_ in v.valid)): return False
+      stack.extend(x.srcs)
+    return True
+
+  def _matmul_dims(self) -> tuple[KNode, KNode, int, int, int] | None:
+    """(A, B, m, n, k) where the kernel's reduce sums A*B over its one reduce dim k, A reading the same along output dim
+    n and B along output dim m (n the last output dim where possible: contiguous stores); else None."""
+    c, red = self.c, self.k.reduce
+    assert red is not None
+    src = red.srcs[0]
+    if red.arg[0] is not Ops.ADD or len(c.red_dims) != 1 or c.sizes[c.red_dims[0]] == 0 or src.op is not Ops.MUL or \
+       src.dtype is not red.dtype or red.dtype not in (dtypes.float32, dtypes.float64, dtypes.int32, dtypes.uint32, dtypes.int64):
+      return None
+    found = []
+    for a, b in (src.srcs, src.srcs[::-1]):   # a*b == b*a, rounding included
+      ns = [d for d in c.out_dims if self._free_of(a, d) and not self._free_of(b, d)]
+      ms = [d for d in c.out_dims if self._free_of(b, d) and not self._free_of(a, d)]
+      if ms and ns: found.append((ns[-1] != c.out_dims[-1], (a, b, ms[-1], ns[-1], c.red_dims[0])))
+    return min(found, key=lambda f: f[0])[1] if found else None
+
+  def _pack(self, x: KNode, idx: list[str], d: int, kd: int, buf: str, first: str, count: str, R: int) -> list[str]:
+    """Loops storing x at (d = first + p*R+r, p*R+r < `count`; kd = k0+k, k < kc) into `buf` as panels p of kc x R (R
+    contiguous), zeros past `count` in the last panel (read at its last valid index, so nothing out of range is read).
+    The loops follow the dim x's loads read contiguously: k innermost, or k outermost and the panels' rows inside it."""
+    def unit(dim: int) -> int:
+      return sum(1 for s in self._leaves(x) if s.op == "LOAD" and len(st := self.c.st[id(s)].views) == 1 and st[0].strides[dim] == 1)
+    along_k = unit(kd) > unit(d)
+    loop_k, loop_r = "for (int64_t k = 0; k < kc; k++)", f"for (int64_t r = 0; r < {R}; r++)"
+    out = []
+    for last in (False, True):
+      idx = list(idx)
+      idx[d], idx[kd] = f"({first}+{'q' if last else 'p*%d+r' % R})", "(k0+k)"
+      self.lines, memo = [], dict[int, str]()
+      v = self.expr(x, idx, memo)
+      panels = f"const int64_t p = {count} / {R};" if last else f"for (int64_t p = 0; p < {count} / {R}; p++)"
+      loops = [panels, loop_r, loop_k] if along_k else [loop_k, panels, loop_r]
+      opened = [l + " {" if l.startswith("for") else l for l in loops]
+      out.append(f"      {f'if ({count} % {R}) ' if last else ''}{{ " + " ".join(opened))
+      if last: out.append(f"          const int64_t q = p*{R}+r < {count} ? p*{R}+r : {count}-1;")
+      val = f"p*{R}+r < {count} ? {v} : 0" if last else v
+      out += ["          " + l for l in self.lines] + [f"          {buf}[p*kc*{R}+k*{R}+r] = {val};",
+                                                        "      " + "}" * (1 + sum(l.endswith("{") for l in opened))]
+    return out
+
+  @staticmethod
+  def _leaves(n: KNode) -> list[KNode]:
+    out, stack, seen = [], [n], set()
+    while stack:
+      if id(x := stack.pop()) in seen: continue
+      seen.add(id(x))
+      if not x.srcs: out.append(x)
+      stack.extend(x.srcs)
+    return out
+
+  def _cpu_matmul(self, a: KNode, b: KNode, m: int, n: int, kd: int):
+    """The blocked matmul (module docstring). A workgroup computes rows x cols of one batch element: for each KC slice,
+    B's cols x KC are packed once, then per MC rows A's (packed, unless A is a plain load contiguous along k: its rows are
+    read in place) and the micro-kernel sweeps them; sums cross slices in ct, the epilogue stores from there."""
+    c, k = self.c, self.k
+    assert k.reduce is not None
+    dt = k.reduce.dtype
+    t = self.vtype(dt)
+    count, width = self.vregs
+    VL, NV = max(1, width // dt.itemsize), 2          # NV vectors of VL lanes across a micro-tile row
+    NR, MR = NV * VL, max(1, min(12, (count - NV - 2) // NV))   # MR x NV accumulators, NV loads of B, a broadcast of A
+    KC = max(16, 16384 // (NR * dt.itemsize))         # a KC x NR sliver of B: 16 KiB, half of L1
+    MC = MR * max(1, 98304 // (KC * dt.itemsize * MR))   # an MC x KC block of A: 96 KiB, in L2
+    M, N, K = c.sizes[m], c.sizes[n], c.sizes[kd]
+    def split(size: int, R: int, most: int) -> tuple[int, int]:   # (tile, tiles): tiles of whole R-panels, as even as they go
+      panels = -(-size // R)
+      tiles = -(-panels // most)
+      return R * -(-panels // tiles), tiles
+    batch = prod(c.sizes[d] for d in c.out_dims if d not in (m, n))
+    (NW, TN) = split(N, NR, 16)                       # B's KC x NW: 256 KiB
+    (MW, TM) = split(M, MC, max(1, min(6, 2**20 // (MC * NW * dt.itemsize))))   # sums ct: MW x NW, at most 1 MiB
+    direct = a.op == "LOAD" and a.dtype is dt and len(v := c.st[id(a)].views) == 1 and not v[0].valid and v[0].strides[kd] == 1
+    while batch * TM * TN < 4:   # work for several threads: more row tiles where A is packed (once per column tile), else columns
+      if not direct and MW > MC: (MW, TM) = split(M, MC, MW // MC // 2)
+      elif NW > 4 * NR: (NW, TN) = split(N, NR, NW // NR // 2)
+      else: break
+    tiles = [(d, c.sizes[d], f"o{d}") for d in c.out_dims if d not in (m, n)] + [(m, TM, "mt"), (n, TN, "nt")]
+    lines = ["  " + self.d.vector(t, VL, "hcq_v"), "  int64_t g = gid[0];"] + self._decode(tiles, "g")
+    lines += [f"  const int64_t m0 = mt*{MW}, n0 = nt*{NW};",
+              f"  const int64_t rows = {M} - m0 < {MW} ? {M} - m0 : {MW}, cols = {N} - n0 < {NW} ? {N} - n0 : {NW};",
+              f"  const int64_t np = (cols+{NR - 1})/{NR};",
+              f"  {t} bp[{NW * KC}] __attribute__((aligned(64))), ct[{MW * NW}] __attribute__((aligned(64)));"]
+    if not direct: lines.append(f"  {t} ap[{MC * KC}] __attribute__((aligned(64)));")
+    lines += [f"  for (int64_t k0 = 0; k0 < {K}; k0 += {KC}) {{", f"    const int64_t kc = {K} - k0 < {KC} ? {K} - k0 : {KC};"]
+    idx = [f"o{d}" for d in range(len(c.sizes))]
+    lines += [l[2:] for l in self._pack(b, idx, n, kd, "bp", "n0", "cols", NR)]
+    lines += [f"    for (int64_t i0 = 0; i0 < rows; i0 += {MC}) {{",
+              f"      const int64_t mrows = rows - i0 < {MC} ? rows - i0 : {MC}, mp = (mrows+{MR - 1})/{MR};"]
+    if not direct: lines += self._pack(a, idx, m, kd, "ap", "m0+i0", "mrows", MR)
+    acc = [[f"c{i}_{j}" for j in range(NV)] for i in range(MR)]
+    flat = [v for row in acc for v in row]
+    at = lambda i, j: f"*(hcq_v *)(pc + {i * NW + j * VL})"
+    upd = (lambda cv, j: f"{cv} = __builtin_elementwise_fma(ai, b{j}, {cv});") if dt.is_float else (lambda cv, j: f"{cv} += ai * b{j};")
+    lines += ["      for (int64_t jr = 0; jr < np; jr++) for (int64_t ir = 0; ir < mp; ir++) {",
+              f"        const {t} *restrict pb = bp + jr*kc*{NR};", f"        {t} *restrict pc = ct + (i0+ir*{MR})*{NW} + jr*{NR};"]
+    if direct:   # row i of the micro-tile read in place (past the last row: the last row again, its sums unused)
+      rix = list(idx)
+      for i in range(MR):
+        rix[m], rix[kd] = f"(m0+(i0+ir*{MR}+{i} < rows ? i0+ir*{MR}+{i} : rows-1))", "k0"
+        lines.append(f"        const {t} *restrict pa{i} = d{a.arg[0]} + {render_index(c.st[id(a)], rix)[0]};")
+      aval = lambda i: f"pa{i}[k]"
+    else:
+      lines.append(f"        const {t} *restrict pa = ap + ir*kc*{MR};")
+      aval = lambda i: f"pa[k*{MR}+{i}]"
+    lines += [f"        hcq_v {', '.join(flat)};",
+              f"        if (k0 == 0) {{ {' '.join(f'{v} = (hcq_v)0;' for v in flat)} }}",
+              f"        else {{ {' '.join(f'{acc[i][j]} = {at(i, j)};' for i in range(MR) for j in range(NV))} }}",
+              "        for (int64_t k = 0; k < kc; k++) {",
+              "          " + " ".join(f"const hcq_v b{j} = *(const hcq_v *)(pb + k*{NR} + {j * VL});" for j in range(NV))]
+    lines += [f"          {{ const hcq_v ai = (hcq_v){aval(i)}; {' '.join(upd(acc[i][j], j) for j in range(NV))} }}" for i in range(MR)]
+    lines += ["        }", "        " + " ".join(f"{at(i, j)} = {acc[i][j]};" for i in range(MR) for j in range(NV)), "      }", "    }", "  }"]
+    idx[m], idx[n], idx[kd] = "(m0+i)", "(n0+j)", "0"
+    self.reduce_value = f"ct[i*{NW}+j]"
+    self.lines, memo = [], dict[int, str]()
+    val = self.expr(k.root, idx, memo)
+    lines += ["  for (int64_t i = 0; i < rows; i++) for (int64_t j = 0; j < cols; j++) {"] + ["    " + l for l in self.lines]
+    lines += ["  " + self.store(idx, val), "  }"]
+    return (prod(x[1] for x in tiles), 1, 1), (1, 1, 1), lines
 
   def _gpu_body(self):
     c, k = self.c, self.k

@@ -6,6 +6,8 @@ from compute import function
 from compute.dtypes import dtypes, promote
 from compute.args import torch_args
 from compute.core import TensorCore
+from compute.lazy import Ops
+from compute.shape import broadcast_shape
 
 
 def _pair(v, what: str) -> tuple[int, int]:
@@ -37,13 +39,32 @@ class NNOps(TensorCore):
     if k_x != k_w: raise ValueError(f"matmul shape mismatch: {x.shape} @ {w.shape} (inner dims {k_x} and {k_w} differ)")
     dt = promote(x.dtype, w.dtype)
     if not dt.is_float and dt.itemsize < 4: dt = dtypes.int32                 # small integers and bool accumulate as int32
-    xs = x.reshape(x.shape[:-1] + (1, k_x)) if x.ndim > 1 else x.reshape(1, 1, k_x)
-    wt = w.transpose(-1, -2) if w.ndim > 1 else w.reshape(1, k_w)
-    wt = wt.reshape(wt.shape[:-2] + (1,) + wt.shape[-2:])
-    out = (xs * wt).sum(-1, dtype=dt)                               # (..., n, m)
-    if x.ndim == 1: out = out.squeeze(-2)
-    if w.ndim == 1: out = out.squeeze(-1)
-    return out
+    x, w = (t if t.dtype is dt else t.cast(dt) for t in (x, w))                # products in that type too (no int8 wrap)
+    # the product-sum straight from the primitives (its intermediates are nobody's views: no view bookkeeping), and from
+    # the lazy buffers' own ops where no gradient is recorded
+    F = function
+    a: Any
+    b: Any
+    if graph := type(x).grad_enabled and (x.requires_grad or w.requires_grad):
+      a, b = x, w
+      reshape, permute = (lambda t, s: F.Reshape.apply(t, shape=s)), (lambda t, o: F.Permute.apply(t, order=o))
+      expand, mul, total = (lambda t, s: F.Expand.apply(t, shape=s)), (lambda p, q: F.Mul.apply(p, q)), (lambda t, d: F.Sum.apply(t, axes=d))
+    else:
+      a, b = x.lazydata, w.lazydata
+      reshape, permute, expand = (lambda t, s: t.reshape(s)), (lambda t, o: t.permute(o)), (lambda t, s: t.expand(s))
+      mul, total = (lambda p, q: p.alu(Ops.MUL, q)), (lambda t, d: t.reduce(Ops.ADD, d))
+    a = reshape(a, x.shape[:-1] + (1, k_x) if x.ndim > 1 else (1, 1, k_x))
+    if w.ndim > 1: b = reshape(permute(b, tuple(range(w.ndim - 2)) + (w.ndim - 1, w.ndim - 2)), w.shape[:-2] + (1, w.shape[-1], k_w))
+    else: b = reshape(b, (1, 1, k_w))
+    full = broadcast_shape(a.shape, b.shape)
+    def to_full(t):
+      if len(t.shape) < len(full): t = reshape(t, (1,) * (len(full) - len(t.shape)) + t.shape)
+      return t if t.shape == full else expand(t, full)
+    shape = full[:-1]                                                # (..., n, m)
+    if x.ndim == 1: shape = shape[:-2] + shape[-1:]
+    if w.ndim == 1: shape = shape[:-1]
+    out = reshape(total(mul(to_full(a), to_full(b)), (len(full) - 1,)), shape)
+    return out if graph else self._from_lazy(out)
   matmul = dot
 
   @staticmethod

@@ -8,6 +8,7 @@ the inner view's shape, decoded with division and modulo).
 """
 from __future__ import annotations
 from dataclasses import dataclass
+from functools import lru_cache
 from math import prod
 
 Constraint = tuple[tuple[int, ...], int, int, int]   # (coefs, const, lo, hi)
@@ -171,4 +172,12 @@ class ShapeTracker:
   def window(self, axis, k, stride, dilation): return self._with(self.views[-1].window(axis, k, stride, dilation))
 
   def apply(self, op: str, arg) -> ShapeTracker:
-    return getattr(self, op)(*arg) if op == "window" else getattr(self, op)(arg)
+    try: hash(arg)
+    except TypeError: return _apply.__wrapped__(self, op, arg)   # an argument in lists: not memoized
+    return _apply(self, op, arg)
+
+
+@lru_cache(maxsize=4096)
+def _apply(st: ShapeTracker, op: str, arg) -> ShapeTracker:
+  """One movement op on a tracker; memoized (trackers are immutable), as the same views recur in every step of a loop."""
+  return getattr(st, op)(*arg) if op == "window" else getattr(st, op)(arg)

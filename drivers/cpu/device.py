@@ -26,6 +26,7 @@ _LAUNCH_SRC = r"""
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
+#include <time.h>
 typedef void (*hcq_kernel)(const uint8_t *, const uint32_t *, const uint32_t *);
 /* The threads of a launch take workgroups `chunk` at a time from the shared counter `next` until all n are taken, so
    a thread that runs less (its core busy with other work) takes fewer. */
@@ -75,14 +76,30 @@ static pthread_cond_t start_cv = PTHREAD_COND_INITIALIZER, done_cv = PTHREAD_CON
 static struct job jobs[64];
 static uint32_t njobs, pending, helpers;
 static uint64_t generation;
+/* After running a job, a helper polls `generation` for SPIN_NS before sleeping: the next launch of a run of kernels
+   (microseconds later) then finds it on its core, where a woken thread would wait behind whatever else the scheduler
+   put there, and the caller would do the whole grid alone. */
+#define SPIN_NS 500000
+#if defined(__x86_64__) || defined(__i386__)
+#define spin_pause() __builtin_ia32_pause()
+#elif defined(__aarch64__)
+#define spin_pause() __asm__ __volatile__("yield")
+#else
+#define spin_pause() ((void)0)
+#endif
+static uint64_t now_ns(void) { struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts); return (uint64_t)ts.tv_sec * 1000000000u + ts.tv_nsec; }
 static void *helper(void *p) {
   uint32_t t = (uint32_t)(uintptr_t)p;
   uint64_t seen = 0;
+  int ran = 0;
   for (;;) {
+    if (ran)
+      for (uint64_t end = now_ns() + SPIN_NS; __atomic_load_n(&generation, __ATOMIC_ACQUIRE) == seen && now_ns() < end;)
+        spin_pause();
     pthread_mutex_lock(&mu);
     while (generation == seen) pthread_cond_wait(&start_cv, &mu);
     seen = generation;
-    int mine = t < njobs;
+    int mine = ran = t < njobs;
     pthread_mutex_unlock(&mu);
     if (!mine) continue;
     run(&jobs[t]);
@@ -109,7 +126,7 @@ int hcq_cpu_launch(void *fn, const uint8_t *args, const uint32_t *grid, const ui
     pthread_detach(tid);
   }
   pthread_mutex_lock(&mu);
-  njobs = threads; pending = threads - 1; generation++;
+  njobs = threads; pending = threads - 1; __atomic_add_fetch(&generation, 1, __ATOMIC_RELEASE);
   pthread_cond_broadcast(&start_cv);
   pthread_mutex_unlock(&mu);
   run(&jobs[0]);
