@@ -2,8 +2,10 @@
 file, checking its header, slicing a piece out. Which files and pieces a GPU loads is its generation's list, picked by
 the GC version (ip_table.FIRMWARE: firmware_gc11.py).
 
-Files: /lib/firmware/amdgpu/<ip>_<maj>_<min>_<rev><suffix>.bin (Debian firmware-amd-graphics, in the
-non-free-firmware component), or $HCQ_FIRMWARE_DIR. Headers: amdgpu_ucode.h (autogen.amd.amdgpu_ucode).
+Files: <ip>_<maj>_<min>_<rev><suffix>.bin, looked up in /lib/firmware/amdgpu (Debian firmware-amd-graphics, in the
+non-free-firmware component: gfx11), then /usr/local/share/hcq/firmware/amdgpu (the gfx12 files of the bookworm-backports
+package, which scripts/setup.sh unpacks there without replacing the installed package); $HCQ_FIRMWARE_DIR replaces both.
+Headers: amdgpu_ucode.h (autogen.amd.amdgpu_ucode).
 """
 from __future__ import annotations
 import ctypes, os
@@ -12,7 +14,8 @@ from dataclasses import dataclass
 from autogen.amd import amdgpu_ucode
 
 DEFAULT_DIR = "/lib/firmware/amdgpu"
-PACKAGE = "firmware-amd-graphics (Debian non-free-firmware)"
+BACKPORT_DIR = "/usr/local/share/hcq/firmware/amdgpu"
+PACKAGE = "firmware-amd-graphics (Debian non-free-firmware; gfx12: its bookworm-backports version, which scripts/setup.sh unpacks)"
 
 
 class FirmwareError(RuntimeError):
@@ -29,16 +32,19 @@ class Firmware:
   files: dict[str, str]
 
 
-def fw_dir() -> str: return os.environ.get("HCQ_FIRMWARE_DIR", DEFAULT_DIR)
+def fw_dirs() -> list[str]:
+  """The directories searched, in order."""
+  return [d] if (d := os.environ.get("HCQ_FIRMWARE_DIR")) else [DEFAULT_DIR, BACKPORT_DIR]
 
 
 def read(name: str) -> tuple[str, bytes]:
-  path = os.path.join(fw_dir(), name)
-  try:
-    with open(path, "rb") as f: return path, f.read()
-  except FileNotFoundError:
-    raise FirmwareError(f"firmware file {path} not found: install {PACKAGE}, or point HCQ_FIRMWARE_DIR at a directory "
-                        "holding it") from None
+  for d in fw_dirs():
+    try:
+      with open(path := os.path.join(d, name), "rb") as f: return path, f.read()
+    except FileNotFoundError: pass
+  where = " or ".join(os.path.join(d, name) for d in fw_dirs())
+  raise FirmwareError(f"firmware file {where} not found: install {PACKAGE}, or point HCQ_FIRMWARE_DIR at a directory "
+                      "holding it")
 
 
 def header(path: str, blob: bytes, headers: dict[tuple[int, int], type], struct_base: str):
