@@ -45,7 +45,8 @@ HELPERS: tuple[Row, ...] = (
   ("GFXHUB", "GC", {(11, 0, 0): GFXHUBv3_0}),
 )
 PTE = VersionTable("PTE layout", "GC", {(11, 0, 0): "drivers.amd.am.pte_gfx11:PTEgfx11", (12, 0, 0): "drivers.amd.am.pte_gfx12:PTEgfx12"})
-FIRMWARE = VersionTable("firmware list", "GC", {(11, 0, 0): "drivers.amd.am.firmware_gc11"})   # its load(versions)
+FIRMWARE = VersionTable("firmware list", "GC", {(11, 0, 0): "drivers.amd.am.firmware_gc11",      # its load(versions)
+                                                 (12, 0, 0): "drivers.amd.am.firmware_gc12"})
 
 
 def row(block: str) -> dict[Version, type]:

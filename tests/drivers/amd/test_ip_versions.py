@@ -95,7 +95,8 @@ def test_the_compiler_target_and_firmware_list_follow_the_gc_version():
     ["gfx1100", "gfx1151", "gfx1201", "gfx942", "gfx90a"]
   assert [gfx_arch(v) for v in (110000, 120001, 90402, 90010)] == ["gfx1100", "gfx1201", "gfx942", "gfx90a"]   # KFD's encoding
   assert ip_table.FIRMWARE.pick((11, 0, 0)) is firmware_gc11
-  with pytest.raises(UnsupportedIPError, match=r"no firmware list for GC 12\.0\.1 \(supported: 11\.0\.0\)"): ip_table.FIRMWARE.pick((12, 0, 1))
+  assert ip_table.FIRMWARE.pick((12, 0, 1)).__name__ == "drivers.amd.am.firmware_gc12"
+  with pytest.raises(UnsupportedIPError, match=r"no firmware list for GC 10\.3\.0 \(supported: 11\.0\.0, 12\.0\.0\)"): ip_table.FIRMWARE.pick((10, 3, 0))
 
 
 @pytest.mark.parametrize("iface", ["MOCKPCI", "MOCKKFD"])
