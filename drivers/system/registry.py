@@ -99,16 +99,19 @@ class Vendor:
     """<iface> -> the kernel-driver model (hcq.models) that MOCK interface runs on."""
     return {i: m.model for i, m in self.mocks.items() if m.via == "kernel" and m.model is not None}
 
-  def open_mock(self, iface: str, index: int = 0) -> Any:
+  def open_mock(self, iface: str, index: int = 0, model: str | None = None) -> Any:
     """What MOCK interface `iface` runs on, as `mocks` declares it: a KernelInterface over the kernel-driver model, or
-    emulated device `index` of the PCI model as a PCIDevice (on bus mock-<index>, or behind the USB bridge model)
-    holding this vendor's lock."""
+    emulated device `index` of the PCI model (`model`, one of pci_models; None: the interface's own) as a PCIDevice (on
+    bus mock-<index>, or behind the USB bridge model) holding this vendor's lock."""
     if (m := self.mocks.get(iface)) is None:
       raise ValueError(f"{iface}+{self.name} is no emulated interface; those of {self.name}: {', '.join(self.mocks) or 'none'}")
     if m.via == "kernel" and m.model is not None:
+      if model is not None: raise ValueError(f"{iface}+{self.name} runs on the kernel-driver model {m.model}: it has no PCI model to choose")
       from drivers.system.kernel import kernel_interface
       return kernel_interface(m.model)
-    if (name := m.model or next(iter(self.pci_models), None)) is None:
+    if model is not None and model not in self.pci_models:
+      raise ValueError(f"{iface}+{self.name}:{model}: no emulated {self.name} device model {model!r}; models: {', '.join(self.pci_models)}")
+    if (name := model or m.model or next(iter(self.pci_models), None)) is None:
       raise ValueError(f"{iface}+{self.name}: no PCI model of vendor id {', '.join(f'{v:#06x}' for v in self.pci_vendors)} is registered "
                        "(hcq.models) in this build")
     if m.via == "usb":

@@ -41,6 +41,7 @@ class Chip:
   versions: dict[str, Version]               # IP -> version, in discovery-table order
   regs: dict[str, str]                       # IP -> its register module (autogen.amd.<name>), imported when first used
   gc_info: dict[str, int]
+  pte: str                                   # the page-table entry format its MMUs walk (emu.amdgpu.mmu FORMATS: gfx11, gfx12)
   ip_bases: dict[str, tuple[int, ...]] = field(default_factory=lambda: SOC21_BASES)
 
   def reg(self, ip: str) -> ModuleType:
@@ -58,16 +59,16 @@ NAVI31 = Chip("navi31", 0x744C, 0xC8,
                "HDP": (6, 0, 0), "OSSSYS": (6, 0, 0)},
               {"GC": "gc_11_0_0", "MMHUB": "mmhub_3_0_0", "NBIO": "nbio_4_3_0", "MP0": "mp_13_0_0", "MP1": "mp_13_0_0", "HDP": "hdp_6_0_0",
                "OSSSYS": "osssys_6_0_0"},
-              dict(_GC_COMMON, gc_num_se=6, gc_num_wgp0_per_sa=4, gc_num_gl2c=16, gc_num_sdp_interface=16, gc_num_tcps=96))
+              dict(_GC_COMMON, gc_num_se=6, gc_num_wgp0_per_sa=4, gc_num_gl2c=16, gc_num_sdp_interface=16, gc_num_tcps=96), "gfx11")
 _GFX12_REGS = {"GC": "gc_12_0_0", "MMHUB": "mmhub_4_1_0", "NBIO": "nbif_6_3_1", "MP0": "mp_14_0_2", "MP1": "mp_14_0_2", "HDP": "hdp_7_0_0",
                "OSSSYS": "osssys_7_0_0"}
 # RX 9070 XT: 4 shader engines x 2 shader arrays x 4 WGPs (64 CUs)
 NAVI48 = Chip("navi48", 0x7550, 0xC0,
               {"GC": (12, 0, 1), "SDMA0": (7, 0, 1), "MMHUB": (4, 1, 0), "NBIO": (6, 3, 1), "MP0": (14, 0, 2), "MP1": (14, 0, 2),
                "HDP": (7, 0, 0), "OSSSYS": (7, 0, 0)}, _GFX12_REGS,
-              dict(_GC_COMMON, gc_num_se=4, gc_num_wgp0_per_sa=4, gc_num_gl2c=16, gc_num_sdp_interface=16, gc_num_tcps=64))
+              dict(_GC_COMMON, gc_num_se=4, gc_num_wgp0_per_sa=4, gc_num_gl2c=16, gc_num_sdp_interface=16, gc_num_tcps=64), "gfx12")
 # RX 9060 XT: 2 shader engines x 2 shader arrays x 4 WGPs (32 CUs)
 NAVI44 = Chip("navi44", 0x7590, 0xC0,
               {"GC": (12, 0, 0), "SDMA0": (7, 0, 0), "MMHUB": (4, 1, 0), "NBIO": (6, 3, 1), "MP0": (14, 0, 3), "MP1": (14, 0, 3),
                "HDP": (7, 0, 0), "OSSSYS": (7, 0, 0)}, _GFX12_REGS,
-              dict(_GC_COMMON, gc_num_se=2, gc_num_wgp0_per_sa=4, gc_num_gl2c=8, gc_num_sdp_interface=8, gc_num_tcps=32))
+              dict(_GC_COMMON, gc_num_se=2, gc_num_wgp0_per_sa=4, gc_num_gl2c=8, gc_num_sdp_interface=8, gc_num_tcps=32), "gfx12")

@@ -155,7 +155,7 @@ class GPUFunction(PCIFunction):
     self.doorbell_queues: dict[int, object] = {}
     self.stale_doorbells: dict[int, tuple[tuple, str]] = {}
     self.nbio = NBIOModel(self)
-    self.gmc_gc, self.gmc_mm = HubModel(self, "GC", self.gpu.mmu), HubModel(self, "MM", MMU(self.gpu.vram, self.dma))
+    self.gmc_gc, self.gmc_mm = HubModel(self, "GC", self.gpu.mmu), HubModel(self, "MM", MMU(self.gpu.vram, self.dma, self.gpu.pte_format))
     self.ih, self.psp = IHModel(self), PSPModel(self, self.state.psp)
     self.smu = SMU_MODELS[self.chip.versions["MP1"]](self, self.state.smu)
     self.gfx, self.sdma = GFXModel(self), SDMAModel(self)

@@ -14,7 +14,7 @@ from autogen.amd import soc21_enum
 from emu.pci import DMASpace
 from emu.ring import RingError
 from emu.amdgpu.vram import VRAM
-from emu.amdgpu.mmu import MMU
+from emu.amdgpu.mmu import MMU, FORMATS as PTE_FORMATS
 from emu.amdgpu.registers import RegisterFile
 from emu.amdgpu.hdp import HDPModel
 from emu.amdgpu.engine import GPUEngine, KernelError
@@ -52,7 +52,8 @@ class GPUModel:
     self.chip, self.gc = chip, chip.reg("GC")
     self.gc_version = gc_version or chip.versions["GC"]
     self.vram, self.dma = VRAM(vram_size, vram_path), DMASpace() if dma is None else dma
-    self.mmu = MMU(self.vram, self.dma)
+    self.pte_format = PTE_FORMATS[chip.pte]
+    self.mmu = MMU(self.vram, self.dma, self.pte_format)
     self.shader_memory = ShaderMemory(self.mmu)   # the waves' view: through the MMU, the K$ and the I$
     self.ip_bases = chip.ip_bases
     # the register modules and the segment bases they are addressed with (register names in messages)
