@@ -10,4 +10,4 @@ class Navi31(GPUFunction):
 
 
 # registered under hcq.models (pyproject.toml): open_model("navi31", index) is this device, its state in function.state_dir
-MODEL = model(Navi31, "emulated Navi31, Radeon RX 7900 XTX (hcq model)")
+MODEL = model(Navi31, "emulated Navi31 (hcq model)")

@@ -10,4 +10,4 @@ class Navi44(GPUFunction):
 
 
 # registered under hcq.models (pyproject.toml): open_model("navi44", index) is this device, its state in function.state_dir
-MODEL = model(Navi44, "emulated Navi44, Radeon RX 9060 XT (hcq model)")
+MODEL = model(Navi44, "emulated Navi44 (hcq model)")

@@ -10,4 +10,4 @@ class Navi48(GPUFunction):
 
 
 # registered under hcq.models (pyproject.toml): open_model("navi48", index) is this device, its state in function.state_dir
-MODEL = model(Navi48, "emulated Navi48, Radeon RX 9070 XT (hcq model)")
+MODEL = model(Navi48, "emulated Navi48 (hcq model)")
