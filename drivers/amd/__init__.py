@@ -87,4 +87,6 @@ VENDOR = Vendor(
   pci_classes=(CLASS_DISPLAY, CLASS_ACCELERATOR), device_names=DEVICE_NAMES, usage=_usage, usb_bridges=True,
   # the emulated GPU (the first registered PCI model of vendor 0x1002) through the AM driver, bare or behind the USB
   # bridge model; the KFD model (emu/kfd)
-  mocks={"MOCKKFD": Mock("kfd", "kernel"), "MOCKPCI": Mock(None, "pci"), "MOCKUSB": Mock(None, "usb")})
+  mocks={"MOCKKFD": Mock("kfd", "kernel"), "MOCKPCI": Mock(None, "pci"), "MOCKUSB": Mock(None, "usb")},
+  # where its models are declared: the default is found there, without loading every vendor's model declarations
+  model_package="emu.amdgpu")

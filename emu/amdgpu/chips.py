@@ -5,13 +5,15 @@ every block model of emu/amdgpu addresses and decodes its registers with. Versio
 (amdgpu_discovery_set_ip_blocks and the per-IP switches: GC 12.0.0 Navi44, 12.0.1 Navi48; SDMA 7.0.0/7.0.1; MP0/MP1
 14.0.3/14.0.2; OSSSYS 7.0.0; HDP 7.0.0; NBIF 6.3.1; MMHUB 4.1.0); PCI ids: pci.ids."""
 from __future__ import annotations
-import importlib
+import importlib, os, tempfile
 from dataclasses import dataclass, field
 from types import ModuleType
 
 from autogen.amd import soc15_hw_ip as hw_ip
+from common.plugin import PCIModel
 
 Version = tuple[int, int, int]
+VENDOR_ID, CLASS_VGA = 0x1002, 0x030000
 # segment bases (dwords) of each IP, as the discovery table lists them: register dword address = base[reg.base_idx] + reg.offset.
 # Navi31's; the gfx12 chips use the same layout (their registers' offsets and segment indexes are the headers')
 SOC21_BASES = {
@@ -72,3 +74,24 @@ NAVI44 = Chip("navi44", 0x7590, 0xC0,
               {"GC": (12, 0, 0), "SDMA0": (7, 0, 0), "MMHUB": (4, 1, 0), "NBIO": (6, 3, 1), "MP0": (14, 0, 3), "MP1": (14, 0, 3),
                "HDP": (7, 0, 0), "OSSSYS": (7, 0, 0)}, _GFX12_REGS,
               dict(_GC_COMMON, gc_num_se=2, gc_num_wgp0_per_sa=4, gc_num_gl2c=8, gc_num_sdp_interface=8, gc_num_tcps=32), "gfx12")
+
+
+def state_dir(chip: Chip, index: int) -> str:
+  """Where device `index` of `chip` keeps its state: $TMPDIR/hcq-emu/<chip>-<index>."""
+  return os.path.join(os.environ.get("TMPDIR") or tempfile.gettempdir(), "hcq-emu", f"{chip.name}-{index}")
+
+
+def declaration(chip: Chip, description: str) -> PCIModel:
+  """The hcq.models registration of a chip (navi31.py, ...): open_model(<chip>, index) is device `index` of it, its state in
+  state_dir. Light to load: the model itself (function.py, the GPU core, the shader core) is imported when a device is made."""
+  def create(bus: str, index: int, **options) -> object:
+    from emu.amdgpu.function import GPUFunction
+    return GPUFunction(chip, bus, path=state_dir(chip, index), **options)
+
+  def saved() -> list[int]:
+    from emu.amdgpu.function import saved_vram_size
+    root, prefix = os.path.dirname(state_dir(chip, 0)), f"{chip.name}-"
+    names = os.listdir(root) if os.path.isdir(root) else []
+    return sorted(int(n[len(prefix):]) for n in names if n.startswith(prefix) and n[len(prefix):].isdigit()
+                  and saved_vram_size(os.path.join(root, n)) is not None)
+  return PCIModel(chip.name, VENDOR_ID, chip.device_id, CLASS_VGA, description, create, saved)

@@ -32,14 +32,13 @@ GRBM soft reset or a mode-1 reset (SMU Mode1Reset / debug mailbox message 2) cle
 time: drivers/system holds the device lock while a model is open.
 """
 from __future__ import annotations
-import ctypes, os, tempfile
+import ctypes, os
 from ctypes import Structure, c_uint32, c_uint64
 
 from autogen.amd import soc15_ih_clientid as ih_client, irqsrcs_gfx_11_0_0 as irq_src
-from common.plugin import PCIModel
 from emu.pci import PCIFunction, DMASpace, DMAFault, PCI_COMMAND, PCI_COMMAND_MEMORY, PCI_COMMAND_MASTER, ModelError, Region, Access
 from emu.amdgpu import discovery
-from emu.amdgpu.chips import Chip
+from emu.amdgpu.chips import Chip, VENDOR_ID, CLASS_VGA
 from emu.amdgpu.gpu import GPUModel, DeviceError
 from emu.amdgpu.mmu import MMU
 from emu.amdgpu.vram import map_file
@@ -52,7 +51,6 @@ from emu.amdgpu.smu_v14 import SMU14Model
 from emu.amdgpu.gfx import GFXModel
 from emu.amdgpu.sdma import SDMAModel
 
-VENDOR_ID, CLASS_VGA = 0x1002, 0x030000
 SMU_MODELS = {(13, 0, 0): SMUModel, (14, 0, 2): SMU14Model, (14, 0, 3): SMU14Model}   # by MP1 version
 MMIO_BAR_SIZE, DOORBELL_BAR_SIZE = 1 << 20, 256 << 20
 STATE_MAGIC, STATE_VERSION = 0x5333314E, 4      # "N31S"
@@ -71,19 +69,6 @@ class SharedBusy:
   def __init__(self, counters): self.counters = counters
   def __getitem__(self, kind: str) -> int: return self.counters[self.KINDS.index(kind)]
   def __setitem__(self, kind: str, ns: int) -> None: self.counters[self.KINDS.index(kind)] = ns
-
-
-def state_dir(chip: Chip, index: int) -> str:
-  """Where device `index` of `chip` keeps its state: $TMPDIR/hcq-emu/<chip>-<index>."""
-  return os.path.join(os.environ.get("TMPDIR") or tempfile.gettempdir(), "hcq-emu", f"{chip.name}-{index}")
-
-
-def list_states(chip: Chip) -> list[int]:
-  """Indexes of the devices of `chip` with saved state under $TMPDIR/hcq-emu."""
-  root, prefix = os.path.dirname(state_dir(chip, 0)), f"{chip.name}-"
-  names = os.listdir(root) if os.path.isdir(root) else []
-  return sorted(int(n[len(prefix):]) for n in names if n.startswith(prefix) and n[len(prefix):].isdigit()
-                and saved_vram_size(os.path.join(root, n)) is not None)
 
 
 def saved_vram_size(path: str) -> int | None:
@@ -132,9 +117,8 @@ class Doorbells(Region):
 
 
 class GPUFunction(PCIFunction):
-  chip: Chip     # the subclass's (navi31.py: NAVI31, ...)
-
-  def __init__(self, bus: str = "mock-0", vram_size: int = 512 << 20, path: str | None = None):
+  def __init__(self, chip: Chip, bus: str = "mock-0", vram_size: int = 512 << 20, path: str | None = None):
+    self.chip = chip
     if vram_size & (vram_size - 1) or vram_size < 64 << 20: raise ValueError(f"VRAM size {vram_size:#x}: must be a power of two of at least 64 MiB")
     if path is not None:
       os.makedirs(path, exist_ok=True)
@@ -260,10 +244,3 @@ class GPUFunction(PCIFunction):
                                                                        irq_src.GFX_11_0_0__SRCID__CP_EOP_INTERRUPT, (ctx,))
       elif source == "SDMA_TRAP" and self.sdma.get(self.gpu.gc.regSDMA0_CNTL) & 1:
         self.ih.post(ih_client.SOC21_IH_CLIENTID_GFX, irq_src.GFX_11_0_0__SRCID__SDMA_TRAP, (ctx,))
-
-
-def model(cls: type[GPUFunction], description: str) -> PCIModel:
-  """The hcq.models registration of a chip's class: open_model(<chip>, index) is that device, its state in state_dir."""
-  chip = cls.chip
-  return PCIModel(chip.name, VENDOR_ID, chip.device_id, CLASS_VGA, description,
-                  lambda bus, index, **options: cls(bus, path=state_dir(chip, index), **options), lambda: list_states(chip))

@@ -29,7 +29,7 @@ from emu.amdgpu.gpu import BANK_SH_MEM
 from emu.amdgpu.pm4 import PM4Engine
 from emu.amdgpu.registers import Block, storage
 from emu.pci import ModelError
-if TYPE_CHECKING: from emu.amdgpu.navi31 import Navi31
+if TYPE_CHECKING: from emu.amdgpu.function import GPUFunction
 
 PIPES, QUEUES, VMIDS = 4, 8, 16    # the register file's HQD banks: the most pipes and queues of any chip modelled
 # MEC pipes by GC major (gfx_v11_0.c / gfx_v12_0.c num_pipe_per_mec; both generations' headers list their CP_ME1_PIPE<p>_INT_CNTL)
@@ -40,7 +40,7 @@ BANK_HQD, BANK_PC = 0, BANK_SH_MEM + VMIDS * 2
 class GFXModel(Block):
   name = ip = "GC"
 
-  def __init__(self, dev: Navi31):
+  def __init__(self, dev: GPUFunction):
     super().__init__(dev)
     self.gc, (self.pipes, self.pipe_queues) = (gc := dev.chip.reg("GC")), MEC_PIPES[dev.chip.versions["GC"][0]]
     self.STORAGE = storage(gc, "GRBM_GFX_CNTL", "GRBM_GFX_INDEX", "GRBM_CNTL", "CP_MEC_DOORBELL_RANGE_LOWER",

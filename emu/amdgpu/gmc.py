@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 from emu.amdgpu.mmu import MMU, Fault, ADDR_MASK, MTYPES, FAULT_NOT_PRESENT, FAULT_READ, FAULT_WRITE, FAULT_EXECUTE, FAULT_RANGE, FAULT_PDE
 from emu.amdgpu.registers import Block
 from emu.pci import ModelError
-if TYPE_CHECKING: from emu.amdgpu.navi31 import Navi31
+if TYPE_CHECKING: from emu.amdgpu.function import GPUFunction
 
 FB_BASE_UNITS = 0x8000           # VBIOS placement of VRAM in the MC space: 0x80_0000_0000 (16 MiB units)
 APERTURE_SHIFT, PAGE_SHIFT, FB_SHIFT = 18, 12, 24
@@ -62,7 +62,7 @@ ENGINES = 18
 
 class HubModel(Block):
   """One memory hub (`prefix` GC or MM) and the MMU it programs."""
-  def __init__(self, dev: Navi31, prefix: str, mmu: MMU):
+  def __init__(self, dev: GPUFunction, prefix: str, mmu: MMU):
     self.prefix, self.ip = prefix, ("GC" if prefix == "GC" else "MMHUB")
     self.module = dev.chip.reg(self.ip)
     # the fault status: one register on GC 11 / MMHUB 3.0, split into _LO32 (the fields) and _HI32 on GC 12 / MMHUB 4.1

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from autogen.amd import soc15_ih_clientid as ih_client, irqsrcs_gfx_11_0_0 as irq_src
 from emu.amdgpu.mmu import Fault, GPUPageFault
 from emu.amdgpu.registers import Block, storage
-if TYPE_CHECKING: from emu.amdgpu.navi31 import Navi31
+if TYPE_CHECKING: from emu.amdgpu.function import GPUFunction
 
 ENTRY = 32
 SQ_ENCODING_ERROR, SQ_ERROR_ILLEGAL_INST = 2, 1   # SQ_INTERRUPT_WORD_ENCODING / SQ_INTERRUPT_ERROR_TYPE (kfd_int_process_v11.c)
@@ -37,7 +37,7 @@ SQ_ENCODING_ERROR, SQ_ERROR_ILLEGAL_INST = 2, 1   # SQ_INTERRUPT_WORD_ENCODING /
 class IHModel(Block):
   name = ip = "OSSSYS"
 
-  def __init__(self, dev: Navi31):
+  def __init__(self, dev: GPUFunction):
     super().__init__(dev)
     self.oss = dev.chip.reg("OSSSYS")
     self.STORAGE = storage(self.oss, "IH_RB_BASE", "IH_RB_BASE_HI", "IH_RB_RPTR", "IH_RB_WPTR_ADDR_LO", "IH_RB_WPTR_ADDR_HI",

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from emu.amdgpu.registers import Block, Read, Write, storage
 from emu.pci import ModelError
-if TYPE_CHECKING: from emu.amdgpu.navi31 import Navi31
+if TYPE_CHECKING: from emu.amdgpu.function import GPUFunction
 
 HDP_REMAP_MEM, HDP_REMAP_REG = 0x7F000, 0x7F004   # MMIO_REG_HOLE_OFFSET + KFD_MMIO_REMAP_HDP_{MEM,REG}_FLUSH_CNTL
 DOORBELL_INT_CLEAR_BITS = 0x70000
@@ -29,7 +29,7 @@ S2A_DOORBELL = {"nbio_4_3_0": "S2A_DOORBELL_ENTRY_{}_CTRL", "nbif_6_3_1": "GDC_S
 class NBIOModel(Block):
   name = ip = "NBIO"
 
-  def __init__(self, dev: Navi31):
+  def __init__(self, dev: GPUFunction):
     super().__init__(dev)
     self.nbio = nbio = dev.chip.reg("NBIO")
     self.STORAGE = storage(nbio, "BIF_BX_PF0_MM_INDEX", "BIF_BX_PF0_MM_INDEX_HI", "BIF_BX_PF0_RSMU_INDEX",

@@ -33,7 +33,7 @@ from autogen.amd import psp_gfx_if
 from emu.amdgpu import firmware
 from emu.amdgpu.registers import Block
 from emu.pci import ModelError
-if TYPE_CHECKING: from emu.amdgpu.navi31 import Navi31
+if TYPE_CHECKING: from emu.amdgpu.function import GPUFunction
 
 READY = 0x80000000
 STAGE_BOOTLOADER, STAGE_SOS, STAGE_HALTED = 0, 1, 2
@@ -59,7 +59,7 @@ class Refused(Exception):
 class PSPModel(Block):
   name = ip = "MP0"
 
-  def __init__(self, dev: Navi31, state: PSPState):
+  def __init__(self, dev: GPUFunction, state: PSPState):
     super().__init__(dev)
     mp, prefix = dev.chip.reg("MP0"), MAILBOX_PREFIX[dev.chip.regs["MP0"]]
     self.msg = {n: getattr(mp, f"reg{prefix}_SMN_C2PMSG_{n}") for n in (35, 36, 64, 67, 69, 70, 71, 81)}

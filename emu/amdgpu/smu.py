@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from autogen.amd import smu_v13_0_0_ppsmc, smu13_driver_if_v13_0_0
 from emu.amdgpu.mmu import GPUPageFault
 from emu.amdgpu.registers import Block, storage
-if TYPE_CHECKING: from emu.amdgpu.navi31 import Navi31
+if TYPE_CHECKING: from emu.amdgpu.function import GPUFunction
 
 # DPM levels (MHz) per clock id (PPCLK_GFXCLK 0, SOCCLK 1, UCLK 2, FCLK 3 in every smuXX_driver_if header): plausible RX 7900 XTX
 # tables; GFXCLK is fine-grained (any MHz in range)
@@ -57,7 +57,7 @@ class SMUModel(Block):
   name = ip = "MP1"
   ppsmc, smu_if = smu_v13_0_0_ppsmc, smu13_driver_if_v13_0_0     # this version's message ids and driver interface
 
-  def __init__(self, dev: Navi31, state: SMUState):
+  def __init__(self, dev: GPUFunction, state: SMUState):
     super().__init__(dev)
     ppsmc, self.mp = self.ppsmc, dev.chip.reg("MP1")
     self.STORAGE = storage(self.mp, "MP1_SMN_C2PMSG_82", "MP1_SMN_C2PMSG_90", "MP1_SMN_C2PMSG_53", "MP1_SMN_C2PMSG_54")

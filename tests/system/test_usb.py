@@ -3,7 +3,8 @@ import struct, sys, threading
 import pytest
 
 from drivers.system.usb import USBPCIDevice, USBBridgeError
-from emu.amdgpu.navi31 import Navi31
+from emu.amdgpu.chips import NAVI31
+from emu.amdgpu.function import GPUFunction
 from emu.pci import PCIFunction
 from emu.usb.asm24xx import ASM24xx, MockUSBDevice
 from autogen.amd import gc_11_0_0 as gc
@@ -14,7 +15,7 @@ NAVI31_IDS = (0x1002, 0x744C)     # the Navi31's PCI vendor:device (emu/amdgpu/n
 
 @pytest.fixture
 def gpu():
-  fn = Navi31("usb", vram_size=64 << 20)
+  fn = GPUFunction(NAVI31, "usb", vram_size=64 << 20)
   yield fn
   fn.close()
 

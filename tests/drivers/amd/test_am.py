@@ -13,7 +13,8 @@ from drivers.system import DeviceBusyError, open_model
 from drivers.system.kernel import kernel_interface
 from drivers.system.vfio import VFIOPCIDevice
 from emu.amdgpu.fwbuild import write_firmware
-from emu.amdgpu.navi31 import Navi31
+from emu.amdgpu.chips import NAVI31
+from emu.amdgpu.function import GPUFunction
 from tests.drivers.amd.kernels import SRC
 from tests.procs import start
 
@@ -150,7 +151,7 @@ def test_a_fault_no_wait_collected_before_close_makes_the_next_open_reset_the_de
 
 def test_boot_through_vfio():
   """The same driver on VFIOPCIDevice, over the fake VFIO kernel interface serving the Navi31 model."""
-  fn = Navi31("0000:0c:00.0")
+  fn = GPUFunction(NAVI31, "0000:0c:00.0")
   k = kernel_interface("vfio", function=fn)
   dev = AMDDevice("PCI+AMD", PCIIface(VFIOPCIDevice("0000:0c:00.0", "am", kernel=k)))
   assert vadd_ok(dev)

@@ -84,3 +84,14 @@ def test_the_gfx12_page_table_format():
   assert pde_error(vm.AMDGPU_PTE_VALID | 0x2000 | 1 << 58, 1, GFX12) == \
     "block fragment size 1 is set, but context 0 runs 4-level tables with block size 0"
   assert GFX12.pde_pte == 1 << 63
+
+
+def test_the_default_emulated_chip_is_found_without_loading_every_models_declaration():
+  """MOCKPCI+AMD (Mock(None)) runs on the first registered AMD PCI model, looked up among emu.amdgpu's declarations first:
+  no other vendor's model is imported for it (a fresh process, as a program's first open)."""
+  import subprocess, sys
+  code = ("from drivers.system import registry; from drivers.amd import VENDOR; "
+          "print(VENDOR.default_pci_model(), sorted(n for g, n, _ in registry._loaded if g == registry.MODEL_GROUP))")
+  r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=os.environ)
+  assert r.returncode == 0, r.stderr
+  assert r.stdout.split() == ["navi31", "['kfd',", "'navi31']"]
