@@ -138,9 +138,9 @@ def parse_toc(image: bytes, rules: Rules = PSP13) -> TOC:
   return TOC(tmr, frozenset(by_id[i] for i in ids))
 
 
-def toc_body(tmr_size: int, firmware: tuple[str, ...]) -> bytes:
+def toc_body(tmr_size: int, firmware: tuple[str, ...], rules: Rules = PSP13) -> bytes:
   """A TOC body in the model's layout (for synthetic firmware): the TMR size and the components' image ids."""
-  ids = [IMAGE_IDS[name] for name in firmware]
+  ids = [rules.image_ids[name] for name in firmware]
   return TOC_MAGIC + b"".join(v.to_bytes(4, "little") for v in (tmr_size, len(ids), *ids))
 
 
@@ -156,7 +156,7 @@ def pmfw_image_version(version: int) -> int:
   return int.from_bytes(bytes((debug, major, minor, program)), "little")
 
 
-def make_image(name: str, body: bytes, version: int = 1, image_id: int | None = None) -> bytes:
+def make_image(name: str, body: bytes, version: int = 1, image_id: int | None = None) -> bytes:   # image_id None: Navi31's
   """A well-formed signed image of component `name` (for synthetic firmware): header, body, signature."""
   hdr = bytearray(HEADER)
   hdr[OFF_MAGIC:OFF_MAGIC + 4] = bytes(4) if name == "KDB" else MAGIC

@@ -1,6 +1,6 @@
 """RDNA4 (gfx12) on the emulated Navi48 (RX 9070 XT, GC 12.0.1) and Navi44 (RX 9060 XT, GC 12.0.0): a cold boot through the
 AM driver with the real firmware (Debian firmware-amd-graphics 20250410, whose gfx12 files scripts/setup.sh unpacks), the
-queue-API contract on MOCKPCI+AMD:navi48, and what the gfx12 blocks program differently from gfx11."""
+queue-API contract on MOCKPCI+AMD:navi48 (synthetic firmware), and what the gfx12 blocks program differently from gfx11."""
 import os
 import pytest
 from autogen.amd import gc_12_0_0, mmhub_4_1_0, hdp_7_0_0, smu14_driver_if_v14_0, amdgpu_vm as vm
@@ -9,6 +9,8 @@ from drivers.amd.device import AMDDevice
 from drivers.amd.pci import PCIIface
 from drivers.hcq import parse_device, DeviceSpec, open_device
 from drivers.system import open_model
+from emu.amdgpu.chips import NAVI44, NAVI48
+from emu.amdgpu.fwbuild import write_firmware
 from emu.amdgpu.mmu import GFX12, leaf_check, pde_error
 from emu.pci import ModelError
 from tests.hcq.contract import check_device
@@ -48,19 +50,22 @@ def test_a_gfx12_chip_boots_cold_then_partially_with_the_real_firmware(chip, mon
   finally: dev.close()
 
 
-@needs_fw
-def test_the_queue_contract_on_mock_pci_navi48(monkeypatch):
-  monkeypatch.delenv("HCQ_FIRMWARE_DIR", raising=False)
+def test_the_queue_contract_on_mock_pci_navi48(tmp_path, monkeypatch):
+  """Copies, signals, waits and timestamps on the SDMA and compute queues (no kernels), with synthetic gfx12 firmware
+  (fwbuild: PSP 14 image ids, SDMA v3.0, RLC v2.2)."""
+  assert sorted(write_firmware(str(tmp_path), chip=NAVI48)) == ["gc_12_0_1_imu.bin", "gc_12_0_1_mec.bin", "gc_12_0_1_rlc.bin",
+                                                                 "psp_14_0_2_sos.bin", "sdma_7_0_1.bin", "smu_14_0_2.bin"]
+  monkeypatch.setenv("HCQ_FIRMWARE_DIR", str(tmp_path))
   check_device("MOCKPCI+AMD:navi48")
 
 
-@needs_fw
-def test_a_gfx12_dispatch_is_refused_until_the_core_models_it(monkeypatch):
+def test_a_gfx12_dispatch_is_refused_until_the_core_models_it(tmp_path, monkeypatch):
   from emu.amdgpu.engine import KernelError
-  monkeypatch.delenv("HCQ_FIRMWARE_DIR", raising=False)
-  dev = open_device("MOCKPCI+AMD:navi48:1")
+  write_firmware(str(tmp_path), chip=NAVI44)
+  monkeypatch.setenv("HCQ_FIRMWARE_DIR", str(tmp_path))
+  dev = open_device("MOCKPCI+AMD:navi44:1")
   try:
-    with pytest.raises(KernelError, match=r"DISPATCH_DIRECT on GC 12\.0\.1: the dispatch of this generation is not modelled yet"):
+    with pytest.raises(KernelError, match=r"DISPATCH_DIRECT on GC 12\.0\.0: the dispatch of this generation is not modelled yet"):
       dev.iface.pci.model.gpu.dispatch(None, (1, 1, 1), 1, "compute0")    # refused before the registers are read
   finally: dev.close()
 
