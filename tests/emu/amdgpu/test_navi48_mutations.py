@@ -1,8 +1,8 @@
 """The mutation table on the emulated Navi48 (gfx12): every PTE/PDE bit and hub register field the AM driver encodes for
 it matters. Each row changes one in the driver's encoder output (gfxhub_v12_0 / mmhub_v4_1_0 registers, pte_gfx12's PDE and
 PTE flags) and the driver's ordinary gfx12 work must then fail: a boot, SDMA copies, a compute-queue signal, the SMU
-metrics (gfx12
-kernels are not dispatched yet: the rows only a kernel shows, EXECUTABLE, SH_MEM_*, are test_navi31_mutations.py's).
+metrics (gfx12 kernels are not dispatched yet: the rows only a kernel shows, EXECUTABLE, SH_MEM_*, are
+test_navi31_mutations.py's).
 Not in the table, besides what test_navi31_mutations.py leaves out: MC_VM_MX_L1_TLB_CNTL.MTYPE, two bits on gfx12, every
 value of which is a defined MTYPE."""
 import pytest
