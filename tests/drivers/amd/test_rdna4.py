@@ -100,3 +100,16 @@ def test_the_default_emulated_chip_is_found_without_loading_every_models_declara
   r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=os.environ)
   assert r.returncode == 0, r.stderr
   assert r.stdout.split() == ["navi31", "['kfd',", "'navi31']"]
+
+
+def test_mock_usb_runs_on_the_chip_the_device_string_names(tmp_path, monkeypatch):
+  """MOCKUSB+AMD:navi48: the AM driver on Navi48 behind the ASM24xx bridge model (everything in VRAM, copies through the
+  bridge's SRAM windows)."""
+  from tests.hcq.contract import check_copy
+  write_firmware(str(tmp_path), chip=NAVI48)
+  monkeypatch.setenv("HCQ_FIRMWARE_DIR", str(tmp_path))
+  dev = open_device("MOCKUSB+AMD:navi48")
+  try:
+    assert dev.arch == "gfx1201" and dev.iface.ip_versions["GC"] == (12, 0, 1)
+    for n, d, s in ((4099, 2, 2), (1 << 20, 0, 0)): check_copy(dev, n, d, s)
+  finally: dev.close()
