@@ -41,6 +41,25 @@ if [ -n "$missing" ]; then
     $(echo $missing | sed 's,linux-source-6.12,linux-source-6.12/bookworm-backports,')
 fi
 
+# gfx12 firmware (RDNA4: Navi44 GC 12.0.0, Navi48 GC 12.0.1) is only in firmware-amd-graphics from bookworm-backports;
+# installing that would replace the gfx11 blobs above. Its gfx12 files alone are unpacked into FW12_DIR (searched after
+# /lib/firmware/amdgpu by drivers/amd/am/firmware.py), once: the stamp names the package version they came from.
+FW12_VERSION="20250410-2~bpo12+1"
+FW12_DIR=/usr/local/share/hcq/firmware/amdgpu
+if [ "$(cat "$FW12_DIR/.version" 2>/dev/null)" != "$FW12_VERSION" ]; then
+  echo "setup: unpacking the gfx12 files of firmware-amd-graphics $FW12_VERSION into $FW12_DIR"
+  tmp=$(mktemp -d)
+  (cd "$tmp" && apt-get download -q "firmware-amd-graphics=$FW12_VERSION" 2>/dev/null) || {
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q
+    (cd "$tmp" && apt-get download -q "firmware-amd-graphics=$FW12_VERSION")
+  }
+  dpkg-deb -x "$tmp"/firmware-amd-graphics_*.deb "$tmp/x"
+  $SUDO mkdir -p "$FW12_DIR"
+  (cd "$tmp/x/lib/firmware/amdgpu" && $SUDO cp gc_12_0_[01]_* psp_14_0_[23]_* smu_14_0_[23].bin sdma_7_0_[01].bin "$FW12_DIR/")
+  echo "$FW12_VERSION" | $SUDO tee "$FW12_DIR/.version" >/dev/null
+  rm -rf "$tmp"
+fi
+
 PY=${PYTHON:-python3}
 if [ ! -x "$VENV/bin/python" ]; then
   echo "setup: creating $VENV"

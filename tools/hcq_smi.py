@@ -120,8 +120,11 @@ def _how_to_make(v: Vendor) -> str | None:
   what = model(v.pci_models[0]).description
   if v.emulated:
     default = ", the default device when no DEV is set and no hardware is found," if v is next(x for x in vendors() if x.emulated) else ","
-    return (f"{v.emulated}: {what}{default} made when a program first opens it (then listed as mock-0): "
-            f"python -c \"from drivers.hcq import open_device; open_device('{v.emulated}')\"")
+    # the vendor's other emulated chips, each opened by naming its model in the device string (drivers/hcq/devspec.py)
+    others = [f"{v.emulated}:{name}: {model(name).description}, made the same way: open_device('{v.emulated}:{name}') (device n: "
+              f"'{v.emulated}:{name}:<n>')" for name in v.pci_models[1:]]
+    return "\n".join([f"{v.emulated}: {what}{default} made when a program first opens it (then listed as mock-0): "
+                       f"python -c \"from drivers.hcq import open_device; open_device('{v.emulated}')\"", *others])
   if v.rdma: return f"{v.smi_name} mock-<n>: {what} NICs, made when first opened: hcq-rdma loopback --nic {v.smi_name} --pci mock-0"
   return None
 

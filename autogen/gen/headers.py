@@ -19,10 +19,12 @@ SUITE = "bookworm-backports"
 
 # Paths inside linux-source-6.12/ that the generators read (whole headers, plus what they #include).
 ASIC_REG = "drivers/gpu/drm/amd/include/asic_reg"
-ASIC_REG_IPS = {  # gfx1100 (Navi31) IP set: generated module name -> header stem under asic_reg/
+ASIC_REG_IPS = {  # generated module name -> header stem under asic_reg/: the gfx11 (Navi31) IP set, then gfx12's (Navi44/48)
   "gc_11_0_0": "gc/gc_11_0_0", "mmhub_3_0_0": "mmhub/mmhub_3_0_0", "nbio_4_3_0": "nbio/nbio_4_3_0",
   "mp_13_0_0": "mp/mp_13_0_0", "osssys_6_0_0": "oss/osssys_6_0_0", "hdp_6_0_0": "hdp/hdp_6_0_0",
   "smuio_13_0_6": "smuio/smuio_13_0_6",
+  "gc_12_0_0": "gc/gc_12_0_0", "mmhub_4_1_0": "mmhub/mmhub_4_1_0", "nbif_6_3_1": "nbif/nbif_6_3_1",
+  "mp_14_0_2": "mp/mp_14_0_2", "osssys_7_0_0": "oss/osssys_7_0_0", "hdp_7_0_0": "hdp/hdp_7_0_0",
 }
 SOURCE_MEMBERS = sorted([
   *(f"{ASIC_REG}/{stem}_{kind}.h" for stem in ASIC_REG_IPS.values() for kind in ("offset", "sh_mask")),
@@ -41,6 +43,10 @@ SOURCE_MEMBERS = sorted([
   "drivers/gpu/drm/amd/amdgpu/sdma_v6_0_0_pkt_open.h",
   "drivers/gpu/drm/amd/pm/swsmu/inc/pmfw_if/smu_v13_0_0_ppsmc.h",
   "drivers/gpu/drm/amd/pm/swsmu/inc/pmfw_if/smu13_driver_if_v13_0_0.h",
+  "drivers/gpu/drm/amd/include/v12_structs.h",
+  "drivers/gpu/drm/amd/include/soc24_enum.h",
+  "drivers/gpu/drm/amd/pm/swsmu/inc/pmfw_if/smu_v14_0_2_ppsmc.h",
+  "drivers/gpu/drm/amd/pm/swsmu/inc/pmfw_if/smu14_driver_if_v14_0.h",
   "drivers/net/ethernet/broadcom/bnxt/bnxt_hsi.h",
   "drivers/net/ethernet/broadcom/bnxt/bnxt_hwrm.h",
   "drivers/infiniband/hw/bnxt_re/roce_hsi.h",

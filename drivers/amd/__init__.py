@@ -2,7 +2,8 @@
 
 Device strings: KFD+AMD (through the kernel driver), PCI+AMD (the AM userspace driver on the bare PCI
 function), USB+AMD (the AM driver on a GPU behind an ASM24xx USB bridge), MOCKKFD+AMD / MOCKPCI+AMD / MOCKUSB+AMD
-(the same driver code against the emulated GPU: the registered AMD PCI model, MOCKUSB through the bridge model), and AMD (KFD when /dev/kfd
+(the same driver code against the emulated GPU: the registered AMD PCI model, MOCKUSB through the bridge model; MOCKPCI+AMD:<model>
+and MOCKUSB+AMD:<model> pick one of the registered chips), and AMD (KFD when /dev/kfd
 exists, else PCI when a supported GPU is on the PCI bus, else USB when a bridge is attached, else PCI's error). `VENDOR` is what registers (entry
 point group hcq.vendors); the driver
 itself is imported when a device is opened."""
@@ -20,8 +21,8 @@ if TYPE_CHECKING:
 
 PCI_VENDOR = 0x1002     # pci.ids: Advanced Micro Devices, Inc. [AMD/ATI]
 LOCK_PREFIX = "am"      # $TMPDIR/am_<bus>.lock
-# PCI device ids of the GPUs the AM driver boots (gfx11: Navi31 RX 7900 XTX/XT/GRE)
-AM_DEVICE_IDS = (0x744C,)
+# PCI device ids of the GPUs the AM driver boots (gfx11: Navi31 RX 7900 XTX/XT/GRE; gfx12: Navi48 RX 9070/9070 XT, Navi44 RX 9060 XT)
+AM_DEVICE_IDS = (0x744C, 0x7550, 0x7590)
 # marketing names (the PCI ID repository, pci.ids), for hosts without udev's hardware database
 DEVICE_NAMES = {
   (PCI_VENDOR, 0x744C): "Navi 31 [Radeon RX 7900 XT/XTX]", (PCI_VENDOR, 0x747E): "Navi 32 [Radeon RX 7700 XT/7800 XT]",
@@ -65,7 +66,7 @@ def _usage(bus: str, pci: PCIInfo | None) -> Usage:
 def _open(spec: DeviceSpec) -> AMDDevice:
   from drivers.amd.device import AMDDevice
   iface = spec.iface or _auto()
-  name = f"{iface}+AMD" + (f":{spec.index}" if spec.index else "")
+  name = f"{iface}+AMD" + (f":{spec.model}" if spec.model else "") + (f":{spec.index}" if spec.index else "")
   mock = iface in VENDOR.mocks
   if iface in ("KFD", "MOCKKFD"):
     from drivers.amd.kfd import KFDIface
@@ -74,9 +75,9 @@ def _open(spec: DeviceSpec) -> AMDDevice:
   if iface in ("USB", "MOCKUSB"):
     from drivers.amd.usb import USBIface
     from drivers.system.usb import open_usb
-    return AMDDevice(name, USBIface(VENDOR.open_mock(iface, spec.index) if mock else open_usb(spec.index, LOCK_PREFIX)))
+    return AMDDevice(name, USBIface(VENDOR.open_mock(iface, spec.index, spec.model) if mock else open_usb(spec.index, LOCK_PREFIX)))
   from drivers.amd.pci import PCIIface
-  return AMDDevice(name, PCIIface(VENDOR.open_mock(iface, spec.index) if mock else _pci_device(spec.index)))
+  return AMDDevice(name, PCIIface(VENDOR.open_mock(iface, spec.index, spec.model) if mock else _pci_device(spec.index)))
 
 
 VENDOR = Vendor(
@@ -85,6 +86,8 @@ VENDOR = Vendor(
   emulated="MOCKPCI+AMD", priority=0,
   lock_prefix=LOCK_PREFIX, modules=("amdgpu",), load=("amdgpu",), pci_vendors=(PCI_VENDOR,),
   pci_classes=(CLASS_DISPLAY, CLASS_ACCELERATOR), device_names=DEVICE_NAMES, usage=_usage, usb_bridges=(ASM24XX,),
-  # the emulated GPU (the first registered PCI model of vendor 0x1002) through the AM driver, bare or behind the
-  # ASM24xx model; the KFD model (emu/kfd)
-  mocks={"MOCKKFD": Mock("kfd", "kernel"), "MOCKPCI": Mock(None, "pci"), "MOCKUSB": Mock(None, "usb")})
+  # the emulated GPU (the first registered PCI model of vendor 0x1002) through the AM driver, bare or behind the USB
+  # bridge model (ASM24xx); the KFD model (emu/kfd)
+  mocks={"MOCKKFD": Mock("kfd", "kernel"), "MOCKPCI": Mock(None, "pci"), "MOCKUSB": Mock(None, "usb")},
+  # where its models are declared: the default is found there, without loading every vendor's model declarations
+  model_package="emu.amdgpu")

@@ -55,12 +55,13 @@ class VersionTable(dict):
 # through packets, by IP (the AM driver's blocks and helpers, am/ip_table.py, each import their own: the class a version
 # picks brings its registers)
 REGISTERS: dict[str, VersionTable] = {ip: VersionTable("register module", ip, rows) for ip, rows in {
-  "GC": {(11, 0, 0): "autogen.amd.gc_11_0_0"},
-  "NBIO": {(4, 3, 0): "autogen.amd.nbio_4_3_0"},
+  "GC": {(11, 0, 0): "autogen.amd.gc_11_0_0", (12, 0, 0): "autogen.amd.gc_12_0_0"},
+  "NBIO": {(4, 3, 0): "autogen.amd.nbio_4_3_0", (6, 3, 1): "autogen.amd.nbif_6_3_1"},
 }.items()}
 # packet formats: PM4 by the GC version (nvd.h: gfx10+), SDMA by the SDMA version
-PM4 = VersionTable("PM4 packet format", "GC", {(11, 0, 0): "drivers.amd.pm4_nv"})
-SDMA = VersionTable("SDMA packet format", "SDMA0", {(6, 0, 0): "drivers.amd.sdma_v6_0_pkt"})
+# (gfx_v12_0.c includes nvd.h; sdma_v7_0.c builds its packets from sdma_v6_0_0_pkt_open.h)
+PM4 = VersionTable("PM4 packet format", "GC", {(11, 0, 0): "drivers.amd.pm4_nv", (12, 0, 0): "drivers.amd.pm4_nv"})
+SDMA = VersionTable("SDMA packet format", "SDMA0", {(6, 0, 0): "drivers.amd.sdma_v6_0_pkt", (7, 0, 0): "drivers.amd.sdma_v6_0_pkt"})
 # thread trace and performance counters (HCQ_SQTT / HCQ_PMC: profiler.py), programmed through the GC's registers
 THREAD_TRACE = VersionTable("thread-trace programming (HCQ_SQTT)", "GC", {(11, 0, 0): "drivers.amd.sqtt.capture_gfx11:ThreadTracer"})
 PERF_COUNTERS = VersionTable("performance-counter programming (HCQ_PMC)", "GC", {(11, 0, 0): "drivers.amd.pmc_gfx11:PerfCounters"})

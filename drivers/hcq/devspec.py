@@ -1,4 +1,6 @@
-"""Device strings: `<iface>+<vendor>[:<index>]`, or a bare vendor that picks the interface itself.
+"""Device strings: `<iface>+<vendor>[:<model>][:<index>]`, or a bare vendor that picks the interface itself. `<model>` (a
+registered PCI model's name, lower case, e.g. MOCKPCI+AMD:navi48) picks the emulated chip of a MOCK interface that runs on
+a PCI model; without it, that interface runs on the vendor's default model.
 
 The vendors and their interfaces are the registered ones (drivers/system/registry.py, entry point group hcq.vendors)
 that have a queue-API driver (`Vendor.open`)."""
@@ -8,7 +10,7 @@ from dataclasses import dataclass
 
 from drivers.system.registry import Vendor, vendor, vendors
 
-_RE = re.compile(r"^(?:(?P<iface>[A-Z][A-Z0-9]*)\+)?(?P<vendor>[A-Z][A-Z0-9]*)(?::(?P<index>\d+))?$")
+_RE = re.compile(r"^(?:(?P<iface>[A-Z][A-Z0-9]*)\+)?(?P<vendor>[A-Z][A-Z0-9]*)(?::(?P<model>[A-Z][A-Z0-9_]*))?(?::(?P<index>\d+))?$")
 
 
 def openable_vendors() -> list[Vendor]:
@@ -29,7 +31,9 @@ def device_forms(kernels_only: bool = False) -> list[str]:
 
 def valid_forms() -> str:
   example = next((f", e.g. {v.name}:1" for v in openable_vendors() if not v.single), "")
-  return ", ".join(device_forms()) + f" (each may end in :<index>{example})"
+  models = next((f"; a MOCK interface running on a PCI model may name the model first, e.g. {i}+{v.name}:<model>:1"
+                 for v in openable_vendors() for i, m in v.mocks.items() if m.via != "kernel"), "")
+  return ", ".join(device_forms()) + f" (each may end in :<index>{example}{models})"
 
 
 @dataclass(frozen=True)
@@ -37,9 +41,10 @@ class DeviceSpec:
   vendor: str
   iface: str | None   # None: the vendor picks (by what this machine has)
   index: int = 0
+  model: str | None = None   # the emulated chip (a registered PCI model) a MOCK interface runs on; None: the vendor's default
 
   def __str__(self) -> str:
-    return f"{self.iface + '+' if self.iface else ''}{self.vendor}{f':{self.index}' if self.index else ''}"
+    return f"{self.iface + '+' if self.iface else ''}{self.vendor}{f':{self.model}' if self.model else ''}{f':{self.index}' if self.index else ''}"
 
 
 def parse_device(name: str) -> DeviceSpec:
@@ -50,8 +55,12 @@ def parse_device(name: str) -> DeviceSpec:
   elif v is None or v.open is None:
     why = f"the {m['vendor']} driver is not part of this build; available: {', '.join(available_vendors())}"
   elif m["iface"] and m["iface"] not in v.interfaces: why = f"{v.name} has no interface {m['iface']}"
+  elif m["model"] and (m["iface"] not in v.mocks or v.mocks[m["iface"]].via == "kernel"):
+    pci = [i for i, mock in v.mocks.items() if mock.via != "kernel"]
+    why = (f"{m['iface'] or v.name} runs on no PCI model to choose: name a model after {' or '.join(f'{i}+{v.name}' for i in pci)}" if pci
+           else f"{v.name} has no emulated PCI interface to name a model for")
   else:
     if v.single and m["index"] not in (None, "0"):
       raise ValueError(f"bad device string {name!r}: there is one {v.name} device ({v.name} or {v.name}:0)")
-    return DeviceSpec(v.name, m["iface"], int(m["index"] or 0))
+    return DeviceSpec(v.name, m["iface"], int(m["index"] or 0), m["model"].lower() if m["model"] else None)
   raise ValueError(f"bad device string {name!r} ({why}); valid forms: {valid_forms()}")

@@ -77,6 +77,7 @@ class Vendor:
   device_names: Mapping[tuple[int, int], str] = field(default_factory=dict)   # (vendor id, device id) -> marketing name
   models: tuple[str, ...] = ()               # the PCI models (hcq.models) emulating its devices; those `mocks` name join them
   mocks: Mapping[str, Mock] = field(default_factory=dict)   # each MOCK* <iface> -> what it runs on (open_mock)
+  model_package: str | None = None           # the package its models' declarations live in: searched first for Mock(None)'s model
   usage: Callable[[str, Any], Usage] | None = None   # (bus, its discovery PCIInfo or None) -> what hcq_smi list shows
   usb_bridges: tuple[USBBridge, ...] = ()    # the USB-to-PCIe bridges its devices also come behind (drivers/system/usb.py)
   kernels: bool = True                       # its devices run compute kernels (the default-device notice offers only those)
@@ -100,6 +101,13 @@ class Vendor:
     if all(m.model is not None for m in self.mocks.values()): return self.models
     return tuple(dict.fromkeys((*self.models, *(m.name for m in models(PCIModel) if m.vendor_id in self.pci_vendors))))
 
+  def default_pci_model(self) -> str | None:
+    """What Mock(None, ...) runs on: the first of pci_models, found loading the registered declarations (by name; those in
+    `model_package` first) only up to it, not all of them."""
+    if self.models: return self.models[0]
+    found = first_model(PCIModel, lambda m: m.vendor_id in self.pci_vendors, self.model_package)
+    return found.name if found is not None else None
+
   @property
   def smi_name(self) -> str: return self.name.lower()
 
@@ -108,16 +116,19 @@ class Vendor:
     """<iface> -> the kernel-driver model (hcq.models) that MOCK interface runs on."""
     return {i: m.model for i, m in self.mocks.items() if m.via == "kernel" and m.model is not None}
 
-  def open_mock(self, iface: str, index: int = 0) -> Any:
+  def open_mock(self, iface: str, index: int = 0, model: str | None = None) -> Any:
     """What MOCK interface `iface` runs on, as `mocks` declares it: a KernelInterface over the kernel-driver model, or
-    emulated device `index` of the PCI model as a PCIDevice (on bus mock-<index>, or behind the USB bridge model)
-    holding this vendor's lock."""
+    emulated device `index` of the PCI model (`model`, one of pci_models; None: the interface's own) as a PCIDevice (on
+    bus mock-<index>, or behind the USB bridge model) holding this vendor's lock."""
     if (m := self.mocks.get(iface)) is None:
       raise ValueError(f"{iface}+{self.name} is no emulated interface; those of {self.name}: {', '.join(self.mocks) or 'none'}")
     if m.via == "kernel" and m.model is not None:
+      if model is not None: raise ValueError(f"{iface}+{self.name} runs on the kernel-driver model {m.model}: it has no PCI model to choose")
       from drivers.system.kernel import kernel_interface
       return kernel_interface(m.model)
-    if (name := m.model or next(iter(self.pci_models), None)) is None:
+    if model is not None and model not in self.pci_models:
+      raise ValueError(f"{iface}+{self.name}:{model}: no emulated {self.name} device model {model!r}; models: {', '.join(self.pci_models)}")
+    if (name := model or m.model or self.default_pci_model()) is None:
       raise ValueError(f"{iface}+{self.name}: no PCI model of vendor id {', '.join(f'{v:#06x}' for v in self.pci_vendors)} is registered "
                        "(hcq.models) in this build")
     if m.via == "usb":
@@ -177,6 +188,15 @@ def model(name: str) -> PCIModel | KernelModel | BridgeModel | None:
   """The registered model of that name, or None."""
   ep = _entry_points(MODEL_GROUP).get(name)
   return _load(MODEL_GROUP, ep, MODEL_KINDS) if ep is not None else None
+
+
+def first_model(kind: type, accept: Callable[[Any], bool], package: str | None = None) -> Any | None:
+  """The first registered model (by name; those whose module is in `package` first) of that declaration type that `accept`
+  takes, loading declarations only up to it."""
+  eps = sorted(_entry_points(MODEL_GROUP).items(), key=lambda kv: (not (package and kv[1].module.startswith(package + ".")), kv[0]))
+  for _, ep in eps:
+    if isinstance(m := _load(MODEL_GROUP, ep, MODEL_KINDS), kind) and accept(m): return m
+  return None
 
 
 def models(kind: type = object) -> list[Any]:

@@ -54,6 +54,33 @@ TMR_SIZE, TMR_ALIGN = 0x1300000, 1 << 20   # the TMR Navi31's TOC asks for (amd_
 TOC_MAGIC = b"HTOC"
 
 
+@dataclass(frozen=True)
+class Rules:
+  """What one PSP generation takes: its components' image ids, the LOAD_IP_FW components (the SMU first, then the GFX
+  firmware AUTOLOAD_RLC needs), and where an image's total size comes from: the header's 0x6C (PSP 13's images), or
+  256 + body + 256 (PSP 14's images leave 0x6C zero, or give a padded size; the MEC P0 stack is zero-padded past its
+  signature)."""
+  psp: str
+  image_ids: dict[str, int]
+  ip_firmware: tuple[str, ...]
+  total_field: bool
+
+  def total(self, header: bytes) -> int:
+    u32 = lambda off: int.from_bytes(header[off:off + 4], "little")
+    return u32(OFF_TOTAL) if self.total_field else HEADER + u32(OFF_BODY) + SIGNATURE
+
+
+PSP13 = Rules("Navi31's PSP 13.0.0", IMAGE_IDS, IP_FIRMWARE, True)
+# Image ids of the gfx12 components, observed in Debian firmware-amd-graphics 20250410 (psp_14_0_2/14_0_3_sos, smu_14_0_2/3,
+# sdma_7_0_0/1, gc_12_0_0/1_*; the same in both chips' files). SDMA 7 is one RS64 engine: TH0 only; RLC v2.2: no P/V.
+PSP14 = Rules("PSP 14.0.2/14.0.3", {"KDB": 0x004F, "SPL": 0x0056, "SYS_DRV": 0x000A, "SOC_DRV": 0x014A, "INTF_DRV": 0x014C,
+                                    "DBG_DRV": 0x014B, "RAS_DRV": 0x0152, "SOS": 0x0009, "TOC": 0x200E, "SMU": 0x1001,
+                                    "SDMA_UCODE_TH0": 0x2025, "RS64_MEC": 0x2048, "RS64_MEC_P0_STACK": 0x2049, "IMU_I": 0x203B,
+                                    "IMU_D": 0x203C, "RLC_IRAM": 0x2016, "RLC_DRAM_BOOT": 0x2017, "RLC_G": 0x2009},
+              ("SMU", "SDMA_UCODE_TH0", "RS64_MEC", "RS64_MEC_P0_STACK", "IMU_I", "IMU_D", "RLC_IRAM", "RLC_DRAM_BOOT", "RLC_G"), False)
+RULES = {(13, 0, 0): PSP13, (14, 0, 2): PSP14, (14, 0, 3): PSP14}     # by MP0 version
+
+
 class Rejected(Exception):
   """The PSP refused a component; the message says which and why."""
 
@@ -66,17 +93,13 @@ class Image:
   total: int
 
 
-def header_total(header: bytes) -> int:
-  """Total image size from the first 256 bytes (what the bootloader reads to know how much to fetch)."""
-  return int.from_bytes(header[OFF_TOTAL:OFF_TOTAL + 4], "little")
-
-
-def check(name: str, data: bytes, limit: int, accept_ids: tuple[str, ...] = ()) -> Image:
+def check(name: str, data: bytes, limit: int, accept_ids: tuple[str, ...] = (), rules: Rules = PSP13) -> Image:
   """Validate `data` (at least the whole image) as component `name` loaded from a buffer of `limit` bytes;
   `accept_ids` names other components whose image the PSP also takes for this slot."""
   u32 = lambda off: int.from_bytes(data[off:off + 4], "little")
+  ids = rules.image_ids
   if len(data) < HEADER: raise Rejected(f"{name}: {len(data)} bytes is shorter than the {HEADER}-byte image header")
-  magic, body, total = data[OFF_MAGIC:OFF_MAGIC + 4], u32(OFF_BODY), u32(OFF_TOTAL)
+  magic, body, total = data[OFF_MAGIC:OFF_MAGIC + 4], u32(OFF_BODY), rules.total(data)
   if magic != MAGIC and not (magic == bytes(4) and "KDB" in (name, *accept_ids)):
     raise Rejected(f"{name}: no signed-image header (magic {bytes(magic)!r} at offset 0x10, expected {MAGIC!r})")
   if u32(OFF_SIGOPT) != 1: raise Rejected(f"{name}: image is not signed (signature option {u32(OFF_SIGOPT)} at 0x30, expected 1)")
@@ -86,10 +109,10 @@ def check(name: str, data: bytes, limit: int, accept_ids: tuple[str, ...] = ()) 
   if len(data) < total: raise Rejected(f"{name}: truncated: {len(data)} of {total} bytes")
   if not any(data[total - SIGNATURE:total]): raise Rejected(f"{name}: signature block is all zeros")
   image_id = int.from_bytes(data[OFF_ID:OFF_ID + 2], "little")
-  wanted = {IMAGE_IDS[n] for n in (name, *accept_ids) if n in IMAGE_IDS}
+  wanted = {ids[n] for n in (name, *accept_ids) if n in ids}
   if wanted and image_id not in wanted:
-    what = next((k for k, v in IMAGE_IDS.items() if v == image_id), "an unknown image")
-    raise Rejected(f"{name}: image id {image_id:#06x} is {what}, not {name} ({IMAGE_IDS.get(name, 0):#06x})")
+    what = next((k for k, v in ids.items() if v == image_id), "an unknown image")
+    raise Rejected(f"{name}: image id {image_id:#06x} is {what}, not {name} ({ids.get(name, 0):#06x})")
   return Image(name, image_id, u32(OFF_VERSION), total)
 
 
@@ -99,25 +122,25 @@ class TOC:
   firmware: frozenset[str]     # the IP_FIRMWARE components it lists
 
 
-def parse_toc(image: bytes) -> TOC:
+def parse_toc(image: bytes, rules: Rules = PSP13) -> TOC:
   """The TOC's contents from its checked signed image (layout in the module docstring)."""
   body = image[HEADER:HEADER + int.from_bytes(image[OFF_BODY:OFF_BODY + 4], "little")]
-  if body[:4] != TOC_MAGIC: return TOC(TMR_SIZE, frozenset(IP_FIRMWARE))   # AMD's own layout: not readable here
+  if body[:4] != TOC_MAGIC: return TOC(TMR_SIZE, frozenset(rules.ip_firmware))   # AMD's own layout: not readable here
   if len(body) < 12: raise Rejected(f"TOC: a {len(body)}-byte body is shorter than its 12-byte table header")
   tmr, n = int.from_bytes(body[4:8], "little"), int.from_bytes(body[8:12], "little")
   if not tmr or tmr % TMR_ALIGN: raise Rejected(f"TOC: TMR size {tmr:#x} is not a non-zero multiple of 1 MiB")
   if 12 + 4 * n > len(body): raise Rejected(f"TOC: {n} entries do not fit its {len(body)}-byte body")
   ids = [int.from_bytes(body[12 + 4 * i:16 + 4 * i], "little") for i in range(n)]
-  by_id = {IMAGE_IDS[name]: name for name in IP_FIRMWARE}
+  by_id = {rules.image_ids[name]: name for name in rules.ip_firmware}
   if unknown := [i for i in ids if i not in by_id]:
-    raise Rejected(f"TOC: image id {unknown[0]:#x} is no firmware of Navi31's PSP 13.0.0")
+    raise Rejected(f"TOC: image id {unknown[0]:#x} is no firmware of {rules.psp}")
   if len(set(ids)) != len(ids): raise Rejected("TOC: a component is listed twice")
   return TOC(tmr, frozenset(by_id[i] for i in ids))
 
 
-def toc_body(tmr_size: int, firmware: tuple[str, ...]) -> bytes:
+def toc_body(tmr_size: int, firmware: tuple[str, ...], rules: Rules = PSP13) -> bytes:
   """A TOC body in the model's layout (for synthetic firmware): the TMR size and the components' image ids."""
-  ids = [IMAGE_IDS[name] for name in firmware]
+  ids = [rules.image_ids[name] for name in firmware]
   return TOC_MAGIC + b"".join(v.to_bytes(4, "little") for v in (tmr_size, len(ids), *ids))
 
 
@@ -133,7 +156,7 @@ def pmfw_image_version(version: int) -> int:
   return int.from_bytes(bytes((debug, major, minor, program)), "little")
 
 
-def make_image(name: str, body: bytes, version: int = 1, image_id: int | None = None) -> bytes:
+def make_image(name: str, body: bytes, version: int = 1, image_id: int | None = None) -> bytes:   # image_id None: Navi31's
   """A well-formed signed image of component `name` (for synthetic firmware): header, body, signature."""
   hdr = bytearray(HEADER)
   hdr[OFF_MAGIC:OFF_MAGIC + 4] = bytes(4) if name == "KDB" else MAGIC

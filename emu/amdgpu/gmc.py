@@ -30,11 +30,10 @@ Per hub (register names gc_11_0_0 / mmhub_3_0_0; behaviour amd_driver.md 2.5-2.7
 from __future__ import annotations
 from typing import TYPE_CHECKING
 
-from autogen.amd import gc_11_0_0 as gc, mmhub_3_0_0 as mmhub
 from emu.amdgpu.mmu import MMU, Fault, ADDR_MASK, MTYPES, FAULT_NOT_PRESENT, FAULT_READ, FAULT_WRITE, FAULT_EXECUTE, FAULT_RANGE, FAULT_PDE
 from emu.amdgpu.registers import Block
 from emu.pci import ModelError
-if TYPE_CHECKING: from emu.amdgpu.navi31 import Navi31
+if TYPE_CHECKING: from emu.amdgpu.function import GPUFunction
 
 FB_BASE_UNITS = 0x8000           # VBIOS placement of VRAM in the MC space: 0x80_0000_0000 (16 MiB units)
 APERTURE_SHIFT, PAGE_SHIFT, FB_SHIFT = 18, 12, 24
@@ -63,13 +62,18 @@ ENGINES = 18
 
 class HubModel(Block):
   """One memory hub (`prefix` GC or MM) and the MMU it programs."""
-  def __init__(self, dev: Navi31, prefix: str, mmu: MMU):
-    self.prefix, self.module, self.ip = prefix, (gc if prefix == "GC" else mmhub), ("GC" if prefix == "GC" else "MMHUB")
+  def __init__(self, dev: GPUFunction, prefix: str, mmu: MMU):
+    self.prefix, self.ip = prefix, ("GC" if prefix == "GC" else "MMHUB")
+    self.module = dev.chip.reg(self.ip)
+    # the fault status: one register on GC 11 / MMHUB 3.0, split into _LO32 (the fields) and _HI32 on GC 12 / MMHUB 4.1
+    self.status_name = "VM_L2_PROTECTION_FAULT_STATUS" + ("_LO32" if dev.chip.versions["GC"][0] >= 12 else "")
     super().__init__(dev)
     self.name, self.mmu = f"{prefix} hub", mmu
     self.mmu.on_fault = self._on_fault
     self.STORAGE = tuple(r for n in STORAGE_NAMES if (r := self.reg(n, optional=True)) is not None) + \
       tuple(self.reg(f"VM_INVALIDATE_ENG{i}_ADDR_RANGE_{w}") for i in range(ENGINES) for w in ("LO32", "HI32"))
+    if self.ip == "MMHUB" and dev.chip.versions["MMHUB"] >= (4, 1, 0):   # the DAGB tap-chain clock gating (mmhub_v4_1_0.c)
+      self.STORAGE += (self.module.regDAGB0_CNTL_MISC2, self.module.regDAGB1_CNTL_MISC2)
     self.sem_taken = [False] * ENGINES
 
   def reg(self, name: str, optional: bool = False):
@@ -91,7 +95,7 @@ class HubModel(Block):
       h[self.addr(self.reg(f"VM_INVALIDATE_ENG{i}_SEM"))] = (lambda a, i=i: self._sem_read(i), lambda a, v, i=i: self._sem_write(i, v))
     h[self.addr(self.reg("VM_L2_CNTL2"))] = (None, self._l2_cntl2)
     h[self.addr(self.reg("VM_L2_PROTECTION_FAULT_CNTL"))] = (None, self._fault_cntl)
-    for n in ("VM_L2_PROTECTION_FAULT_STATUS", "VM_L2_PROTECTION_FAULT_ADDR_LO32", "VM_L2_PROTECTION_FAULT_ADDR_HI32"):
+    for n in (self.status_name, "VM_L2_PROTECTION_FAULT_ADDR_LO32", "VM_L2_PROTECTION_FAULT_ADDR_HI32"):
       h[self.addr(self.reg(n))] = (None, self._read_only)
     return h
 
@@ -203,7 +207,7 @@ class HubModel(Block):
     if value & 1: self._clear_fault()
 
   def _clear_fault(self) -> None:
-    for n in ("VM_L2_PROTECTION_FAULT_STATUS", "VM_L2_PROTECTION_FAULT_ADDR_LO32", "VM_L2_PROTECTION_FAULT_ADDR_HI32"):
+    for n in (self.status_name, "VM_L2_PROTECTION_FAULT_ADDR_LO32", "VM_L2_PROTECTION_FAULT_ADDR_HI32"):
       self.set(self.reg(n), 0)
 
   def client_id(self, client: str) -> int:
@@ -222,7 +226,7 @@ class HubModel(Block):
 
   def _on_fault(self, f: Fault) -> None:
     with self.dev.lock:
-      status, fields = self.reg("VM_L2_PROTECTION_FAULT_STATUS"), self.fault_status_fields(f)
+      status, fields = self.reg(self.status_name), self.fault_status_fields(f)
       if self.get(status): self.set(status, self.get(status) | 1)   # MORE_FAULTS
       else:
         self.set(status, status.encode(**fields, CID=self.client_id(f.client), RW=int(f.write)))

@@ -1,4 +1,4 @@
-"""The emulated Navi31 (gfx1100) core: VRAM, the GPU MMU, the register file, the HDP, the clock, the engines, and
+"""The emulated GPU core (one chip of chips.py: Navi31, Navi48, Navi44): VRAM, the GPU MMU, the register file, the HDP, the clock, the engines, and
 kernel dispatch into the shader core (emu/amdgcn) for the target its GC version runs. Both kernel interfaces sit on top of this one object: the KFD
 model (as the kernel driver would) and the PCI function (as the AM userspace driver sees it). The core knows
 neither: the PCI function decodes its blocks into the core's register file and listens to its errors and
@@ -6,15 +6,15 @@ interrupts (`on_error`, `on_interrupt`). The waves see memory through `shader_me
 K$ and the I$) and launch from the COMPUTE_* registers as spi.py decodes them.
 """
 from __future__ import annotations
-import threading, time
+import functools, threading, time
 from dataclasses import dataclass
 from typing import Callable
 
-from autogen.amd import gc_11_0_0 as gc, mmhub_3_0_0, nbio_4_3_0, mp_13_0_0, hdp_6_0_0, osssys_6_0_0, soc21_enum
+from autogen.amd import soc21_enum
 from emu.pci import DMASpace
 from emu.ring import RingError
 from emu.amdgpu.vram import VRAM
-from emu.amdgpu.mmu import MMU
+from emu.amdgpu.mmu import MMU, FORMATS as PTE_FORMATS
 from emu.amdgpu.registers import RegisterFile
 from emu.amdgpu.hdp import HDPModel
 from emu.amdgpu.engine import GPUEngine, KernelError
@@ -22,36 +22,16 @@ from emu.amdgpu.caches import ShaderMemory
 from emu.amdgpu.spi import SHRegisters, launch as spi_launch
 from emu.amdgpu.sqtt import ThreadTrace, schedule
 from emu.amdgpu.perfcounters import PerfCounters
-from emu.amdgpu.discovery import NAVI31_IPS
+from emu.amdgpu.chips import Chip, NAVI31
 from emu.amdgcn import targets
 from emu.amdgcn.dispatch import execute, WaveError
 from emu.amdgcn.trace import Trace
 
-# Segment base addresses (dwords) of each IP block of a Navi31, as its IP discovery table lists them
-# (discovery.h ip_v4 base_address). Register dword address = base[reg.base_idx] + reg.offset.
-IP_BASES = {
-  "GC": (0x1260, 0xA000, 0x1C000, 0x2402C00),
-  "MMHUB": (0x1A000, 0x2408800),
-  "NBIO": (0x0, 0x14, 0xD20, 0x10400, 0x241B000, 0x4040000),
-  "MP0": (0x16000, 0xDC0000, 0xE00000, 0xE40000, 0x243FC00),
-  "MP1": (0x16000, 0xDC0000, 0xE00000, 0xE40000, 0x243FC00),
-  "HDP": (0xF20, 0x240A400),
-  "OSSSYS": (0x10A0, 0x240A000),
-  "SDMA0": (0x1260, 0xA000, 0x1C000, 0x2402C00),   # SDMA 6.0 registers sit in the GC register space
-}
+IP_BASES = NAVI31.ip_bases   # the KFD model's GPU (kfd.py) is a Navi31
 CLOCK_HZ = 100_000_000        # GPU timestamp counter (RELEASE_MEM data_sel 3, SDMA TIMESTAMP): 100 MHz
 # the register file's banked copies of SH_MEM_CONFIG / SH_MEM_BASES: VMID v at bank(BANK_SH_MEM + 2v) / +1, after the
 # HQD copies of 4 MEC pipes x 8 queues x 64 registers (gfx.py, navi31.py's file layout)
 BANK_SH_MEM = 4 * 8 * 64
-
-
-def reg_addr(block: str, reg) -> int:
-  return reg.addr(IP_BASES[block])
-
-
-# the generated register modules and the segment bases they are addressed with (register names in messages)
-NAME_TABLES = ((gc, IP_BASES["GC"]), (mmhub_3_0_0, IP_BASES["MMHUB"]), (nbio_4_3_0, IP_BASES["NBIO"]),
-               (mp_13_0_0, IP_BASES["MP0"]), (hdp_6_0_0, IP_BASES["HDP"]), (osssys_6_0_0, IP_BASES["OSSSYS"]))
 
 
 @dataclass(frozen=True)
@@ -68,15 +48,19 @@ class DeviceError:
 class GPUModel:
   """`vram_path`/`regs_path`: files that keep VRAM and the registers across processes (None: in memory); `dma`: the
   bus address space the MMU reaches host memory through; `busy_ns`: where engine busy time accumulates, by kind;
-  `gc_version`: the GC IP version the shader core's target follows from (default: the discovery table's)."""
+  `chip`: which GPU (its register modules and segment bases); `gc_version`: the GC IP version the shader core's target
+  follows from (default: the chip's)."""
   def __init__(self, vram_size: int = 512 << 20, vram_path: str | None = None, regs_path: str | None = None,
-               dma: DMASpace | None = None, busy_ns=None, gc_version: tuple[int, int, int] | None = None):
-    self.target = targets.for_gc(gc_version or next(v for name, _, v in NAVI31_IPS if name == "GC"))   # the ISA its waves run
+               dma: DMASpace | None = None, busy_ns=None, gc_version: tuple[int, int, int] | None = None, chip: Chip = NAVI31):
+    self.chip, self.gc = chip, chip.reg("GC")
+    self.gc_version = gc_version or chip.versions["GC"]
     self.vram, self.dma = VRAM(vram_size, vram_path), DMASpace() if dma is None else dma
-    self.mmu = MMU(self.vram, self.dma)
+    self.pte_format = PTE_FORMATS[chip.pte]
+    self.mmu = MMU(self.vram, self.dma, self.pte_format)
     self.shader_memory = ShaderMemory(self.mmu)   # the waves' view: through the MMU, the K$ and the I$
-    self.ip_bases = IP_BASES
-    self.regs = RegisterFile(regs_path, NAME_TABLES)
+    self.ip_bases = chip.ip_bases
+    # the register modules and the segment bases they are addressed with (register names in messages)
+    self.regs = RegisterFile(regs_path, tuple((chip.reg(ip), chip.ip_bases[ip]) for ip in ("GC", "MMHUB", "NBIO", "MP0", "HDP", "OSSSYS")))
     self.hdp = HDPModel(self)
     self.regs.map(self.hdp)
     self.sqtt, self.perf = ThreadTrace(self), PerfCounters(self)    # the SQ's thread trace and the counters
@@ -88,6 +72,12 @@ class GPUModel:
     self.shader_lock = threading.Lock()      # one dispatch at a time: the model has one shader array
     self._t0 = time.perf_counter_ns()
     self.busy_ns = {"gfx": 0, "sdma": 0} if busy_ns is None else busy_ns   # what the SMU's activity counters see
+
+  @functools.cached_property
+  def target(self) -> targets.Target:
+    """The ISA the waves run (ValueError, naming the GC versions the shader core has, when it has none for this GPU's: a
+    GPU without one still boots and runs its queues)."""
+    return targets.for_gc(self.gc_version)
 
   def clock(self) -> int:
     return (time.perf_counter_ns() - self._t0) // (1_000_000_000 // CLOCK_HZ)
@@ -123,6 +113,9 @@ class GPUModel:
   # --- dispatch
   def dispatch(self, sh: SHRegisters, grid: tuple[int, int, int], initiator: int, queue: str) -> int:
     """DISPATCH_DIRECT with the queue's COMPUTE_* registers (emu/amdgpu/spi.py); returns wave-instructions executed."""
+    if self.chip.versions["GC"][0] != 11:    # spi.py decodes GC 11's COMPUTE_* fields (GC 12 moved and dropped some: gc_12_0_0_sh_mask.h)
+      raise KernelError(f"{queue}: DISPATCH_DIRECT on GC {'.'.join(map(str, self.chip.versions['GC']))}: the dispatch of this generation "
+                        "is not modelled yet (emu/amdgpu/spi.py decodes GC 11's COMPUTE_* registers)")
     launch, block = spi_launch(sh, initiator, queue)
     launch.shared_hi, launch.private_hi = self.flat_apertures(queue)
     launch.target = self.target.name
@@ -154,8 +147,8 @@ class GPUModel:
     4 GiB windows); SH_MEM_CONFIG must be the mode the shader core models (64-bit addresses, unaligned accesses allowed;
     INITIAL_INST_PREFETCH and ICACHE_USE_GL1 only shape instruction caching and are not acted on). Every queue runs in
     VMID 0."""
-    config = gc.regSH_MEM_CONFIG.decode(self.regs[self.sh_mem_slot(vmid, False)])
-    bases = gc.regSH_MEM_BASES.decode(self.regs[self.sh_mem_slot(vmid, True)])
+    config = self.gc.regSH_MEM_CONFIG.decode(self.regs[self.sh_mem_slot(vmid, False)])
+    bases = self.gc.regSH_MEM_BASES.decode(self.regs[self.sh_mem_slot(vmid, True)])
     if config["ADDRESS_MODE"] != soc21_enum.SH_MEM_ADDRESS_MODE_64:
       raise_engine(queue, f"SH_MEM_CONFIG of VMID {vmid}: ADDRESS_MODE {config['ADDRESS_MODE']} (32-bit) is not modelled: "
                           "program SH_MEM_ADDRESS_MODE_64")

@@ -25,10 +25,10 @@ from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING
 
-from autogen.amd import osssys_6_0_0 as oss, soc15_ih_clientid as ih_client, irqsrcs_gfx_11_0_0 as irq_src
+from autogen.amd import soc15_ih_clientid as ih_client, irqsrcs_gfx_11_0_0 as irq_src
 from emu.amdgpu.mmu import Fault, GPUPageFault
 from emu.amdgpu.registers import Block, storage
-if TYPE_CHECKING: from emu.amdgpu.navi31 import Navi31
+if TYPE_CHECKING: from emu.amdgpu.function import GPUFunction
 
 ENTRY = 32
 SQ_ENCODING_ERROR, SQ_ERROR_ILLEGAL_INST = 2, 1   # SQ_INTERRUPT_WORD_ENCODING / SQ_INTERRUPT_ERROR_TYPE (kfd_int_process_v11.c)
@@ -36,21 +36,22 @@ SQ_ENCODING_ERROR, SQ_ERROR_ILLEGAL_INST = 2, 1   # SQ_INTERRUPT_WORD_ENCODING /
 
 class IHModel(Block):
   name = ip = "OSSSYS"
-  STORAGE = storage(oss, "IH_RB_BASE", "IH_RB_BASE_HI", "IH_RB_RPTR", "IH_RB_WPTR_ADDR_LO", "IH_RB_WPTR_ADDR_HI",
-                    "IH_DOORBELL_RPTR", "IH_RB_BASE_RING1", "IH_RB_BASE_HI_RING1", "IH_RB_CNTL_RING1", "IH_RB_WPTR_RING1",
-                    "IH_RB_RPTR_RING1", "IH_DOORBELL_RPTR_RING1", "IH_STORM_CLIENT_LIST_CNTL", "IH_INT_FLOOD_CNTL",
-                    "IH_MSI_STORM_CTRL")
 
-  def __init__(self, dev: Navi31):
+  def __init__(self, dev: GPUFunction):
     super().__init__(dev)
+    self.oss = dev.chip.reg("OSSSYS")
+    self.STORAGE = storage(self.oss, "IH_RB_BASE", "IH_RB_BASE_HI", "IH_RB_RPTR", "IH_RB_WPTR_ADDR_LO", "IH_RB_WPTR_ADDR_HI",
+                           "IH_DOORBELL_RPTR", "IH_RB_BASE_RING1", "IH_RB_BASE_HI_RING1", "IH_RB_CNTL_RING1", "IH_RB_WPTR_RING1",
+                           "IH_RB_RPTR_RING1", "IH_DOORBELL_RPTR_RING1", "IH_STORM_CLIENT_LIST_CNTL", "IH_INT_FLOOD_CNTL",
+                           "IH_MSI_STORM_CTRL")
     self.dropped = 0      # entries lost to a disabled or full ring (hardware keeps no count; tests do)
 
   def handlers(self):
-    return {self.addr(oss.regIH_RB_CNTL): (None, self._cntl), self.addr(oss.regIH_RB_WPTR): (None, self._wptr)}
+    return {self.addr(self.oss.regIH_RB_CNTL): (None, self._cntl), self.addr(self.oss.regIH_RB_WPTR): (None, self._wptr)}
 
   def _cntl(self, addr: int, value: int) -> None:
-    if value & oss.regIH_RB_CNTL.mask("WPTR_OVERFLOW_CLEAR"): self.set(oss.regIH_RB_WPTR, self.get(oss.regIH_RB_WPTR) & ~1)
-    self.regs[addr] = value & ~oss.regIH_RB_CNTL.mask("WPTR_OVERFLOW_CLEAR")
+    if value & self.oss.regIH_RB_CNTL.mask("WPTR_OVERFLOW_CLEAR"): self.set(self.oss.regIH_RB_WPTR, self.get(self.oss.regIH_RB_WPTR) & ~1)
+    self.regs[addr] = value & ~self.oss.regIH_RB_CNTL.mask("WPTR_OVERFLOW_CLEAR")
 
   def _wptr(self, addr: int, value: int) -> None:
     self.regs[addr] = value   # the driver resets the ring (WPTR = RPTR = 0) while it is disabled
@@ -59,28 +60,28 @@ class IHModel(Block):
   def post(self, client: int, src: int, data: tuple[int, ...] = (), vmid: int = 0, ring_id: int = 0) -> bool:
     """Write one entry; False if the ring is disabled or full (the entry is lost, as on hardware)."""
     with self.dev.lock:
-      cntl = oss.regIH_RB_CNTL.decode(self.get(oss.regIH_RB_CNTL))
+      cntl = self.oss.regIH_RB_CNTL.decode(self.get(self.oss.regIH_RB_CNTL))
       if not cntl["RB_ENABLE"]:
         self.dropped += 1
         return False
       size = 4 << cntl["RB_SIZE"]
-      wptr_reg = self.get(oss.regIH_RB_WPTR)
-      wptr, rptr = (wptr_reg & 0x3FFFC) % size, (self.get(oss.regIH_RB_RPTR) & 0x3FFFC) % size
+      wptr_reg = self.get(self.oss.regIH_RB_WPTR)
+      wptr, rptr = (wptr_reg & 0x3FFFC) % size, (self.get(self.oss.regIH_RB_RPTR) & 0x3FFFC) % size
       if (wptr + ENTRY) % size == rptr:
-        if cntl["WPTR_OVERFLOW_ENABLE"]: self.set(oss.regIH_RB_WPTR, wptr_reg | 1)
+        if cntl["WPTR_OVERFLOW_ENABLE"]: self.set(self.oss.regIH_RB_WPTR, wptr_reg | 1)
         self.dropped += 1
         return False
       ts = self.dev.gpu.clock()
       words = [client | src << 8 | ring_id << 16 | vmid << 24, ts & 0xFFFFFFFF, (ts >> 32) & 0xFFFF, 0, *data, *[0] * (4 - len(data))]
-      base = (self.get(oss.regIH_RB_BASE_HI) << 32 | self.get(oss.regIH_RB_BASE)) << 8
+      base = (self.get(self.oss.regIH_RB_BASE_HI) << 32 | self.get(self.oss.regIH_RB_BASE)) << 8
       mmu = self.dev.gmc_mm.mmu
       try:
         mmu.write(base + wptr, struct.pack("<8I", *words), "IH")
         wptr = (wptr + ENTRY) % size
-        self.set(oss.regIH_RB_WPTR, (wptr_reg & 1) | wptr)
+        self.set(self.oss.regIH_RB_WPTR, (wptr_reg & 1) | wptr)
         if cntl["WPTR_WRITEBACK_ENABLE"]:
-          at = self.get(oss.regIH_RB_WPTR_ADDR_HI) << 32 | (self.get(oss.regIH_RB_WPTR_ADDR_LO) & ~3)
-          mmu.write(at, struct.pack("<I", self.get(oss.regIH_RB_WPTR)), "IH")
+          at = self.get(self.oss.regIH_RB_WPTR_ADDR_HI) << 32 | (self.get(self.oss.regIH_RB_WPTR_ADDR_LO) & ~3)
+          mmu.write(at, struct.pack("<I", self.get(self.oss.regIH_RB_WPTR)), "IH")
       except GPUPageFault as e:   # the MM hub cannot reach the ring: the entry is lost
         self.dev.log(f"IH: entry lost: {e}")
         self.dropped += 1

@@ -1,6 +1,6 @@
 """The GPU MMU (GCVM/MMVM, VMID 0): walks the real 4-level page tables for every GPU access.
 
-Format (gfx10/gfx11, amdgpu_vm.h, gmc_v11_0.c): PDB2 -> PDB1 -> PDB0 -> PTB, each a 4 KiB
+Format (gfx10/gfx11, amdgpu_vm.h, gmc_v11_0.c; gfx12 moves fields, PTEFormat GFX12 below): PDB2 -> PDB1 -> PDB0 -> PTB, each a 4 KiB
 table of 512 u64 entries indexed by VA bits 39/30/21/12 of the VA relative to the context start.
 Entry bits: 0 VALID, 1 SYSTEM (address is a host bus address, else VRAM), 2 SNOOPED, 4 EXECUTABLE,
 5 READABLE, 6 WRITEABLE, 7-11 FRAG, 12-47 address, 48-50 MTYPE, 54 PDE_PTE (a leaf above the PTB level).
@@ -48,7 +48,29 @@ FRAG_SHIFT, FRAG_MASK = 7, 0x1F << 7
 MTYPE_SHIFT, MTYPE_MASK = 48, vm.AMDGPU_PTE_MTYPE_NV10_MASK
 MTYPES = {soc21_enum.MTYPE_NC: "NC", soc21_enum.MTYPE_WC: "WC", soc21_enum.MTYPE_CC: "CC", soc21_enum.MTYPE_UC: "UC"}
 PTE_TF, PDE_BFS_MASK = 1 << 56, 0x1F << 59          # gfx9/translate-further bits (amdgpu_vm.h)
-LEAF_BITS = PTE_VALID | PTE_SYSTEM | PTE_SNOOPED | PTE_EXECUTABLE | PTE_READABLE | PTE_WRITEABLE | FRAG_MASK | ADDR_MASK | MTYPE_MASK
+
+
+@dataclass(frozen=True)
+class PTEFormat:
+  """Where a generation's page-table entries keep the fields that move: MTYPE, the huge-leaf marker PDE_PTE, the
+  block fragment size of a directory entry and translate-further (amdgpu_vm.h: *_NV10 / *_GFX12)."""
+  name: str
+  mtype_shift: int
+  mtype_mask: int
+  pde_pte: int
+  pde_bfs_shift: int
+  pte_tf: int         # 0: the generation has no translate-further bit
+
+  @property
+  def leaf_bits(self) -> int:
+    return PTE_VALID | PTE_SYSTEM | PTE_SNOOPED | PTE_EXECUTABLE | PTE_READABLE | PTE_WRITEABLE | FRAG_MASK | ADDR_MASK | self.mtype_mask
+
+
+GFX11 = PTEFormat("gfx11", MTYPE_SHIFT, MTYPE_MASK, PDE_PTE, 59, PTE_TF)
+# gfx12 (gmc_v12_0.c): MTYPE in 54-55 (AMDGPU_PTE_MTYPE_GFX12), PDE_PTE at 63, PDE_BFS in 58-62; bit 56 is PRT there (not modelled)
+GFX12 = PTEFormat("gfx12", 54, vm.AMDGPU_PTE_MTYPE_GFX12_MASK, vm.AMDGPU_PDE_PTE_GFX12, 58, 0)
+LEAF_BITS = GFX11.leaf_bits
+FORMATS = {f.name: f for f in (GFX11, GFX12)}
 # fault types, as the hub's VM_L2_PROTECTION_FAULT_STATUS and the KFD fault event report them
 FAULT_NOT_PRESENT, FAULT_READ, FAULT_WRITE, FAULT_EXECUTE = "not-present", "read", "write", "execute"
 FAULT_RANGE, FAULT_PDE = "range", "pde"   # outside the context's window or aperture; a directory entry the walker rejects
@@ -94,7 +116,8 @@ class MMUClient:
 
 
 class MMU:
-  def __init__(self, vram: VRAM, dma: DMASpace):
+  def __init__(self, vram: VRAM, dma: DMASpace, fmt: PTEFormat = GFX11):
+    self.fmt = fmt
     self.vram, self.dma = vram, dma
     self.root: int | None = None          # VRAM address of the PDB2, None while the context is disabled
     self.start = self.end = 0             # VA window of context 0 (inclusive end)
@@ -157,9 +180,9 @@ class MMU:
       try: e = self._entry(table, system, (rel >> shift) & 0x1FF)
       except (IndexError, DMAFault) as ex: return FAULT_PDE, f"page table at {table:#x} is not readable ({ex})"
       if not e & PTE_VALID: return FAULT_NOT_PRESENT, f"no valid entry at level {level} (table {table:#x})"
-      leaf = level == 3 or bool(e & PDE_PTE)
+      leaf = level == 3 or bool(e & self.fmt.pde_pte)
       if not leaf:
-        if (bad := pde_error(e, level)) is not None: return FAULT_PDE, f"level {level} entry {e:#x} (table {table:#x}): {bad}"
+        if (bad := pde_error(e, level, self.fmt)) is not None: return FAULT_PDE, f"level {level} entry {e:#x} (table {table:#x}): {bad}"
         table, system = e & ADDR_MASK, bool(e & PTE_SYSTEM)
         continue
       size = 1 << shift
@@ -194,7 +217,7 @@ class MMU:
       walked = self._walk(va)
       if isinstance(walked[0], str): return self._fault(va, write, walked[1], client, walked[0], execute)
       base, size, phys, e = walked
-      leaf_check(e, va)
+      leaf_check(e, va, self.fmt)
       if e & PTE_SYSTEM:   # host memory: contiguous only as far as the bus run the host buffer backs
         page = va & ~0xFFF
         bus, gen = phys + (page - base), int(self.dma.generation[0])   # (read first: a change meanwhile walks again)
@@ -273,21 +296,22 @@ class MMU:
       off += k
 
 
-def pde_error(e: int, level: int) -> str | None:
+def pde_error(e: int, level: int, fmt: PTEFormat = GFX11) -> str | None:
   """Why the walker rejects directory entry `e` of `level` (VALID set, not a leaf), or None."""
-  if e & PTE_TF: return "PTE_TF (translate further) is set, but context 0 runs 4-level tables with block size 0"
-  if e & PDE_BFS_MASK: return f"block fragment size {(e & PDE_BFS_MASK) >> 59} is set, but context 0 runs 4-level tables with block size 0"
+  if e & fmt.pte_tf: return "PTE_TF (translate further) is set, but context 0 runs 4-level tables with block size 0"
+  if bfs := e >> fmt.pde_bfs_shift & 0x1F:
+    return f"block fragment size {bfs} is set, but context 0 runs 4-level tables with block size 0"
   if e & 0xFC0: return "the next table's address is not 4 KiB aligned"
-  if (e & MTYPE_MASK) >> MTYPE_SHIFT not in MTYPES: return f"MTYPE {(e & MTYPE_MASK) >> MTYPE_SHIFT} is reserved"
+  if (e & fmt.mtype_mask) >> fmt.mtype_shift not in MTYPES: return f"MTYPE {(e & fmt.mtype_mask) >> fmt.mtype_shift} is reserved"
   return None
 
 
-def leaf_check(e: int, va: int) -> None:
+def leaf_check(e: int, va: int, fmt: PTEFormat = GFX11) -> None:
   """Raise for leaf bits this model cannot honour (see the module docstring)."""
-  if e & ~LEAF_BITS & ~PDE_PTE:
-    raise ModelError(f"PTE {e:#x} mapping {va:#x}: bits {e & ~LEAF_BITS & ~PDE_PTE:#x} (TMZ, PRT or reserved) are not modelled")
-  if (mtype := (e & MTYPE_MASK) >> MTYPE_SHIFT) not in MTYPES:
-    raise ModelError(f"PTE {e:#x} mapping {va:#x}: MTYPE {mtype} is reserved on gfx11 (NC 0, WC 1, CC 2, UC 3)")
+  if e & ~fmt.leaf_bits & ~fmt.pde_pte:
+    raise ModelError(f"PTE {e:#x} mapping {va:#x}: bits {e & ~fmt.leaf_bits & ~fmt.pde_pte:#x} (TMZ, PRT or reserved) are not modelled")
+  if (mtype := (e & fmt.mtype_mask) >> fmt.mtype_shift) not in MTYPES:
+    raise ModelError(f"PTE {e:#x} mapping {va:#x}: MTYPE {mtype} is reserved on {fmt.name} (NC 0, WC 1, CC 2, UC 3)")
   if e & PTE_SYSTEM and not e & PTE_SNOOPED:
     raise ModelError(f"PTE {e:#x} mapping {va:#x}: a SYSTEM page without SNOOPED is not coherent with the CPU's caches "
                      "(the GPU would read stale host memory); map host memory SYSTEM | SNOOPED")

@@ -16,45 +16,47 @@
 from __future__ import annotations
 from typing import TYPE_CHECKING
 
-from autogen.amd import nbio_4_3_0 as nbio
 from emu.amdgpu.registers import Block, Read, Write, storage
 from emu.pci import ModelError
-if TYPE_CHECKING: from emu.amdgpu.navi31 import Navi31
+if TYPE_CHECKING: from emu.amdgpu.function import GPUFunction
 
 HDP_REMAP_MEM, HDP_REMAP_REG = 0x7F000, 0x7F004   # MMIO_REG_HOLE_OFFSET + KFD_MMIO_REMAP_HDP_{MEM,REG}_FLUSH_CNTL
 DOORBELL_INT_CLEAR_BITS = 0x70000
+# the S2A doorbell routing registers (ports 0-3) by register module: nbio_4_3_0_offset.h, nbif_6_3_1_offset.h
+S2A_DOORBELL = {"nbio_4_3_0": "S2A_DOORBELL_ENTRY_{}_CTRL", "nbif_6_3_1": "GDC_S2A0_S2A_DOORBELL_ENTRY_{}_CTRL"}
 
 
 class NBIOModel(Block):
   name = ip = "NBIO"
-  STORAGE = storage(nbio, "BIF_BX_PF0_MM_INDEX", "BIF_BX_PF0_MM_INDEX_HI", "BIF_BX_PF0_RSMU_INDEX",
-                    "BIF_BX0_REMAP_HDP_MEM_FLUSH_CNTL", "BIF_BX0_REMAP_HDP_REG_FLUSH_CNTL",
-                    "RCC_DEV0_EPF0_RCC_DOORBELL_APER_EN", "RCC_DEV0_EPF2_STRAP2",
-                    *(f"S2A_DOORBELL_ENTRY_{i}_CTRL" for i in range(4)))
 
-  def __init__(self, dev: Navi31):
+  def __init__(self, dev: GPUFunction):
     super().__init__(dev)
+    self.nbio = nbio = dev.chip.reg("NBIO")
+    self.STORAGE = storage(nbio, "BIF_BX_PF0_MM_INDEX", "BIF_BX_PF0_MM_INDEX_HI", "BIF_BX_PF0_RSMU_INDEX",
+                           "BIF_BX0_REMAP_HDP_MEM_FLUSH_CNTL", "BIF_BX0_REMAP_HDP_REG_FLUSH_CNTL",
+                           "RCC_DEV0_EPF0_RCC_DOORBELL_APER_EN", "RCC_DEV0_EPF2_STRAP2",
+                           *(S2A_DOORBELL[dev.chip.regs["NBIO"]].format(i) for i in range(4)))
     hdp = dev.gpu.hdp
     self._mem_flush, self._reg_flush = (_zero, lambda a, v: hdp.flush()), (_zero, _ignore)   # the register cache: nothing to flush
     dev.regs.window(self._remapped)
 
   def handlers(self):
-    return {self.addr(nbio.regRCC_DEV0_EPF0_RCC_CONFIG_MEMSIZE): (lambda a: self.dev.gpu.vram.size >> 20, self._memsize),
-            self.addr(nbio.regBIF_BX_PF0_MM_DATA): (self._mm_read, self._mm_write),
-            self.addr(nbio.regBIF_BX_PF0_RSMU_DATA): (self._rsmu_read, self._rsmu_write),
-            self.addr(nbio.regBIF_BX0_BIF_DOORBELL_INT_CNTL): (None, lambda a, v: self.regs.__setitem__(a, v & ~DOORBELL_INT_CLEAR_BITS))}
+    return {self.addr(self.nbio.regRCC_DEV0_EPF0_RCC_CONFIG_MEMSIZE): (lambda a: self.dev.gpu.vram.size >> 20, self._memsize),
+            self.addr(self.nbio.regBIF_BX_PF0_MM_DATA): (self._mm_read, self._mm_write),
+            self.addr(self.nbio.regBIF_BX_PF0_RSMU_DATA): (self._rsmu_read, self._rsmu_write),
+            self.addr(self.nbio.regBIF_BX0_BIF_DOORBELL_INT_CNTL): (None, lambda a, v: self.regs.__setitem__(a, v & ~DOORBELL_INT_CLEAR_BITS))}
 
   def power_on(self) -> None:
-    self.set(nbio.regBIF_BX0_REMAP_HDP_MEM_FLUSH_CNTL, HDP_REMAP_MEM)
-    self.set(nbio.regBIF_BX0_REMAP_HDP_REG_FLUSH_CNTL, HDP_REMAP_REG)
+    self.set(self.nbio.regBIF_BX0_REMAP_HDP_MEM_FLUSH_CNTL, HDP_REMAP_MEM)
+    self.set(self.nbio.regBIF_BX0_REMAP_HDP_REG_FLUSH_CNTL, HDP_REMAP_REG)
 
   def _memsize(self, addr: int, value: int) -> None:
     raise ModelError("RCC_CONFIG_MEMSIZE is read-only (it reports the VRAM size in MiB)")
 
   # --- indirect access
   def _mm_target(self) -> tuple[bool, int]:
-    index = self.get(nbio.regBIF_BX_PF0_MM_INDEX)
-    return bool(index >> 31), (self.get(nbio.regBIF_BX_PF0_MM_INDEX_HI) << 31) | (index & 0x7FFFFFFF)
+    index = self.get(self.nbio.regBIF_BX_PF0_MM_INDEX)
+    return bool(index >> 31), (self.get(self.nbio.regBIF_BX_PF0_MM_INDEX_HI) << 31) | (index & 0x7FFFFFFF)
 
   def _mm_read(self, addr: int) -> int:
     vram, at = self._mm_target()
@@ -66,16 +68,16 @@ class NBIOModel(Block):
     if vram: self.dev.gpu.vram.write(at, value.to_bytes(4, "little"))
     else: self.regs.write(at >> 2, value)
 
-  def _rsmu_read(self, addr: int) -> int: return self.regs.read(self.get(nbio.regBIF_BX_PF0_RSMU_INDEX) >> 2)
-  def _rsmu_write(self, addr: int, value: int) -> None: self.regs.write(self.get(nbio.regBIF_BX_PF0_RSMU_INDEX) >> 2, value)
+  def _rsmu_read(self, addr: int) -> int: return self.regs.read(self.get(self.nbio.regBIF_BX_PF0_RSMU_INDEX) >> 2)
+  def _rsmu_write(self, addr: int, value: int) -> None: self.regs.write(self.get(self.nbio.regBIF_BX_PF0_RSMU_INDEX) >> 2, value)
 
   # --- the HDP flush registers, remapped into the MMIO hole
   def _remapped(self, addr: int) -> tuple[Read, Write] | None:
-    if addr * 4 == self.get(nbio.regBIF_BX0_REMAP_HDP_MEM_FLUSH_CNTL) & 0x7FFFC: return self._mem_flush
-    if addr * 4 == self.get(nbio.regBIF_BX0_REMAP_HDP_REG_FLUSH_CNTL) & 0x7FFFC: return self._reg_flush
+    if addr * 4 == self.get(self.nbio.regBIF_BX0_REMAP_HDP_MEM_FLUSH_CNTL) & 0x7FFFC: return self._mem_flush
+    if addr * 4 == self.get(self.nbio.regBIF_BX0_REMAP_HDP_REG_FLUSH_CNTL) & 0x7FFFC: return self._reg_flush
     return None
 
-  def doorbells_enabled(self) -> bool: return bool(self.get(nbio.regRCC_DEV0_EPF0_RCC_DOORBELL_APER_EN) & 1)
+  def doorbells_enabled(self) -> bool: return bool(self.get(self.nbio.regRCC_DEV0_EPF0_RCC_DOORBELL_APER_EN) & 1)
 
 
 def _zero(addr: int) -> int: return 0

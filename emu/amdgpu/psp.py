@@ -1,6 +1,6 @@
 """PSP (MP0 13.0.0): the bootloader, then the secure OS (sOS) with its KM command ring (amd_driver.md 2.9).
 
-Registers (MP0_SMN_C2PMSG_n, mp_13_0_0):
+Registers (C2PMSG_n: MP0_SMN_C2PMSG_n of mp_13_0_0, MPASP_SMN_C2PMSG_n of mp_14_0_2, the same offsets):
 - 35: bootloader command/status. Reads bit 31 set while the bootloader waits for a command. Writing a
   PSP_BL__* command loads the component whose image sits at MC address C2PMSG_36 << 20 (its size comes
   from the image header). Accepted in this order: KDB, SPL (the TOS SPL table; on MP0 13.x the KDB image is
@@ -29,18 +29,18 @@ import ctypes
 from ctypes import Structure, c_uint8, c_uint32
 from typing import TYPE_CHECKING
 
-from autogen.amd import mp_13_0_0 as mp, psp_gfx_if
+from autogen.amd import psp_gfx_if
 from emu.amdgpu import firmware
-from emu.amdgpu.registers import Block, storage
+from emu.amdgpu.registers import Block
 from emu.pci import ModelError
-if TYPE_CHECKING: from emu.amdgpu.navi31 import Navi31
+if TYPE_CHECKING: from emu.amdgpu.function import GPUFunction
 
 READY = 0x80000000
 STAGE_BOOTLOADER, STAGE_SOS, STAGE_HALTED = 0, 1, 2
 BL_ORDER = ("KDB", "SPL", "SYS_DRV", "SOC_DRV", "INTF_DRV", "DBG_DRV", "RAS_DRV", "SOS")
-GFX_FIRMWARE = firmware.IP_FIRMWARE[1:]
 RESP_OFFSET = psp_gfx_if.psp_gfx_cmd_resp.resp.offset
 FRAME_DW = ctypes.sizeof(psp_gfx_if.psp_gfx_rb_frame) // 4
+MAILBOX_PREFIX = {"mp_13_0_0": "MP0", "mp_14_0_2": "MPASP"}   # the C2PMSG registers' names by register module
 
 
 class PSPState(Structure):
@@ -58,22 +58,25 @@ class Refused(Exception):
 
 class PSPModel(Block):
   name = ip = "MP0"
-  STORAGE = storage(mp, "MP0_SMN_C2PMSG_36", "MP0_SMN_C2PMSG_69", "MP0_SMN_C2PMSG_70", "MP0_SMN_C2PMSG_71")
 
-  def __init__(self, dev: Navi31, state: PSPState):
+  def __init__(self, dev: GPUFunction, state: PSPState):
     super().__init__(dev)
+    mp, prefix = dev.chip.reg("MP0"), MAILBOX_PREFIX[dev.chip.regs["MP0"]]
+    self.msg = {n: getattr(mp, f"reg{prefix}_SMN_C2PMSG_{n}") for n in (35, 36, 64, 67, 69, 70, 71, 81)}
+    self.STORAGE = (self.msg[36], self.msg[69], self.msg[70], self.msg[71])
+    self.rules = firmware.RULES[dev.chip.versions["MP0"]]    # what this PSP generation's firmware looks like and loads
     self.s = state
     self.failures: list[str] = []
 
   def handlers(self):
-    return {self.addr(mp.regMP0_SMN_C2PMSG_35): (None, self._bootloader),
-            self.addr(mp.regMP0_SMN_C2PMSG_64): (None, self._ring_control),
-            self.addr(mp.regMP0_SMN_C2PMSG_67): (None, self._ring_wptr),
-            self.addr(mp.regMP0_SMN_C2PMSG_81): (None, self._read_only)}
+    return {self.addr(self.msg[35]): (None, self._bootloader),
+            self.addr(self.msg[64]): (None, self._ring_control),
+            self.addr(self.msg[67]): (None, self._ring_wptr),
+            self.addr(self.msg[81]): (None, self._read_only)}
 
   def power_on(self) -> None:
     ctypes.memset(ctypes.addressof(self.s), 0, ctypes.sizeof(self.s))
-    self.set(mp.regMP0_SMN_C2PMSG_35, READY)
+    self.set(self.msg[35], READY)
 
   def loaded(self, name: str) -> bool:
     t = getattr(psp_gfx_if, f"GFX_FW_TYPE_{name}")
@@ -84,13 +87,13 @@ class PSPModel(Block):
     self.dev.log(f"PSP: {msg}")
 
   def _read_only(self, addr: int, value: int) -> None:
-    raise ModelError("MP0_SMN_C2PMSG_81 is written by the sOS only (it reads non-zero once the sOS runs)")
+    raise ModelError("C2PMSG_81 is written by the sOS only (it reads non-zero once the sOS runs)")
 
   # --- bootloader
   def _bootloader(self, addr: int, cmd: int) -> None:
     if self.s.stage == STAGE_SOS:
       raise ModelError(f"PSP bootloader command {cmd:#x} written to C2PMSG_35 while the sOS runs (C2PMSG_81 != 0): skip the bootloader stage")
-    if not self.get(mp.regMP0_SMN_C2PMSG_35) & READY:
+    if not self.get(self.msg[35]) & READY:
       raise ModelError(f"PSP bootloader command {cmd:#x} written while the bootloader is not ready (wait for C2PMSG_35 bit 31)")
     self.regs[addr] = cmd            # busy: bit 31 clear until the component is in
     try: img = self._bl_load(cmd)
@@ -101,8 +104,8 @@ class PSPModel(Block):
     if img.name == "SOS":
       self.s.stage = STAGE_SOS
       self.regs[addr] = 0
-      self.set(mp.regMP0_SMN_C2PMSG_81, img.version or 1)
-      self.set(mp.regMP0_SMN_C2PMSG_64, READY)
+      self.set(self.msg[81], img.version or 1)
+      self.set(self.msg[64], READY)
     else: self.regs[addr] = READY
 
   def _bl_load(self, cmd: int) -> firmware.Image:
@@ -113,11 +116,11 @@ class PSPModel(Block):
       raise firmware.Rejected(f"{name} sent after {later[-1]}: order is {', '.join(BL_ORDER)}")
     need = {"KDB": (), "SPL": ("KDB",), "SYS_DRV": ("KDB",)}.get(name, ("KDB", "SYS_DRV"))
     if missing := [n for n in need if n not in done]: raise firmware.Rejected(f"{name} sent before {', '.join(missing)}")
-    mc = self.get(mp.regMP0_SMN_C2PMSG_36) << 20
+    mc = self.get(self.msg[36]) << 20
     limit = self.dev.gmc_mm.fb[1] + 1 - mc   # the image may extend to the end of VRAM
-    total = firmware.header_total(self.dev.gmc_mm.read_vram(mc, firmware.HEADER, f"{name} image (C2PMSG_36 = {mc >> 20:#x})"))
+    total = self.rules.total(self.dev.gmc_mm.read_vram(mc, firmware.HEADER, f"{name} image (C2PMSG_36 = {mc >> 20:#x})"))
     data = self.dev.gmc_mm.read_vram(mc, max(firmware.HEADER, min(total, limit)), f"{name} image")
-    return firmware.check(name, data, limit, ("KDB",) if name == "SPL" else ())
+    return firmware.check(name, data, limit, ("KDB",) if name == "SPL" else (), self.rules)
 
   # --- KM ring
   def _ring_control(self, addr: int, value: int) -> None:
@@ -125,14 +128,14 @@ class PSPModel(Block):
     if self.s.stage != STAGE_SOS: return   # nobody answers
     cmd, status = value & psp_gfx_if.GFX_CMD_ID_MASK, 0
     if cmd == psp_gfx_if.GFX_CTRL_CMD_ID_INIT_GPCOM_RING:
-      mc, size = self.get(mp.regMP0_SMN_C2PMSG_70) << 32 | self.get(mp.regMP0_SMN_C2PMSG_69), self.get(mp.regMP0_SMN_C2PMSG_71)
+      mc, size = self.get(self.msg[70]) << 32 | self.get(self.msg[69]), self.get(self.msg[71])
       try:
         if self.s.ring_ok: raise ValueError("a KM ring already exists (DESTROY_RINGS first)")
         if size < 4096 or size % (FRAME_DW * 4) or mc % 4096:
           raise ValueError(f"ring of {size:#x} bytes at {mc:#x}: need a 4 KiB-aligned ring of whole 64-byte frames, at least 4 KiB")
         self.dev.gmc_mm.vram_offset(mc, size, "KM ring")
         self.s.ring_ok, self.s.ring_rptr = 1, 0
-        self.set(mp.regMP0_SMN_C2PMSG_67, 0)
+        self.set(self.msg[67], 0)
       except ValueError as e:
         self._fail(f"INIT_GPCOM_RING refused: {e}")
         status = 1
@@ -145,11 +148,11 @@ class PSPModel(Block):
   def _ring_wptr(self, addr: int, wptr: int) -> None:
     if self.s.stage != STAGE_SOS or not self.s.ring_ok:
       raise ModelError("C2PMSG_67 (KM ring write pointer) written but the sOS has no ring: INIT_GPCOM_RING first")
-    size_dw = self.get(mp.regMP0_SMN_C2PMSG_71) // 4
+    size_dw = self.get(self.msg[71]) // 4
     if wptr % FRAME_DW or wptr > size_dw:
       raise ModelError(f"KM ring write pointer {wptr:#x}: must be a multiple of {FRAME_DW} dwords within the {size_dw:#x}-dword ring")
     self.regs[addr] = wptr
-    ring = self.get(mp.regMP0_SMN_C2PMSG_70) << 32 | self.get(mp.regMP0_SMN_C2PMSG_69)
+    ring = self.get(self.msg[70]) << 32 | self.get(self.msg[69])
     while self.s.ring_rptr != wptr % size_dw:
       frame = psp_gfx_if.psp_gfx_rb_frame.from_buffer_copy(self.dev.gmc_mm.read_vram(ring + self.s.ring_rptr * 4, FRAME_DW * 4, "KM ring frame"))
       self._frame(frame)
@@ -173,14 +176,15 @@ class PSPModel(Block):
     cid = cmd.cmd_id
     if cid == psp_gfx_if.GFX_CMD_ID_LOAD_TOC:
       c = cmd.cmd.cmd_load_toc
-      toc = firmware.parse_toc(self._image("TOC", c.toc_phy_addr_hi << 32 | c.toc_phy_addr_lo, c.toc_size)[1])
+      toc = firmware.parse_toc(self._image("TOC", c.toc_phy_addr_hi << 32 | c.toc_phy_addr_lo, c.toc_size)[1], self.rules)
       self.s.toc, self.s.tmr_size = 1, toc.tmr_size
-      self.s.toc_fw = sum(1 << i for i, n in enumerate(firmware.IP_FIRMWARE) if n in toc.firmware)
+      self.s.toc_fw = sum(1 << i for i, n in enumerate(self.rules.ip_firmware) if n in toc.firmware)
       resp.tmr_size = toc.tmr_size
     elif cid == psp_gfx_if.GFX_CMD_ID_SETUP_TMR: self._setup_tmr(cmd.cmd.cmd_setup_tmr)
     elif cid == psp_gfx_if.GFX_CMD_ID_LOAD_IP_FW: self._load_ip_fw(cmd.cmd.cmd_load_ip_fw)
     elif cid == psp_gfx_if.GFX_CMD_ID_AUTOLOAD_RLC:
-      if missing := [n for n in GFX_FIRMWARE if not self.loaded(n)]: raise Refused(f"AUTOLOAD_RLC before {', '.join(missing)} was loaded")
+      if missing := [n for n in self.rules.ip_firmware[1:] if not self.loaded(n)]:
+        raise Refused(f"AUTOLOAD_RLC before {', '.join(missing)} was loaded")
       self.s.autoload = 1
       self.dev.gfx.rlc_autoload_done()
     elif cid in {v for k, v in vars(psp_gfx_if).items() if k.startswith("GFX_CMD_ID_")}:
@@ -190,7 +194,7 @@ class PSPModel(Block):
   def _image(self, name: str, mc: int, size: int) -> tuple[firmware.Image, bytes]:
     if size == 0: raise Refused(f"{name}: zero-sized image")
     data = self.dev.gmc_mm.read_vram(mc, size, f"{name} image")
-    return firmware.check(name, data, size), data
+    return firmware.check(name, data, size, rules=self.rules), data
 
   def _setup_tmr(self, c: psp_gfx_if.psp_gfx_cmd_setup_tmr) -> None:
     mc = c.buf_phy_addr_hi << 32 | c.buf_phy_addr_lo
@@ -205,13 +209,13 @@ class PSPModel(Block):
 
   def _load_ip_fw(self, c: psp_gfx_if.psp_gfx_cmd_load_ip_fw) -> None:
     name = firmware.FW_TYPE_NAMES.get(c.fw_type, f"fw_type {c.fw_type}")
-    if name not in firmware.IP_FIRMWARE: raise Refused(f"LOAD_IP_FW {name}: not a firmware type of Navi31's PSP 13.0.0")
+    if name not in self.rules.ip_firmware: raise Refused(f"LOAD_IP_FW {name}: not a firmware type of {self.rules.psp}")
     if not self.s.toc: raise Refused(f"LOAD_IP_FW {name} before LOAD_TOC")
-    if not self.s.toc_fw >> firmware.IP_FIRMWARE.index(name) & 1: raise Refused(f"LOAD_IP_FW {name}: the TOC does not list it")
+    if not self.s.toc_fw >> self.rules.ip_firmware.index(name) & 1: raise Refused(f"LOAD_IP_FW {name}: the TOC does not list it")
     if self.loaded(name): raise Refused(f"LOAD_IP_FW {name}: already loaded")
     if name == "SMU" and self.s.tmr_ok: raise Refused("LOAD_IP_FW SMU after SETUP_TMR: the SMU firmware goes before the TMR")
     if name != "SMU" and not self.s.tmr_ok: raise Refused(f"LOAD_IP_FW {name} before SETUP_TMR")
-    if name in GFX_FIRMWARE and self.loaded("RLC_G"): raise Refused(f"LOAD_IP_FW {name} after RLC_G: RLC_G is the last GFX firmware")
+    if name in self.rules.ip_firmware[1:] and self.loaded("RLC_G"): raise Refused(f"LOAD_IP_FW {name} after RLC_G: RLC_G is the last GFX firmware")
     if self.s.autoload: raise Refused(f"LOAD_IP_FW {name} after AUTOLOAD_RLC")
     img, _ = self._image(name, c.fw_phy_addr_hi << 32 | c.fw_phy_addr_lo, c.fw_size)
     self.s.fw_loaded[c.fw_type // 8] |= 1 << (c.fw_type % 8)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from autogen import pktfields
-from autogen.amd import sdma_v6_0_0_pkt_open as sdma_defs, gc_11_0_0 as gc
+from autogen.amd import sdma_v6_0_0_pkt_open as sdma_defs
 from emu.ring import RingError, Stalled
 from emu.amdgpu.engine import GPUEngine
 from emu.amdgpu.pm4 import COMPARE
@@ -85,40 +85,44 @@ class SDMAModel(Block):
   RB_CNTL.RB_ENABLE starts an SDMAEngine with ring = RB_BASE/_HI << 8 of 4 << RB_SIZE bytes, read pointer
   (bytes, u64) written back to RB_RPTR_ADDR_LO/HI, write pointer polled at RB_WPTR_POLL_ADDR_LO/HI, doorbell at
   BAR2 byte DOORBELL_OFFSET.OFFSET * 4 when DOORBELL.ENABLE. The queue runs while the F32 engine is unhalted
-  (F32_CNTL.HALT = 0, which needs the SDMA firmware the PSP loaded); clearing RB_ENABLE stops it.
-  RB_RPTR/_HI read the live read pointer. F32_CNTL.HALT is 1 out of reset."""
+  (F32_CNTL.HALT = 0; SDMA 7: MCU_CNTL.HALT, which needs the SDMA firmware the PSP loaded); clearing RB_ENABLE stops it.
+  RB_RPTR/_HI read the live read pointer. HALT is 1 out of reset."""
   name = ip = "SDMA0"
-  STORAGE = storage(gc, *(f"SDMA0_QUEUE0_{n}" for n in ("RB_BASE", "RB_BASE_HI", "RB_RPTR_ADDR_LO", "RB_RPTR_ADDR_HI",
-                    "RB_WPTR_POLL_ADDR_LO", "RB_WPTR_POLL_ADDR_HI", "RB_WPTR", "RB_WPTR_HI", "DOORBELL", "DOORBELL_OFFSET",
-                    "MINOR_PTR_UPDATE", "IB_CNTL")), "SDMA0_WATCHDOG_CNTL", "SDMA0_UTCL1_CNTL", "SDMA0_UTCL1_PAGE",
-                    "SDMA0_CNTL", "SDMA0_RLC_CGCG_CTRL", "SDMA1_RLC_CGCG_CTRL")
 
   def __init__(self, dev):
     super().__init__(dev)
+    self.gc = gc = dev.chip.reg("GC")
+    self.STORAGE = storage(gc, *(f"SDMA0_QUEUE0_{n}" for n in ("RB_BASE", "RB_BASE_HI", "RB_RPTR_ADDR_LO", "RB_RPTR_ADDR_HI",
+                           "RB_WPTR_POLL_ADDR_LO", "RB_WPTR_POLL_ADDR_HI", "RB_WPTR", "RB_WPTR_HI", "DOORBELL", "DOORBELL_OFFSET",
+                           "MINOR_PTR_UPDATE", "IB_CNTL")), "SDMA0_WATCHDOG_CNTL", "SDMA0_UTCL1_CNTL", "SDMA0_UTCL1_PAGE",
+                           "SDMA0_CNTL", "SDMA0_RLC_CGCG_CTRL", "SDMA1_RLC_CGCG_CTRL")
+    # the engine's halt control: SDMA 6's F32 (SDMA0_F32_CNTL), SDMA 7's MCU (SDMA0_MCU_CNTL); HALT is bit 0 of both
+    self.halt_reg = gc.regSDMA0_F32_CNTL if dev.chip.versions["SDMA0"] < (7, 0, 0) else gc.regSDMA0_MCU_CNTL
     self.queue: SDMAEngine | None = None
     self.stale = False
 
   def handlers(self):
-    return {self.addr(gc.regSDMA0_QUEUE0_RB_CNTL): (None, self._rb_cntl),
-            self.addr(gc.regSDMA0_F32_CNTL): (None, self._f32_cntl),
-            self.addr(gc.regSDMA0_QUEUE0_RB_RPTR): (lambda a: self._rptr() & 0xFFFFFFFF, None),
-            self.addr(gc.regSDMA0_QUEUE0_RB_RPTR_HI): (lambda a: self._rptr() >> 32, None),
-            self.addr(gc.regSDMA0_STATUS_REG): (self._status, None)}
+    return {self.addr(self.gc.regSDMA0_QUEUE0_RB_CNTL): (None, self._rb_cntl),
+            self.addr(self.halt_reg): (None, self._f32_cntl),
+            self.addr(self.gc.regSDMA0_QUEUE0_RB_RPTR): (lambda a: self._rptr() & 0xFFFFFFFF, None),
+            self.addr(self.gc.regSDMA0_QUEUE0_RB_RPTR_HI): (lambda a: self._rptr() >> 32, None),
+            self.addr(self.gc.regSDMA0_STATUS_REG): (self._status, None)}
 
   def power_on(self) -> None:
-    self.set(gc.regSDMA0_F32_CNTL, gc.regSDMA0_F32_CNTL.encode(HALT=1))
+    self.set(self.halt_reg, self.halt_reg.encode(HALT=1))
 
   def _rptr(self) -> int:
     if self.queue is not None: return self.queue.rptr
-    return self.get(gc.regSDMA0_QUEUE0_RB_RPTR_HI) << 32 | self.get(gc.regSDMA0_QUEUE0_RB_RPTR)
+    return self.get(self.gc.regSDMA0_QUEUE0_RB_RPTR_HI) << 32 | self.get(self.gc.regSDMA0_QUEUE0_RB_RPTR)
 
   def _status(self, addr: int) -> int:
     busy = self.queue is not None and self.queue.busy
-    return 0 if busy else gc.regSDMA0_STATUS_REG.encode(IDLE=1, RB_EMPTY=1, RB_CMD_IDLE=1, IB_CMD_IDLE=1, BLOCK_IDLE=1)
+    return 0 if busy else self.gc.regSDMA0_STATUS_REG.encode(IDLE=1, RB_EMPTY=1, RB_CMD_IDLE=1, IB_CMD_IDLE=1, BLOCK_IDLE=1)
 
   def _f32_cntl(self, addr: int, value: int) -> None:
-    if self.get(gc.regSDMA0_F32_CNTL) & 1 and not value & 1 and not self.dev.gfx.autoloaded:
-      raise ModelError("SDMA0_F32_CNTL.HALT cleared but the SDMA firmware is not loaded (PSP LOAD_IP_FW SDMA_UCODE_TH0/TH1, then AUTOLOAD_RLC)")
+    if self.get(self.halt_reg) & 1 and not value & 1 and not self.dev.gfx.autoloaded:
+      raise ModelError(f"{self.halt_reg.name}.HALT cleared but the SDMA firmware is not loaded (PSP LOAD_IP_FW SDMA_UCODE_TH0/TH1, "
+                       "then AUTOLOAD_RLC)")
     self.regs[addr] = value
     self._evaluate()
 
@@ -129,8 +133,8 @@ class SDMAModel(Block):
 
   def _evaluate(self) -> None:
     """The queue runs iff RB_ENABLE and the F32 is unhalted."""
-    cntl = gc.regSDMA0_QUEUE0_RB_CNTL.decode(self.get(gc.regSDMA0_QUEUE0_RB_CNTL))
-    run = bool(cntl["RB_ENABLE"]) and not self.get(gc.regSDMA0_F32_CNTL) & 1
+    cntl = self.gc.regSDMA0_QUEUE0_RB_CNTL.decode(self.get(self.gc.regSDMA0_QUEUE0_RB_CNTL))
+    run = bool(cntl["RB_ENABLE"]) and not self.get(self.halt_reg) & 1
     if run and self.queue is None and not self.stale: self.queue = self._start(cntl)
     elif not run and self.queue is not None: self._stop()
 
@@ -138,14 +142,14 @@ class SDMAModel(Block):
     if cntl["RB_VMID"]: raise ModelError("SDMA0_QUEUE0_RB_CNTL.RB_VMID: only VMID 0 queues are modelled")
     if not cntl["RPTR_WRITEBACK_ENABLE"]:
       raise ModelError("SDMA0_QUEUE0_RB_CNTL.RPTR_WRITEBACK_ENABLE is 0: the model always writes the read pointer back")
-    if not self.get(gc.regSDMA0_QUEUE0_DOORBELL) & gc.regSDMA0_QUEUE0_DOORBELL.mask("ENABLE"):
+    if not self.get(self.gc.regSDMA0_QUEUE0_DOORBELL) & self.gc.regSDMA0_QUEUE0_DOORBELL.mask("ENABLE"):
       raise ModelError("SDMA0 queue 0 enabled without SDMA0_QUEUE0_DOORBELL.ENABLE (queues without a doorbell are not modelled)")
     r = self.get
-    q = SDMAEngine(self.dev.gpu, "SDMA0 queue0", (r(gc.regSDMA0_QUEUE0_RB_BASE_HI) << 32 | r(gc.regSDMA0_QUEUE0_RB_BASE)) << 8,
-                  4 << cntl["RB_SIZE"], r(gc.regSDMA0_QUEUE0_RB_RPTR_ADDR_HI) << 32 | (r(gc.regSDMA0_QUEUE0_RB_RPTR_ADDR_LO) & ~3),
-                  r(gc.regSDMA0_QUEUE0_RB_WPTR_POLL_ADDR_HI) << 32 | (r(gc.regSDMA0_QUEUE0_RB_WPTR_POLL_ADDR_LO) & ~3))
-    q.rptr = r(gc.regSDMA0_QUEUE0_RB_RPTR_HI) << 32 | r(gc.regSDMA0_QUEUE0_RB_RPTR)
-    q.doorbell_offset = gc.regSDMA0_QUEUE0_DOORBELL_OFFSET.decode(r(gc.regSDMA0_QUEUE0_DOORBELL_OFFSET))["OFFSET"] * 4
+    q = SDMAEngine(self.dev.gpu, "SDMA0 queue0", (r(self.gc.regSDMA0_QUEUE0_RB_BASE_HI) << 32 | r(self.gc.regSDMA0_QUEUE0_RB_BASE)) << 8,
+                  4 << cntl["RB_SIZE"], r(self.gc.regSDMA0_QUEUE0_RB_RPTR_ADDR_HI) << 32 | (r(self.gc.regSDMA0_QUEUE0_RB_RPTR_ADDR_LO) & ~3),
+                  r(self.gc.regSDMA0_QUEUE0_RB_WPTR_POLL_ADDR_HI) << 32 | (r(self.gc.regSDMA0_QUEUE0_RB_WPTR_POLL_ADDR_LO) & ~3))
+    q.rptr = r(self.gc.regSDMA0_QUEUE0_RB_RPTR_HI) << 32 | r(self.gc.regSDMA0_QUEUE0_RB_RPTR)
+    q.doorbell_offset = self.gc.regSDMA0_QUEUE0_DOORBELL_OFFSET.decode(r(self.gc.regSDMA0_QUEUE0_DOORBELL_OFFSET))["OFFSET"] * 4
     self.dev.gpu.add_engine(q)
     self.dev.bind_doorbell(q.doorbell_offset, q)
     return q
@@ -154,21 +158,21 @@ class SDMAModel(Block):
     q, self.queue = self.queue, None
     self.dev.gpu.remove_engine(q, wait=False)
     self.dev.unbind_doorbell(q.doorbell_offset, q)
-    self.set(gc.regSDMA0_QUEUE0_RB_RPTR, q.rptr & 0xFFFFFFFF)
-    self.set(gc.regSDMA0_QUEUE0_RB_RPTR_HI, q.rptr >> 32)
+    self.set(self.gc.regSDMA0_QUEUE0_RB_RPTR, q.rptr & 0xFFFFFFFF)
+    self.set(self.gc.regSDMA0_QUEUE0_RB_RPTR_HI, q.rptr >> 32)
 
   def reset(self) -> None:
     """GRBM_SOFT_RESET.SOFT_RESET_SDMA0: the queue stops and its ring registers are disabled."""
     if self.queue is not None: self._stop()
     if self.stale: self.dev.unbind_stale(("SDMA", 0))
     self.stale = False
-    self.set(gc.regSDMA0_QUEUE0_RB_CNTL, self.get(gc.regSDMA0_QUEUE0_RB_CNTL) & ~1)
+    self.set(self.gc.regSDMA0_QUEUE0_RB_CNTL, self.get(self.gc.regSDMA0_QUEUE0_RB_CNTL) & ~1)
 
   def attach(self) -> None:
     """A new process opened the device: a ring left enabled has no engine here; it is stale until reset."""
-    if self.get(gc.regSDMA0_QUEUE0_RB_CNTL) & 1 and not self.get(gc.regSDMA0_F32_CNTL) & 1:
+    if self.get(self.gc.regSDMA0_QUEUE0_RB_CNTL) & 1 and not self.get(self.halt_reg) & 1:
       self.stale = True
-      offset = gc.regSDMA0_QUEUE0_DOORBELL_OFFSET.decode(self.get(gc.regSDMA0_QUEUE0_DOORBELL_OFFSET))["OFFSET"] * 4
+      offset = self.gc.regSDMA0_QUEUE0_DOORBELL_OFFSET.decode(self.get(self.gc.regSDMA0_QUEUE0_DOORBELL_OFFSET))["OFFSET"] * 4
       self.dev.mark_stale(offset, ("SDMA", 0), "SDMA0 queue 0")
 
   def stop_all(self) -> None:

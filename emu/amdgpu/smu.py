@@ -1,4 +1,5 @@
-"""SMU (MP1 13.0.0): the power-management firmware's mailboxes, DPM tables and the metrics table.
+"""SMU (MP1 13.0.0): the power-management firmware's mailboxes, DPM tables and the metrics table. smu_v14.py is MP1 14.0.2/14.0.3,
+which differs in its ids and tables only.
 
 Mailbox (MP1_SMN_C2PMSG_n, mp_13_0_0; amd_driver.md 2.8): write the parameter to 82, the message id to 66;
 the response appears in 90 (PPSMC_Result_OK 1, Failed 0xFF, UnknownCmd 0xFE, CmdRejectedPrereq 0xFD) and
@@ -25,22 +26,22 @@ import ctypes, math, time
 from ctypes import Structure, c_double, c_uint32, c_uint64
 from typing import TYPE_CHECKING
 
-from autogen.amd import mp_13_0_0 as mp, smu_v13_0_0_ppsmc as ppsmc, smu13_driver_if_v13_0_0 as smu_if
+from autogen.amd import smu_v13_0_0_ppsmc, smu13_driver_if_v13_0_0
 from emu.amdgpu.mmu import GPUPageFault
 from emu.amdgpu.registers import Block, storage
-if TYPE_CHECKING: from emu.amdgpu.navi31 import Navi31
+if TYPE_CHECKING: from emu.amdgpu.function import GPUFunction
 
-# DPM levels (MHz) per clock id: plausible RX 7900 XTX tables; GFXCLK is fine-grained (any MHz in range)
-DPM = {smu_if.PPCLK_GFXCLK: (500, 2500), smu_if.PPCLK_SOCCLK: (500, 960, 1200), smu_if.PPCLK_UCLK: (96, 456, 772, 1250),
-       smu_if.PPCLK_FCLK: (888, 1200, 1600, 1900)}
-FINE_GRAINED = {smu_if.PPCLK_GFXCLK}
+# DPM levels (MHz) per clock id (PPCLK_GFXCLK 0, SOCCLK 1, UCLK 2, FCLK 3 in every smuXX_driver_if header): plausible RX 7900 XTX
+# tables; GFXCLK is fine-grained (any MHz in range)
+GFXCLK, SOCCLK, UCLK, FCLK = 0, 1, 2, 3
+DPM = {GFXCLK: (500, 2500), SOCCLK: (500, 960, 1200), UCLK: (96, 456, 772, 1250), FCLK: (888, 1200, 1600, 1900)}
+FINE_GRAINED = {GFXCLK}
 PPT_DEFAULT, PPT_MIN, PPT_MAX = 355, 100, 402            # watts
 IDLE_W, MEM_W = 22.0, 35.0
 ACTIVITY_TAU, THERMAL_TAU = 0.2, 1.5                     # seconds
-FEATURES = sum(1 << v for k, v in vars(smu_if).items() if k.startswith("FEATURE_") and k.endswith("_BIT") and "SPARE" not in k)
 DEBUGSMC_MSG_Mode1Reset = 2
-OK, FAILED, UNKNOWN, PREREQ = ppsmc.PPSMC_Result_OK, ppsmc.PPSMC_Result_Failed, ppsmc.PPSMC_Result_UnknownCmd, ppsmc.PPSMC_Result_CmdRejectedPrereq
-MSG_NAMES = {v: k[10:] for k, v in vars(ppsmc).items() if k.startswith("PPSMC_MSG_")}
+# mailbox responses: the same in every PPSMC header (smu_v13_0_0_ppsmc.h, smu_v14_0_2_ppsmc.h)
+OK, FAILED, UNKNOWN, PREREQ = 0x1, 0xFF, 0xFE, 0xFD
 
 
 class SMUState(Structure):
@@ -54,14 +55,17 @@ class SMUState(Structure):
 
 class SMUModel(Block):
   name = ip = "MP1"
-  STORAGE = storage(mp, "MP1_SMN_C2PMSG_82", "MP1_SMN_C2PMSG_90", "MP1_SMN_C2PMSG_53", "MP1_SMN_C2PMSG_54")
+  ppsmc, smu_if = smu_v13_0_0_ppsmc, smu13_driver_if_v13_0_0     # this version's message ids and driver interface
 
-  def __init__(self, dev: Navi31, state: SMUState):
+  def __init__(self, dev: GPUFunction, state: SMUState):
     super().__init__(dev)
+    ppsmc, self.mp = self.ppsmc, dev.chip.reg("MP1")
+    self.STORAGE = storage(self.mp, "MP1_SMN_C2PMSG_82", "MP1_SMN_C2PMSG_90", "MP1_SMN_C2PMSG_53", "MP1_SMN_C2PMSG_54")
+    self.features = sum(1 << v for k, v in vars(self.smu_if).items() if k.startswith("FEATURE_") and k.endswith("_BIT") and "SPARE" not in k)
+    self.msg_names = {v: k[10:] for k, v in vars(ppsmc).items() if k.startswith("PPSMC_MSG_")}
     self.s = state
     self.messages: list[tuple[int, int, int]] = []    # (message, parameter, response) this process sent
     self._handlers = {ppsmc.PPSMC_MSG_GetSmuVersion: lambda p: (OK, self.s.version),
-                      ppsmc.PPSMC_MSG_GetDriverIfVersion: lambda p: (OK, smu_if.SMU13_0_0_DRIVER_IF_VERSION),
                       ppsmc.PPSMC_MSG_SetDriverDramAddrHigh: self._dram_hi, ppsmc.PPSMC_MSG_SetDriverDramAddrLow: self._dram_lo,
                       ppsmc.PPSMC_MSG_EnableAllSmuFeatures: self._enable, ppsmc.PPSMC_MSG_DisableAllSmuFeatures: self._disable,
                       ppsmc.PPSMC_MSG_GetRunningSmuFeaturesLow: lambda p: (OK, self.s.features & 0xFFFFFFFF),
@@ -72,11 +76,16 @@ class SMUModel(Block):
                       ppsmc.PPSMC_MSG_SetSoftMaxByFreq: lambda p: self._soft(p, self.s.soft_max),
                       ppsmc.PPSMC_MSG_SetPptLimit: self._set_ppt, ppsmc.PPSMC_MSG_GetPptLimit: lambda p: (OK, self.s.ppt_w),
                       ppsmc.PPSMC_MSG_TransferTableSmu2Dram: self._transfer, ppsmc.PPSMC_MSG_PrepareMp1ForUnload: lambda p: (OK, 0),
-                      ppsmc.PPSMC_MSG_Mode1Reset: self._mode1_reset}
+                      **self.version_messages()}
+
+  def version_messages(self) -> dict:
+    """The messages only this version has: SMU 13.0.0's GetDriverIfVersion and mailbox Mode1Reset."""
+    return {self.ppsmc.PPSMC_MSG_GetDriverIfVersion: lambda p: (OK, self.smu_if.SMU13_0_0_DRIVER_IF_VERSION),
+            self.ppsmc.PPSMC_MSG_Mode1Reset: self._mode1_reset}
 
   def handlers(self):
-    return {self.addr(mp.regMP1_SMN_C2PMSG_66): (None, self._message),
-            self.addr(mp.regMP1_SMN_C2PMSG_75): (None, self._debug_message)}
+    return {self.addr(self.mp.regMP1_SMN_C2PMSG_66): (None, self._message),
+            self.addr(self.mp.regMP1_SMN_C2PMSG_75): (None, self._debug_message)}
 
   def power_on(self) -> None:
     ctypes.memset(ctypes.addressof(self.s), 0, ctypes.sizeof(self.s))
@@ -92,22 +101,22 @@ class SMUModel(Block):
   def _message(self, addr: int, msg: int) -> None:
     self.regs[addr] = msg
     if not self.s.alive: return           # no firmware: nobody answers
-    param = self.get(mp.regMP1_SMN_C2PMSG_82)
+    param = self.get(self.mp.regMP1_SMN_C2PMSG_82)
     handler = self._handlers.get(msg)
     if handler is None:
-      self.dev.log(f"SMU: message {msg:#x} ({MSG_NAMES.get(msg, 'unknown')}) is not modelled")
+      self.dev.log(f"SMU: message {msg:#x} ({self.msg_names.get(msg, 'unknown')}) is not modelled")
       resp, value = UNKNOWN, param
     else: resp, value = handler(param)
     self.messages.append((msg, param, resp))
-    if msg != ppsmc.PPSMC_MSG_Mode1Reset or resp != OK: self.set(mp.regMP1_SMN_C2PMSG_82, value)
-    self.set(mp.regMP1_SMN_C2PMSG_90, resp)
+    if self._handlers.get(msg) != self._mode1_reset or resp != OK: self.set(self.mp.regMP1_SMN_C2PMSG_82, value)
+    self.set(self.mp.regMP1_SMN_C2PMSG_90, resp)
 
   def _debug_message(self, addr: int, msg: int) -> None:
     self.regs[addr] = msg
     if not self.s.alive: return
     if msg == DEBUGSMC_MSG_Mode1Reset: return self.dev.mode1_reset()
     self.dev.log(f"SMU: debug message {msg:#x} is not modelled (only DEBUGSMC_MSG_Mode1Reset = 2)")
-    self.set(mp.regMP1_SMN_C2PMSG_54, UNKNOWN)
+    self.set(self.mp.regMP1_SMN_C2PMSG_54, UNKNOWN)
 
   # --- messages: (response, return value)
   def _dram_hi(self, p: int) -> tuple[int, int]:
@@ -119,7 +128,7 @@ class SMUModel(Block):
     return OK, 0
 
   def _enable(self, p: int) -> tuple[int, int]:
-    self.s.features = FEATURES
+    self.s.features = self.features
     return OK, 0
 
   def _disable(self, p: int) -> tuple[int, int]:
@@ -162,8 +171,8 @@ class SMUModel(Block):
   def _transfer(self, p: int) -> tuple[int, int]:
     table = p & 0xFFFF
     if not (self.s.table_hi or self.s.table_lo): return PREREQ, 0
-    if table != smu_if.TABLE_SMU_METRICS:
-      return self._fail(f"TransferTableSmu2Dram: table {table} is not modelled (TABLE_SMU_METRICS = {smu_if.TABLE_SMU_METRICS} is)")
+    if table != self.smu_if.TABLE_SMU_METRICS:
+      return self._fail(f"TransferTableSmu2Dram: table {table} is not modelled (TABLE_SMU_METRICS = {self.smu_if.TABLE_SMU_METRICS} is)")
     try: self.dev.gmc_mm.mmu.write(self.s.table_hi << 32 | self.s.table_lo, bytes(self.metrics()), "SMU")
     except GPUPageFault as e: return self._fail(f"TransferTableSmu2Dram: {e}")
     return OK, 0
@@ -197,43 +206,50 @@ class SMUModel(Block):
 
   def power(self) -> tuple[float, float]:
     """(socket power W, fraction of demand cut by the PPT limit)."""
-    gfx_ratio = self._clock(smu_if.PPCLK_GFXCLK, self.s.gfx_act) / DPM[smu_if.PPCLK_GFXCLK][-1]
+    gfx_ratio = self._clock(GFXCLK, self.s.gfx_act) / DPM[GFXCLK][-1]
     demand = IDLE_W + (PPT_MAX - IDLE_W) * self.s.gfx_act * gfx_ratio + MEM_W * self.s.mem_act
     return min(demand, self.s.ppt_w), max(0.0, 1 - self.s.ppt_w / demand)
 
-  def metrics(self) -> smu_if.SmuMetricsExternal_t:
+  def voltages(self, gfx_mv: float) -> dict[int, float]:
+    """AvgVoltage by SVI plane (smu13_driver_if_v13_0_0.h SVI_PLANE_e)."""
+    i = self.smu_if
+    return {i.SVI_PLANE_GFX: gfx_mv, i.SVI_PLANE_SOC: 850, i.SVI_PLANE_VMEMP: 1350, i.SVI_PLANE_VDDIO_MEM: 1350, i.SVI_PLANE_U: 750}
+
+  def temperatures(self) -> dict[int, float]:
+    """AvgTemperature by sensor (smu13_driver_if_v13_0_0.h TEMP_e)."""
+    i, s = self.smu_if, self.s
+    return {i.TEMP_EDGE: s.t_edge, i.TEMP_HOTSPOT: s.t_hotspot, i.TEMP_HOTSPOT_G: s.t_hotspot - 2, i.TEMP_HOTSPOT_M: s.t_hotspot - 4,
+            i.TEMP_MEM: s.t_mem, i.TEMP_VR_GFX: s.t_edge + 4, i.TEMP_VR_MEM0: s.t_mem - 3, i.TEMP_VR_MEM1: s.t_mem - 3,
+            i.TEMP_VR_SOC: s.t_edge + 1, i.TEMP_VR_U: s.t_edge}
+
+  def metrics(self):
     self.update()
-    out = smu_if.SmuMetricsExternal_t()
+    out = self.smu_if.SmuMetricsExternal_t()
     m, t = out.SmuMetrics, time.time()
     power, throttle = self.power()
     jitter = math.sin(t * 7.0)                  # sensors are never perfectly still
-    clocks = {clk: self._clock(clk, self.s.mem_act if clk in (smu_if.PPCLK_UCLK, smu_if.PPCLK_FCLK) else self.s.gfx_act) for clk in DPM}
-    clocks[smu_if.PPCLK_GFXCLK] *= 1 - throttle
+    clocks = {clk: self._clock(clk, self.s.mem_act if clk in (UCLK, FCLK) else self.s.gfx_act) for clk in DPM}
+    clocks[GFXCLK] *= 1 - throttle
     for clk, mhz in clocks.items(): m.CurrClock[clk] = round(mhz)
-    gfx = clocks[smu_if.PPCLK_GFXCLK]
-    m.AverageGfxclkFrequencyTarget = self.s.soft_max[smu_if.PPCLK_GFXCLK]
+    gfx = clocks[GFXCLK]
+    m.AverageGfxclkFrequencyTarget = self.s.soft_max[GFXCLK]
     m.AverageGfxclkFrequencyPreDs, m.AverageGfxclkFrequencyPostDs = round(gfx), round(gfx * (0.1 + 0.9 * self.s.gfx_act))
-    m.AverageFclkFrequencyPreDs = m.AverageFclkFrequencyPostDs = round(clocks[smu_if.PPCLK_FCLK])
-    m.AverageMemclkFrequencyPreDs = m.AverageMemclkFrequencyPostDs = round(clocks[smu_if.PPCLK_UCLK])
+    m.AverageFclkFrequencyPreDs = m.AverageFclkFrequencyPostDs = round(clocks[FCLK])
+    m.AverageMemclkFrequencyPreDs = m.AverageMemclkFrequencyPostDs = round(clocks[UCLK])
     m.dGPU_W_MAX, m.MetricsCounter = self.s.ppt_w, self.s.counter
-    gfx_lo, gfx_hi = DPM[smu_if.PPCLK_GFXCLK]
-    volts = {smu_if.SVI_PLANE_GFX: 700 + 400 * (gfx - gfx_lo) / (gfx_hi - gfx_lo), smu_if.SVI_PLANE_SOC: 850, smu_if.SVI_PLANE_VMEMP: 1350,
-             smu_if.SVI_PLANE_VDDIO_MEM: 1350, smu_if.SVI_PLANE_U: 750}
-    for plane, mv in volts.items(): m.AvgVoltage[plane] = round(mv)
-    m.AvgCurrent[smu_if.SVI_PLANE_GFX] = round((power - IDLE_W / 2) / (volts[smu_if.SVI_PLANE_GFX] / 1000))
+    gfx_lo, gfx_hi = DPM[GFXCLK]
+    gfx_mv = 700 + 400 * (gfx - gfx_lo) / (gfx_hi - gfx_lo)
+    for plane, mv in self.voltages(gfx_mv).items(): m.AvgVoltage[plane] = round(mv)
+    m.AvgCurrent[0] = round((power - IDLE_W / 2) / (gfx_mv / 1000))    # SVI plane 0 is the gfx rail in every version
     m.AverageGfxActivity, m.AverageUclkActivity = round(100 * self.s.gfx_act), round(100 * self.s.mem_act)
     m.EnergyAccumulator = int(self.s.energy_j) & 0xFFFFFFFF
     m.AverageSocketPower = round(power + jitter)
     m.AverageTotalBoardPower = round(power * 1.08 + jitter)
-    temps = {smu_if.TEMP_EDGE: self.s.t_edge, smu_if.TEMP_HOTSPOT: self.s.t_hotspot, smu_if.TEMP_HOTSPOT_G: self.s.t_hotspot - 2,
-             smu_if.TEMP_HOTSPOT_M: self.s.t_hotspot - 4, smu_if.TEMP_MEM: self.s.t_mem, smu_if.TEMP_VR_GFX: self.s.t_edge + 4,
-             smu_if.TEMP_VR_MEM0: self.s.t_mem - 3, smu_if.TEMP_VR_MEM1: self.s.t_mem - 3, smu_if.TEMP_VR_SOC: self.s.t_edge + 1,
-             smu_if.TEMP_VR_U: self.s.t_edge}
-    for i, c in temps.items(): m.AvgTemperature[i] = round(c + 0.4 * jitter)
+    for i, c in self.temperatures().items(): m.AvgTemperature[i] = round(c + 0.4 * jitter)
     m.AvgTemperatureFanIntake = 25
     m.PcieRate, m.PcieWidth = 3, 6                 # link speed/width indices as the PPTable's link levels: Gen4, x16
     rpm = 0 if self.s.t_hotspot < 60 else min(3300, 800 + 60 * (self.s.t_hotspot - 60))
     m.AvgFanRpm, m.AvgFanPwm = round(rpm), round(100 * rpm / 3300)
-    m.ThrottlingPercentage[smu_if.THROTTLER_PPT0_BIT] = round(100 * throttle)
-    m.ThrottlingPercentage[smu_if.THROTTLER_TEMP_HOTSPOT_BIT] = max(0, min(100, round(4 * (self.s.t_hotspot - 100))))
+    m.ThrottlingPercentage[self.smu_if.THROTTLER_PPT0_BIT] = round(100 * throttle)
+    m.ThrottlingPercentage[self.smu_if.THROTTLER_TEMP_HOTSPOT_BIT] = max(0, min(100, round(4 * (self.s.t_hotspot - 100))))
     return out

@@ -34,10 +34,10 @@ import functools
 
 from autogen.amd import gc_11_0_0 as gc
 from emu.ring import RingError
-from emu.amdgpu.discovery import GC_INFO
+from emu.amdgpu.chips import NAVI31
 from emu.amdgcn.dispatch import Launch, Scratch
 
-SHADER_ENGINES = GC_INFO["gc_num_se"]
+SHADER_ENGINES = NAVI31.gc_info["gc_num_se"]   # the GC 11 dispatch this module decodes is Navi31's
 LDS_GRANULE = 512             # COMPUTE_PGM_RSRC2.LDS_SIZE unit on gfx11, bytes
 SCRATCH_WAVESIZE_UNIT = 256   # COMPUTE_TMPRING_SIZE.WAVESIZE unit, bytes per wave
 USER_DATA = 16                # COMPUTE_USER_DATA_0..15

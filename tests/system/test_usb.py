@@ -5,7 +5,8 @@ import pytest
 
 from drivers.asm24xx.bridge import ASM24xxDevice
 from drivers.system.usb import USBBridgeError
-from emu.amdgpu.navi31 import Navi31
+from emu.amdgpu.chips import NAVI31
+from emu.amdgpu.function import GPUFunction
 from emu.pci import PCIFunction
 from emu.usb.asm24xx import ASM24xx, MockUSBDevice
 from autogen.amd import gc_11_0_0 as gc
@@ -16,7 +17,7 @@ NAVI31_IDS = (0x1002, 0x744C)     # the Navi31's PCI vendor:device (emu/amdgpu/n
 
 @pytest.fixture
 def gpu():
-  fn = Navi31("usb", vram_size=64 << 20)
+  fn = GPUFunction(NAVI31, "usb", vram_size=64 << 20)
   yield fn
   fn.close()
 

@@ -525,3 +525,12 @@ def test_list_shows_gpus_behind_usb_bridges_with_path_firmware_and_holder(amd_tr
   assert "usb-3" not in capsys.readouterr().out                       # bridges are listed for vendors behind them only
   assert main(["amd", "reset", "--pci_bus", "usb-3-6"], host(amd_tree)) == 2
   assert "usb-3-6: a GPU behind a USB bridge (path 3-5) has no function reset through the bridge" in capsys.readouterr().out
+
+
+def test_a_fresh_machine_lists_how_to_open_each_emulated_chip(tmp_path, capsys):
+  """Every registered AMD PCI model after the default one, by the device string that opens it (MOCKPCI+AMD:<model>)."""
+  assert main(["amd", "list"], host(tmp_path)) == 0
+  out = capsys.readouterr().out.splitlines()
+  for chip in ("navi44", "navi48"):
+    assert f"MOCKPCI+AMD:{chip}: emulated {chip.capitalize()} (hcq model), made the same way: open_device('MOCKPCI+AMD:{chip}') " \
+           f"(device n: 'MOCKPCI+AMD:{chip}:<n>')" in out

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ctypes
 from typing import TYPE_CHECKING
 import numpy as np
-from autogen.amd import gc_11_0_0 as gc, soc21_enum, v11_structs as v11, soc15_ih_clientid as ih_client, irqsrcs_gfx_11_0_0 as irq_src
+from autogen.amd import gc_11_0_0, soc21_enum, v11_structs, soc15_ih_clientid as ih_client, irqsrcs_gfx_11_0_0 as irq_src
 from drivers.amd.am.ip_block import IPBlock
 if TYPE_CHECKING: from drivers.amd.am.ih_v6_0 import Entry
 
@@ -19,30 +19,27 @@ DOORBELL_RANGE_UPPER = 0xF8
 N_VMIDS = 16
 PIPE_PRIORITY_HIGH, QUEUE_PRIORITY_MAXIMUM = 2, 15   # AMDGPU_GFX_PIPE_PRIO_HIGH, AMDGPU_GFX_QUEUE_PRIORITY_MAXIMUM (amdgpu_gfx.h)
 DEQUEUE_RESET_WAVES = 2             # CP_HQD_DEQUEUE_REQUEST: drain and reset the queue's waves (gfx_v11_0_soft_reset writes 0x2)
-# MQD dwords from cp_mqd_base_addr_lo to cp_hqd_pq_wptr_hi are the register image of CP_MQD_BASE_ADDR..CP_HQD_PQ_WPTR_HI
-HQD_FIRST = v11.v11_compute_mqd.cp_mqd_base_addr_lo.offset // 4
-HQD_LAST = v11.v11_compute_mqd.cp_hqd_pq_wptr_hi.offset // 4
-# the boot marks: SCRATCH_REG7 = the AM version that booted the GPU, SCRATCH_REG6 = 1 while a driver runs (or it ended dirty)
-MARK_BOOTED, MARK_RUNNING = gc.regSCRATCH_REG7, gc.regSCRATCH_REG6
 
 
 class GFXv11_0(IPBlock):
   IP = "GC"
+  gc, enums, MQD = gc_11_0_0, soc21_enum, v11_structs.v11_compute_mqd     # this version's registers, field values, compute MQD
 
   def sw_init(self) -> None:
     mm = self.core.mm
-    self.mqd = mm.palloc(ctypes.sizeof(v11.v11_compute_mqd), boot=True, zero=True)
+    self.mqd = mm.palloc(ctypes.sizeof(self.MQD), boot=True, zero=True)
     self.eop = mm.palloc(EOP_SIZE, boot=True, zero=True)
 
   def select(self, me: int = 0, pipe: int = 0, queue: int = 0, vmid: int = 0) -> None:
     """soc21_grbm_select: which ME/pipe/queue (or VMID) the banked registers that follow address."""
-    self.w(gc.regGRBM_GFX_CNTL, MEID=me, PIPEID=pipe, QUEUEID=queue, VMID=vmid)
+    self.w(self.gc.regGRBM_GFX_CNTL, MEID=me, PIPEID=pipe, QUEUEID=queue, VMID=vmid)
 
   # --- boot marks (the AM driver's convention; they survive across processes)
-  def marks(self) -> tuple[int, int]: return self.r(MARK_BOOTED), self.r(MARK_RUNNING)
+  # SCRATCH_REG7 = the AM version that booted the GPU, SCRATCH_REG6 = 1 while a driver runs (or it ended dirty)
+  def marks(self) -> tuple[int, int]: return self.r(self.gc.regSCRATCH_REG7), self.r(self.gc.regSCRATCH_REG6)
   def set_mark(self, running: int, booted: int | None = None) -> None:
-    if booted is not None: self.w(MARK_BOOTED, booted)
-    self.w(MARK_RUNNING, running)
+    if booted is not None: self.w(self.gc.regSCRATCH_REG7, booted)
+    self.w(self.gc.regSCRATCH_REG6, running)
 
   # --- interrupts (the GC 11 sources: irqsrcs_gfx_11_0_0.h; clients: soc15_ih_clientid.h SOC21_IH_CLIENTID_*)
   @staticmethod
@@ -61,25 +58,25 @@ class GFXv11_0(IPBlock):
   def _wait_rlc_autoload(self) -> None:
     """The PSP's AUTOLOAD_RLC started the RLC, which brings the CP up: wait until CP_STAT is idle
     (gfx_v11_0_wait_for_rlc_autoload_complete)."""
-    self.wait(gc.regCP_STAT, 0xFFFFFFFF, 0, "RLC autoload (CP still busy)")
+    self.wait(self.gc.regCP_STAT, 0xFFFFFFFF, 0, "RLC autoload (CP still busy)")
 
   def hw_init(self) -> None:
     self._wait_rlc_autoload()
     self.core.gfxhub.gart_enable()
     self._config_mec()
-    self.w(gc.regRLC_CNTL, RLC_ENABLE_F32=1)
-    self.rmw(gc.regRLC_SRM_CNTL, SRM_ENABLE=1, AUTO_INCR_ADDR=1)        # gfx_v11_0_rlc_enable_srm
-    self.w(gc.regRLC_SPM_MC_CNTL, RLC_SPM_VMID=0xF)                    # "init spm vmid with 0xf" (gfx_v11_0_rlc_init)
+    self.w(self.gc.regRLC_CNTL, RLC_ENABLE_F32=1)
+    self.rmw(self.gc.regRLC_SRM_CNTL, SRM_ENABLE=1, AUTO_INCR_ADDR=1)        # gfx_v11_0_rlc_enable_srm
+    self.w(self.gc.regRLC_SPM_MC_CNTL, RLC_SPM_VMID=0xF)                    # "init spm vmid with 0xf" (gfx_v11_0_rlc_init)
     self.core.nbio.gc_doorbell_init()
-    self.rmw(gc.regGRBM_CNTL, READ_TIMEOUT=0xFF)                       # gfx_v11_0_constants_init
+    self.rmw(self.gc.regGRBM_CNTL, READ_TIMEOUT=0xFF)                       # gfx_v11_0_constants_init
     for vmid in range(N_VMIDS):   # DEFAULT_SH_MEM_CONFIG of gfx_v11_0; LDS aperture at 1 << 48, scratch at 2 << 48 (reference 2.10)
       self.select(vmid=vmid)
-      self.w(gc.regSH_MEM_CONFIG, ADDRESS_MODE=soc21_enum.SH_MEM_ADDRESS_MODE_64,
-             ALIGNMENT_MODE=soc21_enum.SH_MEM_ALIGNMENT_MODE_UNALIGNED, INITIAL_INST_PREFETCH=3)
-      self.w(gc.regSH_MEM_BASES, SHARED_BASE=1, PRIVATE_BASE=2)
+      self.w(self.gc.regSH_MEM_CONFIG, ADDRESS_MODE=self.enums.SH_MEM_ADDRESS_MODE_64,
+             ALIGNMENT_MODE=self.enums.SH_MEM_ALIGNMENT_MODE_UNALIGNED, INITIAL_INST_PREFETCH=3)
+      self.w(self.gc.regSH_MEM_BASES, SHARED_BASE=1, PRIVATE_BASE=2)
     self.select()
-    self.w(gc.regCP_MEC_DOORBELL_RANGE_LOWER, 0)
-    self.w(gc.regCP_MEC_DOORBELL_RANGE_UPPER, DOORBELL_RANGE_UPPER)
+    self.w(self.gc.regCP_MEC_DOORBELL_RANGE_LOWER, 0)
+    self.w(self.gc.regCP_MEC_DOORBELL_RANGE_UPPER, DOORBELL_RANGE_UPPER)
     self._enable_mec()
 
   def resume(self) -> None:
@@ -93,22 +90,22 @@ class GFXv11_0(IPBlock):
   def soft_reset(self) -> None:
     """Dequeue, soft-reset the CP (GRBM_SOFT_RESET), then configure and start the MEC again (the partial boot)."""
     self.dequeue()
-    self.rmw(gc.regGRBM_SOFT_RESET, SOFT_RESET_CP=1, SOFT_RESET_CPC=1)
-    self.rmw(gc.regGRBM_SOFT_RESET, SOFT_RESET_CP=0, SOFT_RESET_CPC=0)
+    self.rmw(self.gc.regGRBM_SOFT_RESET, SOFT_RESET_CP=1, SOFT_RESET_CPC=1)
+    self.rmw(self.gc.regGRBM_SOFT_RESET, SOFT_RESET_CP=0, SOFT_RESET_CPC=0)
     self._config_mec()
     self._enable_mec()
 
   def set_clockgating(self) -> None:
     """Coarse-grain clock gating and light sleep, CP polling and interrupts, inside RLC safe mode
     (gfx_v11_0_update_gfx_clock_gating and the functions it calls)."""
-    self.w(gc.regRLC_SAFE_MODE, CMD=1, MESSAGE=1)                                      # gfx_v11_0_set_safe_mode
-    self.wait(gc.regRLC_SAFE_MODE, gc.regRLC_SAFE_MODE.mask("CMD"), 0, "RLC safe mode")
-    self.rmw(gc.regRLC_CGCG_CGLS_CTRL, CGCG_EN=1, CGLS_EN=1, CGLS_REP_COMPANSAT_DELAY=0xF, CGCG_GFX_IDLE_THRESHOLD=0x36)
-    self.rmw(gc.regCP_RB_WPTR_POLL_CNTL, POLL_FREQUENCY=0x100, IDLE_POLL_COUNT=0x90)   # "IDLE_POLL_COUNT(0x00900100)"
-    self.rmw(gc.regCP_INT_CNTL, CMP_BUSY_INT_ENABLE=1, CNTX_BUSY_INT_ENABLE=1, CNTX_EMPTY_INT_ENABLE=1)
-    for sdma in (gc.regSDMA0_RLC_CGCG_CTRL, gc.regSDMA1_RLC_CGCG_CTRL): self.rmw(sdma, CGCG_INT_ENABLE=1)
-    self.rmw(gc.regRLC_CGTT_MGCG_OVERRIDE, PERFMON_CLOCK_STATE=1)   # perfmon clock left running (gfx_v11_0_update_perf_clk off)
-    self.w(gc.regRLC_SAFE_MODE, CMD=1)                                                 # gfx_v11_0_unset_safe_mode
+    self.w(self.gc.regRLC_SAFE_MODE, CMD=1, MESSAGE=1)                                      # gfx_v11_0_set_safe_mode
+    self.wait(self.gc.regRLC_SAFE_MODE, self.gc.regRLC_SAFE_MODE.mask("CMD"), 0, "RLC safe mode")
+    self.rmw(self.gc.regRLC_CGCG_CGLS_CTRL, CGCG_EN=1, CGLS_EN=1, CGLS_REP_COMPANSAT_DELAY=0xF, CGCG_GFX_IDLE_THRESHOLD=0x36)
+    self.rmw(self.gc.regCP_RB_WPTR_POLL_CNTL, POLL_FREQUENCY=0x100, IDLE_POLL_COUNT=0x90)   # "IDLE_POLL_COUNT(0x00900100)"
+    self.rmw(self.gc.regCP_INT_CNTL, CMP_BUSY_INT_ENABLE=1, CNTX_BUSY_INT_ENABLE=1, CNTX_EMPTY_INT_ENABLE=1)
+    for sdma in (self.gc.regSDMA0_RLC_CGCG_CTRL, self.gc.regSDMA1_RLC_CGCG_CTRL): self.rmw(sdma, CGCG_INT_ENABLE=1)
+    self.rmw(self.gc.regRLC_CGTT_MGCG_OVERRIDE, PERFMON_CLOCK_STATE=1)   # perfmon clock left running (gfx_v11_0_update_perf_clk off)
+    self.w(self.gc.regRLC_SAFE_MODE, CMD=1)                                                 # gfx_v11_0_unset_safe_mode
 
   # --- the MEC and its queue
   def _config_mec(self) -> None:
@@ -116,52 +113,54 @@ class GFXv11_0(IPBlock):
     (as gfx_v11_0_config_gfx_rs64 does for the MEC)."""
     self.select(me=MEC_ME, pipe=MEC_PIPE)
     start = self.core.fw.mec_start >> 2
-    self.w(gc.regCP_MEC_RS64_PRGRM_CNTR_START, start & 0xFFFFFFFF)
-    self.w(gc.regCP_MEC_RS64_PRGRM_CNTR_START_HI, start >> 32)
+    self.w(self.gc.regCP_MEC_RS64_PRGRM_CNTR_START, start & 0xFFFFFFFF)
+    self.w(self.gc.regCP_MEC_RS64_PRGRM_CNTR_START_HI, start >> 32)
     self.select()
-    self.rmw(gc.regCP_MEC_RS64_CNTL, MEC_PIPE0_RESET=1)
-    self.rmw(gc.regCP_MEC_RS64_CNTL, MEC_PIPE0_RESET=0)
+    self.rmw(self.gc.regCP_MEC_RS64_CNTL, MEC_PIPE0_RESET=1)
+    self.rmw(self.gc.regCP_MEC_RS64_CNTL, MEC_PIPE0_RESET=0)
 
   def _enable_mec(self) -> None:
-    self.w(gc.regCP_MEC_RS64_CNTL, MEC_PIPE0_ACTIVE=1)
+    self.w(self.gc.regCP_MEC_RS64_CNTL, MEC_PIPE0_ACTIVE=1)
 
   def setup_ring(self, ring_va: int, ring_size: int, rptr_va: int, wptr_va: int) -> int:
     """Program HQD (me 1, pipe 0, queue 0) for a PM4 ring; returns the doorbell's byte offset in BAR2. The MQD is
     gfx_v11_0_compute_mqd_init's, with KFD's quantum and preload (kfd_mqd_manager_v11.c init_mqd)."""
     c = self.core
-    mqd = v11.v11_compute_mqd(header=MQD_HEADER)
+    mqd = self.MQD(header=MQD_HEADER)
     mc = c.mc(self.mqd)
     mqd.cp_mqd_base_addr_lo, mqd.cp_mqd_base_addr_hi = mc & 0xFFFFFFFC, mc >> 32
-    mqd.cp_hqd_persistent_state = gc.regCP_HQD_PERSISTENT_STATE.encode(PRELOAD_REQ=1, PRELOAD_SIZE=0x55)
+    mqd.cp_hqd_persistent_state = self.gc.regCP_HQD_PERSISTENT_STATE.encode(PRELOAD_REQ=1, PRELOAD_SIZE=0x55)
     mqd.cp_hqd_pipe_priority, mqd.cp_hqd_queue_priority = PIPE_PRIORITY_HIGH, QUEUE_PRIORITY_MAXIMUM
-    mqd.cp_hqd_quantum = gc.regCP_HQD_QUANTUM.encode(QUANTUM_EN=1, QUANTUM_SCALE=1, QUANTUM_DURATION=1)
+    mqd.cp_hqd_quantum = self.gc.regCP_HQD_QUANTUM.encode(QUANTUM_EN=1, QUANTUM_SCALE=1, QUANTUM_DURATION=1)
     mqd.cp_hqd_pq_base_lo, mqd.cp_hqd_pq_base_hi = (ring_va >> 8) & 0xFFFFFFFF, ring_va >> 40
     mqd.cp_hqd_pq_rptr_report_addr_lo, mqd.cp_hqd_pq_rptr_report_addr_hi = rptr_va & 0xFFFFFFFC, rptr_va >> 32
     mqd.cp_hqd_pq_wptr_poll_addr_lo, mqd.cp_hqd_pq_wptr_poll_addr_hi = wptr_va & 0xFFFFFFF8, wptr_va >> 32
-    mqd.cp_hqd_pq_doorbell_control = gc.regCP_HQD_PQ_DOORBELL_CONTROL.encode(DOORBELL_OFFSET=DOORBELL_MEC_RING0 * 2, DOORBELL_EN=1)
+    mqd.cp_hqd_pq_doorbell_control = self.gc.regCP_HQD_PQ_DOORBELL_CONTROL.encode(DOORBELL_OFFSET=DOORBELL_MEC_RING0 * 2, DOORBELL_EN=1)
     # ring of 2^(QUEUE_SIZE+1) dwords; the rptr is reported every 2^(RPTR_BLOCK_SIZE+1) = 64 dwords (reference 2.11)
-    mqd.cp_hqd_pq_control = gc.regCP_HQD_PQ_CONTROL.encode(QUEUE_SIZE=(ring_size // 4).bit_length() - 2, RPTR_BLOCK_SIZE=5)
-    mqd.cp_hqd_ib_control = gc.regCP_HQD_IB_CONTROL.encode(MIN_IB_AVAIL_SIZE=3)
-    mqd.cp_mqd_control = gc.regCP_MQD_CONTROL.encode(PRIV_STATE=1)
+    mqd.cp_hqd_pq_control = self.gc.regCP_HQD_PQ_CONTROL.encode(QUEUE_SIZE=(ring_size // 4).bit_length() - 2, RPTR_BLOCK_SIZE=5)
+    mqd.cp_hqd_ib_control = self.gc.regCP_HQD_IB_CONTROL.encode(MIN_IB_AVAIL_SIZE=3)
+    mqd.cp_mqd_control = self.gc.regCP_MQD_CONTROL.encode(PRIV_STATE=1)
     eop = c.mc(self.eop)
     mqd.cp_hqd_eop_base_addr_lo, mqd.cp_hqd_eop_base_addr_hi = (eop >> 8) & 0xFFFFFFFF, eop >> 40
-    mqd.cp_hqd_eop_control = gc.regCP_HQD_EOP_CONTROL.encode(EOP_SIZE=(EOP_SIZE // 4).bit_length() - 2)   # 2^(EOP_SIZE+1) dwords
+    mqd.cp_hqd_eop_control = self.gc.regCP_HQD_EOP_CONTROL.encode(EOP_SIZE=(EOP_SIZE // 4).bit_length() - 2)   # 2^(EOP_SIZE+1) dwords
     mqd.compute_static_thread_mgmt_se0 = mqd.compute_static_thread_mgmt_se1 = 0xFFFFFFFF   # every CU of every SE
     mqd.compute_static_thread_mgmt_se2 = mqd.compute_static_thread_mgmt_se3 = 0xFFFFFFFF
     c.vram[self.mqd:self.mqd + ctypes.sizeof(mqd)] = np.frombuffer(bytes(mqd), np.uint8)
     c.hdp_flush()
     self.select(me=MEC_ME, pipe=MEC_PIPE, queue=MEC_QUEUE)
     words = np.frombuffer(bytes(mqd), np.uint32)
-    first = c.addr("GC", gc.regCP_MQD_BASE_ADDR)
-    for i in range(HQD_FIRST, HQD_LAST + 1): c.wdword(first + i - HQD_FIRST, int(words[i]))
-    self.w(gc.regCP_HQD_ACTIVE, ACTIVE=1)
+    first = c.addr("GC", self.gc.regCP_MQD_BASE_ADDR)
+    # MQD dwords from cp_mqd_base_addr_lo to cp_hqd_pq_wptr_hi are the register image of CP_MQD_BASE_ADDR..CP_HQD_PQ_WPTR_HI
+    hqd_first, hqd_last = self.MQD.cp_mqd_base_addr_lo.offset // 4, self.MQD.cp_hqd_pq_wptr_hi.offset // 4
+    for i in range(hqd_first, hqd_last + 1): c.wdword(first + i - hqd_first, int(words[i]))
+    self.w(self.gc.regCP_HQD_ACTIVE, ACTIVE=1)
     self.select()
     return DOORBELL_MEC_RING0 * 8
 
   def dequeue(self) -> None:
     self.select(me=MEC_ME, pipe=MEC_PIPE, queue=MEC_QUEUE)
-    if self.r(gc.regCP_HQD_ACTIVE) & 1:
-      self.w(gc.regCP_HQD_DEQUEUE_REQUEST, DEQUEUE_REQ=DEQUEUE_RESET_WAVES)
-      self.w(gc.regSPI_COMPUTE_QUEUE_RESET, RESET=1)
-      if not self.core.is_err_state: self.wait(gc.regCP_HQD_ACTIVE, 1, 0, "HQD dequeue")
+    if self.r(self.gc.regCP_HQD_ACTIVE) & 1:
+      self.w(self.gc.regCP_HQD_DEQUEUE_REQUEST, DEQUEUE_REQ=DEQUEUE_RESET_WAVES)
+      self.w(self.gc.regSPI_COMPUTE_QUEUE_RESET, RESET=1)
+      if not self.core.is_err_state: self.wait(self.gc.regCP_HQD_ACTIVE, 1, 0, "HQD dequeue")
     self.select()

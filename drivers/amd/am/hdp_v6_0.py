@@ -2,13 +2,14 @@
 its memory power gating. Not an IP block: the SOC block and the core call it, as Linux's hdp_v6_0_funcs (hdp_v6_0.c)."""
 from __future__ import annotations
 from typing import TYPE_CHECKING
-from autogen.amd import hdp_6_0_0 as hdp
+from autogen.amd import hdp_6_0_0
 from drivers.amd.am.ip_block import IPRegisters
 if TYPE_CHECKING: from drivers.amd.am.core import AMCore
 
 
 class HDPv6_0(IPRegisters):
   IP = "HDP"
+  hdp = hdp_6_0_0             # the register module of this version
 
   def __init__(self, core: AMCore):
     super().__init__(core)
@@ -22,4 +23,4 @@ class HDPv6_0(IPRegisters):
 
   def update_clock_gating(self) -> None:
     """Power down the HDP atomic memory when idle, with deep sleep (hdp_v6_0_update_clock_gating, AMD_CG_SUPPORT_HDP_DS)."""
-    self.rmw(hdp.regHDP_MEM_POWER_CTRL, ATOMIC_MEM_POWER_CTRL_EN=1, ATOMIC_MEM_POWER_DS_EN=1)
+    self.rmw(self.hdp.regHDP_MEM_POWER_CTRL, ATOMIC_MEM_POWER_CTRL_EN=1, ATOMIC_MEM_POWER_DS_EN=1)

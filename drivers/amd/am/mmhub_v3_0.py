@@ -8,6 +8,7 @@ from drivers.amd.am.vmhub import VMHub
 
 class MMHUBv3_0(VMHub):
   IP, NAME = "MMHUB", "MM"
+  mm = mmhub                  # the register module of this version (for the registers beyond R)
   R = SimpleNamespace(
     AGP_BASE=mmhub.regMMMC_VM_AGP_BASE, AGP_BOT=mmhub.regMMMC_VM_AGP_BOT, AGP_TOP=mmhub.regMMMC_VM_AGP_TOP,
     SYSTEM_APERTURE_LOW_ADDR=mmhub.regMMMC_VM_SYSTEM_APERTURE_LOW_ADDR, SYSTEM_APERTURE_HIGH_ADDR=mmhub.regMMMC_VM_SYSTEM_APERTURE_HIGH_ADDR,
@@ -39,19 +40,19 @@ class MMHUBv3_0(VMHub):
 
   def fb_location(self) -> int:
     """The MC address of VRAM offset 0: MMMC_VM_FB_LOCATION_BASE in 16 MiB units (mmhub_v3_0_get_fb_location)."""
-    reg = mmhub.regMMMC_VM_FB_LOCATION_BASE
+    reg = self.mm.regMMMC_VM_FB_LOCATION_BASE
     return (self.r(reg) & reg.mask("FB_BASE")) << 24
 
   def flush_tlb(self, vmid: int) -> None:
     """gmc_v11_0_flush_vm_hub on the MM hub: engine 17 under its semaphore, then a private invalidation
     (VM_L2_BANK_SELECT_RESERVED_CID2) and a read back to know it is done."""
-    self.wait(mmhub.regMMVM_INVALIDATE_ENG17_SEM, 1, 1, "mm flush_tlb semaphore")
+    self.wait(self.mm.regMMVM_INVALIDATE_ENG17_SEM, 1, 1, "mm flush_tlb semaphore")
     super().flush_tlb(vmid)
-    self.w(mmhub.regMMVM_INVALIDATE_ENG17_SEM, 0)
-    self.rmw(mmhub.regMMVM_L2_BANK_SELECT_RESERVED_CID2, RESERVED_CACHE_PRIVATE_INVALIDATION=1)
-    self.r(mmhub.regMMVM_L2_BANK_SELECT_RESERVED_CID2)
+    self.w(self.mm.regMMVM_INVALIDATE_ENG17_SEM, 0)
+    self.rmw(self.mm.regMMVM_L2_BANK_SELECT_RESERVED_CID2, RESERVED_CACHE_PRIVATE_INVALIDATION=1)
+    self.r(self.mm.regMMVM_L2_BANK_SELECT_RESERVED_CID2)
 
   def update_clock_gating(self) -> None:
     """The ATC L2's medium-grain clock gating and memory light sleep (mmhub_v3_0_update_medium_grain_clock_gating,
     _light_sleep)."""
-    self.w(mmhub.regMM_ATC_L2_MISC_CG, ENABLE=1, MEM_LS_ENABLE=1)
+    self.w(self.mm.regMM_ATC_L2_MISC_CG, ENABLE=1, MEM_LS_ENABLE=1)

@@ -3,19 +3,17 @@ the bootloader handshake, the KM ring, and the command sequence TOC -> SMU -> TM
 (psp_v13_0.c, amdgpu_psp.c psp_load_fw; structures: psp_gfx_if.h)."""
 from __future__ import annotations
 import ctypes, time
+from types import SimpleNamespace
 from autogen.amd import mp_13_0_0 as mp, psp_gfx_if, amdgpu_psp
 from drivers.amd.am.ip_block import IPBlock
 
 MSG1_SIZE, RING_SIZE = 1 << 20, 0x10000
 TMR_SIZE = 0x1300000                 # the TMR reserved: what Navi31's TOC asks for (amdgpu_psp.c psp_tmr_init), the size without a TOC
 FRAME_DW = ctypes.sizeof(psp_gfx_if.psp_gfx_rb_frame) // 4
-# the MP0 mailbox registers (psp_v13_0.c)
-BL_CMD = mp.regMP0_SMN_C2PMSG_35      # bootloader: command in, bit 31 = ready for the next one (psp_v13_0_wait_for_bootloader)
-BL_ADDR = mp.regMP0_SMN_C2PMSG_36     # bootloader: MC address >> 20 of the component (psp_v13_0_bootloader_load_component)
-SOS_ALIVE = mp.regMP0_SMN_C2PMSG_81   # non-zero once the sOS runs (psp_v13_0_is_sos_alive)
-RING_CTL = mp.regMP0_SMN_C2PMSG_64    # KM ring command in, GFX_FLAG_RESPONSE + status out (psp_v13_0_ring_create)
-RING_WPTR = mp.regMP0_SMN_C2PMSG_67   # KM ring write pointer in dwords (psp_v13_0_ring_set_wptr)
-RING_LO, RING_HI, RING_SIZE_REG = mp.regMP0_SMN_C2PMSG_69, mp.regMP0_SMN_C2PMSG_70, mp.regMP0_SMN_C2PMSG_71   # ring MC address, size
+
+
+
+
 BL_READY = 1 << 31                   # BL_CMD bit 31 (psp_v13_0_wait_for_bootloader: 0x80000000)
 RING_STOP_WAIT_S = 0.02              # after DESTROY_RINGS (psp_v13_0_ring_stop: mdelay(20))
 
@@ -26,6 +24,14 @@ class PSPError(RuntimeError):
 
 class PSPv13_0(IPBlock):
   IP = "MP0"
+  # the MP0 mailbox registers by role (psp_v13_0.c)
+  M = SimpleNamespace(
+    BL_CMD=mp.regMP0_SMN_C2PMSG_35,      # bootloader: command in, bit 31 = ready for the next one (psp_v13_0_wait_for_bootloader)
+    BL_ADDR=mp.regMP0_SMN_C2PMSG_36,     # bootloader: MC address >> 20 of the component (psp_v13_0_bootloader_load_component)
+    SOS_ALIVE=mp.regMP0_SMN_C2PMSG_81,   # non-zero once the sOS runs (psp_v13_0_is_sos_alive)
+    RING_CTL=mp.regMP0_SMN_C2PMSG_64,    # KM ring command in, GFX_FLAG_RESPONSE + status out (psp_v13_0_ring_create)
+    RING_WPTR=mp.regMP0_SMN_C2PMSG_67,   # KM ring write pointer in dwords (psp_v13_0_ring_set_wptr)
+    RING_LO=mp.regMP0_SMN_C2PMSG_69, RING_HI=mp.regMP0_SMN_C2PMSG_70, RING_SIZE=mp.regMP0_SMN_C2PMSG_71)   # ring MC address, size
 
   def sw_init(self) -> None:
     mm = self.core.mm
@@ -35,7 +41,7 @@ class PSPv13_0(IPBlock):
     self.tmr = mm.palloc(TMR_SIZE, align=1 << 20, boot=True)
     self.wptr = 0
 
-  def sos_alive(self) -> bool: return self.r(SOS_ALIVE) != 0
+  def sos_alive(self) -> bool: return self.r(self.M.SOS_ALIVE) != 0
 
   def hw_init(self) -> None:
     fw = self.core.fw
@@ -65,24 +71,25 @@ class PSPv13_0(IPBlock):
 
   def _bootloader_load(self, cmd: int, blob: bytes) -> None:
     c = self.core
-    self.wait(BL_CMD, BL_READY, BL_READY, "PSP bootloader not ready")
+    self.wait(self.M.BL_CMD, BL_READY, BL_READY, "PSP bootloader not ready")
     c.vram[self.msg1:self.msg1 + MSG1_SIZE] = 0
     c.vram[self.msg1:self.msg1 + len(blob)] = memoryview(blob)
     c.hdp_flush()
-    self.w(BL_ADDR, c.mc(self.msg1) >> 20)
-    self.w(BL_CMD, cmd)
-    if cmd != amdgpu_psp.PSP_BL__LOAD_SOSDRV: self.wait(BL_CMD, BL_READY, BL_READY, f"PSP bootloader (after command {cmd:#x})")
+    self.w(self.M.BL_ADDR, c.mc(self.msg1) >> 20)
+    self.w(self.M.BL_CMD, cmd)
+    if cmd != amdgpu_psp.PSP_BL__LOAD_SOSDRV: self.wait(self.M.BL_CMD, BL_READY, BL_READY, f"PSP bootloader (after command {cmd:#x})")
 
   def _ring_create(self) -> None:
     c = self.core
-    if self.r(RING_SIZE_REG) != 0:   # a ring from an earlier driver instance: destroy it first
-      self.w(RING_CTL, psp_gfx_if.GFX_CTRL_CMD_ID_DESTROY_RINGS)
+    if self.r(self.M.RING_SIZE) != 0:   # a ring from an earlier driver instance: destroy it first
+      self.w(self.M.RING_CTL, psp_gfx_if.GFX_CTRL_CMD_ID_DESTROY_RINGS)
       time.sleep(RING_STOP_WAIT_S)
-    self.wait(RING_CTL, psp_gfx_if.GFX_FLAG_RESPONSE, psp_gfx_if.GFX_FLAG_RESPONSE, "PSP sOS not ready")
+    self.wait(self.M.RING_CTL, psp_gfx_if.GFX_FLAG_RESPONSE, psp_gfx_if.GFX_FLAG_RESPONSE, "PSP sOS not ready")
     mc = c.mc(self.ring)
-    self.w(RING_LO, mc & 0xFFFFFFFF); self.w(RING_HI, mc >> 32); self.w(RING_SIZE_REG, RING_SIZE)
-    self.w(RING_CTL, amdgpu_psp.PSP_RING_TYPE__KM << 16)   # the ring type in bits 16+ (psp_v13_0_ring_create)
-    self.wait(RING_CTL, psp_gfx_if.GFX_FLAG_RESPONSE | psp_gfx_if.GFX_CMD_STATUS_MASK, psp_gfx_if.GFX_FLAG_RESPONSE, "PSP sOS ring not created")
+    self.w(self.M.RING_LO, mc & 0xFFFFFFFF); self.w(self.M.RING_HI, mc >> 32); self.w(self.M.RING_SIZE, RING_SIZE)
+    self.w(self.M.RING_CTL, amdgpu_psp.PSP_RING_TYPE__KM << 16)   # the ring type in bits 16+ (psp_v13_0_ring_create)
+    self.wait(self.M.RING_CTL, psp_gfx_if.GFX_FLAG_RESPONSE | psp_gfx_if.GFX_CMD_STATUS_MASK, psp_gfx_if.GFX_FLAG_RESPONSE,
+              "PSP sOS ring not created")
     self.wptr = 0
 
   def _stage(self, blob: bytes) -> int:
@@ -117,7 +124,7 @@ class PSPv13_0(IPBlock):
     c.vram[at:at + ctypes.sizeof(frame)] = memoryview(bytes(frame))
     c.hdp_flush()
     self.wptr += FRAME_DW
-    self.w(RING_WPTR, self.wptr)
+    self.w(self.M.RING_WPTR, self.wptr)
     deadline = time.monotonic() + 10
     while int.from_bytes(c.vram[self.fence:self.fence + 4], "little") != fence_value:
       if time.monotonic() > deadline: raise TimeoutError(f"{c.pci.bus}: PSP sOS ring not responding to {what}")

@@ -13,7 +13,8 @@ from drivers.system import DeviceBusyError, open_model
 from drivers.system.kernel import kernel_interface
 from drivers.system.vfio import VFIOPCIDevice
 from emu.amdgpu.fwbuild import write_firmware
-from emu.amdgpu.navi31 import Navi31
+from emu.amdgpu.chips import NAVI31
+from emu.amdgpu.function import GPUFunction
 from tests.drivers.amd.kernels import SRC
 from tests.procs import start
 
@@ -150,7 +151,7 @@ def test_a_fault_no_wait_collected_before_close_makes_the_next_open_reset_the_de
 
 def test_boot_through_vfio():
   """The same driver on VFIOPCIDevice, over the fake VFIO kernel interface serving the Navi31 model."""
-  fn = Navi31("0000:0c:00.0")
+  fn = GPUFunction(NAVI31, "0000:0c:00.0")
   k = kernel_interface("vfio", function=fn)
   dev = AMDDevice("PCI+AMD", PCIIface(VFIOPCIDevice("0000:0c:00.0", "am", kernel=k)))
   assert vadd_ok(dev)
@@ -198,3 +199,16 @@ def test_smu_power_limit_and_dpm_levels():
   with pytest.raises(SMUError, match=r"SMU message 0x32 \(param 0x3e8\) failed"): smu.set_power_limit(1000)
   smu.set_power_limit(default)
   dev.close()
+
+
+def test_firmware_search_order_and_the_missing_file_error(tmp_path, monkeypatch):
+  from drivers.amd.am import firmware
+  sys_dir, backport = tmp_path / "sys", tmp_path / "bpo"
+  sys_dir.mkdir(); backport.mkdir()
+  (sys_dir / "a.bin").write_bytes(b"sys"); (backport / "a.bin").write_bytes(b"bpo"); (backport / "b.bin").write_bytes(b"b")
+  monkeypatch.delenv("HCQ_FIRMWARE_DIR", raising=False)
+  monkeypatch.setattr(firmware, "DEFAULT_DIR", str(sys_dir)); monkeypatch.setattr(firmware, "BACKPORT_DIR", str(backport))
+  assert firmware.read("a.bin") == (str(sys_dir / "a.bin"), b"sys") and firmware.read("b.bin") == (str(backport / "b.bin"), b"b")
+  with pytest.raises(FirmwareError, match=rf"{sys_dir}/c.bin or {backport}/c.bin not found: install firmware-amd-graphics"): firmware.read("c.bin")
+  monkeypatch.setenv("HCQ_FIRMWARE_DIR", str(backport))                        # the override replaces both
+  assert firmware.read("a.bin") == (str(backport / "a.bin"), b"bpo")

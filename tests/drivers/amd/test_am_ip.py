@@ -63,18 +63,18 @@ def test_navi31_versions_pick_the_gc11_blocks():
 
 
 def test_versions_without_a_block_are_named_with_the_supported_ones():
-  rdna4 = dict(NAVI31, GC=(12, 0, 0), SDMA0=(7, 0, 0))
-  with pytest.raises(UnsupportedIPError) as e: ip_table.classes(ip_table.BLOCKS + ip_table.HELPERS, rdna4)
+  rdna2 = dict(NAVI31, GC=(10, 3, 0), SDMA0=(5, 2, 0))
+  with pytest.raises(UnsupportedIPError) as e: ip_table.classes(ip_table.BLOCKS + ip_table.HELPERS, rdna2)
   msg = str(e.value)
-  for block in ("SOC", "GMC", "GFX", "GFXHUB"): assert f"no {block} block for GC 12.0.0 (supported: 11.0.0)" in msg
-  assert "no SDMA block for SDMA0 7.0.0 (supported: 6.0.0)" in msg
+  for block in ("SOC", "GMC", "GFX", "GFXHUB"): assert f"no {block} block for GC 10.3.0 (supported: 11.0.0, 12.0.0, 12.0.1)" in msg
+  assert "no SDMA block for SDMA0 5.2.0 (supported: 6.0.0, 7.0.0, 7.0.1)" in msg
   assert "PSP" not in msg and "IH " not in msg                   # the blocks that have a class are not listed
 
 
 def test_a_gpu_reporting_an_unsupported_sdma_version_fails_to_open_naming_it():
   pci = open_model("navi31", 0, "am")
-  set_ip_version(pci, hw_ip.SDMA0_HWID, (7, 0, 0))
-  with pytest.raises(UnsupportedIPError, match=r"^mock-0: this driver has no SDMA block for SDMA0 7\.0\.0 \(supported: 6\.0\.0\)$"):
+  set_ip_version(pci, hw_ip.SDMA0_HWID, (5, 2, 0))
+  with pytest.raises(UnsupportedIPError, match=r"^mock-0: this driver has no SDMA block for SDMA0 5\.2\.0 \(supported: 6\.0\.0, 7\.0\.0, 7\.0\.1\)$"):
     PCIIface(pci)
   open_model("navi31", 0, "am").close()          # the failed open released the device
 

@@ -95,7 +95,9 @@ def test_the_compiler_target_and_firmware_list_follow_the_gc_version():
     ["gfx1100", "gfx1151", "gfx1201", "gfx942", "gfx90a"]
   assert [gfx_arch(v) for v in (110000, 120001, 90402, 90010)] == ["gfx1100", "gfx1201", "gfx942", "gfx90a"]   # KFD's encoding
   assert ip_table.FIRMWARE.pick((11, 0, 0)) is firmware_gc11
-  with pytest.raises(UnsupportedIPError, match=r"no firmware list for GC 12\.0\.1 \(supported: 11\.0\.0\)"): ip_table.FIRMWARE.pick((12, 0, 1))
+  assert ip_table.FIRMWARE.pick((12, 0, 1)).__name__ == "drivers.amd.am.firmware_gc12"
+  with pytest.raises(UnsupportedIPError, match=r"no firmware list for GC 10\.3\.0 \(supported: 11\.0\.0, 12\.0\.0\)"):
+    ip_table.FIRMWARE.pick((10, 3, 0))
 
 
 @pytest.mark.parametrize("iface", ["MOCKPCI", "MOCKKFD"])
@@ -168,7 +170,8 @@ class HDPv6_0_99(HDPv6_0):
 def test_a_new_hdp_version_is_its_class_and_one_row(monkeypatch):
   pci = open_model("navi31", 0, "am")
   set_ip_version(pci, hw_ip.HDP_HWID, (6, 0, 99))
-  with pytest.raises(UnsupportedIPError, match=r"^mock-0: this driver has no HDP block for HDP 6\.0\.99 \(supported: 6\.0\.0\)$"): PCIIface(pci)
+  with pytest.raises(UnsupportedIPError, match=r"^mock-0: this driver has no HDP block for HDP 6\.0\.99 \(supported: 6\.0\.0, 7\.0\.0\)$"):
+    PCIIface(pci)
   monkeypatch.setitem(ip_table.row("HDP"), (6, 0, 99), HDPv6_0_99)
   monkeypatch.setattr(HDPv6_0_99, "ran", [])
   dev = AMDDevice("MOCKPCI+AMD", PCIIface(open_model("navi31", 0, "am")))
@@ -196,3 +199,14 @@ def test_a_new_sdma_version_is_its_block_row_and_its_packet_format_row(monkeypat
     assert dev.sdma_pkt is fmt and roundtrip(dev) and copies
     assert dev.iface.core.fw.files["sdma"] == str(tmp_path / "sdma_6_0_99.bin")
   finally: dev.close()
+
+
+@pytest.mark.parametrize("gc,mp,sdma", [((12, 0, 1), (14, 0, 2), (7, 0, 1)), ((12, 0, 0), (14, 0, 3), (7, 0, 0))], ids=["navi48", "navi44"])
+def test_gfx12_versions_pick_the_gfx12_blocks(gc, mp, sdma):
+  from autogen.amd import gc_12_0_0, nbif_6_3_1
+  versions = {"GC": gc, "OSSSYS": (7, 0, 0), "MP0": mp, "MP1": mp, "SDMA0": sdma, "NBIO": (6, 3, 1), "HDP": (7, 0, 0), "MMHUB": (4, 1, 0)}
+  found = {b: c.__name__ for b, c in ip_table.classes(ip_table.BLOCKS + ip_table.HELPERS, versions).items()}
+  assert found == {"SOC": "SOC24", "GMC": "GMCv12_0", "IH": "IHv7_0", "PSP": "PSPv14_0", "SMU": "SMUv14_0", "GFX": "GFXv12_0",
+                   "SDMA": "SDMAv7_0", "NBIO": "NBIFv6_3_1", "HDP": "HDPv7_0", "MMHUB": "MMHUBv4_1_0", "GFXHUB": "GFXHUBv12_0"}
+  assert (ip.REGISTERS["GC"].pick(gc), ip.REGISTERS["NBIO"].pick((6, 3, 1))) == (gc_12_0_0, nbif_6_3_1)
+  assert (ip.PM4.pick(gc), ip.SDMA.pick(sdma), ip_table.PTE.pick(gc).__name__) == (pm4_nv, sdma_v6_0_pkt, "PTEgfx12")

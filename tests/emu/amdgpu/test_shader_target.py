@@ -71,4 +71,5 @@ def test_an_rdna3_core_cannot_decode_them():
 
 
 def test_a_gc_version_no_target_runs_is_refused():
-  with pytest.raises(ValueError, match=r"no shader core target runs GC 9\.4\.3: .*11\.0\.0 \(gfx1100\)"): GPUModel(1 << 20, gc_version=(9, 4, 3))
+  with pytest.raises(ValueError, match=r"no shader core target runs GC 9\.4\.3: .*11\.0\.0 \(gfx1100\)"):
+    GPUModel(1 << 20, gc_version=(9, 4, 3)).target
