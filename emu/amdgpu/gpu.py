@@ -20,7 +20,7 @@ from emu.amdgpu.hdp import HDPModel
 from emu.amdgpu.engine import GPUEngine, KernelError
 from emu.amdgpu.caches import ShaderMemory
 from emu.amdgpu.spi import SHRegisters, launch as spi_launch
-from emu.amdgpu.sqtt import ThreadTrace, schedule
+from emu.amdgpu.sqtt import ThreadTrace, schedule, shape
 from emu.amdgpu.perfcounters import PerfCounters
 from emu.amdgpu.chips import Chip, NAVI31
 from emu.amdgcn import targets
@@ -133,7 +133,7 @@ class GPUModel:
   def observe(self, trace: Trace, traced: bool) -> None:
     """What the waves of a dispatch executed, timed (sqtt.schedule), into the thread trace and the counters."""
     start = self.sqtt.start_clock() if traced else 0
-    waves, end = schedule(trace.runs, trace.insts, start)
+    waves, end = schedule(trace.runs, trace.insts, shape(self.chip.gc_info), start)
     if traced: self.sqtt.record(waves)
     if self.perf.counting(): self.perf.record(trace.runs, trace.insts, waves, start, end)
 

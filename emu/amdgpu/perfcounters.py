@@ -23,7 +23,7 @@ from collections import Counter
 from autogen.amd import gc_11_0_0 as gc, soc21_enum as e
 from emu.pci import ModelError
 from emu.amdgpu.registers import Block
-from emu.amdgpu.sqtt import SES
+from emu.amdgpu.sqtt import shape
 
 COUNTERS = 8               # SQ_PERFCOUNTER0..7 (the ones the model has)
 SQ_SELECTS = {e.SQ_PERF_SEL_WAVES: "WAVES", e.SQ_PERF_SEL_BUSY_CYCLES: "BUSY_CYCLES", e.SQ_PERF_SEL_WAVE_CYCLES: "WAVE_CYCLES",
@@ -55,10 +55,11 @@ class PerfCounters(Block):
 
   def __init__(self, dev):
     super().__init__(dev)
+    self.ses = shape(dev.chip.gc_info)[0]
     self.state, self.cs_en = STATE_RESET, False
     self.select = [0] * COUNTERS
     self.grbm_select = 0
-    self.counts = [Counter() for _ in range(SES)]
+    self.counts = [Counter() for _ in range(self.ses)]
     self.gui_active = 0
 
   def handlers(self):
@@ -80,7 +81,7 @@ class PerfCounters(Block):
     if f["PERFMON_STATE"] not in (STATE_RESET, STATE_COUNT, STATE_STOP):
       raise ModelError(f"CP_PERFMON_CNTL.PERFMON_STATE {f['PERFMON_STATE']} is not modelled (0 reset, 1 count, 2 stop)")
     self.state = f["PERFMON_STATE"]
-    if self.state == STATE_RESET: self.counts, self.gui_active = [Counter() for _ in range(SES)], 0
+    if self.state == STATE_RESET: self.counts, self.gui_active = [Counter() for _ in range(self.ses)], 0
 
   def _ctrl(self, addr: int, value: int) -> None: self.cs_en = bool(gc.regSQ_PERFCOUNTER_CTRL.decode(value)["CS_EN"])
 
@@ -100,7 +101,7 @@ class PerfCounters(Block):
 
   def _count(self, n: int) -> int:
     index = gc.regGRBM_GFX_INDEX.decode(self.get(gc.regGRBM_GFX_INDEX))
-    if index["SE_INDEX"] >= SES: raise ModelError(f"GRBM_GFX_INDEX.SE_INDEX {index['SE_INDEX']} selects no shader engine (there are {SES})")
+    if index["SE_INDEX"] >= self.ses: raise ModelError(f"GRBM_GFX_INDEX.SE_INDEX {index['SE_INDEX']} selects no shader engine (there are {self.ses})")
     sel = gc.regSQ_PERFCOUNTER0_SELECT.decode(self.select[n])["PERF_SEL"]
     return self.counts[index["SE_INDEX"]][SQ_SELECTS[sel]] & 0xFFFFFFFF if sel in SQ_SELECTS else 0
 
@@ -113,11 +114,11 @@ class PerfCounters(Block):
     if not self.cs_en: return
     classes = {pc: inst_class(i) for pc, i in insts.items()}
     for (wg, _), pcs in runs.items():
-      c = self.counts[wg % SES]
+      c = self.counts[wg % self.ses]
       c["WAVES"] += 1
       c["INSTS_ALL"] += len(pcs)
       c.update(cls for pc in pcs if (cls := classes[pc]) is not None)
-    for se in range(SES):
+    for se in range(self.ses):
       mine = [(t0, t1) for s, *_, t0, t1, _ in waves if s == se]
       if mine:
         self.counts[se]["WAVE_CYCLES"] += sum(t1 - t0 for t0, t1 in mine)

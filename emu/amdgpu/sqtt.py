@@ -33,9 +33,11 @@ from dataclasses import dataclass, field
 from autogen.amd import gc_11_0_0 as gc
 from emu.pci import ModelError
 from emu.amdgpu.registers import Block
-from emu.amdgpu.discovery import GC_INFO
 
-SES, SAS, WGPS = GC_INFO["gc_num_se"], GC_INFO["gc_num_sa_per_se"], GC_INFO["gc_num_wgp0_per_sa"]
+Shape = tuple[int, int, int]   # shader engines, SAs per SE, WGPs per SA (the chip's gc_info: discovery.h gc_info_v1_2)
+
+
+def shape(gc_info: dict[str, int]) -> Shape: return gc_info["gc_num_se"], gc_info["gc_num_sa_per_se"], gc_info["gc_num_wgp0_per_sa"]
 SIMDS = 4                   # SIMD32s per WGP (two per CU)
 ALIGN_SHIFT = 12            # BUF0_BASE / SIZE unit
 WPTR_UNIT = 32
@@ -151,17 +153,18 @@ def _info(inst, taken: bool) -> tuple:
     tuple(counters(inst, cls))
 
 
-def schedule(runs: dict[tuple[int, int], list[int]], insts: dict, start: int = 0) -> tuple[list[tuple], int]:
+def schedule(runs: dict[tuple[int, int], list[int]], insts: dict, chip: Shape, start: int = 0) -> tuple[list[tuple], int]:
   """The timing model over a dispatch's executed instructions: per wave (se, sa, wgp, simd, slot, start, end, [(time,
-  token, class, pc)]), and the clock when the last wave ended."""
+  token, class, pc)]), and the clock when the last wave ended; workgroups are placed round-robin over the chip's SEs."""
+  ses, sas, wgps = chip
   by_wg: dict[int, dict[int, list[int]]] = {}
   for (wg, wave), pcs in runs.items(): by_wg.setdefault(wg, {})[wave] = pcs
   wgp_free: dict[tuple[int, int, int], int] = {}
   info: dict[tuple[int, bool], tuple] = {}
   out, last = [], start
   for k in sorted(by_wg):
-    se, n = k % SES, k // SES
-    place = (se, n % SAS, n // SAS % WGPS)
+    se, n = k % ses, k // ses
+    place = (se, n % sas, n // sas % wgps)
     t0 = max(start, wgp_free.get(place, start))
     waves = [_Wave(i, pcs, i % SIMDS, i // SIMDS, t0 + 2 * i, t0 + 2 * i + 1) for i, pcs in sorted(by_wg[k].items())]
     issues: dict[int, list] = {w.index: [] for w in waves}
@@ -247,7 +250,8 @@ class ThreadTrace(Block):
 
   def __init__(self, dev):
     super().__init__(dev)
-    self.se = [_SE() for _ in range(SES)]
+    self.ses, _, self.wgps = shape(dev.chip.gc_info)
+    self.se = [_SE() for _ in range(self.ses)]
     self.mem = dev.mmu.client("SQTT")
 
   def handlers(self):
@@ -266,8 +270,8 @@ class ThreadTrace(Block):
     """The SEs GRBM_GFX_INDEX selects (all with SE_BROADCAST_WRITES; a read takes SE_INDEX's)."""
     index = gc.regGRBM_GFX_INDEX.decode(self.get(gc.regGRBM_GFX_INDEX))
     if index["SE_BROADCAST_WRITES"] and addr is None: return self.se
-    if index["SE_INDEX"] >= SES:
-      raise ModelError(f"GRBM_GFX_INDEX.SE_INDEX {index['SE_INDEX']} selects no shader engine (there are {SES}) for SQ_THREAD_TRACE_*")
+    if index["SE_INDEX"] >= self.ses:
+      raise ModelError(f"GRBM_GFX_INDEX.SE_INDEX {index['SE_INDEX']} selects no shader engine (there are {self.ses}) for SQ_THREAD_TRACE_*")
     return [self.se[index["SE_INDEX"]]]
 
   def _write(self, name: str, value: int) -> None:
@@ -314,7 +318,7 @@ class ThreadTrace(Block):
       se = self.se[i]
       mask = gc.regSQ_THREAD_TRACE_MASK.decode(se.regs.get("MASK", 0))
       unit = (mask["SA_SEL"], mask["WGP_SEL"], mask["SIMD_SEL"])
-      if mask["WGP_SEL"] >= WGPS: raise ModelError(f"SQ_THREAD_TRACE_MASK of SE {i}: WGP_SEL {mask['WGP_SEL']}: an SA has {WGPS} WGPs")
+      if mask["WGP_SEL"] >= self.wgps: raise ModelError(f"SQ_THREAD_TRACE_MASK of SE {i}: WGP_SEL {mask['WGP_SEL']}: an SA has {self.wgps} WGPs")
       exclude = gc.regSQ_THREAD_TRACE_TOKEN_MASK.decode(se.regs.get("TOKEN_MASK", 0))["TOKEN_EXCLUDE"]
       dropped = {"VALUINST": exclude & EXCLUDE_VALUINST, "IMMEDIATE": exclude & EXCLUDE_IMMEDIATE, "INST": exclude & EXCLUDE_INST}
       events: list[tuple] = []
