@@ -1,7 +1,7 @@
 """The layer rules (README, "Layout") that imports can break: emu/ (the hardware models) imports only autogen/, common/
 and itself, never the drivers that are its clients; common/ imports nothing of the repository; drivers/system is the
 only importer of emu/, and only once a model is opened. Every import counts, module- or function-level."""
-import ast, subprocess, sys
+import ast, collections, subprocess, sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -45,3 +45,10 @@ def test_only_drivers_system_imports_emu():
            if not p.is_relative_to(REPO / "drivers" / "system")]
   assert len(files) > 50
   assert [f"{p.relative_to(REPO)}:{line}: {m}" for p in files for m, line in imports(p) if m.split(".")[0] == "emu"] == []
+
+
+def test_test_modules_have_unique_basenames():
+  """pytest imports test modules by basename (rootdir import mode, no packages): a second test_x.py anywhere under tests/
+  stops the whole run at collection ("import file mismatch")."""
+  names = collections.Counter(p.name for p in Path(__file__).parent.rglob("test_*.py"))
+  assert [n for n, k in names.items() if k > 1] == []

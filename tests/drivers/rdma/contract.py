@@ -1,7 +1,7 @@
 """The NIC provider contract: what every registered RDMA NIC's provider does alike under drivers/rdma's verbs, with no
 per-vendor exceptions (what only one vendor's hardware does stays in tests/drivers/<vendor>).
 
-tests/drivers/rdma/test_contract.py runs every check in CHECKS on emulated NIC mock-0 of every vendor the registry knows
+tests/drivers/rdma/test_nic_contract.py runs every check in CHECKS on emulated NIC mock-0 of every vendor the registry knows
 (rdma_vendors()), opened with IPv4 address IP and its PHY loopback on, so a NIC joins by registering. A check takes the
 vendor's name and the open Context, makes its own QPs (a Pair: two QPs of the NIC connected to each other through the loopback) and asserts
 against the bytes it wrote, never against a vendor's encoding."""
