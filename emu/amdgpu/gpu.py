@@ -113,10 +113,7 @@ class GPUModel:
   # --- dispatch
   def dispatch(self, sh: SHRegisters, grid: tuple[int, int, int], initiator: int, queue: str) -> int:
     """DISPATCH_DIRECT with the queue's COMPUTE_* registers (emu/amdgpu/spi.py); returns wave-instructions executed."""
-    if self.chip.versions["GC"][0] != 11:    # spi.py decodes GC 11's COMPUTE_* fields (GC 12 moved and dropped some: gc_12_0_0_sh_mask.h)
-      raise KernelError(f"{queue}: DISPATCH_DIRECT on GC {'.'.join(map(str, self.chip.versions['GC']))}: the dispatch of this generation "
-                        "is not modelled yet (emu/amdgpu/spi.py decodes GC 11's COMPUTE_* registers)")
-    launch, block = spi_launch(sh, initiator, queue)
+    launch, block = spi_launch(sh, initiator, queue, self.chip.gc_info["gc_num_se"])
     launch.shared_hi, launch.private_hi = self.flat_apertures(queue)
     launch.target = self.target.name
     with self.shader_lock:
