@@ -27,7 +27,6 @@ from emu.amdgcn import targets
 from emu.amdgcn.dispatch import execute, WaveError
 from emu.amdgcn.trace import Trace
 
-IP_BASES = NAVI31.ip_bases   # the KFD model's GPU (kfd.py) is a Navi31
 CLOCK_HZ = 100_000_000        # GPU timestamp counter (RELEASE_MEM data_sel 3, SDMA TIMESTAMP): 100 MHz
 # the register file's banked copies of SH_MEM_CONFIG / SH_MEM_BASES: VMID v at bank(BANK_SH_MEM + 2v) / +1, after the
 # HQD copies of 4 MEC pipes x 8 queues x 64 registers (gfx.py, navi31.py's file layout)

@@ -7,7 +7,7 @@ from compute import Tensor, Device, optim
 from emu.amdgpu.chips import NAVI48
 from emu.amdgpu.fwbuild import write_firmware
 
-D = "MOCKPCI+AMD:navi48:2"
+D = "MOCKPCI+AMD:navi48:5"   # an index no other test opens (one lock per emulated bus)
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -7,9 +7,11 @@ import pytest
 from autogen.amd import gc_11_0_0, gc_12_0_0, mmhub_4_1_0, hdp_7_0_0, smu14_driver_if_v14_0, amdgpu_vm as vm
 from drivers.amd.am.firmware import BACKPORT_DIR
 from drivers.amd.device import AMDDevice
+from drivers.amd.kfd import KFDIface
 from drivers.amd.pci import PCIIface
 from drivers.hcq import parse_device, DeviceSpec, open_device
 from drivers.system import open_model
+from drivers.system.kernel import kernel_interface
 from emu.amdgpu import spi
 from emu.amdgpu.chips import NAVI44, NAVI48
 from emu.amdgpu.fwbuild import write_firmware
@@ -61,15 +63,19 @@ def test_the_queue_contract_on_mock_pci_navi48(tmp_path, monkeypatch):
   check_device("MOCKPCI+AMD:navi48")
 
 
-@pytest.fixture(scope="module", params=sorted(CHIPS))
+@pytest.fixture(scope="module", params=[("MOCKPCI", "navi48"), ("MOCKPCI", "navi44"), ("MOCKKFD", "navi48")], ids="-".join)
 def gfx12_dev(request, tmp_path_factory):
-  """A booted Navi48 / Navi44 on synthetic firmware (MOCKPCI+AMD:<chip>:1)."""
-  fw = tmp_path_factory.mktemp(f"fw-{request.param}")
-  write_firmware(str(fw), chip={"navi48": NAVI48, "navi44": NAVI44}[request.param])
-  with pytest.MonkeyPatch.context() as mp:
-    mp.setenv("HCQ_FIRMWARE_DIR", str(fw))
-    dev = open_device(f"MOCKPCI+AMD:{request.param}:1")
-  yield request.param, dev
+  """A booted Navi48 / Navi44 on synthetic firmware (MOCKPCI+AMD:<chip>:4, an index no other test opens), or the KFD
+  model serving Navi48s (kernel_interface(mock="kfd", chip="navi48"))."""
+  iface, chip = request.param
+  if iface == "MOCKKFD": dev = AMDDevice("MOCKKFD+AMD", KFDIface(kernel_interface(mock="kfd", chip=chip)))
+  else:
+    fw = tmp_path_factory.mktemp(f"fw-{chip}")
+    write_firmware(str(fw), chip={"navi48": NAVI48, "navi44": NAVI44}[chip])
+    with pytest.MonkeyPatch.context() as mp:
+      mp.setenv("HCQ_FIRMWARE_DIR", str(fw))
+      dev = open_device(f"MOCKPCI+AMD:{chip}:4")
+  yield chip, dev
   dev.close()
 
 
@@ -78,7 +84,7 @@ def test_rdna4_kernels_compiled_for_the_chips_target_match_numpy(gfx12_dev):
   gfx1200 and launched through the GC 12 COMPUTE_* registers (emu/amdgpu/spi.py)."""
   from tests.drivers.amd.kernels import SRC
   chip, dev = gfx12_dev
-  assert dev.arch == CHIPS[chip][4]
+  assert dev.arch == CHIPS[chip][4] and dev.iface.ip_versions["GC"] == CHIPS[chip][0]
   lib = dev.compiler.compile(SRC)
   def put(x):
     b = dev.alloc(x.nbytes); b.copyin(x.data); return b
@@ -104,6 +110,18 @@ def test_rdna4_kernels_compiled_for_the_chips_target_match_numpy(gfx12_dev):
   dev.program("grid3d", lib)(out, global_size=(nx // 16, ny // 4, nz // 2), local_size=(16, 4, 2), vals=(nx, ny), wait=True)
   z, y, xx = np.meshgrid(np.arange(nz), np.arange(ny), np.arange(nx), indexing="ij")
   np.testing.assert_array_equal(get(out, np.int32).reshape(nz, ny, nx), xx + 100 * y + 10000 * z)
+
+
+def test_the_kfd_model_serving_navi48_lists_its_topology():
+  """An RX 9070 XT's KFD node: 64 CUs (4 SEs x 2 SAs x 8 CUs, 2 SIMDs each), gfx_target_version 12.0.1, device 1002:7550."""
+  dev = AMDDevice("MOCKKFD+AMD", KFDIface(kernel_interface(mock="kfd", chip="navi48")))
+  try:
+    p = dev.iface.props
+    assert (p["simd_count"], p["array_count"], p["cu_per_simd_array"], p["gfx_target_version"], p["device_id"]) == (128, 8, 8, 120001, 0x7550)
+    assert dev.arch == "gfx1201" and dev.iface.ip_versions["SDMA0"] == (7, 0, 1)
+  finally: dev.close()
+  with pytest.raises(ValueError, match=r"the KFD model serves no chip 'navi99'; chips: navi31, navi48, navi44"):
+    kernel_interface(mock="kfd", chip="navi99")
 
 
 def spi_decode(gc, engines: int = 4, initiator: int | None = None, **regs):
