@@ -27,7 +27,6 @@ from emu.amdgcn import targets
 from emu.amdgcn.dispatch import execute, WaveError
 from emu.amdgcn.trace import Trace
 
-IP_BASES = NAVI31.ip_bases   # the KFD model's GPU (kfd.py) is a Navi31
 CLOCK_HZ = 100_000_000        # GPU timestamp counter (RELEASE_MEM data_sel 3, SDMA TIMESTAMP): 100 MHz
 # the register file's banked copies of SH_MEM_CONFIG / SH_MEM_BASES: VMID v at bank(BANK_SH_MEM + 2v) / +1, after the
 # HQD copies of 4 MEC pipes x 8 queues x 64 registers (gfx.py, navi31.py's file layout)
@@ -113,10 +112,7 @@ class GPUModel:
   # --- dispatch
   def dispatch(self, sh: SHRegisters, grid: tuple[int, int, int], initiator: int, queue: str) -> int:
     """DISPATCH_DIRECT with the queue's COMPUTE_* registers (emu/amdgpu/spi.py); returns wave-instructions executed."""
-    if self.chip.versions["GC"][0] != 11:    # spi.py decodes GC 11's COMPUTE_* fields (GC 12 moved and dropped some: gc_12_0_0_sh_mask.h)
-      raise KernelError(f"{queue}: DISPATCH_DIRECT on GC {'.'.join(map(str, self.chip.versions['GC']))}: the dispatch of this generation "
-                        "is not modelled yet (emu/amdgpu/spi.py decodes GC 11's COMPUTE_* registers)")
-    launch, block = spi_launch(sh, initiator, queue)
+    launch, block = spi_launch(sh, initiator, queue, self.chip.gc_info["gc_num_se"])
     launch.shared_hi, launch.private_hi = self.flat_apertures(queue)
     launch.target = self.target.name
     with self.shader_lock:

@@ -1,5 +1,6 @@
 """A model of the amdgpu KFD kernel driver (/dev/kfd, its sysfs topology, the render nodes) over two
-emulated Navi31s, implementing drivers.system.kernel.KernelInterface.
+emulated GPUs of one chip (chips.py: Navi31 by default; `kernel_interface(mock="kfd", chip="navi48")` serves two
+Navi48s, `chip="navi44"` two Navi44s), implementing drivers.system.kernel.KernelInterface.
 
 It plays the kernel's part for one process: per GPU it owns the process's GPU VM (real page tables in that GPU's VRAM),
 allocates VRAM, GTT and user-pointer memory (USERPTR: pages of the process, mapped for that GPU's DMA, so two GPUs can
@@ -25,13 +26,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from autogen import kfd
-from autogen.amd import gc_11_0_0 as gc, soc21_enum
+from autogen.amd import soc21_enum
 from common.alloc import RangeAllocator
 from common.plugin import KernelModel
-from emu.amdgpu.gpu import GPUModel, IP_BASES, DeviceError
+from emu.amdgpu.chips import Chip, NAVI31, NAVI44, NAVI48
+from emu.amdgpu.gpu import GPUModel, DeviceError
 from emu.amdgcn import targets
-from emu.amdgpu.mmu import FAULT_EXECUTE, FAULT_WRITE, Fault, PTE_VALID, PTE_SYSTEM, PTE_SNOOPED, PTE_READABLE, PTE_WRITEABLE, PTE_EXECUTABLE, \
-  MTYPE_SHIFT
+from emu.amdgpu.mmu import FAULT_EXECUTE, FAULT_WRITE, Fault, PTE_VALID, PTE_SYSTEM, PTE_SNOOPED, PTE_READABLE, PTE_WRITEABLE, PTE_EXECUTABLE
 from emu.amdgpu.pagetable import PageTables, PAGE
 from emu.amdgpu.pm4 import PM4Engine
 from emu.amdgpu.registers import Block
@@ -44,15 +45,24 @@ GPU_IDS, RENDER_MINORS = (0x5A1E, 0x7C3B), (128, 129)   # topology nodes 1 and 2
 GPU_ID = GPU_IDS[0]
 # hw ids of the IP discovery table (discovery.h) the driver reads through sysfs
 HW_IDS = {"GC": 11, "SDMA0": 42, "NBIO": 108, "MMHUB": 34, "MP0": 255, "MP1": 1, "HDP": 41, "OSSSYS": 40}
-IP_VERSIONS = {"GC": (11, 0, 0), "SDMA0": (6, 0, 0), "NBIO": (4, 3, 0), "MMHUB": (3, 0, 0), "MP0": (13, 0, 0),
-               "MP1": (13, 0, 0), "HDP": (6, 0, 0), "OSSSYS": (6, 0, 0)}
-# KFD topology node properties of a Navi31 (RX 7900 XTX): 96 CUs in 6 SEs x 2 SAs x 8 CUs
-GPU_PROPERTIES = {"cpu_cores_count": 0, "simd_count": 192, "mem_banks_count": 1,
-                  "gfx_target_version": targets.for_gc(IP_VERSIONS["GC"]).gfx_target_version,
-                  "simd_per_cu": 2, "array_count": 12, "simd_arrays_per_engine": 2, "cu_per_simd_array": 8,
-                  "max_waves_per_simd": 16, "max_slots_scratch_cu": 32, "lds_size_in_kb": 64, "wave_front_size": 32,
-                  "num_xcc": 1, "vendor_id": 0x1002, "device_id": 0x744C,
-                  "num_sdma_engines": 2, "num_sdma_queues_per_engine": 6, "local_mem_size": 0}
+CHIPS = {c.name: c for c in (NAVI31, NAVI48, NAVI44)}   # the chips a KFD model can serve
+
+
+def gpu_properties(chip: Chip) -> dict[str, int]:
+  """The KFD topology node properties of `chip` (kfd_topology.c): its CUs in SEs x SAs of 2 CUs per WGP, 2 SIMDs per CU."""
+  g = chip.gc_info
+  arrays, cus = g["gc_num_se"] * g["gc_num_sa_per_se"], 2 * (g["gc_num_wgp0_per_sa"] + g["gc_num_wgp1_per_sa"])
+  return {"cpu_cores_count": 0, "simd_count": 2 * arrays * cus, "mem_banks_count": 1,
+          "gfx_target_version": targets.for_gc(chip.versions["GC"]).gfx_target_version,
+          "simd_per_cu": 2, "array_count": arrays, "simd_arrays_per_engine": g["gc_num_sa_per_se"], "cu_per_simd_array": cus,
+          "max_waves_per_simd": 16, "max_slots_scratch_cu": 32, "lds_size_in_kb": 64, "wave_front_size": 32,
+          "num_xcc": 1, "vendor_id": 0x1002, "device_id": chip.device_id,
+          "num_sdma_engines": 2, "num_sdma_queues_per_engine": 6, "local_mem_size": 0}
+
+
+IP_VERSIONS = NAVI31.versions
+# the default model's (a Navi31, RX 7900 XTX): 96 CUs in 6 SEs x 2 SAs x 8 CUs
+GPU_PROPERTIES = gpu_properties(NAVI31)
 VA_BASE, VA_END = 0x1000_0000_0000, 0x2000_0000_0000    # VA handed out by reserve(), clear of where host mmaps land
 DOORBELL_MMAP = 0x3 << 60                                # mmap offset of the doorbell page on /dev/kfd
 DOORBELL_PAGE = 0x2000
@@ -97,14 +107,17 @@ class ShaderEngineIndex(Block):
   """GRBM_GFX_INDEX, which a queue sets (SET_UCONFIG_REG) to program the SQ_THREAD_TRACE_* copy of one shader engine
   (emu/amdgpu/sqtt.py); the PCI model's GFX block owns it there."""
   name = ip = "GC"
-  STORAGE = (gc.regGRBM_GFX_INDEX,)
+
+  def __init__(self, dev):
+    super().__init__(dev)
+    self.STORAGE = (dev.gc.regGRBM_GFX_INDEX,)
 
 
 class Node:
-  """One GPU as this process sees it: the emulated Navi31, its VRAM allocators and the process's VM on it."""
-  def __init__(self, gpu_id: int, minor: int, vram_size: int, on_error, on_interrupt):
+  """One GPU as this process sees it: the emulated chip, its VRAM allocators and the process's VM on it."""
+  def __init__(self, gpu_id: int, minor: int, vram_size: int, chip: Chip, on_error, on_interrupt):
     self.gpu_id, self.render = gpu_id, render_node(minor)
-    self.gpu = GPUModel(vram_size)
+    self.gpu = GPUModel(vram_size, chip=chip)
     self.gpu.regs.map(ShaderEngineIndex(self.gpu))   # what a user queue's thread-trace programming selects SEs with
     self.gpu.on_error.append(lambda err: on_error(self, err))
     self.gpu.on_interrupt.append(on_interrupt)
@@ -166,9 +179,10 @@ class DoorbellPage(Region):
 class KFDModel(KernelDriverModel):
   name, first_fd = "KFD model", 1000
 
-  def __init__(self, vram_size: int = 512 << 20):
+  def __init__(self, vram_size: int = 512 << 20, chip: Chip | str = NAVI31):
     super().__init__(VA_BASE, VA_END)
-    self.vram_size = vram_size
+    if isinstance(chip, str) and chip not in CHIPS: raise ValueError(f"the KFD model serves no chip {chip!r}; chips: {', '.join(CHIPS)}")
+    self.vram_size, self.chip = vram_size, CHIPS[chip] if isinstance(chip, str) else chip
     self.nodes: dict[int, Node] = {}   # gpu_id -> the GPUs whose VM this process acquired
     self.bos: dict[int, BO] = {}
     self.queues: dict[int, PM4Engine | SDMAEngine] = {}
@@ -197,13 +211,13 @@ class KFDModel(KernelDriverModel):
   def _files(self) -> dict[str, str]:
     out = {f"{TOPOLOGY}/0/gpu_id": "0", f"{TOPOLOGY}/0/properties": "cpu_cores_count 2\nsimd_count 0\n"}
     for n, (gpu_id, minor) in enumerate(zip(GPU_IDS, RENDER_MINORS), 1):
-      props = {**GPU_PROPERTIES, "drm_render_minor": minor, "gpu_id": gpu_id}
+      props = {**gpu_properties(self.chip), "drm_render_minor": minor, "gpu_id": gpu_id}
       out[f"{TOPOLOGY}/{n}/gpu_id"] = str(gpu_id)
       out[f"{TOPOLOGY}/{n}/properties"] = "".join(f"{k} {v}\n" for k, v in props.items())
       for ip, hwid in HW_IDS.items():
         d = f"{ip_discovery(minor)}/{hwid}/0"
-        for k, v in zip(("major", "minor", "revision"), IP_VERSIONS[ip]): out[f"{d}/{k}"] = str(v)
-        out[f"{d}/base_addr"] = "".join(f"0x{b:08X}\n" for b in IP_BASES[ip])
+        for k, v in zip(("major", "minor", "revision"), self.chip.versions[ip]): out[f"{d}/{k}"] = str(v)
+        out[f"{d}/base_addr"] = "".join(f"0x{b:08X}\n" for b in self.chip.ip_bases[ip])
     return out
 
   def _last_closed(self, path: str) -> None:
@@ -237,7 +251,7 @@ class KFDModel(KernelDriverModel):
     if self.fds.get(a.drm_fd) != render_node(minor):
       raise self._fail(errno.EINVAL, f"ACQUIRE_VM of gpu_id {a.gpu_id:#x} with drm_fd {a.drm_fd}, not an open {render_node(minor)}")
     if (node := self.nodes.get(a.gpu_id)) is None:
-      node = self.nodes[a.gpu_id] = Node(a.gpu_id, minor, self.vram_size, self._on_error, self._on_interrupt)
+      node = self.nodes[a.gpu_id] = Node(a.gpu_id, minor, self.vram_size, self.chip, self._on_error, self._on_interrupt)
     if node.vm_fd not in (None, a.drm_fd):   # kfd_process_device_init_vm: one render node file per process and GPU
       raise self._fail(errno.EBUSY, f"ACQUIRE_VM with drm_fd {a.drm_fd}: the VM was acquired through drm_fd {node.vm_fd}")
     node.vm_fd = a.drm_fd
@@ -247,10 +261,10 @@ class KFDModel(KernelDriverModel):
 
   def _program_vm(self, node: Node) -> None:
     """What amdgpu.ko has programmed by the time a process owns a VM: the hub translating (its gmc hw_init) with the
-    process's page tables as the context, and the VMID's flat apertures as KFD sets them for gfx11 (update_qpd_v11:
+    process's page tables as the context, and the VMID's flat apertures as KFD sets them for gfx11 and gfx12 (update_qpd_v11, _v12:
     SH_MEM_CONFIG unaligned, 64-bit, instruction prefetch 3; SH_MEM_BASES from kfd_flat_memory.c's gfx9+ apertures,
     LDS at 1 << 48 and scratch at 2 << 48). The model's queues all run in VMID 0."""
-    gpu = node.gpu
+    gpu, gc = node.gpu, node.gpu.gc
     gpu.mmu.set_enabled(None)
     gpu.mmu.set_context(node.vm.root, 0, (1 << 48) - 1)
     gpu.regs[gpu.sh_mem_slot(0, False)] = gc.regSH_MEM_CONFIG.encode(
@@ -349,7 +363,8 @@ class KFDModel(KernelDriverModel):
     else:
       perm = PTE_VALID | PTE_READABLE | PTE_WRITEABLE * bool(bo.flags & kfd.KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE) | \
              PTE_EXECUTABLE * bool(bo.flags & kfd.KFD_IOC_ALLOC_MEM_FLAGS_EXECUTABLE)
-      if bo.flags & kfd.KFD_IOC_ALLOC_MEM_FLAGS_UNCACHED: perm |= soc21_enum.MTYPE_UC << MTYPE_SHIFT   # gmc_v11's mtype for UC
+      if bo.flags & kfd.KFD_IOC_ALLOC_MEM_FLAGS_UNCACHED:   # gmc_v11/v12 mtype for UC (at the chip PTE format MTYPE bits)
+        perm |= soc21_enum.MTYPE_UC << bo.node.gpu.pte_format.mtype_shift
       if bo.kind == "vram": addrs = bo.paddr + np.arange(pages, dtype=np.uint64) * PAGE
       else:
         addrs = np.array(bo.bus, dtype=np.uint64)
@@ -446,4 +461,4 @@ class KFDModel(KernelDriverModel):
 
 
 # registered under hcq.models (pyproject.toml): kernel_interface(mock="kfd") is this model
-MODEL = KernelModel("kfd", KFDModel, "two emulated Navi31s (KFD model)")
+MODEL = KernelModel("kfd", KFDModel, "two emulated Navi31s (KFD model; chip=navi48 or navi44 for RDNA4)")

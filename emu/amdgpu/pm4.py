@@ -44,7 +44,7 @@ class PM4Engine(GPUEngine):
 
   def __init__(self, gpu: GPUModel, name: str, ring_va: int, ring_size: int, rptr_va: int, wptr_va: int):
     super().__init__(gpu, name, ring_va, ring_size, rptr_va, wptr_va)
-    self.sh = SHRegisters(gpu.ip_bases["GC"], gpu.regs.name_of)   # this queue's COMPUTE_* registers
+    self.sh = SHRegisters(gpu.gc, gpu.ip_bases["GC"], gpu.regs.name_of)   # this queue's COMPUTE_* registers
     self.ib: tuple[int, int, int] | None = None   # active indirect buffer: (va, dwords, position)
 
   def packet(self, words: np.ndarray, pos: int) -> int:

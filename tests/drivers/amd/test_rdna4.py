@@ -2,13 +2,17 @@
 AM driver with the real firmware (Debian firmware-amd-graphics 20250410, whose gfx12 files scripts/setup.sh unpacks), the
 queue-API contract on MOCKPCI+AMD:navi48 (synthetic firmware), and what the gfx12 blocks program differently from gfx11."""
 import os
+import numpy as np
 import pytest
-from autogen.amd import gc_12_0_0, mmhub_4_1_0, hdp_7_0_0, smu14_driver_if_v14_0, amdgpu_vm as vm
+from autogen.amd import gc_11_0_0, gc_12_0_0, mmhub_4_1_0, hdp_7_0_0, smu14_driver_if_v14_0, amdgpu_vm as vm
 from drivers.amd.am.firmware import BACKPORT_DIR
 from drivers.amd.device import AMDDevice
+from drivers.amd.kfd import KFDIface
 from drivers.amd.pci import PCIIface
 from drivers.hcq import parse_device, DeviceSpec, open_device
 from drivers.system import open_model
+from drivers.system.kernel import kernel_interface
+from emu.amdgpu import spi
 from emu.amdgpu.chips import NAVI44, NAVI48
 from emu.amdgpu.fwbuild import write_firmware
 from emu.amdgpu.mmu import GFX12, leaf_check, pde_error
@@ -59,15 +63,100 @@ def test_the_queue_contract_on_mock_pci_navi48(tmp_path, monkeypatch):
   check_device("MOCKPCI+AMD:navi48")
 
 
-def test_a_gfx12_dispatch_is_refused_until_the_core_models_it(tmp_path, monkeypatch):
-  from emu.amdgpu.engine import KernelError
-  write_firmware(str(tmp_path), chip=NAVI44)
-  monkeypatch.setenv("HCQ_FIRMWARE_DIR", str(tmp_path))
-  dev = open_device("MOCKPCI+AMD:navi44:1")
+@pytest.fixture(scope="module", params=[("MOCKPCI", "navi48"), ("MOCKPCI", "navi44"), ("MOCKKFD", "navi48")], ids="-".join)
+def gfx12_dev(request, tmp_path_factory):
+  """A booted Navi48 / Navi44 on synthetic firmware (MOCKPCI+AMD:<chip>:4, an index no other test opens), or the KFD
+  model serving Navi48s (kernel_interface(mock="kfd", chip="navi48"))."""
+  iface, chip = request.param
+  if iface == "MOCKKFD": dev = AMDDevice("MOCKKFD+AMD", KFDIface(kernel_interface(mock="kfd", chip=chip)))
+  else:
+    fw = tmp_path_factory.mktemp(f"fw-{chip}")
+    write_firmware(str(fw), chip={"navi48": NAVI48, "navi44": NAVI44}[chip])
+    with pytest.MonkeyPatch.context() as mp:
+      mp.setenv("HCQ_FIRMWARE_DIR", str(fw))
+      dev = open_device(f"MOCKPCI+AMD:{chip}:4")
+  yield chip, dev
+  dev.close()
+
+
+def test_rdna4_kernels_compiled_for_the_chips_target_match_numpy(gfx12_dev):
+  """The vadd, LDS reduction, scratch and 3-D grid kernels of the gfx11 end-to-end suite, compiled by clang for gfx1201 /
+  gfx1200 and launched through the GC 12 COMPUTE_* registers (emu/amdgpu/spi.py)."""
+  from tests.drivers.amd.kernels import SRC
+  chip, dev = gfx12_dev
+  assert dev.arch == CHIPS[chip][4] and dev.iface.ip_versions["GC"] == CHIPS[chip][0]
+  lib = dev.compiler.compile(SRC)
+  def put(x):
+    b = dev.alloc(x.nbytes); b.copyin(x.data); return b
+  def get(buf, dtype): return np.frombuffer(buf.copyout(), dtype)
+  rng = np.random.default_rng(0)
+  n = 10_000
+  a, b = rng.standard_normal((2, n), dtype=np.float32)
+  out = dev.alloc(n * 4)
+  dev.program("vadd", lib)(out, put(a), put(b), global_size=(-(-n // 64),), local_size=(64,), vals=(n,), wait=True)
+  np.testing.assert_array_equal(get(out, np.float32), a + b)
+  x = rng.integers(-1000, 1000, 256 * 40).astype(np.float32)
+  out = dev.alloc(40 * 4)
+  dev.program("lds_sum", lib)(out, put(x), global_size=(40,), local_size=(256,), wait=True)
+  np.testing.assert_array_equal(get(out, np.float32), x.reshape(40, 256).sum(1))
+  prg = dev.program("scratch", lib)
+  assert prg.kernel.descriptor.private_segment_fixed_size >= 256
+  idx = rng.integers(0, 64, 256).astype(np.int32)
+  out = dev.alloc(256 * 4)
+  prg(out, put(idx), global_size=(4,), local_size=(64,), wait=True)
+  np.testing.assert_array_equal(get(out, np.int32), idx * np.arange(256))
+  nx, ny, nz = 64, 24, 6
+  out = dev.alloc(nx * ny * nz * 4)
+  dev.program("grid3d", lib)(out, global_size=(nx // 16, ny // 4, nz // 2), local_size=(16, 4, 2), vals=(nx, ny), wait=True)
+  z, y, xx = np.meshgrid(np.arange(nz), np.arange(ny), np.arange(nx), indexing="ij")
+  np.testing.assert_array_equal(get(out, np.int32).reshape(nz, ny, nx), xx + 100 * y + 10000 * z)
+
+
+def test_the_kfd_model_serving_navi48_lists_its_topology():
+  """An RX 9070 XT's KFD node: 64 CUs (4 SEs x 2 SAs x 8 CUs, 2 SIMDs each), gfx_target_version 12.0.1, device 1002:7550."""
+  dev = AMDDevice("MOCKKFD+AMD", KFDIface(kernel_interface(mock="kfd", chip="navi48")))
   try:
-    with pytest.raises(KernelError, match=r"DISPATCH_DIRECT on GC 12\.0\.0: the dispatch of this generation is not modelled yet"):
-      dev.iface.pci.model.gpu.dispatch(None, (1, 1, 1), 1, "compute0")    # refused before the registers are read
+    p = dev.iface.props
+    assert (p["simd_count"], p["array_count"], p["cu_per_simd_array"], p["gfx_target_version"], p["device_id"]) == (128, 8, 8, 120001, 0x7550)
+    assert dev.arch == "gfx1201" and dev.iface.ip_versions["SDMA0"] == (7, 0, 1)
   finally: dev.close()
+  with pytest.raises(ValueError, match=r"the KFD model serves no chip 'navi99'; chips: navi31, navi48, navi44"):
+    kernel_interface(mock="kfd", chip="navi99")
+
+
+def spi_decode(gc, engines: int = 4, initiator: int | None = None, **regs):
+  """emu/amdgpu/spi.py's decode of one wave32 workgroup of 64 lanes plus `regs` (COMPUTE_* names without the prefix)."""
+  regs = {"NUM_THREAD_X": 64, "NUM_THREAD_Y": 1, "NUM_THREAD_Z": 1, **regs}
+  if initiator is None: initiator = gc.regCOMPUTE_DISPATCH_INITIATOR.encode(COMPUTE_SHADER_EN=1, CS_W32_EN=1)
+  return spi.decode(gc.__name__.rpartition(".")[2], engines, initiator, tuple(regs.get(n, 0) for n in spi.STATE))
+
+
+def test_gc12_compute_registers_are_decoded_with_gc12_fields():
+  """The bits gc_12_0_0 renamed: RSRC1 21/23 are WG_RR_EN / DISABLE_PERF (gfx11's DX10_CLAMP / IEEE_MODE, which start the
+  MODE of a gfx11 wave only), RSRC2 6 DYNAMIC_VGPR (gfx11 TRAP_PRESENT), RSRC3 10-11 part of the 8-bit INST_PREF_SIZE
+  (gfx11 TRAP_ON_START / END), TMPRING_SIZE.WAVESIZE 18 bits; every field the model does not act on is refused."""
+  g11, g12 = gc_11_0_0, gc_12_0_0
+  bits = g12.regCOMPUTE_PGM_RSRC1.encode(FLOAT_MODE=0xC0, WG_RR_EN=1, DISABLE_PERF=1)
+  assert bits == g11.regCOMPUTE_PGM_RSRC1.encode(FLOAT_MODE=0xC0, DX10_CLAMP=1, IEEE_MODE=1)
+  assert spi_decode(g12, PGM_RSRC1=bits)[0]["mode"] == 0xC0 and spi_decode(g11, PGM_RSRC1=bits)[0]["mode"] == 0xC0 | 1 << 8 | 1 << 9
+  for gc, field in ((g12, "DYNAMIC_VGPR"), (g11, "TRAP_PRESENT")):
+    assert gc.regCOMPUTE_PGM_RSRC2.mask(field) == 1 << 6
+    with pytest.raises(spi.Refused, match=f"COMPUTE_PGM_RSRC2 {field}=1 is not modelled"): spi_decode(gc, PGM_RSRC2=1 << 6)
+  with pytest.raises(spi.Refused, match="COMPUTE_PGM_RSRC2 WGP_TAKEOVER=1 is not modelled"): spi_decode(g12, PGM_RSRC2=1 << 31)
+  assert spi_decode(g12, PGM_RSRC3=g12.regCOMPUTE_PGM_RSRC3.encode(INST_PREF_SIZE=0xFF))[2] == 0   # bits 4-11: a hint
+  with pytest.raises(spi.Refused, match="COMPUTE_PGM_RSRC3 TRAP_ON_START=1"): spi_decode(g11, PGM_RSRC3=1 << 10)
+  with pytest.raises(spi.Refused, match="COMPUTE_PGM_RSRC3 GLG_EN=1"): spi_decode(g12, PGM_RSRC3=1 << 13)
+  with pytest.raises(spi.Refused, match=r"COMPUTE_PGM_RSRC3 0x4000 sets reserved bits"): spi_decode(g12, PGM_RSRC3=1 << 14)
+  with pytest.raises(spi.Refused, match="COMPUTE_NUM_THREAD_X INTERLEAVE_BITS_X=1"): spi_decode(g12, NUM_THREAD_X=64 | 1 << 13)
+  assert spi_decode(g11, NUM_THREAD_X=64 | 1 << 13)[1] == (64 | 1 << 13, 1, 1)   # gfx11: NUM_THREAD_FULL is 16 bits
+  ini = g12.regCOMPUTE_DISPATCH_INITIATOR
+  with pytest.raises(spi.Refused, match="initiator INTERLEAVE_2D_EN is not modelled"):
+    spi_decode(g12, initiator=ini.encode(COMPUTE_SHADER_EN=1, CS_W32_EN=1, INTERLEAVE_2D_EN=1))
+  assert spi_decode(g12, initiator=ini.encode(COMPUTE_SHADER_EN=1, CS_W32_EN=1, PING_PONG_EN=1))[0]["wave64"] is False
+  # scratch: an 18-bit WAVESIZE (256-byte units), WAVES slots on each of the chip's engines
+  tmpring = g12.regCOMPUTE_TMPRING_SIZE.encode(WAVES=2, WAVESIZE=1 << 16)
+  ring = spi_decode(g12, PGM_RSRC2=1, TMPRING_SIZE=tmpring, DISPATCH_SCRATCH_BASE_LO=0x10)[0]["scratch"]
+  assert (ring.base, ring.wave_bytes, ring.se_bytes, ring.ses) == (0x1000, 256 << 16, 2 * 256 << 16, 4)
 
 
 def test_device_strings_name_the_emulated_chip():

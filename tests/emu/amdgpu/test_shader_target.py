@@ -41,7 +41,7 @@ def model(gc_version) -> GPUModel:
 
 def dispatch(gpu: GPUModel, code: bytes, a: float, b: float) -> float:
   gpu.vram.write(CODE, code)
-  sh = SHRegisters(gpu.ip_bases["GC"], gpu.regs.name_of)
+  sh = SHRegisters(gpu.gc, gpu.ip_bases["GC"], gpu.regs.name_of)
   regs = {"PGM_LO": (CODE_VA >> 8) & 0xFFFFFFFF, "PGM_HI": CODE_VA >> 40, "NUM_THREAD_X": 32, "NUM_THREAD_Y": 1, "NUM_THREAD_Z": 1,
           "PGM_RSRC1": gc.regCOMPUTE_PGM_RSRC1.encode(FLOAT_MODE=0xC0, IEEE_MODE=1), "PGM_RSRC2": gc.regCOMPUTE_PGM_RSRC2.encode(USER_SGPR=4),
           "USER_DATA_0": OUT_VA & 0xFFFFFFFF, "USER_DATA_1": OUT_VA >> 32,
