@@ -461,4 +461,4 @@ class KFDModel(KernelDriverModel):
 
 
 # registered under hcq.models (pyproject.toml): kernel_interface(mock="kfd") is this model
-MODEL = KernelModel("kfd", KFDModel, "two emulated Navi31s (KFD model; chip=navi48 or navi44 for RDNA4)")
+MODEL = KernelModel("kfd", KFDModel, "two emulated Navi31s (KFD model)")
