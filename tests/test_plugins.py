@@ -124,6 +124,8 @@ def test_a_vendor_declares_what_each_of_its_mock_interfaces_runs_on():
   with pytest.raises(ValueError, match=r"PCI\+TOY2 is no emulated interface; those of TOY2: MOCK"): toy2.open_mock("PCI")
   with pytest.raises(ValueError, match=r"MOCK\+TOY2 runs behind a USB bridge, and TOY2 declares none \(usb_bridges\)"): toy2.open_mock("MOCK")
   with pytest.raises(ValueError, match=r"Mock\(None, via='kernel'\): name the kernel-driver model"): Mock(None, "kernel")
+  with pytest.raises(ValueError, match=r"Mock\('toyfn', via='pci', chooses='chip'\): only a kernel-driver model takes its PCI model"):
+    Mock("toyfn", "pci", chooses="chip")
   toy3 = Vendor("TOY3", interfaces=("MOCK",), lock_prefix="toy3", pci_vendors=(0xFFFE,), mocks={"MOCK": Mock(None, "pci")})
   assert (toy3.models, toy3.pci_models) == ((), ())          # the registry has no PCI model of vendor 0xfffe
   with pytest.raises(ValueError, match=r"^MOCK\+TOY3: no PCI model of vendor id 0xfffe is registered \(hcq.models\) in this build$"):

@@ -71,7 +71,7 @@ def _open(spec: DeviceSpec) -> AMDDevice:
   if iface in ("KFD", "MOCKKFD"):
     from drivers.amd.kfd import KFDIface
     from drivers.system.kernel import kernel_interface
-    return AMDDevice(name, KFDIface(VENDOR.open_mock(iface) if mock else kernel_interface(), spec.index))
+    return AMDDevice(name, KFDIface(VENDOR.open_mock(iface, model=spec.model) if mock else kernel_interface(), spec.index))
   if iface in ("USB", "MOCKUSB"):
     from drivers.amd.usb import USBIface
     from drivers.system.usb import open_usb
@@ -87,7 +87,7 @@ VENDOR = Vendor(
   lock_prefix=LOCK_PREFIX, modules=("amdgpu",), load=("amdgpu",), pci_vendors=(PCI_VENDOR,),
   pci_classes=(CLASS_DISPLAY, CLASS_ACCELERATOR), device_names=DEVICE_NAMES, usage=_usage, usb_bridges=(ASM24XX,),
   # the emulated GPU (the first registered PCI model of vendor 0x1002) through the AM driver, bare or behind the USB
-  # bridge model (ASM24xx); the KFD model (emu/kfd)
-  mocks={"MOCKKFD": Mock("kfd", "kernel"), "MOCKPCI": Mock(None, "pci"), "MOCKUSB": Mock(None, "usb")},
+  # bridge model (ASM24xx); the KFD model (emu/amdgpu/kfd.py), serving the chip a device string names (KFDModel(chip=))
+  mocks={"MOCKKFD": Mock("kfd", "kernel", chooses="chip"), "MOCKPCI": Mock(None, "pci"), "MOCKUSB": Mock(None, "usb")},
   # where its models are declared: the default is found there, without loading every vendor's model declarations
   model_package="emu.amdgpu")

@@ -1,6 +1,7 @@
 """Device strings: `<iface>+<vendor>[:<model>][:<index>]`, or a bare vendor that picks the interface itself. `<model>` (a
 registered PCI model's name, lower case, e.g. MOCKPCI+AMD:navi48) picks the emulated chip of a MOCK interface that runs on
-a PCI model; without it, that interface runs on the vendor's default model.
+a PCI model, or on a kernel-driver model that serves a chosen one (Mock.chooses: MOCKKFD+AMD:navi48); without it, that
+interface runs on its default.
 
 The vendors and their interfaces are the registered ones (drivers/system/registry.py, entry point group hcq.vendors)
 that have a queue-API driver (`Vendor.open`)."""
@@ -31,8 +32,8 @@ def device_forms(kernels_only: bool = False) -> list[str]:
 
 def valid_forms() -> str:
   example = next((f", e.g. {v.name}:1" for v in openable_vendors() if not v.single), "")
-  models = next((f"; a MOCK interface running on a PCI model may name the model first, e.g. {i}+{v.name}:<model>:1"
-                 for v in openable_vendors() for i, m in v.mocks.items() if m.via != "kernel"), "")
+  models = next((f"; a MOCK interface may name the emulated chip it runs on (a PCI model) first, e.g. {i}+{v.name}:<model>:1"
+                 for v in openable_vendors() for i, m in v.mocks.items() if m.choosable), "")
   return ", ".join(device_forms()) + f" (each may end in :<index>{example}{models})"
 
 
@@ -55,10 +56,11 @@ def parse_device(name: str) -> DeviceSpec:
   elif v is None or v.open is None:
     why = f"the {m['vendor']} driver is not part of this build; available: {', '.join(available_vendors())}"
   elif m["iface"] and m["iface"] not in v.interfaces: why = f"{v.name} has no interface {m['iface']}"
-  elif m["model"] and (m["iface"] not in v.mocks or v.mocks[m["iface"]].via == "kernel"):
-    pci = [i for i, mock in v.mocks.items() if mock.via != "kernel"]
-    why = (f"{m['iface'] or v.name} runs on no PCI model to choose: name a model after {' or '.join(f'{i}+{v.name}' for i in pci)}" if pci
-           else f"{v.name} has no emulated PCI interface to name a model for")
+  elif m["model"] and (m["iface"] not in v.mocks or not v.mocks[m["iface"]].choosable):
+    pci = [f"{i}+{v.name}" for i, mock in v.mocks.items() if mock.choosable]
+    after = f"{', '.join(pci[:-1])} or {pci[-1]}" if len(pci) > 1 else "".join(pci)
+    why = (f"{m['iface'] or v.name} runs on no PCI model to choose: name a model after {after}" if pci
+           else f"{v.name} has no emulated interface whose model a device string may name")
   else:
     if v.single and m["index"] not in (None, "0"):
       raise ValueError(f"bad device string {name!r}: there is one {v.name} device ({v.name} or {v.name}:0)")

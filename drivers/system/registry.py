@@ -38,14 +38,25 @@ class Mock:
   reaches `via` its kernel (a KernelModel behind its system calls: drivers/system/kernel.py kernel_interface), PCI
   (emulated device <index> of a PCIModel, the function on bus mock-<index>: drivers/system/pci.py open_model) or USB
   (that device behind the model of the vendor's first USB bridge: drivers/system/usb.py open_emulated). `model` None (PCI or USB): the
-  vendor's first registered PCI model (Vendor.pci_models), so the driver names no model."""
+  vendor's first registered PCI model (Vendor.pci_models), so the driver names no model. `chooses` (via kernel): the keyword the
+  kernel-driver model takes a PCI model's name by, so a device string may name the chip it serves (MOCKKFD+AMD:navi48 builds
+  the model with chip="navi48"); None: that model serves one kind of device and a device string names none."""
   model: str | None
   via: Via
+  chooses: str | None = None
 
   def __post_init__(self) -> None:
     if self.via not in (ways := get_args(Via)):
       raise ValueError(f"Mock({self.model!r}, via={self.via!r}): via is one of {', '.join(ways)}")
     if self.via == "kernel" and self.model is None: raise ValueError("Mock(None, via='kernel'): name the kernel-driver model")
+    if self.chooses is not None and self.via != "kernel":
+      raise ValueError(f"Mock({self.model!r}, via={self.via!r}, chooses={self.chooses!r}): only a kernel-driver model takes its PCI model "
+                       "as a keyword; a device string's model is the PCI model itself")
+
+  @property
+  def choosable(self) -> bool:
+    """Whether a device string may name the PCI model it runs on (`<iface>+<vendor>:<model>`)."""
+    return self.via != "kernel" or self.chooses is not None
 
 
 @dataclass(frozen=True)
@@ -117,17 +128,18 @@ class Vendor:
     return {i: m.model for i, m in self.mocks.items() if m.via == "kernel" and m.model is not None}
 
   def open_mock(self, iface: str, index: int = 0, model: str | None = None) -> Any:
-    """What MOCK interface `iface` runs on, as `mocks` declares it: a KernelInterface over the kernel-driver model, or
-    emulated device `index` of the PCI model (`model`, one of pci_models; None: the interface's own) as a PCIDevice (on
-    bus mock-<index>, or behind the USB bridge model) holding this vendor's lock."""
+    """What MOCK interface `iface` runs on, as `mocks` declares it: a KernelInterface over the kernel-driver model (serving
+    `model`, one of pci_models, where the Mock `chooses`), or emulated device `index` of the PCI model (`model`; None: the
+    interface's own) as a PCIDevice (on bus mock-<index>, or behind the USB bridge model) holding this vendor's lock."""
     if (m := self.mocks.get(iface)) is None:
       raise ValueError(f"{iface}+{self.name} is no emulated interface; those of {self.name}: {', '.join(self.mocks) or 'none'}")
-    if m.via == "kernel" and m.model is not None:
-      if model is not None: raise ValueError(f"{iface}+{self.name} runs on the kernel-driver model {m.model}: it has no PCI model to choose")
-      from drivers.system.kernel import kernel_interface
-      return kernel_interface(m.model)
+    if model is not None and not m.choosable:
+      raise ValueError(f"{iface}+{self.name} runs on the kernel-driver model {m.model}, which serves no PCI model to choose")
     if model is not None and model not in self.pci_models:
       raise ValueError(f"{iface}+{self.name}:{model}: no emulated {self.name} device model {model!r}; models: {', '.join(self.pci_models)}")
+    if m.via == "kernel" and m.model is not None:
+      from drivers.system.kernel import kernel_interface
+      return kernel_interface(m.model, **({m.chooses: model} if m.chooses and model else {}))
     if (name := model or m.model or self.default_pci_model()) is None:
       raise ValueError(f"{iface}+{self.name}: no PCI model of vendor id {', '.join(f'{v:#06x}' for v in self.pci_vendors)} is registered "
                        "(hcq.models) in this build")

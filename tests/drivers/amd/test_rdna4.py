@@ -124,6 +124,17 @@ def test_the_kfd_model_serving_navi48_lists_its_topology():
     kernel_interface(mock="kfd", chip="navi99")
 
 
+def test_compute_runs_on_mock_kfd_navi48():
+  """The device string alone picks the KFD model's chip: compute's kernels, compiled for gfx1201, run on MOCKKFD+AMD:navi48
+  (a matmul plus an elementwise op and a row reduction, against numpy)."""
+  from compute import Tensor, Device
+  rng = np.random.default_rng(7)
+  a, b = rng.uniform(-2, 2, (19, 45)).astype(np.float32), rng.uniform(-2, 2, (45, 23)).astype(np.float32)
+  out = ((Tensor(a, device="MOCKKFD+AMD:navi48") @ Tensor(b, device="MOCKKFD+AMD:navi48")).relu() * 2).sum(1)
+  assert Device["MOCKKFD+AMD:navi48"].arch == "gfx1201"
+  np.testing.assert_allclose(out.numpy(), (np.maximum(a.astype(np.float64) @ b, 0) * 2).sum(1), rtol=1e-5, atol=1e-4)
+
+
 def spi_decode(gc, engines: int = 4, initiator: int | None = None, **regs):
   """emu/amdgpu/spi.py's decode of one wave32 workgroup of 64 lanes plus `regs` (COMPUTE_* names without the prefix)."""
   regs = {"NUM_THREAD_X": 64, "NUM_THREAD_Y": 1, "NUM_THREAD_Z": 1, **regs}
@@ -163,10 +174,23 @@ def test_device_strings_name_the_emulated_chip():
   assert parse_device("MOCKPCI+AMD:navi48") == DeviceSpec("AMD", "MOCKPCI", 0, "navi48")
   assert parse_device("mockusb+amd:NAVI44:2") == DeviceSpec("AMD", "MOCKUSB", 2, "navi44")
   for s in ("MOCKPCI+AMD:navi48", "MOCKPCI+AMD:navi44:3", "MOCKPCI+AMD:1"): assert str(parse_device(s)) == s
-  with pytest.raises(ValueError, match=r"MOCKKFD runs on no PCI model to choose: name a model after MOCKPCI\+AMD or MOCKUSB\+AMD"):
-    parse_device("MOCKKFD+AMD:navi48")
-  with pytest.raises(ValueError, match=r"MOCKPCI\+AMD:navi99: no emulated AMD device model 'navi99'; models: navi31, navi44, navi48"):
-    open_device("MOCKPCI+AMD:navi99")
+  # MOCKKFD: the KFD model built serving the chip named (Mock("kfd", "kernel", chooses="chip")); :1 its second GPU
+  assert parse_device("MOCKKFD+AMD:navi48:1") == DeviceSpec("AMD", "MOCKKFD", 1, "navi48")
+  dev = open_device("MOCKKFD+AMD:navi48:1")
+  try:
+    assert isinstance(dev.iface, KFDIface) and dev.arch == "gfx1201" and dev.name == "MOCKKFD+AMD:navi48:1"
+    assert (dev.iface.ip_versions["GC"], dev.iface.props["device_id"]) == ((12, 0, 1), 0x7550)
+  finally: dev.close()
+  for s in ("MOCKPCI+AMD:navi99", "MOCKKFD+AMD:navi99"):
+    with pytest.raises(ValueError, match=rf"{s.replace('+', '[+]')}: no emulated AMD device model 'navi99'; models: navi31, navi44, navi48"):
+      open_device(s)
+  with pytest.raises(ValueError, match=r"\(KFD runs on no PCI model to choose: name a model after MOCKKFD\+AMD, MOCKPCI\+AMD or MOCKUSB"):
+    parse_device("KFD+AMD:navi48")
+  # a kernel-driver model that serves one kind of device (the RM model, Mock("nv", "kernel")) has no chip to choose
+  with pytest.raises(ValueError, match=r"NV has no emulated interface whose model a device string may name"): parse_device("MOCK+NV:h200")
+  from drivers.nv import VENDOR as NV
+  with pytest.raises(ValueError, match=r"MOCK\+NV runs on the kernel-driver model nv, which serves no PCI model to choose"):
+    NV.open_mock("MOCK", model="h200")
 
 
 def test_the_gfx12_page_table_format():
