@@ -257,17 +257,31 @@ def sopp(inst, pc: int, nxt: int) -> str:
   raise operands.Unsupported(f"{op} is not supported by the emulator")
 
 
+def smem_sub_dword(op: str, kind: str, base: int, off: int, soff: str, dst: int, pc: int) -> str:
+  """gfx12's S_LOAD_U8/I8/U16/I16 and S_BUFFER_LOAD_*: one byte or short at its byte address into one SGPR, zero- or
+  sign-extended (RDNA4 ISA reference guide, SMEM instructions); a buffer load past num_records reads 0."""
+  nb = int(kind[1:]) // 8
+  ext = {"u8": "v_ & 0xffu", "i8": "(u32)(i32)(i8)v_", "u16": "v_ & 0xffffu", "i16": "(u32)(i32)(i16)v_"}[kind]
+  store = "" if dst == operands.NULL else f"S({dst}) = {ext};"
+  if op.startswith("s_load_"):
+    return "{ " + f"u64 a = S64({base}) + (u64)(i64){off}{soff}; u32 v_ = 0; if (!kld(w, a, &v_, {nb})) FAIL(BASE + {pc:#x}); {store}" + " }"
+  if op.startswith("s_buffer_load_"):
+    return "{ " + f"u64 b = S64({base}) & 0xffffffffffffull; u32 nr = S({base + 2}); u32 o = (u32){off}{soff}; u32 v_ = 0; " \
+           f"if (o < nr && !kld(w, b + o, &v_, {nb})) FAIL(BASE + {pc:#x}); {store}" + " }"
+  raise operands.Unsupported(f"{op} is not supported by the emulator")
+
+
 def smem(inst, pc: int) -> str:
   f, op = inst.fields, inst.op
   if op in NOPS: return ""
   if f.get("scale_offset"): raise operands.Unsupported(f"{op} with scale_offset (not a gfx12 feature) is not supported")
-  if not op.rsplit("_", 1)[1].startswith("b"): raise operands.Unsupported(f"{op} (a sub-dword scalar load) is not supported by the emulator")
-  n = int(op.rsplit("_b", 1)[1]) // 32
   bits = 24 if "th" in f else 21   # fact 8: 21-bit signed; gfx12: 24-bit signed (its encodings.py)
   off = f["offset"] - (1 << bits) if f["offset"] & (1 << (bits - 1)) else f["offset"]
   soff = f" + S({f['soffset']})" if f["soffset"] != operands.NULL else ""
   base = 2 * f["sbase"]
   dst = f["sdata"]
+  if not (kind := op.rsplit("_", 1)[1]).startswith("b"): return smem_sub_dword(op, kind, base, off, soff, dst, pc)
+  n = int(op.rsplit("_b", 1)[1]) // 32
   if dst + n > 128 and dst != operands.NULL: raise operands.Unsupported(f"{op} destination s{dst} runs past the SGPR file")
   store = "" if dst == operands.NULL else " ".join(f"S({dst + i}) = v_[{i}];" for i in range(n))
   if op.startswith("s_load_"):

@@ -94,3 +94,18 @@ def test_rdna4_trains_the_digits_demo():
   from digits import train
   acc, _ = train(epochs=3, device=D, quiet=True)
   assert acc >= 0.9
+
+
+def test_rdna4_integer_and_byte_ops_match_numpy():
+  """Integer division, modulo, bit ops and uint8 data: on gfx12 clang reads bytes with the sub-dword scalar loads
+  (s_load_u8 / s_load_i8 / s_load_u16 / s_load_i16), which gfx11 does not have."""
+  a = np.array([-7, -3, 0, 3, 7, 100], dtype=np.int32)
+  b = np.array([2, -2, 5, 1, -3, 7], dtype=np.int32)
+  ta, tb = Tensor(a, device=D), Tensor(b, device=D)
+  np.testing.assert_array_equal((ta // tb).numpy(), a // b)
+  np.testing.assert_array_equal((ta % tb).numpy(), a % b)
+  np.testing.assert_array_equal((ta & tb | 1).numpy(), a & b | 1)
+  for dt in (np.uint8, np.int8, np.uint16, np.int16):
+    u = np.array([250, 3, 7, 129, 255], dtype=np.int64).astype(dt)
+    assert Tensor(u, device=D).sum().item() == int(u.astype(np.int64).sum()), dt
+    np.testing.assert_array_equal((Tensor(u, device=D) + Tensor(u, device=D)).numpy(), u + u)
