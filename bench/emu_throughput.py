@@ -9,6 +9,7 @@ wave-instructions/s on (a) and (b), first result of a new program in < 2 s. Prin
 Usage: python bench/emu_throughput.py [repeats]"""
 import json, os, struct, sys, tempfile, time
 import numpy as np
+from figures import best_with
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "emu", "amdgcn"))
 from exec_helpers import assemble, compile_cl, CodeObject, buffer, read, VADD, MATMUL   # noqa: E402 (llvm-mc / clang-22)
@@ -37,15 +38,6 @@ def emit(name: str, value: float, unit: str, **extra) -> None:
   print(json.dumps({"bench": f"emu_throughput/{name}", "value": round(value, 4), "unit": unit, **extra}), flush=True)
 
 
-def best(fn, repeats: int) -> tuple[float, object]:
-  times, out = [], None
-  for _ in range(repeats):
-    t = time.perf_counter()
-    out = fn()
-    times.append(time.perf_counter() - t)
-  return min(times), out
-
-
 def alu_loop(repeats: int, target: str) -> None:
   mem = Memory()
   isa = targets.get(target).isa
@@ -54,7 +46,7 @@ def alu_loop(repeats: int, target: str) -> None:
   out = mem.alloc(128)
   go = lambda: run(mem, pc=pc, block=(32, 1, 1), user_sgprs=[out & 0xFFFFFFFF, out >> 32], target=target)
   go()
-  t, st = best(go, repeats)
+  t, st = best_with(go, repeats)
   assert (read(mem, out, np.float32, 32) == 10000.0).all()
   emit("alu_loop_wave_inst_per_s", st.wave_instructions / t, "wave-inst/s", target=target, wave_instructions=st.wave_instructions,
        seconds=round(t, 5))
@@ -74,9 +66,9 @@ def vadd(repeats: int, cold: bool = False) -> None:
     emit("first_result_seconds", time.perf_counter() - t0, "s", case="vadd_64k")
     return
   go()
-  t, st = best(go, repeats)
+  t, st = best_with(go, repeats)
   assert np.array_equal(read(mem, pc, np.float32, n), a + b)
-  t_np, _ = best(lambda: a + b, repeats)
+  t_np, _ = best_with(lambda: a + b, repeats)
   emit("vadd_64k_wave_inst_per_s", st.wave_instructions / t, "wave-inst/s", waves=st.waves,
        wave_instructions=st.wave_instructions, seconds=round(t, 5))
   emit("vadd_64k_time_vs_numpy", t / t_np, "x")
@@ -90,9 +82,9 @@ def matmul(repeats: int, n: int = 256) -> None:
   args = struct.pack("<QQQi", pa, pb, pc, n)
   go = lambda: co.kernel("matmul", (n // 16, n // 16, 1), (16, 16, 1), args)
   go()
-  t, st = best(go, max(1, repeats // 2))
+  t, st = best_with(go, max(1, repeats // 2))
   np.testing.assert_allclose(read(mem, pc, np.float32, n * n).reshape(n, n), a @ b, rtol=1e-4, atol=1e-3)
-  t_np, _ = best(lambda: a @ b, repeats)
+  t_np, _ = best_with(lambda: a @ b, repeats)
   emit(f"matmul_{n}_wave_inst_per_s", st.wave_instructions / t, "wave-inst/s", waves=st.waves,
        wave_instructions=st.wave_instructions, seconds=round(t, 4))
   emit(f"matmul_{n}_time_vs_numpy", t / t_np, "x")

@@ -4,12 +4,17 @@ import json, time
 
 def best(fn, rounds: int = 5) -> float:
   """The fastest of `rounds` runs of fn(), in seconds (the least disturbed by other load on the machine)."""
-  out = []
+  return best_with(fn, rounds)[0]
+
+
+def best_with(fn, rounds: int = 5) -> tuple[float, object]:
+  """best(), and what the last run of fn() returned."""
+  times, out = [], None
   for _ in range(rounds):
     t0 = time.perf_counter()
-    fn()
-    out.append(time.perf_counter() - t0)
-  return min(out)
+    out = fn()
+    times.append(time.perf_counter() - t0)
+  return min(times), out
 
 
 def host_cpu(fn, dev) -> float:
